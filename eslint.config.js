@@ -1,0 +1,67 @@
+// Lint rules, including the layer rule of DESIGN.md §2: the domain is pure and the app imports
+// no driver or SDK; only adapters and the entry points touch the outside world.
+import js from "@eslint/js";
+import tseslint from "typescript-eslint";
+
+const drivers = [
+  "better-sqlite3",
+  "pg",
+  "matrix-bot-sdk",
+  "node:child_process",
+  "child_process",
+  "node:http",
+  "http",
+  "pino",
+];
+
+export default tseslint.config(
+  { ignores: ["dist/", "node_modules/", "stubs/", "coverage/", ".venv*/", "tmp/", "bench/results/"] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    rules: {
+      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
+      "@typescript-eslint/consistent-type-imports": "error",
+    },
+  },
+  {
+    files: ["src/domain/**/*.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          paths: [...drivers, "node:fs", "fs", "node:net", "node:timers"].map((name) => ({
+            name,
+            message: "src/domain is pure: no I/O, drivers or loggers.",
+          })),
+          patterns: [{ group: ["**/adapters/**", "**/app/**", "**/config/**"], message: "domain imports nothing outward." }],
+        },
+      ],
+      "no-restricted-globals": [
+        "error",
+        { name: "process", message: "src/domain reads no env or argv." },
+        { name: "setTimeout", message: "src/domain has no timers." },
+        { name: "setInterval", message: "src/domain has no timers." },
+      ],
+    },
+  },
+  {
+    files: ["src/app/**/*.ts", "src/ports/**/*.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          paths: drivers.map((name) => ({ name, message: "only src/adapters imports drivers and SDKs." })),
+          patterns: [{ group: ["**/adapters/**"], message: "app and ports depend on ports, not adapters." }],
+        },
+      ],
+    },
+  },
+  {
+    files: ["test/**/*.ts", "bench/**/*.ts"],
+    rules: {
+      "@typescript-eslint/no-explicit-any": "off",
+      "@typescript-eslint/no-non-null-assertion": "off",
+    },
+  },
+);

@@ -1,0 +1,66 @@
+/** The shared vocabulary of dagbot: the parsed DAG and the state names every layer speaks. */
+
+/** A task's life, DESIGN.md §3. The transition table lives in task-states.ts. */
+export const TASK_STATUSES = [
+  "blocked",
+  "queued",
+  "running",
+  "canceling",
+  "succeeded",
+  "failed",
+  "timed_out",
+  "canceled",
+  "skipped",
+] as const;
+export type TaskStatus = (typeof TASK_STATUSES)[number];
+
+/** A DAG run's life, DESIGN.md §3. The transition table lives in run-states.ts. */
+export const RUN_STATUSES = [
+  "pending",
+  "running",
+  "canceling",
+  "succeeded",
+  "failed",
+  "canceled",
+  "rejected",
+  "expired",
+] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
+/** A value a DAG may pass to an action argument; the executor renders it as a string. */
+export type ArgValue = string | number | boolean;
+
+/** Where a task may run: every label must be on the node; `node` pins it to one node_id. */
+export interface Placement {
+  labels: string[];
+  node: string | null;
+}
+
+/** One task of a validated DAG, with every default filled in. Durations are milliseconds. */
+export interface TaskSpec {
+  id: string;
+  action: string;
+  args: Record<string, ArgValue>;
+  needs: string[];
+  on: Placement;
+  /** Run time limit; null means the action's own timeout from the node config. */
+  timeoutMs: number | null;
+  /** How long the task may wait in the queue before it times out; null means no limit. */
+  queueTimeoutMs: number | null;
+  retries: number;
+  /** Base of the exponential backoff between attempts. */
+  retryBackoffMs: number;
+  /** At most one active (queued-for-claim or running) task per key across the room, FIFO behind it. */
+  concurrencyKey: string | null;
+  /** Higher is claimed first; ties go first in, first out. */
+  priority: number;
+}
+
+/** A DAG that passed the schema and the graph checks. Tasks keep the document's order. */
+export interface ParsedDag {
+  id: string;
+  description: string | null;
+  /** Per-run cap on running tasks; null means only the room's global cap applies. */
+  maxParallel: number | null;
+  tasks: TaskSpec[];
+}

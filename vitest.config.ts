@@ -1,0 +1,12 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    // Store and chat tests start real processes and servers; give them room on a 2-core machine.
+    testTimeout: 30_000,
+    hookTimeout: 180_000,
+    pool: "forks",
+    reporters: ["default"],
+  },
+});
