@@ -1,0 +1,60 @@
+/**
+ * Typed errors that cross the port boundary. A lost compare-and-set is a normal outcome
+ * (ConflictError, logged at debug, never retried blindly); a missing row is NotFoundError; anything
+ * else from a store (connection refused, SQL error, disk full) is StoreError and is the only kind
+ * that loops back off on (DESIGN.md §3).
+ */
+
+/** Someone else moved first: the row was not in the state the caller expected. */
+export class ConflictError extends Error {
+  override readonly name = "ConflictError";
+  constructor(
+    /** What was attempted, e.g. "renew task lease". */
+    readonly operation: string,
+    /** What the caller expected, e.g. { status: "running", version: 3, executor: "n1/boot" }. */
+    readonly expected: Record<string, unknown>,
+    /** What the store found instead (null when the row could not be read back). */
+    readonly found: Record<string, unknown> | null,
+  ) {
+    super(`${operation}: conflict (expected ${JSON.stringify(expected)}, found ${JSON.stringify(found)})`);
+  }
+}
+
+/** The row the operation names does not exist. */
+export class NotFoundError extends Error {
+  override readonly name = "NotFoundError";
+  constructor(
+    readonly operation: string,
+    readonly key: Record<string, unknown>,
+  ) {
+    super(`${operation}: not found ${JSON.stringify(key)}`);
+  }
+}
+
+/** The store itself failed (connection, SQL, I/O). Retry with backoff. */
+export class StoreError extends Error {
+  override readonly name = "StoreError";
+  constructor(
+    readonly operation: string,
+    options: { cause: unknown },
+  ) {
+    const cause = options.cause instanceof Error ? options.cause.message : String(options.cause);
+    super(`${operation}: store error: ${cause}`, options);
+  }
+}
+
+/** The store was written by a newer dagbot than this one: refuse to touch it. */
+export class SchemaTooNewError extends Error {
+  override readonly name = "SchemaTooNewError";
+  constructor(
+    readonly found: number,
+    readonly supported: number,
+  ) {
+    super(
+      `the store's schema is version ${found}, newer than this dagbot supports (${supported}); upgrade dagbot`,
+    );
+  }
+}
+
+export const isConflict = (e: unknown): e is ConflictError => e instanceof ConflictError;
+export const isNotFound = (e: unknown): e is NotFoundError => e instanceof NotFoundError;

@@ -1,0 +1,431 @@
+/**
+ * The shared store, as capabilities (DESIGN.md §3, §4, §8). Types only: the SQLite and PostgreSQL
+ * adapters implement all of them and one contract suite (test/contracts/store.contract.ts) proves
+ * that they behave alike. Loops take the narrow capability they need, not the whole Store.
+ *
+ * Conventions for every method:
+ * - Every change of state is one guarded write judged by affected rows. A lost race throws
+ *   ConflictError (expected vs found), a missing row NotFoundError, a store failure StoreError
+ *   (see errors.ts). Nothing else is thrown for expected outcomes.
+ * - Times are epoch milliseconds on the STORE's clock (PostgreSQL `now()`; SQLite the host clock),
+ *   never the caller's. Durations passed in are milliseconds.
+ * - Every state change appends to the event log in the same transaction. Leader writes carry a
+ *   LeaderFence and change nothing unless that fence still holds the room's unexpired lease.
+ * - A task's `version` rises by one on every status change (not on a lease renewal); (taskId,
+ *   version) plus the executor's session is the fencing token of the executing worker.
+ */
+import type { ArgValue, ParsedDag, Placement, RunStatus, TaskStatus } from "../domain/model.js";
+
+/** A node's life: node_id plus a boot id chosen at start. A restart under the same name is a new session. */
+export interface Session {
+  nodeId: string;
+  bootId: string;
+}
+
+/** Proof of leadership for one room: the lease holder's session and term. */
+export interface LeaderFence {
+  roomId: string;
+  session: Session;
+  term: number;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leases (leadership)
+
+export interface LeaseState {
+  roomId: string;
+  holder: Session | null;
+  term: number;
+  expiresAt: number;
+  /** The store's clock when this was read, so callers can compute remaining time without their own clock. */
+  now: number;
+}
+
+export interface LeaseStore {
+  /** Take the room's lease where it is free or expired: holder = me, term + 1. ConflictError when someone holds it. */
+  acquireLease(roomId: string, session: Session, ttlMs: number): Promise<LeaderFence & { expiresAt: number }>;
+  /** Extend the lease where holder = me and term = t and it has not expired. ConflictError when deposed or expired. */
+  renewLease(fence: LeaderFence, ttlMs: number): Promise<{ expiresAt: number }>;
+  /** Free the lease at once (graceful stop), fenced like every other write. */
+  releaseLease(fence: LeaderFence): Promise<void>;
+  getLease(roomId: string): Promise<LeaseState | null>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inbox (processed_events): every command event any node saw, once, keyed by event_id.
+
+export interface InboxEventInput {
+  eventId: string;
+  roomId: string;
+  sender: string;
+  originServerTs: number;
+  /** The event's content as received (body, formatted_body, relations...), stored as JSON. */
+  content: Record<string, unknown>;
+  /** Which node inserted it first (for the record only). */
+  seenBy: string;
+}
+
+/**
+ * new: not handled yet. handled: the command's effect is committed and its outcome stored in
+ * `result`; its reply may not be queued yet. replied: the reply is in the outbox. A leader takes
+ * rows in new or handled state, so a crash between the two steps repeats only the reply step,
+ * which is idempotent (outbox transaction ids are derived from the event id).
+ */
+export type InboxStatus = "new" | "handled" | "replied";
+
+export interface InboxEvent extends InboxEventInput {
+  status: InboxStatus;
+  receivedAt: number;
+  handledTerm: number | null;
+  result: Record<string, unknown> | null;
+}
+
+export interface InboxStore {
+  /** Insert-or-ignore on event_id: exactly one of N concurrent inserters gets "inserted". */
+  insertInboxEvent(event: InboxEventInput): Promise<"inserted" | "duplicate">;
+  /** The next row of this room in new or handled state, in (origin_server_ts, event_id) order; null when none. */
+  nextInboxEvent(fence: LeaderFence): Promise<InboxEvent | null>;
+  /** new → handled with its outcome, for commands whose effect is only a reply (errors, reads). */
+  markInboxHandled(fence: LeaderFence, eventId: string, result: Record<string, unknown>): Promise<void>;
+  /** handled → replied, enqueueing the reply messages in the same transaction (insert-or-ignore by txnId). */
+  markInboxReplied(fence: LeaderFence, eventId: string, replies: OutboxMessageInput[]): Promise<void>;
+  getInboxEvent(eventId: string): Promise<InboxEvent | null>;
+  /** The newest event already in the inbox for a room, to know how far back a sync gap must be fetched. */
+  latestInboxEvent(roomId: string): Promise<InboxEvent | null>;
+}
+
+/**
+ * Leader operations that are the effect of a command accept this: when `inboxEventId` is given,
+ * the same transaction also moves that inbox row new → handled with the operation's outcome as its
+ * result, so the effect and the "handled" mark commit together or not at all.
+ */
+export interface CommandContext {
+  fence: LeaderFence;
+  inboxEventId?: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs and tasks
+
+export interface RunRecord {
+  runId: string;
+  roomId: string;
+  dagId: string;
+  hash: string;
+  status: RunStatus;
+  description: string | null;
+  maxParallel: number | null;
+  publisher: string;
+  /** The chat event that published it (the status card is a threaded reply to it); null from CLI/HTTP. */
+  publishEventId: string | null;
+  confirmedBy: string | null;
+  /** When a pending run expires unconfirmed. */
+  confirmDeadline: number | null;
+  createdAt: number;
+  updatedAt: number;
+  /** The validated DAG as stored (canonical form). */
+  dag: ParsedDag;
+}
+
+export interface TaskRecord {
+  runId: string;
+  taskId: string;
+  /** Insertion order across the whole store: the FIFO tiebreak after priority. */
+  seq: number;
+  status: TaskStatus;
+  version: number;
+  /** 1 on the first attempt; a retry (running → queued) adds one. */
+  attempt: number;
+  maxAttempts: number;
+  action: string;
+  args: Record<string, ArgValue>;
+  needs: string[];
+  on: Placement;
+  priority: number;
+  concurrencyKey: string | null;
+  timeoutMs: number | null;
+  queueTimeoutMs: number | null;
+  retryBackoffMs: number;
+  executor: Session | null;
+  leaseExpiresAt: number | null;
+  notBefore: number | null;
+  deadline: number | null;
+  queuedAt: number | null;
+  startedAt: number | null;
+  finishedAt: number | null;
+  exitCode: number | null;
+  /** Tail of the output, bounded by the executor; null until finished. */
+  output: string | null;
+  error: string | null;
+}
+
+export interface CreateRunInput {
+  roomId: string;
+  dag: ParsedDag;
+  hash: string;
+  publisher: string;
+  publishEventId: string | null;
+  /** true: the run starts pending and needs a confirm; false: it starts running (auto_confirm, CLI --confirm). */
+  needsConfirmation: boolean;
+  confirmTimeoutMs: number;
+}
+
+export type CreateRunResult =
+  | { kind: "created"; run: RunRecord }
+  | { kind: "exists"; run: RunRecord }
+  | { kind: "conflict"; existing: RunRecord };
+
+export type RunDecisionResult =
+  | { kind: "done"; run: RunRecord }
+  | { kind: "already"; run: RunRecord }
+  | { kind: "wrong-status"; run: RunRecord };
+
+export interface RunStore {
+  /** All-or-nothing; deduplicated on (room, dag_id) and content hash. */
+  createRun(ctx: CommandContext, input: CreateRunInput): Promise<CreateRunResult>;
+  /** pending → running (recording who confirmed); "already" when it is running or further. NotFoundError if no such run. */
+  confirmRun(ctx: CommandContext, roomId: string, dagId: string, by: string): Promise<RunDecisionResult>;
+  /** pending → rejected. */
+  rejectRun(ctx: CommandContext, roomId: string, dagId: string, by: string): Promise<RunDecisionResult>;
+  /**
+   * running/pending → canceling: blocked and queued tasks → canceled (no side effect), running →
+   * canceling (the executing worker stops it). A run with nothing left running ends canceled at once.
+   */
+  cancelRun(ctx: CommandContext, roomId: string, dagId: string, by: string): Promise<RunDecisionResult>;
+  getRun(roomId: string, dagId: string): Promise<RunRecord | null>;
+  getRunById(runId: string): Promise<RunRecord | null>;
+  listRuns(roomId: string, options?: { statuses?: RunStatus[]; limit?: number }): Promise<RunRecord[]>;
+  listTasks(runId: string): Promise<TaskRecord[]>;
+  getTask(runId: string, taskId: string): Promise<TaskRecord | null>;
+}
+
+// --- The worker's side
+
+export interface NodeOffer {
+  session: Session;
+  /** Rooms whose tasks this node serves. */
+  roomIds: string[];
+  labels: string[];
+  /** Actions this node's config defines; a task whose action is not here is not claimed. */
+  actions: string[];
+  leaseMs: number;
+}
+
+/** The executing worker's fencing token. */
+export interface TaskToken {
+  runId: string;
+  taskId: string;
+  version: number;
+  session: Session;
+}
+
+export interface ClaimedTask {
+  token: TaskToken;
+  task: TaskRecord;
+}
+
+export interface TaskResult {
+  /** canceled only from canceling; timed_out when the worker's own deadline fired. */
+  outcome: "succeeded" | "failed" | "timed_out" | "canceled";
+  exitCode: number | null;
+  output: string;
+  error: string | null;
+}
+
+export interface TaskClaimer {
+  /**
+   * queued → running for ONE task that fits: its room is in roomIds, not_before ≤ now, its labels ⊆
+   * the node's labels, `on.node` is null or this node, its action is one the node has. Highest
+   * priority first, then first in. Sets executor, lease expiry and deadline. Null when nothing fits.
+   * The caller keeps its own count of free slots; it calls this only when it has one.
+   */
+  claimTask(offer: NodeOffer): Promise<ClaimedTask | null>;
+  /** Extend the lease; ConflictError when the task was reclaimed, canceled or finished by someone else. */
+  renewTaskLease(token: TaskToken, leaseMs: number): Promise<{ leaseExpiresAt: number; status: TaskStatus }>;
+  /**
+   * Record the end of an attempt, fenced by the token. A failure or timeout with attempts left goes
+   * back to queued (attempt + 1, not_before = now + backoff); otherwise the outcome is final.
+   */
+  finishTask(token: TaskToken, result: TaskResult): Promise<{ status: TaskStatus }>;
+}
+
+// --- The leader's side
+
+export interface ScheduleResult {
+  queued: number;
+  skipped: number;
+}
+
+export interface ReapResult {
+  /** running with an expired lease or past its deadline, attempts left → queued. */
+  requeued: number;
+  failed: number;
+  timedOut: number;
+  /** canceling with an expired lease → canceled. */
+  canceled: number;
+  /** pending runs past their confirmation deadline → expired. */
+  expiredRuns: number;
+}
+
+export interface RunOutcome {
+  runId: string;
+  dagId: string;
+  from: RunStatus;
+  to: RunStatus;
+}
+
+export interface Scheduler {
+  /**
+   * One scheduling step for the fence's room: blocked → skipped where a need ended badly; blocked →
+   * queued where every need succeeded, in priority then FIFO order, while the number of active
+   * (queued + running + canceling) tasks stays within the room's global cap and the run's
+   * max_parallel, and at most one active task per concurrency_key.
+   */
+  scheduleStep(fence: LeaderFence): Promise<ScheduleResult>;
+  /** Expired task leases, deadlines, queue timeouts and confirmation windows. */
+  reap(fence: LeaderFence): Promise<ReapResult>;
+  /** Runs whose task set now decides their outcome: running → succeeded/failed, canceling → canceled. */
+  deriveRunOutcomes(fence: LeaderFence): Promise<RunOutcome[]>;
+  /** The room's global cap on active tasks; raising it lets the next step queue more, lowering never touches running tasks. */
+  setRoomCap(roomId: string, cap: number, fence?: LeaderFence): Promise<void>;
+  getRoomCap(roomId: string): Promise<number>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nodes
+
+export interface NodeHeartbeat {
+  session: Session;
+  labels: string[];
+  capacity: number;
+  actions: string[];
+  roomIds: string[];
+}
+
+export interface NodeRecord extends NodeHeartbeat {
+  heartbeatAt: number;
+  /** Store clock minus heartbeatAt at read time. */
+  heartbeatAgeMs: number;
+  /** Tasks in running or canceling held by this session. */
+  runningTasks: number;
+  startedAt: number;
+}
+
+export interface NodeStore {
+  /** Upsert by node_id; a new boot id replaces the old session's row. */
+  heartbeat(beat: NodeHeartbeat): Promise<void>;
+  listNodes(): Promise<NodeRecord[]>;
+  /** Remove the row of this session at a graceful stop (fenced by boot id). */
+  removeNode(session: Session): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outbox: what the leader must send or edit, each with a stable transaction id.
+
+export interface OutboxMessageInput {
+  /** Stable and unique: derived from what caused the message (e.g. `reply.<event_id>`), reused on every retry. */
+  txnId: string;
+  roomId: string;
+  eventType: string;
+  content: Record<string, unknown>;
+  /** When set, this is an edit of the message sent under that txnId; the sender fills in its event id. */
+  replacesTxnId?: string | null;
+  /**
+   * Messages with the same coalesce key supersede each other while unsent: only the newest is
+   * sent (status-card edits, so a burst of task changes becomes one edit).
+   */
+  coalesceKey?: string | null;
+}
+
+export type OutboxStatus = "pending" | "sent" | "superseded" | "failed";
+
+export interface OutboxMessage extends OutboxMessageInput {
+  seq: number;
+  status: OutboxStatus;
+  sentEventId: string | null;
+  createdAt: number;
+  attempts: number;
+}
+
+export interface OutboxStore {
+  /** Insert-or-ignore on txnId; older pending rows with the same coalesce key become superseded. */
+  enqueueOutbox(fence: LeaderFence, messages: OutboxMessageInput[]): Promise<void>;
+  /** Pending rows of the fence's room in seq order. */
+  pendingOutbox(fence: LeaderFence, limit: number): Promise<OutboxMessage[]>;
+  markOutboxSent(fence: LeaderFence, txnId: string, sentEventId: string): Promise<void>;
+  markOutboxFailed(fence: LeaderFence, txnId: string, error: string): Promise<void>;
+  getOutbox(txnId: string): Promise<OutboxMessage | null>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Idempotency keys (confirmations, HTTP API calls)
+
+export interface IdempotencyStore {
+  /** Insert-or-ignore: the first caller stores its result; later callers get the stored one back. */
+  rememberIdempotencyKey(
+    scope: string,
+    key: string,
+    result: Record<string, unknown>,
+  ): Promise<{ kind: "new" } | { kind: "existing"; result: Record<string, unknown> }>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Event log: append-only, one sequence increasing within each room.
+
+export interface LogEvent {
+  seq: number;
+  roomId: string;
+  at: number;
+  /** e.g. "run.created", "task.queued", "task.running", "lease.acquired", "inbox.handled". */
+  kind: string;
+  runId: string | null;
+  taskId: string | null;
+  /** The leader term a leader write was fenced by; null for a worker's write. */
+  term: number | null;
+  /** The session that wrote it, "nodeId/bootId". */
+  actor: string | null;
+  data: Record<string, unknown>;
+}
+
+export interface EventLogStore {
+  readEvents(roomId: string, sinceSeq: number, limit?: number): Promise<LogEvent[]>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Change feed: loops wake on change instead of sleeping (PostgreSQL LISTEN/NOTIFY; SQLite polls cheaply).
+
+export type ChangeTopic = "inbox" | "tasks" | "runs" | "outbox" | "lease" | "cap";
+
+export interface ChangeFeed {
+  /** Calls back (possibly coalesced, possibly spuriously) after a change; returns an unsubscribe function. */
+  onChange(listener: (topic: ChangeTopic, roomId: string | null) => void): () => void;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export interface Store
+  extends
+    LeaseStore,
+    InboxStore,
+    RunStore,
+    TaskClaimer,
+    Scheduler,
+    NodeStore,
+    OutboxStore,
+    IdempotencyStore,
+    EventLogStore,
+    ChangeFeed {
+  readonly kind: "sqlite" | "postgres";
+  /** The store's clock now, in epoch ms. */
+  now(): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** Options every adapter's open function accepts. */
+export interface StoreOptions {
+  /**
+   * Replaces the store's clock (tests of lease expiry and takeover). Production leaves it unset so
+   * PostgreSQL's now() is the one clock all hosts agree on.
+   */
+  clock?: () => number;
+}
