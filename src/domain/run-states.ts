@@ -1,0 +1,68 @@
+/**
+ * The DAG run state machine of DESIGN.md §3, as data: every legal move with who may make it.
+ *
+ *   pending → running | rejected | expired        (the confirmation step)
+ *   running → succeeded | failed                  (derived from the task set, see run-status.ts)
+ *   running → canceling → canceled                (cancel; canceled once every task is terminal)
+ *
+ * Every actor runs on the room's leader and every write is fenced by its term: `leader` is a command
+ * handler (confirm, reject, cancel) or the loop that derives a run's outcome from its tasks, `reaper`
+ * expires runs whose confirmation window passed. Terminal states never change.
+ */
+import type { RunStatus } from "./model.js";
+import { RUN_STATUSES } from "./model.js";
+
+export const RUN_ACTORS = ["leader", "reaper"] as const;
+export type RunActor = (typeof RUN_ACTORS)[number];
+
+export interface RunTransition {
+  readonly from: RunStatus;
+  readonly to: RunStatus;
+  readonly who: readonly RunActor[];
+  readonly condition: string;
+}
+
+export const RUN_TRANSITIONS: readonly RunTransition[] = [
+  { from: "pending", to: "running", who: ["leader"], condition: "an authorised confirm" },
+  { from: "pending", to: "rejected", who: ["leader"], condition: "an authorised reject" },
+  { from: "pending", to: "expired", who: ["reaper"], condition: "the confirmation window passed" },
+  { from: "running", to: "succeeded", who: ["leader"], condition: "derived: every task succeeded" },
+  {
+    from: "running",
+    to: "failed",
+    who: ["leader"],
+    condition: "derived: every task terminal, some task not succeeded",
+  },
+  { from: "running", to: "canceling", who: ["leader"], condition: "an authorised cancel" },
+  { from: "canceling", to: "canceled", who: ["leader"], condition: "derived: every task terminal" },
+];
+
+export const TERMINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set<RunStatus>([
+  "succeeded",
+  "failed",
+  "canceled",
+  "rejected",
+  "expired",
+]);
+
+export function isTerminalRun(status: RunStatus): boolean {
+  return TERMINAL_RUN_STATUSES.has(status);
+}
+
+export function isRunStatus(value: unknown): value is RunStatus {
+  return typeof value === "string" && (RUN_STATUSES as readonly string[]).includes(value);
+}
+
+export function canTransitionRun(from: RunStatus, to: RunStatus, actor: RunActor): boolean {
+  return RUN_TRANSITIONS.some((t) => t.from === from && t.to === to && t.who.includes(actor));
+}
+
+/** The statuses `actor` may move a run to from `from` (every actor when none is given), in table order. */
+export function runTargets(from: RunStatus, actor?: RunActor): RunStatus[] {
+  const targets: RunStatus[] = [];
+  for (const t of RUN_TRANSITIONS) {
+    if (t.from !== from || (actor !== undefined && !t.who.includes(actor))) continue;
+    if (!targets.includes(t.to)) targets.push(t.to);
+  }
+  return targets;
+}
