@@ -1,0 +1,75 @@
+/**
+ * What a store contract section gets to work with: connections to ONE shared database, a clock the
+ * test moves by hand, and the per-adapter hooks that reach into the database (fault injection,
+ * schema version). Each adapter's test file builds these; sections never know which store they test.
+ *
+ * A section is a module under test/contracts/sections/ that exports one function named
+ * `<file>Section` (leasesSection, inboxSection, runsSection, claimsSection, schedulerSection,
+ * outboxSection, nodesSection, idempotencySection, eventlogSection, migrationsSection) of type
+ * ContractSection; store.contract.ts registers it inside a describe block named after the file.
+ */
+import type { Store, StoreOptions } from "../../src/ports/store.js";
+
+/** A clock the test moves by hand; every store opened through the context reads it. */
+export interface TestClock {
+  /** The current time in epoch ms (pass `clock.now` as StoreOptions.clock). */
+  now(): number;
+  advance(ms: number): void;
+  set(ms: number): void;
+}
+
+export function createTestClock(start = Date.UTC(2030, 0, 1)): TestClock {
+  let t = start;
+  return {
+    now: () => t,
+    advance: (ms) => {
+      t += ms;
+    },
+    set: (ms) => {
+      t = ms;
+    },
+  };
+}
+
+/** Hooks each adapter's test file implements by talking to its database directly (never a switch in src/). */
+export interface ContractCapabilities {
+  /**
+   * Make every later insert of a task row with this task id fail inside the database (a trigger),
+   * until the returned function removes the trap. Proves createRun is all-or-nothing.
+   */
+  injectTaskInsertFailure(taskId: string): Promise<() => Promise<void>>;
+  /** The highest migration version recorded in the database. */
+  schemaVersion(): Promise<number>;
+  /** Overwrite the recorded schema version (e.g. to a version newer than the code knows). */
+  forceSchemaVersion(version: number): Promise<void>;
+  /** The plan the store's claim query gets, as text lines (EXPLAIN QUERY PLAN / EXPLAIN). */
+  explainClaim(): Promise<string[]>;
+}
+
+/** What the adapter's test file hands to describeStoreContract: how to reach its database. */
+export interface StoreHarness {
+  /** A NEW connection (Store instance) to the same database; the caller closes it. */
+  open(options?: StoreOptions): Promise<Store>;
+  /** Wipe the data, or point at a new database/schema; called once per test file before the sections. */
+  fresh(): Promise<void>;
+  /** Drop what fresh() made; `failed` true means keep it and print where it is. */
+  teardown(failed: boolean): Promise<void>;
+}
+
+export interface ContractContext {
+  /** "sqlite" or "postgres", for messages only: sections must not branch on it. */
+  readonly name: string;
+  readonly clock: TestClock;
+  readonly capabilities: ContractCapabilities;
+  /**
+   * A new connection to the shared database reading `clock` unless options say otherwise; closed
+   * after the current test.
+   */
+  open(options?: StoreOptions): Promise<Store>;
+  /** One connection per test, opened on first use and closed after the test. */
+  store(): Promise<Store>;
+  /** A fresh id with a readable prefix, unique within the run (rooms, dag ids, event ids, nodes). */
+  uid(prefix: string): string;
+}
+
+export type ContractSection = (ctx: ContractContext) => void;

@@ -1,0 +1,9 @@
+/** Store contract: claims (filled in next). */
+import { it } from "vitest";
+import type { ContractContext } from "../context.js";
+
+export function claimsSection(ctx: ContractContext): void {
+  it("opens a store", async () => {
+    await ctx.store();
+  });
+}
