@@ -1,0 +1,157 @@
+/**
+ * The scheduler's decisions for one room, as a pure function of a snapshot (DESIGN.md §4 step 5):
+ * which blocked tasks become queued and which become skipped. The store adapters implement the same
+ * rules in SQL; this is the reference they are property-tested against.
+ *
+ * Semantics:
+ * - Only tasks of `running` runs move. Pending runs wait for confirmation; a canceling run's blocked
+ *   tasks are canceled by the cancel handler, not skipped or queued.
+ * - Skip: a blocked task with some `needs` task failed, timed_out, canceled or skipped becomes skipped.
+ *   The decision is closed under dependency: a task behind a task skipped in this same decision is
+ *   skipped too, so one call reaches the fixed point (a SQL version may loop until no row changes).
+ * - Ready: a blocked task whose `needs` all succeeded. A need missing from the snapshot is never
+ *   succeeded, so its task stays blocked (parseDag rejects unknown needs; this is defence only).
+ * - Caps count *active* tasks: queued + running + canceling, of any run in the room. Queued counts
+ *   because the scheduler is the only writer that admits work (one leader, term-fenced), so the caps
+ *   hold without workers coordinating: a claim is a plain CAS on one row, and a retry (running →
+ *   queued) keeps the slot it had.
+ *   - global cap: active tasks in the room ≤ `globalCap` (null = no limit; 0 pauses the room);
+ *   - per-run cap: active tasks of a run ≤ its `maxParallel` (null = no limit);
+ *   - `concurrencyKey`: at most one active task per key in the room, others wait behind it.
+ *   A cap lowered below the current count stops admissions until enough tasks finish; it never
+ *   touches queued or running tasks (there is no move back to blocked).
+ * - Order: ready tasks are admitted greedily in pick order — priority descending, then `seq`
+ *   ascending (creation order: first in, first out), then run id and task id for determinism. A task
+ *   held back by its run's cap or its key does not hold back later tasks of other runs or keys; the
+ *   global cap stops admission outright.
+ */
+import type { RunStatus, TaskStatus } from "./model.js";
+import { ACTIVE_TASK_STATUSES, SKIPPING_TASK_STATUSES } from "./task-states.js";
+
+export interface TaskRef {
+  runId: string;
+  taskId: string;
+}
+
+export interface ScheduleTask {
+  runId: string;
+  taskId: string;
+  status: TaskStatus;
+  /** Task ids of the same run. */
+  needs: readonly string[];
+  priority: number;
+  /** Creation order in the room (e.g. the row id): lower was published first. */
+  seq: number;
+  concurrencyKey: string | null;
+}
+
+export interface ScheduleRun {
+  runId: string;
+  status: RunStatus;
+  /** Per-run cap on active tasks; null means only the global cap applies. */
+  maxParallel: number | null;
+}
+
+/** The room's non-terminal runs and all their tasks. Runs absent here are treated as not running. */
+export interface ScheduleSnapshot {
+  runs: readonly ScheduleRun[];
+  tasks: readonly ScheduleTask[];
+}
+
+export interface ScheduleCaps {
+  /** Room-wide cap on active tasks (`!dag cap <n>`); null means no limit, 0 admits nothing. */
+  globalCap: number | null;
+}
+
+export interface ScheduleDecision {
+  /** In pick order: the order to admit them in. */
+  toQueue: TaskRef[];
+  /** In seq order. */
+  toSkip: TaskRef[];
+}
+
+/** Total order in which ready tasks are admitted: priority desc, seq asc, then run id, task id. */
+export function comparePickOrder(a: ScheduleTask, b: ScheduleTask): number {
+  if (a.priority !== b.priority) return b.priority - a.priority;
+  if (a.seq !== b.seq) return a.seq - b.seq;
+  if (a.runId !== b.runId) return a.runId < b.runId ? -1 : 1;
+  if (a.taskId !== b.taskId) return a.taskId < b.taskId ? -1 : 1;
+  return 0;
+}
+
+function compareSeq(a: ScheduleTask, b: ScheduleTask): number {
+  if (a.seq !== b.seq) return a.seq - b.seq;
+  if (a.runId !== b.runId) return a.runId < b.runId ? -1 : 1;
+  return a.taskId < b.taskId ? -1 : a.taskId > b.taskId ? 1 : 0;
+}
+
+// A separator that cannot occur in ids ([A-Za-z0-9_.-]), so (run, task) pairs never collide.
+const key = (runId: string, taskId: string): string => `${runId}\u0000${taskId}`;
+
+export function decideSchedule(snapshot: ScheduleSnapshot, caps: ScheduleCaps): ScheduleDecision {
+  const runs = new Map(snapshot.runs.map((r) => [r.runId, r]));
+  const byKey = new Map<string, ScheduleTask>();
+  for (const t of snapshot.tasks) byKey.set(key(t.runId, t.taskId), t);
+  const isMovable = (t: ScheduleTask): boolean =>
+    t.status === "blocked" && runs.get(t.runId)?.status === "running";
+
+  // Skips first, to the fixed point: a skip only ever enables more skips, never a queue. A worklist
+  // over reverse edges keeps a long chain linear instead of one pass per link.
+  const dependents = new Map<string, ScheduleTask[]>();
+  for (const t of snapshot.tasks) {
+    for (const n of t.needs) {
+      const k = key(t.runId, n);
+      const list = dependents.get(k);
+      if (list === undefined) dependents.set(k, [t]);
+      else list.push(t);
+    }
+  }
+  const skipped = new Set<string>();
+  const work = snapshot.tasks.filter((t) => SKIPPING_TASK_STATUSES.has(t.status));
+  for (let next = work.pop(); next !== undefined; next = work.pop()) {
+    for (const d of dependents.get(key(next.runId, next.taskId)) ?? []) {
+      const k = key(d.runId, d.taskId);
+      if (skipped.has(k) || !isMovable(d)) continue;
+      skipped.add(k);
+      work.push(d);
+    }
+  }
+
+  let globalActive = 0;
+  const runActive = new Map<string, number>();
+  const keysHeld = new Set<string>();
+  for (const t of snapshot.tasks) {
+    if (!ACTIVE_TASK_STATUSES.has(t.status)) continue;
+    globalActive += 1;
+    runActive.set(t.runId, (runActive.get(t.runId) ?? 0) + 1);
+    if (t.concurrencyKey !== null) keysHeld.add(t.concurrencyKey);
+  }
+
+  const ready = snapshot.tasks
+    .filter(
+      (t) =>
+        isMovable(t) &&
+        !skipped.has(key(t.runId, t.taskId)) &&
+        t.needs.every((n) => byKey.get(key(t.runId, n))?.status === "succeeded"),
+    )
+    .sort(comparePickOrder);
+
+  const toQueue: TaskRef[] = [];
+  for (const t of ready) {
+    if (caps.globalCap !== null && globalActive >= caps.globalCap) break;
+    const maxParallel = runs.get(t.runId)?.maxParallel ?? null;
+    const inRun = runActive.get(t.runId) ?? 0;
+    if (maxParallel !== null && inRun >= maxParallel) continue;
+    if (t.concurrencyKey !== null && keysHeld.has(t.concurrencyKey)) continue;
+    toQueue.push({ runId: t.runId, taskId: t.taskId });
+    globalActive += 1;
+    runActive.set(t.runId, inRun + 1);
+    if (t.concurrencyKey !== null) keysHeld.add(t.concurrencyKey);
+  }
+
+  const toSkip = snapshot.tasks
+    .filter((t) => skipped.has(key(t.runId, t.taskId)))
+    .sort(compareSeq)
+    .map((t) => ({ runId: t.runId, taskId: t.taskId }));
+  return { toQueue, toSkip };
+}

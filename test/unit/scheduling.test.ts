@@ -1,0 +1,435 @@
+// The scheduler's pure decisions: examples of each rule, then properties over random rooms.
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import type { RunStatus, TaskStatus } from "../../src/domain/model.js";
+import { TASK_STATUSES } from "../../src/domain/model.js";
+import { deriveRunOutcome } from "../../src/domain/run-status.js";
+import type {
+  ScheduleDecision,
+  ScheduleRun,
+  ScheduleSnapshot,
+  ScheduleTask,
+} from "../../src/domain/scheduling.js";
+import { comparePickOrder, decideSchedule } from "../../src/domain/scheduling.js";
+import { isTerminalTask } from "../../src/domain/task-states.js";
+
+const ACTIVE = new Set<TaskStatus>(["queued", "running", "canceling"]);
+const ENDS_BADLY = new Set<TaskStatus>(["failed", "timed_out", "canceled", "skipped"]);
+
+let seqCounter = 0;
+function task(runId: string, taskId: string, over: Partial<ScheduleTask> = {}): ScheduleTask {
+  seqCounter += 1;
+  return {
+    runId,
+    taskId,
+    status: "blocked",
+    needs: [],
+    priority: 0,
+    seq: seqCounter,
+    concurrencyKey: null,
+    ...over,
+  };
+}
+const run = (runId: string, over: Partial<ScheduleRun> = {}): ScheduleRun => ({
+  runId,
+  status: "running",
+  maxParallel: null,
+  ...over,
+});
+const ids = (refs: ReadonlyArray<{ runId: string; taskId: string }>): string[] =>
+  refs.map((r) => `${r.runId}/${r.taskId}`);
+
+describe("decideSchedule examples", () => {
+  it("queues tasks whose needs all succeeded and leaves the rest blocked", () => {
+    const snap: ScheduleSnapshot = {
+      runs: [run("r")],
+      tasks: [
+        task("r", "a", { status: "succeeded" }),
+        task("r", "b", { needs: ["a"] }),
+        task("r", "c", { needs: ["a", "b"] }),
+        task("r", "d", { status: "running" }),
+        task("r", "e", { needs: ["d"] }),
+      ],
+    };
+    expect(decideSchedule(snap, { globalCap: null })).toEqual({
+      toQueue: [{ runId: "r", taskId: "b" }],
+      toSkip: [],
+    });
+  });
+
+  it("skips everything behind a failure in one decision, transitively", () => {
+    const snap: ScheduleSnapshot = {
+      runs: [run("r")],
+      tasks: [
+        task("r", "a", { status: "failed" }),
+        task("r", "b", { needs: ["a"] }),
+        task("r", "c", { needs: ["b"] }),
+        task("r", "d", { needs: ["c", "x"] }),
+        task("r", "x", { status: "succeeded" }),
+        task("r", "y", { needs: ["x"] }),
+      ],
+    };
+    const d = decideSchedule(snap, { globalCap: null });
+    expect(ids(d.toSkip)).toEqual(["r/b", "r/c", "r/d"]);
+    expect(ids(d.toQueue)).toEqual(["r/y"]);
+  });
+
+  it.each(["timed_out", "canceled", "skipped"] as const)("skips behind a need that ended %s", (status) => {
+    const snap = { runs: [run("r")], tasks: [task("r", "a", { status }), task("r", "b", { needs: ["a"] })] };
+    expect(ids(decideSchedule(snap, { globalCap: null }).toSkip)).toEqual(["r/b"]);
+  });
+
+  it("moves nothing in runs that are not running", () => {
+    const statuses: RunStatus[] = [
+      "pending",
+      "canceling",
+      "succeeded",
+      "failed",
+      "canceled",
+      "rejected",
+      "expired",
+    ];
+    for (const status of statuses) {
+      const snap = {
+        runs: [run("r", { status })],
+        tasks: [task("r", "a", { status: "failed" }), task("r", "b", { needs: ["a"] }), task("r", "c")],
+      };
+      expect(decideSchedule(snap, { globalCap: null }), status).toEqual({ toQueue: [], toSkip: [] });
+    }
+    expect(decideSchedule({ runs: [], tasks: [task("ghost", "a")] }, { globalCap: null }).toQueue).toEqual(
+      [],
+    );
+  });
+
+  it("keeps a task with a need missing from the snapshot blocked", () => {
+    const snap = { runs: [run("r")], tasks: [task("r", "b", { needs: ["nope"] })] };
+    expect(decideSchedule(snap, { globalCap: null })).toEqual({ toQueue: [], toSkip: [] });
+  });
+
+  it("admits by priority first, then first in first out, up to the global cap", () => {
+    const snap = {
+      runs: [run("r1"), run("r2")],
+      tasks: [
+        task("r1", "old-low", { priority: 0 }),
+        task("r1", "old-high", { priority: 5 }),
+        task("r2", "new-high", { priority: 5 }),
+        task("r2", "new-low", { priority: 0 }),
+        task("r2", "busy", { status: "running" }),
+      ],
+    };
+    expect(ids(decideSchedule(snap, { globalCap: 4 }).toQueue)).toEqual([
+      "r1/old-high",
+      "r2/new-high",
+      "r1/old-low",
+    ]);
+    expect(ids(decideSchedule(snap, { globalCap: null }).toQueue)).toEqual([
+      "r1/old-high",
+      "r2/new-high",
+      "r1/old-low",
+      "r2/new-low",
+    ]);
+  });
+
+  it("pauses at cap 0 and never admits while a lowered cap is exceeded", () => {
+    const tasks = [
+      task("r", "a", { status: "running" }),
+      task("r", "b", { status: "queued" }),
+      task("r", "c"),
+    ];
+    expect(decideSchedule({ runs: [run("r")], tasks }, { globalCap: 0 }).toQueue).toEqual([]);
+    expect(decideSchedule({ runs: [run("r")], tasks }, { globalCap: 1 }).toQueue).toEqual([]);
+    expect(decideSchedule({ runs: [run("r")], tasks }, { globalCap: 2 }).toQueue).toEqual([]);
+    expect(ids(decideSchedule({ runs: [run("r")], tasks }, { globalCap: 3 }).toQueue)).toEqual(["r/c"]);
+  });
+
+  it("counts canceling tasks against the caps: their process still runs", () => {
+    const snap = {
+      runs: [run("r", { maxParallel: 1 })],
+      tasks: [task("r", "a", { status: "canceling" }), task("r", "b")],
+    };
+    expect(decideSchedule(snap, { globalCap: null }).toQueue).toEqual([]);
+  });
+
+  it("holds a run at its max_parallel without holding back other runs", () => {
+    const snap = {
+      runs: [run("r1", { maxParallel: 2 }), run("r2")],
+      tasks: [
+        task("r1", "a", { priority: 9 }),
+        task("r1", "b", { priority: 9 }),
+        task("r1", "c", { priority: 9 }),
+        task("r2", "z", { priority: 0 }),
+      ],
+    };
+    expect(ids(decideSchedule(snap, { globalCap: null }).toQueue)).toEqual(["r1/a", "r1/b", "r2/z"]);
+  });
+
+  it("admits one task per concurrency key across runs, FIFO behind it", () => {
+    const snap = {
+      runs: [run("r1"), run("r2")],
+      tasks: [
+        task("r1", "first", { concurrencyKey: "s3" }),
+        task("r2", "second", { concurrencyKey: "s3" }),
+        task("r2", "free", { concurrencyKey: null }),
+        task("r2", "other-key", { concurrencyKey: "db" }),
+      ],
+    };
+    expect(ids(decideSchedule(snap, { globalCap: null }).toQueue)).toEqual([
+      "r1/first",
+      "r2/free",
+      "r2/other-key",
+    ]);
+    const held = {
+      ...snap,
+      tasks: [...snap.tasks.slice(1), task("r9", "holder", { status: "running", concurrencyKey: "s3" })],
+    };
+    expect(ids(decideSchedule(held, { globalCap: null }).toQueue)).toEqual(["r2/free", "r2/other-key"]);
+  });
+});
+
+// ---- properties over random rooms ----
+
+interface Room {
+  snapshot: ScheduleSnapshot;
+  globalCap: number | null;
+}
+
+const taskStatusArb = fc.constantFrom<TaskStatus>(
+  ...TASK_STATUSES,
+  "blocked",
+  "blocked",
+  "succeeded",
+  "succeeded",
+);
+
+/** One run: tasks t0..tn-1, each needing only earlier ones, so the graph is acyclic like parseDag's. */
+const runArb = (runId: string, statuses: fc.Arbitrary<TaskStatus>) =>
+  fc
+    .record({
+      status: fc.constantFrom<RunStatus>("running", "running", "running", "pending", "canceling"),
+      maxParallel: fc.option(fc.integer({ min: 0, max: 3 }), { nil: null }),
+      tasks: fc.array(
+        fc.record({
+          status: statuses,
+          needMask: fc.integer({ min: 0, max: 255 }),
+          priority: fc.integer({ min: 0, max: 2 }),
+          concurrencyKey: fc.option(fc.constantFrom("k1", "k2", "k3"), { nil: null, freq: 2 }),
+        }),
+        { minLength: 1, maxLength: 8 },
+      ),
+    })
+    .map(({ status, maxParallel, tasks }) => ({
+      run: { runId, status, maxParallel } satisfies ScheduleRun,
+      tasks: tasks.map((t, i) => ({
+        runId,
+        taskId: `t${i}`,
+        status: t.status,
+        needs: Array.from({ length: i }, (_, j) => j)
+          .filter((j) => (t.needMask >> j) & 1)
+          .map((j) => `t${j}`),
+        priority: t.priority,
+        seq: 0,
+        concurrencyKey: t.concurrencyKey,
+      })),
+    }));
+
+const roomArb = (statuses: fc.Arbitrary<TaskStatus>, minCap = 0): fc.Arbitrary<Room> =>
+  fc
+    .record({
+      runs: fc.tuple(runArb("ra", statuses), runArb("rb", statuses), runArb("rc", statuses)),
+      count: fc.integer({ min: 1, max: 3 }),
+      order: fc.array(fc.integer(), { minLength: 24, maxLength: 24 }),
+      globalCap: fc.option(fc.integer({ min: minCap, max: 8 }), { nil: null }),
+    })
+    .map(({ runs, count, order, globalCap }) => {
+      const chosen = runs.slice(0, count);
+      const tasks = chosen.flatMap((r) => r.tasks);
+      // A random but unique creation order across the room.
+      const ranks = tasks.map((_, i) => i).sort((a, b) => (order[a] ?? 0) - (order[b] ?? 0) || a - b);
+      ranks.forEach((taskIndex, rank) => {
+        tasks[taskIndex]!.seq = rank;
+      });
+      return { snapshot: { runs: chosen.map((r) => r.run), tasks }, globalCap };
+    });
+
+const tkey = (t: { runId: string; taskId: string }): string => `${t.runId}/${t.taskId}`;
+
+function apply(snapshot: ScheduleSnapshot, d: ScheduleDecision): ScheduleSnapshot {
+  const q = new Set(d.toQueue.map(tkey));
+  const s = new Set(d.toSkip.map(tkey));
+  return {
+    runs: snapshot.runs,
+    tasks: snapshot.tasks.map((t) =>
+      q.has(tkey(t)) ? { ...t, status: "queued" } : s.has(tkey(t)) ? { ...t, status: "skipped" } : t,
+    ),
+  };
+}
+
+function counts(snapshot: ScheduleSnapshot) {
+  let global = 0;
+  const perRun = new Map<string, number>();
+  const perKey = new Map<string, number>();
+  for (const t of snapshot.tasks) {
+    if (!ACTIVE.has(t.status)) continue;
+    global += 1;
+    perRun.set(t.runId, (perRun.get(t.runId) ?? 0) + 1);
+    if (t.concurrencyKey !== null) perKey.set(t.concurrencyKey, (perKey.get(t.concurrencyKey) ?? 0) + 1);
+  }
+  return { global, perRun, perKey };
+}
+
+function isReady(snapshot: ScheduleSnapshot, t: ScheduleTask): boolean {
+  const runOf = snapshot.runs.find((r) => r.runId === t.runId);
+  const statusOf = (id: string) => snapshot.tasks.find((x) => x.runId === t.runId && x.taskId === id)?.status;
+  return (
+    t.status === "blocked" && runOf?.status === "running" && t.needs.every((n) => statusOf(n) === "succeeded")
+  );
+}
+
+describe("decideSchedule properties", () => {
+  it("never exceeds the global cap, a run's max_parallel, or one active task per key", () => {
+    fc.assert(
+      fc.property(roomArb(taskStatusArb), ({ snapshot, globalCap }) => {
+        const before = counts(snapshot);
+        const d = decideSchedule(snapshot, { globalCap });
+        const after = counts(apply(snapshot, d));
+        if (globalCap !== null) {
+          expect(after.global).toBeLessThanOrEqual(Math.max(globalCap, before.global));
+          if (before.global >= globalCap) expect(d.toQueue).toEqual([]);
+        }
+        for (const r of snapshot.runs) {
+          if (r.maxParallel === null) continue;
+          const b = before.perRun.get(r.runId) ?? 0;
+          expect(after.perRun.get(r.runId) ?? 0).toBeLessThanOrEqual(Math.max(r.maxParallel, b));
+        }
+        for (const [k, n] of after.perKey)
+          expect(n).toBeLessThanOrEqual(Math.max(1, before.perKey.get(k) ?? 0));
+        for (const ref of d.toQueue) {
+          const t = snapshot.tasks.find((x) => tkey(x) === tkey(ref))!;
+          if (t.concurrencyKey !== null) expect(before.perKey.get(t.concurrencyKey) ?? 0).toBe(0);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("queues only blocked tasks of running runs whose needs all succeeded, and never queues and skips one task", () => {
+    fc.assert(
+      fc.property(roomArb(taskStatusArb), ({ snapshot, globalCap }) => {
+        const d = decideSchedule(snapshot, { globalCap });
+        const queued = new Set(d.toQueue.map(tkey));
+        expect(queued.size).toBe(d.toQueue.length);
+        for (const ref of d.toQueue) {
+          const t = snapshot.tasks.find((x) => tkey(x) === tkey(ref))!;
+          expect(isReady(snapshot, t)).toBe(true);
+        }
+        for (const ref of d.toSkip) expect(queued.has(tkey(ref))).toBe(false);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("skips exactly the blocked tasks of running runs behind a bad end, closed over the graph", () => {
+    fc.assert(
+      fc.property(roomArb(taskStatusArb), ({ snapshot, globalCap }) => {
+        const d = decideSchedule(snapshot, { globalCap });
+        const next = apply(snapshot, d);
+        const statusOf = (runId: string, id: string) =>
+          next.tasks.find((x) => x.runId === runId && x.taskId === id)?.status;
+        const skipped = new Set(d.toSkip.map(tkey));
+        for (const t of snapshot.tasks) {
+          const runOf = snapshot.runs.find((r) => r.runId === t.runId)!;
+          const behindBadEnd = t.needs.some((n) => ENDS_BADLY.has(statusOf(t.runId, n)!));
+          const shouldSkip = t.status === "blocked" && runOf.status === "running" && behindBadEnd;
+          expect(skipped.has(tkey(t)), tkey(t)).toBe(shouldSkip);
+        }
+        // The fixed point: deciding again on the result finds nothing more to skip.
+        expect(decideSchedule(next, { globalCap }).toSkip).toEqual([]);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("admits in priority-then-FIFO order and leaves no ready task out while there is room for it", () => {
+    fc.assert(
+      fc.property(roomArb(taskStatusArb), ({ snapshot, globalCap }) => {
+        const d = decideSchedule(snapshot, { globalCap });
+        const queued = new Set(d.toQueue.map(tkey));
+        const byRef = (ref: { runId: string; taskId: string }) =>
+          snapshot.tasks.find((x) => tkey(x) === tkey(ref))!;
+        const picked = d.toQueue.map(byRef);
+        expect([...picked].sort(comparePickOrder)).toEqual(picked);
+        const after = counts(apply(snapshot, d));
+        const maxOf = (runId: string) => snapshot.runs.find((r) => r.runId === runId)?.maxParallel ?? null;
+        for (const x of snapshot.tasks) {
+          if (!isReady(snapshot, x) || queued.has(tkey(x)) || d.toSkip.some((s) => tkey(s) === tkey(x)))
+            continue;
+          const max = maxOf(x.runId);
+          const runFull = max !== null && (after.perRun.get(x.runId) ?? 0) >= max;
+          const keyHeld = x.concurrencyKey !== null && (after.perKey.get(x.concurrencyKey) ?? 0) > 0;
+          const globalFull = globalCap !== null && after.global >= globalCap;
+          expect(runFull || keyHeld || globalFull, `${tkey(x)} left out with room`).toBe(true);
+          // Nothing later in pick order overtook x unless it was held back by something y does not share.
+          for (const y of picked) {
+            if (comparePickOrder(x, y) >= 0) continue;
+            const heldByRun = runFull && y.runId !== x.runId;
+            const heldByKey = keyHeld && y.concurrencyKey !== x.concurrencyKey;
+            expect(heldByRun || heldByKey, `${tkey(y)} overtook ${tkey(x)}`).toBe(true);
+          }
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("drives every run to a terminal outcome with any mix of results, within the caps at every step", () => {
+    const fresh = roomArb(fc.constant<TaskStatus>("blocked"), 1).map((room) => ({
+      ...room,
+      snapshot: {
+        ...room.snapshot,
+        runs: room.snapshot.runs.map((r) => ({
+          ...r,
+          status: "running" as RunStatus,
+          maxParallel: r.maxParallel === 0 ? 1 : r.maxParallel,
+        })),
+      },
+    }));
+    fc.assert(
+      fc.property(fresh, fc.infiniteStream(fc.boolean()), ({ snapshot, globalCap }, coins) => {
+        let state = snapshot;
+        const it = coins[Symbol.iterator]();
+        for (let step = 0; step < 200; step += 1) {
+          const d = decideSchedule(state, { globalCap });
+          state = apply(state, d);
+          const c = counts(state);
+          if (globalCap !== null) expect(c.global).toBeLessThanOrEqual(globalCap);
+          for (const [, n] of c.perKey) expect(n).toBe(1);
+          for (const r of state.runs)
+            if (r.maxParallel !== null) expect(c.perRun.get(r.runId) ?? 0).toBeLessThanOrEqual(r.maxParallel);
+          const active = state.tasks.filter((t) => ACTIVE.has(t.status));
+          if (active.length === 0 && d.toQueue.length === 0 && d.toSkip.length === 0) break;
+          // Finish one active task, succeeding or failing by the coin.
+          const done = active[0];
+          if (done === undefined) continue;
+          const outcome: TaskStatus = it.next().value ? "succeeded" : "failed";
+          state = { ...state, tasks: state.tasks.map((t) => (t === done ? { ...t, status: outcome } : t)) };
+        }
+        for (const t of state.tasks) {
+          expect(isTerminalTask(t.status), `${tkey(t)} ended ${t.status}`).toBe(true);
+          const needs = t.needs.map(
+            (n) => state.tasks.find((x) => x.runId === t.runId && x.taskId === n)!.status,
+          );
+          if (t.status === "succeeded") expect(needs.every((s) => s === "succeeded")).toBe(true);
+          if (t.status === "skipped") expect(needs.some((s) => s !== "succeeded")).toBe(true);
+        }
+        for (const r of state.runs) {
+          const outcome = deriveRunOutcome(
+            r.status,
+            state.tasks.filter((t) => t.runId === r.runId).map((t) => t.status),
+          );
+          expect(["succeeded", "failed"]).toContain(outcome);
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
