@@ -395,8 +395,8 @@ describe("decideSchedule properties", () => {
     }));
     fc.assert(
       fc.property(fresh, fc.infiniteStream(fc.boolean()), ({ snapshot, globalCap }, coins) => {
-        let state = snapshot;
-        const it = coins[Symbol.iterator]();
+        let state: ScheduleSnapshot = snapshot;
+        const coin = coins[Symbol.iterator]();
         for (let step = 0; step < 200; step += 1) {
           const d = decideSchedule(state, { globalCap });
           state = apply(state, d);
@@ -410,7 +410,7 @@ describe("decideSchedule properties", () => {
           // Finish one active task, succeeding or failing by the coin.
           const done = active[0];
           if (done === undefined) continue;
-          const outcome: TaskStatus = it.next().value ? "succeeded" : "failed";
+          const outcome: TaskStatus = coin.next().value ? "succeeded" : "failed";
           state = { ...state, tasks: state.tasks.map((t) => (t === done ? { ...t, status: outcome } : t)) };
         }
         for (const t of state.tasks) {
