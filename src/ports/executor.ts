@@ -1,0 +1,64 @@
+/** The executor port: run one configured action for one task attempt, bounded in time and output. */
+import type { ActionTemplate } from "../domain/action-argv.js";
+import type { ArgValue } from "../domain/model.js";
+
+/** An action as a node's config defines it. Durations are milliseconds. */
+export interface ActionDefinition extends ActionTemplate {
+  /** Working directory of the process; null means the node's own. */
+  cwd: string | null;
+  /** Added to the executor's minimal base environment (PATH, HOME, …). */
+  env: Record<string, string>;
+  /** Default run time limit; a task's own timeout overrides it. */
+  timeoutMs: number;
+  /** How many bytes of combined stdout+stderr are kept: the tail, never the head. */
+  outputLimitBytes: number;
+  /** Time between SIGTERM and SIGKILL to the action's process group. */
+  killGraceMs: number;
+}
+
+/** The identity of one attempt, given to the action so it can be idempotent across repeats. */
+export interface ExecIdentityEnv {
+  DAGBOT_RUN_ID: string;
+  DAGBOT_TASK_ID: string;
+  DAGBOT_ATTEMPT: string | number;
+}
+
+export interface ExecRequest {
+  action: ActionDefinition;
+  args: Readonly<Record<string, ArgValue>>;
+  env: ExecIdentityEnv;
+  /** Overrides action.timeoutMs (a task's `timeout`). */
+  timeoutMs?: number;
+  /** Abort to kill the action: lease lost, run canceled, node stopping. */
+  signal?: AbortSignal;
+}
+
+/**
+ * - succeeded: exited with status 0.
+ * - failed: nonzero status, killed by a signal we did not send, bad arguments, or could not start.
+ * - timed_out: its deadline fired (the process was killed).
+ * - killed: the request's AbortSignal fired (the process was killed).
+ */
+export type ExecOutcome = "succeeded" | "failed" | "timed_out" | "killed";
+
+export interface ExecResult {
+  outcome: ExecOutcome;
+  /** Null when the process was ended by a signal or never started. */
+  exitCode: number | null;
+  /** The signal that ended the process ("SIGKILL"), or null. */
+  signal: string | null;
+  /** The tail of combined stdout+stderr, at most action.outputLimitBytes bytes before UTF-8 decoding. */
+  output: string;
+  /** True when earlier output was dropped to keep only the tail. */
+  outputTruncated: boolean;
+  /** Every byte the action wrote to stdout and stderr, kept or not. */
+  totalOutputBytes: number;
+  durationMs: number;
+  /** Why it did not succeed, in words for a person (bad argument, executable not found, timeout…). */
+  error?: string;
+}
+
+export interface Executor {
+  /** Never rejects: every failure, including a refused argument, is an ExecResult. */
+  run(request: ExecRequest): Promise<ExecResult>;
+}
