@@ -1,0 +1,208 @@
+/** The DAG document schema (DESIGN.md §6): one zod schema for JSON and TOML, its limits and durations. */
+import * as z from "zod";
+import type { ArgValue, ParsedDag, TaskSpec } from "./model.js";
+import { describeChar, describeValue, quote } from "./dag-issues.js";
+import { parseDuration } from "./duration.js";
+
+/** Every limit a DAG document is held to; messages quote these numbers. */
+export const DAG_LIMITS = {
+  /** Checked on the UTF-8 bytes before any parsing, so a huge paste costs nothing. */
+  maxDocumentBytes: 64 * 1024,
+  maxTasks: 1000,
+  maxIdLength: 64,
+  maxArgs: 64,
+  maxArgStringLength: 4096,
+  maxLabels: 32,
+  maxDescriptionLength: 1000,
+  maxRetries: 10,
+  minPriority: -1000,
+  maxPriority: 1000,
+  /** A week: longer than any sane task, short enough that a typo ("1000h") is caught. */
+  maxDurationMs: 7 * 24 * 60 * 60 * 1000,
+  /** Deeper than any valid document (which nests 4 levels); past this we stop before zod. */
+  maxNesting: 32,
+} as const;
+
+/** The backoff base when a task says nothing: retries wait 1 s, 2 s, 4 s, ... */
+export const DEFAULT_RETRY_BACKOFF_MS = 1000;
+
+const ID_CHAR = /[A-Za-z0-9_.-]/;
+export const ID_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/** Names that must never become keys of an object we build, whatever the id pattern allows. */
+const RESERVED_NAMES: ReadonlySet<string> = new Set(["__proto__", "constructor", "prototype"]);
+
+/** Why `value` is not a valid id (task, action, label, node, argument name), or null if it is. */
+export function idProblem(value: string): string | null {
+  if (value.length === 0) return "must not be empty";
+  let position = 0;
+  for (const ch of value) {
+    position++;
+    if (!ID_CHAR.test(ch)) {
+      return `contains ${describeChar(ch)} at position ${position}; ids use only letters A-Z a-z, digits, "_", "." and "-"`;
+    }
+  }
+  if (value.length > DAG_LIMITS.maxIdLength) {
+    return `is ${value.length} characters long; at most ${DAG_LIMITS.maxIdLength} are allowed`;
+  }
+  return null;
+}
+
+const DURATION_HINT = 'use a number and a unit, like "500ms", "30s", "10m", "1h" or "1h30m"';
+
+/** A task duration in milliseconds: the shared duration syntax, positive and at most a week. */
+function taskDuration(text: string): { ok: true; ms: number } | { ok: false; message: string } {
+  const ms = parseDuration(text);
+  if (ms === null) return { ok: false, message: `${quote(text, 32)} is not a duration; ${DURATION_HINT}` };
+  if (ms <= 0) return { ok: false, message: `${quote(text, 32)} is zero; a duration must be at least 1ms` };
+  if (ms > DAG_LIMITS.maxDurationMs) {
+    return { ok: false, message: `${quote(text, 32)} is longer than the limit of 7 days` };
+  }
+  return { ok: true, ms };
+}
+
+const idSchema = z.string().superRefine((value, ctx) => {
+  const problem = idProblem(value);
+  if (problem !== null) ctx.addIssue({ code: "custom", message: problem });
+});
+
+const durationSchema = z
+  .string({
+    error: (iss) =>
+      iss.input === undefined
+        ? undefined
+        : `expected a duration string like "30s", "10m" or "1h", got ${describeValue(iss.input)}`,
+  })
+  .transform((text, ctx) => {
+    const parsed = taskDuration(text);
+    if (parsed.ok) return parsed.ms;
+    ctx.addIssue({ code: "custom", message: parsed.message });
+    return z.NEVER;
+  });
+
+function isTable(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value) && !(value instanceof Date);
+}
+
+/**
+ * Arguments are checked by hand rather than with z.record: z.record silently drops an own
+ * `__proto__` key (which JSON.parse creates), and a dropped key must be an error, not a surprise.
+ */
+const argsSchema = z
+  .unknown()
+  .superRefine((raw, ctx) => {
+    if (!isTable(raw)) {
+      ctx.addIssue({ code: "custom", message: `expected a table of arguments, got ${describeValue(raw)}` });
+      return;
+    }
+    const keys = Object.keys(raw);
+    if (keys.length > DAG_LIMITS.maxArgs) {
+      ctx.addIssue({
+        code: "custom",
+        message: `has ${keys.length} arguments; at most ${DAG_LIMITS.maxArgs}`,
+      });
+    }
+    for (const key of keys) {
+      if (RESERVED_NAMES.has(key)) {
+        ctx.addIssue({ code: "custom", path: [key], message: `${quote(key)} is a reserved name` });
+        continue;
+      }
+      const problem = idProblem(key);
+      if (problem !== null) {
+        ctx.addIssue({ code: "custom", path: [key], message: `argument name ${problem}` });
+        continue;
+      }
+      const value = Object.getOwnPropertyDescriptor(raw, key)?.value;
+      if (typeof value === "string") {
+        if (value.length > DAG_LIMITS.maxArgStringLength) {
+          ctx.addIssue({
+            code: "custom",
+            path: [key],
+            message: `is ${value.length} characters long; at most ${DAG_LIMITS.maxArgStringLength}`,
+          });
+        }
+      } else if (!(typeof value === "boolean" || (typeof value === "number" && Number.isFinite(value)))) {
+        ctx.addIssue({
+          code: "custom",
+          path: [key],
+          message: `expected a string, number or boolean, got ${describeValue(value)}`,
+        });
+      }
+    }
+  })
+  .transform((raw) => {
+    // defineProperty makes each argument an own data property whatever its name; nothing is
+    // ever assigned through a prototype setter.
+    const out: Record<string, ArgValue> = {};
+    for (const key of Object.keys(raw as Record<string, unknown>)) {
+      const value = Object.getOwnPropertyDescriptor(raw, key)?.value as ArgValue;
+      Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+    }
+    return out;
+  });
+
+const placementSchema = z.strictObject({
+  labels: z.array(idSchema).max(DAG_LIMITS.maxLabels).optional(),
+  node: idSchema.optional(),
+});
+
+const taskSchema = z.strictObject({
+  id: idSchema,
+  action: idSchema,
+  args: argsSchema.optional(),
+  needs: z.array(idSchema).max(DAG_LIMITS.maxTasks).optional(),
+  on: placementSchema.optional(),
+  timeout: durationSchema.optional(),
+  queue_timeout: durationSchema.optional(),
+  retry_backoff: durationSchema.optional(),
+  retries: z.int().min(0).max(DAG_LIMITS.maxRetries).optional(),
+  concurrency_key: idSchema.optional(),
+  priority: z.int().min(DAG_LIMITS.minPriority).max(DAG_LIMITS.maxPriority).optional(),
+});
+
+const documentSchema = z.strictObject({
+  id: idSchema,
+  description: z.string().max(DAG_LIMITS.maxDescriptionLength).optional(),
+  max_parallel: z.int().min(1).max(DAG_LIMITS.maxTasks).optional(),
+  tasks: z
+    .array(taskSchema)
+    .min(1, { error: "a DAG needs at least one task" })
+    .max(DAG_LIMITS.maxTasks, {
+      error: (iss) =>
+        `has ${Array.isArray(iss.input) ? iss.input.length : "too many"} tasks; at most ${DAG_LIMITS.maxTasks} are allowed`,
+    }),
+});
+
+type TaskDocument = z.output<typeof taskSchema>;
+
+function toTaskSpec(task: TaskDocument): TaskSpec {
+  return {
+    id: task.id,
+    action: task.action,
+    args: task.args ?? {},
+    needs: [...(task.needs ?? [])],
+    on: { labels: [...(task.on?.labels ?? [])], node: task.on?.node ?? null },
+    timeoutMs: task.timeout ?? null,
+    queueTimeoutMs: task.queue_timeout ?? null,
+    retries: task.retries ?? 0,
+    retryBackoffMs: task.retry_backoff ?? DEFAULT_RETRY_BACKOFF_MS,
+    concurrencyKey: task.concurrency_key ?? null,
+    priority: task.priority ?? 0,
+  };
+}
+
+/**
+ * The one schema for JSON and TOML documents. Its output is a ParsedDag with every default filled
+ * in; the graph checks (dag-graph.ts) still have to pass before the result is a valid DAG.
+ */
+export const dagSchema = documentSchema.transform((doc): ParsedDag => ({
+  id: doc.id,
+  description: doc.description ?? null,
+  maxParallel: doc.max_parallel ?? null,
+  tasks: doc.tasks.map(toTaskSpec),
+}));
+
+/** The keys each level of the document allows, for "did you mean" hints on unknown keys. */
+export const DOCUMENT_KEYS: readonly string[] = Object.keys(documentSchema.shape);
+export const TASK_KEYS: readonly string[] = Object.keys(taskSchema.shape);
+export const PLACEMENT_KEYS: readonly string[] = Object.keys(placementSchema.shape);
