@@ -1,0 +1,163 @@
+/** `dagbot validate FILE...`: checks DAG documents and prints each one's plan, or every issue with its place. */
+import { open } from "node:fs/promises";
+import type { Command } from "commander";
+import type { DagFormat, DagIssue } from "../domain/dag.js";
+import { detectFormat, formatFromFileName, formatIssue, parseDag } from "../domain/dag.js";
+import { DAG_LIMITS } from "../domain/dag-schema.js";
+import { documentTooLarge } from "../domain/dag-text.js";
+import { planLevels } from "../domain/plan.js";
+
+/** One file's outcome, as `--json` prints it. */
+export type ValidateFileResult =
+  | {
+      file: string;
+      ok: true;
+      format: DagFormat;
+      dag: { id: string; tasks: number; hash: string; levels: string[][] };
+    }
+  | { file: string; ok: false; format: DagFormat | null; issues: DagIssue[] }
+  | { file: string; ok: false; error: string };
+
+/** Exit status: 0 every file valid, 1 some file invalid, 2 some file could not be read. */
+export const EXIT_INVALID = 1;
+export const EXIT_USAGE = 2;
+
+export function registerValidate(program: Command): void {
+  program
+    .command("validate")
+    .description(
+      "Check DAG documents (JSON or TOML) and print each one's plan, or every problem with its place.",
+    )
+    .argument(
+      "<files...>",
+      "DAG files: .json or .toml (any other name is read by its content; - reads stdin)",
+    )
+    .option("--json", "print one JSON document with the result of every file")
+    .addHelpText(
+      "after",
+      "\nOutput goes to stdout: per valid file its id, task count, hash and plan levels; per invalid file one\n" +
+        '"FILE: place: message" line per problem. Exit status: 0 all valid, 1 some file invalid,\n' +
+        "2 usage error or a file that cannot be read (reported on stderr).",
+    )
+    .action(async (files: string[], options: { json?: boolean }) => {
+      const results: ValidateFileResult[] = [];
+      for (const file of files) results.push(await validateFile(file));
+      if (options.json === true) {
+        const ok = results.every((result) => result.ok);
+        process.stdout.write(`${JSON.stringify({ ok, files: results }, null, 2)}\n`);
+      } else {
+        for (const result of results) writeText(result);
+      }
+      if (results.some((result) => "error" in result)) process.exitCode = EXIT_USAGE;
+      else if (results.some((result) => !result.ok)) process.exitCode = EXIT_INVALID;
+    });
+}
+
+function writeText(result: ValidateFileResult): void {
+  if ("error" in result) {
+    process.stderr.write(`dagbot validate: ${result.error}\n`);
+  } else if (result.ok) {
+    const { dag } = result;
+    const lines = [
+      `${result.file}: dag ${dag.id}: ${dag.tasks} task${dag.tasks === 1 ? "" : "s"} in ${dag.levels.length} level${dag.levels.length === 1 ? "" : "s"}, hash ${dag.hash.slice(0, 12)}`,
+      ...dag.levels.map((ids, level) => `  level ${level}: ${ids.join(", ")}`),
+    ];
+    process.stdout.write(`${lines.join("\n")}\n`);
+  } else {
+    process.stdout.write(result.issues.map((issue) => `${result.file}: ${formatIssue(issue)}\n`).join(""));
+  }
+}
+
+/** Validates one file; never throws. */
+export async function validateFile(file: string): Promise<ValidateFileResult> {
+  const read = await readBounded(file);
+  if ("error" in read) return { file, ok: false, error: read.error };
+  const byName = file === "-" ? null : formatFromFileName(file);
+  if (read.size > DAG_LIMITS.maxDocumentBytes) {
+    return { file, ok: false, format: byName, issues: [documentTooLarge(read.size)] };
+  }
+  let text: string;
+  try {
+    // fatal: a file that is not UTF-8 is reported, not silently repaired with U+FFFD.
+    text = new TextDecoder("utf-8", { fatal: true }).decode(read.bytes);
+  } catch {
+    return {
+      file,
+      ok: false,
+      format: byName,
+      issues: [{ path: "", message: "the file is not valid UTF-8 text" }],
+    };
+  }
+  const format = byName ?? detectFormat(null, text);
+  const parsed = parseDag(text, format);
+  if (!parsed.ok) {
+    const guessed: DagIssue[] =
+      byName === null
+        ? [
+            {
+              path: "",
+              message: `read as ${format.toUpperCase()}, guessed from the content (name the file .json or .toml)`,
+            },
+          ]
+        : [];
+    return { file, ok: false, format, issues: [...guessed, ...parsed.issues] };
+  }
+  return {
+    file,
+    ok: true,
+    format,
+    dag: {
+      id: parsed.dag.id,
+      tasks: parsed.dag.tasks.length,
+      hash: parsed.hash,
+      levels: planLevels(parsed.dag),
+    },
+  };
+}
+
+type ReadResult = { bytes: Uint8Array; size: number } | { error: string };
+
+/**
+ * Reads at most one byte past the document limit, so a huge file (or /dev/zero) costs nothing;
+ * `size` is the real size of a regular file, or a lower bound for a pipe.
+ */
+async function readBounded(file: string): Promise<ReadResult> {
+  const limit = DAG_LIMITS.maxDocumentBytes + 1;
+  if (file === "-") {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of process.stdin as AsyncIterable<Buffer>) {
+      chunks.push(chunk);
+      size += chunk.length;
+      if (size >= limit) break;
+    }
+    return { bytes: Buffer.concat(chunks), size };
+  }
+  let handle;
+  try {
+    handle = await open(file, "r");
+    const stat = await handle.stat();
+    if (stat.isDirectory()) return { error: `cannot read ${file}: it is a directory` };
+    const buffer = Buffer.alloc(limit);
+    let length = 0;
+    while (length < limit) {
+      const { bytesRead } = await handle.read(buffer, length, limit - length, null);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+    }
+    const size = stat.isFile() ? Math.max(stat.size, length) : length;
+    return { bytes: buffer.subarray(0, length), size };
+  } catch (err) {
+    return { error: `cannot read ${file}: ${describeReadError(err)}` };
+  } finally {
+    await handle?.close();
+  }
+}
+
+function describeReadError(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (code === "ENOENT") return "no such file";
+  if (code === "EACCES" || code === "EPERM") return "permission denied";
+  if (code === "EISDIR") return "it is a directory";
+  return err instanceof Error ? err.message : String(err);
+}
