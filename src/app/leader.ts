@@ -1,0 +1,141 @@
+/**
+ * The leader's loop for one room, run only while the lease keeper holds the lease: handle commands
+ * from the inbox, reap expired leases and timeouts, schedule ready tasks, derive run outcomes. Every
+ * write is fenced by the term; a rejected fenced write (ConflictError) means this node was deposed,
+ * which ends leading at once and is not an error. The loop wakes on store changes (debounced) and
+ * on a slow safety tick for what no change announces: leases and deadlines passing.
+ */
+import type { Clock } from "../ports/clock.js";
+import type { Logger } from "../ports/logger.js";
+import type { ChangeFeed, LeaderFence, Scheduler } from "../ports/store.js";
+import { isConflict } from "../ports/errors.js";
+import { Waker, wakeOnChange } from "./wake.js";
+
+/**
+ * Handles inbox commands of the fence's room (the command table's inbox processing step). Returns
+ * how many inbox rows it moved, 0 when the inbox is empty. Throws ConflictError when deposed.
+ */
+export type InboxStep = (fence: LeaderFence, signal: AbortSignal) => Promise<number>;
+
+export interface LeaderTimings {
+  /** Lets a burst of changes settle so one pass covers it. */
+  debounceMs: number;
+  /** A pass even with no change, for expiries and deadlines; it bounds how late the reaper notices. */
+  safetyTickMs: number;
+}
+
+export const DEFAULT_LEADER_TIMINGS: LeaderTimings = { debounceMs: 15, safetyTickMs: 1_000 };
+
+export interface LeaderDeps {
+  store: Scheduler & ChangeFeed;
+  clock: Clock;
+  logger: Logger;
+  timings: LeaderTimings;
+  /** The command handling step; null until the command table is wired (commands then wait in the inbox). */
+  processInbox: InboxStep | null;
+}
+
+/** What one pass changed, for the log and to decide whether to run again at once. */
+export interface LeaderPass {
+  commands: number;
+  requeued: number;
+  failed: number;
+  timedOut: number;
+  canceled: number;
+  expiredRuns: number;
+  queued: number;
+  skipped: number;
+  outcomes: number;
+}
+
+// A pass that keeps changing things runs again at once, but a bounded number of times before it
+// yields to the wait, so a hot room cannot starve the event loop.
+const MAX_BACK_TO_BACK_PASSES = 20;
+const MAX_BACKOFF_MS = 5_000;
+
+/** One pass of every leader step, in the order that lets each see the previous one's effect. */
+export async function leaderPass(
+  deps: LeaderDeps,
+  fence: LeaderFence,
+  signal: AbortSignal,
+): Promise<LeaderPass> {
+  const { store, logger } = deps;
+  let commands = 0;
+  if (deps.processInbox !== null) {
+    // Drain the inbox first: a cancel or a cap must take effect before the scheduler admits more.
+    for (let n = await deps.processInbox(fence, signal); n > 0 && !signal.aborted;) {
+      commands += n;
+      n = await deps.processInbox(fence, signal);
+    }
+  }
+  const reaped = await store.reap(fence);
+  const scheduled = await store.scheduleStep(fence);
+  const outcomes = await store.deriveRunOutcomes(fence);
+  for (const o of outcomes) logger.info({ run: o.runId, dag: o.dagId, from: o.from, to: o.to }, "run ended");
+  const pass: LeaderPass = {
+    commands,
+    ...reaped,
+    queued: scheduled.queued,
+    skipped: scheduled.skipped,
+    outcomes: outcomes.length,
+  };
+  if (reaped.requeued + reaped.failed + reaped.timedOut + reaped.canceled + reaped.expiredRuns > 0) {
+    logger.info({ ...reaped }, "reaped");
+  }
+  return pass;
+}
+
+const changedAnything = (p: LeaderPass): boolean =>
+  p.commands +
+    p.requeued +
+    p.failed +
+    p.timedOut +
+    p.canceled +
+    p.expiredRuns +
+    p.queued +
+    p.skipped +
+    p.outcomes >
+  0;
+
+/**
+ * Leads the room until `signal` aborts or a fenced write is rejected (then calls `deposed`).
+ * Store failures back off and retry: the lease keeper decides when leadership is gone.
+ */
+export async function runLeaderLoop(
+  deps: LeaderDeps,
+  fence: LeaderFence,
+  signal: AbortSignal,
+  deposed: () => void,
+): Promise<void> {
+  const log = deps.logger.child({ room: fence.roomId, term: fence.term });
+  const waker = new Waker(deps.clock, deps.timings.debounceMs);
+  const unsubscribe = wakeOnChange(deps.store, waker, ["inbox", "tasks", "runs", "cap"], [fence.roomId]);
+  const stepDeps = { ...deps, logger: log };
+  let failures = 0;
+  let backToBack = 0;
+  try {
+    while (!signal.aborted) {
+      let again = false;
+      try {
+        const pass = await leaderPass(stepDeps, fence, signal);
+        failures = 0;
+        again = changedAnything(pass) && backToBack < MAX_BACK_TO_BACK_PASSES;
+        backToBack = again ? backToBack + 1 : 0;
+      } catch (err) {
+        if (isConflict(err)) {
+          log.info({ reason: err.message }, "deposed: a fenced write was rejected");
+          deposed();
+          return;
+        }
+        failures += 1;
+        const delay = Math.min(MAX_BACKOFF_MS, 100 * 2 ** Math.min(failures, 6));
+        log.warn({ err: String(err), retryInMs: delay }, "leader pass failed");
+        await deps.clock.sleep(delay, signal);
+        continue;
+      }
+      if (!again) await waker.wait(deps.timings.safetyTickMs, signal);
+    }
+  } finally {
+    unsubscribe();
+  }
+}

@@ -1,0 +1,199 @@
+/**
+ * Leadership of one room (DESIGN.md §3): acquire the room's lease, renew it while leading, release
+ * it on a graceful stop. While the lease is held, the leader work runs under an AbortSignal that is
+ * aborted the moment leadership is in doubt: a renewal rejected (ConflictError), the leader work
+ * reporting a fenced write rejected, or the TTL passing on this process's MONOTONIC clock since the
+ * last renewal that succeeded (a paused process must not wake up believing it leads).
+ */
+import type { Clock } from "../ports/clock.js";
+import type { Logger } from "../ports/logger.js";
+import type { ChangeFeed, LeaderFence, LeaseStore, Session } from "../ports/store.js";
+import { isConflict } from "../ports/errors.js";
+import { Waker, wakeOnChange, whenAborted } from "./wake.js";
+
+export interface LeaseTimings {
+  /** How long a lease lives after its last renewal, on the store's clock. */
+  ttlMs: number;
+  /** How often the leader renews; well under the TTL so one lost renewal is not a lost lease. */
+  renewEveryMs: number;
+  /** How often a follower tries to take the lease (it also wakes when the lease row changes). */
+  acquireEveryMs: number;
+}
+
+export const DEFAULT_LEASE_TIMINGS: LeaseTimings = {
+  ttlMs: 10_000,
+  renewEveryMs: 3_000,
+  acquireEveryMs: 1_000,
+};
+
+/** Why leading stopped: a graceful stop, a rejected fenced write, or no renewal within the TTL. */
+export type LeadEnd = "stopping" | "deposed" | "expired";
+
+/**
+ * The work done while leading. It must stop soon after `signal` aborts and resolve when it has.
+ * Calling `deposed()` reports a fenced write that was rejected: leadership ends at once.
+ */
+export type LeadWork = (fence: LeaderFence, signal: AbortSignal, deposed: () => void) => Promise<void>;
+
+export interface LeaseKeeperDeps {
+  store: LeaseStore & ChangeFeed;
+  clock: Clock;
+  logger: Logger;
+  session: Session;
+  roomId: string;
+  timings: LeaseTimings;
+  lead: LeadWork;
+  /** Observes leadership changes (composition, tests, the `nodes` view of this process). */
+  onChange?: (fence: LeaderFence | null, end?: LeadEnd) => void;
+}
+
+// Slack after the store says the lease expires before trying to take it, so the attempt does not
+// arrive a hair early and lose to rounding.
+const EXPIRY_SLACK_MS = 20;
+const MAX_BACKOFF_MS = 5_000;
+
+export class LeaseKeeper {
+  private readonly stopping = new AbortController();
+  private readonly waker: Waker;
+  private loop: Promise<void> | null = null;
+  private current: LeaderFence | null = null;
+  private readonly log: Logger;
+
+  constructor(private readonly deps: LeaseKeeperDeps) {
+    this.waker = new Waker(deps.clock, 0);
+    this.log = deps.logger.child({ room: deps.roomId });
+  }
+
+  /** The fence while this node leads the room, else null. */
+  get fence(): LeaderFence | null {
+    return this.current;
+  }
+
+  start(): void {
+    if (this.loop !== null) return;
+    const unsubscribe = wakeOnChange(this.deps.store, this.waker, ["lease"], [this.deps.roomId]);
+    this.loop = this.follow().finally(unsubscribe);
+  }
+
+  /** Stops the leader work, waits for it, then releases the lease so a follower takes over at once. */
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    await this.loop;
+  }
+
+  private async follow(): Promise<void> {
+    const { store, clock, session, roomId, timings } = this.deps;
+    let failures = 0;
+    while (!this.stopping.signal.aborted) {
+      const sentAt = clock.monotonicMs();
+      let fence: LeaderFence;
+      try {
+        const acquired = await store.acquireLease(roomId, session, timings.ttlMs);
+        fence = { roomId: acquired.roomId, session: acquired.session, term: acquired.term };
+        failures = 0;
+      } catch (err) {
+        let delay = timings.acquireEveryMs;
+        if (isConflict(err)) {
+          delay = await this.untilExpiry(delay);
+        } else {
+          failures += 1;
+          delay = Math.min(MAX_BACKOFF_MS, timings.acquireEveryMs * 2 ** Math.min(failures, 6));
+          this.log.warn({ err: String(err), retryInMs: delay }, "lease acquire failed");
+        }
+        await this.waker.wait(delay, this.stopping.signal);
+        continue;
+      }
+      if (this.stopping.signal.aborted) {
+        await this.release(fence);
+        break;
+      }
+      await this.leadWhileHeld(fence, sentAt);
+    }
+  }
+
+  /** How long to wait before the next attempt: until the holder's lease expires, at most one period. */
+  private async untilExpiry(period: number): Promise<number> {
+    try {
+      const lease = await this.deps.store.getLease(this.deps.roomId);
+      if (lease === null || lease.holder === null) return EXPIRY_SLACK_MS;
+      const left = lease.expiresAt - lease.now + EXPIRY_SLACK_MS;
+      return Math.max(EXPIRY_SLACK_MS, Math.min(period, left));
+    } catch {
+      return period;
+    }
+  }
+
+  private async leadWhileHeld(fence: LeaderFence, acquireSentAt: number): Promise<void> {
+    const { store, clock, timings } = this.deps;
+    const leading = new AbortController();
+    let end: LeadEnd | null = null;
+    const finish = (why: LeadEnd): void => {
+      if (end === null) end = why;
+      leading.abort();
+    };
+    const onStop = (): void => finish("stopping");
+    this.stopping.signal.addEventListener("abort", onStop, { once: true });
+
+    // The lease expires ttl after the store executed our last write, which was no earlier than when
+    // we sent it; counting from the send on our monotonic clock keeps the local deadline ahead of it.
+    let lastOkSentAt = acquireSentAt;
+    this.current = fence;
+    this.log.info({ term: fence.term }, "leading");
+    this.deps.onChange?.(fence);
+
+    const work = this.deps
+      .lead(fence, leading.signal, () => finish("deposed"))
+      .catch((err: unknown) => {
+        this.log.error({ err: String(err), term: fence.term }, "leader work crashed");
+      });
+
+    const watchdog = (async () => {
+      while (!leading.signal.aborted) {
+        const left = lastOkSentAt + timings.ttlMs - clock.monotonicMs();
+        if (left <= 0) return finish("expired");
+        await clock.sleep(left, leading.signal);
+      }
+    })();
+
+    let failures = 0;
+    while (!leading.signal.aborted) {
+      const wait =
+        failures === 0 ? timings.renewEveryMs : Math.min(timings.renewEveryMs, 200 * 2 ** failures);
+      await clock.sleep(wait, leading.signal);
+      if (leading.signal.aborted) break;
+      const sentAt = clock.monotonicMs();
+      try {
+        await store.renewLease(fence, timings.ttlMs);
+        lastOkSentAt = sentAt;
+        failures = 0;
+      } catch (err) {
+        if (isConflict(err)) {
+          finish("deposed");
+          break;
+        }
+        // The store is unreachable: keep trying; the watchdog ends leadership once the TTL has
+        // passed locally, whatever the store says later.
+        failures += 1;
+        this.log.warn({ err: String(err), term: fence.term }, "lease renewal failed");
+      }
+    }
+
+    await Promise.all([work, watchdog, whenAborted(leading.signal)]);
+    this.stopping.signal.removeEventListener("abort", onStop);
+    this.current = null;
+    const why: LeadEnd = end ?? "stopping";
+    if (why === "stopping") await this.release(fence);
+    if (why === "stopping") this.log.info({ term: fence.term }, "released leadership");
+    else this.log.warn({ term: fence.term, why }, "lost leadership");
+    this.deps.onChange?.(null, why);
+  }
+
+  private async release(fence: LeaderFence): Promise<void> {
+    try {
+      await this.deps.store.releaseLease(fence);
+    } catch (err) {
+      // Conflict: it had already expired or been taken, which is what release wanted anyway.
+      if (!isConflict(err)) this.log.warn({ err: String(err), term: fence.term }, "lease release failed");
+    }
+  }
+}

@@ -1,0 +1,300 @@
+/**
+ * The worker of one node (DESIGN.md §3, §4 step 6): claims queued tasks that fit its labels, actions
+ * and free slots, runs each with the executor, renews the task's lease while it runs, and records
+ * the end of the attempt with its fencing token. A renewal that is rejected means the task is no
+ * longer ours: the action is killed and nothing is written. A renewal that reports `canceling` kills
+ * the action and records `canceled`. Retries and backoff are decided by the store's finishTask.
+ */
+import type { Clock } from "../ports/clock.js";
+import type { ActionDefinition, ExecResult, Executor } from "../ports/executor.js";
+import type { Logger } from "../ports/logger.js";
+import type {
+  ChangeFeed,
+  ClaimedTask,
+  NodeOffer,
+  RunStore,
+  Session,
+  TaskClaimer,
+  TaskResult,
+} from "../ports/store.js";
+import { isConflict } from "../ports/errors.js";
+import { Waker, wakeOnChange } from "./wake.js";
+
+export interface WorkerSettings {
+  session: Session;
+  roomIds: string[];
+  labels: string[];
+  /** How many tasks this node runs at once. */
+  capacity: number;
+  /** The actions of this node's config; only these are claimed. */
+  actions: ReadonlyMap<string, ActionDefinition>;
+  /** The task lease; renewed every third of it so one slow renewal does not lose the task. */
+  taskLeaseMs: number;
+  /** A claim attempt even with no change, for retries whose backoff (not_before) has passed. */
+  pollMs: number;
+  debounceMs: number;
+}
+
+export interface WorkerDeps {
+  store: TaskClaimer & ChangeFeed & Pick<RunStore, "getTask">;
+  executor: Executor;
+  clock: Clock;
+  logger: Logger;
+}
+
+/** Why a running action was aborted; null while nobody asked. */
+type AbortReason = "canceled" | "lost" | "shutdown";
+
+interface Running {
+  claimed: ClaimedTask;
+  controller: AbortController;
+  reason: AbortReason | null;
+  done: Promise<void>;
+}
+
+const MAX_BACKOFF_MS = 5_000;
+
+export class Worker {
+  private readonly stopClaiming = new AbortController();
+  private readonly waker: Waker;
+  private readonly running = new Map<string, Running>();
+  private loop: Promise<void> | null = null;
+  private unsubscribe: (() => void) | null = null;
+  private readonly log: Logger;
+
+  constructor(
+    private readonly settings: WorkerSettings,
+    private readonly deps: WorkerDeps,
+  ) {
+    this.waker = new Waker(deps.clock, settings.debounceMs);
+    this.log = deps.logger;
+  }
+
+  /** Tasks this worker is running now. */
+  get runningCount(): number {
+    return this.running.size;
+  }
+
+  start(): void {
+    if (this.loop !== null) return;
+    const feed = this.deps.store;
+    const unsubTasks = wakeOnChange(feed, this.waker, ["tasks"], this.settings.roomIds);
+    // A cancel moves the run first; look at our running tasks then rather than at the next renewal.
+    const unsubRuns = feed.onChange((topic, roomId) => {
+      if (topic !== "runs" || (roomId !== null && !this.settings.roomIds.includes(roomId))) return;
+      void this.checkCanceling();
+    });
+    this.unsubscribe = () => {
+      unsubTasks();
+      unsubRuns();
+    };
+    this.loop = this.claimLoop();
+  }
+
+  /**
+   * Stops claiming. With `abortRunning`, kills running actions and writes nothing for them (their
+   * leases expire and the leader's reaper hands them to another node); otherwise waits for them to
+   * finish and records their outcome. Calling it again with abortRunning escalates a drain.
+   */
+  async stop(options: { abortRunning?: boolean } = {}): Promise<void> {
+    this.stopClaiming.abort();
+    if (options.abortRunning === true) {
+      for (const r of this.running.values()) this.abortTask(r, "shutdown");
+    }
+    await this.loop;
+    while (this.running.size > 0) await Promise.all([...this.running.values()].map((r) => r.done));
+    this.unsubscribe?.();
+  }
+
+  private offer(): NodeOffer {
+    const s = this.settings;
+    return {
+      session: s.session,
+      roomIds: s.roomIds,
+      labels: s.labels,
+      actions: [...s.actions.keys()],
+      leaseMs: s.taskLeaseMs,
+    };
+  }
+
+  private async claimLoop(): Promise<void> {
+    const signal = this.stopClaiming.signal;
+    let failures = 0;
+    while (!signal.aborted) {
+      try {
+        while (!signal.aborted && this.running.size < this.settings.capacity) {
+          const claimed = await this.deps.store.claimTask(this.offer());
+          if (claimed === null) break;
+          if (signal.aborted) {
+            // Claimed while stopping: run it anyway rather than strand it until its lease expires.
+            this.startTask(claimed);
+            break;
+          }
+          this.startTask(claimed);
+        }
+        failures = 0;
+      } catch (err) {
+        if (!isConflict(err)) {
+          failures += 1;
+          const delay = Math.min(MAX_BACKOFF_MS, 100 * 2 ** Math.min(failures, 6));
+          this.log.warn({ err: String(err), retryInMs: delay }, "claim failed");
+          await this.deps.clock.sleep(delay, signal);
+        }
+        continue;
+      }
+      await this.waker.wait(this.settings.pollMs, signal);
+    }
+  }
+
+  private startTask(claimed: ClaimedTask): void {
+    const key = `${claimed.token.runId}/${claimed.token.taskId}`;
+    const entry: Running = {
+      claimed,
+      controller: new AbortController(),
+      reason: null,
+      done: Promise.resolve(),
+    };
+    this.running.set(key, entry);
+    entry.done = this.execute(entry)
+      .catch((err: unknown) => {
+        this.log.error(
+          { err: String(err), run: claimed.task.runId, task: claimed.task.taskId },
+          "task crashed",
+        );
+      })
+      .finally(() => {
+        this.running.delete(key);
+        // A freed slot is a reason to claim again now.
+        this.waker.wake();
+      });
+  }
+
+  private abortTask(r: Running, reason: AbortReason): void {
+    if (r.reason === null) r.reason = reason;
+    r.controller.abort();
+  }
+
+  private async checkCanceling(): Promise<void> {
+    for (const r of [...this.running.values()]) {
+      if (r.reason !== null) continue;
+      try {
+        const t = await this.deps.store.getTask(r.claimed.token.runId, r.claimed.token.taskId);
+        if (t?.status === "canceling" && t.version === r.claimed.token.version) this.abortTask(r, "canceled");
+      } catch {
+        // The renewal loop will see it.
+      }
+    }
+  }
+
+  private async execute(r: Running): Promise<void> {
+    const { token, task } = r.claimed;
+    const { clock, executor } = this.deps;
+    const log = this.log.child({ run: task.runId, task: task.taskId, attempt: task.attempt });
+    log.debug({ action: task.action }, "claimed");
+
+    const leaseMs = this.settings.taskLeaseMs;
+    let lastRenewSentAt = clock.monotonicMs();
+    const renewing = new AbortController();
+    const renewer = (async () => {
+      while (!renewing.signal.aborted) {
+        const sinceOk = clock.monotonicMs() - lastRenewSentAt;
+        const wait = Math.max(0, Math.min(leaseMs / 3, leaseMs - sinceOk));
+        await clock.sleep(wait, renewing.signal);
+        if (renewing.signal.aborted) return;
+        if (clock.monotonicMs() - lastRenewSentAt >= leaseMs) {
+          // Our lease has passed locally: someone else may hold the task now. Stop, write nothing.
+          log.warn("task lease passed without a renewal; abandoning the attempt");
+          this.abortTask(r, "lost");
+          return;
+        }
+        const sentAt = clock.monotonicMs();
+        try {
+          const { status } = await this.deps.store.renewTaskLease(token, leaseMs);
+          lastRenewSentAt = sentAt;
+          if (status === "canceling") this.abortTask(r, "canceled");
+        } catch (err) {
+          if (isConflict(err)) {
+            log.info("task lease lost; killing the action and writing nothing");
+            this.abortTask(r, "lost");
+            return;
+          }
+          log.warn({ err: String(err) }, "task lease renewal failed");
+        }
+      }
+    })();
+
+    const action = this.settings.actions.get(task.action);
+    let exec: ExecResult;
+    if (action === undefined) {
+      // claimTask only offers our actions; a config reloaded under a running node could still differ.
+      exec = failedToStart(`action "${task.action}" is not defined on node ${token.session.nodeId}`);
+    } else {
+      exec = await executor.run({
+        action,
+        args: task.args,
+        env: { DAGBOT_RUN_ID: task.runId, DAGBOT_TASK_ID: task.taskId, DAGBOT_ATTEMPT: task.attempt },
+        ...(task.timeoutMs !== null ? { timeoutMs: task.timeoutMs } : {}),
+        signal: r.controller.signal,
+      });
+    }
+    renewing.abort();
+    await renewer;
+
+    if (r.reason === "lost" || r.reason === "shutdown") {
+      log.info({ why: r.reason }, "attempt abandoned; the lease will expire and the leader requeues it");
+      return;
+    }
+    const result = toTaskResult(exec, r.reason);
+    await this.finish(r, result, log, () => lastRenewSentAt);
+  }
+
+  /** Records the outcome, retrying store failures while our lease can still be valid. */
+  private async finish(r: Running, result: TaskResult, log: Logger, lastOk: () => number): Promise<void> {
+    const { clock, store } = this.deps;
+    for (let failures = 0; ; failures += 1) {
+      try {
+        const { status } = await store.finishTask(r.claimed.token, result);
+        log.info({ outcome: result.outcome, status, exitCode: result.exitCode }, "finished");
+        return;
+      } catch (err) {
+        if (isConflict(err)) {
+          log.info({ reason: err.message }, "finish rejected: the task moved on without us");
+          return;
+        }
+        if (clock.monotonicMs() - lastOk() >= this.settings.taskLeaseMs) {
+          log.warn({ err: String(err) }, "could not record the outcome before the lease passed; giving up");
+          return;
+        }
+        const delay = Math.min(MAX_BACKOFF_MS, 100 * 2 ** Math.min(failures, 6));
+        log.warn({ err: String(err), retryInMs: delay }, "finish failed");
+        await clock.sleep(delay);
+      }
+    }
+  }
+}
+
+function failedToStart(error: string): ExecResult {
+  return {
+    outcome: "failed",
+    exitCode: null,
+    signal: null,
+    output: "",
+    outputTruncated: false,
+    totalOutputBytes: 0,
+    durationMs: 0,
+    error,
+  };
+}
+
+/** Maps the executor's outcome to the attempt's recorded outcome. */
+export function toTaskResult(exec: ExecResult, reason: "canceled" | null | AbortReason): TaskResult {
+  let outcome: TaskResult["outcome"];
+  let error = exec.error ?? null;
+  if (exec.outcome === "killed") {
+    outcome = reason === "canceled" ? "canceled" : "failed";
+    if (reason === "canceled") error = "canceled";
+  } else {
+    outcome = exec.outcome;
+  }
+  return { outcome, exitCode: exec.exitCode, output: exec.output, error };
+}
