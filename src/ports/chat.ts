@@ -8,11 +8,14 @@ export type RoomId = string;
 export type EventId = string;
 export type UserId = string;
 
-/** A message as the app writes it; the adapter turns it into an m.notice with both bodies. */
+/**
+ * A message as the app writes it; the adapter turns it into an m.notice with both bodies. The app's
+ * rendered `{ body, html }` (src/app/render/html.ts) fits as it is.
+ */
 export interface OutgoingMessage {
   /** Plain-text rendering, the `body` that clients without HTML show. */
-  text: string;
-  /** HTML rendering (org.matrix.custom.html). Omitted: the escaped text is used. */
+  body: string;
+  /** HTML rendering (org.matrix.custom.html). Omitted: the escaped body is used. */
   html?: string;
   /** Users this message mentions (m.mentions); the text should name them too. */
   mentions?: UserId[];
@@ -61,11 +64,6 @@ export interface IncomingReaction {
   originServerTs: number;
   targetEventId: EventId;
   key: string;
-}
-
-/** Reads a member's power level in a room, for permission checks. */
-export interface PowerLevelReader {
-  powerLevel(roomId: RoomId, userId: UserId): Promise<number>;
 }
 
 export type ChatSendFailure =

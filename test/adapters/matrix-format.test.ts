@@ -67,7 +67,7 @@ describe("escapeHtml", () => {
 
 describe("content shapes", () => {
   it("builds an m.notice with both bodies, HTML from escaped text when none is given", () => {
-    expect(noticeContent({ text: "1 < 2\nok" })).toEqual({
+    expect(noticeContent({ body: "1 < 2\nok" })).toEqual({
       msgtype: "m.notice",
       body: "1 < 2\nok",
       format: "org.matrix.custom.html",
@@ -77,25 +77,25 @@ describe("content shapes", () => {
   });
 
   it("puts thread replies in the thread, falling back to the root only when replying to nothing else", () => {
-    expect(noticeContent({ text: "t", threadRoot: "$root" })["m.relates_to"]).toEqual({
+    expect(noticeContent({ body: "t", threadRoot: "$root" })["m.relates_to"]).toEqual({
       rel_type: "m.thread",
       event_id: "$root",
       is_falling_back: true,
       "m.in_reply_to": { event_id: "$root" },
     });
-    expect(noticeContent({ text: "t", threadRoot: "$root", replyTo: "$cmd" })["m.relates_to"]).toEqual({
+    expect(noticeContent({ body: "t", threadRoot: "$root", replyTo: "$cmd" })["m.relates_to"]).toEqual({
       rel_type: "m.thread",
       event_id: "$root",
       is_falling_back: false,
       "m.in_reply_to": { event_id: "$cmd" },
     });
-    expect(noticeContent({ text: "t", replyTo: "$cmd" })["m.relates_to"]).toEqual({
+    expect(noticeContent({ body: "t", replyTo: "$cmd" })["m.relates_to"]).toEqual({
       "m.in_reply_to": { event_id: "$cmd" },
     });
   });
 
   it("builds an edit with the '* ' fallback, m.new_content without a relation, and no new mentions", () => {
-    const edit = editContent("$orig", { text: "done", html: "<b>done</b>", mentions: ["@p:hs"] });
+    const edit = editContent("$orig", { body: "done", html: "<b>done</b>", mentions: ["@p:hs"] });
     expect(edit).toEqual({
       msgtype: "m.notice",
       body: "* done",
@@ -135,7 +135,10 @@ describe("size guard", () => {
     fc.assert(
       fc.property(bigText, htmlDoc, fc.integer({ min: 1, max: 60 }), (text, doc, times) => {
         const html = doc.repeat(times);
-        for (const content of [noticeContent({ text, html }), editContent("$e", { text, html })]) {
+        for (const content of [
+          noticeContent({ body: text, html }),
+          editContent("$e", { body: text, html }),
+        ]) {
           expect(contentBytes(content)).toBeLessThanOrEqual(MAX_CONTENT_BYTES);
           const inner = (content["m.new_content"] as Record<string, string> | undefined) ?? content;
           const body = inner["body"] as string;
@@ -153,7 +156,7 @@ describe("size guard", () => {
 
   it("measures multi-byte characters in bytes, not string length", () => {
     const emoji = "✅".repeat(40_000); // 3 bytes each in UTF-8: 120 kB in 40 000 UTF-16 units
-    const content = noticeContent({ text: emoji, html: emoji });
+    const content = noticeContent({ body: emoji, html: emoji });
     expect(contentBytes(content)).toBeLessThanOrEqual(MAX_CONTENT_BYTES);
     expect(String(content["body"]).endsWith(TRUNCATION_MARKER_TEXT)).toBe(true);
   });

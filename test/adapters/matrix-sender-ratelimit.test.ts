@@ -22,7 +22,7 @@ describe("MatrixSender against a rate-limiting Synapse", () => {
       onRetry: (e) => retries.push(e),
     });
     const bodies = Array.from({ length: 10 }, (_, i) => `burst ${i}`);
-    const ids = await Promise.all(bodies.map((text, i) => sender.send(roomId, { text }, `burst-${i}`)));
+    const ids = await Promise.all(bodies.map((body, i) => sender.send(roomId, { body }, `burst-${i}`)));
 
     const limited = retries.filter((r) => r.reason === "rate_limited");
     expect(limited.length).toBeGreaterThan(0);

@@ -29,14 +29,14 @@ const botMessages = async (): Promise<MatrixEvent[]> =>
 
 describe("MatrixSender against Synapse", () => {
   it("sends one event for one txnId, however often it is retried", async () => {
-    const first = await sender.send(roomId, { text: "once only" }, "txn-once");
-    const again = await sender.send(roomId, { text: "once only" }, "txn-once");
+    const first = await sender.send(roomId, { body: "once only" }, "txn-once");
+    const again = await sender.send(roomId, { body: "once only" }, "txn-once");
     const concurrent = await Promise.all(
-      [1, 2, 3].map(() => sender.send(roomId, { text: "once only" }, "txn-once")),
+      [1, 2, 3].map(() => sender.send(roomId, { body: "once only" }, "txn-once")),
     );
     expect(new Set([first, again, ...concurrent])).toEqual(new Set([first]));
     // A different txnId is a different message: the dedup above is the txnId's doing.
-    const other = await sender.send(roomId, { text: "once only" }, "txn-once-b");
+    const other = await sender.send(roomId, { body: "once only" }, "txn-once-b");
     expect(other).not.toBe(first);
 
     const onceOnly = (await botMessages()).filter((e) => e.content["body"] === "once only");
@@ -46,7 +46,7 @@ describe("MatrixSender against Synapse", () => {
   it("sends m.notice with escaped HTML and a plain body, seen as such by a room member", async () => {
     const eventId = await sender.send(
       roomId,
-      { text: "a <b> & c\nline 2", mentions: [person.userId] },
+      { body: "a <b> & c\nline 2", mentions: [person.userId] },
       "txn-html",
     );
     const seen = await person.waitFor(match.id(eventId), 20_000, "the notice");
@@ -62,13 +62,13 @@ describe("MatrixSender against Synapse", () => {
   it("edits in place: Synapse records the m.replace against the original", async () => {
     const original = await sender.send(
       roomId,
-      { text: "status: running", html: "status: <b>running</b>" },
+      { body: "status: running", html: "status: <b>running</b>" },
       "txn-card",
     );
     const edit = await sender.edit(
       roomId,
       original,
-      { text: "status: done", html: "status: <b>done</b>" },
+      { body: "status: done", html: "status: <b>done</b>" },
       "txn-card-edit-1",
     );
     const seen = await person.waitFor(match.edits(roomId, original), 20_000, "the edit");
@@ -87,7 +87,7 @@ describe("MatrixSender against Synapse", () => {
 
   it("replies in a thread, and the server lists the reply under the thread root", async () => {
     const root = await person.sendText(roomId, "!dag publish something");
-    const reply = await sender.send(roomId, { text: "card", threadRoot: root }, "txn-thread");
+    const reply = await sender.send(roomId, { body: "card", threadRoot: root }, "txn-thread");
     const seen = await person.waitFor(match.id(reply));
     expect(seen.content["m.relates_to"]).toEqual({
       rel_type: "m.thread",
@@ -116,10 +116,10 @@ describe("MatrixSender against Synapse", () => {
     const huge = "x".repeat(150_000);
     const sent = await sender.send(
       roomId,
-      { text: huge, html: `<pre><code>${huge}</code></pre>` },
+      { body: huge, html: `<pre><code>${huge}</code></pre>` },
       "txn-huge",
     );
-    const edited = await sender.edit(roomId, sent, { text: huge, html: `<p>${huge}</p>` }, "txn-huge-edit");
+    const edited = await sender.edit(roomId, sent, { body: huge, html: `<p>${huge}</p>` }, "txn-huge-edit");
     const [seenSent, seenEdit] = [
       await person.waitFor(match.id(sent)),
       await person.waitFor(match.id(edited)),
@@ -145,7 +145,7 @@ describe("MatrixSender against Synapse", () => {
       onRetry: (e) => retries.push(e),
     });
     const foreign = await fx.hs.createRoom(alice.accessToken, { name: "no bot" });
-    const err = await s.send(foreign, { text: "not a member" }, "txn-403").catch((e: unknown) => e);
+    const err = await s.send(foreign, { body: "not a member" }, "txn-403").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ChatSendError);
     expect(err).toMatchObject({
       failure: "rejected",
@@ -156,16 +156,16 @@ describe("MatrixSender against Synapse", () => {
   });
 
   it("rejects bad arguments before any request, naming what was wrong", async () => {
-    await expect(sender.send("not-a-room", { text: "x" }, "t")).rejects.toThrow(
+    await expect(sender.send("not-a-room", { body: "x" }, "t")).rejects.toThrow(
       /room id must start with "!"/,
     );
-    await expect(sender.send(roomId, { text: "x" }, "")).rejects.toThrow(/txnId must be 1\.\.255 characters/);
+    await expect(sender.send(roomId, { body: "x" }, "")).rejects.toThrow(/txnId must be 1\.\.255 characters/);
     await expect(sender.react(roomId, "$x", "", "t")).rejects.toThrow(/reaction key must be 1\.\.500/);
   });
 
   it("backs off while Synapse is down and delivers once it is back; the txnId still dedupes", async () => {
     const { hs } = fx;
-    const before = await sender.send(roomId, { text: "before the outage" }, "txn-outage-0");
+    const before = await sender.send(roomId, { body: "before the outage" }, "txn-outage-0");
     const retries: RetryEvent[] = [];
     let sawNetworkError!: () => void;
     const networkErrorSeen = new Promise<void>((r) => (sawNetworkError = r));
@@ -188,8 +188,8 @@ describe("MatrixSender against Synapse", () => {
     });
 
     await hs.stop();
-    const during = patient.send(roomId, { text: "during the outage" }, "txn-outage-1");
-    const abandoned = doomed.send(roomId, { text: "never" }, "txn-outage-abandoned");
+    const during = patient.send(roomId, { body: "during the outage" }, "txn-outage-1");
+    const abandoned = doomed.send(roomId, { body: "never" }, "txn-outage-abandoned");
     await networkErrorSeen;
     aborter.abort(new Error("shutting down"));
     await expect(abandoned).rejects.toThrow("shutting down");
@@ -201,8 +201,8 @@ describe("MatrixSender against Synapse", () => {
     expect(retries.map((r) => r.error)).toContain("ECONNREFUSED");
 
     // The in-memory transaction cache died with the old process; the database one did not.
-    expect(await patient.send(roomId, { text: "before the outage" }, "txn-outage-0")).toBe(before);
-    expect(await patient.send(roomId, { text: "during the outage" }, "txn-outage-1")).toBe(duringId);
+    expect(await patient.send(roomId, { body: "before the outage" }, "txn-outage-0")).toBe(before);
+    expect(await patient.send(roomId, { body: "during the outage" }, "txn-outage-1")).toBe(duringId);
     const bodies = (await botMessages()).map((e) => e.content["body"]);
     expect(bodies.filter((b) => b === "during the outage")).toHaveLength(1);
     expect(bodies).not.toContain("never");

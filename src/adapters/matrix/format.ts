@@ -151,7 +151,7 @@ function relatesTo(message: OutgoingMessage): Content | undefined {
 }
 
 function bodies(message: OutgoingMessage): { text: string; html: string } {
-  return { text: message.text, html: message.html ?? escapeHtml(message.text).replace(/\n/g, "<br>") };
+  return { text: message.body, html: message.html ?? escapeHtml(message.body).replace(/\n/g, "<br>") };
 }
 
 function notice(text: string, html: string, mentions: UserId[] | undefined): Content {
