@@ -1,0 +1,88 @@
+/**
+ * The SQLite change feed: in-process listeners hear of this connection's commits at once; commits
+ * by other processes are noticed by polling PRAGMA data_version, fast right after a change and
+ * backing off while the file is quiet, only while someone listens.
+ */
+import type { ChangeTopic } from "../../ports/store.js";
+
+const ALL_TOPICS: readonly ChangeTopic[] = ["inbox", "tasks", "runs", "outbox", "lease", "cap"];
+const MIN_POLL_MS = 5;
+const MAX_POLL_MS = 100;
+
+type Listener = (topic: ChangeTopic, roomId: string | null) => void;
+
+export class ChangeFeed {
+  private readonly listeners = new Set<Listener>();
+  private timer: NodeJS.Timeout | undefined;
+  private delay = MIN_POLL_MS;
+  private lastVersion: number | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly dataVersion: () => number,
+    private readonly onError: (e: unknown) => void,
+  ) {}
+
+  emit(topic: ChangeTopic, roomId: string | null): void {
+    for (const l of [...this.listeners]) {
+      try {
+        l(topic, roomId);
+      } catch (e) {
+        // A listener's bug must not undo or hide a committed write.
+        this.onError(e);
+      }
+    }
+  }
+
+  subscribe(listener: Listener): () => void {
+    this.listeners.add(listener);
+    this.schedule();
+    return () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size === 0) this.stop();
+    };
+  }
+
+  close(): void {
+    this.closed = true;
+    this.listeners.clear();
+    this.stop();
+  }
+
+  private stop(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.lastVersion = undefined;
+  }
+
+  private schedule(): void {
+    if (this.closed || this.timer !== undefined || this.listeners.size === 0) return;
+    this.lastVersion ??= this.dataVersion();
+    this.timer = setTimeout(() => this.poll(), this.delay);
+    // The poll never keeps a process alive on its own.
+    this.timer.unref();
+  }
+
+  private poll(): void {
+    this.timer = undefined;
+    if (this.closed || this.listeners.size === 0) return;
+    let version: number;
+    try {
+      version = this.dataVersion();
+    } catch (e) {
+      this.onError(e);
+      this.delay = MAX_POLL_MS;
+      this.schedule();
+      return;
+    }
+    if (version !== this.lastVersion) {
+      this.lastVersion = version;
+      this.delay = MIN_POLL_MS;
+      // Another process committed something; which tables, SQLite does not say.
+      for (const topic of ALL_TOPICS) this.emit(topic, null);
+    } else {
+      this.delay = Math.min(this.delay * 2, MAX_POLL_MS);
+    }
+    this.schedule();
+  }
+}

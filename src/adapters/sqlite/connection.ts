@@ -1,0 +1,199 @@
+/**
+ * One better-sqlite3 connection and the discipline around it: WAL, a busy timeout, every write in
+ * BEGIN IMMEDIATE with a bounded retry on SQLITE_BUSY, errors mapped to the port's types at the
+ * edge, and change notifications fired only after a commit.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import Database from "better-sqlite3";
+import { ConflictError, NotFoundError, SchemaTooNewError, StoreError } from "../../ports/errors.js";
+import type { ChangeTopic, LeaderFence, Session } from "../../ports/store.js";
+
+export type Row = Record<string, unknown>;
+
+/** What a write transaction collects for after its commit. */
+export interface Tx {
+  readonly now: number;
+  touch(topic: ChangeTopic, roomId: string | null): void;
+  log(entry: LogEntry): void;
+}
+
+export interface LogEntry {
+  roomId: string;
+  kind: string;
+  runId?: string | null;
+  taskId?: string | null;
+  term?: number | null;
+  actor?: string | null;
+  data?: Record<string, unknown>;
+}
+
+type Notify = (topic: ChangeTopic, roomId: string | null) => void;
+
+// Retries after busy_timeout already waited: a few more chances with jitter, then a StoreError.
+const BUSY_RETRIES = 8;
+
+export const sessionKey = (s: Session): string => `${s.nodeId}/${s.bootId}`;
+
+export class SqliteConnection {
+  readonly db: Database.Database;
+  private readonly statements = new Map<string, Database.Statement>();
+
+  constructor(
+    path: string,
+    busyTimeoutMs: number,
+    readonly clock: () => number,
+    private readonly notify: Notify,
+  ) {
+    this.db = new Database(path);
+    // busy_timeout first: switching to WAL itself needs a lock another opener may hold.
+    this.db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
+    this.db.pragma("journal_mode = WAL");
+    // FULL: a commit the caller saw survives a power cut too, not only a killed process.
+    this.db.pragma("synchronous = FULL");
+    this.db.pragma("foreign_keys = ON");
+  }
+
+  stmt(sql: string): Database.Statement {
+    let s = this.statements.get(sql);
+    if (s === undefined) {
+      s = this.db.prepare(sql);
+      this.statements.set(sql, s);
+    }
+    return s;
+  }
+
+  get<T = Row>(sql: string, ...params: unknown[]): T | undefined {
+    return this.stmt(sql).get(...params) as T | undefined;
+  }
+
+  all<T = Row>(sql: string, ...params: unknown[]): T[] {
+    return this.stmt(sql).all(...params) as T[];
+  }
+
+  run(sql: string, ...params: unknown[]): number {
+    return this.stmt(sql).run(...params).changes;
+  }
+
+  /** A multi-statement write under BEGIN IMMEDIATE; listeners hear of it after the commit. */
+  async write<T>(operation: string, fn: (tx: Tx) => T): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      const touched: Array<[ChangeTopic, string | null]> = [];
+      try {
+        const result = this.db
+          .transaction(() => {
+            const now = this.clock();
+            const tx: Tx = {
+              now,
+              touch: (topic, roomId) => touched.push([topic, roomId]),
+              log: (entry) => this.appendEvent(now, entry),
+            };
+            return fn(tx);
+          })
+          .immediate();
+        const seen = new Set<string>();
+        for (const [topic, roomId] of touched) {
+          const k = `${topic}\u0000${roomId ?? ""}`;
+          if (seen.has(k)) continue;
+          seen.add(k);
+          this.notify(topic, roomId);
+        }
+        return result;
+      } catch (e) {
+        if (isBusy(e) && attempt < BUSY_RETRIES) {
+          await sleep(5 * 2 ** Math.min(attempt, 5) * (0.5 + Math.random()));
+          continue;
+        }
+        throw mapError(operation, e);
+      }
+    }
+  }
+
+  /** A read; one statement or a deferred transaction, so it sees one snapshot. */
+  async read<T>(operation: string, fn: (now: number) => T): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return this.db.transaction(() => fn(this.clock())).deferred();
+      } catch (e) {
+        if (isBusy(e) && attempt < BUSY_RETRIES) {
+          await sleep(5 * 2 ** Math.min(attempt, 5) * (0.5 + Math.random()));
+          continue;
+        }
+        throw mapError(operation, e);
+      }
+    }
+  }
+
+  /**
+   * Leader writes change nothing unless the fence still holds the room's unexpired lease. Called
+   * inside the write's transaction, so a takeover cannot slip in between check and write.
+   */
+  checkFence(operation: string, fence: LeaderFence, now: number): void {
+    const row = this.get<{
+      holder_node: string | null;
+      holder_boot: string | null;
+      term: number;
+      expires_at: number;
+    }>("SELECT holder_node, holder_boot, term, expires_at FROM room_leases WHERE room_id = ?", fence.roomId);
+    if (
+      row !== undefined &&
+      row.holder_node === fence.session.nodeId &&
+      row.holder_boot === fence.session.bootId &&
+      row.term === fence.term &&
+      row.expires_at > now
+    )
+      return;
+    throw new ConflictError(
+      operation,
+      { roomId: fence.roomId, holder: sessionKey(fence.session), term: fence.term, unexpiredAt: now },
+      row === undefined
+        ? null
+        : {
+            holder: row.holder_node === null ? null : `${row.holder_node}/${row.holder_boot ?? ""}`,
+            term: row.term,
+            expiresAt: row.expires_at,
+          },
+    );
+  }
+
+  private appendEvent(now: number, e: LogEntry): void {
+    this.run(
+      "INSERT INTO events (room_id, at, kind, run_id, task_id, term, actor, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+      e.roomId,
+      now,
+      e.kind,
+      e.runId ?? null,
+      e.taskId ?? null,
+      e.term ?? null,
+      e.actor ?? null,
+      JSON.stringify(e.data ?? {}),
+    );
+  }
+
+  /** Bumped by SQLite whenever ANOTHER connection commits: the cheap cross-process change signal. */
+  dataVersion(): number {
+    return this.db.pragma("data_version", { simple: true }) as number;
+  }
+
+  close(): void {
+    this.statements.clear();
+    if (this.db.open) this.db.close();
+  }
+}
+
+function isBusy(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
+}
+
+/** Our own typed errors pass through; anything the driver threw becomes a StoreError. */
+export function mapError(operation: string, e: unknown): Error {
+  if (
+    e instanceof ConflictError ||
+    e instanceof NotFoundError ||
+    e instanceof StoreError ||
+    e instanceof SchemaTooNewError ||
+    e instanceof RangeError
+  )
+    return e;
+  return new StoreError(operation, { cause: e });
+}

@@ -1,0 +1,155 @@
+/** The inbox (processed_events) on SQLite: insert-or-ignore by event id, the leader's ordered take, fenced marks. */
+import { ConflictError, NotFoundError } from "../../ports/errors.js";
+import type { InboxEvent, InboxEventInput, LeaderFence, OutboxMessageInput } from "../../ports/store.js";
+import type { SqliteConnection, Tx } from "./connection.js";
+import { sessionKey } from "./connection.js";
+import { enqueueInTx } from "./outbox.js";
+import { toInbox } from "./rows.js";
+
+const COLUMNS =
+  "event_id, room_id, sender, origin_server_ts, content, seen_by, status, received_at, handled_term, result";
+
+export function insertInboxEvent(c: SqliteConnection, e: InboxEventInput): Promise<"inserted" | "duplicate"> {
+  return c.write("insert inbox event", (tx) => {
+    const changed = c.run(
+      `INSERT INTO processed_events (event_id, room_id, sender, origin_server_ts, content, seen_by, status, received_at)
+       VALUES (?, ?, ?, ?, ?, ?, 'new', ?) ON CONFLICT (event_id) DO NOTHING`,
+      e.eventId,
+      e.roomId,
+      e.sender,
+      e.originServerTs,
+      JSON.stringify(e.content),
+      e.seenBy,
+      tx.now,
+    );
+    if (changed === 0) return "duplicate";
+    tx.log({
+      roomId: e.roomId,
+      kind: "inbox.inserted",
+      actor: e.seenBy,
+      data: { eventId: e.eventId, sender: e.sender },
+    });
+    tx.touch("inbox", e.roomId);
+    return "inserted";
+  });
+}
+
+export function nextInboxEvent(c: SqliteConnection, fence: LeaderFence): Promise<InboxEvent | null> {
+  return c.read("next inbox event", (now) => {
+    c.checkFence("next inbox event", fence, now);
+    const row = c.get(
+      `SELECT ${COLUMNS} FROM processed_events WHERE room_id = ? AND status IN ('new','handled')
+        ORDER BY origin_server_ts, event_id LIMIT 1`,
+      fence.roomId,
+    );
+    return row === undefined ? null : toInbox(row);
+  });
+}
+
+/**
+ * new → handled inside the caller's transaction (a command's effect and its mark commit together).
+ * ConflictError when the row is already handled: the command must not take effect twice.
+ */
+export function markHandledInTx(
+  c: SqliteConnection,
+  tx: Tx,
+  fence: LeaderFence,
+  eventId: string,
+  result: Record<string, unknown>,
+): void {
+  const changed = c.run(
+    `UPDATE processed_events SET status = 'handled', result = ?, handled_term = ?, handled_at = ?
+      WHERE event_id = ? AND room_id = ? AND status = 'new'`,
+    JSON.stringify(result),
+    fence.term,
+    tx.now,
+    eventId,
+    fence.roomId,
+  );
+  if (changed === 0) {
+    const row = c.get<{ status: string; room_id: string }>(
+      "SELECT status, room_id FROM processed_events WHERE event_id = ?",
+      eventId,
+    );
+    if (row === undefined) throw new NotFoundError("mark inbox handled", { eventId });
+    throw new ConflictError(
+      "mark inbox handled",
+      { eventId, roomId: fence.roomId, status: "new" },
+      { roomId: row.room_id, status: row.status },
+    );
+  }
+  tx.log({
+    roomId: fence.roomId,
+    kind: "inbox.handled",
+    term: fence.term,
+    actor: sessionKey(fence.session),
+    data: { eventId, result },
+  });
+  tx.touch("inbox", fence.roomId);
+}
+
+export function markInboxHandled(
+  c: SqliteConnection,
+  fence: LeaderFence,
+  eventId: string,
+  result: Record<string, unknown>,
+): Promise<void> {
+  return c.write("mark inbox handled", (tx) => {
+    c.checkFence("mark inbox handled", fence, tx.now);
+    markHandledInTx(c, tx, fence, eventId, result);
+  });
+}
+
+export function markInboxReplied(
+  c: SqliteConnection,
+  fence: LeaderFence,
+  eventId: string,
+  replies: OutboxMessageInput[],
+): Promise<void> {
+  return c.write("mark inbox replied", (tx) => {
+    c.checkFence("mark inbox replied", fence, tx.now);
+    const changed = c.run(
+      "UPDATE processed_events SET status = 'replied' WHERE event_id = ? AND room_id = ? AND status = 'handled'",
+      eventId,
+      fence.roomId,
+    );
+    if (changed === 0) {
+      const row = c.get<{ status: string; room_id: string }>(
+        "SELECT status, room_id FROM processed_events WHERE event_id = ?",
+        eventId,
+      );
+      if (row === undefined) throw new NotFoundError("mark inbox replied", { eventId });
+      throw new ConflictError(
+        "mark inbox replied",
+        { eventId, roomId: fence.roomId, status: "handled" },
+        { roomId: row.room_id, status: row.status },
+      );
+    }
+    enqueueInTx(c, tx, fence, replies);
+    tx.log({
+      roomId: fence.roomId,
+      kind: "inbox.replied",
+      term: fence.term,
+      actor: sessionKey(fence.session),
+      data: { eventId, replies: replies.map((r) => r.txnId) },
+    });
+    tx.touch("inbox", fence.roomId);
+  });
+}
+
+export function getInboxEvent(c: SqliteConnection, eventId: string): Promise<InboxEvent | null> {
+  return c.read("get inbox event", () => {
+    const row = c.get(`SELECT ${COLUMNS} FROM processed_events WHERE event_id = ?`, eventId);
+    return row === undefined ? null : toInbox(row);
+  });
+}
+
+export function latestInboxEvent(c: SqliteConnection, roomId: string): Promise<InboxEvent | null> {
+  return c.read("latest inbox event", () => {
+    const row = c.get(
+      `SELECT ${COLUMNS} FROM processed_events WHERE room_id = ? ORDER BY origin_server_ts DESC, event_id DESC LIMIT 1`,
+      roomId,
+    );
+    return row === undefined ? null : toInbox(row);
+  });
+}

@@ -1,0 +1,111 @@
+/**
+ * The SQLite Store (better-sqlite3): one connection per Store, WAL, BEGIN IMMEDIATE for every
+ * write, migrations at open. For nodes that share one host; PostgreSQL serves several hosts.
+ */
+import type { Store, StoreOptions } from "../../ports/store.js";
+import { ChangeFeed } from "./change-feed.js";
+import { mapError, SqliteConnection } from "./connection.js";
+import * as inbox from "./inbox.js";
+import * as leases from "./leases.js";
+import { migrate } from "./migrations.js";
+import * as nodes from "./nodes.js";
+import * as outbox from "./outbox.js";
+import * as runs from "./runs.js";
+import * as scheduler from "./scheduler.js";
+import * as tasks from "./tasks.js";
+
+export { LATEST_SCHEMA_VERSION } from "./migrations.js";
+export { DEFAULT_ROOM_CAP } from "./scheduler.js";
+
+export interface SqliteStoreOptions extends StoreOptions {
+  /** How long a write waits for another connection's lock before retrying (default 5000 ms). */
+  busyTimeoutMs?: number;
+  /** Where errors thrown by onChange listeners go (default: process.emitWarning). */
+  onListenerError?: (error: unknown) => void;
+}
+
+export const DEFAULT_BUSY_TIMEOUT_MS = 5000;
+
+/** Open (creating if needed) the store at `path` and bring its schema up to date. */
+export async function openSqliteStore(path: string, options: SqliteStoreOptions = {}): Promise<Store> {
+  const clock = options.clock ?? Date.now;
+  const onError =
+    options.onListenerError ??
+    ((e: unknown) => process.emitWarning(`dagbot sqlite store: change listener threw: ${String(e)}`));
+  let c: SqliteConnection;
+  // Polls only while someone listens, so it is safe to make before the connection exists.
+  const changes = new ChangeFeed(() => c.dataVersion(), onError);
+  try {
+    c = new SqliteConnection(path, options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS, clock, (t, r) =>
+      changes.emit(t, r),
+    );
+  } catch (e) {
+    throw mapError(`open sqlite store ${path}`, e);
+  }
+  try {
+    await c.write("migrate", (tx) => migrate(c.db, tx.now));
+  } catch (e) {
+    c.close();
+    throw e;
+  }
+  let closed = false;
+
+  // Every method is async so that a bad argument rejects rather than throws synchronously.
+  const store: Store = {
+    kind: "sqlite",
+    now: async () => clock(),
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      changes.close();
+      c.close();
+    },
+    onChange: (listener) => changes.subscribe(listener),
+
+    acquireLease: async (roomId, session, ttlMs) => leases.acquireLease(c, roomId, session, ttlMs),
+    renewLease: async (fence, ttlMs) => leases.renewLease(c, fence, ttlMs),
+    releaseLease: async (fence) => leases.releaseLease(c, fence),
+    getLease: async (roomId) => leases.getLease(c, roomId),
+
+    insertInboxEvent: async (event) => inbox.insertInboxEvent(c, event),
+    nextInboxEvent: async (fence) => inbox.nextInboxEvent(c, fence),
+    markInboxHandled: async (fence, eventId, result) => inbox.markInboxHandled(c, fence, eventId, result),
+    markInboxReplied: async (fence, eventId, replies) => inbox.markInboxReplied(c, fence, eventId, replies),
+    getInboxEvent: async (eventId) => inbox.getInboxEvent(c, eventId),
+    latestInboxEvent: async (roomId) => inbox.latestInboxEvent(c, roomId),
+
+    createRun: async (ctx, input) => runs.createRun(c, ctx, input),
+    confirmRun: async (ctx, roomId, dagId, by) => runs.confirmRun(c, ctx, roomId, dagId, by),
+    rejectRun: async (ctx, roomId, dagId, by) => runs.rejectRun(c, ctx, roomId, dagId, by),
+    cancelRun: async (ctx, roomId, dagId, by) => runs.cancelRun(c, ctx, roomId, dagId, by),
+    getRun: async (roomId, dagId) => runs.getRun(c, roomId, dagId),
+    getRunById: async (runId) => runs.getRunById(c, runId),
+    listRuns: async (roomId, opts) => runs.listRuns(c, roomId, opts),
+    listTasks: async (runId) => runs.listTasks(c, runId),
+    getTask: async (runId, taskId) => runs.getTask(c, runId, taskId),
+
+    claimTask: async (offer) => tasks.claimTask(c, offer),
+    renewTaskLease: async (token, leaseMs) => tasks.renewTaskLease(c, token, leaseMs),
+    finishTask: async (token, result) => tasks.finishTask(c, token, result),
+
+    scheduleStep: async (fence) => scheduler.scheduleStep(c, fence),
+    reap: async (fence) => scheduler.reap(c, fence),
+    deriveRunOutcomes: async (fence) => scheduler.deriveRunOutcomes(c, fence),
+    setRoomCap: async (roomId, cap, fence) => scheduler.setRoomCap(c, roomId, cap, fence),
+    getRoomCap: async (roomId) => scheduler.getRoomCap(c, roomId),
+
+    heartbeat: async (beat) => nodes.heartbeat(c, beat),
+    listNodes: async () => nodes.listNodes(c),
+    removeNode: async (session) => nodes.removeNode(c, session),
+
+    enqueueOutbox: async (fence, messages) => outbox.enqueueOutbox(c, fence, messages),
+    pendingOutbox: async (fence, limit) => outbox.pendingOutbox(c, fence, limit),
+    markOutboxSent: async (fence, txnId, sentEventId) => outbox.markOutboxSent(c, fence, txnId, sentEventId),
+    markOutboxFailed: async (fence, txnId, error) => outbox.markOutboxFailed(c, fence, txnId, error),
+    getOutbox: async (txnId) => outbox.getOutbox(c, txnId),
+
+    rememberIdempotencyKey: async (scope, key, result) => nodes.rememberIdempotencyKey(c, scope, key, result),
+    readEvents: async (roomId, sinceSeq, limit) => nodes.readEvents(c, roomId, sinceSeq, limit),
+  };
+  return store;
+}

@@ -1,0 +1,107 @@
+/** Nodes, idempotency keys and the event log on SQLite: the small tables around the state machines. */
+import { ConflictError, NotFoundError } from "../../ports/errors.js";
+import type { LogEvent, NodeHeartbeat, NodeRecord, Session } from "../../ports/store.js";
+import type { SqliteConnection } from "./connection.js";
+import { toLogEvent } from "./rows.js";
+
+export function heartbeat(c: SqliteConnection, beat: NodeHeartbeat): Promise<void> {
+  if (!Number.isInteger(beat.capacity) || beat.capacity < 0)
+    throw new RangeError(`heartbeat: capacity must be a whole number ≥ 0, got ${beat.capacity}`);
+  // Not in the event log: heartbeats are liveness, not state, and belong to no single room.
+  return c.write("heartbeat", (tx) => {
+    c.run(
+      `INSERT INTO nodes (node_id, boot_id, labels, capacity, actions, room_ids, heartbeat_at, started_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (node_id) DO UPDATE SET
+         boot_id = excluded.boot_id, labels = excluded.labels, capacity = excluded.capacity,
+         actions = excluded.actions, room_ids = excluded.room_ids, heartbeat_at = excluded.heartbeat_at,
+         started_at = CASE WHEN nodes.boot_id = excluded.boot_id THEN nodes.started_at ELSE excluded.started_at END`,
+      beat.session.nodeId,
+      beat.session.bootId,
+      JSON.stringify(beat.labels),
+      beat.capacity,
+      JSON.stringify(beat.actions),
+      JSON.stringify(beat.roomIds),
+      tx.now,
+      tx.now,
+    );
+  });
+}
+
+export function listNodes(c: SqliteConnection): Promise<NodeRecord[]> {
+  return c.read("list nodes", (now) =>
+    c
+      .all<Record<string, unknown>>(
+        `SELECT n.*, (SELECT COUNT(*) FROM tasks t
+                        WHERE t.executor_node = n.node_id AND t.executor_boot = n.boot_id
+                          AND t.status IN ('running','canceling')) AS running
+           FROM nodes n ORDER BY n.node_id`,
+      )
+      .map((r) => ({
+        session: { nodeId: r.node_id as string, bootId: r.boot_id as string },
+        labels: JSON.parse(r.labels as string) as string[],
+        capacity: r.capacity as number,
+        actions: JSON.parse(r.actions as string) as string[],
+        roomIds: JSON.parse(r.room_ids as string) as string[],
+        heartbeatAt: r.heartbeat_at as number,
+        heartbeatAgeMs: now - (r.heartbeat_at as number),
+        runningTasks: r.running as number,
+        startedAt: r.started_at as number,
+      })),
+  );
+}
+
+export function removeNode(c: SqliteConnection, session: Session): Promise<void> {
+  return c.write("remove node", () => {
+    const n = c.run("DELETE FROM nodes WHERE node_id = ? AND boot_id = ?", session.nodeId, session.bootId);
+    if (n === 1) return;
+    const row = c.get<{ boot_id: string }>("SELECT boot_id FROM nodes WHERE node_id = ?", session.nodeId);
+    if (row === undefined) throw new NotFoundError("remove node", { nodeId: session.nodeId });
+    throw new ConflictError("remove node", { bootId: session.bootId }, { bootId: row.boot_id });
+  });
+}
+
+export function rememberIdempotencyKey(
+  c: SqliteConnection,
+  scope: string,
+  key: string,
+  result: Record<string, unknown>,
+): Promise<{ kind: "new" } | { kind: "existing"; result: Record<string, unknown> }> {
+  return c.write("remember idempotency key", (tx) => {
+    const n = c.run(
+      "INSERT INTO idempotency_keys (scope, key, result, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+      scope,
+      key,
+      JSON.stringify(result),
+      tx.now,
+    );
+    if (n === 1) return { kind: "new" as const };
+    const row = c.get<{ result: string }>(
+      "SELECT result FROM idempotency_keys WHERE scope = ? AND key = ?",
+      scope,
+      key,
+    );
+    return { kind: "existing" as const, result: JSON.parse(row?.result ?? "{}") as Record<string, unknown> };
+  });
+}
+
+/** Default page of readEvents: enough for a status card, small enough to stream. */
+export const DEFAULT_EVENTS_LIMIT = 1000;
+
+export function readEvents(
+  c: SqliteConnection,
+  roomId: string,
+  sinceSeq: number,
+  limit?: number,
+): Promise<LogEvent[]> {
+  return c.read("read events", () =>
+    c
+      .all(
+        "SELECT seq, room_id, at, kind, run_id, task_id, term, actor, data FROM events WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        roomId,
+        sinceSeq,
+        limit ?? DEFAULT_EVENTS_LIMIT,
+      )
+      .map(toLogEvent),
+  );
+}

@@ -1,0 +1,322 @@
+/** DAG runs on SQLite: all-or-nothing creation deduplicated by (room, dag_id) and hash, and the leader's decisions. */
+import { randomUUID } from "node:crypto";
+import type { RunStatus } from "../../domain/model.js";
+import { ConflictError, NotFoundError } from "../../ports/errors.js";
+import type {
+  CommandContext,
+  CreateRunInput,
+  CreateRunResult,
+  RunDecisionResult,
+  RunRecord,
+  TaskRecord,
+} from "../../ports/store.js";
+import type { Row, SqliteConnection, Tx } from "./connection.js";
+import { sessionKey } from "./connection.js";
+import { markHandledInTx } from "./inbox.js";
+import { toRun, toTask } from "./rows.js";
+
+export const RUN_COLUMNS =
+  "run_id, room_id, dag_id, hash, status, description, max_parallel, publisher, publish_event_id, confirmed_by, confirm_deadline, created_at, updated_at, dag";
+export const TASK_COLUMNS = `seq, run_id, task_id, status, version, attempt, max_attempts, action, args, needs, labels,
+  node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, executor_node, executor_boot,
+  lease_expires_at, not_before, deadline, queued_at, started_at, finished_at, exit_code, output, error`;
+
+const DEFAULT_LIST_LIMIT = 100;
+
+function runByDag(c: SqliteConnection, roomId: string, dagId: string): RunRecord | undefined {
+  const row = c.get(`SELECT ${RUN_COLUMNS} FROM runs WHERE room_id = ? AND dag_id = ?`, roomId, dagId);
+  return row === undefined ? undefined : toRun(row);
+}
+
+function runById(c: SqliteConnection, runId: string): RunRecord {
+  return toRun(c.get(`SELECT ${RUN_COLUMNS} FROM runs WHERE run_id = ?`, runId) as Row);
+}
+
+/** The fence must cover the room the command acts on. */
+function checkRoom(operation: string, ctx: CommandContext, roomId: string): void {
+  if (ctx.fence.roomId !== roomId)
+    throw new ConflictError(operation, { roomId: ctx.fence.roomId }, { roomId });
+}
+
+export function createRun(
+  c: SqliteConnection,
+  ctx: CommandContext,
+  input: CreateRunInput,
+): Promise<CreateRunResult> {
+  return c.write("create run", (tx) => {
+    const { fence } = ctx;
+    c.checkFence("create run", fence, tx.now);
+    checkRoom("create run", ctx, input.roomId);
+    const dagId = input.dag.id;
+    const existing = runByDag(c, input.roomId, dagId);
+    let result: CreateRunResult;
+    if (existing !== undefined) {
+      result =
+        existing.hash === input.hash ? { kind: "exists", run: existing } : { kind: "conflict", existing };
+    } else {
+      const runId = randomUUID();
+      const status: RunStatus = input.needsConfirmation ? "pending" : "running";
+      c.run(
+        `INSERT INTO runs (${RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)`,
+        runId,
+        input.roomId,
+        dagId,
+        input.hash,
+        status,
+        input.dag.description,
+        input.dag.maxParallel,
+        input.publisher,
+        input.publishEventId,
+        input.needsConfirmation ? tx.now + input.confirmTimeoutMs : null,
+        tx.now,
+        tx.now,
+        JSON.stringify(input.dag),
+      );
+      // Document order is insertion order, so seq gives FIFO within a run and across runs.
+      for (const t of input.dag.tasks) {
+        c.run(
+          `INSERT INTO tasks (run_id, task_id, room_id, status, version, attempt, max_attempts, action, args, needs, labels,
+             node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms)
+           VALUES (?, ?, ?, 'blocked', 1, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          runId,
+          t.id,
+          input.roomId,
+          t.retries + 1,
+          t.action,
+          JSON.stringify(t.args),
+          JSON.stringify(t.needs),
+          JSON.stringify(t.on.labels),
+          t.on.node,
+          t.priority,
+          t.concurrencyKey,
+          t.timeoutMs,
+          t.queueTimeoutMs,
+          t.retryBackoffMs,
+        );
+      }
+      tx.log({
+        roomId: input.roomId,
+        kind: "run.created",
+        runId,
+        term: fence.term,
+        actor: sessionKey(fence.session),
+        data: { dagId, hash: input.hash, status, tasks: input.dag.tasks.length, publisher: input.publisher },
+      });
+      tx.touch("runs", input.roomId);
+      tx.touch("tasks", input.roomId);
+      result = { kind: "created", run: runById(c, runId) };
+    }
+    if (ctx.inboxEventId !== undefined) {
+      const run = result.kind === "conflict" ? result.existing : result.run;
+      markHandledInTx(c, tx, fence, ctx.inboxEventId, {
+        op: "publish",
+        kind: result.kind,
+        runId: run.runId,
+        dagId,
+        status: run.status,
+        ...(result.kind === "conflict" ? { existingHash: run.hash, hash: input.hash } : {}),
+      });
+    }
+    return result;
+  });
+}
+
+type Decision = "confirm" | "reject" | "cancel";
+
+/** One leader decision on a run: load, classify, apply, mark the inbox row, all in one transaction. */
+function decide(
+  c: SqliteConnection,
+  decision: Decision,
+  ctx: CommandContext,
+  roomId: string,
+  dagId: string,
+  by: string,
+  apply: (tx: Tx, run: RunRecord) => "done" | "already" | "wrong-status",
+): Promise<RunDecisionResult> {
+  const operation = `${decision} run`;
+  return c.write(operation, (tx) => {
+    c.checkFence(operation, ctx.fence, tx.now);
+    checkRoom(operation, ctx, roomId);
+    const before = runByDag(c, roomId, dagId);
+    if (before === undefined) throw new NotFoundError(operation, { roomId, dagId });
+    const kind = apply(tx, before);
+    const run = kind === "done" ? runById(c, before.runId) : before;
+    if (kind === "done") tx.touch("runs", roomId);
+    if (ctx.inboxEventId !== undefined)
+      markHandledInTx(c, tx, ctx.fence, ctx.inboxEventId, {
+        op: decision,
+        kind,
+        runId: run.runId,
+        dagId,
+        status: run.status,
+        by,
+      });
+    return { kind, run };
+  });
+}
+
+function setRunStatus(
+  c: SqliteConnection,
+  tx: Tx,
+  ctx: CommandContext,
+  run: RunRecord,
+  to: RunStatus,
+  by: string,
+): void {
+  const changed = c.run(
+    `UPDATE runs SET status = ?, updated_at = ?, confirmed_by = CASE WHEN ? = 'running' THEN ? ELSE confirmed_by END
+      WHERE run_id = ? AND status = ?`,
+    to,
+    tx.now,
+    to,
+    by,
+    run.runId,
+    run.status,
+  );
+  if (changed !== 1) throw new ConflictError(`set run ${to}`, { status: run.status }, null);
+  tx.log({
+    roomId: run.roomId,
+    kind: `run.${to}`,
+    runId: run.runId,
+    term: ctx.fence.term,
+    actor: sessionKey(ctx.fence.session),
+    data: { from: run.status, by },
+  });
+}
+
+/** blocked/queued → canceled for a run that will never start them (cancel, reject). Returns how many. */
+export function cancelUnstartedTasks(
+  c: SqliteConnection,
+  tx: Tx,
+  runId: string,
+  roomId: string,
+  term: number,
+  actor: string,
+): number {
+  const rows = c.all<{ task_id: string }>(
+    `UPDATE tasks SET status = 'canceled', version = version + 1, finished_at = ?,
+            error = COALESCE(error, 'canceled before it started')
+      WHERE run_id = ? AND status IN ('blocked','queued')
+      RETURNING task_id`,
+    tx.now,
+    runId,
+  );
+  for (const r of rows) tx.log({ roomId, kind: "task.canceled", runId, taskId: r.task_id, term, actor });
+  if (rows.length > 0) tx.touch("tasks", roomId);
+  return rows.length;
+}
+
+export function confirmRun(
+  c: SqliteConnection,
+  ctx: CommandContext,
+  roomId: string,
+  dagId: string,
+  by: string,
+) {
+  return decide(c, "confirm", ctx, roomId, dagId, by, (tx, run) => {
+    if (run.status === "pending") {
+      setRunStatus(c, tx, ctx, run, "running", by);
+      tx.touch("tasks", roomId);
+      return "done";
+    }
+    return ["running", "canceling", "succeeded", "failed"].includes(run.status) ? "already" : "wrong-status";
+  });
+}
+
+export function rejectRun(
+  c: SqliteConnection,
+  ctx: CommandContext,
+  roomId: string,
+  dagId: string,
+  by: string,
+) {
+  return decide(c, "reject", ctx, roomId, dagId, by, (tx, run) => {
+    if (run.status === "pending") {
+      setRunStatus(c, tx, ctx, run, "rejected", by);
+      cancelUnstartedTasks(c, tx, run.runId, roomId, ctx.fence.term, sessionKey(ctx.fence.session));
+      return "done";
+    }
+    return run.status === "rejected" ? "already" : "wrong-status";
+  });
+}
+
+export function cancelRun(
+  c: SqliteConnection,
+  ctx: CommandContext,
+  roomId: string,
+  dagId: string,
+  by: string,
+) {
+  return decide(c, "cancel", ctx, roomId, dagId, by, (tx, run) => {
+    if (run.status === "canceling" || run.status === "canceled") return "already";
+    if (run.status !== "pending" && run.status !== "running") return "wrong-status";
+    const actor = sessionKey(ctx.fence.session);
+    cancelUnstartedTasks(c, tx, run.runId, roomId, ctx.fence.term, actor);
+    // The executor keeps its claim (claim_version): it learns of the cancel on its next renewal.
+    const stopping = c.all<{ task_id: string }>(
+      `UPDATE tasks SET status = 'canceling', version = version + 1
+        WHERE run_id = ? AND status = 'running' RETURNING task_id`,
+      run.runId,
+    );
+    for (const r of stopping)
+      tx.log({
+        roomId,
+        kind: "task.canceling",
+        runId: run.runId,
+        taskId: r.task_id,
+        term: ctx.fence.term,
+        actor,
+      });
+    const live = c.get<{ n: number }>(
+      "SELECT COUNT(*) AS n FROM tasks WHERE run_id = ? AND status IN ('running','canceling')",
+      run.runId,
+    );
+    setRunStatus(c, tx, ctx, run, (live?.n ?? 0) > 0 ? "canceling" : "canceled", by);
+    tx.touch("tasks", roomId);
+    return "done";
+  });
+}
+
+export function getRun(c: SqliteConnection, roomId: string, dagId: string): Promise<RunRecord | null> {
+  return c.read("get run", () => runByDag(c, roomId, dagId) ?? null);
+}
+
+export function getRunById(c: SqliteConnection, runId: string): Promise<RunRecord | null> {
+  return c.read("get run by id", () => {
+    const row = c.get(`SELECT ${RUN_COLUMNS} FROM runs WHERE run_id = ?`, runId);
+    return row === undefined ? null : toRun(row);
+  });
+}
+
+export function listRuns(
+  c: SqliteConnection,
+  roomId: string,
+  options: { statuses?: RunStatus[]; limit?: number } = {},
+): Promise<RunRecord[]> {
+  return c.read("list runs", () =>
+    c
+      .all(
+        `SELECT ${RUN_COLUMNS} FROM runs
+          WHERE room_id = ? AND (? IS NULL OR status IN (SELECT value FROM json_each(?)))
+          ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+        roomId,
+        options.statuses === undefined ? null : 1,
+        JSON.stringify(options.statuses ?? []),
+        options.limit ?? DEFAULT_LIST_LIMIT,
+      )
+      .map(toRun),
+  );
+}
+
+export function listTasks(c: SqliteConnection, runId: string): Promise<TaskRecord[]> {
+  return c.read("list tasks", () =>
+    c.all(`SELECT ${TASK_COLUMNS} FROM tasks WHERE run_id = ? ORDER BY seq`, runId).map(toTask),
+  );
+}
+
+export function getTask(c: SqliteConnection, runId: string, taskId: string): Promise<TaskRecord | null> {
+  return c.read("get task", () => {
+    const row = c.get(`SELECT ${TASK_COLUMNS} FROM tasks WHERE run_id = ? AND task_id = ?`, runId, taskId);
+    return row === undefined ? null : toTask(row);
+  });
+}

@@ -1,0 +1,275 @@
+/**
+ * The leader's periodic work on SQLite, each step one fenced transaction: scheduling (the pure
+ * decideSchedule applied to a snapshot read in the same transaction), reaping, run outcomes, caps.
+ */
+import type { RunStatus, TaskStatus } from "../../domain/model.js";
+import { deriveRunOutcome } from "../../domain/run-status.js";
+import { decideSchedule } from "../../domain/scheduling.js";
+import { ConflictError } from "../../ports/errors.js";
+import type { LeaderFence, ReapResult, RunOutcome, ScheduleResult } from "../../ports/store.js";
+import type { SqliteConnection, Tx } from "./connection.js";
+import { sessionKey } from "./connection.js";
+import { cancelUnstartedTasks } from "./runs.js";
+import { retryBackoffMs } from "./tasks.js";
+
+/** The room's cap on active tasks until `!dag cap` sets one. */
+export const DEFAULT_ROOM_CAP = 16;
+
+function roomCap(c: SqliteConnection, roomId: string): number {
+  return (
+    c.get<{ cap: number }>("SELECT cap FROM room_caps WHERE room_id = ?", roomId)?.cap ?? DEFAULT_ROOM_CAP
+  );
+}
+
+export function scheduleStep(c: SqliteConnection, fence: LeaderFence): Promise<ScheduleResult> {
+  return c.write("schedule step", (tx) => {
+    c.checkFence("schedule step", fence, tx.now);
+    const roomId = fence.roomId;
+    const runs = c
+      .all<{ run_id: string; status: RunStatus; max_parallel: number | null }>(
+        "SELECT run_id, status, max_parallel FROM runs WHERE room_id = ? AND status IN ('pending','running','canceling')",
+        roomId,
+      )
+      .map((r) => ({ runId: r.run_id, status: r.status, maxParallel: r.max_parallel }));
+    if (runs.length === 0) return { queued: 0, skipped: 0 };
+    const tasks = c
+      .all<{
+        run_id: string;
+        task_id: string;
+        status: TaskStatus;
+        needs: string;
+        priority: number;
+        seq: number;
+        concurrency_key: string | null;
+      }>(
+        `SELECT t.run_id, t.task_id, t.status, t.needs, t.priority, t.seq, t.concurrency_key
+           FROM runs r JOIN tasks t ON t.run_id = r.run_id
+          WHERE r.room_id = ? AND r.status IN ('pending','running','canceling')`,
+        roomId,
+      )
+      .map((t) => ({
+        runId: t.run_id,
+        taskId: t.task_id,
+        status: t.status,
+        needs: JSON.parse(t.needs) as string[],
+        priority: t.priority,
+        seq: t.seq,
+        concurrencyKey: t.concurrency_key,
+      }));
+    const decision = decideSchedule({ runs, tasks }, { globalCap: roomCap(c, roomId) });
+    const actor = sessionKey(fence.session);
+    let skipped = 0;
+    for (const t of decision.toSkip) {
+      skipped += c.run(
+        `UPDATE tasks SET status = 'skipped', version = version + 1, finished_at = ?
+          WHERE run_id = ? AND task_id = ? AND status = 'blocked'`,
+        tx.now,
+        t.runId,
+        t.taskId,
+      );
+      tx.log({ roomId, kind: "task.skipped", runId: t.runId, taskId: t.taskId, term: fence.term, actor });
+    }
+    let queued = 0;
+    for (const t of decision.toQueue) {
+      queued += c.run(
+        `UPDATE tasks SET status = 'queued', version = version + 1, queued_at = ?
+          WHERE run_id = ? AND task_id = ? AND status = 'blocked'`,
+        tx.now,
+        t.runId,
+        t.taskId,
+      );
+      tx.log({ roomId, kind: "task.queued", runId: t.runId, taskId: t.taskId, term: fence.term, actor });
+    }
+    if (queued + skipped > 0) tx.touch("tasks", roomId);
+    return { queued, skipped };
+  });
+}
+
+interface ReapRow {
+  seq: number;
+  run_id: string;
+  task_id: string;
+  status: TaskStatus;
+  version: number;
+  attempt: number;
+  max_attempts: number;
+  retry_backoff_ms: number;
+  lease_expires_at: number | null;
+  deadline: number | null;
+}
+
+export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResult> {
+  return c.write("reap", (tx) => {
+    c.checkFence("reap", fence, tx.now);
+    const roomId = fence.roomId;
+    const term = fence.term;
+    const actor = sessionKey(fence.session);
+    const result: ReapResult = { requeued: 0, failed: 0, timedOut: 0, canceled: 0, expiredRuns: 0 };
+    const logTask = (r: ReapRow, to: TaskStatus, data: Record<string, unknown>): void => {
+      tx.log({ roomId, kind: `task.${to}`, runId: r.run_id, taskId: r.task_id, term, actor, data });
+      tx.touch("tasks", roomId);
+    };
+
+    const overdue = c.all<ReapRow>(
+      `SELECT seq, run_id, task_id, status, version, attempt, max_attempts, retry_backoff_ms, lease_expires_at, deadline
+         FROM tasks WHERE room_id = ? AND status IN ('running','canceling')
+          AND (lease_expires_at <= ? OR (status = 'running' AND deadline IS NOT NULL AND deadline <= ?))`,
+      roomId,
+      tx.now,
+      tx.now,
+    );
+    for (const r of overdue) {
+      if (r.status === "canceling") {
+        result.canceled += c.run(
+          `UPDATE tasks SET status = 'canceled', version = version + 1, lease_expires_at = NULL, finished_at = ?,
+                  error = COALESCE(error, 'canceled; the executor stopped renewing')
+            WHERE seq = ? AND version = ?`,
+          tx.now,
+          r.seq,
+          r.version,
+        );
+        logTask(r, "canceled", { reason: "lease expired" });
+        continue;
+      }
+      const pastDeadline = r.deadline !== null && r.deadline <= tx.now;
+      const reason = pastDeadline ? "deadline passed" : "lease expired";
+      if (r.attempt < r.max_attempts) {
+        const notBefore = tx.now + retryBackoffMs(r.retry_backoff_ms, r.attempt);
+        result.requeued += c.run(
+          `UPDATE tasks SET status = 'queued', version = version + 1, attempt = attempt + 1, claim_version = NULL,
+                  executor_node = NULL, executor_boot = NULL, lease_expires_at = NULL, deadline = NULL,
+                  not_before = ?, queued_at = ?, error = ?
+            WHERE seq = ? AND version = ?`,
+          notBefore,
+          tx.now,
+          reason,
+          r.seq,
+          r.version,
+        );
+        logTask(r, "queued", { reason, attempt: r.attempt, notBefore });
+      } else {
+        const to: TaskStatus = pastDeadline ? "timed_out" : "failed";
+        const n = c.run(
+          `UPDATE tasks SET status = ?, version = version + 1, lease_expires_at = NULL, finished_at = ?, error = ?
+            WHERE seq = ? AND version = ?`,
+          to,
+          tx.now,
+          reason,
+          r.seq,
+          r.version,
+        );
+        if (to === "timed_out") result.timedOut += n;
+        else result.failed += n;
+        logTask(r, to, { reason, attempt: r.attempt });
+      }
+    }
+
+    const stale = c.all<ReapRow>(
+      `SELECT seq, run_id, task_id, status, version FROM tasks
+        WHERE room_id = ? AND status = 'queued' AND queue_timeout_ms IS NOT NULL AND queued_at + queue_timeout_ms <= ?`,
+      roomId,
+      tx.now,
+    );
+    for (const r of stale) {
+      result.timedOut += c.run(
+        `UPDATE tasks SET status = 'timed_out', version = version + 1, finished_at = ?, error = 'queue timeout'
+          WHERE seq = ? AND version = ?`,
+        tx.now,
+        r.seq,
+        r.version,
+      );
+      logTask(r, "timed_out", { reason: "queue timeout" });
+    }
+
+    const expired = c.all<{ run_id: string }>(
+      `UPDATE runs SET status = 'expired', updated_at = ?
+        WHERE room_id = ? AND status = 'pending' AND confirm_deadline IS NOT NULL AND confirm_deadline <= ?
+        RETURNING run_id`,
+      tx.now,
+      roomId,
+      tx.now,
+    );
+    for (const r of expired) {
+      tx.log({ roomId, kind: "run.expired", runId: r.run_id, term, actor, data: { from: "pending" } });
+      cancelUnstartedTasks(c, tx, r.run_id, roomId, term, actor);
+      tx.touch("runs", roomId);
+    }
+    result.expiredRuns = expired.length;
+    return result;
+  });
+}
+
+export function deriveRunOutcomes(c: SqliteConnection, fence: LeaderFence): Promise<RunOutcome[]> {
+  return c.write("derive run outcomes", (tx) => {
+    c.checkFence("derive run outcomes", fence, tx.now);
+    const roomId = fence.roomId;
+    // Only runs with nothing left open can change; the partial index answers NOT EXISTS cheaply.
+    const candidates = c.all<{ run_id: string; dag_id: string; status: RunStatus }>(
+      `SELECT r.run_id, r.dag_id, r.status FROM runs r
+        WHERE r.room_id = ? AND r.status IN ('running','canceling')
+          AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = r.run_id
+                           AND t.status IN ('blocked','queued','running','canceling'))`,
+      roomId,
+    );
+    const outcomes: RunOutcome[] = [];
+    for (const r of candidates) {
+      const statuses = c
+        .all<{ status: TaskStatus }>("SELECT status FROM tasks WHERE run_id = ?", r.run_id)
+        .map((t) => t.status);
+      const to = deriveRunOutcome(r.status, statuses);
+      if (to === r.status) continue;
+      c.run(
+        "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ? AND status = ?",
+        to,
+        tx.now,
+        r.run_id,
+        r.status,
+      );
+      tx.log({
+        roomId,
+        kind: `run.${to}`,
+        runId: r.run_id,
+        term: fence.term,
+        actor: sessionKey(fence.session),
+        data: { from: r.status },
+      });
+      outcomes.push({ runId: r.run_id, dagId: r.dag_id, from: r.status, to });
+    }
+    if (outcomes.length > 0) tx.touch("runs", roomId);
+    return outcomes;
+  });
+}
+
+export function setRoomCap(
+  c: SqliteConnection,
+  roomId: string,
+  cap: number,
+  fence?: LeaderFence,
+): Promise<void> {
+  if (!Number.isInteger(cap) || cap < 0)
+    throw new RangeError(`room cap must be a whole number ≥ 0, got ${cap}`);
+  return c.write("set room cap", (tx: Tx) => {
+    if (fence !== undefined) {
+      c.checkFence("set room cap", fence, tx.now);
+      if (fence.roomId !== roomId)
+        throw new ConflictError("set room cap", { roomId: fence.roomId }, { roomId });
+    }
+    c.run(
+      "INSERT INTO room_caps (room_id, cap) VALUES (?, ?) ON CONFLICT (room_id) DO UPDATE SET cap = excluded.cap",
+      roomId,
+      cap,
+    );
+    tx.log({
+      roomId,
+      kind: "cap.set",
+      term: fence?.term ?? null,
+      actor: fence === undefined ? null : sessionKey(fence.session),
+      data: { cap },
+    });
+    tx.touch("cap", roomId);
+  });
+}
+
+export function getRoomCap(c: SqliteConnection, roomId: string): Promise<number> {
+  return c.read("get room cap", () => roomCap(c, roomId));
+}

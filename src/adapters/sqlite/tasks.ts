@@ -1,0 +1,212 @@
+/** The worker's side on SQLite: claim one fitting queued task, renew its lease, record its end, all fenced. */
+import type { TaskStatus } from "../../domain/model.js";
+import { ConflictError, NotFoundError } from "../../ports/errors.js";
+import type { ClaimedTask, NodeOffer, TaskResult, TaskToken } from "../../ports/store.js";
+import type { SqliteConnection } from "./connection.js";
+import { sessionKey } from "./connection.js";
+import { toTask } from "./rows.js";
+import { TASK_COLUMNS } from "./runs.js";
+
+/** Defence in depth: the executor bounds output, the store never keeps more than this tail. */
+export const OUTPUT_LIMIT_CHARS = 64 * 1024;
+/** Backoff doubles per attempt up to this ceiling (or the base, if that is larger). */
+export const MAX_BACKOFF_MS = 60 * 60 * 1000;
+
+export function retryBackoffMs(baseMs: number, failedAttempt: number): number {
+  const exp = Math.min(Math.max(failedAttempt - 1, 0), 30);
+  return Math.min(baseMs * 2 ** exp, Math.max(baseMs, MAX_BACKOFF_MS));
+}
+
+/**
+ * The claim query (docs/query-plans.md). INDEXED BY pins the partial index of queued tasks in claim
+ * order: the walk stops at the first fitting row and never visits a claimed or finished one.
+ */
+export const CLAIM_SQL = `SELECT seq, version FROM tasks INDEXED BY tasks_claim
+  WHERE status = 'queued'
+    AND room_id IN (SELECT value FROM json_each(?))
+    AND (not_before IS NULL OR not_before <= ?)
+    AND (node_pin IS NULL OR node_pin = ?)
+    AND action IN (SELECT value FROM json_each(?))
+    AND NOT EXISTS (SELECT 1 FROM json_each(tasks.labels) AS need
+                     WHERE need.value NOT IN (SELECT value FROM json_each(?)))
+  ORDER BY priority DESC, seq
+  LIMIT 1`;
+
+export function claimTask(c: SqliteConnection, offer: NodeOffer): Promise<ClaimedTask | null> {
+  if (!Number.isFinite(offer.leaseMs) || offer.leaseMs <= 0)
+    throw new RangeError(`claim: leaseMs must be a positive number of ms, got ${offer.leaseMs}`);
+  return c.write("claim task", (tx) => {
+    const pick = c.get<{ seq: number; version: number }>(
+      CLAIM_SQL,
+      JSON.stringify(offer.roomIds),
+      tx.now,
+      offer.session.nodeId,
+      JSON.stringify(offer.actions),
+      JSON.stringify(offer.labels),
+    );
+    if (pick === undefined) return null;
+    const row = c.get(
+      `UPDATE tasks SET status = 'running', version = version + 1, claim_version = version + 1,
+              executor_node = ?, executor_boot = ?, lease_expires_at = ?,
+              deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE ? + timeout_ms END, started_at = ?
+        WHERE seq = ? AND status = 'queued' AND version = ?
+        RETURNING room_id, ${TASK_COLUMNS}`,
+      offer.session.nodeId,
+      offer.session.bootId,
+      tx.now + offer.leaseMs,
+      tx.now,
+      tx.now,
+      pick.seq,
+      pick.version,
+    );
+    // Inside BEGIN IMMEDIATE nobody can move the row between the pick and the update.
+    if (row === undefined) return null;
+    const task = toTask(row);
+    const roomId = row.room_id as string;
+    tx.log({
+      roomId,
+      kind: "task.running",
+      runId: task.runId,
+      taskId: task.taskId,
+      actor: sessionKey(offer.session),
+      data: { attempt: task.attempt, version: task.version },
+    });
+    tx.touch("tasks", roomId);
+    return {
+      token: { runId: task.runId, taskId: task.taskId, version: task.version, session: offer.session },
+      task,
+    };
+  });
+}
+
+interface FenceRow {
+  seq: number;
+  room_id: string;
+  status: TaskStatus;
+  version: number;
+  claim_version: number | null;
+  executor_node: string | null;
+  executor_boot: string | null;
+  attempt: number;
+  max_attempts: number;
+  retry_backoff_ms: number;
+}
+
+/** The row if the token still holds it (running or canceling, same claim, same session); else a typed error. */
+function fenced(c: SqliteConnection, operation: string, token: TaskToken): FenceRow {
+  const row = c.get<FenceRow>(
+    `SELECT seq, room_id, status, version, claim_version, executor_node, executor_boot, attempt, max_attempts, retry_backoff_ms
+       FROM tasks WHERE run_id = ? AND task_id = ?`,
+    token.runId,
+    token.taskId,
+  );
+  if (row === undefined) throw new NotFoundError(operation, { runId: token.runId, taskId: token.taskId });
+  if (
+    (row.status === "running" || row.status === "canceling") &&
+    row.claim_version === token.version &&
+    row.executor_node === token.session.nodeId &&
+    row.executor_boot === token.session.bootId
+  )
+    return row;
+  throw new ConflictError(
+    operation,
+    { status: ["running", "canceling"], version: token.version, executor: sessionKey(token.session) },
+    {
+      status: row.status,
+      version: row.claim_version,
+      executor: row.executor_node === null ? null : `${row.executor_node}/${row.executor_boot ?? ""}`,
+    },
+  );
+}
+
+export function renewTaskLease(
+  c: SqliteConnection,
+  token: TaskToken,
+  leaseMs: number,
+): Promise<{ leaseExpiresAt: number; status: TaskStatus }> {
+  if (!Number.isFinite(leaseMs) || leaseMs <= 0)
+    throw new RangeError(`renew task lease: leaseMs must be a positive number of ms, got ${leaseMs}`);
+  return c.write("renew task lease", (tx) => {
+    const row = fenced(c, "renew task lease", token);
+    const leaseExpiresAt = tx.now + leaseMs;
+    // Not logged and version unchanged: a renewal is not a change of state.
+    c.run(
+      "UPDATE tasks SET lease_expires_at = ? WHERE seq = ? AND version = ?",
+      leaseExpiresAt,
+      row.seq,
+      row.version,
+    );
+    return { leaseExpiresAt, status: row.status };
+  });
+}
+
+export function finishTask(
+  c: SqliteConnection,
+  token: TaskToken,
+  result: TaskResult,
+): Promise<{ status: TaskStatus }> {
+  return c.write("finish task", (tx) => {
+    const row = fenced(c, "finish task", token);
+    if (result.outcome === "canceled" && row.status !== "canceling")
+      throw new ConflictError(
+        "finish task",
+        { status: "canceling", outcome: "canceled" },
+        { status: row.status },
+      );
+    const output =
+      result.output.length > OUTPUT_LIMIT_CHARS ? result.output.slice(-OUTPUT_LIMIT_CHARS) : result.output;
+    const retry =
+      (result.outcome === "failed" || result.outcome === "timed_out") &&
+      row.status === "running" &&
+      row.attempt < row.max_attempts;
+    let to: TaskStatus;
+    let notBefore: number | null = null;
+    if (retry) {
+      to = "queued";
+      notBefore = tx.now + retryBackoffMs(row.retry_backoff_ms, row.attempt);
+      c.run(
+        `UPDATE tasks SET status = 'queued', version = version + 1, attempt = attempt + 1, claim_version = NULL,
+                executor_node = NULL, executor_boot = NULL, lease_expires_at = NULL, deadline = NULL,
+                not_before = ?, queued_at = ?, exit_code = ?, output = ?, error = ?
+          WHERE seq = ? AND version = ?`,
+        notBefore,
+        tx.now,
+        result.exitCode,
+        output,
+        result.error,
+        row.seq,
+        row.version,
+      );
+    } else {
+      to = result.outcome;
+      c.run(
+        `UPDATE tasks SET status = ?, version = version + 1, lease_expires_at = NULL, finished_at = ?,
+                exit_code = ?, output = ?, error = ?
+          WHERE seq = ? AND version = ?`,
+        to,
+        tx.now,
+        result.exitCode,
+        output,
+        result.error,
+        row.seq,
+        row.version,
+      );
+    }
+    tx.log({
+      roomId: row.room_id,
+      kind: `task.${to}`,
+      runId: token.runId,
+      taskId: token.taskId,
+      actor: sessionKey(token.session),
+      data: {
+        outcome: result.outcome,
+        attempt: row.attempt,
+        exitCode: result.exitCode,
+        notBefore,
+        error: result.error,
+      },
+    });
+    tx.touch("tasks", row.room_id);
+    return { status: to };
+  });
+}

@@ -1,0 +1,111 @@
+/**
+ * SQLite side of the store tests: a fresh database file per test file under a temp dir (kept and
+ * printed when a test failed), and the contract's capabilities done through a separate raw
+ * better-sqlite3 connection to the same file.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
+import type { SqliteStoreOptions } from "../../src/adapters/sqlite/index.js";
+import { CLAIM_SQL } from "../../src/adapters/sqlite/tasks.js";
+import type { Store } from "../../src/ports/store.js";
+import type { ContractCapabilities, StoreHarness } from "../contracts/context.js";
+
+export interface SqliteTestDb {
+  readonly dir: string;
+  readonly path: string;
+  open(options?: SqliteStoreOptions): Promise<Store>;
+  /** A raw connection for arranging and inspecting (closed by cleanup). */
+  raw(): Database.Database;
+  /** Remove the dir, or keep it and print where it is when `failed`. */
+  cleanup(failed: boolean): void;
+}
+
+export function sqliteTestDb(label: string): SqliteTestDb {
+  const dir = mkdtempSync(join(tmpdir(), `dagbot-${label}-`));
+  const path = join(dir, "store.db");
+  let raw: Database.Database | undefined;
+  return {
+    dir,
+    path,
+    open: (options) => openSqliteStore(path, options),
+    raw: () => {
+      if (raw === undefined) {
+        raw = new Database(path);
+        raw.pragma("busy_timeout = 5000");
+      }
+      return raw;
+    },
+    cleanup: (failed) => {
+      raw?.close();
+      raw = undefined;
+      if (failed) console.error(`[${label}] a test failed; the SQLite database is kept at ${path}`);
+      else rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+let trapCounter = 0;
+const quote = (s: string): string => `'${s.replaceAll("'", "''")}'`;
+
+export function sqliteCapabilities(db: () => SqliteTestDb): ContractCapabilities {
+  return {
+    injectTaskInsertFailure: async (taskId) => {
+      const name = `inject_task_failure_${++trapCounter}`;
+      db()
+        .raw()
+        .exec(
+          `CREATE TRIGGER ${name} BEFORE INSERT ON tasks WHEN NEW.task_id = ${quote(taskId)}
+           BEGIN SELECT RAISE(ABORT, ${quote(`injected failure inserting task ${taskId}`)}); END`,
+        );
+      return async () => {
+        db().raw().exec(`DROP TRIGGER IF EXISTS ${name}`);
+      };
+    },
+    schemaVersion: async () => {
+      const row = db().raw().prepare("SELECT MAX(version) AS v FROM schema_version").get() as {
+        v: number | null;
+      };
+      return row.v ?? 0;
+    },
+    forceSchemaVersion: async (version) => {
+      const raw = db().raw();
+      raw.prepare("DELETE FROM schema_version WHERE version > ?").run(version);
+      raw
+        .prepare("INSERT OR IGNORE INTO schema_version (version, applied_at) VALUES (?, ?)")
+        .run(version, Date.now());
+    },
+    explainClaim: async () => {
+      const rows = db()
+        .raw()
+        .prepare(`EXPLAIN QUERY PLAN ${CLAIM_SQL}`)
+        .all('["!room"]', Date.now(), "node", '["echo"]', '["linux"]') as Array<{ detail: string }>;
+      return rows.map((r) => r.detail);
+    },
+  };
+}
+
+/** The harness describeStoreContract needs, over one database file per test file. */
+export function sqliteHarness(label: string): {
+  create: () => Promise<StoreHarness>;
+  capabilities: ContractCapabilities;
+} {
+  let current: SqliteTestDb | undefined;
+  const db = (): SqliteTestDb => {
+    if (current === undefined) throw new Error(`${label}: no SQLite test database yet (fresh() not called)`);
+    return current;
+  };
+  return {
+    capabilities: sqliteCapabilities(db),
+    create: async () => ({
+      open: (options) => db().open(options),
+      fresh: async () => {
+        current?.cleanup(false);
+        current = sqliteTestDb(label);
+      },
+      teardown: async (failed) => current?.cleanup(failed),
+    }),
+  };
+}
