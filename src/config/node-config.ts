@@ -1,0 +1,393 @@
+/**
+ * The node config (DESIGN.md §7): one strict zod schema for a TOML or JSON file, turned into the
+ * NodeConfig every part of a node reads. Durations become milliseconds and sizes bytes here, once.
+ */
+import * as z from "zod";
+import { compileArgPattern, placeholdersOf } from "../domain/action-argv.js";
+import { parseDuration } from "../domain/duration.js";
+import type { ActionDefinition } from "../ports/executor.js";
+import { parseByteSize } from "./byte-size.js";
+import { DEFAULT_STORE, parseStoreLocation } from "./store-location.js";
+import type { StoreLocation } from "./store-location.js";
+
+export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** The room an engine-only node (no `[matrix]` section) leads and `dagbot run`/`submit` use by default. */
+export const LOCAL_ROOM_ID = "local";
+
+export interface MatrixConfig {
+  homeserverUrl: string;
+  userId: string;
+  /** Secret: never log it; redactConfig() replaces it. */
+  accessToken: string;
+  deviceId: string | null;
+  /** The only rooms this node joins and acts in. */
+  rooms: string[];
+  /** Commands older than this when first seen are ignored (the inbox dedup window). */
+  commandWindowMs: number;
+}
+
+export interface PermissionsConfig {
+  /** Room power level needed for publish, confirm, reject, cancel, retry and cap. */
+  powerLevel: number;
+  /** User ids allowed those commands whatever their power level. */
+  allow: string[];
+  /** When true, nobody may confirm a run they published. */
+  twoPersonRule: boolean;
+  /** Publishers whose runs start without a confirmation step. */
+  autoConfirm: string[];
+}
+
+export interface LeaseConfig {
+  ttlMs: number;
+  renewEveryMs: number;
+  acquireEveryMs: number;
+}
+
+export interface LimitsConfig {
+  /** The room's cap on running tasks until someone changes it with `cap`. */
+  globalCap: number;
+  /** A pending run expires when nobody confirms it within this time. */
+  confirmTimeoutMs: number;
+}
+
+export interface HttpConfig {
+  listen: string;
+  host: string;
+  port: number;
+  /** Secret bearer tokens: never log them; redactConfig() replaces them. */
+  tokens: string[];
+}
+
+export interface NodeConfig {
+  nodeId: string;
+  labels: string[];
+  /** How many tasks this node runs at once. */
+  capacity: number;
+  store: StoreLocation;
+  /** Folder of DAG files for `!dag publish <name>`; null when the node has none. */
+  dagLibrary: string | null;
+  /** Null for an engine-only node. */
+  matrix: MatrixConfig | null;
+  /** The rooms this node leads and works for: matrix.rooms, or [LOCAL_ROOM_ID] without Matrix. */
+  rooms: string[];
+  permissions: PermissionsConfig;
+  actions: Record<string, ActionDefinition>;
+  lease: LeaseConfig;
+  limits: LimitsConfig;
+  http: HttpConfig | null;
+  logLevel: LogLevel;
+}
+
+const ID = /^[A-Za-z0-9_.-]{1,64}$/;
+const ID_HINT = 'use 1-64 letters, digits, "_", "." or "-"';
+const ARG_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const USER_ID = /^@[^:\s]+:\S+$/;
+const ROOM_ID = /^![^:\s]+:\S+$/;
+const LISTEN = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
+/** setTimeout cannot wait longer than 2^31-1 ms (about 24.8 days). */
+const MAX_DURATION_MS = 2_147_483_647;
+const MAX_OUTPUT_LIMIT = 64 * 1024 * 1024;
+
+const id = z.string().regex(ID, { error: ID_HINT });
+const userId = z.string().regex(USER_ID, { error: 'must be a Matrix user id like "@alice:example.org"' });
+const roomId = z.string().regex(ROOM_ID, { error: 'must be a Matrix room id like "!abc123:example.org"' });
+
+function kindOf(value: unknown): string {
+  if (Array.isArray(value)) return "an array";
+  if (value === null) return "null";
+  return typeof value === "object" ? "a table" : `a ${typeof value}`;
+}
+
+function duration(min: number) {
+  const hint = (iss: { input?: unknown }) =>
+    iss.input === undefined ? undefined : `expected a duration string like "30s", got ${kindOf(iss.input)}`;
+  return z.string({ error: hint }).transform((text, ctx) => {
+    const ms = parseDuration(text);
+    if (ms === null) {
+      ctx.addIssue({
+        code: "custom",
+        message: `is not a duration; use a number and a unit like "500ms", "30s", "10m" or "1h"`,
+      });
+      return z.NEVER;
+    }
+    if (ms < min)
+      ctx.addIssue({
+        code: "custom",
+        message: min === 1 ? "must be longer than 0" : `must be at least ${min}ms`,
+      });
+    if (ms > MAX_DURATION_MS) ctx.addIssue({ code: "custom", message: "must be at most 24 days" });
+    return ms;
+  });
+}
+
+const byteSize = z
+  .union([z.string(), z.number()], { error: 'expected a size: bytes (65536) or a string like "64KiB"' })
+  .transform((value, ctx) => {
+    const bytes = parseByteSize(value);
+    if (bytes === null) {
+      ctx.addIssue({
+        code: "custom",
+        message: 'is not a size; use bytes (65536) or a unit like "64KiB" or "1MiB"',
+      });
+      return z.NEVER;
+    }
+    if (bytes > MAX_OUTPUT_LIMIT) ctx.addIssue({ code: "custom", message: "must be at most 64MiB" });
+    return bytes;
+  });
+
+const pattern = z
+  .string()
+  .max(1000)
+  .superRefine((text, ctx) => {
+    const compiled = compileArgPattern(text);
+    if (typeof compiled === "string") {
+      const reason = compiled.replace(/^Invalid regular expression: /, "");
+      ctx.addIssue({ code: "custom", message: `is not a valid regular expression: ${reason}` });
+    }
+  });
+
+function uniqueList<T extends z.ZodType<string>>(item: T) {
+  return z.array(item).superRefine((list, ctx) => {
+    const seen = new Set<string>();
+    list.forEach((value, index) => {
+      if (seen.has(value))
+        ctx.addIssue({ code: "custom", path: [index], message: `duplicate entry "${value}"` });
+      seen.add(value);
+    });
+  });
+}
+
+const actionSchema = z
+  .strictObject({
+    argv: z.array(z.string()).min(1, { error: "must name the program to run" }),
+    args: z.record(z.string(), z.strictObject({ pattern })).prefault({}),
+    cwd: z.string().min(1).optional(),
+    env: z.record(z.string(), z.string()).prefault({}),
+    timeout: duration(1).prefault("10m"),
+    output_limit: byteSize.prefault("64KiB"),
+    kill_grace: duration(0).prefault("5s"),
+  })
+  .superRefine((action, ctx) => {
+    const used = new Set<string>();
+    action.argv.forEach((element, index) => {
+      if (element.includes("\0"))
+        ctx.addIssue({ code: "custom", path: ["argv", index], message: "contains a NUL byte" });
+      const names = placeholdersOf(element);
+      if (index === 0 && (element === "" || names.length > 0)) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["argv", 0],
+          message: "must be the program itself: it cannot be empty or come from a placeholder",
+        });
+      }
+      for (const name of names) {
+        used.add(name);
+        if (!Object.hasOwn(action.args, name)) {
+          ctx.addIssue({
+            code: "custom",
+            path: ["argv", index],
+            message: `placeholder {${name}} is not declared in args`,
+          });
+        }
+      }
+    });
+    for (const name of Object.keys(action.args)) {
+      if (!ARG_NAME.test(name)) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["args", name],
+          message: 'argument names use letters, digits and "_", and start with a letter or "_"',
+        });
+      } else if (!used.has(name)) {
+        ctx.addIssue({ code: "custom", path: ["args", name], message: `is not used: no {${name}} in argv` });
+      }
+    }
+    for (const [key, value] of Object.entries(action.env)) {
+      if (!ENV_NAME.test(key)) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["env", key],
+          message: "is not a valid environment variable name",
+        });
+      } else if (key.startsWith("DAGBOT_")) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["env", key],
+          message: "DAGBOT_* variables are set by dagbot itself",
+        });
+      }
+      if (value.includes("\0"))
+        ctx.addIssue({ code: "custom", path: ["env", key], message: "contains a NUL byte" });
+    }
+  });
+
+const matrixSchema = z.strictObject({
+  homeserver_url: z.url({
+    protocol: /^https?$/,
+    // Undefined defers to the loader's messages, so a missing URL reads "required".
+    error: (iss) =>
+      iss.input === undefined ? undefined : 'must be an http(s) URL like "https://matrix.example.org"',
+  }),
+  user_id: userId,
+  access_token: z.string().min(1, { error: "must not be empty" }),
+  device_id: z.string().min(1).optional(),
+  rooms: uniqueList(roomId).min(1, { error: "must list at least one room id" }),
+  command_window: duration(1).prefault("1h"),
+});
+
+const permissionsSchema = z.strictObject({
+  power_level: z.int().min(0).max(100).prefault(50),
+  allow: uniqueList(userId).prefault([]),
+  two_person_rule: z.boolean().prefault(false),
+  auto_confirm: uniqueList(userId).prefault([]),
+});
+
+const leaseSchema = z
+  .strictObject({
+    ttl: duration(1).prefault("10s"),
+    renew_every: duration(1).prefault("3s"),
+    acquire_every: duration(1).prefault("1s"),
+  })
+  .superRefine((lease, ctx) => {
+    if (lease.renew_every >= lease.ttl) {
+      ctx.addIssue({ code: "custom", path: ["renew_every"], message: "must be shorter than lease.ttl" });
+    }
+  });
+
+const limitsSchema = z.strictObject({
+  global_cap: z.int().min(1).max(100_000).prefault(16),
+  confirm_timeout: duration(1).prefault("1h"),
+});
+
+const httpSchema = z.strictObject({
+  listen: z
+    .string()
+    .regex(LISTEN, { error: 'must be HOST:PORT, like "127.0.0.1:8080"' })
+    .refine((text) => Number(LISTEN.exec(text)?.[2] ?? 0) <= 65_535, {
+      error: "the port must be at most 65535",
+    }),
+  tokens: z
+    .array(z.string().min(16, { error: "tokens must be at least 16 characters long" }))
+    .min(1, { error: "must hold at least one token" }),
+});
+
+const storeSchema = z.string().transform((text, ctx) => {
+  const parsed = parseStoreLocation(text);
+  if (parsed.ok) return parsed.store;
+  ctx.addIssue({ code: "custom", message: parsed.message });
+  return z.NEVER;
+});
+
+/** The raw file's schema: snake_case keys as written, strict at every level. */
+export const nodeConfigFileSchema = z.strictObject({
+  node_id: id,
+  labels: uniqueList(id).prefault([]),
+  capacity: z.int().min(1).max(1024).prefault(2),
+  store: storeSchema.prefault(DEFAULT_STORE),
+  dag_library: z.string().min(1).optional(),
+  matrix: matrixSchema.optional(),
+  permissions: permissionsSchema.prefault({}),
+  actions: z.record(z.string().regex(ID, { error: `action names ${ID_HINT}` }), actionSchema).prefault({}),
+  lease: leaseSchema.prefault({}),
+  limits: limitsSchema.prefault({}),
+  http: httpSchema.optional(),
+  log_level: z.enum(LOG_LEVELS).prefault("info"),
+});
+
+export type NodeConfigFile = z.output<typeof nodeConfigFileSchema>;
+
+/**
+ * The keys a table at `path` accepts, for "unknown key" hints; null where any key goes (maps) or the
+ * path is not a table of the schema.
+ */
+export function knownKeysAt(path: readonly PropertyKey[]): string[] | null {
+  const [first, second, third, fourth] = path;
+  const sections: Record<string, z.ZodObject> = {
+    matrix: matrixSchema,
+    permissions: permissionsSchema,
+    lease: leaseSchema,
+    limits: limitsSchema,
+    http: httpSchema,
+  };
+  if (path.length === 0) return Object.keys(nodeConfigFileSchema.shape);
+  if (path.length === 1 && typeof first === "string" && sections[first] !== undefined) {
+    return Object.keys(sections[first].shape);
+  }
+  if (first === "actions" && path.length === 2) return Object.keys(actionSchema.shape);
+  if (
+    first === "actions" &&
+    third === "args" &&
+    path.length === 4 &&
+    typeof second === "string" &&
+    fourth !== undefined
+  ) {
+    return ["pattern"];
+  }
+  return null;
+}
+
+/** Turns a validated file into the NodeConfig the rest of the node reads. */
+export function toNodeConfig(file: NodeConfigFile): NodeConfig {
+  const actions: Record<string, ActionDefinition> = {};
+  for (const [name, action] of Object.entries(file.actions)) {
+    actions[name] = {
+      name,
+      argv: action.argv,
+      args: Object.fromEntries(
+        Object.entries(action.args).map(([arg, spec]) => [arg, { pattern: spec.pattern }]),
+      ),
+      cwd: action.cwd ?? null,
+      env: action.env,
+      timeoutMs: action.timeout,
+      outputLimitBytes: action.output_limit,
+      killGraceMs: action.kill_grace,
+    };
+  }
+  const matrix: MatrixConfig | null =
+    file.matrix === undefined
+      ? null
+      : {
+          homeserverUrl: file.matrix.homeserver_url,
+          userId: file.matrix.user_id,
+          accessToken: file.matrix.access_token,
+          deviceId: file.matrix.device_id ?? null,
+          rooms: file.matrix.rooms,
+          commandWindowMs: file.matrix.command_window,
+        };
+  const listen = file.http === undefined ? null : LISTEN.exec(file.http.listen);
+  return {
+    nodeId: file.node_id,
+    labels: file.labels,
+    capacity: file.capacity,
+    store: file.store,
+    dagLibrary: file.dag_library ?? null,
+    matrix,
+    rooms: matrix === null ? [LOCAL_ROOM_ID] : matrix.rooms,
+    permissions: {
+      powerLevel: file.permissions.power_level,
+      allow: file.permissions.allow,
+      twoPersonRule: file.permissions.two_person_rule,
+      autoConfirm: file.permissions.auto_confirm,
+    },
+    actions,
+    lease: {
+      ttlMs: file.lease.ttl,
+      renewEveryMs: file.lease.renew_every,
+      acquireEveryMs: file.lease.acquire_every,
+    },
+    limits: { globalCap: file.limits.global_cap, confirmTimeoutMs: file.limits.confirm_timeout },
+    http:
+      file.http === undefined || listen === null
+        ? null
+        : {
+            listen: file.http.listen,
+            host: (listen[1] ?? "").replace(/^\[|\]$/g, ""),
+            port: Number(listen[2]),
+            tokens: file.http.tokens,
+          },
+    logLevel: file.log_level,
+  };
+}

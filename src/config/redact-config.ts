@@ -1,0 +1,20 @@
+/** A copy of a NodeConfig that is safe to log: every secret replaced by "[redacted]". */
+import type { NodeConfig } from "./node-config.js";
+import { REDACTED, redactPostgresUrl } from "./store-location.js";
+
+export { REDACTED };
+
+/**
+ * Replaces the Matrix access token, a password in the PostgreSQL URL, the HTTP tokens and the values
+ * of every action's env (operators put credentials such as PGPASSWORD there) with "[redacted]".
+ */
+export function redactConfig(config: NodeConfig): NodeConfig {
+  const copy = structuredClone(config);
+  if (copy.matrix !== null) copy.matrix.accessToken = REDACTED;
+  if (copy.store.kind === "postgres") copy.store.url = redactPostgresUrl(copy.store.url);
+  if (copy.http !== null) copy.http.tokens = copy.http.tokens.map(() => REDACTED);
+  for (const action of Object.values(copy.actions)) {
+    for (const key of Object.keys(action.env)) action.env[key] = REDACTED;
+  }
+  return copy;
+}

@@ -1,0 +1,422 @@
+/** The node config loader: example configs, defaults, exact key paths for bad input, env precedence, redaction. */
+import { readdirSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { formatConfigIssues, loadConfig, parseConfig } from "../../src/config/load-config.js";
+import type { ConfigIssue, LoadConfigResult } from "../../src/config/load-config.js";
+import type { NodeConfig } from "../../src/config/node-config.js";
+import { redactConfig } from "../../src/config/redact-config.js";
+
+const root = fileURLToPath(new URL("../../", import.meta.url));
+const fixture = (name: string) => `${root}test/fixtures/configs/${name}`;
+
+function ok(result: LoadConfigResult): NodeConfig {
+  if (!result.ok) throw new Error(`expected a valid config, got:\n${formatConfigIssues(result.issues)}`);
+  return result.config;
+}
+
+function issues(result: LoadConfigResult): ConfigIssue[] {
+  if (result.ok) throw new Error("expected the config to be refused");
+  return result.issues;
+}
+
+/** Sorted "path: message" lines, so the assertion reads like the output a person sees. */
+function lines(result: LoadConfigResult): string[] {
+  return issues(result)
+    .map((issue) => formatConfigIssues([issue]))
+    .sort();
+}
+
+describe("example node configs", () => {
+  const examples = readdirSync(`${root}config`).filter((name) => name.endsWith(".toml"));
+
+  it("ships local, node-a/b/c and the bot example", () => {
+    expect(examples.sort()).toEqual([
+      "bot.example.toml",
+      "local.toml",
+      "node-a.toml",
+      "node-b.toml",
+      "node-c.toml",
+    ]);
+  });
+
+  it.each(examples)("%s loads (with the token from the environment)", (name) => {
+    const config = ok(
+      loadConfig({ file: `${root}config/${name}`, env: { DAGBOT_ACCESS_TOKEN: "syt_from_env" } }),
+    );
+    for (const action of ["echo", "sleep", "true", "fail"])
+      expect(Object.keys(config.actions)).toContain(action);
+  });
+
+  it("local.toml is an engine-only SQLite node with the demo actions", () => {
+    const config = ok(loadConfig({ file: `${root}config/local.toml`, env: {} }));
+    expect(config.matrix).toBeNull();
+    expect(config.rooms).toEqual(["local"]);
+    expect(config.store).toEqual({ kind: "sqlite", path: "./data/dagbot.db" });
+    expect(config.actions.echo).toEqual({
+      name: "echo",
+      argv: ["echo", "{message}"],
+      args: { message: { pattern: "[^\\r\\n]{0,200}" } },
+      cwd: null,
+      env: {},
+      timeoutMs: 60_000,
+      outputLimitBytes: 65_536,
+      killGraceMs: 5_000,
+    });
+    expect(config.actions.sleep?.args.seconds?.pattern).toBe("[0-9]{1,3}(\\.[0-9]{1,3})?");
+  });
+
+  it("node-a/b/c share one store under different ids, and one of them has the storage label", () => {
+    const nodes = ["node-a", "node-b", "node-c"].map((id) =>
+      ok(loadConfig({ file: `${root}config/${id}.toml`, env: {} })),
+    );
+    expect(nodes.map((n) => n.nodeId)).toEqual(["node-a", "node-b", "node-c"]);
+    expect(new Set(nodes.map((n) => JSON.stringify(n.store))).size).toBe(1);
+    expect(nodes.filter((n) => n.labels.includes("storage")).map((n) => n.nodeId)).toEqual(["node-c"]);
+  });
+
+  it("bot.example.toml needs its token from the environment and holds no secret itself", () => {
+    expect(lines(loadConfig({ file: `${root}config/bot.example.toml`, env: {} }))).toEqual([
+      "matrix.access_token: required: set it here or in DAGBOT_ACCESS_TOKEN",
+    ]);
+    const config = ok(
+      loadConfig({ file: `${root}config/bot.example.toml`, env: { DAGBOT_ACCESS_TOKEN: "syt_env" } }),
+    );
+    expect(config.matrix).toMatchObject({ accessToken: "syt_env", rooms: ["!ops-room-id:example.org"] });
+    expect(config.rooms).toEqual(config.matrix?.rooms);
+  });
+});
+
+describe("defaults", () => {
+  it("fills every key when there is no file, taking the node id from the host name", () => {
+    const config = ok(loadConfig({ env: {}, hostname: "Build Host_01.example" }));
+    expect(config).toEqual({
+      nodeId: "build-host_01.example",
+      labels: [],
+      capacity: 2,
+      store: { kind: "sqlite", path: "./data/dagbot.db" },
+      dagLibrary: null,
+      matrix: null,
+      rooms: ["local"],
+      permissions: { powerLevel: 50, allow: [], twoPersonRule: false, autoConfirm: [] },
+      actions: {},
+      lease: { ttlMs: 10_000, renewEveryMs: 3_000, acquireEveryMs: 1_000 },
+      limits: { globalCap: 16, confirmTimeoutMs: 3_600_000 },
+      http: null,
+      logLevel: "info",
+    } satisfies NodeConfig);
+  });
+
+  it("reads every key of a full JSON config", () => {
+    const config = ok(loadConfig({ file: fixture("full.json"), env: {} }));
+    expect(config.store).toEqual({
+      kind: "postgres",
+      url: "postgres://dagbot:s3cret-pw@127.0.0.1:5432/dagbot?sslmode=disable&password=q-secret",
+    });
+    expect(config.matrix).toEqual({
+      homeserverUrl: "https://matrix.example.org",
+      userId: "@bot:example.org",
+      accessToken: "syt_file_token_value",
+      deviceId: "DEVICE1",
+      rooms: ["!room:example.org"],
+      commandWindowMs: 1_800_000,
+    });
+    expect(config.actions.upload).toMatchObject({
+      cwd: "/var/backups",
+      timeoutMs: 5_400_000,
+      outputLimitBytes: 1_048_576,
+      killGraceMs: 500,
+    });
+    expect(config.http).toEqual({
+      listen: "127.0.0.1:8080",
+      host: "127.0.0.1",
+      port: 8080,
+      tokens: ["http-token-0123456789abcdef"],
+    });
+    expect(config.permissions).toEqual({
+      powerLevel: 75,
+      allow: ["@alice:example.org"],
+      twoPersonRule: true,
+      autoConfirm: ["@bob:example.org"],
+    });
+    expect(config.lease).toEqual({ ttlMs: 20_000, renewEveryMs: 5_000, acquireEveryMs: 2_000 });
+    expect(config.limits).toEqual({ globalCap: 4, confirmTimeoutMs: 7_200_000 });
+    expect(config.logLevel).toBe("debug");
+  });
+});
+
+describe("bad config files name the key path", () => {
+  it.each([
+    [
+      "unknown-keys.toml",
+      [
+        'actions.echo.agrv: unknown key (did you mean "argv"?)',
+        "actions.echo.args.message.default: unknown key (expected one of pattern)",
+        "actions.echo.argv: required",
+        'lease.tll: unknown key (did you mean "ttl"?)',
+        'storee: unknown key (did you mean "store"?)',
+      ],
+    ],
+    [
+      "unknown-key.json",
+      ['matrix.homeserver: unknown key (did you mean "homeserver_url"?)', "matrix.homeserver_url: required"],
+    ],
+    [
+      "wrong-types.toml",
+      [
+        "capacity: expected a number, got a string",
+        "labels: expected an array, got a string",
+        "permissions.two_person_rule: expected a boolean, got a string",
+      ],
+    ],
+    [
+      "bad-store.toml",
+      ['store: must be "sqlite:PATH" (like "sqlite:./data/dagbot.db") or a postgres:// URL'],
+    ],
+    ["action-without-argv.toml", ["actions.pg_dump.argv: required"]],
+    [
+      "bad-regex.toml",
+      [
+        "actions.grep.args.word.pattern: is not a valid regular expression: /[a-z/u: Unterminated character class",
+      ],
+    ],
+    [
+      "bad-duration.toml",
+      [
+        'actions.sleep.kill_grace: expected a duration string like "30s", got a number',
+        'actions.sleep.timeout: is not a duration; use a number and a unit like "500ms", "30s", "10m" or "1h"',
+      ],
+    ],
+    ["renew-not-shorter.toml", ["lease.renew_every: must be shorter than lease.ttl"]],
+  ])("%s", (name, expected) => {
+    expect(lines(loadConfig({ file: fixture(name), env: {} }))).toEqual([...expected].sort());
+  });
+
+  it("never echoes a store string, which may carry a password", () => {
+    const result = loadConfig({ file: fixture("bad-store.toml"), env: {} });
+    expect(JSON.stringify(issues(result))).not.toContain("hunter2");
+  });
+
+  it("reports unreadable, unparsable and misnamed files as a whole", () => {
+    expect(issues(loadConfig({ file: fixture("broken-syntax.toml"), env: {} }))).toEqual([
+      {
+        path: "",
+        message: `config file "${fixture("broken-syntax.toml")}" is not valid TOML at line 3, column 1: invalid value`,
+      },
+    ]);
+    expect(issues(loadConfig({ file: fixture("missing.toml"), env: {} }))[0]?.message).toBe(
+      `cannot read config file "${fixture("missing.toml")}": no such file`,
+    );
+    expect(issues(loadConfig({ file: `${root}package.json.bak.yaml`, env: {} }))[0]?.message).toContain(
+      "must end in .toml or .json",
+    );
+  });
+});
+
+describe("bad values in place", () => {
+  const base = { node_id: "n1" };
+  const check = (doc: Record<string, unknown>) => lines(parseConfig({ ...base, ...doc }, { env: {} }));
+  const action = (extra: Record<string, unknown>) => ({ actions: { a: { argv: ["prog"], ...extra } } });
+
+  it.each<[string, Record<string, unknown>, string[]]>([
+    ["empty argv", action({ argv: [] }), ["actions.a.argv: must name the program to run"]],
+    [
+      "a placeholder as the program",
+      action({ argv: ["{prog}"], args: { prog: { pattern: "[a-z]+" } } }),
+      ["actions.a.argv[0]: must be the program itself: it cannot be empty or come from a placeholder"],
+    ],
+    [
+      "an undeclared placeholder",
+      action({ argv: ["echo", "--db={db}"] }),
+      ["actions.a.argv[1]: placeholder {db} is not declared in args"],
+    ],
+    [
+      "an unused argument",
+      action({ args: { db: { pattern: "[a-z]+" } } }),
+      ["actions.a.args.db: is not used: no {db} in argv"],
+    ],
+    [
+      "a pattern that escapes its anchors",
+      action({ argv: ["echo", "{v}"], args: { v: { pattern: "[a-z]+)|(.*" } } }),
+      ["actions.a.args.v.pattern: is not a valid regular expression: /[a-z]+)|(.*/u: Unmatched ')'"],
+    ],
+    [
+      "DAGBOT_ in action env",
+      action({ env: { DAGBOT_RUN_ID: "x" } }),
+      ["actions.a.env.DAGBOT_RUN_ID: DAGBOT_* variables are set by dagbot itself"],
+    ],
+    [
+      "a bad output limit",
+      action({ output_limit: "lots" }),
+      ['actions.a.output_limit: is not a size; use bytes (65536) or a unit like "64KiB" or "1MiB"'],
+    ],
+    [
+      "a too large output limit",
+      action({ output_limit: "1GiB" }),
+      ["actions.a.output_limit: must be at most 64MiB"],
+    ],
+    ["a zero timeout", action({ timeout: "0s" }), ["actions.a.timeout: must be longer than 0"]],
+    [
+      "a bad action name",
+      { actions: { "bad name": { argv: ["x"] } } },
+      ['actions["bad name"]: is not a valid name: action names use 1-64 letters, digits, "_", "." or "-"'],
+    ],
+    ["capacity 0", { capacity: 0 }, ["capacity: must be at least 1"]],
+    ["capacity 1.5", { capacity: 1.5 }, ["capacity: expected an integer, got a number (1.5)"]],
+    ["a duplicate label", { labels: ["a", "a"] }, ['labels[1]: duplicate entry "a"']],
+    [
+      "a bad log level",
+      { log_level: "loud" },
+      ['log_level: must be one of "fatal", "error", "warn", "info", "debug", "trace", "silent"'],
+    ],
+    ["a bad node id", { node_id: "has space" }, ['node_id: use 1-64 letters, digits, "_", "." or "-"']],
+    [
+      "renew longer than ttl",
+      { lease: { ttl: "2s", renew_every: "3s" } },
+      ["lease.renew_every: must be shorter than lease.ttl"],
+    ],
+    [
+      "an empty sqlite path",
+      { store: "sqlite:" },
+      [
+        'store: sqlite: needs a file path; use "sqlite:PATH" (like "sqlite:./data/dagbot.db") or a postgres://user@host/db URL',
+      ],
+    ],
+    [
+      "a short http token",
+      { http: { listen: "127.0.0.1:8080", tokens: ["short"] } },
+      ["http.tokens[0]: tokens must be at least 16 characters long"],
+    ],
+    [
+      "a bad listen address",
+      { http: { listen: "8080", tokens: ["x".repeat(16)] } },
+      ['http.listen: must be HOST:PORT, like "127.0.0.1:8080"'],
+    ],
+    [
+      "a port above 65535",
+      { http: { listen: "127.0.0.1:70000", tokens: ["x".repeat(16)] } },
+      ["http.listen: the port must be at most 65535"],
+    ],
+    [
+      "a matrix section with bad ids",
+      { matrix: { homeserver_url: "ftp://x", user_id: "bot", access_token: "t", rooms: ["#alias:x"] } },
+      [
+        'matrix.homeserver_url: must be an http(s) URL like "https://matrix.example.org"',
+        'matrix.rooms[0]: must be a Matrix room id like "!abc123:example.org"',
+        'matrix.user_id: must be a Matrix user id like "@alice:example.org"',
+      ],
+    ],
+    [
+      "a reserved key",
+      JSON.parse('{"actions": {"__proto__": {"argv": ["x"]}}}'),
+      ["actions.__proto__: is a reserved name"],
+    ],
+  ])("%s", (_label, doc, expected) => {
+    expect(check(doc)).toEqual([...expected].sort());
+  });
+
+  it("parses an IPv6 listen address", () => {
+    const config = ok(
+      parseConfig({ ...base, http: { listen: "[::1]:9000", tokens: ["t".repeat(16)] } }, { env: {} }),
+    );
+    expect(config.http).toMatchObject({ host: "::1", port: 9000 });
+  });
+
+  it("refuses a document that is not a table", () => {
+    expect(issues(parseConfig([1, 2], { env: {} }))).toEqual([
+      { path: "", message: "the config must be a table of settings" },
+    ]);
+  });
+});
+
+describe("environment and command-line overrides", () => {
+  const file = fixture("full.json");
+
+  it("env wins over the file, and the command line wins over both", () => {
+    const env = {
+      DAGBOT_STORE: "sqlite:/tmp/env.db",
+      DAGBOT_NODE_ID: "env-node",
+      DAGBOT_LOG_LEVEL: "warn",
+      DAGBOT_ACCESS_TOKEN: "syt_env_token",
+    };
+    const fromEnv = ok(loadConfig({ file, env }));
+    expect(fromEnv.store).toEqual({ kind: "sqlite", path: "/tmp/env.db" });
+    expect(fromEnv.nodeId).toBe("env-node");
+    expect(fromEnv.logLevel).toBe("warn");
+    expect(fromEnv.matrix?.accessToken).toBe("syt_env_token");
+
+    const fromArgs = ok(
+      loadConfig({
+        file,
+        env,
+        overrides: {
+          store: "sqlite:/tmp/args.db",
+          nodeId: "args-node",
+          logLevel: "error",
+          capacity: 7,
+          labels: ["x"],
+        },
+      }),
+    );
+    expect(fromArgs.store).toEqual({ kind: "sqlite", path: "/tmp/args.db" });
+    expect(fromArgs.nodeId).toBe("args-node");
+    expect(fromArgs.logLevel).toBe("error");
+    expect(fromArgs.capacity).toBe(7);
+    expect(fromArgs.labels).toEqual(["x"]);
+    expect(fromArgs.matrix?.accessToken).toBe("syt_env_token");
+  });
+
+  it("ignores empty environment variables", () => {
+    const config = ok(loadConfig({ file, env: { DAGBOT_STORE: "", DAGBOT_ACCESS_TOKEN: "" } }));
+    expect(config.store.kind).toBe("postgres");
+    expect(config.matrix?.accessToken).toBe("syt_file_token_value");
+  });
+
+  it("does not invent a matrix section from DAGBOT_ACCESS_TOKEN alone", () => {
+    const config = ok(loadConfig({ env: { DAGBOT_ACCESS_TOKEN: "syt_x" }, hostname: "h" }));
+    expect(config.matrix).toBeNull();
+  });
+
+  it("says where a bad overriding value came from", () => {
+    expect(lines(loadConfig({ file, env: { DAGBOT_STORE: "nonsense" } }))).toEqual([
+      'store: must be "sqlite:PATH" (like "sqlite:./data/dagbot.db") or a postgres:// URL (set by DAGBOT_STORE)',
+    ]);
+    expect(lines(loadConfig({ file, env: {}, overrides: { capacity: 0 } }))).toEqual([
+      "capacity: must be at least 1 (set by the command line)",
+    ]);
+  });
+});
+
+describe("redactConfig", () => {
+  it("removes every secret and leaves the rest", () => {
+    const config = ok(loadConfig({ file: fixture("full.json"), env: {} }));
+    const redacted = redactConfig(config);
+    const text = JSON.stringify(redacted);
+    for (const secret of [
+      "syt_file_token_value",
+      "s3cret-pw",
+      "q-secret",
+      "http-token-0123456789abcdef",
+      "aws-secret-value",
+    ]) {
+      expect(text).not.toContain(secret);
+    }
+    expect(redacted.matrix?.accessToken).toBe("[redacted]");
+    expect(redacted.store).toEqual({
+      kind: "postgres",
+      url: "postgres://dagbot:[redacted]@127.0.0.1:5432/dagbot?sslmode=disable&password=[redacted]",
+    });
+    expect(redacted.http?.tokens).toEqual(["[redacted]"]);
+    expect(redacted.actions.upload?.env).toEqual({ AWS_SECRET_ACCESS_KEY: "[redacted]" });
+    expect(redacted.nodeId).toBe("json-node");
+    // The original stays usable.
+    expect(config.matrix?.accessToken).toBe("syt_file_token_value");
+  });
+
+  it("redacts a token that came from the environment", () => {
+    const config = ok(
+      loadConfig({ file: fixture("full.json"), env: { DAGBOT_ACCESS_TOKEN: "syt_env_only_789" } }),
+    );
+    expect(JSON.stringify(redactConfig(config))).not.toContain("syt_env_only_789");
+  });
+});
