@@ -3,6 +3,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // Installs Synapse and bakes its template DB once before the workers start (fast when present).
+    globalSetup: ["test/support/matrix-global-setup.ts"],
     // Store and chat tests start real processes and servers; give them room on a 2-core machine.
     testTimeout: 30_000,
     hookTimeout: 180_000,
