@@ -1,5 +1,5 @@
 /** The process executor against real processes: exit codes, timeouts, group kills, output tails, hostile arguments. */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -92,6 +92,45 @@ describe("process executor", () => {
     const badCwd = await run(action({ argv: ["true"], cwd: join(scratch, "nope") }));
     expect(badCwd.outcome).toBe("failed");
     expect(badCwd.error).toContain("does not exist");
+  });
+
+  it("fails cleanly when the program is not executable or cannot be spawned", async () => {
+    const script = join(scratch, "not-executable.sh");
+    writeFileSync(script, "#!/bin/sh\necho hi\n", { mode: 0o644 });
+    const denied = await run(action({ argv: [script] }));
+    expect(denied.outcome).toBe("failed");
+    expect(denied.error).toBe(`executable "${script}" is not executable (permission denied)`);
+
+    const nul = await executor.run({
+      action: action({ argv: ["true"] }),
+      args: {},
+      env: { ...identity, DAGBOT_TASK_ID: "a\0b" },
+    });
+    expect(nul.outcome).toBe("failed");
+    expect(nul.error).toMatch(/^could not start "true": /);
+  });
+
+  it("stops what a finished action left running in its group, without changing its outcome", async () => {
+    const pidFile = join(scratch, "pids-leftover");
+    pidFiles.push(pidFile);
+    const result = await run(
+      action({ argv: ["sh", "-c", 'sleep 1000 & echo $! > "$0"; echo started', pidFile], killGraceMs: 200 }),
+    );
+    expect(result).toMatchObject({ outcome: "succeeded", exitCode: 0, output: "started\n" });
+    const [pid] = readFileSync(pidFile, "utf8").trim().split("\n").map(Number);
+    await waitUntil("the leftover child is gone", () => !isRunning(pid!));
+  });
+
+  it("finishes even when an escaped process keeps its output pipe open", async () => {
+    const pidFile = join(scratch, "pids-escaped");
+    pidFiles.push(pidFile);
+    const result = await run(
+      action({
+        argv: ["sh", "-c", 'setsid sleep 1000 & echo $! > "$0"; echo started', pidFile],
+        killGraceMs: 100,
+      }),
+    );
+    expect(result).toMatchObject({ outcome: "succeeded", exitCode: 0, output: "started\n" });
   });
 
   it("gives the action DAGBOT_* ids, its own env and a minimal base env, never the node's secrets", async () => {
