@@ -74,15 +74,21 @@ export function describeValue(value: unknown): string {
   }
 }
 
-/** Plain edit distance, to suggest the key or task a typo meant. Inputs are short (ids ≤ 64). */
+/** Edit distance where swapping two neighbours counts as one typo. Inputs are short (ids ≤ 64). */
 function editDistance(a: string, b: string): number {
+  let before: number[] = [];
   let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
     const row = [i];
     for (let j = 1; j <= b.length; j++) {
       const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      row.push(Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + cost));
+      let best = Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        best = Math.min(best, (before[j - 2] ?? 0) + 1);
+      }
+      row.push(best);
     }
+    before = prev;
     prev = row;
   }
   return prev[b.length] ?? 0;

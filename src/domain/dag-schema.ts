@@ -80,6 +80,20 @@ const durationSchema = z
     return z.NEVER;
   });
 
+/** An integer in [min, max]; one wording whether the input is a string, a fraction or a table. */
+function integer(min: number, max: number) {
+  return z
+    .int({
+      error: (iss) =>
+        // The checks below inherit this error; leave their wording to the shared error map.
+        iss.code !== "invalid_type" || iss.input === undefined
+          ? undefined
+          : `expected an integer, got ${describeValue(iss.input)}${typeof iss.input === "number" ? ` (${iss.input})` : ""}`,
+    })
+    .min(min)
+    .max(max);
+}
+
 function isTable(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value) && !(value instanceof Date);
 }
@@ -155,15 +169,15 @@ const taskSchema = z.strictObject({
   timeout: durationSchema.optional(),
   queue_timeout: durationSchema.optional(),
   retry_backoff: durationSchema.optional(),
-  retries: z.int().min(0).max(DAG_LIMITS.maxRetries).optional(),
+  retries: integer(0, DAG_LIMITS.maxRetries).optional(),
   concurrency_key: idSchema.optional(),
-  priority: z.int().min(DAG_LIMITS.minPriority).max(DAG_LIMITS.maxPriority).optional(),
+  priority: integer(DAG_LIMITS.minPriority, DAG_LIMITS.maxPriority).optional(),
 });
 
 const documentSchema = z.strictObject({
   id: idSchema,
   description: z.string().max(DAG_LIMITS.maxDescriptionLength).optional(),
-  max_parallel: z.int().min(1).max(DAG_LIMITS.maxTasks).optional(),
+  max_parallel: integer(1, DAG_LIMITS.maxTasks).optional(),
   tasks: z
     .array(taskSchema)
     .min(1, { error: "a DAG needs at least one task" })

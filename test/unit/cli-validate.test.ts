@@ -1,0 +1,208 @@
+// `dagbot validate` as a user runs it: a real `node dist/cli.js` process per case, checking exit
+// status, the printed plan of every example and the place of every bad fixture.
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { detectFormat, formatIssue, parseDag } from "../../src/domain/dag.js";
+import { planLevels } from "../../src/domain/plan.js";
+
+const root = join(import.meta.dirname, "../..");
+const cli = join(root, "dist/cli.js");
+const examples = readdirSync(join(root, "config/examples")).map((name) => `config/examples/${name}`);
+const fixtureDir = "test/fixtures/dags";
+const expected = JSON.parse(readFileSync(join(root, fixtureDir, "expected.json"), "utf8")) as Record<
+  string,
+  { path: string; message: string }[]
+>;
+const fixtures = Object.keys(expected).map((name) => `${fixtureDir}/${name}`);
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(args: string[], input?: string): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [cli, ...args], { cwd: root, stdio: ["pipe", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(input ?? "");
+  });
+}
+
+/** The lines `validate` prints for a valid file, computed from the domain functions. */
+function planLines(file: string): string[] {
+  const text = readFileSync(join(root, file), "utf8");
+  const result = parseDag(text, detectFormat(file, text));
+  if (!result.ok) throw new Error(`${file}: ${result.issues.map(formatIssue).join("; ")}`);
+  const levels = planLevels(result.dag);
+  const count = result.dag.tasks.length;
+  return [
+    `${file}: dag ${result.dag.id}: ${count} task${count === 1 ? "" : "s"} in ${levels.length} level${levels.length === 1 ? "" : "s"}, hash ${result.hash.slice(0, 12)}`,
+    ...levels.map((ids, level) => `  level ${level}: ${ids.join(", ")}`),
+  ];
+}
+
+function expectIssueLine(stdout: string, file: string, want: { path: string; message: string }): void {
+  const prefix = want.path === "" ? `${file}: ` : `${file}: ${want.path}: `;
+  const lines = stdout.split("\n").filter((line) => line.startsWith(prefix) && line.includes(want.message));
+  expect(lines, `no line "${prefix}…${want.message}…" in:\n${stdout}`).not.toHaveLength(0);
+}
+
+beforeAll(() => {
+  if (!existsSync(cli)) throw new Error(`${cli} is missing: run \`npm run build\` before these tests`);
+});
+
+describe("dagbot validate", () => {
+  it("prints the plan of every example and exits 0", async () => {
+    const result = await run(["validate", ...examples]);
+    expect(result.stderr).toBe("");
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe(`${examples.flatMap(planLines).join("\n")}\n`);
+  });
+
+  it("exits 1 for each bad fixture, naming the place of each expected issue", async () => {
+    // A few processes at a time: the machine has two cores.
+    const results = new Map<string, Run>();
+    for (let i = 0; i < fixtures.length; i += 3) {
+      const batch = fixtures.slice(i, i + 3);
+      const runs = await Promise.all(batch.map((file) => run(["validate", file])));
+      batch.forEach((file, k) => results.set(file, runs[k]!));
+    }
+    for (const file of fixtures) {
+      const result = results.get(file)!;
+      expect(result.code, `${file}\n${result.stdout}${result.stderr}`).toBe(1);
+      expect(result.stderr).toBe("");
+      for (const want of expected[file.slice(fixtureDir.length + 1)]!)
+        expectIssueLine(result.stdout, file, want);
+      // Every line is "FILE: ..." so output stays greppable.
+      for (const line of result.stdout.trimEnd().split("\n")) expect(line.startsWith(`${file}: `)).toBe(true);
+    }
+    // The one fixture without a known extension says how it was read.
+    expect(results.get(`${fixtureDir}/cycle-sniffed.dag`)?.stdout).toContain(
+      `${fixtureDir}/cycle-sniffed.dag: read as JSON, guessed from the content (name the file .json or .toml)`,
+    );
+  });
+
+  it("exits 1 when any file is invalid, still printing the valid ones", async () => {
+    const result = await run(["validate", "config/examples/hello.toml", `${fixtureDir}/cycle.toml`]);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain(planLines("config/examples/hello.toml").join("\n"));
+    expectIssueLine(result.stdout, `${fixtureDir}/cycle.toml`, {
+      path: "tasks[0].needs[0]",
+      message: "dependency cycle",
+    });
+  });
+
+  it("prints one JSON result for all files with --json", async () => {
+    const result = await run(["validate", "--json", "config/examples/diamond.json", ...fixtures]);
+    expect(result.code).toBe(1);
+    const report = JSON.parse(result.stdout) as { ok: boolean; files: Record<string, unknown>[] };
+    expect(report.ok).toBe(false);
+    expect(report.files.map((f) => f["file"])).toEqual(["config/examples/diamond.json", ...fixtures]);
+    const diamond = parseDag(readFileSync(join(root, "config/examples/diamond.json"), "utf8"), "json");
+    expect(report.files[0]).toEqual({
+      file: "config/examples/diamond.json",
+      ok: true,
+      format: "json",
+      dag: {
+        id: "diamond",
+        tasks: 4,
+        hash: diamond.ok && diamond.hash,
+        levels: [["start"], ["left", "right"], ["join"]],
+      },
+    });
+    for (const entry of report.files.slice(1)) {
+      expect(entry).toMatchObject({ ok: false, format: expect.stringMatching(/^(json|toml)$/) });
+      const issues = entry["issues"] as { path: string; message: string }[];
+      for (const want of expected[String(entry["file"]).slice(fixtureDir.length + 1)]!) {
+        expect(issues).toContainEqual({ path: want.path, message: expect.stringContaining(want.message) });
+      }
+    }
+  });
+
+  it("exits 0 with --json when every file is valid", async () => {
+    const result = await run(["validate", "--json", ...examples]);
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout)).toMatchObject({
+      ok: true,
+      files: examples.map((file) => ({ file, ok: true })),
+    });
+  });
+
+  it("reads stdin for -, guessing the format", async () => {
+    const result = await run(
+      ["validate", "-"],
+      readFileSync(join(root, "config/examples/hello.toml"), "utf8"),
+    );
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(
+      /^-: dag hello: 3 tasks in 3 levels, hash [0-9a-f]{12}\n {2}level 0: greet\n/,
+    );
+  });
+
+  it("reports a file over 64 KiB and a file that is not UTF-8, exit 1", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "dagbot-validate-"));
+    const big = join(dir, "big.json");
+    const bigText = `{"id":"d","description":"${"x".repeat(70_000)}","tasks":[]}`;
+    writeFileSync(big, bigText);
+    const binary = join(dir, "binary.toml");
+    writeFileSync(binary, Buffer.from([0x69, 0x64, 0x3d, 0x22, 0xff, 0xfe, 0x22]));
+    const result = await run(["validate", big, binary]);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain(
+      `${big}: the document is ${bigText.length.toLocaleString("en-US")} bytes; at most 65,536 bytes (64 KiB) are allowed`,
+    );
+    expect(result.stdout).toContain(`${binary}: the file is not valid UTF-8 text`);
+  });
+
+  describe("usage errors exit 2", () => {
+    it("no file", async () => {
+      const result = await run(["validate"]);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toContain("missing required argument 'files'");
+      expect(result.stdout).toBe("");
+    });
+
+    it("an unknown option", async () => {
+      const result = await run(["validate", "--strict", "config/examples/hello.toml"]);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toContain("unknown option '--strict'");
+    });
+
+    it("a missing file, even next to a valid one, which is still checked", async () => {
+      const result = await run(["validate", "config/examples/hello.toml", "no/such/dag.toml"]);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toBe("dagbot validate: cannot read no/such/dag.toml: no such file\n");
+      expect(result.stdout).toContain("config/examples/hello.toml: dag hello");
+    });
+
+    it("a directory", async () => {
+      const result = await run(["validate", "config/examples"]);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toBe("dagbot validate: cannot read config/examples: it is a directory\n");
+    });
+
+    it("a missing file with --json: reported in the JSON", async () => {
+      const result = await run(["validate", "--json", "missing.json"]);
+      expect(result.code).toBe(2);
+      expect(JSON.parse(result.stdout)).toEqual({
+        ok: false,
+        files: [{ file: "missing.json", ok: false, error: "cannot read missing.json: no such file" }],
+      });
+    });
+  });
+
+  it("prints help with exit 0", async () => {
+    const result = await run(["validate", "--help"]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain("Usage: dagbot validate [options] <files...>");
+  });
+});
