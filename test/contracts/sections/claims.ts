@@ -1,9 +1,284 @@
-/** Store contract: claims (filled in next). */
-import { it } from "vitest";
+/**
+ * Store contract: the worker's side. Claims in priority then FIFO order that fit the node (room,
+ * labels, pinned node, action, not_before), exactly one winner per task among racing connections,
+ * lease renewal and completion fenced by (task, claim version, session), retries with exponential
+ * backoff, and stale executors (reclaimed after expiry, or restarted under the same node id) that
+ * can no longer renew, complete or fail the task.
+ */
+import { expect, it } from "vitest";
+import { ConflictError, NotFoundError } from "../../../src/ports/errors.js";
+import type { LeaderFence, Store, TaskToken } from "../../../src/ports/store.js";
+import {
+  becomeLeader,
+  dag,
+  failed,
+  ok,
+  offer,
+  publishRunning,
+  race,
+  session,
+  task,
+} from "../../support/store-fixtures.js";
 import type { ContractContext } from "../context.js";
 
+const RACERS = 16;
+const LEASE = 30_000;
+
 export function claimsSection(ctx: ContractContext): void {
-  it("opens a store", async () => {
-    await ctx.store();
+  const setup = async (): Promise<{ store: Store; room: string; fence: LeaderFence }> => {
+    const store = await ctx.store();
+    const room = ctx.uid("!claims");
+    return { store, room, fence: await becomeLeader(store, room) };
+  };
+
+  /** Stretch the leader's lease so it outlives the clock jump that expires a task lease. */
+  const lead = async (store: Store, fence: LeaderFence): Promise<void> => {
+    await store.renewLease(fence, 10 * 60_000);
+  };
+
+  it("claims the highest priority first, then first in first out across runs; null when the queue is empty", async () => {
+    const { store, room, fence } = await setup();
+    await publishRunning(store, fence, dag(ctx.uid("r1"), [task("low1"), task("high1", { priority: 5 })]));
+    await publishRunning(
+      store,
+      fence,
+      dag(ctx.uid("r2"), [task("low2"), task("high2", { priority: 5 }), task("neg", { priority: -1 })]),
+    );
+    const w = session("w");
+    const order: string[] = [];
+    for (
+      let c = await store.claimTask(offer(w, [room]));
+      c !== null;
+      c = await store.claimTask(offer(w, [room]))
+    )
+      order.push(c.task.taskId);
+    expect(order).toEqual(["high1", "high2", "low1", "low2", "neg"]);
   });
+
+  it("a claim moves queued → running with the executor, lease, deadline and a fencing token", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("a", { timeoutMs: 60_000 })]));
+    const before = await store.getTask(run.runId, "a");
+    expect(before).toMatchObject({ status: "queued", queuedAt: ctx.clock.now() });
+    const w = session("w");
+    const claimed = await store.claimTask(offer(w, [room], { leaseMs: LEASE }));
+    const now = ctx.clock.now();
+    expect(claimed?.token).toEqual({
+      runId: run.runId,
+      taskId: "a",
+      version: before!.version + 1,
+      session: w,
+    });
+    expect(claimed?.task).toMatchObject({
+      status: "running",
+      version: before!.version + 1,
+      attempt: 1,
+      executor: w,
+      leaseExpiresAt: now + LEASE,
+      deadline: now + 60_000,
+      startedAt: now,
+    });
+    expect(await store.getTask(run.runId, "a")).toEqual(claimed?.task);
+    expect(await store.claimTask(offer(w, [room]))).toBeNull();
+  });
+
+  it("claims only what fits: room, labels ⊆ node labels, pinned node, configured action", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(ctx.uid("d"), [
+        task("gpu", { on: { labels: ["gpu", "linux"], node: null } }),
+        task("pinned", { on: { labels: [], node: "n9" } }),
+        task("deploy", { action: "deploy" }),
+      ]),
+    );
+    const n1 = session("n1");
+    expect(
+      await store.claimTask(
+        offer(n1, [ctx.uid("!elsewhere")], { labels: ["gpu", "linux"], actions: ["echo", "deploy"] }),
+      ),
+    ).toBeNull();
+    expect(await store.claimTask(offer(n1, [room], { labels: ["linux"] }))).toBeNull();
+    const gpu = await store.claimTask(offer(n1, [room], { labels: ["linux", "gpu", "big"] }));
+    expect(gpu?.task.taskId).toBe("gpu");
+    expect(await store.claimTask(offer(n1, [room], { labels: ["linux", "gpu"] }))).toBeNull();
+    const pinned = await store.claimTask(offer(session("n9"), [room]));
+    expect(pinned?.task.taskId).toBe("pinned");
+    const deploy = await store.claimTask(offer(n1, [room], { actions: ["deploy"] }));
+    expect(deploy?.task.taskId).toBe("deploy");
+    expect((await store.listTasks(run.runId)).every((t) => t.status === "running")).toBe(true);
+  });
+
+  it(`${RACERS} connections racing for one queued task: exactly one winner, the rest get null`, async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("only")]));
+    const stores = await Promise.all(Array.from({ length: RACERS }, () => ctx.open()));
+    const { values, errors } = await race(
+      stores.map((s, i) => () => s.claimTask(offer(session(`w${i}`), [room]))),
+    );
+    expect(errors).toEqual([]);
+    const winners = values.filter((v) => v !== null);
+    expect(winners).toHaveLength(1);
+    expect((await store.getTask(run.runId, "only"))?.executor).toEqual(winners[0]!.token.session);
+  });
+
+  it(`${RACERS} connections racing for 5 queued tasks: each task claimed exactly once`, async () => {
+    const { store, room, fence } = await setup();
+    await publishRunning(
+      store,
+      fence,
+      dag(
+        ctx.uid("d"),
+        ["a", "b", "c", "d", "e"].map((id) => task(id)),
+      ),
+    );
+    const stores = await Promise.all(Array.from({ length: RACERS }, () => ctx.open()));
+    const { values, errors } = await race(
+      stores.map((s, i) => () => s.claimTask(offer(session(`w${i}`), [room]))),
+    );
+    expect(errors).toEqual([]);
+    const ids = values.filter((v) => v !== null).map((v) => v.task.taskId);
+    expect(ids.sort()).toEqual(["a", "b", "c", "d", "e"]);
+  });
+
+  it("renews the lease without changing the version; wrong version, session or task are refused", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("a")]));
+    const c = (await store.claimTask(offer(session("w"), [room])))!;
+    ctx.clock.advance(1000);
+    const renewed = await store.renewTaskLease(c.token, LEASE);
+    expect(renewed).toEqual({ leaseExpiresAt: ctx.clock.now() + LEASE, status: "running" });
+    const t = await store.getTask(run.runId, "a");
+    expect(t).toMatchObject({ version: c.token.version, leaseExpiresAt: renewed.leaseExpiresAt });
+    await expect(
+      store.renewTaskLease({ ...c.token, version: c.token.version - 1 }, LEASE),
+    ).rejects.toBeInstanceOf(ConflictError);
+    await expect(store.renewTaskLease({ ...c.token, session: session("w") }, LEASE)).rejects.toBeInstanceOf(
+      ConflictError,
+    );
+    await expect(store.renewTaskLease({ ...c.token, taskId: "zzz" }, LEASE)).rejects.toBeInstanceOf(
+      NotFoundError,
+    );
+    expect((await store.getTask(run.runId, "a"))?.leaseExpiresAt).toBe(renewed.leaseExpiresAt);
+  });
+
+  it("finishes once: succeeded with exit code and output; a second finish is a conflict; unknown task not found", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("a", { retries: 3 })]));
+    const c = (await store.claimTask(offer(session("w"), [room])))!;
+    expect(await store.finishTask(c.token, ok)).toEqual({ status: "succeeded" });
+    const t = await store.getTask(run.runId, "a");
+    expect(t).toMatchObject({
+      status: "succeeded",
+      exitCode: 0,
+      output: "done\n",
+      error: null,
+      finishedAt: ctx.clock.now(),
+    });
+    await expect(store.finishTask(c.token, failed)).rejects.toBeInstanceOf(ConflictError);
+    await expect(store.renewTaskLease(c.token, LEASE)).rejects.toBeInstanceOf(ConflictError);
+    await expect(store.finishTask({ ...c.token, runId: "nope" }, ok)).rejects.toBeInstanceOf(NotFoundError);
+    expect(await store.getTask(run.runId, "a")).toEqual(t);
+  });
+
+  it("a 'canceled' outcome for a task nobody canceled is refused and changes nothing", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("a")]));
+    const c = (await store.claimTask(offer(session("w"), [room])))!;
+    const bogus = store.finishTask(c.token, { outcome: "canceled", exitCode: null, output: "", error: null });
+    await expect(bogus).rejects.toBeInstanceOf(ConflictError);
+    expect((await store.getTask(run.runId, "a"))?.status).toBe("running");
+  });
+
+  it("retries a failed or timed-out attempt with exponential backoff, then records the final outcome", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(ctx.uid("d"), [task("a", { retries: 2, retryBackoffMs: 1000 })]),
+    );
+    const w = session("w");
+    const first = (await store.claimTask(offer(w, [room])))!;
+    expect(await store.finishTask(first.token, failed)).toEqual({ status: "queued" });
+    let t = (await store.getTask(run.runId, "a"))!;
+    expect(t).toMatchObject({
+      status: "queued",
+      attempt: 2,
+      executor: null,
+      notBefore: ctx.clock.now() + 1000,
+      error: "exit 1",
+    });
+    ctx.clock.advance(999);
+    expect(await store.claimTask(offer(w, [room]))).toBeNull();
+    ctx.clock.advance(1);
+    const second = (await store.claimTask(offer(w, [room])))!;
+    expect(second.task.attempt).toBe(2);
+    const timedOut = { outcome: "timed_out" as const, exitCode: null, output: "", error: "deadline" };
+    expect(await store.finishTask(second.token, timedOut)).toEqual({ status: "queued" });
+    t = (await store.getTask(run.runId, "a"))!;
+    expect(t.notBefore).toBe(ctx.clock.now() + 2000);
+    ctx.clock.advance(2000);
+    const third = (await store.claimTask(offer(w, [room])))!;
+    expect(third.task.attempt).toBe(3);
+    expect(await store.finishTask(third.token, timedOut)).toEqual({ status: "timed_out" });
+    expect((await store.getTask(run.runId, "a"))?.status).toBe("timed_out");
+    // Every claim produced a new token; the old ones are dead.
+    await expect(store.finishTask(first.token, ok)).rejects.toBeInstanceOf(ConflictError);
+  });
+
+  it("a stale executor reclaimed after its lease expired cannot renew, complete or fail the task", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(ctx.uid("d"), [task("a", { retries: 1, retryBackoffMs: 10 })]),
+    );
+    const stale = (await store.claimTask(offer(session("w1"), [room], { leaseMs: LEASE })))!;
+    await lead(store, fence);
+    ctx.clock.advance(LEASE);
+    expect(await store.reap(fence)).toMatchObject({ requeued: 1 });
+    ctx.clock.advance(10);
+    const fresh = (await store.claimTask(offer(session("w2"), [room])))!;
+    expect(fresh.token.version).toBeGreaterThan(stale.token.version);
+    const snapshot = await store.getTask(run.runId, "a");
+    await expectStale(store, stale.token);
+    expect(await store.getTask(run.runId, "a")).toEqual(snapshot);
+    expect(await store.finishTask(fresh.token, ok)).toEqual({ status: "succeeded" });
+  });
+
+  it("a stale executor whose task the reaper failed (no attempts left) cannot overwrite the outcome", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("a")]));
+    const stale = (await store.claimTask(offer(session("w1"), [room], { leaseMs: LEASE })))!;
+    await lead(store, fence);
+    ctx.clock.advance(LEASE + 1);
+    expect(await store.reap(fence)).toMatchObject({ failed: 1, requeued: 0 });
+    const snapshot = await store.getTask(run.runId, "a");
+    expect(snapshot?.status).toBe("failed");
+    await expectStale(store, stale.token);
+    expect(await store.getTask(run.runId, "a")).toEqual(snapshot);
+  });
+
+  it("a node restarted under the same node id (new boot id) cannot renew, complete or fail its old task", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("a"), task("b")]));
+    const oldLife = session("n1", "boot-1");
+    const c = (await store.claimTask(offer(oldLife, [room])))!;
+    const newLife = session("n1", "boot-2");
+    const snapshot = await store.getTask(run.runId, c.task.taskId);
+    await expectStale(store, { ...c.token, session: newLife });
+    expect(await store.getTask(run.runId, c.task.taskId)).toEqual(snapshot);
+    // The new life claims fresh work normally.
+    expect((await store.claimTask(offer(newLife, [room])))?.task.taskId).toBe("b");
+  });
+}
+
+async function expectStale(store: Store, token: TaskToken): Promise<void> {
+  await expect(store.renewTaskLease(token, LEASE)).rejects.toBeInstanceOf(ConflictError);
+  await expect(store.finishTask(token, ok)).rejects.toBeInstanceOf(ConflictError);
+  await expect(store.finishTask(token, failed)).rejects.toBeInstanceOf(ConflictError);
+  await expect(
+    store.finishTask(token, { outcome: "timed_out", exitCode: null, output: "", error: "deadline" }),
+  ).rejects.toBeInstanceOf(ConflictError);
 }
