@@ -1,0 +1,202 @@
+/**
+ * The `!dag` commands as data (DESIGN.md §5): verb, usage, summary and who may use it. Help text
+ * for chat, the CLI and HTTP is rendered from this one table.
+ */
+
+export const COMMAND_VERBS = [
+  "help",
+  "publish",
+  "confirm",
+  "reject",
+  "cancel",
+  "status",
+  "list",
+  "logs",
+  "retry",
+  "nodes",
+  "cap",
+] as const;
+export type CommandVerb = (typeof COMMAND_VERBS)[number];
+
+/** `operator`: a room power level (default 50) or an allowlisted user id; `open`: any room member. */
+export type CommandPermission = "open" | "operator";
+
+export interface CommandInfo {
+  readonly verb: CommandVerb;
+  /** The help line: how to type it. */
+  readonly usage: string;
+  readonly summary: string;
+  readonly permission: CommandPermission;
+  /** Extra lines for `!dag help <verb>`. */
+  readonly details: readonly string[];
+}
+
+/** The largest `!dag cap`: far above any real room, low enough that a typo like 1000000 is refused. */
+export const MAX_CAP = 10_000;
+
+export const COMMANDS: readonly CommandInfo[] = [
+  {
+    verb: "help",
+    usage: "!dag help [<command>]",
+    summary: "list the commands, or explain one",
+    permission: "open",
+    details: [],
+  },
+  {
+    verb: "publish",
+    usage: "!dag publish <name> | !dag publish + a ```json or ```toml code block",
+    summary: "publish a DAG from the library folder or inline; it waits for confirm",
+    permission: "operator",
+    details: [
+      "The code block goes after the command, in the same message:",
+      "!dag publish",
+      "```toml",
+      'id = "hello"',
+      "[[tasks]]",
+      'id = "greet"',
+      'action = "echo"',
+      "```",
+      "A block without a language is read as JSON when it starts with { and as TOML otherwise.",
+      "<name> is a DAG file of the node's library folder (letters, digits, _ . -).",
+    ],
+  },
+  {
+    verb: "confirm",
+    usage: "!dag confirm <id>",
+    summary: "start a published DAG run",
+    permission: "operator",
+    details: [],
+  },
+  {
+    verb: "reject",
+    usage: "!dag reject <id>",
+    summary: "drop a published DAG run that waits for confirmation",
+    permission: "operator",
+    details: [],
+  },
+  {
+    verb: "cancel",
+    usage: "!dag cancel <id>",
+    summary: "cancel a running DAG run; running tasks are stopped",
+    permission: "operator",
+    details: [],
+  },
+  {
+    verb: "status",
+    usage: "!dag status [<id>]",
+    summary: "show one run's tasks, or the room's active runs",
+    permission: "open",
+    details: [],
+  },
+  {
+    verb: "list",
+    usage: "!dag list",
+    summary: "list the room's recent DAG runs",
+    permission: "open",
+    details: [],
+  },
+  {
+    verb: "logs",
+    usage: "!dag logs <id> <task>",
+    summary: "show the captured output of a task",
+    permission: "open",
+    details: [],
+  },
+  {
+    verb: "retry",
+    usage: "!dag retry <id>",
+    summary: "start a new run of the part of a run that did not succeed",
+    permission: "operator",
+    details: [],
+  },
+  {
+    verb: "nodes",
+    usage: "!dag nodes",
+    summary: "show nodes, labels, heartbeats, running tasks and the leader",
+    permission: "open",
+    details: [],
+  },
+  {
+    verb: "cap",
+    usage: "!dag cap <n>",
+    summary: "set the room's cap on active tasks",
+    permission: "operator",
+    details: [
+      `<n> is a whole number from 0 to ${MAX_CAP}; 0 pauses the room (nothing new starts).`,
+      "Raising the cap starts waiting tasks at once; lowering it never interrupts a running task.",
+    ],
+  },
+];
+
+export const GENERAL_HELP_LINE = `usage: !dag <command> — commands: ${COMMAND_VERBS.join(", ")}; !dag help <command> explains one`;
+
+export function commandInfo(verb: CommandVerb): CommandInfo {
+  // COMMANDS lists every verb; the fallback only satisfies the type checker.
+  return COMMANDS.find((c) => c.verb === verb) ?? COMMANDS[0]!;
+}
+
+/** The help line a command error carries: the verb's usage, or the general line. */
+export function helpLineFor(verb: CommandVerb | null): string {
+  return verb === null ? GENERAL_HELP_LINE : `usage: ${commandInfo(verb).usage}`;
+}
+
+export function isCommandVerb(word: string): word is CommandVerb {
+  return (COMMAND_VERBS as readonly string[]).includes(word);
+}
+
+/**
+ * Help as plain lines: every command (optionally only those of one permission), or one command in
+ * detail. Adapters add their own formatting.
+ */
+export function renderHelp(filter?: CommandVerb | CommandPermission): string[] {
+  if (filter !== undefined && isCommandVerb(filter)) {
+    const c = commandInfo(filter);
+    const who = c.permission === "operator" ? "operators only" : "anyone in the room";
+    return [c.usage, `${c.summary} (${who})`, ...c.details];
+  }
+  const shown = COMMANDS.filter((c) => filter === undefined || c.permission === filter);
+  return [
+    "dagbot commands (* = operators only):",
+    ...shown.map((c) => `${c.usage}${c.permission === "operator" ? " *" : ""} — ${c.summary}`),
+  ];
+}
+
+/** Edit distance with adjacent transpositions (optimal string alignment), for "did you mean". */
+function editDistance(a: string, b: string): number {
+  const rows = a.length + 1;
+  const cols = b.length + 1;
+  const d: number[] = new Array<number>(rows * cols).fill(0);
+  const at = (i: number, j: number): number => d[i * cols + j] ?? 0;
+  for (let i = 0; i < rows; i += 1) d[i * cols] = i;
+  for (let j = 0; j < cols; j += 1) d[j] = j;
+  for (let i = 1; i < rows; i += 1) {
+    for (let j = 1; j < cols; j += 1) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let best = Math.min(at(i - 1, j) + 1, at(i, j - 1) + 1, at(i - 1, j - 1) + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        best = Math.min(best, at(i - 2, j - 2) + 1);
+      d[i * cols + j] = best;
+    }
+  }
+  return at(a.length, b.length);
+}
+
+/** The verb a mistyped word most likely meant, or null when none is close. */
+export function suggestVerb(word: string): CommandVerb | null {
+  const w = word.toLowerCase();
+  if (w.length === 0 || w.length > 32) return null;
+  const prefixed = COMMAND_VERBS.filter((v) => w.length >= 3 && v.startsWith(w));
+  if (prefixed.length === 1) return prefixed[0] ?? null;
+  let best: CommandVerb | null = null;
+  let bestDistance = Infinity;
+  for (const v of COMMAND_VERBS) {
+    const dist = editDistance(w, v);
+    // Short verbs (cap, list) tolerate one slip; longer ones two.
+    const allowed = v.length <= 4 ? 1 : 2;
+    if (dist <= allowed && dist < bestDistance) {
+      best = v;
+      bestDistance = dist;
+    }
+  }
+  return best;
+}

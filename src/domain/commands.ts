@@ -1,0 +1,343 @@
+/**
+ * The `!dag` command grammar (DESIGN.md §5): a Matrix message (or a CLI/HTTP string) parsed into a
+ * typed command, "not a command" for ordinary chat, or a typed error that carries the help line.
+ *
+ * Grammar: optional reply fallback, then `!dag` (any case) followed by whitespace or the end, then a
+ * verb (any case) and its arguments separated by any whitespace. `publish` takes a library name, or a
+ * fenced code block (```json, ```toml, or ``` sniffed: `{`/`[` means JSON, else TOML), or unfenced
+ * JSON starting with `{`. Arguments may be wrapped in one pair of `backticks` or quotes, as people copy
+ * ids from the bot's own messages. `!dag` alone is help. Never throws.
+ */
+import type { CommandVerb } from "./command-table.js";
+import { MAX_CAP, helpLineFor, isCommandVerb, suggestVerb } from "./command-table.js";
+import { htmlToText, quoteInput, stripReplyFallback, utf8Length } from "./command-text.js";
+import { ID_PATTERN } from "./dag-schema.js";
+
+/** A command message may be at most this many UTF-8 bytes; a DAG document has the same limit. */
+export const MAX_COMMAND_BYTES = 64 * 1024;
+/** Run and task ids: the DAG documents' own pattern, so any id a DAG may have can be named. */
+export const COMMAND_ID_PATTERN = ID_PATTERN;
+/** Library names are ids that do not start with `.` or `-`, so `.`, `..` and option-like names are out. */
+export const LIBRARY_NAME_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
+/** The Matrix HTML format; other formats' bodies are ignored. */
+export const MATRIX_HTML_FORMAT = "org.matrix.custom.html";
+
+export type PublishSource =
+  { kind: "inline"; format: "json" | "toml"; text: string } | { kind: "library"; name: string };
+
+export type Command =
+  | { verb: "help"; topic: CommandVerb | null }
+  | { verb: "publish"; source: PublishSource }
+  | { verb: "confirm"; id: string }
+  | { verb: "reject"; id: string }
+  | { verb: "cancel"; id: string }
+  | { verb: "status"; id: string | null }
+  | { verb: "list" }
+  | { verb: "logs"; id: string; task: string }
+  | { verb: "retry"; id: string }
+  | { verb: "nodes" }
+  | { verb: "cap"; n: number };
+
+export type CommandErrorCode =
+  | "too-large"
+  | "unknown-command"
+  | "missing-command"
+  | "missing-argument"
+  | "extra-argument"
+  | "bad-id"
+  | "bad-name"
+  | "bad-number"
+  | "missing-source"
+  | "unclosed-code-block"
+  | "unsupported-format"
+  | "empty-code-block"
+  | "text-outside-code-block"
+  | "unexpected-code-block";
+
+export interface CommandError {
+  code: CommandErrorCode;
+  /** One sentence naming the problem, quoting (shortened, sanitised) what was typed. */
+  message: string;
+  /** The usage line of the verb, or the general one when the verb is unknown. */
+  helpLine: string;
+  /** The verb when it was recognised, so a handler can still apply its permission rule. */
+  verb: CommandVerb | null;
+}
+
+export type ParseCommandResult =
+  { kind: "command"; command: Command } | { kind: "not-a-command" } | { kind: "error"; error: CommandError };
+
+export interface CommandInput {
+  body: string;
+  formattedBody?: string | null;
+  format?: string | null;
+}
+
+type Parsed = { kind: "command"; command: Command } | { kind: "error"; error: CommandError };
+
+const fail = (code: CommandErrorCode, verb: CommandVerb | null, message: string): Parsed => ({
+  kind: "error",
+  error: { code, message, helpLine: helpLineFor(verb), verb },
+});
+const ok = (command: Command): Parsed => ({ kind: "command", command });
+
+/** Index just past `!dag` when the text (after leading whitespace) starts with it, else -1. */
+function prefixEnd(text: string): number {
+  const start = text.search(/\S/);
+  if (start < 0) return -1;
+  if (text.slice(start, start + 4).toLowerCase() !== "!dag") return -1;
+  const after = text[start + 4];
+  return after === undefined || /\s/.test(after) ? start + 4 : -1;
+}
+
+function unquote(token: string): string {
+  if (token.length >= 2) {
+    const first = token[0];
+    if ((first === "`" || first === '"' || first === "'") && token.endsWith(first)) return token.slice(1, -1);
+  }
+  return token;
+}
+
+const splitArgs = (text: string): string[] => text.split(/\s+/).filter((t) => t !== "");
+
+const ID_RULE = "1 to 64 characters of A-Z a-z 0-9 _ . -";
+
+function checkId(verb: CommandVerb, what: string, raw: string): string | Parsed {
+  const id = unquote(raw);
+  if (COMMAND_ID_PATTERN.test(id)) return id;
+  return fail("bad-id", verb, `bad ${what} ${quoteInput(raw)}: an id is ${ID_RULE}`);
+}
+
+const ARG_WORDS: Record<number, string> = { 0: "no arguments", 1: "one argument", 2: "two arguments" };
+
+function arity(verb: CommandVerb, args: string[], min: number, max: number, missing: string): Parsed | null {
+  if (args.length < min) return fail("missing-argument", verb, `missing ${missing}: !dag ${verb} needs it`);
+  const extra = args[max];
+  if (extra !== undefined) {
+    const takes = min === max ? (ARG_WORDS[max] ?? `${max} arguments`) : `at most ${ARG_WORDS[max] ?? max}`;
+    return fail("extra-argument", verb, `unexpected ${quoteInput(extra)}: !dag ${verb} takes ${takes}`);
+  }
+  return null;
+}
+
+function parseCap(raw: string): Parsed {
+  const text = unquote(raw);
+  const n = /^\d{1,6}$/.test(text) ? Number.parseInt(text, 10) : NaN;
+  if (!Number.isInteger(n) || n > MAX_CAP) {
+    return fail(
+      "bad-number",
+      "cap",
+      `bad cap ${quoteInput(raw)}: expected a whole number from 0 to ${MAX_CAP}`,
+    );
+  }
+  return ok({ verb: "cap", n });
+}
+
+interface Fence {
+  info: string;
+  content: string;
+  rest: string;
+}
+
+/** Reads the fenced block opening at `start`; the closing fence is the first line that begins with it. */
+function readFence(s: string, start: number): Fence | Parsed {
+  let k = start;
+  while (s[k] === "`") k += 1;
+  const marker = s.slice(start, k);
+  const nl = s.indexOf("\n", k);
+  const sameLine = s.indexOf(marker, k);
+  if (sameLine >= 0 && (nl < 0 || sameLine < nl)) {
+    // A one-line block: ```{"id": "x", ...}``` or ```json {...}```.
+    const inner = s.slice(k, sameLine);
+    const lang = /^(json|toml)\s/i.exec(inner);
+    return {
+      info: lang?.[1] ?? "",
+      content: lang === null ? inner : inner.slice(lang[0].length),
+      rest: s.slice(sameLine + marker.length),
+    };
+  }
+  if (nl < 0) return fail("unclosed-code-block", "publish", "the code block is not closed: end it with ```");
+  const info = s.slice(k, nl).trim();
+  const contentStart = nl + 1;
+  let lineStart = contentStart;
+  for (;;) {
+    const lineEnd = s.indexOf("\n", lineStart);
+    const line = s.slice(lineStart, lineEnd < 0 ? s.length : lineEnd);
+    const body = line.trimStart();
+    if (body.startsWith(marker)) {
+      const content = s.slice(contentStart, lineStart).replace(/\r?\n$/, "");
+      const rest = s.slice(lineStart + (line.length - body.length) + marker.length);
+      return { info, content, rest };
+    }
+    if (lineEnd < 0) break;
+    lineStart = lineEnd + 1;
+  }
+  // No closing line: accept a fence glued to the last line (`}```), as people type it.
+  const last = s.lastIndexOf(marker);
+  if (last >= contentStart && s.slice(last + marker.length).trim() === "") {
+    return { info, content: s.slice(contentStart, last), rest: "" };
+  }
+  return fail("unclosed-code-block", "publish", "the code block is not closed: end it with a line of ```");
+}
+
+function parsePublish(after: string): Parsed {
+  const fenceAt = after.indexOf("```");
+  if (fenceAt < 0) {
+    const trimmed = after.trim();
+    if (trimmed === "") {
+      return fail(
+        "missing-source",
+        "publish",
+        "publish needs a DAG: a library name or a ```json / ```toml code block",
+      );
+    }
+    if (trimmed.startsWith("{"))
+      return ok({ verb: "publish", source: { kind: "inline", format: "json", text: trimmed } });
+    const args = splitArgs(trimmed);
+    const arityError = arity("publish", args, 1, 1, "<name>");
+    if (arityError !== null) return arityError;
+    const raw = args[0] ?? "";
+    const name = unquote(raw);
+    if (!LIBRARY_NAME_PATTERN.test(name)) {
+      return fail(
+        "bad-name",
+        "publish",
+        `bad library name ${quoteInput(raw)}: ${ID_RULE}, not starting with . or -`,
+      );
+    }
+    return ok({ verb: "publish", source: { kind: "library", name } });
+  }
+  const before = after.slice(0, fenceAt).trim();
+  if (before !== "") {
+    const message = LIBRARY_NAME_PATTERN.test(unquote(before))
+      ? `give a library name or a code block, not both (${quoteInput(before)} and a block)`
+      : `unexpected text ${quoteInput(before)} before the code block`;
+    return fail("text-outside-code-block", "publish", message);
+  }
+  const fence = readFence(after, fenceAt);
+  if ("kind" in fence) return fence;
+  const rest = fence.rest.trim();
+  if (rest !== "") {
+    return fail(
+      "text-outside-code-block",
+      "publish",
+      `unexpected text ${quoteInput(rest)} after the code block: send one block per publish`,
+    );
+  }
+  const lang = (splitArgs(fence.info)[0] ?? "").toLowerCase();
+  if (lang !== "" && lang !== "json" && lang !== "toml") {
+    return fail(
+      "unsupported-format",
+      "publish",
+      `unsupported code block language ${quoteInput(lang)}: use json or toml`,
+    );
+  }
+  const head = fence.content.trimStart();
+  if (head === "")
+    return fail("empty-code-block", "publish", "the code block is empty: put the DAG document in it");
+  const format =
+    lang === "json" || lang === "toml"
+      ? lang
+      : head.startsWith("{") || head.startsWith("[")
+        ? "json"
+        : "toml";
+  return ok({ verb: "publish", source: { kind: "inline", format, text: fence.content } });
+}
+
+/** Parses text that starts with `!dag` at `from` (the index just past it). */
+function parseAfterPrefix(text: string, from: number): Parsed {
+  const bytes = utf8Length(text);
+  if (bytes > MAX_COMMAND_BYTES) {
+    return fail(
+      "too-large",
+      null,
+      `the message is ${bytes} bytes; a command may be at most ${MAX_COMMAND_BYTES} bytes (64 KiB)`,
+    );
+  }
+  const rest = text.slice(from);
+  const verbMatch = /^\s*([^\s`]*)/.exec(rest);
+  const verbRaw = verbMatch?.[1] ?? "";
+  const after = rest.slice(verbMatch?.[0].length ?? 0);
+  if (verbRaw === "") {
+    if (after.includes("```")) {
+      return fail("missing-command", "publish", "a code block needs a command before it: !dag publish");
+    }
+    return ok({ verb: "help", topic: null });
+  }
+  const verb = verbRaw.toLowerCase();
+  if (!isCommandVerb(verb)) return unknownCommand(verbRaw);
+  if (verb === "publish") return parsePublish(after);
+  if (after.includes("```")) {
+    return fail("unexpected-code-block", verb, `!dag ${verb} takes no code block; only publish does`);
+  }
+  const args = splitArgs(after);
+  switch (verb) {
+    case "help": {
+      const err = arity(verb, args, 0, 1, "");
+      if (err !== null) return err;
+      const topicRaw = args[0];
+      if (topicRaw === undefined) return ok({ verb: "help", topic: null });
+      const topic = unquote(topicRaw).toLowerCase();
+      return isCommandVerb(topic) ? ok({ verb: "help", topic }) : unknownCommand(topicRaw);
+    }
+    case "list":
+    case "nodes":
+      return arity(verb, args, 0, 0, "") ?? ok({ verb });
+    case "status": {
+      const err = arity(verb, args, 0, 1, "");
+      if (err !== null) return err;
+      if (args[0] === undefined) return ok({ verb, id: null });
+      const id = checkId(verb, "id", args[0]);
+      return typeof id === "string" ? ok({ verb, id }) : id;
+    }
+    case "confirm":
+    case "reject":
+    case "cancel":
+    case "retry": {
+      const err = arity(verb, args, 1, 1, "<id>, the id of a DAG run");
+      if (err !== null) return err;
+      const id = checkId(verb, "id", args[0] ?? "");
+      return typeof id === "string" ? ok({ verb, id }) : id;
+    }
+    case "logs": {
+      const err = arity(verb, args, 2, 2, args.length === 0 ? "<id> and <task>" : "<task>, the id of a task");
+      if (err !== null) return err;
+      const id = checkId(verb, "id", args[0] ?? "");
+      if (typeof id !== "string") return id;
+      const task = checkId(verb, "task id", args[1] ?? "");
+      return typeof task === "string" ? ok({ verb, id, task }) : task;
+    }
+    case "cap": {
+      const err = arity(verb, args, 1, 1, `<n>, a whole number from 0 to ${MAX_CAP}`);
+      return err ?? parseCap(args[0] ?? "");
+    }
+  }
+}
+
+function unknownCommand(raw: string): Parsed {
+  const suggestion = suggestVerb(raw);
+  const hint = suggestion === null ? "" : ` — did you mean "${suggestion}"?`;
+  return fail("unknown-command", null, `unknown command ${quoteInput(raw)}${hint}`);
+}
+
+function parseText(text: string): ParseCommandResult {
+  const from = prefixEnd(text);
+  return from < 0 ? { kind: "not-a-command" } : parseAfterPrefix(text, from);
+}
+
+/**
+ * Parses one message. The plain body is read first (reply fallback stripped); the HTML body is read
+ * when the plain one is not a command or is a malformed one, so a client that keeps the code block
+ * only in `formatted_body` still works.
+ */
+export function parseCommand(input: CommandInput): ParseCommandResult {
+  const body = typeof input.body === "string" ? input.body : "";
+  const plain = parseText(stripReplyFallback(body));
+  if (plain.kind === "command") return plain;
+  const html = input.formattedBody;
+  const format = input.format ?? MATRIX_HTML_FORMAT;
+  if (typeof html !== "string" || html === "" || format !== MATRIX_HTML_FORMAT) return plain;
+  const rich = parseText(htmlToText(html));
+  if (rich.kind === "command") return rich;
+  return plain.kind === "error" ? plain : rich;
+}

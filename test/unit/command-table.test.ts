@@ -1,0 +1,97 @@
+// The command table as data: every verb once, the permission split of DESIGN.md §5, help rendered from it.
+import { describe, expect, it } from "vitest";
+import {
+  COMMANDS,
+  COMMAND_VERBS,
+  GENERAL_HELP_LINE,
+  helpLineFor,
+  renderHelp,
+  suggestVerb,
+} from "../../src/domain/command-table.js";
+import { parseCommand } from "../../src/domain/commands.js";
+
+describe("COMMANDS", () => {
+  it("lists every verb once with the design's permissions", () => {
+    expect(COMMANDS.map((c) => c.verb).sort()).toEqual([...COMMAND_VERBS].sort());
+    const operator = COMMANDS.filter((c) => c.permission === "operator").map((c) => c.verb);
+    expect(operator.sort()).toEqual(["cancel", "cap", "confirm", "publish", "reject", "retry"]);
+    const open = COMMANDS.filter((c) => c.permission === "open").map((c) => c.verb);
+    expect(open.sort()).toEqual(["help", "list", "logs", "nodes", "status"]);
+  });
+
+  it("gives each verb a usage that starts with its own spelling", () => {
+    for (const c of COMMANDS) {
+      expect(c.usage.startsWith(`!dag ${c.verb}`)).toBe(true);
+      expect(c.summary.length).toBeGreaterThan(0);
+      expect(helpLineFor(c.verb)).toBe(`usage: ${c.usage}`);
+    }
+    expect(helpLineFor(null)).toBe(GENERAL_HELP_LINE);
+    for (const v of COMMAND_VERBS) expect(GENERAL_HELP_LINE).toContain(v);
+  });
+
+  it("parses the simplest form of every usage line", () => {
+    const examples: Record<string, string> = {
+      "<id>": "r1",
+      "[<id>]": "",
+      "<task>": "t1",
+      "<n>": "3",
+      "[<command>]": "cap",
+      "<name>": "lib",
+    };
+    for (const c of COMMANDS) {
+      const first = c.usage.split(" | ")[0]!;
+      const typed = first.replace(/\[?<[a-z]+>\]?/g, (m) => examples[m] ?? m);
+      const r = parseCommand({ body: typed });
+      expect(r.kind === "command" && r.command.verb, typed).toBe(c.verb);
+    }
+  });
+});
+
+describe("renderHelp", () => {
+  it("renders every command, marking the operator ones", () => {
+    const lines = renderHelp();
+    expect(lines).toHaveLength(COMMANDS.length + 1);
+    for (const c of COMMANDS) {
+      const line = lines.find((l) => l.startsWith(c.usage));
+      expect(line, c.verb).toBeDefined();
+      expect(line!.includes(" * — ")).toBe(c.permission === "operator");
+    }
+  });
+
+  it("filters by permission and explains one verb", () => {
+    expect(
+      renderHelp("open")
+        .slice(1)
+        .every((l) => !l.includes(" * — ")),
+    ).toBe(true);
+    expect(renderHelp("open")).toHaveLength(6);
+    expect(renderHelp("operator")).toHaveLength(7);
+    const cap = renderHelp("cap");
+    expect(cap[0]).toBe("!dag cap <n>");
+    expect(cap[1]).toContain("operators only");
+    expect(cap.join("\n")).toContain("0 pauses the room");
+    expect(renderHelp("publish").join("\n")).toContain("```toml");
+    expect(renderHelp("status")[1]).toContain("anyone in the room");
+  });
+});
+
+describe("suggestVerb", () => {
+  it.each([
+    ["publsh", "publish"],
+    ["PUBLSH", "publish"],
+    ["stauts", "status"],
+    ["lsit", "list"],
+    ["cnacel", "cancel"],
+    ["stat", "status"],
+    ["conf", "confirm"],
+    ["log", "logs"],
+    ["node", "nodes"],
+    ["capp", "cap"],
+  ])("%s → %s", (typed, verb) => {
+    expect(suggestVerb(typed)).toBe(verb);
+  });
+
+  it.each(["xyz", "frobnicate", "", "re", "q".repeat(100)])("%j → nothing", (typed) => {
+    expect(suggestVerb(typed)).toBe(null);
+  });
+});
