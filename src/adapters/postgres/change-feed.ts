@@ -1,0 +1,143 @@
+/**
+ * The PostgreSQL change feed: one dedicated connection LISTENs on the `dagbot` channel, which every
+ * writing transaction NOTIFYs (delivered at commit). Connected only while someone listens; after a
+ * lost connection it reconnects with backoff and wakes every listener once, since notifications
+ * sent while it was away are gone.
+ */
+import pg from "pg";
+import type { ChangeTopic } from "../../ports/store.js";
+import type { PgOptions } from "./db.js";
+import { clientConfig } from "./db.js";
+
+const TOPICS: ReadonlySet<string> = new Set<ChangeTopic>([
+  "inbox",
+  "tasks",
+  "runs",
+  "outbox",
+  "lease",
+  "cap",
+]);
+const ALL_TOPICS = [...TOPICS] as ChangeTopic[];
+const MIN_RETRY_MS = 100;
+const MAX_RETRY_MS = 5000;
+
+type Listener = (topic: ChangeTopic, roomId: string | null) => void;
+
+export class ChangeFeed {
+  private readonly listeners = new Set<Listener>();
+  private client: pg.Client | undefined;
+  private connecting: Promise<void> | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private retryMs = MIN_RETRY_MS;
+  private closed = false;
+  private readonly dead = new WeakSet<pg.Client>();
+
+  constructor(
+    private readonly options: PgOptions,
+    private readonly onError: (e: unknown) => void,
+  ) {}
+
+  subscribe(listener: Listener): () => void {
+    this.listeners.add(listener);
+    this.ensure();
+    return () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size === 0) void this.disconnect();
+    };
+  }
+
+  /** Resolves once the LISTEN is in place (tests wait on it before writing). */
+  async ready(): Promise<void> {
+    this.ensure();
+    await this.connecting;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.listeners.clear();
+    await this.disconnect();
+  }
+
+  emit(topic: ChangeTopic, roomId: string | null): void {
+    for (const l of [...this.listeners]) {
+      try {
+        l(topic, roomId);
+      } catch (e) {
+        // A listener's bug must not stop the feed for the others.
+        this.onError(e);
+      }
+    }
+  }
+
+  private ensure(): void {
+    if (
+      this.closed ||
+      this.client !== undefined ||
+      this.connecting !== undefined ||
+      this.listeners.size === 0
+    )
+      return;
+    if (this.retryTimer !== undefined) return;
+    this.connecting = this.connect().finally(() => {
+      this.connecting = undefined;
+    });
+  }
+
+  private async connect(): Promise<void> {
+    const client = new pg.Client(clientConfig(this.options));
+    client.on("notification", (msg) => {
+      const payload = msg.payload ?? "";
+      const at = payload.indexOf(":");
+      const topic = at < 0 ? payload : payload.slice(0, at);
+      if (!TOPICS.has(topic)) return;
+      const room = at < 0 ? "" : payload.slice(at + 1);
+      this.emit(topic as ChangeTopic, room === "" ? null : room);
+    });
+    client.on("error", (e) => this.lost(client, e));
+    client.on("end", () => this.lost(client, new Error("connection ended")));
+    try {
+      await client.connect();
+      await client.query("LISTEN dagbot");
+    } catch (e) {
+      this.lost(client, e);
+      return;
+    }
+    if (this.closed || this.listeners.size === 0) {
+      await client.end().catch(() => {});
+      return;
+    }
+    this.client = client;
+    this.retryMs = MIN_RETRY_MS;
+    // Whatever changed before LISTEN took effect (or while the connection was down) sent no
+    // notification we will ever see: wake everyone once to look.
+    for (const topic of ALL_TOPICS) this.emit(topic, null);
+  }
+
+  private lost(client: pg.Client, e: unknown): void {
+    if (this.dead.has(client)) return;
+    this.dead.add(client);
+    if (this.client === client) this.client = undefined;
+    client.end().catch(() => {});
+    if (this.closed || this.listeners.size === 0) return;
+    this.onError(e);
+    if (this.retryTimer !== undefined) return;
+    const wait = this.retryMs;
+    this.retryMs = Math.min(this.retryMs * 2, MAX_RETRY_MS);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      this.ensure();
+    }, wait);
+    this.retryTimer.unref();
+  }
+
+  private async disconnect(): Promise<void> {
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    await this.connecting;
+    const client = this.client;
+    this.client = undefined;
+    if (client === undefined) return;
+    this.dead.add(client);
+    await client.end().catch(() => {});
+  }
+}

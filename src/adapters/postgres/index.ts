@@ -1,0 +1,121 @@
+/**
+ * The PostgreSQL Store (node-postgres): a pool for statements and short transactions, one extra
+ * connection for LISTEN while someone subscribes, migrations at open. For nodes on several hosts;
+ * the server's now() is the one clock they all agree on.
+ */
+import type { Store, StoreOptions } from "../../ports/store.js";
+import { ChangeFeed } from "./change-feed.js";
+import { Db, mapError, NOW } from "./db.js";
+import * as inbox from "./inbox.js";
+import * as leases from "./leases.js";
+import { migrate } from "./migrations.js";
+import * as nodes from "./nodes.js";
+import * as outbox from "./outbox.js";
+import * as runs from "./runs.js";
+import * as scheduler from "./scheduler.js";
+import * as tasks from "./tasks.js";
+
+export { LATEST_SCHEMA_VERSION } from "./migrations.js";
+export { DEFAULT_ROOM_CAP } from "./scheduler.js";
+export { CLAIM_PICK_SQL } from "./tasks.js";
+
+export interface PostgresStoreOptions extends StoreOptions {
+  /** Connections in the pool (default 10): the most statements this Store runs at once. */
+  poolSize?: number;
+  /** The schema holding the tables (default "public"), created if missing. */
+  schema?: string;
+  /** Where errors thrown by onChange listeners, and lost LISTEN connections, go (default: process.emitWarning). */
+  onListenerError?: (error: unknown) => void;
+}
+
+export const DEFAULT_POOL_SIZE = 10;
+
+/** Connect, bring the schema up to date (refusing a newer one) and return the Store. */
+export async function openPostgresStore(url: string, options: PostgresStoreOptions = {}): Promise<Store> {
+  const poolSize = options.poolSize ?? DEFAULT_POOL_SIZE;
+  if (!Number.isInteger(poolSize) || poolSize < 1)
+    throw new RangeError(`postgres store: poolSize must be a whole number ≥ 1, got ${poolSize}`);
+  const schema = options.schema ?? "public";
+  if (schema === "") throw new RangeError("postgres store: schema must not be empty");
+  const db = new Db({ url, poolSize, schema, clock: options.clock });
+  try {
+    const client = await db.pool.connect();
+    try {
+      await migrate(client, schema);
+    } finally {
+      client.release();
+    }
+  } catch (e) {
+    await db.close().catch(() => {});
+    throw mapError("open postgres store", e);
+  }
+  const onError =
+    options.onListenerError ??
+    ((e: unknown) => process.emitWarning(`dagbot postgres store: change feed: ${String(e)}`));
+  const feed = new ChangeFeed(db.options, onError);
+  db.onCommit = (topic, roomId) => feed.emit(topic, roomId);
+  let closed = false;
+
+  // Every method is async so that a bad argument rejects rather than throws synchronously.
+  const store: Store = {
+    kind: "postgres",
+    now: async () => {
+      const rows = await db.one<{ now: number }>("now", `SELECT ${NOW} AS now`, [db.clockParam()]);
+      return rows[0]?.now ?? 0;
+    },
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      await feed.close();
+      await db.close();
+    },
+    onChange: (listener) => feed.subscribe(listener),
+
+    acquireLease: async (roomId, session, ttlMs) => leases.acquireLease(db, roomId, session, ttlMs),
+    renewLease: async (fence, ttlMs) => leases.renewLease(db, fence, ttlMs),
+    releaseLease: async (fence) => leases.releaseLease(db, fence),
+    getLease: async (roomId) => leases.getLease(db, roomId),
+
+    insertInboxEvent: async (event) => inbox.insertInboxEvent(db, event),
+    nextInboxEvent: async (fence) => inbox.nextInboxEvent(db, fence),
+    markInboxHandled: async (fence, eventId, result) => inbox.markInboxHandled(db, fence, eventId, result),
+    markInboxReplied: async (fence, eventId, replies) => inbox.markInboxReplied(db, fence, eventId, replies),
+    getInboxEvent: async (eventId) => inbox.getInboxEvent(db, eventId),
+    latestInboxEvent: async (roomId) => inbox.latestInboxEvent(db, roomId),
+
+    createRun: async (ctx, input) => runs.createRun(db, ctx, input),
+    confirmRun: async (ctx, roomId, dagId, by) => runs.confirmRun(db, ctx, roomId, dagId, by),
+    rejectRun: async (ctx, roomId, dagId, by) => runs.rejectRun(db, ctx, roomId, dagId, by),
+    cancelRun: async (ctx, roomId, dagId, by) => runs.cancelRun(db, ctx, roomId, dagId, by),
+    getRun: async (roomId, dagId) => runs.getRun(db, roomId, dagId),
+    getRunById: async (runId) => runs.getRunById(db, runId),
+    listRuns: async (roomId, opts) => runs.listRuns(db, roomId, opts),
+    listTasks: async (runId) => runs.listTasks(db, runId),
+    getTask: async (runId, taskId) => runs.getTask(db, runId, taskId),
+
+    claimTask: async (offer) => tasks.claimTask(db, offer),
+    renewTaskLease: async (token, leaseMs) => tasks.renewTaskLease(db, token, leaseMs),
+    finishTask: async (token, result) => tasks.finishTask(db, token, result),
+
+    scheduleStep: async (fence) => scheduler.scheduleStep(db, fence),
+    reap: async (fence) => scheduler.reap(db, fence),
+    deriveRunOutcomes: async (fence) => scheduler.deriveRunOutcomes(db, fence),
+    setRoomCap: async (roomId, cap, fence) => scheduler.setRoomCap(db, roomId, cap, fence),
+    getRoomCap: async (roomId) => scheduler.getRoomCap(db, roomId),
+
+    heartbeat: async (beat) => nodes.heartbeat(db, beat),
+    listNodes: async () => nodes.listNodes(db),
+    removeNode: async (session) => nodes.removeNode(db, session),
+
+    enqueueOutbox: async (fence, messages) => outbox.enqueueOutbox(db, fence, messages),
+    pendingOutbox: async (fence, limit) => outbox.pendingOutbox(db, fence, limit),
+    markOutboxSent: async (fence, txnId, sentEventId) => outbox.markOutboxSent(db, fence, txnId, sentEventId),
+    markOutboxFailed: async (fence, txnId, error) => outbox.markOutboxFailed(db, fence, txnId, error),
+    getOutbox: async (txnId) => outbox.getOutbox(db, txnId),
+
+    rememberIdempotencyKey: async (scope, key, result) =>
+      nodes.rememberIdempotencyKey(db, scope, key, result),
+    readEvents: async (roomId, sinceSeq, limit) => nodes.readEvents(db, roomId, sinceSeq, limit),
+  };
+  return store;
+}

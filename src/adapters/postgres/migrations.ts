@@ -1,0 +1,210 @@
+/**
+ * The PostgreSQL schema as numbered migrations, applied at open in one transaction under an
+ * advisory lock, so concurrent openers apply each version once. Append new versions; never edit a
+ * released one. A schema whose recorded version is newer than the last entry here is refused.
+ */
+import type pg from "pg";
+import { SchemaTooNewError } from "../../ports/errors.js";
+import { quoteIdent } from "./db.js";
+
+interface Migration {
+  version: number;
+  sql: string;
+}
+
+const TASK_STATUSES = `('blocked','queued','running','canceling','succeeded','failed','timed_out','canceled','skipped')`;
+const RUN_STATUSES = `('pending','running','canceling','succeeded','failed','canceled','rejected','expired')`;
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    sql: `
+CREATE TABLE room_leases (
+  room_id     text PRIMARY KEY,
+  holder_node text,
+  holder_boot text,
+  term        bigint NOT NULL,
+  expires_at  bigint NOT NULL
+);
+
+CREATE TABLE room_caps (
+  room_id text PRIMARY KEY,
+  cap     integer NOT NULL CHECK (cap >= 0)
+);
+
+CREATE TABLE processed_events (
+  event_id         text PRIMARY KEY,
+  room_id          text NOT NULL,
+  sender           text NOT NULL,
+  origin_server_ts bigint NOT NULL,
+  content          jsonb NOT NULL,
+  seen_by          text NOT NULL,
+  status           text NOT NULL CHECK (status IN ('new','handled','replied')),
+  received_at      bigint NOT NULL,
+  handled_term     bigint,
+  handled_at       bigint,
+  result           jsonb
+);
+-- The leader's queue: only rows still to handle, in the order it takes them.
+CREATE INDEX processed_events_open ON processed_events (room_id, origin_server_ts, event_id)
+  WHERE status IN ('new','handled');
+CREATE INDEX processed_events_room ON processed_events (room_id, origin_server_ts, event_id);
+
+CREATE TABLE runs (
+  run_id           text PRIMARY KEY,
+  -- Insertion order: the tiebreak of runs created at the same instant.
+  seq              bigint GENERATED ALWAYS AS IDENTITY,
+  room_id          text NOT NULL,
+  dag_id           text NOT NULL,
+  hash             text NOT NULL,
+  status           text NOT NULL CHECK (status IN ${RUN_STATUSES}),
+  description      text,
+  max_parallel     integer,
+  publisher        text NOT NULL,
+  publish_event_id text,
+  confirmed_by     text,
+  confirm_deadline bigint,
+  created_at       bigint NOT NULL,
+  updated_at       bigint NOT NULL,
+  dag              jsonb NOT NULL,
+  UNIQUE (room_id, dag_id)
+);
+CREATE INDEX runs_room_created ON runs (room_id, created_at DESC, seq DESC);
+CREATE INDEX runs_room_open ON runs (room_id, status) WHERE status IN ('pending','running','canceling');
+
+CREATE TABLE tasks (
+  run_id           text NOT NULL REFERENCES runs (run_id),
+  task_id          text NOT NULL,
+  room_id          text NOT NULL,
+  -- Store-wide insertion order: the FIFO tiebreak after priority.
+  seq              bigint GENERATED ALWAYS AS IDENTITY,
+  status           text NOT NULL CHECK (status IN ${TASK_STATUSES}),
+  version          integer NOT NULL,
+  -- The version the current claim produced: the executor's fencing token. running → canceling
+  -- raises version but keeps this, so the executor can still renew and report the cancel.
+  claim_version    integer,
+  attempt          integer NOT NULL,
+  max_attempts     integer NOT NULL,
+  action           text NOT NULL,
+  args             jsonb NOT NULL,
+  needs            text[] NOT NULL,
+  labels           text[] NOT NULL,
+  node_pin         text,
+  priority         integer NOT NULL,
+  concurrency_key  text,
+  timeout_ms       bigint,
+  queue_timeout_ms bigint,
+  retry_backoff_ms bigint NOT NULL,
+  executor_node    text,
+  executor_boot    text,
+  lease_expires_at bigint,
+  not_before       bigint,
+  deadline         bigint,
+  queued_at        bigint,
+  started_at       bigint,
+  finished_at      bigint,
+  exit_code        integer,
+  output           text,
+  error            text,
+  PRIMARY KEY (run_id, task_id)
+);
+-- The claim walks this in claim order and touches queued rows only, however many tasks have been
+-- claimed or finished (docs/query-plans.md).
+CREATE INDEX tasks_claim ON tasks (priority DESC, seq) WHERE status = 'queued';
+-- Scheduler and reaper look at the unfinished tasks of one room.
+CREATE INDEX tasks_open ON tasks (room_id, status) WHERE status IN ('blocked','queued','running','canceling');
+CREATE INDEX tasks_executor ON tasks (executor_node, executor_boot) WHERE status IN ('running','canceling');
+
+CREATE TABLE nodes (
+  node_id      text PRIMARY KEY,
+  boot_id      text NOT NULL,
+  labels       text[] NOT NULL,
+  capacity     integer NOT NULL,
+  actions      text[] NOT NULL,
+  room_ids     text[] NOT NULL,
+  heartbeat_at bigint NOT NULL,
+  started_at   bigint NOT NULL
+);
+
+CREATE TABLE outbox (
+  seq             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  txn_id          text NOT NULL UNIQUE,
+  room_id         text NOT NULL,
+  event_type      text NOT NULL,
+  content         jsonb NOT NULL,
+  replaces_txn_id text,
+  coalesce_key    text,
+  status          text NOT NULL CHECK (status IN ('pending','sent','superseded','failed')),
+  sent_event_id   text,
+  created_at      bigint NOT NULL,
+  updated_at      bigint NOT NULL,
+  attempts        integer NOT NULL DEFAULT 0,
+  last_error      text
+);
+CREATE INDEX outbox_pending ON outbox (room_id, seq) WHERE status = 'pending';
+CREATE INDEX outbox_coalesce ON outbox (room_id, coalesce_key) WHERE status = 'pending' AND coalesce_key IS NOT NULL;
+
+CREATE TABLE idempotency_keys (
+  scope      text NOT NULL,
+  key        text NOT NULL,
+  result     jsonb NOT NULL,
+  created_at bigint NOT NULL,
+  PRIMARY KEY (scope, key)
+);
+
+-- The event log. seq counts per room from the room's row in event_seq, locked until commit, so
+-- within a room seq order is commit order (a reader polling "since n" never misses a late commit).
+CREATE TABLE event_seq (
+  room_id  text PRIMARY KEY,
+  last_seq bigint NOT NULL
+);
+CREATE TABLE events (
+  room_id text NOT NULL,
+  seq     bigint NOT NULL,
+  at      bigint NOT NULL,
+  kind    text NOT NULL,
+  run_id  text,
+  task_id text,
+  term    bigint,
+  actor   text,
+  data    jsonb NOT NULL,
+  PRIMARY KEY (room_id, seq)
+);
+`,
+  },
+];
+
+export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
+
+/**
+ * Bring the schema to LATEST_SCHEMA_VERSION inside one transaction. The advisory lock (keyed by
+ * schema) makes a second opener wait and then find the work done; a failing migration leaves the
+ * schema as it was.
+ */
+export async function migrate(client: pg.PoolClient, schema: string): Promise<{ from: number; to: number }> {
+  await client.query("BEGIN");
+  try {
+    await client.query("SELECT pg_advisory_xact_lock(hashtext('dagbot.migrate'), hashtext($1))", [schema]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${quoteIdent(schema)}.schema_version (
+         version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    const { rows } = await client.query<{ v: number | null }>(
+      `SELECT max(version) AS v FROM ${quoteIdent(schema)}.schema_version`,
+    );
+    const from = rows[0]?.v ?? 0;
+    if (from > LATEST_SCHEMA_VERSION) throw new SchemaTooNewError(from, LATEST_SCHEMA_VERSION);
+    await client.query(`SET LOCAL search_path TO ${quoteIdent(schema)}`);
+    for (const m of MIGRATIONS) {
+      if (m.version <= from) continue;
+      await client.query(m.sql);
+      await client.query("INSERT INTO schema_version (version) VALUES ($1)", [m.version]);
+    }
+    await client.query("COMMIT");
+    return { from, to: LATEST_SCHEMA_VERSION };
+  } catch (e) {
+    await client.query("ROLLBACK").catch(() => {});
+    throw e;
+  }
+}

@@ -1,0 +1,99 @@
+/** Nodes, idempotency keys and the event log on PostgreSQL: the small tables around the state machines. */
+import { ConflictError, NotFoundError } from "../../ports/errors.js";
+import type { LogEvent, NodeHeartbeat, NodeRecord, Session } from "../../ports/store.js";
+import type { Db } from "./db.js";
+import { json, NOW } from "./db.js";
+import { toLogEvent, toNode } from "./rows.js";
+
+export async function heartbeat(db: Db, beat: NodeHeartbeat): Promise<void> {
+  if (!Number.isInteger(beat.capacity) || beat.capacity < 0)
+    throw new RangeError(`heartbeat: capacity must be a whole number ≥ 0, got ${beat.capacity}`);
+  // Not in the event log: heartbeats are liveness, not state, and belong to no single room.
+  await db.one(
+    "heartbeat",
+    `INSERT INTO nodes AS n (node_id, boot_id, labels, capacity, actions, room_ids, heartbeat_at, started_at)
+     VALUES ($2, $3, $4::text[], $5, $6::text[], $7::text[], ${NOW}, ${NOW})
+     ON CONFLICT (node_id) DO UPDATE SET
+       boot_id = excluded.boot_id, labels = excluded.labels, capacity = excluded.capacity,
+       actions = excluded.actions, room_ids = excluded.room_ids, heartbeat_at = excluded.heartbeat_at,
+       started_at = CASE WHEN n.boot_id = excluded.boot_id THEN n.started_at ELSE excluded.started_at END`,
+    [
+      db.clockParam(),
+      beat.session.nodeId,
+      beat.session.bootId,
+      beat.labels,
+      beat.capacity,
+      beat.actions,
+      beat.roomIds,
+    ],
+  );
+}
+
+export async function listNodes(db: Db): Promise<NodeRecord[]> {
+  const rows = await db.one(
+    "list nodes",
+    `SELECT n.node_id, n.boot_id, n.labels, n.capacity, n.actions, n.room_ids, n.heartbeat_at, n.started_at,
+            ${NOW} - n.heartbeat_at AS age_ms,
+            (SELECT count(*) FROM tasks t
+              WHERE t.executor_node = n.node_id AND t.executor_boot = n.boot_id
+                AND t.status IN ('running','canceling')) AS running_tasks
+       FROM nodes n ORDER BY n.node_id`,
+    [db.clockParam()],
+  );
+  return rows.map(toNode);
+}
+
+export async function removeNode(db: Db, session: Session): Promise<void> {
+  const rows = await db.one(
+    "remove node",
+    `WITH del AS (DELETE FROM nodes WHERE node_id = $1 AND boot_id = $2 RETURNING 1)
+     SELECT (SELECT count(*) FROM del) AS deleted, (SELECT boot_id FROM nodes WHERE node_id = $1) AS boot_id`,
+    [session.nodeId, session.bootId],
+  );
+  const r = rows[0] as { deleted: number; boot_id: string | null } | undefined;
+  if (r !== undefined && r.deleted === 1) return;
+  if (r === undefined || r.boot_id === null)
+    throw new NotFoundError("remove node", { nodeId: session.nodeId });
+  throw new ConflictError("remove node", { bootId: session.bootId }, { bootId: r.boot_id });
+}
+
+export async function rememberIdempotencyKey(
+  db: Db,
+  scope: string,
+  key: string,
+  result: Record<string, unknown>,
+): Promise<{ kind: "new" } | { kind: "existing"; result: Record<string, unknown> }> {
+  // ON CONFLICT waits for a racing inserter to commit; its row is then read by a second statement,
+  // whose fresh snapshot sees it (the first statement's snapshot may not).
+  const inserted = await db.one(
+    "remember idempotency key",
+    `INSERT INTO idempotency_keys (scope, key, result, created_at) VALUES ($2, $3, $4::jsonb, ${NOW})
+     ON CONFLICT DO NOTHING RETURNING 1`,
+    [db.clockParam(), scope, key, json(result)],
+  );
+  if (inserted.length === 1) return { kind: "new" };
+  const rows = await db.one<{ result: Record<string, unknown> }>(
+    "remember idempotency key",
+    "SELECT result FROM idempotency_keys WHERE scope = $1 AND key = $2",
+    [scope, key],
+  );
+  return { kind: "existing", result: rows[0]?.result ?? {} };
+}
+
+/** Default page of readEvents: enough for a status card, small enough to stream. */
+export const DEFAULT_EVENTS_LIMIT = 1000;
+
+export async function readEvents(
+  db: Db,
+  roomId: string,
+  sinceSeq: number,
+  limit?: number,
+): Promise<LogEvent[]> {
+  const rows = await db.one(
+    "read events",
+    `SELECT seq, room_id, at, kind, run_id, task_id, term, actor, data FROM events
+      WHERE room_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+    [roomId, sinceSeq, Math.max(0, Math.floor(limit ?? DEFAULT_EVENTS_LIMIT))],
+  );
+  return rows.map(toLogEvent);
+}

@@ -1,0 +1,183 @@
+/**
+ * The worker's side on PostgreSQL: claim, renew and finish, each ONE statement (the hot path) with
+ * its event-log line and notification in the same statement, fenced by (claim version, session).
+ */
+import type { TaskStatus } from "../../domain/model.js";
+import { ConflictError } from "../../ports/errors.js";
+import type { ClaimedTask, NodeOffer, TaskResult, TaskToken } from "../../ports/store.js";
+import type { Db } from "./db.js";
+import { cleanText, explainMiss, LOG_CTES, NOW, sessionKey } from "./db.js";
+import { TASK_COLUMNS, toTask } from "./rows.js";
+
+/** Defence in depth: the executor bounds output, the store never keeps more than this tail. */
+export const OUTPUT_LIMIT_CHARS = 64 * 1024;
+/** Backoff doubles per attempt up to this ceiling (or the base, if that is larger). */
+export const MAX_BACKOFF_MS = 60 * 60 * 1000;
+
+function checkLease(operation: string, leaseMs: number): void {
+  if (!Number.isFinite(leaseMs) || leaseMs <= 0)
+    throw new RangeError(`${operation}: leaseMs must be a positive number of ms, got ${leaseMs}`);
+}
+
+/**
+ * The claim's pick (docs/query-plans.md): the partial index tasks_claim holds queued rows only, in
+ * claim order, so the walk stops at the first fitting row however many tasks were claimed or
+ * finished. SKIP LOCKED lets racing claimers take different rows instead of queueing on one.
+ * Parameters: $1 clock, $2 rooms, $3 node id, $4 actions, $5 labels.
+ */
+export const CLAIM_PICK_SQL = `SELECT run_id, task_id FROM tasks
+   WHERE status = 'queued'
+     AND room_id = ANY($2::text[])
+     AND (not_before IS NULL OR not_before <= ${NOW})
+     AND (node_pin IS NULL OR node_pin = $3::text)
+     AND action = ANY($4::text[])
+     AND labels <@ $5::text[]
+   ORDER BY priority DESC, seq
+   LIMIT 1
+   FOR UPDATE SKIP LOCKED`;
+
+const CLAIM_SQL = `WITH pick AS (${CLAIM_PICK_SQL}),
+  up AS (
+    UPDATE tasks t SET status = 'running', version = t.version + 1, claim_version = t.version + 1,
+           executor_node = $3::text, executor_boot = $6::text, lease_expires_at = ${NOW} + $7::bigint,
+           deadline = CASE WHEN t.timeout_ms IS NULL THEN NULL ELSE ${NOW} + t.timeout_ms END, started_at = ${NOW}
+      FROM pick WHERE t.run_id = pick.run_id AND t.task_id = pick.task_id
+    RETURNING ${TASK_COLUMNS.split(", ")
+      .map((c) => `t.${c}`)
+      .join(", ")}),
+  src AS (
+    SELECT room_id, 1 AS ord, 'task.running' AS kind, run_id, task_id, NULL::bigint AS term, $8::text AS actor,
+           jsonb_build_object('attempt', attempt, 'version', version) AS data FROM up),
+  ${LOG_CTES}
+  SELECT up.*, pg_notify('dagbot', 'tasks:' || up.room_id) FROM up`;
+
+export async function claimTask(db: Db, offer: NodeOffer): Promise<ClaimedTask | null> {
+  checkLease("claim task", offer.leaseMs);
+  const rows = await db.one("claim task", CLAIM_SQL, [
+    db.clockParam(),
+    offer.roomIds,
+    offer.session.nodeId,
+    offer.actions,
+    offer.labels,
+    offer.session.bootId,
+    Math.ceil(offer.leaseMs),
+    sessionKey(offer.session),
+  ]);
+  const row = rows[0];
+  if (row === undefined) return null;
+  const task = toTask(row);
+  db.committed("tasks", String(row.room_id));
+  return {
+    token: { runId: task.runId, taskId: task.taskId, version: task.version, session: offer.session },
+    task,
+  };
+}
+
+const HELD = `run_id = $2::text AND task_id = $3::text AND claim_version = $4::int
+  AND executor_node = $5::text AND executor_boot = $6::text AND status IN ('running','canceling')`;
+
+const tokenParams = (t: TaskToken): unknown[] => [
+  t.runId,
+  t.taskId,
+  t.version,
+  t.session.nodeId,
+  t.session.bootId,
+];
+
+/** The typed error for a token that no longer holds its task. */
+function tokenMiss(db: Db, operation: string, token: TaskToken): Promise<Error> {
+  return explainMiss(
+    db,
+    db.pool,
+    operation,
+    null,
+    { runId: token.runId, taskId: token.taskId },
+    { status: ["running", "canceling"], version: token.version, executor: sessionKey(token.session) },
+    `SELECT status, claim_version AS version,
+            CASE WHEN executor_node IS NULL THEN NULL ELSE executor_node || '/' || executor_boot END AS executor
+       FROM tasks WHERE run_id = $1 AND task_id = $2`,
+    [token.runId, token.taskId],
+  );
+}
+
+export async function renewTaskLease(
+  db: Db,
+  token: TaskToken,
+  leaseMs: number,
+): Promise<{ leaseExpiresAt: number; status: TaskStatus }> {
+  checkLease("renew task lease", leaseMs);
+  // Not logged and version unchanged: a renewal is not a change of state.
+  const rows = await db.one<{ lease_expires_at: number; status: TaskStatus }>(
+    "renew task lease",
+    `UPDATE tasks SET lease_expires_at = ${NOW} + $7::bigint WHERE ${HELD} RETURNING lease_expires_at, status`,
+    [db.clockParam(), ...tokenParams(token), Math.ceil(leaseMs)],
+  );
+  const r = rows[0];
+  if (r === undefined) throw await tokenMiss(db, "renew task lease", token);
+  return { leaseExpiresAt: r.lease_expires_at, status: r.status };
+}
+
+// A failure or timeout of a running task with attempts left goes back to the queue.
+const RETRY = `($7::text IN ('failed','timed_out') AND status = 'running' AND attempt < max_attempts)`;
+const BACKOFF = `least(retry_backoff_ms * power(2::numeric, least(greatest(attempt - 1, 0), 30)),
+                       greatest(retry_backoff_ms, ${MAX_BACKOFF_MS}))::bigint`;
+
+const FINISH_SQL = `WITH up AS (
+    UPDATE tasks SET
+      status = CASE WHEN ${RETRY} THEN 'queued' ELSE $7::text END,
+      version = version + 1,
+      attempt = CASE WHEN ${RETRY} THEN attempt + 1 ELSE attempt END,
+      claim_version = CASE WHEN ${RETRY} THEN NULL ELSE claim_version END,
+      executor_node = CASE WHEN ${RETRY} THEN NULL ELSE executor_node END,
+      executor_boot = CASE WHEN ${RETRY} THEN NULL ELSE executor_boot END,
+      deadline = CASE WHEN ${RETRY} THEN NULL ELSE deadline END,
+      not_before = CASE WHEN ${RETRY} THEN ${NOW} + ${BACKOFF} ELSE not_before END,
+      queued_at = CASE WHEN ${RETRY} THEN ${NOW} ELSE queued_at END,
+      finished_at = CASE WHEN ${RETRY} THEN NULL ELSE ${NOW} END,
+      lease_expires_at = NULL, exit_code = $8::int, output = $9::text, error = $10::text
+    WHERE ${HELD} AND ($7::text <> 'canceled' OR status = 'canceling')
+    RETURNING room_id, run_id, task_id, status, attempt, not_before),
+  src AS (
+    SELECT room_id, 1 AS ord, 'task.' || status AS kind, run_id, task_id, NULL::bigint AS term, $11::text AS actor,
+           jsonb_build_object('outcome', $7::text,
+                              'attempt', CASE WHEN status = 'queued' THEN attempt - 1 ELSE attempt END,
+                              'exitCode', $8::int,
+                              'notBefore', CASE WHEN status = 'queued' THEN not_before END,
+                              'error', $10::text) AS data
+      FROM up),
+  ${LOG_CTES}
+  SELECT status, room_id, pg_notify('dagbot', 'tasks:' || room_id) FROM up`;
+
+const OUTCOMES: ReadonlySet<string> = new Set(["succeeded", "failed", "timed_out", "canceled"]);
+
+export async function finishTask(
+  db: Db,
+  token: TaskToken,
+  result: TaskResult,
+): Promise<{ status: TaskStatus }> {
+  if (!OUTCOMES.has(result.outcome))
+    throw new RangeError(
+      `finish task: outcome must be one of ${[...OUTCOMES].join(", ")}, got ${String(result.outcome)}`,
+    );
+  const output =
+    result.output.length > OUTPUT_LIMIT_CHARS ? result.output.slice(-OUTPUT_LIMIT_CHARS) : result.output;
+  const rows = await db.one<{ status: TaskStatus; room_id: string }>("finish task", FINISH_SQL, [
+    db.clockParam(),
+    ...tokenParams(token),
+    result.outcome,
+    result.exitCode,
+    cleanText(output),
+    cleanText(result.error),
+    sessionKey(token.session),
+  ]);
+  const r = rows[0];
+  if (r !== undefined) {
+    db.committed("tasks", r.room_id);
+    return { status: r.status };
+  }
+  const miss = await tokenMiss(db, "finish task", token);
+  // The token holds but the task is not canceling: "canceled" is only the answer to a cancel.
+  if (miss instanceof ConflictError && result.outcome === "canceled" && miss.found?.status === "running")
+    throw new ConflictError("finish task", { status: "canceling", outcome: "canceled" }, miss.found);
+  throw miss;
+}
