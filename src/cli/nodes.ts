@@ -1,0 +1,86 @@
+/** `dagbot nodes`: every node in the store with its labels, heartbeat age and running tasks, and who leads each room. */
+import type { Command } from "commander";
+import { formatDuration } from "../domain/duration.js";
+import type { LeaseState } from "../ports/store.js";
+import { openConfiguredStore, resolveConfig, runCli, withCommonOptions } from "./engine-setup.js";
+
+interface NodesOptions {
+  config?: string;
+  store?: string;
+  logLevel?: string;
+  json?: boolean;
+}
+
+export function registerNodes(program: Command): void {
+  withCommonOptions(
+    program
+      .command("nodes")
+      .description(
+        "List the nodes of the store: labels, capacity, heartbeat age, running tasks, and the leader of each room.",
+      )
+      .option("--json", "print JSON: { nodes: [...], leaders: [...] }"),
+    "Rooms are those any node serves plus the config's own. Exit status: 0 shown, 1 store error, 2 bad config.",
+  ).action((options: NodesOptions) => runCli("nodes", () => nodes(options)));
+}
+
+async function nodes(options: NodesOptions): Promise<number> {
+  const config = resolveConfig(options);
+  const store = await openConfiguredStore(config);
+  try {
+    const list = await store.listNodes();
+    const rooms = [...new Set([...config.rooms, ...list.flatMap((n) => n.roomIds)])].sort();
+    const leases = (await Promise.all(rooms.map((r) => store.getLease(r)))).filter(
+      (l): l is LeaseState => l !== null && l.holder !== null && l.expiresAt > l.now,
+    );
+    const leads = (nodeId: string, bootId: string): string[] =>
+      leases.filter((l) => l.holder?.nodeId === nodeId && l.holder.bootId === bootId).map((l) => l.roomId);
+    if (options.json === true) {
+      const out = {
+        nodes: list.map((n) => ({
+          nodeId: n.session.nodeId,
+          bootId: n.session.bootId,
+          labels: n.labels,
+          capacity: n.capacity,
+          actions: n.actions,
+          rooms: n.roomIds,
+          heartbeatAgeMs: n.heartbeatAgeMs,
+          runningTasks: n.runningTasks,
+          startedAt: n.startedAt,
+          leads: leads(n.session.nodeId, n.session.bootId),
+        })),
+        leaders: leases.map((l) => ({
+          room: l.roomId,
+          nodeId: l.holder?.nodeId,
+          bootId: l.holder?.bootId,
+          term: l.term,
+          expiresInMs: l.expiresAt - l.now,
+        })),
+      };
+      process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+      return 0;
+    }
+    if (list.length === 0) process.stdout.write("no nodes\n");
+    for (const n of list) {
+      const led = leads(n.session.nodeId, n.session.bootId);
+      const cols = [
+        n.session.nodeId.padEnd(16),
+        `labels [${n.labels.join(", ")}]`.padEnd(24),
+        `running ${n.runningTasks}/${n.capacity}`.padEnd(12),
+        `heartbeat ${formatDuration(n.heartbeatAgeMs)} ago`.padEnd(22),
+        led.length > 0 ? `leads ${led.join(", ")}` : "",
+      ];
+      process.stdout.write(`${cols.join(" ").trimEnd()}\n`);
+    }
+    for (const room of rooms) {
+      const lease = leases.find((l) => l.roomId === room);
+      process.stdout.write(
+        lease === undefined
+          ? `room ${room}: no leader\n`
+          : `room ${room}: led by ${lease.holder?.nodeId ?? "?"} (term ${lease.term})\n`,
+      );
+    }
+    return 0;
+  } finally {
+    await store.close();
+  }
+}

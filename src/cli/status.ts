@@ -1,0 +1,94 @@
+/** `dagbot status [DAG_ID]`: the runs of a room, or one run with every task, read from the store. */
+import type { Command } from "commander";
+import { summarizeTasks } from "../domain/run-status.js";
+import type { RunRecord, TaskRecord } from "../ports/store.js";
+import {
+  CliError,
+  openConfiguredStore,
+  pickRoom,
+  resolveConfig,
+  runCli,
+  withCommonOptions,
+} from "./engine-setup.js";
+import { renderSummary, taskDurationMs } from "./progress.js";
+
+interface StatusOptions {
+  config?: string;
+  store?: string;
+  logLevel?: string;
+  room?: string;
+  json?: boolean;
+  limit?: string;
+}
+
+export function registerStatus(program: Command): void {
+  withCommonOptions(
+    program
+      .command("status")
+      .description("Show the runs of the room, or one run and its tasks.")
+      .argument("[dag_id]", "the run's DAG id")
+      .option("--room <room>", "the room (default: the config's only room)")
+      .option("--limit <n>", "how many recent runs to list", "20")
+      .option("--json", "print JSON (the run and its tasks, or the list of runs)"),
+    "Exit status: 0 shown, 1 no such run or store error, 2 bad config.",
+  ).action((dagId: string | undefined, options: StatusOptions) =>
+    runCli("status", () => status(dagId, options)),
+  );
+}
+
+async function status(dagId: string | undefined, options: StatusOptions): Promise<number> {
+  const config = resolveConfig(options);
+  const roomId = pickRoom(config, options.room);
+  const limit = Number(options.limit ?? "20");
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new CliError("--limit must be 1 to 1000");
+  const store = await openConfiguredStore(config);
+  try {
+    const now = await store.now();
+    if (dagId === undefined) {
+      const runs = await store.listRuns(roomId, { limit });
+      const rows = await Promise.all(
+        runs.map(async (run) => ({ run, tasks: await store.listTasks(run.runId) })),
+      );
+      if (options.json === true) {
+        const out = rows.map(({ run, tasks }) => ({
+          ...runJson(run),
+          summary: summarizeTasks(tasks.map((t) => t.status)),
+        }));
+        process.stdout.write(`${JSON.stringify({ room: roomId, runs: out }, null, 2)}\n`);
+      } else if (rows.length === 0) {
+        process.stdout.write(`no runs in room ${roomId}\n`);
+      } else {
+        for (const { run, tasks } of rows) {
+          const s = summarizeTasks(tasks.map((t) => t.status));
+          process.stdout.write(
+            `${run.dagId.padEnd(24)} ${run.status.padEnd(10)} ${s.done}/${s.total} tasks ended, ${s.active} active  ${run.runId}\n`,
+          );
+        }
+      }
+      return 0;
+    }
+    const run = await store.getRun(roomId, dagId);
+    if (run === null) throw new CliError(`no run "${dagId}" in room ${roomId}`, 1);
+    const tasks = await store.listTasks(run.runId);
+    if (options.json === true) {
+      process.stdout.write(
+        `${JSON.stringify({ run: runJson(run), tasks: tasks.map((t) => taskJson(t, now)) }, null, 2)}\n`,
+      );
+    } else {
+      process.stdout.write(renderSummary(run, tasks, now));
+    }
+    return 0;
+  } finally {
+    await store.close();
+  }
+}
+
+export function runJson(run: RunRecord): Record<string, unknown> {
+  const { dag: _dag, ...rest } = run;
+  return { ...rest, taskCount: run.dag.tasks.length };
+}
+
+export function taskJson(task: TaskRecord, now: number): Record<string, unknown> {
+  const { output: _output, ...rest } = task;
+  return { ...rest, durationMs: taskDurationMs(task, now) };
+}
