@@ -74,7 +74,7 @@ export async function validateFile(file: string): Promise<ValidateFileResult> {
   if ("error" in read) return { file, ok: false, error: read.error };
   const byName = file === "-" ? null : formatFromFileName(file);
   if (read.size > DAG_LIMITS.maxDocumentBytes) {
-    return { file, ok: false, format: byName, issues: [documentTooLarge(read.size)] };
+    return { file, ok: false, format: byName, issues: [documentTooLarge(read.size, read.exact)] };
   }
   let text: string;
   try {
@@ -115,11 +115,11 @@ export async function validateFile(file: string): Promise<ValidateFileResult> {
   };
 }
 
-type ReadResult = { bytes: Uint8Array; size: number } | { error: string };
+type ReadResult = { bytes: Uint8Array; size: number; exact: boolean } | { error: string };
 
 /**
  * Reads at most one byte past the document limit, so a huge file (or /dev/zero) costs nothing;
- * `size` is the real size of a regular file, or a lower bound for a pipe.
+ * `size` is the real size of a regular file; for a pipe past the limit it is a lower bound.
  */
 async function readBounded(file: string): Promise<ReadResult> {
   const limit = DAG_LIMITS.maxDocumentBytes + 1;
@@ -131,7 +131,7 @@ async function readBounded(file: string): Promise<ReadResult> {
       size += chunk.length;
       if (size >= limit) break;
     }
-    return { bytes: Buffer.concat(chunks), size };
+    return { bytes: Buffer.concat(chunks), size, exact: size < limit };
   }
   let handle;
   try {
@@ -145,8 +145,9 @@ async function readBounded(file: string): Promise<ReadResult> {
       if (bytesRead === 0) break;
       length += bytesRead;
     }
+    const exact = stat.isFile() || length < limit;
     const size = stat.isFile() ? Math.max(stat.size, length) : length;
-    return { bytes: buffer.subarray(0, length), size };
+    return { bytes: buffer.subarray(0, length), size, exact };
   } catch (err) {
     return { error: `cannot read ${file}: ${describeReadError(err)}` };
   } finally {

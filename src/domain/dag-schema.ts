@@ -32,7 +32,7 @@ export const ID_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 /** Names that must never become keys of an object we build, whatever the id pattern allows. */
 const RESERVED_NAMES: ReadonlySet<string> = new Set(["__proto__", "constructor", "prototype"]);
 
-/** Why `value` is not a valid id (task, action, label, node, argument name), or null if it is. */
+/** Why `value` is not a valid id (DAG, task, action, label, node, concurrency key), or null if it is. */
 export function idProblem(value: string): string | null {
   if (value.length === 0) return "must not be empty";
   let position = 0;
@@ -44,6 +44,27 @@ export function idProblem(value: string): string | null {
   }
   if (value.length > DAG_LIMITS.maxIdLength) {
     return `is ${value.length} characters long; at most ${DAG_LIMITS.maxIdLength} are allowed`;
+  }
+  return null;
+}
+
+const ARG_NAME_CHAR = /[A-Za-z0-9_]/;
+
+/**
+ * Why `name` cannot be an argument name, or null. Argument names are what an action's argv
+ * template can name as `{placeholder}` (see action-argv.ts), so anything else could never be used.
+ */
+export function argNameProblem(name: string): string | null {
+  if (name.length === 0) return "must not be empty";
+  let position = 0;
+  for (const ch of name) {
+    position++;
+    if (!ARG_NAME_CHAR.test(ch) || (position === 1 && /[0-9]/.test(ch))) {
+      return `contains ${describeChar(ch)} at position ${position}; argument names start with a letter or "_" and use only letters, digits and "_"`;
+    }
+  }
+  if (name.length > DAG_LIMITS.maxIdLength) {
+    return `is ${name.length} characters long; at most ${DAG_LIMITS.maxIdLength} are allowed`;
   }
   return null;
 }
@@ -121,7 +142,7 @@ const argsSchema = z
         ctx.addIssue({ code: "custom", path: [key], message: `${quote(key)} is a reserved name` });
         continue;
       }
-      const problem = idProblem(key);
+      const problem = argNameProblem(key);
       if (problem !== null) {
         ctx.addIssue({ code: "custom", path: [key], message: `argument name ${problem}` });
         continue;

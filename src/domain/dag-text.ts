@@ -49,11 +49,11 @@ export function utf8Length(text: string): number {
 }
 
 /** The issue for a document over the size limit; the CLI uses it too when it reads files. */
-export function documentTooLarge(bytes: number): DagIssue {
+export function documentTooLarge(bytes: number, exact = true): DagIssue {
   const limit = DAG_LIMITS.maxDocumentBytes;
   return {
     path: "",
-    message: `the document is ${bytes.toLocaleString("en-US")} bytes; at most ${limit.toLocaleString("en-US")} bytes (${limit / 1024} KiB) are allowed`,
+    message: `the document is ${exact ? "" : "at least "}${bytes.toLocaleString("en-US")} bytes; at most ${limit.toLocaleString("en-US")} bytes (${limit / 1024} KiB) are allowed`,
   };
 }
 
@@ -61,6 +61,9 @@ export type TextResult = { ok: true; value: unknown } | { ok: false; issues: Dag
 
 /** Parses document text into a raw value, or says what is wrong with the text and where. */
 export function parseDocumentText(text: string, format: DagFormat): TextResult {
+  // Every UTF-16 unit is at least one UTF-8 byte, so a long string is refused without counting.
+  if (text.length > 4 * DAG_LIMITS.maxDocumentBytes)
+    return { ok: false, issues: [documentTooLarge(text.length, false)] };
   const bytes = utf8Length(text);
   if (bytes > DAG_LIMITS.maxDocumentBytes) return { ok: false, issues: [documentTooLarge(bytes)] };
   // Editors on some systems save a byte order mark; it is not content.

@@ -370,6 +370,20 @@ const cases: Case[] = [
     path: 'tasks[0].args["a b"]',
     message: 'argument name contains " " at position 2',
   },
+  {
+    name: "arg name with a dash",
+    format: "json",
+    text: doc(task("a", { args: { "dry-run": true } })),
+    path: 'tasks[0].args["dry-run"]',
+    message: 'argument name contains "-" at position 4; argument names start with a letter or "_"',
+  },
+  {
+    name: "arg name starting with a digit",
+    format: "toml",
+    text: toml('id = "d"', tomlTask("a", 'args = { 1st = "x" }')),
+    path: 'tasks[0].args["1st"]',
+    message: 'argument name contains "1" at position 1',
+  },
   // Ids: characters, length.
   {
     name: "NUL in an id",
@@ -510,7 +524,14 @@ const cases: Case[] = [
     format: "json",
     text: json({ id: "d", description: "x".repeat(1 << 20), tasks: [] }),
     path: "",
-    message: "the document is 1,048,6",
+    message: "the document is at least 1,048,6",
+  },
+  {
+    name: "64 KiB counted in UTF-8 bytes, not characters",
+    format: "json",
+    text: json({ id: "d", description: "€".repeat(22_000), tasks: [] }),
+    path: "",
+    message: "the document is 66,03",
   },
   {
     name: "100,000 nested arrays",

@@ -17,6 +17,7 @@ function hashOf(result: ParseDagResult): string {
 }
 
 const id = fc.stringMatching(/^[A-Za-z0-9_.-]{1,12}$/);
+const argName = fc.stringMatching(/^[A-Za-z_][A-Za-z0-9_]{0,11}$/);
 const argValue = fc.oneof(
   fc.string({ maxLength: 16 }),
   fc.integer({ min: -1_000_000, max: 1_000_000 }),
@@ -40,7 +41,7 @@ const anyDoc: fc.Arbitrary<Doc> = fc
                 id: fc.constant(taskId),
                 action: fc.constantFrom("echo", "sleep", "fail"),
                 args: fc.dictionary(
-                  id.filter((k) => !["__proto__", "constructor", "prototype"].includes(k)),
+                  argName.filter((k) => !["__proto__", "constructor", "prototype"].includes(k)),
                   argValue,
                   {
                     maxKeys: 3,
