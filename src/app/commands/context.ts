@@ -1,0 +1,75 @@
+/**
+ * What a command handler may touch: a narrow slice of the store, the sender and their standing,
+ * the permission policy from the node config, and the DAG library loader. Chat (the inbox step),
+ * the CLI and the HTTP API each build one of these and call the same table (table.ts).
+ */
+import type { DagFormat } from "../../domain/dag.js";
+import type { SenderStanding } from "../../ports/permissions.js";
+import type { LeaderFence, LeaseStore, NodeStore, RunStore, Scheduler } from "../../ports/store.js";
+
+/** The store capabilities handlers use: run decisions and reads, the room cap, nodes, the lease. */
+export type CommandStore = Pick<
+  RunStore,
+  | "createRun"
+  | "confirmRun"
+  | "rejectRun"
+  | "cancelRun"
+  | "getRun"
+  | "getRunById"
+  | "listRuns"
+  | "listTasks"
+  | "getTask"
+> &
+  Pick<Scheduler, "setRoomCap" | "getRoomCap"> &
+  Pick<NodeStore, "listNodes"> &
+  Pick<LeaseStore, "getLease"> & {
+    /** The store's clock, so replies show times every node agrees on. */
+    now(): Promise<number>;
+  };
+
+/** The permission and confirmation settings of the node config (`permissions`, `limits.confirm_timeout`). */
+export interface CommandPolicy {
+  /** Room power level needed for publish, confirm, reject, cancel, retry and cap (config default 50). */
+  requiredPowerLevel: number;
+  /** User ids allowed those commands whatever their power level. */
+  allowlist: readonly string[];
+  /** Nobody may confirm a run they published (the local operator excepted, see permissions.ts). */
+  twoPersonRule: boolean;
+  /** Publishers whose runs start without a confirmation step. */
+  autoConfirm: readonly string[];
+  /** A pending run expires when nobody confirms it within this time. */
+  confirmTimeoutMs: number;
+  /**
+   * A node whose heartbeat is older than this does not count: its actions are not "known" when a DAG
+   * is checked, and `!dag nodes` shows it as silent.
+   */
+  nodeStaleAfterMs: number;
+}
+
+export const DEFAULT_NODE_STALE_AFTER_MS = 30_000;
+
+/**
+ * Reads a DAG file of the node's library folder by name (already checked against the library name
+ * pattern). The node implements it (the app does not read files); a node without a library answers
+ * `{ ok: false, message: "this node has no DAG library folder configured" }`.
+ */
+export type DagLibrary = (
+  name: string,
+) => Promise<{ ok: true; text: string; format: DagFormat } | { ok: false; message: string }>;
+
+export interface HandlerContext {
+  store: CommandStore;
+  /** The leader's fence for this room; null where the caller does not lead (writes then answer "not-leader"). */
+  fence: LeaderFence | null;
+  roomId: string;
+  sender: string;
+  /**
+   * The chat event of the command: an inbox row that a state-changing handler marks handled in the
+   * same transaction as its effect (CommandContext.inboxEventId), and the publish event a status card
+   * threads under. Null from the CLI and HTTP.
+   */
+  eventId: string | null;
+  standing: SenderStanding;
+  policy: CommandPolicy;
+  loadDag: DagLibrary;
+}

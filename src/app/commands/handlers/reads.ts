@@ -1,0 +1,114 @@
+/** The open commands: help, status, list, logs and nodes. They read and change nothing. */
+import type { CommandVerb } from "../../../domain/command-table.js";
+import { COMMANDS, commandInfo } from "../../../domain/command-table.js";
+import type { RunStatus } from "../../../domain/model.js";
+import { jsonBytes, MAX_EVENT_CONTENT_BYTES, longestFittingTail } from "../../render/html.js";
+import { noticeContent } from "../../render/messages.js";
+import { renderOutcome } from "../../render/reply.js";
+import { MAX_CARD_TASK_LINES } from "../../render/status-card.js";
+import type { HandlerContext } from "../context.js";
+import type { Outcome } from "../outcome.js";
+import { nodeLine, progressOf, selectTaskLines, summarizeRun, taskLine } from "../outcome.js";
+import { summarizeTasks } from "../../../domain/run-status.js";
+import { mayUse } from "../permissions.js";
+import { notFoundRun, notFoundTask } from "./shared.js";
+
+const ACTIVE_RUN_STATUSES: RunStatus[] = ["pending", "running", "canceling"];
+const MAX_LISTED_RUNS = 15;
+/** Room for the reply's relation and the sender's envelope around the logs message. */
+const LOGS_MARGIN_BYTES = 1_000;
+
+export function handleHelp(ctx: HandlerContext, topic: CommandVerb | null): Outcome {
+  const requiredPowerLevel = ctx.policy.requiredPowerLevel;
+  if (topic !== null) {
+    const info = commandInfo(topic);
+    const allowed = mayUse(topic, ctx.standing, ctx.policy);
+    return {
+      kind: "help",
+      entries: [{ verb: topic, usage: info.usage, summary: info.summary }],
+      details: info.details.length > 0 ? [...info.details] : [],
+      hiddenVerbs: allowed ? [] : [topic],
+      requiredPowerLevel,
+    };
+  }
+  const allowed = COMMANDS.filter((c) => mayUse(c.verb, ctx.standing, ctx.policy));
+  return {
+    kind: "help",
+    entries: allowed.map((c) => ({ verb: c.verb, usage: c.usage, summary: c.summary })),
+    details: [],
+    hiddenVerbs: COMMANDS.filter((c) => !allowed.includes(c)).map((c) => c.verb),
+    requiredPowerLevel,
+  };
+}
+
+export async function handleStatus(ctx: HandlerContext, dagId: string | null): Promise<Outcome> {
+  const at = await ctx.store.now();
+  if (dagId === null) {
+    const runs = await ctx.store.listRuns(ctx.roomId, {
+      statuses: ACTIVE_RUN_STATUSES,
+      limit: MAX_LISTED_RUNS,
+    });
+    const progress = await Promise.all(
+      runs.map(async (run) => progressOf(run, await ctx.store.listTasks(run.runId))),
+    );
+    return { kind: "overview", runs: progress, at };
+  }
+  const run = await ctx.store.getRun(ctx.roomId, dagId);
+  if (run === null) return notFoundRun(ctx, dagId);
+  const tasks = await ctx.store.listTasks(run.runId);
+  return {
+    kind: "status",
+    run: summarizeRun(run),
+    summary: summarizeTasks(tasks.map((t) => t.status)),
+    tasks: selectTaskLines(tasks, MAX_CARD_TASK_LINES),
+    at,
+  };
+}
+
+export async function handleList(ctx: HandlerContext): Promise<Outcome> {
+  const at = await ctx.store.now();
+  const runs = await ctx.store.listRuns(ctx.roomId, { limit: MAX_LISTED_RUNS });
+  const progress = await Promise.all(
+    runs.map(async (run) => progressOf(run, await ctx.store.listTasks(run.runId))),
+  );
+  return { kind: "list", runs: progress, at };
+}
+
+export async function handleLogs(ctx: HandlerContext, dagId: string, taskId: string): Promise<Outcome> {
+  const run = await ctx.store.getRun(ctx.roomId, dagId);
+  if (run === null) return notFoundRun(ctx, dagId);
+  const task = await ctx.store.getTask(run.runId, taskId);
+  if (task === null)
+    return notFoundTask(
+      dagId,
+      taskId,
+      run.dag.tasks.map((t) => t.id),
+    );
+  const base = { kind: "logs" as const, run: summarizeRun(run), task: taskLine(task) };
+  const output = task.output;
+  if (output === null || output === "") return { ...base, output, omittedChars: 0 };
+  // The reply carries the output twice (body and escaped HTML); keep the longest tail that fits.
+  const fits = (tail: string): boolean => {
+    const rendered = renderOutcome({ ...base, output: tail, omittedChars: output.length - tail.length });
+    return (
+      rendered !== null &&
+      jsonBytes(noticeContent(rendered, { kind: "room" })) <= MAX_EVENT_CONTENT_BYTES - LOGS_MARGIN_BYTES
+    );
+  };
+  const tail = longestFittingTail(output, fits);
+  return { ...base, output: tail, omittedChars: output.length - tail.length };
+}
+
+export async function handleNodes(ctx: HandlerContext): Promise<Outcome> {
+  const [nodes, lease, at] = await Promise.all([
+    ctx.store.listNodes(),
+    ctx.store.getLease(ctx.roomId),
+    ctx.store.now(),
+  ]);
+  const leader =
+    lease === null || lease.holder === null
+      ? null
+      : { nodeId: lease.holder.nodeId, term: lease.term, expiresInMs: lease.expiresAt - lease.now };
+  const lines = nodes.map((n) => nodeLine(n, ctx.roomId)).sort((a, b) => a.nodeId.localeCompare(b.nodeId));
+  return { kind: "nodes", nodes: lines, leader, staleAfterMs: ctx.policy.nodeStaleAfterMs, at };
+}

@@ -1,0 +1,211 @@
+/**
+ * The leader's inbox step (DESIGN.md §4, §8): take the room's next inbox row and carry it through
+ *   new → handled: run the command; a state-changing handler passes { fence, inboxEventId } so its
+ *                  effect and the mark commit in one transaction (the store records its result);
+ *                  every other outcome is stored with markInboxHandled;
+ *   handled → replied: render the reply from the STORED result and enqueue it (txnId reply.<event_id>)
+ *                  together with a new run's status card (card.<run_id>) in one markInboxReplied.
+ * A crash between the two halves leaves the row handled; the next leader repeats only the second
+ * half, which renders the same reply under the same txnId. A ConflictError (deposed) propagates so
+ * the leader loop stops leading; a StoreError propagates so it backs off and retries the row.
+ */
+import type { CommandVerb } from "../../domain/command-table.js";
+import type { Command } from "../../domain/commands.js";
+import { parseCommand } from "../../domain/commands.js";
+import type { Logger } from "../../ports/logger.js";
+import type { PermissionOracle } from "../../ports/permissions.js";
+import type {
+  CreateRunResult,
+  InboxEvent,
+  InboxStore,
+  LeaderFence,
+  OutboxMessageInput,
+  OutboxStore,
+} from "../../ports/store.js";
+import type { Placement } from "../render/messages.js";
+import { cardMessage, replyMessage } from "../render/messages.js";
+import type { CommandPolicy, CommandStore, DagLibrary, HandlerContext } from "./context.js";
+import { describeDecision } from "./handlers/decisions.js";
+import { describeCreate } from "./handlers/publish.js";
+import type { InboxIntent } from "./inbox-intent.js";
+import { decodeInboxContent, findCardRun } from "./inbox-intent.js";
+import type { Outcome } from "./outcome.js";
+import { unwrapOutcome, wrapOutcome } from "./outcome.js";
+import { commandErrorOutcome, executeCommand } from "./table.js";
+
+export interface InboxDeps {
+  store: CommandStore &
+    Pick<InboxStore, "nextInboxEvent" | "markInboxHandled" | "markInboxReplied" | "getInboxEvent"> &
+    Pick<OutboxStore, "getOutbox">;
+  permissions: PermissionOracle;
+  policy: CommandPolicy;
+  loadDag: DagLibrary;
+  logger?: Logger;
+}
+
+/** One row: "idle" when the room's inbox has nothing new or unreplied. */
+export async function processNextInboxEvent(
+  deps: InboxDeps,
+  fence: LeaderFence,
+): Promise<"idle" | "processed"> {
+  const row = await deps.store.nextInboxEvent(fence);
+  if (row === null) return "idle";
+  if (row.status === "new") await handleInboxEvent(deps, fence, row);
+  await replyToInboxEvent(deps, fence, row.eventId);
+  return "processed";
+}
+
+/** The leader loop's InboxStep: up to `max` rows per call, returning how many it moved. */
+export function inboxStep(
+  deps: InboxDeps,
+  max = 20,
+): (fence: LeaderFence, signal: AbortSignal) => Promise<number> {
+  return async (fence, signal) => {
+    let n = 0;
+    while (n < max && !signal.aborted && (await processNextInboxEvent(deps, fence)) === "processed") n++;
+    return n;
+  };
+}
+
+/** First half: new → handled, with the command's effect in the same transaction where it has one. */
+export async function handleInboxEvent(deps: InboxDeps, fence: LeaderFence, row: InboxEvent): Promise<void> {
+  const { outcome, threadRoot } = await runIntent(deps, fence, row, decodeInboxContent(row.content));
+  const after = await deps.store.getInboxEvent(row.eventId);
+  // Still new: the outcome had no store effect that marked it (a read, an error, a refusal, a cap).
+  if (after?.status === "new") {
+    await deps.store.markInboxHandled(fence, row.eventId, { ...wrapOutcome(outcome), threadRoot });
+  }
+  deps.logger?.debug({ event: row.eventId, outcome: outcome.kind }, "command handled");
+}
+
+async function runIntent(
+  deps: InboxDeps,
+  fence: LeaderFence,
+  row: InboxEvent,
+  intent: InboxIntent,
+): Promise<{ outcome: Outcome; threadRoot: string | null }> {
+  if (intent.kind === "other") return { outcome: { kind: "ignored", why: intent.why }, threadRoot: null };
+  let command: Command;
+  let threadRoot: string | null;
+  if (intent.kind === "message") {
+    const parsed = parseCommand(intent.input);
+    if (parsed.kind === "not-a-command")
+      return { outcome: { kind: "ignored", why: "not a !dag command" }, threadRoot: null };
+    threadRoot = intent.threadRoot;
+    if (parsed.kind === "error") {
+      return {
+        outcome: commandErrorOutcome(await handlerContext(deps, fence, row), parsed.error),
+        threadRoot,
+      };
+    }
+    command = parsed.command;
+  } else {
+    const run = await findCardRun(deps.store, row.roomId, intent.targetEventId);
+    if (run === null)
+      return { outcome: { kind: "ignored", why: "not a card awaiting confirmation" }, threadRoot: null };
+    command = { verb: intent.decision, id: run.dagId };
+    threadRoot = run.publishEventId;
+  }
+  return { outcome: await executeCommand(await handlerContext(deps, fence, row), command), threadRoot };
+}
+
+async function handlerContext(deps: InboxDeps, fence: LeaderFence, row: InboxEvent): Promise<HandlerContext> {
+  return {
+    store: deps.store,
+    fence,
+    roomId: row.roomId,
+    sender: row.sender,
+    eventId: row.eventId,
+    standing: await deps.permissions.standing(row.roomId, row.sender),
+    policy: deps.policy,
+    loadDag: deps.loadDag,
+  };
+}
+
+/** Second half: handled → replied, rendering from the stored result. Idempotent by txnId. */
+export async function replyToInboxEvent(deps: InboxDeps, fence: LeaderFence, eventId: string): Promise<void> {
+  const row = await deps.store.getInboxEvent(eventId);
+  if (row === null || row.status !== "handled") return;
+  const intent = decodeInboxContent(row.content);
+  const outcome = unwrapOutcome(row.result) ?? (await outcomeFromStoreResult(deps, row, intent));
+  const messages: OutboxMessageInput[] = [];
+  const reply = replyMessage(row.roomId, eventId, outcome, placementOf(row, intent, outcome));
+  if (reply !== null) messages.push(reply);
+  if (outcome.kind === "published" || outcome.kind === "retried") {
+    const run = await deps.store.getRunById(outcome.run.runId);
+    if (run !== null)
+      messages.push(cardMessage(run, await deps.store.listTasks(run.runId), await deps.store.now()));
+  }
+  await deps.store.markInboxReplied(fence, eventId, messages);
+}
+
+/** Replies go where the command was: its thread, or a reply to it; a reaction's answer goes to the card. */
+function placementOf(row: InboxEvent, intent: InboxIntent, outcome: Outcome): Placement {
+  const storedRoot = row.result?.["threadRoot"];
+  if (intent.kind === "reaction") {
+    const root =
+      typeof storedRoot === "string"
+        ? storedRoot
+        : outcome.kind === "decision"
+          ? outcome.run.publishEventId
+          : null;
+    return root === null
+      ? { kind: "reply", to: intent.targetEventId }
+      : { kind: "thread", root, to: intent.targetEventId };
+  }
+  const root = intent.kind === "message" ? intent.threadRoot : null;
+  return root === null ? { kind: "reply", to: row.eventId } : { kind: "thread", root, to: row.eventId };
+}
+
+/**
+ * The outcome of a row the store marked handled itself (createRun, confirmRun, rejectRun, cancelRun
+ * with an inboxEventId). The store records { op, kind, runId, dagId, status, by? }; the outcome is
+ * rebuilt with the same functions the handlers use, with the run's status as it was recorded.
+ */
+async function outcomeFromStoreResult(
+  deps: InboxDeps,
+  row: InboxEvent,
+  intent: InboxIntent,
+): Promise<Outcome> {
+  const result = row.result ?? {};
+  const op = result["op"];
+  const kind = result["kind"];
+  const runId = result["runId"];
+  const run = typeof runId === "string" ? await deps.store.getRunById(runId) : null;
+  if (run === null) return unreadable(row, "its run is gone");
+  const recorded = {
+    ...run,
+    status: typeof result["status"] === "string" ? (result["status"] as typeof run.status) : run.status,
+  };
+  if (op === "publish" && (kind === "created" || kind === "exists" || kind === "conflict")) {
+    const verb = commandVerbOf(intent);
+    const retryOf = verb?.verb === "retry" ? await deps.store.getRun(row.roomId, verb.id) : null;
+    const created: CreateRunResult =
+      kind === "conflict" ? { kind, existing: recorded } : { kind, run: recorded };
+    return describeCreate(deps.store, row.roomId, deps.policy, created, retryOf);
+  }
+  if (
+    (op === "confirm" || op === "reject" || op === "cancel") &&
+    (kind === "done" || kind === "already" || kind === "wrong-status")
+  ) {
+    const by = typeof result["by"] === "string" ? result["by"] : row.sender;
+    return describeDecision(op, { kind, run: recorded }, by);
+  }
+  return unreadable(row, `unknown result ${JSON.stringify(result).slice(0, 200)}`);
+}
+
+function unreadable(row: InboxEvent, why: string): Outcome {
+  return {
+    kind: "command-error",
+    message: `the command was handled, but its result cannot be shown (${why})`,
+    helpLine: `event ${row.eventId}`,
+  };
+}
+
+function commandVerbOf(intent: InboxIntent): { verb: CommandVerb; id: string } | null {
+  if (intent.kind !== "message") return null;
+  const parsed = parseCommand(intent.input);
+  if (parsed.kind !== "command") return null;
+  const c = parsed.command;
+  return c.verb === "retry" ? { verb: c.verb, id: c.id } : null;
+}

@@ -1,0 +1,223 @@
+/**
+ * What a command did, as data. An outcome is JSON: it is stored in the inbox row's `result` and the
+ * reply is rendered from it, so a crash between "handled" and "replied" renders the same reply again.
+ * Outcomes hold compact summaries (never a whole DAG) and everything the reply shows, including the
+ * time it was taken at, so rendering needs no store.
+ */
+import type { CommandVerb } from "../../domain/command-table.js";
+import type { RunStatus, TaskStatus } from "../../domain/model.js";
+import type { TaskSummary } from "../../domain/run-status.js";
+import { summarizeTasks } from "../../domain/run-status.js";
+import type { NodeRecord, RunRecord, TaskRecord } from "../../ports/store.js";
+
+/** The verbs of DESIGN.md §5 (the domain command table). */
+export type Verb = CommandVerb;
+
+export interface RunSummary {
+  runId: string;
+  dagId: string;
+  status: RunStatus;
+  description: string | null;
+  publisher: string;
+  confirmedBy: string | null;
+  publishEventId: string | null;
+  confirmDeadline: number | null;
+  createdAt: number;
+  updatedAt: number;
+  taskCount: number;
+}
+
+export interface TaskLine {
+  taskId: string;
+  action: string;
+  status: TaskStatus;
+  /** node_id of the executor of the latest attempt, null if it never ran. */
+  node: string | null;
+  attempt: number;
+  maxAttempts: number;
+  startedAt: number | null;
+  finishedAt: number | null;
+  exitCode: number | null;
+  /** The error, cut to one short line. */
+  error: string | null;
+}
+
+/** A run with its progress counts, for lists. */
+export interface RunProgress {
+  run: RunSummary;
+  summary: TaskSummary;
+}
+
+export interface HelpEntry {
+  verb: Verb;
+  usage: string;
+  summary: string;
+}
+
+export interface NodeLine {
+  nodeId: string;
+  labels: string[];
+  capacity: number;
+  runningTasks: number;
+  actions: string[];
+  heartbeatAgeMs: number;
+  serves: boolean;
+}
+
+export type Outcome =
+  | {
+      kind: "help";
+      entries: HelpEntry[];
+      /** Extra lines when help on one command was asked for. */
+      details: string[];
+      /** Verbs left out (or, for one command, not allowed) because the sender lacks the power level. */
+      hiddenVerbs: Verb[];
+      requiredPowerLevel: number;
+    }
+  | { kind: "command-error"; message: string; helpLine: string }
+  | { kind: "refused"; verb: Verb; reason: string; helpLine: string }
+  | { kind: "published"; run: RunSummary; needsConfirmation: boolean; twoPersonRule: boolean }
+  | { kind: "exists"; run: RunSummary }
+  | { kind: "conflict"; dagId: string; existing: RunSummary; suggestion: string }
+  | { kind: "invalid-dag"; source: string; issues: string[]; moreIssues: number }
+  | { kind: "library-error"; name: string; message: string }
+  | {
+      kind: "decision";
+      verb: "confirm" | "reject" | "cancel";
+      result: "done" | "already" | "wrong-status";
+      run: RunSummary;
+      by: string;
+    }
+  | {
+      kind: "not-found";
+      dagId: string;
+      /** Set when the run exists but has no such task. */
+      taskId: string | null;
+      /** A close id: a recent run's for a run, the run's task for a task. */
+      didYouMean: string | null;
+      /** For a missing task: the run's task ids (the first few). */
+      known: string[];
+    }
+  | { kind: "status"; run: RunSummary; summary: TaskSummary; tasks: TaskLine[]; at: number }
+  | { kind: "overview"; runs: RunProgress[]; at: number }
+  | { kind: "list"; runs: RunProgress[]; at: number }
+  | { kind: "logs"; run: RunSummary; task: TaskLine; output: string | null; omittedChars: number }
+  | {
+      kind: "retried";
+      from: RunSummary;
+      run: RunSummary;
+      taskIds: string[];
+      needsConfirmation: boolean;
+    }
+  | { kind: "nothing-to-retry"; run: RunSummary; why: "succeeded" | "not-ended" }
+  | {
+      kind: "nodes";
+      nodes: NodeLine[];
+      leader: { nodeId: string; term: number; expiresInMs: number } | null;
+      /** A heartbeat older than this is shown as silent. */
+      staleAfterMs: number;
+      at: number;
+    }
+  | { kind: "cap"; cap: number; previous: number }
+  /** A write asked of a node that does not lead the room (CLI/HTTP on a follower). */
+  | { kind: "not-leader"; roomId: string }
+  /** A reaction that is not a decision on a card awaiting confirmation: no reply at all. */
+  | { kind: "ignored"; why: string };
+
+export type OutcomeKind = Outcome["kind"];
+
+/** Stored results are wrapped so the reply step can tell ours from a result the store wrote itself. */
+export interface StoredOutcome {
+  dagbotOutcome: Outcome;
+}
+
+export function wrapOutcome(outcome: Outcome): Record<string, unknown> {
+  return { dagbotOutcome: outcome } satisfies StoredOutcome;
+}
+
+export function unwrapOutcome(result: Record<string, unknown> | null): Outcome | null {
+  const inner = result?.["dagbotOutcome"];
+  if (typeof inner !== "object" || inner === null || typeof (inner as { kind?: unknown }).kind !== "string") {
+    return null;
+  }
+  return inner as Outcome;
+}
+
+export function summarizeRun(run: RunRecord): RunSummary {
+  return {
+    runId: run.runId,
+    dagId: run.dagId,
+    status: run.status,
+    description: run.description,
+    publisher: run.publisher,
+    confirmedBy: run.confirmedBy,
+    publishEventId: run.publishEventId,
+    confirmDeadline: run.confirmDeadline,
+    createdAt: run.createdAt,
+    updatedAt: run.updatedAt,
+    taskCount: run.dag.tasks.length,
+  };
+}
+
+const MAX_ERROR_CHARS = 200;
+
+export function taskLine(task: TaskRecord): TaskLine {
+  const error = task.error === null ? null : firstLine(task.error, MAX_ERROR_CHARS);
+  return {
+    taskId: task.taskId,
+    action: task.action,
+    status: task.status,
+    node: task.executor?.nodeId ?? null,
+    attempt: task.attempt,
+    maxAttempts: task.maxAttempts,
+    startedAt: task.startedAt,
+    finishedAt: task.finishedAt,
+    exitCode: task.exitCode,
+    error,
+  };
+}
+
+function firstLine(value: string, max: number): string {
+  const line = value.split("\n", 1)[0] ?? "";
+  const points = Array.from(line);
+  const more = line.length < value.length || points.length > max;
+  return more ? `${points.slice(0, max).join("")}…` : line;
+}
+
+/** Statuses a reader wants to see first when a run has too many tasks to list them all. */
+const NOTEWORTHY: ReadonlySet<TaskStatus> = new Set<TaskStatus>([
+  "running",
+  "canceling",
+  "queued",
+  "failed",
+  "timed_out",
+  "canceled",
+]);
+
+/**
+ * At most `max` task lines, in the DAG's order. When there are more tasks than that, the noteworthy
+ * ones (active or failed) are kept first, then the rest fill the remaining places.
+ */
+export function selectTaskLines(tasks: readonly TaskRecord[], max: number): TaskLine[] {
+  if (tasks.length <= max) return tasks.map(taskLine);
+  const keep = new Set<TaskRecord>();
+  for (const t of tasks) if (keep.size < max && NOTEWORTHY.has(t.status)) keep.add(t);
+  for (const t of tasks) if (keep.size < max) keep.add(t);
+  return tasks.filter((t) => keep.has(t)).map(taskLine);
+}
+
+export function progressOf(run: RunRecord, tasks: readonly TaskRecord[]): RunProgress {
+  return { run: summarizeRun(run), summary: summarizeTasks(tasks.map((t) => t.status)) };
+}
+
+export function nodeLine(node: NodeRecord, roomId: string): NodeLine {
+  return {
+    nodeId: node.session.nodeId,
+    labels: node.labels,
+    capacity: node.capacity,
+    runningTasks: node.runningTasks,
+    actions: node.actions,
+    heartbeatAgeMs: node.heartbeatAgeMs,
+    serves: node.roomIds.includes(roomId),
+  };
+}

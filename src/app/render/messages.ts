@@ -1,0 +1,229 @@
+/**
+ * Outbox messages (Matrix event content) for replies, status cards, card edits and final messages.
+ * Transaction ids are derived from what caused each message, so a retry or a crash re-enqueues the
+ * same id and the outbox (insert-or-ignore) and the homeserver (txnId dedup) send it once:
+ *   reply.<event_id>              the one reply to a command event
+ *   card.<run_id>                 a run's status card (a threaded reply to the publish event)
+ *   card.<run_id>.<v>.<status>    one edit of that card; v is the sum of its tasks' versions, which
+ *                                 rises on every task move, so one state of the run is one edit
+ *   final.<run_id>                the message that tells the publisher the run ended
+ * Edits carry `replacesTxnId` and `m.relates_to: { rel_type: "m.replace" }` without an event id:
+ * the sender fills in `event_id` with the event it sent under `replacesTxnId`.
+ */
+import { formatDuration } from "../../domain/duration.js";
+import { summarizeTasks } from "../../domain/run-status.js";
+import type { OutboxMessageInput, RunRecord, TaskRecord } from "../../ports/store.js";
+import type { Rendered } from "./html.js";
+import type { Outcome } from "../commands/outcome.js";
+import {
+  code,
+  escapeHtml,
+  isMatrixUserId,
+  jsonBytes,
+  longestFittingTail,
+  MAX_EVENT_CONTENT_BYTES,
+  r,
+  userPill,
+} from "./html.js";
+import { renderOutcome } from "./reply.js";
+import type { RunView } from "./status-card.js";
+import { renderRunView, runView } from "./status-card.js";
+import { plural, RUN_EMOJI, RUN_WORD } from "./words.js";
+
+export const MESSAGE_EVENT_TYPE = "m.room.message";
+export const HTML_FORMAT = "org.matrix.custom.html";
+/** Custom content key that names the run a card shows, for clients, tests and debugging. */
+export const CARD_CONTENT_KEY = "org.dagbot.card";
+
+export const replyTxnId = (eventId: string): string => `reply.${eventId}`;
+export const cardTxnId = (runId: string): string => `card.${runId}`;
+export const finalTxnId = (runId: string): string => `final.${runId}`;
+
+/** Where a message goes relative to other events. */
+export type Placement =
+  | { kind: "room" }
+  /** A reply (m.in_reply_to) in the main timeline. */
+  | { kind: "reply"; to: string }
+  /** In the thread rooted at `root`, answering `to` (the root itself when it starts the thread). */
+  | { kind: "thread"; root: string; to: string };
+
+/** An m.notice with both bodies; `extra` adds keys (mentions, custom keys). */
+export function noticeContent(rendered: Rendered, placement: Placement, extra: Record<string, unknown> = {}) {
+  const content: Record<string, unknown> = {
+    msgtype: "m.notice",
+    body: rendered.body,
+    format: HTML_FORMAT,
+    formatted_body: rendered.html,
+    ...extra,
+  };
+  const relation = relatesTo(placement);
+  if (relation !== null) content["m.relates_to"] = relation;
+  return content;
+}
+
+function relatesTo(placement: Placement): Record<string, unknown> | null {
+  switch (placement.kind) {
+    case "room":
+      return null;
+    case "reply":
+      return { "m.in_reply_to": { event_id: placement.to } };
+    case "thread":
+      // is_falling_back: clients without threads show it as a reply to `to`.
+      return {
+        rel_type: "m.thread",
+        event_id: placement.root,
+        is_falling_back: placement.to === placement.root,
+        "m.in_reply_to": { event_id: placement.to },
+      };
+  }
+}
+
+/**
+ * The content of a command's reply, fitted to one event: a status view loses task lines until it
+ * fits; anything else that is still too large (it should not be) falls back to its plain text, cut.
+ */
+export function replyContent(outcome: Outcome, placement: Placement): Record<string, unknown> | null {
+  let shown = outcome;
+  for (;;) {
+    const rendered = renderOutcome(shown);
+    if (rendered === null) return null;
+    const content = noticeContent(rendered, placement);
+    if (jsonBytes(content) <= MAX_EVENT_CONTENT_BYTES) return content;
+    if (shown.kind === "status" && shown.tasks.length > 0) {
+      shown = { ...shown, tasks: shown.tasks.slice(0, Math.floor(shown.tasks.length / 2)) };
+      continue;
+    }
+    const body = longestFittingHead(rendered.body);
+    return noticeContent({ body, html: `<pre>${escapeHtml(body)}</pre>` }, placement);
+  }
+}
+
+/** The longest head of a text whose escaped form fits an event twice (body and HTML) with room to spare. */
+function longestFittingHead(text: string): string {
+  const budget = Math.floor((MAX_EVENT_CONTENT_BYTES - 2_000) / 2);
+  const reversed = Array.from(text).reverse().join("");
+  const kept = longestFittingTail(reversed, (t) => jsonBytes(escapeHtml(t)) <= budget);
+  return `${Array.from(kept).reverse().join("")}\n… (cut to fit one message)`;
+}
+
+export function replyMessage(
+  roomId: string,
+  commandEventId: string,
+  outcome: Outcome,
+  placement: Placement,
+): OutboxMessageInput | null {
+  const content = replyContent(outcome, placement);
+  return content === null
+    ? null
+    : { txnId: replyTxnId(commandEventId), roomId, eventType: MESSAGE_EVENT_TYPE, content };
+}
+
+/** The card's place: a threaded reply to the publish event, or a plain message for CLI/HTTP runs. */
+function cardPlacement(run: RunRecord): Placement {
+  return run.publishEventId === null
+    ? { kind: "room" }
+    : { kind: "thread", root: run.publishEventId, to: run.publishEventId };
+}
+
+/**
+ * The view, with fewer task lines if needed, so that even an edit (which carries the card twice,
+ * `body` and `m.new_content`) stays within one event.
+ */
+function fittedCard(view: RunView): Rendered {
+  let shown = view;
+  for (;;) {
+    const rendered = renderRunView(shown);
+    const editSize = 2 * jsonBytes(noticeContent(rendered, { kind: "room" }));
+    if (editSize <= MAX_EVENT_CONTENT_BYTES - 1_000 || shown.tasks.length === 0) return rendered;
+    shown = { ...shown, tasks: shown.tasks.slice(0, Math.floor(shown.tasks.length / 2)) };
+  }
+}
+
+export function cardMessage(run: RunRecord, tasks: readonly TaskRecord[], now: number): OutboxMessageInput {
+  const rendered = fittedCard(runView(run, tasks, now));
+  return {
+    txnId: cardTxnId(run.runId),
+    roomId: run.roomId,
+    eventType: MESSAGE_EVENT_TYPE,
+    content: noticeContent(rendered, cardPlacement(run), {
+      [CARD_CONTENT_KEY]: { runId: run.runId, dagId: run.dagId },
+    }),
+  };
+}
+
+/** The version of a run's state as the card shows it: rises on every task move. */
+export function cardVersion(run: RunRecord, tasks: readonly TaskRecord[]): string {
+  const versions = tasks.reduce((sum, t) => sum + t.version, 0);
+  return `${versions}.${run.status}`;
+}
+
+export function cardEditMessage(
+  run: RunRecord,
+  tasks: readonly TaskRecord[],
+  now: number,
+): OutboxMessageInput {
+  const rendered = fittedCard(runView(run, tasks, now));
+  const newContent = noticeContent(rendered, { kind: "room" });
+  return {
+    txnId: `${cardTxnId(run.runId)}.${cardVersion(run, tasks)}`,
+    roomId: run.roomId,
+    eventType: MESSAGE_EVENT_TYPE,
+    content: {
+      msgtype: "m.notice",
+      body: `* ${rendered.body}`,
+      format: HTML_FORMAT,
+      formatted_body: `* ${rendered.html}`,
+      "m.new_content": { ...newContent, [CARD_CONTENT_KEY]: { runId: run.runId, dagId: run.dagId } },
+      "m.relates_to": { rel_type: "m.replace" },
+    },
+    replacesTxnId: cardTxnId(run.runId),
+    coalesceKey: cardTxnId(run.runId),
+  };
+}
+
+/**
+ * The card messages to enqueue for a run's current state: the card itself when it was never
+ * enqueued (a run published from the CLI or HTTP), else an edit. `cardExists` comes from
+ * `getOutbox(cardTxnId(runId)) !== null`.
+ */
+export function cardUpdateMessages(
+  cardExists: boolean,
+  run: RunRecord,
+  tasks: readonly TaskRecord[],
+  now: number,
+): OutboxMessageInput[] {
+  return cardExists ? [cardEditMessage(run, tasks, now)] : [cardMessage(run, tasks, now)];
+}
+
+/** The one message that tells the publisher their run ended, mentioning them (m.mentions + pill). */
+export function finalMessage(run: RunRecord, tasks: readonly TaskRecord[]): OutboxMessageInput {
+  const summary = summarizeTasks(tasks.map((t) => t.status));
+  const started = tasks.map((t) => t.startedAt).filter((t): t is number => t !== null);
+  const finished = tasks.map((t) => t.finishedAt).filter((t): t is number => t !== null);
+  const took =
+    started.length > 0 && finished.length > 0
+      ? ` in ${formatDuration(Math.max(...finished) - Math.min(...started))}`
+      : "";
+  const counts = (["succeeded", "failed", "timed_out", "canceled", "skipped"] as const)
+    .filter((s) => summary.byStatus[s] > 0)
+    .map((s) => `${summary.byStatus[s]} ${s.replace("_", " ")}`)
+    .join(", ");
+  const failedTask = tasks.find((t) => t.status === "failed" || t.status === "timed_out");
+  const next =
+    run.status === "failed" && failedTask !== undefined
+      ? r` See ${code(`!dag logs ${run.dagId} ${failedTask.taskId}`)}; ${code(`!dag retry ${run.dagId}`)} runs the rest again.`
+      : r``;
+  const rendered = r`${userPill(run.publisher)}: ${RUN_EMOJI[run.status]} ${code(run.dagId)} ${RUN_WORD[run.status]}${took} — ${plural(
+    summary.total,
+    "task",
+  )}${counts === "" ? "" : `: ${counts}`}.${next}`;
+  const mentions = isMatrixUserId(run.publisher) ? { "m.mentions": { user_ids: [run.publisher] } } : {};
+  const placement: Placement =
+    run.publishEventId === null ? { kind: "room" } : { kind: "reply", to: run.publishEventId };
+  return {
+    txnId: finalTxnId(run.runId),
+    roomId: run.roomId,
+    eventType: MESSAGE_EVENT_TYPE,
+    content: noticeContent(rendered, placement, mentions),
+  };
+}

@@ -1,0 +1,132 @@
+/**
+ * The status card of a run (DESIGN.md §4 step 7): one message per run, edited in place as tasks
+ * move. `!dag status <id>` renders the same view as a reply. Pure: the time is passed in.
+ */
+import type { TaskSummary } from "../../domain/run-status.js";
+import { summarizeTasks } from "../../domain/run-status.js";
+import type { RunRecord, TaskRecord } from "../../ports/store.js";
+import type { RunSummary, TaskLine } from "../commands/outcome.js";
+import { selectTaskLines, summarizeRun } from "../commands/outcome.js";
+import type { Rendered } from "./html.js";
+import { code, join, r, text, userPill } from "./html.js";
+import {
+  clockTime,
+  formatDuration,
+  plural,
+  progressBar,
+  RUN_EMOJI,
+  RUN_WORD,
+  TASK_EMOJI,
+  TASK_WORD,
+} from "./words.js";
+
+/** More task lines than this make a card nobody reads and risk the event size limit. */
+export const MAX_CARD_TASK_LINES = 60;
+
+export interface RunView {
+  run: RunSummary;
+  summary: TaskSummary;
+  /** The lines to show (at most MAX_CARD_TASK_LINES); summary counts every task. */
+  tasks: TaskLine[];
+  /** When the view was taken: running durations and the confirmation countdown count from it. */
+  at: number;
+}
+
+export function runView(run: RunRecord, tasks: readonly TaskRecord[], now: number): RunView {
+  return {
+    run: summarizeRun(run),
+    summary: summarizeTasks(tasks.map((t) => t.status)),
+    tasks: selectTaskLines(tasks, MAX_CARD_TASK_LINES),
+    at: now,
+  };
+}
+
+export function renderStatusCard(run: RunRecord, tasks: readonly TaskRecord[], now: number): Rendered {
+  return renderRunView(runView(run, tasks, now));
+}
+
+export function renderRunView(view: RunView): Rendered {
+  const { run, summary } = view;
+  const title = r`${RUN_EMOJI[run.status]} ${code(run.dagId)} — ${RUN_WORD[run.status]}`;
+  const parts: Rendered[] = [];
+  if (run.description !== null && run.description !== "") parts.push(text(run.description));
+  parts.push(progressLine(summary));
+  if (run.status === "pending") parts.push(confirmHint(run, view.at));
+
+  const taskLines = view.tasks.map((t) => renderTaskLine(t, view.at));
+  const hidden = summary.total - view.tasks.length;
+  const footer = r`Published by ${userPill(run.publisher)}${
+    run.confirmedBy !== null && run.confirmedBy !== run.publisher
+      ? r` · confirmed by ${userPill(run.confirmedBy)}`
+      : ""
+  } · run ${code(run.runId)} · as of ${clockTime(view.at)}`;
+
+  const hiddenNote = hidden > 0 ? [text(`… and ${plural(hidden, "more task")} (counted above)`)] : [];
+  return {
+    body: [
+      title.body,
+      ...parts.map((p) => p.body),
+      ...taskLines.map((l) => l.body),
+      ...hiddenNote.map((h) => h.body),
+      footer.body,
+    ].join("\n"),
+    html:
+      `<p><b>${title.html}</b></p>` +
+      parts.map((p) => `<p>${p.html}</p>`).join("") +
+      (taskLines.length > 0 ? `<ul>${taskLines.map((l) => `<li>${l.html}</li>`).join("")}</ul>` : "") +
+      hiddenNote.map((h) => `<p>${h.html}</p>`).join("") +
+      `<p><sub>${footer.html}</sub></p>`,
+  };
+}
+
+/** `3/5 tasks done (60%) ▰▰▰▰▰▰▱▱▱▱ · 1 running · 1 waiting`. */
+export function progressLine(summary: TaskSummary): Rendered {
+  const counts: string[] = [];
+  for (const status of [
+    "running",
+    "canceling",
+    "queued",
+    "blocked",
+    "failed",
+    "timed_out",
+    "canceled",
+    "skipped",
+  ] as const) {
+    const n = summary.byStatus[status];
+    if (n > 0) counts.push(`${n} ${TASK_WORD[status]}`);
+  }
+  const head = `${summary.done}/${summary.total} tasks done (${summary.percent}%) ${progressBar(summary.percent)}`;
+  return text([head, ...counts].join(" · "));
+}
+
+function confirmHint(run: RunSummary, at: number): Rendered {
+  const expires =
+    run.confirmDeadline === null
+      ? ""
+      : ` It expires in ${formatDuration(Math.max(0, run.confirmDeadline - at))}.`;
+  return r`Awaiting confirmation: send ${code(`!dag confirm ${run.dagId}`)} or react ✅ to this message to start it, ${code(
+    `!dag reject ${run.dagId}`,
+  )} or ❌ to drop it.${expires}`;
+}
+
+export function renderTaskLine(task: TaskLine, at: number): Rendered {
+  const parts: Rendered[] = [text(TASK_WORD[task.status])];
+  if (task.node !== null) parts.push(r`on ${code(task.node)}`);
+  if (task.startedAt !== null || task.attempt > 1)
+    parts.push(text(`attempt ${task.attempt}/${task.maxAttempts}`));
+  const took = duration(task, at);
+  if (took !== null) parts.push(text(took));
+  if (task.status !== "succeeded") {
+    if (task.exitCode !== null) parts.push(text(`exit ${task.exitCode}`));
+    if (task.error !== null) parts.push(text(task.error));
+  }
+  return r`${TASK_EMOJI[task.status]} ${code(task.taskId)} — ${join(parts, " · ")}`;
+}
+
+function duration(task: TaskLine, at: number): string | null {
+  if (task.startedAt === null) return null;
+  if (task.finishedAt !== null) return formatDuration(task.finishedAt - task.startedAt);
+  if (task.status === "running" || task.status === "canceling")
+    return `for ${formatDuration(at - task.startedAt)}`;
+  return null;
+}

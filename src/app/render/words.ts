@@ -1,0 +1,73 @@
+/** The words and symbols every message uses for statuses, times and durations. */
+import type { RunStatus, TaskStatus } from "../../domain/model.js";
+import { formatDuration } from "../../domain/duration.js";
+
+export const TASK_EMOJI: Readonly<Record<TaskStatus, string>> = {
+  blocked: "⏸️",
+  queued: "🕒",
+  running: "🔄",
+  canceling: "🛑",
+  succeeded: "✅",
+  failed: "❌",
+  timed_out: "⏱️",
+  canceled: "🚫",
+  skipped: "⏭️",
+};
+
+export const TASK_WORD: Readonly<Record<TaskStatus, string>> = {
+  blocked: "waiting",
+  queued: "queued",
+  running: "running",
+  canceling: "canceling",
+  succeeded: "succeeded",
+  failed: "failed",
+  timed_out: "timed out",
+  canceled: "canceled",
+  skipped: "skipped",
+};
+
+export const RUN_EMOJI: Readonly<Record<RunStatus, string>> = {
+  pending: "⏳",
+  running: "🔄",
+  canceling: "🛑",
+  succeeded: "✅",
+  failed: "❌",
+  canceled: "🚫",
+  rejected: "✋",
+  expired: "⌛",
+};
+
+export const RUN_WORD: Readonly<Record<RunStatus, string>> = {
+  pending: "awaiting confirmation",
+  running: "running",
+  canceling: "canceling",
+  succeeded: "succeeded",
+  failed: "failed",
+  canceled: "canceled",
+  rejected: "rejected",
+  expired: "expired (not confirmed in time)",
+};
+
+export { formatDuration };
+
+/** `12:00:03 UTC`: the one time zone every reader of a shared room can convert from. */
+export function clockTime(ms: number): string {
+  return `${new Date(ms).toISOString().slice(11, 19)} UTC`;
+}
+
+/** `2024-05-01 12:00 UTC`. */
+export function dateTime(ms: number): string {
+  const iso = new Date(ms).toISOString();
+  return `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC`;
+}
+
+/** `3 tasks`, `1 task`. */
+export function plural(n: number, word: string, pluralWord = `${word}s`): string {
+  return `${n} ${n === 1 ? word : pluralWord}`;
+}
+
+/** A ten-cell progress bar: ▰▰▰▱▱▱▱▱▱▱. */
+export function progressBar(percent: number): string {
+  const filled = Math.max(0, Math.min(10, Math.floor(percent / 10)));
+  return "▰".repeat(filled) + "▱".repeat(10 - filled);
+}
