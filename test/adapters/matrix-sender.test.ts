@@ -1,4 +1,5 @@
 /** MatrixSender against a real Synapse: idempotent sends, edits, threads, reactions, errors, restarts. */
+import { MatrixClient } from "matrix-bot-sdk";
 import { beforeAll, describe, expect, it } from "vitest";
 import { MatrixSender, type RetryEvent } from "../../src/adapters/matrix/sender.js";
 import { MAX_CONTENT_BYTES, TRUNCATION_MARKER_TEXT, contentBytes } from "../../src/adapters/matrix/format.js";
@@ -41,6 +42,12 @@ describe("MatrixSender against Synapse", () => {
 
     const onceOnly = (await botMessages()).filter((e) => e.content["body"] === "once only");
     expect(onceOnly.map((e) => e.event_id)).toEqual([first, other]);
+  });
+
+  it("can take its homeserver and token (and so its device) from a matrix-bot-sdk client", async () => {
+    const viaClient = MatrixSender.fromClient(new MatrixClient(fx.hs.url, bot.accessToken));
+    const first = await sender.send(roomId, { body: "shared device" }, "txn-shared-device");
+    expect(await viaClient.send(roomId, { body: "shared device" }, "txn-shared-device")).toBe(first);
   });
 
   it("sends m.notice with escaped HTML and a plain body, seen as such by a room member", async () => {

@@ -81,7 +81,7 @@ describe("Synapse harness", () => {
     const { hs } = fx;
     const owner = new MatrixUser(hs.url, await hs.registerUser("room-owner"));
     const bot = new MatrixUser(hs.url, await hs.registerUser("room-bot"));
-    const roomId = await hs.createRoom((owner as any).token, {
+    const roomId = await hs.createRoom(owner.accessToken, {
       invite: [bot.userId],
       name: "harness room",
       powerLevels: { users: { [owner.userId]: 100, [bot.userId]: 50 } },
@@ -143,6 +143,27 @@ describe("Synapse harness", () => {
       expect(bodies).toEqual(["hello *bob*", "a reply", "in a thread"]);
     } finally {
       await b.stopSync();
+    }
+  });
+
+  it("the scripted user backfills a limited timeline, so it misses nothing while it was not polling", async () => {
+    const { hs } = fx;
+    const erin = await hs.registerUser("gap-erin");
+    const e = new MatrixUser(hs.url, erin, { timelineLimit: 3 });
+    const roomId = await hs.createRoom(erin.accessToken);
+    e.startSync();
+    await e.sendText(roomId, "before the gap");
+    await e.waitFor(match.body(roomId, "before the gap"));
+    await e.stopSync();
+    const sent = [];
+    for (let i = 0; i < 10; i++) sent.push(await e.sendText(roomId, `gap ${i}`));
+    e.startSync();
+    await e.waitFor(match.id(sent[9]!));
+    try {
+      const got = e.events(roomId).filter((ev) => /^gap \d$/.test(ev.content["body"] ?? ""));
+      expect(got.map((ev) => ev.event_id)).toEqual(sent);
+    } finally {
+      await e.stopSync();
     }
   });
 

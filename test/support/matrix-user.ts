@@ -44,7 +44,7 @@ const enc = encodeURIComponent;
 
 export class MatrixUser {
   readonly userId: string;
-  private readonly token: string;
+  readonly accessToken: string;
   private readonly seen = new Map<string, MatrixEvent>();
   /** Timeline events in the order /sync delivered them, across rooms. */
   private readonly timeline: MatrixEvent[] = [];
@@ -54,18 +54,23 @@ export class MatrixUser {
   private syncError: unknown;
   private nextBatch: string | undefined;
 
+  private readonly timelineLimit: number;
+
   constructor(
     readonly baseUrl: string,
     creds: UserCredentials,
+    /** timelineLimit: events per room per /sync before the timeline is `limited` and backfilled. */
+    opts: { timelineLimit?: number } = {},
   ) {
+    this.timelineLimit = opts.timelineLimit ?? 200;
     this.userId = creds.userId;
-    this.token = creds.accessToken;
+    this.accessToken = creds.accessToken;
   }
 
   async request(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<any> {
     const res = await fetch(`${this.baseUrl}${path}`, {
       method,
-      headers: { authorization: `Bearer ${this.token}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${this.accessToken}`, "content-type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
       signal: signal ?? AbortSignal.timeout(30_000),
     });
@@ -140,7 +145,10 @@ export class MatrixUser {
   // ------------------------------------------------------------------------------------------
   // Sync
 
-  /** Starts the background /sync loop (idempotent). The first sync includes recent history. */
+  /**
+   * Starts the background /sync loop (idempotent). The first sync includes recent history; after
+   * stopSync() it resumes from where it stopped.
+   */
   startSync(): void {
     if (this.syncing) return;
     this.abort = new AbortController();
@@ -199,7 +207,9 @@ export class MatrixUser {
   }
 
   private async syncLoop(signal: AbortSignal): Promise<void> {
-    const filter = enc(JSON.stringify({ room: { timeline: { limit: 200 } }, presence: { types: [] } }));
+    const filter = enc(
+      JSON.stringify({ room: { timeline: { limit: this.timelineLimit } }, presence: { types: [] } }),
+    );
     while (!signal.aborted) {
       const since = this.nextBatch;
       const query = `filter=${filter}&timeout=${since ? 10_000 : 0}${since ? `&since=${enc(since)}` : ""}`;
