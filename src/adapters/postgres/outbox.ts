@@ -1,4 +1,5 @@
 /** The outbox on PostgreSQL: insert-or-ignore by transaction id, coalescing of unsent edits, fenced marks. */
+import { ConflictError } from "../../ports/errors.js";
 import type { LeaderFence, OutboxMessage, OutboxMessageInput } from "../../ports/store.js";
 import type { Db, Tx } from "./db.js";
 import {
@@ -20,8 +21,10 @@ export async function enqueueInTx(tx: Tx, fence: LeaderFence, messages: OutboxMe
   for (const m of messages) {
     // The fence covers one room; a message for another room would be sent by a leader nobody fenced.
     if (m.roomId !== fence.roomId)
-      throw new RangeError(
-        `enqueue outbox: message ${m.txnId} is for room ${m.roomId}, the fence for ${fence.roomId}`,
+      throw new ConflictError(
+        "enqueue outbox",
+        { roomId: fence.roomId },
+        { roomId: m.roomId, txnId: m.txnId },
       );
   }
   // ORDER BY n: identity values are drawn in row order, so seq keeps the order of the batch.

@@ -1,0 +1,126 @@
+/**
+ * Store contract: nodes. Heartbeats upsert by node_id (a new boot id replaces the old session),
+ * ages and running counts are read on the store's clock, and removal is fenced by boot id.
+ */
+import { expect, it } from "vitest";
+import { ConflictError, NotFoundError } from "../../../src/ports/errors.js";
+import type { NodeHeartbeat, NodeRecord, Session, Store } from "../../../src/ports/store.js";
+import { becomeLeader, dag, offer, ok, publishRunning, session, task } from "../../support/store-fixtures.js";
+import type { ContractContext } from "../context.js";
+
+export function nodesSection(ctx: ContractContext): void {
+  const beat = (s: Session, extra: Partial<NodeHeartbeat> = {}): NodeHeartbeat => ({
+    session: s,
+    labels: ["linux", "storage"],
+    capacity: 4,
+    actions: ["echo", "upload"],
+    roomIds: ["!a:example.org"],
+    ...extra,
+  });
+
+  const find = async (store: Store, nodeId: string): Promise<NodeRecord[]> =>
+    (await store.listNodes()).filter((n) => n.session.nodeId === nodeId);
+
+  it("a heartbeat inserts the node, the next one updates it; age is measured on the store's clock", async () => {
+    const store = await ctx.store();
+    const s = session(ctx.uid("node"));
+    const started = ctx.clock.now();
+    await store.heartbeat(beat(s));
+    expect(await find(store, s.nodeId)).toEqual([
+      {
+        session: s,
+        labels: ["linux", "storage"],
+        capacity: 4,
+        actions: ["echo", "upload"],
+        roomIds: ["!a:example.org"],
+        heartbeatAt: started,
+        heartbeatAgeMs: 0,
+        runningTasks: 0,
+        startedAt: started,
+      },
+    ]);
+    ctx.clock.advance(1500);
+    expect((await find(store, s.nodeId))[0]?.heartbeatAgeMs).toBe(1500);
+    await store.heartbeat(beat(s, { labels: ["linux"], capacity: 2 }));
+    const [n] = await find(store, s.nodeId);
+    expect(n).toMatchObject({
+      labels: ["linux"],
+      capacity: 2,
+      heartbeatAt: started + 1500,
+      heartbeatAgeMs: 0,
+    });
+    expect(n?.startedAt).toBe(started);
+  });
+
+  it("lists nodes ordered by node id", async () => {
+    const store = await ctx.store();
+    const prefix = ctx.uid("order");
+    for (const name of ["c", "a", "b"]) await store.heartbeat(beat(session(`${prefix}-${name}`)));
+    const ids = (await store.listNodes()).map((n) => n.session.nodeId).filter((id) => id.startsWith(prefix));
+    expect(ids).toEqual([`${prefix}-a`, `${prefix}-b`, `${prefix}-c`]);
+  });
+
+  it("a new boot id replaces the old session's row (one row per node_id, started again)", async () => {
+    const store = await ctx.store();
+    const nodeId = ctx.uid("node");
+    await store.heartbeat(beat(session(nodeId, "boot1")));
+    ctx.clock.advance(1000);
+    await store.heartbeat(beat(session(nodeId, "boot2")));
+    const rows = await find(store, nodeId);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]?.session).toEqual({ nodeId, bootId: "boot2" });
+    expect(rows[0]?.startedAt).toBe(ctx.clock.now());
+  });
+
+  it("counts the running and canceling tasks held by the node's current session only", async () => {
+    const store = await ctx.store();
+    const room = ctx.uid("!nodes");
+    const fence = await becomeLeader(store, room);
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(ctx.uid("d"), [task("a"), task("b"), task("c"), task("d")]),
+    );
+    const nodeId = ctx.uid("node");
+    const old = session(nodeId, "old");
+    const now = session(nodeId, "new");
+    const other = session(ctx.uid("other"));
+    const byOld = await store.claimTask(offer(old, [room]));
+    const first = await store.claimTask(offer(now, [room]));
+    const second = await store.claimTask(offer(now, [room]));
+    await store.claimTask(offer(other, [room]));
+    await store.heartbeat(beat(now));
+    await store.heartbeat(beat(other));
+    expect(byOld).not.toBeNull();
+    expect((await find(store, nodeId))[0]?.runningTasks).toBe(2);
+    expect((await find(store, other.nodeId))[0]?.runningTasks).toBe(1);
+    await store.cancelRun({ fence }, room, run.dagId, "@bob:example.org");
+    // canceling still occupies the executor
+    expect((await find(store, nodeId))[0]?.runningTasks).toBe(2);
+    await store.finishTask(first!.token, { ...ok, outcome: "canceled" });
+    await store.finishTask(second!.token, ok);
+    expect((await find(store, nodeId))[0]?.runningTasks).toBe(0);
+  });
+
+  it("removeNode is fenced by boot id: an old session cannot remove the new one; removing twice is not found", async () => {
+    const store = await ctx.store();
+    const nodeId = ctx.uid("node");
+    await store.heartbeat(beat(session(nodeId, "boot1")));
+    await store.heartbeat(beat(session(nodeId, "boot2")));
+    const stale = await store.removeNode(session(nodeId, "boot1")).catch((e: unknown) => e);
+    expect(stale).toBeInstanceOf(ConflictError);
+    expect((stale as ConflictError).found).toEqual({ bootId: "boot2" });
+    expect(await find(store, nodeId)).toHaveLength(1);
+    await store.removeNode(session(nodeId, "boot2"));
+    expect(await find(store, nodeId)).toEqual([]);
+    await expect(store.removeNode(session(nodeId, "boot2"))).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it("a heartbeat with a bad capacity is refused and writes nothing", async () => {
+    const store = await ctx.store();
+    const s = session(ctx.uid("node"));
+    await expect(store.heartbeat(beat(s, { capacity: -1 }))).rejects.toThrow(RangeError);
+    await expect(store.heartbeat(beat(s, { capacity: 1.5 }))).rejects.toThrow(RangeError);
+    expect(await find(store, s.nodeId)).toEqual([]);
+  });
+}
