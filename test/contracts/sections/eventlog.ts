@@ -6,7 +6,7 @@
  */
 import { expect, it } from "vitest";
 import { ConflictError } from "../../../src/ports/errors.js";
-import type { InboxEventInput, LogEvent, Store } from "../../../src/ports/store.js";
+import type { InboxEventInput, LogEvent } from "../../../src/ports/store.js";
 import {
   becomeLeader,
   cmd,
