@@ -11,13 +11,25 @@ import { createTestClock } from "./context.js";
 import { claimsSection } from "./sections/claims.js";
 import { inboxSection } from "./sections/inbox.js";
 import { leasesSection } from "./sections/leases.js";
+import { eventlogSection } from "./sections/eventlog.js";
+import { idempotencySection } from "./sections/idempotency.js";
+import { migrationsSection } from "./sections/migrations.js";
+import { nodesSection } from "./sections/nodes.js";
+import { outboxSection } from "./sections/outbox.js";
 import { runsSection } from "./sections/runs.js";
+import { schedulerSection } from "./sections/scheduler.js";
 
 const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["leases", leasesSection],
   ["inbox", inboxSection],
   ["runs", runsSection],
   ["claims", claimsSection],
+  ["scheduler", schedulerSection],
+  ["outbox", outboxSection],
+  ["nodes", nodesSection],
+  ["idempotency", idempotencySection],
+  ["eventlog", eventlogSection],
+  ["migrations", migrationsSection],
 ];
 
 export interface StoreContractOptions {
