@@ -1,13 +1,154 @@
 /**
- * The seam between the engine's leader loop and the command table's inbox processing step
- * (src/app/commands/). Until that step exists, commands wait in the inbox and the leader only
- * schedules, reaps and derives outcomes.
+ * Wires the command table's inbox step into an engine node (no chat): the permission oracle, the
+ * policy from the node config, and the DAG library read from the config's folder. Also how the CLI
+ * writes a command into the inbox "as a command would" and waits for the leader's answer.
+ *
+ * Local commands are told apart by their sender: Matrix user ids always start with "@" (the
+ * homeserver guarantees it for every event intake stores), so a sender without it can only have
+ * been written by someone with the store's own credentials: the local operator.
  */
+import { randomUUID } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { userInfo } from "node:os";
+import { join } from "node:path";
+import { inboxStep } from "../app/commands/inbox-step.js";
+import type { CommandPolicy, DagLibrary } from "../app/commands/context.js";
+import { DEFAULT_NODE_STALE_AFTER_MS } from "../app/commands/context.js";
+import type { Outcome } from "../app/commands/outcome.js";
+import { unwrapOutcome } from "../app/commands/outcome.js";
+import { replyTxnId } from "../app/render/messages.js";
 import type { InboxStep } from "../app/leader.js";
 import type { NodeConfig } from "../config/node-config.js";
 import type { Logger } from "../ports/logger.js";
-import type { Store } from "../ports/store.js";
+import type { PermissionOracle, SenderStanding } from "../ports/permissions.js";
+import type { InboxEvent, Store } from "../ports/store.js";
 
-export function commandStep(_config: NodeConfig, _store: Store, _logger: Logger): InboxStep | null {
-  return null;
+export function isLocalSender(sender: string): boolean {
+  return !sender.startsWith("@");
+}
+
+/** The sender recorded for commands typed on this machine's CLI, e.g. `local:alice`. */
+export function localSender(): string {
+  let name = "operator";
+  try {
+    name = userInfo().username || name;
+  } catch {
+    // No passwd entry (some containers): the generic name will do.
+  }
+  return `local:${name.replace(/[^A-Za-z0-9_.-]/g, "_").slice(0, 32)}`;
+}
+
+/** Local senders may do everything; chat users on an engine-only node have only the allowlist. */
+export function localPermissions(config: NodeConfig): PermissionOracle {
+  return {
+    standing: async (_roomId, userId): Promise<SenderStanding> =>
+      isLocalSender(userId)
+        ? { kind: "local-operator" }
+        : { kind: "room-member", powerLevel: 0, allowlisted: config.permissions.allow.includes(userId) },
+  };
+}
+
+export function commandPolicy(config: NodeConfig): CommandPolicy {
+  return {
+    requiredPowerLevel: config.permissions.powerLevel,
+    allowlist: config.permissions.allow,
+    twoPersonRule: config.permissions.twoPersonRule,
+    autoConfirm: config.permissions.autoConfirm,
+    confirmTimeoutMs: config.limits.confirmTimeoutMs,
+    nodeStaleAfterMs: DEFAULT_NODE_STALE_AFTER_MS,
+  };
+}
+
+/** Reads `<name>`, `<name>.toml` or `<name>.json` from the library folder (the name is already checked). */
+export function libraryLoader(folder: string | null): DagLibrary {
+  return async (name) => {
+    if (folder === null) return { ok: false, message: "this node has no DAG library folder configured" };
+    const candidates = /\.(toml|json)$/i.test(name) ? [name] : [`${name}.toml`, `${name}.json`];
+    for (const file of candidates) {
+      try {
+        const text = await readFile(join(folder, file), "utf8");
+        return { ok: true, text, format: file.toLowerCase().endsWith(".json") ? "json" : "toml" };
+      } catch {
+        // Try the next name.
+      }
+    }
+    return { ok: false, message: `no DAG named "${name}" in the library (${candidates.join(" or ")})` };
+  };
+}
+
+export function commandStep(config: NodeConfig, store: Store, logger: Logger): InboxStep {
+  return inboxStep({
+    store,
+    permissions: localPermissions(config),
+    policy: commandPolicy(config),
+    loadDag: libraryLoader(config.dagLibrary),
+    logger,
+  });
+}
+
+export interface CommandAnswer {
+  row: InboxEvent;
+  /** The reply the chat would show, as plain text (null when the command gets no reply). */
+  text: string | null;
+  outcome: Outcome | null;
+  /** The run the command created or acted on, when it names one. */
+  runId: string | null;
+  dagId: string | null;
+}
+
+/**
+ * Writes `body` into the room's inbox as a command from the local operator and waits until the
+ * room's leader has handled and answered it. Null when no leader answered within `timeoutMs`.
+ */
+export async function sendLocalCommand(
+  store: Store,
+  roomId: string,
+  body: string,
+  timeoutMs: number,
+): Promise<CommandAnswer | null> {
+  const eventId = `cli.${randomUUID()}`;
+  await store.insertInboxEvent({
+    eventId,
+    roomId,
+    sender: localSender(),
+    originServerTs: await store.now(),
+    content: { msgtype: "m.text", body },
+    seenBy: "cli",
+  });
+  const row = await waitForInbox(store, eventId, timeoutMs);
+  if (row === null) return null;
+  const reply = await store.getOutbox(replyTxnId(eventId));
+  const text = typeof reply?.content["body"] === "string" ? reply.content["body"] : null;
+  const outcome = unwrapOutcome(row.result);
+  const result = row.result ?? {};
+  const fromOutcome = outcome !== null && "run" in outcome ? outcome.run : null;
+  const runId = fromOutcome?.runId ?? (typeof result["runId"] === "string" ? result["runId"] : null);
+  const dagId = fromOutcome?.dagId ?? (typeof result["dagId"] === "string" ? result["dagId"] : null);
+  return { row, text, outcome, runId, dagId };
+}
+
+async function waitForInbox(store: Store, eventId: string, timeoutMs: number): Promise<InboxEvent | null> {
+  const deadline = Date.now() + timeoutMs;
+  let wake: (() => void) | null = null;
+  const unsubscribe = store.onChange((topic) => {
+    if (topic === "inbox" || topic === "outbox") wake?.();
+  });
+  try {
+    for (;;) {
+      const row = await store.getInboxEvent(eventId);
+      if (row !== null && row.status === "replied") return row;
+      const left = deadline - Date.now();
+      if (left <= 0) return null;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, Math.min(left, 250));
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      wake = null;
+    }
+  } finally {
+    unsubscribe();
+  }
 }

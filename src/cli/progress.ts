@@ -62,12 +62,14 @@ function counts(tasks: readonly TaskRecord[]): string {
 
 function taskDetail(task: TaskRecord, nowMs: number): string {
   const parts: string[] = [];
-  const duration = taskDurationMs(task, nowMs);
+  const waiting = task.status === "queued" || task.status === "blocked";
+  const duration = waiting ? null : taskDurationMs(task, nowMs);
   if (duration !== null) parts.push(formatDuration(duration));
-  if (task.executor !== null && task.status !== "queued") parts.push(`on ${task.executor.nodeId}`);
+  if (task.executor !== null && !waiting) parts.push(`on ${task.executor.nodeId}`);
   if (task.attempt > 1 || task.maxAttempts > 1) parts.push(`attempt ${task.attempt}/${task.maxAttempts}`);
-  if (task.exitCode !== null && task.exitCode !== 0) parts.push(`exit ${task.exitCode}`);
-  if (task.error !== null && task.status !== "succeeded") parts.push(oneLine(task.error, 80));
+  if (task.error !== null && task.status !== "succeeded") {
+    parts.push(waiting ? `last: ${oneLine(task.error, 60)}` : oneLine(task.error, 80));
+  } else if (task.exitCode !== null && task.exitCode !== 0) parts.push(`exit ${task.exitCode}`);
   return parts.join(", ");
 }
 

@@ -1,0 +1,51 @@
+/** `dagbot cancel DAG_ID`: cancel a run through the room's leader, as `!dag cancel` would. */
+import type { Command } from "commander";
+import { COMMAND_ID_PATTERN } from "../domain/commands.js";
+import {
+  CliError,
+  openConfiguredStore,
+  pickRoom,
+  resolveConfig,
+  runCli,
+  withCommonOptions,
+} from "./engine-setup.js";
+import { command, waitSeconds } from "./submit.js";
+
+interface CancelOptions {
+  config?: string;
+  store?: string;
+  logLevel?: string;
+  room?: string;
+  wait: string;
+}
+
+export function registerCancel(program: Command): void {
+  withCommonOptions(
+    program
+      .command("cancel")
+      .description("Cancel a run: tasks not started are canceled, running ones are stopped by their workers.")
+      .argument("<dag_id>", "the run's DAG id")
+      .option("--room <room>", "the room (default: the config's only room)")
+      .option("--wait <seconds>", "how long to wait for the room's leader to answer", "30"),
+    "The run moves to canceling at once and ends canceled when no task of it is running. Exit status: 0\n" +
+      "canceled (or already ending), 1 no such run, refused or no leader answered, 2 bad config.",
+  ).action((dagId: string, options: CancelOptions) => runCli("cancel", () => cancel(dagId, options)));
+}
+
+async function cancel(dagId: string, options: CancelOptions): Promise<number> {
+  if (!COMMAND_ID_PATTERN.test(dagId))
+    throw new CliError(`bad DAG id "${dagId.slice(0, 70)}": use 1-64 of A-Z a-z 0-9 _ . -`);
+  const waitMs = waitSeconds(options.wait);
+  const config = resolveConfig(options);
+  const roomId = pickRoom(config, options.room);
+  const store = await openConfiguredStore(config);
+  try {
+    const answer = await command(store, roomId, `!dag cancel ${dagId}`, waitMs);
+    process.stdout.write(`${answer.text ?? "canceled"}\n`);
+    const o = answer.outcome;
+    if (o === null) return answer.runId === null ? 1 : 0;
+    return o.kind === "decision" && o.result !== "wrong-status" ? 0 : 1;
+  } finally {
+    await store.close();
+  }
+}

@@ -1,0 +1,265 @@
+/**
+ * `dagbot run FILE`: run one DAG on this machine with N in-process nodes over the embedded SQLite
+ * store (or any store), auto-confirmed, with live progress and a summary; exit 0 only when the run
+ * succeeded. The nodes are ordinary engine nodes: they elect a leader, which handles the publish and
+ * confirm commands this writes to the inbox, exactly as `dagbot submit` and chat would.
+ */
+import type { Command } from "commander";
+import { systemClock } from "../adapters/clock/system-clock.js";
+import { createProcessExecutor, pickBaseEnv } from "../adapters/exec/process-executor.js";
+import type { LogLevel } from "../adapters/log/pino-logger.js";
+import { LOG_LEVELS } from "../adapters/log/pino-logger.js";
+import type { EngineNode } from "../app/node.js";
+import { startEngineNode } from "../app/node.js";
+import { Waker, wakeOnChange } from "../app/wake.js";
+import type { NodeConfig } from "../config/node-config.js";
+import { isTerminalRun } from "../domain/run-states.js";
+import type { Logger } from "../ports/logger.js";
+import type { RunRecord, Store } from "../ports/store.js";
+import { commandStep } from "./command-step.js";
+import type { DagFile } from "./dag-file.js";
+import { loadDagFile, publishBody } from "./dag-file.js";
+import {
+  CliError,
+  EXIT_CONFIG,
+  engineSettings,
+  makeLogger,
+  openConfiguredStore,
+  pickRoom,
+  resolveConfig,
+  runCli,
+  withCommonOptions,
+} from "./engine-setup.js";
+import { createProgress, renderSummary } from "./progress.js";
+import { command } from "./submit.js";
+
+interface RunOptions {
+  config?: string;
+  store?: string;
+  logLevel?: string;
+  nodes: string;
+}
+
+const MAX_NODES = 32;
+// The in-process nodes elect a leader within milliseconds; a leader in another process on the same
+// store answers as fast. This only bounds a store where some other, stuck process holds the lease.
+const COMMAND_WAIT_MS = 60_000;
+
+export function registerRun(program: Command): void {
+  withCommonOptions(
+    program
+      .command("run")
+      .description("Run a DAG on this machine with N in-process worker nodes, showing live progress.")
+      .argument("<file>", "the DAG document (.json or .toml)")
+      .option("-n, --nodes <n>", `how many in-process nodes run tasks (1-${MAX_NODES})`, "2"),
+    "The run is auto-confirmed. With no --config, the package's config/local.toml is used: an engine-only\n" +
+      'node with the example actions (echo, sleep, true, fail) and the store "sqlite:./data/dagbot.db"\n' +
+      "(its folder is created). Nodes are named <node_id>-1 ... <node_id>-N. Running a DAG whose id is already\n" +
+      "in the store runs it again under the next free id (<id>.2, <id>.3, ...).\n" +
+      "Progress: a task list redrawn in place on a terminal, one line per task change otherwise; then a summary\n" +
+      "with durations. Logs go to stderr at level warn unless --log-level or DAGBOT_LOG_LEVEL says otherwise.\n" +
+      "Ctrl-C cancels the run (a second Ctrl-C stops at once).\n" +
+      "Exit status: 0 the run succeeded, 1 it failed, was canceled or could not start, 2 bad file or config.",
+  ).action((file: string, options: RunOptions) => runCli("run", () => runDag(file, options)));
+}
+
+function parseNodeCount(text: string): number {
+  const n = /^\d{1,3}$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isInteger(n) || n < 1 || n > MAX_NODES) {
+    throw new CliError(`--nodes must be a whole number from 1 to ${MAX_NODES}, got "${text.slice(0, 20)}"`);
+  }
+  return n;
+}
+
+function runLogLevel(options: RunOptions): LogLevel {
+  const chosen = options.logLevel ?? process.env["DAGBOT_LOG_LEVEL"];
+  return chosen !== undefined && chosen !== "" && (LOG_LEVELS as readonly string[]).includes(chosen)
+    ? (chosen as LogLevel)
+    : "warn";
+}
+
+/** Node ids of the in-process nodes. */
+export function localNodeIds(base: string, count: number): string[] {
+  if (count === 1) return [base];
+  return Array.from({ length: count }, (_, i) => `${base.slice(0, 60)}-${i + 1}`);
+}
+
+/** Tasks that none of the local nodes could ever run, as messages naming the task and what it needs. */
+export function unplaceable(dag: DagFile, config: NodeConfig, nodeIds: readonly string[]): string[] {
+  const problems: string[] = [];
+  for (const [i, t] of dag.dag.tasks.entries()) {
+    const where = `tasks[${i}] (${t.id})`;
+    if (config.actions[t.action] === undefined) {
+      problems.push(
+        `${where}: action "${t.action}" is not defined in the node config (it has: ${Object.keys(config.actions).sort().join(", ") || "none"})`,
+      );
+    }
+    const missing = t.on.labels.filter((l) => !config.labels.includes(l));
+    if (missing.length > 0) {
+      problems.push(
+        `${where}: needs label${missing.length > 1 ? "s" : ""} ${missing.join(", ")}; the local nodes have [${config.labels.join(", ")}]`,
+      );
+    }
+    if (t.on.node !== null && !nodeIds.includes(t.on.node)) {
+      problems.push(`${where}: pinned to node "${t.on.node}"; the local nodes are ${nodeIds.join(", ")}`);
+    }
+  }
+  return problems;
+}
+
+const MAX_SUFFIX = 10_000;
+
+/** The DAG's own id when it is new in the room, else the first free `<id>.<n>` (n ≥ 2). */
+export async function freeDagId(
+  store: Pick<Store, "getRun">,
+  roomId: string,
+  base: string,
+  from = 2,
+): Promise<string> {
+  if (from === 2 && (await store.getRun(roomId, base)) === null) return base;
+  for (let n = from; n < MAX_SUFFIX; n++) {
+    const suffix = `.${n}`;
+    const id = `${base.slice(0, 64 - suffix.length)}${suffix}`;
+    if ((await store.getRun(roomId, id)) === null) return id;
+  }
+  throw new CliError(`no free id left for "${base}" (tried up to .${MAX_SUFFIX - 1})`, 1);
+}
+
+async function runDag(file: string, options: RunOptions): Promise<number> {
+  const count = parseNodeCount(options.nodes);
+  const config = resolveConfig(options);
+  const roomId = pickRoom(config, undefined);
+  const dag = await loadDagFile(file);
+  const nodeIds = localNodeIds(config.nodeId, count);
+  const problems = unplaceable(dag, config, nodeIds);
+  if (problems.length > 0) {
+    throw new CliError(
+      `${file} cannot run on the local nodes:\n${problems.map((p) => `  ${p}`).join("\n")}`,
+      EXIT_CONFIG,
+    );
+  }
+  const logger = makeLogger(config, runLogLevel(options));
+  const store = await openConfiguredStore(config);
+  const nodes = startNodes(config, store, logger, nodeIds);
+  const stopAll = new AbortController();
+  let interrupted = 0;
+  let runId: string | null = null;
+  let dagId: string | null = null;
+  const onSignal = (): void => {
+    interrupted += 1;
+    if (interrupted === 1 && dagId !== null) {
+      process.stderr.write("\ncanceling the run (Ctrl-C again to stop at once)\n");
+      void command(store, roomId, `!dag cancel ${dagId}`, COMMAND_WAIT_MS).catch(() => {});
+    } else {
+      process.stderr.write("\nstopping now\n");
+      stopAll.abort();
+    }
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  try {
+    const started = await publishAndConfirm(store, roomId, dag);
+    runId = started.runId;
+    dagId = started.dagId;
+    if (dagId !== dag.dag.id)
+      process.stderr.write(`dag ${dag.dag.id} is already in the store; running it again as ${dagId}\n`);
+    const run = await follow(store, roomId, runId, stopAll.signal);
+    if (run === null || !isTerminalRun(run.status)) return 1;
+    return run.status === "succeeded" ? 0 : 1;
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+    await Promise.all(nodes.map((n) => n.stop({ abortRunning: stopAll.signal.aborted })));
+    await store.close();
+  }
+}
+
+function startNodes(
+  config: NodeConfig,
+  store: Store,
+  logger: Logger,
+  nodeIds: readonly string[],
+): EngineNode[] {
+  const executor = createProcessExecutor({ baseEnv: pickBaseEnv(process.env) });
+  const processInbox = commandStep(config, store, logger);
+  return nodeIds.map((nodeId) =>
+    startEngineNode(engineSettings(config, { nodeId }), {
+      store,
+      executor,
+      clock: systemClock,
+      logger,
+      processInbox,
+    }),
+  );
+}
+
+/** Publishes under a free id (racing another publisher moves on to the next id), then confirms. */
+async function publishAndConfirm(
+  store: Store,
+  roomId: string,
+  dag: DagFile,
+): Promise<{ runId: string; dagId: string }> {
+  let id = await freeDagId(store, roomId, dag.dag.id);
+  for (let attempt = 0; ; attempt++) {
+    const answer = await command(store, roomId, publishBody(dag.document, id), COMMAND_WAIT_MS);
+    const kind = answer.outcome?.kind ?? (answer.runId !== null ? "published" : null);
+    if ((kind === "exists" || kind === "conflict") && attempt < 5) {
+      id = await freeDagId(store, roomId, dag.dag.id, 2);
+      continue;
+    }
+    if (kind !== "published" || answer.runId === null) {
+      throw new CliError(
+        `the leader did not start the run:\n${answer.text ?? JSON.stringify(answer.row.result)}`,
+        1,
+      );
+    }
+    const run = await store.getRunById(answer.runId);
+    if (run?.status === "pending") {
+      const confirmed = await command(store, roomId, `!dag confirm ${id}`, COMMAND_WAIT_MS);
+      const after = await store.getRunById(answer.runId);
+      if (after?.status === "pending") {
+        throw new CliError(`the run could not be confirmed:\n${confirmed.text ?? "no answer"}`, 1);
+      }
+    }
+    return { runId: answer.runId, dagId: id };
+  }
+}
+
+/** Shows progress until the run ends (or `stop` aborts), then the summary. Returns the last state. */
+async function follow(
+  store: Store,
+  roomId: string,
+  runId: string,
+  stop: AbortSignal,
+): Promise<RunRecord | null> {
+  const out = process.stdout;
+  const view = createProgress(out);
+  const waker = new Waker(systemClock, 50);
+  const unsubscribe = wakeOnChange(store, waker, ["tasks", "runs"], [roomId]);
+  // Task times are on the store's clock; durations of running tasks are shown against it.
+  const offset = (await store.now()) - Date.now();
+  let run: RunRecord | null = null;
+  try {
+    while (!stop.aborted) {
+      run = await store.getRunById(runId);
+      if (run === null) return null;
+      const tasks = await store.listTasks(runId);
+      const now = Date.now() + offset;
+      if (isTerminalRun(run.status)) {
+        view.finish(run, tasks, now);
+        out.write(out.isTTY ? lastLine(renderSummary(run, tasks, now)) : renderSummary(run, tasks, now));
+        return run;
+      }
+      view.update(run, tasks, now);
+      await waker.wait(out.isTTY ? 500 : 2_000, stop);
+    }
+    return run;
+  } finally {
+    unsubscribe();
+  }
+}
+
+function lastLine(text: string): string {
+  const lines = text.trimEnd().split("\n");
+  return `${lines[lines.length - 1] ?? ""}\n`;
+}

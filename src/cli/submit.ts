@@ -1,0 +1,96 @@
+/** `dagbot submit FILE`: publish a DAG into the store as a chat command would, and print its run id. */
+import type { Command } from "commander";
+import type { Store } from "../ports/store.js";
+import type { CommandAnswer } from "./command-step.js";
+import { sendLocalCommand } from "./command-step.js";
+import { loadDagFile, publishBody } from "./dag-file.js";
+import {
+  CliError,
+  openConfiguredStore,
+  pickRoom,
+  resolveConfig,
+  runCli,
+  withCommonOptions,
+} from "./engine-setup.js";
+
+interface SubmitOptions {
+  config?: string;
+  store?: string;
+  logLevel?: string;
+  room?: string;
+  confirm?: boolean;
+  wait: string;
+  json?: boolean;
+}
+
+export function registerSubmit(program: Command): void {
+  withCommonOptions(
+    program
+      .command("submit")
+      .description("Publish a DAG file into the store as a !dag publish command would, and print its run id.")
+      .argument("<file>", "the DAG document (.json or .toml)")
+      .option("--room <room>", "the room (default: the config's only room)")
+      .option("--confirm", "confirm the run too, so it starts at once")
+      .option("--wait <seconds>", "how long to wait for the room's leader to answer", "30")
+      .option("--json", "print { runId, dagId, status } as JSON"),
+    "The command goes into the room's inbox; the room's leader (a running `dagbot node` or bot) validates\n" +
+      "it against the actions live nodes offer and answers. The run id is printed on stdout, the leader's\n" +
+      "reply on stderr. Exit status: 0 published (or already there with the same content), 1 refused or no\n" +
+      "leader answered, 2 bad file or config.",
+  ).action((file: string, options: SubmitOptions) => runCli("submit", () => submit(file, options)));
+}
+
+export function waitSeconds(text: string): number {
+  const seconds = Number(text);
+  if (!Number.isFinite(seconds) || seconds <= 0 || seconds > 3600) {
+    throw new CliError(`--wait must be a number of seconds from 1 to 3600, got "${text.slice(0, 20)}"`);
+  }
+  return seconds * 1000;
+}
+
+/** Sends a command and fails with a clear message when no leader answers. */
+export async function command(
+  store: Store,
+  roomId: string,
+  body: string,
+  waitMs: number,
+): Promise<CommandAnswer> {
+  const answer = await sendLocalCommand(store, roomId, body, waitMs);
+  if (answer === null) {
+    throw new CliError(
+      `no leader of room ${roomId} answered within ${waitMs / 1000}s; the command stays in the inbox and ` +
+        "is handled when a node of the room runs (start one with `dagbot node`)",
+      1,
+    );
+  }
+  return answer;
+}
+
+async function submit(file: string, options: SubmitOptions): Promise<number> {
+  const waitMs = waitSeconds(options.wait);
+  const config = resolveConfig(options);
+  const roomId = pickRoom(config, options.room);
+  const dag = await loadDagFile(file);
+  const store = await openConfiguredStore(config);
+  try {
+    const published = await command(store, roomId, publishBody(dag.document), waitMs);
+    if (published.text !== null) process.stderr.write(`${published.text}\n`);
+    const kind = published.outcome?.kind ?? null;
+    if (published.runId === null || (kind !== null && kind !== "published" && kind !== "exists")) return 1;
+    let status = (await store.getRunById(published.runId))?.status ?? null;
+    if (options.confirm === true && status === "pending") {
+      const confirmed = await command(store, roomId, `!dag confirm ${published.dagId ?? dag.dag.id}`, waitMs);
+      if (confirmed.text !== null) process.stderr.write(`${confirmed.text}\n`);
+      status = (await store.getRunById(published.runId))?.status ?? null;
+      if (status === "pending") return 1;
+    }
+    if (options.json === true) {
+      process.stdout.write(`${JSON.stringify({ runId: published.runId, dagId: published.dagId, status })}\n`);
+    } else {
+      process.stdout.write(`${published.runId}\n`);
+    }
+    return 0;
+  } finally {
+    await store.close();
+  }
+}
