@@ -1,15 +1,21 @@
 /** The table of `dagbot` subcommands; each lives in its own file under src/cli/. */
 import type { Command } from "commander";
+import { registerCancel } from "./cancel.js";
 import { registerCap } from "./cap.js";
 import { registerNode } from "./node.js";
 import { registerNodes } from "./nodes.js";
+import { registerRun } from "./run.js";
 import { registerStatus } from "./status.js";
+import { registerSubmit } from "./submit.js";
 import { registerValidate } from "./validate.js";
 
 export function registerCommands(program: Command): void {
   registerValidate(program);
+  registerRun(program);
   registerNode(program);
+  registerSubmit(program);
   registerStatus(program);
   registerNodes(program);
+  registerCancel(program);
   registerCap(program);
 }
