@@ -93,6 +93,12 @@ describe("Synapse harness", () => {
       `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/state/m.room.power_levels/`,
     );
     expect(pl.users).toEqual({ [owner.userId]: 100, [bot.userId]: 50 });
+    await owner.setPowerLevel(roomId, bot.userId, 20);
+    const lowered = await owner.request(
+      "GET",
+      `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/state/m.room.power_levels/`,
+    );
+    expect(lowered.users).toEqual({ [owner.userId]: 100, [bot.userId]: 20 });
     const name = await owner.request(
       "GET",
       `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/state/m.room.name/`,
