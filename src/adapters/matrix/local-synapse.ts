@@ -1,7 +1,7 @@
 /**
- * A real Synapse for tests and the demo: installs it (scripts/install-synapse.sh), starts it on a free
- * port with a throwaway data dir, registers users and creates rooms through its APIs, and stops,
- * restarts or disposes of it. No vitest imports here, so `dagbot demo` can reuse it.
+ * A real local Synapse for the tests and `dagbot demo`: installs it (scripts/install-synapse.sh),
+ * starts it on a free port with a throwaway data dir, registers users and creates rooms through its
+ * APIs, and stops, restarts or disposes of it. test/support/synapse.ts re-exports it for the tests.
  */
 import { execFile } from "node:child_process";
 import { createHmac, randomBytes } from "node:crypto";
@@ -21,7 +21,8 @@ import { fileURLToPath } from "node:url";
 import { renderSynapseConfig, type SynapseRateLimits } from "./synapse-config.js";
 import { freePort, spawnSynapse, stopProcess, tailOf, waitReady, type Running } from "./synapse-process.js";
 
-const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+// src/adapters/matrix/ and dist/adapters/matrix/ are both three levels below the package root.
+const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 const INSTALL_SCRIPT = join(REPO_ROOT, "scripts/install-synapse.sh");
 const SERVER_NAME = "localhost";
 
