@@ -36,7 +36,7 @@ export const CLAIM_PICK_SQL = `SELECT run_id, task_id FROM tasks
    LIMIT 1
    FOR UPDATE SKIP LOCKED`;
 
-const CLAIM_SQL = `WITH pick AS (${CLAIM_PICK_SQL}),
+export const CLAIM_SQL = `WITH pick AS (${CLAIM_PICK_SQL}),
   up AS (
     UPDATE tasks t SET status = 'running', version = t.version + 1, claim_version = t.version + 1,
            executor_node = $3::text, executor_boot = $6::text, lease_expires_at = ${NOW} + $7::bigint,
@@ -122,7 +122,7 @@ const RETRY = `($7::text IN ('failed','timed_out') AND status = 'running' AND at
 const BACKOFF = `least(retry_backoff_ms * power(2::numeric, least(greatest(attempt - 1, 0), 30)),
                        greatest(retry_backoff_ms, ${MAX_BACKOFF_MS}))::bigint`;
 
-const FINISH_SQL = `WITH up AS (
+export const FINISH_SQL = `WITH up AS (
     UPDATE tasks SET
       status = CASE WHEN ${RETRY} THEN 'queued' ELSE $7::text END,
       version = version + 1,
