@@ -1,208 +1,179 @@
-// The `!dag` grammar: good commands in their many spellings, chat that is not a command, and the
-// malformed corpus of test/fixtures/commands, each answered with a typed error and its help line.
-import { readFileSync } from "node:fs";
+/** The pure parts of the command table: inbox content decoding, permissions, help filtering, table shape. */
 import { describe, expect, it } from "vitest";
-import type { Command, CommandErrorCode, CommandInput } from "../../src/domain/commands.js";
-import { MAX_COMMAND_BYTES, parseCommand } from "../../src/domain/commands.js";
+import type { CommandPolicy, HandlerContext } from "../../src/app/commands/context.js";
+import { handleHelp } from "../../src/app/commands/handlers/reads.js";
+import { decodeInboxContent } from "../../src/app/commands/inbox-intent.js";
+import { unwrapOutcome, wrapOutcome } from "../../src/app/commands/outcome.js";
+import { checkPermission, checkTwoPersonRule } from "../../src/app/commands/permissions.js";
+import { COMMAND_HANDLERS, commandErrorOutcome } from "../../src/app/commands/table.js";
+import { COMMAND_VERBS, COMMANDS } from "../../src/domain/command-table.js";
+import { parseCommand } from "../../src/domain/commands.js";
+import type { SenderStanding } from "../../src/ports/permissions.js";
 
-interface MalformedCase {
-  name: string;
-  body: string;
-  formattedBody?: string;
-  format?: string;
-  code: CommandErrorCode;
-  messageIncludes: string;
-  helpLine: string;
-}
-const malformed = JSON.parse(
-  readFileSync(new URL("../fixtures/commands/malformed.json", import.meta.url), "utf8"),
-) as MalformedCase[];
-
-const cmd = (body: string): Command | string => {
-  const r = parseCommand({ body });
-  return r.kind === "command"
-    ? r.command
-    : r.kind === "error"
-      ? `${r.error.code}: ${r.error.message}`
-      : r.kind;
+const policy: CommandPolicy = {
+  requiredPowerLevel: 50,
+  allowlist: [],
+  twoPersonRule: true,
+  autoConfirm: [],
+  confirmTimeoutMs: 3_600_000,
+  nodeStaleAfterMs: 30_000,
 };
-const json = (text: string) => ({ verb: "publish", source: { kind: "inline", format: "json", text } });
-const toml = (text: string) => ({ verb: "publish", source: { kind: "inline", format: "toml", text } });
+const member = (powerLevel: number, allowlisted = false): SenderStanding => ({
+  kind: "room-member",
+  powerLevel,
+  allowlisted,
+});
 
-describe("good commands", () => {
-  const table: ReadonlyArray<readonly [string, unknown]> = [
-    ["!dag", { verb: "help", topic: null }],
-    ["   !DAG   ", { verb: "help", topic: null }],
-    ["!dag help", { verb: "help", topic: null }],
-    ["!dag HELP Publish", { verb: "help", topic: "publish" }],
-    ["!dag help `cap`", { verb: "help", topic: "cap" }],
-    ["!dag publish backup_daily", { verb: "publish", source: { kind: "library", name: "backup_daily" } }],
-    ["!dag publish `backup.daily`", { verb: "publish", source: { kind: "library", name: "backup.daily" } }],
-    ["!Dag   Confirm\tbackup_daily  ", { verb: "confirm", id: "backup_daily" }],
-    ['!dag confirm "nightly-1"', { verb: "confirm", id: "nightly-1" }],
-    ["!dag reject x", { verb: "reject", id: "x" }],
-    ["!dag cancel A.b-c_9", { verb: "cancel", id: "A.b-c_9" }],
-    ["!dag status", { verb: "status", id: null }],
-    ["!dag status r1", { verb: "status", id: "r1" }],
-    ["\n\n!dag\n\nstatus\n\n r1 \n", { verb: "status", id: "r1" }],
-    ["!dag list", { verb: "list" }],
-    ["!dag LOGS r1 dump", { verb: "logs", id: "r1", task: "dump" }],
-    ["!dag retry r1", { verb: "retry", id: "r1" }],
-    ["!dag nodes", { verb: "nodes" }],
-    ["!dag cap 0", { verb: "cap", n: 0 }],
-    ["!dag cap 007", { verb: "cap", n: 7 }],
-    ["!dag cap 10000", { verb: "cap", n: 10000 }],
-    [`!dag confirm ${"x".repeat(64)}`, { verb: "confirm", id: "x".repeat(64) }],
-    ["> <@alice:example.org> !dag publish x\n> more\n\n!dag confirm x", { verb: "confirm", id: "x" }],
-    ['!dag publish\n```json\n{"id": "a"}\n```', json('{"id": "a"}')],
-    ['!dag publish\n```toml\nid = "a"\n[[tasks]]\nid = "t"\n```\n', toml('id = "a"\n[[tasks]]\nid = "t"')],
-    ['!dag publish\n```\n  {"id": "a"}\n```', json('  {"id": "a"}')],
-    ['!dag publish\n```\nid = "a"\n```', toml('id = "a"')],
-    ['!dag publish ```json\n{"id": "a"}\n```', json('{"id": "a"}')],
-    ["!dag publish```toml\nid = 1\n```", toml("id = 1")],
-    ["!dag publish\n```JSON\n{}\n```", json("{}")],
-    ["!dag publish\n```json title=x\n{}\n```", json("{}")],
-    ["!dag publish\r\n```json\r\n{}\r\n```\r\n", json("{}")],
-    ['!dag publish ```{"id": "a"}```', json('{"id": "a"}')],
-    ['!dag publish ```toml id = "a"```', toml('id = "a"')],
-    ['!dag publish\n```json\n{"id": "a"}```', json('{"id": "a"}')],
-    ['!dag publish {"id": "a", "tasks": []}', json('{"id": "a", "tasks": []}')],
-    ['!dag publish\n````toml\ndescription = "```"\n````', toml('description = "```"')],
-    ["!dag publish\n```toml\nid = 1\n  ```  ", toml("id = 1")],
-  ];
-  it.each(table)("%j", (body, expected) => {
-    expect(cmd(body)).toEqual(expected);
+/** handleHelp and commandErrorOutcome read only the standing and the policy; no store is touched. */
+function ctx(standing: SenderStanding): HandlerContext {
+  return {
+    store: {} as HandlerContext["store"],
+    fence: null,
+    roomId: "!r:test",
+    sender: "@s:test",
+    eventId: null,
+    standing,
+    policy,
+    loadDag: async () => ({ ok: false, message: "none" }),
+  };
+}
+
+describe("the command table", () => {
+  it("has one entry per verb of the domain table, with the domain's permission", () => {
+    expect(Object.keys(COMMAND_HANDLERS).sort()).toEqual([...COMMAND_VERBS].sort());
+    for (const info of COMMANDS) {
+      expect(COMMAND_HANDLERS[info.verb].permission).toBe(info.permission);
+      expect(COMMAND_HANDLERS[info.verb].verb).toBe(info.verb);
+    }
   });
 
-  const html: ReadonlyArray<readonly [string, CommandInput, unknown]> = [
-    [
-      "an HTML-only publish with a language class and entities",
-      {
-        body: "",
-        formattedBody:
-          '<p>!dag publish</p>\n<pre><code class="language-json">{&quot;id&quot;: &quot;a&lt;b &amp; c&#39;s&quot;}\n</code></pre>\n',
-        format: "org.matrix.custom.html",
-      },
-      json('{"id": "a<b & c\'s"}\n'),
-    ],
-    [
-      "a body without the block, the block only in HTML",
-      {
-        body: "!dag publish",
-        formattedBody: '<p>!dag publish</p><pre><code class="language-toml">id = "a"\n</code></pre>',
-        format: "org.matrix.custom.html",
-      },
-      toml('id = "a"\n'),
-    ],
-    [
-      "a pre without code, sniffed as TOML",
-      { body: "[code]", formattedBody: "!dag publish<pre>id = 'x'</pre>" },
-      toml("id = 'x'"),
-    ],
-    [
-      "a reply: mx-reply and the body fallback both stripped",
-      {
-        body: "> <@a:example.org> !dag cancel other\n\n!dag status r1",
-        formattedBody:
-          '<mx-reply><blockquote><a href="x">In reply to</a> !dag cancel other</blockquote></mx-reply>!dag status r1',
-        format: "org.matrix.custom.html",
-      },
-      { verb: "status", id: "r1" },
-    ],
-    [
-      "an HTML-only reply",
-      {
-        body: "",
-        formattedBody: "<MX-REPLY><blockquote>!dag cancel x</blockquote></MX-REPLY><p>!dag nodes</p>",
-      },
-      { verb: "nodes" },
-    ],
-    [
-      "line breaks as <br>",
-      { body: "", formattedBody: "!dag<br>status<br/>r1" },
-      { verb: "status", id: "r1" },
-    ],
-    [
-      "numeric entities",
-      { body: "", formattedBody: "!dag confirm &#x61;b&#99;" },
-      { verb: "confirm", id: "abc" },
-    ],
-    [
-      "inline code around an id",
-      { body: "", formattedBody: "<p>!dag logs <code>r1</code> <code>dump</code></p>" },
-      { verb: "logs", id: "r1", task: "dump" },
-    ],
-  ];
-  it.each(html)("%s", (_name, input, expected) => {
-    const r = parseCommand(input);
-    expect(r).toEqual({ kind: "command", command: expected });
+  it("operator verbs are exactly publish, confirm, reject, cancel, retry and cap", () => {
+    const operator = COMMANDS.filter((c) => COMMAND_HANDLERS[c.verb].permission === "operator").map(
+      (c) => c.verb,
+    );
+    expect(operator.sort()).toEqual(["cancel", "cap", "confirm", "publish", "reject", "retry"]);
   });
 });
 
-describe("not a command", () => {
-  const chatter: ReadonlyArray<CommandInput> = [
-    { body: "" },
-    { body: "   \n  " },
-    { body: "hello everyone" },
-    { body: "!dagfoo" },
-    { body: "!dag-status" },
-    { body: "!dag:help" },
-    { body: "dag status" },
-    { body: "!da status" },
-    { body: "please run !dag status" },
-    { body: "> !dag cancel x" },
-    { body: "> <@a:example.org> !dag cancel x\n\nthanks, that worked" },
-    { body: "hello", formattedBody: "<p>hello <b>there</b></p>", format: "org.matrix.custom.html" },
-    { body: "hello", formattedBody: "!dag cancel x", format: "text/markdown" },
-    { body: "x".repeat(200_000) },
-    { body: "", formattedBody: "<p>" + "hello ".repeat(50_000) + "</p>" },
-  ];
-  it.each(chatter)("%#: ignored", (input) => {
-    expect(parseCommand(input)).toEqual({ kind: "not-a-command" });
-  });
-});
-
-describe("malformed commands", () => {
-  it("has a corpus of at least 20 cases with distinct names", () => {
-    expect(malformed.length).toBeGreaterThanOrEqual(20);
-    expect(new Set(malformed.map((c) => c.name)).size).toBe(malformed.length);
-  });
-
-  it.each(malformed.map((c) => [c.name, c] as const))("%s", (_name, c) => {
-    const r = parseCommand({
-      body: c.body,
-      formattedBody: c.formattedBody ?? null,
-      format: c.format ?? null,
+describe("permissions", () => {
+  it("refuses below the power level, naming the level needed and the level held", () => {
+    expect(checkPermission("publish", member(10), policy)).toEqual({
+      ok: false,
+      reason:
+        "you need power level 50 in this room (or a place on the allowlist) to use publish; you have 10",
     });
-    expect(r.kind).toBe("error");
-    if (r.kind !== "error") return;
-    expect(r.error.code).toBe(c.code);
-    expect(r.error.message).toContain(c.messageIncludes);
-    expect(r.error.helpLine).toBe(c.helpLine);
-    expect(r.error.message).not.toMatch(/[\p{Cc}\p{Cf}]/u);
+    expect(checkPermission("publish", member(50), policy)).toEqual({ ok: true });
+    expect(checkPermission("cap", member(0, true), policy)).toEqual({ ok: true });
+    expect(checkPermission("cap", { kind: "local-operator" }, policy)).toEqual({ ok: true });
   });
 
-  it("refuses a message over 64 KiB, counted in UTF-8 bytes", () => {
-    const big = "!dag publish\n```json\n" + "a".repeat(MAX_COMMAND_BYTES) + "\n```";
-    const r = parseCommand({ body: big });
-    expect(r.kind === "error" && r.error.code).toBe("too-large");
-    expect(r.kind === "error" && r.error.message).toContain("at most 65536 bytes");
-    // 22,000 three-byte characters: under the limit in characters, over it in bytes.
-    const wide = parseCommand({ body: "!dag publish ```toml\n" + "€".repeat(22_000) + "\n```" });
-    expect(wide.kind === "error" && wide.error.code).toBe("too-large");
-    const fits = parseCommand({ body: "!dag publish ```toml\n" + "€".repeat(21_000) + "\n```" });
-    expect(fits.kind).toBe("command");
+  it("open verbs need nothing", () => {
+    for (const verb of ["help", "status", "list", "logs", "nodes"] as const) {
+      expect(checkPermission(verb, member(0), policy)).toEqual({ ok: true });
+    }
   });
 
-  it("quotes at most 40 characters of what was typed", () => {
-    const r = parseCommand({ body: `!dag ${"q".repeat(5000)}` });
-    expect(r.kind === "error" && r.error.message).toBe(`unknown command "${"q".repeat(40)}…"`);
+  it("the two-person rule stops the publisher only, and only when on", () => {
+    expect(checkTwoPersonRule("@a:t", "@a:t", member(100), policy).ok).toBe(false);
+    expect(checkTwoPersonRule("@a:t", "@b:t", member(100), policy).ok).toBe(true);
+    expect(checkTwoPersonRule("@a:t", "@a:t", member(100), { ...policy, twoPersonRule: false }).ok).toBe(
+      true,
+    );
+    expect(checkTwoPersonRule("cli", "cli", { kind: "local-operator" }, policy).ok).toBe(true);
   });
 
-  it("keeps the recognised verb on the error, for the permission check", () => {
-    const r = parseCommand({ body: "!dag cancel a/b" });
-    expect(r.kind === "error" && r.error.verb).toBe("cancel");
-    const u = parseCommand({ body: "!dag zap" });
-    expect(u.kind === "error" && u.error.verb).toBe(null);
+  it("help is filtered to what the sender may do and names what the rest needs", () => {
+    const low = handleHelp(ctx(member(0)), null);
+    expect(low.kind).toBe("help");
+    if (low.kind !== "help") return;
+    expect(low.entries.map((e) => e.verb)).toEqual(["help", "status", "list", "logs", "nodes"]);
+    expect(low.hiddenVerbs).toEqual(["publish", "confirm", "reject", "cancel", "retry", "cap"]);
+    const high = handleHelp(ctx(member(100)), null);
+    expect(high.kind === "help" && high.entries.length).toBe(COMMANDS.length);
+    expect(high.kind === "help" && high.hiddenVerbs).toEqual([]);
+    const topic = handleHelp(ctx(member(0)), "cap");
+    expect(topic.kind === "help" && topic.hiddenVerbs).toEqual(["cap"]);
+    expect(topic.kind === "help" && topic.details.length).toBeGreaterThan(0);
+  });
+
+  it("a malformed operator command from someone without the level is refused before its syntax is judged", () => {
+    const parsed = parseCommand({ body: "!dag cap lots" });
+    expect(parsed.kind).toBe("error");
+    if (parsed.kind !== "error") return;
+    expect(commandErrorOutcome(ctx(member(0)), parsed.error).kind).toBe("refused");
+    const error = commandErrorOutcome(ctx(member(50)), parsed.error);
+    expect(error).toEqual({
+      kind: "command-error",
+      message: parsed.error.message,
+      helpLine: parsed.error.helpLine,
+    });
+    expect(error.kind === "command-error" && error.helpLine).toContain("!dag cap");
+  });
+});
+
+describe("inbox content", () => {
+  it("reads a message, with its thread", () => {
+    expect(decodeInboxContent({ msgtype: "m.text", body: "!dag list" })).toEqual({
+      kind: "message",
+      input: { body: "!dag list", formattedBody: null, format: null },
+      threadRoot: null,
+    });
+    const threaded = decodeInboxContent({
+      body: "!dag status",
+      format: "org.matrix.custom.html",
+      formatted_body: "<p>!dag status</p>",
+      "m.relates_to": { rel_type: "m.thread", event_id: "$root", is_falling_back: true },
+    });
+    expect(threaded).toEqual({
+      kind: "message",
+      input: { body: "!dag status", formattedBody: "<p>!dag status</p>", format: "org.matrix.custom.html" },
+      threadRoot: "$root",
+    });
+  });
+
+  it("reads ✅ and ❌ reactions, with or without the emoji variation selector", () => {
+    const react = (key: string) =>
+      decodeInboxContent({ "m.relates_to": { rel_type: "m.annotation", event_id: "$card", key } });
+    expect(react("✅")).toEqual({ kind: "reaction", targetEventId: "$card", decision: "confirm" });
+    expect(react("✔️")).toEqual({ kind: "reaction", targetEventId: "$card", decision: "confirm" });
+    expect(react("❌")).toEqual({ kind: "reaction", targetEventId: "$card", decision: "reject" });
+    expect(react("👍").kind).toBe("other");
+  });
+
+  it("reads the camelCase shapes of the chat port", () => {
+    expect(decodeInboxContent({ targetEventId: "$c", key: "❌" })).toEqual({
+      kind: "reaction",
+      targetEventId: "$c",
+      decision: "reject",
+    });
+    expect(
+      decodeInboxContent({
+        body: "!dag list",
+        formattedBody: "<b>x</b>",
+        relatesTo: { relType: "m.thread", eventId: "$t" },
+      }),
+    ).toEqual({
+      kind: "message",
+      input: { body: "!dag list", formattedBody: "<b>x</b>", format: null },
+      threadRoot: "$t",
+    });
+  });
+
+  it("edits and bodiless events are not commands", () => {
+    expect(
+      decodeInboxContent({ body: "* !dag list", "m.relates_to": { rel_type: "m.replace", event_id: "$x" } })
+        .kind,
+    ).toBe("other");
+    expect(decodeInboxContent({ body: 42 }).kind).toBe("other");
+  });
+});
+
+describe("stored outcomes", () => {
+  it("round-trip through JSON and are told apart from results the store wrote", () => {
+    const outcome = { kind: "cap" as const, cap: 2, previous: 5 };
+    const stored = JSON.parse(JSON.stringify(wrapOutcome(outcome))) as Record<string, unknown>;
+    expect(unwrapOutcome(stored)).toEqual(outcome);
+    expect(unwrapOutcome({ op: "publish", kind: "created", runId: "r" })).toBeNull();
+    expect(unwrapOutcome(null)).toBeNull();
   });
 });

@@ -199,11 +199,16 @@ const NOTEWORTHY: ReadonlySet<TaskStatus> = new Set<TaskStatus>([
  * ones (active or failed) are kept first, then the rest fill the remaining places.
  */
 export function selectTaskLines(tasks: readonly TaskRecord[], max: number): TaskLine[] {
-  if (tasks.length <= max) return tasks.map(taskLine);
-  const keep = new Set<TaskRecord>();
-  for (const t of tasks) if (keep.size < max && NOTEWORTHY.has(t.status)) keep.add(t);
-  for (const t of tasks) if (keep.size < max) keep.add(t);
-  return tasks.filter((t) => keep.has(t)).map(taskLine);
+  return selectNoteworthy(tasks, max).map(taskLine);
+}
+
+/** The selection rule of selectTaskLines, for records or lines alike. */
+export function selectNoteworthy<T extends { status: TaskStatus }>(items: readonly T[], max: number): T[] {
+  if (items.length <= max) return [...items];
+  const keep = new Set<T>();
+  for (const t of items) if (keep.size < max && NOTEWORTHY.has(t.status)) keep.add(t);
+  for (const t of items) if (keep.size < max) keep.add(t);
+  return items.filter((t) => keep.has(t));
 }
 
 export function progressOf(run: RunRecord, tasks: readonly TaskRecord[]): RunProgress {

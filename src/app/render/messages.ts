@@ -15,6 +15,7 @@ import { summarizeTasks } from "../../domain/run-status.js";
 import type { OutboxMessageInput, RunRecord, TaskRecord } from "../../ports/store.js";
 import type { Rendered } from "./html.js";
 import type { Outcome } from "../commands/outcome.js";
+import { selectNoteworthy } from "../commands/outcome.js";
 import {
   code,
   escapeHtml,
@@ -90,7 +91,7 @@ export function replyContent(outcome: Outcome, placement: Placement): Record<str
     const content = noticeContent(rendered, placement);
     if (jsonBytes(content) <= MAX_EVENT_CONTENT_BYTES) return content;
     if (shown.kind === "status" && shown.tasks.length > 0) {
-      shown = { ...shown, tasks: shown.tasks.slice(0, Math.floor(shown.tasks.length / 2)) };
+      shown = { ...shown, tasks: selectNoteworthy(shown.tasks, Math.floor(shown.tasks.length / 2)) };
       continue;
     }
     const body = longestFittingHead(rendered.body);
@@ -135,7 +136,7 @@ function fittedCard(view: RunView): Rendered {
     const rendered = renderRunView(shown);
     const editSize = 2 * jsonBytes(noticeContent(rendered, { kind: "room" }));
     if (editSize <= MAX_EVENT_CONTENT_BYTES - 1_000 || shown.tasks.length === 0) return rendered;
-    shown = { ...shown, tasks: shown.tasks.slice(0, Math.floor(shown.tasks.length / 2)) };
+    shown = { ...shown, tasks: selectNoteworthy(shown.tasks, Math.floor(shown.tasks.length / 2)) };
   }
 }
 

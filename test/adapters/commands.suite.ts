@@ -1,0 +1,554 @@
+/**
+ * The command table and the inbox step against a real store (run by commands-sqlite.test.ts and
+ * commands-postgres.test.ts): every command through the inbox, refusals and errors that store
+ * nothing, reactions on cards, and exactly-once handling across a crash between "handled" and
+ * "replied". Only the PermissionOracle is a stand-in (it is Matrix's part); the store is real.
+ */
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CommandPolicy, DagLibrary } from "../../src/app/commands/context.js";
+import type { InboxDeps } from "../../src/app/commands/inbox-step.js";
+import { handleInboxEvent, inboxStep, processNextInboxEvent } from "../../src/app/commands/inbox-step.js";
+import { jsonBytes, MAX_EVENT_CONTENT_BYTES } from "../../src/app/render/html.js";
+import { isConflict } from "../../src/ports/errors.js";
+import type { PermissionOracle, SenderStanding } from "../../src/ports/permissions.js";
+import type { LeaderFence, OutboxMessage, Store } from "../../src/ports/store.js";
+import { becomeLeader, session } from "../support/store-fixtures.js";
+
+export interface Counts {
+  runs: number;
+  tasks: number;
+  outbox: number;
+}
+
+export interface CommandsBackend {
+  name: string;
+  /** A fresh store for the file, with raw row counts of the whole database. */
+  open(): Promise<{ store: Store; counts(): Promise<Counts>; close(failed: boolean): Promise<void> }>;
+}
+
+const OP = "@op:test"; // power 100
+const OP2 = "@op2:test"; // power 50: exactly the level needed
+const LOW = "@low:test"; // power 10
+const FRIEND = "@friend:test"; // power 0, on the allowlist
+const AUTO = "@auto:test"; // power 100, on auto_confirm
+
+const POWER: Record<string, number> = { [OP]: 100, [OP2]: 50, [LOW]: 10, [FRIEND]: 0, [AUTO]: 100 };
+
+const policy: CommandPolicy = {
+  requiredPowerLevel: 50,
+  allowlist: [FRIEND],
+  twoPersonRule: true,
+  autoConfirm: [AUTO],
+  confirmTimeoutMs: 3_600_000,
+  nodeStaleAfterMs: 30_000,
+};
+
+const oracle: PermissionOracle = {
+  standing: async (_roomId, userId): Promise<SenderStanding> => ({
+    kind: "room-member",
+    powerLevel: POWER[userId] ?? 0,
+    allowlisted: policy.allowlist.includes(userId),
+  }),
+};
+
+const HELLO_TOML = 'id = "hello"\n[[tasks]]\nid = "greet"\naction = "echo"\n';
+const library: DagLibrary = async (name) =>
+  name === "hello"
+    ? { ok: true, text: HELLO_TOML, format: "toml" }
+    : { ok: false, message: `no file named ${name}.toml or ${name}.json` };
+
+/** A chain a → b → c of `action` tasks. */
+function chainToml(id: string, action = "echo", extra = ""): string {
+  return [
+    `id = "${id}"`,
+    "[[tasks]]",
+    'id = "a"',
+    `action = "${action}"`,
+    extra,
+    "[[tasks]]",
+    'id = "b"',
+    `action = "${action}"`,
+    'needs = ["a"]',
+    "[[tasks]]",
+    'id = "c"',
+    `action = "${action}"`,
+    'needs = ["b"]',
+  ].join("\n");
+}
+const publishToml = (toml: string): string => `!dag publish\n\`\`\`toml\n${toml}\n\`\`\``;
+const publishJson = (json: unknown): string =>
+  `!dag publish\n\`\`\`json\n${JSON.stringify(json, null, 1)}\n\`\`\``;
+
+export function describeCommandSuite(backend: CommandsBackend): void {
+  describe(`commands on ${backend.name}`, () => {
+    let store: Store;
+    let counts: () => Promise<Counts>;
+    let close: (failed: boolean) => Promise<void>;
+    let failed = false;
+    let deps: InboxDeps;
+    let clock = 1_700_000_000_000;
+
+    beforeAll(async () => {
+      ({ store, counts, close } = await backend.open());
+      deps = { store, permissions: oracle, policy, loadDag: library };
+    });
+    afterAll(async () => {
+      await close(failed);
+    });
+
+    /** A fresh room led by a fresh leader: tests do not see each other's runs. */
+    async function room(): Promise<{ roomId: string; fence: LeaderFence }> {
+      const roomId = `!${randomUUID().slice(0, 8)}:test`;
+      return { roomId, fence: await becomeLeader(store, roomId) };
+    }
+
+    async function say(
+      roomId: string,
+      sender: string,
+      content: Record<string, unknown> | string,
+    ): Promise<string> {
+      const eventId = `$${randomUUID()}`;
+      const body = typeof content === "string" ? { msgtype: "m.text", body: content } : content;
+      await store.insertInboxEvent({
+        eventId,
+        roomId,
+        sender,
+        originServerTs: ++clock,
+        content: body,
+        seenBy: "test",
+      });
+      return eventId;
+    }
+
+    async function drain(fence: LeaderFence): Promise<number> {
+      let n = 0;
+      while ((await processNextInboxEvent(deps, fence)) === "processed") n++;
+      return n;
+    }
+
+    async function reply(eventId: string): Promise<OutboxMessage | null> {
+      return store.getOutbox(`reply.${eventId}`);
+    }
+
+    /** Send, handle, and return the reply's plain body. */
+    async function ask(
+      r: { roomId: string; fence: LeaderFence },
+      sender: string,
+      body: string,
+    ): Promise<string> {
+      const eventId = await say(r.roomId, sender, body);
+      expect(await drain(r.fence)).toBe(1);
+      const m = await reply(eventId);
+      if (m === null) throw new Error(`no reply to ${JSON.stringify(body)}`);
+      return String(m.content["body"]);
+    }
+
+    const track = (fn: () => Promise<void>) => async () => {
+      try {
+        await fn();
+      } catch (e) {
+        failed = true;
+        throw e;
+      }
+    };
+
+    it(
+      "publish creates a pending run, replies to the command and starts the card in its thread",
+      track(async () => {
+        const r = await room();
+        const eventId = await say(r.roomId, OP, publishToml(chainToml("nightly")));
+        expect(await drain(r.fence)).toBe(1);
+        const run = await store.getRun(r.roomId, "nightly");
+        expect(run).toMatchObject({ status: "pending", publisher: OP, publishEventId: eventId });
+        const m = await reply(eventId);
+        expect(m?.content["m.relates_to"]).toEqual({ "m.in_reply_to": { event_id: eventId } });
+        expect(m?.content["msgtype"]).toBe("m.notice");
+        expect(String(m?.content["body"])).toContain(
+          `📥 Published \`nightly\` (3 tasks, run \`${run?.runId}\`)`,
+        );
+        expect(String(m?.content["body"])).toContain("`!dag confirm nightly`");
+        const card = await store.getOutbox(`card.${run?.runId}`);
+        expect(card?.content["m.relates_to"]).toMatchObject({ rel_type: "m.thread", event_id: eventId });
+        expect(String(card?.content["body"])).toContain("0/3 tasks done");
+        const row = await store.getInboxEvent(eventId);
+        expect(row?.status).toBe("replied");
+        expect(row?.result).toMatchObject({ op: "publish", kind: "created", runId: run?.runId });
+      }),
+    );
+
+    it(
+      "publish by library name; an unknown name is a clear error",
+      track(async () => {
+        const r = await room();
+        expect(await ask(r, OP, "!dag publish hello")).toContain("Published `hello` (1 task");
+        const before = await counts();
+        expect(await ask(r, OP, "!dag publish nothere")).toContain(
+          "Cannot publish `nothere` from the DAG library: no file named nothere.toml or nothere.json",
+        );
+        expect(await counts()).toEqual({ ...before, outbox: before.outbox + 1 });
+      }),
+    );
+
+    it(
+      "the same DAG again (even as JSON) is 'already exists'; other content under the id is a conflict; neither stores anything",
+      track(async () => {
+        const r = await room();
+        await ask(r, OP, publishToml(chainToml("dup")));
+        const before = await counts();
+        const asJson = {
+          id: "dup",
+          tasks: [
+            { id: "a", action: "echo" },
+            { action: "echo", id: "b", needs: ["a"] },
+            { id: "c", needs: ["b"], action: "echo" },
+          ],
+        };
+        const same = await ask(r, OP2, publishJson(asJson));
+        expect(same).toContain("`dup` already exists with the same content: nothing new was stored.");
+        expect(same).toContain("`!dag status dup`");
+        const other = await ask(r, OP2, publishToml(chainToml("dup", "echo", "priority = 5")));
+        expect(other).toContain("`dup` already exists with different content");
+        expect(other).toContain("nothing was stored");
+        expect(other).toContain("`dup-2`");
+        expect(other).toContain("`!dag retry dup`");
+        // Two replies and nothing else.
+        expect(await counts()).toEqual({ ...before, outbox: before.outbox + 2 });
+      }),
+    );
+
+    it(
+      "a malformed DAG gets every issue with its place and stores nothing",
+      track(async () => {
+        const r = await room();
+        const before = await counts();
+        const bad = 'id = "bad"\n[[tasks]]\nid = "a"\naction = "echo"\nneeds = ["ghost"]\ncolour = "red"\n';
+        const body = await ask(r, OP, publishToml(bad));
+        expect(body).toContain("The DAG in the message (toml) is not valid");
+        expect(body).toContain("tasks[0].needs[0]");
+        expect(body).toContain("tasks[0].colour");
+        expect(body).toContain("nothing was stored");
+        const syntax = await ask(r, OP, publishToml('id = "x"\n[[tasks]\n'));
+        expect(syntax).toContain("is not valid");
+        expect(await counts()).toEqual({ ...before, outbox: before.outbox + 2 });
+      }),
+    );
+
+    it(
+      "actions no live node offers are refused; with no node known the check is skipped",
+      track(async () => {
+        const r = await room();
+        await store.heartbeat({
+          session: session("worker-a"),
+          labels: [],
+          capacity: 2,
+          actions: ["echo"],
+          roomIds: [r.roomId],
+        });
+        const before = await counts();
+        const body = await ask(r, OP, publishToml(chainToml("nuke", "rm_rf")));
+        expect(body).toContain('tasks[0].action: unknown action "rm_rf"');
+        expect(await counts()).toEqual({ ...before, outbox: before.outbox + 1 });
+        const lonely = await room();
+        expect(await ask(lonely, OP, publishToml(chainToml("nuke", "rm_rf")))).toContain("Published `nuke`");
+      }),
+    );
+
+    it(
+      "operator commands below the power level are refused and store nothing; the allowlist lets a member through",
+      track(async () => {
+        const r = await room();
+        const capBefore = await store.getRoomCap(r.roomId);
+        const before = await counts();
+        expect(await ask(r, LOW, publishToml(chainToml("nope")))).toBe(
+          "⛔ you need power level 50 in this room (or a place on the allowlist) to use publish; you have 10\nUsage: `usage: !dag publish <name> | !dag publish + a ```json or ```toml code block`",
+        );
+        expect(await ask(r, LOW, "!dag cap 1")).toContain("to use cap; you have 10");
+        expect(await ask(r, LOW, "!dag cap lots")).toContain("to use cap; you have 10");
+        expect(await store.getRoomCap(r.roomId)).toBe(capBefore);
+        expect(await counts()).toEqual({ ...before, outbox: before.outbox + 3 });
+        expect(await ask(r, FRIEND, publishToml(chainToml("friendly")))).toContain("Published `friendly`");
+      }),
+    );
+
+    it(
+      "confirm: the two-person rule stops the publisher, the confirmer is recorded, repeats are answered",
+      track(async () => {
+        const r = await room();
+        await ask(r, OP, publishToml(chainToml("tp")));
+        expect(await ask(r, OP, "!dag confirm tp")).toContain("two-person rule");
+        expect((await store.getRun(r.roomId, "tp"))?.status).toBe("pending");
+        expect(await ask(r, OP2, "!dag confirm tp")).toBe("▶️ @op2:test confirmed `tp`; it is running now.");
+        expect(await store.getRun(r.roomId, "tp")).toMatchObject({ status: "running", confirmedBy: OP2 });
+        expect(await ask(r, OP, "!dag confirm tp")).toBe(
+          "`tp` is already confirmed by @op2:test; it is running.",
+        );
+        expect(await ask(r, OP, "!dag reject tp")).toBe(
+          "`tp` cannot be rejected: it is running. To stop it, use `!dag cancel tp`.",
+        );
+        expect(await ask(r, OP, "!dag confirm ghost")).toBe(
+          "No run named `ghost` in this room. `!dag list` shows the runs.",
+        );
+        expect(await ask(r, OP, "!dag confirm Tp")).toContain("Did you mean `tp`?");
+      }),
+    );
+
+    it(
+      "auto_confirm publishers skip the confirmation step",
+      track(async () => {
+        const r = await room();
+        const body = await ask(r, AUTO, publishToml(chainToml("fast")));
+        expect(body).toContain("It starts now");
+        expect((await store.getRun(r.roomId, "fast"))?.status).toBe("running");
+      }),
+    );
+
+    it(
+      "reject and cancel, and their repeats",
+      track(async () => {
+        const r = await room();
+        await ask(r, OP, publishToml(chainToml("r1")));
+        expect(await ask(r, OP, "!dag reject r1")).toBe("✋ @op:test rejected `r1`; it will not run.");
+        expect((await store.getRun(r.roomId, "r1"))?.status).toBe("rejected");
+        expect(await ask(r, OP2, "!dag reject r1")).toBe("`r1` is already rejected.");
+        await ask(r, AUTO, publishToml(chainToml("c1")));
+        expect(await ask(r, OP, "!dag cancel c1")).toMatch(/^(🚫 `c1` is canceled|🛑 Canceling `c1`)/);
+        expect(["canceling", "canceled"]).toContain((await store.getRun(r.roomId, "c1"))?.status);
+        expect(await ask(r, OP, "!dag cancel c1")).toMatch(/^`c1` is already cancel/);
+      }),
+    );
+
+    it(
+      "status, list, nodes and help answer anyone; unknown commands get the help line; chatter gets nothing",
+      track(async () => {
+        const r = await room();
+        await ask(r, OP, publishToml(chainToml("seen")));
+        await store.heartbeat({
+          session: session("worker-b"),
+          labels: ["gpu"],
+          capacity: 4,
+          actions: ["echo"],
+          roomIds: [r.roomId],
+        });
+        const status = await ask(r, LOW, "!dag status seen");
+        expect(status).toContain("⏳ `seen` — awaiting confirmation");
+        expect(status).toContain("`a` — waiting");
+        expect(await ask(r, LOW, "!dag status")).toContain(
+          "1 active run:\n⏳ `seen` — awaiting confirmation",
+        );
+        expect(await ask(r, LOW, "!dag list")).toContain("`seen` — awaiting confirmation · 0/3 done");
+        const nodes = await ask(r, LOW, "!dag nodes");
+        expect(nodes).toContain("`leader` leads this room");
+        expect(nodes).toContain("🟢 `worker-b` · labels `gpu` · 0/4 slots busy · 1 action");
+        const help = await ask(r, LOW, "!dag help");
+        expect(help).toContain("`!dag status [<id>]`");
+        expect(help).not.toContain("`!dag cap <n>`");
+        expect(help).toContain("publish, confirm, reject, cancel, retry, cap need power level 50");
+        expect(await ask(r, LOW, "!dag frobnicate")).toContain("unknown command");
+        expect(await ask(r, LOW, "!dag stauts seen")).toContain('did you mean "status"');
+        const chatter = await say(r.roomId, LOW, "good morning");
+        expect(await drain(r.fence)).toBe(1);
+        expect(await reply(chatter)).toBeNull();
+        expect((await store.getInboxEvent(chatter))?.status).toBe("replied");
+      }),
+    );
+
+    it(
+      "logs: the tail of a long hostile output fits one event; an unknown task names the known ones",
+      track(async () => {
+        const r = await room();
+        await ask(r, AUTO, publishToml('id = "noisy"\n[[tasks]]\nid = "spew"\naction = "echo"\n'));
+        await store.scheduleStep(r.fence);
+        const w = session("worker-c");
+        const claimed = await store.claimTask({
+          session: w,
+          roomIds: [r.roomId],
+          labels: [],
+          actions: ["echo"],
+          leaseMs: 30_000,
+        });
+        expect(claimed?.task.taskId).toBe("spew");
+        const output = `${"<script>&\u0007é ".repeat(8_000)}THE-END`;
+        await store.finishTask(claimed!.token, { outcome: "failed", exitCode: 3, output, error: "exit 3" });
+        const eventId = await say(r.roomId, LOW, "!dag logs noisy spew");
+        await drain(r.fence);
+        const m = await reply(eventId);
+        expect(jsonBytes(m?.content)).toBeLessThanOrEqual(MAX_EVENT_CONTENT_BYTES);
+        const body = String(m?.content["body"]);
+        expect(body).toContain("earlier characters omitted");
+        expect(body).toMatch(/THE-END\n```$/);
+        expect(String(m?.content["formatted_body"])).not.toContain("<script>");
+        expect(String(m?.content["formatted_body"])).toContain("&lt;script&gt;");
+        expect(await ask(r, LOW, "!dag logs noisy nope")).toBe(
+          "Run `noisy` has no task named `nope`. Its tasks: `spew`.",
+        );
+      }),
+    );
+
+    it(
+      "retry: a new run of the failed part under <id>.retry1, needs on succeeded tasks dropped",
+      track(async () => {
+        const r = await room();
+        await ask(r, AUTO, publishToml(chainToml("flaky")));
+        const w = session("worker-d");
+        const offer = { session: w, roomIds: [r.roomId], labels: [], actions: ["echo"], leaseMs: 30_000 };
+        expect(await ask(r, OP, "!dag retry flaky")).toContain(
+          "is still running; retry is for a run that ended",
+        );
+        await store.scheduleStep(r.fence);
+        const a = await store.claimTask(offer);
+        await store.finishTask(a!.token, { outcome: "succeeded", exitCode: 0, output: "ok", error: null });
+        await store.scheduleStep(r.fence);
+        const b = await store.claimTask(offer);
+        expect(b?.task.taskId).toBe("b");
+        await store.finishTask(b!.token, { outcome: "failed", exitCode: 1, output: "boom", error: "exit 1" });
+        await store.scheduleStep(r.fence);
+        await store.deriveRunOutcomes(r.fence);
+        expect((await store.getRun(r.roomId, "flaky"))?.status).toBe("failed");
+
+        const body = await ask(r, OP, "!dag retry flaky");
+        expect(body).toContain(
+          "🔁 Retrying the part of `flaky` that did not succeed as `flaky.retry1`: 2 tasks (`b`, `c`).",
+        );
+        const retry = await store.getRun(r.roomId, "flaky.retry1");
+        expect(retry).toMatchObject({ status: "pending", publisher: OP });
+        const tasks = await store.listTasks(retry!.runId);
+        expect(tasks.map((t) => [t.taskId, t.needs])).toEqual([
+          ["b", []],
+          ["c", ["b"]],
+        ]);
+        expect(await store.getOutbox(`card.${retry!.runId}`)).not.toBeNull();
+        expect(await ask(r, OP, "!dag retry flaky.retry1")).toContain("is still awaiting confirmation");
+        expect(await ask(r, OP, "!dag retry ghost")).toContain("No run named `ghost`");
+      }),
+    );
+
+    it(
+      "cap sets the room's cap through the fence",
+      track(async () => {
+        const r = await room();
+        const previous = await store.getRoomCap(r.roomId);
+        expect(await ask(r, OP2, "!dag cap 3")).toContain(`is now 3 (it was ${previous})`);
+        expect(await store.getRoomCap(r.roomId)).toBe(3);
+      }),
+    );
+
+    it(
+      "✅ and ❌ on a card awaiting confirmation decide it, with the same permission checks",
+      track(async () => {
+        const r = await room();
+        const publishEvent = await say(r.roomId, OP, publishToml(chainToml("react")));
+        await drain(r.fence);
+        const run = await store.getRun(r.roomId, "react");
+        await store.markOutboxSent(r.fence, `card.${run!.runId}`, "$card-react");
+        const react = (sender: string, key: string, target = "$card-react") =>
+          say(r.roomId, sender, { "m.relates_to": { rel_type: "m.annotation", event_id: target, key } });
+
+        const low = await react(LOW, "✅");
+        const own = await react(OP, "✅️");
+        const stranger = await react(OP2, "✅", "$some-other-event");
+        const thumbs = await react(OP2, "👍");
+        expect(await drain(r.fence)).toBe(4);
+        expect(String((await reply(low))?.content["body"])).toContain("to use confirm; you have 10");
+        expect(String((await reply(own))?.content["body"])).toContain("two-person rule");
+        expect(await reply(stranger)).toBeNull();
+        expect(await reply(thumbs)).toBeNull();
+        expect((await store.getRun(r.roomId, "react"))?.status).toBe("pending");
+
+        const yes = await react(OP2, "✅");
+        await drain(r.fence);
+        expect(await store.getRun(r.roomId, "react")).toMatchObject({ status: "running", confirmedBy: OP2 });
+        const answer = await reply(yes);
+        expect(answer?.content["body"]).toBe("▶️ @op2:test confirmed `react`; it is running now.");
+        // The answer goes to the card, in the publish event's thread.
+        expect(answer?.content["m.relates_to"]).toEqual({
+          rel_type: "m.thread",
+          event_id: publishEvent,
+          is_falling_back: false,
+          "m.in_reply_to": { event_id: "$card-react" },
+        });
+        // A second ✅ once it runs is not a decision any more: no reply.
+        const again = await react(OP, "✅");
+        await drain(r.fence);
+        expect(await reply(again)).toBeNull();
+
+        await ask(r, OP, publishToml(chainToml("nah")));
+        const nah = await store.getRun(r.roomId, "nah");
+        await store.markOutboxSent(r.fence, `card.${nah!.runId}`, "$card-nah");
+        const no = await react(OP2, "❌", "$card-nah");
+        await drain(r.fence);
+        expect((await store.getRun(r.roomId, "nah"))?.status).toBe("rejected");
+        expect((await reply(no))?.content["body"]).toBe("✋ @op2:test rejected `nah`; it will not run.");
+      }),
+    );
+
+    it(
+      "exactly once: a crash between handled and replied repeats only the reply, the same one under the same txnId",
+      track(async () => {
+        // The same commands in two rooms: one handled normally, one crashing after "handled".
+        const normal = await room();
+        const crashed = await room();
+        const bodies = [publishToml(chainToml("once")), "!dag status once", "!dag confirm once"];
+        const normalReplies: string[] = [];
+        for (const body of bodies)
+          normalReplies.push(await ask(normal, OP2, body.replace("confirm", "status")));
+
+        const before = await counts();
+        const crashReplies: string[] = [];
+        for (const body of bodies) {
+          const sender = body.includes("confirm") ? OP : OP2;
+          const eventId = await say(crashed.roomId, sender, body);
+          const row = await store.nextInboxEvent(crashed.fence);
+          expect(row?.eventId).toBe(eventId);
+          await handleInboxEvent(deps, crashed.fence, row!); // ... and the process dies here.
+          expect((await store.getInboxEvent(eventId))?.status).toBe("handled");
+          expect(await reply(eventId)).toBeNull();
+          // The next leader pass picks the handled row up and only replies.
+          expect(await drain(crashed.fence)).toBe(1);
+          expect(await drain(crashed.fence)).toBe(0);
+          const m = await reply(eventId);
+          expect(m?.txnId).toBe(`reply.${eventId}`);
+          crashReplies.push(String(m?.content["body"]));
+        }
+        const normalize = (s: string) =>
+          s.replace(/run `[^`]+`/g, "run `ID`").replace(/as of [0-9:]+ UTC/, "");
+        expect(crashReplies.slice(0, 2).map(normalize)).toEqual(normalReplies.slice(0, 2).map(normalize));
+        expect(crashReplies[2]).toBe("▶️ @op:test confirmed `once`; it is running now.");
+        // One run with its 3 tasks; three replies and one card; the confirm happened once.
+        expect(await counts()).toEqual({
+          runs: before.runs + 1,
+          tasks: before.tasks + 3,
+          outbox: before.outbox + 4,
+        });
+        expect(await store.getRun(crashed.roomId, "once")).toMatchObject({
+          status: "running",
+          confirmedBy: OP,
+        });
+      }),
+    );
+
+    it(
+      "a deposed leader's step throws ConflictError and handles nothing",
+      track(async () => {
+        const r = await room();
+        const eventId = await say(r.roomId, OP, "!dag list");
+        await store.releaseLease(r.fence);
+        await becomeLeader(store, r.roomId, "usurper");
+        const err = await processNextInboxEvent(deps, r.fence).catch((e: unknown) => e);
+        expect(isConflict(err)).toBe(true);
+        expect((await store.getInboxEvent(eventId))?.status).toBe("new");
+      }),
+    );
+
+    it(
+      "the leader loop's inbox step moves every waiting row and reports the count",
+      track(async () => {
+        const r = await room();
+        for (const body of ["!dag list", "!dag nodes", "hello"]) await say(r.roomId, LOW, body);
+        const step = inboxStep(deps);
+        expect(await step(r.fence, new AbortController().signal)).toBe(3);
+        expect(await step(r.fence, new AbortController().signal)).toBe(0);
+      }),
+    );
+  });
+}

@@ -1,0 +1,448 @@
+/** Rendering of replies, status cards, card edits and final messages: shapes, escaping, size limits. */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import type { Outcome, RunSummary, TaskLine } from "../../src/app/commands/outcome.js";
+import {
+  codeBlock,
+  escapeHtml,
+  jsonBytes,
+  MAX_EVENT_CONTENT_BYTES,
+  r,
+  userPill,
+} from "../../src/app/render/html.js";
+import {
+  cardEditMessage,
+  cardMessage,
+  cardUpdateMessages,
+  finalMessage,
+  replyContent,
+  replyMessage,
+} from "../../src/app/render/messages.js";
+import { renderOutcome } from "../../src/app/render/reply.js";
+import { renderStatusCard } from "../../src/app/render/status-card.js";
+import type { TaskStatus } from "../../src/domain/model.js";
+import { summarizeTasks } from "../../src/domain/run-status.js";
+import type { RunRecord, TaskRecord } from "../../src/ports/store.js";
+
+const HOSTILE = `<script>alert("x")</script> & 'q' <img src=x onerror=alert(1)>`;
+const T0 = Date.UTC(2024, 4, 1, 12, 0, 0);
+
+function run(extra: Partial<RunRecord> = {}): RunRecord {
+  return {
+    runId: "run-1",
+    roomId: "!room:test",
+    dagId: "backup",
+    hash: "h",
+    status: "running",
+    description: null,
+    maxParallel: null,
+    publisher: "@alice:test",
+    publishEventId: "$publish",
+    confirmedBy: "@bob:test",
+    confirmDeadline: null,
+    createdAt: T0,
+    updatedAt: T0,
+    dag: { id: "backup", description: null, maxParallel: null, tasks: [] },
+    ...extra,
+  };
+}
+
+function task(taskId: string, status: TaskStatus, extra: Partial<TaskRecord> = {}): TaskRecord {
+  return {
+    runId: "run-1",
+    taskId,
+    seq: 1,
+    status,
+    version: 1,
+    attempt: 1,
+    maxAttempts: 3,
+    action: "echo",
+    args: {},
+    needs: [],
+    on: { labels: [], node: null },
+    priority: 0,
+    concurrencyKey: null,
+    timeoutMs: null,
+    queueTimeoutMs: null,
+    retryBackoffMs: 1000,
+    executor: null,
+    leaseExpiresAt: null,
+    notBefore: null,
+    deadline: null,
+    queuedAt: null,
+    startedAt: null,
+    finishedAt: null,
+    exitCode: null,
+    output: null,
+    error: null,
+    ...extra,
+  };
+}
+
+const n1 = { nodeId: "n1", bootId: "b" };
+
+/** HTML with the tags we emit removed must hold no markup at all: every `<` left came from input. */
+function strayMarkup(html: string): string[] {
+  const stripped = html.replace(
+    /<\/?(p|b|ul|li|code|pre|sub|br\/?)>|<code class="language-[a-z]+">|<a href="https:\/\/matrix\.to\/#\/[^"<>]*">|<\/a>|<br\/>/g,
+    "",
+  );
+  return stripped.match(/[<>]/g) ?? [];
+}
+
+describe("html building blocks", () => {
+  it("escapes every markup character", () => {
+    expect(escapeHtml(`<a href="x">'&'</a>`)).toBe("&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+  });
+
+  it("the r template escapes literal and interpolated strings but keeps rendered parts", () => {
+    const out = r`id ${HOSTILE} in ${codeBlock("x")}`;
+    expect(out.body).toBe(`id ${HOSTILE} in \`\`\`\nx\n\`\`\``);
+    expect(out.html).toBe(`id ${escapeHtml(HOSTILE)} in <pre><code>x</code></pre>`);
+  });
+
+  it("a code block's fence is longer than any run of backticks inside it", () => {
+    const block = codeBlock("a ```` b");
+    expect(block.body.startsWith("`````\n")).toBe(true);
+    expect(block.body.endsWith("\n`````")).toBe(true);
+  });
+
+  it("pills only real Matrix ids and escapes them", () => {
+    expect(userPill("@a:hs").html).toBe('<a href="https://matrix.to/#/%40a%3Ahs">@a:hs</a>');
+    expect(userPill(`cli:${HOSTILE}`).html).toBe(escapeHtml(`cli:${HOSTILE}`));
+    expect(userPill(`@<b>:hs`).html).toContain("@&lt;b&gt;:hs</a>");
+  });
+});
+
+describe("status card", () => {
+  const tasks = [
+    task("dump", "succeeded", {
+      executor: n1,
+      startedAt: T0,
+      finishedAt: T0 + 2_100,
+      exitCode: 0,
+      version: 4,
+    }),
+    task("upload", "running", { executor: n1, startedAt: T0 + 3_000, attempt: 2, version: 6 }),
+    task("notify", "blocked"),
+  ];
+
+  it("has an exact plain shape: title, progress, one line per task, footer", () => {
+    const card = renderStatusCard(run(), tasks, T0 + 8_000);
+    expect(card.body.split("\n")).toEqual([
+      "🔄 `backup` — running",
+      "1/3 tasks done (33%) ▰▰▰▱▱▱▱▱▱▱ · 1 running · 1 waiting",
+      "✅ `dump` — succeeded · on `n1` · attempt 1/3 · 2.1s",
+      "🔄 `upload` — running · on `n1` · attempt 2/3 · for 5s",
+      "⏸️ `notify` — waiting",
+      "Published by @alice:test · confirmed by @bob:test · run `run-1` · as of 12:00:08 UTC",
+    ]);
+    expect(card.html).toContain(
+      "<li>✅ <code>dump</code> — succeeded · on <code>n1</code> · attempt 1/3 · 2.1s</li>",
+    );
+  });
+
+  it("a pending card says how to confirm, by command or reaction, and when it expires", () => {
+    const card = renderStatusCard(run({ status: "pending", confirmDeadline: T0 + 600_000 }), tasks, T0);
+    expect(card.body).toContain("!dag confirm backup");
+    expect(card.body).toContain("react ✅");
+    expect(card.body).toContain("❌");
+    expect(card.body).toContain("expires in 10m00s");
+  });
+
+  it("escapes hostile ids, descriptions, errors and publishers", () => {
+    const hostileRun = run({ dagId: HOSTILE, description: HOSTILE, publisher: HOSTILE, confirmedBy: null });
+    const hostileTasks = [
+      task(HOSTILE, "failed", { error: HOSTILE, exitCode: 1, executor: { nodeId: HOSTILE, bootId: "b" } }),
+    ];
+    const card = renderStatusCard(hostileRun, hostileTasks, T0);
+    expect(strayMarkup(card.html)).toEqual([]);
+    expect(card.body).toContain(HOSTILE);
+  });
+
+  it("a card of 1000 tasks lists the noteworthy ones and counts the rest, within one event even as an edit", () => {
+    const many = Array.from({ length: 1000 }, (_, i) =>
+      task(`task-${"x".repeat(50)}-${i}`, i % 100 === 7 ? "failed" : "succeeded", {
+        error: i % 100 === 7 ? "e".repeat(500) : null,
+        executor: { nodeId: "n".repeat(64), bootId: "b" },
+      }),
+    );
+    const edit = cardEditMessage(run({ status: "failed" }), many, T0);
+    expect(jsonBytes(edit.content)).toBeLessThanOrEqual(MAX_EVENT_CONTENT_BYTES);
+    const body = String(edit.content["body"]);
+    expect(body).toContain("1000/1000 tasks done (100%)");
+    for (let i = 7; i < 1000; i += 100) expect(body).toContain(`-${i}\` — failed`);
+    expect(body).toMatch(/… and \d+ more tasks/);
+  });
+});
+
+describe("outbox messages", () => {
+  const tasks = [task("a", "succeeded", { version: 3, startedAt: T0, finishedAt: T0 + 1000 })];
+
+  it("the card is a threaded notice under the publish event, with txnId card.<runId>", () => {
+    const m = cardMessage(run(), tasks, T0);
+    expect(m.txnId).toBe("card.run-1");
+    expect(m.replacesTxnId).toBeUndefined();
+    expect(m.content["msgtype"]).toBe("m.notice");
+    expect(m.content["format"]).toBe("org.matrix.custom.html");
+    expect(m.content["m.relates_to"]).toEqual({
+      rel_type: "m.thread",
+      event_id: "$publish",
+      is_falling_back: true,
+      "m.in_reply_to": { event_id: "$publish" },
+    });
+    expect(m.content["org.dagbot.card"]).toEqual({ runId: "run-1", dagId: "backup" });
+  });
+
+  it("a card of a run published without a chat event is a plain message", () => {
+    expect(cardMessage(run({ publishEventId: null }), tasks, T0).content["m.relates_to"]).toBeUndefined();
+  });
+
+  it("an edit replaces the card, coalesces with other edits, and its txnId follows the run's state", () => {
+    const e1 = cardEditMessage(run(), tasks, T0);
+    expect(e1.replacesTxnId).toBe("card.run-1");
+    expect(e1.coalesceKey).toBe("card.run-1");
+    expect(e1.txnId).toBe("card.run-1.3.running");
+    expect(e1.content["m.relates_to"]).toEqual({ rel_type: "m.replace" });
+    const newContent = e1.content["m.new_content"] as Record<string, unknown>;
+    expect(String(e1.content["body"])).toBe(`* ${String(newContent["body"])}`);
+    expect(newContent["m.relates_to"]).toBeUndefined();
+    // Same state later: the same txnId (the outbox keeps one); a task move: a new one.
+    expect(cardEditMessage(run(), tasks, T0 + 5_000).txnId).toBe(e1.txnId);
+    const moved = [task("a", "succeeded", { version: 4 })];
+    expect(cardEditMessage(run(), moved, T0).txnId).toBe("card.run-1.4.running");
+    expect(cardEditMessage(run({ status: "succeeded" }), tasks, T0).txnId).toBe("card.run-1.3.succeeded");
+  });
+
+  it("cardUpdateMessages sends the card first when it was never enqueued", () => {
+    expect(cardUpdateMessages(false, run(), tasks, T0).map((m) => m.txnId)).toEqual(["card.run-1"]);
+    expect(cardUpdateMessages(true, run(), tasks, T0).map((m) => m.txnId)).toEqual(["card.run-1.3.running"]);
+  });
+
+  it("the final message mentions the publisher with a pill and m.mentions, once by txnId", () => {
+    const failedTasks = [
+      task("a", "succeeded", { startedAt: T0, finishedAt: T0 + 1_000 }),
+      task("b", "failed", { startedAt: T0 + 1_000, finishedAt: T0 + 65_000 }),
+      task("c", "skipped"),
+    ];
+    const m = finalMessage(run({ status: "failed" }), failedTasks);
+    expect(m.txnId).toBe("final.run-1");
+    expect(m.content["m.mentions"]).toEqual({ user_ids: ["@alice:test"] });
+    expect(m.content["m.relates_to"]).toEqual({ "m.in_reply_to": { event_id: "$publish" } });
+    expect(m.content["body"]).toBe(
+      "@alice:test: ❌ `backup` failed in 1m05s — 3 tasks: 1 succeeded, 1 failed, 1 skipped. See `!dag logs backup b`; `!dag retry backup` runs the rest again.",
+    );
+    expect(String(m.content["formatted_body"])).toContain(
+      '<a href="https://matrix.to/#/%40alice%3Atest">@alice:test</a>',
+    );
+  });
+
+  it("a final message for a CLI publisher mentions nobody", () => {
+    const m = finalMessage(run({ status: "succeeded", publisher: "cli:root@host" }), tasks);
+    expect(m.content["m.mentions"]).toBeUndefined();
+  });
+
+  it("a reply answers the command event, in its thread when it was sent in one", () => {
+    const outcome: Outcome = { kind: "cap", cap: 3, previous: 10 };
+    const plain = replyMessage("!room:test", "$cmd", outcome, { kind: "reply", to: "$cmd" });
+    expect(plain?.txnId).toBe("reply.$cmd");
+    expect(plain?.content["m.relates_to"]).toEqual({ "m.in_reply_to": { event_id: "$cmd" } });
+    const threaded = replyMessage("!room:test", "$cmd", outcome, {
+      kind: "thread",
+      root: "$root",
+      to: "$cmd",
+    });
+    expect(threaded?.content["m.relates_to"]).toEqual({
+      rel_type: "m.thread",
+      event_id: "$root",
+      is_falling_back: false,
+      "m.in_reply_to": { event_id: "$cmd" },
+    });
+    expect(
+      replyMessage("!room:test", "$cmd", { kind: "ignored", why: "x" }, { kind: "reply", to: "$cmd" }),
+    ).toBeNull();
+  });
+});
+
+const summary = (over: Partial<RunSummary> = {}): RunSummary => ({
+  runId: "run-1",
+  dagId: "backup",
+  status: "pending",
+  description: null,
+  publisher: "@alice:test",
+  confirmedBy: null,
+  publishEventId: "$p",
+  confirmDeadline: T0 + 3_600_000,
+  createdAt: T0,
+  updatedAt: T0,
+  taskCount: 3,
+  ...over,
+});
+
+const line = (over: Partial<TaskLine> = {}): TaskLine => ({
+  taskId: "t",
+  action: "echo",
+  status: "failed",
+  node: "n1",
+  attempt: 1,
+  maxAttempts: 1,
+  startedAt: T0,
+  finishedAt: T0 + 1_000,
+  exitCode: 2,
+  error: null,
+  ...over,
+});
+
+describe("replies", () => {
+  it("published: says it awaits confirmation, how, and within how long", () => {
+    const out = renderOutcome({
+      kind: "published",
+      run: summary(),
+      needsConfirmation: true,
+      twoPersonRule: true,
+    });
+    expect(out?.body).toBe(
+      "📥 Published `backup` (3 tasks, run `run-1`).\nIt awaits confirmation within 1h00m: someone other than the publisher sends `!dag confirm backup` or reacts ✅ on its status card (`!dag reject backup` or ❌ drops it).",
+    );
+  });
+
+  it("conflict: says nothing was stored and how to publish under a new id", () => {
+    const out = renderOutcome({
+      kind: "conflict",
+      dagId: "backup",
+      existing: summary(),
+      suggestion: "backup-2",
+    });
+    expect(out?.body).toContain("different content");
+    expect(out?.body).toContain("nothing was stored");
+    expect(out?.body).toContain("`backup-2`");
+    expect(out?.body).toContain("`!dag retry backup`");
+  });
+
+  it("refusals and command errors carry the help line", () => {
+    const out = renderOutcome({
+      kind: "refused",
+      verb: "publish",
+      reason: "you need power level 50 in this room (or a place on the allowlist) to use publish; you have 0",
+      helpLine: "usage: !dag publish <name>",
+    });
+    expect(out?.body).toBe(
+      "⛔ you need power level 50 in this room (or a place on the allowlist) to use publish; you have 0\nUsage: `usage: !dag publish <name>`",
+    );
+    expect(out?.html).toContain("<code>usage: !dag publish &lt;name&gt;</code>");
+  });
+
+  it("decisions answer repeats in words", () => {
+    const running = summary({ status: "running", confirmedBy: "@bob:test" });
+    const base = { kind: "decision" as const, run: running, by: "@carol:test" };
+    expect(renderOutcome({ ...base, verb: "confirm", result: "already" })?.body).toBe(
+      "`backup` is already confirmed by @bob:test; it is running.",
+    );
+    expect(renderOutcome({ ...base, verb: "reject", result: "wrong-status" })?.body).toBe(
+      "`backup` cannot be rejected: it is running. To stop it, use `!dag cancel backup`.",
+    );
+    expect(renderOutcome({ ...base, verb: "confirm", result: "done" })?.body).toBe(
+      "▶️ @carol:test confirmed `backup`; it is running now.",
+    );
+  });
+
+  it("help lists what the sender may do and says what the rest needs", () => {
+    const out = renderOutcome({
+      kind: "help",
+      entries: [{ verb: "status", usage: "!dag status [<id>]", summary: "show a run" }],
+      details: [],
+      hiddenVerbs: ["publish", "cap"],
+      requiredPowerLevel: 50,
+    });
+    expect(out?.body).toBe(
+      "Commands you may use in this room:\n`!dag status [<id>]` — show a run\npublish, cap need power level 50 in this room or a place on the allowlist.",
+    );
+  });
+
+  it("logs: a huge hostile output is cut to fit one event and keeps its tail", () => {
+    const output = `${"<&>\u0001é".repeat(40_000)}THE-END`;
+    const outcome: Outcome = {
+      kind: "logs",
+      run: summary({ status: "failed" }),
+      task: line(),
+      output,
+      omittedChars: 0,
+    };
+    const content = replyContent(outcome, { kind: "reply", to: "$cmd" });
+    expect(content).not.toBeNull();
+    expect(jsonBytes(content)).toBeLessThanOrEqual(MAX_EVENT_CONTENT_BYTES);
+    expect(strayMarkup(String(content?.["formatted_body"]))).toEqual([]);
+  });
+
+  it("a status reply of many long lines drops lines to fit", () => {
+    const tasks = Array.from({ length: 60 }, (_, i) =>
+      line({ taskId: `t${i}`.padEnd(64, "x"), error: "<".repeat(200), node: "n".repeat(64) }),
+    );
+    const outcome: Outcome = {
+      kind: "status",
+      run: summary({ status: "failed" }),
+      summary: summarizeTasks(tasks.map((t) => t.status)),
+      tasks,
+      at: T0,
+    };
+    const content = replyContent(outcome, { kind: "reply", to: "$cmd" });
+    expect(jsonBytes(content)).toBeLessThanOrEqual(MAX_EVENT_CONTENT_BYTES);
+    const body = String(content?.["body"]);
+    expect(body).toContain("60/60 tasks done");
+    expect(body).toMatch(/… and \d+ more tasks/);
+  });
+
+  it("no user-controlled string in any outcome can inject markup (property)", () => {
+    const s = fc.string({ maxLength: 80 });
+    fc.assert(
+      fc.property(s, s, s, s, (a, b, c, d) => {
+        const run = summary({ dagId: a, publisher: b, description: c, confirmedBy: d, runId: d });
+        const outcomes: Outcome[] = [
+          { kind: "command-error", message: a, helpLine: b },
+          { kind: "refused", verb: "cap", reason: a, helpLine: b },
+          { kind: "published", run, needsConfirmation: true, twoPersonRule: false },
+          { kind: "exists", run },
+          { kind: "conflict", dagId: a, existing: run, suggestion: b },
+          { kind: "invalid-dag", source: a, issues: [b, c], moreIssues: 0 },
+          { kind: "library-error", name: a, message: b },
+          { kind: "decision", verb: "cancel", result: "done", run, by: c },
+          { kind: "not-found", dagId: a, taskId: b, didYouMean: c, known: [d] },
+          {
+            kind: "status",
+            run,
+            summary: summarizeTasks(["failed"]),
+            tasks: [line({ taskId: a, node: b, error: c })],
+            at: T0,
+          },
+          { kind: "list", runs: [{ run, summary: summarizeTasks([]) }], at: T0 },
+          { kind: "logs", run, task: line({ taskId: a }), output: b, omittedChars: 1 },
+          { kind: "retried", from: run, run, taskIds: [a, b], needsConfirmation: true },
+          {
+            kind: "nodes",
+            nodes: [
+              {
+                nodeId: a,
+                labels: [b],
+                capacity: 1,
+                runningTasks: 0,
+                actions: [c],
+                heartbeatAgeMs: 5,
+                serves: false,
+              },
+            ],
+            leader: { nodeId: d, term: 1, expiresInMs: 1 },
+            staleAfterMs: 1,
+            at: T0,
+          },
+          { kind: "not-leader", roomId: a },
+        ];
+        for (const o of outcomes) {
+          const out = renderOutcome(o);
+          expect(out).not.toBeNull();
+          expect(strayMarkup(out?.html ?? "")).toEqual([]);
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+});
