@@ -84,7 +84,7 @@ export class ChangeFeed {
   }
 
   private async connect(): Promise<void> {
-    const client = new pg.Client(clientConfig(this.options));
+    const client = new pg.Client({ ...clientConfig(this.options), application_name: "dagbot-listen" });
     client.on("notification", (msg) => {
       const payload = msg.payload ?? "";
       const at = payload.indexOf(":");
