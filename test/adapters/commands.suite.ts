@@ -8,7 +8,12 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CommandPolicy, DagLibrary } from "../../src/app/commands/context.js";
 import type { InboxDeps } from "../../src/app/commands/inbox-step.js";
-import { handleInboxEvent, inboxStep, processNextInboxEvent } from "../../src/app/commands/inbox-step.js";
+import {
+  handleInboxEvent,
+  inboxStep,
+  processNextInboxEvent,
+  readOutcome,
+} from "../../src/app/commands/inbox-step.js";
 import { RunUpdates } from "../../src/app/commands/run-updates.js";
 import { jsonBytes, MAX_EVENT_CONTENT_BYTES } from "../../src/app/render/html.js";
 import { isConflict } from "../../src/ports/errors.js";
@@ -54,10 +59,12 @@ const oracle: PermissionOracle = {
 };
 
 const HELLO_TOML = 'id = "hello"\n[[tasks]]\nid = "greet"\naction = "echo"\n';
-const library: DagLibrary = async (name) =>
-  name === "hello"
+const library: DagLibrary = async (name) => {
+  if (name === "explode") throw new Error("EIO: /secret/path/explode.toml");
+  return name === "hello"
     ? { ok: true, text: HELLO_TOML, format: "toml" }
     : { ok: false, message: `no file named ${name}.toml or ${name}.json` };
+};
 
 /** A chain a → b → c of `action` tasks. */
 function chainToml(id: string, action = "echo", extra = ""): string {
@@ -524,6 +531,30 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(await store.getRun(crashed.roomId, "once")).toMatchObject({
           status: "running",
           confirmedBy: OP,
+        });
+      }),
+    );
+
+    it(
+      "a handler's bug answers its command instead of blocking the inbox; readOutcome reads both kinds of result",
+      track(async () => {
+        const r = await room();
+        const boom = await say(r.roomId, OP, "!dag publish explode");
+        const after = await say(r.roomId, OP, "!dag publish hello");
+        expect(await drain(r.fence)).toBe(2);
+        const answer = String((await reply(boom))?.content["body"]);
+        expect(answer).toContain("internal error while handling !dag publish");
+        expect(answer).not.toContain("/secret/path");
+        expect((await store.getInboxEvent(boom))?.status).toBe("replied");
+        // The command behind it went through; its result was written by the store, ours by us.
+        const published = await readOutcome(deps, (await store.getInboxEvent(after))!);
+        expect(published).toMatchObject({
+          kind: "published",
+          needsConfirmation: true,
+          run: { dagId: "hello" },
+        });
+        expect(await readOutcome(deps, (await store.getInboxEvent(boom))!)).toMatchObject({
+          kind: "command-error",
         });
       }),
     );

@@ -10,6 +10,8 @@
  * the leader loop stops leading; a StoreError propagates so it backs off and retries the row.
  */
 import type { CommandVerb } from "../../domain/command-table.js";
+import { helpLineFor } from "../../domain/command-table.js";
+import { isConflict, StoreError } from "../../ports/errors.js";
 import type { Command } from "../../domain/commands.js";
 import { parseCommand } from "../../domain/commands.js";
 import type { Logger } from "../../ports/logger.js";
@@ -106,7 +108,20 @@ async function runIntent(
     command = { verb: intent.decision, id: run.dagId };
     threadRoot = run.publishEventId;
   }
-  return { outcome: await executeCommand(await handlerContext(deps, fence, row), command), threadRoot };
+  const ctx = await handlerContext(deps, fence, row);
+  try {
+    return { outcome: await executeCommand(ctx, command), threadRoot };
+  } catch (err) {
+    // Deposed or store trouble: leave the row for the next pass. Anything else is a bug that this
+    // row would hit on every retry; answer it so the commands behind it are not stuck.
+    if (isConflict(err) || err instanceof StoreError) throw err;
+    deps.logger?.error(
+      { event: row.eventId, verb: command.verb, err: String(err) },
+      "command handler failed",
+    );
+    const message = `internal error while handling !dag ${command.verb}; the node's log has the details`;
+    return { outcome: { kind: "command-error", message, helpLine: helpLineFor(command.verb) }, threadRoot };
+  }
 }
 
 async function handlerContext(deps: InboxDeps, fence: LeaderFence, row: InboxEvent): Promise<HandlerContext> {
@@ -127,7 +142,7 @@ export async function replyToInboxEvent(deps: InboxDeps, fence: LeaderFence, eve
   const row = await deps.store.getInboxEvent(eventId);
   if (row === null || row.status !== "handled") return;
   const intent = decodeInboxContent(row.content);
-  const outcome = unwrapOutcome(row.result) ?? (await outcomeFromStoreResult(deps, row, intent));
+  const outcome = (await readOutcome(deps, row)) ?? { kind: "ignored", why: "not handled" };
   const messages: OutboxMessageInput[] = [];
   const reply = replyMessage(row.roomId, eventId, outcome, placementOf(row, intent, outcome));
   if (reply !== null) messages.push(reply);
@@ -158,12 +173,26 @@ function placementOf(row: InboxEvent, intent: InboxIntent, outcome: Outcome): Pl
 }
 
 /**
+ * The outcome of a handled (or replied) row, whoever recorded it: ours as stored, or rebuilt from
+ * the store's own result. The CLI and HTTP API read answers with it; null while the row is new.
+ */
+export async function readOutcome(
+  deps: Pick<InboxDeps, "store" | "policy">,
+  row: InboxEvent,
+): Promise<Outcome | null> {
+  if (row.status === "new") return null;
+  return (
+    unwrapOutcome(row.result) ?? (await outcomeFromStoreResult(deps, row, decodeInboxContent(row.content)))
+  );
+}
+
+/**
  * The outcome of a row the store marked handled itself (createRun, confirmRun, rejectRun, cancelRun
  * with an inboxEventId). The store records { op, kind, runId, dagId, status, by? }; the outcome is
  * rebuilt with the same functions the handlers use, with the run's status as it was recorded.
  */
 async function outcomeFromStoreResult(
-  deps: InboxDeps,
+  deps: Pick<InboxDeps, "store" | "policy">,
   row: InboxEvent,
   intent: InboxIntent,
 ): Promise<Outcome> {
