@@ -43,7 +43,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     throw mapError(`open sqlite store ${path}`, e);
   }
   try {
-    await c.write("migrate", (tx) => migrate(c.db, tx.now));
+    await c.write(`migrate sqlite store ${path}`, (tx) => migrate(c.db, tx.now));
   } catch (e) {
     c.close();
     throw e;
