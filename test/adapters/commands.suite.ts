@@ -341,6 +341,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         const status = await ask(r, LOW, "!dag status seen");
         expect(status).toContain("⏳ `seen` — awaiting confirmation");
         expect(status).toContain("`a` — waiting");
+        expect(status).toContain("or react ✅ on its status card");
         expect(await ask(r, LOW, "!dag status")).toContain(
           "1 active run:\n⏳ `seen` — awaiting confirmation",
         );

@@ -145,7 +145,7 @@ describe("status card", () => {
   it("a pending card says how to confirm, by command or reaction, and when it expires", () => {
     const card = renderStatusCard(run({ status: "pending", confirmDeadline: T0 + 600_000 }), tasks, T0);
     expect(card.body).toContain("!dag confirm backup");
-    expect(card.body).toContain("react ✅");
+    expect(card.body).toContain("react ✅ to this message");
     expect(card.body).toContain("❌");
     expect(card.body).toContain("expires in 10m00s");
   });
@@ -367,11 +367,14 @@ describe("replies", () => {
       task: line(),
       output,
       omittedChars: 0,
+      at: T0,
     };
     const content = replyContent(outcome, { kind: "reply", to: "$cmd" });
     expect(content).not.toBeNull();
     expect(jsonBytes(content)).toBeLessThanOrEqual(MAX_EVENT_CONTENT_BYTES);
     expect(strayMarkup(String(content?.["formatted_body"]))).toEqual([]);
+    expect(String(content?.["body"])).toMatch(/earlier characters omitted\)\n```\n[^]*THE-END\n```$/);
+    expect(String(content?.["formatted_body"])).toMatch(/THE-END<\/code><\/pre>$/);
   });
 
   it("a status reply of many long lines drops lines to fit", () => {
@@ -415,7 +418,7 @@ describe("replies", () => {
             at: T0,
           },
           { kind: "list", runs: [{ run, summary: summarizeTasks([]) }], at: T0 },
-          { kind: "logs", run, task: line({ taskId: a }), output: b, omittedChars: 1 },
+          { kind: "logs", run, task: line({ taskId: a }), output: b, omittedChars: 1, at: T0 },
           { kind: "retried", from: run, run, taskIds: [a, b], needsConfirmation: true },
           {
             kind: "nodes",

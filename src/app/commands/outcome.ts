@@ -101,7 +101,7 @@ export type Outcome =
   | { kind: "status"; run: RunSummary; summary: TaskSummary; tasks: TaskLine[]; at: number }
   | { kind: "overview"; runs: RunProgress[]; at: number }
   | { kind: "list"; runs: RunProgress[]; at: number }
-  | { kind: "logs"; run: RunSummary; task: TaskLine; output: string | null; omittedChars: number }
+  | { kind: "logs"; run: RunSummary; task: TaskLine; output: string | null; omittedChars: number; at: number }
   | {
       kind: "retried";
       from: RunSummary;

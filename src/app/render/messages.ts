@@ -90,6 +90,13 @@ export function replyContent(outcome: Outcome, placement: Placement): Record<str
     if (rendered === null) return null;
     const content = noticeContent(rendered, placement);
     if (jsonBytes(content) <= MAX_EVENT_CONTENT_BYTES) return content;
+    if (shown.kind === "logs" && shown.output !== null && shown.output !== "") {
+      const fitted = fitLogs(shown, placement);
+      if (fitted.output !== shown.output) {
+        shown = fitted;
+        continue;
+      }
+    }
     if (shown.kind === "status" && shown.tasks.length > 0) {
       shown = { ...shown, tasks: selectNoteworthy(shown.tasks, Math.floor(shown.tasks.length / 2)) };
       continue;
@@ -97,6 +104,33 @@ export function replyContent(outcome: Outcome, placement: Placement): Record<str
     const body = longestFittingHead(rendered.body);
     return noticeContent({ body, html: `<pre>${escapeHtml(body)}</pre>` }, placement);
   }
+}
+
+type LogsOutcome = Extract<Outcome, { kind: "logs" }>;
+
+/**
+ * A logs outcome whose output is the longest tail that lets the reply fit one event (the output is
+ * in it twice: the body's code block and the escaped HTML). Counts what was cut in omittedChars.
+ */
+export function fitLogs(
+  outcome: LogsOutcome,
+  placement: Placement = { kind: "reply", to: "$x" },
+): LogsOutcome {
+  const output = outcome.output;
+  if (output === null) return outcome;
+  const full = outcome.omittedChars + output.length;
+  const withTail = (tail: string): LogsOutcome => ({
+    ...outcome,
+    output: tail,
+    omittedChars: full - tail.length,
+  });
+  const fits = (tail: string): boolean => {
+    const rendered = renderOutcome(withTail(tail));
+    return (
+      rendered !== null && jsonBytes(noticeContent(rendered, placement)) <= MAX_EVENT_CONTENT_BYTES - 500
+    );
+  };
+  return withTail(longestFittingTail(output, fits));
 }
 
 /** The longest head of a text whose escaped form fits an event twice (body and HTML) with room to spare. */

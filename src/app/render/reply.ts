@@ -50,12 +50,10 @@ export function renderOutcome(outcome: Outcome): Rendered | null {
     case "not-found":
       return renderNotFound(outcome);
     case "status":
-      return renderRunView({
-        run: outcome.run,
-        summary: outcome.summary,
-        tasks: outcome.tasks,
-        at: outcome.at,
-      });
+      return renderRunView(
+        { run: outcome.run, summary: outcome.summary, tasks: outcome.tasks, at: outcome.at },
+        false,
+      );
     case "overview":
       return outcome.runs.length === 0
         ? r`Nothing is pending or running in this room. ${code("!dag list")} shows recent runs.`
@@ -199,7 +197,7 @@ function listing(head: Rendered, runs: readonly RunProgress[]): Rendered {
 
 function renderLogs(outcome: Extract<Outcome, { kind: "logs" }>): Rendered {
   const { run, task } = outcome;
-  const head = r`Output of ${code(task.taskId)} in ${code(run.dagId)}: ${renderTaskLine(task, task.finishedAt ?? 0)}`;
+  const head = r`Output of ${code(task.taskId)} in ${code(run.dagId)}: ${renderTaskLine(task, outcome.at)}`;
   if (outcome.output === null || outcome.output === "") {
     const why = task.finishedAt === null ? `no output yet (it is ${TASK_WORD[task.status]}).` : "no output.";
     return paragraphs([head, text(why)]);

@@ -45,13 +45,14 @@ export function renderStatusCard(run: RunRecord, tasks: readonly TaskRecord[], n
   return renderRunView(runView(run, tasks, now));
 }
 
-export function renderRunView(view: RunView): Rendered {
+/** `asCard`: the card itself (react to "this message"); false for a `!dag status` reply. */
+export function renderRunView(view: RunView, asCard = true): Rendered {
   const { run, summary } = view;
   const title = r`${RUN_EMOJI[run.status]} ${code(run.dagId)} — ${RUN_WORD[run.status]}`;
   const parts: Rendered[] = [];
   if (run.description !== null && run.description !== "") parts.push(text(run.description));
   parts.push(progressLine(summary));
-  if (run.status === "pending") parts.push(confirmHint(run, view.at));
+  if (run.status === "pending") parts.push(confirmHint(run, view.at, asCard));
 
   const taskLines = view.tasks.map((t) => renderTaskLine(t, view.at));
   const hidden = summary.total - view.tasks.length;
@@ -99,12 +100,13 @@ export function progressLine(summary: TaskSummary): Rendered {
   return text([head, ...counts].join(" · "));
 }
 
-function confirmHint(run: RunSummary, at: number): Rendered {
+function confirmHint(run: RunSummary, at: number, asCard: boolean): Rendered {
   const expires =
     run.confirmDeadline === null
       ? ""
       : ` It expires in ${formatDuration(Math.max(0, run.confirmDeadline - at))}.`;
-  return r`Awaiting confirmation: send ${code(`!dag confirm ${run.dagId}`)} or react ✅ to this message to start it, ${code(
+  const where = asCard ? "to this message" : "on its status card";
+  return r`Awaiting confirmation: send ${code(`!dag confirm ${run.dagId}`)} or react ✅ ${where} to start it, ${code(
     `!dag reject ${run.dagId}`,
   )} or ❌ to drop it.${expires}`;
 }

@@ -2,9 +2,7 @@
 import type { CommandVerb } from "../../../domain/command-table.js";
 import { COMMANDS, commandInfo } from "../../../domain/command-table.js";
 import type { RunStatus } from "../../../domain/model.js";
-import { jsonBytes, MAX_EVENT_CONTENT_BYTES, longestFittingTail } from "../../render/html.js";
-import { noticeContent } from "../../render/messages.js";
-import { renderOutcome } from "../../render/reply.js";
+import { fitLogs } from "../../render/messages.js";
 import { MAX_CARD_TASK_LINES } from "../../render/status-card.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
@@ -15,8 +13,6 @@ import { notFoundRun, notFoundTask } from "./shared.js";
 
 const ACTIVE_RUN_STATUSES: RunStatus[] = ["pending", "running", "canceling"];
 const MAX_LISTED_RUNS = 15;
-/** Room for the reply's relation and the sender's envelope around the logs message. */
-const LOGS_MARGIN_BYTES = 1_000;
 
 export function handleHelp(ctx: HandlerContext, topic: CommandVerb | null): Outcome {
   const requiredPowerLevel = ctx.policy.requiredPowerLevel;
@@ -84,19 +80,14 @@ export async function handleLogs(ctx: HandlerContext, dagId: string, taskId: str
       taskId,
       run.dag.tasks.map((t) => t.id),
     );
-  const base = { kind: "logs" as const, run: summarizeRun(run), task: taskLine(task) };
-  const output = task.output;
-  if (output === null || output === "") return { ...base, output, omittedChars: 0 };
-  // The reply carries the output twice (body and escaped HTML); keep the longest tail that fits.
-  const fits = (tail: string): boolean => {
-    const rendered = renderOutcome({ ...base, output: tail, omittedChars: output.length - tail.length });
-    return (
-      rendered !== null &&
-      jsonBytes(noticeContent(rendered, { kind: "room" })) <= MAX_EVENT_CONTENT_BYTES - LOGS_MARGIN_BYTES
-    );
+  const base = {
+    kind: "logs" as const,
+    run: summarizeRun(run),
+    task: taskLine(task),
+    at: await ctx.store.now(),
   };
-  const tail = longestFittingTail(output, fits);
-  return { ...base, output: tail, omittedChars: output.length - tail.length };
+  // Cut here, so the inbox row keeps only what the reply shows.
+  return fitLogs({ ...base, output: task.output, omittedChars: 0 });
 }
 
 export async function handleNodes(ctx: HandlerContext): Promise<Outcome> {
