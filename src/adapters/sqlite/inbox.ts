@@ -9,6 +9,11 @@ import { toInbox } from "./rows.js";
 const COLUMNS =
   "event_id, room_id, sender, origin_server_ts, content, seen_by, status, received_at, handled_term, result";
 
+/** The leader's take: served by the partial index of rows still to handle (docs/query-plans.md). */
+export const NEXT_INBOX_SQL = `SELECT ${COLUMNS} FROM processed_events
+  WHERE room_id = ? AND status IN ('new','handled')
+  ORDER BY origin_server_ts, event_id LIMIT 1`;
+
 export function insertInboxEvent(c: SqliteConnection, e: InboxEventInput): Promise<"inserted" | "duplicate"> {
   return c.write("insert inbox event", (tx) => {
     const changed = c.run(
@@ -37,11 +42,7 @@ export function insertInboxEvent(c: SqliteConnection, e: InboxEventInput): Promi
 export function nextInboxEvent(c: SqliteConnection, fence: LeaderFence): Promise<InboxEvent | null> {
   return c.read("next inbox event", (now) => {
     c.checkFence("next inbox event", fence, now);
-    const row = c.get(
-      `SELECT ${COLUMNS} FROM processed_events WHERE room_id = ? AND status IN ('new','handled')
-        ORDER BY origin_server_ts, event_id LIMIT 1`,
-      fence.roomId,
-    );
+    const row = c.get(NEXT_INBOX_SQL, fence.roomId);
     return row === undefined ? null : toInbox(row);
   });
 }
