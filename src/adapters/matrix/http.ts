@@ -1,0 +1,62 @@
+/**
+ * Plain Client-Server API requests for what intake and the permission oracle ask the homeserver
+ * directly (state, /messages, joins), without matrix-bot-sdk's request logging: an expected 404
+ * (a room without an encryption state event) is an answer here, not an error to log.
+ */
+
+export class MatrixRequestError extends Error {
+  override readonly name = "MatrixRequestError";
+  constructor(
+    readonly operation: string,
+    readonly status: number,
+    readonly errcode: string | undefined,
+    reason: string | undefined,
+  ) {
+    super(`${operation}: HTTP ${status}${errcode ? ` ${errcode}` : ""}${reason ? `: ${reason}` : ""}`);
+  }
+}
+
+export interface MatrixHttp {
+  /** Resolves with the JSON body of a 2xx answer; throws MatrixRequestError otherwise (network errors as they come). */
+  request(
+    method: string,
+    path: string,
+    options?: { body?: unknown; query?: Record<string, string | number | undefined>; timeoutMs?: number },
+  ): Promise<Record<string, unknown>>;
+}
+
+export function matrixHttp(homeserverUrl: string, accessToken: string): MatrixHttp {
+  const base = homeserverUrl.replace(/\/+$/, "");
+  return {
+    async request(method, path, options = {}) {
+      const query = Object.entries(options.query ?? {})
+        .filter((entry): entry is [string, string | number] => entry[1] !== undefined)
+        .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`)
+        .join("&");
+      const res = await fetch(`${base}${path}${query === "" ? "" : `?${query}`}`, {
+        method,
+        headers: { authorization: `Bearer ${accessToken}`, "content-type": "application/json" },
+        body: options.body === undefined ? undefined : JSON.stringify(options.body),
+        signal: AbortSignal.timeout(options.timeoutMs ?? 30_000),
+      });
+      const text = await res.text();
+      let json: Record<string, unknown> = {};
+      try {
+        const parsed: unknown = text === "" ? {} : JSON.parse(text);
+        if (parsed !== null && typeof parsed === "object") json = parsed as Record<string, unknown>;
+      } catch {
+        // A proxy's HTML error page: the status decides.
+      }
+      if (!res.ok) {
+        const errcode = typeof json["errcode"] === "string" ? json["errcode"] : undefined;
+        const reason = typeof json["error"] === "string" ? json["error"] : undefined;
+        throw new MatrixRequestError(`${method} ${path.split("?")[0]}`, res.status, errcode, reason);
+      }
+      return json;
+    },
+  };
+}
+
+export const enc = encodeURIComponent;
+
+export const isNotFound = (e: unknown): boolean => e instanceof MatrixRequestError && e.status === 404;

@@ -1,0 +1,401 @@
+/**
+ * Matrix intake (DESIGN.md §4 step 1, §8): every node syncs its configured rooms and inserts each
+ * `!dag` command and each reaction into the shared inbox (insert-or-ignore by event id); only the
+ * leader handles them. matrix-bot-sdk's sync loop is kept, with three changes that make intake
+ * at-least-once and gap-free (recipe §3.4):
+ * - processSync is replaced: it awaits every insert of the batch, retrying store failures, and
+ *   only then returns, and the token is persisted after it (persistTokenAfterSync), into a file
+ *   written atomically (SyncStateFile). A crash mid-batch replays the batch; the inbox dedupes.
+ * - a `limited` timeline is backfilled with /messages back to the previous sync position, the last
+ *   event already in the inbox, or the command window, whichever comes first.
+ * - nothing is emitted, so no unawaited handler can reject unhandled.
+ * Invites to rooms not in the config are declined; an encrypted room is reported once and skipped.
+ */
+import { LogLevel, LogService, MatrixClient } from "matrix-bot-sdk";
+import type { Logger } from "../../ports/logger.js";
+import type { InboxStore } from "../../ports/store.js";
+import { StoreError } from "../../ports/errors.js";
+import { classifyEvent, isFleetEvent, type TimelineEvent } from "./classify.js";
+import { enc, isNotFound, MatrixRequestError, matrixHttp, type MatrixHttp } from "./http.js";
+import { SyncStateFile } from "./sync-state-file.js";
+
+/** Events per room per sync; more than this since the last sync is a gap that backfill fetches. */
+export const DEFAULT_TIMELINE_LIMIT = 50;
+const BACKFILL_PAGE_SIZE = 100;
+/** 5000 events of one room in one gap: beyond that the command window would be the better bound. */
+const MAX_BACKFILL_PAGES = 50;
+const MAX_RETRY_DELAY_MS = 10_000;
+
+export interface MatrixIntakeOptions {
+  homeserverUrl: string;
+  accessToken: string;
+  /** The account the token must belong to (the config's matrix.user_id). */
+  userId: string;
+  /** The only rooms this node joins and reads. */
+  rooms: readonly string[];
+  commandWindowMs: number;
+  /** This node's sync position file (one per node and account). */
+  stateFile: string;
+  /** Recorded as seen_by on the rows this node inserts first. */
+  nodeId: string;
+  inbox: Pick<InboxStore, "insertInboxEvent" | "latestInboxEvent">;
+  logger: Logger;
+  timelineLimit?: number;
+  /** Other bots of the fleet, known in advance; more are learnt from the events they send. */
+  fleet?: readonly string[];
+  now?: () => number;
+  /** Called when sync shows a change of a room's m.room.power_levels (drop cached permissions). */
+  onPowerLevelsChanged?: (roomId: string) => void;
+  /** Called once per room that turns out to be encrypted (at start or later). */
+  onEncrypted?: (roomId: string) => void;
+}
+
+export interface IntakeStats {
+  batches: number;
+  inserted: number;
+  duplicates: number;
+  backfilled: number;
+}
+
+/** The SDK's client with our processSync: nothing emitted, the batch stored before the token moves on. */
+class IntakeClient extends MatrixClient {
+  constructor(
+    homeserverUrl: string,
+    accessToken: string,
+    storage: SyncStateFile,
+    private readonly ingest: (raw: Record<string, unknown>) => Promise<void>,
+  ) {
+    super(homeserverUrl, accessToken, storage);
+    this.persistTokenAfterSync = true;
+  }
+
+  protected override async processSync(raw: unknown): Promise<void> {
+    if (raw !== null && typeof raw === "object") await this.ingest(raw as Record<string, unknown>);
+  }
+}
+
+const obj = (v: unknown): Record<string, unknown> =>
+  v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+const list = (v: unknown): TimelineEvent[] => (Array.isArray(v) ? (v as TimelineEvent[]) : []);
+
+/** Routes matrix-bot-sdk's own log lines to ours, warnings and errors only. */
+export function routeSdkLogs(logger: Logger): void {
+  const sdk = logger.child({ module: "matrix-bot-sdk" });
+  const line = (module: string, parts: unknown[]): string =>
+    `${module}: ${parts.map((p) => (p instanceof Error ? p.message : typeof p === "string" ? p : JSON.stringify(p))).join(" ")}`;
+  LogService.setLogger({
+    trace: () => undefined,
+    debug: () => undefined,
+    info: (module, ...parts) => sdk.debug(line(module, parts)),
+    warn: (module, ...parts) => sdk.warn(line(module, parts)),
+    // Its HTTP client logs every non-2xx as an error, including the expected 404 for m.direct at start.
+    error: (module, ...parts) => {
+      const text = line(module, parts);
+      if (text.includes("M_NOT_FOUND")) sdk.debug(text);
+      else sdk.warn(text);
+    },
+  });
+  LogService.setLevel(LogLevel.WARN);
+}
+
+export class MatrixIntake {
+  readonly stats: IntakeStats = { batches: 0, inserted: 0, duplicates: 0, backfilled: 0 };
+  private readonly storage: SyncStateFile;
+  private readonly client: IntakeClient;
+  private readonly http: MatrixHttp;
+  private readonly log: Logger;
+  private readonly rooms: ReadonlySet<string>;
+  private readonly fleet: Set<string>;
+  private readonly encrypted = new Set<string>();
+  private readonly strangers = new Set<string>();
+  private readonly now: () => number;
+  private readonly stopping = new AbortController();
+  private markReady: () => void = () => undefined;
+  /** Resolves once the first sync batch is in the inbox. */
+  readonly ready: Promise<void>;
+
+  constructor(private readonly o: MatrixIntakeOptions) {
+    this.log = o.logger.child({ component: "intake" });
+    this.rooms = new Set(o.rooms);
+    this.fleet = new Set([o.userId, ...(o.fleet ?? [])]);
+    this.now = o.now ?? Date.now;
+    this.http = matrixHttp(o.homeserverUrl, o.accessToken);
+    this.storage = new SyncStateFile(o.stateFile);
+    if (this.storage.loadProblem !== null) this.log.warn(this.storage.loadProblem);
+    this.client = new IntakeClient(o.homeserverUrl, o.accessToken, this.storage, (raw) => this.ingest(raw));
+    this.ready = new Promise((resolve) => (this.markReady = resolve));
+  }
+
+  isEncrypted(roomId: string): boolean {
+    return this.encrypted.has(roomId);
+  }
+
+  /**
+   * Checks the account, joins the configured rooms, notes which are encrypted and starts syncing.
+   * Retries while the homeserver is unreachable; rejects only on a wrong account or a stop.
+   */
+  async start(): Promise<void> {
+    await this.retrying(
+      "start",
+      async () => {
+        const whoami = await this.http.request("GET", "/_matrix/client/v3/account/whoami");
+        if (whoami["user_id"] !== this.o.userId) {
+          throw new IntakeConfigError(
+            `the access token belongs to ${String(whoami["user_id"])}, but matrix.user_id is ${this.o.userId}`,
+          );
+        }
+        const joined = await this.http.request("GET", "/_matrix/client/v3/joined_rooms");
+        const joinedRooms = new Set(Array.isArray(joined["joined_rooms"]) ? joined["joined_rooms"] : []);
+        for (const roomId of this.rooms) {
+          if (!joinedRooms.has(roomId)) await this.join(roomId);
+          await this.checkEncryption(roomId);
+        }
+        await this.client.start(this.filter());
+      },
+      true,
+    );
+    this.log.info(
+      { rooms: [...this.rooms], resumed: this.storage.getSyncToken() !== null },
+      "matrix sync started",
+    );
+  }
+
+  /** Stops syncing; a batch being stored is abandoned (its token is not saved, so it is replayed). */
+  stop(): void {
+    this.stopping.abort();
+    this.client.stop();
+  }
+
+  private filter(): Record<string, unknown> {
+    return {
+      presence: { types: [] },
+      account_data: { types: [] },
+      room: {
+        timeline: { limit: this.o.timelineLimit ?? DEFAULT_TIMELINE_LIMIT },
+        ephemeral: { types: [] },
+        account_data: { types: [] },
+        state: { lazy_load_members: true },
+      },
+    };
+  }
+
+  private async join(roomId: string): Promise<void> {
+    try {
+      await this.http.request("POST", `/_matrix/client/v3/join/${enc(roomId)}`, { body: {} });
+      this.log.info({ room: roomId }, "joined room");
+    } catch (e) {
+      if (!(e instanceof MatrixRequestError)) throw e;
+      // Not invited yet: the invite arrives through sync and is accepted then.
+      this.log.warn({ room: roomId, err: e.message }, "cannot join a configured room yet");
+    }
+  }
+
+  private async checkEncryption(roomId: string): Promise<void> {
+    try {
+      await this.http.request("GET", `/_matrix/client/v3/rooms/${enc(roomId)}/state/m.room.encryption/`);
+      this.noteEncrypted(roomId);
+    } catch (e) {
+      if (isNotFound(e)) return;
+      // 403: not a member (yet); sync reports the state once we are.
+      if (e instanceof MatrixRequestError && e.status === 403) return;
+      throw e;
+    }
+  }
+
+  private noteEncrypted(roomId: string): void {
+    if (this.encrypted.has(roomId)) return;
+    this.encrypted.add(roomId);
+    this.log.warn({ room: roomId }, "room is encrypted: dagbot does not support encryption and ignores it");
+    this.o.onEncrypted?.(roomId);
+  }
+
+  /** One sync batch; returns only when every command in it is in the inbox (or on stop, by throwing). */
+  private async ingest(raw: Record<string, unknown>): Promise<void> {
+    // persistTokenAfterSync: the stored token is still the one this batch was requested with.
+    const since = this.storage.getSyncToken();
+    const now = this.now();
+    const rooms = obj(raw["rooms"]);
+    for (const [roomId, invite] of Object.entries(obj(rooms["invite"]))) await this.onInvite(roomId, invite);
+    for (const [roomId, room] of Object.entries(obj(rooms["join"]))) {
+      if (!this.rooms.has(roomId)) {
+        if (!this.strangers.has(roomId)) this.log.info({ room: roomId }, "ignoring a room not in the config");
+        this.strangers.add(roomId);
+        continue;
+      }
+      await this.ingestRoom(roomId, obj(room), since, now);
+    }
+    for (const roomId of Object.keys(obj(rooms["leave"]))) {
+      if (this.rooms.has(roomId))
+        this.log.warn({ room: roomId }, "left or was removed from a configured room");
+    }
+    this.stats.batches += 1;
+    if (this.stats.batches === 1) {
+      this.log.info({ rooms: [...this.rooms], encrypted: [...this.encrypted] }, "matrix intake ready");
+      this.markReady();
+    }
+  }
+
+  private async ingestRoom(
+    roomId: string,
+    room: Record<string, unknown>,
+    since: string | null,
+    now: number,
+  ): Promise<void> {
+    const timeline = obj(room["timeline"]);
+    const events = list(timeline["events"]);
+    for (const ev of [...list(obj(room["state"])["events"]), ...events]) this.noteState(roomId, ev);
+    if (this.encrypted.has(roomId)) return;
+    let gap: TimelineEvent[] = [];
+    if (timeline["limited"] === true && typeof timeline["prev_batch"] === "string") {
+      gap = await this.backfill(roomId, timeline["prev_batch"], since, now);
+      this.stats.backfilled += gap.length;
+      if (gap.length > 0) this.log.info({ room: roomId, events: gap.length }, "backfilled a sync gap");
+    }
+    for (const ev of [...gap, ...events]) await this.ingestEvent(roomId, ev, now);
+  }
+
+  private noteState(roomId: string, ev: TimelineEvent): void {
+    if (ev.state_key !== "") return;
+    if (ev.type === "m.room.power_levels") this.o.onPowerLevelsChanged?.(roomId);
+    if (ev.type === "m.room.encryption") this.noteEncrypted(roomId);
+  }
+
+  private async ingestEvent(roomId: string, ev: TimelineEvent, now: number): Promise<void> {
+    if (typeof ev.sender === "string" && isFleetEvent(ev)) this.fleet.add(ev.sender);
+    const c = classifyEvent(ev, { now, commandWindowMs: this.o.commandWindowMs, fleet: this.fleet });
+    if (c.kind === "ignored") {
+      if (c.why === "older than the command window") {
+        this.log.info(
+          { room: roomId, event: ev.event_id },
+          "ignoring a command older than the command window",
+        );
+      }
+      return;
+    }
+    const result = await this.retrying("insert into the inbox", () =>
+      this.o.inbox.insertInboxEvent({
+        eventId: c.eventId,
+        roomId,
+        sender: c.sender,
+        originServerTs: c.originServerTs,
+        content: c.content,
+        seenBy: this.o.nodeId,
+      }),
+    );
+    if (result === "inserted") {
+      this.stats.inserted += 1;
+      this.log.info({ room: roomId, event: c.eventId, kind: c.kind, sender: c.sender }, "command seen");
+    } else this.stats.duplicates += 1;
+  }
+
+  /**
+   * The events of a gap, oldest first: pages of /messages backwards from the batch's prev_batch,
+   * down to the previous sync position, the newest event already in the inbox, or the command window.
+   */
+  private async backfill(
+    roomId: string,
+    prevBatch: string,
+    since: string | null,
+    now: number,
+  ): Promise<TimelineEvent[]> {
+    const latest = await this.retrying("read the newest inbox event", () =>
+      this.o.inbox.latestInboxEvent(roomId),
+    );
+    const windowStart = now - this.o.commandWindowMs;
+    const found: TimelineEvent[] = [];
+    let from = prevBatch;
+    for (let page = 0; page < MAX_BACKFILL_PAGES; page++) {
+      let res: Record<string, unknown>;
+      try {
+        res = await this.retrying("fetch a sync gap", () =>
+          this.http.request("GET", `/_matrix/client/v3/rooms/${enc(roomId)}/messages`, {
+            query: {
+              dir: "b",
+              from,
+              to: since ?? undefined,
+              limit: BACKFILL_PAGE_SIZE,
+              filter: JSON.stringify({ types: ["m.room.message", "m.reaction"], lazy_load_members: true }),
+            },
+          }),
+        );
+      } catch (e) {
+        if (!(e instanceof MatrixRequestError)) throw e;
+        this.log.warn({ room: roomId, err: e.message }, "cannot fetch a sync gap; its commands are lost");
+        return found.reverse();
+      }
+      const chunk = list(res["chunk"]);
+      for (const ev of chunk) {
+        if (latest !== null && ev.event_id === latest.eventId) return found.reverse();
+        if (typeof ev.origin_server_ts === "number" && ev.origin_server_ts < windowStart)
+          return found.reverse();
+        found.push(ev);
+      }
+      if (chunk.length === 0 || typeof res["end"] !== "string") return found.reverse();
+      from = res["end"];
+    }
+    this.log.warn(
+      { room: roomId, events: found.length },
+      "a sync gap is longer than backfill reads; older commands in it are not fetched",
+    );
+    return found.reverse();
+  }
+
+  private async onInvite(roomId: string, invite: unknown): Promise<void> {
+    const inviter = list(obj(obj(invite)["invite_state"])["events"]).find(
+      (e) => e.type === "m.room.member" && e.state_key === this.o.userId,
+    )?.sender;
+    try {
+      if (this.rooms.has(roomId)) {
+        await this.http.request("POST", `/_matrix/client/v3/join/${enc(roomId)}`, { body: {} });
+        this.log.info({ room: roomId, inviter }, "accepted the invite to a configured room");
+        await this.checkEncryption(roomId);
+      } else {
+        await this.http.request("POST", `/_matrix/client/v3/rooms/${enc(roomId)}/leave`, {
+          body: { reason: "dagbot only joins the rooms in its config" },
+        });
+        this.log.info({ room: roomId, inviter }, "declined an invite to a room not in the config");
+      }
+    } catch (e) {
+      // One bad invite must not hold up the commands of the batch.
+      this.log.warn({ room: roomId, err: String(e) }, "could not answer an invite");
+    }
+  }
+
+  /**
+   * Runs `fn` until it succeeds. Store failures and network errors wait and retry (the sync must not
+   * move past a batch that is not stored); a homeserver's refusal (4xx) and other errors end it.
+   */
+  private async retrying<T>(what: string, fn: () => Promise<T>, retryAnyError = false): Promise<T> {
+    for (let failures = 0; ; failures++) {
+      if (this.stopping.signal.aborted) throw new Error(`intake stopped during: ${what}`);
+      try {
+        return await fn();
+      } catch (e) {
+        const refused =
+          e instanceof MatrixRequestError && e.status >= 400 && e.status < 500 && e.status !== 429;
+        if (refused || e instanceof IntakeConfigError) throw e;
+        const transient =
+          retryAnyError || e instanceof StoreError || e instanceof MatrixRequestError || isNetworkError(e);
+        if (!transient) throw e;
+        const delay = Math.min(MAX_RETRY_DELAY_MS, 250 * 2 ** Math.min(failures, 6));
+        this.log.warn({ err: String(e), retryInMs: delay }, `${what} failed`);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, delay);
+          this.stopping.signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), {
+            once: true,
+          });
+        });
+      }
+    }
+  }
+}
+
+/** The node's Matrix settings are wrong (not a passing failure): starting again will not help. */
+export class IntakeConfigError extends Error {
+  override readonly name = "IntakeConfigError";
+}
+
+function isNetworkError(e: unknown): boolean {
+  if (e instanceof TypeError) return true; // fetch: "fetch failed"
+  return e instanceof Error && (e.name === "TimeoutError" || e.name === "AbortError");
+}

@@ -1,0 +1,185 @@
+/**
+ * The leader's outbox sender for one room (DESIGN.md §4): takes pending outbox rows in order and
+ * sends each under its own transaction id, so a retry is deduplicated by the homeserver; an edit's
+ * `replacesTxnId` is resolved to the event id its original was sent as; every mark is fenced by the
+ * leader's term. Status-card edits (rows with a coalesce key) go out at most once per
+ * `editIntervalMs` per card; while one waits, newer edits supersede it in the store.
+ *
+ * Transaction ids are scoped to a device, and every node has its own, so a new leader could post
+ * again what its predecessor sent just before dying. Every message therefore carries its txnId in
+ * its content (TXN_CONTENT_KEY), and a new leader first looks in the room's recent history for the
+ * pending rows it inherited and marks the ones it finds as sent.
+ */
+import type { Clock } from "../ports/clock.js";
+import type { Logger } from "../ports/logger.js";
+import type { ChangeFeed, LeaderFence, OutboxMessage, OutboxStore } from "../ports/store.js";
+import { isChatSendError } from "../ports/chat.js";
+import { isConflict } from "../ports/errors.js";
+import { Waker, wakeOnChange } from "./wake.js";
+
+/** Custom content key holding the outbox txnId of every message the fleet sends. */
+export const TXN_CONTENT_KEY = "org.dagbot.txn";
+
+/** What the outbox needs from the chat: raw sends with a txnId, and a look at recent history. */
+export interface OutboxTransport {
+  /** Idempotent per txnId (same device); throws ChatSendError when it did not happen. */
+  sendEvent(
+    roomId: string,
+    eventType: string,
+    content: Record<string, unknown>,
+    txnId: string,
+  ): Promise<string>;
+  /**
+   * The events of the room sent since `sinceMs` (homeserver time) whose TXN_CONTENT_KEY is one of
+   * `txnIds`: txnId → event id. Looks back a bounded distance.
+   */
+  findSent(roomId: string, txnIds: ReadonlySet<string>, sinceMs: number): Promise<Map<string, string>>;
+}
+
+export interface OutboxLoopOptions {
+  /** Minimum time between two sends of one card (its coalesce key). Default 2 s. */
+  editIntervalMs?: number;
+  /** Rows read per pass. */
+  batchSize?: number;
+  /** A pass with nothing announced, for what no change tells (a card edit becoming due is timed). */
+  safetyTickMs?: number;
+}
+
+export interface OutboxLoopDeps {
+  store: Pick<OutboxStore, "pendingOutbox" | "markOutboxSent" | "markOutboxFailed" | "getOutbox"> &
+    ChangeFeed;
+  transport: OutboxTransport;
+  clock: Clock;
+  logger: Logger;
+}
+
+const DEFAULTS = { editIntervalMs: 2_000, batchSize: 50, safetyTickMs: 5_000 };
+const MAX_BACKOFF_MS = 30_000;
+/** How far back a new leader looks for messages its predecessor may have sent (store vs homeserver clocks). */
+const RECOVERY_SLACK_MS = 5 * 60_000;
+
+/** Sends the room's outbox until `signal` aborts. Never throws: failures back off and retry. */
+export async function runOutboxLoop(
+  deps: OutboxLoopDeps,
+  fence: LeaderFence,
+  signal: AbortSignal,
+  options: OutboxLoopOptions = {},
+): Promise<void> {
+  const o = { ...DEFAULTS, ...options };
+  const log = deps.logger.child({ room: fence.roomId, term: fence.term, component: "outbox" });
+  const waker = new Waker(deps.clock, 0);
+  const unsubscribe = wakeOnChange(deps.store, waker, ["outbox"], [fence.roomId]);
+  /** Per card (coalesce key, or the card's own txnId): monotonic time of its last send. */
+  const lastSent = new Map<string, number>();
+  let recovered = false;
+  let failures = 0;
+  try {
+    while (!signal.aborted) {
+      let waitMs = o.safetyTickMs;
+      try {
+        if (!recovered) {
+          await recoverSent(deps, fence, log);
+          recovered = true;
+        }
+        const nextDue = await sendPass(deps, fence, signal, o, lastSent, log);
+        failures = 0;
+        if (nextDue !== null) waitMs = Math.min(waitMs, Math.max(0, nextDue - deps.clock.monotonicMs()));
+      } catch (err) {
+        failures += 1;
+        waitMs = Math.min(MAX_BACKOFF_MS, 250 * 2 ** Math.min(failures, 7));
+        if (isConflict(err)) {
+          // Deposed, or the row moved under us: the lease keeper ends this loop when leadership is gone.
+          log.debug({ reason: err.message }, "outbox write rejected");
+        } else {
+          log.warn({ err: String(err), retryInMs: waitMs }, "outbox pass failed");
+        }
+      }
+      if (signal.aborted) break;
+      if (failures > 0) await deps.clock.sleep(waitMs, signal);
+      else await waker.wait(waitMs, signal);
+    }
+  } finally {
+    unsubscribe();
+  }
+}
+
+/** Marks as sent the inherited pending rows that a previous leader did send (found by their txnId). */
+async function recoverSent(deps: OutboxLoopDeps, fence: LeaderFence, log: Logger): Promise<void> {
+  const pending = await deps.store.pendingOutbox(fence, 500);
+  if (pending.length === 0) return;
+  const since = Math.min(...pending.map((m) => m.createdAt)) - RECOVERY_SLACK_MS;
+  const found = await deps.transport.findSent(fence.roomId, new Set(pending.map((m) => m.txnId)), since);
+  for (const [txnId, eventId] of found) {
+    await deps.store.markOutboxSent(fence, txnId, eventId);
+    log.info({ txn: txnId, event: eventId }, "inherited message was already sent");
+  }
+}
+
+/**
+ * One pass over the pending rows. Returns the monotonic time when a held-back card edit becomes
+ * due, or null when none waits.
+ */
+async function sendPass(
+  deps: OutboxLoopDeps,
+  fence: LeaderFence,
+  signal: AbortSignal,
+  o: typeof DEFAULTS,
+  lastSent: Map<string, number>,
+  log: Logger,
+): Promise<number | null> {
+  const rows = await deps.store.pendingOutbox(fence, o.batchSize);
+  let nextDue: number | null = null;
+  for (const row of rows) {
+    if (signal.aborted) break;
+    const card = row.coalesceKey ?? row.txnId;
+    const last = lastSent.get(card);
+    if (row.replacesTxnId && last !== undefined && deps.clock.monotonicMs() < last + o.editIntervalMs) {
+      nextDue = Math.min(nextDue ?? Infinity, last + o.editIntervalMs);
+      continue;
+    }
+    const content = await contentToSend(deps, fence, row, log);
+    if (content === null) continue;
+    let eventId: string;
+    try {
+      eventId = await deps.transport.sendEvent(row.roomId, row.eventType, content, row.txnId);
+    } catch (err) {
+      if (isChatSendError(err) && !err.retryable) {
+        await deps.store.markOutboxFailed(fence, row.txnId, err.message);
+        log.warn({ txn: row.txnId, err: err.message }, "message refused by the homeserver");
+        continue;
+      }
+      throw err;
+    }
+    await deps.store.markOutboxSent(fence, row.txnId, eventId);
+    lastSent.set(card, deps.clock.monotonicMs());
+    log.debug({ txn: row.txnId, event: eventId }, "sent");
+  }
+  return nextDue;
+}
+
+/** The content as sent: our txnId added, an edit pointed at its original. Null: skip this row for now. */
+async function contentToSend(
+  deps: OutboxLoopDeps,
+  fence: LeaderFence,
+  row: OutboxMessage,
+  log: Logger,
+): Promise<Record<string, unknown> | null> {
+  const content: Record<string, unknown> = { ...row.content, [TXN_CONTENT_KEY]: row.txnId };
+  if (!row.replacesTxnId) return content;
+  const original = await deps.store.getOutbox(row.replacesTxnId);
+  if (original?.sentEventId) {
+    const relation = content["m.relates_to"];
+    content["m.relates_to"] = {
+      ...(relation !== null && typeof relation === "object" ? relation : {}),
+      rel_type: "m.replace",
+      event_id: original.sentEventId,
+    };
+    return content;
+  }
+  // Its original is still on its way (it is older, so it goes first): wait for it.
+  if (original?.status === "pending") return null;
+  const why = original === null ? "its original is not in the outbox" : `its original was ${original.status}`;
+  await deps.store.markOutboxFailed(fence, row.txnId, `cannot edit: ${why}`);
+  log.warn({ txn: row.txnId, replaces: row.replacesTxnId }, `edit dropped: ${why}`);
+  return null;
+}

@@ -1,0 +1,149 @@
+/**
+ * The leader's status-card keeper for one room (DESIGN.md §4 step 7): whenever a run's tasks or
+ * status change, it enqueues an edit of the run's card (render/messages.ts cardEditMessage, whose
+ * txnId names the run's state, so one state is one edit however often it is enqueued), and when a
+ * run ends, the final message that mentions the publisher (txnId final.<run_id>: once, whichever
+ * leader gets there). The outbox coalesces a burst of edits and paces them (outbox-loop.ts).
+ */
+import { isTerminalRun } from "../domain/run-states.js";
+import type { Clock } from "../ports/clock.js";
+import type { Logger } from "../ports/logger.js";
+import type {
+  ChangeFeed,
+  InboxStore,
+  LeaderFence,
+  OutboxMessageInput,
+  OutboxStore,
+  RunRecord,
+  RunStore,
+} from "../ports/store.js";
+import { isConflict } from "../ports/errors.js";
+import { cardEditMessage, cardMessage, cardTxnId, cardVersion, finalMessage } from "./render/messages.js";
+import { Waker, wakeOnChange } from "./wake.js";
+
+export interface StatusCardDeps {
+  store: Pick<RunStore, "listRuns" | "getRunById" | "listTasks"> &
+    Pick<OutboxStore, "enqueueOutbox" | "getOutbox"> &
+    Pick<InboxStore, "getInboxEvent"> &
+    ChangeFeed & { now(): Promise<number> };
+  clock: Clock;
+  logger: Logger;
+}
+
+export interface StatusCardOptions {
+  /** Lets a burst of task moves settle into one pass. */
+  debounceMs?: number;
+  /** A pass with no change announced (a lost notification). */
+  safetyTickMs?: number;
+  /** Recently created runs a new leader checks for a missing final message or edit. */
+  recentRuns?: number;
+}
+
+const DEFAULTS = { debounceMs: 100, safetyTickMs: 5_000, recentRuns: 50 };
+const ACTIVE: RunRecord["status"][] = ["pending", "running", "canceling"];
+const MAX_BACKOFF_MS = 30_000;
+
+/** Keeps the room's cards current until `signal` aborts. Never throws. */
+export async function runStatusCardLoop(
+  deps: StatusCardDeps,
+  fence: LeaderFence,
+  signal: AbortSignal,
+  options: StatusCardOptions = {},
+): Promise<void> {
+  const o = { ...DEFAULTS, ...options };
+  const log = deps.logger.child({ room: fence.roomId, term: fence.term, component: "cards" });
+  const waker = new Waker(deps.clock, o.debounceMs);
+  const unsubscribe = wakeOnChange(deps.store, waker, ["tasks", "runs", "outbox"], [fence.roomId]);
+  const keeper = new CardKeeper(deps, fence, log);
+  let first = true;
+  let failures = 0;
+  try {
+    while (!signal.aborted) {
+      try {
+        await keeper.pass(first ? o.recentRuns : 0);
+        first = false;
+        failures = 0;
+      } catch (err) {
+        failures += 1;
+        if (isConflict(err)) log.debug({ reason: err.message }, "card write rejected");
+        else log.warn({ err: String(err) }, "card pass failed");
+        await deps.clock.sleep(Math.min(MAX_BACKOFF_MS, 250 * 2 ** Math.min(failures, 7)), signal);
+        continue;
+      }
+      await waker.wait(o.safetyTickMs, signal);
+    }
+  } finally {
+    unsubscribe();
+  }
+}
+
+/** The card state of each run as this leader last enqueued it; one pass brings every card up to date. */
+export class CardKeeper {
+  /** runId → the card version last enqueued (or found current) in this term. */
+  private readonly shown = new Map<string, string>();
+  /** Runs that were active at the last pass: when one is gone from the active list, it has ended. */
+  private active = new Set<string>();
+
+  constructor(
+    private readonly deps: StatusCardDeps,
+    private readonly fence: LeaderFence,
+    private readonly log: Logger,
+  ) {}
+
+  /** `recent` > 0 also looks at that many of the newest runs (a new leader catching up). */
+  async pass(recent: number): Promise<void> {
+    const { store } = this.deps;
+    const roomId = this.fence.roomId;
+    const runs = new Map<string, RunRecord>();
+    for (const run of await store.listRuns(roomId, { statuses: ACTIVE })) runs.set(run.runId, run);
+    if (recent > 0)
+      for (const run of await store.listRuns(roomId, { limit: recent })) runs.set(run.runId, run);
+    for (const runId of this.active) {
+      if (runs.has(runId)) continue;
+      const run = await store.getRunById(runId);
+      if (run !== null) runs.set(runId, run);
+    }
+    const stillActive = new Set<string>();
+    for (const run of runs.values()) {
+      if (!isTerminalRun(run.status)) stillActive.add(run.runId);
+      const messages = await this.update(run);
+      if (messages.length > 0) await store.enqueueOutbox(this.fence, messages);
+    }
+    this.active = stillActive;
+  }
+
+  private async update(run: RunRecord): Promise<OutboxMessageInput[]> {
+    const { store } = this.deps;
+    const tasks = await store.listTasks(run.runId);
+    const version = cardVersion(run, tasks);
+    if (this.shown.get(run.runId) === version) return [];
+    const messages: OutboxMessageInput[] = [];
+    const card = await store.getOutbox(cardTxnId(run.runId));
+    if (card === null) {
+      // A chat publish enqueues its card with the reply: leave it to the inbox step until that is done.
+      if (run.publishEventId !== null) {
+        const row = await store.getInboxEvent(run.publishEventId);
+        if (row !== null && row.status !== "replied") return [];
+      }
+      messages.push(cardMessage(run, tasks, await store.now()));
+    } else if (run.status === "pending" && !this.shown.has(run.runId)) {
+      // Nothing moves before a confirmation: the card as published is current.
+    } else {
+      const edit = cardEditMessage(run, tasks, await store.now());
+      if ((await store.getOutbox(edit.txnId)) === null) messages.push(edit);
+    }
+    // A rejected run was answered by its reject command; every other end is news to the publisher.
+    if (isTerminalRun(run.status) && run.status !== "rejected") {
+      const final = finalMessage(run, tasks);
+      if ((await store.getOutbox(final.txnId)) === null) {
+        messages.push(final);
+        this.log.info(
+          { run: run.runId, dag: run.dagId, status: run.status },
+          "run ended: final message queued",
+        );
+      }
+    }
+    this.shown.set(run.runId, version);
+    return messages;
+  }
+}
