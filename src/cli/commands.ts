@@ -5,6 +5,7 @@ import { registerCap } from "./cap.js";
 import { registerNode } from "./node.js";
 import { registerNodes } from "./nodes.js";
 import { registerRun } from "./run.js";
+import { registerStart } from "./start.js";
 import { registerStatus } from "./status.js";
 import { registerSubmit } from "./submit.js";
 import { registerValidate } from "./validate.js";
@@ -13,6 +14,7 @@ export function registerCommands(program: Command): void {
   registerValidate(program);
   registerRun(program);
   registerNode(program);
+  registerStart(program);
   registerSubmit(program);
   registerStatus(program);
   registerNodes(program);
