@@ -1,0 +1,269 @@
+/**
+ * The Matrix bot end to end: three `dagbot start` processes and scripted people in one room of a
+ * real Synapse. Commands, replies, status cards, permissions, the two-person rule, reactions,
+ * errors, an encrypted room and an invite to a room not in the config. One homeserver and one
+ * fleet serve every test of the file; each test uses its own DAG ids.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
+import type { Store } from "../../src/ports/store.js";
+import { BotFleet } from "../support/bot-fleet.js";
+import {
+  bodyOf,
+  cardEditSaying,
+  cardOf,
+  countByTxn,
+  publishJson,
+  replyTo,
+  roomHistory,
+  txnOf,
+} from "../support/bot-chat.js";
+import { useSynapse } from "../support/matrix-fixture.js";
+import { MatrixUser, type MatrixEvent } from "../support/matrix-user.js";
+import type { RegisteredUser } from "../support/synapse.js";
+
+const fx = useSynapse();
+let fleet: BotFleet;
+let store: Store;
+let roomId: string;
+let encryptedRoomId: string;
+let alice: MatrixUser; // publisher, power 100
+let bob: MatrixUser; // confirmer, power 50
+let carol: MatrixUser; // member, power 0
+let bots: RegisteredUser[];
+/** Every command the tests sent, to check at the end that each got exactly one reply. */
+const commands: string[] = [];
+/** Reply latency per command (reply's origin_server_ts minus the command's), for the report. */
+const latencies: number[] = [];
+
+const T = 30_000;
+
+async function command(user: MatrixUser, body: string): Promise<{ id: string; reply: MatrixEvent }> {
+  const id = await user.sendText(roomId, body);
+  commands.push(id);
+  const reply = await alice.waitFor(replyTo(id), T, `the reply to ${JSON.stringify(body.slice(0, 40))}`);
+  const sent = await alice.waitFor((e) => e.event_id === id, T, "the command itself");
+  latencies.push(reply.origin_server_ts - sent.origin_server_ts);
+  return { id, reply };
+}
+
+const twoTasks = (id: string, message = "hi") => ({
+  id,
+  tasks: [
+    { id: "first", action: "echo", args: { message } },
+    { id: "second", action: "true", needs: ["first"] },
+  ],
+});
+
+beforeAll(async () => {
+  const { hs } = fx;
+  bots = [];
+  for (const n of [1, 2, 3]) bots.push(await hs.registerUser(`cmdbot${n}`, { deviceId: `CMDBOT${n}` }));
+  const [a, b, c] = [
+    await hs.registerUser("alice"),
+    await hs.registerUser("bob"),
+    await hs.registerUser("carol"),
+  ];
+  alice = new MatrixUser(hs.url, a);
+  bob = new MatrixUser(hs.url, b);
+  carol = new MatrixUser(hs.url, c);
+  roomId = await hs.createRoom(a.accessToken, {
+    name: "dagbot e2e",
+    invite: [...bots.map((x) => x.userId), b.userId, c.userId],
+    powerLevels: { users: { [a.userId]: 100, [b.userId]: 50 } },
+  });
+  await bob.joinRoom(roomId);
+  await carol.joinRoom(roomId);
+  const encrypted = await alice.request("POST", "/_matrix/client/v3/createRoom", {
+    preset: "private_chat",
+    name: "encrypted",
+    invite: bots.map((x) => x.userId),
+    initial_state: [
+      { type: "m.room.encryption", state_key: "", content: { algorithm: "m.megolm.v1.aes-sha2" } },
+    ],
+  });
+  encryptedRoomId = encrypted.room_id;
+
+  fleet = new BotFleet({
+    hs,
+    bots,
+    rooms: [roomId, encryptedRoomId],
+    config: { permissions: { power_level: 50, two_person_rule: true } },
+    library: { "nightly.toml": 'id = "nightly"\n[[tasks]]\nid = "only"\naction = "true"\n' },
+  });
+  await fleet.startAll();
+  store = await openSqliteStore(fleet.storePath);
+  alice.startSync();
+}, 120_000);
+
+afterEach((ctx) => {
+  if (ctx.task.result?.state === "fail") {
+    fleet?.keepDir();
+    console.error(fleet?.tails());
+  }
+});
+
+afterAll(async () => {
+  await alice?.stopSync();
+  await store?.close();
+  await fleet?.dispose();
+  if (latencies.length > 0) {
+    const sorted = [...latencies].sort((x, y) => x - y);
+    const pct = (p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
+    console.info(
+      `[matrix-commands] reply latency over ${sorted.length} commands: median ${pct(0.5)} ms, p90 ${pct(0.9)} ms, max ${sorted.at(-1)} ms`,
+    );
+  }
+});
+
+describe("the Matrix bot in a room of three nodes", () => {
+  it("publish → (own confirm refused) → confirm → the run succeeds; the card shows it; one final message", async () => {
+    const published = await command(alice, publishJson(twoTasks("e2e_first")));
+    expect(published.reply.content["msgtype"]).toBe("m.notice");
+    expect(published.reply.content["format"]).toBe("org.matrix.custom.html");
+    expect(bodyOf(published.reply)).toMatch(/awaits confirmation/);
+    const card = await alice.waitFor(cardOf("e2e_first"), T, "the status card");
+    // The card is a threaded reply to the publish event.
+    expect(card.content["m.relates_to"]).toMatchObject({ rel_type: "m.thread", event_id: published.id });
+    expect(bodyOf(card)).toMatch(/awaiting confirmation/);
+
+    // Two-person rule: the publisher cannot confirm her own DAG.
+    const own = await command(alice, "!dag confirm e2e_first");
+    expect(bodyOf(own.reply)).toMatch(/⛔/);
+    expect((await store.getRun(roomId, "e2e_first"))?.status).toBe("pending");
+
+    const confirmed = await command(bob, "!dag confirm e2e_first");
+    expect(bodyOf(confirmed.reply)).toMatch(/confirmed/);
+    await alice.waitFor(cardEditSaying(card.event_id, /succeeded/), T, "the card edited to succeeded");
+    const final = await alice.waitFor(
+      (e) => txnOf(e)?.startsWith("final.") === true && bodyOf(e).includes("e2e_first"),
+      T,
+      "the final message",
+    );
+    expect(final.content["m.mentions"]).toEqual({ user_ids: [alice.userId] });
+
+    const run = await store.getRun(roomId, "e2e_first");
+    expect(run).toMatchObject({ status: "succeeded", confirmedBy: bob.userId, publisher: alice.userId });
+    const history = await roomHistory(alice, roomId);
+    const counts = countByTxn(history);
+    expect(counts.get(`final.${run!.runId}`)).toBe(1);
+    expect(counts.get(`card.${run!.runId}`)).toBe(1);
+    // Every edit of the card targets the one card event.
+    const edits = history.filter((e) => e.content["m.relates_to"]?.rel_type === "m.replace");
+    expect(edits.filter((e) => e.content["m.relates_to"].event_id === card.event_id).length).toBeGreaterThan(
+      0,
+    );
+  });
+
+  it("the same DAG again is 'already exists'; other content under the id is a conflict and stores nothing", async () => {
+    const again = await command(alice, publishJson(twoTasks("e2e_first")));
+    expect(bodyOf(again.reply)).toMatch(/already exists with the same content/);
+    const before = await store.getRun(roomId, "e2e_first");
+    const conflict = await command(alice, publishJson(twoTasks("e2e_first", "other words")));
+    expect(bodyOf(conflict.reply)).toMatch(/already exists with different content/);
+    const after = await store.getRun(roomId, "e2e_first");
+    expect(after?.hash).toBe(before?.hash);
+    expect((await store.listRuns(roomId)).filter((r) => r.dagId === "e2e_first")).toHaveLength(1);
+  });
+
+  it("a user below the power level is refused and nothing is stored; help shows her only what she may do", async () => {
+    const refused = await command(carol, publishJson(twoTasks("e2e_carol")));
+    expect(bodyOf(refused.reply)).toMatch(/⛔/);
+    expect(await store.getRun(roomId, "e2e_carol")).toBeNull();
+    const help = await command(carol, "!dag help");
+    expect(bodyOf(help.reply)).toMatch(/!dag status/);
+    expect(bodyOf(help.reply)).not.toMatch(/!dag publish/);
+  });
+
+  it("a malformed DAG and a malformed command get one clear error each, nothing stored", async () => {
+    const cyclic = {
+      id: "e2e_cycle",
+      tasks: [
+        { id: "a", action: "true", needs: ["b"] },
+        { id: "b", action: "true", needs: ["a"] },
+      ],
+    };
+    const bad = await command(alice, publishJson(cyclic));
+    expect(bodyOf(bad.reply)).toMatch(/not valid/);
+    expect(bodyOf(bad.reply)).toMatch(/a -> b -> a|b -> a -> b/);
+    expect(await store.getRun(roomId, "e2e_cycle")).toBeNull();
+    const unknown = await command(alice, "!dag frobnicate now");
+    expect(bodyOf(unknown.reply)).toMatch(/unknown command/);
+    expect(bodyOf(unknown.reply)).toMatch(/Usage|!dag help/);
+  });
+
+  it("✅ on a card confirms it (by an authorised user); a library DAG publishes by name", async () => {
+    const published = await command(alice, "!dag publish nightly");
+    expect(bodyOf(published.reply)).toMatch(/nightly/);
+    const card = await alice.waitFor(cardOf("nightly"), T, "the nightly card");
+    // carol may not confirm: her ✅ is refused with a reply in the card's thread.
+    await carol.sendReaction(roomId, card.event_id, "✅");
+    const reaction = await bob.sendReaction(roomId, card.event_id, "✅");
+    commands.push(reaction);
+    await alice.waitFor(replyTo(reaction), T, "the answer to bob's ✅");
+    await alice.waitFor(
+      cardEditSaying(card.event_id, /succeeded/),
+      T,
+      "the nightly card edited to succeeded",
+    );
+    expect(await store.getRun(roomId, "nightly")).toMatchObject({
+      status: "succeeded",
+      confirmedBy: bob.userId,
+    });
+  });
+
+  it("edits, notices and plain chatter are not commands", async () => {
+    const chatter = await alice.sendText(roomId, "just chatting about !dag things");
+    const notice = await alice.sendText(roomId, "!dag help", { msgtype: "m.notice" });
+    const original = await alice.sendText(roomId, "typo");
+    const edit = await alice.sendEvent(roomId, "m.room.message", {
+      msgtype: "m.text",
+      body: "* !dag help",
+      "m.new_content": { msgtype: "m.text", body: "!dag help" },
+      "m.relates_to": { rel_type: "m.replace", event_id: original },
+    });
+    // A command after them is answered; by then any reply to the others would have been sent first.
+    const marker = await command(alice, "!dag list");
+    expect(bodyOf(marker.reply)).toMatch(/run/);
+    for (const id of [chatter, notice, original, edit]) {
+      expect(await store.getInboxEvent(id)).toBeNull();
+    }
+    const history = await roomHistory(alice, roomId);
+    expect(history.filter((e) => [chatter, notice, original, edit].some((id) => replyTo(id)(e)))).toEqual([]);
+  });
+
+  it("an encrypted room gets one notice and nothing else; an invite to another room is declined", async () => {
+    const stranger = await alice.request("POST", "/_matrix/client/v3/createRoom", {
+      preset: "private_chat",
+      invite: [bots[0]!.userId],
+    });
+    const strangerRoom = stranger.room_id as string;
+    await alice.waitFor(
+      (e) => e.room_id === encryptedRoomId && txnOf(e) === `e2ee-notice.${encryptedRoomId}`,
+      T,
+      "the encryption notice",
+    );
+    await alice.waitFor(
+      (e) =>
+        e.room_id === strangerRoom &&
+        e.type === "m.room.member" &&
+        e.state_key === bots[0]!.userId &&
+        e.content["membership"] === "leave",
+      T,
+      "bot 1 declining the invite",
+    );
+    const history = await roomHistory(alice, encryptedRoomId);
+    expect(
+      history.filter((e) => bots.some((b) => b.userId === e.sender) && e.type === "m.room.message"),
+    ).toHaveLength(1);
+  });
+
+  it("every command sent in this file got exactly one reply", async () => {
+    const counts = countByTxn(await roomHistory(alice, roomId));
+    const wrong = commands
+      .filter((id) => counts.get(`reply.${id}`) !== 1)
+      .map((id) => [id, counts.get(`reply.${id}`)]);
+    expect(wrong).toEqual([]);
+    expect(commands.length).toBeGreaterThan(10);
+  });
+});

@@ -1,0 +1,232 @@
+/**
+ * A fleet of real `dagbot start` processes (node dist/cli.js) in one Matrix room of a test Synapse,
+ * sharing one SQLite store: writes their configs, starts, stops, kill -9s and restarts them, waits
+ * for their readiness line, and keeps each node's log for failure messages. Build first (npm run
+ * build); the fleet refuses to start without dist/cli.js.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+  openSync,
+  closeSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { RegisteredUser, SynapseHandle } from "./synapse.js";
+
+const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+export const CLI = join(REPO_ROOT, "dist/cli.js");
+
+/** Fast leadership for tests: a killed leader is replaced about 2 s later. */
+export const FAST_LEASE = { ttl: "2s", renew_every: "500ms", acquire_every: "250ms" };
+
+export const TEST_ACTIONS = {
+  echo: { argv: ["echo", "{message}"], args: { message: { pattern: "[^\\r\\n]{0,200}" } }, timeout: "1m" },
+  sleep: {
+    argv: ["sleep", "{seconds}"],
+    args: { seconds: { pattern: "[0-9]{1,3}(\\.[0-9]{1,3})?" } },
+    timeout: "5m",
+  },
+  true: { argv: ["true"], timeout: "1m" },
+  fail: { argv: ["false"], timeout: "1m" },
+};
+
+export interface FleetOptions {
+  hs: SynapseHandle;
+  /** Bot accounts are registered as `<prefix>1..N`. */
+  prefix?: string;
+  size?: number;
+  /** Rooms every node is configured with; the first is "the" room. */
+  rooms: string[];
+  bots: RegisteredUser[];
+  /** Extra top-level config keys (permissions, limits, lease...), merged over the defaults. */
+  config?: Record<string, unknown>;
+  /** Files of the DAG library folder: name → text. */
+  library?: Record<string, string>;
+}
+
+export interface FleetNode {
+  readonly index: number;
+  readonly nodeId: string;
+  readonly bot: RegisteredUser;
+  readonly configPath: string;
+  readonly logPath: string;
+  process: ChildProcess | null;
+  exited: Promise<number | null> | null;
+}
+
+/** Children killed if the test process exits without stopping them. */
+const live = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const child of live) child.kill("SIGKILL");
+});
+
+export class BotFleet {
+  readonly dir: string;
+  readonly storePath: string;
+  readonly nodes: FleetNode[];
+  /** Kept on dispose() when a test failed, or when DAGBOT_KEEP_FLEET is set (to read the node logs). */
+  private keep = false;
+
+  constructor(private readonly o: FleetOptions) {
+    if (!existsSync(CLI))
+      throw new Error(`${CLI} is missing: run \`npm run build\` before the Matrix e2e tests`);
+    this.dir = mkdtempSync(join(tmpdir(), "dagbot-fleet-"));
+    this.storePath = join(this.dir, "dagbot.db");
+    const library = join(this.dir, "library");
+    mkdirSync(library);
+    for (const [name, text] of Object.entries(o.library ?? {})) writeFileSync(join(library, name), text);
+    this.nodes = o.bots.map((bot, i) => {
+      const nodeId = `node${i + 1}`;
+      const configPath = join(this.dir, `${nodeId}.json`);
+      const config = {
+        node_id: nodeId,
+        labels: ["linux"],
+        capacity: 2,
+        store: `sqlite:${this.storePath}`,
+        dag_library: library,
+        matrix: { homeserver_url: o.hs.url, user_id: bot.userId, rooms: o.rooms, command_window: "1h" },
+        actions: TEST_ACTIONS,
+        lease: FAST_LEASE,
+        log_level: "info",
+        ...o.config,
+      };
+      writeFileSync(configPath, JSON.stringify(config, null, 2));
+      return {
+        index: i,
+        nodeId,
+        bot,
+        configPath,
+        logPath: join(this.dir, `${nodeId}.log`),
+        process: null,
+        exited: null,
+      };
+    });
+  }
+
+  /** Starts node i and resolves once it logged `matrix intake ready`. */
+  async start(i: number, timeoutMs = 60_000): Promise<void> {
+    const node = this.node(i);
+    if (node.process !== null) throw new Error(`${node.nodeId} is already running`);
+    const logFd = openSync(node.logPath, "a");
+    const child = spawn(
+      process.execPath,
+      [CLI, "start", "--config", node.configPath, "--state-dir", join(this.dir, "state")],
+      {
+        env: { ...process.env, DAGBOT_ACCESS_TOKEN: node.bot.accessToken, DAGBOT_LOG_LEVEL: "debug" },
+        stdio: ["ignore", logFd, logFd],
+      },
+    );
+    closeSync(logFd);
+    live.add(child);
+    node.process = child;
+    node.exited = new Promise((resolveExit) =>
+      child.once("exit", (code, signal) => {
+        live.delete(child);
+        resolveExit(code ?? (signal ? -1 : null));
+      }),
+    );
+    const startOffset = this.logText(i).length;
+    await this.waitForLog(
+      i,
+      (text) => text.slice(startOffset).includes('"msg":"matrix intake ready"'),
+      timeoutMs,
+      "ready",
+    );
+  }
+
+  async startAll(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => this.start(n.index)));
+  }
+
+  /** SIGTERM (graceful) and wait for the exit; returns the exit code. */
+  async stop(i: number): Promise<number | null> {
+    const node = this.node(i);
+    if (node.process === null) return null;
+    node.process.kill("SIGTERM");
+    const timer = setTimeout(() => node.process?.kill("SIGKILL"), 20_000);
+    const code = await node.exited;
+    clearTimeout(timer);
+    node.process = null;
+    return code;
+  }
+
+  /** kill -9: no goodbye, leases and tasks held are left to expire. */
+  async kill(i: number): Promise<void> {
+    const node = this.node(i);
+    if (node.process === null) return;
+    node.process.kill("SIGKILL");
+    await node.exited;
+    node.process = null;
+  }
+
+  running(i: number): boolean {
+    return this.node(i).process !== null;
+  }
+
+  logText(i: number): string {
+    try {
+      return readFileSync(this.node(i).logPath, "utf8");
+    } catch {
+      return "";
+    }
+  }
+
+  /** Structured log lines of node i whose msg matches. */
+  logLines(i: number, msg: string): Record<string, unknown>[] {
+    return this.logText(i)
+      .split("\n")
+      .filter((l) => l.includes(`"msg":"${msg}"`))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+  }
+
+  async waitForLog(
+    i: number,
+    test: (text: string) => boolean,
+    timeoutMs: number,
+    what: string,
+  ): Promise<void> {
+    const node = this.node(i);
+    const deadline = Date.now() + timeoutMs;
+    let exited = false;
+    void node.exited?.then(() => (exited = true));
+    for (;;) {
+      if (test(this.logText(i))) return;
+      if (exited) throw new Error(`${node.nodeId} exited before ${what}; log tail:\n${this.tail(i)}`);
+      if (Date.now() > deadline)
+        throw new Error(`${node.nodeId}: no ${what} after ${timeoutMs} ms; log tail:\n${this.tail(i)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  tail(i: number, lines = 30): string {
+    return this.logText(i).trimEnd().split("\n").slice(-lines).join("\n");
+  }
+
+  /** Every node's log tail, for a failure message. */
+  tails(lines = 15): string {
+    return this.nodes.map((n) => `--- ${n.nodeId}\n${this.tail(n.index, lines)}`).join("\n");
+  }
+
+  keepDir(): void {
+    this.keep = true;
+  }
+
+  async dispose(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => this.stop(n.index)));
+    if (this.keep || process.env["DAGBOT_KEEP_FLEET"]) console.error(`[bot-fleet] kept ${this.dir}`);
+    else rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  private node(i: number): FleetNode {
+    const node = this.nodes[i];
+    if (node === undefined) throw new Error(`no node ${i}`);
+    return node;
+  }
+}
