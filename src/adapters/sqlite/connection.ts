@@ -45,12 +45,37 @@ export class SqliteConnection {
     private readonly notify: Notify,
   ) {
     this.db = new Database(path);
-    // busy_timeout first: switching to WAL itself needs a lock another opener may hold.
-    this.db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
-    this.db.pragma("journal_mode = WAL");
-    // FULL: a commit the caller saw survives a power cut too, not only a killed process.
-    this.db.pragma("synchronous = FULL");
-    this.db.pragma("foreign_keys = ON");
+    try {
+      // busy_timeout first: switching to WAL itself needs a lock another opener may hold.
+      this.db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
+      this.db.pragma("journal_mode = WAL");
+      // FULL: a commit the caller saw survives a power cut too, not only a killed process.
+      this.db.pragma("synchronous = FULL");
+      this.db.pragma("foreign_keys = ON");
+    } catch (e) {
+      this.db.close();
+      throw e;
+    }
+  }
+
+  /** Open with the same bounded BUSY retry as writes: several processes may open a new file at once. */
+  static async open(
+    path: string,
+    busyTimeoutMs: number,
+    clock: () => number,
+    notify: Notify,
+  ): Promise<SqliteConnection> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return new SqliteConnection(path, busyTimeoutMs, clock, notify);
+      } catch (e) {
+        if (isBusy(e) && attempt < BUSY_RETRIES) {
+          await backoff(attempt);
+          continue;
+        }
+        throw mapError(`open sqlite store ${path}`, e);
+      }
+    }
   }
 
   stmt(sql: string): Database.Statement {
@@ -100,7 +125,7 @@ export class SqliteConnection {
         return result;
       } catch (e) {
         if (isBusy(e) && attempt < BUSY_RETRIES) {
-          await sleep(5 * 2 ** Math.min(attempt, 5) * (0.5 + Math.random()));
+          await backoff(attempt);
           continue;
         }
         throw mapError(operation, e);
@@ -115,7 +140,7 @@ export class SqliteConnection {
         return this.db.transaction(() => fn(this.clock())).deferred();
       } catch (e) {
         if (isBusy(e) && attempt < BUSY_RETRIES) {
-          await sleep(5 * 2 ** Math.min(attempt, 5) * (0.5 + Math.random()));
+          await backoff(attempt);
           continue;
         }
         throw mapError(operation, e);
@@ -179,6 +204,9 @@ export class SqliteConnection {
     if (this.db.open) this.db.close();
   }
 }
+
+const backoff = (attempt: number): Promise<void> =>
+  sleep(5 * 2 ** Math.min(attempt, 5) * (0.5 + Math.random()));
 
 function isBusy(e: unknown): boolean {
   const code = (e as { code?: unknown } | null)?.code;

@@ -4,7 +4,7 @@
  */
 import type { Store, StoreOptions } from "../../ports/store.js";
 import { ChangeFeed } from "./change-feed.js";
-import { mapError, SqliteConnection } from "./connection.js";
+import { SqliteConnection } from "./connection.js";
 import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
 import { migrate } from "./migrations.js";
@@ -32,16 +32,14 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
   const onError =
     options.onListenerError ??
     ((e: unknown) => process.emitWarning(`dagbot sqlite store: change listener threw: ${String(e)}`));
-  let c: SqliteConnection;
-  // Polls only while someone listens, so it is safe to make before the connection exists.
+  // The notify closure runs only after a commit, by which time `changes` exists.
+  const c = await SqliteConnection.open(
+    path,
+    options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS,
+    clock,
+    (t, r) => changes.emit(t, r),
+  );
   const changes = new ChangeFeed(() => c.dataVersion(), onError);
-  try {
-    c = new SqliteConnection(path, options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS, clock, (t, r) =>
-      changes.emit(t, r),
-    );
-  } catch (e) {
-    throw mapError(`open sqlite store ${path}`, e);
-  }
   try {
     await c.write(`migrate sqlite store ${path}`, (tx) => migrate(c.db, tx.now));
   } catch (e) {
