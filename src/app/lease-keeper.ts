@@ -128,8 +128,16 @@ export class LeaseKeeper {
     const leading = new AbortController();
     let end: LeadEnd | null = null;
     const finish = (why: LeadEnd): void => {
-      if (end === null) end = why;
       leading.abort();
+      if (end === null) {
+        end = why;
+        if (why !== "stopping") {
+          // Leadership is gone now, not when the leader work has wound down: say so at once.
+          this.current = null;
+          this.log.warn({ term: fence.term, why }, "lost leadership");
+          this.deps.onChange?.(null, why);
+        }
+      }
     };
     const onStop = (): void => finish("stopping");
     this.stopping.signal.addEventListener("abort", onStop, { once: true });
@@ -163,7 +171,13 @@ export class LeaseKeeper {
       if (leading.signal.aborted) break;
       const sentAt = clock.monotonicMs();
       try {
-        await store.renewLease(fence, timings.ttlMs);
+        // A hung store must not hold leadership open: the race ends when leading is aborted, and a
+        // renewal that returns after that is ignored.
+        const renewed = await Promise.race([
+          store.renewLease(fence, timings.ttlMs),
+          whenAborted(leading.signal),
+        ]);
+        if (renewed === undefined) break;
         lastOkSentAt = sentAt;
         failures = 0;
       } catch (err) {
@@ -180,12 +194,12 @@ export class LeaseKeeper {
 
     await Promise.all([work, watchdog, whenAborted(leading.signal)]);
     this.stopping.signal.removeEventListener("abort", onStop);
-    this.current = null;
-    const why: LeadEnd = end ?? "stopping";
-    if (why === "stopping") await this.release(fence);
-    if (why === "stopping") this.log.info({ term: fence.term }, "released leadership");
-    else this.log.warn({ term: fence.term, why }, "lost leadership");
-    this.deps.onChange?.(null, why);
+    if ((end ?? "stopping") === "stopping") {
+      await this.release(fence);
+      this.current = null;
+      this.log.info({ term: fence.term }, "released leadership");
+      this.deps.onChange?.(null, "stopping");
+    }
   }
 
   private async release(fence: LeaderFence): Promise<void> {

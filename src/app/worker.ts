@@ -209,9 +209,21 @@ export class Worker {
         }
         const sentAt = clock.monotonicMs();
         try {
-          const { status } = await this.deps.store.renewTaskLease(token, leaseMs);
+          // A hung store must not keep a task we may have lost: give up on the renewal when our
+          // lease would have passed, and let the next turn of the loop abandon the attempt.
+          const giveUp = new AbortController();
+          const onStop = (): void => giveUp.abort();
+          renewing.signal.addEventListener("abort", onStop, { once: true });
+          const renewed = await Promise.race([
+            this.deps.store.renewTaskLease(token, leaseMs),
+            clock.sleep(lastRenewSentAt + leaseMs - sentAt, giveUp.signal).then(() => null),
+          ]).finally(() => {
+            giveUp.abort();
+            renewing.signal.removeEventListener("abort", onStop);
+          });
+          if (renewed === null) continue;
           lastRenewSentAt = sentAt;
-          if (status === "canceling") this.abortTask(r, "canceled");
+          if (renewed.status === "canceling") this.abortTask(r, "canceled");
         } catch (err) {
           if (isConflict(err)) {
             log.info("task lease lost; killing the action and writing nothing");

@@ -1,0 +1,286 @@
+// The engine loops in one process over a real SQLite file: how leadership ends (stop, deposed,
+// TTL passed locally with the store hanging) and how a worker reacts to a lost lease or a cancel.
+import { afterEach, describe, expect, it } from "vitest";
+import { systemClock } from "../../src/adapters/clock/system-clock.js";
+import { createProcessExecutor } from "../../src/adapters/exec/process-executor.js";
+import { silentLogger } from "../../src/adapters/log/pino-logger.js";
+import type { LeadEnd } from "../../src/app/lease-keeper.js";
+import { LeaseKeeper } from "../../src/app/lease-keeper.js";
+import { DEFAULT_LEADER_TIMINGS, runLeaderLoop } from "../../src/app/leader.js";
+import { whenAborted } from "../../src/app/wake.js";
+import { Worker } from "../../src/app/worker.js";
+import { parseDag } from "../../src/domain/dag.js";
+import type { ActionDefinition } from "../../src/ports/executor.js";
+import type { LeaderFence, Session, Store } from "../../src/ports/store.js";
+import type { SqliteTestDb } from "../support/sqlite-harness.js";
+import { sqliteTestDb } from "../support/sqlite-harness.js";
+import { waitFor } from "../support/store-wait.js";
+
+const ROOM = "room";
+const logger = silentLogger();
+let db: SqliteTestDb | null = null;
+const open: Store[] = [];
+const cleanups: Array<() => Promise<void>> = [];
+
+afterEach(async (ctx) => {
+  for (const c of cleanups.splice(0)) await c();
+  for (const s of open.splice(0)) await s.close();
+  db?.cleanup(ctx.task.result?.state === "fail");
+  db = null;
+});
+
+async function store(clockOffsetMs = 0): Promise<Store> {
+  db ??= sqliteTestDb("engine-loops");
+  const s = await db.open(clockOffsetMs === 0 ? {} : { clock: () => Date.now() + clockOffsetMs });
+  open.push(s);
+  return s;
+}
+
+function keeper(s: Store, session: Session, overrides: { renewLease?: Store["renewLease"] } = {}) {
+  const changes: Array<{ term: number | null; end: LeadEnd | undefined }> = [];
+  const signals: AbortSignal[] = [];
+  const k = new LeaseKeeper({
+    store: { ...bind(s), ...overrides },
+    clock: systemClock,
+    logger,
+    session,
+    roomId: ROOM,
+    timings: { ttlMs: 800, renewEveryMs: 150, acquireEveryMs: 150 },
+    lead: async (_fence, leadSignal) => {
+      signals.push(leadSignal);
+      await whenAborted(leadSignal);
+    },
+    onChange: (fence, end) => changes.push({ term: fence?.term ?? null, end }),
+  });
+  cleanups.push(() => k.stop());
+  // The first leadership's signal: after losing it, the keeper may well lead again.
+  return { k, changes, signal: () => signals[0] };
+}
+
+/** The store's methods bound to it, so a test can replace one of them. */
+function bind(s: Store): Store {
+  const out: Record<string, unknown> = { kind: s.kind };
+  for (const key of Object.keys(s) as Array<keyof Store>) {
+    const v = s[key];
+    out[key] = typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(s) : v;
+  }
+  return out as unknown as Store;
+}
+
+describe("lease keeper", () => {
+  it("leads, renews past its TTL, and on stop ends the leader work and releases the lease", async () => {
+    const s = await store();
+    const { k, changes, signal } = keeper(s, { nodeId: "a", bootId: "1" });
+    k.start();
+    const fence = (await waitFor(
+      "leading",
+      () => k.fence,
+      (f) => f !== null,
+    ))!;
+    const first = (await s.getLease(ROOM))!.expiresAt;
+    // Renewed well past the first expiry while still the same term.
+    await waitFor(
+      "renewed past the TTL",
+      () => s.getLease(ROOM),
+      (l) => l!.expiresAt > first + 1_000,
+    );
+    expect(k.fence?.term).toBe(fence.term);
+    await k.stop();
+    expect(signal()?.aborted).toBe(true);
+    expect((await s.getLease(ROOM))?.holder).toBeNull();
+    expect(changes).toEqual([
+      { term: fence.term, end: undefined },
+      { term: null, end: "stopping" },
+    ]);
+  });
+
+  it("a newer term deposes it: the leader work stops and it does not release the new holder's lease", async () => {
+    const s = await store();
+    const { k, changes, signal } = keeper(s, { nodeId: "a", bootId: "1" });
+    k.start();
+    const fence = (await waitFor(
+      "leading",
+      () => k.fence,
+      (f) => f !== null,
+    ))!;
+    // Another node whose clock is a minute ahead sees the lease expired and takes it.
+    const later = await store(60_000);
+    const taken = await later.acquireLease(ROOM, { nodeId: "b", bootId: "2" }, 60_000);
+    expect(taken.term).toBe(fence.term + 1);
+    await waitFor(
+      "deposed",
+      () => changes.length,
+      (n) => n === 2,
+    );
+    expect(changes[1]).toEqual({ term: null, end: "deposed" });
+    expect(signal()?.aborted).toBe(true);
+    await k.stop();
+    expect((await s.getLease(ROOM))?.holder).toEqual({ nodeId: "b", bootId: "2" });
+  });
+
+  it("stops leading once the TTL passes on its own clock while the store hangs", async () => {
+    const s = await store();
+    const hang: Store["renewLease"] = () => new Promise(() => {});
+    const { k, changes, signal } = keeper(s, { nodeId: "a", bootId: "1" }, { renewLease: hang });
+    k.start();
+    await waitFor(
+      "leading",
+      () => k.fence,
+      (f) => f !== null,
+    );
+    await waitFor(
+      "leadership ended",
+      () => changes.length,
+      (n) => n >= 2,
+      { timeoutMs: 5_000 },
+    );
+    expect(changes[1]).toEqual({ term: null, end: "expired" });
+    expect(signal()?.aborted).toBe(true);
+  });
+});
+
+describe("leader loop", () => {
+  it("treats a rejected fenced write as deposed and returns", async () => {
+    const s = await store();
+    const old = await s.acquireLease(ROOM, { nodeId: "a", bootId: "1" }, 60_000);
+    await s.releaseLease(old);
+    await s.acquireLease(ROOM, { nodeId: "b", bootId: "2" }, 60_000);
+    let deposed = 0;
+    const stop = new AbortController();
+    cleanups.push(async () => stop.abort());
+    await runLeaderLoop(
+      { store: s, clock: systemClock, logger, timings: DEFAULT_LEADER_TIMINGS, processInbox: null },
+      { roomId: ROOM, session: old.session, term: old.term },
+      stop.signal,
+      () => (deposed += 1),
+    );
+    expect(deposed).toBe(1);
+  });
+});
+
+const sleepAction: ActionDefinition = {
+  name: "sleep",
+  argv: ["sleep", "{seconds}"],
+  args: { seconds: { pattern: "[0-9]{1,3}" } },
+  cwd: null,
+  env: {},
+  timeoutMs: 60_000,
+  outputLimitBytes: 4096,
+  killGraceMs: 200,
+};
+
+/** A run with one 30 s sleep, queued by a leader whose fence is returned. */
+async function queuedSleep(s: Store, retries: number): Promise<{ fence: LeaderFence; runId: string }> {
+  const acquired = await s.acquireLease(ROOM, { nodeId: "leader", bootId: "1" }, 30_000);
+  const fence = { roomId: ROOM, session: acquired.session, term: acquired.term };
+  const parsed = parseDag(
+    JSON.stringify({ id: "nap", tasks: [{ id: "nap", action: "sleep", args: { seconds: 30 }, retries }] }),
+    "json",
+  );
+  if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
+  const created = await s.createRun(
+    { fence },
+    {
+      roomId: ROOM,
+      dag: parsed.dag,
+      hash: parsed.hash,
+      publisher: "test",
+      publishEventId: null,
+      needsConfirmation: false,
+      confirmTimeoutMs: 60_000,
+    },
+  );
+  if (created.kind !== "created") throw new Error(created.kind);
+  await s.scheduleStep(fence);
+  return { fence, runId: created.run.runId };
+}
+
+function worker(s: Store, nodeId: string, override: Partial<Store> = {}): Worker {
+  const w = new Worker(
+    {
+      session: { nodeId, bootId: "1" },
+      roomIds: [ROOM],
+      labels: [],
+      capacity: 1,
+      actions: new Map([["sleep", sleepAction]]),
+      taskLeaseMs: 900,
+      pollMs: 200,
+      debounceMs: 10,
+    },
+    { store: { ...bind(s), ...override }, executor: createProcessExecutor(), clock: systemClock, logger },
+  );
+  cleanups.push(() => w.stop({ abortRunning: true }));
+  return w;
+}
+
+describe("worker", () => {
+  it("kills the action and writes nothing when its task lease is taken away", async () => {
+    const s = await store();
+    const { runId } = await queuedSleep(s, 1);
+    const w = worker(s, "w1");
+    w.start();
+    await waitFor(
+      "running",
+      () => s.getTask(runId, "nap"),
+      (t) => t?.status === "running",
+    );
+    // A leader a minute ahead sees the task lease expired and requeues it for attempt 2.
+    const later = await store(60_000);
+    const next = await later.acquireLease(ROOM, { nodeId: "leader2", bootId: "1" }, 60_000);
+    const reaped = await later.reap({ roomId: ROOM, session: next.session, term: next.term });
+    expect(reaped.requeued).toBe(1);
+    await waitFor(
+      "the worker let go",
+      () => w.runningCount,
+      (n) => n === 0,
+      { timeoutMs: 5_000 },
+    );
+    const task = await s.getTask(runId, "nap");
+    expect(task).toMatchObject({ status: "queued", attempt: 2, exitCode: null, finishedAt: null });
+    const events = await s.readEvents(ROOM, 0, 1000);
+    expect(events.filter((e) => e.actor?.startsWith("w1/") && e.kind !== "task.running")).toEqual([]);
+  });
+
+  it("abandons the attempt, writing nothing, when renewals hang past its lease", async () => {
+    const s = await store();
+    const { runId } = await queuedSleep(s, 0);
+    const w = worker(s, "w1", { renewTaskLease: () => new Promise(() => {}) });
+    w.start();
+    await waitFor(
+      "running",
+      () => s.getTask(runId, "nap"),
+      (t) => t?.status === "running",
+    );
+    await waitFor(
+      "the worker let go",
+      () => w.runningCount,
+      (n) => n === 0,
+      { timeoutMs: 5_000 },
+    );
+    // Still running in the store: only the leader's reaper may move it once the lease has expired.
+    expect(await s.getTask(runId, "nap")).toMatchObject({ status: "running", finishedAt: null });
+  });
+
+  it("stops a task whose run is canceled and records it canceled", async () => {
+    const s = await store();
+    const { fence, runId } = await queuedSleep(s, 0);
+    const w = worker(s, "w1");
+    w.start();
+    await waitFor(
+      "running",
+      () => s.getTask(runId, "nap"),
+      (t) => t?.status === "running",
+    );
+    const canceled = await s.cancelRun({ fence }, ROOM, "nap", "test");
+    expect(canceled.kind).toBe("done");
+    await waitFor(
+      "task canceled",
+      () => s.getTask(runId, "nap"),
+      (t) => t?.status === "canceled",
+      { timeoutMs: 5_000 },
+    );
+    await s.deriveRunOutcomes(fence);
+    expect((await s.getRunById(runId))?.status).toBe("canceled");
+    expect(w.runningCount).toBe(0);
+  });
+});
