@@ -1,0 +1,77 @@
+import { describe, expect, it } from "vitest";
+import { createProgress, pickVisible, renderSummary } from "../../src/cli/progress.js";
+import type { TaskStatus } from "../../src/domain/model.js";
+import type { RunRecord, TaskRecord } from "../../src/ports/store.js";
+
+const run = (status: RunRecord["status"]): RunRecord =>
+  ({ runId: "r1", roomId: "local", dagId: "demo", status, createdAt: 1_000, updatedAt: 4_500 }) as RunRecord;
+
+const task = (taskId: string, status: TaskStatus, extra: Partial<TaskRecord> = {}): TaskRecord =>
+  ({
+    runId: "r1",
+    taskId,
+    status,
+    attempt: 1,
+    maxAttempts: 1,
+    executor: status === "blocked" || status === "queued" ? null : { nodeId: "n1", bootId: "b" },
+    startedAt: status === "blocked" || status === "queued" ? null : 2_000,
+    finishedAt: ["succeeded", "failed"].includes(status) ? 3_500 : null,
+    exitCode: status === "failed" ? 2 : null,
+    error: status === "failed" ? "exited with status 2\nmore" : null,
+    ...extra,
+  }) as TaskRecord;
+
+function sink(isTTY: boolean) {
+  const chunks: string[] = [];
+  return { out: { isTTY, rows: 10, columns: 80, write: (t: string) => chunks.push(t) }, chunks };
+}
+
+describe("progress", () => {
+  it("prints one plain line per task change, skipping tasks still blocked at the start", () => {
+    const { out, chunks } = sink(false);
+    const view = createProgress(out);
+    view.update(run("running"), [task("a", "running"), task("b", "blocked")], 2_500);
+    view.update(run("running"), [task("a", "running"), task("b", "blocked")], 2_600);
+    view.update(run("running"), [task("a", "succeeded"), task("b", "queued")], 3_600);
+    const text = chunks.join("");
+    expect(text.match(/task a running/g)).toHaveLength(1);
+    expect(text).toContain("task a succeeded (1.5s, on n1)");
+    expect(text).toContain("task b queued");
+    expect(text).not.toContain("task b blocked");
+    expect(text).not.toContain("\x1b[");
+  });
+
+  it("redraws the list in place on a terminal", () => {
+    const { out, chunks } = sink(true);
+    const view = createProgress(out);
+    view.update(run("running"), [task("a", "running"), task("b", "blocked")], 2_500);
+    view.update(run("running"), [task("a", "succeeded"), task("b", "running")], 3_600);
+    expect(chunks[0]?.startsWith("\x1b[0J")).toBe(true);
+    // Three lines drawn (header + two tasks): the next frame moves up three lines first.
+    expect(chunks[1]?.startsWith("\x1b[3F\x1b[0J")).toBe(true);
+    expect(chunks[1]).toContain("run demo running — 1 succeeded, 1 running");
+  });
+
+  it("keeps active and failed tasks in view when the list is taller than the terminal", () => {
+    const tasks = [
+      ...Array.from({ length: 20 }, (_, i) => task(`done${i}`, "succeeded")),
+      task("bad", "failed"),
+      task("now", "running"),
+    ];
+    const shown = pickVisible(tasks, 5).map((t) => t.taskId);
+    expect(shown).toHaveLength(5);
+    expect(shown).toContain("bad");
+    expect(shown).toContain("now");
+  });
+
+  it("summarises every task with its duration, node, attempts and first error line, then the run", () => {
+    const text = renderSummary(
+      run("failed"),
+      [task("a", "succeeded"), task("b", "failed", { attempt: 2 })],
+      9_000,
+    );
+    expect(text).toMatch(/a\s+succeeded\s+1\.5s\s+n1/);
+    expect(text).toMatch(/b\s+failed\s+1\.5s\s+n1\s+attempts 2\s+exited with status 2\n/);
+    expect(text).toContain("run demo (r1) failed in 3.5s: 1 succeeded, 1 failed");
+  });
+});
