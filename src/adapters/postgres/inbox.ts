@@ -52,7 +52,7 @@ export async function markHandledInTx(
   eventId: string,
   result: Record<string, unknown>,
 ): Promise<void> {
-  const { rowCount } = await tx.client.query(
+  const { rowCount } = await tx.query(
     `UPDATE processed_events SET status = 'handled', result = $2::jsonb, handled_term = $3::bigint, handled_at = ${NOW}
       WHERE event_id = $4::text AND room_id = $5::text AND status = 'new'`,
     [tx.clockParam, json(result), fence.term, eventId, fence.roomId],
@@ -120,7 +120,7 @@ export async function markInboxReplied(
 ): Promise<void> {
   await db.tx("mark inbox replied", async (tx) => {
     await db.lockFence(tx, "mark inbox replied", fence);
-    const { rowCount } = await tx.client.query(
+    const { rowCount } = await tx.query(
       "UPDATE processed_events SET status = 'replied' WHERE event_id = $1 AND room_id = $2 AND status = 'handled'",
       [eventId, fence.roomId],
     );

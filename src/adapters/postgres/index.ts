@@ -54,6 +54,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     ((e: unknown) => process.emitWarning(`dagbot postgres store: change feed: ${String(e)}`));
   const feed = new ChangeFeed(db.options, onError);
   db.onCommit = (topic, roomId) => feed.emit(topic, roomId);
+  db.onNotifyError = onError;
   let closed = false;
 
   // Every method is async so that a bad argument rejects rather than throws synchronously.

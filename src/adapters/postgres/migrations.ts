@@ -113,7 +113,8 @@ CREATE TABLE tasks (
 CREATE INDEX tasks_claim ON tasks (priority DESC, seq) WHERE status = 'queued';
 -- Scheduler and reaper look at the unfinished tasks of one room.
 CREATE INDEX tasks_open ON tasks (room_id, status) WHERE status IN ('blocked','queued','running','canceling');
-CREATE INDEX tasks_executor ON tasks (executor_node, executor_boot) WHERE status IN ('running','canceling');
+-- No index by executor: it would cost every claim one more index write, and the running tasks a
+-- node listing counts are few (bounded by the caps), found through tasks_open.
 
 CREATE TABLE nodes (
   node_id      text PRIMARY KEY,
@@ -152,15 +153,13 @@ CREATE TABLE idempotency_keys (
   PRIMARY KEY (scope, key)
 );
 
--- The event log. seq counts per room from the room's row in event_seq, locked until commit, so
--- within a room seq order is commit order (a reader polling "since n" never misses a late commit).
-CREATE TABLE event_seq (
-  room_id  text PRIMARY KEY,
-  last_seq bigint NOT NULL
-);
+-- The event log. seq is drawn at the end of each writing statement, so log order follows cause.
+-- Writers hold a shared advisory lock on their room's log while they commit and readers take it
+-- exclusively, so a reader never sees seq n while a smaller seq of the same room is still in
+-- flight (docs/query-plans.md).
 CREATE TABLE events (
   room_id text NOT NULL,
-  seq     bigint NOT NULL,
+  seq     bigint GENERATED ALWAYS AS IDENTITY,
   at      bigint NOT NULL,
   kind    text NOT NULL,
   run_id  text,
@@ -168,6 +167,7 @@ CREATE TABLE events (
   term    bigint,
   actor   text,
   data    jsonb NOT NULL,
+  -- Every read is "one room since seq": one index serves it and is the only one a write updates.
   PRIMARY KEY (room_id, seq)
 );
 `,

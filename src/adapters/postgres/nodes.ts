@@ -2,7 +2,7 @@
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type { LogEvent, NodeHeartbeat, NodeRecord, Session } from "../../ports/store.js";
 import type { Db } from "./db.js";
-import { json, NOW } from "./db.js";
+import { json, LOG_LOCK, NOW } from "./db.js";
 import { toLogEvent, toNode } from "./rows.js";
 
 export async function heartbeat(db: Db, beat: NodeHeartbeat): Promise<void> {
@@ -34,10 +34,12 @@ export async function listNodes(db: Db): Promise<NodeRecord[]> {
     "list nodes",
     `SELECT n.node_id, n.boot_id, n.labels, n.capacity, n.actions, n.room_ids, n.heartbeat_at, n.started_at,
             ${NOW} - n.heartbeat_at AS age_ms,
-            (SELECT count(*) FROM tasks t
-              WHERE t.executor_node = n.node_id AND t.executor_boot = n.boot_id
-                AND t.status IN ('running','canceling')) AS running_tasks
-       FROM nodes n ORDER BY n.node_id`,
+            coalesce(r.n, 0) AS running_tasks
+       FROM nodes n
+       LEFT JOIN (SELECT executor_node, executor_boot, count(*) AS n FROM tasks
+                   WHERE status IN ('running','canceling') GROUP BY executor_node, executor_boot) r
+              ON r.executor_node = n.node_id AND r.executor_boot = n.boot_id
+      ORDER BY n.node_id`,
     [db.clockParam()],
   );
   return rows.map(toNode);
@@ -83,17 +85,19 @@ export async function rememberIdempotencyKey(
 /** Default page of readEvents: enough for a status card, small enough to stream. */
 export const DEFAULT_EVENTS_LIMIT = 1000;
 
-export async function readEvents(
-  db: Db,
-  roomId: string,
-  sinceSeq: number,
-  limit?: number,
-): Promise<LogEvent[]> {
-  const rows = await db.one(
-    "read events",
-    `SELECT seq, room_id, at, kind, run_id, task_id, term, actor, data FROM events
-      WHERE room_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
-    [roomId, sinceSeq, Math.max(0, Math.floor(limit ?? DEFAULT_EVENTS_LIMIT))],
-  );
-  return rows.map(toLogEvent);
+/**
+ * Lines of a room after `sinceSeq`. The exclusive log lock waits out every writer of the room that
+ * may hold a seq it has not committed yet, and the read's snapshot is taken after it: what this
+ * returns is the complete prefix, so the next read "since" the last seq misses nothing.
+ */
+export function readEvents(db: Db, roomId: string, sinceSeq: number, limit?: number): Promise<LogEvent[]> {
+  return db.tx("read events", async (tx) => {
+    await tx.query(`SELECT pg_advisory_xact_lock(${LOG_LOCK("$1::text")})`, [roomId]);
+    const { rows } = await tx.query(
+      `SELECT seq, room_id, at, kind, run_id, task_id, term, actor, data FROM events
+        WHERE room_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+      [roomId, sinceSeq, Math.max(0, Math.floor(limit ?? DEFAULT_EVENTS_LIMIT))],
+    );
+    return rows.map(toLogEvent);
+  });
 }

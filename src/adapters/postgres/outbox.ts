@@ -28,7 +28,7 @@ export async function enqueueInTx(tx: Tx, fence: LeaderFence, messages: OutboxMe
       );
   }
   // ORDER BY n: identity values are drawn in row order, so seq keeps the order of the batch.
-  const { rows } = await tx.client.query<{ seq: number; txn_id: string; coalesce_key: string | null }>(
+  const { rows } = await tx.query<{ seq: number; txn_id: string; coalesce_key: string | null }>(
     `INSERT INTO outbox (txn_id, room_id, event_type, content, replaces_txn_id, coalesce_key, status, created_at, updated_at)
      SELECT m.txn_id, $2::text, m.event_type, m.content, m.replaces, m.coalesce_key, 'pending', ${NOW}, ${NOW}
        FROM unnest($3::text[], $4::text[], $5::jsonb[], $6::text[], $7::text[])
@@ -52,7 +52,7 @@ export async function enqueueInTx(tx: Tx, fence: LeaderFence, messages: OutboxMe
     if (r.coalesce_key !== null) newest.set(r.coalesce_key, Math.max(newest.get(r.coalesce_key) ?? 0, r.seq));
   const superseded = new Map<string, number>();
   if (newest.size > 0) {
-    const sup = await tx.client.query<{ coalesce_key: string }>(
+    const sup = await tx.query<{ coalesce_key: string }>(
       `UPDATE outbox o SET status = 'superseded', updated_at = ${NOW}
          FROM unnest($2::text[], $3::bigint[]) AS k(key, newest)
         WHERE o.room_id = $4::text AND o.status = 'pending' AND o.coalesce_key = k.key AND o.seq < k.newest

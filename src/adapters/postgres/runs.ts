@@ -18,7 +18,7 @@ import { RUN_COLUMNS, TASK_COLUMNS, toRun, toTask } from "./rows.js";
 const DEFAULT_LIST_LIMIT = 100;
 
 async function runByDag(tx: Tx, roomId: string, dagId: string, lock = false): Promise<RunRecord | undefined> {
-  const { rows } = await tx.client.query(
+  const { rows } = await tx.query(
     `SELECT ${RUN_COLUMNS} FROM runs WHERE room_id = $1 AND dag_id = $2${lock ? " FOR UPDATE" : ""}`,
     [roomId, dagId],
   );
@@ -45,7 +45,7 @@ export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): P
     } else {
       const runId = randomUUID();
       const status: RunStatus = input.needsConfirmation ? "pending" : "running";
-      const inserted = await tx.client.query(
+      const inserted = await tx.query(
         `INSERT INTO runs (run_id, room_id, dag_id, hash, status, description, max_parallel, publisher, publish_event_id,
                            confirm_deadline, created_at, updated_at, dag)
          VALUES ($2, $3, $4, $5, $6, $7, $8, $9, $10,
@@ -68,7 +68,7 @@ export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): P
         ],
       );
       // One statement for every task; ORDER BY n draws seq in document order (FIFO within a run).
-      await tx.client.query(
+      await tx.query(
         `INSERT INTO tasks (run_id, task_id, room_id, status, version, attempt, max_attempts, action, args, needs, labels,
                             node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms)
          SELECT $1, x.id, $2, 'blocked', 1, 1, x.retries + 1, x.action, x.args, x.needs, x.labels,
@@ -166,7 +166,7 @@ async function setRunStatus(
   to: RunStatus,
   by: string,
 ): Promise<RunRecord> {
-  const { rows } = await tx.client.query(
+  const { rows } = await tx.query(
     `UPDATE runs SET status = $2, updated_at = ${NOW},
             confirmed_by = CASE WHEN $2 = 'running' THEN $3 ELSE confirmed_by END
       WHERE run_id = $4 AND status = $5
@@ -192,7 +192,7 @@ export async function cancelUnstartedTasks(
   term: number,
   actor: string,
 ): Promise<number> {
-  const { rows } = await tx.client.query<{ run_id: string; task_id: string }>(
+  const { rows } = await tx.query<{ run_id: string; task_id: string }>(
     `UPDATE tasks SET status = 'canceled', version = version + 1, finished_at = ${NOW},
             error = coalesce(error, 'canceled before it started')
       WHERE run_id = ANY($2::text[]) AND status IN ('blocked','queued')
@@ -237,7 +237,7 @@ export function cancelRun(db: Db, ctx: CommandContext, roomId: string, dagId: st
     const actor = sessionKey(ctx.fence.session);
     await cancelUnstartedTasks(tx, [run.runId], roomId, ctx.fence.term, actor);
     // The executor keeps its claim (claim_version): it learns of the cancel on its next renewal.
-    const stopping = await tx.client.query<{ task_id: string }>(
+    const stopping = await tx.query<{ task_id: string }>(
       `UPDATE tasks SET status = 'canceling', version = version + 1
         WHERE run_id = $1 AND status = 'running' RETURNING task_id`,
       [run.runId],
@@ -252,7 +252,7 @@ export function cancelRun(db: Db, ctx: CommandContext, roomId: string, dagId: st
       });
     // Row locks: a claim racing this cancel either committed first (its task is canceling now) or
     // finds the task canceled; so "nothing live" here means nothing will start.
-    const live = await tx.client.query<{ n: number }>(
+    const live = await tx.query<{ n: number }>(
       "SELECT count(*) AS n FROM tasks WHERE run_id = $1 AND status IN ('running','canceling')",
       [run.runId],
     );

@@ -18,7 +18,7 @@ export function scheduleStep(db: Db, fence: LeaderFence): Promise<ScheduleResult
     await db.lockFence(tx, "schedule step", fence);
     const roomId = fence.roomId;
     // One snapshot of the room's open runs, their tasks and the cap; only this leader moves blocked tasks.
-    const { rows } = await tx.client.query<{
+    const { rows } = await tx.query<{
       snapshot: { runs: SnapRun[] | null; tasks: SnapTask[] | null; cap: number };
     }>(
       `SELECT json_build_object(
@@ -39,7 +39,7 @@ export function scheduleStep(db: Db, fence: LeaderFence): Promise<ScheduleResult
     const move = async (to: TaskStatus, refs: { runId: string; taskId: string }[]): Promise<number> => {
       if (refs.length === 0) return 0;
       const stamp = to === "queued" ? "queued_at" : "finished_at";
-      const moved = await tx.client.query<{ run_id: string; task_id: string; n: number }>(
+      const moved = await tx.query<{ run_id: string; task_id: string; n: number }>(
         `UPDATE tasks t SET status = $2, version = t.version + 1, ${stamp} = ${NOW}
            FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS m(run_id, task_id, n)
           WHERE t.run_id = m.run_id AND t.task_id = m.task_id AND t.status = 'blocked'
@@ -209,7 +209,7 @@ export async function setRoomCap(db: Db, roomId: string, cap: number, fence?: Le
       if (fence.roomId !== roomId)
         throw new ConflictError("set room cap", { roomId: fence.roomId }, { roomId });
     }
-    await tx.client.query(
+    await tx.query(
       "INSERT INTO room_caps (room_id, cap) VALUES ($1, $2) ON CONFLICT (room_id) DO UPDATE SET cap = excluded.cap",
       [roomId, cap],
     );

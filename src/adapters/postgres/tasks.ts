@@ -1,6 +1,7 @@
 /**
  * The worker's side on PostgreSQL: claim, renew and finish, each ONE statement (the hot path) with
- * its event-log line and notification in the same statement, fenced by (claim version, session).
+ * its event-log line in the same statement, fenced by (claim version, session). Other Stores hear
+ * of them through a NOTIFY sent right after the commit (Db.committedHot).
  */
 import type { TaskStatus } from "../../domain/model.js";
 import { ConflictError } from "../../ports/errors.js";
@@ -49,7 +50,7 @@ export const CLAIM_SQL = `WITH pick AS (${CLAIM_PICK_SQL}),
     SELECT room_id, 1 AS ord, 'task.running' AS kind, run_id, task_id, NULL::bigint AS term, $8::text AS actor,
            jsonb_build_object('attempt', attempt, 'version', version) AS data FROM up),
   ${LOG_CTES}
-  SELECT up.*, pg_notify('dagbot', 'tasks:' || up.room_id) FROM up`;
+  SELECT up.* FROM up`;
 
 export async function claimTask(db: Db, offer: NodeOffer): Promise<ClaimedTask | null> {
   checkLease("claim task", offer.leaseMs);
@@ -66,7 +67,7 @@ export async function claimTask(db: Db, offer: NodeOffer): Promise<ClaimedTask |
   const row = rows[0];
   if (row === undefined) return null;
   const task = toTask(row);
-  db.committed("tasks", String(row.room_id));
+  db.committedHot("tasks", String(row.room_id));
   return {
     token: { runId: task.runId, taskId: task.taskId, version: task.version, session: offer.session },
     task,
@@ -146,7 +147,7 @@ export const FINISH_SQL = `WITH up AS (
                               'error', $10::text) AS data
       FROM up),
   ${LOG_CTES}
-  SELECT status, room_id, pg_notify('dagbot', 'tasks:' || room_id) FROM up`;
+  SELECT status, room_id FROM up`;
 
 const OUTCOMES: ReadonlySet<string> = new Set(["succeeded", "failed", "timed_out", "canceled"]);
 
@@ -172,7 +173,7 @@ export async function finishTask(
   ]);
   const r = rows[0];
   if (r !== undefined) {
-    db.committed("tasks", r.room_id);
+    db.committedHot("tasks", r.room_id);
     return { status: r.status };
   }
   const miss = await tokenMiss(db, "finish task", token);
