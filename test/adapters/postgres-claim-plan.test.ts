@@ -134,3 +134,27 @@ it("the whole claim and finish statements reach their rows by index only: no seq
     throw e;
   }
 });
+
+it("the prepared claim keeps the partial-index plan when PostgreSQL switches it to a generic plan", async () => {
+  try {
+    await pickAfter(20_000);
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      await client.query("SET plan_cache_mode = force_generic_plan");
+      await client.query(`PREPARE pick AS ${CLAIM_PICK_SQL}`);
+      const { rows } = await client.query<{ "QUERY PLAN": string }>(
+        `EXPLAIN (COSTS OFF) EXECUTE pick(NULL, '{"!room"}', 'node', '{echo}', '{linux}')`,
+      );
+      const plan = rows.map((r) => r["QUERY PLAN"]).join("\n");
+      console.info(`generic claim pick plan:\n${plan}`);
+      expect(plan).toContain("Index Scan using tasks_claim on tasks");
+      expect(plan).not.toMatch(/Seq Scan on tasks/);
+    } finally {
+      await client.end();
+    }
+  } catch (e) {
+    failed = true;
+    throw e;
+  }
+});
