@@ -103,39 +103,53 @@ export class CardKeeper {
       const run = await store.getRunById(runId);
       if (run !== null) runs.set(runId, run);
     }
-    const stillActive = new Set<string>();
+    const unfinished = new Set<string>();
     for (const run of runs.values()) {
-      if (!isTerminalRun(run.status)) stillActive.add(run.runId);
-      const messages = await this.update(run);
+      const { messages, settled } = await this.update(run);
+      if (!settled) unfinished.add(run.runId);
       if (messages.length > 0) await store.enqueueOutbox(this.fence, messages);
     }
-    this.active = stillActive;
+    this.active = unfinished;
   }
 
-  private async update(run: RunRecord): Promise<OutboxMessageInput[]> {
+  /**
+   * The messages that bring the run's card up to date. `settled`: nothing more is due for this
+   * state; false while the run is active, or ended but its final message still waits for the card
+   * to show the end (so the mention arrives after the card reads "succeeded", not before).
+   */
+  private async update(run: RunRecord): Promise<{ messages: OutboxMessageInput[]; settled: boolean }> {
     const { store } = this.deps;
     const tasks = await store.listTasks(run.runId);
     const version = cardVersion(run, tasks);
-    if (this.shown.get(run.runId) === version) return [];
+    const ended = isTerminalRun(run.status);
+    if (this.shown.get(run.runId) === version) return { messages: [], settled: ended };
     const messages: OutboxMessageInput[] = [];
+    /** The message whose sending makes the card show this state. */
+    let showing: string;
     const card = await store.getOutbox(cardTxnId(run.runId));
     if (card === null) {
       // A chat publish enqueues its card with the reply: leave it to the inbox step until that is done.
       if (run.publishEventId !== null) {
         const row = await store.getInboxEvent(run.publishEventId);
-        if (row !== null && row.status !== "replied") return [];
+        if (row !== null && row.status !== "replied") return { messages: [], settled: false };
       }
-      messages.push(cardMessage(run, tasks, await store.now()));
+      const message = cardMessage(run, tasks, await store.now());
+      messages.push(message);
+      showing = message.txnId;
     } else if (run.status === "pending" && !this.shown.has(run.runId)) {
       // Nothing moves before a confirmation: the card as published is current.
+      showing = card.txnId;
     } else {
       const edit = cardEditMessage(run, tasks, await store.now());
       if ((await store.getOutbox(edit.txnId)) === null) messages.push(edit);
+      showing = edit.txnId;
     }
     // A rejected run was answered by its reject command; every other end is news to the publisher.
-    if (isTerminalRun(run.status) && run.status !== "rejected") {
+    if (ended && run.status !== "rejected") {
       const final = finalMessage(run, tasks);
       if ((await store.getOutbox(final.txnId)) === null) {
+        const shown = messages.some((m) => m.txnId === showing) ? null : await store.getOutbox(showing);
+        if (shown === null || shown.status === "pending") return { messages, settled: false };
         messages.push(final);
         this.log.info(
           { run: run.runId, dag: run.dagId, status: run.status },
@@ -144,6 +158,6 @@ export class CardKeeper {
       }
     }
     this.shown.set(run.runId, version);
-    return messages;
+    return { messages, settled: ended };
   }
 }

@@ -21,7 +21,12 @@ export interface MatrixHttp {
   request(
     method: string,
     path: string,
-    options?: { body?: unknown; query?: Record<string, string | number | undefined>; timeoutMs?: number },
+    options?: {
+      body?: unknown;
+      query?: Record<string, string | number | undefined>;
+      timeoutMs?: number;
+      signal?: AbortSignal;
+    },
   ): Promise<Record<string, unknown>>;
 }
 
@@ -37,7 +42,10 @@ export function matrixHttp(homeserverUrl: string, accessToken: string): MatrixHt
         method,
         headers: { authorization: `Bearer ${accessToken}`, "content-type": "application/json" },
         body: options.body === undefined ? undefined : JSON.stringify(options.body),
-        signal: AbortSignal.timeout(options.timeoutMs ?? 30_000),
+        signal: AbortSignal.any([
+          AbortSignal.timeout(options.timeoutMs ?? 30_000),
+          ...(options.signal ? [options.signal] : []),
+        ]),
       });
       const text = await res.text();
       let json: Record<string, unknown> = {};
