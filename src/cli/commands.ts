@@ -2,6 +2,7 @@
 import type { Command } from "commander";
 import { registerCancel } from "./cancel.js";
 import { registerCap } from "./cap.js";
+import { registerDemo } from "./demo.js";
 import { registerNode } from "./node.js";
 import { registerNodes } from "./nodes.js";
 import { registerRun } from "./run.js";
@@ -20,4 +21,5 @@ export function registerCommands(program: Command): void {
   registerNodes(program);
   registerCancel(program);
   registerCap(program);
+  registerDemo(program);
 }
