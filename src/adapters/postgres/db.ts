@@ -240,10 +240,18 @@ export class Db {
   }
 
   /** The ConflictError for a fence that no longer holds, with the lease as found now. */
-  async fenceConflict(
+  async fenceConflict(operation: string, fence: LeaderFence, q: Queryable = this.pool): Promise<Error> {
+    try {
+      return await this.readFenceConflict(operation, fence, q);
+    } catch (e) {
+      return mapError(operation, e);
+    }
+  }
+
+  private async readFenceConflict(
     operation: string,
     fence: LeaderFence,
-    q: Queryable = this.pool,
+    q: Queryable,
   ): Promise<ConflictError> {
     const { rows } = await q.query(
       `SELECT holder_node, holder_boot, term, expires_at, ${NOW} AS now FROM room_leases WHERE room_id = $2`,
@@ -412,6 +420,23 @@ export async function fencedRead(
  * the row missing (NotFoundError), or the row in another state (ConflictError with what was found).
  */
 export async function explainMiss(
+  db: Db,
+  q: Queryable,
+  operation: string,
+  fence: LeaderFence | null,
+  key: Record<string, unknown>,
+  expected: Record<string, unknown>,
+  foundSql: string,
+  foundParams: unknown[],
+): Promise<Error> {
+  try {
+    return await readMiss(db, q, operation, fence, key, expected, foundSql, foundParams);
+  } catch (e) {
+    return mapError(operation, e);
+  }
+}
+
+async function readMiss(
   db: Db,
   q: Queryable,
   operation: string,
