@@ -1,0 +1,256 @@
+/**
+ * The moving parts of the chaos scenarios: a fleet of `dagbot node` processes that can be killed
+ * with SIGKILL, paused with SIGSTOP and restarted under the same node_id (a new boot id each life),
+ * and a chat stand-in that writes commands into the inbox the way Matrix intake does (a Matrix
+ * sender, origin_server_ts, the event content as received, inserted by every node that "saw" it).
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openStore } from "../../src/adapters/store-factory.js";
+import { parseStoreLocation } from "../../src/config/store-location.js";
+import type { Store } from "../../src/ports/store.js";
+import type { NodeProcess, StoreKind, Target } from "./engine-cluster.js";
+import { ROOM, startNode, writeNodeConfig } from "./engine-cluster.js";
+import { readNodeLog } from "./chaos-checks.js";
+
+/** The chat user the scenarios send commands as: allowlisted, so publish, confirm and cap are allowed. */
+export const CHAOS_SENDER = "@chaos:example.org";
+/** A room member without rights, for commands that must be refused. */
+export const STRANGER = "@stranger:example.org";
+
+/** A target on a store URL the caller owns (the private PostgreSQL server), with a scratch folder. */
+export function targetAt(kind: StoreKind, label: string, storeUrl: string | null): Target {
+  const dir = mkdtempSync(join(tmpdir(), `dagbot-chaos-${label}-`));
+  const store = storeUrl ?? `sqlite:${join(dir, "store.db")}`;
+  const location = parseStoreLocation(store);
+  if (!location.ok) throw new Error(location.message);
+  return {
+    kind,
+    dir,
+    store,
+    open: () => openStore(location.store),
+    async cleanup(failed) {
+      if (failed) console.warn(`kept chaos folder ${dir} (configs, node logs)`);
+      else rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The node config's extra part: a cheap `nap` action (sleep) and the chat sender's rights. */
+const CHAOS_CONFIG_EXTRA = `
+[actions.nap]
+argv = ["sleep", "{s}"]
+args = { s = { pattern = '[0-9]{1,2}(\\.[0-9]{1,3})?' } }
+timeout = "30s"
+
+[permissions]
+allow = [${JSON.stringify(CHAOS_SENDER)}]
+`;
+
+export interface FleetOptions {
+  capacity: number;
+  ttl: string;
+  renewEvery: string;
+  acquireEvery: string;
+  labels?: string[];
+}
+
+interface Member {
+  nodeId: string;
+  config: string;
+  current: NodeProcess;
+  /** Set just before we kill it: an exit without it is a crash of the node itself. */
+  expectingExit: boolean;
+  lives: number;
+}
+
+/** Unexpected exits: a node that died without being killed by the scenario. */
+export interface Crash {
+  nodeId: string;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** The end of what the process wrote to stderr. */
+  tail: string;
+}
+
+/**
+ * `dagbot node` exits 1 when it cannot open the store at start (documented in its --help); a
+ * supervisor starts it again. Only that exit is restarted; any other one is a crash.
+ */
+const REFUSED_START = /cannot open the store/;
+const RESTART_AFTER_REFUSAL_MS = 300;
+
+export class Fleet {
+  private readonly members = new Map<string, Member>();
+  readonly crashes: Crash[] = [];
+  /** Starts refused because the store was unreachable (the server restarting); restarted like a supervisor would. */
+  readonly refusedStarts: Crash[] = [];
+  private closed = false;
+
+  constructor(
+    private readonly target: Target,
+    nodeIds: readonly string[],
+    options: FleetOptions,
+  ) {
+    for (const nodeId of nodeIds) {
+      const config = writeNodeConfig(target, {
+        nodeId,
+        capacity: options.capacity,
+        ttl: options.ttl,
+        renewEvery: options.renewEvery,
+        acquireEvery: options.acquireEvery,
+        ...(options.labels ? { labels: options.labels } : {}),
+        extra: CHAOS_CONFIG_EXTRA,
+      });
+      const member: Member = {
+        nodeId,
+        config,
+        current: null as unknown as NodeProcess,
+        expectingExit: false,
+        lives: 0,
+      };
+      this.members.set(nodeId, member);
+      this.spawn(member);
+    }
+  }
+
+  get nodeIds(): string[] {
+    return [...this.members.keys()];
+  }
+
+  configOf(nodeId: string): string {
+    return this.member(nodeId).config;
+  }
+
+  process(nodeId: string): NodeProcess {
+    return this.member(nodeId).current;
+  }
+
+  logPath(nodeId: string): string {
+    return this.member(nodeId).current.logPath;
+  }
+
+  logs(): Array<Array<Record<string, unknown>>> {
+    return this.nodeIds.map((id) => readNodeLog(this.logPath(id)));
+  }
+
+  /** How many times each node was started. */
+  lives(): Record<string, number> {
+    return Object.fromEntries([...this.members.values()].map((m) => [m.nodeId, m.lives]));
+  }
+
+  isRunning(nodeId: string): boolean {
+    const c = this.member(nodeId).current.child;
+    return c.exitCode === null && c.signalCode === null;
+  }
+
+  /** kill -9 and wait for the exit. */
+  async kill(nodeId: string): Promise<void> {
+    const m = this.member(nodeId);
+    if (!this.isRunning(nodeId)) return;
+    m.expectingExit = true;
+    m.current.kill("SIGKILL");
+    await m.current.exited;
+  }
+
+  /** Starts the node again under the same node_id: a new process, so a new boot id. */
+  restart(nodeId: string): void {
+    const m = this.member(nodeId);
+    if (this.isRunning(nodeId)) throw new Error(`${nodeId} is still running`);
+    this.spawn(m);
+  }
+
+  signal(nodeId: string, signal: NodeJS.Signals): void {
+    this.member(nodeId).current.kill(signal);
+  }
+
+  async killAll(): Promise<void> {
+    this.closed = true;
+    await Promise.all(this.nodeIds.map((id) => this.kill(id)));
+  }
+
+  private member(nodeId: string): Member {
+    const m = this.members.get(nodeId);
+    if (m === undefined) throw new Error(`no node ${nodeId} in the fleet`);
+    return m;
+  }
+
+  private spawn(m: Member): void {
+    m.expectingExit = false;
+    m.lives += 1;
+    const proc = startNode(this.target, m.config, m.nodeId);
+    m.current = proc;
+    let tail = "";
+    proc.child.stderr?.on("data", (chunk: Buffer) => {
+      tail = (tail + chunk.toString()).slice(-2000);
+    });
+    // "close" comes after the output streams ended, so the tail is complete.
+    proc.child.once("close", (code: number | null, signal: NodeJS.Signals | null) => {
+      if (m.expectingExit || m.current !== proc) return;
+      const exit = { nodeId: m.nodeId, code, signal, tail };
+      if (code === 1 && REFUSED_START.test(tail)) {
+        this.refusedStarts.push(exit);
+        setTimeout(() => {
+          if (!this.closed && m.current === proc) this.spawn(m);
+        }, RESTART_AFTER_REFUSAL_MS);
+      } else {
+        this.crashes.push(exit);
+      }
+    });
+  }
+}
+
+/** A command as the chat sees it: the event id and what the message said. */
+export interface SentCommand {
+  eventId: string;
+  body: string;
+  sender: string;
+}
+
+/**
+ * Writes chat commands into the inbox like Matrix intake on every node does: each node that sees
+ * the event inserts it (insert-or-ignore on the event id), so each command is inserted `seenBy`
+ * times and exactly one insert wins. Store failures (a server restarting) are retried: the insert
+ * is idempotent by construction.
+ */
+export class ChatStandIn {
+  readonly sent: SentCommand[] = [];
+  duplicates = 0;
+  insertFailures = 0;
+  private n = 0;
+
+  constructor(
+    private readonly store: Store,
+    private readonly seenBy: readonly string[],
+    private readonly label = "chaos",
+  ) {}
+
+  async send(body: string, sender = CHAOS_SENDER): Promise<SentCommand> {
+    const eventId = `$${this.label}-${String(++this.n).padStart(5, "0")}:example.org`;
+    const originServerTs = Date.now();
+    for (const node of this.seenBy) {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const r = await this.store.insertInboxEvent({
+            eventId,
+            roomId: ROOM,
+            sender,
+            originServerTs,
+            content: { msgtype: "m.text", body },
+            seenBy: node,
+          });
+          if (r === "duplicate") this.duplicates += 1;
+          break;
+        } catch (err) {
+          this.insertFailures += 1;
+          if (attempt > 200) throw err;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+    }
+    const cmd = { eventId, body, sender };
+    this.sent.push(cmd);
+    return cmd;
+  }
+}
