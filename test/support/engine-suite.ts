@@ -292,6 +292,9 @@ export function describeEngineSuite(kind: StoreKind): void {
 
       const final = await c.store.listTasks(runId);
       expect(final.filter((t) => t.status === "running" || t.status === "canceling")).toEqual([]);
+      const shown = await cli(["status", "stop-me", "--json", "--config", configA!]);
+      expect(shown.code, shown.stderr).toBe(0);
+      expect((JSON.parse(shown.stdout) as { run: { status: string } }).run.status).toBe("canceled");
       expect(Object.fromEntries(final.map((t) => [t.taskId, t.status]))).toEqual({
         long1: "canceled",
         long2: "canceled",
@@ -316,7 +319,7 @@ export function describeEngineSuite(kind: StoreKind): void {
 
     it("SIGTERM of the leader hands leadership over before its lease would expire, and the node leaves the list", async () => {
       const c = await setup("handover");
-      spawnNodes(c, ["node-a", "node-b"], { ttl: "5s", renewEvery: "1s" });
+      const [configA] = spawnNodes(c, ["node-a", "node-b"], { ttl: "5s", renewEvery: "1s" });
       const leader = await leaderId(c.store);
       const victim = nodeOf(c, leader);
       await waitFor(
@@ -324,6 +327,15 @@ export function describeEngineSuite(kind: StoreKind): void {
         () => c.store.listNodes(),
         (ns) => ns.length === 2,
       );
+      const listed = await cli(["nodes", "--json", "--config", configA!]);
+      expect(listed.code, listed.stderr).toBe(0);
+      const view = JSON.parse(listed.stdout) as {
+        nodes: Array<{ nodeId: string; labels: string[]; leads: string[]; runningTasks: number }>;
+        leaders: Array<{ room: string; nodeId: string }>;
+      };
+      expect(view.nodes.map((n) => n.nodeId).sort()).toEqual(["node-a", "node-b"]);
+      expect(view.nodes.find((n) => n.nodeId === leader)?.leads).toEqual([ROOM]);
+      expect(view.leaders).toEqual([expect.objectContaining({ room: ROOM, nodeId: leader })]);
       const before = (await c.store.getLease(ROOM))!;
       victim.kill("SIGTERM");
       expect((await victim.exited).code).toBe(0);
