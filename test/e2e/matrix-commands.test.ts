@@ -20,6 +20,7 @@ import {
 } from "../support/bot-chat.js";
 import { useSynapse } from "../support/matrix-fixture.js";
 import { MatrixUser, type MatrixEvent } from "../support/matrix-user.js";
+import { waitFor } from "../support/store-wait.js";
 import type { RegisteredUser } from "../support/synapse.js";
 
 const fx = useSynapse();
@@ -197,7 +198,11 @@ describe("the Matrix bot in a room of three nodes", () => {
     expect(bodyOf(published.reply)).toMatch(/nightly/);
     const card = await alice.waitFor(cardOf("nightly"), T, "the nightly card");
     // carol may not confirm: her ✅ is refused with a reply in the card's thread.
-    await carol.sendReaction(roomId, card.event_id, "✅");
+    const carols = await carol.sendReaction(roomId, card.event_id, "✅");
+    const refusal = await alice.waitFor(replyTo(carols), T, "the answer to carol's ✅");
+    expect(bodyOf(refusal)).toMatch(/⛔/);
+    expect(refusal.content["m.relates_to"]).toMatchObject({ rel_type: "m.thread", event_id: published.id });
+    expect((await store.getRun(roomId, "nightly"))?.status).toBe("pending");
     const reaction = await bob.sendReaction(roomId, card.event_id, "✅");
     commands.push(reaction);
     await alice.waitFor(replyTo(reaction), T, "the answer to bob's ✅");
@@ -256,6 +261,50 @@ describe("the Matrix bot in a room of three nodes", () => {
     expect(
       history.filter((e) => bots.some((b) => b.userId === e.sender) && e.type === "m.room.message"),
     ).toHaveLength(1);
+  });
+
+  it("a command older than the command window when a node first sees it is ignored, never replayed", async () => {
+    const { hs } = fx;
+    const lone = await hs.registerUser("cmdbot-window", { deviceId: "WINDOWBOT" });
+    const windowRoom = await hs.createRoom(alice.accessToken, { name: "window", invite: [lone.userId] });
+    const stale = await alice.sendText(windowRoom, "!dag list");
+    const sent = await alice.waitFor((e) => e.event_id === stale, T, "the stale command");
+    // Wait until the command is older than the 2 s window by the homeserver's own timestamp.
+    await waitFor(
+      "the command to age",
+      () => Date.now() - sent.origin_server_ts,
+      (age) => age > 2_500,
+      {
+        timeoutMs: 10_000,
+        intervalMs: 100,
+      },
+    );
+    const windowFleet = new BotFleet({
+      hs,
+      bots: [lone],
+      rooms: [windowRoom],
+      config: {
+        matrix: { homeserver_url: hs.url, user_id: lone.userId, rooms: [windowRoom], command_window: "2s" },
+      },
+    });
+    try {
+      await windowFleet.startAll();
+      const fresh = await alice.sendText(windowRoom, "!dag list");
+      await alice.waitFor(replyTo(fresh), T, "the reply to a fresh command");
+      const windowStore = await openSqliteStore(windowFleet.storePath);
+      try {
+        expect(await windowStore.getInboxEvent(fresh)).not.toBeNull();
+        expect(await windowStore.getInboxEvent(stale)).toBeNull();
+      } finally {
+        await windowStore.close();
+      }
+      expect(countByTxn(await roomHistory(alice, windowRoom)).get(`reply.${stale}`)).toBeUndefined();
+      expect(windowFleet.logLines(0, "ignoring a command older than the command window")).toContainEqual(
+        expect.objectContaining({ event: stale }),
+      );
+    } finally {
+      await windowFleet.dispose();
+    }
   });
 
   it("every command sent in this file got exactly one reply", async () => {
