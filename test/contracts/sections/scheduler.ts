@@ -57,6 +57,7 @@ export function schedulerSection(ctx: ContractContext): void {
       cmd(fence),
       runInput(room, dag(ctx.uid("pending"), [task("p")]), { needsConfirmation: true }),
     );
+    if (waiting.kind !== "created") throw new Error(`expected created, got ${waiting.kind}`);
     expect(await store.scheduleStep(fence)).toEqual({ queued: 2, skipped: 0 });
     expect(await statuses(store, run)).toEqual({ a: "queued", b: "blocked", c: "queued" });
     expect((await store.getTask(waiting.run.runId, "p"))?.status).toBe("blocked");
