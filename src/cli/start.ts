@@ -172,6 +172,12 @@ async function runStart(options: StartOptions): Promise<number> {
     process.on("SIGTERM", onSignal);
   });
 
+  // Last line of defence: every loop awaits and catches its own work, so this should never fire; if
+  // it does, the node keeps serving (its state is in the store, every write fenced) and says so.
+  process.on("unhandledRejection", (reason) => {
+    logger.error({ err: String(reason) }, "unhandled rejection; the node keeps running");
+  });
+
   void intake.start().catch((err: unknown) => {
     if (stopping !== null) return;
     const why = err instanceof IntakeConfigError ? err.message : `matrix intake failed: ${String(err)}`;

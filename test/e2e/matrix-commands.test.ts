@@ -307,6 +307,27 @@ describe("the Matrix bot in a room of three nodes", () => {
     }
   });
 
+  it("a token of another account than matrix.user_id stops the node with exit status 2", async () => {
+    const { hs } = fx;
+    const real = await hs.registerUser("cmdbot-real");
+    const wrong = new BotFleet({
+      hs,
+      bots: [real],
+      rooms: [roomId],
+      config: { matrix: { homeserver_url: hs.url, user_id: "@somebody-else:localhost", rooms: [roomId] } },
+    });
+    try {
+      await expect(wrong.start(0)).rejects.toThrow(/exited before ready/);
+      expect(await wrong.nodes[0]!.exited).toBe(2);
+      expect(wrong.logText(0)).toMatch(
+        /the access token belongs to @cmdbot-real:localhost, but matrix.user_id is @somebody-else:localhost/,
+      );
+      expect(wrong.logText(0)).not.toContain(real.accessToken);
+    } finally {
+      await wrong.dispose();
+    }
+  });
+
   it("every command sent in this file got exactly one reply", async () => {
     const counts = countByTxn(await roomHistory(alice, roomId));
     const wrong = commands
