@@ -1,12 +1,13 @@
 /**
- * The PostgreSQL connection discipline: one pool, the store's clock as a SQL expression, short
- * transactions, leader fencing by a shared lock on the room's lease row, the event log appended
- * last, and driver errors mapped to the port's error types at the edge.
+ * The PostgreSQL connection discipline: one pool of prepared statements, short transactions,
+ * leader fencing by a shared lock on the room's lease row, the event log appended last, and the
+ * notifications of commits (NOTIFY, and this Store's own listeners at once).
  */
 import { createHash } from "node:crypto";
 import pg from "pg";
-import { ConflictError, NotFoundError, SchemaTooNewError, StoreError } from "../../ports/errors.js";
-import type { ChangeTopic, LeaderFence, Session } from "../../ports/store.js";
+import { ConflictError } from "../../ports/errors.js";
+import type { ChangeTopic, LeaderFence } from "../../ports/store.js";
+import { clean, LOG_LOCK, mapError, NOW, quoteIdent, sessionKey } from "./sql.js";
 
 export type Row = Record<string, unknown>;
 
@@ -14,14 +15,6 @@ export type Row = Record<string, unknown>;
 export interface Queryable {
   query<R extends pg.QueryResultRow = Row>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
 }
-
-/**
- * The store's clock in epoch ms. `$1` of every statement that reads time is the test clock's value
- * or NULL; NULL means now(), the transaction's start time: one instant for every row a transaction
- * writes, and never later than the moment a lock wait ended, so each expiry check errs toward
- * "not yet expired" while the row lock keeps the decision safe.
- */
-export const NOW = "coalesce($1::bigint, floor(extract(epoch FROM now()) * 1000)::bigint)";
 
 // BIGINT and NUMERIC come back as strings by default; every number we store fits in 2^53.
 const types = {
@@ -37,10 +30,6 @@ export interface PgOptions {
   schema: string;
   clock: (() => number) | undefined;
 }
-
-export const quoteIdent = (name: string): string => `"${name.replaceAll('"', '""')}"`;
-
-export const sessionKey = (s: Session): string => `${s.nodeId}/${s.bootId}`;
 
 export function clientConfig(o: PgOptions): pg.ClientConfig {
   return {
@@ -282,29 +271,6 @@ export class Db {
 }
 
 /**
- * The fence as a CTE for single-statement leader writes: `fence` has one row while the lease still
- * names this fence unexpired, and locks it FOR SHARE until the statement's transaction commits.
- * Parameters: $1 clock, then the four at `at` (room, node, boot, term).
- */
-export function fenceCte(at: number): string {
-  return `fence AS (
-    SELECT 1 FROM room_leases
-     WHERE room_id = $${at} AND holder_node = $${at + 1} AND holder_boot = $${at + 2} AND term = $${at + 3}
-       AND expires_at > ${NOW}
-     FOR SHARE)`;
-}
-
-export const fenceParams = (f: LeaderFence): unknown[] => [
-  f.roomId,
-  f.session.nodeId,
-  f.session.bootId,
-  f.term,
-];
-
-/** The advisory lock key of a room's event log: writers hold it shared, readers exclusive. */
-export const LOG_LOCK = (room: string): string => `hashtext('dagbot.events'), hashtext(${room})`;
-
-/**
  * Append log lines for one room, last in its transaction: the room's log lock (shared), then the
  * rows in order, each drawing the next seq as it is inserted.
  */
@@ -334,128 +300,4 @@ async function appendEvents(
       ],
     ),
   );
-}
-
-/**
- * The event-log CTEs for a single-statement write whose CTE `src` yields one row per log line with
- * columns room_id, ord, kind, run_id, task_id, term, actor, data. `log_lock` reads `src`, so the
- * room's log lock is taken after the write has locked its rows (the log lock is always the last
- * lock a transaction takes), and seq is drawn per inserted row after that lock, in `ord` order.
- */
-export const LOG_CTES = `
-  log_lock AS (
-    SELECT room_id, pg_advisory_xact_lock_shared(${LOG_LOCK("room_id")}) AS locked
-      FROM (SELECT DISTINCT room_id FROM src) r),
-  log_ins AS (
-    INSERT INTO events (room_id, at, kind, run_id, task_id, term, actor, data)
-    SELECT src.room_id, ${NOW}, src.kind, src.run_id, src.task_id, src.term, src.actor, src.data
-      FROM src JOIN log_lock USING (room_id)
-     ORDER BY src.ord
-    RETURNING 1)`;
-
-/**
- * JSON and text from chat or a process may hold U+0000, which PostgreSQL text and jsonb refuse;
- * replace it so a stray NUL in a command or an action's output never makes a write fail.
- */
-export function cleanText(s: string): string;
-export function cleanText(s: string | null): string | null;
-export function cleanText(s: string | null): string | null {
-  return s === null || !s.includes("\u0000") ? s : s.replaceAll("\u0000", "\uFFFD");
-}
-
-export function clean<T>(v: T): T {
-  if (typeof v === "string") return cleanText(v) as T;
-  if (Array.isArray(v)) return v.map(clean) as T;
-  if (v !== null && typeof v === "object") {
-    const out: Record<string, unknown> = {};
-    for (const [k, x] of Object.entries(v)) out[cleanText(k)] = clean(x);
-    return out as T;
-  }
-  return v;
-}
-
-export const json = (v: unknown): string => JSON.stringify(clean(v));
-
-/** Our own typed errors pass through; anything the driver threw becomes a StoreError. */
-export function mapError(operation: string, e: unknown): Error {
-  if (
-    e instanceof ConflictError ||
-    e instanceof NotFoundError ||
-    e instanceof StoreError ||
-    e instanceof SchemaTooNewError ||
-    e instanceof RangeError
-  )
-    return e;
-  return new StoreError(operation, { cause: e });
-}
-
-/**
- * A read made under a fence: the rows of `inner` (a SELECT whose parameters start at $6) if the
- * fence still holds the room's unexpired lease, else ConflictError. One round trip.
- */
-export async function fencedRead(
-  db: Db,
-  operation: string,
-  fence: LeaderFence,
-  inner: string,
-  params: unknown[],
-): Promise<Row[]> {
-  const rows = await db.one<{ fenced: boolean; rows: Row[] }>(
-    operation,
-    `WITH f AS (
-       SELECT 1 FROM room_leases
-        WHERE room_id = $2::text AND holder_node = $3::text AND holder_boot = $4::text AND term = $5::bigint
-          AND expires_at > ${NOW})
-     SELECT EXISTS (SELECT 1 FROM f) AS fenced,
-            CASE WHEN EXISTS (SELECT 1 FROM f) THEN coalesce((SELECT json_agg(x) FROM (${inner}) x), '[]') END AS rows`,
-    [db.clockParam(), ...fenceParams(fence), ...params],
-  );
-  const r = rows[0];
-  if (r === undefined || !r.fenced) throw await db.fenceConflict(operation, fence);
-  return r.rows;
-}
-
-/**
- * After a guarded write changed nothing, find out why: the fence lost (ConflictError on the lease),
- * the row missing (NotFoundError), or the row in another state (ConflictError with what was found).
- */
-export async function explainMiss(
-  db: Db,
-  q: Queryable,
-  operation: string,
-  fence: LeaderFence | null,
-  key: Record<string, unknown>,
-  expected: Record<string, unknown>,
-  foundSql: string,
-  foundParams: unknown[],
-): Promise<Error> {
-  try {
-    return await readMiss(db, q, operation, fence, key, expected, foundSql, foundParams);
-  } catch (e) {
-    return mapError(operation, e);
-  }
-}
-
-async function readMiss(
-  db: Db,
-  q: Queryable,
-  operation: string,
-  fence: LeaderFence | null,
-  key: Record<string, unknown>,
-  expected: Record<string, unknown>,
-  foundSql: string,
-  foundParams: unknown[],
-): Promise<Error> {
-  if (fence !== null) {
-    const { rows } = await q.query(
-      `SELECT 1 FROM room_leases WHERE room_id = $2::text AND holder_node = $3::text AND holder_boot = $4::text
-          AND term = $5::bigint AND expires_at > ${NOW}`,
-      [db.clockParam(), ...fenceParams(fence)],
-    );
-    if (rows.length === 0) return db.fenceConflict(operation, fence, q);
-  }
-  const { rows } = await q.query(foundSql, foundParams);
-  const found = rows[0];
-  if (found === undefined) return new NotFoundError(operation, key);
-  return new ConflictError(operation, { ...key, ...expected }, found);
 }

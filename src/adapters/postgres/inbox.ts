@@ -1,7 +1,8 @@
 /** The inbox (processed_events) on PostgreSQL: insert-or-ignore by event id, the leader's ordered take, fenced marks. */
 import type { InboxEvent, InboxEventInput, LeaderFence, OutboxMessageInput } from "../../ports/store.js";
 import type { Db, Tx } from "./db.js";
-import { explainMiss, fenceCte, fenceParams, fencedRead, json, LOG_CTES, NOW, sessionKey } from "./db.js";
+import { explainMiss, fenceCte, fenceParams, fencedRead, LOG_CTES } from "./guards.js";
+import { json, NOW, sessionKey } from "./sql.js";
 import { enqueueInTx } from "./outbox.js";
 import { INBOX_COLUMNS, toInbox } from "./rows.js";
 

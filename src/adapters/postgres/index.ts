@@ -5,7 +5,8 @@
  */
 import type { Store, StoreOptions } from "../../ports/store.js";
 import { ChangeFeed } from "./change-feed.js";
-import { Db, mapError, NOW } from "./db.js";
+import { Db } from "./db.js";
+import { mapError, NOW } from "./sql.js";
 import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
 import { migrate } from "./migrations.js";

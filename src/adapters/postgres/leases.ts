@@ -2,7 +2,8 @@
 import { ConflictError } from "../../ports/errors.js";
 import type { LeaderFence, LeaseState, Session } from "../../ports/store.js";
 import type { Db } from "./db.js";
-import { LOG_CTES, NOW, sessionKey } from "./db.js";
+import { LOG_CTES } from "./guards.js";
+import { NOW, sessionKey } from "./sql.js";
 
 function checkTtl(ttlMs: number): void {
   if (!Number.isFinite(ttlMs) || ttlMs <= 0)

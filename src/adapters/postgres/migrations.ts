@@ -5,7 +5,7 @@
  */
 import type pg from "pg";
 import { SchemaTooNewError } from "../../ports/errors.js";
-import { quoteIdent } from "./db.js";
+import { quoteIdent } from "./sql.js";
 
 interface Migration {
   version: number;

@@ -2,7 +2,7 @@
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type { LogEvent, NodeHeartbeat, NodeRecord, Session } from "../../ports/store.js";
 import type { Db } from "./db.js";
-import { json, LOG_LOCK, NOW } from "./db.js";
+import { json, LOG_LOCK, NOW } from "./sql.js";
 import { toLogEvent, toNode } from "./rows.js";
 
 export async function heartbeat(db: Db, beat: NodeHeartbeat): Promise<void> {

@@ -2,17 +2,8 @@
 import { ConflictError } from "../../ports/errors.js";
 import type { LeaderFence, OutboxMessage, OutboxMessageInput } from "../../ports/store.js";
 import type { Db, Tx } from "./db.js";
-import {
-  cleanText,
-  explainMiss,
-  fenceCte,
-  fenceParams,
-  fencedRead,
-  json,
-  LOG_CTES,
-  NOW,
-  sessionKey,
-} from "./db.js";
+import { explainMiss, fenceCte, fenceParams, fencedRead, LOG_CTES } from "./guards.js";
+import { cleanText, json, NOW, sessionKey } from "./sql.js";
 import { OUTBOX_COLUMNS, toOutbox } from "./rows.js";
 
 /** Inside the caller's fenced transaction: two statements for any number of messages. */

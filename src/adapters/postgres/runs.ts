@@ -11,7 +11,7 @@ import type {
   TaskRecord,
 } from "../../ports/store.js";
 import type { Db, Row, Tx } from "./db.js";
-import { json, NOW, sessionKey } from "./db.js";
+import { json, NOW, sessionKey } from "./sql.js";
 import { markHandledInTx } from "./inbox.js";
 import { RUN_COLUMNS, TASK_COLUMNS, toRun, toTask } from "./rows.js";
 

@@ -7,7 +7,8 @@ import { decideSchedule } from "../../domain/scheduling.js";
 import { ConflictError } from "../../ports/errors.js";
 import type { LeaderFence, ReapResult, RunOutcome, ScheduleResult } from "../../ports/store.js";
 import type { Db } from "./db.js";
-import { fenceCte, fenceParams, LOG_CTES, NOW, sessionKey } from "./db.js";
+import { fenceCte, fenceParams, LOG_CTES } from "./guards.js";
+import { NOW, sessionKey } from "./sql.js";
 import { MAX_BACKOFF_MS } from "./tasks.js";
 
 /** The room's cap on active tasks until `!dag cap` sets one. */

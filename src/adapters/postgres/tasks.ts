@@ -7,7 +7,8 @@ import type { TaskStatus } from "../../domain/model.js";
 import { ConflictError } from "../../ports/errors.js";
 import type { ClaimedTask, NodeOffer, TaskResult, TaskToken } from "../../ports/store.js";
 import type { Db } from "./db.js";
-import { cleanText, explainMiss, LOG_CTES, NOW, sessionKey } from "./db.js";
+import { explainMiss, LOG_CTES } from "./guards.js";
+import { cleanText, NOW, sessionKey } from "./sql.js";
 import { TASK_COLUMNS, toTask } from "./rows.js";
 
 /** Defence in depth: the executor bounds output, the store never keeps more than this tail. */

@@ -1,0 +1,57 @@
+/**
+ * SQL fragments and value helpers shared by the PostgreSQL adapter's modules: the store's clock,
+ * the event-log lock key, text cleaning and the mapping of driver errors to the port's errors.
+ */
+import { ConflictError, NotFoundError, SchemaTooNewError, StoreError } from "../../ports/errors.js";
+import type { Session } from "../../ports/store.js";
+
+/**
+ * The store's clock in epoch ms. `$1` of every statement that reads time is the test clock's value
+ * or NULL; NULL means now(), the transaction's start time: one instant for every row a transaction
+ * writes, and never later than the moment a lock wait ended, so each expiry check errs toward
+ * "not yet expired" while the row lock keeps the decision safe.
+ */
+export const NOW = "coalesce($1::bigint, floor(extract(epoch FROM now()) * 1000)::bigint)";
+
+export const quoteIdent = (name: string): string => `"${name.replaceAll('"', '""')}"`;
+
+export const sessionKey = (s: Session): string => `${s.nodeId}/${s.bootId}`;
+
+/** The advisory lock key of a room's event log: writers hold it shared, readers exclusive. */
+export const LOG_LOCK = (room: string): string => `hashtext('dagbot.events'), hashtext(${room})`;
+
+/**
+ * JSON and text from chat or a process may hold U+0000, which PostgreSQL text and jsonb refuse;
+ * replace it so a stray NUL in a command or an action's output never makes a write fail.
+ */
+export function cleanText(s: string): string;
+export function cleanText(s: string | null): string | null;
+export function cleanText(s: string | null): string | null {
+  return s === null || !s.includes("\u0000") ? s : s.replaceAll("\u0000", "\uFFFD");
+}
+
+export function clean<T>(v: T): T {
+  if (typeof v === "string") return cleanText(v) as T;
+  if (Array.isArray(v)) return v.map(clean) as T;
+  if (v !== null && typeof v === "object") {
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) out[cleanText(k)] = clean(x);
+    return out as T;
+  }
+  return v;
+}
+
+export const json = (v: unknown): string => JSON.stringify(clean(v));
+
+/** Our own typed errors pass through; anything the driver threw becomes a StoreError. */
+export function mapError(operation: string, e: unknown): Error {
+  if (
+    e instanceof ConflictError ||
+    e instanceof NotFoundError ||
+    e instanceof StoreError ||
+    e instanceof SchemaTooNewError ||
+    e instanceof RangeError
+  )
+    return e;
+  return new StoreError(operation, { cause: e });
+}
