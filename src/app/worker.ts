@@ -179,7 +179,12 @@ export class Worker {
       if (r.reason !== null) continue;
       try {
         const t = await this.deps.store.getTask(r.claimed.token.runId, r.claimed.token.taskId);
-        if (t?.status === "canceling" && t.version === r.claimed.token.version) this.abortTask(r, "canceled");
+        // The cancel raised the version; the attempt and executor say it is still our claim.
+        const ours =
+          t?.executor?.bootId === r.claimed.token.session.bootId &&
+          t.executor.nodeId === r.claimed.token.session.nodeId &&
+          t.attempt === r.claimed.task.attempt;
+        if (t?.status === "canceling" && ours) this.abortTask(r, "canceled");
       } catch {
         // The renewal loop will see it.
       }

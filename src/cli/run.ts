@@ -167,10 +167,13 @@ async function runDag(file: string, options: RunOptions): Promise<number> {
     if (run === null || !isTerminalRun(run.status)) return 1;
     return run.status === "succeeded" ? 0 : 1;
   } finally {
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
+    // Signals stay handled until the nodes are down: one during the stop kills running actions.
+    const onAbort = (): void => void Promise.all(nodes.map((n) => n.stop({ abortRunning: true })));
+    stopAll.signal.addEventListener("abort", onAbort, { once: true });
     await Promise.all(nodes.map((n) => n.stop({ abortRunning: stopAll.signal.aborted })));
     await store.close();
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
   }
 }
 
