@@ -249,6 +249,9 @@ export function describeEngineSuite(kind: StoreKind): void {
       expect(requeue!.term).not.toBeNull();
       // Requeued by the leader's reaper, only once the killed worker's lease had expired.
       expect(requeue!.at).toBeGreaterThanOrEqual(orphaned!.leaseExpiresAt!);
+      console.log(
+        `[${kind}] killed worker's task requeued ${requeue!.at - orphaned!.leaseExpiresAt!} ms after its lease expired`,
+      );
       expect(successCounts(events, runId).get("slow")).toBe(1);
 
       await expect(
@@ -350,6 +353,9 @@ export function describeEngineSuite(kind: StoreKind): void {
         (e: LogEvent) => e.kind === "lease.acquired" && (e.term ?? 0) > before.term,
       )!;
       expect(released).toBeDefined();
+      console.log(
+        `[${kind}] graceful handover: new leader ${acquired.at - released!.at} ms after the release`,
+      );
       expect(acquired.actor?.startsWith(leader)).toBe(false);
       // The lease the stopped leader held at the last renewal we saw would have lasted at least this long.
       expect(acquired.at).toBeLessThan(before.expiresAt);
