@@ -156,6 +156,15 @@ describe("bad node configs fail at start with the key path", () => {
     });
   }
 
+  it("a store that cannot be reached exits 1 naming it, without its password", async () => {
+    const file = join(cwd, "unreachable.toml");
+    writeFileSync(file, 'node_id = "n"\nstore = "postgres://dagbot:hunter2@127.0.0.1:1/none"\n');
+    const r = await track(cli(["node", "--config", file], { cwd, timeoutMs: 20_000 }));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("cannot open the store postgres://dagbot:[redacted]@127.0.0.1:1/none");
+    expect(r.stderr).not.toContain("hunter2");
+  });
+
   it("a missing config file", async () => {
     const r = await track(cli(["status", "--config", join(cwd, "nope.toml")], { cwd }));
     expect(r.code).toBe(2);
