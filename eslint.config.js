@@ -2,6 +2,7 @@
 // no driver or SDK; only adapters and the entry points touch the outside world.
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
+import globals from "globals";
 
 const drivers = [
   "better-sqlite3",
@@ -18,6 +19,7 @@ export default tseslint.config(
   { ignores: ["dist/", "node_modules/", "stubs/", "coverage/", ".venv*/", "tmp/", "bench/results/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
+  { languageOptions: { globals: { ...globals.node } } },
   {
     rules: {
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
