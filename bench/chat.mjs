@@ -1,0 +1,167 @@
+/**
+ * Section 4: three `dagbot start` bots (SQLite store, the embedded default) in a room of a local
+ * Synapse. Per sample, interleaved: the bare homeserver one-way trip (alice sends, bob receives),
+ * the bare echo round trip (alice sends, bob answers at once, alice receives the answer: the same
+ * two homeserver hops a command and its reply take), `!dag status` → its reply, and a publish of a
+ * one-task DAG (alice is auto-confirmed) → its status card, all timed on this process's clock.
+ */
+import { spawn } from "node:child_process";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import process from "node:process";
+import { track } from "./lib/children.mjs";
+import { CLI, load } from "./lib/dist.mjs";
+import { waitFor } from "./lib/cluster.mjs";
+import { BenchClient } from "./lib/matrix.mjs";
+import { percentile } from "./lib/stats.mjs";
+
+const READY = '"msg":"matrix intake ready"';
+const TXN_KEY = "org.dagbot.txn";
+const CARD_KEY = "org.dagbot.card";
+
+/** Whether the built CLI has `dagbot start` (the Matrix bot); the section waits for it to exist. */
+export function hasStartCommand() {
+  return existsSync(join(CLI, "..", "cli", "start.js"));
+}
+
+function botConfig({ nodeId, hsUrl, userId, roomId, storePath, alice }) {
+  return {
+    node_id: nodeId,
+    labels: ["linux"],
+    capacity: 2,
+    store: `sqlite:${storePath}`,
+    matrix: { homeserver_url: hsUrl, user_id: userId, rooms: [roomId] },
+    permissions: { power_level: 50, auto_confirm: [alice] },
+    actions: { true: { argv: ["true"], timeout: "1m" } },
+    log_level: "info",
+  };
+}
+
+const pct = (xs) => ({ p50: percentile(xs, 50), p95: percentile(xs, 95), n: xs.length });
+
+export async function benchChat(scratch, { samples, log }) {
+  const { startSynapse } = await load("adapters/matrix/local-synapse.js");
+  const dir = scratch.dir("chat");
+  const hs = await startSynapse({ parentDir: dir });
+  const children = [];
+  const clients = [];
+  try {
+    const a = await hs.registerUser("bench-alice");
+    const b = await hs.registerUser("bench-bob");
+    const bots = [];
+    for (const n of [1, 2, 3]) bots.push(await hs.registerUser(`benchbot${n}`, { deviceId: `BENCHBOT${n}` }));
+    const roomId = await hs.createRoom(a.accessToken, {
+      name: "bench",
+      invite: [b.userId, ...bots.map((x) => x.userId)],
+    });
+    const alice = new BenchClient(hs.url, a, roomId);
+    const bob = new BenchClient(hs.url, b, roomId);
+    clients.push(alice, bob);
+    await bob.join();
+
+    const storePath = join(dir, "bots.db");
+    mkdirSync(join(dir, "state"));
+    for (const [i, bot] of bots.entries()) {
+      const nodeId = `bot${i + 1}`;
+      const configPath = join(dir, `${nodeId}.json`);
+      writeFileSync(
+        configPath,
+        JSON.stringify(
+          botConfig({ nodeId, hsUrl: hs.url, userId: bot.userId, roomId, storePath, alice: a.userId }),
+        ),
+      );
+      const logPath = join(dir, `${nodeId}.log`);
+      const fd = openSync(logPath, "a");
+      const child = track(
+        spawn(process.execPath, [CLI, "start", "--config", configPath, "--state-dir", join(dir, "state")], {
+          env: { ...process.env, DAGBOT_ACCESS_TOKEN: bot.accessToken },
+          stdio: ["ignore", fd, fd],
+        }),
+      );
+      closeSync(fd);
+      children.push(child);
+      await waitFor(
+        `${nodeId} to be ready`,
+        () => {
+          if (child.exitCode !== null)
+            throw new Error(`${nodeId} exited with ${child.exitCode}; see ${logPath}`);
+          return existsSync(logPath) && readFileSync(logPath, "utf8").includes(READY);
+        },
+        60_000,
+        100,
+      );
+    }
+    await alice.start();
+    await bob.start();
+
+    const oneWay = [];
+    const echo = [];
+    const status = [];
+    const card = [];
+    const body = (e) => (typeof e.content?.body === "string" ? e.content.body : "");
+    const warmup = 3;
+    for (let i = 0; i < samples + warmup; i++) {
+      const keep = i >= warmup;
+      const tag = `${scratch.id}-${i}`;
+
+      let t0 = performance.now();
+      const seenByBob = bob.waitFor((e) => body(e) === `ping ${tag}`, 30_000, "the ping");
+      await alice.say(`ping ${tag}`);
+      if (keep) oneWay.push((await seenByBob).at - t0);
+      else await seenByBob;
+
+      const answered = bob
+        .waitFor((e) => body(e) === `echo ${tag}`, 30_000, "the echo")
+        .then(() => bob.say(`echo-reply ${tag}`));
+      t0 = performance.now();
+      await alice.say(`echo ${tag}`);
+      const back = await alice.waitFor((e) => body(e) === `echo-reply ${tag}`, 30_000, "the echo reply");
+      await answered;
+      if (keep) echo.push(back.at - t0);
+
+      t0 = performance.now();
+      const statusId = await alice.say("!dag status");
+      const reply = await alice.waitFor(
+        (e) => e.content?.[TXN_KEY] === `reply.${statusId}`,
+        60_000,
+        "the status reply",
+      );
+      if (keep) status.push(reply.at - t0);
+
+      const dagId = `card_${i}`;
+      const doc = { id: dagId, tasks: [{ id: "a", action: "true" }] };
+      t0 = performance.now();
+      await alice.say(`!dag publish\n\`\`\`json\n${JSON.stringify(doc)}\n\`\`\``);
+      const theCard = await alice.waitFor(
+        (e) =>
+          e.content?.[CARD_KEY]?.dagId === dagId && e.content?.["m.relates_to"]?.rel_type !== "m.replace",
+        60_000,
+        "the status card",
+      );
+      if (keep) card.push(theCard.at - t0);
+      alice.forget();
+      bob.forget();
+    }
+    const out = { oneWay: pct(oneWay), echo: pct(echo), status: pct(status), card: pct(card) };
+    log(
+      `  chat: one-way p50 ${out.oneWay.p50.toFixed(1)} ms, echo p50 ${out.echo.p50.toFixed(1)} ms, ` +
+        `status reply p50 ${out.status.p50.toFixed(1)} p95 ${out.status.p95.toFixed(1)} ms, ` +
+        `card p50 ${out.card.p50.toFixed(1)} p95 ${out.card.p95.toFixed(1)} ms`,
+    );
+    return out;
+  } finally {
+    for (const c of clients) await c.stop();
+    await Promise.all(
+      children.map(
+        (c) =>
+          new Promise((resolve) => {
+            if (c.exitCode !== null) return resolve();
+            c.once("exit", resolve);
+            c.kill("SIGKILL");
+          }),
+      ),
+    );
+    await hs.dispose();
+  }
+}

@@ -1,0 +1,149 @@
+/**
+ * The targets of issue 6, judged against one run's results: each row is a figure, its target and
+ * PASS or MISS ("not measured" when the section did not produce it).
+ */
+import { fmt } from "./stats.mjs";
+
+function row(figure, value, unit, op, limit, note = "") {
+  let verdict = "not measured";
+  if (value !== null && value !== undefined && Number.isFinite(value))
+    verdict = (op === "≤" ? value <= limit : value >= limit) ? "PASS" : "MISS";
+  const u = unit === "" ? "" : ` ${unit}`;
+  return { figure, value, shown: `${fmt(value)}${u}`, target: `${op} ${fmt(limit)}${u}`, verdict, note };
+}
+
+export function judge(results) {
+  const rows = [];
+  const pg = results.claim?.postgres;
+  if (pg !== undefined) {
+    rows.push(
+      row(
+        "PG claim path / graphile-worker (8 workers vs concurrency 8)",
+        pg.ratioGraphile?.median,
+        "×",
+        "≥",
+        1.2,
+      ),
+    );
+    for (const [w, v] of Object.entries(pg.workers ?? {}))
+      rows.push(
+        row(
+          `PG claim path / raw loop, ${w} worker${w === "1" ? "" : "s"}`,
+          v.ratioRaw?.median,
+          "×",
+          "≥",
+          0.8,
+        ),
+      );
+  }
+  const sq = results.claim?.sqlite;
+  if (sq !== undefined) {
+    for (const [p, v] of Object.entries(sq.processes ?? {}))
+      rows.push(
+        row(
+          `SQLite claim path / raw loop (same pragmas), ${p} process${p === "1" ? "" : "es"}`,
+          v.ratioRaw?.median,
+          "×",
+          "≥",
+          0.8,
+        ),
+      );
+    rows.push(row("SQLite busy errors that reached the application", sq.busyErrors, "", "≤", 0));
+  }
+  for (const kind of ["sqlite", "postgres"]) {
+    const d = results.dag?.[kind];
+    if (d === undefined) continue;
+    const chain = d.scenarios?.chain;
+    rows.push(
+      row(
+        `${kind}: dependency satisfied → claimed p50 (200-deep chain)`,
+        chain?.readyToClaimed?.p50?.median,
+        "ms",
+        "≤",
+        5,
+      ),
+      row(
+        `${kind}: dependency satisfied → claimed p99 (200-deep chain)`,
+        chain?.readyToClaimed?.p99?.median,
+        "ms",
+        "≤",
+        50,
+      ),
+    );
+    const layers = d.scenarios?.layers;
+    if (layers !== undefined) {
+      rows.push(
+        row(
+          `${kind}: queued → claimed p50 (10 layers × 100; info)`,
+          layers.queuedToClaimed?.p50?.median,
+          "ms",
+          "≤",
+          5,
+          "the whole satisfied → claimed includes waiting for the room cap",
+        ),
+      );
+    }
+    rows.push(
+      row(`${kind}: idle node RSS (max of 3 nodes)`, d.idleRssMB?.max, "MB", "≤", 100),
+      row(`${kind}: node RSS during the 1,000-task run (max of 3 nodes)`, d.busyRssMB?.max, "MB", "≤", 200),
+    );
+  }
+  for (const kind of ["sqlite", "postgres"]) {
+    const f = results.failover?.[kind];
+    if (f === undefined) continue;
+    const limit = 1.25 * f.ttlMs + 1000;
+    rows.push(
+      row(
+        `${kind}: kill -9 of the leader → new leader's first write (worst of ${f.killToFirstWriteMs.rounds.length}, TTL ${f.ttlMs} ms)`,
+        f.killToFirstWriteMs.max,
+        "ms",
+        "≤",
+        limit,
+      ),
+      row(
+        `${kind}: SIGTERM of the leader → new leader (worst of ${f.stopToAcquiredMs.rounds.length})`,
+        f.stopToAcquiredMs.max,
+        "ms",
+        "≤",
+        250,
+      ),
+    );
+  }
+  const c = results.chat;
+  if (c?.measured === true) {
+    rows.push(
+      row(
+        "chat: !dag status → reply p95 / bare echo round trip p95",
+        c.status.p95 / c.echo.p95,
+        "×",
+        "≤",
+        1.5,
+      ),
+      row(
+        "chat: publish → status card p95 / bare echo round trip p95",
+        c.card.p95 / c.echo.p95,
+        "×",
+        "≤",
+        1.5,
+      ),
+      row(
+        "chat: !dag status → reply p95 / bare one-way trip p95 (info)",
+        c.status.p95 / c.oneWay.p95,
+        "×",
+        "≤",
+        1.5,
+        "a reply needs two homeserver hops, the one-way trip one",
+      ),
+    );
+  } else {
+    rows.push({
+      figure: "chat: reply p95 / bare round trip p95",
+      value: null,
+      shown: "–",
+      target: "≤ 1.5 ×",
+      verdict: "not measured",
+      note: c?.reason ?? "",
+    });
+  }
+  return rows;
+}

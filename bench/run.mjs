@@ -1,0 +1,203 @@
+/**
+ * `npm run bench`: builds nothing itself (the npm script runs `npm run build` first), runs every
+ * section against dist/, and writes bench/results/latest.json and the results part of
+ * bench/README.md. Quick mode by default (about 3 minutes on 2 cores); `--full` for more rounds;
+ * `--only claim-pg,claim-sqlite,dag,failover,chat` to run some sections (results are then partial).
+ */
+import { loadavg } from "node:os";
+import { performance } from "node:perf_hooks";
+import process from "node:process";
+import { setTimeout } from "node:timers";
+import { fileURLToPath, URL } from "node:url";
+import { benchChat, hasStartCommand } from "./chat.mjs";
+import { benchClaimPostgres } from "./claim-pg.mjs";
+import { benchClaimSqlite } from "./claim-sqlite.mjs";
+import { benchDagOverhead, SCENARIOS } from "./dag-overhead.mjs";
+import { benchFailover, FAILOVER_TTL_MS } from "./failover.mjs";
+import { machineInfo } from "./lib/machine.mjs";
+import { writeResults } from "./lib/report.mjs";
+import { Scratch } from "./lib/scratch.mjs";
+import { summarize } from "./lib/stats.mjs";
+import { STORE_KINDS } from "./lib/stores.mjs";
+import { judge } from "./lib/targets.mjs";
+
+const BENCH_DIR = fileURLToPath(new URL(".", import.meta.url));
+const SECTIONS = ["claim-pg", "claim-sqlite", "dag", "failover", "chat"];
+
+const MODES = {
+  quick: {
+    claimPg: { rounds: 3, jobs: 500, workerCounts: [1, 4, 8] },
+    claimSqlite: { rounds: 3, jobs: 300, processCounts: [1, 2, 4] },
+    dag: { rounds: 1 },
+    failover: { kills: 2, stops: 3 },
+    chat: { samples: 50 },
+    watchdogMs: 10 * 60_000,
+  },
+  full: {
+    claimPg: { rounds: 5, jobs: 2000, workerCounts: [1, 4, 8] },
+    claimSqlite: { rounds: 5, jobs: 1000, processCounts: [1, 2, 4] },
+    dag: { rounds: 3 },
+    failover: { kills: 5, stops: 5 },
+    chat: { samples: 100 },
+    watchdogMs: 45 * 60_000,
+  },
+};
+
+function parseArgs(argv) {
+  const opts = { mode: "quick", only: SECTIONS };
+  for (const a of argv) {
+    if (a === "--full") opts.mode = "full";
+    else if (a === "--quick") opts.mode = "quick";
+    else if (a.startsWith("--only=")) {
+      opts.only = a.slice(7).split(",");
+      const bad = opts.only.filter((s) => !SECTIONS.includes(s));
+      if (bad.length > 0)
+        throw new Error(`bench: unknown section ${bad.join(", ")} (known: ${SECTIONS.join(", ")})`);
+    } else
+      throw new Error(`bench: unknown argument ${a} (use --full, --quick or --only=${SECTIONS.join(",")})`);
+  }
+  return opts;
+}
+
+const log = (m) => process.stdout.write(`${m}\n`);
+const ratios = (a, b) => a.map((x, i) => x / b[i]);
+const mb = (kbs) => summarize(kbs.map((kb) => Math.round(kb / 1024)));
+
+function claimPgSummary(r) {
+  const workers = {};
+  for (const w of Object.keys(r.dagbot))
+    workers[w] = {
+      dagbot: summarize(r.dagbot[w]),
+      raw: summarize(r.raw[w]),
+      ratioRaw: summarize(ratios(r.dagbot[w], r.raw[w])),
+    };
+  const top = String(Math.max(...Object.keys(r.dagbot).map(Number)));
+  return {
+    workers,
+    graphile: summarize(r.graphile),
+    ratioGraphile: summarize(ratios(r.dagbot[top], r.graphile)),
+    errors: r.errors,
+    firstError: r.firstError,
+  };
+}
+
+function claimSqliteSummary(r) {
+  const processes = {};
+  for (const p of Object.keys(r.dagbot))
+    processes[p] = {
+      dagbot: summarize(r.dagbot[p]),
+      raw: summarize(r.raw[p]),
+      rawNormal: summarize(r.rawNormal[p]),
+      ratioRaw: summarize(ratios(r.dagbot[p], r.raw[p])),
+    };
+  return { processes, busyErrors: r.errors, firstError: r.firstError, rawErrors: r.rawErrors };
+}
+
+function dagSummary(r) {
+  const scenarios = {};
+  for (const s of SCENARIOS) {
+    const rounds = r.scenarios[s.key] ?? [];
+    const pick = (f) => summarize(rounds.map(f));
+    const pp = (k) => ({ p50: pick((x) => x[k].p50), p99: pick((x) => x[k].p99) });
+    scenarios[s.key] = {
+      label: s.label,
+      statuses: rounds.map((x) => x.status),
+      wallMs: pick((x) => x.wallMs),
+      readyToClaimed: pp("readyToClaimed"),
+      readyToQueued: pp("readyToQueued"),
+      queuedToClaimed: pp("queuedToClaimed"),
+      claimedToRecorded: pp("claimedToRecorded"),
+    };
+  }
+  return { scenarios, idleRssMB: mb(r.idleRssKb), busyRssMB: mb(r.busyRssKb) };
+}
+
+function failoverSummary(r) {
+  return {
+    ttlMs: FAILOVER_TTL_MS,
+    killToAcquiredMs: summarize(r.killToAcquiredMs),
+    killToFirstWriteMs: summarize(r.killToFirstWriteMs),
+    stopToReleasedMs: summarize(r.stopToReleasedMs),
+    stopToAcquiredMs: summarize(r.stopToAcquiredMs),
+  };
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const cfg = MODES[opts.mode];
+  const started = performance.now();
+  const scratch = new Scratch();
+  let interrupted = false;
+  const onSignal = () => {
+    interrupted = true;
+    log("bench: interrupted; cleaning up");
+    void scratch.cleanup().finally(() => process.exit(130));
+  };
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+  setTimeout(() => {
+    log(`bench: watchdog: still running after ${cfg.watchdogMs / 60_000} min; giving up`);
+    void scratch.cleanup().finally(() => process.exit(1));
+  }, cfg.watchdogMs).unref();
+
+  const results = { mode: opts.mode, sections: opts.only, machine: await machineInfo(), errors: {} };
+  log(
+    `bench (${opts.mode}): ${results.machine.nproc} × ${results.machine.cpuModel}, dagbot ${results.machine.versions.dagbot}`,
+  );
+  const section = async (name, fn) => {
+    if (!opts.only.includes(name) || interrupted) return;
+    const t = performance.now();
+    log(`${name}:`);
+    try {
+      await fn();
+    } catch (e) {
+      results.errors[name] = e instanceof Error ? e.message : String(e);
+      log(`  ${name} failed: ${results.errors[name]}`);
+    }
+    log(`  (${((performance.now() - t) / 1000).toFixed(1)} s)`);
+  };
+  try {
+    await section("claim-pg", async () => {
+      (results.claim ??= {}).postgres = claimPgSummary(
+        await benchClaimPostgres(scratch, { ...cfg.claimPg, log }),
+      );
+    });
+    await section("claim-sqlite", async () => {
+      (results.claim ??= {}).sqlite = claimSqliteSummary(
+        await benchClaimSqlite(scratch, { ...cfg.claimSqlite, log }),
+      );
+    });
+    await section("dag", async () => {
+      for (const kind of STORE_KINDS)
+        (results.dag ??= {})[kind] = dagSummary(await benchDagOverhead(scratch, kind, { ...cfg.dag, log }));
+    });
+    await section("failover", async () => {
+      for (const kind of STORE_KINDS)
+        (results.failover ??= {})[kind] = failoverSummary(
+          await benchFailover(scratch, kind, { ...cfg.failover, log }),
+        );
+    });
+    if (opts.only.includes("chat") && !hasStartCommand()) {
+      results.chat = { measured: false, reason: "`dagbot start` (the Matrix bot) is not built yet" };
+    } else {
+      await section("chat", async () => {
+        results.chat = { measured: true, ...(await benchChat(scratch, { ...cfg.chat, log })) };
+      });
+      if (results.errors.chat !== undefined)
+        results.chat = { measured: false, reason: `failed: ${results.errors.chat}` };
+    }
+  } finally {
+    await scratch.cleanup();
+  }
+  results.durationS = (performance.now() - started) / 1000;
+  results.loadAverageAtEnd = loadavg().map((x) => Math.round(x * 100) / 100);
+  results.targets = judge(results);
+  writeResults(BENCH_DIR, results);
+  log("");
+  for (const t of results.targets)
+    log(`${t.verdict.padEnd(12)} ${t.figure}: ${t.shown} (target ${t.target})`);
+  log(`\nbench: ${results.durationS.toFixed(0)} s; results in bench/results/latest.json and bench/README.md`);
+  if (Object.keys(results.errors).length > 0) process.exitCode = 1;
+}
+
+await main();
