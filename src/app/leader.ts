@@ -35,7 +35,7 @@ export interface LeaderDeps {
   processInbox: InboxStep | null;
   /**
    * Runs after every pass to tell people what changed (status cards and final messages into the
-   * outbox, e.g. RunUpdates.step); null where nobody reads the outbox (engine-only rooms).
+   * outbox); null where nobody reads the outbox (engine-only rooms).
    */
   announce?: ((fence: LeaderFence) => Promise<unknown>) | null;
 }
