@@ -14,12 +14,11 @@ import {
   processNextInboxEvent,
   readOutcome,
 } from "../../src/app/commands/inbox-step.js";
-import { RunUpdates } from "../../src/app/commands/run-updates.js";
 import { jsonBytes, MAX_EVENT_CONTENT_BYTES } from "../../src/app/render/html.js";
 import { isConflict } from "../../src/ports/errors.js";
 import type { PermissionOracle, SenderStanding } from "../../src/ports/permissions.js";
 import type { LeaderFence, OutboxMessage, Store } from "../../src/ports/store.js";
-import { becomeLeader, chainDag, runInput, session } from "../support/store-fixtures.js";
+import { becomeLeader, session } from "../support/store-fixtures.js";
 
 export interface Counts {
   runs: number;
@@ -574,65 +573,23 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
-      "run updates: card edits follow the run's state, the final message comes once, CLI runs get a card",
+      "a publish typed on the CLI (a local event id) roots no card thread; a chat publish does",
       track(async () => {
         const r = await room();
-        const updates = new RunUpdates(store);
-        await ask(r, AUTO, publishToml(chainToml("tracked")));
-        const run = (await store.getRun(r.roomId, "tracked"))!;
-        // A new term refreshes every run: the card exists, so this is an edit of it.
-        expect(await updates.step(r.fence)).toBe(1);
-        const firstEdit = (await store.pendingOutbox(r.fence, 100)).at(-1);
-        expect(firstEdit?.replacesTxnId).toBe(`card.${run.runId}`);
-        expect(firstEdit?.txnId).toMatch(new RegExp(`^card\\.${run.runId}\\.\\d+\\.running$`));
-        // Nothing moved: nothing to do.
-        expect(await updates.step(r.fence)).toBe(0);
-
-        const w = session("worker-e");
-        const offer = { session: w, roomIds: [r.roomId], labels: [], actions: ["echo"], leaseMs: 30_000 };
-        for (let i = 0; i < 3; i++) {
-          await store.scheduleStep(r.fence);
-          const claimed = await store.claimTask(offer);
-          await store.finishTask(claimed!.token, {
-            outcome: "succeeded",
-            exitCode: 0,
-            output: "",
-            error: null,
-          });
-        }
-        expect(await store.deriveRunOutcomes(r.fence)).toHaveLength(1);
-        const before = await counts();
-        expect(await updates.step(r.fence)).toBe(2);
-        const final = await store.getOutbox(`final.${run.runId}`);
-        expect(final?.content["m.mentions"]).toEqual({ user_ids: [AUTO] });
-        expect(String(final?.content["body"])).toContain("✅ `tracked` succeeded");
-        const lastEdit = (await store.pendingOutbox(r.fence, 100)).find((m) =>
-          m.txnId.endsWith(".succeeded"),
-        );
-        expect(String((lastEdit?.content["m.new_content"] as Record<string, unknown>)["body"])).toContain(
-          "3/3 tasks done (100%)",
-        );
-        // Another step, and a fresh updater (a new leader process) that refreshes every run: the
-        // same state enqueues nothing new.
-        await updates.step(r.fence);
-        await new RunUpdates(store).step(r.fence);
-        expect(await counts()).toEqual({ ...before, outbox: before.outbox + 2 });
-
-        // A run created without a chat event (CLI, HTTP) gets its card from the updater.
-        const cli = await store.createRun(
-          { fence: r.fence },
-          {
-            ...runInput(r.roomId, chainDag("from-cli", 2)),
-            publisher: "cli:root@host",
-            needsConfirmation: false,
-          },
-        );
-        expect(cli.kind).toBe("created");
-        if (cli.kind !== "created") return;
-        await updates.step(r.fence);
-        const card = await store.getOutbox(`card.${cli.run.runId}`);
-        expect(card?.replacesTxnId ?? null).toBeNull();
-        expect(card?.content["m.relates_to"]).toBeUndefined();
+        const local = `cli.${randomUUID()}`;
+        await store.insertInboxEvent({
+          eventId: local,
+          roomId: r.roomId,
+          sender: AUTO,
+          originServerTs: ++clock,
+          content: { msgtype: "m.text", body: publishToml(chainToml("from-cli")) },
+          seenBy: "cli",
+        });
+        expect(await drain(r.fence)).toBe(1);
+        expect((await store.getRun(r.roomId, "from-cli"))?.publishEventId).toBeNull();
+        const chatEvent = await say(r.roomId, AUTO, publishToml(chainToml("from-chat")));
+        expect(await drain(r.fence)).toBe(1);
+        expect((await store.getRun(r.roomId, "from-chat"))?.publishEventId).toBe(chatEvent);
       }),
     );
 

@@ -82,7 +82,8 @@ async function createAndDescribe(
     dag,
     hash,
     publisher: ctx.sender,
-    publishEventId: ctx.eventId,
+    // Only a chat event can root the status card's thread; a command typed on the CLI has a local id.
+    publishEventId: ctx.eventId !== null && ctx.eventId.startsWith("$") ? ctx.eventId : null,
     needsConfirmation: !ctx.policy.autoConfirm.includes(ctx.sender),
     confirmTimeoutMs: ctx.policy.confirmTimeoutMs,
   });
