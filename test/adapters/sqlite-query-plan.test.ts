@@ -86,3 +86,46 @@ describe(`SQLite query plans with ${FINISHED} tasks, ${FINISHED / QUEUED_EVERY} 
     expect(plan).toEqual(["SEARCH processed_events USING INDEX processed_events_open (room_id=?)"]);
   });
 });
+
+describe("SQLite inbox take on a store that never ran ANALYZE", () => {
+  const fresh = sqliteTestDb("sqlite-inbox-plan");
+  let s: Store;
+  afterAll(async () => {
+    await s?.close();
+    fresh.cleanup(failed);
+  });
+
+  it("takes the next unhandled row through the partial index, not a walk over every handled row", async () => {
+    s = await fresh.open();
+    const leader = session("leader");
+    const lease = await s.acquireLease(ROOM, leader, 60_000);
+    const fence = { roomId: ROOM, session: leader, term: lease.term };
+    // A long history of replied commands, some of them huge, then one new command at the end.
+    for (let i = 0; i < 200; i++) {
+      const body = i % 20 === 0 ? "x".repeat(200_000) : `!dag status ${i}`;
+      await s.insertInboxEvent({
+        eventId: `$old${i}`,
+        roomId: ROOM,
+        sender: "@a:x",
+        originServerTs: i,
+        content: { body },
+        seenBy: "n",
+      });
+      await s.markInboxHandled(fence, `$old${i}`, {});
+      await s.markInboxReplied(fence, `$old${i}`, []);
+    }
+    await s.insertInboxEvent({
+      eventId: "$new",
+      roomId: ROOM,
+      sender: "@a:x",
+      originServerTs: 1_000,
+      content: { body: "!dag list" },
+      seenBy: "n",
+    });
+    const plan = (
+      fresh.raw().prepare(`EXPLAIN QUERY PLAN ${NEXT_INBOX_SQL}`).all(ROOM) as Array<{ detail: string }>
+    ).map((r) => r.detail);
+    expect(plan).toEqual(["SEARCH processed_events USING INDEX processed_events_open (room_id=?)"]);
+    expect((await s.nextInboxEvent(fence))?.eventId).toBe("$new");
+  });
+});

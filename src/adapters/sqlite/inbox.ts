@@ -9,8 +9,13 @@ import { toInbox } from "./rows.js";
 const COLUMNS =
   "event_id, room_id, sender, origin_server_ts, content, seen_by, status, received_at, handled_term, result";
 
-/** The leader's take: served by the partial index of rows still to handle (docs/query-plans.md). */
-export const NEXT_INBOX_SQL = `SELECT ${COLUMNS} FROM processed_events
+/**
+ * The leader's take: served by the partial index of rows still to handle (docs/query-plans.md).
+ * INDEXED BY because without ANALYZE statistics the planner prefers processed_events_room, which
+ * walks every handled row of the room's history (reading through each row's content to its
+ * status) on every take.
+ */
+export const NEXT_INBOX_SQL = `SELECT ${COLUMNS} FROM processed_events INDEXED BY processed_events_open
   WHERE room_id = ? AND status IN ('new','handled')
   ORDER BY origin_server_ts, event_id LIMIT 1`;
 
