@@ -36,7 +36,12 @@ export default tseslint.config(
             name,
             message: "src/domain is pure: no I/O, drivers or loggers.",
           })),
-          patterns: [{ group: ["**/adapters/**", "**/app/**", "**/config/**"], message: "domain imports nothing outward." }],
+          patterns: [
+            {
+              group: ["**/adapters/**", "**/app/**", "**/config/**"],
+              message: "domain imports nothing outward.",
+            },
+          ],
         },
       ],
       "no-restricted-globals": [
