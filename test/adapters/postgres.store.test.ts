@@ -152,6 +152,24 @@ describe("PostgreSQL store specifics", () => {
     expect(await store.getTask(run.runId, "t")).toMatchObject({ output: "bin\uFFFDary", error: "bad\uFFFD" });
   });
 
+  it("lone surrogates (legal JSON escapes a homeserver may relay) are stored as U+FFFD instead of failing the write", async () => {
+    const store = await open();
+    const room = "!surrogate:example.org";
+    // jsonb refuses \ud800 without its pair; a refused insert would be retried by intake forever.
+    await store.insertInboxEvent({
+      eventId: "$lone",
+      roomId: room,
+      sender: "@a:x",
+      originServerTs: 1,
+      content: { body: "!dag status \ud800x\udc00", "k\udfff": ["\ud83d\ude42", "\ud83d"] },
+      seenBy: "n",
+    });
+    expect((await store.getInboxEvent("$lone"))?.content).toEqual({
+      body: "!dag status \uFFFDx\uFFFD",
+      "k\uFFFD": ["\ud83d\ude42", "\uFFFD"],
+    });
+  });
+
   it("schemas keep stores apart in one database, and 6 concurrent openers migrate a new schema once", async () => {
     const stores = await Promise.all(Array.from({ length: 6 }, () => open({ schema: "tenant_a" })));
     const other = await open({ schema: "tenant_b" });

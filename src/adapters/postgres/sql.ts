@@ -20,14 +20,21 @@ export const sessionKey = (s: Session): string => `${s.nodeId}/${s.bootId}`;
 /** The advisory lock key of a room's event log: writers hold it shared, readers exclusive. */
 export const LOG_LOCK = (room: string): string => `hashtext('dagbot.events'), hashtext(${room})`;
 
+/** A UTF-16 surrogate without its other half: JSON.stringify escapes it as \udXXX, which jsonb refuses. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+const SURROGATE = /[\uD800-\uDFFF]/;
+
 /**
- * JSON and text from chat or a process may hold U+0000, which PostgreSQL text and jsonb refuse;
- * replace it so a stray NUL in a command or an action's output never makes a write fail.
+ * JSON and text from chat or a process may hold U+0000 or lone surrogates (legal JSON escapes),
+ * which PostgreSQL text and jsonb refuse; replace them with U+FFFD so a stray character in a
+ * command or an action's output never makes a write fail (intake would retry such an insert forever).
  */
 export function cleanText(s: string): string;
 export function cleanText(s: string | null): string | null;
 export function cleanText(s: string | null): string | null {
-  return s === null || !s.includes("\u0000") ? s : s.replaceAll("\u0000", "\uFFFD");
+  if (s === null) return s;
+  const noNul = s.includes("\u0000") ? s.replaceAll("\u0000", "\uFFFD") : s;
+  return SURROGATE.test(noNul) ? noNul.replace(LONE_SURROGATE, "\uFFFD") : noNul;
 }
 
 export function clean<T>(v: T): T {
