@@ -29,6 +29,8 @@ export interface EngineSettings {
   workerPollMs: number;
   /** Whether this node runs tasks (a coordinator-only node sets false). */
   work: boolean;
+  /** The room cap this node's config asks for, applied only to rooms that never had one (initRoomCap). */
+  initialCap?: number | null;
 }
 
 export interface EngineDeps {
@@ -84,6 +86,14 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
     }
   };
   const heartbeat = (async () => {
+    if (settings.initialCap !== undefined && settings.initialCap !== null) {
+      const cap = settings.initialCap;
+      for (const roomId of settings.roomIds) {
+        await store.initRoomCap(roomId, cap).catch((err: unknown) => {
+          log.warn({ room: roomId, err: String(err) }, "could not apply the configured room cap");
+        });
+      }
+    }
     while (!heartbeatStop.signal.aborted) {
       await beat();
       await clock.sleep(settings.heartbeatEveryMs, heartbeatStop.signal);

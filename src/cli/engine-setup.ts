@@ -155,6 +155,7 @@ export function engineSettings(config: NodeConfig, overrides: Partial<EngineSett
     heartbeatEveryMs: config.lease.renewEveryMs,
     workerPollMs: 1_000,
     work: true,
+    initialCap: config.limits.globalCap,
     ...overrides,
   };
 }

@@ -289,6 +289,12 @@ export interface Scheduler {
   /** The room's global cap on active tasks; raising it lets the next step queue more, lowering never touches running tasks. */
   setRoomCap(roomId: string, cap: number, fence?: LeaderFence): Promise<void>;
   getRoomCap(roomId: string): Promise<number>;
+  /**
+   * Sets the room's cap only where none was ever set (insert-or-ignore): a node applies its
+   * configured `limits.global_cap` at start, and a cap changed at run time is never overwritten by
+   * a node restarting. True when this call set it.
+   */
+  initRoomCap(roomId: string, cap: number): Promise<boolean>;
 }
 
 // ---------------------------------------------------------------------------------------------

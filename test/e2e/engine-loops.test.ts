@@ -9,6 +9,8 @@ import { LeaseKeeper } from "../../src/app/lease-keeper.js";
 import { DEFAULT_LEADER_TIMINGS, runLeaderLoop } from "../../src/app/leader.js";
 import { whenAborted } from "../../src/app/wake.js";
 import { Worker } from "../../src/app/worker.js";
+import type { EngineSettings } from "../../src/app/node.js";
+import { startEngineNode } from "../../src/app/node.js";
 import { parseDag } from "../../src/domain/dag.js";
 import type { ActionDefinition } from "../../src/ports/executor.js";
 import type { LeaderFence, Session, Store } from "../../src/ports/store.js";
@@ -282,5 +284,40 @@ describe("worker", () => {
     await s.deriveRunOutcomes(fence);
     expect((await s.getRunById(runId))?.status).toBe("canceled");
     expect(w.runningCount).toBe(0);
+  });
+});
+
+describe("node", () => {
+  it("applies its configured room cap to a room that never had one, and leaves a set cap alone", async () => {
+    const s = await store();
+    await s.setRoomCap("other", 2);
+    const settings: EngineSettings = {
+      nodeId: "capper",
+      labels: [],
+      capacity: 1,
+      roomIds: [ROOM, "other"],
+      actions: new Map(),
+      lease: { ttlMs: 800, renewEveryMs: 150, acquireEveryMs: 150 },
+      leader: DEFAULT_LEADER_TIMINGS,
+      taskLeaseMs: 800,
+      heartbeatEveryMs: 150,
+      workerPollMs: 150,
+      work: false,
+      initialCap: 5,
+    };
+    const node = startEngineNode(settings, {
+      store: s,
+      executor: createProcessExecutor(),
+      clock: systemClock,
+      logger,
+      processInbox: null,
+    });
+    cleanups.push(() => node.stop());
+    await waitFor(
+      "the configured cap applied",
+      () => s.getRoomCap(ROOM),
+      (cap) => cap === 5,
+    );
+    expect(await s.getRoomCap("other")).toBe(2);
   });
 });

@@ -104,6 +104,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     deriveRunOutcomes: async (fence) => scheduler.deriveRunOutcomes(db, fence),
     setRoomCap: async (roomId, cap, fence) => scheduler.setRoomCap(db, roomId, cap, fence),
     getRoomCap: async (roomId) => scheduler.getRoomCap(db, roomId),
+    initRoomCap: async (roomId, cap) => scheduler.initRoomCap(db, roomId, cap),
 
     heartbeat: async (beat) => nodes.heartbeat(db, beat),
     listNodes: async () => nodes.listNodes(db),

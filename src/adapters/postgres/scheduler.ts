@@ -224,6 +224,23 @@ export async function setRoomCap(db: Db, roomId: string, cap: number, fence?: Le
   });
 }
 
+export async function initRoomCap(db: Db, roomId: string, cap: number): Promise<boolean> {
+  if (!Number.isInteger(cap) || cap < 0)
+    throw new RangeError(`room cap must be a whole number ≥ 0, got ${cap}`);
+  return db.tx("init room cap", async (tx) => {
+    const { rowCount } = await tx.query(
+      "INSERT INTO room_caps (room_id, cap) VALUES ($1, $2) ON CONFLICT (room_id) DO NOTHING",
+      [roomId, cap],
+    );
+    const inserted = rowCount === 1;
+    if (inserted) {
+      tx.log(roomId, { kind: "cap.set", term: null, actor: null, data: { cap, initial: true } });
+      tx.touch("cap", roomId);
+    }
+    return inserted;
+  });
+}
+
 export async function getRoomCap(db: Db, roomId: string): Promise<number> {
   const rows = await db.one<{ cap: number }>("get room cap", "SELECT cap FROM room_caps WHERE room_id = $1", [
     roomId,

@@ -91,6 +91,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     deriveRunOutcomes: async (fence) => scheduler.deriveRunOutcomes(c, fence),
     setRoomCap: async (roomId, cap, fence) => scheduler.setRoomCap(c, roomId, cap, fence),
     getRoomCap: async (roomId) => scheduler.getRoomCap(c, roomId),
+    initRoomCap: async (roomId, cap) => scheduler.initRoomCap(c, roomId, cap),
 
     heartbeat: async (beat) => nodes.heartbeat(c, beat),
     listNodes: async () => nodes.listNodes(c),

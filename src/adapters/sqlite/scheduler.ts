@@ -270,6 +270,24 @@ export function setRoomCap(
   });
 }
 
+export function initRoomCap(c: SqliteConnection, roomId: string, cap: number): Promise<boolean> {
+  if (!Number.isInteger(cap) || cap < 0)
+    throw new RangeError(`room cap must be a whole number ≥ 0, got ${cap}`);
+  return c.write("init room cap", (tx: Tx) => {
+    const inserted =
+      c.run(
+        "INSERT INTO room_caps (room_id, cap) VALUES (?, ?) ON CONFLICT (room_id) DO NOTHING",
+        roomId,
+        cap,
+      ) === 1;
+    if (inserted) {
+      tx.log({ roomId, kind: "cap.set", term: null, actor: null, data: { cap, initial: true } });
+      tx.touch("cap", roomId);
+    }
+    return inserted;
+  });
+}
+
 export function getRoomCap(c: SqliteConnection, roomId: string): Promise<number> {
   return c.read("get room cap", () => roomCap(c, roomId));
 }

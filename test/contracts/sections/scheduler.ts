@@ -139,6 +139,21 @@ export function schedulerSection(ctx: ContractContext): void {
     expect(await store.getRoomCap(room)).toBe(8);
   });
 
+  it("initRoomCap sets a cap only where none was ever set; a cap changed at run time survives it", async () => {
+    const { store, room, fence } = await setup();
+    expect(await store.initRoomCap(room, 4)).toBe(true);
+    expect(await store.getRoomCap(room)).toBe(4);
+    // A second node starting with another configured cap does not override the first.
+    expect(await store.initRoomCap(room, 9)).toBe(false);
+    expect(await store.getRoomCap(room)).toBe(4);
+    await store.setRoomCap(room, 2, fence);
+    expect(await store.initRoomCap(room, 9)).toBe(false);
+    expect(await store.getRoomCap(room)).toBe(2);
+    const initial = (await store.readEvents(room, 0)).filter((e) => e.kind === "cap.set");
+    expect(initial.map((e) => e.data["cap"])).toEqual([4, 2]);
+    await expect(store.initRoomCap(room, -1)).rejects.toThrow(RangeError);
+  });
+
   it("a run's max_parallel caps that run only; other runs are admitted in the same step", async () => {
     const { store, fence } = await setup();
     const capped = await create(
