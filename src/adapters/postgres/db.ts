@@ -31,15 +31,26 @@ export interface PgOptions {
   clock: (() => number) | undefined;
 }
 
+/**
+ * The server ends a session that sits idle inside a transaction this long. Our transactions send
+ * their statements back to back, so only a frozen process (SIGSTOP, a paused VM) gets there; and a
+ * frozen leader's transaction holds the lock its fence check took on the lease row (and the event
+ * log's lock), which would stop every takeover until the process woke up.
+ */
+export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 2_000;
+
 export function clientConfig(o: PgOptions): pg.ClientConfig {
   return {
     connectionString: o.url,
     types,
     // Every connection resolves our tables in the chosen schema, so one database can hold several stores.
-    options: `-c search_path=${quoteIdent(o.schema)}`,
+    options: `-c search_path=${quoteIdent(o.schema)} -c idle_in_transaction_session_timeout=${IDLE_IN_TRANSACTION_TIMEOUT_MS}`,
     application_name: "dagbot",
   };
 }
+
+/** The failing query reports a lost connection; the client's own "error" event must not crash the process. */
+const ignoreLost = (): void => {};
 
 /** A log line a write appends; seq and time are filled in when the transaction appends it. */
 export interface LogEntry {
@@ -126,14 +137,17 @@ export class Db {
       let client: pg.PoolClient | undefined;
       try {
         client = await this.pool.connect();
+        client.on("error", ignoreLost);
         const c = client;
         // One round trip; no WAL flush waited for while the notify lock is held.
         await c.query(
           `BEGIN; SET LOCAL synchronous_commit TO off;
            SELECT ${batch.map((t) => `pg_notify('dagbot', ${c.escapeLiteral(t)})`).join(", ")}; COMMIT`,
         );
+        client.off("error", ignoreLost);
         client.release();
       } catch (e) {
+        client?.off("error", ignoreLost);
         client?.release(e instanceof Error ? e : new Error(String(e)));
         this.onNotifyError(e);
         return;
@@ -186,6 +200,13 @@ export class Db {
       touch: (topic, roomId) => topics.add(`${topic}:${roomId ?? ""}`),
     };
     let broken: Error | undefined;
+    // A connection lost while checked out (a server restart, a session the server ended) emits
+    // "error" on the client, which would crash the process without a listener; the statement in
+    // flight or the next one fails with it, and the client is discarded on release.
+    const onLost = (e: Error): void => {
+      broken = e;
+    };
+    client.on("error", onLost);
     try {
       await client.query("BEGIN");
       const result = await fn(tx);
@@ -209,6 +230,7 @@ export class Db {
       }
       throw mapError(operation, e);
     } finally {
+      client.off("error", onLost);
       client.release(broken);
     }
   }
