@@ -7,7 +7,7 @@
  */
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
-import type { Store } from "../../src/ports/store.js";
+import type { LeaseState, Store } from "../../src/ports/store.js";
 import type { Target } from "../support/engine-cluster.js";
 import { ROOM, allEvents, createTarget, requireBuild } from "../support/engine-cluster.js";
 import { waitFor } from "../support/store-wait.js";
@@ -55,7 +55,7 @@ describe("chaos on postgres: a leader frozen inside a transaction", () => {
       (l) => l?.holder != null,
       { timeoutMs: 30_000, intervalMs: 25 },
     );
-    const leader = lease!.holder!.nodeId;
+    let leader = lease!.holder!.nodeId;
 
     // Commands keep the leader inside its fenced transactions (handling, replies) most of the time.
     let flooding = true;
@@ -68,8 +68,17 @@ describe("chaos on postgres: a leader frozen inside a transaction", () => {
 
     let frozenInTx: Array<{ pid: number; query: string }> = [];
     let tries = 0;
+    let old: LeaseState | null = null;
     while (frozenInTx.length === 0 && tries < MAX_TRIES) {
       tries += 1;
+      // The lease as it is when the holder freezes: the term that must be taken over.
+      const before = await s.getLease(ROOM);
+      if (before?.holder == null || before.expiresAt <= before.now) {
+        await pause(50);
+        continue;
+      }
+      old = before;
+      leader = before.holder.nodeId;
       f.signal(leader, "SIGSTOP");
       await pause(300);
       // Other sessions finish their transactions in milliseconds; one idle in a transaction for
@@ -90,12 +99,8 @@ describe("chaos on postgres: a leader frozen inside a transaction", () => {
     }
     expect(frozenInTx.length, `no freeze inside a transaction in ${MAX_TRIES} tries`).toBeGreaterThan(0);
     const frozenAt = Date.now();
-    const old = (await waitFor(
-      "the lease",
-      () => s.getLease(ROOM),
-      (l) => l !== null,
-    ))!;
-    expect(old.holder?.nodeId).toBe(leader);
+    if (old === null) throw new Error("no lease seen before the freeze");
+    const frozenTerm = old.term;
 
     // Read the lease row with a plain SELECT: it never waits for row locks, unlike the event log.
     let blocked: unknown[] = [];
@@ -110,7 +115,7 @@ describe("chaos on postgres: a leader frozen inside a transaction", () => {
         ).rows;
         return s.getLease(ROOM);
       },
-      (l) => l?.holder != null && l.holder.nodeId !== leader && l.term > old.term,
+      (l) => l?.holder != null && l.holder.nodeId !== leader && l.term > frozenTerm,
       { timeoutMs: 20_000, intervalMs: 50 },
     ).catch((err: unknown) => {
       throw new Error(`${String(err)}; sessions waiting for a lock: ${JSON.stringify(blocked)}`);
@@ -139,7 +144,7 @@ describe("chaos on postgres: a leader frozen inside a transaction", () => {
         seed: dice.seed,
         tries,
         frozenIn: frozenInTx.map((r) => r.query.replace(/\s+/g, " ")),
-        oldTerm: old.term,
+        oldTerm: frozenTerm,
         newTerm: takeover!.term,
         newLeader: takeover!.actor,
         takeoverAfterFreezeMs: takeoverMs,
