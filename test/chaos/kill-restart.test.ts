@@ -199,7 +199,7 @@ describe("chaos: kill -9 and a PostgreSQL restart under a running DAG", () => {
       const reaperRequeues = events.filter(
         (e) => e.kind === "task.queued" && typeof e.data["reason"] === "string",
       ).length;
-      const capSets = events.filter((e) => e.kind === "cap.set").length;
+      const capSets = events.filter((e) => e.kind === "cap.set" && e.term !== null).length;
       const errors = logs.flatMap(errorLines);
       const counts = {
         seed: dice.seed,
