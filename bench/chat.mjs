@@ -10,9 +10,10 @@ import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import process from "node:process";
+import { clearInterval, setInterval, setTimeout } from "node:timers";
 import { track } from "./lib/children.mjs";
 import { CLI, load } from "./lib/dist.mjs";
-import { waitFor } from "./lib/cluster.mjs";
+import { rssKb, waitFor } from "./lib/cluster.mjs";
 import { BenchClient } from "./lib/matrix.mjs";
 import { percentile } from "./lib/stats.mjs";
 
@@ -94,6 +95,12 @@ export async function benchChat(scratch, { samples, log }) {
     }
     await alice.start();
     await bob.start();
+    // The bots' memory: idle once all three are ready, then the largest seen during the commands.
+    const botRss = () => Math.max(...children.map((c) => rssKb(c.pid) ?? 0));
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const idleRssKb = botRss();
+    let busyRssKb = idleRssKb;
+    const rssTimer = setInterval(() => (busyRssKb = Math.max(busyRssKb, botRss())), 100);
 
     const oneWay = [];
     const echo = [];
@@ -143,7 +150,15 @@ export async function benchChat(scratch, { samples, log }) {
       alice.forget();
       bob.forget();
     }
-    const out = { oneWay: pct(oneWay), echo: pct(echo), status: pct(status), card: pct(card) };
+    clearInterval(rssTimer);
+    const out = {
+      oneWay: pct(oneWay),
+      echo: pct(echo),
+      status: pct(status),
+      card: pct(card),
+      botIdleRssMB: Math.round(idleRssKb / 1024),
+      botBusyRssMB: Math.round(busyRssKb / 1024),
+    };
     log(
       `  chat: one-way p50 ${out.oneWay.p50.toFixed(1)} ms, echo p50 ${out.echo.p50.toFixed(1)} ms, ` +
         `status reply p50 ${out.status.p50.toFixed(1)} p95 ${out.status.p95.toFixed(1)} ms, ` +

@@ -46,6 +46,12 @@ async function race(mode, path, count) {
       errors: done.reduce((a, r) => a + r.errors, 0),
       firstError: done.find((r) => r.firstError !== null)?.firstError ?? null,
       seconds,
+      cpuUsPerPair:
+        done.reduce((a, r) => a + r.cpuUs, 0) /
+        Math.max(
+          1,
+          done.reduce((a, r) => a + r.done, 0),
+        ),
     };
   } finally {
     clearTimeout(timer);
@@ -66,7 +72,15 @@ export async function benchClaimSqlite(scratch, { rounds, jobs, processCounts, l
   const addRaw = raw.prepare(
     `INSERT INTO raw_jobs (status) SELECT 'queued' FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) SELECT x FROM c)`,
   );
-  const out = { dagbot: {}, raw: {}, rawNormal: {}, errors: 0, firstError: null, rawErrors: 0 };
+  const out = {
+    dagbot: {},
+    raw: {},
+    rawNormal: {},
+    cpu: { dagbot: {}, raw: {}, rawNormal: {} },
+    errors: 0,
+    firstError: null,
+    rawErrors: 0,
+  };
   try {
     const fence = await leadRoom(store, ROOM);
     for (let round = 0; round < rounds; round++) {
@@ -76,19 +90,23 @@ export async function benchClaimSqlite(scratch, { rounds, jobs, processCounts, l
         if (d.done !== jobs)
           throw new Error(`dagbot sqlite claim: ${d.done} of ${jobs} done (${d.firstError})`);
         (out.dagbot[p] ??= []).push(d.done / d.seconds);
+        (out.cpu.dagbot[p] ??= []).push(d.cpuUsPerPair);
         out.errors += d.errors;
         out.firstError ??= d.firstError;
         addRaw.run(jobs);
         const r = await race("raw", path, p);
         (out.raw[p] ??= []).push(r.done / r.seconds);
+        (out.cpu.raw[p] ??= []).push(r.cpuUsPerPair);
         out.rawErrors += r.errors;
         addRaw.run(jobs);
         const rn = await race("raw-normal", path, p);
         (out.rawNormal[p] ??= []).push(rn.done / rn.seconds);
+        (out.cpu.rawNormal[p] ??= []).push(rn.cpuUsPerPair);
         out.rawErrors += rn.errors;
         log(
-          `  sqlite round ${round + 1}: ${p} processes dagbot ${(d.done / d.seconds).toFixed(0)}/s, ` +
-            `raw ${(r.done / r.seconds).toFixed(0)}/s, raw (synchronous=NORMAL) ${(rn.done / rn.seconds).toFixed(0)}/s`,
+          `  sqlite round ${round + 1}: ${p} processes dagbot ${(d.done / d.seconds).toFixed(0)}/s ` +
+            `(${Math.round(d.cpuUsPerPair)} µs), raw ${(r.done / r.seconds).toFixed(0)}/s (${Math.round(r.cpuUsPerPair)} µs), ` +
+            `raw (synchronous=NORMAL) ${(rn.done / rn.seconds).toFixed(0)}/s (${Math.round(rn.cpuUsPerPair)} µs)`,
         );
       }
     }

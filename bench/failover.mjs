@@ -112,5 +112,6 @@ export async function benchFailover(scratch, kind, { kills, stops, log }) {
     await cluster.stopAll("SIGKILL");
     await store.close();
   }
+  out.busyLogLines = cluster.logLines(/SQLITE_BUSY|database is locked/i);
   return out;
 }

@@ -63,6 +63,13 @@ const log = (m) => process.stdout.write(`${m}\n`);
 const ratios = (a, b) => a.map((x, i) => x / b[i]);
 const mb = (kbs) => summarize(kbs.map((kb) => Math.round(kb / 1024)));
 
+/** Per-pair CPU of the rounds: server and client µs, each summarised. */
+const cpuSummary = (xs) => ({
+  serverUs: summarize(xs.map((x) => x.serverUs)),
+  clientUs: summarize(xs.map((x) => x.clientUs)),
+  totalUs: summarize(xs.map((x) => x.serverUs + x.clientUs)),
+});
+
 function claimPgSummary(r) {
   const workers = {};
   for (const w of Object.keys(r.dagbot))
@@ -70,11 +77,14 @@ function claimPgSummary(r) {
       dagbot: summarize(r.dagbot[w]),
       raw: summarize(r.raw[w]),
       ratioRaw: summarize(ratios(r.dagbot[w], r.raw[w])),
+      dagbotCpu: cpuSummary(r.cpu.dagbot[w]),
+      rawCpu: cpuSummary(r.cpu.raw[w]),
     };
   const top = String(Math.max(...Object.keys(r.dagbot).map(Number)));
   return {
     workers,
     graphile: summarize(r.graphile),
+    graphileCpu: cpuSummary(r.cpu.graphile),
     ratioGraphile: summarize(ratios(r.dagbot[top], r.graphile)),
     errors: r.errors,
     firstError: r.firstError,
@@ -89,6 +99,9 @@ function claimSqliteSummary(r) {
       raw: summarize(r.raw[p]),
       rawNormal: summarize(r.rawNormal[p]),
       ratioRaw: summarize(ratios(r.dagbot[p], r.raw[p])),
+      dagbotCpuUs: summarize(r.cpu.dagbot[p]),
+      rawCpuUs: summarize(r.cpu.raw[p]),
+      rawNormalCpuUs: summarize(r.cpu.rawNormal[p]),
     };
   return { processes, busyErrors: r.errors, firstError: r.firstError, rawErrors: r.rawErrors };
 }
@@ -109,7 +122,14 @@ function dagSummary(r) {
       claimedToRecorded: pp("claimedToRecorded"),
     };
   }
-  return { scenarios, idleRssMB: mb(r.idleRssKb), busyRssMB: mb(r.busyRssKb) };
+  return {
+    scenarios,
+    idleRssMB: mb(r.idleRssKb),
+    busyRssMB: mb(r.busyRssKb),
+    busyErrorsInLogs: r.busyLogLines.length,
+    busyErrorExamples: r.busyLogLines.slice(0, 3),
+    warningsInLogs: r.warnings,
+  };
 }
 
 function failoverSummary(r) {
@@ -119,6 +139,8 @@ function failoverSummary(r) {
     killToFirstWriteMs: summarize(r.killToFirstWriteMs),
     stopToReleasedMs: summarize(r.stopToReleasedMs),
     stopToAcquiredMs: summarize(r.stopToAcquiredMs),
+    busyErrorsInLogs: r.busyLogLines.length,
+    busyErrorExamples: r.busyLogLines.slice(0, 3),
   };
 }
 

@@ -72,14 +72,20 @@ if (mode === "dagbot") {
   const store = await openSqliteStore(path);
   await send({ ready: true });
   await go;
+  const cpu0 = process.cpuUsage();
   const result = await claimLoop(store, offer(ROOM, name));
+  const cpu = process.cpuUsage(cpu0);
+  result.cpuUs = cpu.user + cpu.system;
   await store.close();
   await send({ result });
 } else {
   const loop = rawLoop(mode === "raw-normal" ? "NORMAL" : "FULL");
   await send({ ready: true });
   await go;
+  const cpu0 = process.cpuUsage();
   const result = loop.run();
+  const cpu = process.cpuUsage(cpu0);
+  result.cpuUs = cpu.user + cpu.system;
   loop.close();
   await send({ result });
 }

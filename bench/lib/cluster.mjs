@@ -104,6 +104,21 @@ export class Cluster {
     for (const id of this.nodeIds) await this.start(id);
   }
 
+  /** Lines of every node's log (warn and above) matching `pattern`, e.g. busy errors that reached a loop. */
+  logLines(pattern) {
+    const out = [];
+    for (const id of this.nodeIds) {
+      let text = "";
+      try {
+        text = readFileSync(join(this.dir, `${id}.log`), "utf8");
+      } catch {
+        continue;
+      }
+      for (const line of text.split("\n")) if (pattern.test(line)) out.push(`${id}: ${line.slice(0, 300)}`);
+    }
+    return out;
+  }
+
   pid(nodeId) {
     return this.nodes.get(nodeId)?.child.pid ?? null;
   }

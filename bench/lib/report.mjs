@@ -30,16 +30,33 @@ function claimSection(r) {
   const pg = r.claim?.postgres;
   if (pg !== undefined) {
     out.push("### Claim path, PostgreSQL (claim + complete per second)", "");
+    const cpu = (c) => `${fmt(c.serverUs.median)} + ${fmt(c.clientUs.median)}`;
     const rows = Object.entries(pg.workers).map(([w, v]) => [
       w,
       fmtSummary(v.dagbot, "/s"),
       fmtSummary(v.raw, "/s"),
       fmtSummary(v.ratioRaw, "×"),
+      cpu(v.dagbotCpu),
+      cpu(v.rawCpu),
     ]);
-    out.push(table(["workers", "dagbot (Store)", "raw SKIP LOCKED loop", "dagbot / raw"], rows), "");
     out.push(
-      `graphile-worker 0.17, concurrency 8: ${fmtSummary(pg.graphile, "/s")}; dagbot with 8 workers / graphile-worker: ` +
-        `${fmtSummary(pg.ratioGraphile, "×")}. Store errors during the claim loops: ${pg.errors}.`,
+      table(
+        [
+          "workers",
+          "dagbot (Store)",
+          "raw SKIP LOCKED loop",
+          "dagbot / raw",
+          "dagbot CPU µs/pair (server + bench)",
+          "raw CPU µs/pair",
+        ],
+        rows,
+      ),
+      "",
+    );
+    out.push(
+      `graphile-worker 0.17, concurrency 8: ${fmtSummary(pg.graphile, "/s")} (CPU ${cpu(pg.graphileCpu)} µs/pair); ` +
+        `dagbot with 8 workers / graphile-worker: ${fmtSummary(pg.ratioGraphile, "×")}. ` +
+        `Store errors during the claim loops: ${pg.errors}.`,
       "",
     );
   }
@@ -175,6 +192,8 @@ function chatSection(r) {
         ["publish → status card", p(c.card), String(c.card.n)],
       ],
     ),
+    "",
+    `Bot memory (VmRSS, the largest of the 3 \`dagbot start\` processes): ${c.botIdleRssMB} MB idle, ${c.botBusyRssMB} MB during the commands.`,
     "",
   ].join("\n");
 }
