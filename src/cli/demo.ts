@@ -1,27 +1,11 @@
 /**
- * `dagbot demo`: the whole thing on one machine. Starts a local Synapse (the harness the tests use),
- * registers three bot accounts and one person, creates a room, starts three `dagbot start` nodes
- * on a shared SQLite store, publishes and confirms an example DAG as the person, and prints the
- * room's messages as they arrive. Ctrl-C stops everything it started.
+ * Registers `dagbot demo` (demo-run.ts runs it: a local Synapse, three bot nodes and a person in one
+ * room). The harness and the Matrix adapters are imported only when the command runs, so the other
+ * subcommands start without them.
  */
-import { randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Command } from "commander";
-import { startSynapse, type SynapseHandle } from "../adapters/matrix/local-synapse.js";
-import { startNodeProcess, type NodeProcess } from "../adapters/matrix/node-process.js";
-import { RoomWatcher, type WatchedEvent } from "../adapters/matrix/room-watcher.js";
-import { CliError, runCli } from "./engine-setup.js";
-
-interface DemoOptions {
-  dag: string;
-  keep?: boolean;
-}
-
-const NODES = 3;
-const CARD_KEY = "org.dagbot.card";
+import type { DemoOptions } from "./demo-run.js";
+import { runCli } from "./engine-setup.js";
 
 export function registerDemo(program: Command): void {
   program
@@ -37,141 +21,7 @@ export function registerDemo(program: Command): void {
         "minutes). The person's login is printed, so a Matrix client (e.g. Element) can join the room at the\n" +
         "local URL and type !dag commands too. Ctrl-C stops the nodes and Synapse and removes their data.",
     )
-    .action((options: DemoOptions) => runCli("demo", () => runDemo(options)));
-}
-
-const out = (line = ""): void => {
-  process.stdout.write(`${line}\n`);
-};
-
-function packagePath(relative: string): string {
-  return fileURLToPath(new URL(`../../${relative}`, import.meta.url));
-}
-
-async function runDemo(options: DemoOptions): Promise<number> {
-  out(
-    "Starting a local Synapse (the first run installs it into ~/.cache/dagbot, which takes a few minutes)…",
-  );
-  let hs: SynapseHandle;
-  try {
-    hs = await startSynapse();
-  } catch (err) {
-    throw new CliError(err instanceof Error ? err.message : String(err), 1);
-  }
-  const dir = mkdtempSync(join(tmpdir(), "dagbot-demo-"));
-  const nodes: NodeProcess[] = [];
-  let watcher: RoomWatcher | null = null;
-  const interrupted = new Promise<void>((resolve) => {
-    process.once("SIGINT", () => resolve());
-    process.once("SIGTERM", () => resolve());
-  });
-  try {
-    const bots = [];
-    for (let i = 1; i <= NODES; i++)
-      bots.push(await hs.registerUser(`dagbot${i}`, { deviceId: `DAGBOT${i}` }));
-    const password = randomBytes(9).toString("base64url");
-    const person = await hs.registerUser("alice", { password, displayName: "Alice" });
-    const roomId = await hs.createRoom(person.accessToken, {
-      name: "dagbot demo",
-      invite: bots.map((b) => b.userId),
-    });
-
-    mkdirSync(join(dir, "state"));
-    for (const [i, bot] of bots.entries()) {
-      const nodeId = `node${i + 1}`;
-      const configPath = join(dir, `${nodeId}.json`);
-      writeFileSync(
-        configPath,
-        JSON.stringify(
-          {
-            node_id: nodeId,
-            labels: ["linux"],
-            capacity: 2,
-            store: `sqlite:${join(dir, "dagbot.db")}`,
-            dag_library: packagePath("config/examples"),
-            matrix: { homeserver_url: hs.url, user_id: bot.userId, rooms: [roomId] },
-            actions: DEMO_ACTIONS,
-            log_level: "info",
-          },
-          null,
-          2,
-        ),
-      );
-      nodes.push(
-        startNodeProcess({
-          cli: packagePath("dist/cli.js"),
-          args: ["start", "--config", configPath, "--state-dir", join(dir, "state")],
-          env: { DAGBOT_ACCESS_TOKEN: bot.accessToken },
-          logPath: join(dir, `${nodeId}.log`),
-        }),
-      );
-    }
-    await Promise.race([Promise.all(nodes.map((n) => n.ready(60_000))), interrupted]);
-
-    out();
-    out(`Synapse:   ${hs.url}  (pid ${hs.pid() ?? "?"}, data ${hs.dataDir})`);
-    out(`Room:      ${roomId}  ("dagbot demo")`);
-    out(`Person:    ${person.userId}  password ${password}`);
-    out(`           Log in with a Matrix client at ${hs.url} and type !dag help in the room.`);
-    out(`Nodes:     ${nodes.map((n, i) => `node${i + 1} (pid ${n.pid ?? "?"})`).join(", ")}; logs in ${dir}`);
-    out("Ctrl-C stops everything.");
-    out();
-
-    let confirmed = false;
-    const room = new RoomWatcher(
-      hs.url,
-      person.accessToken,
-      roomId,
-      (event) => {
-        out(describe(event));
-        const card = event.content[CARD_KEY] as { dagId?: unknown } | undefined;
-        if (!confirmed && card?.dagId === options.dag && String(event.content["body"]).includes("awaiting")) {
-          confirmed = true;
-          void room.say(`!dag confirm ${options.dag}`).catch(() => undefined);
-        }
-      },
-      (err) => out(`(watching the room failed: ${String(err)}; retrying)`),
+    .action((options: DemoOptions) =>
+      runCli("demo", async () => (await import("./demo-run.js")).runDemo(options)),
     );
-    watcher = room;
-    room.start();
-    await room.say(`!dag publish ${options.dag}`);
-    await interrupted;
-    return 0;
-  } finally {
-    out();
-    out("Stopping the nodes and Synapse…");
-    await watcher?.stop();
-    await Promise.all(nodes.map((n) => n.stop()));
-    if (options.keep === true) {
-      hs.keepDataDir();
-      out(`Kept the nodes' data in ${dir}`);
-    } else rmSync(dir, { recursive: true, force: true });
-    await hs.dispose();
-    out("Stopped everything the demo started.");
-  }
 }
-
-/** `12:00:01 dagbot1  text…`, with edits marked and later lines indented. */
-function describe(event: WatchedEvent): string {
-  const time = new Date(event.originServerTs).toTimeString().slice(0, 8);
-  const who = event.sender.replace(/^@/, "").replace(/:.*$/, "");
-  const relation = event.content["m.relates_to"] as { rel_type?: unknown } | undefined;
-  const edit = relation?.rel_type === "m.replace";
-  const content = edit ? ((event.content["m.new_content"] ?? {}) as Record<string, unknown>) : event.content;
-  const body = typeof content["body"] === "string" ? content["body"] : "";
-  const [first = "", ...rest] = body.split("\n");
-  const head = `${time} ${who.padEnd(8)} ${edit ? "✎ " : ""}${first}`;
-  return [head, ...rest.map((l) => `${" ".repeat(18)}${l}`)].join("\n");
-}
-
-/** The actions the example DAGs use (as config/local.toml defines them). */
-const DEMO_ACTIONS = {
-  echo: { argv: ["echo", "{message}"], args: { message: { pattern: "[^\\r\\n]{0,200}" } }, timeout: "1m" },
-  sleep: {
-    argv: ["sleep", "{seconds}"],
-    args: { seconds: { pattern: "[0-9]{1,3}(\\.[0-9]{1,3})?" } },
-    timeout: "20m",
-  },
-  true: { argv: ["true"], timeout: "1m" },
-  fail: { argv: ["false"], timeout: "1m" },
-};
