@@ -106,25 +106,17 @@ export class Fleet {
       const member: Member = {
         nodeId,
         config,
-        current: null as unknown as NodeProcess,
+        current: startNode(target, config, nodeId),
         expectingExit: false,
-        lives: 0,
+        lives: 1,
       };
       this.members.set(nodeId, member);
-      this.spawn(member);
+      this.watch(member);
     }
   }
 
   get nodeIds(): string[] {
     return [...this.members.keys()];
-  }
-
-  configOf(nodeId: string): string {
-    return this.member(nodeId).config;
-  }
-
-  process(nodeId: string): NodeProcess {
-    return this.member(nodeId).current;
   }
 
   logPath(nodeId: string): string {
@@ -179,8 +171,13 @@ export class Fleet {
   private spawn(m: Member): void {
     m.expectingExit = false;
     m.lives += 1;
-    const proc = startNode(this.target, m.config, m.nodeId);
-    m.current = proc;
+    m.current = startNode(this.target, m.config, m.nodeId);
+    this.watch(m);
+  }
+
+  /** Tells a crash from a kill of ours, and restarts a start refused while the store was down. */
+  private watch(m: Member): void {
+    const proc = m.current;
     let tail = "";
     proc.child.stderr?.on("data", (chunk: Buffer) => {
       tail = (tail + chunk.toString()).slice(-2000);
