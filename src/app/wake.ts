@@ -1,6 +1,6 @@
 /**
  * How the engine's loops wait: abortable sleeps that a change-feed topic cuts short, with a short
- * debounce so a burst of changes costs one pass, and a slow safety tick for what no change announces
+ * leading-edge debounce so a burst of changes costs few passes, and a slow safety tick for what no change announces
  * (leases and deadlines passing, a notification lost with a dropped connection).
  */
 import type { Clock } from "../ports/clock.js";
@@ -9,10 +9,12 @@ import type { ChangeFeed, ChangeTopic } from "../ports/store.js";
 export class Waker {
   private pending = false;
   private sleeping: AbortController | null = null;
+  /** When the last wait() returned, i.e. when the caller's latest pass began. */
+  private lastPassAt: number | null = null;
 
   constructor(
     private readonly clock: Clock,
-    /** Time to let a burst of changes settle after the first one, so one pass sees them all. */
+    /** The least time between two passes a wake starts, so a burst of changes costs few passes. */
     private readonly debounceMs = 15,
   ) {}
 
@@ -23,8 +25,12 @@ export class Waker {
   }
 
   /**
-   * Resolves when woken (after the debounce), after `maxMs` (the safety tick), or when `signal`
-   * aborts. Returns whether a wake arrived, so the caller can tell a change from a tick.
+   * Resolves when woken, after `maxMs` (the safety tick), or when `signal` aborts. Returns whether a
+   * wake arrived, so the caller can tell a change from a tick. The debounce is on the leading edge:
+   * the first change after a quiet spell (usually alone: one task finished, one command arrived) is
+   * acted on at once, and within a burst passes stay at least `debounceMs` apart, so one pass covers
+   * what piled up meanwhile. (Sleeping the whole debounce after every wake put it on the critical
+   * path of every dependency: bench/README.md, DAG overhead.)
    */
   async wait(maxMs: number, signal: AbortSignal): Promise<boolean> {
     if (!this.pending && !signal.aborted) {
@@ -40,8 +46,12 @@ export class Waker {
       }
     }
     const woken = this.pending;
-    if (woken && this.debounceMs > 0 && !signal.aborted) await this.clock.sleep(this.debounceMs, signal);
+    if (woken && this.debounceMs > 0 && !signal.aborted && this.lastPassAt !== null) {
+      const since = this.clock.monotonicMs() - this.lastPassAt;
+      if (since < this.debounceMs) await this.clock.sleep(this.debounceMs - since, signal);
+    }
     this.pending = false;
+    this.lastPassAt = this.clock.monotonicMs();
     return woken;
   }
 }
