@@ -41,10 +41,18 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
   const db = new Db({ url, poolSize, schema, clock: options.clock });
   try {
     const client = await db.pool.connect();
+    // The server may end this connection mid-migration (a restart, an administrator): the query
+    // reports it, but the client's own "error" event would crash the process without a listener.
+    let lost: Error | undefined;
+    const onLost = (e: Error): void => {
+      lost = e;
+    };
+    client.on("error", onLost);
     try {
       await migrate(client, schema);
     } finally {
-      client.release();
+      client.off("error", onLost);
+      client.release(lost);
     }
   } catch (e) {
     await db.close().catch(() => {});
