@@ -15,7 +15,7 @@ export async function leadRoom(store, roomId) {
   const session = { nodeId: "bench-leader", bootId: randomUUID().slice(0, 8) };
   const acquired = await store.acquireLease(roomId, session, 30 * 60 * 1000);
   const fence = { roomId, session, term: acquired.term };
-  await store.setRoomCap(roomId, 100_000, fence);
+  await store.setRoomCap(roomId, 100_000, { fence: fence });
   return fence;
 }
 

@@ -40,8 +40,7 @@ async function setCap(text: string, options: CapOptions): Promise<number> {
   const roomId = pickRoom(config, options.room);
   const store = await openConfiguredStore(config);
   try {
-    const previous = await store.getRoomCap(roomId);
-    await store.setRoomCap(roomId, cap);
+    const { previous } = await store.setRoomCap(roomId, cap);
     if (options.json === true) process.stdout.write(`${JSON.stringify({ room: roomId, cap, previous })}\n`);
     else process.stdout.write(`cap of room ${roomId}: ${cap} (was ${previous})\n`);
     return 0;

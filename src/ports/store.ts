@@ -286,8 +286,13 @@ export interface Scheduler {
   reap(fence: LeaderFence): Promise<ReapResult>;
   /** Runs whose task set now decides their outcome: running → succeeded/failed, canceling → canceled. */
   deriveRunOutcomes(fence: LeaderFence): Promise<RunOutcome[]>;
-  /** The room's global cap on active tasks; raising it lets the next step queue more, lowering never touches running tasks. */
-  setRoomCap(roomId: string, cap: number, fence?: LeaderFence): Promise<void>;
+  /**
+   * The room's global cap on active tasks: raising it lets the next step queue more, lowering never
+   * touches running tasks. Sets the room's cap and returns the one it replaced. With a command context the write is fenced
+   * and, given an inbox event id, that row is marked handled in the same transaction (result
+   * `{ op: "cap", kind: "set", cap, previous }`), so a crash cannot apply one command twice.
+   */
+  setRoomCap(roomId: string, cap: number, ctx?: CommandContext): Promise<{ previous: number }>;
   getRoomCap(roomId: string): Promise<number>;
   /**
    * Sets the room's cap only where none was ever set (insert-or-ignore): a node applies its

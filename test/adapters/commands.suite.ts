@@ -442,6 +442,33 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
+      "cap is exactly once: its effect and the handled mark commit together; a crash before the reply repeats only the reply",
+      track(async () => {
+        const r = await room();
+        const previous = await store.getRoomCap(r.roomId);
+        const eventId = await say(r.roomId, OP2, "!dag cap 4");
+        const row = await store.nextInboxEvent(r.fence);
+        await handleInboxEvent(deps, r.fence, row!); // ... and the process dies here.
+        const handled = await store.getInboxEvent(eventId);
+        expect(handled?.status).toBe("handled");
+        expect(handled?.result).toEqual({ op: "cap", kind: "set", cap: 4, previous });
+        expect(await store.getRoomCap(r.roomId)).toBe(4);
+        // A second handling of the same row is refused by the store and changes nothing.
+        await store.setRoomCap(r.roomId, 6, { fence: r.fence });
+        const again = await store
+          .setRoomCap(r.roomId, 4, { fence: r.fence, inboxEventId: eventId })
+          .catch((e: unknown) => e);
+        expect(isConflict(again)).toBe(true);
+        expect(await store.getRoomCap(r.roomId)).toBe(6);
+        // The next pass only replies, from the recorded result.
+        expect(await drain(r.fence)).toBe(1);
+        expect(String((await reply(eventId))?.content["body"])).toContain(`is now 4 (it was ${previous})`);
+        const capEvents = (await store.readEvents(r.roomId, 0)).filter((e) => e.kind === "cap.set");
+        expect(capEvents.map((e) => e.data["cap"])).toEqual([4, 6]);
+      }),
+    );
+
+    it(
       "✅ and ❌ on a card awaiting confirmation decide it, with the same permission checks",
       track(async () => {
         const r = await room();

@@ -192,7 +192,7 @@ describe("PostgreSQL store specifics", () => {
     const leaderStore = await open();
     const room = "!drain:example.org";
     const fence = await becomeLeader(leaderStore, room);
-    await leaderStore.setRoomCap(room, 200, fence);
+    await leaderStore.setRoomCap(room, 200, { fence: fence });
     const run = await publishRunning(
       leaderStore,
       fence,

@@ -103,7 +103,7 @@ describe(`SQLite: ${PROCESSES} OS processes on one file`, () => {
   it("drain a queue of 48 tasks together: every task claimed exactly once", async () => {
     const room = "!procs-drain";
     const fence = await becomeLeader(store, room);
-    await store.setRoomCap(room, 100, fence);
+    await store.setRoomCap(room, 100, { fence: fence });
     const ids: string[] = [];
     for (let r = 0; r < 4; r++) {
       const run = await publishRunning(

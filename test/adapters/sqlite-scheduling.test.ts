@@ -58,7 +58,7 @@ describe("SQLite scheduleStep", () => {
         async (runs, cap) => {
           const roomId = `!sched-${++room}`;
           const fence = await becomeLeader(store, roomId);
-          await store.setRoomCap(roomId, cap, fence);
+          await store.setRoomCap(roomId, cap, { fence: fence });
           const raw = db.raw();
           for (const [r, spec] of runs.entries()) {
             const d = dag(

@@ -110,7 +110,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     scheduleStep: async (fence) => scheduler.scheduleStep(db, fence),
     reap: async (fence) => scheduler.reap(db, fence),
     deriveRunOutcomes: async (fence) => scheduler.deriveRunOutcomes(db, fence),
-    setRoomCap: async (roomId, cap, fence) => scheduler.setRoomCap(db, roomId, cap, fence),
+    setRoomCap: async (roomId, cap, ctx) => scheduler.setRoomCap(db, roomId, cap, ctx),
     getRoomCap: async (roomId) => scheduler.getRoomCap(db, roomId),
     initRoomCap: async (roomId, cap) => scheduler.initRoomCap(db, roomId, cap),
 

@@ -5,9 +5,16 @@
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import { decideSchedule } from "../../domain/scheduling.js";
 import { ConflictError } from "../../ports/errors.js";
-import type { LeaderFence, ReapResult, RunOutcome, ScheduleResult } from "../../ports/store.js";
+import type {
+  CommandContext,
+  LeaderFence,
+  ReapResult,
+  RunOutcome,
+  ScheduleResult,
+} from "../../ports/store.js";
 import type { Db } from "./db.js";
 import { fenceCte, fenceParams, LOG_CTES } from "./guards.js";
+import { markHandledInTx } from "./inbox.js";
 import { NOW, sessionKey } from "./sql.js";
 import { MAX_BACKOFF_MS } from "./tasks.js";
 
@@ -201,26 +208,40 @@ export async function deriveRunOutcomes(db: Db, fence: LeaderFence): Promise<Run
   return r.outcomes;
 }
 
-export async function setRoomCap(db: Db, roomId: string, cap: number, fence?: LeaderFence): Promise<void> {
+export async function setRoomCap(
+  db: Db,
+  roomId: string,
+  cap: number,
+  ctx?: CommandContext,
+): Promise<{ previous: number }> {
   if (!Number.isInteger(cap) || cap < 0)
     throw new RangeError(`room cap must be a whole number ≥ 0, got ${cap}`);
-  await db.tx("set room cap", async (tx) => {
+  return db.tx("set room cap", async (tx) => {
+    const fence = ctx?.fence;
     if (fence !== undefined) {
       await db.lockFence(tx, "set room cap", fence);
       if (fence.roomId !== roomId)
         throw new ConflictError("set room cap", { roomId: fence.roomId }, { roomId });
     }
-    await tx.query(
-      "INSERT INTO room_caps (room_id, cap) VALUES ($1, $2) ON CONFLICT (room_id) DO UPDATE SET cap = excluded.cap",
+    // The old value comes back from the same statement that replaces it (FOR UPDATE of the old row).
+    const { rows } = await tx.query<{ previous: number | null }>(
+      `WITH old AS (SELECT cap FROM room_caps WHERE room_id = $1 FOR UPDATE),
+            upsert AS (INSERT INTO room_caps (room_id, cap) VALUES ($1, $2)
+                       ON CONFLICT (room_id) DO UPDATE SET cap = excluded.cap)
+       SELECT (SELECT cap FROM old) AS previous`,
       [roomId, cap],
     );
+    const previous = rows[0]?.previous ?? DEFAULT_ROOM_CAP;
     tx.log(roomId, {
       kind: "cap.set",
       term: fence?.term ?? null,
       actor: fence === undefined ? null : sessionKey(fence.session),
       data: { cap },
     });
+    if (fence !== undefined && ctx?.inboxEventId !== undefined)
+      await markHandledInTx(db, tx, fence, ctx.inboxEventId, { op: "cap", kind: "set", cap, previous });
     tx.touch("cap", roomId);
+    return { previous };
   });
 }
 

@@ -89,7 +89,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     scheduleStep: async (fence) => scheduler.scheduleStep(c, fence),
     reap: async (fence) => scheduler.reap(c, fence),
     deriveRunOutcomes: async (fence) => scheduler.deriveRunOutcomes(c, fence),
-    setRoomCap: async (roomId, cap, fence) => scheduler.setRoomCap(c, roomId, cap, fence),
+    setRoomCap: async (roomId, cap, ctx) => scheduler.setRoomCap(c, roomId, cap, ctx),
     getRoomCap: async (roomId) => scheduler.getRoomCap(c, roomId),
     initRoomCap: async (roomId, cap) => scheduler.initRoomCap(c, roomId, cap),
 

@@ -6,9 +6,16 @@ import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import { deriveRunOutcome } from "../../domain/run-status.js";
 import { decideSchedule } from "../../domain/scheduling.js";
 import { ConflictError } from "../../ports/errors.js";
-import type { LeaderFence, ReapResult, RunOutcome, ScheduleResult } from "../../ports/store.js";
+import type {
+  CommandContext,
+  LeaderFence,
+  ReapResult,
+  RunOutcome,
+  ScheduleResult,
+} from "../../ports/store.js";
 import type { SqliteConnection, Tx } from "./connection.js";
 import { sessionKey } from "./connection.js";
+import { markHandledInTx } from "./inbox.js";
 import { cancelUnstartedTasks } from "./runs.js";
 import { retryBackoffMs } from "./tasks.js";
 
@@ -244,16 +251,18 @@ export function setRoomCap(
   c: SqliteConnection,
   roomId: string,
   cap: number,
-  fence?: LeaderFence,
-): Promise<void> {
+  ctx?: CommandContext,
+): Promise<{ previous: number }> {
   if (!Number.isInteger(cap) || cap < 0)
     throw new RangeError(`room cap must be a whole number ≥ 0, got ${cap}`);
   return c.write("set room cap", (tx: Tx) => {
+    const fence = ctx?.fence;
     if (fence !== undefined) {
       c.checkFence("set room cap", fence, tx.now);
       if (fence.roomId !== roomId)
         throw new ConflictError("set room cap", { roomId: fence.roomId }, { roomId });
     }
+    const previous = roomCap(c, roomId);
     c.run(
       "INSERT INTO room_caps (room_id, cap) VALUES (?, ?) ON CONFLICT (room_id) DO UPDATE SET cap = excluded.cap",
       roomId,
@@ -266,7 +275,10 @@ export function setRoomCap(
       actor: fence === undefined ? null : sessionKey(fence.session),
       data: { cap },
     });
+    if (fence !== undefined && ctx?.inboxEventId !== undefined)
+      markHandledInTx(c, tx, fence, ctx.inboxEventId, { op: "cap", kind: "set", cap, previous });
     tx.touch("cap", roomId);
+    return { previous };
   });
 }
 

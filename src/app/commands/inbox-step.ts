@@ -188,7 +188,8 @@ export async function readOutcome(
 
 /**
  * The outcome of a row the store marked handled itself (createRun, confirmRun, rejectRun, cancelRun
- * with an inboxEventId). The store records { op, kind, runId, dagId, status, by? }; the outcome is
+ * and setRoomCap with an inboxEventId). The store records { op, kind, runId, dagId, status, by? }
+ * (setRoomCap: { op: "cap", kind: "set", cap, previous }); the outcome is
  * rebuilt with the same functions the handlers use, with the run's status as it was recorded.
  */
 async function outcomeFromStoreResult(
@@ -199,6 +200,12 @@ async function outcomeFromStoreResult(
   const result = row.result ?? {};
   const op = result["op"];
   const kind = result["kind"];
+  if (op === "cap" && kind === "set") {
+    const cap = result["cap"];
+    const previous = result["previous"];
+    if (typeof cap === "number" && typeof previous === "number") return { kind: "cap", cap, previous };
+    return unreadable(row, "its cap is missing");
+  }
   const runId = result["runId"];
   const run = typeof runId === "string" ? await deps.store.getRunById(runId) : null;
   if (run === null) return unreadable(row, "its run is gone");

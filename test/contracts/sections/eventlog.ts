@@ -54,7 +54,7 @@ export function eventlogSection(ctx: ContractContext): void {
       { txnId: ctx.uid("reply"), roomId: room, eventType: "m.room.message", content: { body: "done" } },
     ]);
     await store.markInboxReplied(fence, eventId, []);
-    await store.setRoomCap(room, 3, fence);
+    await store.setRoomCap(room, 3, { fence: fence });
     await store.releaseLease(fence);
 
     const events = await store.readEvents(room, 0);

@@ -143,7 +143,7 @@ export function leasesSection(ctx: ContractContext): void {
     await conflictOf(oldStore.renewLease(old, LEASE_TTL_MS));
     await conflictOf(oldStore.releaseLease(old));
     await conflictOf(oldStore.createRun(cmd(old), runInput(room, dag(ctx.uid("d"), [task("a")]))));
-    await conflictOf(oldStore.setRoomCap(room, 1, old));
+    await conflictOf(oldStore.setRoomCap(room, 1, { fence: old }));
     await conflictOf(oldStore.scheduleStep(old));
     await conflictOf(oldStore.reap(old));
     await conflictOf(oldStore.deriveRunOutcomes(old));

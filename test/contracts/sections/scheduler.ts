@@ -99,7 +99,7 @@ export function schedulerSection(ctx: ContractContext): void {
 
   it("a cap changed at run time: raising queues more at the next step, lowering never touches running or queued tasks", async () => {
     const { store, room, fence } = await setup();
-    await store.setRoomCap(room, 2, fence);
+    await store.setRoomCap(room, 2, { fence: fence });
     expect(await store.getRoomCap(room)).toBe(2);
     const run = await create(
       store,
@@ -116,12 +116,12 @@ export function schedulerSection(ctx: ContractContext): void {
     expect(first).not.toBeNull();
     expect(second).not.toBeNull();
 
-    await store.setRoomCap(room, 5, fence);
+    await store.setRoomCap(room, 5, { fence: fence });
     expect((await store.scheduleStep(fence)).queued).toBe(3);
     expect(await withStatus(store, [run], "running")).toHaveLength(2);
     expect(await withStatus(store, [run], "queued")).toHaveLength(3);
 
-    await store.setRoomCap(room, 1, fence);
+    await store.setRoomCap(room, 1, { fence: fence });
     expect(await store.scheduleStep(fence)).toEqual({ queued: 0, skipped: 0 });
     expect(await withStatus(store, [run], "running")).toHaveLength(2);
     expect(await withStatus(store, [run], "queued")).toHaveLength(3);
@@ -131,10 +131,10 @@ export function schedulerSection(ctx: ContractContext): void {
     // 4 active > cap 1: still nothing admitted.
     expect((await store.scheduleStep(fence)).queued).toBe(0);
 
-    await store.setRoomCap(room, 0, fence);
-    await store.setRoomCap(room, 8, fence);
+    await store.setRoomCap(room, 0, { fence: fence });
+    await store.setRoomCap(room, 8, { fence: fence });
     expect((await store.scheduleStep(fence)).queued).toBe(3);
-    await expect(store.setRoomCap(room, -1, fence)).rejects.toThrow(RangeError);
+    await expect(store.setRoomCap(room, -1, { fence: fence })).rejects.toThrow(RangeError);
     await expect(store.setRoomCap(room, 1.5)).rejects.toThrow(RangeError);
     expect(await store.getRoomCap(room)).toBe(8);
   });
@@ -146,7 +146,7 @@ export function schedulerSection(ctx: ContractContext): void {
     // A second node starting with another configured cap does not override the first.
     expect(await store.initRoomCap(room, 9)).toBe(false);
     expect(await store.getRoomCap(room)).toBe(4);
-    await store.setRoomCap(room, 2, fence);
+    await store.setRoomCap(room, 2, { fence: fence });
     expect(await store.initRoomCap(room, 9)).toBe(false);
     expect(await store.getRoomCap(room)).toBe(2);
     const initial = (await store.readEvents(room, 0)).filter((e) => e.kind === "cap.set");
@@ -202,7 +202,7 @@ export function schedulerSection(ctx: ContractContext): void {
 
   it("admits in priority order, then first in first out, when the cap allows one at a time", async () => {
     const { store, room, fence } = await setup();
-    await store.setRoomCap(room, 1, fence);
+    await store.setRoomCap(room, 1, { fence: fence });
     await create(store, fence, dag(ctx.uid("p1"), [task("zero"), task("five-a", { priority: 5 })]));
     await create(
       store,
@@ -472,7 +472,7 @@ export function schedulerSection(ctx: ContractContext): void {
     await expect(store.scheduleStep(fence)).rejects.toBeInstanceOf(ConflictError);
     await expect(store.reap(fence)).rejects.toBeInstanceOf(ConflictError);
     await expect(store.deriveRunOutcomes(fence)).rejects.toBeInstanceOf(ConflictError);
-    await expect(store.setRoomCap(room, 3, fence)).rejects.toBeInstanceOf(ConflictError);
+    await expect(store.setRoomCap(room, 3, { fence: fence })).rejects.toBeInstanceOf(ConflictError);
     expect(await store.getRoomCap(room)).toBe(16);
     expect((await store.getTask(run.runId, "a"))?.status).toBe("blocked");
     expect(await store.scheduleStep(next)).toEqual({ queued: 1, skipped: 0 });

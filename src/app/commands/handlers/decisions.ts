@@ -49,10 +49,9 @@ export function describeDecision(verb: DecisionVerb, result: RunDecisionResult, 
 }
 
 export async function handleCap(ctx: HandlerContext, cap: number): Promise<Outcome> {
-  if (ctx.fence === null) return { kind: "not-leader", roomId: ctx.roomId };
-  const previous = await ctx.store.getRoomCap(ctx.roomId);
-  // setRoomCap takes no inbox mark; setting the same cap twice is harmless, so a crash before the
-  // mark only repeats an idempotent write.
-  await ctx.store.setRoomCap(ctx.roomId, cap, ctx.fence);
+  const cmd = commandContext(ctx);
+  if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
+  // The cap and the inbox mark commit together: a crash cannot apply one command twice.
+  const { previous } = await ctx.store.setRoomCap(ctx.roomId, cap, cmd);
   return { kind: "cap", cap, previous };
 }
