@@ -28,7 +28,7 @@ const MODES = {
   quick: {
     claimPg: { rounds: 3, jobs: 500, workerCounts: [1, 4, 8] },
     claimSqlite: { rounds: 3, jobs: 300, processCounts: [1, 2, 4] },
-    dag: { rounds: 1 },
+    dag: { rounds: 1, chainRounds: 3 },
     failover: { kills: 2, stops: 3 },
     chat: { samples: 50 },
     watchdogMs: 10 * 60_000,
@@ -36,7 +36,7 @@ const MODES = {
   full: {
     claimPg: { rounds: 5, jobs: 2000, workerCounts: [1, 4, 8] },
     claimSqlite: { rounds: 5, jobs: 1000, processCounts: [1, 2, 4] },
-    dag: { rounds: 3 },
+    dag: { rounds: 3, chainRounds: 5 },
     failover: { kills: 5, stops: 5 },
     chat: { samples: 100 },
     watchdogMs: 45 * 60_000,

@@ -22,6 +22,7 @@ function machineSection(r) {
       `pg ${v.pg}, graphile-worker ${v.graphileWorker}, dagbot ${v.dagbot}.`,
     "",
     "Figures are median (min–max) over the rounds; each ratio is taken per round (the variants of a round run back to back) and then summarised.",
+    "",
   ].join("\n");
 }
 
@@ -69,6 +70,7 @@ function claimSection(r) {
       fmtSummary(v.raw, "/s"),
       fmtSummary(v.ratioRaw, "×"),
       fmtSummary(v.rawNormal, "/s"),
+      `${fmt(v.dagbotCpuUs.median)} / ${fmt(v.rawCpuUs.median)} / ${fmt(v.rawNormalCpuUs.median)}`,
     ]);
     out.push(
       table(
@@ -78,6 +80,7 @@ function claimSection(r) {
           "raw loop, synchronous=FULL",
           "dagbot / raw",
           "raw loop, synchronous=NORMAL",
+          "CPU µs/pair: dagbot / raw / raw NORMAL",
         ],
         rows,
       ),
@@ -101,7 +104,7 @@ function dagSection(r) {
     for (const [key, s] of Object.entries(d.scenarios)) {
       rows.push([
         kind,
-        s.label,
+        `${s.label} (${s.statuses.length} run${s.statuses.length === 1 ? "" : "s"}, ${[...new Set(s.statuses)].join("/")})`,
         fmtSummary(s.wallMs, "ms"),
         `${fmtSummary(s.readyToClaimed.p50)} / ${fmtSummary(s.readyToClaimed.p99)}`,
         `${fmtSummary(s.readyToQueued.p50)} / ${fmtSummary(s.readyToQueued.p99)}`,

@@ -25,6 +25,7 @@ export function summarize(rounds) {
 /** A number rounded for display: integers above 100, one decimal above 10, else two. */
 export function fmt(v) {
   if (v === null || v === undefined || !Number.isFinite(v)) return "–";
+  if (Number.isInteger(v)) return String(v);
   const a = Math.abs(v);
   if (a >= 100) return String(Math.round(v));
   if (a >= 10) return v.toFixed(1);
