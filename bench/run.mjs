@@ -214,11 +214,18 @@ async function main() {
   results.durationS = (performance.now() - started) / 1000;
   results.loadAverageAtEnd = loadavg().map((x) => Math.round(x * 100) / 100);
   results.targets = judge(results);
-  writeResults(BENCH_DIR, results);
+  // A run of some sections must not replace the committed table of a whole run.
+  const partial = SECTIONS.some((s) => !opts.only.includes(s));
+  writeResults(BENCH_DIR, results, partial);
   log("");
   for (const t of results.targets)
     log(`${t.verdict.padEnd(12)} ${t.figure}: ${t.shown} (target ${t.target})`);
-  log(`\nbench: ${results.durationS.toFixed(0)} s; results in bench/results/latest.json and bench/README.md`);
+  log(
+    `\nbench: ${results.durationS.toFixed(0)} s; results in ` +
+      (partial
+        ? "bench/results/partial.json (some sections only)"
+        : "bench/results/latest.json and bench/README.md"),
+  );
   if (Object.keys(results.errors).length > 0) process.exitCode = 1;
 }
 

@@ -232,9 +232,15 @@ export function renderResults(r) {
     .join("\n");
 }
 
-export function writeResults(benchDir, results) {
+/** A whole run goes to latest.json and the README; a run of some sections only to partial.json. */
+export function writeResults(benchDir, results, partial = false) {
   mkdirSync(join(benchDir, "results"), { recursive: true });
-  writeFileSync(join(benchDir, "results", "latest.json"), `${JSON.stringify(results, null, 2)}\n`);
+  const json = `${JSON.stringify(results, null, 2)}\n`;
+  if (partial) {
+    writeFileSync(join(benchDir, "results", "partial.json"), json);
+    return;
+  }
+  writeFileSync(join(benchDir, "results", "latest.json"), json);
   const readme = join(benchDir, "README.md");
   const text = existsSync(readme) ? readFileSync(readme, "utf8") : `# Benchmarks\n\n${START}\n${END}\n`;
   const a = text.indexOf(START);
