@@ -8,23 +8,15 @@ import pg from "pg";
 import type { ChangeTopic } from "../../ports/store.js";
 import type { PgOptions } from "./db.js";
 import { clientConfig } from "./db.js";
+import type { ChangeListener } from "../store-common/change-listeners.js";
+import { ALL_CHANGE_TOPICS, ChangeListeners } from "../store-common/change-listeners.js";
 
-const TOPICS: ReadonlySet<string> = new Set<ChangeTopic>([
-  "inbox",
-  "tasks",
-  "runs",
-  "outbox",
-  "lease",
-  "cap",
-]);
-const ALL_TOPICS = [...TOPICS] as ChangeTopic[];
+const TOPICS: ReadonlySet<string> = new Set<string>(ALL_CHANGE_TOPICS);
 const MIN_RETRY_MS = 100;
 const MAX_RETRY_MS = 5000;
 
-type Listener = (topic: ChangeTopic, roomId: string | null) => void;
-
 export class ChangeFeed {
-  private readonly listeners = new Set<Listener>();
+  private readonly listeners: ChangeListeners;
   private client: pg.Client | undefined;
   private connecting: Promise<void> | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -35,9 +27,11 @@ export class ChangeFeed {
   constructor(
     private readonly options: PgOptions,
     private readonly onError: (e: unknown) => void,
-  ) {}
+  ) {
+    this.listeners = new ChangeListeners(onError);
+  }
 
-  subscribe(listener: Listener): () => void {
+  subscribe(listener: ChangeListener): () => void {
     this.listeners.add(listener);
     this.ensure();
     return () => {
@@ -59,14 +53,7 @@ export class ChangeFeed {
   }
 
   emit(topic: ChangeTopic, roomId: string | null): void {
-    for (const l of [...this.listeners]) {
-      try {
-        l(topic, roomId);
-      } catch (e) {
-        // A listener's bug must not stop the feed for the others.
-        this.onError(e);
-      }
-    }
+    this.listeners.emit(topic, roomId);
   }
 
   private ensure(): void {
@@ -110,7 +97,7 @@ export class ChangeFeed {
     this.retryMs = MIN_RETRY_MS;
     // Whatever changed before LISTEN took effect (or while the connection was down) sent no
     // notification we will ever see: wake everyone once to look.
-    for (const topic of ALL_TOPICS) this.emit(topic, null);
+    this.listeners.emitAll();
   }
 
   private lost(client: pg.Client, e: unknown): void {

@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import pg from "pg";
 import { ConflictError } from "../../ports/errors.js";
 import type { ChangeTopic, LeaderFence } from "../../ports/store.js";
+import type { LogLine } from "../store-common/records.js";
 import { clean, LOG_LOCK, mapError, NOW, quoteIdent, sessionKey } from "./sql.js";
 
 export type Row = Record<string, unknown>;
@@ -52,15 +53,8 @@ export function clientConfig(o: PgOptions): pg.ClientConfig {
 /** The failing query reports a lost connection; the client's own "error" event must not crash the process. */
 const ignoreLost = (): void => {};
 
-/** A log line a write appends; seq and time are filled in when the transaction appends it. */
-export interface LogEntry {
-  kind: string;
-  runId?: string | null;
-  taskId?: string | null;
-  term?: number | null;
-  actor?: string | null;
-  data?: Record<string, unknown>;
-}
+/** A log line a write appends (its room is given alongside); seq and time are filled in when the transaction appends it. */
+export type LogEntry = LogLine;
 
 const names = new Map<string, string>();
 

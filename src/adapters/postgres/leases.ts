@@ -3,12 +3,9 @@ import { ConflictError } from "../../ports/errors.js";
 import type { LeaderFence, LeaseState, Session } from "../../ports/store.js";
 import type { Db } from "./db.js";
 import { LOG_CTES } from "./guards.js";
+import { checkLeaseTtl } from "../store-common/checks.js";
+import { leaseFromRow } from "../store-common/records.js";
 import { NOW, sessionKey } from "./sql.js";
-
-function checkTtl(ttlMs: number): void {
-  if (!Number.isFinite(ttlMs) || ttlMs <= 0)
-    throw new RangeError(`lease ttl must be a positive number of ms, got ${ttlMs}`);
-}
 
 const FENCED = `room_id = $2::text AND holder_node = $3::text AND holder_boot = $4::text AND term = $5::bigint
   AND expires_at > ${NOW}`;
@@ -19,7 +16,7 @@ export async function acquireLease(
   session: Session,
   ttlMs: number,
 ): Promise<LeaderFence & { expiresAt: number }> {
-  checkTtl(ttlMs);
+  checkLeaseTtl(ttlMs);
   // ON CONFLICT locks the existing row before judging it, so of N racers exactly one sees it free.
   const rows = await db.one<{ term: number; expires_at: number }>(
     "acquire lease",
@@ -59,7 +56,7 @@ export async function acquireLease(
 }
 
 export async function renewLease(db: Db, fence: LeaderFence, ttlMs: number): Promise<{ expiresAt: number }> {
-  checkTtl(ttlMs);
+  checkLeaseTtl(ttlMs);
   // Not logged: a renewal every few seconds would drown the log, and it changes no holder or term.
   const rows = await db.one<{ expires_at: number }>(
     "renew lease",
@@ -109,12 +106,5 @@ export async function getLease(db: Db, roomId: string): Promise<LeaseState | nul
     [db.clockParam(), roomId],
   );
   const r = rows[0];
-  if (r === undefined) return null;
-  return {
-    roomId,
-    holder: r.holder_node === null ? null : { nodeId: r.holder_node, bootId: r.holder_boot ?? "" },
-    term: r.term,
-    expiresAt: r.expires_at,
-    now: r.now,
-  };
+  return r === undefined ? null : leaseFromRow(roomId, r, r.now);
 }

@@ -6,14 +6,8 @@
 import type pg from "pg";
 import { SchemaTooNewError } from "../../ports/errors.js";
 import { quoteIdent } from "./sql.js";
-
-interface Migration {
-  version: number;
-  sql: string;
-}
-
-const TASK_STATUSES = `('blocked','queued','running','canceling','succeeded','failed','timed_out','canceled','skipped')`;
-const RUN_STATUSES = `('pending','running','canceling','succeeded','failed','canceled','rejected','expired')`;
+import type { Migration } from "../store-common/schema.js";
+import { latestVersion, RUN_STATUS_LIST, TASK_STATUS_LIST } from "../store-common/schema.js";
 
 export const MIGRATIONS: readonly Migration[] = [
   {
@@ -57,7 +51,7 @@ CREATE TABLE runs (
   room_id          text NOT NULL,
   dag_id           text NOT NULL,
   hash             text NOT NULL,
-  status           text NOT NULL CHECK (status IN ${RUN_STATUSES}),
+  status           text NOT NULL CHECK (status IN ${RUN_STATUS_LIST}),
   description      text,
   max_parallel     integer,
   publisher        text NOT NULL,
@@ -78,7 +72,7 @@ CREATE TABLE tasks (
   room_id          text NOT NULL,
   -- Store-wide insertion order: the FIFO tiebreak after priority.
   seq              bigint GENERATED ALWAYS AS IDENTITY,
-  status           text NOT NULL CHECK (status IN ${TASK_STATUSES}),
+  status           text NOT NULL CHECK (status IN ${TASK_STATUS_LIST}),
   version          integer NOT NULL,
   -- The version the current claim produced: the executor's fencing token. running → canceling
   -- raises version but keeps this, so the executor can still renew and report the cancel.
@@ -174,7 +168,7 @@ CREATE TABLE events (
   },
 ];
 
-export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
+export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);
 
 /**
  * Bring the schema to LATEST_SCHEMA_VERSION inside one transaction. The advisory lock (keyed by

@@ -4,10 +4,10 @@ import type { LogEvent, NodeHeartbeat, NodeRecord, Session } from "../../ports/s
 import type { Db } from "./db.js";
 import { json, LOG_LOCK, NOW } from "./sql.js";
 import { toLogEvent, toNode } from "./rows.js";
+import { checkCapacity } from "../store-common/checks.js";
 
 export async function heartbeat(db: Db, beat: NodeHeartbeat): Promise<void> {
-  if (!Number.isInteger(beat.capacity) || beat.capacity < 0)
-    throw new RangeError(`heartbeat: capacity must be a whole number ≥ 0, got ${beat.capacity}`);
+  checkCapacity(beat.capacity);
   // Not in the event log: heartbeats are liveness, not state, and belong to no single room.
   await db.one(
     "heartbeat",

@@ -1,23 +1,15 @@
 /** The outbox on PostgreSQL: insert-or-ignore by transaction id, coalescing of unsent edits, fenced marks. */
-import { ConflictError } from "../../ports/errors.js";
 import type { LeaderFence, OutboxMessage, OutboxMessageInput } from "../../ports/store.js";
 import type { Db, Tx } from "./db.js";
 import { explainMiss, fenceCte, fenceParams, fencedRead, LOG_CTES } from "./guards.js";
 import { cleanText, json, NOW, sessionKey } from "./sql.js";
 import { OUTBOX_COLUMNS, toOutbox } from "./rows.js";
+import { checkMessageRooms } from "../store-common/checks.js";
 
 /** Inside the caller's fenced transaction: two statements for any number of messages. */
 export async function enqueueInTx(tx: Tx, fence: LeaderFence, messages: OutboxMessageInput[]): Promise<void> {
   if (messages.length === 0) return;
-  for (const m of messages) {
-    // The fence covers one room; a message for another room would be sent by a leader nobody fenced.
-    if (m.roomId !== fence.roomId)
-      throw new ConflictError(
-        "enqueue outbox",
-        { roomId: fence.roomId },
-        { roomId: m.roomId, txnId: m.txnId },
-      );
-  }
+  checkMessageRooms(fence, messages);
   // ORDER BY n: identity values are drawn in row order, so seq keeps the order of the batch.
   const { rows } = await tx.query<{ seq: number; txn_id: string; coalesce_key: string | null }>(
     `INSERT INTO outbox (txn_id, room_id, event_type, content, replaces_txn_id, coalesce_key, status, created_at, updated_at)

@@ -12,6 +12,14 @@ import type {
 } from "../../ports/store.js";
 import type { Db, Row, Tx } from "./db.js";
 import { json, NOW, sessionKey } from "./sql.js";
+import { checkRoom } from "../store-common/checks.js";
+import type { RunDecision } from "../store-common/run-outcomes.js";
+import {
+  againstExisting,
+  decisionOutcome,
+  decisionVerdict,
+  publishOutcome,
+} from "../store-common/run-outcomes.js";
 import { markHandledInTx } from "./inbox.js";
 import { RUN_COLUMNS, TASK_COLUMNS, toRun, toTask } from "./rows.js";
 
@@ -25,12 +33,6 @@ async function runByDag(tx: Tx, roomId: string, dagId: string, lock = false): Pr
   return rows[0] === undefined ? undefined : toRun(rows[0]);
 }
 
-/** The fence must cover the room the command acts on. */
-function checkRoom(operation: string, ctx: CommandContext, roomId: string): void {
-  if (ctx.fence.roomId !== roomId)
-    throw new ConflictError(operation, { roomId: ctx.fence.roomId }, { roomId });
-}
-
 export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): Promise<CreateRunResult> {
   return db.tx("create run", async (tx) => {
     const { fence } = ctx;
@@ -40,8 +42,7 @@ export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): P
     const existing = await runByDag(tx, input.roomId, dagId);
     let result: CreateRunResult;
     if (existing !== undefined) {
-      result =
-        existing.hash === input.hash ? { kind: "exists", run: existing } : { kind: "conflict", existing };
+      result = againstExisting(existing, input.hash);
     } else {
       const runId = randomUUID();
       const status: RunStatus = input.needsConfirmation ? "pending" : "running";
@@ -110,33 +111,24 @@ export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): P
       tx.touch("tasks", input.roomId);
       result = { kind: "created", run: toRun(inserted.rows[0] as Row) };
     }
-    if (ctx.inboxEventId !== undefined) {
-      const run = result.kind === "conflict" ? result.existing : result.run;
-      await markHandledInTx(db, tx, fence, ctx.inboxEventId, {
-        op: "publish",
-        kind: result.kind,
-        runId: run.runId,
-        dagId,
-        status: run.status,
-        ...(result.kind === "conflict" ? { existingHash: run.hash, hash: input.hash } : {}),
-      });
-    }
+    if (ctx.inboxEventId !== undefined)
+      await markHandledInTx(db, tx, fence, ctx.inboxEventId, publishOutcome(result, dagId, input.hash));
     return result;
   });
 }
 
-type Decision = "confirm" | "reject" | "cancel";
-type Verdict = "done" | "already" | "wrong-status";
-
-/** One leader decision on a run: lock, classify, apply, mark the inbox row, all in one transaction. */
+/**
+ * One leader decision on a run: lock, classify, apply where the run's status takes it (returning
+ * the run as it is after), mark the inbox row, all in one transaction.
+ */
 function decide(
   db: Db,
-  decision: Decision,
+  decision: RunDecision,
   ctx: CommandContext,
   roomId: string,
   dagId: string,
   by: string,
-  apply: (tx: Tx, run: RunRecord) => Promise<{ kind: Verdict; run: RunRecord }>,
+  apply: (tx: Tx, run: RunRecord) => Promise<RunRecord>,
 ): Promise<RunDecisionResult> {
   const operation = `${decision} run`;
   return db.tx(operation, async (tx) => {
@@ -144,17 +136,18 @@ function decide(
     checkRoom(operation, ctx, roomId);
     const before = await runByDag(tx, roomId, dagId, true);
     if (before === undefined) throw new NotFoundError(operation, { roomId, dagId });
-    const { kind, run } = await apply(tx, before);
+    const verdict = decisionVerdict(decision, before.status);
+    const kind = verdict === "apply" ? "done" : verdict;
+    const run = verdict === "apply" ? await apply(tx, before) : before;
     if (kind === "done") tx.touch("runs", roomId);
     if (ctx.inboxEventId !== undefined)
-      await markHandledInTx(db, tx, ctx.fence, ctx.inboxEventId, {
-        op: decision,
-        kind,
-        runId: run.runId,
-        dagId,
-        status: run.status,
-        by,
-      });
+      await markHandledInTx(
+        db,
+        tx,
+        ctx.fence,
+        ctx.inboxEventId,
+        decisionOutcome(decision, kind, run, dagId, by),
+      );
     return { kind, run };
   });
 }
@@ -207,33 +200,22 @@ export async function cancelUnstartedTasks(
 
 export function confirmRun(db: Db, ctx: CommandContext, roomId: string, dagId: string, by: string) {
   return decide(db, "confirm", ctx, roomId, dagId, by, async (tx, run) => {
-    if (run.status === "pending") {
-      const after = await setRunStatus(tx, ctx, run, "running", by);
-      tx.touch("tasks", roomId);
-      return { kind: "done", run: after };
-    }
-    const kind = ["running", "canceling", "succeeded", "failed"].includes(run.status)
-      ? "already"
-      : "wrong-status";
-    return { kind, run };
+    const after = await setRunStatus(tx, ctx, run, "running", by);
+    tx.touch("tasks", roomId);
+    return after;
   });
 }
 
 export function rejectRun(db: Db, ctx: CommandContext, roomId: string, dagId: string, by: string) {
   return decide(db, "reject", ctx, roomId, dagId, by, async (tx, run) => {
-    if (run.status === "pending") {
-      const after = await setRunStatus(tx, ctx, run, "rejected", by);
-      await cancelUnstartedTasks(tx, [run.runId], roomId, ctx.fence.term, sessionKey(ctx.fence.session));
-      return { kind: "done", run: after };
-    }
-    return { kind: run.status === "rejected" ? "already" : "wrong-status", run };
+    const after = await setRunStatus(tx, ctx, run, "rejected", by);
+    await cancelUnstartedTasks(tx, [run.runId], roomId, ctx.fence.term, sessionKey(ctx.fence.session));
+    return after;
   });
 }
 
 export function cancelRun(db: Db, ctx: CommandContext, roomId: string, dagId: string, by: string) {
   return decide(db, "cancel", ctx, roomId, dagId, by, async (tx, run) => {
-    if (run.status === "canceling" || run.status === "canceled") return { kind: "already", run };
-    if (run.status !== "pending" && run.status !== "running") return { kind: "wrong-status", run };
     const actor = sessionKey(ctx.fence.session);
     await cancelUnstartedTasks(tx, [run.runId], roomId, ctx.fence.term, actor);
     // The executor keeps its claim (claim_version): it learns of the cancel on its next renewal.
@@ -258,7 +240,7 @@ export function cancelRun(db: Db, ctx: CommandContext, roomId: string, dagId: st
     );
     const after = await setRunStatus(tx, ctx, run, (live.rows[0]?.n ?? 0) > 0 ? "canceling" : "canceled", by);
     tx.touch("tasks", roomId);
-    return { kind: "done", run: after };
+    return after;
   });
 }
 

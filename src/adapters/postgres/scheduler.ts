@@ -4,7 +4,6 @@
  */
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import { decideSchedule } from "../../domain/scheduling.js";
-import { ConflictError } from "../../ports/errors.js";
 import type {
   CommandContext,
   LeaderFence,
@@ -16,10 +15,10 @@ import type { Db } from "./db.js";
 import { fenceCte, fenceParams, LOG_CTES } from "./guards.js";
 import { markHandledInTx } from "./inbox.js";
 import { NOW, sessionKey } from "./sql.js";
-import { MAX_BACKOFF_MS } from "./tasks.js";
+import { BACKOFF } from "./tasks.js";
+import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
-/** The room's cap on active tasks until `!dag cap` sets one. */
-export const DEFAULT_ROOM_CAP = 16;
+export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
 export function scheduleStep(db: Db, fence: LeaderFence): Promise<ScheduleResult> {
   return db.tx("schedule step", async (tx) => {
@@ -83,8 +82,6 @@ interface SnapTask {
   concurrencyKey: string | null;
 }
 
-const BACKOFF = `least(retry_backoff_ms * power(2::numeric, least(greatest(attempt - 1, 0), 30)),
-                       greatest(retry_backoff_ms, ${MAX_BACKOFF_MS}))::bigint`;
 // Running past its deadline, or running/canceling with a lease nobody renewed.
 const OVERDUE = `room_id = $2::text AND status IN ('running','canceling')
   AND (lease_expires_at <= ${NOW} OR (status = 'running' AND deadline IS NOT NULL AND deadline <= ${NOW}))`;
@@ -214,14 +211,12 @@ export async function setRoomCap(
   cap: number,
   ctx?: CommandContext,
 ): Promise<{ previous: number }> {
-  if (!Number.isInteger(cap) || cap < 0)
-    throw new RangeError(`room cap must be a whole number ≥ 0, got ${cap}`);
+  checkRoomCap(cap);
   return db.tx("set room cap", async (tx) => {
     const fence = ctx?.fence;
-    if (fence !== undefined) {
-      await db.lockFence(tx, "set room cap", fence);
-      if (fence.roomId !== roomId)
-        throw new ConflictError("set room cap", { roomId: fence.roomId }, { roomId });
+    if (ctx !== undefined) {
+      await db.lockFence(tx, "set room cap", ctx.fence);
+      checkRoom("set room cap", ctx, roomId);
     }
     // The old value comes back from the same statement that replaces it (FOR UPDATE of the old row).
     const { rows } = await tx.query<{ previous: number | null }>(
@@ -246,8 +241,7 @@ export async function setRoomCap(
 }
 
 export async function initRoomCap(db: Db, roomId: string, cap: number): Promise<boolean> {
-  if (!Number.isInteger(cap) || cap < 0)
-    throw new RangeError(`room cap must be a whole number ≥ 0, got ${cap}`);
+  checkRoomCap(cap);
   return db.tx("init room cap", async (tx) => {
     const { rowCount } = await tx.query(
       "INSERT INTO room_caps (room_id, cap) VALUES ($1, $2) ON CONFLICT (room_id) DO NOTHING",

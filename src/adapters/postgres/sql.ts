@@ -2,8 +2,7 @@
  * SQL fragments and value helpers shared by the PostgreSQL adapter's modules: the store's clock,
  * the event-log lock key, text cleaning and the mapping of driver errors to the port's errors.
  */
-import { ConflictError, NotFoundError, SchemaTooNewError, StoreError } from "../../ports/errors.js";
-import type { Session } from "../../ports/store.js";
+export { mapError } from "../store-common/checks.js";
 
 /**
  * The store's clock in epoch ms. `$1` of every statement that reads time is the test clock's value
@@ -15,7 +14,7 @@ export const NOW = "coalesce($1::bigint, floor(extract(epoch FROM now()) * 1000)
 
 export const quoteIdent = (name: string): string => `"${name.replaceAll('"', '""')}"`;
 
-export const sessionKey = (s: Session): string => `${s.nodeId}/${s.bootId}`;
+export { sessionKey } from "../store-common/records.js";
 
 /** The advisory lock key of a room's event log: writers hold it shared, readers exclusive. */
 export const LOG_LOCK = (room: string): string => `hashtext('dagbot.events'), hashtext(${room})`;
@@ -49,16 +48,3 @@ export function clean<T>(v: T): T {
 }
 
 export const json = (v: unknown): string => JSON.stringify(clean(v));
-
-/** Our own typed errors pass through; anything the driver threw becomes a StoreError. */
-export function mapError(operation: string, e: unknown): Error {
-  if (
-    e instanceof ConflictError ||
-    e instanceof NotFoundError ||
-    e instanceof StoreError ||
-    e instanceof SchemaTooNewError ||
-    e instanceof RangeError
-  )
-    return e;
-  return new StoreError(operation, { cause: e });
-}

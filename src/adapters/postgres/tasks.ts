@@ -10,16 +10,7 @@ import type { Db } from "./db.js";
 import { explainMiss, LOG_CTES } from "./guards.js";
 import { cleanText, NOW, sessionKey } from "./sql.js";
 import { TASK_COLUMNS, toTask } from "./rows.js";
-
-/** Defence in depth: the executor bounds output, the store never keeps more than this tail. */
-export const OUTPUT_LIMIT_CHARS = 64 * 1024;
-/** Backoff doubles per attempt up to this ceiling (or the base, if that is larger). */
-export const MAX_BACKOFF_MS = 60 * 60 * 1000;
-
-function checkLease(operation: string, leaseMs: number): void {
-  if (!Number.isFinite(leaseMs) || leaseMs <= 0)
-    throw new RangeError(`${operation}: leaseMs must be a positive number of ms, got ${leaseMs}`);
-}
+import { checkTaskLease, MAX_BACKOFF_MS, outputTail } from "../store-common/checks.js";
 
 /**
  * The claim's pick (docs/query-plans.md): the partial index tasks_claim holds queued rows only, in
@@ -54,7 +45,7 @@ export const CLAIM_SQL = `WITH pick AS (${CLAIM_PICK_SQL}),
   SELECT up.* FROM up`;
 
 export async function claimTask(db: Db, offer: NodeOffer): Promise<ClaimedTask | null> {
-  checkLease("claim task", offer.leaseMs);
+  checkTaskLease("claim task", offer.leaseMs);
   const rows = await db.one("claim task", CLAIM_SQL, [
     db.clockParam(),
     offer.roomIds,
@@ -107,7 +98,7 @@ export async function renewTaskLease(
   token: TaskToken,
   leaseMs: number,
 ): Promise<{ leaseExpiresAt: number; status: TaskStatus }> {
-  checkLease("renew task lease", leaseMs);
+  checkTaskLease("renew task lease", leaseMs);
   // Not logged and version unchanged: a renewal is not a change of state.
   const rows = await db.one<{ lease_expires_at: number; status: TaskStatus }>(
     "renew task lease",
@@ -121,7 +112,8 @@ export async function renewTaskLease(
 
 // A failure or timeout of a running task with attempts left goes back to the queue.
 const RETRY = `($7::text IN ('failed','timed_out') AND status = 'running' AND attempt < max_attempts)`;
-const BACKOFF = `least(retry_backoff_ms * power(2::numeric, least(greatest(attempt - 1, 0), 30)),
+/** A retry's wait in SQL: the base doubled per failed attempt, capped (SQLite's retryBackoffMs). */
+export const BACKOFF = `least(retry_backoff_ms * power(2::numeric, least(greatest(attempt - 1, 0), 30)),
                        greatest(retry_backoff_ms, ${MAX_BACKOFF_MS}))::bigint`;
 
 export const FINISH_SQL = `WITH up AS (
@@ -161,8 +153,7 @@ export async function finishTask(
     throw new RangeError(
       `finish task: outcome must be one of ${[...OUTCOMES].join(", ")}, got ${String(result.outcome)}`,
     );
-  const output =
-    result.output.length > OUTPUT_LIMIT_CHARS ? result.output.slice(-OUTPUT_LIMIT_CHARS) : result.output;
+  const output = outputTail(result.output);
   const rows = await db.one<{ status: TaskStatus; room_id: string }>("finish task", FINISH_SQL, [
     db.clockParam(),
     ...tokenParams(token),

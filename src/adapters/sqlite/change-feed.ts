@@ -4,15 +4,14 @@
  * backing off while the file is quiet, only while someone listens.
  */
 import type { ChangeTopic } from "../../ports/store.js";
+import type { ChangeListener } from "../store-common/change-listeners.js";
+import { ChangeListeners } from "../store-common/change-listeners.js";
 
-const ALL_TOPICS: readonly ChangeTopic[] = ["inbox", "tasks", "runs", "outbox", "lease", "cap"];
 const MIN_POLL_MS = 5;
 const MAX_POLL_MS = 100;
 
-type Listener = (topic: ChangeTopic, roomId: string | null) => void;
-
 export class ChangeFeed {
-  private readonly listeners = new Set<Listener>();
+  private readonly listeners: ChangeListeners;
   private timer: NodeJS.Timeout | undefined;
   private delay = MIN_POLL_MS;
   private lastVersion: number | undefined;
@@ -21,20 +20,15 @@ export class ChangeFeed {
   constructor(
     private readonly dataVersion: () => number,
     private readonly onError: (e: unknown) => void,
-  ) {}
-
-  emit(topic: ChangeTopic, roomId: string | null): void {
-    for (const l of [...this.listeners]) {
-      try {
-        l(topic, roomId);
-      } catch (e) {
-        // A listener's bug must not undo or hide a committed write.
-        this.onError(e);
-      }
-    }
+  ) {
+    this.listeners = new ChangeListeners(onError);
   }
 
-  subscribe(listener: Listener): () => void {
+  emit(topic: ChangeTopic, roomId: string | null): void {
+    this.listeners.emit(topic, roomId);
+  }
+
+  subscribe(listener: ChangeListener): () => void {
     this.listeners.add(listener);
     this.schedule();
     return () => {
@@ -79,7 +73,7 @@ export class ChangeFeed {
       this.lastVersion = version;
       this.delay = MIN_POLL_MS;
       // Another process committed something; which tables, SQLite does not say.
-      for (const topic of ALL_TOPICS) this.emit(topic, null);
+      this.listeners.emitAll();
     } else {
       this.delay = Math.min(this.delay * 2, MAX_POLL_MS);
     }

@@ -5,8 +5,11 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
-import { ConflictError, NotFoundError, SchemaTooNewError, StoreError } from "../../ports/errors.js";
-import type { ChangeTopic, LeaderFence, Session } from "../../ports/store.js";
+import { ConflictError } from "../../ports/errors.js";
+import type { ChangeTopic, LeaderFence } from "../../ports/store.js";
+import { mapError } from "../store-common/checks.js";
+import type { LogLine } from "../store-common/records.js";
+import { holderKey, sessionKey } from "../store-common/records.js";
 
 export type Row = Record<string, unknown>;
 
@@ -17,14 +20,9 @@ export interface Tx {
   log(entry: LogEntry): void;
 }
 
-export interface LogEntry {
+/** A log line and its room: one transaction may write to several rooms' logs. */
+export interface LogEntry extends LogLine {
   roomId: string;
-  kind: string;
-  runId?: string | null;
-  taskId?: string | null;
-  term?: number | null;
-  actor?: string | null;
-  data?: Record<string, unknown>;
 }
 
 type Notify = (topic: ChangeTopic, roomId: string | null) => void;
@@ -32,7 +30,7 @@ type Notify = (topic: ChangeTopic, roomId: string | null) => void;
 // Retries after busy_timeout already waited: a few more chances with jitter, then a StoreError.
 const BUSY_RETRIES = 8;
 
-export const sessionKey = (s: Session): string => `${s.nodeId}/${s.bootId}`;
+export { sessionKey } from "../store-common/records.js";
 
 export class SqliteConnection {
   readonly db: Database.Database;
@@ -173,7 +171,7 @@ export class SqliteConnection {
       row === undefined
         ? null
         : {
-            holder: row.holder_node === null ? null : `${row.holder_node}/${row.holder_boot ?? ""}`,
+            holder: holderKey(row.holder_node, row.holder_boot),
             term: row.term,
             expiresAt: row.expires_at,
           },
@@ -211,17 +209,4 @@ const backoff = (attempt: number): Promise<void> =>
 function isBusy(e: unknown): boolean {
   const code = (e as { code?: unknown } | null)?.code;
   return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
-}
-
-/** Our own typed errors pass through; anything the driver threw becomes a StoreError. */
-export function mapError(operation: string, e: unknown): Error {
-  if (
-    e instanceof ConflictError ||
-    e instanceof NotFoundError ||
-    e instanceof StoreError ||
-    e instanceof SchemaTooNewError ||
-    e instanceof RangeError
-  )
-    return e;
-  return new StoreError(operation, { cause: e });
 }

@@ -4,10 +4,7 @@ import type { InboxEvent, InboxEventInput, LeaderFence, OutboxMessageInput } fro
 import type { SqliteConnection, Tx } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { enqueueInTx } from "./outbox.js";
-import { toInbox } from "./rows.js";
-
-const COLUMNS =
-  "event_id, room_id, sender, origin_server_ts, content, seen_by, status, received_at, handled_term, result";
+import { INBOX_COLUMNS, toInbox } from "./rows.js";
 
 /**
  * The leader's take: served by the partial index of rows still to handle (docs/query-plans.md).
@@ -15,7 +12,7 @@ const COLUMNS =
  * walks every handled row of the room's history (reading through each row's content to its
  * status) on every take.
  */
-export const NEXT_INBOX_SQL = `SELECT ${COLUMNS} FROM processed_events INDEXED BY processed_events_open
+export const NEXT_INBOX_SQL = `SELECT ${INBOX_COLUMNS} FROM processed_events INDEXED BY processed_events_open
   WHERE room_id = ? AND status IN ('new','handled')
   ORDER BY origin_server_ts, event_id LIMIT 1`;
 
@@ -52,6 +49,26 @@ export function nextInboxEvent(c: SqliteConnection, fence: LeaderFence): Promise
   });
 }
 
+/** After a mark changed nothing: the row is missing (NotFoundError) or not in the expected status. */
+function explainMiss(
+  c: SqliteConnection,
+  operation: string,
+  fence: LeaderFence,
+  eventId: string,
+  expected: "new" | "handled",
+): Error {
+  const row = c.get<{ status: string; room_id: string }>(
+    "SELECT status, room_id FROM processed_events WHERE event_id = ?",
+    eventId,
+  );
+  if (row === undefined) return new NotFoundError(operation, { eventId });
+  return new ConflictError(
+    operation,
+    { eventId, roomId: fence.roomId, status: expected },
+    { roomId: row.room_id, status: row.status },
+  );
+}
+
 /**
  * new → handled inside the caller's transaction (a command's effect and its mark commit together).
  * ConflictError when the row is already handled: the command must not take effect twice.
@@ -72,18 +89,7 @@ export function markHandledInTx(
     eventId,
     fence.roomId,
   );
-  if (changed === 0) {
-    const row = c.get<{ status: string; room_id: string }>(
-      "SELECT status, room_id FROM processed_events WHERE event_id = ?",
-      eventId,
-    );
-    if (row === undefined) throw new NotFoundError("mark inbox handled", { eventId });
-    throw new ConflictError(
-      "mark inbox handled",
-      { eventId, roomId: fence.roomId, status: "new" },
-      { roomId: row.room_id, status: row.status },
-    );
-  }
+  if (changed === 0) throw explainMiss(c, "mark inbox handled", fence, eventId, "new");
   tx.log({
     roomId: fence.roomId,
     kind: "inbox.handled",
@@ -119,18 +125,7 @@ export function markInboxReplied(
       eventId,
       fence.roomId,
     );
-    if (changed === 0) {
-      const row = c.get<{ status: string; room_id: string }>(
-        "SELECT status, room_id FROM processed_events WHERE event_id = ?",
-        eventId,
-      );
-      if (row === undefined) throw new NotFoundError("mark inbox replied", { eventId });
-      throw new ConflictError(
-        "mark inbox replied",
-        { eventId, roomId: fence.roomId, status: "handled" },
-        { roomId: row.room_id, status: row.status },
-      );
-    }
+    if (changed === 0) throw explainMiss(c, "mark inbox replied", fence, eventId, "handled");
     enqueueInTx(c, tx, fence, replies);
     tx.log({
       roomId: fence.roomId,
@@ -145,7 +140,7 @@ export function markInboxReplied(
 
 export function getInboxEvent(c: SqliteConnection, eventId: string): Promise<InboxEvent | null> {
   return c.read("get inbox event", () => {
-    const row = c.get(`SELECT ${COLUMNS} FROM processed_events WHERE event_id = ?`, eventId);
+    const row = c.get(`SELECT ${INBOX_COLUMNS} FROM processed_events WHERE event_id = ?`, eventId);
     return row === undefined ? null : toInbox(row);
   });
 }
@@ -153,7 +148,7 @@ export function getInboxEvent(c: SqliteConnection, eventId: string): Promise<Inb
 export function latestInboxEvent(c: SqliteConnection, roomId: string): Promise<InboxEvent | null> {
   return c.read("latest inbox event", () => {
     const row = c.get(
-      `SELECT ${COLUMNS} FROM processed_events WHERE room_id = ? ORDER BY origin_server_ts DESC, event_id DESC LIMIT 1`,
+      `SELECT ${INBOX_COLUMNS} FROM processed_events WHERE room_id = ? ORDER BY origin_server_ts DESC, event_id DESC LIMIT 1`,
       roomId,
     );
     return row === undefined ? null : toInbox(row);

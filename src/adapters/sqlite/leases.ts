@@ -3,6 +3,8 @@ import { ConflictError } from "../../ports/errors.js";
 import type { LeaderFence, LeaseState, Session } from "../../ports/store.js";
 import type { SqliteConnection } from "./connection.js";
 import { sessionKey } from "./connection.js";
+import { checkLeaseTtl } from "../store-common/checks.js";
+import { holderKey, leaseFromRow } from "../store-common/records.js";
 
 interface LeaseRow {
   room_id: string;
@@ -19,15 +21,10 @@ const found = (r: LeaseRow | undefined): Record<string, unknown> | null =>
   r === undefined
     ? null
     : {
-        holder: r.holder_node === null ? null : `${r.holder_node}/${r.holder_boot ?? ""}`,
+        holder: holderKey(r.holder_node, r.holder_boot),
         term: r.term,
         expiresAt: r.expires_at,
       };
-
-function checkTtl(ttlMs: number): void {
-  if (!Number.isFinite(ttlMs) || ttlMs <= 0)
-    throw new RangeError(`lease ttl must be a positive number of ms, got ${ttlMs}`);
-}
 
 export function acquireLease(
   c: SqliteConnection,
@@ -35,7 +32,7 @@ export function acquireLease(
   session: Session,
   ttlMs: number,
 ): Promise<LeaderFence & { expiresAt: number }> {
-  checkTtl(ttlMs);
+  checkLeaseTtl(ttlMs);
   return c.write("acquire lease", (tx) => {
     const row = c.get<LeaseRow>(SELECT, roomId);
     const expiresAt = tx.now + ttlMs;
@@ -78,7 +75,7 @@ export function renewLease(
   fence: LeaderFence,
   ttlMs: number,
 ): Promise<{ expiresAt: number }> {
-  checkTtl(ttlMs);
+  checkLeaseTtl(ttlMs);
   return c.write("renew lease", (tx) => {
     // Not logged: a renewal every few seconds would drown the log and changes no holder or term.
     c.checkFence("renew lease", fence, tx.now);
@@ -116,13 +113,6 @@ export function releaseLease(c: SqliteConnection, fence: LeaderFence): Promise<v
 export function getLease(c: SqliteConnection, roomId: string): Promise<LeaseState | null> {
   return c.read("get lease", (now) => {
     const row = c.get<LeaseRow>(SELECT, roomId);
-    if (row === undefined) return null;
-    return {
-      roomId,
-      holder: row.holder_node === null ? null : { nodeId: row.holder_node, bootId: row.holder_boot ?? "" },
-      term: row.term,
-      expiresAt: row.expires_at,
-      now,
-    };
+    return row === undefined ? null : leaseFromRow(roomId, row, now);
   });
 }

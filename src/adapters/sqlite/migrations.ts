@@ -5,14 +5,8 @@
  */
 import type Database from "better-sqlite3";
 import { SchemaTooNewError } from "../../ports/errors.js";
-
-interface Migration {
-  version: number;
-  sql: string;
-}
-
-const TASK_STATUS_CHECK = `('blocked','queued','running','canceling','succeeded','failed','timed_out','canceled','skipped')`;
-const RUN_STATUS_CHECK = `('pending','running','canceling','succeeded','failed','canceled','rejected','expired')`;
+import type { Migration } from "../store-common/schema.js";
+import { latestVersion, RUN_STATUS_LIST, TASK_STATUS_LIST } from "../store-common/schema.js";
 
 export const MIGRATIONS: readonly Migration[] = [
   {
@@ -54,7 +48,7 @@ CREATE TABLE runs (
   room_id          TEXT NOT NULL,
   dag_id           TEXT NOT NULL,
   hash             TEXT NOT NULL,
-  status           TEXT NOT NULL CHECK (status IN ${RUN_STATUS_CHECK}),
+  status           TEXT NOT NULL CHECK (status IN ${RUN_STATUS_LIST}),
   description      TEXT,
   max_parallel     INTEGER,
   publisher        TEXT NOT NULL,
@@ -74,7 +68,7 @@ CREATE TABLE tasks (
   run_id           TEXT NOT NULL REFERENCES runs (run_id),
   task_id          TEXT NOT NULL,
   room_id          TEXT NOT NULL,
-  status           TEXT NOT NULL CHECK (status IN ${TASK_STATUS_CHECK}),
+  status           TEXT NOT NULL CHECK (status IN ${TASK_STATUS_LIST}),
   version          INTEGER NOT NULL,
   -- The version the current claim produced: the executor's fencing token. running → canceling
   -- raises version but keeps this, so the executor can still renew and report the cancel.
@@ -167,7 +161,7 @@ CREATE INDEX events_room_seq ON events (room_id, seq);
   },
 ];
 
-export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
+export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);
 
 /** The recorded version, 0 for an empty database. */
 export function currentSchemaVersion(db: Database.Database): number {

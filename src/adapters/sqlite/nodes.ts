@@ -2,11 +2,11 @@
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type { LogEvent, NodeHeartbeat, NodeRecord, Session } from "../../ports/store.js";
 import type { SqliteConnection } from "./connection.js";
-import { toLogEvent } from "./rows.js";
+import { toLogEvent, toNode } from "./rows.js";
+import { checkCapacity } from "../store-common/checks.js";
 
 export function heartbeat(c: SqliteConnection, beat: NodeHeartbeat): Promise<void> {
-  if (!Number.isInteger(beat.capacity) || beat.capacity < 0)
-    throw new RangeError(`heartbeat: capacity must be a whole number ≥ 0, got ${beat.capacity}`);
+  checkCapacity(beat.capacity);
   // Not in the event log: heartbeats are liveness, not state, and belong to no single room.
   return c.write("heartbeat", (tx) => {
     c.run(
@@ -31,23 +31,15 @@ export function heartbeat(c: SqliteConnection, beat: NodeHeartbeat): Promise<voi
 export function listNodes(c: SqliteConnection): Promise<NodeRecord[]> {
   return c.read("list nodes", (now) =>
     c
-      .all<Record<string, unknown>>(
-        `SELECT n.*, (SELECT COUNT(*) FROM tasks t
-                        WHERE t.executor_node = n.node_id AND t.executor_boot = n.boot_id
-                          AND t.status IN ('running','canceling')) AS running
+      .all(
+        `SELECT n.*, ? - n.heartbeat_at AS age_ms,
+                (SELECT COUNT(*) FROM tasks t
+                  WHERE t.executor_node = n.node_id AND t.executor_boot = n.boot_id
+                    AND t.status IN ('running','canceling')) AS running_tasks
            FROM nodes n ORDER BY n.node_id`,
+        now,
       )
-      .map((r) => ({
-        session: { nodeId: r.node_id as string, bootId: r.boot_id as string },
-        labels: JSON.parse(r.labels as string) as string[],
-        capacity: r.capacity as number,
-        actions: JSON.parse(r.actions as string) as string[],
-        roomIds: JSON.parse(r.room_ids as string) as string[],
-        heartbeatAt: r.heartbeat_at as number,
-        heartbeatAgeMs: now - (r.heartbeat_at as number),
-        runningTasks: r.running as number,
-        startedAt: r.started_at as number,
-      })),
+      .map(toNode),
   );
 }
 

@@ -3,10 +3,8 @@ import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type { LeaderFence, OutboxMessage, OutboxMessageInput } from "../../ports/store.js";
 import type { SqliteConnection, Tx } from "./connection.js";
 import { sessionKey } from "./connection.js";
-import { toOutbox } from "./rows.js";
-
-const COLUMNS =
-  "seq, txn_id, room_id, event_type, content, replaces_txn_id, coalesce_key, status, sent_event_id, created_at, attempts";
+import { OUTBOX_COLUMNS, toOutbox } from "./rows.js";
+import { checkMessageRooms } from "../store-common/checks.js";
 
 /** Inside the caller's (fenced) transaction. */
 export function enqueueInTx(
@@ -15,14 +13,8 @@ export function enqueueInTx(
   fence: LeaderFence,
   messages: OutboxMessageInput[],
 ): void {
+  checkMessageRooms(fence, messages);
   for (const m of messages) {
-    // The fence covers one room; a message for another room would be sent by a leader nobody fenced.
-    if (m.roomId !== fence.roomId)
-      throw new ConflictError(
-        "enqueue outbox",
-        { roomId: fence.roomId },
-        { roomId: m.roomId, txnId: m.txnId },
-      );
     const row = c.get<{ seq: number }>(
       `INSERT INTO outbox (txn_id, room_id, event_type, content, replaces_txn_id, coalesce_key, status, created_at, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (txn_id) DO NOTHING RETURNING seq`,
@@ -78,7 +70,7 @@ export function pendingOutbox(
     c.checkFence("pending outbox", fence, now);
     return c
       .all(
-        `SELECT ${COLUMNS} FROM outbox WHERE room_id = ? AND status = 'pending' ORDER BY seq LIMIT ?`,
+        `SELECT ${OUTBOX_COLUMNS} FROM outbox WHERE room_id = ? AND status = 'pending' ORDER BY seq LIMIT ?`,
         fence.roomId,
         limit,
       )
@@ -153,7 +145,7 @@ export function markOutboxFailed(
 
 export function getOutbox(c: SqliteConnection, txnId: string): Promise<OutboxMessage | null> {
   return c.read("get outbox", () => {
-    const row = c.get(`SELECT ${COLUMNS} FROM outbox WHERE txn_id = ?`, txnId);
+    const row = c.get(`SELECT ${OUTBOX_COLUMNS} FROM outbox WHERE txn_id = ?`, txnId);
     return row === undefined ? null : toOutbox(row);
   });
 }

@@ -12,11 +12,17 @@ import type {
 } from "../../ports/store.js";
 import type { Row, SqliteConnection, Tx } from "./connection.js";
 import { sessionKey } from "./connection.js";
+import { checkRoom } from "../store-common/checks.js";
+import type { RunDecision } from "../store-common/run-outcomes.js";
+import {
+  againstExisting,
+  decisionOutcome,
+  decisionVerdict,
+  publishOutcome,
+} from "../store-common/run-outcomes.js";
 import { markHandledInTx } from "./inbox.js";
-import { toRun, toTask } from "./rows.js";
+import { RUN_COLUMNS, toRun, toTask } from "./rows.js";
 
-export const RUN_COLUMNS =
-  "run_id, room_id, dag_id, hash, status, description, max_parallel, publisher, publish_event_id, confirmed_by, confirm_deadline, created_at, updated_at, dag";
 export const TASK_COLUMNS = `seq, run_id, task_id, status, version, attempt, max_attempts, action, args, needs, labels,
   node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, executor_node, executor_boot,
   lease_expires_at, not_before, deadline, queued_at, started_at, finished_at, exit_code, output, error`;
@@ -32,12 +38,6 @@ function runById(c: SqliteConnection, runId: string): RunRecord {
   return toRun(c.get(`SELECT ${RUN_COLUMNS} FROM runs WHERE run_id = ?`, runId) as Row);
 }
 
-/** The fence must cover the room the command acts on. */
-function checkRoom(operation: string, ctx: CommandContext, roomId: string): void {
-  if (ctx.fence.roomId !== roomId)
-    throw new ConflictError(operation, { roomId: ctx.fence.roomId }, { roomId });
-}
-
 export function createRun(
   c: SqliteConnection,
   ctx: CommandContext,
@@ -51,8 +51,7 @@ export function createRun(
     const existing = runByDag(c, input.roomId, dagId);
     let result: CreateRunResult;
     if (existing !== undefined) {
-      result =
-        existing.hash === input.hash ? { kind: "exists", run: existing } : { kind: "conflict", existing };
+      result = againstExisting(existing, input.hash);
     } else {
       const runId = randomUUID();
       const status: RunStatus = input.needsConfirmation ? "pending" : "running";
@@ -106,32 +105,24 @@ export function createRun(
       tx.touch("tasks", input.roomId);
       result = { kind: "created", run: runById(c, runId) };
     }
-    if (ctx.inboxEventId !== undefined) {
-      const run = result.kind === "conflict" ? result.existing : result.run;
-      markHandledInTx(c, tx, fence, ctx.inboxEventId, {
-        op: "publish",
-        kind: result.kind,
-        runId: run.runId,
-        dagId,
-        status: run.status,
-        ...(result.kind === "conflict" ? { existingHash: run.hash, hash: input.hash } : {}),
-      });
-    }
+    if (ctx.inboxEventId !== undefined)
+      markHandledInTx(c, tx, fence, ctx.inboxEventId, publishOutcome(result, dagId, input.hash));
     return result;
   });
 }
 
-type Decision = "confirm" | "reject" | "cancel";
-
-/** One leader decision on a run: load, classify, apply, mark the inbox row, all in one transaction. */
+/**
+ * One leader decision on a run: load, classify, apply where the run's status takes it, mark the
+ * inbox row, all in one transaction.
+ */
 function decide(
   c: SqliteConnection,
-  decision: Decision,
+  decision: RunDecision,
   ctx: CommandContext,
   roomId: string,
   dagId: string,
   by: string,
-  apply: (tx: Tx, run: RunRecord) => "done" | "already" | "wrong-status",
+  apply: (tx: Tx, run: RunRecord) => void,
 ): Promise<RunDecisionResult> {
   const operation = `${decision} run`;
   return c.write(operation, (tx) => {
@@ -139,18 +130,13 @@ function decide(
     checkRoom(operation, ctx, roomId);
     const before = runByDag(c, roomId, dagId);
     if (before === undefined) throw new NotFoundError(operation, { roomId, dagId });
-    const kind = apply(tx, before);
+    const verdict = decisionVerdict(decision, before.status);
+    const kind = verdict === "apply" ? "done" : verdict;
+    if (verdict === "apply") apply(tx, before);
     const run = kind === "done" ? runById(c, before.runId) : before;
     if (kind === "done") tx.touch("runs", roomId);
     if (ctx.inboxEventId !== undefined)
-      markHandledInTx(c, tx, ctx.fence, ctx.inboxEventId, {
-        op: decision,
-        kind,
-        runId: run.runId,
-        dagId,
-        status: run.status,
-        by,
-      });
+      markHandledInTx(c, tx, ctx.fence, ctx.inboxEventId, decisionOutcome(decision, kind, run, dagId, by));
     return { kind, run };
   });
 }
@@ -214,12 +200,8 @@ export function confirmRun(
   by: string,
 ) {
   return decide(c, "confirm", ctx, roomId, dagId, by, (tx, run) => {
-    if (run.status === "pending") {
-      setRunStatus(c, tx, ctx, run, "running", by);
-      tx.touch("tasks", roomId);
-      return "done";
-    }
-    return ["running", "canceling", "succeeded", "failed"].includes(run.status) ? "already" : "wrong-status";
+    setRunStatus(c, tx, ctx, run, "running", by);
+    tx.touch("tasks", roomId);
   });
 }
 
@@ -231,12 +213,8 @@ export function rejectRun(
   by: string,
 ) {
   return decide(c, "reject", ctx, roomId, dagId, by, (tx, run) => {
-    if (run.status === "pending") {
-      setRunStatus(c, tx, ctx, run, "rejected", by);
-      cancelUnstartedTasks(c, tx, run.runId, roomId, ctx.fence.term, sessionKey(ctx.fence.session));
-      return "done";
-    }
-    return run.status === "rejected" ? "already" : "wrong-status";
+    setRunStatus(c, tx, ctx, run, "rejected", by);
+    cancelUnstartedTasks(c, tx, run.runId, roomId, ctx.fence.term, sessionKey(ctx.fence.session));
   });
 }
 
@@ -248,8 +226,6 @@ export function cancelRun(
   by: string,
 ) {
   return decide(c, "cancel", ctx, roomId, dagId, by, (tx, run) => {
-    if (run.status === "canceling" || run.status === "canceled") return "already";
-    if (run.status !== "pending" && run.status !== "running") return "wrong-status";
     const actor = sessionKey(ctx.fence.session);
     cancelUnstartedTasks(c, tx, run.runId, roomId, ctx.fence.term, actor);
     // The executor keeps its claim (claim_version): it learns of the cancel on its next renewal.
@@ -273,7 +249,6 @@ export function cancelRun(
     );
     setRunStatus(c, tx, ctx, run, (live?.n ?? 0) > 0 ? "canceling" : "canceled", by);
     tx.touch("tasks", roomId);
-    return "done";
   });
 }
 

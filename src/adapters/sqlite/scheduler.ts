@@ -5,7 +5,6 @@
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import { deriveRunOutcome } from "../../domain/run-status.js";
 import { decideSchedule } from "../../domain/scheduling.js";
-import { ConflictError } from "../../ports/errors.js";
 import type {
   CommandContext,
   LeaderFence,
@@ -18,9 +17,9 @@ import { sessionKey } from "./connection.js";
 import { markHandledInTx } from "./inbox.js";
 import { cancelUnstartedTasks } from "./runs.js";
 import { retryBackoffMs } from "./tasks.js";
+import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
-/** The room's cap on active tasks until `!dag cap` sets one. */
-export const DEFAULT_ROOM_CAP = 16;
+export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
 function roomCap(c: SqliteConnection, roomId: string): number {
   return (
@@ -65,28 +64,23 @@ export function scheduleStep(c: SqliteConnection, fence: LeaderFence): Promise<S
       }));
     const decision = decideSchedule({ runs, tasks }, { globalCap: roomCap(c, roomId) });
     const actor = sessionKey(fence.session);
-    let skipped = 0;
-    for (const t of decision.toSkip) {
-      skipped += c.run(
-        `UPDATE tasks SET status = 'skipped', version = version + 1, finished_at = ?
+    const move = (to: "skipped" | "queued", refs: { runId: string; taskId: string }[]): number => {
+      const stamp = to === "queued" ? "queued_at" : "finished_at";
+      let moved = 0;
+      for (const t of refs) {
+        moved += c.run(
+          `UPDATE tasks SET status = '${to}', version = version + 1, ${stamp} = ?
           WHERE run_id = ? AND task_id = ? AND status = 'blocked'`,
-        tx.now,
-        t.runId,
-        t.taskId,
-      );
-      tx.log({ roomId, kind: "task.skipped", runId: t.runId, taskId: t.taskId, term: fence.term, actor });
-    }
-    let queued = 0;
-    for (const t of decision.toQueue) {
-      queued += c.run(
-        `UPDATE tasks SET status = 'queued', version = version + 1, queued_at = ?
-          WHERE run_id = ? AND task_id = ? AND status = 'blocked'`,
-        tx.now,
-        t.runId,
-        t.taskId,
-      );
-      tx.log({ roomId, kind: "task.queued", runId: t.runId, taskId: t.taskId, term: fence.term, actor });
-    }
+          tx.now,
+          t.runId,
+          t.taskId,
+        );
+        tx.log({ roomId, kind: `task.${to}`, runId: t.runId, taskId: t.taskId, term: fence.term, actor });
+      }
+      return moved;
+    };
+    const skipped = move("skipped", decision.toSkip);
+    const queued = move("queued", decision.toQueue);
     if (queued + skipped > 0) tx.touch("tasks", roomId);
     return { queued, skipped };
   });
@@ -253,14 +247,12 @@ export function setRoomCap(
   cap: number,
   ctx?: CommandContext,
 ): Promise<{ previous: number }> {
-  if (!Number.isInteger(cap) || cap < 0)
-    throw new RangeError(`room cap must be a whole number ≥ 0, got ${cap}`);
+  checkRoomCap(cap);
   return c.write("set room cap", (tx: Tx) => {
     const fence = ctx?.fence;
-    if (fence !== undefined) {
-      c.checkFence("set room cap", fence, tx.now);
-      if (fence.roomId !== roomId)
-        throw new ConflictError("set room cap", { roomId: fence.roomId }, { roomId });
+    if (ctx !== undefined) {
+      c.checkFence("set room cap", ctx.fence, tx.now);
+      checkRoom("set room cap", ctx, roomId);
     }
     const previous = roomCap(c, roomId);
     c.run(
@@ -283,8 +275,7 @@ export function setRoomCap(
 }
 
 export function initRoomCap(c: SqliteConnection, roomId: string, cap: number): Promise<boolean> {
-  if (!Number.isInteger(cap) || cap < 0)
-    throw new RangeError(`room cap must be a whole number ≥ 0, got ${cap}`);
+  checkRoomCap(cap);
   return c.write("init room cap", (tx: Tx) => {
     const inserted =
       c.run(

@@ -6,12 +6,10 @@ import type { SqliteConnection } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { toTask } from "./rows.js";
 import { TASK_COLUMNS } from "./runs.js";
+import { checkTaskLease, MAX_BACKOFF_MS, outputTail } from "../store-common/checks.js";
+import { holderKey } from "../store-common/records.js";
 
-/** Defence in depth: the executor bounds output, the store never keeps more than this tail. */
-export const OUTPUT_LIMIT_CHARS = 64 * 1024;
-/** Backoff doubles per attempt up to this ceiling (or the base, if that is larger). */
-export const MAX_BACKOFF_MS = 60 * 60 * 1000;
-
+/** The retry's wait: the base doubled per failed attempt, capped (PostgreSQL's BACKOFF in SQL). */
 export function retryBackoffMs(baseMs: number, failedAttempt: number): number {
   const exp = Math.min(Math.max(failedAttempt - 1, 0), 30);
   return Math.min(baseMs * 2 ** exp, Math.max(baseMs, MAX_BACKOFF_MS));
@@ -33,8 +31,7 @@ export const CLAIM_SQL = `SELECT seq, version FROM tasks INDEXED BY tasks_claim
   LIMIT 1`;
 
 export function claimTask(c: SqliteConnection, offer: NodeOffer): Promise<ClaimedTask | null> {
-  if (!Number.isFinite(offer.leaseMs) || offer.leaseMs <= 0)
-    throw new RangeError(`claim: leaseMs must be a positive number of ms, got ${offer.leaseMs}`);
+  checkTaskLease("claim", offer.leaseMs);
   return c.write("claim task", (tx) => {
     const pick = c.get<{ seq: number; version: number }>(
       CLAIM_SQL,
@@ -114,7 +111,7 @@ function fenced(c: SqliteConnection, operation: string, token: TaskToken): Fence
     {
       status: row.status,
       version: row.claim_version,
-      executor: row.executor_node === null ? null : `${row.executor_node}/${row.executor_boot ?? ""}`,
+      executor: holderKey(row.executor_node, row.executor_boot),
     },
   );
 }
@@ -124,8 +121,7 @@ export function renewTaskLease(
   token: TaskToken,
   leaseMs: number,
 ): Promise<{ leaseExpiresAt: number; status: TaskStatus }> {
-  if (!Number.isFinite(leaseMs) || leaseMs <= 0)
-    throw new RangeError(`renew task lease: leaseMs must be a positive number of ms, got ${leaseMs}`);
+  checkTaskLease("renew task lease", leaseMs);
   return c.write("renew task lease", (tx) => {
     const row = fenced(c, "renew task lease", token);
     const leaseExpiresAt = tx.now + leaseMs;
@@ -153,8 +149,7 @@ export function finishTask(
         { status: "canceling", outcome: "canceled" },
         { status: row.status },
       );
-    const output =
-      result.output.length > OUTPUT_LIMIT_CHARS ? result.output.slice(-OUTPUT_LIMIT_CHARS) : result.output;
+    const output = outputTail(result.output);
     const retry =
       (result.outcome === "failed" || result.outcome === "timed_out") &&
       row.status === "running" &&

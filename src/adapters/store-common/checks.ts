@@ -1,0 +1,68 @@
+/**
+ * What both store adapters check and bound the same way: argument validation (a RangeError before
+ * any transaction starts, so bad input changes nothing), the fence's room, the limits on stored
+ * output and retry backoff, the default room cap, and the mapping of driver errors to the port's.
+ */
+import { ConflictError, NotFoundError, SchemaTooNewError, StoreError } from "../../ports/errors.js";
+import type { CommandContext, LeaderFence, OutboxMessageInput } from "../../ports/store.js";
+
+/** The room's cap on active tasks until `!dag cap` sets one. */
+export const DEFAULT_ROOM_CAP = 16;
+/** Defence in depth: the executor bounds output, the store never keeps more than this tail. */
+export const OUTPUT_LIMIT_CHARS = 64 * 1024;
+/** Backoff doubles per attempt up to this ceiling (or the base, if that is larger). */
+export const MAX_BACKOFF_MS = 60 * 60 * 1000;
+
+export const outputTail = (output: string): string =>
+  output.length > OUTPUT_LIMIT_CHARS ? output.slice(-OUTPUT_LIMIT_CHARS) : output;
+
+export function checkLeaseTtl(ttlMs: number): void {
+  if (!Number.isFinite(ttlMs) || ttlMs <= 0)
+    throw new RangeError(`lease ttl must be a positive number of ms, got ${ttlMs}`);
+}
+
+/** A task lease: `operation` names the caller in the message (claim, renew task lease). */
+export function checkTaskLease(operation: string, leaseMs: number): void {
+  if (!Number.isFinite(leaseMs) || leaseMs <= 0)
+    throw new RangeError(`${operation}: leaseMs must be a positive number of ms, got ${leaseMs}`);
+}
+
+export function checkRoomCap(cap: number): void {
+  if (!Number.isInteger(cap) || cap < 0)
+    throw new RangeError(`room cap must be a whole number ≥ 0, got ${cap}`);
+}
+
+export function checkCapacity(capacity: number): void {
+  if (!Number.isInteger(capacity) || capacity < 0)
+    throw new RangeError(`heartbeat: capacity must be a whole number ≥ 0, got ${capacity}`);
+}
+
+/** The fence must cover the room the command acts on. */
+export function checkRoom(operation: string, ctx: CommandContext, roomId: string): void {
+  if (ctx.fence.roomId !== roomId)
+    throw new ConflictError(operation, { roomId: ctx.fence.roomId }, { roomId });
+}
+
+/** The fence covers one room; a message for another room would be sent by a leader nobody fenced. */
+export function checkMessageRooms(fence: LeaderFence, messages: readonly OutboxMessageInput[]): void {
+  for (const m of messages)
+    if (m.roomId !== fence.roomId)
+      throw new ConflictError(
+        "enqueue outbox",
+        { roomId: fence.roomId },
+        { roomId: m.roomId, txnId: m.txnId },
+      );
+}
+
+/** Our own typed errors (and argument RangeErrors) pass through; anything the driver threw becomes a StoreError. */
+export function mapError(operation: string, e: unknown): Error {
+  if (
+    e instanceof ConflictError ||
+    e instanceof NotFoundError ||
+    e instanceof StoreError ||
+    e instanceof SchemaTooNewError ||
+    e instanceof RangeError
+  )
+    return e;
+  return new StoreError(operation, { cause: e });
+}
