@@ -75,6 +75,21 @@ describe("example node configs", () => {
     expect(nodes.filter((n) => n.labels.includes("storage")).map((n) => n.nodeId)).toEqual(["node-c"]);
   });
 
+  it.each(["node-a", "node-b", "node-c"])(
+    "docker/nodes/%s.toml (the compose fleet) loads with its env",
+    (name) => {
+      const config = ok(
+        loadConfig({
+          file: `${root}docker/nodes/${name}.toml`,
+          env: { DAGBOT_ACCESS_TOKEN: "syt_env", DAGBOT_STORE: "postgres://dagbot:pw@postgres:5432/dagbot" },
+        }),
+      );
+      expect(config.nodeId).toBe(name);
+      expect(config.store.kind).toBe("postgres");
+      expect(config.matrix?.homeserverUrl).toBe("http://synapse:8008");
+    },
+  );
+
   it("bot.example.toml needs its token from the environment and holds no secret itself", () => {
     expect(lines(loadConfig({ file: `${root}config/bot.example.toml`, env: {} }))).toEqual([
       "matrix.access_token: required: set it here or in DAGBOT_ACCESS_TOKEN",
