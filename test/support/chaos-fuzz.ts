@@ -9,6 +9,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
+import { COMMAND_VERBS } from "../../src/domain/command-table.js";
 import type { Dice } from "./chaos-settings.js";
 
 export interface FuzzEvent {
@@ -63,19 +64,6 @@ const HOSTILE = [
   "a".repeat(70),
 ];
 
-const VERBS = [
-  "help",
-  "publish",
-  "confirm",
-  "reject",
-  "cancel",
-  "status",
-  "list",
-  "logs",
-  "retry",
-  "nodes",
-  "cap",
-];
 const NEAR_VERBS = [
   "stauts",
   "publsh",
@@ -309,7 +297,7 @@ export class FuzzGenerator {
 
   private commandEvent(sender: string): FuzzEvent {
     const d = this.dice;
-    const verb = d.chance(0.75) ? d.pick(VERBS) : d.pick(NEAR_VERBS);
+    const verb = d.chance(0.75) ? d.pick(COMMAND_VERBS) : d.pick(NEAR_VERBS);
     const args = Array.from({ length: d.int(0, 4) }, () => this.word());
     const spaced = d.pick([" ", "  ", "\t", "\n", " \n "]);
     const prefix = d.pick(["!dag", "!dag", "!DAG", "!Dag"]);
@@ -354,7 +342,7 @@ export class FuzzGenerator {
     const filler = d.pick(["x", "é", "🙂", '{"a":', "\n"]).repeat(Math.ceil(size / 2));
     const body = d.chance(0.5)
       ? `!dag publish\n\`\`\`json\n${filler.slice(0, size)}\n\`\`\``
-      : `!dag ${d.pick(VERBS)} ${filler.slice(0, size)}`;
+      : `!dag ${d.pick(COMMAND_VERBS)} ${filler.slice(0, size)}`;
     return { category: "huge", sender, content: { msgtype: "m.text", body }, mustReply: true };
   }
 
@@ -413,14 +401,14 @@ export class FuzzGenerator {
       `<script>!dag cap 1</script>!dag list`,
       `&lt;!dag&gt; ${d.pick(HOSTILE)}`,
       `<pre><code>${"<".repeat(d.int(1, 5000))}</code></pre>`,
-      `!dag ${d.pick(VERBS)} <a href="javascript:x">${this.word()}</a>`,
+      `!dag ${d.pick(COMMAND_VERBS)} <a href="javascript:x">${this.word()}</a>`,
     ]);
     return {
       category: "html",
       sender,
       content: {
         msgtype: "m.text",
-        body: `!dag ${d.pick(VERBS)}`,
+        body: `!dag ${d.pick(COMMAND_VERBS)}`,
         format: "org.matrix.custom.html",
         formatted_body: html,
       },

@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Command, ParseCommandResult } from "../../src/domain/commands.js";
 import { parseCommand } from "../../src/domain/commands.js";
+import { COMMAND_VERBS } from "../../src/domain/command-table.js";
 import { decodeEntities, htmlToText, quoteInput, utf8Length } from "../../src/domain/command-text.js";
 
 function expectWellFormed(r: ParseCommandResult): void {
@@ -191,22 +192,11 @@ const id = fc.string({ unit: idChar, minLength: 1, maxLength: 64 });
 const libraryName = fc
   .tuple(fc.constantFrom(..."aZ9_"), fc.string({ unit: idChar, maxLength: 63 }))
   .map(([a, b]) => a + b);
-const verbs = [
-  "help",
-  "publish",
-  "confirm",
-  "reject",
-  "cancel",
-  "status",
-  "list",
-  "logs",
-  "retry",
-  "nodes",
-  "cap",
-] as const;
 
 const commandArb: fc.Arbitrary<Command> = fc.oneof(
-  fc.option(fc.constantFrom(...verbs), { nil: null }).map((topic) => ({ verb: "help" as const, topic })),
+  fc
+    .option(fc.constantFrom(...COMMAND_VERBS), { nil: null })
+    .map((topic) => ({ verb: "help" as const, topic })),
   libraryName.map((name) => ({ verb: "publish" as const, source: { kind: "library" as const, name } })),
   fc
     .tuple(fc.constantFrom("json" as const, "toml" as const), fc.string({ maxLength: 80 }))

@@ -15,6 +15,7 @@ function ok(result: ParseDagResult): ParsedDag {
   return result.dag;
 }
 
+// Written out, not imported from test/support: this is the oracle for the defaults parseDag fills in.
 const defaults = {
   args: {},
   needs: [],

@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { detectFormat, parseDag } from "../../src/domain/dag.js";
 import type { ParsedDag, TaskSpec } from "../../src/domain/model.js";
 import { planLevels } from "../../src/domain/plan.js";
+import { dag, task } from "../support/store-fixtures.js";
 
 function example(file: string): ParsedDag {
   const text = readFileSync(join(import.meta.dirname, "../../config/examples", file), "utf8");
@@ -14,20 +15,8 @@ function example(file: string): ParsedDag {
   return result.dag;
 }
 
-const spec = (id: string, needs: string[] = []): TaskSpec => ({
-  id,
-  action: "echo",
-  args: {},
-  needs,
-  on: { labels: [], node: null },
-  timeoutMs: null,
-  queueTimeoutMs: null,
-  retries: 0,
-  retryBackoffMs: 1000,
-  concurrencyKey: null,
-  priority: 0,
-});
-const dagOf = (...tasks: TaskSpec[]): ParsedDag => ({ id: "d", description: null, maxParallel: null, tasks });
+const spec = (id: string, needs: string[] = []): TaskSpec => task(id, { needs });
+const dagOf = (...tasks: TaskSpec[]): ParsedDag => dag("d", tasks);
 
 describe("planLevels", () => {
   it("plans the examples", () => {

@@ -2,7 +2,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { RunStatus, TaskStatus } from "../../src/domain/model.js";
-import { TASK_STATUSES } from "../../src/domain/model.js";
+import { RUN_STATUSES, TASK_STATUSES } from "../../src/domain/model.js";
 import { deriveRunOutcome } from "../../src/domain/run-status.js";
 import type {
   ScheduleDecision,
@@ -80,15 +80,7 @@ describe("decideSchedule examples", () => {
   });
 
   it("moves nothing in runs that are not running", () => {
-    const statuses: RunStatus[] = [
-      "pending",
-      "canceling",
-      "succeeded",
-      "failed",
-      "canceled",
-      "rejected",
-      "expired",
-    ];
+    const statuses = RUN_STATUSES.filter((s) => s !== "running");
     for (const status of statuses) {
       const snap = {
         runs: [run("r", { status })],
