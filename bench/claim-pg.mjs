@@ -144,7 +144,8 @@ export async function benchClaimPostgres(scratch, { rounds, jobs, workerCounts, 
   const url = await scratch.database("claim");
   const { openPostgresStore } = await load("adapters/postgres/index.js");
   const store = await openPostgresStore(url, { poolSize: POOL_SIZE });
-  const pool = new pg.Pool({ connectionString: url, max: POOL_SIZE });
+  // Idle connections stay open, so the CPU meter sees the same backends from start to end.
+  const pool = new pg.Pool({ connectionString: url, max: POOL_SIZE, idleTimeoutMillis: 0 });
   pool.on("error", () => {});
   const admin = new pg.Client({ connectionString: url });
   admin.on("error", () => {});

@@ -26,17 +26,24 @@ export function cpuMeter(admin, database) {
         database,
       ])
     ).rows.map((r) => r.pid);
-  const serverMs = async () =>
-    admin === null ? 0 : (await backends()).reduce((a, p) => a + processCpuMs(p), 0);
+  // Per backend, so a connection a pool opens or closes meanwhile cannot make the sum negative: a new
+  // backend counts from zero; one gone before the end is left out (rare: the bench's pools keep
+  // their connections, and the Store's only close after 10 s idle).
+  const serverSnapshot = async () => {
+    const m = new Map();
+    if (admin !== null) for (const pid of await backends()) m.set(pid, processCpuMs(pid));
+    return m;
+  };
   return {
     async start() {
-      const server0 = await serverMs();
+      const server0 = await serverSnapshot();
       const client0 = process.cpuUsage();
       return {
         /** µs of CPU per pair over `pairs`, server and client. */
         async stop(pairs) {
           const client = process.cpuUsage(client0);
-          const server = (await serverMs()) - server0;
+          let server = 0;
+          for (const [pid, ms] of await serverSnapshot()) server += Math.max(0, ms - (server0.get(pid) ?? 0));
           return { serverUs: (server * 1000) / pairs, clientUs: (client.user + client.system) / pairs };
         },
       };
