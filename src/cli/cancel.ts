@@ -9,12 +9,10 @@ import {
   runCli,
   withCommonOptions,
 } from "./engine-setup.js";
+import type { CommonOptions } from "./engine-setup.js";
 import { command, waitSeconds } from "./submit.js";
 
-interface CancelOptions {
-  config?: string;
-  store?: string;
-  logLevel?: string;
+interface CancelOptions extends CommonOptions {
   room?: string;
   wait: string;
 }

@@ -9,11 +9,9 @@ import {
   runCli,
   withCommonOptions,
 } from "./engine-setup.js";
+import type { CommonOptions } from "./engine-setup.js";
 
-interface CapOptions {
-  config?: string;
-  store?: string;
-  logLevel?: string;
+interface CapOptions extends CommonOptions {
   room?: string;
   json?: boolean;
 }

@@ -18,11 +18,9 @@ import {
   runCli,
   withCommonOptions,
 } from "./engine-setup.js";
+import type { CommonOptions } from "./engine-setup.js";
 
-interface NodeOptions {
-  config?: string;
-  store?: string;
-  logLevel?: string;
+interface NodeOptions extends CommonOptions {
   nodeId?: string;
 }
 

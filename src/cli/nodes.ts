@@ -3,11 +3,9 @@ import type { Command } from "commander";
 import { formatDuration } from "../domain/duration.js";
 import type { LeaseState } from "../ports/store.js";
 import { openConfiguredStore, resolveConfig, runCli, withCommonOptions } from "./engine-setup.js";
+import type { CommonOptions } from "./engine-setup.js";
 
-interface NodesOptions {
-  config?: string;
-  store?: string;
-  logLevel?: string;
+interface NodesOptions extends CommonOptions {
   json?: boolean;
 }
 

@@ -30,13 +30,11 @@ import {
   runCli,
   withCommonOptions,
 } from "./engine-setup.js";
+import type { CommonOptions } from "./engine-setup.js";
 import { createProgress, renderSummary } from "./progress.js";
 import { command } from "./submit.js";
 
-interface RunOptions {
-  config?: string;
-  store?: string;
-  logLevel?: string;
+interface RunOptions extends CommonOptions {
   nodes: string;
 }
 

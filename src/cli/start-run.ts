@@ -22,11 +22,9 @@ import { describeStoreLocation } from "../config/store-location.js";
 import type { PermissionOracle } from "../ports/permissions.js";
 import { commandPolicy, isLocalSender, libraryLoader } from "./command-step.js";
 import { CliError, engineSettings, makeLogger, openConfiguredStore, resolveConfig } from "./engine-setup.js";
+import type { CommonOptions } from "./engine-setup.js";
 
-export interface StartOptions {
-  config?: string;
-  store?: string;
-  logLevel?: string;
+export interface StartOptions extends CommonOptions {
   nodeId?: string;
   stateDir?: string;
 }

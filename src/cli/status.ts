@@ -10,12 +10,10 @@ import {
   runCli,
   withCommonOptions,
 } from "./engine-setup.js";
+import type { CommonOptions } from "./engine-setup.js";
 import { renderSummary, taskDurationMs } from "./progress.js";
 
-interface StatusOptions {
-  config?: string;
-  store?: string;
-  logLevel?: string;
+interface StatusOptions extends CommonOptions {
   room?: string;
   json?: boolean;
   limit?: string;

@@ -12,11 +12,9 @@ import {
   runCli,
   withCommonOptions,
 } from "./engine-setup.js";
+import type { CommonOptions } from "./engine-setup.js";
 
-interface SubmitOptions {
-  config?: string;
-  store?: string;
-  logLevel?: string;
+interface SubmitOptions extends CommonOptions {
   room?: string;
   confirm?: boolean;
   wait: string;
