@@ -13,7 +13,7 @@ import type { Target } from "../support/engine-cluster.js";
 import { waitFor } from "../support/store-wait.js";
 import type { PgInstance } from "../support/pg-instance.js";
 import { startPgInstance } from "../support/pg-instance.js";
-import { ChatStandIn, Fleet, STRANGER, targetAt } from "../support/chaos-cluster.js";
+import { ChatStandIn, Fleet, fleetUp, STRANGER, targetAt } from "../support/chaos-cluster.js";
 import {
   STALE_WRITE_MESSAGES,
   STORE_FAILURE_MESSAGES,
@@ -87,12 +87,7 @@ describe("chaos: kill -9 and a PostgreSQL restart under a running DAG", () => {
       });
       const f = fleet;
       const chat = new ChatStandIn(s, f.nodeIds);
-      await waitFor(
-        "a leader and three nodes",
-        async () => ({ lease: await s.getLease(ROOM), nodes: await s.listNodes() }),
-        (v) => v.lease?.holder != null && v.nodes.length === 3,
-        { timeoutMs: 30_000, intervalMs: 50 },
-      );
+      await fleetUp(s, 3);
 
       const dag = chaosDag(dice);
       const body = `!dag publish\n\`\`\`json\n${JSON.stringify(dag)}\n\`\`\``;

@@ -10,7 +10,7 @@ import type { LogEvent, Store } from "../../src/ports/store.js";
 import type { StoreKind, Target } from "../support/engine-cluster.js";
 import { ROOM, allEvents, createTarget, requireBuild } from "../support/engine-cluster.js";
 import { waitFor } from "../support/store-wait.js";
-import { ChatStandIn, Fleet } from "../support/chaos-cluster.js";
+import { ChatStandIn, Fleet, fleetUp } from "../support/chaos-cluster.js";
 import {
   STALE_WRITE_MESSAGES,
   countMessages,
@@ -83,12 +83,7 @@ function describePause(kind: StoreKind): void {
         });
         const f = fleet;
         const chat = new ChatStandIn(s, f.nodeIds, `pause-${kind}`);
-        await waitFor(
-          "a leader and three nodes",
-          async () => ({ lease: await s.getLease(ROOM), nodes: await s.listNodes() }),
-          (v) => v.lease?.holder != null && v.nodes.length === 3,
-          { timeoutMs: 30_000, intervalMs: 50 },
-        );
+        await fleetUp(s, 3);
         await chat.send(`!dag publish\n\`\`\`json\n${JSON.stringify(frozenDag(dice))}\n\`\`\``);
         await chat.send(`!dag confirm ${DAG_ID}`);
         const runId = (await waitFor(

@@ -4,15 +4,11 @@
  * and a chat stand-in that writes commands into the inbox the way Matrix intake does (a Matrix
  * sender, origin_server_ts, the event content as received, inserted by every node that "saw" it).
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { openStore } from "../../src/adapters/store-factory.js";
-import { parseStoreLocation } from "../../src/config/store-location.js";
 import type { Store } from "../../src/ports/store.js";
 import type { NodeProcess, StoreKind, Target } from "./engine-cluster.js";
-import { ROOM, startNode, writeNodeConfig } from "./engine-cluster.js";
+import { ROOM, startNode, targetIn, writeNodeConfig } from "./engine-cluster.js";
 import { readNodeLog } from "./chaos-checks.js";
+import { waitFor } from "./store-wait.js";
 
 /** The chat user the scenarios send commands as: allowlisted, so publish, confirm and cap are allowed. */
 export const CHAOS_SENDER = "@chaos:example.org";
@@ -21,20 +17,7 @@ export const STRANGER = "@stranger:example.org";
 
 /** A target on a store URL the caller owns (the private PostgreSQL server), with a scratch folder. */
 export function targetAt(kind: StoreKind, label: string, storeUrl: string | null): Target {
-  const dir = mkdtempSync(join(tmpdir(), `dagbot-chaos-${label}-`));
-  const store = storeUrl ?? `sqlite:${join(dir, "store.db")}`;
-  const location = parseStoreLocation(store);
-  if (!location.ok) throw new Error(location.message);
-  return {
-    kind,
-    dir,
-    store,
-    open: () => openStore(location.store),
-    async cleanup(failed) {
-      if (failed) console.warn(`kept chaos folder ${dir} (configs, node logs)`);
-      else rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  return targetIn(kind, `chaos-${label}`, storeUrl, "chaos folder");
 }
 
 /** The node config's extra part: a cheap `nap` action (sleep) and the chat sender's rights. */
@@ -47,6 +30,16 @@ timeout = "30s"
 [permissions]
 allow = [${JSON.stringify(CHAOS_SENDER)}]
 `;
+
+/** Waits until the room has a leader and `count` nodes have sent a heartbeat. */
+export async function fleetUp(store: Store, count: number): Promise<void> {
+  await waitFor(
+    `a leader and ${count} nodes`,
+    async () => ({ lease: await store.getLease(ROOM), nodes: await store.listNodes() }),
+    (v) => v.lease?.holder != null && v.nodes.length === count,
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
+}
 
 export interface FleetOptions {
   capacity: number;

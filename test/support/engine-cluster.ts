@@ -20,7 +20,6 @@ import { fileURLToPath } from "node:url";
 import { openStore } from "../../src/adapters/store-factory.js";
 import { parseStoreLocation } from "../../src/config/store-location.js";
 import type { LogEvent, Store, TaskRecord } from "../../src/ports/store.js";
-import type { TestDatabase } from "./postgres.js";
 import { createTestDatabase, dropOrKeep } from "./postgres.js";
 import { waitFor } from "./store-wait.js";
 
@@ -46,15 +45,25 @@ export interface Target {
 }
 
 export async function createTarget(kind: StoreKind, label: string): Promise<Target> {
-  const dir = mkdtempSync(join(tmpdir(), `dagbot-engine-${label}-`));
-  let db: TestDatabase | null = null;
-  let store: string;
-  if (kind === "sqlite") {
-    store = `sqlite:${join(dir, "store.db")}`;
-  } else {
-    db = await createTestDatabase();
-    store = db.url;
-  }
+  const db = kind === "postgres" ? await createTestDatabase() : null;
+  return targetIn(kind, `engine-${label}`, db?.url ?? null, "engine test folder", async (failed) => {
+    if (db !== null) await dropOrKeep(db, failed);
+  });
+}
+
+/**
+ * A target in a new scratch folder `dagbot-<prefix>-*`: on `storeUrl`, or on a SQLite file in the
+ * folder when it is null. The folder is kept (and said so, as `what`) when the test failed.
+ */
+export function targetIn(
+  kind: StoreKind,
+  prefix: string,
+  storeUrl: string | null,
+  what: string,
+  dispose: (failed: boolean) => Promise<void> = async () => {},
+): Target {
+  const dir = mkdtempSync(join(tmpdir(), `dagbot-${prefix}-`));
+  const store = storeUrl ?? `sqlite:${join(dir, "store.db")}`;
   const location = parseStoreLocation(store);
   if (!location.ok) throw new Error(location.message);
   return {
@@ -63,8 +72,8 @@ export async function createTarget(kind: StoreKind, label: string): Promise<Targ
     store,
     open: () => openStore(location.store),
     async cleanup(failed) {
-      if (db !== null) await dropOrKeep(db, failed);
-      if (failed) console.warn(`kept engine test folder ${dir} (configs, node logs, markers)`);
+      await dispose(failed);
+      if (failed) console.warn(`kept ${what} ${dir} (configs, node logs, markers)`);
       else rmSync(dir, { recursive: true, force: true });
     },
   };
