@@ -3,6 +3,7 @@
  * edits, thread replies and reactions, plus HTML escaping and a guard that keeps content under the
  * event size limit.
  */
+import { escapeHtml } from "../../domain/escape-html.js";
 import type { EventId, OutgoingMessage, UserId } from "../../ports/chat.js";
 
 export const HTML_FORMAT = "org.matrix.custom.html";
@@ -18,18 +19,7 @@ export const TRUNCATION_MARKER_HTML = "<br><em>… (truncated)</em>";
 
 export type Content = Record<string, unknown>;
 
-const HTML_ESCAPES: Record<string, string> = {
-  "&": "&amp;",
-  "<": "&lt;",
-  ">": "&gt;",
-  '"': "&quot;",
-  "'": "&#39;",
-};
-
-/** Escapes text for HTML element content and quoted attribute values. */
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c] ?? c);
-}
+export { escapeHtml };
 
 /** A pill that clients render as the user's name and that links to their profile. */
 export function mentionHtml(userId: UserId, label: string = userId): string {

@@ -3,6 +3,7 @@
  * limit of one Matrix event. Every user-controlled string (DAG and task ids, arguments, output,
  * sender names) goes through `escapeHtml` before it reaches a formatted_body.
  */
+import { escapeHtml } from "../../domain/escape-html.js";
 
 /** A message in both forms Matrix wants: a plain `body` and an HTML `formatted_body`. */
 export interface Rendered {
@@ -10,17 +11,7 @@ export interface Rendered {
   html: string;
 }
 
-const HTML_ESCAPES: Readonly<Record<string, string>> = {
-  "&": "&amp;",
-  "<": "&lt;",
-  ">": "&gt;",
-  '"': "&quot;",
-  "'": "&#39;",
-};
-
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (ch) => HTML_ESCAPES[ch] ?? ch);
-}
+export { escapeHtml };
 
 /** Inline code in both forms. */
 export function code(text: string): Rendered {
