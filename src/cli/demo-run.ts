@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url";
 import { startSynapse, type SynapseHandle } from "../adapters/matrix/local-synapse.js";
 import { startNodeProcess, type NodeProcess } from "../adapters/matrix/node-process.js";
 import { RoomWatcher, type WatchedEvent } from "../adapters/matrix/room-watcher.js";
-import { CliError } from "./engine-setup.js";
+import { CliError, LOCAL_ACTIONS } from "./engine-setup.js";
 
 export interface DemoOptions {
   dag: string;
@@ -73,7 +73,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
             store: `sqlite:${join(dir, "dagbot.db")}`,
             dag_library: packagePath("config/examples"),
             matrix: { homeserver_url: hs.url, user_id: bot.userId, rooms: [roomId] },
-            actions: DEMO_ACTIONS,
+            actions: LOCAL_ACTIONS,
             log_level: "info",
           },
           null,
@@ -146,15 +146,3 @@ function describe(event: WatchedEvent): string {
   const head = `${time} ${who.padEnd(8)} ${edit ? "✎ " : ""}${first}`;
   return [head, ...rest.map((l) => `${" ".repeat(18)}${l}`)].join("\n");
 }
-
-/** The actions the example DAGs use (as config/local.toml defines them). */
-const DEMO_ACTIONS = {
-  echo: { argv: ["echo", "{message}"], args: { message: { pattern: "[^\\r\\n]{0,200}" } }, timeout: "1m" },
-  sleep: {
-    argv: ["sleep", "{seconds}"],
-    args: { seconds: { pattern: "[0-9]{1,3}(\\.[0-9]{1,3})?" } },
-    timeout: "20m",
-  },
-  true: { argv: ["true"], timeout: "1m" },
-  fail: { argv: ["false"], timeout: "1m" },
-};

@@ -49,21 +49,24 @@ export function packagedLocalConfig(): string | null {
   return existsSync(path) ? path : null;
 }
 
+/** The actions of config/local.toml, which the example DAGs use (also the demo's nodes' actions). */
+export const LOCAL_ACTIONS = {
+  echo: { argv: ["echo", "{message}"], args: { message: { pattern: "[^\\r\\n]{0,200}" } }, timeout: "1m" },
+  sleep: {
+    argv: ["sleep", "{seconds}"],
+    args: { seconds: { pattern: "[0-9]{1,3}(\\.[0-9]{1,3})?" } },
+    timeout: "20m",
+  },
+  true: { argv: ["true"], timeout: "1m" },
+  fail: { argv: ["false"], timeout: "1m" },
+};
+
 /** The built-in equivalent of config/local.toml, for an install that lacks the file. */
 const BUILTIN_CONFIG: Record<string, unknown> = {
   node_id: "local",
   labels: ["linux"],
   capacity: 2,
-  actions: {
-    echo: { argv: ["echo", "{message}"], args: { message: { pattern: "[^\\r\\n]{0,200}" } }, timeout: "1m" },
-    sleep: {
-      argv: ["sleep", "{seconds}"],
-      args: { seconds: { pattern: "[0-9]{1,3}(\\.[0-9]{1,3})?" } },
-      timeout: "20m",
-    },
-    true: { argv: ["true"], timeout: "1m" },
-    fail: { argv: ["false"], timeout: "1m" },
-  },
+  actions: LOCAL_ACTIONS,
 };
 
 export const CONFIG_OPTION_HELP =
