@@ -144,13 +144,15 @@ export async function replyToInboxEvent(deps: InboxDeps, fence: LeaderFence, eve
   const intent = decodeInboxContent(row.content);
   const outcome = (await readOutcome(deps, row)) ?? { kind: "ignored", why: "not handled" };
   const messages: OutboxMessageInput[] = [];
-  const reply = replyMessage(row.roomId, eventId, outcome, placementOf(row, intent, outcome));
-  if (reply !== null) messages.push(reply);
+  // A new run's card goes out first: it is what people watch (and react on), the text reply
+  // only acknowledges the command. The outbox sends in this order.
   if (outcome.kind === "published" || outcome.kind === "retried") {
     const run = await deps.store.getRunById(outcome.run.runId);
     if (run !== null)
       messages.push(cardMessage(run, await deps.store.listTasks(run.runId), await deps.store.now()));
   }
+  const reply = replyMessage(row.roomId, eventId, outcome, placementOf(row, intent, outcome));
+  if (reply !== null) messages.push(reply);
   await deps.store.markInboxReplied(fence, eventId, messages);
 }
 
