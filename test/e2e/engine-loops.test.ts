@@ -59,6 +59,15 @@ function keeper(s: Store, session: Session, overrides: { renewLease?: Store["ren
   return { k, changes, signal: () => signals[0] };
 }
 
+/** Waits until the keeper leads, and returns its fence. */
+async function leading(k: LeaseKeeper): Promise<LeaderFence> {
+  return (await waitFor(
+    "leading",
+    () => k.fence,
+    (f) => f !== null,
+  ))!;
+}
+
 /** The store's methods bound to it, so a test can replace one of them. */
 function bind(s: Store): Store {
   const out: Record<string, unknown> = { kind: s.kind };
@@ -74,11 +83,7 @@ describe("lease keeper", () => {
     const s = await store();
     const { k, changes, signal } = keeper(s, { nodeId: "a", bootId: "1" });
     k.start();
-    const fence = (await waitFor(
-      "leading",
-      () => k.fence,
-      (f) => f !== null,
-    ))!;
+    const fence = await leading(k);
     const first = (await s.getLease(ROOM))!.expiresAt;
     // Renewed well past the first expiry while still the same term.
     await waitFor(
@@ -100,11 +105,7 @@ describe("lease keeper", () => {
     const s = await store();
     const { k, changes, signal } = keeper(s, { nodeId: "a", bootId: "1" });
     k.start();
-    const fence = (await waitFor(
-      "leading",
-      () => k.fence,
-      (f) => f !== null,
-    ))!;
+    const fence = await leading(k);
     // Another node whose clock is a minute ahead sees the lease expired and takes it.
     const later = await store(60_000);
     const taken = await later.acquireLease(ROOM, { nodeId: "b", bootId: "2" }, 60_000);
@@ -125,11 +126,7 @@ describe("lease keeper", () => {
     const hang: Store["renewLease"] = () => new Promise(() => {});
     const { k, changes, signal } = keeper(s, { nodeId: "a", bootId: "1" }, { renewLease: hang });
     k.start();
-    await waitFor(
-      "leading",
-      () => k.fence,
-      (f) => f !== null,
-    );
+    await leading(k);
     await waitFor(
       "leadership ended",
       () => changes.length,

@@ -70,6 +70,15 @@ async function runOf(dagId: string) {
   return run!;
 }
 
+async function someTaskRunning(runId: string): Promise<void> {
+  await waitFor(
+    "a running task",
+    () => store.listTasks(runId),
+    (ts) => ts.some((t) => t.status === "running"),
+    { timeoutMs: T },
+  );
+}
+
 beforeAll(async () => {
   const { hs } = fx;
   const bots = [];
@@ -110,14 +119,7 @@ describe("the Matrix bot through failures", () => {
     await alice.waitFor(replyTo(before), T, "the reply sent before the kill");
     const run = await runOf("fo_kill");
     runIds.push(run.runId);
-    await waitFor(
-      "a running task",
-      () => store.listTasks(run.runId),
-      (ts) => ts.some((t) => t.status === "running"),
-      {
-        timeoutMs: T,
-      },
-    );
+    await someTaskRunning(run.runId);
 
     const victim = await leaderIndex();
     await fleet.kill(victim);
@@ -177,14 +179,7 @@ describe("the Matrix bot through failures", () => {
     await alice.waitFor(replyTo(publish), T, "the publish reply");
     const run = await runOf("fo_synapse");
     runIds.push(run.runId);
-    await waitFor(
-      "a running task",
-      () => store.listTasks(run.runId),
-      (ts) => ts.some((t) => t.status === "running"),
-      {
-        timeoutMs: T,
-      },
-    );
+    await someTaskRunning(run.runId);
     await fx.hs.restart();
     const after = await send("!dag status fo_synapse");
     const reply = await alice.waitFor(replyTo(after), T, "the reply after the restart");
