@@ -70,12 +70,17 @@ describe("SQLite scheduleStep", () => {
             );
             const created = await store.createRun(cmd(fence), runInput(roomId, d));
             if (created.kind !== "created") throw new Error(created.kind);
-            // Arrange the state through the database: any status mix, as history could leave it.
+            // Arrange the state through the database: any status mix history could leave. Only
+            // reachable ones: a pending run's tasks are all blocked, a succeeded run's all succeeded
+            // (an active task under a finished run cannot exist, and the adapters read only open runs).
             raw.prepare("UPDATE runs SET status = ? WHERE run_id = ?").run(spec.status, created.run.runId);
-            for (const [i, t] of spec.tasks.entries())
+            for (const [i, t] of spec.tasks.entries()) {
+              const status =
+                spec.status === "succeeded" ? "succeeded" : spec.status === "pending" ? "blocked" : t.status;
               raw
                 .prepare("UPDATE tasks SET status = ? WHERE run_id = ? AND task_id = ?")
-                .run(t.status, created.run.runId, `t${i}`);
+                .run(status, created.run.runId, `t${i}`);
+            }
           }
           const before = await snapshot(roomId);
           const expected = decideSchedule(before, { globalCap: cap });
