@@ -1,7 +1,7 @@
 // `dagbot validate` as a user runs it: a real `node dist/cli.js` process per case, checking exit
 // status, the printed plan of every example and the place of every bad fixture.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -61,6 +61,11 @@ beforeAll(() => {
 });
 
 describe("dagbot validate", () => {
+  it("the built entry point is executable, so `npx dagbot` (the README's first command) can run it", () => {
+    expect(statSync(cli).mode & 0o111).toBe(0o111);
+    expect(readFileSync(cli, "utf8").startsWith("#!/usr/bin/env node\n")).toBe(true);
+  });
+
   it("prints the plan of every example and exits 0", async () => {
     const result = await run(["validate", ...examples]);
     expect(result.stderr).toBe("");
