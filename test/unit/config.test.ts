@@ -131,7 +131,7 @@ describe("defaults", () => {
     expect(config.matrix).toEqual({
       homeserverUrl: "https://matrix.example.org",
       userId: "@bot:example.org",
-      accessToken: "syt_file_token_value",
+      accessToken: "fake-file-token-value",
       deviceId: "DEVICE1",
       rooms: ["!room:example.org"],
       commandWindowMs: 1_800_000,
@@ -384,7 +384,7 @@ describe("environment and command-line overrides", () => {
   it("ignores empty environment variables", () => {
     const config = ok(loadConfig({ file, env: { DAGBOT_STORE: "", DAGBOT_ACCESS_TOKEN: "" } }));
     expect(config.store.kind).toBe("postgres");
-    expect(config.matrix?.accessToken).toBe("syt_file_token_value");
+    expect(config.matrix?.accessToken).toBe("fake-file-token-value");
   });
 
   it("does not invent a matrix section from DAGBOT_ACCESS_TOKEN alone", () => {
@@ -408,7 +408,7 @@ describe("redactConfig", () => {
     const redacted = redactConfig(config);
     const text = JSON.stringify(redacted);
     for (const secret of [
-      "syt_file_token_value",
+      "fake-file-token-value",
       "s3cret-pw",
       "q-secret",
       "http-token-0123456789abcdef",
@@ -425,13 +425,13 @@ describe("redactConfig", () => {
     expect(redacted.actions.upload?.env).toEqual({ AWS_SECRET_ACCESS_KEY: "[redacted]" });
     expect(redacted.nodeId).toBe("json-node");
     // The original stays usable.
-    expect(config.matrix?.accessToken).toBe("syt_file_token_value");
+    expect(config.matrix?.accessToken).toBe("fake-file-token-value");
   });
 
   it("redacts a token that came from the environment", () => {
     const config = ok(
-      loadConfig({ file: fixture("full.json"), env: { DAGBOT_ACCESS_TOKEN: "syt_env_only_789" } }),
+      loadConfig({ file: fixture("full.json"), env: { DAGBOT_ACCESS_TOKEN: "fake-env-only-789" } }),
     );
-    expect(JSON.stringify(redactConfig(config))).not.toContain("syt_env_only_789");
+    expect(JSON.stringify(redactConfig(config))).not.toContain("fake-env-only-789");
   });
 });
