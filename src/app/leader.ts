@@ -33,11 +33,6 @@ export interface LeaderDeps {
   timings: LeaderTimings;
   /** The command handling step; null leaves commands waiting in the inbox. */
   processInbox: InboxStep | null;
-  /**
-   * Runs after every pass to tell people what changed (status cards and final messages into the
-   * outbox); null where nobody reads the outbox (engine-only rooms).
-   */
-  announce?: ((fence: LeaderFence) => Promise<unknown>) | null;
 }
 
 /** What one pass changed, for the log and to decide whether to run again at once. */
@@ -84,8 +79,6 @@ export async function leaderPass(
     skipped: scheduled.skipped,
     outcomes: outcomes.length,
   };
-  // Its own writes are not "changes" for the loop: they would make every pass run another.
-  if (deps.announce) await deps.announce(fence);
   if (reaped.requeued + reaped.failed + reaped.timedOut + reaped.canceled + reaped.expiredRuns > 0) {
     logger.info({ ...reaped }, "reaped");
   }

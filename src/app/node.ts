@@ -40,8 +40,6 @@ export interface EngineDeps {
   logger: Logger;
   /** The inbox processing step of the command table; null leaves commands waiting in the inbox. */
   processInbox: InboxStep | null;
-  /** Tells people what changed after each leader pass (status cards into the outbox); null without chat. */
-  announce?: ((fence: LeaderFence) => Promise<unknown>) | null;
   /** The boot id of this life of the node; random by default. */
   bootId?: string;
   /** Observes leadership changes of this node's rooms. */
@@ -117,7 +115,6 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
               logger: log,
               timings: settings.leader,
               processInbox: deps.processInbox,
-              announce: deps.announce ?? null,
             },
             fence,
             signal,
