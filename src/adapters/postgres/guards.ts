@@ -86,32 +86,20 @@ export async function explainMiss(
   foundParams: unknown[],
 ): Promise<Error> {
   try {
-    return await readMiss(db, q, operation, fence, key, expected, foundSql, foundParams);
+    if (fence !== null) {
+      const { rows } = await q.query(
+        `SELECT 1 FROM room_leases WHERE room_id = $2::text AND holder_node = $3::text AND holder_boot = $4::text
+          AND term = $5::bigint AND expires_at > ${NOW}`,
+        [db.clockParam(), ...fenceParams(fence)],
+      );
+      if (rows.length === 0) return await db.fenceConflict(operation, fence, q);
+    }
+    const { rows } = await q.query(foundSql, foundParams);
+    const found = rows[0];
+    if (found === undefined) return new NotFoundError(operation, key);
+    return new ConflictError(operation, { ...key, ...expected }, found);
   } catch (e) {
+    // Reading why failed too (e.g. the connection dropped): report that instead.
     return mapError(operation, e);
   }
-}
-
-async function readMiss(
-  db: Db,
-  q: Queryable,
-  operation: string,
-  fence: LeaderFence | null,
-  key: Record<string, unknown>,
-  expected: Record<string, unknown>,
-  foundSql: string,
-  foundParams: unknown[],
-): Promise<Error> {
-  if (fence !== null) {
-    const { rows } = await q.query(
-      `SELECT 1 FROM room_leases WHERE room_id = $2::text AND holder_node = $3::text AND holder_boot = $4::text
-          AND term = $5::bigint AND expires_at > ${NOW}`,
-      [db.clockParam(), ...fenceParams(fence)],
-    );
-    if (rows.length === 0) return db.fenceConflict(operation, fence, q);
-  }
-  const { rows } = await q.query(foundSql, foundParams);
-  const found = rows[0];
-  if (found === undefined) return new NotFoundError(operation, key);
-  return new ConflictError(operation, { ...key, ...expected }, found);
 }
