@@ -11,6 +11,7 @@
  */
 import type { RunStatus } from "./model.js";
 import { RUN_STATUSES } from "./model.js";
+import { canMove, targetsOf } from "./transition-table.js";
 
 export const RUN_ACTORS = ["leader", "reaper"] as const;
 export type RunActor = (typeof RUN_ACTORS)[number];
@@ -54,15 +55,10 @@ export function isRunStatus(value: unknown): value is RunStatus {
 }
 
 export function canTransitionRun(from: RunStatus, to: RunStatus, actor: RunActor): boolean {
-  return RUN_TRANSITIONS.some((t) => t.from === from && t.to === to && t.who.includes(actor));
+  return canMove(RUN_TRANSITIONS, from, to, actor);
 }
 
 /** The statuses `actor` may move a run to from `from` (every actor when none is given), in table order. */
 export function runTargets(from: RunStatus, actor?: RunActor): RunStatus[] {
-  const targets: RunStatus[] = [];
-  for (const t of RUN_TRANSITIONS) {
-    if (t.from !== from || (actor !== undefined && !t.who.includes(actor))) continue;
-    if (!targets.includes(t.to)) targets.push(t.to);
-  }
-  return targets;
+  return targetsOf(RUN_TRANSITIONS, from, actor);
 }

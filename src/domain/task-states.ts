@@ -13,6 +13,7 @@
  */
 import type { TaskStatus } from "./model.js";
 import { TASK_STATUSES } from "./model.js";
+import { canMove, targetsOf } from "./transition-table.js";
 
 export const TASK_ACTORS = ["scheduler", "leader", "reaper", "worker"] as const;
 export type TaskActor = (typeof TASK_ACTORS)[number];
@@ -117,17 +118,12 @@ export function isTaskStatus(value: unknown): value is TaskStatus {
 }
 
 export function canTransitionTask(from: TaskStatus, to: TaskStatus, actor: TaskActor): boolean {
-  return TASK_TRANSITIONS.some((t) => t.from === from && t.to === to && t.who.includes(actor));
+  return canMove(TASK_TRANSITIONS, from, to, actor);
 }
 
 /** The statuses `actor` may move a task to from `from` (every actor when none is given), in table order. */
 export function taskTargets(from: TaskStatus, actor?: TaskActor): TaskStatus[] {
-  const targets: TaskStatus[] = [];
-  for (const t of TASK_TRANSITIONS) {
-    if (t.from !== from || (actor !== undefined && !t.who.includes(actor))) continue;
-    if (!targets.includes(t.to)) targets.push(t.to);
-  }
-  return targets;
+  return targetsOf(TASK_TRANSITIONS, from, actor);
 }
 
 /** The table rows that allow the move, for messages and logs; empty when it is illegal. */
