@@ -9,7 +9,7 @@ import type { Clock } from "../ports/clock.js";
 import type { Logger } from "../ports/logger.js";
 import type { ChangeFeed, LeaderFence, LeaseStore, Session } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
-import { Waker, wakeOnChange, whenAborted } from "./wake.js";
+import { Waker, unlessAborted, wakeOnChange, whenAborted } from "./wake.js";
 
 export interface LeaseTimings {
   /** How long a lease lives after its last renewal, on the store's clock. */
@@ -173,10 +173,7 @@ export class LeaseKeeper {
       try {
         // A hung store must not hold leadership open: the race ends when leading is aborted, and a
         // renewal that returns after that is ignored.
-        const renewed = await Promise.race([
-          store.renewLease(fence, timings.ttlMs),
-          whenAborted(leading.signal),
-        ]);
+        const renewed = await unlessAborted(store.renewLease(fence, timings.ttlMs), leading.signal);
         if (renewed === undefined) break;
         lastOkSentAt = sentAt;
         failures = 0;

@@ -74,7 +74,38 @@ export function wakeOnChange(
   });
 }
 
-/** A promise that resolves when `signal` aborts (at once if it already has). */
+/**
+ * `promise`'s outcome, or undefined as soon as `signal` aborts, whichever comes first. The abort
+ * listener is removed when the promise settles, so a loop that races every turn against one
+ * long-lived signal does not pile up listeners (Promise.race with whenAborted() would add one per
+ * turn until the signal aborts: the leader's leak of one listener per lease renewal, issue 9).
+ * A rejection that arrives after the abort is dropped.
+ */
+export function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  if (signal.aborted) {
+    promise.catch(() => {});
+    return Promise.resolve(undefined);
+  }
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => resolve(undefined);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
+/**
+ * A promise that resolves when `signal` aborts (at once if it already has). Its listener stays until
+ * then: use it once per signal, never in a loop (see unlessAborted).
+ */
 export function whenAborted(signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted) resolve();

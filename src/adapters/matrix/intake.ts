@@ -379,11 +379,15 @@ export class MatrixIntake {
         if (!transient) throw e;
         const delay = Math.min(MAX_RETRY_DELAY_MS, 250 * 2 ** Math.min(failures, 6));
         this.log.warn({ err: String(e), retryInMs: delay }, `${what} failed`);
+        // The listener goes when the wait ends either way: a long outage retries many times.
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, delay);
-          this.stopping.signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), {
-            once: true,
-          });
+          const done = (): void => {
+            clearTimeout(timer);
+            this.stopping.signal.removeEventListener("abort", done);
+            resolve();
+          };
+          const timer = setTimeout(done, delay);
+          this.stopping.signal.addEventListener("abort", done, { once: true });
         });
       }
     }
