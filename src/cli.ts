@@ -1,11 +1,28 @@
 #!/usr/bin/env node
 /** The `dagbot` entry point: the only reader of argv, and (with the node's composition root) env and signals. */
+import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { registerCommands } from "./cli/commands.js";
+
+// A reader that went away (`dagbot status | head -1`) has all it wanted: end quietly, not with an
+// EPIPE stack trace. Other write errors are real and keep their default (a crash with the cause).
+process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+  if (err.code !== "EPIPE") throw err;
+  process.exit(typeof process.exitCode === "number" ? process.exitCode : 0);
+});
+
+/** The version of the package this file was installed from (package.json is shipped beside dist/). */
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+    version?: unknown;
+  };
+  return typeof pkg.version === "string" ? pkg.version : "unknown";
+}
 
 const program = new Command()
   .name("dagbot")
   .description("Run DAGs of tasks across a fleet of bots that share a Matrix room and a database.")
+  .version(packageVersion(), "-V, --version", "print the version and exit")
   .showHelpAfterError()
   .exitOverride();
 registerCommands(program);
