@@ -1,0 +1,327 @@
+// The container image without a container engine: the final stage of docker/Dockerfile is read
+// (its WORKDIR, COPY lines and ENTRYPOINT), exactly the files it copies are assembled into an empty
+// folder standing for /app, and the entrypoint runs from there with nothing else: `--version`,
+// `validate`, the bot's modules loading for `start`, and a `node` on SQLite that runs a DAG.
+//
+// Where a COPY takes from the build stage, the build stage's /app is this checkout after
+// `npm ci && npm run build && npm prune --omit=dev`: `dist` is the checkout's build, and
+// `node_modules` is the checkout's node_modules cut to what `npm prune --omit=dev` keeps, i.e. the
+// package-lock entries not marked `dev` (hard links, so it takes well under a second; `npm ci
+// --omit=dev` would need the network and a compile of better-sqlite3). The test checks that the
+// build stage does run those commands, so the stand-in cannot silently drift from the image.
+import { spawn } from "node:child_process";
+import {
+  copyFileSync,
+  existsSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, posix } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openStore } from "../../src/adapters/store-factory.js";
+import type { CliResult } from "../support/engine-cluster.js";
+import { REPO, requireBuild } from "../support/engine-cluster.js";
+import { waitFor } from "../support/store-wait.js";
+
+interface Instruction {
+  op: string;
+  args: string;
+}
+
+/** The Dockerfile's instructions with continuations joined and comments dropped, split into stages. */
+function readStages(text: string): Instruction[][] {
+  const joined = text.replace(/\\\r?\n/g, " ");
+  const stages: Instruction[][] = [];
+  for (const raw of joined.split(/\r?\n/)) {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#")) continue;
+    const m = /^([A-Za-z]+)\s+(.*)$/.exec(line);
+    if (m === null) throw new Error(`cannot read Dockerfile line: ${line}`);
+    const op = m[1]!.toUpperCase();
+    if (op === "FROM") stages.push([]);
+    const stage = stages[stages.length - 1];
+    if (stage === undefined) throw new Error(`instruction before FROM: ${line}`);
+    stage.push({ op, args: m[2]! });
+  }
+  return stages;
+}
+
+interface CopyLine {
+  from: string | null;
+  sources: string[];
+  dest: string;
+}
+
+function parseCopy(args: string): CopyLine {
+  const words = args.trim().startsWith("[") ? (JSON.parse(args) as string[]) : args.trim().split(/\s+/);
+  let from: string | null = null;
+  const rest: string[] = [];
+  for (const w of words) {
+    if (w.startsWith("--from=")) from = w.slice("--from=".length);
+    else if (w.startsWith("--chown=") || w.startsWith("--chmod=") || w === "--link") continue;
+    else if (w.startsWith("--")) throw new Error(`COPY flag this test does not model: ${w}`);
+    else rest.push(w);
+  }
+  const dest = rest.pop();
+  if (dest === undefined || rest.length === 0) throw new Error(`COPY without source or destination: ${args}`);
+  if (rest.some((s) => /[*?[]/.test(s))) throw new Error(`COPY wildcard this test does not model: ${args}`);
+  return { from, sources: rest, dest };
+}
+
+/** `ENTRYPOINT ["node", "/app/dist/cli.js"]` → its argv. */
+function parseExecForm(args: string): string[] {
+  const argv = JSON.parse(args) as unknown;
+  if (!Array.isArray(argv) || argv.some((a) => typeof a !== "string"))
+    throw new Error(`not exec form: ${args}`);
+  return argv as string[];
+}
+
+/** Hard-links (or copies, across file systems) a tree; `skipNodeModules` leaves nested node_modules out. */
+function linkTree(src: string, dst: string, skipNodeModules: boolean): void {
+  const st = lstatSync(src);
+  if (st.isSymbolicLink()) {
+    mkdirSync(dirname(dst), { recursive: true });
+    symlinkSync(readlinkSync(src), dst);
+    return;
+  }
+  if (st.isDirectory()) {
+    mkdirSync(dst, { recursive: true });
+    for (const name of readdirSync(src)) {
+      if (skipNodeModules && name === "node_modules") continue;
+      linkTree(join(src, name), join(dst, name), skipNodeModules);
+    }
+    return;
+  }
+  mkdirSync(dirname(dst), { recursive: true });
+  try {
+    linkSync(src, dst);
+  } catch {
+    copyFileSync(src, dst);
+  }
+}
+
+/** What `npm prune --omit=dev` leaves: every package-lock entry not marked dev, each without its nested packages. */
+function productionNodeModules(dst: string): number {
+  const lock = JSON.parse(readFileSync(join(REPO, "package-lock.json"), "utf8")) as {
+    packages: Record<string, { dev?: boolean; link?: boolean; optional?: boolean }>;
+  };
+  let count = 0;
+  for (const [path, entry] of Object.entries(lock.packages)) {
+    if (!path.startsWith("node_modules/") || entry.dev === true) continue;
+    const src = join(REPO, path);
+    if (!existsSync(src) && entry.optional === true) continue; // not installed on this platform
+    linkTree(src, join(dst, path.slice("node_modules/".length)), entry.link !== true);
+    count += 1;
+  }
+  return count;
+}
+
+/** Builds the image's /app (and anything else it copies) under `root`; returns the entrypoint argv. */
+function assembleImage(root: string): { app: string; entrypoint: string[]; copied: string[] } {
+  const stages = readStages(readFileSync(join(REPO, "docker", "Dockerfile"), "utf8"));
+  const final = stages[stages.length - 1];
+  const build = stages[0];
+  if (final === undefined || build === undefined || stages.length < 2)
+    throw new Error("expected a build and a final stage");
+  const buildRuns = build
+    .filter((i) => i.op === "RUN")
+    .map((i) => i.args)
+    .join("\n");
+  // The stand-ins below for the build stage's /app hold only if it builds and prunes like this.
+  expect(buildRuns).toContain("npm ci");
+  expect(buildRuns).toContain("npm run build");
+  expect(buildRuns).toContain("npm prune --omit=dev");
+  const buildWorkdir = build
+    .filter((i) => i.op === "WORKDIR")
+    .pop()
+    ?.args.trim();
+  expect(buildWorkdir).toBe("/app");
+
+  let workdir = "/";
+  let entrypoint: string[] | null = null;
+  const copied: string[] = [];
+  const inRoot = (p: string): string => join(root, p);
+  for (const ins of final) {
+    if (ins.op === "WORKDIR") workdir = posix.resolve(workdir, ins.args.trim());
+    if (ins.op === "ENTRYPOINT") entrypoint = parseExecForm(ins.args);
+    if (ins.op !== "COPY" && ins.op !== "ADD") continue;
+    if (ins.op === "ADD") throw new Error("ADD in the final stage: this test models COPY only");
+    const copy = parseCopy(ins.args);
+    const dest = posix.resolve(workdir, copy.dest);
+    for (const source of copy.sources) {
+      const name = posix.basename(source.replace(/\/+$/, ""));
+      // `COPY a b ./` puts each source under the folder; `COPY dir ./dir` names the target.
+      const target = copy.dest.endsWith("/") ? posix.join(dest, name) : dest;
+      if (copy.from === null) {
+        linkTree(join(REPO, source), inRoot(target), false);
+      } else {
+        if (copy.from !== "build") throw new Error(`COPY --from=${copy.from}: unknown stage`);
+        const rel = posix.relative("/app", posix.resolve("/app", source));
+        if (rel.startsWith(".."))
+          throw new Error(`COPY --from=build ${source}: outside the build stage's /app`);
+        if (rel === "node_modules") productionNodeModules(inRoot(target));
+        else if (rel === "dist") linkTree(join(REPO, "dist"), inRoot(target), false);
+        else
+          throw new Error(
+            `COPY --from=build ${source}: the test does not know what the build stage holds there`,
+          );
+      }
+      copied.push(target);
+    }
+  }
+  if (entrypoint === null) throw new Error("the final stage has no ENTRYPOINT");
+  return { app: inRoot(workdir), entrypoint, copied };
+}
+
+let root: string;
+let image: { app: string; entrypoint: string[]; copied: string[] };
+let failed = false;
+
+beforeAll(() => {
+  requireBuild();
+  root = mkdtempSync(join(tmpdir(), "dagbot-image-"));
+  image = assembleImage(join(root, "image"));
+}, 60_000);
+
+afterAll(() => {
+  if (failed) console.warn(`kept the assembled image folder ${root}`);
+  else rmSync(root, { recursive: true, force: true });
+});
+
+/** Only what the image has: its PATH and HOME, no NODE_PATH/NODE_OPTIONS, the working directory /app. */
+function imageEnv(extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    PATH: process.env["PATH"] ?? "/usr/bin:/bin",
+    HOME: join(root, "home"),
+    NODE_ENV: "production",
+    DAGBOT_LOG_LEVEL: "warn",
+    ...extra,
+  };
+}
+
+/** The entrypoint's argv with the image's paths moved under the assembled folder. */
+function entrypointArgv(args: string[]): [string, string[]] {
+  const [program, ...rest] = image.entrypoint;
+  if (program !== "node") throw new Error(`entrypoint runs ${program ?? "nothing"}, not node`);
+  const mapped = rest.map((a) => (a.startsWith("/") ? join(root, "image", a) : a));
+  return [process.execPath, [...mapped, ...args]];
+}
+
+function run(args: string[], env: Record<string, string> = {}, timeoutMs = 30_000): Promise<CliResult> {
+  const [program, argv] = entrypointArgv(args);
+  return new Promise((done, fail) => {
+    const child = spawn(program, argv, {
+      cwd: image.app,
+      env: imageEnv(env),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      fail(new Error(`dagbot ${args.join(" ")} did not end within ${timeoutMs} ms\n${stdout}\n${stderr}`));
+    }, timeoutMs);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      done({ code, stdout, stderr });
+    });
+  });
+}
+
+function track<T>(p: Promise<T>): Promise<T> {
+  return p.catch((e: unknown) => {
+    failed = true;
+    throw e;
+  });
+}
+
+describe("the container image's final stage", () => {
+  it("holds the files the entrypoint needs, the crypto stand-in's link target included", () => {
+    expect(image.copied).toEqual(expect.arrayContaining(["/app/node_modules", "/app/dist", "/app/stubs"]));
+    const link = join(image.app, "node_modules", "@matrix-org", "matrix-sdk-crypto-nodejs");
+    expect(lstatSync(link).isSymbolicLink()).toBe(true);
+    expect(existsSync(join(link, "package.json"))).toBe(true);
+    // No devDependency made it in.
+    expect(existsSync(join(image.app, "node_modules", "vitest"))).toBe(false);
+    expect(existsSync(join(image.app, "node_modules", "typescript"))).toBe(false);
+    expect(existsSync(join(image.app, "src"))).toBe(false);
+  });
+
+  it("prints its version", async () => {
+    const r = await track(run(["--version"]));
+    const pkg = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { version: string };
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe(`${pkg.version}\n`);
+  });
+
+  it("validates the example DAGs it ships", async () => {
+    const r = await track(run(["validate", "config/examples/hello.toml", "config/examples/diamond.json"]));
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("hello.toml");
+  });
+
+  it("loads the Matrix bot's modules for `start` (the config error comes after every import)", async () => {
+    const config = join(root, "no-matrix.toml");
+    writeFileSync(config, `node_id = "img"\nstore = "sqlite:${join(root, "unused.db")}"\n`);
+    const r = await track(run(["start", "--config", config]));
+    expect(r.stderr).not.toContain("Cannot find module");
+    expect(r.stderr).toContain("the config has no [matrix] section");
+    expect(r.code).toBe(2);
+  });
+
+  it("runs `dagbot node` on SQLite, which runs a DAG submitted from the image", async () => {
+    const state = join(root, "state");
+    mkdirSync(state, { recursive: true });
+    // The packaged engine-only config, as a container without a mounted config would use it; the
+    // store lives in the state volume.
+    const config = "config/local.toml";
+    const env = { DAGBOT_STORE: `sqlite:${join(state, "store.db")}`, DAGBOT_NODE_ID: "img-node" };
+    const [program, argv] = entrypointArgv(["node", "--config", config]);
+    const node = spawn(program, argv, {
+      cwd: image.app,
+      env: imageEnv(env),
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let log = "";
+    node.stderr.on("data", (c: Buffer) => (log += c.toString()));
+    const exited = new Promise<number | null>((done) => node.once("exit", (code) => done(code)));
+    try {
+      const submitted = await track(
+        run(["submit", "config/examples/hello.toml", "--config", config, "--confirm", "--json"], env),
+      );
+      expect(submitted.code, submitted.stderr + log).toBe(0);
+      const { runId } = JSON.parse(submitted.stdout) as { runId: string };
+      const store = await openStore({ kind: "sqlite", path: join(state, "store.db") });
+      try {
+        const done = await track(
+          waitFor(
+            "the hello run to end",
+            () => store.getRunById(runId),
+            (r) => r !== null && r.status !== "running" && r.status !== "pending",
+            { timeoutMs: 30_000, intervalMs: 50 },
+          ),
+        );
+        expect(done?.status, log).toBe("succeeded");
+        const tasks = await store.listTasks(runId);
+        expect(tasks.map((t) => t.executor?.nodeId)).toEqual(tasks.map(() => "img-node"));
+      } finally {
+        await store.close();
+      }
+      node.kill("SIGTERM");
+      expect(await exited, log).toBe(0);
+    } finally {
+      if (node.exitCode === null && node.signalCode === null) node.kill("SIGKILL");
+    }
+  });
+});
