@@ -1,0 +1,122 @@
+/**
+ * A RunGraph as Graphviz DOT: left to right, one box per task or group, filled with its state's
+ * colour, a title with the run and its counts, and a legend of the states that occur.
+ */
+import type { TaskStatus } from "../../domain/model.js";
+import type { GraphBox, RunGraph } from "../../domain/run-graph.js";
+
+/** The bundled font (assets/fonts); Graphviz has width metrics for it, resvg draws it. */
+export const FONT = "DejaVu Sans";
+
+export interface StateStyle {
+  word: string;
+  fill: string;
+  border: string;
+  text: string;
+}
+
+/**
+ * Failures are saturated fills with white text so they stand out from a field of pale greens;
+ * waiting and skipped are outlines, pending work is pale, done work is calm.
+ */
+export const STATE_STYLE: Readonly<Record<TaskStatus, StateStyle>> = {
+  blocked: { word: "waiting", fill: "#f5f5f5", border: "#9e9e9e", text: "#424242" },
+  queued: { word: "queued", fill: "#fff3c4", border: "#c79a00", text: "#3e2f00" },
+  running: { word: "running", fill: "#bbdefb", border: "#1565c0", text: "#0d2b52" },
+  canceling: { word: "canceling", fill: "#ffe0b2", border: "#e65100", text: "#4e2000" },
+  succeeded: { word: "succeeded", fill: "#c8e6c9", border: "#2e7d32", text: "#1b3d1d" },
+  failed: { word: "failed", fill: "#c62828", border: "#7f0000", text: "#ffffff" },
+  timed_out: { word: "timed out", fill: "#d84315", border: "#7f1d00", text: "#ffffff" },
+  canceled: { word: "canceled", fill: "#cfd8dc", border: "#546e7a", text: "#263238" },
+  skipped: { word: "skipped", fill: "#ffffff", border: "#9e9e9e", text: "#757575" },
+};
+
+const ALARM: ReadonlySet<TaskStatus> = new Set<TaskStatus>(["failed", "timed_out"]);
+const NOT_RUN: ReadonlySet<TaskStatus> = new Set<TaskStatus>(["failed", "timed_out", "canceled", "skipped"]);
+
+/** Escapes text for a Graphviz HTML-like label. */
+function html(text: string): string {
+  return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
+}
+
+/** A quoted DOT id or attribute value. */
+function q(text: string): string {
+  return `"${text.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`;
+}
+
+/** The SVG element id of a task's box: tests and tools find a task's box by it. */
+export function svgIdOfBox(box: GraphBox): string {
+  return box.kind === "task" ? `task-${box.taskIds[0]}` : `group-${box.key.slice(2)}`;
+}
+
+function boxLines(box: GraphBox): string {
+  const style = STATE_STYLE[box.status];
+  if (box.kind === "task") {
+    return `<<b>${html(box.title)}</b><br/><font point-size="9">${html(box.caption)} · ${style.word}</font>>`;
+  }
+  const parts = (Object.keys(box.counts) as TaskStatus[])
+    .filter((s) => box.counts[s] > 0)
+    .map((s) => `${box.counts[s]} ${STATE_STYLE[s].word}`);
+  return `<<b>${html(box.caption)}</b><br/><font point-size="9">${html(box.title)}</font><br/><font point-size="9">${html(parts.join(" · "))}</font>>`;
+}
+
+function boxAttributes(box: GraphBox): string {
+  const style = STATE_STYLE[box.status];
+  const attrs: string[] = [`id=${q(svgIdOfBox(box))}`, `label=${boxLines(box)}`];
+  const alarm = ALARM.has(box.status);
+  attrs.push(`color=${q(style.border)}`, `fontcolor=${q(style.text)}`, `penwidth=${alarm ? 3 : 1.2}`);
+  if (box.kind === "task") {
+    attrs.push(`fillcolor=${q(style.fill)}`);
+    attrs.push(
+      `style=${q(box.status === "skipped" || box.status === "blocked" ? "rounded,filled,dashed" : "rounded,filled")}`,
+    );
+  } else {
+    // A group's stripes show the share of each state among its members; a double border says "many".
+    const total = box.taskIds.length;
+    const stripes = (Object.keys(box.counts) as TaskStatus[])
+      .filter((s) => box.counts[s] > 0)
+      .map((s) => `${STATE_STYLE[s].fill};${(box.counts[s] / total).toFixed(3)}`);
+    attrs.push(`fillcolor=${q(stripes.join(":"))}`, `style="striped"`, `peripheries=2`);
+    // Text over stripes: the darkest readable choice, whatever the mix.
+    attrs.push(`fontcolor="#212121"`);
+  }
+  return attrs.join(", ");
+}
+
+function titleLabel(graph: RunGraph): string {
+  const legend = graph.legend
+    .map((s) => {
+      const style = STATE_STYLE[s];
+      return `<td bgcolor="${style.fill}" color="${style.border}" border="1" cellpadding="3"><font color="${style.text}" point-size="10">${html(style.word)}</font></td>`;
+    })
+    .join("");
+  const note = graph.grouped
+    ? `<tr><td align="left" colspan="1"><font point-size="9" color="#616161">double boxes group several tasks; their stripes show the share of each state</font></td></tr>`
+    : "";
+  return (
+    `<<table border="0" cellspacing="0" cellpadding="2">` +
+    `<tr><td align="left"><font point-size="15"><b>${html(graph.title)}</b></font></td></tr>` +
+    `<tr><td align="left"><font point-size="12">${html(graph.counts)}</font></td></tr>` +
+    `<tr><td align="left"><table border="0" cellspacing="4" cellpadding="0"><tr>${legend}</tr></table></td></tr>` +
+    note +
+    `</table>>`
+  );
+}
+
+export function toDot(graph: RunGraph): string {
+  const status = new Map(graph.boxes.map((b) => [b.key, b.status]));
+  const lines = [
+    "digraph run {",
+    `  graph [rankdir=LR, bgcolor="white", pad=0.3, nodesep=0.18, ranksep=0.45, fontname=${q(FONT)}, labelloc=t, labeljust=l, label=${titleLabel(graph)}];`,
+    `  node [shape=box, fontname=${q(FONT)}, fontsize=11, margin="0.12,0.05"];`,
+    `  edge [color="#78909c", arrowsize=0.6];`,
+  ];
+  for (const box of graph.boxes) lines.push(`  ${q(box.key)} [${boxAttributes(box)}];`);
+  for (const [from, to] of graph.edges) {
+    // What did not run because of a failure: a dashed red edge into it, to follow the damage.
+    const broken = NOT_RUN.has(status.get(from) ?? "blocked") && status.get(to) === "skipped";
+    lines.push(`  ${q(from)} -> ${q(to)}${broken ? ` [color="#c62828", style=dashed]` : ""};`);
+  }
+  lines.push("}");
+  return lines.join("\n");
+}

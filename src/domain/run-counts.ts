@@ -1,0 +1,60 @@
+/**
+ * Honest counts of a run's outcomes: "2/5 succeeded · 1 failed · 2 skipped". Failed, skipped and
+ * canceled tasks are ended but never "done", so a failed run can never look complete (issue 15).
+ */
+import type { TaskStatus } from "./model.js";
+import { TASK_STATUSES } from "./model.js";
+
+/** Words for each status in a counts line; "waiting" for blocked, as the card says it. */
+const COUNT_WORD: Readonly<Record<TaskStatus, string>> = {
+  blocked: "waiting",
+  queued: "queued",
+  running: "running",
+  canceling: "canceling",
+  succeeded: "succeeded",
+  failed: "failed",
+  timed_out: "timed out",
+  canceled: "canceled",
+  skipped: "skipped",
+};
+
+/** The order of the parts after "succeeded": what needs eyes first, then what is left to happen. */
+const COUNT_ORDER: readonly TaskStatus[] = [
+  "failed",
+  "timed_out",
+  "canceled",
+  "skipped",
+  "running",
+  "canceling",
+  "queued",
+  "blocked",
+];
+
+export function countStatuses(statuses: readonly TaskStatus[]): Record<TaskStatus, number> {
+  const counts = Object.fromEntries(TASK_STATUSES.map((s) => [s, 0])) as Record<TaskStatus, number>;
+  for (const s of statuses) counts[s] += 1;
+  return counts;
+}
+
+/**
+ * `2/5 succeeded · 1 failed · 2 skipped`: succeeded over the total first, then every other status
+ * that has at least one task, in COUNT_ORDER. An empty run reads `0/0 succeeded`.
+ */
+export function outcomeCounts(statuses: readonly TaskStatus[]): string {
+  const counts = countStatuses(statuses);
+  const parts = [`${counts.succeeded}/${statuses.length} succeeded`];
+  for (const s of COUNT_ORDER) if (counts[s] > 0) parts.push(`${counts[s]} ${COUNT_WORD[s]}`);
+  return parts.join(" · ");
+}
+
+/**
+ * Share of the run that succeeded, in whole percent, rounded down: a progress bar built on it is
+ * full only when every task succeeded.
+ */
+export function succeededPercent(statuses: readonly TaskStatus[]): number {
+  if (statuses.length === 0) return 100;
+  const ok = statuses.filter((s) => s === "succeeded").length;
+  return Math.floor((ok * 100) / statuses.length);
+}
+
+export { COUNT_WORD };

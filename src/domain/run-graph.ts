@@ -1,0 +1,270 @@
+/**
+ * What a picture of a run shows: one box per task, or, for large DAGs, one box per group of tasks
+ * whose detail would only be noise (issue 15). Pure: the graph renderer adapter draws it.
+ *
+ * Grouping, in this order, never hiding a task that needs eyes (running, canceling, failed,
+ * timed out) unless a group already shows more than EYES_PER_GROUP of them:
+ * 1. wide fan-outs: more than FAN_LIMIT tasks with the same needs and the same dependents
+ *    become one box;
+ * 2. long chains: CHAIN_MIN or more tasks in a row, each the only dependent of the one before and
+ *    the only need of the one after, become one box;
+ * 3. if more than MAX_BOXES boxes remain, the remaining single tasks of each plan level become one box
+ *    per level.
+ * A quotient of a DAG by these groups stays acyclic: fan-out members share needs and dependents,
+ * a chain has one way in and one way out, and a level's tasks have no edges among themselves.
+ */
+import type { TaskStatus } from "./model.js";
+import { TASK_STATUSES } from "./model.js";
+import { countStatuses, outcomeCounts } from "./run-counts.js";
+
+export const FAN_LIMIT = 8;
+export const CHAIN_MIN = 4;
+export const MAX_BOXES = 150;
+export const EYES_PER_GROUP = 5;
+
+/** Statuses a person should see one by one. */
+export const EYES_STATUSES: ReadonlySet<TaskStatus> = new Set<TaskStatus>([
+  "running",
+  "canceling",
+  "failed",
+  "timed_out",
+]);
+
+export interface GraphTaskInput {
+  id: string;
+  action: string;
+  needs: readonly string[];
+  status: TaskStatus;
+}
+
+export interface RunGraphInput {
+  dagId: string;
+  /** Short run id for the title; null for a DAG file that has not run. */
+  runLabel: string | null;
+  /** The run's status word ("failed", "running"); null for a DAG file. */
+  runStatusWord: string | null;
+  tasks: readonly GraphTaskInput[];
+}
+
+export interface GraphBox {
+  /** Stable key of the box: `t:<task id>` or `g:<n>`. */
+  key: string;
+  kind: "task" | "group";
+  /** Task id, or the first and last member of a group. */
+  title: string;
+  /** The action for a task; `N tasks` for a group. */
+  caption: string;
+  /** A task's status; for a group, its most urgent member status. */
+  status: TaskStatus;
+  /** Members in document order (one for a task box). */
+  taskIds: string[];
+  /** Members per status, zero where none. */
+  counts: Record<TaskStatus, number>;
+}
+
+export interface RunGraph {
+  title: string;
+  counts: string;
+  /** Statuses that occur, in TASK_STATUSES order: the legend. */
+  legend: TaskStatus[];
+  boxes: GraphBox[];
+  /** Box keys, deduplicated, in a stable order. */
+  edges: [string, string][];
+  /** True when some box groups several tasks. */
+  grouped: boolean;
+}
+
+/** Which member status a group shows as its own when a single colour is needed. */
+const URGENCY: readonly TaskStatus[] = [
+  "failed",
+  "timed_out",
+  "running",
+  "canceling",
+  "canceled",
+  "queued",
+  "skipped",
+  "blocked",
+  "succeeded",
+];
+
+export function buildRunGraph(input: RunGraphInput): RunGraph {
+  const tasks = input.tasks;
+  const index = new Map(tasks.map((t, i) => [t.id, i]));
+  const needs = tasks.map((t) =>
+    t.needs.map((n) => index.get(n)).filter((n): n is number => n !== undefined),
+  );
+  const dependents: number[][] = tasks.map(() => []);
+  needs.forEach((ns, i) => ns.forEach((n) => dependents[n]!.push(i)));
+  const eyes = tasks.map((t) => EYES_STATUSES.has(t.status));
+
+  // group[i] = group number of task i, or -1 for a box of its own.
+  const group = new Array<number>(tasks.length).fill(-1);
+  let groups = 0;
+  const assign = (members: number[]): void => {
+    for (const m of members) group[m] = groups;
+    groups += 1;
+  };
+
+  // 1. Wide fan-outs: same needs, same dependents.
+  const classes = new Map<string, number[]>();
+  tasks.forEach((_, i) => {
+    const key = `${[...needs[i]!].sort((a, b) => a - b).join(",")}|${[...dependents[i]!].sort((a, b) => a - b).join(",")}`;
+    const members = classes.get(key);
+    if (members === undefined) classes.set(key, [i]);
+    else members.push(i);
+  });
+  for (const members of classes.values()) {
+    if (members.length <= FAN_LIMIT) continue;
+    const folded = foldable(members, tasks);
+    if (folded.length >= 2) assign(folded);
+  }
+
+  // 2. Long chains of single tasks.
+  const linkable = (i: number): boolean => group[i] === -1 && !eyes[i];
+  const inChain = new Array<boolean>(tasks.length).fill(false);
+  for (let i = 0; i < tasks.length; i++) {
+    if (inChain[i] || !linkable(i)) continue;
+    // Start only where the chain cannot be extended backwards.
+    const prev = needs[i]!.length === 1 ? needs[i]![0]! : -1;
+    if (prev !== -1 && linkable(prev) && dependents[prev]!.length === 1) continue;
+    const chain = [i];
+    let at = i;
+    while (dependents[at]!.length === 1) {
+      const next = dependents[at]![0]!;
+      if (!linkable(next) || needs[next]!.length !== 1) break;
+      chain.push(next);
+      at = next;
+    }
+    for (const c of chain) inChain[c] = true;
+    if (chain.length >= CHAIN_MIN) assign(chain);
+  }
+
+  // 3. Too many boxes still: fold the single tasks of each level.
+  const boxCount = (): number => groups + group.filter((g) => g === -1).length;
+  if (boxCount() > MAX_BOXES) {
+    const levels = levelsOf(needs);
+    const byLevel = new Map<number, number[]>();
+    tasks.forEach((_, i) => {
+      if (group[i] !== -1) return;
+      const members = byLevel.get(levels[i]!);
+      if (members === undefined) byLevel.set(levels[i]!, [i]);
+      else members.push(i);
+    });
+    for (const members of byLevel.values()) {
+      if (members.length < 2) continue;
+      const folded = foldable(members, tasks);
+      if (folded.length >= 2) assign(folded);
+    }
+  }
+
+  return assemble(input, needs, group, groups);
+}
+
+/**
+ * The members that go into a group: all but EYES_PER_GROUP tasks that need eyes, failures before
+ * running ones (a failure folded behind a running task would hide what went wrong).
+ */
+function foldable(members: readonly number[], tasks: readonly GraphTaskInput[]): number[] {
+  const shown = new Set(
+    members
+      .filter((m) => EYES_STATUSES.has(tasks[m]!.status))
+      .sort((a, b) => URGENCY.indexOf(tasks[a]!.status) - URGENCY.indexOf(tasks[b]!.status) || a - b)
+      .slice(0, EYES_PER_GROUP),
+  );
+  return members.filter((m) => !shown.has(m));
+}
+
+/** Longest-path depth of each task from the roots, iteratively (a 1,000-task chain is fine). */
+function levelsOf(needs: readonly number[][]): number[] {
+  const level = new Array<number>(needs.length).fill(-1);
+  const stack: number[] = [];
+  for (let start = 0; start < needs.length; start++) {
+    if (level[start] !== -1) continue;
+    stack.push(start);
+    while (stack.length > 0) {
+      const at = stack[stack.length - 1]!;
+      const pending = needs[at]!.filter((n) => level[n] === -1);
+      if (pending.length > 0) {
+        stack.push(...pending);
+        continue;
+      }
+      stack.pop();
+      level[at] = needs[at]!.reduce((max, n) => Math.max(max, level[n]! + 1), 0);
+    }
+  }
+  return level;
+}
+
+function assemble(
+  input: RunGraphInput,
+  needs: readonly number[][],
+  group: readonly number[],
+  groups: number,
+): RunGraph {
+  const tasks = input.tasks;
+  const members: number[][] = Array.from({ length: groups }, () => []);
+  tasks.forEach((_, i) => {
+    if (group[i] !== -1) members[group[i]!]!.push(i);
+  });
+  const keyOf = (i: number): string => (group[i] === -1 ? `t:${tasks[i]!.id}` : `g:${group[i]}`);
+
+  const boxes: GraphBox[] = [];
+  const placed = new Set<number>();
+  tasks.forEach((task, i) => {
+    if (group[i] === -1) {
+      boxes.push({
+        key: keyOf(i),
+        kind: "task",
+        title: task.id,
+        caption: task.action,
+        status: task.status,
+        taskIds: [task.id],
+        counts: countStatuses([task.status]),
+      });
+      return;
+    }
+    const g = group[i]!;
+    if (placed.has(g)) return;
+    placed.add(g);
+    const ids = members[g]!.map((m) => tasks[m]!.id);
+    const counts = countStatuses(members[g]!.map((m) => tasks[m]!.status));
+    const first = ids[0]!;
+    const last = ids[ids.length - 1]!;
+    boxes.push({
+      key: `g:${g}`,
+      kind: "group",
+      title: ids.length === 2 ? `${first}, ${last}` : `${first} … ${last}`,
+      caption: `${ids.length} tasks`,
+      status: URGENCY.find((s) => counts[s] > 0) ?? "blocked",
+      taskIds: ids,
+      counts,
+    });
+  });
+
+  const seen = new Set<string>();
+  const edges: [string, string][] = [];
+  needs.forEach((ns, i) => {
+    for (const n of ns) {
+      const from = keyOf(n);
+      const to = keyOf(i);
+      const key = `${from}\u0000${to}`;
+      if (from === to || seen.has(key)) continue;
+      seen.add(key);
+      edges.push([from, to]);
+    }
+  });
+
+  const statuses = tasks.map((t) => t.status);
+  const present = countStatuses(statuses);
+  const head = [input.dagId];
+  if (input.runLabel !== null) head.push(`run ${input.runLabel}`);
+  if (input.runStatusWord !== null) head.push(input.runStatusWord);
+  return {
+    title: head.join(" · "),
+    counts: input.runStatusWord === null ? `${tasks.length} tasks, not run` : outcomeCounts(statuses),
+    legend: TASK_STATUSES.filter((s) => present[s] > 0),
+    boxes,
+    edges,
+    grouped: groups > 0,
+  };
+}

@@ -1,0 +1,104 @@
+// The Graphviz + resvg renderer: one box per task in its state's colour (read back from the SVG),
+// PNGs that decode to their stated size with the state colours and real glyphs in them, a
+// 1,000-task DAG, and rendering off the event loop with a bound in time.
+import { describe, expect, it, afterAll } from "vitest";
+import { GraphvizRenderer } from "../../src/adapters/graph/graphviz-renderer.js";
+import { STATE_STYLE } from "../../src/adapters/graph/dot.js";
+import type { TaskStatus } from "../../src/domain/model.js";
+import { TASK_STATUSES } from "../../src/domain/model.js";
+import type { GraphTaskInput } from "../../src/domain/run-graph.js";
+import { buildRunGraph } from "../../src/domain/run-graph.js";
+import { RenderError } from "../../src/ports/graph-renderer.js";
+import { chain, layered } from "../support/graph-shapes.js";
+import { countColour, countDark, decodePng } from "../support/png.js";
+
+const renderer = new GraphvizRenderer();
+afterAll(() => renderer.close());
+
+const graphOf = (tasks: GraphTaskInput[]) =>
+  buildRunGraph({ dagId: "release", runLabel: "3f2a9c1d", runStatusWord: "failed", tasks });
+
+/** One task in every state, in a diamond-ish shape. */
+const everyState: GraphTaskInput[] = TASK_STATUSES.map((status, i) => ({
+  id: `task_${status}`,
+  action: "echo",
+  needs: i === 0 ? [] : [`task_${TASK_STATUSES[Math.floor((i - 1) / 2)]}`],
+  status,
+}));
+
+/** SVG element id → the fill of its first shape. */
+function nodeFills(svg: string): Map<string, string> {
+  const fills = new Map<string, string>();
+  const re = /<g id="([^"]+)" class="node">\s*<title>[^<]*<\/title>\s*<(?:path|polygon) fill="([^"]+)"/g;
+  for (const m of svg.matchAll(re)) fills.set(m[1]!.replace(/&#45;/g, "-"), m[2]!);
+  return fills;
+}
+
+describe("GraphvizRenderer", () => {
+  it("draws one box per task, filled with its state's colour", async () => {
+    const picture = await renderer.render(graphOf(everyState), "svg");
+    expect(picture.mimetype).toBe("image/svg+xml");
+    const svg = Buffer.from(picture.data).toString("utf8");
+    const fills = nodeFills(svg);
+    expect(fills.size).toBe(everyState.length);
+    for (const task of everyState) {
+      expect(fills.get(`task-${task.id}`), task.id).toBe(STATE_STYLE[task.status].fill);
+    }
+    // The legend names every state that occurs.
+    for (const s of TASK_STATUSES) expect(svg).toContain(`>${STATE_STYLE[s].word}<`);
+    expect(svg).toContain("1/9 succeeded · 1 failed · 1 timed out · 1 canceled · 1 skipped");
+  });
+
+  it("writes a PNG that decodes to its stated size, with the failure's red in it", async () => {
+    const picture = await renderer.render(graphOf(everyState), "png");
+    expect(picture.mimetype).toBe("image/png");
+    const png = decodePng(picture.data);
+    expect([png.width, png.height]).toEqual([picture.width, picture.height]);
+    expect(png.width).toBeGreaterThan(300);
+    for (const s of ["failed", "succeeded", "running"] as TaskStatus[]) {
+      expect(countColour(png, STATE_STYLE[s].fill), s).toBeGreaterThan(500);
+    }
+  });
+
+  it("draws glyphs from the bundled font, not boxes or nothing", async () => {
+    const one = (id: string) => graphOf([{ id, action: "x", needs: [], status: "blocked" }]);
+    const wide = decodePng((await renderer.render(one("WWWWWWWWWWWW"), "png")).data);
+    const narrow = decodePng((await renderer.render(one("iiiiiiiiiiii"), "png")).data);
+    // Same title, legend and border; only the label's ink differs. Missing glyph boxes or a missing
+    // font would give both labels the same ink.
+    const wideInk = countDark(wide, 110);
+    const narrowInk = countDark(narrow, 110);
+    expect(wideInk - narrowInk).toBeGreaterThan(300);
+  });
+
+  it("renders a 1,000-task DAG, leaving the event loop free while it draws", async () => {
+    // layered() defeats fan-out and chain grouping: the largest picture a 1,000-task DAG makes.
+    const tasks = layered(1000, 50);
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 5);
+    let picture;
+    try {
+      picture = await renderer.render(graphOf(tasks), "png");
+    } finally {
+      clearInterval(timer);
+    }
+    // A render on this thread would run from start to end without letting a single tick through.
+    expect(ticks).toBeGreaterThan(0);
+    const png = decodePng(picture.data);
+    expect([png.width, png.height]).toEqual([picture.width, picture.height]);
+    expect(countColour(png, STATE_STYLE.failed.fill)).toBeGreaterThan(500);
+  });
+
+  it("gives up on a render that takes longer than its bound, and draws again afterwards", async () => {
+    const hasty = new GraphvizRenderer({ timeoutMs: 1 });
+    try {
+      const err = await hasty.render(graphOf(chain(10)), "png").catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RenderError);
+      expect((err as RenderError).reason).toBe("timeout");
+    } finally {
+      await hasty.close();
+    }
+    const again = await renderer.render(graphOf(chain(10)), "png");
+    expect(decodePng(again.data).width).toBe(again.width);
+  });
+});
