@@ -3,6 +3,7 @@ import type { Command } from "commander";
 import { registerCancel } from "./cancel.js";
 import { registerCap } from "./cap.js";
 import { registerDemo } from "./demo.js";
+import { registerGraph } from "./graph.js";
 import { registerNode } from "./node.js";
 import { registerNodes } from "./nodes.js";
 import { registerRun } from "./run.js";
@@ -21,5 +22,6 @@ export function registerCommands(program: Command): void {
   registerNodes(program);
   registerCancel(program);
   registerCap(program);
+  registerGraph(program);
   registerDemo(program);
 }
