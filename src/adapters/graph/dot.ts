@@ -76,7 +76,10 @@ function boxAttributes(box: GraphBox): string {
     const stripes = (Object.keys(box.counts) as TaskStatus[])
       .filter((s) => box.counts[s] > 0)
       .map((s) => `${STATE_STYLE[s].fill};${(box.counts[s] / total).toFixed(3)}`);
-    attrs.push(`fillcolor=${q(stripes.join(":"))}`, `style="striped"`, `peripheries=2`);
+    // One state needs no stripes (Graphviz would still draw a stripe's edge through the text).
+    const fillStyle = stripes.length === 1 ? `"filled"` : `"striped"`;
+    const fill = stripes.length === 1 ? STATE_STYLE[box.status].fill : stripes.join(":");
+    attrs.push(`fillcolor=${q(fill)}`, `style=${fillStyle}`, `peripheries=2`);
     // Text over stripes: the darkest readable choice, whatever the mix.
     attrs.push(`fontcolor="#212121"`);
   }
