@@ -30,6 +30,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore } from "../../src/adapters/store-factory.js";
 import type { CliResult } from "../support/engine-cluster.js";
 import { REPO, requireBuild } from "../support/engine-cluster.js";
+import { decodePng } from "../support/png.js";
 import { waitFor } from "../support/store-wait.js";
 
 interface Instruction {
@@ -269,6 +270,14 @@ describe("the container image's final stage", () => {
     const r = await track(run(["validate", "config/examples/hello.toml", "config/examples/diamond.json"]));
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain("hello.toml");
+  });
+
+  it("draws a run picture with the font it ships (no system fonts needed)", async () => {
+    const out = join(root, "diamond.png");
+    const r = await track(run(["graph", "config/examples/diamond.json", "--out", out]));
+    expect(r.code, r.stderr).toBe(0);
+    const png = decodePng(readFileSync(out));
+    expect(r.stdout).toContain(`${png.width}×${png.height} px`);
   });
 
   it("loads the Matrix bot's modules for `start` (the config error comes after every import)", async () => {

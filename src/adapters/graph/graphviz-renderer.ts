@@ -7,6 +7,7 @@
  * command handling; a render that takes longer than `timeoutMs` terminates the worker (the next
  * render starts a fresh one) and at most `maxPending` renders wait.
  */
+import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
@@ -98,6 +99,13 @@ export class GraphvizRenderer implements GraphRenderer {
     if (this.jobs.size > this.maxPending) {
       return Promise.reject(
         new RenderError("busy", `${this.jobs.size} pictures are being drawn already; try again shortly`),
+      );
+    }
+    // Without its font resvg draws no text at all: refuse rather than post a picture without words.
+    const missing = FONT_FILES.find((f) => !existsSync(f));
+    if (missing !== undefined) {
+      return Promise.reject(
+        new RenderError("failed", `the font file ${missing} is missing (a broken install)`),
       );
     }
     const dot = toDot(graph);
