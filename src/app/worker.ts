@@ -310,6 +310,9 @@ export function toTaskResult(exec: ExecResult, reason: "canceled" | null | Abort
   if (exec.outcome === "killed") {
     outcome = reason === "canceled" ? "canceled" : "failed";
     if (reason === "canceled") error = "canceled";
+  } else if (exec.outcome === "expired") {
+    // Only reached when the claim was already given up; recorded as a failure if it ever is.
+    outcome = "failed";
   } else {
     outcome = exec.outcome;
   }

@@ -31,6 +31,23 @@ export interface ExecRequest {
   timeoutMs?: number;
   /** Abort to kill the action: lease lost, run canceled, node stopping. */
   signal?: AbortSignal;
+  /**
+   * The claim the action runs under. The executor never starts the action once the claim's stop
+   * deadline minus the action's kill_grace has passed, and ends every process of the action by that
+   * deadline even while this process is stopped or after it died.
+   */
+  claim?: ExecClaim;
+}
+
+/** What the executor needs of a claim: a deadline that each lease renewal moves later. */
+export interface ExecClaim {
+  /**
+   * Milliseconds from now until every process of the action must be gone (the claim's stop
+   * deadline); zero or less once it has passed.
+   */
+  msLeft(): number;
+  /** Calls `listener` when the deadline moved (a renewal); returns the unsubscribe. */
+  onMove(listener: () => void): () => void;
 }
 
 /**
@@ -38,8 +55,10 @@ export interface ExecRequest {
  * - failed: nonzero status, killed by a signal we did not send, bad arguments, or could not start.
  * - timed_out: its deadline fired (the process was killed).
  * - killed: the request's AbortSignal fired (the process was killed).
+ * - expired: the claim's stop deadline came before it ended (it was stopped) or before it could
+ *   start (it never ran); the attempt is no longer the caller's to record.
  */
-export type ExecOutcome = "succeeded" | "failed" | "timed_out" | "killed";
+export type ExecOutcome = "succeeded" | "failed" | "timed_out" | "killed" | "expired";
 
 export interface ExecResult {
   outcome: ExecOutcome;
