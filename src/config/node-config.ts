@@ -144,8 +144,10 @@ const pattern = z
   .superRefine((text, ctx) => {
     const compiled = compileArgPattern(text);
     if (typeof compiled === "string") {
-      const reason = compiled.replace(/^Invalid regular expression: /, "");
-      ctx.addIssue({ code: "custom", message: `is not a valid regular expression: ${reason}` });
+      ctx.addIssue({
+        code: "custom",
+        message: `is not a valid regular expression (RE2 syntax, matched in linear time: no backreferences or lookaround): ${compiled}`,
+      });
     }
   });
 
@@ -163,7 +165,9 @@ function uniqueList<T extends z.ZodType<string>>(item: T) {
 const actionSchema = z
   .strictObject({
     argv: z.array(z.string()).min(1, { error: "must name the program to run" }),
-    args: z.record(z.string(), z.strictObject({ pattern })).prefault({}),
+    args: z
+      .record(z.string(), z.strictObject({ pattern, allow_leading_dash: z.boolean().prefault(false) }))
+      .prefault({}),
     cwd: z.string().min(1).optional(),
     env: z.record(z.string(), z.string()).prefault({}),
     timeout: duration(1).prefault("10m"),
@@ -324,7 +328,7 @@ export function knownKeysAt(path: readonly PropertyKey[]): string[] | null {
     typeof second === "string" &&
     fourth !== undefined
   ) {
-    return ["pattern"];
+    return ["pattern", "allow_leading_dash"];
   }
   return null;
 }
@@ -337,7 +341,10 @@ export function toNodeConfig(file: NodeConfigFile): NodeConfig {
       name,
       argv: action.argv,
       args: Object.fromEntries(
-        Object.entries(action.args).map(([arg, spec]) => [arg, { pattern: spec.pattern }]),
+        Object.entries(action.args).map(([arg, spec]) => [
+          arg,
+          { pattern: spec.pattern, allowLeadingDash: spec.allow_leading_dash },
+        ]),
       ),
       cwd: action.cwd ?? null,
       env: action.env,

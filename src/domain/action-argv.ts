@@ -2,7 +2,20 @@
  * Renders an action's argv template with a task's arguments: the one place where DAG input meets a
  * command line, so every value is checked against its declared pattern and lands in exactly one argv entry.
  */
+import { RE2JS } from "re2js";
 import type { ArgValue } from "./model.js";
+
+/** How one argument of an action is checked. */
+export interface ArgSpec {
+  /** The whole value must match it (RE2 syntax: matched in linear time, never backtracking). */
+  pattern: string;
+  /**
+   * A placeholder that is a whole argv entry refuses a value starting with "-" (it would be read as an
+   * option: `find {dir}` with dir = "-delete") unless this is true. Embedded placeholders
+   * (`--out={file}`) are not affected.
+   */
+  allowLeadingDash?: boolean;
+}
 
 /** The part of an action that decides its command line (the executor's ActionDefinition extends it). */
 export interface ActionTemplate {
@@ -10,7 +23,7 @@ export interface ActionTemplate {
   /** argv[0] is the executable; `{name}` anywhere in an element is replaced by that argument's value. */
   argv: string[];
   /** Every argument the action accepts, with the pattern its whole value must match. */
-  args: Record<string, { pattern: string }>;
+  args: Record<string, ArgSpec>;
 }
 
 export type RenderResult = { ok: true; argv: string[] } | { ok: false; message: string };
@@ -27,18 +40,50 @@ export function placeholdersOf(element: string): string[] {
   return [...element.matchAll(PLACEHOLDER)].map((match) => match[1] ?? "");
 }
 
+/** A compiled argument pattern: `matches` is a whole-value match in time linear in the value. */
+export interface ArgPattern {
+  matches(value: string): boolean;
+}
+
+const compiled = new Map<string, ArgPattern>();
+
 /**
- * Compiles a configured pattern so that it must match a whole value. The pattern is first compiled on
- * its own: wrapping an unbalanced pattern such as `a)|(b` would otherwise produce a valid regex whose
- * anchors no longer cover every branch. Returns an error message for an invalid pattern.
+ * Compiles a configured pattern with RE2 (re2js), whose matching time is linear in the input: a
+ * pattern like `(a+)+b` cannot freeze a node on a crafted argument (issue 10). RE2 has no
+ * backreferences or lookaround; such patterns are refused at config load. `matches` is a full match,
+ * so no anchors are added, and `a)|(b` is a syntax error rather than a pattern escaping its anchors.
+ * Returns an error message for an invalid pattern.
  */
-export function compileArgPattern(pattern: string): RegExp | string {
+export function compileArgPattern(pattern: string): ArgPattern | string {
+  const known = compiled.get(pattern);
+  if (known !== undefined) return known;
   try {
-    new RegExp(pattern, "u");
-    return new RegExp(`^(?:${pattern})$`, "u");
+    const re = RE2JS.compile(pattern);
+    const result: ArgPattern = { matches: (value) => re.matches(value) };
+    if (compiled.size > 1000) compiled.clear();
+    compiled.set(pattern, result);
+    return result;
   } catch (err) {
-    return err instanceof Error ? err.message : String(err);
+    const message = err instanceof Error ? err.message : String(err);
+    return message.replace(/^error parsing regexp: /, "");
   }
+}
+
+/** The argument names that fill a whole argv entry (`{dir}` alone), where a leading "-" is an option. */
+export function wholeEntryArgs(action: Pick<ActionTemplate, "argv">): Set<string> {
+  const names = new Set<string>();
+  action.argv.forEach((element, index) => {
+    if (index === 0) return;
+    const match = /^\{([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(element);
+    if (match?.[1] !== undefined) names.add(match[1]);
+  });
+  return names;
+}
+
+/** Whether a "--" entry comes before the first whole-entry use of `name` (ends the program's options). */
+export function endOfOptionsBefore(action: Pick<ActionTemplate, "argv">, name: string): boolean {
+  const at = action.argv.indexOf(`{${name}}`);
+  return at > 0 && action.argv.slice(1, at).includes("--");
 }
 
 function stringify(value: ArgValue): string {
@@ -53,6 +98,7 @@ function stringify(value: ArgValue): string {
 export function renderArgv(action: ActionTemplate, args: Readonly<Record<string, ArgValue>>): RenderResult {
   const problems: string[] = [];
   const values = new Map<string, string>();
+  const whole = wholeEntryArgs(action);
 
   for (const name of Object.keys(args)) {
     if (!Object.hasOwn(action.args, name)) {
@@ -83,8 +129,14 @@ export function renderArgv(action: ActionTemplate, args: Readonly<Record<string,
       problems.push(`argument "${name}" has an invalid pattern in the node config: ${pattern}`);
       continue;
     }
-    if (!pattern.test(value)) {
+    if (!pattern.matches(value)) {
       problems.push(`argument "${name}" does not match its pattern ${spec.pattern}`);
+      continue;
+    }
+    if (value.startsWith("-") && whole.has(name) && spec.allowLeadingDash !== true) {
+      problems.push(
+        `argument "${name}" starts with "-", which the program would read as an option; action "${action.name}" does not allow that for "${name}"`,
+      );
       continue;
     }
     values.set(name, value);

@@ -56,7 +56,7 @@ describe("example node configs", () => {
     expect(config.actions.echo).toEqual({
       name: "echo",
       argv: ["echo", "{message}"],
-      args: { message: { pattern: "[^\\r\\n]{0,200}" } },
+      args: { message: { pattern: "[^\\r\\n]{0,200}", allowLeadingDash: false } },
       cwd: null,
       env: {},
       timeoutMs: 60_000,
@@ -166,7 +166,7 @@ describe("bad config files name the key path", () => {
       "unknown-keys.toml",
       [
         'actions.echo.agrv: unknown key (did you mean "argv"?)',
-        "actions.echo.args.message.default: unknown key (expected one of pattern)",
+        "actions.echo.args.message.default: unknown key (expected one of pattern, allow_leading_dash)",
         "actions.echo.argv: required",
         'lease.tll: unknown key (did you mean "ttl"?)',
         'storee: unknown key (did you mean "store"?)',
@@ -192,7 +192,7 @@ describe("bad config files name the key path", () => {
     [
       "bad-regex.toml",
       [
-        "actions.grep.args.word.pattern: is not a valid regular expression: /[a-z/u: Unterminated character class",
+        "actions.grep.args.word.pattern: is not a valid regular expression (RE2 syntax, matched in linear time: no backreferences or lookaround): missing closing ]: `[a-z`",
       ],
     ],
     [
@@ -253,7 +253,9 @@ describe("bad values in place", () => {
     [
       "a pattern that escapes its anchors",
       action({ argv: ["echo", "{v}"], args: { v: { pattern: "[a-z]+)|(.*" } } }),
-      ["actions.a.args.v.pattern: is not a valid regular expression: /[a-z]+)|(.*/u: Unmatched ')'"],
+      [
+        "actions.a.args.v.pattern: is not a valid regular expression (RE2 syntax, matched in linear time: no backreferences or lookaround): unexpected ): `[a-z]+)|(.*`",
+      ],
     ],
     [
       "DAGBOT_ in action env",

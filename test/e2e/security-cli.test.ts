@@ -1,0 +1,72 @@
+/**
+ * Holes a careless operator or a hostile room member could use (issue 10), through real processes and
+ * real files: a backtracking pattern cannot freeze a node.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cli, requireBuild } from "../support/engine-cluster.js";
+
+let cwd: string;
+let failed = false;
+
+beforeAll(() => {
+  requireBuild();
+  cwd = mkdtempSync(join(tmpdir(), "dagbot-security-cli-"));
+});
+
+afterAll(() => {
+  if (failed) console.warn(`kept ${cwd}`);
+  else rmSync(cwd, { recursive: true, force: true });
+});
+
+function track<T>(p: Promise<T>): Promise<T> {
+  return p.catch((e: unknown) => {
+    failed = true;
+    throw e;
+  });
+}
+
+describe("argument patterns are matched in linear time", () => {
+  it("`(a+)+b` against 40 a's and a '!' is refused at once instead of freezing the node", async () => {
+    const config = join(cwd, "redos.toml");
+    writeFileSync(
+      config,
+      [
+        'node_id = "redos"',
+        `store = "sqlite:${join(cwd, "redos.db")}"`,
+        "[actions.grep]",
+        'argv = ["echo", "{word}"]',
+        "args = { word = { pattern = '(a+)+b' } }",
+      ].join("\n"),
+    );
+    const dag = join(cwd, "redos.json");
+    const word = `${"a".repeat(40)}!`;
+    writeFileSync(dag, JSON.stringify({ id: "redos", tasks: [{ id: "t", action: "grep", args: { word } }] }));
+    // A backtracking engine needs about 2^40 steps here: the run would never end and the CLI helper
+    // would kill it after its 60 s budget. A linear engine answers in milliseconds.
+    const r = await track(cli(["run", dag, "--config", config], { cwd }));
+    expect(r.code, r.stderr).toBe(1);
+    expect(`${r.stdout}\n${r.stderr}`).toContain('argument "word" does not match its pattern (a+)+b');
+  });
+
+  it("a pattern an RE2 engine cannot run (a backreference) is refused at config load, naming the key", async () => {
+    const config = join(cwd, "backref.toml");
+    writeFileSync(
+      config,
+      [
+        'node_id = "backref"',
+        `store = "sqlite:${join(cwd, "backref.db")}"`,
+        "[actions.pair]",
+        'argv = ["echo", "{word}"]',
+        "args = { word = { pattern = '(a)\\1' } }",
+      ].join("\n"),
+    );
+    const r = await track(cli(["run", join(cwd, "redos.json"), "--config", config], { cwd }));
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(
+      "actions.pair.args.word.pattern: is not a valid regular expression (RE2 syntax",
+    );
+  });
+});
