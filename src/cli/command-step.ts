@@ -8,9 +8,9 @@
  * been written by someone with the store's own credentials: the local operator.
  */
 import { randomUUID } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { lstat, readFile, realpath } from "node:fs/promises";
 import { userInfo } from "node:os";
-import { join } from "node:path";
+import { isAbsolute, join, relative } from "node:path";
 import { inboxStep } from "../app/commands/inbox-step.js";
 import type { CommandPolicy, DagLibrary } from "../app/commands/context.js";
 import { DEFAULT_NODE_STALE_AFTER_MS } from "../app/commands/context.js";
@@ -65,15 +65,45 @@ export function libraryLoader(folder: string | null): DagLibrary {
     if (folder === null) return { ok: false, message: "this node has no DAG library folder configured" };
     const candidates = /\.(toml|json)$/i.test(name) ? [name] : [`${name}.toml`, `${name}.json`];
     for (const file of candidates) {
-      try {
-        const text = await readFile(join(folder, file), "utf8");
-        return { ok: true, text, format: file.toLowerCase().endsWith(".json") ? "json" : "toml" };
-      } catch {
-        // Try the next name.
-      }
+      const read = await readLibraryFile(folder, file);
+      if (read === null) continue;
+      if ("refused" in read) return { ok: false, message: read.refused };
+      return { ok: true, text: read.text, format: file.toLowerCase().endsWith(".json") ? "json" : "toml" };
     }
     return { ok: false, message: `no DAG named "${name}" in the library (${candidates.join(" or ")})` };
   };
+}
+
+/**
+ * Reads one library file, refusing a symlink (or a link on the way) that leads out of the library
+ * folder: whoever may write a link there must not make the bot publish any file it can read. Null when
+ * the file does not exist.
+ */
+async function readLibraryFile(
+  folder: string,
+  file: string,
+): Promise<{ text: string } | { refused: string } | null> {
+  let target: string;
+  let root: string;
+  try {
+    root = await realpath(folder);
+    target = await realpath(join(folder, file));
+  } catch {
+    return null;
+  }
+  const inside = relative(root, target);
+  if (inside === "" || inside.startsWith("..") || isAbsolute(inside)) {
+    return {
+      refused: `"${file}" in the DAG library is a link that leads out of the library folder; refused`,
+    };
+  }
+  try {
+    const stat = await lstat(target);
+    if (!stat.isFile()) return { refused: `"${file}" in the DAG library is not a regular file; refused` };
+    return { text: await readFile(target, "utf8") };
+  } catch {
+    return null;
+  }
 }
 
 export function commandStep(config: NodeConfig, store: Store, logger: Logger): InboxStep {

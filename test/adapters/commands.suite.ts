@@ -621,6 +621,23 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
+      "!dag nodes shows only the nodes serving this room, not those of other rooms sharing the store",
+      track(async () => {
+        const r = await room();
+        const other = `!${randomUUID().slice(0, 8)}:elsewhere`;
+        const beat = (nodeId: string, roomIds: string[]) =>
+          store.heartbeat({ session: session(nodeId), labels: [], capacity: 1, actions: ["echo"], roomIds });
+        await beat("mine-1", [r.roomId]);
+        await beat("shared-2", [other, r.roomId]);
+        await beat("theirs-3", [other]);
+        const nodes = await ask(r, LOW, "!dag nodes");
+        expect(nodes).toContain("`mine-1`");
+        expect(nodes).toContain("`shared-2`");
+        expect(nodes).not.toContain("theirs-3");
+      }),
+    );
+
+    it(
       "the leader loop's inbox step moves every waiting row and reports the count",
       track(async () => {
         const r = await room();

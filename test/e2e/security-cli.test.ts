@@ -1,11 +1,13 @@
 /**
  * Holes a careless operator or a hostile room member could use (issue 10), through real processes and
- * real files: a backtracking pattern cannot freeze a node.
+ * real files: a backtracking pattern cannot freeze a node, and the DAG library does not follow links
+ * out of its folder.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { libraryLoader } from "../../src/cli/command-step.js";
 import { cli, requireBuild } from "../support/engine-cluster.js";
 
 let cwd: string;
@@ -68,5 +70,34 @@ describe("argument patterns are matched in linear time", () => {
     expect(r.stderr).toContain(
       "actions.pair.args.word.pattern: is not a valid regular expression (RE2 syntax",
     );
+  });
+});
+
+describe("the DAG library", () => {
+  it("reads its own files and links inside it, and refuses links that lead out of it", async () => {
+    const library = join(cwd, "library");
+    const outside = join(cwd, "outside");
+    mkdirSync(join(library, "sub"), { recursive: true });
+    mkdirSync(outside, { recursive: true });
+    const dag = 'id = "x"\n[[tasks]]\nid = "a"\naction = "true"\n';
+    writeFileSync(join(library, "plain.toml"), dag);
+    writeFileSync(join(library, "sub", "real.toml"), dag);
+    writeFileSync(join(outside, "secret.toml"), 'id = "stolen"\n');
+    symlinkSync(join(library, "sub", "real.toml"), join(library, "inner.toml"));
+    symlinkSync(join(outside, "secret.toml"), join(library, "escape.toml"));
+    symlinkSync("../outside/secret.toml", join(library, "relative.toml"));
+    symlinkSync(outside, join(library, "dir"));
+    symlinkSync("/etc/passwd", join(library, "passwd.json"));
+
+    const load = libraryLoader(library);
+    expect(await load("plain")).toEqual({ ok: true, text: dag, format: "toml" });
+    expect(await load("inner")).toEqual({ ok: true, text: dag, format: "toml" });
+    for (const name of ["escape", "relative", "passwd"]) {
+      const result = await load(name);
+      expect(result.ok, name).toBe(false);
+      expect(JSON.stringify(result)).toContain("leads out of the library folder");
+      expect(JSON.stringify(result)).not.toContain("stolen");
+    }
+    expect(await load("dir")).toMatchObject({ ok: false, message: expect.stringContaining("no DAG named") });
   });
 });

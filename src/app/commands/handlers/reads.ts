@@ -100,6 +100,10 @@ export async function handleNodes(ctx: HandlerContext): Promise<Outcome> {
     lease === null || lease.holder === null
       ? null
       : { nodeId: lease.holder.nodeId, term: lease.term, expiresInMs: lease.expiresAt - lease.now };
-  const lines = nodes.map((n) => nodeLine(n, ctx.roomId)).sort((a, b) => a.nodeId.localeCompare(b.nodeId));
+  // Only this room's nodes: a store shared by several rooms must not show one room the others' fleet.
+  const lines = nodes
+    .filter((n) => n.roomIds.includes(ctx.roomId))
+    .map((n) => nodeLine(n, ctx.roomId))
+    .sort((a, b) => a.nodeId.localeCompare(b.nodeId));
   return { kind: "nodes", nodes: lines, leader, staleAfterMs: ctx.policy.nodeStaleAfterMs, at };
 }
