@@ -163,6 +163,14 @@ export function engineSettings(config: NodeConfig, overrides: Partial<EngineSett
   };
 }
 
+/**
+ * Whether output to `stream` may be coloured: only on a terminal, and not when NO_COLOR is set to
+ * anything but the empty string (https://no-color.org).
+ */
+export function colorFor(stream: { isTTY?: boolean }): boolean {
+  return stream.isTTY === true && (process.env["NO_COLOR"] ?? "") === "";
+}
+
 /** Runs a subcommand body, turning CliError into its message and exit status. */
 export async function runCli(name: string, body: () => Promise<number | void>): Promise<void> {
   try {

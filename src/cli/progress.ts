@@ -44,8 +44,12 @@ const COLOR: Partial<Record<TaskStatus, string>> = {
 };
 const RESET = "\x1b[0m";
 
-export function createProgress(out: ProgressOutput): ProgressView {
-  return out.isTTY === true ? new TtyProgress(out) : new LineProgress(out);
+/**
+ * A view for `out`: redrawn in place on a terminal, plain lines otherwise. `color`: whether task
+ * states may be coloured (the caller decides from the terminal and NO_COLOR); never off a terminal.
+ */
+export function createProgress(out: ProgressOutput, options: { color?: boolean } = {}): ProgressView {
+  return out.isTTY === true ? new TtyProgress(out, options.color ?? true) : new LineProgress(out);
 }
 
 /** How long a task has run or ran, or null if it never started. */
@@ -114,7 +118,10 @@ class LineProgress implements ProgressView {
 class TtyProgress implements ProgressView {
   private drawnLines = 0;
 
-  constructor(private readonly out: ProgressOutput) {}
+  constructor(
+    private readonly out: ProgressOutput,
+    private readonly color: boolean,
+  ) {}
 
   update(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number): void {
     this.draw(run, tasks, nowMs);
@@ -132,7 +139,7 @@ class TtyProgress implements ProgressView {
     const idWidth = Math.min(32, Math.max(4, ...shown.map((t) => t.taskId.length)));
     const lines = [`run ${run.dagId} ${run.status} — ${counts(tasks)}`];
     for (const t of shown) {
-      const color = COLOR[t.status] ?? "";
+      const color = this.color ? (COLOR[t.status] ?? "") : "";
       const id = t.taskId.length > idWidth ? `${t.taskId.slice(0, idWidth - 1)}…` : t.taskId.padEnd(idWidth);
       const text = `  ${MARK[t.status]} ${id} ${t.status.padEnd(9)} ${taskDetail(t, nowMs)}`;
       lines.push(`${color}${text.slice(0, width - 1)}${color === "" ? "" : RESET}`);

@@ -21,6 +21,7 @@ import type { DagFile } from "./dag-file.js";
 import { loadDagFile, publishBody } from "./dag-file.js";
 import {
   CliError,
+  colorFor,
   EXIT_CONFIG,
   engineSettings,
   makeLogger,
@@ -234,7 +235,7 @@ async function follow(
   stop: AbortSignal,
 ): Promise<RunRecord | null> {
   const out = process.stdout;
-  const view = createProgress(out);
+  const view = createProgress(out, { color: colorFor(out) });
   const waker = new Waker(systemClock, 50);
   const unsubscribe = wakeOnChange(store, waker, ["tasks", "runs"], [roomId]);
   // Task times are on the store's clock; durations of running tasks are shown against it.

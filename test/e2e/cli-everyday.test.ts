@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CLI, requireBuild } from "../support/engine-cluster.js";
+import { CLI, REPO, cli, requireBuild } from "../support/engine-cluster.js";
 
 let cwd: string;
 let failed = false;
@@ -45,5 +45,57 @@ describe("a closed pipe", () => {
     expect(result.stderr).not.toContain("EPIPE");
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
+  });
+});
+
+/** Runs `dagbot ARGS` on a pseudo-terminal (util-linux `script`), returning everything it drew. */
+function onTerminal(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number | null; out: string }> {
+  const command = [process.execPath, CLI, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(" ");
+  return new Promise((done) => {
+    const child = spawn("script", ["-qec", command, "/dev/null"], {
+      cwd,
+      env: { ...process.env, DAGBOT_LOG_LEVEL: "warn", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout.on("data", (c: Buffer) => (out += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (out += c.toString()));
+    child.on("exit", (code) => done({ code, out }));
+  });
+}
+
+// A colour or style change (cursor moves end in other letters).
+const SGR = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`);
+
+describe("colours", () => {
+  const hello = join(REPO, "config", "examples", "hello.toml");
+
+  it("are used on a terminal", async () => {
+    const r = await track(
+      onTerminal(["run", hello, "--store", `sqlite:${join(cwd, "tty.db")}`], { NO_COLOR: "" }),
+    );
+    expect(r.code, r.out).toBe(0);
+    expect(r.out).toContain("\x1b[0J"); // drawn in place: it is a terminal
+    expect(r.out).toMatch(SGR);
+  });
+
+  it("are not used with NO_COLOR, though the view is still redrawn in place", async () => {
+    const r = await track(
+      onTerminal(["run", hello, "--store", `sqlite:${join(cwd, "tty-no-color.db")}`], { NO_COLOR: "1" }),
+    );
+    expect(r.code, r.out).toBe(0);
+    expect(r.out).toContain("\x1b[0J");
+    expect(r.out).not.toMatch(SGR);
+  });
+
+  it("are not used off a terminal", async () => {
+    const r = await track(
+      cli(["run", hello, "--store", `sqlite:${join(cwd, "pipe-run.db")}`], { cwd, env: { NO_COLOR: "" } }),
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).not.toContain("\x1b[");
   });
 });
