@@ -34,7 +34,7 @@ async function cancel(dagId: string, options: CancelOptions): Promise<number> {
   if (!COMMAND_ID_PATTERN.test(dagId))
     throw new CliError(`bad DAG id "${dagId.slice(0, 70)}": use 1-64 of A-Z a-z 0-9 _ . -`);
   const waitMs = waitSeconds(options.wait);
-  const config = resolveConfig(options);
+  const config = resolveConfig(options, {}, { storeOnly: true });
   const roomId = pickRoom(config, options.room);
   const store = await openConfiguredStore(config);
   try {

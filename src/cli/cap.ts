@@ -34,7 +34,7 @@ async function setCap(text: string, options: CapOptions): Promise<number> {
   if (!Number.isInteger(cap) || cap > MAX_CAP) {
     throw new CliError(`cap must be a whole number from 0 to ${MAX_CAP}, got "${text.slice(0, 20)}"`);
   }
-  const config = resolveConfig(options);
+  const config = resolveConfig(options, {}, { storeOnly: true });
   const roomId = pickRoom(config, options.room);
   const store = await openConfiguredStore(config);
   try {

@@ -100,16 +100,23 @@ function wrap(text: string, width = 100): string {
   return lines.join("\n");
 }
 
-/** Loads the config with args > env > file; throws CliError naming every bad key. */
-export function resolveConfig(options: CommonOptions, extra: ConfigOverrides = {}): NodeConfig {
+/**
+ * Loads the config with args > env > file; throws CliError naming every bad key. `storeOnly`: the
+ * command never talks to the homeserver, so a bot's config needs no access token for it.
+ */
+export function resolveConfig(
+  options: CommonOptions,
+  extra: ConfigOverrides = {},
+  { storeOnly = false }: { storeOnly?: boolean } = {},
+): NodeConfig {
   const file = options.config ?? packagedLocalConfig() ?? undefined;
   const overrides: ConfigOverrides = { ...extra };
   if (options.store !== undefined) overrides.store = options.store;
   if (options.logLevel !== undefined) overrides.logLevel = options.logLevel;
   const result =
     file === undefined
-      ? parseConfig(BUILTIN_CONFIG, { env: process.env, overrides })
-      : loadConfig({ file, env: process.env, overrides });
+      ? parseConfig(BUILTIN_CONFIG, { env: process.env, overrides, needsMatrixToken: !storeOnly })
+      : loadConfig({ file, env: process.env, overrides, needsMatrixToken: !storeOnly });
   if (!result.ok) {
     const where = file === undefined ? "the built-in config" : file;
     throw new CliError(`invalid config (${where}):\n${indent(formatConfigIssues(result.issues))}`);

@@ -22,7 +22,7 @@ export function registerNodes(program: Command): void {
 }
 
 async function nodes(options: NodesOptions): Promise<number> {
-  const config = resolveConfig(options);
+  const config = resolveConfig(options, {}, { storeOnly: true });
   const store = await openConfiguredStore(config);
   try {
     const list = await store.listNodes();

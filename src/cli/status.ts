@@ -35,7 +35,7 @@ export function registerStatus(program: Command): void {
 }
 
 async function status(dagId: string | undefined, options: StatusOptions): Promise<number> {
-  const config = resolveConfig(options);
+  const config = resolveConfig(options, {}, { storeOnly: true });
   const roomId = pickRoom(config, options.room);
   const limit = Number(options.limit ?? "20");
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new CliError("--limit must be 1 to 1000");

@@ -66,7 +66,7 @@ export async function command(
 
 async function submit(file: string, options: SubmitOptions): Promise<number> {
   const waitMs = waitSeconds(options.wait);
-  const config = resolveConfig(options);
+  const config = resolveConfig(options, {}, { storeOnly: true });
   const roomId = pickRoom(config, options.room);
   const dag = await loadDagFile(file);
   const store = await openConfiguredStore(config);

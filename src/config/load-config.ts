@@ -34,7 +34,15 @@ export interface LoadConfigOptions {
   overrides?: ConfigOverrides;
   /** Where the default node_id comes from; os.hostname() when absent. */
   hostname?: string;
+  /**
+   * False for commands that use only the store (status, nodes, submit, ...): a [matrix] section
+   * without an access token is then accepted, and its token reads TOKEN_NOT_LOADED.
+   */
+  needsMatrixToken?: boolean;
 }
+
+/** The access token of a config loaded for a command that never talks to the homeserver. */
+export const TOKEN_NOT_LOADED = "(not loaded: this command uses only the store)";
 
 /** The environment variables the loader reads, for `--help` texts and the README. */
 export const CONFIG_ENV_VARS = [
@@ -240,6 +248,14 @@ export function parseConfig(raw: unknown, options: Omit<LoadConfigOptions, "file
   if (envToken !== undefined && isTable(doc.matrix)) {
     doc.matrix.access_token = envToken;
     sources.set("matrix.access_token", "DAGBOT_ACCESS_TOKEN");
+  }
+
+  if (
+    options.needsMatrixToken === false &&
+    isTable(doc.matrix) &&
+    (doc.matrix.access_token === undefined || doc.matrix.access_token === "")
+  ) {
+    doc.matrix.access_token = TOKEN_NOT_LOADED;
   }
 
   const overrides = options.overrides ?? {};

@@ -1,7 +1,7 @@
 // The CLI on day two, as real processes: a closed pipe, NO_COLOR and terminals, read-only commands
 // with a bot's config but no token, `submit` with no live node, and task output from the shell.
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -97,5 +97,28 @@ describe("colours", () => {
     );
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).not.toContain("\x1b[");
+  });
+});
+
+describe("read-only commands with a bot's config", () => {
+  it("run without its access token (they need only the store); `start` still asks for it", async () => {
+    const config = join(cwd, "bot.toml");
+    writeFileSync(
+      config,
+      `node_id = "bot-a"\nstore = "sqlite:${join(cwd, "bot.db")}"\n` +
+        `[matrix]\nhomeserver_url = "http://127.0.0.1:1"\nuser_id = "@bot-a:example.org"\nrooms = ["!room:example.org"]\n`,
+    );
+    const env = { DAGBOT_ACCESS_TOKEN: "" };
+    const status = await track(cli(["status", "--config", config], { cwd, env }));
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toContain("no runs in room !room:example.org");
+    const nodes = await track(cli(["nodes", "--config", config, "--json"], { cwd, env }));
+    expect(nodes.code, nodes.stderr).toBe(0);
+    expect(JSON.parse(nodes.stdout)).toEqual({ nodes: [], leaders: [] });
+    const start = await track(
+      cli(["start", "--config", config, "--state-dir", join(cwd, "state")], { cwd, env }),
+    );
+    expect(start.code).toBe(2);
+    expect(start.stderr).toContain("matrix.access_token: required");
   });
 });
