@@ -26,7 +26,8 @@ export function registerCancel(program: Command): void {
       .option("--room <room>", "the room (default: the config's only room)")
       .option("--wait <seconds>", "how long to wait for the room's leader to answer", "30"),
     "The run moves to canceling at once and ends canceled when no task of it is running. Exit status: 0\n" +
-      "canceled (or already ending), 1 no such run, refused or no leader answered, 2 bad config.",
+      "canceled (or already ending), 1 no such run, refused or no leader answered, 2 bad config, 3 no node\n" +
+      "of the room has a heartbeat (the command stays queued and runs when a node starts).",
   ).action((dagId: string, options: CancelOptions) => runCli("cancel", () => cancel(dagId, options)));
 }
 
@@ -38,7 +39,7 @@ async function cancel(dagId: string, options: CancelOptions): Promise<number> {
   const roomId = pickRoom(config, options.room);
   const store = await openConfiguredStore(config);
   try {
-    const answer = await command(store, roomId, `!dag cancel ${dagId}`, waitMs);
+    const answer = await command(store, roomId, `!dag cancel ${dagId}`, waitMs, { requireLiveNode: true });
     process.stdout.write(`${answer.text ?? "canceled"}\n`);
     const o = answer.outcome;
     if (o === null) return answer.runId === null ? 1 : 0;

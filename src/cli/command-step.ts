@@ -136,6 +136,11 @@ export async function sendLocalCommand(
   body: string,
   timeoutMs: number,
 ): Promise<CommandAnswer | null> {
+  return awaitLocalCommand(store, await queueLocalCommand(store, roomId, body), timeoutMs);
+}
+
+/** Writes `body` into the room's inbox as a command from the local operator; returns its event id. */
+export async function queueLocalCommand(store: Store, roomId: string, body: string): Promise<string> {
   const eventId = `cli.${randomUUID()}`;
   await store.insertInboxEvent({
     eventId,
@@ -145,6 +150,21 @@ export async function sendLocalCommand(
     content: { msgtype: "m.text", body },
     seenBy: "cli",
   });
+  return eventId;
+}
+
+/** Whether some node serving the room has a heartbeat younger than the staleness limit commands use. */
+export async function roomHasLiveNode(store: Store, roomId: string): Promise<boolean> {
+  const nodes = await store.listNodes();
+  return nodes.some((n) => n.roomIds.includes(roomId) && n.heartbeatAgeMs < DEFAULT_NODE_STALE_AFTER_MS);
+}
+
+/** Waits until the room's leader has handled and answered the command; null after `timeoutMs`. */
+export async function awaitLocalCommand(
+  store: Store,
+  eventId: string,
+  timeoutMs: number,
+): Promise<CommandAnswer | null> {
   const row = await waitForInbox(store, eventId, timeoutMs);
   if (row === null) return null;
   const reply = await store.getOutbox(replyTxnId(eventId));

@@ -2,7 +2,7 @@
 import type { Command } from "commander";
 import type { Store } from "../ports/store.js";
 import type { CommandAnswer } from "./command-step.js";
-import { sendLocalCommand } from "./command-step.js";
+import { awaitLocalCommand, queueLocalCommand, roomHasLiveNode } from "./command-step.js";
 import { loadDagFile, publishBody } from "./dag-file.js";
 import {
   CliError,
@@ -34,7 +34,8 @@ export function registerSubmit(program: Command): void {
     "The command goes into the room's inbox; the room's leader (a running `dagbot node` or bot) validates\n" +
       "it against the actions live nodes offer and answers. The run id is printed on stdout, the leader's\n" +
       "reply on stderr. Exit status: 0 published (or already there with the same content), 1 refused or no\n" +
-      "leader answered, 2 bad file or config.",
+      "leader answered, 2 bad file or config, 3 no node of the room has a heartbeat (said at once; the\n" +
+      "command stays queued and runs when a node starts).",
   ).action((file: string, options: SubmitOptions) => runCli("submit", () => submit(file, options)));
 }
 
@@ -46,14 +47,34 @@ export function waitSeconds(text: string): number {
   return seconds * 1000;
 }
 
-/** Sends a command and fails with a clear message when no leader answers. */
+/**
+ * Exit status of `submit` and `cancel` when no node of the room is alive: the command is queued in
+ * the inbox and takes effect when a node starts, but nothing answers now.
+ */
+export const EXIT_NO_LIVE_NODE = 3;
+
+/**
+ * Sends a command and fails with a clear message when no leader answers. With `requireLiveNode`,
+ * a room whose nodes all lack a fresh heartbeat is said at once (the command stays queued) instead
+ * of after waiting `waitMs` for an answer that cannot come.
+ */
 export async function command(
   store: Store,
   roomId: string,
   body: string,
   waitMs: number,
+  { requireLiveNode = false }: { requireLiveNode?: boolean } = {},
 ): Promise<CommandAnswer> {
-  const answer = await sendLocalCommand(store, roomId, body, waitMs);
+  const live = !requireLiveNode || (await roomHasLiveNode(store, roomId));
+  const eventId = await queueLocalCommand(store, roomId, body);
+  if (!live) {
+    throw new CliError(
+      `no node of room ${roomId} has a heartbeat; the command is queued and will run when one starts ` +
+        "(`dagbot node` or `dagbot start`)",
+      EXIT_NO_LIVE_NODE,
+    );
+  }
+  const answer = await awaitLocalCommand(store, eventId, waitMs);
   if (answer === null) {
     throw new CliError(
       `no leader of room ${roomId} answered within ${waitMs / 1000}s; the command stays in the inbox and ` +
@@ -64,6 +85,8 @@ export async function command(
   return answer;
 }
 
+const LIVE = { requireLiveNode: true };
+
 async function submit(file: string, options: SubmitOptions): Promise<number> {
   const waitMs = waitSeconds(options.wait);
   const config = resolveConfig(options, {}, { storeOnly: true });
@@ -71,13 +94,19 @@ async function submit(file: string, options: SubmitOptions): Promise<number> {
   const dag = await loadDagFile(file);
   const store = await openConfiguredStore(config);
   try {
-    const published = await command(store, roomId, publishBody(dag.document), waitMs);
+    const published = await command(store, roomId, publishBody(dag.document), waitMs, LIVE);
     if (published.text !== null) process.stderr.write(`${published.text}\n`);
     const kind = published.outcome?.kind ?? null;
     if (published.runId === null || (kind !== null && kind !== "published" && kind !== "exists")) return 1;
     let status = (await store.getRunById(published.runId))?.status ?? null;
     if (options.confirm === true && status === "pending") {
-      const confirmed = await command(store, roomId, `!dag confirm ${published.dagId ?? dag.dag.id}`, waitMs);
+      const confirmed = await command(
+        store,
+        roomId,
+        `!dag confirm ${published.dagId ?? dag.dag.id}`,
+        waitMs,
+        LIVE,
+      );
       if (confirmed.text !== null) process.stderr.write(`${confirmed.text}\n`);
       status = (await store.getRunById(published.runId))?.status ?? null;
       if (status === "pending") return 1;

@@ -5,7 +5,20 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CLI, REPO, cli, requireBuild } from "../support/engine-cluster.js";
+import type { NodeProcess } from "../support/engine-cluster.js";
+import {
+  CLI,
+  REPO,
+  ROOM,
+  cli,
+  createTarget,
+  killAll,
+  requireBuild,
+  startNode,
+  writeDag,
+  writeNodeConfig,
+} from "../support/engine-cluster.js";
+import { waitFor } from "../support/store-wait.js";
 
 let cwd: string;
 let failed = false;
@@ -120,5 +133,49 @@ describe("read-only commands with a bot's config", () => {
     );
     expect(start.code).toBe(2);
     expect(start.stderr).toContain("matrix.access_token: required");
+  });
+});
+
+describe("submit with no live node", () => {
+  it("says so at once and exits 3; the queued command runs when a node starts", async () => {
+    const target = await createTarget("sqlite", "no-node");
+    let node: NodeProcess | null = null;
+    try {
+      const config = writeNodeConfig(target, { nodeId: "late" });
+      const dag = writeDag(target, {
+        id: "queued",
+        tasks: [{ id: "a", action: "echo", args: { message: "hi" } }],
+      });
+      const r = await track(cli(["submit", dag, "--config", config, "--wait", "20"], { cwd: target.dir }));
+      expect(r.code, r.stderr).toBe(3);
+      expect(r.stderr).toContain(
+        "no node of room local has a heartbeat; the command is queued and will run when one starts",
+      );
+      const store = await target.open();
+      try {
+        expect(await store.getRun(ROOM, "queued")).toBeNull();
+        node = startNode(target, config, "late");
+        const run = await track(
+          waitFor(
+            "the queued publish to take effect",
+            () => store.getRun(ROOM, "queued"),
+            (x) => x !== null,
+            {
+              timeoutMs: 20_000,
+              intervalMs: 50,
+            },
+          ),
+        );
+        expect(run?.publisher).toMatch(/^local:/);
+      } finally {
+        await store.close();
+      }
+      await killAll([node]);
+      await target.cleanup(false);
+    } catch (e) {
+      if (node !== null) await killAll([node]);
+      await target.cleanup(true);
+      throw e;
+    }
   });
 });

@@ -305,31 +305,40 @@ describe("the container image's final stage", () => {
     let log = "";
     node.stderr.on("data", (c: Buffer) => (log += c.toString()));
     const exited = new Promise<number | null>((done) => node.once("exit", (code) => done(code)));
+    const store = await openStore({ kind: "sqlite", path: join(state, "store.db") });
     try {
+      // `submit` says at once when no node of the room is alive: let the node beat first.
+      await track(
+        waitFor(
+          "the node's heartbeat",
+          () => store.listNodes(),
+          (nodes) => nodes.length > 0,
+          {
+            timeoutMs: 20_000,
+            intervalMs: 50,
+          },
+        ),
+      );
       const submitted = await track(
         run(["submit", "config/examples/hello.toml", "--config", config, "--confirm", "--json"], env),
       );
       expect(submitted.code, submitted.stderr + log).toBe(0);
       const { runId } = JSON.parse(submitted.stdout) as { runId: string };
-      const store = await openStore({ kind: "sqlite", path: join(state, "store.db") });
-      try {
-        const done = await track(
-          waitFor(
-            "the hello run to end",
-            () => store.getRunById(runId),
-            (r) => r !== null && r.status !== "running" && r.status !== "pending",
-            { timeoutMs: 30_000, intervalMs: 50 },
-          ),
-        );
-        expect(done?.status, log).toBe("succeeded");
-        const tasks = await store.listTasks(runId);
-        expect(tasks.map((t) => t.executor?.nodeId)).toEqual(tasks.map(() => "img-node"));
-      } finally {
-        await store.close();
-      }
+      const done = await track(
+        waitFor(
+          "the hello run to end",
+          () => store.getRunById(runId),
+          (r) => r !== null && r.status !== "running" && r.status !== "pending",
+          { timeoutMs: 30_000, intervalMs: 50 },
+        ),
+      );
+      expect(done?.status, log).toBe("succeeded");
+      const tasks = await store.listTasks(runId);
+      expect(tasks.map((t) => t.executor?.nodeId)).toEqual(tasks.map(() => "img-node"));
       node.kill("SIGTERM");
       expect(await exited, log).toBe(0);
     } finally {
+      await store.close();
       if (node.exitCode === null && node.signalCode === null) node.kill("SIGKILL");
     }
   });
