@@ -4,6 +4,8 @@ import { registerCancel } from "./cancel.js";
 import { registerCap } from "./cap.js";
 import { registerDemo } from "./demo.js";
 import { registerGraph } from "./graph.js";
+import { registerList } from "./list.js";
+import { registerLogs } from "./logs.js";
 import { registerNode } from "./node.js";
 import { registerNodes } from "./nodes.js";
 import { registerRun } from "./run.js";
@@ -19,6 +21,8 @@ export function registerCommands(program: Command): void {
   registerStart(program);
   registerSubmit(program);
   registerStatus(program);
+  registerList(program);
+  registerLogs(program);
   registerNodes(program);
   registerCancel(program);
   registerCap(program);

@@ -1,7 +1,7 @@
 /** `dagbot status [DAG_ID]`: the runs of a room, or one run with every task, read from the store. */
 import type { Command } from "commander";
 import { summarizeTasks } from "../domain/run-status.js";
-import type { RunRecord, TaskRecord } from "../ports/store.js";
+import type { RunRecord, Store, TaskRecord } from "../ports/store.js";
 import {
   CliError,
   openConfiguredStore,
@@ -37,32 +37,12 @@ export function registerStatus(program: Command): void {
 async function status(dagId: string | undefined, options: StatusOptions): Promise<number> {
   const config = resolveConfig(options, {}, { storeOnly: true });
   const roomId = pickRoom(config, options.room);
-  const limit = Number(options.limit ?? "20");
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new CliError("--limit must be 1 to 1000");
+  const limit = parseLimit(options.limit);
   const store = await openConfiguredStore(config);
   try {
     const now = await store.now();
     if (dagId === undefined) {
-      const runs = await store.listRuns(roomId, { limit });
-      const rows = await Promise.all(
-        runs.map(async (run) => ({ run, tasks: await store.listTasks(run.runId) })),
-      );
-      if (options.json === true) {
-        const out = rows.map(({ run, tasks }) => ({
-          ...runJson(run),
-          summary: summarizeTasks(tasks.map((t) => t.status)),
-        }));
-        process.stdout.write(`${JSON.stringify({ room: roomId, runs: out }, null, 2)}\n`);
-      } else if (rows.length === 0) {
-        process.stdout.write(`no runs in room ${roomId}\n`);
-      } else {
-        for (const { run, tasks } of rows) {
-          const s = summarizeTasks(tasks.map((t) => t.status));
-          process.stdout.write(
-            `${run.dagId.padEnd(24)} ${run.status.padEnd(10)} ${s.done}/${s.total} tasks ended, ${s.active} active  ${run.runId}\n`,
-          );
-        }
-      }
+      await printRuns(store, roomId, limit, options.json === true);
       return 0;
     }
     const run = await store.getRun(roomId, dagId);
@@ -79,6 +59,35 @@ async function status(dagId: string | undefined, options: StatusOptions): Promis
   } finally {
     await store.close();
   }
+}
+
+/** The room's latest runs, one line each (or JSON); shared by `status` without an id and `list`. */
+export async function printRuns(store: Store, roomId: string, limit: number, json: boolean): Promise<void> {
+  const runs = await store.listRuns(roomId, { limit });
+  const rows = await Promise.all(runs.map(async (run) => ({ run, tasks: await store.listTasks(run.runId) })));
+  if (json) {
+    const out = rows.map(({ run, tasks }) => ({
+      ...runJson(run),
+      summary: summarizeTasks(tasks.map((t) => t.status)),
+    }));
+    process.stdout.write(`${JSON.stringify({ room: roomId, runs: out }, null, 2)}\n`);
+  } else if (rows.length === 0) {
+    process.stdout.write(`no runs in room ${roomId}\n`);
+  } else {
+    for (const { run, tasks } of rows) {
+      const s = summarizeTasks(tasks.map((t) => t.status));
+      process.stdout.write(
+        `${run.dagId.padEnd(24)} ${run.status.padEnd(10)} ${s.done}/${s.total} tasks ended, ${s.active} active  ${run.runId}\n`,
+      );
+    }
+  }
+}
+
+/** `--limit` of the run listings. */
+export function parseLimit(text: string | undefined): number {
+  const limit = Number(text ?? "20");
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new CliError("--limit must be 1 to 1000");
+  return limit;
 }
 
 export function runJson(run: RunRecord): Record<string, unknown> {

@@ -179,3 +179,100 @@ describe("submit with no live node", () => {
     }
   });
 });
+
+describe("task output from the CLI", () => {
+  it("`logs` shows a failed task's kept output and exit status, `--follow` waits for a running one, `list` lists runs", async () => {
+    const target = await createTarget("sqlite", "logs");
+    let node: NodeProcess | null = null;
+    try {
+      // An action that writes, waits, writes again and fails with a given status.
+      const say = join(target.dir, "say.mjs");
+      writeFileSync(
+        say,
+        "const [ms, code] = process.argv.slice(2);\nconsole.log('partial results');\n" +
+          "setTimeout(() => { console.error('gave up'); process.exit(Number(code)); }, Number(ms));\n",
+      );
+      const extra =
+        `[actions.say]\nargv = [${JSON.stringify(process.execPath)}, ${JSON.stringify(say)}, "{ms}", "{code}"]\n` +
+        `args = { ms = { pattern = '[0-9]{1,5}' }, code = { pattern = '[0-9]{1,3}' } }\n`;
+      const config = writeNodeConfig(target, { nodeId: "solo", extra });
+      const failing = writeDag(target, {
+        id: "boom",
+        tasks: [{ id: "x", action: "say", args: { ms: "0", code: "3" } }],
+      });
+      const ran = await track(cli(["run", failing, "--config", config, "--nodes", "1"], { cwd: target.dir }));
+      expect(ran.code, ran.stderr).toBe(1);
+
+      const shown = await track(cli(["logs", "boom", "x", "--config", config], { cwd: target.dir }));
+      expect(shown.code, shown.stderr).toBe(0);
+      expect(shown.stdout).toContain("partial results");
+      expect(shown.stdout).toContain("gave up");
+      expect(shown.stderr).toMatch(/task x of boom \(run [0-9a-f-]+\): failed, exit 3/);
+      const asJson = await track(
+        cli(["logs", "boom", "x", "--json", "--config", config], { cwd: target.dir }),
+      );
+      const parsed = JSON.parse(asJson.stdout) as {
+        status: string;
+        exitCode: number;
+        output: string;
+        runId: string;
+      };
+      expect(parsed).toMatchObject({ status: "failed", exitCode: 3 });
+      expect(parsed.output).toContain("partial results");
+      // The run id works as well as the DAG id.
+      const byId = await track(cli(["logs", parsed.runId, "x", "--config", config], { cwd: target.dir }));
+      expect(byId.stdout).toContain("partial results");
+      const unknown = await track(cli(["logs", "boom", "nope", "--config", config], { cwd: target.dir }));
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toContain('run boom has no task "nope" (its tasks: x)');
+
+      node = startNode(target, config, "solo");
+      const store = await target.open();
+      try {
+        await waitFor(
+          "a node heartbeat",
+          () => store.listNodes(),
+          (n) => n.length > 0,
+          {
+            timeoutMs: 15_000,
+            intervalMs: 25,
+          },
+        );
+        const slow = writeDag(target, {
+          id: "slow",
+          tasks: [{ id: "y", action: "say", args: { ms: "3000", code: "0" } }],
+        });
+        const submitted = await track(
+          cli(["submit", slow, "--config", config, "--confirm"], { cwd: target.dir }),
+        );
+        expect(submitted.code, submitted.stderr).toBe(0);
+        const followed = await track(
+          cli(["logs", "slow", "y", "--follow", "--config", config], { cwd: target.dir }),
+        );
+        expect(followed.code, followed.stderr).toBe(0);
+        expect(followed.stderr).toMatch(/task y of slow .*: succeeded, exit 0/);
+        expect(followed.stdout).toContain("partial results");
+        expect(followed.stdout).toContain("gave up");
+      } finally {
+        await store.close();
+      }
+
+      const listed = await track(cli(["list", "--json", "--config", config], { cwd: target.dir }));
+      expect(listed.code, listed.stderr).toBe(0);
+      const runs = (JSON.parse(listed.stdout) as { runs: Array<{ dagId: string; status: string }> }).runs;
+      expect(runs.map((r) => [r.dagId, r.status]).sort()).toEqual([
+        ["boom", "failed"],
+        ["slow", "succeeded"],
+      ]);
+      const plain = await track(cli(["list", "--config", config], { cwd: target.dir }));
+      expect(plain.stdout).toMatch(/^boom\s+failed\s+1\/1 tasks ended/m);
+
+      await killAll([node]);
+      await target.cleanup(false);
+    } catch (e) {
+      if (node !== null) await killAll([node]);
+      await target.cleanup(true);
+      throw e;
+    }
+  });
+});

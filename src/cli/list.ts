@@ -1,0 +1,36 @@
+/** `dagbot list`: the room's latest runs, newest first, read from the store (the CLI's `!dag list`). */
+import type { Command } from "commander";
+import { openConfiguredStore, pickRoom, resolveConfig, runCli, withCommonOptions } from "./engine-setup.js";
+import type { CommonOptions } from "./engine-setup.js";
+import { parseLimit, printRuns } from "./status.js";
+
+interface ListOptions extends CommonOptions {
+  room?: string;
+  limit?: string;
+  json?: boolean;
+}
+
+export function registerList(program: Command): void {
+  withCommonOptions(
+    program
+      .command("list")
+      .description("List the room's latest runs: DAG id, status, tasks ended and active, run id.")
+      .option("--room <room>", "the room (default: the config's only room)")
+      .option("--limit <n>", "how many recent runs to list", "20")
+      .option("--json", "print JSON: { room, runs: [...] }"),
+    "Reads only the store. Exit status: 0 shown, 1 store error, 2 bad config.",
+  ).action((options: ListOptions) => runCli("list", () => list(options)));
+}
+
+async function list(options: ListOptions): Promise<number> {
+  const config = resolveConfig(options, {}, { storeOnly: true });
+  const roomId = pickRoom(config, options.room);
+  const limit = parseLimit(options.limit);
+  const store = await openConfiguredStore(config);
+  try {
+    await printRuns(store, roomId, limit, options.json === true);
+    return 0;
+  } finally {
+    await store.close();
+  }
+}
