@@ -8,6 +8,7 @@ import type { Clock } from "../ports/clock.js";
 import type { Logger } from "../ports/logger.js";
 import type { LeaderFence, Store } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
+import type { PictureMaker } from "./pictures.js";
 import { runOutboxLoop, type OutboxLoopOptions, type OutboxTransport } from "./outbox-loop.js";
 import { runStatusCardLoop, type StatusCardOptions } from "./status-cards.js";
 
@@ -20,6 +21,8 @@ export interface ChatLoopsDeps {
   isEncrypted: (roomId: string) => boolean;
   outbox?: OutboxLoopOptions;
   cards?: StatusCardOptions;
+  /** Draws and uploads `!dag graph` pictures (absent: such a request is answered with a notice). */
+  pictures?: PictureMaker;
 }
 
 export interface ChatLoops {
@@ -76,7 +79,12 @@ export function createChatLoops(deps: ChatLoopsDeps): ChatLoops {
     const abort = new AbortController();
     const roomDeps = { store: deps.store, clock: deps.clock, logger: log };
     const loops: Promise<void>[] = [
-      runOutboxLoop({ ...roomDeps, transport: deps.transport }, fence, abort.signal, deps.outbox),
+      runOutboxLoop(
+        { ...roomDeps, transport: deps.transport, ...(deps.pictures ? { pictures: deps.pictures } : {}) },
+        fence,
+        abort.signal,
+        deps.outbox,
+      ),
     ];
     if (deps.isEncrypted(fence.roomId)) loops.push(postE2eeNotice(fence));
     else loops.push(runStatusCardLoop(roomDeps, fence, abort.signal, deps.cards));

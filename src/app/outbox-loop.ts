@@ -15,6 +15,8 @@ import type { Logger } from "../ports/logger.js";
 import type { ChangeFeed, LeaderFence, OutboxMessage, OutboxStore } from "../ports/store.js";
 import { isChatSendError } from "../ports/chat.js";
 import { isConflict } from "../ports/errors.js";
+import type { PictureEvent, PictureMaker } from "./pictures.js";
+import { PICTURE_REQUEST_TYPE, pictureFailureContent, readPictureRequest } from "./render/pictures.js";
 import { Waker, wakeOnChange } from "./wake.js";
 
 /** Custom content key holding the outbox txnId of every message the fleet sends. */
@@ -51,6 +53,8 @@ export interface OutboxLoopDeps {
   transport: OutboxTransport;
   clock: Clock;
   logger: Logger;
+  /** Draws and uploads `!dag graph` pictures; without it a picture request is answered with a notice. */
+  pictures?: PictureMaker;
 }
 
 const DEFAULTS = { editIntervalMs: 2_000, batchSize: 50, safetyTickMs: 5_000 };
@@ -71,6 +75,8 @@ export async function runOutboxLoop(
   const unsubscribe = wakeOnChange(deps.store, waker, ["outbox"], [fence.roomId]);
   /** Per card (coalesce key, or the card's own txnId): monotonic time of its last send. */
   const lastSent = new Map<string, number>();
+  /** Pictures being drawn and uploaded beside the pass, by txnId: they never hold up the rows after them. */
+  const pictures = new Map<string, Promise<void>>();
   let recovered = false;
   let failures = 0;
   try {
@@ -81,7 +87,12 @@ export async function runOutboxLoop(
           await recoverSent(deps, fence, log);
           recovered = true;
         }
-        const nextDue = await sendPass(deps, fence, signal, o, lastSent, log);
+        const nextDue = await sendPass(deps, fence, signal, o, lastSent, log, (row) => {
+          if (pictures.has(row.txnId)) return;
+          // Its mark in the store wakes this loop through the change feed.
+          const job = sendPicture(deps, fence, row, log).finally(() => pictures.delete(row.txnId));
+          pictures.set(row.txnId, job);
+        });
         failures = 0;
         if (nextDue !== null) waitMs = Math.min(waitMs, Math.max(0, nextDue - deps.clock.monotonicMs()));
       } catch (err) {
@@ -100,6 +111,7 @@ export async function runOutboxLoop(
     }
   } finally {
     unsubscribe();
+    await Promise.all(pictures.values());
   }
 }
 
@@ -126,11 +138,16 @@ async function sendPass(
   o: typeof DEFAULTS,
   lastSent: Map<string, number>,
   log: Logger,
+  startPicture: (row: OutboxMessage) => void,
 ): Promise<number | null> {
   const rows = await deps.store.pendingOutbox(fence, o.batchSize);
   let nextDue: number | null = null;
   for (const row of rows) {
     if (signal.aborted) break;
+    if (row.eventType === PICTURE_REQUEST_TYPE) {
+      startPicture(row);
+      continue;
+    }
     const card = row.coalesceKey ?? row.txnId;
     const last = lastSent.get(card);
     if (row.replacesTxnId && last !== undefined && deps.clock.monotonicMs() < last + o.editIntervalMs) {
@@ -182,4 +199,45 @@ async function contentToSend(
   await deps.store.markOutboxFailed(fence, row.txnId, `cannot edit: ${why}`);
   log.warn({ txn: row.txnId, replaces: row.replacesTxnId }, `edit dropped: ${why}`);
   return null;
+}
+
+/**
+ * Draws, uploads and sends one `!dag graph` picture under its row's txnId. What cannot be drawn or
+ * uploaded was already turned into a notice by the picture maker; a send the homeserver refuses
+ * marks the row failed; anything else leaves it pending for the next pass.
+ */
+async function sendPicture(
+  deps: OutboxLoopDeps,
+  fence: LeaderFence,
+  row: OutboxMessage,
+  log: Logger,
+): Promise<void> {
+  try {
+    const request = readPictureRequest(row.content);
+    if (request === null) {
+      await deps.store.markOutboxFailed(fence, row.txnId, "malformed picture request");
+      return;
+    }
+    const event: PictureEvent =
+      deps.pictures === undefined
+        ? pictureFailureContent(request.dagId, "this node cannot draw pictures", request.relation)
+        : await deps.pictures(request);
+    const content = { ...event.content, [TXN_CONTENT_KEY]: row.txnId };
+    let eventId: string;
+    try {
+      eventId = await deps.transport.sendEvent(row.roomId, event.eventType, content, row.txnId);
+    } catch (err) {
+      if (isChatSendError(err) && !err.retryable) {
+        await deps.store.markOutboxFailed(fence, row.txnId, err.message);
+        log.warn({ txn: row.txnId, err: err.message }, "picture refused by the homeserver");
+        return;
+      }
+      throw err;
+    }
+    await deps.store.markOutboxSent(fence, row.txnId, eventId);
+    log.debug({ txn: row.txnId, event: eventId }, "picture sent");
+  } catch (err) {
+    if (isConflict(err)) log.debug({ txn: row.txnId, reason: err.message }, "picture mark rejected");
+    else log.warn({ txn: row.txnId, err: String(err) }, "picture not sent; retrying on a later pass");
+  }
 }

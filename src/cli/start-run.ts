@@ -10,12 +10,15 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { systemClock } from "../adapters/clock/system-clock.js";
 import { createProcessExecutor, pickBaseEnv } from "../adapters/exec/process-executor.js";
+import { GraphvizRenderer } from "../adapters/graph/graphviz-renderer.js";
 import { matrixHttp } from "../adapters/matrix/http.js";
+import { MatrixMediaUploader } from "../adapters/matrix/media.js";
 import { IntakeConfigError, MatrixIntake, routeSdkLogs } from "../adapters/matrix/intake.js";
 import { MatrixOutboxTransport } from "../adapters/matrix/outbox-transport.js";
 import { PowerLevelOracle } from "../adapters/matrix/power-levels.js";
 import { MatrixSender } from "../adapters/matrix/sender.js";
 import { createChatLoops } from "../app/chat-loops.js";
+import { createPictureMaker } from "../app/pictures.js";
 import { inboxStep } from "../app/commands/inbox-step.js";
 import { startEngineNode } from "../app/node.js";
 import { describeStoreLocation } from "../config/store-location.js";
@@ -72,6 +75,13 @@ export async function runStart(options: StartOptions): Promise<number> {
       isLocalSender(userId) ? Promise.resolve({ kind: "local-operator" }) : oracle.standing(roomId, userId),
   };
 
+  // `!dag graph`: drawn in a worker thread (started on first use), uploaded to the media repository.
+  const renderer = new GraphvizRenderer();
+  const uploader = new MatrixMediaUploader({
+    homeserverUrl: matrix.homeserverUrl,
+    accessToken: matrix.accessToken,
+    signal: shutdown.signal,
+  });
   let intake: MatrixIntake | null = null;
   const chat = createChatLoops({
     store,
@@ -79,6 +89,7 @@ export async function runStart(options: StartOptions): Promise<number> {
     clock: systemClock,
     logger,
     isEncrypted: (roomId) => intake?.isEncrypted(roomId) ?? false,
+    pictures: createPictureMaker({ store, renderer, uploader }),
   });
   intake = new MatrixIntake({
     homeserverUrl: matrix.homeserverUrl,
@@ -122,6 +133,7 @@ export async function runStart(options: StartOptions): Promise<number> {
       // could post the same message again from its own device.
       shutdown.abort();
       await chat.stop();
+      await renderer.close();
       await node.stop({ abortRunning });
       intake?.stop();
       await store.close();

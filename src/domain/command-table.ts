@@ -12,6 +12,7 @@ export const COMMAND_VERBS = [
   "status",
   "list",
   "logs",
+  "graph",
   "retry",
   "nodes",
   "cap",
@@ -101,6 +102,13 @@ export const COMMANDS: readonly CommandInfo[] = [
     summary: "show the captured output of a task",
     permission: "open",
     details: [],
+  },
+  {
+    verb: "graph",
+    usage: "!dag graph <id>",
+    summary: "post a picture of a run: its DAG, each task in its state's colour",
+    permission: "open",
+    details: ["The picture goes into the run's thread. `dagbot graph <id>` draws the same on a node."],
   },
   {
     verb: "retry",

@@ -34,6 +34,7 @@ export type Command =
   | { verb: "status"; id: string | null }
   | { verb: "list" }
   | { verb: "logs"; id: string; task: string }
+  | { verb: "graph"; id: string }
   | { verb: "retry"; id: string }
   | { verb: "nodes" }
   | { verb: "cap"; n: number };
@@ -293,6 +294,7 @@ function parseAfterPrefix(text: string, from: number): Parsed {
     case "confirm":
     case "reject":
     case "cancel":
+    case "graph":
     case "retry": {
       const err = arity(verb, args, 1, 1, "<id>, the id of a DAG run");
       if (err !== null) return err;

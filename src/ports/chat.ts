@@ -94,3 +94,12 @@ export class ChatSendError extends Error {
 }
 
 export const isChatSendError = (e: unknown): e is ChatSendError => e instanceof ChatSendError;
+
+/** The homeserver's media repository: where pictures go before an m.image points at them. */
+export interface MediaUploader {
+  /**
+   * Uploads and resolves the content URI (mxc://…). Throws ChatSendError; a file larger than the
+   * homeserver accepts is failure "rejected" with status 413.
+   */
+  upload(data: Uint8Array, mimetype: string, filename: string): Promise<string>;
+}

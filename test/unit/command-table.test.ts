@@ -16,7 +16,7 @@ describe("COMMANDS", () => {
     const operator = COMMANDS.filter((c) => c.permission === "operator").map((c) => c.verb);
     expect(operator.sort()).toEqual(["cancel", "cap", "confirm", "publish", "reject", "retry"]);
     const open = COMMANDS.filter((c) => c.permission === "open").map((c) => c.verb);
-    expect(open.sort()).toEqual(["help", "list", "logs", "nodes", "status"]);
+    expect(open.sort()).toEqual(["graph", "help", "list", "logs", "nodes", "status"]);
   });
 
   it("gives each verb a usage that starts with its own spelling", () => {
@@ -64,7 +64,7 @@ describe("renderHelp", () => {
         .slice(1)
         .every((l) => !l.includes(" * — ")),
     ).toBe(true);
-    expect(renderHelp("open")).toHaveLength(6);
+    expect(renderHelp("open")).toHaveLength(7);
     expect(renderHelp("operator")).toHaveLength(7);
     const cap = renderHelp("cap");
     expect(cap[0]).toBe("!dag cap <n>");

@@ -68,7 +68,7 @@ describe("permissions", () => {
   });
 
   it("open verbs need nothing", () => {
-    for (const verb of ["help", "status", "list", "logs", "nodes"] as const) {
+    for (const verb of ["help", "status", "list", "logs", "graph", "nodes"] as const) {
       expect(checkPermission(verb, member(0), policy)).toEqual({ ok: true });
     }
   });
@@ -86,7 +86,7 @@ describe("permissions", () => {
     const low = handleHelp(ctx(member(0)), null);
     expect(low.kind).toBe("help");
     if (low.kind !== "help") return;
-    expect(low.entries.map((e) => e.verb)).toEqual(["help", "status", "list", "logs", "nodes"]);
+    expect(low.entries.map((e) => e.verb)).toEqual(["help", "status", "list", "logs", "graph", "nodes"]);
     expect(low.hiddenVerbs).toEqual(["publish", "confirm", "reject", "cancel", "retry", "cap"]);
     const high = handleHelp(ctx(member(100)), null);
     expect(high.kind === "help" && high.entries.length).toBe(COMMANDS.length);

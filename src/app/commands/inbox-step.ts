@@ -26,6 +26,7 @@ import type {
 } from "../../ports/store.js";
 import type { Placement } from "../render/messages.js";
 import { cardMessage, replyMessage } from "../render/messages.js";
+import { pictureRequestMessage, picturePlacement } from "../render/pictures.js";
 import type { CommandPolicy, CommandStore, DagLibrary, HandlerContext } from "./context.js";
 import { describeDecision } from "./handlers/decisions.js";
 import { describeCreate } from "./handlers/publish.js";
@@ -151,8 +152,21 @@ export async function replyToInboxEvent(deps: InboxDeps, fence: LeaderFence, eve
     if (run !== null)
       messages.push(cardMessage(run, await deps.store.listTasks(run.runId), await deps.store.now()));
   }
-  const reply = replyMessage(row.roomId, eventId, outcome, placementOf(row, intent, outcome));
-  if (reply !== null) messages.push(reply);
+  const placement = placementOf(row, intent, outcome);
+  if (outcome.kind === "graph") {
+    // The picture is the reply: drawn and uploaded when the outbox sends it (app/pictures.ts).
+    messages.push(
+      pictureRequestMessage(
+        row.roomId,
+        eventId,
+        outcome.run,
+        picturePlacement(outcome.run, eventId, placement),
+      ),
+    );
+  } else {
+    const reply = replyMessage(row.roomId, eventId, outcome, placement);
+    if (reply !== null) messages.push(reply);
+  }
   await deps.store.markInboxReplied(fence, eventId, messages);
 }
 

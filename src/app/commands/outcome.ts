@@ -102,6 +102,8 @@ export type Outcome =
   | { kind: "overview"; runs: RunProgress[]; at: number }
   | { kind: "list"; runs: RunProgress[]; at: number }
   | { kind: "logs"; run: RunSummary; task: TaskLine; output: string | null; omittedChars: number; at: number }
+  /** The picture itself is drawn and posted by the outbox (app/pictures.ts), from the run as it is then. */
+  | { kind: "graph"; run: RunSummary }
   | {
       kind: "retried";
       from: RunSummary;

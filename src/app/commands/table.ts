@@ -10,7 +10,14 @@ import { parseCommand } from "../../domain/commands.js";
 import type { HandlerContext } from "./context.js";
 import { handleCap, handleDecision } from "./handlers/decisions.js";
 import { handlePublish, handleRetry } from "./handlers/publish.js";
-import { handleHelp, handleList, handleLogs, handleNodes, handleStatus } from "./handlers/reads.js";
+import {
+  handleGraph,
+  handleHelp,
+  handleList,
+  handleLogs,
+  handleNodes,
+  handleStatus,
+} from "./handlers/reads.js";
 import type { Outcome } from "./outcome.js";
 import { checkPermission } from "./permissions.js";
 
@@ -40,6 +47,7 @@ export const COMMAND_HANDLERS: { readonly [V in CommandVerb]: CommandHandler<V> 
   status: entry("status", (ctx, c) => handleStatus(ctx, c.id)),
   list: entry("list", (ctx) => handleList(ctx)),
   logs: entry("logs", (ctx, c) => handleLogs(ctx, c.id, c.task)),
+  graph: entry("graph", (ctx, c) => handleGraph(ctx, c.id)),
   retry: entry("retry", (ctx, c) => handleRetry(ctx, c.id)),
   nodes: entry("nodes", (ctx) => handleNodes(ctx)),
   cap: entry("cap", (ctx, c) => handleCap(ctx, c.n)),

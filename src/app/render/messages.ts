@@ -62,7 +62,7 @@ export function noticeContent(rendered: Rendered, placement: Placement, extra: R
   return content;
 }
 
-function relatesTo(placement: Placement): Record<string, unknown> | null {
+export function relatesTo(placement: Placement): Record<string, unknown> | null {
   switch (placement.kind) {
     case "room":
       return null;

@@ -64,6 +64,11 @@ export function renderOutcome(outcome: Outcome): Rendered | null {
         : listing(r`The ${plural(outcome.runs.length, "latest run")} in this room:`, outcome.runs);
     case "logs":
       return renderLogs(outcome);
+    case "graph":
+      // In chat the picture itself is the reply (app/pictures.ts); this is its text elsewhere.
+      return r`A picture of ${code(outcome.run.dagId)} is posted in its thread; ${code(
+        `dagbot graph ${outcome.run.dagId}`,
+      )} draws it on a node.`;
     case "retried":
       return renderRetried(outcome);
     case "nothing-to-retry":

@@ -90,6 +90,12 @@ export async function handleLogs(ctx: HandlerContext, dagId: string, taskId: str
   return fitLogs({ ...base, output: task.output, omittedChars: 0 });
 }
 
+export async function handleGraph(ctx: HandlerContext, dagId: string): Promise<Outcome> {
+  const run = await ctx.store.getRun(ctx.roomId, dagId);
+  if (run === null) return notFoundRun(ctx, dagId);
+  return { kind: "graph", run: summarizeRun(run) };
+}
+
 export async function handleNodes(ctx: HandlerContext): Promise<Outcome> {
   const [nodes, lease, at] = await Promise.all([
     ctx.store.listNodes(),
