@@ -1,11 +1,21 @@
 /** `dagbot validate FILE...`: checks DAG documents and prints each one's plan, or every issue with its place. */
 import { open } from "node:fs/promises";
 import type { Command } from "commander";
-import type { DagFormat, DagIssue } from "../domain/dag.js";
-import { detectFormat, formatFromFileName, formatIssue, parseDag } from "../domain/dag.js";
+import { endOfOptionsBefore, leadingDashExample, wholeEntryArgs } from "../domain/action-argv.js";
+import type { ActionOffer, DagFormat, DagIssue } from "../domain/dag.js";
+import {
+  checkActions,
+  checkTaskArguments,
+  detectFormat,
+  formatFromFileName,
+  formatIssue,
+  parseDag,
+} from "../domain/dag.js";
 import { DAG_LIMITS } from "../domain/dag-schema.js";
 import { documentTooLarge } from "../domain/dag-text.js";
 import { planLevels } from "../domain/plan.js";
+import type { ActionDefinition } from "../ports/executor.js";
+import { formatConfigIssues, loadConfig } from "../config/load-config.js";
 
 /** One file's outcome, as `--json` prints it. */
 export type ValidateFileResult =
@@ -33,19 +43,43 @@ export function registerValidate(program: Command): void {
       "DAG files: .json or .toml (any other name is read by its content; - reads stdin)",
     )
     .option("--json", "print one JSON document with the result of every file")
+    .option(
+      "--config <file>",
+      "also check every task's action and arguments against this node config's actions, and warn about its risky argument patterns",
+    )
     .addHelpText(
       "after",
       "\nOutput goes to stdout: per valid file its id, task count, hash and plan levels; per invalid file one\n" +
-        '"FILE: place: message" line per problem. Exit status: 0 all valid, 1 some file invalid,\n' +
-        "2 usage error or a file that cannot be read (reported on stderr).",
+        '"FILE: place: message" line per problem. With --config, tasks are checked as the leader checks them\n' +
+        "at publish (known action, every argument present and matching its pattern, no option-like value), and\n" +
+        "warnings about the config's actions go to stderr (they do not change the exit status). Exit status:\n" +
+        "0 all valid, 1 some file invalid, 2 usage error, a bad config or a file that cannot be read.",
     )
-    .action(async (files: string[], options: { json?: boolean }) => {
+    .action(async (files: string[], options: { json?: boolean; config?: string }) => {
+      let actions: Record<string, ActionDefinition> | null = null;
+      let warnings: ConfigWarning[] = [];
+      if (options.config !== undefined) {
+        const loaded = loadConfig({ file: options.config, env: process.env });
+        if (!loaded.ok) {
+          process.stderr.write(
+            `dagbot validate: config ${options.config} is invalid:\n${formatConfigIssues(loaded.issues)}\n`,
+          );
+          process.exitCode = EXIT_USAGE;
+          return;
+        }
+        actions = loaded.config.actions;
+        warnings = actionWarnings(actions);
+      }
       const results: ValidateFileResult[] = [];
-      for (const file of files) results.push(await validateFile(file));
+      for (const file of files) results.push(await validateFile(file, actions));
       if (options.json === true) {
         const ok = results.every((result) => result.ok);
-        process.stdout.write(`${JSON.stringify({ ok, files: results }, null, 2)}\n`);
+        const doc = options.config === undefined ? { ok, files: results } : { ok, files: results, warnings };
+        process.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
       } else {
+        for (const w of warnings) {
+          process.stderr.write(`${options.config ?? ""}: ${w.path}: warning: ${w.message}\n`);
+        }
         for (const result of results) writeText(result);
       }
       if (results.some((result) => "error" in result)) process.exitCode = EXIT_USAGE;
@@ -68,8 +102,61 @@ function writeText(result: ValidateFileResult): void {
   }
 }
 
-/** Validates one file; never throws. */
-export async function validateFile(file: string): Promise<ValidateFileResult> {
+/** A risk in a node config that is allowed but deserves the operator's attention. */
+export interface ConfigWarning {
+  path: string;
+  message: string;
+}
+
+/**
+ * Arguments that fill a whole argv entry and whose pattern admits a value starting with "-" (a path
+ * pattern like `[A-Za-z0-9_./-]+` does): refused at run time unless allowed, and when allowed the
+ * program reads them as options unless "--" comes first.
+ */
+export function actionWarnings(actions: Readonly<Record<string, ActionDefinition>>): ConfigWarning[] {
+  const warnings: ConfigWarning[] = [];
+  for (const [name, action] of Object.entries(actions)) {
+    const whole = wholeEntryArgs(action);
+    for (const [arg, spec] of Object.entries(action.args)) {
+      if (!whole.has(arg)) continue;
+      const example = leadingDashExample(spec.pattern);
+      if (example === null) continue;
+      const path = `actions.${name}.args.${arg}.pattern`;
+      if (spec.allowLeadingDash !== true) {
+        warnings.push({
+          path,
+          message: `admits a value starting with "-" (e.g. ${JSON.stringify(example)}) for {${arg}}, a whole argv entry; such values are refused at run time. Narrow the pattern (start it with a class without "-") or, if the program must take them, set allow_leading_dash = true and put "--" before {${arg}}`,
+        });
+      } else if (!endOfOptionsBefore(action, arg)) {
+        warnings.push({
+          path,
+          message: `allows values starting with "-" (e.g. ${JSON.stringify(example)}) for {${arg}} and no "--" comes before it in argv: the program will read them as options`,
+        });
+      }
+    }
+  }
+  return warnings;
+}
+
+/**
+ * Issues of a valid DAG against a node config's actions, as the leader checks it at publish: unknown
+ * actions, then arguments.
+ */
+export function checkAgainstActions(
+  dag: Parameters<typeof checkActions>[0],
+  actions: Readonly<Record<string, ActionDefinition>>,
+): DagIssue[] {
+  const offers = new Map<string, ActionOffer[]>(
+    Object.entries(actions).map(([name, template]) => [name, [{ template, nodes: ["this node"] }]]),
+  );
+  return [...checkActions(dag, new Set(Object.keys(actions))), ...checkTaskArguments(dag, offers)];
+}
+
+/** Validates one file, against a node config's actions when given; never throws. */
+export async function validateFile(
+  file: string,
+  actions: Readonly<Record<string, ActionDefinition>> | null = null,
+): Promise<ValidateFileResult> {
   const read = await readBounded(file);
   if ("error" in read) return { file, ok: false, error: read.error };
   const byName = file === "-" ? null : formatFromFileName(file);
@@ -101,6 +188,10 @@ export async function validateFile(file: string): Promise<ValidateFileResult> {
           ]
         : [];
     return { file, ok: false, format, issues: [...guessed, ...parsed.issues] };
+  }
+  if (actions !== null) {
+    const issues = checkAgainstActions(parsed.dag, actions);
+    if (issues.length > 0) return { file, ok: false, format, issues };
   }
   return {
     file,

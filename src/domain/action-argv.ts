@@ -90,75 +90,112 @@ function stringify(value: ArgValue): string {
   return typeof value === "string" ? value : String(value);
 }
 
+/** One argument problem: `arg` names the argument, or is null for a problem of the action itself. */
+export interface ArgProblem {
+  arg: string | null;
+  message: string;
+}
+
+/**
+ * Checks `args` against an action's declared arguments without building a command line: the same
+ * checks renderArgv makes, one problem per argument, so a DAG can be refused when it is published
+ * rather than when its task comes up (issue 10, finding 9). The values that pass are in `values`.
+ */
+export function checkArgs(
+  action: ActionTemplate,
+  args: Readonly<Record<string, ArgValue>>,
+): { problems: ArgProblem[]; values: Map<string, string> } {
+  const problems: ArgProblem[] = [];
+  const values = new Map<string, string>();
+  const whole = wholeEntryArgs(action);
+  const fail = (arg: string, message: string): void => {
+    problems.push({ arg, message: `argument "${arg}" ${message}` });
+  };
+
+  for (const name of Object.keys(args)) {
+    if (!Object.hasOwn(action.args, name)) fail(name, `is not accepted by action "${action.name}"`);
+  }
+  for (const [name, spec] of Object.entries(action.args)) {
+    if (!Object.hasOwn(args, name)) {
+      fail(name, `is missing (action "${action.name}" requires it)`);
+      continue;
+    }
+    const raw = args[name];
+    if (typeof raw !== "string" && typeof raw !== "number" && typeof raw !== "boolean") {
+      fail(name, "must be a string, number or boolean");
+      continue;
+    }
+    const value = stringify(raw);
+    if (value.includes("\0")) {
+      fail(name, "contains a NUL byte");
+      continue;
+    }
+    if (utf8.encode(value).length > MAX_ARG_BYTES) {
+      fail(name, `is longer than ${MAX_ARG_BYTES} bytes`);
+      continue;
+    }
+    const pattern = compileArgPattern(spec.pattern);
+    if (typeof pattern === "string") {
+      fail(name, `has an invalid pattern in the node config: ${pattern}`);
+      continue;
+    }
+    if (!pattern.matches(value)) {
+      fail(name, `does not match its pattern ${spec.pattern}`);
+      continue;
+    }
+    if (value.startsWith("-") && whole.has(name) && spec.allowLeadingDash !== true) {
+      fail(
+        name,
+        `starts with "-", which the program would read as an option; action "${action.name}" does not allow that for "${name}"`,
+      );
+      continue;
+    }
+    values.set(name, value);
+  }
+  for (const element of action.argv) {
+    for (const name of placeholdersOf(element)) {
+      if (!Object.hasOwn(action.args, name)) {
+        problems.push({
+          arg: null,
+          message: `placeholder {${name}} of action "${action.name}" has no declared argument`,
+        });
+      }
+    }
+  }
+  return { problems, values };
+}
+
 /**
  * Substitutes `args` into `action.argv`. One template element always yields one argv entry (a value
  * with spaces, quotes or newlines is never split), substitution is a single pass (a value containing
  * `{x}` stays literal), and every problem is reported naming its argument.
  */
 export function renderArgv(action: ActionTemplate, args: Readonly<Record<string, ArgValue>>): RenderResult {
-  const problems: string[] = [];
-  const values = new Map<string, string>();
-  const whole = wholeEntryArgs(action);
-
-  for (const name of Object.keys(args)) {
-    if (!Object.hasOwn(action.args, name)) {
-      problems.push(`argument "${name}" is not accepted by action "${action.name}"`);
-    }
+  const { problems, values } = checkArgs(action, args);
+  if (problems.length > 0) {
+    return { ok: false, message: [...new Set(problems.map((p) => p.message))].join("; ") };
   }
-  for (const [name, spec] of Object.entries(action.args)) {
-    if (!Object.hasOwn(args, name)) {
-      problems.push(`argument "${name}" is missing (action "${action.name}" requires it)`);
-      continue;
-    }
-    const raw = args[name];
-    if (typeof raw !== "string" && typeof raw !== "number" && typeof raw !== "boolean") {
-      problems.push(`argument "${name}" must be a string, number or boolean`);
-      continue;
-    }
-    const value = stringify(raw);
-    if (value.includes("\0")) {
-      problems.push(`argument "${name}" contains a NUL byte`);
-      continue;
-    }
-    if (utf8.encode(value).length > MAX_ARG_BYTES) {
-      problems.push(`argument "${name}" is longer than ${MAX_ARG_BYTES} bytes`);
-      continue;
-    }
-    const pattern = compileArgPattern(spec.pattern);
-    if (typeof pattern === "string") {
-      problems.push(`argument "${name}" has an invalid pattern in the node config: ${pattern}`);
-      continue;
-    }
-    if (!pattern.matches(value)) {
-      problems.push(`argument "${name}" does not match its pattern ${spec.pattern}`);
-      continue;
-    }
-    if (value.startsWith("-") && whole.has(name) && spec.allowLeadingDash !== true) {
-      problems.push(
-        `argument "${name}" starts with "-", which the program would read as an option; action "${action.name}" does not allow that for "${name}"`,
-      );
-      continue;
-    }
-    values.set(name, value);
-  }
-
-  const argv: string[] = [];
-  for (const element of action.argv) {
-    argv.push(
-      element.replace(PLACEHOLDER, (whole, name: string) => {
-        const value = values.get(name);
-        if (value !== undefined) return value;
-        if (!Object.hasOwn(action.args, name)) {
-          problems.push(`placeholder {${name}} of action "${action.name}" has no declared argument`);
-        }
-        return whole;
-      }),
-    );
-  }
-
-  if (problems.length > 0) return { ok: false, message: [...new Set(problems)].join("; ") };
+  const argv = action.argv.map((element) =>
+    element.replace(PLACEHOLDER, (whole, name: string) => values.get(name) ?? whole),
+  );
   if (argv.length === 0 || argv[0] === "") {
     return { ok: false, message: `action "${action.name}" has an empty argv` };
   }
   return { ok: true, argv };
+}
+
+/**
+ * A value starting with "-" that the pattern accepts, found by probing option-like values; null when
+ * none was found. For `dagbot validate --config` warnings: a probe, not a proof (RE2 gives no
+ * intersection of languages), so it tries the shapes options take (`-x`, `--help`, `-1`, `-rf`...).
+ */
+export function leadingDashExample(pattern: string): string | null {
+  const compiled = compileArgPattern(pattern);
+  if (typeof compiled === "string") return null;
+  const probes = ["-", "--", "-x", "-n", "-1", "-rf", "--help", "--version", "-delete", "--a=b", "-./", "-_"];
+  for (let code = 0x20; code < 0x7f; code++) {
+    const c = String.fromCharCode(code);
+    for (const n of [1, 2, 3, 4, 8, 16]) probes.push(`-${c.repeat(n)}`, `--${c.repeat(n)}`);
+  }
+  return probes.find((probe) => compiled.matches(probe)) ?? null;
 }

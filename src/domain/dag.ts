@@ -3,6 +3,8 @@
  * with its place, collected in one pass. Never throws, whatever the input.
  */
 import type * as z from "zod";
+import type { ActionTemplate } from "./action-argv.js";
+import { checkArgs } from "./action-argv.js";
 import type { ParsedDag } from "./model.js";
 import { dagHash } from "./canonical-hash.js";
 import { checkGraph, graphView } from "./dag-graph.js";
@@ -78,6 +80,40 @@ export function checkActions(dag: ParsedDag, knownActions: ReadonlySet<string>):
       path: `tasks[${i}].action`,
       message: `unknown action ${quote(task.action)}${suggestion(task.action, known)} (${listed}${more})`,
     });
+  });
+  return issues;
+}
+
+/** One definition of an action and the nodes that registered it. */
+export interface ActionOffer {
+  template: ActionTemplate;
+  nodes: string[];
+}
+
+/**
+ * Issues for task arguments that the action's definition refuses (missing, unknown, not matching
+ * the pattern, an option-like value): every definition the room's nodes registered for the action is
+ * checked, since the task may run on any of them. Tasks whose action nobody defines are left to
+ * checkActions.
+ */
+export function checkTaskArguments(
+  dag: ParsedDag,
+  offers: ReadonlyMap<string, readonly ActionOffer[]>,
+): DagIssue[] {
+  const issues: DagIssue[] = [];
+  dag.tasks.forEach((task, i) => {
+    const defined = offers.get(task.action) ?? [];
+    const seen = new Set<string>();
+    for (const offer of defined) {
+      const where = defined.length > 1 ? ` (as ${offer.nodes.slice(0, 3).join(", ")} define it)` : "";
+      for (const problem of checkArgs(offer.template, task.args).problems) {
+        const path = problem.arg === null ? `tasks[${i}].action` : `tasks[${i}].args.${problem.arg}`;
+        const key = `${path}\0${problem.message}`;
+        if (seen.has(key)) continue;
+        seen.add(key);
+        issues.push({ path, message: `${problem.message}${where}` });
+      }
+    }
   });
   return issues;
 }

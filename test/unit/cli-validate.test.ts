@@ -205,6 +205,85 @@ describe("dagbot validate", () => {
     });
   });
 
+  describe("--config: tasks checked against a node config's actions (issue 10, findings 2 and 9)", () => {
+    const dir = mkdtempSync(join(tmpdir(), "dagbot-validate-config-"));
+    const config = join(dir, "node.toml");
+    writeFileSync(
+      config,
+      [
+        'node_id = "v"',
+        "[actions.find]",
+        'argv = ["find", "{dir}", "-name", "*.log"]',
+        "args = { dir = { pattern = '[A-Za-z0-9_./-]+' } }",
+        "[actions.cat]",
+        'argv = ["cat", "{file}"]',
+        "args = { file = { pattern = '[A-Za-z0-9_./-]+', allow_leading_dash = true } }",
+        "[actions.safe]",
+        'argv = ["cat", "--", "{file}", "--out={file}"]',
+        "args = { file = { pattern = '[A-Za-z0-9_][A-Za-z0-9_./-]*' } }",
+        "[actions.sleep]",
+        'argv = ["sleep", "{seconds}"]',
+        "args = { seconds = { pattern = '[0-9]{1,3}' } }",
+      ].join("\n"),
+    );
+    const dag = (name: string, tasks: unknown[]): string => {
+      const file = join(dir, `${name}.json`);
+      writeFileSync(file, JSON.stringify({ id: name, tasks }));
+      return file;
+    };
+
+    it("warns on whole-entry arguments whose pattern admits a leading '-', and not on safe ones", async () => {
+      const ok = dag("fine", [{ id: "t", action: "sleep", args: { seconds: "5" } }]);
+      const result = await run(["validate", "--config", config, ok]);
+      expect(result.code, result.stderr).toBe(0);
+      const lines = result.stderr.trim().split("\n");
+      expect(lines).toHaveLength(2);
+      expect(lines[0]).toMatch(
+        /node\.toml: actions\.find\.args\.dir\.pattern: warning: admits a value starting with "-" \(e\.g\. "-"\) for \{dir\}/,
+      );
+      expect(lines[1]).toMatch(
+        /actions\.cat\.args\.file\.pattern: warning: allows values starting with "-" .* no "--" comes before it/,
+      );
+      expect(result.stdout).toContain("dag fine: 1 task");
+    });
+
+    it("refuses a DAG whose arguments the actions would refuse at run time, naming each place", async () => {
+      const bad = dag("bad", [
+        { id: "a", action: "sleep", args: { seconds: "forever" } },
+        { id: "b", action: "sleep", args: {} },
+        { id: "c", action: "find", args: { dir: "-delete" } },
+        { id: "d", action: "sleep", args: { seconds: "1", extra: "x" } },
+        { id: "e", action: "nope" },
+      ]);
+      const result = await run(["validate", "--config", config, bad]);
+      expect(result.code).toBe(1);
+      for (const line of [
+        `${bad}: tasks[0].args.seconds: argument "seconds" does not match its pattern [0-9]{1,3}`,
+        `${bad}: tasks[1].args.seconds: argument "seconds" is missing (action "sleep" requires it)`,
+        `${bad}: tasks[2].args.dir: argument "dir" starts with "-"`,
+        `${bad}: tasks[3].args.extra: argument "extra" is not accepted by action "sleep"`,
+        `${bad}: tasks[4].action: unknown action "nope"`,
+      ]) {
+        expect(result.stdout).toContain(line);
+      }
+      const json = await run(["validate", "--json", "--config", config, bad]);
+      const doc = JSON.parse(json.stdout) as { ok: boolean; warnings: unknown[]; files: unknown[] };
+      expect(doc.ok).toBe(false);
+      expect(doc.warnings).toHaveLength(2);
+    });
+
+    it("a bad config is a usage error naming its key", async () => {
+      const broken = join(dir, "broken.toml");
+      writeFileSync(
+        broken,
+        'node_id = "v"\n[actions.x]\nargv = ["echo", "{v}"]\nargs = { v = { pattern = "(?=a)" } }\n',
+      );
+      const result = await run(["validate", "--config", broken, "config/examples/hello.toml"]);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toContain("actions.x.args.v.pattern: is not a valid regular expression");
+    });
+  });
+
   it("prints help with exit 0", async () => {
     const result = await run(["validate", "--help"]);
     expect(result.code).toBe(0);
