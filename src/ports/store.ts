@@ -14,6 +14,7 @@
  * - A task's `version` rises by one on every status change (not on a lease renewal); (taskId,
  *   version) plus the executor's session is the fencing token of the executing worker.
  */
+import type { ActionTemplate } from "../domain/action-argv.js";
 import type { ArgValue, ParsedDag, Placement, RunStatus, TaskStatus } from "../domain/model.js";
 
 /** A node's life: node_id plus a boot id chosen at start. A restart under the same name is a new session. */
@@ -303,6 +304,54 @@ export interface Scheduler {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Room policy: who may do what in a room. It lives in the store so that every node of the room
+// enforces the same rules, whatever its own config says (issue 10, finding 7).
+
+export interface RoomPolicy {
+  /** Room power level needed for the operator commands. */
+  powerLevel: number;
+  /** User ids allowed the operator commands whatever their power level. */
+  allow: string[];
+  /** When true, nobody may confirm a run they published. */
+  twoPersonRule: boolean;
+  /** Publishers whose runs start without a confirmation step. */
+  autoConfirm: string[];
+  /** Who may read task output with `logs`. */
+  logs: "operators" | "anyone";
+}
+
+export interface StoredRoomPolicy {
+  roomId: string;
+  policy: RoomPolicy;
+  /** Who set it last: a node id at first start, a user id after a command. */
+  setBy: string;
+  updatedAt: number;
+}
+
+export interface PolicyStore {
+  /**
+   * Sets the room's policy only where none was ever set (insert-or-ignore): the first node to start
+   * in a room sets it from its config. Returns the policy the store holds afterwards.
+   */
+  initRoomPolicy(
+    roomId: string,
+    policy: RoomPolicy,
+    setBy: string,
+  ): Promise<{ set: boolean; stored: StoredRoomPolicy }>;
+  getRoomPolicy(roomId: string): Promise<StoredRoomPolicy | null>;
+  /**
+   * Replaces the room's policy, fenced by the leader's term; given an inbox event id, that row is
+   * marked handled in the same transaction (result `{ op: "policy", kind: "set", policy, previous }`).
+   */
+  setRoomPolicy(
+    ctx: CommandContext,
+    roomId: string,
+    policy: RoomPolicy,
+    by: string,
+  ): Promise<{ previous: RoomPolicy | null }>;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Nodes
 
 export interface NodeHeartbeat {
@@ -311,9 +360,15 @@ export interface NodeHeartbeat {
   capacity: number;
   actions: string[];
   roomIds: string[];
+  /**
+   * What each action accepts (argv template, argument patterns), so the leader can check a DAG's
+   * arguments when it is published. Absent from an older node: its actions' arguments go unchecked.
+   */
+  actionSpecs?: Record<string, ActionTemplate>;
 }
 
 export interface NodeRecord extends NodeHeartbeat {
+  actionSpecs: Record<string, ActionTemplate>;
   heartbeatAt: number;
   /** Store clock minus heartbeatAt at read time. */
   heartbeatAgeMs: number;
@@ -421,6 +476,7 @@ export interface Store
     RunStore,
     TaskClaimer,
     Scheduler,
+    PolicyStore,
     NodeStore,
     OutboxStore,
     IdempotencyStore,

@@ -16,6 +16,7 @@ import { idempotencySection } from "./sections/idempotency.js";
 import { migrationsSection } from "./sections/migrations.js";
 import { nodesSection } from "./sections/nodes.js";
 import { outboxSection } from "./sections/outbox.js";
+import { policiesSection } from "./sections/policies.js";
 import { runsSection } from "./sections/runs.js";
 import { schedulerSection } from "./sections/scheduler.js";
 
@@ -27,6 +28,7 @@ const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["scheduler", schedulerSection],
   ["outbox", outboxSection],
   ["nodes", nodesSection],
+  ["policies", policiesSection],
   ["idempotency", idempotencySection],
   ["eventlog", eventlogSection],
   ["migrations", migrationsSection],

@@ -113,6 +113,9 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     setRoomCap: async (roomId, cap, ctx) => scheduler.setRoomCap(db, roomId, cap, ctx),
     getRoomCap: async (roomId) => scheduler.getRoomCap(db, roomId),
     initRoomCap: async (roomId, cap) => scheduler.initRoomCap(db, roomId, cap),
+    initRoomPolicy: async (roomId, policy, setBy) => nodes.initRoomPolicy(db, roomId, policy, setBy),
+    getRoomPolicy: async (roomId) => nodes.getRoomPolicy(db, roomId),
+    setRoomPolicy: async (ctx, roomId, policy, by) => nodes.setRoomPolicy(db, ctx, roomId, policy, by),
 
     heartbeat: async (beat) => nodes.heartbeat(db, beat),
     listNodes: async () => nodes.listNodes(db),

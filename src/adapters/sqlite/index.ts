@@ -92,6 +92,9 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     setRoomCap: async (roomId, cap, ctx) => scheduler.setRoomCap(c, roomId, cap, ctx),
     getRoomCap: async (roomId) => scheduler.getRoomCap(c, roomId),
     initRoomCap: async (roomId, cap) => scheduler.initRoomCap(c, roomId, cap),
+    initRoomPolicy: async (roomId, policy, setBy) => nodes.initRoomPolicy(c, roomId, policy, setBy),
+    getRoomPolicy: async (roomId) => nodes.getRoomPolicy(c, roomId),
+    setRoomPolicy: async (ctx, roomId, policy, by) => nodes.setRoomPolicy(c, ctx, roomId, policy, by),
 
     heartbeat: async (beat) => nodes.heartbeat(c, beat),
     listNodes: async () => nodes.listNodes(c),

@@ -159,6 +159,21 @@ CREATE TABLE events (
 CREATE INDEX events_room_seq ON events (room_id, seq);
 `,
   },
+  {
+    // Issue 10: nodes register what their actions accept, so the leader checks arguments at publish;
+    // the room's permissions live in the store so that every node enforces the same ones.
+    version: 2,
+    sql: `
+ALTER TABLE nodes ADD COLUMN action_specs TEXT NOT NULL DEFAULT '{}';
+
+CREATE TABLE room_policies (
+  room_id    TEXT PRIMARY KEY,
+  policy     TEXT NOT NULL,
+  set_by     TEXT NOT NULL,
+  updated_at INTEGER NOT NULL
+) STRICT;
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

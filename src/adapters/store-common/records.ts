@@ -186,6 +186,7 @@ export function nodeFromRow(r: Row, json: DecodeJson): NodeRecord {
     capacity: num(r.capacity),
     actions: json<string[]>(r.actions),
     roomIds: json<string[]>(r.room_ids),
+    actionSpecs: r.action_specs === undefined || r.action_specs === null ? {} : json(r.action_specs),
     heartbeatAt: num(r.heartbeat_at),
     heartbeatAgeMs: num(r.age_ms),
     runningTasks: num(r.running_tasks),

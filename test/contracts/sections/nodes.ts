@@ -21,6 +21,21 @@ export function nodesSection(ctx: ContractContext): void {
   const find = async (store: Store, nodeId: string): Promise<NodeRecord[]> =>
     (await store.listNodes()).filter((n) => n.session.nodeId === nodeId);
 
+  it("a heartbeat registers what each action accepts, for the leader's argument checks at publish", async () => {
+    const store = await ctx.store();
+    const s = session(ctx.uid("node"));
+    const spec = {
+      name: "find",
+      argv: ["find", "--", "{dir}"],
+      args: { dir: { pattern: "[a-z/]+", allowLeadingDash: true } },
+    };
+    await store.heartbeat(beat(s, { actions: ["find"], actionSpecs: { find: spec } }));
+    expect((await find(store, s.nodeId))[0]?.actionSpecs).toEqual({ find: spec });
+    // An older node that registers no specs reads back as none, not as an error.
+    await store.heartbeat(beat(s, { actions: ["find"] }));
+    expect((await find(store, s.nodeId))[0]?.actionSpecs).toEqual({});
+  });
+
   it("a heartbeat inserts the node, the next one updates it; age is measured on the store's clock", async () => {
     const store = await ctx.store();
     const s = session(ctx.uid("node"));
@@ -37,6 +52,7 @@ export function nodesSection(ctx: ContractContext): void {
         heartbeatAgeMs: 0,
         runningTasks: 0,
         startedAt: started,
+        actionSpecs: {},
       },
     ]);
     ctx.clock.advance(1500);
