@@ -3,6 +3,7 @@
  * and its worker, over an injected Store, Executor, Clock and Logger. No chat here: a chat adapter
  * feeds the inbox and drains the outbox beside it.
  */
+import { publicTemplate } from "../domain/action-argv.js";
 import type { Clock } from "../ports/clock.js";
 import type { ActionDefinition, Executor } from "../ports/executor.js";
 import type { Logger } from "../ports/logger.js";
@@ -69,6 +70,9 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
   const log = deps.logger.child({ node: settings.nodeId });
   const { store, clock } = deps;
 
+  const actionSpecs = Object.fromEntries(
+    [...settings.actions].map(([name, action]) => [name, publicTemplate(action)]),
+  );
   const heartbeatStop = new AbortController();
   const beat = async (): Promise<void> => {
     try {
@@ -78,6 +82,7 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
         capacity: settings.capacity,
         actions: [...settings.actions.keys()],
         roomIds: settings.roomIds,
+        actionSpecs,
       });
     } catch (err) {
       log.warn({ err: String(err) }, "heartbeat failed");

@@ -199,3 +199,28 @@ export function leadingDashExample(pattern: string): string | null {
   }
   return probes.find((probe) => compiled.matches(probe)) ?? null;
 }
+
+/**
+ * What a node registers in the store about an action, for the leader's argument checks: its
+ * arguments, and its argv reduced to where the placeholders sit. Literal entries are dropped (they
+ * could hold a secret such as `--password=...`), but a whole-entry placeholder stays one.
+ */
+export function publicTemplate(action: ActionTemplate): ActionTemplate {
+  return {
+    name: action.name,
+    argv: action.argv.map((element, index) => {
+      if (index > 0 && /^\{[A-Za-z_][A-Za-z0-9_]*\}$/.test(element)) return element;
+      return placeholdersOf(element)
+        .map((name) => `…{${name}}`)
+        .join("");
+    }),
+    args: Object.fromEntries(
+      Object.entries(action.args).map(([name, spec]) => [
+        name,
+        spec.allowLeadingDash === true
+          ? { pattern: spec.pattern, allowLeadingDash: true }
+          : { pattern: spec.pattern },
+      ]),
+    ),
+  };
+}

@@ -262,6 +262,46 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
+      "arguments are checked at publish against the actions the room's nodes registered; nothing is stored",
+      track(async () => {
+        const r = await room();
+        const spec = (pattern: string) => ({
+          name: "echo",
+          argv: ["…", "{message}"],
+          args: { message: { pattern } },
+        });
+        const beat = (nodeId: string, pattern: string) =>
+          store.heartbeat({
+            session: session(nodeId),
+            labels: [],
+            capacity: 2,
+            actions: ["echo"],
+            roomIds: [r.roomId],
+            actionSpecs: { echo: spec(pattern) },
+          });
+        await beat("args-a", "[a-z ]{1,20}");
+        const args = (message: unknown) =>
+          publishJson({ id: "argy", tasks: [{ id: "t", action: "echo", args: { message } }] });
+        const before = await counts();
+        const bad = await ask(r, OP, args("Hello, World!"));
+        expect(bad).toContain(
+          'tasks[0].args.message: argument "message" does not match its pattern [a-z ]{1,20}',
+        );
+        const missing = await ask(r, OP, publishJson({ id: "argy", tasks: [{ id: "t", action: "echo" }] }));
+        expect(missing).toContain('tasks[0].args.message: argument "message" is missing');
+        const option = await ask(r, OP, args("-n"));
+        expect(option).toContain('tasks[0].args.message: argument "message" does not match');
+        expect(await counts()).toEqual({ ...before, outbox: before.outbox + 3 });
+        expect(await store.getRun(r.roomId, "argy")).toBeNull();
+        // A second node defines echo more strictly: the value must suit every definition.
+        await beat("args-b", "[a-z]{1,20}");
+        const split = await ask(r, OP, args("hello world"));
+        expect(split).toContain("(as args-b define it)");
+        expect(await ask(r, OP, args("hello"))).toContain("Published `argy`");
+      }),
+    );
+
+    it(
       "operator commands below the power level are refused and store nothing; the allowlist lets a member through",
       track(async () => {
         const r = await room();

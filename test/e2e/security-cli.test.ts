@@ -3,7 +3,7 @@
  * real files: a backtracking pattern cannot freeze a node, and the DAG library does not follow links
  * out of its folder.
  */
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -70,6 +70,45 @@ describe("argument patterns are matched in linear time", () => {
     expect(r.stderr).toContain(
       "actions.pair.args.word.pattern: is not a valid regular expression (RE2 syntax",
     );
+  });
+});
+
+describe("arguments are checked when the DAG is published", () => {
+  it("`dagbot run` with an argument its action refuses stores no run and runs nothing", async () => {
+    const marks = join(cwd, "marks");
+    mkdirSync(marks, { recursive: true });
+    const config = join(cwd, "publish-check.toml");
+    writeFileSync(
+      config,
+      [
+        'node_id = "publish-check"',
+        `store = "sqlite:${join(cwd, "publish-check.db")}"`,
+        "[actions.touch]",
+        `argv = ["touch", "${join(marks, "ran")}", "{name}"]`,
+        "args = { name = { pattern = '[a-z]{1,8}' } }",
+        `cwd = "${marks}"`,
+      ].join("\n"),
+    );
+    const dag = join(cwd, "bad-args.json");
+    writeFileSync(
+      dag,
+      JSON.stringify({
+        id: "bad-args",
+        tasks: [
+          { id: "first", action: "touch", args: { name: "ok" } },
+          { id: "second", action: "touch", args: { name: "NOT-OK" }, needs: ["first"] },
+        ],
+      }),
+    );
+    const r = await track(cli(["run", dag, "--config", config], { cwd }));
+    expect(r.code).not.toBe(0);
+    expect(`${r.stdout}\n${r.stderr}`).toContain(
+      'tasks[1].args.name: argument "name" does not match its pattern [a-z]{1,8}',
+    );
+    // Refused before anything ran: not even the first, valid task.
+    expect(readdirSync(marks)).toEqual([]);
+    const status = await cli(["status", "--json", "--config", config], { cwd });
+    expect((JSON.parse(status.stdout) as { runs: unknown[] }).runs).toEqual([]);
   });
 });
 

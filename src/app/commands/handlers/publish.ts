@@ -7,7 +7,8 @@
 import { dagHash } from "../../../domain/canonical-hash.js";
 import type { PublishSource } from "../../../domain/commands.js";
 import type { DagIssue } from "../../../domain/dag.js";
-import { checkActions, formatIssue, parseDag } from "../../../domain/dag.js";
+import type { ActionOffer } from "../../../domain/dag.js";
+import { checkActions, checkTaskArguments, formatIssue, parseDag } from "../../../domain/dag.js";
 import type { ParsedDag } from "../../../domain/model.js";
 import { isTerminalRun } from "../../../domain/run-states.js";
 import type { CreateRunResult, RunRecord } from "../../../ports/store.js";
@@ -128,8 +129,10 @@ function invalidDag(where: string, issues: readonly DagIssue[]): Outcome {
 }
 
 /**
- * Issues for actions no live node of this room offers. With no live node at all the check is
- * skipped: the run waits (and its queue timeout applies) until a node that has them joins.
+ * Issues for actions no live node of this room offers, and for arguments the action's definition (as
+ * the room's live nodes registered it) refuses: nobody is asked to confirm a run that cannot work.
+ * With no live node at all the check is skipped: the run waits (and its queue timeout applies)
+ * until a node that has them joins.
  */
 async function unknownActions(ctx: HandlerContext, dag: ParsedDag): Promise<DagIssue[]> {
   const nodes = await ctx.store.listNodes();
@@ -137,7 +140,21 @@ async function unknownActions(ctx: HandlerContext, dag: ParsedDag): Promise<DagI
     (n) => n.roomIds.includes(ctx.roomId) && n.heartbeatAgeMs <= ctx.policy.nodeStaleAfterMs,
   );
   if (live.length === 0) return [];
-  return checkActions(dag, new Set(live.flatMap((n) => n.actions)));
+  const offers = new Map<string, ActionOffer[]>();
+  for (const node of live) {
+    for (const [name, template] of Object.entries(node.actionSpecs)) {
+      const list = offers.get(name) ?? [];
+      const same = list.find((o) => sameTemplate(o.template, template));
+      if (same === undefined) list.push({ template: { ...template, name }, nodes: [node.session.nodeId] });
+      else same.nodes.push(node.session.nodeId);
+      offers.set(name, list);
+    }
+  }
+  return [...checkActions(dag, new Set(live.flatMap((n) => n.actions))), ...checkTaskArguments(dag, offers)];
+}
+
+function sameTemplate(a: ActionOffer["template"], b: ActionOffer["template"]): boolean {
+  return JSON.stringify([a.argv, a.args]) === JSON.stringify([b.argv, b.args]);
 }
 
 /** `x.retry1`, `x.retry2`, ... for x or x.retryN (a retry of a retry counts on from the same base). */
