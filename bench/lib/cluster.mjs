@@ -37,6 +37,8 @@ export function nodeConfig({ nodeId, store, capacity, lease }) {
     `[actions.true]`,
     `argv = ["true"]`,
     `timeout = "1m"`,
+    // Fits the shortest bench lease (failover: 3s ttl): renew_every + margin + kill_grace < ttl.
+    `kill_grace = "1s"`,
     ``,
     `[lease]`,
     `ttl = "${lease.ttl}"`,

@@ -4,6 +4,7 @@
  */
 import * as z from "zod";
 import { compileArgPattern, placeholdersOf } from "../domain/action-argv.js";
+import { claimTimingProblem, defaultMarginMs } from "../domain/claim-deadline.js";
 import { parseDuration } from "../domain/duration.js";
 import type { ActionDefinition } from "../ports/executor.js";
 import { parseByteSize } from "./byte-size.js";
@@ -43,6 +44,8 @@ export interface LeaseConfig {
   ttlMs: number;
   renewEveryMs: number;
   acquireEveryMs: number;
+  /** How long before its task lease could expire a worker's action must be gone (domain/claim-deadline.ts). */
+  marginMs: number;
 }
 
 export interface LimitsConfig {
@@ -254,12 +257,24 @@ const leaseSchema = z
     ttl: duration(1).prefault("10s"),
     renew_every: duration(1).prefault("3s"),
     acquire_every: duration(1).prefault("1s"),
+    // Default: a tenth of ttl (defaultMarginMs).
+    margin: duration(0).optional(),
   })
   .superRefine((lease, ctx) => {
     if (lease.renew_every >= lease.ttl) {
       ctx.addIssue({ code: "custom", path: ["renew_every"], message: "must be shorter than lease.ttl" });
+    } else if (lease.renew_every + marginOf(lease) >= lease.ttl) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["margin"],
+        message: "lease.renew_every + lease.margin must be shorter than lease.ttl",
+      });
     }
   });
+
+function marginOf(lease: { ttl: number; margin?: number | undefined }): number {
+  return lease.margin ?? defaultMarginMs(lease.ttl);
+}
 
 const limitsSchema = z.strictObject({
   global_cap: z.int().min(1).max(100_000).prefault(16),
@@ -286,20 +301,35 @@ const storeSchema = z.string().transform((text, ctx) => {
 });
 
 /** The raw file's schema: snake_case keys as written, strict at every level. */
-export const nodeConfigFileSchema = z.strictObject({
-  node_id: id,
-  labels: uniqueList(id).prefault([]),
-  capacity: z.int().min(1).max(1024).prefault(2),
-  store: storeSchema.prefault(DEFAULT_STORE),
-  dag_library: z.string().min(1).optional(),
-  matrix: matrixSchema.optional(),
-  permissions: permissionsSchema.prefault({}),
-  actions: z.record(z.string().regex(ID, { error: `action names ${ID_HINT}` }), actionSchema).prefault({}),
-  lease: leaseSchema.prefault({}),
-  limits: limitsSchema.prefault({}),
-  http: httpSchema.optional(),
-  log_level: z.enum(LOG_LEVELS).prefault("info"),
-});
+export const nodeConfigFileSchema = z
+  .strictObject({
+    node_id: id,
+    labels: uniqueList(id).prefault([]),
+    capacity: z.int().min(1).max(1024).prefault(2),
+    store: storeSchema.prefault(DEFAULT_STORE),
+    dag_library: z.string().min(1).optional(),
+    matrix: matrixSchema.optional(),
+    permissions: permissionsSchema.prefault({}),
+    actions: z.record(z.string().regex(ID, { error: `action names ${ID_HINT}` }), actionSchema).prefault({}),
+    lease: leaseSchema.prefault({}),
+    limits: limitsSchema.prefault({}),
+    http: httpSchema.optional(),
+    log_level: z.enum(LOG_LEVELS).prefault("info"),
+  })
+  .superRefine((file, ctx) => {
+    // Each action must be stoppable within its claim: the worker's timing relation (claim-deadline.ts).
+    const timings = {
+      ttlMs: file.lease.ttl,
+      renewEveryMs: file.lease.renew_every,
+      marginMs: marginOf(file.lease),
+    };
+    if (timings.renewEveryMs + timings.marginMs >= timings.ttlMs) return; // reported under lease
+    for (const [name, action] of Object.entries(file.actions)) {
+      const problem = claimTimingProblem(timings, action.kill_grace);
+      if (problem !== null)
+        ctx.addIssue({ code: "custom", path: ["actions", name, "kill_grace"], message: problem });
+    }
+  });
 
 export type NodeConfigFile = z.output<typeof nodeConfigFileSchema>;
 
@@ -384,6 +414,7 @@ export function toNodeConfig(file: NodeConfigFile): NodeConfig {
       ttlMs: file.lease.ttl,
       renewEveryMs: file.lease.renew_every,
       acquireEveryMs: file.lease.acquire_every,
+      marginMs: marginOf(file.lease),
     },
     limits: { globalCap: file.limits.global_cap, confirmTimeoutMs: file.limits.confirm_timeout },
     http:

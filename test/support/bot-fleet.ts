@@ -26,15 +26,22 @@ export const CLI = join(REPO_ROOT, "dist/cli.js");
 /** Fast leadership for tests: a killed leader is replaced about 2 s later. */
 export const FAST_LEASE = { ttl: "2s", renew_every: "500ms", acquire_every: "250ms" };
 
+// kill_grace fits FAST_LEASE: renew_every + margin + kill_grace < ttl (500ms + 200ms + 300ms < 2s).
 export const TEST_ACTIONS = {
-  echo: { argv: ["echo", "{message}"], args: { message: { pattern: "[^\\r\\n]{0,200}" } }, timeout: "1m" },
+  echo: {
+    argv: ["echo", "{message}"],
+    args: { message: { pattern: "[^\\r\\n]{0,200}" } },
+    timeout: "1m",
+    kill_grace: "300ms",
+  },
   sleep: {
     argv: ["sleep", "{seconds}"],
     args: { seconds: { pattern: "[0-9]{1,3}(\\.[0-9]{1,3})?" } },
     timeout: "5m",
+    kill_grace: "300ms",
   },
-  true: { argv: ["true"], timeout: "1m" },
-  fail: { argv: ["false"], timeout: "1m" },
+  true: { argv: ["true"], timeout: "1m", kill_grace: "300ms" },
+  fail: { argv: ["false"], timeout: "1m", kill_grace: "300ms" },
 };
 
 export interface FleetOptions {

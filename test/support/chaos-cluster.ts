@@ -26,6 +26,7 @@ const CHAOS_CONFIG_EXTRA = `
 argv = ["sleep", "{s}"]
 args = { s = { pattern = '[0-9]{1,2}(\\.[0-9]{1,3})?' } }
 timeout = "30s"
+kill_grace = "300ms"
 
 [permissions]
 allow = [${JSON.stringify(CHAOS_SENDER)}]

@@ -110,11 +110,13 @@ acquire_every = "${o.acquireEvery ?? "1s"}"
 argv = ["echo", "{message}"]
 args = { message = { pattern = '[A-Za-z0-9 _.-]{0,100}' } }
 timeout = "30s"
+kill_grace = "300ms"
 
 [actions.work]
 argv = [${node}, ${JSON.stringify(join(FIXTURES, "work.mjs"))}, "{ms}", ${JSON.stringify(marks)}]
 args = { ms = { pattern = '[0-9]{1,6}' } }
 timeout = "60s"
+kill_grace = "300ms"
 
 [actions.stubborn]
 argv = [${node}, ${JSON.stringify(join(FIXTURES, "stubborn.mjs"))}, ${JSON.stringify(marks)}]

@@ -115,7 +115,7 @@ describe("defaults", () => {
       rooms: ["local"],
       permissions: { powerLevel: 50, allow: [], twoPersonRule: false, autoConfirm: [] },
       actions: {},
-      lease: { ttlMs: 10_000, renewEveryMs: 3_000, acquireEveryMs: 1_000 },
+      lease: { ttlMs: 10_000, renewEveryMs: 3_000, acquireEveryMs: 1_000, marginMs: 1_000 },
       limits: { globalCap: 16, confirmTimeoutMs: 3_600_000 },
       http: null,
       logLevel: "info",
@@ -154,7 +154,12 @@ describe("defaults", () => {
       twoPersonRule: true,
       autoConfirm: ["@bob:example.org"],
     });
-    expect(config.lease).toEqual({ ttlMs: 20_000, renewEveryMs: 5_000, acquireEveryMs: 2_000 });
+    expect(config.lease).toEqual({
+      ttlMs: 20_000,
+      renewEveryMs: 5_000,
+      acquireEveryMs: 2_000,
+      marginMs: 2_000,
+    });
     expect(config.limits).toEqual({ globalCap: 4, confirmTimeoutMs: 7_200_000 });
     expect(config.logLevel).toBe("debug");
   });
@@ -291,6 +296,31 @@ describe("bad values in place", () => {
       "renew longer than ttl",
       { lease: { ttl: "2s", renew_every: "3s" } },
       ["lease.renew_every: must be shorter than lease.ttl"],
+    ],
+    [
+      "renew plus margin not shorter than ttl",
+      { lease: { ttl: "2s", renew_every: "1s", margin: "1s" } },
+      ["lease.margin: lease.renew_every + lease.margin must be shorter than lease.ttl"],
+    ],
+    [
+      "a kill_grace that leaves no time to renew a task's lease (the default 5s under a 2s ttl)",
+      {
+        lease: { ttl: "2s", renew_every: "500ms" },
+        actions: { a: { argv: ["prog"] }, b: { argv: ["prog"], kill_grace: "1s" } },
+      },
+      [
+        "actions.a.kill_grace: 5s is too long for the task lease: lease.renew_every (500ms) + lease.margin (200ms) + kill_grace must be shorter than lease.ttl (2s), so that a renewal can succeed before the worker must start stopping the action; shorten kill_grace, lease.renew_every or lease.margin, or lengthen lease.ttl",
+      ],
+    ],
+    [
+      "a kill_grace exactly filling the task lease",
+      {
+        lease: { ttl: "10s", renew_every: "3s", margin: "2s" },
+        actions: { a: { argv: ["prog"], kill_grace: "5s" } },
+      },
+      [
+        "actions.a.kill_grace: 5s is too long for the task lease: lease.renew_every (3s) + lease.margin (2s) + kill_grace must be shorter than lease.ttl (10s), so that a renewal can succeed before the worker must start stopping the action; shorten kill_grace, lease.renew_every or lease.margin, or lengthen lease.ttl",
+      ],
     ],
     [
       "an empty sqlite path",
