@@ -25,6 +25,10 @@ export interface EngineSettings {
   leader: LeaderTimings;
   /** The task lease a worker holds while running a task. */
   taskLeaseMs: number;
+  /** How often a worker renews a running task's lease; default a third of taskLeaseMs. */
+  taskRenewEveryMs?: number;
+  /** How long before its lease could expire a task's action must be gone; default a tenth of taskLeaseMs. */
+  taskMarginMs?: number;
   heartbeatEveryMs: number;
   /** Worker's claim poll with no change (retry backoffs passing). */
   workerPollMs: number;
@@ -138,6 +142,8 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
           capacity: settings.capacity,
           actions: settings.actions,
           taskLeaseMs: settings.taskLeaseMs,
+          ...(settings.taskRenewEveryMs === undefined ? {} : { renewEveryMs: settings.taskRenewEveryMs }),
+          ...(settings.taskMarginMs === undefined ? {} : { marginMs: settings.taskMarginMs }),
           pollMs: settings.workerPollMs,
           debounceMs: settings.leader.debounceMs,
         },

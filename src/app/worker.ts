@@ -4,9 +4,17 @@
  * the end of the attempt with its fencing token. A renewal that is rejected means the task is no
  * longer ours: the action is killed and nothing is written. A renewal that reports `canceling` kills
  * the action and records `canceled`. Retries and backoff are decided by the store's finishTask.
+ *
+ * The worker fences itself (issue 9, domain/claim-deadline.ts): it tracks each claim's deadlines on
+ * its own monotonic clock from the send time of the last renewal that succeeded, renews the claim
+ * just before starting the action and never starts it past termAt, and when it could not renew in
+ * time it stops the action (SIGTERM at termAt, SIGKILL at stopBy) and writes nothing. The executor's
+ * supervisor holds the same deadline, so it also holds while this process is stopped.
  */
+import type { ClaimDeadlines, ClaimTimings } from "../domain/claim-deadline.js";
+import { claimDeadlines, defaultMarginMs, mayStart, nextRenewalAt } from "../domain/claim-deadline.js";
 import type { Clock } from "../ports/clock.js";
-import type { ActionDefinition, ExecResult, Executor } from "../ports/executor.js";
+import type { ActionDefinition, ExecClaim, ExecResult, Executor } from "../ports/executor.js";
 import type { Logger } from "../ports/logger.js";
 import type {
   ChangeFeed,
@@ -28,8 +36,12 @@ export interface WorkerSettings {
   capacity: number;
   /** The actions of this node's config; only these are claimed. */
   actions: ReadonlyMap<string, ActionDefinition>;
-  /** The task lease; renewed every third of it so one slow renewal does not lose the task. */
+  /** The task lease (lease.ttl). */
   taskLeaseMs: number;
+  /** How often a running task's lease is renewed (lease.renew_every); default a third of the lease. */
+  renewEveryMs?: number;
+  /** Kept between an action's end and the earliest its lease could expire (lease.margin); default a tenth. */
+  marginMs?: number;
   /** A claim attempt even with no change, for retries whose backoff (not_before) has passed. */
   pollMs: number;
   debounceMs: number;
@@ -47,6 +59,8 @@ type AbortReason = "canceled" | "lost" | "shutdown";
 
 interface Running {
   claimed: ClaimedTask;
+  /** When the claim was sent, on the monotonic clock: the lease runs from no earlier than this. */
+  claimSentAt: number;
   controller: AbortController;
   reason: AbortReason | null;
   done: Promise<void>;
@@ -123,14 +137,15 @@ export class Worker {
     while (!signal.aborted) {
       try {
         while (!signal.aborted && this.running.size < this.settings.capacity) {
+          const sentAt = this.deps.clock.monotonicMs();
           const claimed = await this.deps.store.claimTask(this.offer());
           if (claimed === null) break;
           if (signal.aborted) {
             // Claimed while stopping: run it anyway rather than strand it until its lease expires.
-            this.startTask(claimed);
+            this.startTask(claimed, sentAt);
             break;
           }
-          this.startTask(claimed);
+          this.startTask(claimed, sentAt);
         }
         failures = 0;
       } catch (err) {
@@ -146,10 +161,11 @@ export class Worker {
     }
   }
 
-  private startTask(claimed: ClaimedTask): void {
+  private startTask(claimed: ClaimedTask, claimSentAt: number): void {
     const key = `${claimed.token.runId}/${claimed.token.taskId}`;
     const entry: Running = {
       claimed,
+      claimSentAt,
       controller: new AbortController(),
       reason: null,
       done: Promise.resolve(),
@@ -191,78 +207,147 @@ export class Worker {
     }
   }
 
+  private timings(): ClaimTimings {
+    const ttlMs = this.settings.taskLeaseMs;
+    return {
+      ttlMs,
+      renewEveryMs: this.settings.renewEveryMs ?? ttlMs / 3,
+      marginMs: this.settings.marginMs ?? defaultMarginMs(ttlMs),
+    };
+  }
+
   private async execute(r: Running): Promise<void> {
     const { token, task } = r.claimed;
-    const { clock, executor } = this.deps;
+    const { clock, executor, store } = this.deps;
     const log = this.log.child({ run: task.runId, task: task.taskId, attempt: task.attempt });
     log.debug({ action: task.action }, "claimed");
 
-    const leaseMs = this.settings.taskLeaseMs;
-    let lastRenewSentAt = clock.monotonicMs();
-    const renewing = new AbortController();
-    const renewer = (async () => {
-      while (!renewing.signal.aborted) {
-        const sinceOk = clock.monotonicMs() - lastRenewSentAt;
-        const wait = Math.max(0, Math.min(leaseMs / 3, leaseMs - sinceOk));
-        await clock.sleep(wait, renewing.signal);
-        if (renewing.signal.aborted) return;
-        if (clock.monotonicMs() - lastRenewSentAt >= leaseMs) {
-          // Our lease has passed locally: someone else may hold the task now. Stop, write nothing.
-          log.warn("task lease passed without a renewal; abandoning the attempt");
-          this.abortTask(r, "lost");
-          return;
-        }
-        const sentAt = clock.monotonicMs();
-        try {
-          // A hung store must not keep a task we may have lost: give up on the renewal when our
-          // lease would have passed, and let the next turn of the loop abandon the attempt.
-          const giveUp = new AbortController();
-          const onStop = (): void => giveUp.abort();
-          renewing.signal.addEventListener("abort", onStop, { once: true });
-          const renewed = await Promise.race([
-            this.deps.store.renewTaskLease(token, leaseMs),
-            clock.sleep(lastRenewSentAt + leaseMs - sentAt, giveUp.signal).then(() => null),
-          ]).finally(() => {
-            giveUp.abort();
-            renewing.signal.removeEventListener("abort", onStop);
-          });
-          if (renewed === null) continue;
-          lastRenewSentAt = sentAt;
-          if (renewed.status === "canceling") this.abortTask(r, "canceled");
-        } catch (err) {
-          if (isConflict(err)) {
-            log.info("task lease lost; killing the action and writing nothing");
-            this.abortTask(r, "lost");
-            return;
-          }
-          log.warn({ err: String(err) }, "task lease renewal failed");
-        }
-      }
-    })();
-
     const action = this.settings.actions.get(task.action);
-    let exec: ExecResult;
+    const timings = this.timings();
+    const leaseMs = timings.ttlMs;
+    const killGraceMs = action?.killGraceMs ?? 0;
+    // The send time of the last claim or renewal that succeeded: every deadline counts from it.
+    let lastOkSentAt = r.claimSentAt;
+    const deadlines = (): ClaimDeadlines => claimDeadlines(lastOkSentAt, timings, killGraceMs);
+    const moved = new Set<() => void>();
+    const claim: ExecClaim = {
+      msLeft: () => deadlines().stopBy - clock.monotonicMs(),
+      onMove(listener) {
+        moved.add(listener);
+        return () => moved.delete(listener);
+      },
+    };
+
+    /**
+     * One fenced renewal, given up when termAt passes first (a hung store must not keep a claim we
+     * may have lost). "ok" moves the deadlines; "lost" means the store gave the task to someone else.
+     */
+    const renew = async (stop: AbortSignal): Promise<"ok" | "lost" | "failed"> => {
+      const sentAt = clock.monotonicMs();
+      const giveUp = new AbortController();
+      const onStop = (): void => giveUp.abort();
+      stop.addEventListener("abort", onStop, { once: true });
+      try {
+        const renewed = await Promise.race([
+          store.renewTaskLease(token, leaseMs),
+          clock.sleep(deadlines().termAt - sentAt, giveUp.signal).then(() => null),
+        ]);
+        if (renewed === null) return "failed";
+        lastOkSentAt = Math.max(lastOkSentAt, sentAt);
+        for (const listener of moved) listener();
+        if (renewed.status === "canceling") this.abortTask(r, "canceled");
+        return "ok";
+      } catch (err) {
+        if (isConflict(err)) return "lost";
+        log.warn({ err: String(err) }, "task lease renewal failed");
+        return "failed";
+      } finally {
+        giveUp.abort();
+        stop.removeEventListener("abort", onStop);
+      }
+    };
+
+    const renewing = new AbortController();
+    let exec: ExecResult | null = null;
     if (action === undefined) {
       // claimTask only offers our actions; a config reloaded under a running node could still differ.
       exec = failedToStart(`action "${task.action}" is not defined on node ${token.session.nodeId}`);
     } else {
+      // Re-check the claim just before starting: the claim may have waited (this process paused,
+      // a slow store) or the run may have been canceled meanwhile.
+      for (let failures = 0; exec === null && r.reason === null; failures += 1) {
+        if (!mayStart(clock.monotonicMs(), deadlines())) {
+          log.warn("the claim's deadline passed before the action could start; not starting it");
+          this.abortTask(r, "lost");
+          break;
+        }
+        const checked = await renew(renewing.signal);
+        if (checked === "lost") {
+          log.info("task lease lost before the action started; writing nothing");
+          this.abortTask(r, "lost");
+        } else if (checked === "ok" && mayStart(clock.monotonicMs(), deadlines())) {
+          break;
+        } else if (checked === "failed") {
+          await clock.sleep(
+            Math.min(timings.renewEveryMs, 100 * 2 ** Math.min(failures, 6)),
+            r.controller.signal,
+          );
+        }
+      }
+      if (r.reason === "canceled") exec = canceledBeforeStart();
+    }
+
+    const renewer =
+      exec === null && r.reason === null
+        ? (async () => {
+            let failures = 0;
+            let lastTryAt = lastOkSentAt;
+            while (!renewing.signal.aborted) {
+              const now = clock.monotonicMs();
+              const { termAt } = deadlines();
+              if (now >= termAt) {
+                // No renewal in time: stop the action so it is gone before the lease could expire.
+                log.warn("could not renew the task lease in time; stopping the action and writing nothing");
+                this.abortTask(r, "lost");
+                return;
+              }
+              const next = nextRenewalAt(lastOkSentAt, lastTryAt, failures, timings);
+              await clock.sleep(Math.max(0, Math.min(next, termAt) - now), renewing.signal);
+              if (renewing.signal.aborted) return;
+              if (clock.monotonicMs() < next) continue; // termAt came first: the loop's top decides
+              lastTryAt = clock.monotonicMs();
+              const outcome = await renew(renewing.signal);
+              if (outcome === "lost") {
+                log.info("task lease lost; killing the action and writing nothing");
+                this.abortTask(r, "lost");
+                return;
+              }
+              failures = outcome === "ok" ? 0 : failures + 1;
+            }
+          })()
+        : Promise.resolve();
+
+    if (exec === null && r.reason === null && action !== undefined) {
       exec = await executor.run({
         action,
         args: task.args,
         env: { DAGBOT_RUN_ID: task.runId, DAGBOT_TASK_ID: task.taskId, DAGBOT_ATTEMPT: task.attempt },
         ...(task.timeoutMs !== null ? { timeoutMs: task.timeoutMs } : {}),
         signal: r.controller.signal,
+        claim,
       });
+      // The supervisor stopped it (or never started it) for the claim's deadline: no longer ours.
+      if (exec.outcome === "expired" && r.reason === null) r.reason = "lost";
     }
     renewing.abort();
     await renewer;
 
-    if (r.reason === "lost" || r.reason === "shutdown") {
+    if (r.reason === "lost" || r.reason === "shutdown" || exec === null) {
       log.info({ why: r.reason }, "attempt abandoned; the lease will expire and the leader requeues it");
       return;
     }
     const result = toTaskResult(exec, r.reason);
-    await this.finish(r, result, log, () => lastRenewSentAt);
+    await this.finish(r, result, log, () => lastOkSentAt);
   }
 
   /** Records the outcome, retrying store failures while our lease can still be valid. */
@@ -288,6 +373,10 @@ export class Worker {
       }
     }
   }
+}
+
+function canceledBeforeStart(): ExecResult {
+  return { ...failedToStart("canceled before it started"), outcome: "killed" };
 }
 
 function failedToStart(error: string): ExecResult {

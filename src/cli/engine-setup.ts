@@ -162,6 +162,9 @@ export function engineSettings(config: NodeConfig, overrides: Partial<EngineSett
     // A task lease as long as the room lease: a killed worker's task is retried after the same TTL
     // a killed leader's room is taken over after.
     taskLeaseMs: config.lease.ttlMs,
+    // Renewed like the room lease; the config guarantees renew_every + margin + kill_grace < ttl.
+    taskRenewEveryMs: config.lease.renewEveryMs,
+    taskMarginMs: config.lease.marginMs,
     heartbeatEveryMs: config.lease.renewEveryMs,
     workerPollMs: 1_000,
     work: true,
