@@ -44,13 +44,10 @@ export function pickBaseEnv(env: Readonly<Record<string, string | undefined>>): 
 /** The supervisor script: plain JavaScript, so this path is right from src/ (tests) and from dist/. */
 const SUPERVISOR = fileURLToPath(new URL("./action-supervisor.js", import.meta.url));
 
-// After the supervisor exits (the group is gone), how long output pipes may stay open: only a process
-// that left the group (setsid) holds them then, and it is not waited for.
-const DRAIN_MS = 1_000;
-
 export function createProcessExecutor(options: ProcessExecutorOptions = {}): Executor {
   const baseEnv = { PATH: DEFAULT_PATH, ...options.baseEnv };
-  return { run: (request) => runAction(request, baseEnv) };
+  const supervisor = new SupervisorLink();
+  return { run: (request) => runAction(request, baseEnv, supervisor) };
 }
 
 /**
@@ -116,7 +113,11 @@ function checkCwd(cwd: string | null): string | null {
   }
 }
 
-async function runAction(request: ExecRequest, baseEnv: Record<string, string>): Promise<ExecResult> {
+async function runAction(
+  request: ExecRequest,
+  baseEnv: Record<string, string>,
+  supervisor: SupervisorLink,
+): Promise<ExecResult> {
   const startedAt = performance.now();
   const { action, signal, claim } = request;
 
@@ -142,74 +143,153 @@ async function runAction(request: ExecRequest, baseEnv: Record<string, string>):
       DAGBOT_ATTEMPT: String(request.env.DAGBOT_ATTEMPT),
     },
   };
-  return supervise(spec, request, startedAt);
+  return supervise(supervisor, spec, request, startedAt);
 }
 
 const NOT_STARTED_EXPIRED = "not started: the claim's deadline had passed";
 
-/** What the supervisor reported on its status pipe. */
+/** What the supervisor reported about one action on its status pipe. */
 interface SupervisorReport {
+  id: number;
   started?: number;
   failed?: { code: string | null; message: string };
   refused?: string;
   deadline?: boolean;
   exit?: { code: number | null; signal: string | null };
+  done?: { output: string; total: number };
+  /** Not from the supervisor: it died, and this is why. */
+  died?: string;
 }
 
-function supervise(spec: SpawnSpec, request: ExecRequest, startedAt: number): Promise<ExecResult> {
-  const { action, signal, claim } = request;
-  let sup: ChildProcess;
-  try {
-    sup = spawn(process.execPath, [SUPERVISOR], {
+/**
+ * The node's end of its supervisor process (action-supervisor.js): started on the first action,
+ * kept while actions run (and while idle, without keeping the node's event loop alive), started
+ * again if it ever dies. One per executor, so one per node process.
+ */
+class SupervisorLink {
+  private child: ChildProcess | null = null;
+  private readonly listeners = new Map<number, (report: SupervisorReport) => void>();
+  /** Each action's process group, so that a supervisor's death does not leave actions behind. */
+  private readonly groups = new Map<number, number>();
+  private nextId = 1;
+
+  /** Starts an action; `onReport` hears everything about it until its `done`, `failed`, `refused` or `died`. */
+  start(
+    message: Record<string, unknown>,
+    onReport: (report: SupervisorReport) => void,
+  ): {
+    send: (message: Record<string, unknown>) => void;
+  } {
+    const child = this.ensure();
+    const id = this.nextId++;
+    this.listeners.set(id, (report) => {
+      if (report.started !== undefined) this.groups.set(id, report.started);
+      if (report.done !== undefined || report.failed !== undefined || report.refused !== undefined) {
+        this.forget(id);
+      }
+      onReport(report);
+    });
+    this.setRef(true);
+    const send = (m: Record<string, unknown>): void => {
+      if (this.child === child && child.stdin?.writable === true)
+        child.stdin.write(`${JSON.stringify({ id, ...m })}\n`);
+    };
+    send(message);
+    return { send };
+  }
+
+  private forget(id: number): void {
+    this.listeners.delete(id);
+    this.groups.delete(id);
+    if (this.listeners.size === 0) this.setRef(false);
+  }
+
+  /** Keeps the node's event loop alive only while actions run. */
+  private setRef(active: boolean): void {
+    const c = this.child;
+    if (c === null) return;
+    for (const handle of [c, c.stdin, c.stdio[3]] as Array<{ ref?: () => void; unref?: () => void } | null>) {
+      if (active) handle?.ref?.();
+      else handle?.unref?.();
+    }
+  }
+
+  private ensure(): ChildProcess {
+    if (this.child !== null) return this.child;
+    const child = spawn(process.execPath, [SUPERVISOR], {
       shell: false,
-      // Its own session: a terminal's Ctrl-C or a signal to the node's process group does not reach it;
-      // the node's drain decides what happens to running actions.
+      // Its own session: a terminal's Ctrl-C or a signal to the node's process group does not reach
+      // it; the node's drain decides what happens to running actions.
       detached: true,
       // Nothing of the node's environment (NODE_OPTIONS included) reaches the supervisor.
       env: {},
-      stdio: ["pipe", "pipe", "pipe", "pipe"],
+      stdio: ["pipe", "ignore", "inherit", "pipe"],
     });
-  } catch (err) {
-    return Promise.resolve(
-      failedBeforeStart("failed", `could not start the action's supervisor: ${String(err)}`, startedAt),
+    this.child = child;
+    let pending = "";
+    const status = child.stdio[3] as Readable | null;
+    status?.setEncoding("utf8");
+    status?.on("data", (chunk: string) => {
+      pending += chunk;
+      for (let nl = pending.indexOf("\n"); nl >= 0; nl = pending.indexOf("\n")) {
+        const line = pending.slice(0, nl);
+        pending = pending.slice(nl + 1);
+        if (line.trim() === "") continue;
+        const report = JSON.parse(line) as SupervisorReport;
+        this.listeners.get(report.id)?.(report);
+      }
+    });
+    // A supervisor that died leaves its pipe closed: writes fail with EPIPE, which is no news.
+    child.stdin?.on("error", () => {});
+    const died = (why: string): void => {
+      if (this.child !== child) return;
+      this.child = null;
+      // Nobody watches these groups any more: end them here, and tell each waiting action.
+      for (const pgid of this.groups.values()) signalGroup(pgid, "SIGKILL");
+      const waiting = [...this.listeners.entries()];
+      this.listeners.clear();
+      this.groups.clear();
+      for (const [id, listener] of waiting) listener({ id, died: why });
+    };
+    child.on("error", (err) => died(`the action supervisor could not run: ${err.message}`));
+    child.on("exit", (code, signal) =>
+      died(`the action's supervisor died (${signal ?? `status ${code ?? "?"}`})`),
     );
+    return child;
   }
+}
 
+function supervise(
+  supervisor: SupervisorLink,
+  spec: SpawnSpec,
+  request: ExecRequest,
+  startedAt: number,
+): Promise<ExecResult> {
+  const { action, signal, claim } = request;
   return new Promise<ExecResult>((resolve) => {
     const tail = new TailBuffer(action.outputLimitBytes);
     const timeoutMs = Math.min(Math.max(0, request.timeoutMs ?? action.timeoutMs), MAX_TIMER_MS);
     let reason: "timeout" | "abort" | null = null;
-    let pid: number | null = null;
     let exit: { code: number | null; signal: string | null } | null = null;
     let spawnError: string | null = null;
     let expired: string | null = null;
     let supervisorDied: string | null = null;
-    let drainTimer: NodeJS.Timeout | undefined;
     let settled = false;
 
-    const send = (message: Record<string, unknown>): void => {
-      if (sup.stdin?.writable === true) sup.stdin.write(`${JSON.stringify(message)}\n`);
-    };
     const stopBy = (): number | null => (claim === undefined ? null : sharedMonotonicMs() + claim.msLeft());
-
     const stop = (why: "timeout" | "abort"): void => {
       if (exit !== null) return; // it already finished on its own
       reason ??= why;
-      send({ stop: true });
+      link.send({ stop: true });
     };
     const onAbort = (): void => stop("abort");
-    const deadline = setTimeout(() => stop("timeout"), timeoutMs);
-    signal?.addEventListener("abort", onAbort, { once: true });
-    const unsubscribeClaim = claim?.onMove(() => send({ stopBy: stopBy() }));
 
     const finish = (): void => {
       if (settled) return;
       settled = true;
       clearTimeout(deadline);
-      clearTimeout(drainTimer);
       signal?.removeEventListener("abort", onAbort);
       unsubscribeClaim?.();
-      sup.stdin?.destroy();
       resolve(buildResult());
     };
 
@@ -240,55 +320,41 @@ function supervise(spec: SpawnSpec, request: ExecRequest, startedAt: number): Pr
     };
 
     const onReport = (r: SupervisorReport): void => {
-      if (r.started !== undefined) pid = r.started;
-      if (r.failed !== undefined) spawnError = spawnErrorMessage(spec.file, r.failed);
-      if (r.refused !== undefined) expired = NOT_STARTED_EXPIRED;
+      if (r.failed !== undefined) {
+        spawnError = spawnErrorMessage(spec.file, r.failed);
+        return finish();
+      }
+      if (r.refused !== undefined) {
+        expired = NOT_STARTED_EXPIRED;
+        return finish();
+      }
       if (r.deadline === true) expired = "stopped: the claim's deadline passed before it ended";
       if (r.exit !== undefined) {
         exit = r.exit;
         clearTimeout(deadline);
       }
+      if (r.died !== undefined) {
+        supervisorDied = r.died;
+        return finish();
+      }
+      if (r.done !== undefined) {
+        tail.push(Buffer.from(r.done.output, "base64"));
+        tail.totalBytes = r.done.total;
+        finish();
+      }
     };
 
-    let pending = "";
-    const status = sup.stdio[3] as Readable | null;
-    status?.setEncoding("utf8");
-    status?.on("data", (chunk: string) => {
-      pending += chunk;
-      for (let nl = pending.indexOf("\n"); nl >= 0; nl = pending.indexOf("\n")) {
-        const line = pending.slice(0, nl);
-        pending = pending.slice(nl + 1);
-        if (line.trim() !== "") onReport(JSON.parse(line) as SupervisorReport);
-      }
-    });
-    sup.stdout?.on("data", (chunk: Buffer) => tail.push(chunk));
-    sup.stderr?.on("data", (chunk: Buffer) => tail.push(chunk));
-    // A supervisor that died leaves its pipe closed: writes fail with EPIPE, which is no news.
-    sup.stdin?.on("error", () => {});
-
-    sup.on("error", (err: NodeJS.ErrnoException) => {
-      if (sup.pid !== undefined) return;
-      spawnError = `could not start the action's supervisor: ${err.message}`;
-      finish();
-    });
-
-    sup.on("exit", (code, supSignal) => {
-      clearTimeout(deadline);
-      if (exit === null && spawnError === null && expired === null) {
-        // Killed from outside (or a bug): nobody watches the group any more, so end it here.
-        supervisorDied = `the action's supervisor died (${supSignal ?? `status ${code ?? "?"}`})`;
-        if (pid !== null) signalGroup(pid, "SIGKILL");
-      }
-      // A process that escaped the group (setsid) could hold our pipes open forever.
-      drainTimer = setTimeout(() => {
-        sup.stdout?.destroy();
-        sup.stderr?.destroy();
-        status?.destroy();
-        finish();
-      }, DRAIN_MS);
-    });
-
-    sup.on("close", finish);
-    send({ start: spec, killGraceMs: action.killGraceMs, stopBy: stopBy() });
+    const link = supervisor.start(
+      {
+        start: spec,
+        killGraceMs: action.killGraceMs,
+        stopBy: stopBy(),
+        outputLimit: action.outputLimitBytes,
+      },
+      onReport,
+    );
+    const deadline = setTimeout(() => stop("timeout"), timeoutMs);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    const unsubscribeClaim = claim?.onMove(() => link.send({ stopBy: stopBy() }));
   });
 }
