@@ -308,7 +308,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         const capBefore = await store.getRoomCap(r.roomId);
         const before = await counts();
         expect(await ask(r, LOW, publishToml(chainToml("nope")))).toBe(
-          "⛔ you need power level 50 in this room (or a place on the allowlist) to use publish; you have 10\nUsage: `usage: !dag publish <name> | !dag publish + a ```json or ```toml code block`",
+          "⛔ you need power level 50 in this room (or a place on the allowlist) to use publish; you have 10\nUsage: `!dag publish <name> | !dag publish + a ```json or ```toml code block`",
         );
         expect(await ask(r, LOW, "!dag cap 1")).toContain("to use cap; you have 10");
         expect(await ask(r, LOW, "!dag cap lots")).toContain("to use cap; you have 10");

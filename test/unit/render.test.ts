@@ -327,9 +327,10 @@ describe("replies", () => {
       helpLine: "usage: !dag publish <name>",
     });
     expect(out?.body).toBe(
-      "⛔ you need power level 50 in this room (or a place on the allowlist) to use publish; you have 0\nUsage: `usage: !dag publish <name>`",
+      "⛔ you need power level 50 in this room (or a place on the allowlist) to use publish; you have 0\nUsage: `!dag publish <name>`",
     );
-    expect(out?.html).toContain("<code>usage: !dag publish &lt;name&gt;</code>");
+    expect(out?.html).toContain("Usage: <code>!dag publish &lt;name&gt;</code>");
+    expect(out?.body).not.toMatch(/usage:.*usage:/i);
   });
 
   it("decisions answer repeats in words", () => {

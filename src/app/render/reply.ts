@@ -98,8 +98,10 @@ function paragraphs(parts: readonly Rendered[]): Rendered {
   return { body: parts.map((p) => p.body).join("\n"), html: parts.map((p) => `<p>${p.html}</p>`).join("") };
 }
 
+/** "Usage: `!dag confirm <id>`": help lines carry their own "usage: " prefix, said here once. */
 function usage(helpLine: string): Rendered {
-  return r`Usage: ${code(helpLine)}`;
+  const line = helpLine.replace(/^usage:\s*/i, "");
+  return line === helpLine && !line.startsWith("!dag") ? code(line) : r`Usage: ${code(line)}`;
 }
 
 function renderHelp(outcome: Extract<Outcome, { kind: "help" }>): Rendered {
