@@ -16,6 +16,7 @@ import type {
   OutboxStore,
   RunRecord,
   RunStore,
+  Scheduler,
 } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
 import { cardEditMessage, cardMessage, cardTxnId, cardVersion, finalMessage } from "./render/messages.js";
@@ -23,6 +24,7 @@ import { Waker, wakeOnChange } from "./wake.js";
 
 export interface StatusCardDeps {
   store: Pick<RunStore, "listRuns" | "getRunById" | "listTasks"> &
+    Pick<Scheduler, "getRoomCap"> &
     Pick<OutboxStore, "enqueueOutbox" | "getOutbox"> &
     Pick<InboxStore, "getInboxEvent"> &
     ChangeFeed & { now(): Promise<number> };
@@ -53,7 +55,7 @@ export async function runStatusCardLoop(
   const o = { ...DEFAULTS, ...options };
   const log = deps.logger.child({ room: fence.roomId, term: fence.term, component: "cards" });
   const waker = new Waker(deps.clock, o.debounceMs);
-  const unsubscribe = wakeOnChange(deps.store, waker, ["tasks", "runs", "outbox"], [fence.roomId]);
+  const unsubscribe = wakeOnChange(deps.store, waker, ["tasks", "runs", "outbox", "cap"], [fence.roomId]);
   const keeper = new CardKeeper(deps, fence, log);
   let first = true;
   let failures = 0;
@@ -104,8 +106,10 @@ export class CardKeeper {
       if (run !== null) runs.set(runId, run);
     }
     const unfinished = new Set<string>();
+    // A paused room (cap 0) is said on its active cards; read once per pass.
+    const roomCap = await store.getRoomCap(roomId);
     for (const run of runs.values()) {
-      const { messages, settled } = await this.update(run);
+      const { messages, settled } = await this.update(run, roomCap);
       if (!settled) unfinished.add(run.runId);
       if (messages.length > 0) await store.enqueueOutbox(this.fence, messages);
     }
@@ -117,10 +121,13 @@ export class CardKeeper {
    * state; false while the run is active, or ended but its final message still waits for the card
    * to show the end (so the mention arrives after the card reads "succeeded", not before).
    */
-  private async update(run: RunRecord): Promise<{ messages: OutboxMessageInput[]; settled: boolean }> {
+  private async update(
+    run: RunRecord,
+    roomCap: number,
+  ): Promise<{ messages: OutboxMessageInput[]; settled: boolean }> {
     const { store } = this.deps;
     const tasks = await store.listTasks(run.runId);
-    const version = cardVersion(run, tasks);
+    const version = cardVersion(run, tasks, roomCap);
     const ended = isTerminalRun(run.status);
     if (this.shown.get(run.runId) === version) return { messages: [], settled: ended };
     const messages: OutboxMessageInput[] = [];
@@ -133,14 +140,14 @@ export class CardKeeper {
         const row = await store.getInboxEvent(run.publishEventId);
         if (row !== null && row.status !== "replied") return { messages: [], settled: false };
       }
-      const message = cardMessage(run, tasks, await store.now());
+      const message = cardMessage(run, tasks, await store.now(), roomCap);
       messages.push(message);
       showing = message.txnId;
     } else if (run.status === "pending" && !this.shown.has(run.runId)) {
       // Nothing moves before a confirmation: the card as published is current.
       showing = card.txnId;
     } else {
-      const edit = cardEditMessage(run, tasks, await store.now());
+      const edit = cardEditMessage(run, tasks, await store.now(), roomCap);
       if ((await store.getOutbox(edit.txnId)) === null) messages.push(edit);
       showing = edit.txnId;
     }

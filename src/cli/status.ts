@@ -1,5 +1,6 @@
 /** `dagbot status [DAG_ID]`: the runs of a room, or one run with every task, read from the store. */
 import type { Command } from "commander";
+import { showsPaused } from "../app/render/status-card.js";
 import { summarizeTasks } from "../domain/run-status.js";
 import type { RunRecord, Store, TaskRecord } from "../ports/store.js";
 import {
@@ -48,12 +49,17 @@ async function status(dagId: string | undefined, options: StatusOptions): Promis
     const run = await store.getRun(roomId, dagId);
     if (run === null) throw new CliError(`no run "${dagId}" in room ${roomId}`, 1);
     const tasks = await store.listTasks(run.runId);
+    const roomCap = await store.getRoomCap(roomId);
     if (options.json === true) {
-      process.stdout.write(
-        `${JSON.stringify({ run: runJson(run), tasks: tasks.map((t) => taskJson(t, now)) }, null, 2)}\n`,
-      );
+      const out = { run: runJson(run), tasks: tasks.map((t) => taskJson(t, now)), roomCap };
+      process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
     } else {
       process.stdout.write(renderSummary(run, tasks, now));
+      if (showsPaused(run.status, roomCap)) {
+        process.stdout.write(
+          `room ${roomId} is paused (cap 0): no task starts until \`dagbot cap N\` raises the cap\n`,
+        );
+      }
     }
     return 0;
   } finally {

@@ -276,3 +276,53 @@ describe("task output from the CLI", () => {
     }
   });
 });
+
+describe("a paused room", () => {
+  it("`dagbot status RUN` says the room is paused while its cap is 0", async () => {
+    const target = await createTarget("sqlite", "paused");
+    let node: NodeProcess | null = null;
+    try {
+      const config = writeNodeConfig(target, { nodeId: "solo" });
+      const capped = await track(cli(["cap", "0", "--config", config], { cwd: target.dir }));
+      expect(capped.code, capped.stderr).toBe(0);
+      node = startNode(target, config, "solo");
+      const store = await target.open();
+      try {
+        await waitFor(
+          "a node heartbeat",
+          () => store.listNodes(),
+          (n) => n.length > 0,
+          {
+            timeoutMs: 15_000,
+            intervalMs: 25,
+          },
+        );
+      } finally {
+        await store.close();
+      }
+      const dag = writeDag(target, {
+        id: "held",
+        tasks: [{ id: "a", action: "echo", args: { message: "x" } }],
+      });
+      const submitted = await track(
+        cli(["submit", dag, "--config", config, "--confirm"], { cwd: target.dir }),
+      );
+      expect(submitted.code, submitted.stderr).toBe(0);
+      const shown = await track(cli(["status", "held", "--config", config], { cwd: target.dir }));
+      expect(shown.code, shown.stderr).toBe(0);
+      expect(shown.stdout).toMatch(/a\s+(blocked|queued)/);
+      expect(shown.stdout).toContain("room local is paused (cap 0)");
+
+      const resumed = await track(cli(["cap", "2", "--config", config], { cwd: target.dir }));
+      expect(resumed.code, resumed.stderr).toBe(0);
+      const after = await track(cli(["status", "held", "--config", config], { cwd: target.dir }));
+      expect(after.stdout).not.toContain("paused");
+      await killAll([node]);
+      await target.cleanup(false);
+    } catch (e) {
+      if (node !== null) await killAll([node]);
+      await target.cleanup(true);
+      throw e;
+    }
+  });
+});

@@ -142,6 +142,27 @@ describe("status card", () => {
     );
   });
 
+  it("says the room is paused while its cap is 0 and the run still has tasks to start", () => {
+    const paused = renderStatusCard(run(), tasks, T0 + 8_000, 0);
+    expect(paused.body.split("\n")[2]).toBe(
+      "Room paused: its cap is 0, so no task starts until `!dag cap <n>` raises it.",
+    );
+    expect(renderStatusCard(run(), tasks, T0 + 8_000, 4).body).not.toContain("paused");
+    expect(renderStatusCard(run({ status: "succeeded" }), tasks, T0 + 8_000, 0).body).not.toContain("paused");
+    // Pausing is a new card state: an edit goes out even though no task moved.
+    expect(cardEditMessage(run(), tasks, T0, 0).txnId).not.toBe(cardEditMessage(run(), tasks, T0, 4).txnId);
+    expect(cardEditMessage(run(), tasks, T0, 0).content["body"]).toContain("Room paused");
+    const reply = renderOutcome({
+      kind: "status",
+      run: summary({ status: "running" }),
+      summary: summarizeTasks(["running", "queued"]),
+      tasks: [],
+      at: T0,
+      roomCap: 0,
+    });
+    expect(reply?.body).toContain("Room paused: its cap is 0");
+  });
+
   it("a pending card says how to confirm, by command or reaction, and when it expires", () => {
     const card = renderStatusCard(run({ status: "pending", confirmDeadline: T0 + 600_000 }), tasks, T0);
     expect(card.body).toContain("!dag confirm backup");

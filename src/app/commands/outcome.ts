@@ -98,7 +98,15 @@ export type Outcome =
       /** For a missing task: the run's task ids (the first few). */
       known: string[];
     }
-  | { kind: "status"; run: RunSummary; summary: TaskSummary; tasks: TaskLine[]; at: number }
+  | {
+      kind: "status";
+      run: RunSummary;
+      summary: TaskSummary;
+      tasks: TaskLine[];
+      at: number;
+      /** The room's cap when the status was read (absent in outcomes stored before it was recorded). */
+      roomCap?: number;
+    }
   | { kind: "overview"; runs: RunProgress[]; at: number }
   | { kind: "list"; runs: RunProgress[]; at: number }
   | { kind: "logs"; run: RunSummary; task: TaskLine; output: string | null; omittedChars: number; at: number }

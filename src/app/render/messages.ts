@@ -28,7 +28,7 @@ import {
 } from "./html.js";
 import { renderOutcome } from "./reply.js";
 import type { RunView } from "./status-card.js";
-import { renderRunView, runView } from "./status-card.js";
+import { renderRunView, runView, showsPaused } from "./status-card.js";
 import { plural, RUN_EMOJI, RUN_WORD } from "./words.js";
 
 export const MESSAGE_EVENT_TYPE = "m.room.message";
@@ -174,8 +174,13 @@ function fittedCard(view: RunView): Rendered {
   }
 }
 
-export function cardMessage(run: RunRecord, tasks: readonly TaskRecord[], now: number): OutboxMessageInput {
-  const rendered = fittedCard(runView(run, tasks, now));
+export function cardMessage(
+  run: RunRecord,
+  tasks: readonly TaskRecord[],
+  now: number,
+  roomCap?: number,
+): OutboxMessageInput {
+  const rendered = fittedCard(runView(run, tasks, now, roomCap));
   return {
     txnId: cardTxnId(run.runId),
     roomId: run.roomId,
@@ -186,21 +191,22 @@ export function cardMessage(run: RunRecord, tasks: readonly TaskRecord[], now: n
   };
 }
 
-/** The version of a run's state as the card shows it: rises on every task move. */
-export function cardVersion(run: RunRecord, tasks: readonly TaskRecord[]): string {
+/** The version of a run's state as the card shows it: rises on every task move, and marks a paused room. */
+export function cardVersion(run: RunRecord, tasks: readonly TaskRecord[], roomCap?: number): string {
   const versions = tasks.reduce((sum, t) => sum + t.version, 0);
-  return `${versions}.${run.status}`;
+  return `${versions}.${run.status}${showsPaused(run.status, roomCap) ? ".paused" : ""}`;
 }
 
 export function cardEditMessage(
   run: RunRecord,
   tasks: readonly TaskRecord[],
   now: number,
+  roomCap?: number,
 ): OutboxMessageInput {
-  const rendered = fittedCard(runView(run, tasks, now));
+  const rendered = fittedCard(runView(run, tasks, now, roomCap));
   const newContent = noticeContent(rendered, { kind: "room" });
   return {
-    txnId: `${cardTxnId(run.runId)}.${cardVersion(run, tasks)}`,
+    txnId: `${cardTxnId(run.runId)}.${cardVersion(run, tasks, roomCap)}`,
     roomId: run.roomId,
     eventType: MESSAGE_EVENT_TYPE,
     content: {

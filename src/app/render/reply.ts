@@ -51,7 +51,13 @@ export function renderOutcome(outcome: Outcome): Rendered | null {
       return renderNotFound(outcome);
     case "status":
       return renderRunView(
-        { run: outcome.run, summary: outcome.summary, tasks: outcome.tasks, at: outcome.at },
+        {
+          run: outcome.run,
+          summary: outcome.summary,
+          tasks: outcome.tasks,
+          at: outcome.at,
+          ...(outcome.roomCap === undefined ? {} : { roomCap: outcome.roomCap }),
+        },
         false,
       );
     case "overview":

@@ -30,19 +30,37 @@ export interface RunView {
   tasks: TaskLine[];
   /** When the view was taken: running durations and the confirmation countdown count from it. */
   at: number;
+  /** The room's cap on active tasks when known; 0 means the room is paused. */
+  roomCap?: number;
 }
 
-export function runView(run: RunRecord, tasks: readonly TaskRecord[], now: number): RunView {
+export function runView(
+  run: RunRecord,
+  tasks: readonly TaskRecord[],
+  now: number,
+  roomCap?: number,
+): RunView {
   return {
     run: summarizeRun(run),
     summary: summarizeTasks(tasks.map((t) => t.status)),
     tasks: selectTaskLines(tasks, MAX_CARD_TASK_LINES),
     at: now,
+    ...(roomCap === undefined ? {} : { roomCap }),
   };
 }
 
-export function renderStatusCard(run: RunRecord, tasks: readonly TaskRecord[], now: number): Rendered {
-  return renderRunView(runView(run, tasks, now));
+export function renderStatusCard(
+  run: RunRecord,
+  tasks: readonly TaskRecord[],
+  now: number,
+  roomCap?: number,
+): Rendered {
+  return renderRunView(runView(run, tasks, now, roomCap));
+}
+
+/** Whether a run's view should say the room is paused: its cap is 0 and the run still has tasks to start. */
+export function showsPaused(status: RunRecord["status"], roomCap: number | undefined): boolean {
+  return roomCap === 0 && (status === "pending" || status === "running");
 }
 
 /** `asCard`: the card itself (react to "this message"); false for a `!dag status` reply. */
@@ -52,6 +70,9 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
   const parts: Rendered[] = [];
   if (run.description !== null && run.description !== "") parts.push(text(run.description));
   parts.push(progressLine(summary));
+  if (showsPaused(run.status, view.roomCap)) {
+    parts.push(r`Room paused: its cap is 0, so no task starts until ${code("!dag cap <n>")} raises it.`);
+  }
   if (run.status === "pending") parts.push(confirmHint(run, view.at, asCard));
 
   const taskLines = view.tasks.map((t) => renderTaskLine(t, view.at));

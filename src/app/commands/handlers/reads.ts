@@ -58,6 +58,7 @@ export async function handleStatus(ctx: HandlerContext, dagId: string | null): P
     summary: summarizeTasks(tasks.map((t) => t.status)),
     tasks: selectTaskLines(tasks, MAX_CARD_TASK_LINES),
     at,
+    roomCap: await ctx.store.getRoomCap(ctx.roomId),
   };
 }
 
