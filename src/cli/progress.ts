@@ -132,23 +132,112 @@ class TtyProgress implements ProgressView {
     this.drawnLines = 0;
   }
 
+  /**
+   * Every frame fits the screen, so that moving up `drawnLines` lands on its first line: at most
+   * rows − 1 lines (the cursor rests on the last), each cut to fewer columns than the width so none
+   * wraps, and no control character from a task's error text. A line too many or one that wraps
+   * scrolls the top of the frame into the scrollback, where the next frame cannot erase it.
+   */
   private draw(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number): void {
-    const width = Math.max(40, this.out.columns ?? 80);
-    const room = Math.max(3, (this.out.rows ?? 24) - 3);
-    const shown = pickVisible(tasks, room);
+    const width = Math.max(20, this.out.columns ?? 80);
+    const budget = Math.max(1, (this.out.rows ?? 24) - 1);
+    const fitsAll = tasks.length + 1 <= budget;
+    const shown = fitsAll ? [...tasks] : pickVisible(tasks, Math.max(0, budget - 2));
     const idWidth = Math.min(32, Math.max(4, ...shown.map((t) => t.taskId.length)));
-    const lines = [`run ${run.dagId} ${run.status} — ${counts(tasks)}`];
+    const lines = [clip(`run ${run.dagId} ${run.status} — ${counts(tasks)}`, width - 1)];
     for (const t of shown) {
       const color = this.color ? (COLOR[t.status] ?? "") : "";
       const id = t.taskId.length > idWidth ? `${t.taskId.slice(0, idWidth - 1)}…` : t.taskId.padEnd(idWidth);
-      const text = `  ${MARK[t.status]} ${id} ${t.status.padEnd(9)} ${taskDetail(t, nowMs)}`;
-      lines.push(`${color}${text.slice(0, width - 1)}${color === "" ? "" : RESET}`);
+      const text = clip(`  ${MARK[t.status]} ${id} ${t.status.padEnd(9)} ${taskDetail(t, nowMs)}`, width - 1);
+      lines.push(`${color}${text}${color === "" ? "" : RESET}`);
     }
-    if (shown.length < tasks.length) lines.push(`  … and ${tasks.length - shown.length} more`);
+    if (!fitsAll && lines.length < budget)
+      lines.push(clip(`  … and ${tasks.length - shown.length} more`, width - 1));
     const up = this.drawnLines > 0 ? `\x1b[${this.drawnLines}F` : "";
     this.out.write(`${up}\x1b[0J${lines.join("\n")}\n`);
     this.drawnLines = lines.length;
   }
+}
+
+/** Columns a code point takes on a terminal: 2 for East Asian wide and emoji ranges (erring wide), else 1. */
+function columnsOf(cp: number): number {
+  for (const [lo, hi] of WIDE) {
+    if (cp < lo) return 1;
+    if (cp <= hi) return 2;
+  }
+  return 1;
+}
+
+// Sorted, inclusive. Erring wide only cuts a line a little early; erring narrow would let it wrap.
+const WIDE: ReadonlyArray<readonly [number, number]> = [
+  [0x1100, 0x115f],
+  [0x231a, 0x231b],
+  [0x2329, 0x232a],
+  [0x23e9, 0x23ec],
+  [0x23f0, 0x23f0],
+  [0x23f3, 0x23f3],
+  [0x25fd, 0x25fe],
+  [0x2614, 0x2615],
+  [0x2648, 0x2653],
+  [0x267f, 0x267f],
+  [0x2693, 0x2693],
+  [0x26a1, 0x26a1],
+  [0x26aa, 0x26ab],
+  [0x26bd, 0x26be],
+  [0x26c4, 0x26c5],
+  [0x26ce, 0x26ce],
+  [0x26d4, 0x26d4],
+  [0x26ea, 0x26ea],
+  [0x26f2, 0x26f3],
+  [0x26f5, 0x26f5],
+  [0x26fa, 0x26fa],
+  [0x26fd, 0x26fd],
+  [0x2705, 0x2705],
+  [0x270a, 0x270b],
+  [0x2728, 0x2728],
+  [0x274c, 0x274c],
+  [0x274e, 0x274e],
+  [0x2753, 0x2755],
+  [0x2757, 0x2757],
+  [0x2795, 0x2797],
+  [0x27b0, 0x27b0],
+  [0x27bf, 0x27bf],
+  [0x2b1b, 0x2b1c],
+  [0x2b50, 0x2b50],
+  [0x2b55, 0x2b55],
+  [0x2e80, 0x303e],
+  [0x3041, 0x33ff],
+  [0x3400, 0x4dbf],
+  [0x4e00, 0x9fff],
+  [0xa000, 0xa4cf],
+  [0xa960, 0xa97f],
+  [0xac00, 0xd7a3],
+  [0xf900, 0xfaff],
+  [0xfe10, 0xfe19],
+  [0xfe30, 0xfe6f],
+  [0xff00, 0xff60],
+  [0xffe0, 0xffe6],
+  [0x1f000, 0x1faff],
+  [0x20000, 0x3fffd],
+];
+
+/** `text` without control characters, cut to at most `max` terminal columns (with "…" when cut). */
+export function clip(text: string, max: number): string {
+  let out = "";
+  let used = 0;
+  const chars = [...text].map((ch) => {
+    const cp = ch.codePointAt(0) ?? 0;
+    return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) ? " " : ch;
+  });
+  const total = chars.reduce((n, ch) => n + columnsOf(ch.codePointAt(0) ?? 0), 0);
+  if (total <= max) return chars.join("");
+  for (const ch of chars) {
+    const w = columnsOf(ch.codePointAt(0) ?? 0);
+    if (used + w > max - 1) break;
+    out += ch;
+    used += w;
+  }
+  return `${out}…`;
 }
 
 const ACTIVE: ReadonlySet<TaskStatus> = new Set(["running", "canceling", "queued"]);

@@ -75,3 +75,132 @@ describe("progress", () => {
     expect(text).toContain("run demo (r1) failed in 3.5s: 1 succeeded, 1 failed");
   });
 });
+
+/**
+ * A small terminal for the live view: a screen of `rows` × `cols` cells with auto-wrap (the cursor
+ * may sit after the last column until the next character, as xterm does), a scrollback of the
+ * lines that scrolled off the top, and the escapes the view writes: CSI n F, CSI J, SGR.
+ */
+class Terminal {
+  readonly scrollback: string[] = [];
+  private screen: string[];
+  private row = 0;
+  private col = 0;
+
+  constructor(
+    readonly rows: number,
+    readonly cols: number,
+    earlier: string[] = [],
+  ) {
+    this.screen = Array.from({ length: rows }, () => "");
+    for (const line of earlier) this.write(`${line}\n`);
+  }
+
+  /** Columns a character takes: the wide ones this test uses (CJK, ⌛) take two. */
+  private static width(ch: string): number {
+    const cp = ch.codePointAt(0) ?? 0;
+    return (cp >= 0x4e00 && cp <= 0x9fff) || cp === 0x231b ? 2 : 1;
+  }
+
+  write(text: string): void {
+    const chars = [...text];
+    for (let i = 0; i < chars.length; i += 1) {
+      const ch = chars[i]!;
+      if (ch === "\x1b") {
+        let j = i + 1;
+        if (chars[j] !== "[") throw new Error(`unexpected escape at ${i}`);
+        let params = "";
+        j += 1;
+        while (j < chars.length && /[0-9;]/.test(chars[j]!)) params += chars[j++];
+        const final = chars[j];
+        if (final === "F") {
+          this.row = Math.max(0, this.row - Number(params || "1"));
+          this.col = 0;
+        } else if (final === "J") {
+          this.screen[this.row] = this.cells(this.row).slice(0, this.col);
+          for (let r = this.row + 1; r < this.rows; r += 1) this.screen[r] = "";
+        } else if (final !== "m") throw new Error(`escape the test does not model: CSI ${params}${final}`);
+        i = j;
+      } else if (ch === "\n") {
+        this.newline();
+      } else if (ch === "\r") {
+        this.col = 0;
+      } else if (ch.charCodeAt(0) < 0x20 || ch === "\x7f") {
+        throw new Error(`control character ${JSON.stringify(ch)} written to the terminal`);
+      } else {
+        const w = Terminal.width(ch);
+        if (this.col + w > this.cols) this.newline();
+        const line = this.cells(this.row).padEnd(this.col, " ");
+        this.screen[this.row] =
+          line.slice(0, this.col) + ch + (w === 2 ? "\u0000" : "") + line.slice(this.col + w);
+        this.col += w;
+      }
+    }
+  }
+
+  private cells(row: number): string {
+    return this.screen[row] ?? "";
+  }
+
+  /** A pty turns "\n" into CR LF. */
+  private newline(): void {
+    this.col = 0;
+    if (this.row < this.rows - 1) {
+      this.row += 1;
+      return;
+    }
+    this.scrollback.push(this.screen.shift() ?? "");
+    this.screen.push("");
+  }
+
+  lines(): string[] {
+    return this.screen.map((l) => l.replaceAll("\u0000", "").trimEnd());
+  }
+}
+
+describe("the live view on a terminal shorter than the DAG", () => {
+  const many = (over: (i: number) => Partial<TaskRecord>): TaskRecord[] =>
+    Array.from({ length: 40 }, (_, i) => task(`step_${String(i).padStart(2, "0")}`, "blocked", over(i)));
+  const longRun = { ...run("running"), dagId: "nightly_warehouse_rebuild_with_a_long_name" } as RunRecord;
+
+  for (const [rows, cols] of [
+    [12, 40],
+    [5, 40],
+    [3, 30],
+  ] as const) {
+    it(`${rows} rows × ${cols} columns: frames replace each other, none reaches the scrollback`, () => {
+      const earlier = Array.from({ length: rows }, (_, i) => `$ earlier output ${i}`);
+      const term = new Terminal(rows, cols, earlier);
+      const view = createProgress({ isTTY: true, rows, columns: cols, write: (t: string) => term.write(t) });
+      for (let frame = 0; frame < 6; frame += 1) {
+        const tasks = many((i) => {
+          if (i < frame * 5)
+            return {
+              status: "succeeded",
+              startedAt: 2_000,
+              finishedAt: 3_000,
+              executor: { nodeId: "n1", bootId: "b" },
+            };
+          if (i < frame * 5 + 3)
+            return {
+              status: i % 2 === 0 ? "running" : "timed_out",
+              startedAt: 2_000,
+              finishedAt: i % 2 === 0 ? null : 3_000,
+              executor: { nodeId: "n1", bootId: "b" },
+              // Wide characters, a tab and an escape from an action's error text.
+              error: i % 2 === 0 ? null : "超时了\t终止 \x1b[31mred\x1b[0m 进程 with a long tail of text",
+            };
+          return {};
+        });
+        view.update(longRun, tasks, 4_000 + frame * 100);
+      }
+      // Only what was on screen before the view started scrolled away; no frame did.
+      expect(term.scrollback.every((l) => l.startsWith("$ earlier output"))).toBe(true);
+      const shown = term.lines();
+      expect(shown.filter((l) => l.startsWith("run nightly"))).toHaveLength(1);
+      expect(shown.filter((l) => l.includes("step_")).length).toBe(
+        new Set(shown.filter((l) => l.includes("step_"))).size,
+      );
+    });
+  }
+});
