@@ -139,8 +139,9 @@ class TtyProgress implements ProgressView {
    * scrolls the top of the frame into the scrollback, where the next frame cannot erase it.
    */
   private draw(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number): void {
-    const width = Math.max(20, this.out.columns ?? 80);
-    const budget = Math.max(1, (this.out.rows ?? 24) - 1);
+    // A size of 0 means unknown (a pseudo-terminal nobody sized): assume the classic 80 × 24.
+    const width = Math.max(20, this.out.columns || 80);
+    const budget = Math.max(1, (this.out.rows || 24) - 1);
     const fitsAll = tasks.length + 1 <= budget;
     const shown = fitsAll ? [...tasks] : pickVisible(tasks, Math.max(0, budget - 2));
     const idWidth = Math.min(32, Math.max(4, ...shown.map((t) => t.taskId.length)));

@@ -19,6 +19,7 @@ import {
   writeNodeConfig,
 } from "../support/engine-cluster.js";
 import { waitFor } from "../support/store-wait.js";
+import { Terminal } from "../support/terminal.js";
 
 let cwd: string;
 let failed = false;
@@ -65,8 +66,10 @@ describe("a closed pipe", () => {
 function onTerminal(
   args: string[],
   env: Record<string, string>,
+  size: { rows: number; cols: number } | null = null,
 ): Promise<{ code: number | null; out: string }> {
-  const command = [process.execPath, CLI, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(" ");
+  const dagbot = [process.execPath, CLI, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(" ");
+  const command = size === null ? dagbot : `stty rows ${size.rows} cols ${size.cols} && ${dagbot}`;
   return new Promise((done) => {
     const child = spawn("script", ["-qec", command, "/dev/null"], {
       cwd,
@@ -110,6 +113,33 @@ describe("colours", () => {
     );
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).not.toContain("\x1b[");
+  });
+});
+
+describe("the live view on a terminal shorter than the DAG", () => {
+  it("leaves no stale frame in the scrollback: only the last frame and the summary remain", async () => {
+    const dag = join(cwd, "tall.json");
+    const tasks = Array.from({ length: 30 }, (_, i) => ({
+      id: `part_${String(i).padStart(2, "0")}`,
+      action: "sleep",
+      args: { seconds: "0.2" },
+    }));
+    writeFileSync(dag, JSON.stringify({ id: "nightly_warehouse_rebuild", tasks }));
+    const size = { rows: 8, cols: 40 };
+    const r = await track(
+      onTerminal(
+        ["run", dag, "--nodes", "2", "--store", `sqlite:${join(cwd, "tall.db")}`],
+        { NO_COLOR: "" },
+        size,
+      ),
+    );
+    expect(r.code, r.out).toBe(0);
+    const term = new Terminal(size.rows, size.cols);
+    term.write(r.out);
+    const everything = [...term.scrollback, ...term.lines()];
+    const frames = everything.filter((l) => /^run nightly_warehouse_rebuild [^(]/.test(l));
+    expect(frames, everything.join("\n")).toHaveLength(1);
+    expect(everything.filter((l) => /^run nightly_warehouse_rebuild \(/.test(l))).toHaveLength(1);
   });
 });
 
