@@ -224,7 +224,7 @@ describe("task output from the CLI", () => {
       );
       const extra =
         `[actions.say]\nargv = [${JSON.stringify(process.execPath)}, ${JSON.stringify(say)}, "{ms}", "{code}"]\n` +
-        `args = { ms = { pattern = '[0-9]{1,5}' }, code = { pattern = '[0-9]{1,3}' } }\n`;
+        `args = { ms = { pattern = '[0-9]{1,5}' }, code = { pattern = '[0-9]{1,3}' } }\nkill_grace = "300ms"\n`;
       const config = writeNodeConfig(target, { nodeId: "solo", extra });
       const failing = writeDag(target, {
         id: "boom",
