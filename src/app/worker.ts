@@ -216,6 +216,16 @@ export class Worker {
     };
   }
 
+  /**
+   * A task's `timeout` is also a store deadline, counted from the claim: past it the leader's reaper
+   * requeues the task for its next attempt. Stop the action margin + kill_grace before it, counted
+   * from the claim's send time, so the old attempt is gone before a new one could start.
+   */
+  private localTimeoutMs(r: Running, timeoutMs: number, killGraceMs: number): number {
+    const stopBy = r.claimSentAt + timeoutMs - this.timings().marginMs;
+    return Math.max(0, stopBy - killGraceMs - this.deps.clock.monotonicMs());
+  }
+
   private async execute(r: Running): Promise<void> {
     const { token, task } = r.claimed;
     const { clock, executor, store } = this.deps;
@@ -332,7 +342,9 @@ export class Worker {
         action,
         args: task.args,
         env: { DAGBOT_RUN_ID: task.runId, DAGBOT_TASK_ID: task.taskId, DAGBOT_ATTEMPT: task.attempt },
-        ...(task.timeoutMs !== null ? { timeoutMs: task.timeoutMs } : {}),
+        ...(task.timeoutMs !== null
+          ? { timeoutMs: this.localTimeoutMs(r, task.timeoutMs, killGraceMs) }
+          : {}),
         signal: r.controller.signal,
         claim,
       });
