@@ -5,13 +5,12 @@
  * log), its old credentials must be refused by the store, and it must come back as a follower (its
  * heartbeats resume; it may only lead again under a new term). On SQLite and PostgreSQL.
  */
-import Database from "better-sqlite3";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { LogEvent, Store } from "../../src/ports/store.js";
 import type { StoreKind, Target } from "../support/engine-cluster.js";
 import { ROOM, allEvents, createTarget, requireBuild } from "../support/engine-cluster.js";
 import { waitFor } from "../support/store-wait.js";
-import { ChatStandIn, Fleet, fleetUp } from "../support/chaos-cluster.js";
+import { ChatStandIn, Fleet, fleetUp, freezeOutsideWriteTransaction } from "../support/chaos-cluster.js";
 import {
   STALE_WRITE_MESSAGES,
   countMessages,
@@ -46,45 +45,6 @@ function frozenDag(dice: Dice): Record<string, unknown> {
     ...(i >= 12 ? { needs: [`p${String(i - 12).padStart(3, "0")}`] } : {}),
   }));
   return { id: DAG_ID, tasks };
-}
-
-/**
- * SIGSTOP of `nodeId`. On SQLite a process stopped inside a write transaction keeps the file's write
- * lock, and every node on that file waits until it resumes or dies (a known limit of one SQLite file
- * shared by processes; PostgreSQL ends such a session after 2 s, see pg-frozen-transaction.test.ts).
- * That case is detected (the lock stays taken for a whole second, far longer than any live
- * transaction) and the freeze is retried a moment later; returns how many times that happened.
- */
-async function freezeOutsideWriteTransaction(f: Fleet, nodeId: string, target: Target): Promise<number> {
-  for (let retries = 0; ; retries++) {
-    f.signal(nodeId, "SIGSTOP");
-    if (target.kind !== "sqlite" || !(await writeLockHeldFor(target.store.replace(/^sqlite:/, ""), 1_000)))
-      return retries;
-    f.signal(nodeId, "SIGCONT");
-    if (retries >= 20) throw new Error(`${nodeId} stopped inside a write transaction 20 times in a row`);
-    await new Promise((r) => setTimeout(r, 20 + retries * 7));
-  }
-}
-
-/** True when no write transaction could start on the SQLite file for `ms` (probing every 20 ms). */
-async function writeLockHeldFor(path: string, ms: number): Promise<boolean> {
-  const db = new Database(path, { timeout: 0 });
-  try {
-    const deadline = Date.now() + ms;
-    while (Date.now() < deadline) {
-      try {
-        db.exec("BEGIN IMMEDIATE");
-        db.exec("ROLLBACK");
-        return false;
-      } catch (err) {
-        if (!String((err as { code?: string }).code).startsWith("SQLITE_BUSY")) throw err;
-      }
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    return true;
-  } finally {
-    db.close();
-  }
 }
 
 const firstWith = (events: readonly LogEvent[], p: (e: LogEvent) => boolean): LogEvent | undefined =>

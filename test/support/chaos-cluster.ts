@@ -4,6 +4,7 @@
  * and a chat stand-in that writes commands into the inbox the way Matrix intake does (a Matrix
  * sender, origin_server_ts, the event content as received, inserted by every node that "saw" it).
  */
+import Database from "better-sqlite3";
 import type { Store } from "../../src/ports/store.js";
 import type { NodeProcess, StoreKind, Target } from "./engine-cluster.js";
 import { ROOM, startNode, targetIn, writeNodeConfig } from "./engine-cluster.js";
@@ -44,6 +45,8 @@ export async function fleetUp(store: Store, count: number): Promise<void> {
 
 export interface FleetOptions {
   capacity: number;
+  /** More of the node config (actions, limits), appended to the scenarios' own part. */
+  extra?: string;
   ttl: string;
   renewEvery: string;
   acquireEvery: string;
@@ -95,7 +98,7 @@ export class Fleet {
         renewEvery: options.renewEvery,
         acquireEvery: options.acquireEvery,
         ...(options.labels ? { labels: options.labels } : {}),
-        extra: CHAOS_CONFIG_EXTRA,
+        extra: CHAOS_CONFIG_EXTRA + (options.extra ?? ""),
       });
       const member: Member = {
         nodeId,
@@ -129,6 +132,11 @@ export class Fleet {
   isRunning(nodeId: string): boolean {
     const c = this.member(nodeId).current.child;
     return c.exitCode === null && c.signalCode === null;
+  }
+
+  /** The node's process id while it runs, else null. */
+  pid(nodeId: string): number | null {
+    return this.isRunning(nodeId) ? (this.member(nodeId).current.child.pid ?? null) : null;
   }
 
   /** kill -9 and wait for the exit. */
@@ -243,5 +251,48 @@ export class ChatStandIn {
     const cmd = { eventId, body, sender };
     this.sent.push(cmd);
     return cmd;
+  }
+}
+
+/**
+ * SIGSTOP of `nodeId`. On SQLite a process stopped inside a write transaction keeps the file's write
+ * lock, and every node on that file waits until it resumes or dies (a known limit of one SQLite file
+ * shared by processes; PostgreSQL ends such a session after 2 s, see pg-frozen-transaction.test.ts).
+ * That case is detected (the lock stays taken for a whole second, far longer than any live
+ * transaction) and the freeze is retried a moment later; returns how many times that happened.
+ */
+export async function freezeOutsideWriteTransaction(
+  f: Fleet,
+  nodeId: string,
+  target: Target,
+): Promise<number> {
+  for (let retries = 0; ; retries++) {
+    f.signal(nodeId, "SIGSTOP");
+    if (target.kind !== "sqlite" || !(await writeLockHeldFor(target.store.replace(/^sqlite:/, ""), 1_000)))
+      return retries;
+    f.signal(nodeId, "SIGCONT");
+    if (retries >= 20) throw new Error(`${nodeId} stopped inside a write transaction 20 times in a row`);
+    await new Promise((r) => setTimeout(r, 20 + retries * 7));
+  }
+}
+
+/** True when no write transaction could start on the SQLite file for `ms` (probing every 20 ms). */
+async function writeLockHeldFor(path: string, ms: number): Promise<boolean> {
+  const db = new Database(path, { timeout: 0 });
+  try {
+    const deadline = Date.now() + ms;
+    while (Date.now() < deadline) {
+      try {
+        db.exec("BEGIN IMMEDIATE");
+        db.exec("ROLLBACK");
+        return false;
+      } catch (err) {
+        if (!String((err as { code?: string }).code).startsWith("SQLITE_BUSY")) throw err;
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return true;
+  } finally {
+    db.close();
   }
 }
