@@ -83,9 +83,10 @@ export async function runStart(options: StartOptions): Promise<number> {
     signal: shutdown.signal,
   });
   let intake: MatrixIntake | null = null;
+  const fleet = new Set([matrix.userId, ...matrix.fleet]);
   const chat = createChatLoops({
     store,
-    transport: new MatrixOutboxTransport(sender, http),
+    transport: new MatrixOutboxTransport(sender, http, fleet),
     clock: systemClock,
     logger,
     isEncrypted: (roomId) => intake?.isEncrypted(roomId) ?? false,
@@ -97,6 +98,7 @@ export async function runStart(options: StartOptions): Promise<number> {
     userId: matrix.userId,
     rooms: matrix.rooms,
     commandWindowMs: matrix.commandWindowMs,
+    fleet: matrix.fleet,
     stateFile: syncStateFile(stateDir, config.nodeId, matrix.userId),
     nodeId: config.nodeId,
     inbox: store,

@@ -27,6 +27,11 @@ export interface MatrixConfig {
   rooms: string[];
   /** Commands older than this when first seen are ignored (the inbox dedup window). */
   commandWindowMs: number;
+  /**
+   * The other bot accounts of this fleet (matrix.fleet). Only these and user_id count as bots: their
+   * events are never commands, and only theirs prove that an inherited message was already sent.
+   */
+  fleet: string[];
 }
 
 export interface PermissionsConfig {
@@ -243,6 +248,7 @@ const matrixSchema = z.strictObject({
   device_id: z.string().min(1).optional(),
   rooms: uniqueList(roomId).min(1, { error: "must list at least one room id" }),
   command_window: duration(1).prefault("1h"),
+  fleet: uniqueList(userId).prefault([]),
 });
 
 const permissionsSchema = z.strictObject({
@@ -393,6 +399,7 @@ export function toNodeConfig(file: NodeConfigFile): NodeConfig {
           deviceId: file.matrix.device_id ?? null,
           rooms: file.matrix.rooms,
           commandWindowMs: file.matrix.command_window,
+          fleet: file.matrix.fleet.filter((id) => id !== file.matrix?.user_id),
         };
   const listen = file.http === undefined ? null : LISTEN.exec(file.http.listen);
   return {

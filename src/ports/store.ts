@@ -55,6 +55,12 @@ export interface LeaseStore {
 // ---------------------------------------------------------------------------------------------
 // Inbox (processed_events): every command event any node saw, once, keyed by event_id.
 
+/**
+ * Key that Matrix intake adds to a stored event's content: the event's type (`m.room.message`,
+ * `m.reaction`), set by intake whatever the sender wrote there. Only an `m.reaction` decides a run.
+ */
+export const INBOX_EVENT_TYPE_KEY = "org.dagbot.event_type";
+
 export interface InboxEventInput {
   eventId: string;
   roomId: string;

@@ -98,7 +98,14 @@ export class BotFleet {
         capacity: 2,
         store: `sqlite:${this.storePath}`,
         dag_library: library,
-        matrix: { homeserver_url: o.hs.url, user_id: bot.userId, rooms: o.rooms, command_window: "1h" },
+        matrix: {
+          homeserver_url: o.hs.url,
+          user_id: bot.userId,
+          rooms: o.rooms,
+          command_window: "1h",
+          // Every node's account: only these count as bots (and prove a send when leadership moves).
+          fleet: o.bots.map((b) => b.userId),
+        },
         actions: TEST_ACTIONS,
         lease: FAST_LEASE,
         log_level: "info",

@@ -135,6 +135,8 @@ describe("defaults", () => {
       deviceId: "DEVICE1",
       rooms: ["!room:example.org"],
       commandWindowMs: 1_800_000,
+      // Its own account is not repeated among the others.
+      fleet: ["@bot-b:example.org"],
     });
     expect(config.actions.upload).toMatchObject({
       cwd: "/var/backups",

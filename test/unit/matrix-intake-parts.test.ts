@@ -7,6 +7,7 @@ import { classifyEvent, TXN_CONTENT_KEY, type TimelineEvent } from "../../src/ad
 import { powerLevelOf } from "../../src/adapters/matrix/power-levels.js";
 import { SyncStateFile } from "../../src/adapters/matrix/sync-state-file.js";
 import { TXN_CONTENT_KEY as APP_TXN_KEY } from "../../src/app/outbox-loop.js";
+import { INBOX_EVENT_TYPE_KEY } from "../../src/ports/store.js";
 
 const NOW = 1_800_000_000_000;
 const ctx = { now: NOW, commandWindowMs: 3_600_000, fleet: new Set(["@bot1:hs", "@bot2:hs"]) };
@@ -30,8 +31,11 @@ describe("classifyEvent", () => {
       eventId: "$e1",
       sender: "@alice:hs",
       originServerTs: NOW - 1_000,
-      content,
+      content: { ...content, [INBOX_EVENT_TYPE_KEY]: "m.room.message" },
     });
+    // The event's type is what intake says it is, whatever the sender wrote under that key.
+    const forged = classifyEvent(message({ ...content, [INBOX_EVENT_TYPE_KEY]: "m.reaction" }), ctx);
+    expect(forged.kind === "command" && forged.content[INBOX_EVENT_TYPE_KEY]).toBe("m.room.message");
     // A reply (fallback quote first) and an HTML-only code block still count.
     expect(classifyEvent(message({ msgtype: "m.text", body: "> <@b:hs> hi\n\n!dag list" }), ctx).kind).toBe(
       "command",
@@ -44,27 +48,18 @@ describe("classifyEvent", () => {
     ["chatter", message({ msgtype: "m.text", body: "what does !dag do?" }), "not a !dag command"],
     ["a notice", message({ msgtype: "m.notice", body: "!dag help" }), "a notice"],
     [
-      "an edit",
+      "a message carrying a reaction's relation",
       message({
         msgtype: "m.text",
-        body: "* !dag help",
-        "m.new_content": { msgtype: "m.text", body: "!dag help" },
-        "m.relates_to": { rel_type: "m.replace", event_id: "$orig" },
+        body: "!dag help",
+        "m.relates_to": { rel_type: "m.annotation", event_id: "$card", key: "✅" },
       }),
-      "an edit",
+      "a message with a reaction's relation",
     ],
     [
       "our own message",
       message({ msgtype: "m.text", body: "!dag help" }, { sender: "@bot1:hs" }),
       "sent by the fleet",
-    ],
-    [
-      "a message carrying our txn key",
-      message(
-        { msgtype: "m.text", body: "!dag help", [TXN_CONTENT_KEY]: "reply.$x" },
-        { sender: "@bot9:hs" },
-      ),
-      "sent by a dagbot",
     ],
     ["a redacted event", message({}), "no content (redacted)"],
     [
@@ -82,6 +77,33 @@ describe("classifyEvent", () => {
     ["no sender", message({ body: "!dag help" }, { sender: undefined }), "malformed event"],
   ])("ignores %s", (_name, event, why) => {
     expect(classifyEvent(event, ctx)).toEqual({ kind: "ignored", why });
+  });
+
+  it("only the configured fleet is the fleet: our txn key from anyone else proves nothing", () => {
+    const copy = message(
+      { msgtype: "m.text", body: "!dag help", [TXN_CONTENT_KEY]: "reply.$x" },
+      { sender: "@mallory:hs" },
+    );
+    expect(classifyEvent(copy, ctx).kind).toBe("command");
+    // ...and the copier's next command is still a command: nothing was learnt from the copy.
+    expect(
+      classifyEvent(message({ msgtype: "m.text", body: "!dag list" }, { sender: "@mallory:hs" }), ctx).kind,
+    ).toBe("command");
+  });
+
+  it("an edit is taken with what it edits; whether it counts depends on its new text or the original", () => {
+    const edit = (newBody: string) =>
+      classifyEvent(
+        message({
+          msgtype: "m.text",
+          body: `* ${newBody}`,
+          "m.new_content": { msgtype: "m.text", body: newBody },
+          "m.relates_to": { rel_type: "m.replace", event_id: "$orig" },
+        }),
+        ctx,
+      );
+    expect(edit("!dag help")).toMatchObject({ kind: "edit", editedEventId: "$orig", isCommand: true });
+    expect(edit("never mind")).toMatchObject({ kind: "edit", editedEventId: "$orig", isCommand: false });
   });
 
   it("a command exactly at the window's edge still counts", () => {

@@ -1,10 +1,15 @@
 /**
  * Which timeline events intake puts into the inbox (DESIGN.md §4 step 1): `!dag` messages from
- * people and reactions (the leader maps ✅/❌ on a card to confirm/reject). Edits, redacted events,
- * notices, the fleet's own messages, other messages and events older than the command window are
- * not commands. Pure: the caller passes the time and who the fleet is.
+ * people, reactions (the leader maps ✅/❌ on a card to confirm/reject) and edits of commands (the
+ * leader answers that edits are not applied). Redacted events, notices, the fleet's own messages,
+ * other messages and events older than the command window are not commands. Pure: the caller
+ * passes the time and who the fleet is.
+ *
+ * The fleet is the configured bot accounts only (matrix.user_id and matrix.fleet): our transaction
+ * key in an event's content proves nothing, since anyone can copy a bot message into the room.
  */
 import { parseCommand } from "../../domain/commands.js";
+import { INBOX_EVENT_TYPE_KEY } from "../../ports/store.js";
 
 /** A timeline event as /sync and /messages deliver it (only the fields read here). */
 export interface TimelineEvent {
@@ -24,7 +29,7 @@ export interface ClassifyContext {
   /** Epoch ms now (the node's clock: events come with the homeserver's timestamps). */
   now: number;
   commandWindowMs: number;
-  /** This node's user id and every other bot of the fleet known so far. */
+  /** This node's user id and the other bot accounts of the fleet, from the config. */
   fleet: ReadonlySet<string>;
 }
 
@@ -34,7 +39,21 @@ export type Classified =
       eventId: string;
       sender: string;
       originServerTs: number;
+      /** What the inbox stores: the content as received, with the event's type under INBOX_EVENT_TYPE_KEY. */
       content: Record<string, unknown>;
+    }
+  | {
+      /**
+       * An edit (m.replace). `isCommand`: its new text is a `!dag` command; otherwise it counts only
+       * when the event it edits was one (the caller knows whether that is in the inbox).
+       */
+      kind: "edit";
+      eventId: string;
+      sender: string;
+      originServerTs: number;
+      content: Record<string, unknown>;
+      editedEventId: string;
+      isCommand: boolean;
     }
   | { kind: "ignored"; why: string };
 
@@ -43,9 +62,17 @@ const isObject = (v: unknown): v is Record<string, unknown> =>
 
 const ignored = (why: string): Classified => ({ kind: "ignored", why });
 
-/** Whether this event came from a dagbot (its content carries our transaction id key). */
-export function isFleetEvent(event: TimelineEvent): boolean {
-  return isObject(event.content) && typeof event.content[TXN_CONTENT_KEY] === "string";
+const str = (v: unknown): string | null => (typeof v === "string" ? v : null);
+
+/** Parses a message content's text as a command (never throws). */
+function parseContent(content: Record<string, unknown>): ReturnType<typeof parseCommand> | null {
+  const body = content["body"];
+  if (typeof body !== "string") return null;
+  return parseCommand({
+    body,
+    formattedBody: str(content["formatted_body"]),
+    format: str(content["format"]),
+  });
 }
 
 export function classifyEvent(event: TimelineEvent, ctx: ClassifyContext): Classified {
@@ -59,7 +86,6 @@ export function classifyEvent(event: TimelineEvent, ctx: ClassifyContext): Class
   if (isObject(event.unsigned) && event.unsigned["redacted_because"] !== undefined)
     return ignored("redacted");
   if (!isObject(content) || Object.keys(content).length === 0) return ignored("no content (redacted)");
-  if (isFleetEvent(event)) return ignored("sent by a dagbot");
   // Older than the window: after downtime such a command is stale; it is dropped, never replayed.
   if (ts < ctx.now - ctx.commandWindowMs) return ignored("older than the command window");
   const relation = isObject(content["m.relates_to"]) ? content["m.relates_to"] : null;
@@ -69,21 +95,40 @@ export function classifyEvent(event: TimelineEvent, ctx: ClassifyContext): Class
     if (typeof relation["event_id"] !== "string" || typeof relation["key"] !== "string") {
       return ignored("a malformed reaction");
     }
-    return { kind: "reaction", eventId, sender, originServerTs: ts, content };
+    return { kind: "reaction", eventId, sender, originServerTs: ts, content: typed(content, type) };
   }
 
   // m.notice is what bots send; answering one could start two bots talking to each other forever.
   if (content["msgtype"] === "m.notice") return ignored("a notice");
-  if (relation?.["rel_type"] === "m.replace") return ignored("an edit");
-  const body = content["body"];
-  if (typeof body !== "string") return ignored("no body");
-  const formatted = content["formatted_body"];
-  const format = content["format"];
-  const parsed = parseCommand({
-    body,
-    formattedBody: typeof formatted === "string" ? formatted : null,
-    format: typeof format === "string" ? format : null,
-  });
+  // Only an m.reaction decides: a message dressed up with a reaction's relation is nothing.
+  if (relation?.["rel_type"] === "m.annotation") return ignored("a message with a reaction's relation");
+  if (relation?.["rel_type"] === "m.replace") {
+    const edited = relation["event_id"];
+    if (typeof edited !== "string") return ignored("a malformed edit");
+    const newContent = isObject(content["m.new_content"]) ? content["m.new_content"] : content;
+    const parsed = parseContent(newContent);
+    const isCommand = parsed !== null && parsed.kind !== "not-a-command";
+    const stored = typed(content, type);
+    return {
+      kind: "edit",
+      eventId,
+      sender,
+      originServerTs: ts,
+      content: stored,
+      editedEventId: edited,
+      isCommand,
+    };
+  }
+  const parsed = parseContent(content);
+  if (parsed === null) return ignored("no body");
   if (parsed.kind === "not-a-command") return ignored("not a !dag command");
-  return { kind: "command", eventId, sender, originServerTs: ts, content };
+  return { kind: "command", eventId, sender, originServerTs: ts, content: typed(content, type) };
+}
+
+/**
+ * The content to store, with the event's type under INBOX_EVENT_TYPE_KEY (overwriting whatever the
+ * sender put there), so the leader can tell a reaction from a message that copies its fields.
+ */
+function typed(content: Record<string, unknown>, type: string): Record<string, unknown> {
+  return { ...content, [INBOX_EVENT_TYPE_KEY]: type };
 }

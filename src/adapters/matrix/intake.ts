@@ -15,7 +15,7 @@ import { LogLevel, LogService, MatrixClient } from "matrix-bot-sdk";
 import type { Logger } from "../../ports/logger.js";
 import type { InboxStore } from "../../ports/store.js";
 import { StoreError } from "../../ports/errors.js";
-import { classifyEvent, isFleetEvent, type TimelineEvent } from "./classify.js";
+import { classifyEvent, type TimelineEvent } from "./classify.js";
 import { enc, isNotFound, MatrixRequestError, matrixHttp, type MatrixHttp } from "./http.js";
 import { SyncStateFile } from "./sync-state-file.js";
 
@@ -38,10 +38,13 @@ export interface MatrixIntakeOptions {
   stateFile: string;
   /** Recorded as seen_by on the rows this node inserts first. */
   nodeId: string;
-  inbox: Pick<InboxStore, "insertInboxEvent" | "latestInboxEvent">;
+  inbox: Pick<InboxStore, "insertInboxEvent" | "latestInboxEvent" | "getInboxEvent">;
   logger: Logger;
   timelineLimit?: number;
-  /** Other bots of the fleet, known in advance; more are learnt from the events they send. */
+  /**
+   * The other bot accounts of the fleet (matrix.fleet). Their events, and this account's, are never
+   * commands; nobody else counts as a bot, whatever their events carry.
+   */
   fleet?: readonly string[];
   now?: () => number;
   /** Called when sync shows a change of a room's m.room.power_levels (drop cached permissions). */
@@ -105,7 +108,7 @@ export class MatrixIntake {
   private readonly http: MatrixHttp;
   private readonly log: Logger;
   private readonly rooms: ReadonlySet<string>;
-  private readonly fleet: Set<string>;
+  private readonly fleet: ReadonlySet<string>;
   private readonly encrypted = new Set<string>();
   private readonly strangers = new Set<string>();
   private readonly now: () => number;
@@ -261,7 +264,6 @@ export class MatrixIntake {
   }
 
   private async ingestEvent(roomId: string, ev: TimelineEvent, now: number): Promise<void> {
-    if (typeof ev.sender === "string" && isFleetEvent(ev)) this.fleet.add(ev.sender);
     const c = classifyEvent(ev, { now, commandWindowMs: this.o.commandWindowMs, fleet: this.fleet });
     if (c.kind === "ignored") {
       if (c.why === "older than the command window") {
@@ -271,6 +273,13 @@ export class MatrixIntake {
         );
       }
       return;
+    }
+    // An edit is answered ("edits are not applied") when it edits a command or turns into one.
+    if (c.kind === "edit" && !c.isCommand) {
+      const edited = await this.retrying("read the edited event", () =>
+        this.o.inbox.getInboxEvent(c.editedEventId),
+      );
+      if (edited === null || edited.roomId !== roomId) return;
     }
     const result = await this.retrying("insert into the inbox", () =>
       this.o.inbox.insertInboxEvent({

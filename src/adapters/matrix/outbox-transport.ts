@@ -2,6 +2,9 @@
  * What the leader's outbox loop needs from Matrix: raw idempotent sends through MatrixSender, and a
  * look back through a room's history for messages the fleet already sent under given transaction
  * ids (they carry TXN_CONTENT_KEY), so a new leader does not post again what a dead one sent.
+ * Only events sent by the fleet's configured accounts count: anyone can post an event carrying a
+ * transaction id they can guess (`reply.<their command>`), and a room member must not be able to
+ * make a new leader drop a message as "already sent".
  */
 import type { EventId } from "../../ports/chat.js";
 import { TXN_CONTENT_KEY, type TimelineEvent } from "./classify.js";
@@ -16,6 +19,8 @@ export class MatrixOutboxTransport {
   constructor(
     private readonly sender: Pick<MatrixSender, "sendEvent">,
     private readonly http: MatrixHttp,
+    /** The fleet's bot accounts (matrix.user_id and matrix.fleet). */
+    private readonly fleet: ReadonlySet<string>,
   ) {}
 
   sendEvent(
@@ -47,7 +52,8 @@ export class MatrixOutboxTransport {
       for (const ev of chunk) {
         const content = ev.content as Record<string, unknown> | undefined;
         const txnId = content?.[TXN_CONTENT_KEY];
-        if (typeof txnId === "string" && typeof ev.event_id === "string" && txnIds.has(txnId)) {
+        const byFleet = typeof ev.sender === "string" && this.fleet.has(ev.sender);
+        if (byFleet && typeof txnId === "string" && typeof ev.event_id === "string" && txnIds.has(txnId)) {
           // Newest first: the first one seen is the one to keep should it exist twice.
           if (!found.has(txnId)) found.set(txnId, ev.event_id);
         }
