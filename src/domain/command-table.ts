@@ -63,10 +63,13 @@ export const COMMANDS: readonly CommandInfo[] = [
   },
   {
     verb: "confirm",
-    usage: "!dag confirm <id>",
+    usage: "!dag confirm <id> [<hash>]",
     summary: "start a published DAG run",
     permission: "operator",
-    details: [],
+    details: [
+      "<hash> is the content hash its status card shows (8 or more of its first hex digits).",
+      "Given, the run starts only if its content has that hash: what you confirm is what you saw.",
+    ],
   },
   {
     verb: "reject",

@@ -21,6 +21,13 @@ export const COMMAND_ID_PATTERN = ID_PATTERN;
 export const LIBRARY_NAME_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
 /** The Matrix HTML format; other formats' bodies are ignored. */
 export const MATRIX_HTML_FORMAT = "org.matrix.custom.html";
+/** How much of a content hash the bot shows, and the least a confirmation may give. */
+export const SHORT_HASH_LENGTH = 12;
+export const MIN_HASH_PREFIX = 8;
+const HASH_PREFIX_PATTERN = new RegExp(`^[0-9a-fA-F]{${MIN_HASH_PREFIX},64}$`);
+
+/** The part of a content hash that cards and replies show. */
+export const shortHash = (hash: string): string => hash.slice(0, SHORT_HASH_LENGTH);
 
 export type PublishSource =
   { kind: "inline"; format: "json" | "toml"; text: string } | { kind: "library"; name: string };
@@ -28,7 +35,8 @@ export type PublishSource =
 export type Command =
   | { verb: "help"; topic: CommandVerb | null }
   | { verb: "publish"; source: PublishSource }
-  | { verb: "confirm"; id: string }
+  /** `hash`: a prefix of the content hash the confirmer saw (on the card), lower case; null when not given. */
+  | { verb: "confirm"; id: string; hash: string | null }
   | { verb: "reject"; id: string }
   | { verb: "cancel"; id: string }
   | { verb: "status"; id: string | null }
@@ -53,7 +61,9 @@ export type CommandErrorCode =
   | "unsupported-format"
   | "empty-code-block"
   | "text-outside-code-block"
-  | "unexpected-code-block";
+  | "unexpected-code-block"
+  | "bad-hash"
+  | "formatted-mismatch";
 
 export interface CommandError {
   code: CommandErrorCode;
@@ -291,7 +301,23 @@ function parseAfterPrefix(text: string, from: number): Parsed {
       const id = checkId(verb, "id", args[0]);
       return typeof id === "string" ? ok({ verb, id }) : id;
     }
-    case "confirm":
+    case "confirm": {
+      const err = arity(verb, args, 1, 2, "<id>, the id of a DAG run");
+      if (err !== null) return err;
+      const id = checkId(verb, "id", args[0] ?? "");
+      if (typeof id !== "string") return id;
+      const rawHash = args[1];
+      if (rawHash === undefined) return ok({ verb, id, hash: null });
+      const hash = unquote(rawHash);
+      if (!HASH_PREFIX_PATTERN.test(hash)) {
+        return fail(
+          "bad-hash",
+          verb,
+          `bad content hash ${quoteInput(rawHash)}: give the hash the run's status card shows (at least ${MIN_HASH_PREFIX} hex digits)`,
+        );
+      }
+      return ok({ verb, id, hash: hash.toLowerCase() });
+    }
     case "reject":
     case "cancel":
     case "graph":
@@ -331,15 +357,46 @@ function parseText(text: string): ParseCommandResult {
  * Parses one message. The plain body is read first (reply fallback stripped); the HTML body is read
  * when the plain one is not a command or is a malformed one, so a client that keeps the code block
  * only in `formatted_body` still works.
+ *
+ * People read `formatted_body` and the bot acts on `body`: when a message has both and they say
+ * different commands (another DAG in the code block, another id), it is refused, never run.
  */
 export function parseCommand(input: CommandInput): ParseCommandResult {
   const body = typeof input.body === "string" ? input.body : "";
   const plain = parseText(stripReplyFallback(body));
-  if (plain.kind === "command") return plain;
   const html = input.formattedBody;
   const format = input.format ?? MATRIX_HTML_FORMAT;
   if (typeof html !== "string" || html === "" || format !== MATRIX_HTML_FORMAT) return plain;
   const rich = parseText(htmlToText(html));
+  if (plain.kind === "command") {
+    if (rich.kind === "command" && sameCommand(plain.command, rich.command)) return plain;
+    const verb = plain.command.verb;
+    const what = verb === "publish" ? "a different DAG (code block)" : "a different command";
+    return fail(
+      "formatted-mismatch",
+      verb,
+      `the message's formatted text shows ${what} than its plain text, and the bot reads the plain text: nothing was done. Send the command again from a client that sends both the same (or as plain text)`,
+    );
+  }
   if (rich.kind === "command") return rich;
   return plain.kind === "error" ? plain : rich;
+}
+
+/** Equal commands, with an inline DAG's text compared line by line without trailing spaces. */
+function sameCommand(a: Command, b: Command): boolean {
+  if (a.verb === "publish" && b.verb === "publish") {
+    const [x, y] = [a.source, b.source];
+    if (x.kind === "inline" && y.kind === "inline")
+      return x.format === y.format && normalizeBlock(x.text) === normalizeBlock(y.text);
+  }
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+function normalizeBlock(text: string): string {
+  return text
+    .replace(/\r\n?/g, "\n")
+    .split("\n")
+    .map((line) => line.trimEnd())
+    .join("\n")
+    .trim();
 }

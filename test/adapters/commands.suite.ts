@@ -17,7 +17,12 @@ import {
 import { jsonBytes, MAX_EVENT_CONTENT_BYTES } from "../../src/app/render/html.js";
 import { isConflict } from "../../src/ports/errors.js";
 import type { PermissionOracle, SenderStanding } from "../../src/ports/permissions.js";
-import type { LeaderFence, OutboxMessage, Store } from "../../src/ports/store.js";
+import {
+  INBOX_EVENT_TYPE_KEY,
+  type LeaderFence,
+  type OutboxMessage,
+  type Store,
+} from "../../src/ports/store.js";
 import { becomeLeader, session } from "../support/store-fixtures.js";
 
 export interface Counts {
@@ -172,9 +177,9 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(m?.content["m.relates_to"]).toEqual({ "m.in_reply_to": { event_id: eventId } });
         expect(m?.content["msgtype"]).toBe("m.notice");
         expect(String(m?.content["body"])).toContain(
-          `📥 Published \`nightly\` (3 tasks, run \`${run?.runId}\`)`,
+          `📥 Published \`nightly\` (3 tasks, run \`${run?.runId}\`, content hash \`${run?.hash.slice(0, 12)}\`)`,
         );
-        expect(String(m?.content["body"])).toContain("`!dag confirm nightly`");
+        expect(String(m?.content["body"])).toContain(`\`!dag confirm nightly ${run?.hash.slice(0, 12)}\``);
         const card = await store.getOutbox(`card.${run?.runId}`);
         expect(card?.content["m.relates_to"]).toMatchObject({ rel_type: "m.thread", event_id: eventId });
         expect(String(card?.content["body"])).toContain("0/3 tasks done");
@@ -341,6 +346,83 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
+      "confirm names the content hash it saw: another hash is refused and changes nothing; the card shows what runs",
+      track(async () => {
+        const r = await room();
+        const toml = [
+          'id = "seen"',
+          "[[tasks]]",
+          'id = "t"',
+          'action = "echo"',
+          // A right-to-left override would reorder what a client shows: the card writes it escaped.
+          'args = { message = "hello \u202e olleh" }',
+        ].join("\n");
+        await ask(r, OP, publishToml(toml));
+        const run = (await store.getRun(r.roomId, "seen"))!;
+        const card = await store.getOutbox(`card.${run.runId}`);
+        const cardBody = String(card?.content["body"]);
+        expect(cardBody).toContain(`What runs if confirmed (content hash \`${run.hash.slice(0, 12)}\`):`);
+        expect(cardBody).toContain('t: echo message="hello \\u{202e} olleh"');
+        expect(cardBody).not.toContain("\u202e");
+        expect(card?.content["org.dagbot.card"]).toMatchObject({ hash: run.hash });
+
+        // The hash of other content (the same id can never be given other content: a conflict).
+        const other = "0".repeat(12) === run.hash.slice(0, 12) ? "1".repeat(12) : "0".repeat(12);
+        const refused = await ask(r, OP2, `!dag confirm seen ${other}`);
+        expect(refused).toContain(`⛔ \`seen\` has content hash ${run.hash.slice(0, 12)}, not ${other}`);
+        expect(await store.getRun(r.roomId, "seen")).toMatchObject({ status: "pending", confirmedBy: null });
+        expect(await ask(r, OP2, "!dag confirm seen abc")).toContain("bad content hash");
+        expect(await ask(r, OP2, `!dag confirm seen ${run.hash.slice(0, 8).toUpperCase()}`)).toBe(
+          "▶️ @op2:test confirmed `seen`; it is running now.",
+        );
+        expect(await store.getRun(r.roomId, "seen")).toMatchObject({ status: "running", confirmedBy: OP2 });
+      }),
+    );
+
+    it(
+      "a publish whose formatted text shows another DAG than its body is refused; an edit is answered, not applied",
+      track(async () => {
+        const r = await room();
+        const shown = chainToml("twofaced");
+        const hidden = chainToml("twofaced", "rm_rf");
+        const eventId = await say(r.roomId, OP, {
+          msgtype: "m.text",
+          body: publishToml(hidden),
+          format: "org.matrix.custom.html",
+          formatted_body: `<p>!dag publish</p><pre><code class="language-toml">${shown}</code></pre>`,
+        });
+        await drain(r.fence);
+        expect(String((await reply(eventId))?.content["body"])).toContain(
+          "the message's formatted text shows a different DAG (code block) than its plain text",
+        );
+        expect(await store.getRun(r.roomId, "twofaced")).toBeNull();
+        // The same DAG in both is fine (as clients send a markdown code block).
+        const same = await say(r.roomId, OP, {
+          msgtype: "m.text",
+          body: publishToml(shown),
+          format: "org.matrix.custom.html",
+          formatted_body: `<p>!dag publish</p>\n<pre><code class="language-toml">${shown}\n</code></pre>\n`,
+        });
+        await drain(r.fence);
+        expect(String((await reply(same))?.content["body"])).toContain("Published `twofaced`");
+
+        const edit = await say(r.roomId, OP, {
+          msgtype: "m.text",
+          body: `* ${publishToml(hidden)}`,
+          "m.new_content": { msgtype: "m.text", body: publishToml(hidden) },
+          "m.relates_to": { rel_type: "m.replace", event_id: same },
+          [INBOX_EVENT_TYPE_KEY]: "m.room.message",
+        });
+        await drain(r.fence);
+        const answer = await reply(edit);
+        expect(String(answer?.content["body"])).toContain("Edits are not applied");
+        expect(answer?.content["m.relates_to"]).toEqual({ "m.in_reply_to": { event_id: same } });
+        const run = await store.getRun(r.roomId, "twofaced");
+        expect(run?.dag.tasks.map((t) => t.action)).toEqual(["echo", "echo", "echo"]);
+      }),
+    );
+
+    it(
       "auto_confirm publishers skip the confirmation step",
       track(async () => {
         const r = await room();
@@ -472,6 +554,26 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
+      "retry refuses a run nobody confirmed (rejected, or canceled while it awaited confirmation)",
+      track(async () => {
+        const r = await room();
+        await ask(r, OP, publishToml(chainToml("dropped")));
+        expect(await ask(r, OP2, "!dag reject dropped")).toContain("rejected `dropped`");
+        await ask(r, OP, publishToml(chainToml("withdrawn")));
+        await ask(r, OP, "!dag cancel withdrawn");
+        expect((await store.getRun(r.roomId, "withdrawn"))?.status).toBe("canceled");
+        const before = await counts();
+        for (const id of ["dropped", "withdrawn"]) {
+          const body = await ask(r, OP, `!dag retry ${id}`);
+          expect(body).toContain(`⛔ \`${id}\` cannot be retried: nobody confirmed it`);
+          expect(await store.getRun(r.roomId, `${id}.retry1`)).toBeNull();
+        }
+        const after = await counts();
+        expect({ runs: after.runs, tasks: after.tasks }).toEqual({ runs: before.runs, tasks: before.tasks });
+      }),
+    );
+
+    it(
       "cap sets the room's cap through the fence",
       track(async () => {
         const r = await room();
@@ -516,20 +618,41 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         await drain(r.fence);
         const run = await store.getRun(r.roomId, "react");
         await store.markOutboxSent(r.fence, `card.${run!.runId}`, "$card-react");
+        // As intake stores a reaction: its content and the event's type.
         const react = (sender: string, key: string, target = "$card-react") =>
-          say(r.roomId, sender, { "m.relates_to": { rel_type: "m.annotation", event_id: target, key } });
+          say(r.roomId, sender, {
+            "m.relates_to": { rel_type: "m.annotation", event_id: target, key },
+            [INBOX_EVENT_TYPE_KEY]: "m.reaction",
+          });
 
         const low = await react(LOW, "✅");
         const own = await react(OP, "✅️");
         const stranger = await react(OP2, "✅", "$some-other-event");
         const thumbs = await react(OP2, "👍");
-        expect(await drain(r.fence)).toBe(4);
+        // A message carrying a reaction's fields is not a reaction, whoever sends it.
+        const fake = await say(r.roomId, OP2, {
+          msgtype: "m.text",
+          body: "!dag help",
+          "m.relates_to": { rel_type: "m.annotation", event_id: "$card-react", key: "✅" },
+          [INBOX_EVENT_TYPE_KEY]: "m.room.message",
+        });
+        const camel = await say(r.roomId, OP2, {
+          body: "!dag help",
+          targetEventId: "$card-react",
+          key: "✅",
+        });
+        expect(await drain(r.fence)).toBe(6);
         expect(String((await reply(low))?.content["body"])).toContain("to use confirm; you have 10");
         expect(String((await reply(own))?.content["body"])).toContain("two-person rule");
         expect(await reply(stranger)).toBeNull();
         expect(await reply(thumbs)).toBeNull();
+        expect(await reply(fake)).toBeNull();
+        expect(String((await reply(camel))?.content["body"])).toContain("Commands you may use");
         expect((await store.getRun(r.roomId, "react"))?.status).toBe("pending");
 
+        // A ✅ confirms the hash its card showed: a card that showed other content confirms nothing.
+        const card = (await store.getOutbox(`card.${run!.runId}`))!;
+        expect(card.content["org.dagbot.card"]).toMatchObject({ hash: run!.hash });
         const yes = await react(OP2, "✅");
         await drain(r.fence);
         expect(await store.getRun(r.roomId, "react")).toMatchObject({ status: "running", confirmedBy: OP2 });

@@ -217,7 +217,7 @@ describe("the Matrix bot in a room of three nodes", () => {
     });
   });
 
-  it("edits, notices and plain chatter are not commands", async () => {
+  it("notices and plain chatter are not commands; an edit into a command is answered, not applied", async () => {
     const chatter = await alice.sendText(roomId, "just chatting about !dag things");
     const notice = await alice.sendText(roomId, "!dag help", { msgtype: "m.notice" });
     const original = await alice.sendText(roomId, "typo");
@@ -227,14 +227,18 @@ describe("the Matrix bot in a room of three nodes", () => {
       "m.new_content": { msgtype: "m.text", body: "!dag help" },
       "m.relates_to": { rel_type: "m.replace", event_id: original },
     });
+    commands.push(edit);
+    const answer = await alice.waitFor(replyTo(edit), T, "the answer to the edit");
+    expect(bodyOf(answer)).toMatch(/Edits are not applied/);
+    expect(answer.content["m.relates_to"]).toEqual({ "m.in_reply_to": { event_id: original } });
     // A command after them is answered; by then any reply to the others would have been sent first.
     const marker = await command(alice, "!dag list");
     expect(bodyOf(marker.reply)).toMatch(/run/);
-    for (const id of [chatter, notice, original, edit]) {
+    for (const id of [chatter, notice, original]) {
       expect(await store.getInboxEvent(id)).toBeNull();
     }
     const history = await roomHistory(alice, roomId);
-    expect(history.filter((e) => [chatter, notice, original, edit].some((id) => replyTo(id)(e)))).toEqual([]);
+    expect(history.filter((e) => [chatter, notice, original].some((id) => replyTo(id)(e)))).toEqual([]);
   });
 
   it("an encrypted room gets one notice and nothing else; an invite to another room is declined", async () => {

@@ -206,8 +206,11 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
       source: { kind: "inline" as const, format, text },
     })),
   fc
-    .tuple(fc.constantFrom("confirm" as const, "reject" as const, "cancel" as const, "retry" as const), id)
+    .tuple(fc.constantFrom("reject" as const, "cancel" as const, "retry" as const), id)
     .map(([verb, i]) => ({ verb, id: i })),
+  fc
+    .tuple(id, fc.option(fc.stringMatching(/^[0-9a-f]{8,64}$/), { nil: null }))
+    .map(([i, hash]) => ({ verb: "confirm" as const, id: i, hash })),
   fc.option(id, { nil: null }).map((i) => ({ verb: "status" as const, id: i })),
   fc.constantFrom({ verb: "list" as const }, { verb: "nodes" as const }),
   fc.tuple(id, id).map(([i, task]) => ({ verb: "logs" as const, id: i, task })),
@@ -235,6 +238,8 @@ function render(c: Command, sep: string, flips: number): string {
       return `${head}${sep}${c.id}${sep}${c.task}`;
     case "cap":
       return `${head}${sep}${c.n}`;
+    case "confirm":
+      return c.hash === null ? `${head}${sep}${c.id}` : `${head}${sep}${c.id}${sep}${c.hash}`;
     case "list":
     case "nodes":
       return head;

@@ -37,6 +37,7 @@ describe("COMMANDS", () => {
       "<n>": "3",
       "[<command>]": "cap",
       "<name>": "lib",
+      "[<hash>]": "",
     };
     for (const c of COMMANDS) {
       const first = c.usage.split(" | ")[0]!;

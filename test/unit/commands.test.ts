@@ -9,6 +9,7 @@ import { COMMAND_HANDLERS, commandErrorOutcome } from "../../src/app/commands/ta
 import { COMMAND_VERBS, COMMANDS } from "../../src/domain/command-table.js";
 import { parseCommand } from "../../src/domain/commands.js";
 import type { SenderStanding } from "../../src/ports/permissions.js";
+import { INBOX_EVENT_TYPE_KEY } from "../../src/ports/store.js";
 
 const policy: CommandPolicy = {
   requiredPowerLevel: 50,
@@ -133,19 +134,29 @@ describe("inbox content", () => {
 
   it("reads ✅ and ❌ reactions, with or without the emoji variation selector", () => {
     const react = (key: string) =>
-      decodeInboxContent({ "m.relates_to": { rel_type: "m.annotation", event_id: "$card", key } });
+      decodeInboxContent({
+        "m.relates_to": { rel_type: "m.annotation", event_id: "$card", key },
+        [INBOX_EVENT_TYPE_KEY]: "m.reaction",
+      });
     expect(react("✅")).toEqual({ kind: "reaction", targetEventId: "$card", decision: "confirm" });
     expect(react("✔️")).toEqual({ kind: "reaction", targetEventId: "$card", decision: "confirm" });
     expect(react("❌")).toEqual({ kind: "reaction", targetEventId: "$card", decision: "reject" });
     expect(react("👍").kind).toBe("other");
   });
 
-  it("reads the camelCase shapes of the chat port", () => {
-    expect(decodeInboxContent({ targetEventId: "$c", key: "❌" })).toEqual({
-      kind: "reaction",
-      targetEventId: "$c",
-      decision: "reject",
-    });
+  it("only an m.reaction event decides: a message with a reaction's fields is not a reaction", () => {
+    const relation = { rel_type: "m.annotation", event_id: "$card", key: "✅" };
+    for (const content of [
+      { body: "!dag help", "m.relates_to": relation, [INBOX_EVENT_TYPE_KEY]: "m.room.message" },
+      { body: "!dag help", "m.relates_to": relation },
+      { "m.relates_to": relation },
+    ]) {
+      expect(decodeInboxContent(content).kind).toBe("other");
+    }
+    expect(decodeInboxContent({ body: "!dag help", targetEventId: "$card", key: "✅" }).kind).toBe("message");
+  });
+
+  it("reads the camelCase message shape of the chat port", () => {
     expect(
       decodeInboxContent({
         body: "!dag list",
@@ -159,11 +170,10 @@ describe("inbox content", () => {
     });
   });
 
-  it("edits and bodiless events are not commands", () => {
+  it("an edit is an edit (answered, never applied); bodiless events are not commands", () => {
     expect(
-      decodeInboxContent({ body: "* !dag list", "m.relates_to": { rel_type: "m.replace", event_id: "$x" } })
-        .kind,
-    ).toBe("other");
+      decodeInboxContent({ body: "* !dag list", "m.relates_to": { rel_type: "m.replace", event_id: "$x" } }),
+    ).toEqual({ kind: "edit", editedEventId: "$x" });
     expect(decodeInboxContent({ body: 42 }).kind).toBe("other");
   });
 });
@@ -175,5 +185,47 @@ describe("stored outcomes", () => {
     expect(unwrapOutcome(stored)).toEqual(outcome);
     expect(unwrapOutcome({ op: "publish", kind: "created", runId: "r" })).toBeNull();
     expect(unwrapOutcome(null)).toBeNull();
+  });
+});
+
+describe("what the room sees is what the bot reads", () => {
+  const html = (formatted: string, body: string) =>
+    parseCommand({ body, formattedBody: formatted, format: "org.matrix.custom.html" });
+
+  it("refuses a message whose formatted text says another command than its body", () => {
+    const body = '!dag publish\n```json\n{"id":"x","tasks":[{"id":"t","action":"env"}]}\n```';
+    const shown =
+      '<p>!dag publish</p><pre><code class="language-json">{"id":"x","tasks":[{"id":"t","action":"echo"}]}</code></pre>';
+    const out = html(shown, body);
+    expect(out.kind === "error" && out.error.code).toBe("formatted-mismatch");
+    expect(out.kind === "error" && out.error.verb).toBe("publish");
+    const other = html("!dag confirm y", "!dag confirm x");
+    expect(other.kind === "error" && other.error.code).toBe("formatted-mismatch");
+    // Formatted text that is no command at all hides the command from readers: refused too.
+    expect(html("<p>hello</p>", "!dag cancel x").kind).toBe("error");
+  });
+
+  it("accepts the same command in both, as clients render markdown", () => {
+    const body = '!dag publish\n```json\n{"id":"x"}\n```';
+    const shown = '<p>!dag publish</p>\n<pre><code class="language-json">{"id":"x"}  \n</code></pre>\n';
+    expect(html(shown, body)).toMatchObject({ kind: "command", command: { verb: "publish" } });
+    expect(html("!dag confirm <code>x</code>", "!dag confirm `x`")).toMatchObject({ kind: "command" });
+    // Without formatted text the body is all there is.
+    expect(parseCommand({ body: "!dag confirm x" })).toMatchObject({ kind: "command" });
+  });
+
+  it("confirm takes an optional hash prefix of 8 to 64 hex digits", () => {
+    expect(parseCommand({ body: "!dag confirm x ABCDEF12" })).toEqual({
+      kind: "command",
+      command: { verb: "confirm", id: "x", hash: "abcdef12" },
+    });
+    expect(parseCommand({ body: "!dag confirm x" })).toEqual({
+      kind: "command",
+      command: { verb: "confirm", id: "x", hash: null },
+    });
+    for (const bad of ["abc", "xyz12345", "a".repeat(65)]) {
+      const out = parseCommand({ body: `!dag confirm x ${bad}` });
+      expect(out.kind === "error" && out.error.code).toBe("bad-hash");
+    }
   });
 });

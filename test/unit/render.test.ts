@@ -19,6 +19,7 @@ import {
   replyMessage,
 } from "../../src/app/render/messages.js";
 import { renderOutcome } from "../../src/app/render/reply.js";
+import { renderPlan, showValue } from "../../src/app/render/dag-plan.js";
 import { renderStatusCard } from "../../src/app/render/status-card.js";
 import type { TaskStatus } from "../../src/domain/model.js";
 import { summarizeTasks } from "../../src/domain/run-status.js";
@@ -212,7 +213,7 @@ describe("outbox messages", () => {
       is_falling_back: true,
       "m.in_reply_to": { event_id: "$publish" },
     });
-    expect(m.content["org.dagbot.card"]).toEqual({ runId: "run-1", dagId: "backup" });
+    expect(m.content["org.dagbot.card"]).toEqual({ runId: "run-1", dagId: "backup", hash: "h" });
   });
 
   it("a card of a run published without a chat event is a plain message", () => {
@@ -249,6 +250,8 @@ describe("outbox messages", () => {
     const m = finalMessage(run({ status: "failed" }), failedTasks);
     expect(m.txnId).toBe("final.run-1");
     expect(m.content["m.mentions"]).toEqual({ user_ids: ["@alice:test"] });
+    // An m.text: default push rules silence every notice before a mention counts.
+    expect(m.content["msgtype"]).toBe("m.text");
     expect(m.content["m.relates_to"]).toEqual({ "m.in_reply_to": { event_id: "$publish" } });
     expect(m.content["body"]).toBe(
       "@alice:test: ❌ `backup` failed in 1m05s — 3 tasks: 1 succeeded, 1 failed, 1 skipped. See `!dag logs backup b`; `!dag retry backup` runs the rest again.",
@@ -260,7 +263,8 @@ describe("outbox messages", () => {
 
   it("a final message for a CLI publisher mentions nobody", () => {
     const m = finalMessage(run({ status: "succeeded", publisher: "cli:root@host" }), tasks);
-    expect(m.content["m.mentions"]).toBeUndefined();
+    expect(m.content["m.mentions"]).toEqual({});
+    expect(m.content["msgtype"]).toBe("m.notice");
   });
 
   it("a reply answers the command event, in its thread when it was sent in one", () => {
@@ -323,8 +327,17 @@ describe("replies", () => {
       twoPersonRule: true,
     });
     expect(out?.body).toBe(
-      "📥 Published `backup` (3 tasks, run `run-1`).\nIt awaits confirmation within 1h00m: someone other than the publisher sends `!dag confirm backup` or reacts ✅ on its status card (`!dag reject backup` or ❌ drops it).",
+      "📥 Published `backup` (3 tasks, run `run-1`).\nIt awaits confirmation within 1h00m: someone other than the publisher reads its status card (it shows what will run) and sends `!dag confirm backup` or reacts ✅ on it (`!dag reject backup` or ❌ drops it).",
     );
+    // With the content hash: the reply shows it and the confirm command names it.
+    const hashed = renderOutcome({
+      kind: "published",
+      run: summary({ hash: "0123456789abcdef".repeat(4) }),
+      needsConfirmation: true,
+      twoPersonRule: true,
+    });
+    expect(hashed?.body).toContain("(3 tasks, run `run-1`, content hash `0123456789ab`)");
+    expect(hashed?.body).toContain("sends `!dag confirm backup 0123456789ab`");
   });
 
   it("conflict: says nothing was stored and how to publish under a new id", () => {
@@ -468,6 +481,64 @@ describe("replies", () => {
         }
       }),
       { numRuns: 150 },
+    );
+  });
+});
+
+describe("the plan on a pending card", () => {
+  const spec = (id: string, args: Record<string, string | number | boolean>, needs: string[] = []) => ({
+    id,
+    action: "echo",
+    args,
+    needs,
+    on: { labels: [], node: null },
+    timeoutMs: null,
+    queueTimeoutMs: null,
+    retries: 0,
+    retryBackoffMs: 1000,
+    concurrencyKey: null,
+    priority: 0,
+  });
+
+  it("shows every task's action and arguments, escaped, and the content hash", () => {
+    const dag = {
+      id: "d",
+      description: null,
+      maxParallel: null,
+      tasks: [spec("a", { message: '<b>"hi"</b>\n\u202eevil', n: 3 }), spec("b", { ok: true }, ["a"])],
+    };
+    const hash = "f".repeat(64);
+    const out = renderPlan(dag, hash);
+    expect(out.body).toBe(
+      [
+        "What runs if confirmed (content hash `ffffffffffff`):",
+        '  a: echo message="<b>\\"hi\\"</b>\\n\\u{202e}evil" n=3',
+        "  b: echo ok=true (after a)",
+      ].join("\n"),
+    );
+    expect(out.html).not.toContain("<b>");
+    expect(out.html).not.toContain("\u202e");
+    expect(out.html).toContain("&lt;b&gt;");
+  });
+
+  it("cuts a long value and says so; folds a long task list; never grows past one event", () => {
+    expect(showValue("x".repeat(500))).toBe(`"${"x".repeat(200)}"… (500 characters, cut)`);
+    const many = Array.from({ length: 400 }, (_, i) => spec(`t${i}`, { message: "y".repeat(300) }));
+    const out = renderPlan({ id: "d", description: null, maxParallel: null, tasks: many }, "a".repeat(64));
+    expect(out.html).toContain("<details><summary>400 tasks</summary>");
+    expect(out.body).toMatch(/… and \d+ more tasks not shown: read the DAG itself before confirming\.$/);
+    const pending = run({
+      status: "pending",
+      confirmedBy: null,
+      hash: "a".repeat(64),
+      dag: { id: "backup", description: null, maxParallel: null, tasks: many },
+    });
+    const card = cardMessage(pending, [], T0);
+    expect(jsonBytes(card.content)).toBeLessThanOrEqual(MAX_EVENT_CONTENT_BYTES);
+    expect(String(card.content["body"])).toContain("`!dag confirm backup aaaaaaaaaaaa`");
+    // Once confirmed, the card no longer carries the plan.
+    expect(String(cardMessage(run({ dag: pending.dag }), [], T0).content["body"])).not.toContain(
+      "What runs if confirmed",
     );
   });
 });

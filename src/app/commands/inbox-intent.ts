@@ -7,16 +7,19 @@
  *   among the room's pending runs, the one whose `card.<run_id>` row was sent as the reacted-to event.
  *   Any other reaction, or one on another event or on a run that no longer awaits confirmation, is
  *   ignored without a reply (a second ✅ after a confirm says nothing, as a reaction should).
- * The camelCase shapes of src/ports/chat.ts (IncomingCommand, IncomingReaction) are read as well, so
- * intake may store either.
+ * Only an `m.reaction` event decides: intake records each event's type under INBOX_EVENT_TYPE_KEY,
+ * and a message that carries a reaction's fields is not a reaction.
+ * - an edit (`m.replace`) of a command: never applied; the leader answers that it was not.
+ * The camelCase message shape of src/ports/chat.ts (IncomingCommand) is read as well.
  */
 import type { CommandInput } from "../../domain/commands.js";
-import type { OutboxStore, RunRecord, RunStore } from "../../ports/store.js";
-import { cardTxnId } from "../render/messages.js";
+import { INBOX_EVENT_TYPE_KEY, type OutboxStore, type RunRecord, type RunStore } from "../../ports/store.js";
+import { CARD_CONTENT_KEY, cardTxnId } from "../render/messages.js";
 
 export type InboxIntent =
   | { kind: "message"; input: CommandInput; threadRoot: string | null }
   | { kind: "reaction"; targetEventId: string; decision: "confirm" | "reject" }
+  | { kind: "edit"; editedEventId: string }
   | { kind: "other"; why: string };
 
 /** Reaction keys that decide, compared without emoji variation selectors. */
@@ -33,17 +36,22 @@ export function decodeInboxContent(content: Record<string, unknown>): InboxInten
   const relType = str(relation?.["rel_type"]) ?? str(camelRelation?.["relType"]);
   const relEvent = str(relation?.["event_id"]) ?? str(camelRelation?.["eventId"]);
 
-  const reactionTarget = relType === "m.annotation" ? relEvent : str(content["targetEventId"]);
-  const reactionKey = relType === "m.annotation" ? str(relation?.["key"]) : str(content["key"]);
-  if (reactionTarget !== null && reactionKey !== null) {
+  const eventType = str(content[INBOX_EVENT_TYPE_KEY]);
+  if (eventType === "m.reaction") {
+    const reactionKey = str(relation?.["key"]);
+    if (relType !== "m.annotation" || relEvent === null || reactionKey === null)
+      return { kind: "other", why: "a malformed reaction" };
     const key = reactionKey.replace(/[\uFE0E\uFE0F]/g, "").trim();
-    if (CONFIRM_KEYS.includes(key))
-      return { kind: "reaction", targetEventId: reactionTarget, decision: "confirm" };
-    if (REJECT_KEYS.includes(key))
-      return { kind: "reaction", targetEventId: reactionTarget, decision: "reject" };
+    if (CONFIRM_KEYS.includes(key)) return { kind: "reaction", targetEventId: relEvent, decision: "confirm" };
+    if (REJECT_KEYS.includes(key)) return { kind: "reaction", targetEventId: relEvent, decision: "reject" };
     return { kind: "other", why: "a reaction that is not ✅ or ❌" };
   }
-  if (relType === "m.replace") return { kind: "other", why: "an edit" };
+  if (relType === "m.annotation") return { kind: "other", why: "a message with a reaction's relation" };
+  if (relType === "m.replace") {
+    return relEvent === null
+      ? { kind: "other", why: "a malformed edit" }
+      : { kind: "edit", editedEventId: relEvent };
+  }
 
   const body = str(content["body"]);
   if (body === null) return { kind: "other", why: "no body" };
@@ -58,16 +66,21 @@ export function decodeInboxContent(content: Record<string, unknown>): InboxInten
 /** Pending runs looked at per reaction; more than this awaiting confirmation in one room is unusual. */
 const MAX_PENDING_SCAN = 200;
 
-/** The pending run of this room whose status card is `targetEventId`, or null. */
+/**
+ * The pending run of this room whose status card is `targetEventId`, and the content hash that card
+ * showed (null for a card from before cards showed one), or null.
+ */
 export async function findCardRun(
   store: Pick<RunStore, "listRuns"> & Pick<OutboxStore, "getOutbox">,
   roomId: string,
   targetEventId: string,
-): Promise<RunRecord | null> {
+): Promise<{ run: RunRecord; shownHash: string | null } | null> {
   const pending = await store.listRuns(roomId, { statuses: ["pending"], limit: MAX_PENDING_SCAN });
   for (const run of pending) {
     const card = await store.getOutbox(cardTxnId(run.runId));
-    if (card !== null && card.sentEventId === targetEventId) return run;
+    if (card !== null && card.sentEventId === targetEventId) {
+      return { run, shownHash: str(obj(card.content[CARD_CONTENT_KEY])?.["hash"]) };
+    }
   }
   return null;
 }

@@ -88,6 +88,8 @@ async function runIntent(
   intent: InboxIntent,
 ): Promise<{ outcome: Outcome; threadRoot: string | null }> {
   if (intent.kind === "other") return { outcome: { kind: "ignored", why: intent.why }, threadRoot: null };
+  // The leader acts on a command as first sent; clients show the latest edit, so say it was not applied.
+  if (intent.kind === "edit") return { outcome: { kind: "edit-not-applied" }, threadRoot: null };
   let command: Command;
   let threadRoot: string | null;
   if (intent.kind === "message") {
@@ -103,10 +105,15 @@ async function runIntent(
     }
     command = parsed.command;
   } else {
-    const run = await findCardRun(deps.store, row.roomId, intent.targetEventId);
-    if (run === null)
+    const found = await findCardRun(deps.store, row.roomId, intent.targetEventId);
+    if (found === null)
       return { outcome: { kind: "ignored", why: "not a card awaiting confirmation" }, threadRoot: null };
-    command = { verb: intent.decision, id: run.dagId };
+    const { run, shownHash } = found;
+    // A ✅ confirms the content the card showed, as `!dag confirm <id> <hash>` would.
+    command =
+      intent.decision === "confirm"
+        ? { verb: "confirm", id: run.dagId, hash: shownHash }
+        : { verb: "reject", id: run.dagId };
     threadRoot = run.publishEventId;
   }
   const ctx = await handlerContext(deps, fence, row);
@@ -184,6 +191,7 @@ function placementOf(row: InboxEvent, intent: InboxIntent, outcome: Outcome): Pl
       ? { kind: "reply", to: intent.targetEventId }
       : { kind: "thread", root, to: intent.targetEventId };
   }
+  if (intent.kind === "edit") return { kind: "reply", to: intent.editedEventId };
   const root = intent.kind === "message" ? intent.threadRoot : null;
   return root === null ? { kind: "reply", to: row.eventId } : { kind: "thread", root, to: row.eventId };
 }

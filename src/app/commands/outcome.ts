@@ -25,6 +25,8 @@ export interface RunSummary {
   createdAt: number;
   updatedAt: number;
   taskCount: number;
+  /** The DAG's content hash (absent in outcomes stored before it was recorded). */
+  hash?: string;
 }
 
 export interface TaskLine {
@@ -119,7 +121,7 @@ export type Outcome =
       taskIds: string[];
       needsConfirmation: boolean;
     }
-  | { kind: "nothing-to-retry"; run: RunSummary; why: "succeeded" | "not-ended" }
+  | { kind: "nothing-to-retry"; run: RunSummary; why: "succeeded" | "not-ended" | "never-confirmed" }
   | {
       kind: "nodes";
       nodes: NodeLine[];
@@ -131,6 +133,8 @@ export type Outcome =
   | { kind: "cap"; cap: number; previous: number }
   /** A write asked of a node that does not lead the room (CLI/HTTP on a follower). */
   | { kind: "not-leader"; roomId: string }
+  /** An edit of a command: edits are never applied (the command ran, or was answered, as first sent). */
+  | { kind: "edit-not-applied" }
   /** A reaction that is not a decision on a card awaiting confirmation: no reply at all. */
   | { kind: "ignored"; why: string };
 
@@ -166,6 +170,7 @@ export function summarizeRun(run: RunRecord): RunSummary {
     createdAt: run.createdAt,
     updatedAt: run.updatedAt,
     taskCount: run.dag.tasks.length,
+    hash: run.hash,
   };
 }
 

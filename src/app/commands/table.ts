@@ -41,7 +41,7 @@ function entry<V extends CommandVerb>(
 export const COMMAND_HANDLERS: { readonly [V in CommandVerb]: CommandHandler<V> } = {
   help: entry("help", (ctx, c) => handleHelp(ctx, c.topic)),
   publish: entry("publish", (ctx, c) => handlePublish(ctx, c.source)),
-  confirm: entry("confirm", (ctx, c) => handleDecision(ctx, "confirm", c.id)),
+  confirm: entry("confirm", (ctx, c) => handleDecision(ctx, "confirm", c.id, c.hash)),
   reject: entry("reject", (ctx, c) => handleDecision(ctx, "reject", c.id)),
   cancel: entry("cancel", (ctx, c) => handleDecision(ctx, "cancel", c.id)),
   status: entry("status", (ctx, c) => handleStatus(ctx, c.id)),

@@ -48,13 +48,19 @@ export type Placement =
   /** In the thread rooted at `root`, answering `to` (the root itself when it starts the thread). */
   | { kind: "thread"; root: string; to: string };
 
-/** An m.notice with both bodies; `extra` adds keys (mentions, custom keys). */
+/**
+ * An m.notice with both bodies; `extra` adds keys (custom keys, or mentions and msgtype for the one
+ * message meant to reach someone). Every message says whom it mentions, nobody unless `extra` says
+ * so: with m.mentions present, clients and servers no longer look for names or `@room` in the
+ * body, so text quoted from a command (an id, an error) cannot ping anyone.
+ */
 export function noticeContent(rendered: Rendered, placement: Placement, extra: Record<string, unknown> = {}) {
   const content: Record<string, unknown> = {
     msgtype: "m.notice",
     body: rendered.body,
     format: HTML_FORMAT,
     formatted_body: rendered.html,
+    "m.mentions": {},
     ...extra,
   };
   const relation = relatesTo(placement);
@@ -186,7 +192,8 @@ export function cardMessage(
     roomId: run.roomId,
     eventType: MESSAGE_EVENT_TYPE,
     content: noticeContent(rendered, cardPlacement(run), {
-      [CARD_CONTENT_KEY]: { runId: run.runId, dagId: run.dagId },
+      // The hash the card shows: a ✅ on this card confirms that content and no other.
+      [CARD_CONTENT_KEY]: { runId: run.runId, dagId: run.dagId, hash: run.hash },
     }),
   };
 }
@@ -214,7 +221,11 @@ export function cardEditMessage(
       body: `* ${rendered.body}`,
       format: HTML_FORMAT,
       formatted_body: `* ${rendered.html}`,
-      "m.new_content": { ...newContent, [CARD_CONTENT_KEY]: { runId: run.runId, dagId: run.dagId } },
+      "m.mentions": {},
+      "m.new_content": {
+        ...newContent,
+        [CARD_CONTENT_KEY]: { runId: run.runId, dagId: run.dagId, hash: run.hash },
+      },
       "m.relates_to": { rel_type: "m.replace" },
     },
     replacesTxnId: cardTxnId(run.runId),
@@ -236,7 +247,12 @@ export function cardUpdateMessages(
   return cardExists ? [cardEditMessage(run, tasks, now)] : [cardMessage(run, tasks, now)];
 }
 
-/** The one message that tells the publisher their run ended, mentioning them (m.mentions + pill). */
+/**
+ * The one message that tells the publisher their run ended, mentioning them (m.mentions + pill). It
+ * is an m.text, not a notice: the default push rules silence every m.notice before a mention is
+ * looked at, so a notice would never reach the publisher. Everything else the bot says stays a
+ * notice, quiet. Without a Matrix publisher (a CLI run) there is nobody to reach: a notice.
+ */
 export function finalMessage(run: RunRecord, tasks: readonly TaskRecord[]): OutboxMessageInput {
   const summary = summarizeTasks(tasks.map((t) => t.status));
   const started = tasks.map((t) => t.startedAt).filter((t): t is number => t !== null);
@@ -258,7 +274,9 @@ export function finalMessage(run: RunRecord, tasks: readonly TaskRecord[]): Outb
     summary.total,
     "task",
   )}${counts === "" ? "" : `: ${counts}`}.${next}`;
-  const mentions = isMatrixUserId(run.publisher) ? { "m.mentions": { user_ids: [run.publisher] } } : {};
+  const mentions = isMatrixUserId(run.publisher)
+    ? { msgtype: "m.text", "m.mentions": { user_ids: [run.publisher] } }
+    : {};
   const placement: Placement =
     run.publishEventId === null ? { kind: "room" } : { kind: "reply", to: run.publishEventId };
   return {

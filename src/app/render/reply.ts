@@ -3,6 +3,7 @@
  * outcome always renders the same reply. `null` means the outcome deserves no reply (a reaction that
  * was not a decision).
  */
+import { shortHash } from "../../domain/commands.js";
 import { formatDuration } from "../../domain/duration.js";
 import type { Outcome, RunProgress, RunSummary } from "../commands/outcome.js";
 import type { Rendered } from "./html.js";
@@ -78,11 +79,7 @@ export function renderOutcome(outcome: Outcome): Rendered | null {
     case "retried":
       return renderRetried(outcome);
     case "nothing-to-retry":
-      return outcome.why === "succeeded"
-        ? r`${code(outcome.run.dagId)} succeeded: nothing to retry.`
-        : r`${code(outcome.run.dagId)} is still ${RUN_WORD[outcome.run.status]}; retry is for a run that ended. Stop it first with ${code(
-            `!dag cancel ${outcome.run.dagId}`,
-          )}.`;
+      return renderNothingToRetry(outcome.run, outcome.why);
     case "nodes":
       return renderNodes(outcome);
     case "cap":
@@ -95,8 +92,26 @@ export function renderOutcome(outcome: Outcome): Rendered | null {
       }`;
     case "not-leader":
       return r`This node does not lead room ${code(outcome.roomId)} right now, so it cannot change anything there; try again in a moment or send the command in the room.`;
+    case "edit-not-applied":
+      return r`✏️ Edits are not applied: dagbot acts on a command as it was first sent, whatever the edit shows. To change it, send the command again as a new message (for a DAG: publish again).`;
     case "ignored":
       return null;
+  }
+}
+
+function renderNothingToRetry(
+  run: RunSummary,
+  why: Extract<Outcome, { kind: "nothing-to-retry" }>["why"],
+): Rendered {
+  switch (why) {
+    case "succeeded":
+      return r`${code(run.dagId)} succeeded: nothing to retry.`;
+    case "not-ended":
+      return r`${code(run.dagId)} is still ${RUN_WORD[run.status]}; retry is for a run that ended. Stop it first with ${code(
+        `!dag cancel ${run.dagId}`,
+      )}.`;
+    case "never-confirmed":
+      return r`⛔ ${code(run.dagId)} cannot be retried: nobody confirmed it (it is ${RUN_WORD[run.status]}), and retry is for a run that was confirmed and ran. To run it, publish it again under a new id; it then awaits confirmation like any new DAG.`;
   }
 }
 
@@ -138,7 +153,8 @@ function renderPublished(
   twoPersonRule: boolean,
   verb: string,
 ): Rendered {
-  const head = r`📥 ${verb} ${code(run.dagId)} (${plural(run.taskCount, "task")}, run ${code(run.runId)}).`;
+  const hash = run.hash === undefined ? "" : r`, content hash ${code(shortHash(run.hash))}`;
+  const head = r`📥 ${verb} ${code(run.dagId)} (${plural(run.taskCount, "task")}, run ${code(run.runId)}${hash}).`;
   if (!needsConfirmation) {
     return paragraphs([head, text("It starts now; the status card in this thread follows its progress.")]);
   }
@@ -149,9 +165,9 @@ function renderPublished(
   const who = twoPersonRule ? "someone other than the publisher" : "an authorised member";
   return paragraphs([
     head,
-    r`It awaits confirmation${expiry}: ${who} sends ${code(`!dag confirm ${run.dagId}`)} or reacts ✅ on its status card (${code(
-      `!dag reject ${run.dagId}`,
-    )} or ❌ drops it).`,
+    r`It awaits confirmation${expiry}: ${who} reads its status card (it shows what will run) and sends ${code(
+      `!dag confirm ${run.hash === undefined ? run.dagId : `${run.dagId} ${shortHash(run.hash)}`}`,
+    )} or reacts ✅ on it (${code(`!dag reject ${run.dagId}`)} or ❌ drops it).`,
   ]);
 }
 

@@ -4,10 +4,13 @@
  */
 import type { TaskSummary } from "../../domain/run-status.js";
 import { summarizeTasks } from "../../domain/run-status.js";
+import { shortHash } from "../../domain/commands.js";
+import type { ParsedDag } from "../../domain/model.js";
 import type { RunRecord, TaskRecord } from "../../ports/store.js";
 import type { RunSummary, TaskLine } from "../commands/outcome.js";
 import { selectTaskLines, summarizeRun } from "../commands/outcome.js";
 import type { Rendered } from "./html.js";
+import { renderPlan } from "./dag-plan.js";
 import { code, join, r, text, userPill } from "./html.js";
 import {
   clockTime,
@@ -32,6 +35,8 @@ export interface RunView {
   at: number;
   /** The room's cap on active tasks when known; 0 means the room is paused. */
   roomCap?: number;
+  /** While the run awaits confirmation: what it will run, so the confirmer sees what they approve. */
+  plan?: { dag: ParsedDag; hash: string } | undefined;
 }
 
 export function runView(
@@ -46,6 +51,7 @@ export function runView(
     tasks: selectTaskLines(tasks, MAX_CARD_TASK_LINES),
     at: now,
     ...(roomCap === undefined ? {} : { roomCap }),
+    plan: run.status === "pending" ? { dag: run.dag, hash: run.hash } : undefined,
   };
 }
 
@@ -74,6 +80,8 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
     parts.push(r`Room paused: its cap is 0, so no task starts until ${code("!dag cap <n>")} raises it.`);
   }
   if (run.status === "pending") parts.push(confirmHint(run, view.at, asCard));
+  const plan =
+    run.status === "pending" && view.plan !== undefined ? [renderPlan(view.plan.dag, view.plan.hash)] : [];
 
   const taskLines = view.tasks.map((t) => renderTaskLine(t, view.at));
   const hidden = summary.total - view.tasks.length;
@@ -88,6 +96,7 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
     body: [
       title.body,
       ...parts.map((p) => p.body),
+      ...plan.map((p) => p.body),
       ...taskLines.map((l) => l.body),
       ...hiddenNote.map((h) => h.body),
       footer.body,
@@ -95,6 +104,7 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
     html:
       `<p><b>${title.html}</b></p>` +
       parts.map((p) => `<p>${p.html}</p>`).join("") +
+      plan.map((p) => p.html).join("") +
       (taskLines.length > 0 ? `<ul>${taskLines.map((l) => `<li>${l.html}</li>`).join("")}</ul>` : "") +
       hiddenNote.map((h) => `<p>${h.html}</p>`).join("") +
       `<p><sub>${footer.html}</sub></p>`,
@@ -127,7 +137,8 @@ function confirmHint(run: RunSummary, at: number, asCard: boolean): Rendered {
       ? ""
       : ` It expires in ${formatDuration(Math.max(0, run.confirmDeadline - at))}.`;
   const where = asCard ? "to this message" : "on its status card";
-  return r`Awaiting confirmation: send ${code(`!dag confirm ${run.dagId}`)} or react ✅ ${where} to start it, ${code(
+  const confirm = run.hash === undefined ? run.dagId : `${run.dagId} ${shortHash(run.hash)}`;
+  return r`Awaiting confirmation: send ${code(`!dag confirm ${confirm}`)} or react ✅ ${where} to start it, ${code(
     `!dag reject ${run.dagId}`,
   )} or ❌ to drop it.${expires}`;
 }

@@ -10,13 +10,21 @@ import { summarizeRun } from "../outcome.js";
 import { checkTwoPersonRule } from "../permissions.js";
 import { commandContext, notFoundRun } from "./shared.js";
 import { commandInfo } from "../../../domain/command-table.js";
+import { SHORT_HASH_LENGTH, shortHash } from "../../../domain/commands.js";
 
 export type DecisionVerb = "confirm" | "reject" | "cancel";
 
+/**
+ * `hash` (confirm only): a prefix of the content hash the confirmer saw. A run's content never
+ * changes under its id (the same id with other content is a conflict, never a new run), so checking
+ * it here, before the fenced confirm, is enough: a confirmation given for other content than the
+ * run's is refused and changes nothing.
+ */
 export async function handleDecision(
   ctx: HandlerContext,
   verb: DecisionVerb,
   dagId: string,
+  hash: string | null = null,
 ): Promise<Outcome> {
   const cmd = commandContext(ctx);
   if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
@@ -28,6 +36,14 @@ export async function handleDecision(
       const rule = checkTwoPersonRule(run.publisher, ctx.sender, ctx.standing, ctx.policy);
       if (!rule.ok)
         return { kind: "refused", verb, reason: rule.reason, helpLine: `usage: ${commandInfo(verb).usage}` };
+      if (hash !== null && !run.hash.startsWith(hash.toLowerCase())) {
+        return {
+          kind: "refused",
+          verb,
+          reason: `\`${dagId}\` has content hash ${shortHash(run.hash)}, not ${hash.slice(0, SHORT_HASH_LENGTH)}: it is not the DAG you confirmed, so it was not started. Read its status card, then confirm the hash shown there.`,
+          helpLine: `usage: ${commandInfo(verb).usage}`,
+        };
+      }
     }
   }
   let result: RunDecisionResult;

@@ -46,6 +46,10 @@ export async function handleRetry(ctx: HandlerContext, dagId: string): Promise<O
   if (from === null) return notFoundRun(ctx, dagId);
   if (!isTerminalRun(from.status))
     return { kind: "nothing-to-retry", run: summarizeRun(from), why: "not-ended" };
+  // Rejected, expired, or canceled before anyone confirmed it: nobody approved it, and a retry (a
+  // new run its author may then confirm) would get round the confirmation it never had.
+  if (from.confirmDeadline !== null && from.confirmedBy === null)
+    return { kind: "nothing-to-retry", run: summarizeRun(from), why: "never-confirmed" };
   const tasks = await ctx.store.listTasks(from.runId);
   const again = new Set(tasks.filter((t) => t.status !== "succeeded").map((t) => t.taskId));
   if (again.size === 0) return { kind: "nothing-to-retry", run: summarizeRun(from), why: "succeeded" };
