@@ -66,6 +66,7 @@ export function createChatLoops(deps: ChatLoopsDeps): ChatLoops {
             body: E2EE_NOTICE,
             format: "org.matrix.custom.html",
             formatted_body: `<p>${E2EE_NOTICE}</p>`,
+            "m.mentions": {},
           },
         },
       ]);

@@ -181,7 +181,10 @@ async function contentToSend(
   row: OutboxMessage,
   log: Logger,
 ): Promise<Record<string, unknown> | null> {
-  const content: Record<string, unknown> = { ...row.content, [TXN_CONTENT_KEY]: row.txnId };
+  const content: Record<string, unknown> = withMentions(row.eventType, {
+    ...row.content,
+    [TXN_CONTENT_KEY]: row.txnId,
+  });
   if (!row.replacesTxnId) return content;
   const original = await deps.store.getOutbox(row.replacesTxnId);
   if (original?.sentEventId) {
@@ -222,7 +225,7 @@ async function sendPicture(
       deps.pictures === undefined
         ? pictureFailureContent(request.dagId, "this node cannot draw pictures", request.relation)
         : await deps.pictures(request);
-    const content = { ...event.content, [TXN_CONTENT_KEY]: row.txnId };
+    const content = withMentions(event.eventType, { ...event.content, [TXN_CONTENT_KEY]: row.txnId });
     let eventId: string;
     try {
       eventId = await deps.transport.sendEvent(row.roomId, event.eventType, content, row.txnId);
@@ -240,4 +243,18 @@ async function sendPicture(
     if (isConflict(err)) log.debug({ txn: row.txnId, reason: err.message }, "picture mark rejected");
     else log.warn({ txn: row.txnId, err: String(err) }, "picture not sent; retrying on a later pass");
   }
+}
+
+/**
+ * A message without m.mentions gets an empty one (and so does an edit's new content): then no
+ * client or server looks for names or `@room` in its text, and nobody is pinged by what the bot
+ * quotes. Whoever means to mention someone says so in m.mentions.
+ */
+function withMentions(eventType: string, content: Record<string, unknown>): Record<string, unknown> {
+  if (eventType !== "m.room.message") return content;
+  const out = "m.mentions" in content ? content : { ...content, "m.mentions": {} };
+  const inner = out["m.new_content"];
+  if (inner !== null && typeof inner === "object" && !("m.mentions" in inner))
+    return { ...out, "m.new_content": { ...inner, "m.mentions": {} } };
+  return out;
 }
