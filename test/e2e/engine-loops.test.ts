@@ -12,7 +12,7 @@ import { Worker } from "../../src/app/worker.js";
 import type { EngineSettings } from "../../src/app/node.js";
 import { startEngineNode } from "../../src/app/node.js";
 import { parseDag } from "../../src/domain/dag.js";
-import type { ActionDefinition } from "../../src/ports/executor.js";
+import type { ActionDefinition, ExecResult, Executor } from "../../src/ports/executor.js";
 import type { LeaderFence, Session, Store } from "../../src/ports/store.js";
 import type { SqliteTestDb } from "../support/sqlite-harness.js";
 import { sqliteTestDb } from "../support/sqlite-harness.js";
@@ -194,7 +194,12 @@ async function queuedSleep(s: Store, retries: number): Promise<{ fence: LeaderFe
   return { fence, runId: created.run.runId };
 }
 
-function worker(s: Store, nodeId: string, override: Partial<Store> = {}): Worker {
+function worker(
+  s: Store,
+  nodeId: string,
+  override: Partial<Store> = {},
+  options: { marginMs?: number; executor?: Executor } = {},
+): Worker {
   const w = new Worker(
     {
       session: { nodeId, bootId: "1" },
@@ -203,10 +208,16 @@ function worker(s: Store, nodeId: string, override: Partial<Store> = {}): Worker
       capacity: 1,
       actions: new Map([["sleep", sleepAction]]),
       taskLeaseMs: 900,
+      ...(options.marginMs === undefined ? {} : { marginMs: options.marginMs }),
       pollMs: 200,
       debounceMs: 10,
     },
-    { store: { ...bind(s), ...override }, executor: createProcessExecutor(), clock: systemClock, logger },
+    {
+      store: { ...bind(s), ...override },
+      executor: options.executor ?? createProcessExecutor(),
+      clock: systemClock,
+      logger,
+    },
   );
   cleanups.push(() => w.stop({ abortRunning: true }));
   return w;
@@ -258,6 +269,43 @@ describe("worker", () => {
     );
     // Still running in the store: only the leader's reaper may move it once the lease has expired.
     expect(await s.getTask(runId, "nap")).toMatchObject({ status: "running", finishedAt: null });
+  });
+
+  it("stops its action before the lease could expire when renewals fail, and writes nothing", async () => {
+    const s = await store();
+    const { runId } = await queuedSleep(s, 0);
+    // The claim's re-check and one renewal go through; then the store fails every renewal.
+    let renewals = 0;
+    const failing: Partial<Store> = {
+      renewTaskLease: (...args) =>
+        ++renewals <= 2 ? s.renewTaskLease(...args) : Promise.reject(new Error("store unreachable")),
+    };
+    const real = createProcessExecutor();
+    const runs: Array<{ startedAt: number; endedAt: number; result: ExecResult }> = [];
+    const executor: Executor = {
+      run: async (request) => {
+        const startedAt = Date.now();
+        const result = await real.run(request);
+        runs.push({ startedAt, endedAt: Date.now(), result });
+        return result;
+      },
+    };
+    // ttl 900 ms, renew every 300, margin 300, kill_grace 200: SIGTERM 400 ms after the last renewal sent.
+    const w = worker(s, "w1", failing, { marginMs: 300, executor });
+    w.start();
+    await waitFor(
+      "the action stopped",
+      () => runs.length,
+      (n) => n === 1,
+      { timeoutMs: 5_000 },
+    );
+    const task = await s.getTask(runId, "nap");
+    // Still running in the store, and its lease not yet expired when the action (and its group) was gone.
+    expect(task).toMatchObject({ status: "running", finishedAt: null });
+    // Stopped at termAt by the worker ("killed") or, the same instant, by the supervisor ("expired").
+    expect(["killed", "expired"]).toContain(runs[0]!.result.outcome);
+    expect(runs[0]!.endedAt).toBeLessThan(task!.leaseExpiresAt!);
+    expect(renewals).toBeGreaterThan(2);
   });
 
   it("stops a task whose run is canceled and records it canceled", async () => {
