@@ -92,8 +92,17 @@ export interface InboxStore {
   insertInboxEvent(event: InboxEventInput): Promise<"inserted" | "duplicate">;
   /** The next row of this room in new or handled state, in (origin_server_ts, event_id) order; null when none. */
   nextInboxEvent(fence: LeaderFence): Promise<InboxEvent | null>;
-  /** new → handled with its outcome, for commands whose effect is only a reply (errors, reads). */
-  markInboxHandled(fence: LeaderFence, eventId: string, result: Record<string, unknown>): Promise<void>;
+  /**
+   * new → handled with its outcome, for commands whose effect is only a reply (errors, reads).
+   * `content`, when given, replaces the stored content in the same write: a refused or malformed
+   * command keeps only a short prefix of its body (its relations stay, so the reply finds its thread).
+   */
+  markInboxHandled(
+    fence: LeaderFence,
+    eventId: string,
+    result: Record<string, unknown>,
+    options?: { content?: Record<string, unknown> },
+  ): Promise<void>;
   /** handled → replied, enqueueing the reply messages in the same transaction (insert-or-ignore by txnId). */
   markInboxReplied(fence: LeaderFence, eventId: string, replies: OutboxMessageInput[]): Promise<void>;
   getInboxEvent(eventId: string): Promise<InboxEvent | null>;
@@ -464,6 +473,46 @@ export interface EventLogStore {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Retention: what a leader forgets (README "Retention"). Every delete is fenced like any leader
+// write, and one call deletes at most one small batch of each kind, so it never holds the write
+// lock long; the caller repeats it while a batch came back full.
+
+export interface PruneLimits {
+  /**
+   * Age (on the store's clock) past which finished things go: runs in a terminal status not
+   * updated for this long, with their tasks, their events and their status-card messages; inbox
+   * rows in `replied` state whose receipt AND origin_server_ts are both older (the origin time is
+   * what intake's command window is measured against, so a row is kept as long as its event could
+   * still be accepted again: the caller keeps this above the window); outbox rows no longer pending
+   * (sent, superseded, failed) that are replies (`reply.*`) or belong to a run already pruned
+   * (`card.<run>*`, `final.<run>`); and the room's events that belong to no run. Other outbox
+   * rows (the one-per-room notices, whose insert-or-ignore must keep them from being sent twice)
+   * are kept.
+   */
+  olderThanMs: number;
+  /** Nodes whose last heartbeat is older than this are deleted. */
+  nodesOlderThanMs: number;
+  /** At most this many runs (each with all its tasks and events) per call. */
+  runs: number;
+  /** At most this many rows of each other kind per call. */
+  rows: number;
+}
+
+export interface PruneResult {
+  runs: number;
+  tasks: number;
+  events: number;
+  inbox: number;
+  outbox: number;
+  nodes: number;
+}
+
+export interface RetentionStore {
+  /** One batch of deletes for the fence's room (and the node list), in one fenced transaction. */
+  pruneBatch(fence: LeaderFence, limits: PruneLimits): Promise<PruneResult>;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Change feed: loops wake on change instead of sleeping (PostgreSQL LISTEN/NOTIFY; SQLite polls cheaply).
 
 export type ChangeTopic = "inbox" | "tasks" | "runs" | "outbox" | "lease" | "cap";
@@ -487,6 +536,7 @@ export interface Store
     OutboxStore,
     IdempotencyStore,
     EventLogStore,
+    RetentionStore,
     ChangeFeed {
   readonly kind: "sqlite" | "postgres";
   /** The store's clock now, in epoch ms. */

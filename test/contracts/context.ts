@@ -5,7 +5,7 @@
  *
  * A section is a module under test/contracts/sections/ that exports one function named
  * `<file>Section` (leasesSection, inboxSection, runsSection, claimsSection, schedulerSection,
- * outboxSection, nodesSection, idempotencySection, eventlogSection, migrationsSection) of type
+ * outboxSection, nodesSection, idempotencySection, eventlogSection, migrationsSection, retentionSection) of type
  * ContractSection; store.contract.ts registers it inside a describe block named after the file.
  */
 import type { Store, StoreOptions } from "../../src/ports/store.js";

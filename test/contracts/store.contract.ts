@@ -17,6 +17,7 @@ import { migrationsSection } from "./sections/migrations.js";
 import { nodesSection } from "./sections/nodes.js";
 import { outboxSection } from "./sections/outbox.js";
 import { policiesSection } from "./sections/policies.js";
+import { retentionSection } from "./sections/retention.js";
 import { runsSection } from "./sections/runs.js";
 import { schedulerSection } from "./sections/scheduler.js";
 
@@ -32,6 +33,7 @@ const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["idempotency", idempotencySection],
   ["eventlog", eventlogSection],
   ["migrations", migrationsSection],
+  ["retention", retentionSection],
 ];
 
 export interface StoreContractOptions {

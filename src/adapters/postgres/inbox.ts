@@ -83,12 +83,14 @@ export async function markInboxHandled(
   fence: LeaderFence,
   eventId: string,
   result: Record<string, unknown>,
+  options: { content?: Record<string, unknown> } = {},
 ): Promise<void> {
   const rows = await db.one(
     "mark inbox handled",
     `WITH ${fenceCte(2)},
      up AS (
-       UPDATE processed_events SET status = 'handled', result = $7::jsonb, handled_term = $5::bigint, handled_at = ${NOW}
+       UPDATE processed_events SET status = 'handled', result = $7::jsonb, handled_term = $5::bigint, handled_at = ${NOW},
+              content = coalesce($9::jsonb, content)
         WHERE event_id = $6::text AND room_id = $2::text AND status = 'new' AND EXISTS (SELECT 1 FROM fence)
         RETURNING room_id, event_id),
      src AS (
@@ -97,7 +99,14 @@ export async function markInboxHandled(
               jsonb_build_object('eventId', event_id, 'result', $7::jsonb) AS data FROM up),
      ${LOG_CTES}
      SELECT 1, pg_notify('dagbot', 'inbox:' || room_id) FROM up`,
-    [db.clockParam(), ...fenceParams(fence), eventId, json(result), sessionKey(fence.session)],
+    [
+      db.clockParam(),
+      ...fenceParams(fence),
+      eventId,
+      json(result),
+      sessionKey(fence.session),
+      options.content === undefined ? null : json(options.content),
+    ],
   );
   if (rows.length === 0)
     throw await explainMiss(

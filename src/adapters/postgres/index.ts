@@ -12,6 +12,7 @@ import * as leases from "./leases.js";
 import { migrate } from "./migrations.js";
 import * as nodes from "./nodes.js";
 import * as outbox from "./outbox.js";
+import * as retention from "./retention.js";
 import * as runs from "./runs.js";
 import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
@@ -88,7 +89,8 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
 
     insertInboxEvent: async (event) => inbox.insertInboxEvent(db, event),
     nextInboxEvent: async (fence) => inbox.nextInboxEvent(db, fence),
-    markInboxHandled: async (fence, eventId, result) => inbox.markInboxHandled(db, fence, eventId, result),
+    markInboxHandled: async (fence, eventId, result, options) =>
+      inbox.markInboxHandled(db, fence, eventId, result, options),
     markInboxReplied: async (fence, eventId, replies) => inbox.markInboxReplied(db, fence, eventId, replies),
     getInboxEvent: async (eventId) => inbox.getInboxEvent(db, eventId),
     latestInboxEvent: async (roomId) => inbox.latestInboxEvent(db, roomId),
@@ -130,6 +132,8 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     rememberIdempotencyKey: async (scope, key, result) =>
       nodes.rememberIdempotencyKey(db, scope, key, result),
     readEvents: async (roomId, sinceSeq, limit) => nodes.readEvents(db, roomId, sinceSeq, limit),
+
+    pruneBatch: async (fence, limits) => retention.pruneBatch(db, fence, limits),
   };
   return store;
 }

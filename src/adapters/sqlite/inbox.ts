@@ -105,10 +105,18 @@ export function markInboxHandled(
   fence: LeaderFence,
   eventId: string,
   result: Record<string, unknown>,
+  options: { content?: Record<string, unknown> } = {},
 ): Promise<void> {
   return c.write("mark inbox handled", (tx) => {
     c.checkFence("mark inbox handled", fence, tx.now);
     markHandledInTx(c, tx, fence, eventId, result);
+    if (options.content !== undefined) {
+      c.run(
+        "UPDATE processed_events SET content = ? WHERE event_id = ?",
+        JSON.stringify(options.content),
+        eventId,
+      );
+    }
   });
 }
 

@@ -10,6 +10,7 @@ import * as leases from "./leases.js";
 import { migrate } from "./migrations.js";
 import * as nodes from "./nodes.js";
 import * as outbox from "./outbox.js";
+import * as retention from "./retention.js";
 import * as runs from "./runs.js";
 import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
@@ -67,7 +68,8 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
 
     insertInboxEvent: async (event) => inbox.insertInboxEvent(c, event),
     nextInboxEvent: async (fence) => inbox.nextInboxEvent(c, fence),
-    markInboxHandled: async (fence, eventId, result) => inbox.markInboxHandled(c, fence, eventId, result),
+    markInboxHandled: async (fence, eventId, result, options) =>
+      inbox.markInboxHandled(c, fence, eventId, result, options),
     markInboxReplied: async (fence, eventId, replies) => inbox.markInboxReplied(c, fence, eventId, replies),
     getInboxEvent: async (eventId) => inbox.getInboxEvent(c, eventId),
     latestInboxEvent: async (roomId) => inbox.latestInboxEvent(c, roomId),
@@ -108,6 +110,8 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
 
     rememberIdempotencyKey: async (scope, key, result) => nodes.rememberIdempotencyKey(c, scope, key, result),
     readEvents: async (roomId, sinceSeq, limit) => nodes.readEvents(c, roomId, sinceSeq, limit),
+
+    pruneBatch: async (fence, limits) => retention.pruneBatch(c, fence, limits),
   };
   return store;
 }

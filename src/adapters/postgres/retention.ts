@@ -1,0 +1,100 @@
+/** Pruning on PostgreSQL: one fenced transaction deletes one small batch of each kind. */
+import type { LeaderFence, PruneLimits, PruneResult } from "../../ports/store.js";
+import type { Db } from "./db.js";
+import { NOW, sessionKey } from "./sql.js";
+import {
+  checkPruneLimits,
+  nothingPruned,
+  PRUNABLE_OUTBOX,
+  TERMINAL_RUN_LIST,
+} from "../store-common/retention.js";
+
+// Old rows sit at the front of each table's seq order, so the scans below start there and stop at
+// the first row that is too young (`bound`): a pass with nothing to prune reads a few rows, not the
+// whole history. The deletes take no event-log lock: they remove rows older than any reader's
+// position and draw no seq.
+const MAX_SEQ = "9223372036854775807";
+
+export async function pruneBatch(db: Db, fence: LeaderFence, limits: PruneLimits): Promise<PruneResult> {
+  checkPruneLimits(limits);
+  return db.tx("prune", async (tx) => {
+    await db.lockFence(tx, "prune", fence);
+    const room = fence.roomId;
+    const { rows: nowRows } = await tx.query<{ now: string }>(`SELECT ${NOW} AS now`, [tx.clockParam]);
+    const now = Number(nowRows[0]?.now);
+    const cutoff = now - limits.olderThanMs;
+    const result: PruneResult = { runs: 0, tasks: 0, events: 0, inbox: 0, outbox: 0, nodes: 0 };
+
+    const { rows: runRows } = await tx.query<{ run_id: string }>(
+      `SELECT run_id FROM runs WHERE room_id = $1 AND status IN ${TERMINAL_RUN_LIST} AND updated_at < $2
+        LIMIT $3 FOR UPDATE SKIP LOCKED`,
+      [room, cutoff, limits.runs],
+    );
+    const runIds = runRows.map((r) => r.run_id);
+    if (runIds.length > 0) {
+      result.tasks =
+        (await tx.query("DELETE FROM tasks WHERE run_id = ANY($1::text[])", [runIds])).rowCount ?? 0;
+      result.runs =
+        (await tx.query("DELETE FROM runs WHERE run_id = ANY($1::text[])", [runIds])).rowCount ?? 0;
+    }
+
+    result.inbox =
+      (
+        await tx.query(
+          `DELETE FROM processed_events WHERE event_id IN (
+             SELECT event_id FROM processed_events
+              WHERE room_id = $1 AND origin_server_ts < $2 AND status = 'replied' AND received_at < $2 LIMIT $3)`,
+          [room, cutoff, limits.rows],
+        )
+      ).rowCount ?? 0;
+
+    result.outbox =
+      (
+        await tx.query(
+          `DELETE FROM outbox WHERE seq IN (
+             SELECT o.seq FROM outbox o
+              WHERE o.room_id = $1 AND o.status IN ('sent','superseded','failed')
+                AND o.created_at < $2 AND o.updated_at < $2
+                AND o.seq < coalesce((SELECT seq FROM outbox WHERE room_id = $1 AND created_at >= $2
+                                       ORDER BY seq LIMIT 1), $4::bigint)
+                AND ${PRUNABLE_OUTBOX}
+              ORDER BY o.seq LIMIT $3)`,
+          [room, cutoff, limits.rows, MAX_SEQ],
+        )
+      ).rowCount ?? 0;
+
+    // The room's own events and those of runs already pruned (a finished run's events are no
+    // younger than its last update); a run still kept keeps its whole history.
+    result.events =
+      (
+        await tx.query(
+          `DELETE FROM events WHERE room_id = $1 AND seq IN (
+             SELECT e.seq FROM events e
+              WHERE e.room_id = $1 AND e.at < $2
+                AND e.seq < coalesce((SELECT seq FROM events WHERE room_id = $1 AND at >= $2
+                                       ORDER BY seq LIMIT 1), $4::bigint)
+                AND (e.run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = e.run_id))
+              ORDER BY e.seq LIMIT $3)`,
+          [room, cutoff, limits.rows, MAX_SEQ],
+        )
+      ).rowCount ?? 0;
+
+    result.nodes =
+      (
+        await tx.query(
+          "DELETE FROM nodes WHERE node_id IN (SELECT node_id FROM nodes WHERE heartbeat_at < $1 LIMIT $2)",
+          [now - limits.nodesOlderThanMs, limits.rows],
+        )
+      ).rowCount ?? 0;
+
+    if (!nothingPruned(result)) {
+      tx.log(room, {
+        kind: "retention.pruned",
+        term: fence.term,
+        actor: sessionKey(fence.session),
+        data: { ...result },
+      });
+    }
+    return result;
+  });
+}
