@@ -7,7 +7,7 @@
  */
 import type { Clock } from "../ports/clock.js";
 import type { Logger } from "../ports/logger.js";
-import type { ChangeFeed, LeaderFence, Scheduler } from "../ports/store.js";
+import type { ChangeFeed, LeaderFence, PruneResult, RetentionStore, Scheduler } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
 import { Waker, wakeOnChange } from "./wake.js";
 
@@ -26,13 +26,31 @@ export interface LeaderTimings {
 
 export const DEFAULT_LEADER_TIMINGS: LeaderTimings = { debounceMs: 15, safetyTickMs: 1_000 };
 
+/** What the leader forgets (README "Retention"); see PruneLimits for exactly what goes. */
+export interface RetentionSettings {
+  /** Finished runs, answered commands and sent messages older than this are deleted. */
+  finishedMs: number;
+  /** Nodes silent for longer than this are dropped. */
+  forgetNodesAfterMs: number;
+  /** How often a round of pruning starts; the first comes one period after leadership begins. */
+  everyMs: number;
+}
+
+// Small batches keep each delete transaction short (the store's write lock, a PostgreSQL
+// transaction's row locks), with a pause between them so the leader's own writes get in.
+const PRUNE_RUNS_PER_BATCH = 20;
+const PRUNE_ROWS_PER_BATCH = 500;
+const PRUNE_PAUSE_MS = 20;
+
 export interface LeaderDeps {
-  store: Scheduler & ChangeFeed;
+  store: Scheduler & ChangeFeed & Partial<RetentionStore>;
   clock: Clock;
   logger: Logger;
   timings: LeaderTimings;
   /** The command handling step; null leaves commands waiting in the inbox. */
   processInbox: InboxStep | null;
+  /** Null (or absent) keeps everything forever. */
+  retention?: RetentionSettings | null;
 }
 
 /** What one pass changed, for the log and to decide whether to run again at once. */
@@ -111,6 +129,7 @@ export async function runLeaderLoop(
   const waker = new Waker(deps.clock, deps.timings.debounceMs);
   const unsubscribe = wakeOnChange(deps.store, waker, ["inbox", "tasks", "runs", "cap"], [fence.roomId]);
   const stepDeps = { ...deps, logger: log };
+  const pruning = runPruneLoop(deps, log, fence, signal, deposed);
   let failures = 0;
   let backToBack = 0;
   try {
@@ -137,5 +156,49 @@ export async function runLeaderLoop(
     }
   } finally {
     unsubscribe();
+    await pruning;
+  }
+}
+
+/**
+ * Prunes the room while leading: every `retention.everyMs`, batches until one comes back short.
+ * Each batch is fenced like any leader write; a rejected one means deposed.
+ */
+async function runPruneLoop(
+  deps: LeaderDeps,
+  log: Logger,
+  fence: LeaderFence,
+  signal: AbortSignal,
+  deposed: () => void,
+): Promise<void> {
+  const retention = deps.retention ?? null;
+  const prune = deps.store.pruneBatch?.bind(deps.store);
+  if (retention === null || prune === undefined) return;
+  const limits = {
+    olderThanMs: retention.finishedMs,
+    nodesOlderThanMs: retention.forgetNodesAfterMs,
+    runs: PRUNE_RUNS_PER_BATCH,
+    rows: PRUNE_ROWS_PER_BATCH,
+  };
+  while (!signal.aborted) {
+    await deps.clock.sleep(retention.everyMs, signal);
+    const total: PruneResult = { runs: 0, tasks: 0, events: 0, inbox: 0, outbox: 0, nodes: 0 };
+    try {
+      while (!signal.aborted) {
+        const r = await prune(fence, limits);
+        for (const k of Object.keys(total) as Array<keyof PruneResult>) total[k] += r[k];
+        const full = r.runs >= limits.runs || Math.max(r.events, r.inbox, r.outbox, r.nodes) >= limits.rows;
+        if (!full) break;
+        await deps.clock.sleep(PRUNE_PAUSE_MS, signal);
+      }
+    } catch (err) {
+      if (isConflict(err)) {
+        log.info({ reason: err.message }, "deposed: a fenced prune was rejected");
+        deposed();
+        return;
+      }
+      log.warn({ err: String(err) }, "pruning failed; trying again next round");
+    }
+    if (Object.values(total).some((n) => n > 0)) log.info({ ...total }, "pruned");
   }
 }

@@ -9,7 +9,7 @@ import type { ActionDefinition, Executor } from "../ports/executor.js";
 import type { Logger } from "../ports/logger.js";
 import type { LeaderFence, Session, Store } from "../ports/store.js";
 import type { LeaseTimings } from "./lease-keeper.js";
-import type { InboxStep, LeaderTimings } from "./leader.js";
+import type { InboxStep, LeaderTimings, RetentionSettings } from "./leader.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { runLeaderLoop } from "./leader.js";
 import { Worker } from "./worker.js";
@@ -36,6 +36,8 @@ export interface EngineSettings {
   work: boolean;
   /** The room cap this node's config asks for, applied only to rooms that never had one (initRoomCap). */
   initialCap?: number | null;
+  /** What the leader prunes and when; null or absent keeps everything. */
+  retention?: RetentionSettings | null;
 }
 
 export interface EngineDeps {
@@ -124,6 +126,7 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
               logger: log,
               timings: settings.leader,
               processInbox: deps.processInbox,
+              retention: settings.retention ?? null,
             },
             fence,
             signal,

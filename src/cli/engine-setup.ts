@@ -169,6 +169,19 @@ export function engineSettings(config: NodeConfig, overrides: Partial<EngineSett
     workerPollMs: 1_000,
     work: true,
     initialCap: config.limits.globalCap,
+    retention: {
+      finishedMs: config.retention.finishedMs,
+      forgetNodesAfterMs: config.retention.forgetNodesAfterMs,
+      // A tenth of the shorter retention, between 1 s and a minute: a row outlives its retention by
+      // at most that, and a leader with nothing to prune reads a few rows a minute.
+      everyMs: Math.min(
+        60_000,
+        Math.max(
+          1_000,
+          Math.floor(Math.min(config.retention.finishedMs, config.retention.forgetNodesAfterMs) / 10),
+        ),
+      ),
+    },
     ...overrides,
   };
 }

@@ -60,6 +60,19 @@ export interface LimitsConfig {
   confirmTimeoutMs: number;
 }
 
+/** What the leader forgets, and when (README "Retention"). */
+export interface RetentionConfig {
+  /**
+   * Runs that ended, with their tasks and events; commands handled and answered; messages sent.
+   * Kept above the command window: an inbox row is what stops a replayed event from being handled twice.
+   */
+  finishedMs: number;
+  /** A node whose last heartbeat is older than this is shown as gone. */
+  nodeGoneAfterMs: number;
+  /** A node gone for this long is dropped from the node list. */
+  forgetNodesAfterMs: number;
+}
+
 export interface HttpConfig {
   listen: string;
   host: string;
@@ -84,6 +97,7 @@ export interface NodeConfig {
   actions: Record<string, ActionDefinition>;
   lease: LeaseConfig;
   limits: LimitsConfig;
+  retention: RetentionConfig;
   http: HttpConfig | null;
   logLevel: LogLevel;
 }
@@ -97,6 +111,13 @@ const ROOM_ID = /^![^:\s]+:\S+$/;
 const LISTEN = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
 /** setTimeout cannot wait longer than 2^31-1 ms (about 24.8 days). */
 const MAX_DURATION_MS = 2_147_483_647;
+/** Retention is an age, not a timer: up to ten years. */
+const MAX_RETENTION_MS = 10 * 365 * 86_400_000;
+/**
+ * How far the store's clock and a node's may disagree, plus the homeserver's: an inbox row is kept
+ * this much longer than the command window (see the retention check below).
+ */
+export const RETENTION_WINDOW_MARGIN_MS = 3_600_000;
 const MAX_OUTPUT_LIMIT = 64 * 1024 * 1024;
 
 const id = z.string().regex(ID, { error: ID_HINT });
@@ -109,7 +130,7 @@ function kindOf(value: unknown): string {
   return typeof value === "object" ? "a table" : `a ${typeof value}`;
 }
 
-function duration(min: number) {
+function duration(min: number, max = MAX_DURATION_MS) {
   const hint = (iss: { input?: unknown }) =>
     iss.input === undefined ? undefined : `expected a duration string like "30s", got ${kindOf(iss.input)}`;
   return z.string({ error: hint }).transform((text, ctx) => {
@@ -126,7 +147,11 @@ function duration(min: number) {
         code: "custom",
         message: min === 1 ? "must be longer than 0" : `must be at least ${min}ms`,
       });
-    if (ms > MAX_DURATION_MS) ctx.addIssue({ code: "custom", message: "must be at most 24 days" });
+    if (ms > max)
+      ctx.addIssue({
+        code: "custom",
+        message: max === MAX_DURATION_MS ? "must be at most 24 days" : "must be at most 10 years",
+      });
     return ms;
   });
 }
@@ -287,6 +312,23 @@ const limitsSchema = z.strictObject({
   confirm_timeout: duration(1).prefault("1h"),
 });
 
+const retentionSchema = z
+  .strictObject({
+    finished: duration(1, MAX_RETENTION_MS).prefault("7d"),
+    // Default: 30s, or three heartbeats (3 × lease.renew_every) when that is longer.
+    node_gone_after: duration(1).optional(),
+    forget_nodes_after: duration(1, MAX_RETENTION_MS).prefault("1d"),
+  })
+  .superRefine((r, ctx) => {
+    if (r.node_gone_after !== undefined && r.forget_nodes_after < r.node_gone_after) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["forget_nodes_after"],
+        message: "must be at least retention.node_gone_after",
+      });
+    }
+  });
+
 const httpSchema = z.strictObject({
   listen: z
     .string()
@@ -319,10 +361,33 @@ export const nodeConfigFileSchema = z
     actions: z.record(z.string().regex(ID, { error: `action names ${ID_HINT}` }), actionSchema).prefault({}),
     lease: leaseSchema.prefault({}),
     limits: limitsSchema.prefault({}),
+    retention: retentionSchema.prefault({}),
     http: httpSchema.optional(),
     log_level: z.enum(LOG_LEVELS).prefault("info"),
   })
   .superRefine((file, ctx) => {
+    // An inbox row is what makes a replayed event a duplicate; intake takes events up to the
+    // command window old (by origin_server_ts, on its own clock), so a row pruned sooner could be
+    // inserted and handled again.
+    const window = file.matrix?.command_window;
+    if (window !== undefined && file.retention.finished < window + RETENTION_WINDOW_MARGIN_MS) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["retention", "finished"],
+        message: `must be at least matrix.command_window plus 1h (${Math.ceil(
+          (window + RETENTION_WINDOW_MARGIN_MS) / 60_000,
+        )}m here): a command forgotten sooner could be handled twice`,
+      });
+    }
+    // A node beats once per lease.renew_every: a shorter limit would show live nodes as gone.
+    const gone = file.retention.node_gone_after;
+    if (gone !== undefined && gone <= 2 * file.lease.renew_every) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["retention", "node_gone_after"],
+        message: "must be longer than two heartbeats (2 × lease.renew_every)",
+      });
+    }
     // Each action must be stoppable within its claim: the worker's timing relation (claim-deadline.ts).
     const timings = {
       ttlMs: file.lease.ttl,
@@ -350,6 +415,7 @@ export function knownKeysAt(path: readonly PropertyKey[]): string[] | null {
     permissions: permissionsSchema,
     lease: leaseSchema,
     limits: limitsSchema,
+    retention: retentionSchema,
     http: httpSchema,
   };
   if (path.length === 0) return Object.keys(nodeConfigFileSchema.shape);
@@ -424,6 +490,11 @@ export function toNodeConfig(file: NodeConfigFile): NodeConfig {
       marginMs: marginOf(file.lease),
     },
     limits: { globalCap: file.limits.global_cap, confirmTimeoutMs: file.limits.confirm_timeout },
+    retention: {
+      finishedMs: file.retention.finished,
+      nodeGoneAfterMs: file.retention.node_gone_after ?? Math.max(30_000, 3 * file.lease.renew_every),
+      forgetNodesAfterMs: file.retention.forget_nodes_after,
+    },
     http:
       file.http === undefined || listen === null
         ? null

@@ -117,6 +117,7 @@ describe("defaults", () => {
       actions: {},
       lease: { ttlMs: 10_000, renewEveryMs: 3_000, acquireEveryMs: 1_000, marginMs: 1_000 },
       limits: { globalCap: 16, confirmTimeoutMs: 3_600_000 },
+      retention: { finishedMs: 7 * 86_400_000, nodeGoneAfterMs: 30_000, forgetNodesAfterMs: 86_400_000 },
       http: null,
       logLevel: "info",
     } satisfies NodeConfig);
@@ -163,6 +164,11 @@ describe("defaults", () => {
       marginMs: 2_000,
     });
     expect(config.limits).toEqual({ globalCap: 4, confirmTimeoutMs: 7_200_000 });
+    expect(config.retention).toEqual({
+      finishedMs: 3 * 86_400_000,
+      nodeGoneAfterMs: 60_000,
+      forgetNodesAfterMs: 2 * 86_400_000,
+    });
     expect(config.logLevel).toBe("debug");
   });
 });
@@ -210,6 +216,14 @@ describe("bad config files name the key path", () => {
       ],
     ],
     ["renew-not-shorter.toml", ["lease.renew_every: must be shorter than lease.ttl"]],
+    [
+      "retention-too-short.toml",
+      [
+        "retention.finished: must be at least matrix.command_window plus 1h (180m here): a command forgotten sooner could be handled twice",
+        "retention.forget_nodes_after: must be at least retention.node_gone_after",
+        "retention.node_gone_after: must be longer than two heartbeats (2 × lease.renew_every)",
+      ],
+    ],
   ])("%s", (name, expected) => {
     expect(lines(loadConfig({ file: fixture(name), env: {} }))).toEqual([...expected].sort());
   });
