@@ -10,6 +10,7 @@ import {
   withCommonOptions,
 } from "./engine-setup.js";
 import type { CommonOptions } from "./engine-setup.js";
+import { commandPolicy } from "./command-step.js";
 import { command, waitSeconds } from "./submit.js";
 
 interface CancelOptions extends CommonOptions {
@@ -39,7 +40,9 @@ async function cancel(dagId: string, options: CancelOptions): Promise<number> {
   const roomId = pickRoom(config, options.room);
   const store = await openConfiguredStore(config);
   try {
-    const answer = await command(store, roomId, `!dag cancel ${dagId}`, waitMs, { requireLiveNode: true });
+    const answer = await command(store, roomId, `!dag cancel ${dagId}`, waitMs, commandPolicy(config), {
+      requireLiveNode: true,
+    });
     process.stdout.write(`${answer.text ?? "canceled"}\n`);
     const o = answer.outcome;
     if (o === null) return answer.runId === null ? 1 : 0;

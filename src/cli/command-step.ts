@@ -11,12 +11,11 @@ import { randomUUID } from "node:crypto";
 import { lstat, readFile, realpath } from "node:fs/promises";
 import { userInfo } from "node:os";
 import { isAbsolute, join, relative } from "node:path";
-import { inboxStep } from "../app/commands/inbox-step.js";
+import { inboxStep, readOutcome } from "../app/commands/inbox-step.js";
 import type { CommandPolicy, DagLibrary } from "../app/commands/context.js";
-import { DEFAULT_NODE_STALE_AFTER_MS } from "../app/commands/context.js";
 import type { Outcome } from "../app/commands/outcome.js";
 import { unwrapOutcome } from "../app/commands/outcome.js";
-import { replyTxnId } from "../app/render/messages.js";
+import { replyContent, replyTxnId } from "../app/render/messages.js";
 import type { InboxStep } from "../app/leader.js";
 import type { NodeConfig } from "../config/node-config.js";
 import type { Logger } from "../ports/logger.js";
@@ -55,7 +54,7 @@ export function commandPolicy(config: NodeConfig): CommandPolicy {
     twoPersonRule: config.permissions.twoPersonRule,
     autoConfirm: config.permissions.autoConfirm,
     confirmTimeoutMs: config.limits.confirmTimeoutMs,
-    nodeStaleAfterMs: DEFAULT_NODE_STALE_AFTER_MS,
+    nodeStaleAfterMs: config.retention.nodeGoneAfterMs,
   };
 }
 
@@ -113,6 +112,8 @@ export function commandStep(config: NodeConfig, store: Store, logger: Logger): I
     policy: commandPolicy(config),
     loadDag: libraryLoader(config.dagLibrary),
     logger,
+    // Without [matrix] nothing sends the room's messages: do not queue them (issue 9).
+    queueMessages: config.matrix !== null,
   });
 }
 
@@ -135,8 +136,9 @@ export async function sendLocalCommand(
   roomId: string,
   body: string,
   timeoutMs: number,
+  policy: CommandPolicy,
 ): Promise<CommandAnswer | null> {
-  return awaitLocalCommand(store, await queueLocalCommand(store, roomId, body), timeoutMs);
+  return awaitLocalCommand(store, await queueLocalCommand(store, roomId, body), timeoutMs, policy);
 }
 
 /** Writes `body` into the room's inbox as a command from the local operator; returns its event id. */
@@ -164,11 +166,19 @@ export async function awaitLocalCommand(
   store: Store,
   eventId: string,
   timeoutMs: number,
+  policy: CommandPolicy,
 ): Promise<CommandAnswer | null> {
   const row = await waitForInbox(store, eventId, timeoutMs);
   if (row === null) return null;
+  // The chat's reply when one was queued; in an engine-only room none is, and the same text is
+  // rendered here from the stored outcome.
   const reply = await store.getOutbox(replyTxnId(eventId));
-  const text = typeof reply?.content["body"] === "string" ? reply.content["body"] : null;
+  let text = typeof reply?.content["body"] === "string" ? reply.content["body"] : null;
+  if (reply === null) {
+    const stored = await readOutcome({ store, policy }, row);
+    const rendered = stored === null ? null : replyContent(stored, { kind: "reply", to: eventId });
+    text = typeof rendered?.["body"] === "string" ? rendered["body"] : null;
+  }
   const outcome = unwrapOutcome(row.result);
   const result = row.result ?? {};
   const fromOutcome = outcome !== null && "run" in outcome ? outcome.run : null;

@@ -10,13 +10,14 @@ import { createProcessExecutor, pickBaseEnv } from "../adapters/exec/process-exe
 import type { LogLevel } from "../adapters/log/pino-logger.js";
 import { LOG_LEVELS } from "../adapters/log/pino-logger.js";
 import type { EngineNode } from "../app/node.js";
+import type { CommandPolicy } from "../app/commands/context.js";
 import { startEngineNode } from "../app/node.js";
 import { Waker, wakeOnChange } from "../app/wake.js";
 import type { NodeConfig } from "../config/node-config.js";
 import { isTerminalRun } from "../domain/run-states.js";
 import type { Logger } from "../ports/logger.js";
 import type { RunRecord, Store } from "../ports/store.js";
-import { commandStep } from "./command-step.js";
+import { commandPolicy, commandStep } from "./command-step.js";
 import type { DagFile } from "./dag-file.js";
 import { loadDagFile, publishBody } from "./dag-file.js";
 import {
@@ -148,7 +149,9 @@ async function runDag(file: string, options: RunOptions): Promise<number> {
     interrupted += 1;
     if (interrupted === 1 && dagId !== null) {
       process.stderr.write("\ncanceling the run (Ctrl-C again to stop at once)\n");
-      void command(store, roomId, `!dag cancel ${dagId}`, COMMAND_WAIT_MS).catch(() => {});
+      void command(store, roomId, `!dag cancel ${dagId}`, COMMAND_WAIT_MS, commandPolicy(config)).catch(
+        () => {},
+      );
     } else {
       process.stderr.write("\nstopping now\n");
       stopAll.abort();
@@ -157,7 +160,7 @@ async function runDag(file: string, options: RunOptions): Promise<number> {
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   try {
-    const started = await publishAndConfirm(store, roomId, dag);
+    const started = await publishAndConfirm(store, roomId, dag, commandPolicy(config));
     runId = started.runId;
     dagId = started.dagId;
     if (dagId !== dag.dag.id)
@@ -200,10 +203,11 @@ async function publishAndConfirm(
   store: Store,
   roomId: string,
   dag: DagFile,
+  policy: CommandPolicy,
 ): Promise<{ runId: string; dagId: string }> {
   let id = await freeDagId(store, roomId, dag.dag.id);
   for (let attempt = 0; ; attempt++) {
-    const answer = await command(store, roomId, publishBody(dag.document, id), COMMAND_WAIT_MS);
+    const answer = await command(store, roomId, publishBody(dag.document, id), COMMAND_WAIT_MS, policy);
     const kind = answer.outcome?.kind ?? (answer.runId !== null ? "published" : null);
     if ((kind === "exists" || kind === "conflict") && attempt < 5) {
       id = await freeDagId(store, roomId, dag.dag.id, 2);
@@ -217,7 +221,7 @@ async function publishAndConfirm(
     }
     const run = await store.getRunById(answer.runId);
     if (run?.status === "pending") {
-      const confirmed = await command(store, roomId, `!dag confirm ${id}`, COMMAND_WAIT_MS);
+      const confirmed = await command(store, roomId, `!dag confirm ${id}`, COMMAND_WAIT_MS, policy);
       const after = await store.getRunById(answer.runId);
       if (after?.status === "pending") {
         throw new CliError(`the run could not be confirmed:\n${confirmed.text ?? "no answer"}`, 1);

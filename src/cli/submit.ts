@@ -2,7 +2,8 @@
 import type { Command } from "commander";
 import type { Store } from "../ports/store.js";
 import type { CommandAnswer } from "./command-step.js";
-import { awaitLocalCommand, queueLocalCommand, roomHasLiveNode } from "./command-step.js";
+import { awaitLocalCommand, commandPolicy, queueLocalCommand, roomHasLiveNode } from "./command-step.js";
+import type { CommandPolicy } from "../app/commands/context.js";
 import { loadDagFile, publishBody } from "./dag-file.js";
 import {
   CliError,
@@ -63,6 +64,7 @@ export async function command(
   roomId: string,
   body: string,
   waitMs: number,
+  policy: CommandPolicy,
   { requireLiveNode = false }: { requireLiveNode?: boolean } = {},
 ): Promise<CommandAnswer> {
   const live = !requireLiveNode || (await roomHasLiveNode(store, roomId));
@@ -74,7 +76,7 @@ export async function command(
       EXIT_NO_LIVE_NODE,
     );
   }
-  const answer = await awaitLocalCommand(store, eventId, waitMs);
+  const answer = await awaitLocalCommand(store, eventId, waitMs, policy);
   if (answer === null) {
     throw new CliError(
       `no leader of room ${roomId} answered within ${waitMs / 1000}s; the command stays in the inbox and ` +
@@ -94,7 +96,14 @@ async function submit(file: string, options: SubmitOptions): Promise<number> {
   const dag = await loadDagFile(file);
   const store = await openConfiguredStore(config);
   try {
-    const published = await command(store, roomId, publishBody(dag.document), waitMs, LIVE);
+    const published = await command(
+      store,
+      roomId,
+      publishBody(dag.document),
+      waitMs,
+      commandPolicy(config),
+      LIVE,
+    );
     if (published.text !== null) process.stderr.write(`${published.text}\n`);
     const kind = published.outcome?.kind ?? null;
     if (published.runId === null || (kind !== null && kind !== "published" && kind !== "exists")) return 1;
@@ -105,6 +114,7 @@ async function submit(file: string, options: SubmitOptions): Promise<number> {
         roomId,
         `!dag confirm ${published.dagId ?? dag.dag.id}`,
         waitMs,
+        commandPolicy(config),
         LIVE,
       );
       if (confirmed.text !== null) process.stderr.write(`${confirmed.text}\n`);

@@ -324,6 +324,65 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
+      "a refused or malformed command keeps only a short prefix of its body; one that acts keeps it whole",
+      track(async () => {
+        const r = await room();
+        const padding = "x".repeat(20_000);
+        const thread = { rel_type: "m.thread", event_id: "$root:test" };
+        const refused = await say(r.roomId, LOW, {
+          msgtype: "m.text",
+          body: publishToml(chainToml("big", "echo", `# ${padding}`)),
+          format: "org.matrix.custom.html",
+          formatted_body: `<pre>${padding}</pre>`,
+          "m.relates_to": thread,
+          "com.example.extra": padding,
+        });
+        const malformed = await say(r.roomId, OP, `!dag cap ${padding}`);
+        const kept = await say(r.roomId, OP, publishToml(chainToml("kept", "echo", `# ${"y".repeat(500)}`)));
+        expect(await drain(r.fence)).toBe(3);
+
+        const refusedRow = await store.getInboxEvent(refused);
+        expect(refusedRow?.status).toBe("replied");
+        expect(JSON.stringify(refusedRow?.content).length).toBeLessThan(600);
+        expect(refusedRow?.content).toEqual({
+          msgtype: "m.text",
+          body: `${publishToml(chainToml("big", "echo", `# ${padding}`)).slice(0, 200)}…`,
+          format: "org.matrix.custom.html",
+          "m.relates_to": thread,
+        });
+        // The reply still went into the command's thread.
+        expect((await reply(refused))?.content["m.relates_to"]).toMatchObject(thread);
+        expect(String((await store.getInboxEvent(malformed))?.content["body"]).length).toBe(201);
+        // A command that took effect is the record of what was asked: kept as received.
+        expect(String((await store.getInboxEvent(kept))?.content["body"]).length).toBeGreaterThan(500);
+      }),
+    );
+
+    it(
+      "a room nothing sends messages for (engine-only) answers commands without queueing replies or cards",
+      track(async () => {
+        const r = await room();
+        const quiet: InboxDeps = { ...deps, queueMessages: false };
+        const before = await counts();
+        const eventId = await say(r.roomId, AUTO, publishToml(chainToml("silent")));
+        const statusId = await say(r.roomId, OP, "!dag status silent");
+        while ((await processNextInboxEvent(quiet, r.fence)) === "processed");
+        const run = await store.getRun(r.roomId, "silent");
+        expect(run?.status).toBe("running");
+        expect((await store.getInboxEvent(eventId))?.status).toBe("replied");
+        expect((await store.getInboxEvent(statusId))?.status).toBe("replied");
+        const row = await store.getInboxEvent(statusId);
+        expect(row === null ? null : (await readOutcome({ store, policy }, row))?.kind).toBe("status");
+        expect(await counts()).toEqual({
+          runs: before.runs + 1,
+          tasks: before.tasks + 3,
+          outbox: before.outbox,
+        });
+        expect(await store.getOutbox(`card.${run?.runId}`)).toBeNull();
+      }),
+    );
+
+    it(
       "confirm: the two-person rule stops the publisher, the confirmer is recorded, repeats are answered",
       track(async () => {
         const r = await room();

@@ -75,8 +75,9 @@ export async function exactlyOnceSuccess(
 
 /**
  * Each inbox event was handled once and answered once: its row is `replied`, the log holds exactly
- * one inbox.handled and one inbox.replied entry naming it, and (unless `replyless` says the command
- * is ignored by design) its reply is in the outbox under `reply.<event id>`.
+ * one inbox.handled and one inbox.replied entry naming it, and its reply is in the outbox under
+ * `reply.<event id>`, unless `replyless` says it gets none (a command ignored by design, or any
+ * command in an engine-only room, where nothing would send it): then there must be no such row.
  */
 export async function inboxOnceViolations(
   store: Store,
@@ -98,8 +99,9 @@ export async function inboxOnceViolations(
     if (row?.status !== "replied") out.push(`${id}: inbox row is ${row?.status ?? "missing"}`);
     if ((handled.get(id) ?? 0) !== 1) out.push(`${id}: ${handled.get(id) ?? 0} inbox.handled entries`);
     if ((replied.get(id) ?? 0) !== 1) out.push(`${id}: ${replied.get(id) ?? 0} inbox.replied entries`);
-    if (!replyless(id) && (await store.getOutbox(`reply.${id}`)) === null)
-      out.push(`${id}: no reply in the outbox`);
+    const reply = await store.getOutbox(`reply.${id}`);
+    if (!replyless(id) && reply === null) out.push(`${id}: no reply in the outbox`);
+    if (replyless(id) && reply !== null) out.push(`${id}: a reply was queued though none is due`);
   }
   return out;
 }

@@ -44,7 +44,45 @@ export interface InboxDeps {
   policy: CommandPolicy;
   loadDag: DagLibrary;
   logger?: Logger;
+  /**
+   * Whether anything sends this room's messages (a chat node leads it). False for an engine-only
+   * room: replies and cards are not queued, since nothing would ever send them (the CLI renders
+   * its answer from the row's stored outcome instead). Default true.
+   */
+  queueMessages?: boolean;
 }
+
+/** How much of a refused, malformed or ignored command's body the inbox keeps. */
+export const KEPT_BODY_CHARS = 200;
+/** Content keys a command is read from (inbox-intent.ts); a trimmed row keeps only these. */
+const COMMAND_KEYS = ["msgtype", "body", "format", "m.relates_to", "relatesTo", "targetEventId", "key"];
+const MAX_RELATION_CHARS = 1_000;
+
+/**
+ * The content a command that did nothing keeps: its body cut to a short prefix, its relations (so
+ * the reply still finds its thread) and nothing else. Null when there is nothing to cut. A refused
+ * command costs its sender nothing to send, so it must cost the store little to remember.
+ */
+export function trimmedContent(content: Record<string, unknown>): Record<string, unknown> | null {
+  const out: Record<string, unknown> = {};
+  let cut = false;
+  for (const [key, value] of Object.entries(content)) {
+    if (!COMMAND_KEYS.includes(key)) {
+      cut = true;
+      continue;
+    }
+    if (key === "body" && typeof value === "string" && value.length > KEPT_BODY_CHARS) {
+      out[key] = `${value.slice(0, KEPT_BODY_CHARS)}…`;
+      cut = true;
+    } else if (typeof value === "object" && JSON.stringify(value).length > MAX_RELATION_CHARS) {
+      cut = true;
+    } else out[key] = value;
+  }
+  return cut ? out : null;
+}
+
+/** Outcomes that changed nothing: their command's full text is not worth keeping. */
+const TRIMMED_OUTCOMES: ReadonlySet<string> = new Set(["refused", "command-error", "ignored"]);
 
 /** One row: "idle" when the room's inbox has nothing new or unreplied. */
 export async function processNextInboxEvent(
@@ -76,7 +114,13 @@ export async function handleInboxEvent(deps: InboxDeps, fence: LeaderFence, row:
   const after = await deps.store.getInboxEvent(row.eventId);
   // Still new: the outcome had no store effect that marked it (a read, an error, a refusal, a cap).
   if (after?.status === "new") {
-    await deps.store.markInboxHandled(fence, row.eventId, { ...wrapOutcome(outcome), threadRoot });
+    const content = TRIMMED_OUTCOMES.has(outcome.kind) ? trimmedContent(row.content) : null;
+    await deps.store.markInboxHandled(
+      fence,
+      row.eventId,
+      { ...wrapOutcome(outcome), threadRoot },
+      content === null ? {} : { content },
+    );
   }
   deps.logger?.debug({ event: row.eventId, outcome: outcome.kind }, "command handled");
 }
@@ -149,6 +193,10 @@ async function handlerContext(deps: InboxDeps, fence: LeaderFence, row: InboxEve
 export async function replyToInboxEvent(deps: InboxDeps, fence: LeaderFence, eventId: string): Promise<void> {
   const row = await deps.store.getInboxEvent(eventId);
   if (row === null || row.status !== "handled") return;
+  if (deps.queueMessages === false) {
+    await deps.store.markInboxReplied(fence, eventId, []);
+    return;
+  }
   const intent = decodeInboxContent(row.content);
   const outcome = (await readOutcome(deps, row)) ?? { kind: "ignored", why: "not handled" };
   const messages: OutboxMessageInput[] = [];
