@@ -16,8 +16,13 @@ export function registerNodes(program: Command): void {
       .description(
         "List the nodes of the store: labels, capacity, heartbeat age, running tasks, and the leader of each room.",
       )
-      .option("--json", "print JSON: { nodes: [...], leaders: [...] }"),
-    "Rooms are those any node serves plus the config's own. Exit status: 0 shown, 1 store error, 2 bad config.",
+      .option(
+        "--json",
+        'print JSON: { goneAfterMs, forgetAfterMs, nodes: [{ state: "alive" | "gone", ... }], leaders: [...] }',
+      ),
+    "A node whose heartbeat is older than retention.node_gone_after is shown as gone, with how long ago it\n" +
+      "was last heard of; the leader drops it after retention.forget_nodes_after. Rooms are those any node\n" +
+      "serves plus the config's own. Exit status: 0 shown, 1 store error, 2 bad config.",
   ).action((options: NodesOptions) => runCli("nodes", () => nodes(options)));
 }
 
@@ -32,11 +37,18 @@ async function nodes(options: NodesOptions): Promise<number> {
     );
     const leads = (nodeId: string, bootId: string): string[] =>
       leases.filter((l) => l.holder?.nodeId === nodeId && l.holder.bootId === bootId).map((l) => l.roomId);
+    // Silent past node_gone_after: killed, crashed or cut off. The leader drops the row once it has
+    // been silent for retention.forget_nodes_after.
+    const goneAfterMs = config.retention.nodeGoneAfterMs;
+    const isGone = (ageMs: number): boolean => ageMs > goneAfterMs;
     if (options.json === true) {
       const out = {
+        goneAfterMs,
+        forgetAfterMs: config.retention.forgetNodesAfterMs,
         nodes: list.map((n) => ({
           nodeId: n.session.nodeId,
           bootId: n.session.bootId,
+          state: isGone(n.heartbeatAgeMs) ? "gone" : "alive",
           labels: n.labels,
           capacity: n.capacity,
           actions: n.actions,
@@ -59,6 +71,11 @@ async function nodes(options: NodesOptions): Promise<number> {
     }
     if (list.length === 0) process.stdout.write("no nodes\n");
     for (const n of list) {
+      if (isGone(n.heartbeatAgeMs)) {
+        const line = `${n.session.nodeId.padEnd(16)} gone: last heartbeat ${formatDuration(n.heartbeatAgeMs)} ago`;
+        process.stdout.write(`${line}\n`);
+        continue;
+      }
       const led = leads(n.session.nodeId, n.session.bootId);
       const cols = [
         n.session.nodeId.padEnd(16),

@@ -41,12 +41,10 @@ export interface CommandPolicy {
   confirmTimeoutMs: number;
   /**
    * A node whose heartbeat is older than this does not count: its actions are not "known" when a DAG
-   * is checked, and `!dag nodes` shows it as silent.
+   * is checked, and `!dag nodes` shows it as gone (retention.node_gone_after).
    */
   nodeStaleAfterMs: number;
 }
-
-export const DEFAULT_NODE_STALE_AFTER_MS = 30_000;
 
 /**
  * Reads a DAG file of the node's library folder by name (already checked against the library name

@@ -126,7 +126,7 @@ export type Outcome =
       kind: "nodes";
       nodes: NodeLine[];
       leader: { nodeId: string; term: number; expiresInMs: number } | null;
-      /** A heartbeat older than this is shown as silent. */
+      /** A node whose heartbeat is older than this is shown as gone (retention.node_gone_after). */
       staleAfterMs: number;
       at: number;
     }

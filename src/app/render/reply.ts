@@ -271,6 +271,9 @@ function renderNodes(outcome: Extract<Outcome, { kind: "nodes" }>): Rendered {
         }).`;
   const items = outcome.nodes.map((n) => {
     const alive = n.heartbeatAgeMs <= outcome.staleAfterMs;
+    // A node silent past the limit is gone (killed, crashed, cut off): say so and since when,
+    // not its last-known slots; it is dropped from the list after the retention.
+    if (!alive) return r`⚫ ${code(n.nodeId)} · gone: last heartbeat ${formatDuration(n.heartbeatAgeMs)} ago`;
     const labels =
       n.labels.length === 0
         ? text("no labels")
@@ -279,7 +282,7 @@ function renderNodes(outcome: Extract<Outcome, { kind: "nodes" }>): Rendered {
             ", ",
           )}`;
     const isLeader = leader !== null && leader.nodeId === n.nodeId ? " (leader)" : "";
-    return r`${alive ? "🟢" : "🔴"} ${code(n.nodeId)}${isLeader} · ${labels} · ${String(n.runningTasks)}/${String(
+    return r`🟢 ${code(n.nodeId)}${isLeader} · ${labels} · ${String(n.runningTasks)}/${String(
       n.capacity,
     )} slots busy · ${plural(n.actions.length, "action")} · heartbeat ${formatDuration(n.heartbeatAgeMs)} ago${
       n.serves ? "" : " · not serving this room"
