@@ -155,10 +155,10 @@ export async function queueLocalCommand(store: Store, roomId: string, body: stri
   return eventId;
 }
 
-/** Whether some node serving the room has a heartbeat younger than the staleness limit commands use. */
-export async function roomHasLiveNode(store: Store, roomId: string): Promise<boolean> {
+/** Whether some node serving the room has a heartbeat younger than `goneAfterMs` (retention.node_gone_after). */
+export async function roomHasLiveNode(store: Store, roomId: string, goneAfterMs: number): Promise<boolean> {
   const nodes = await store.listNodes();
-  return nodes.some((n) => n.roomIds.includes(roomId) && n.heartbeatAgeMs < DEFAULT_NODE_STALE_AFTER_MS);
+  return nodes.some((n) => n.roomIds.includes(roomId) && n.heartbeatAgeMs <= goneAfterMs);
 }
 
 /** Waits until the room's leader has handled and answered the command; null after `timeoutMs`. */

@@ -67,7 +67,7 @@ export async function command(
   policy: CommandPolicy,
   { requireLiveNode = false }: { requireLiveNode?: boolean } = {},
 ): Promise<CommandAnswer> {
-  const live = !requireLiveNode || (await roomHasLiveNode(store, roomId));
+  const live = !requireLiveNode || (await roomHasLiveNode(store, roomId, policy.nodeStaleAfterMs));
   const eventId = await queueLocalCommand(store, roomId, body);
   if (!live) {
     throw new CliError(
