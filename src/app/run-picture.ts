@@ -3,11 +3,9 @@ import type { ParsedDag } from "../domain/model.js";
 import type { RunGraph } from "../domain/run-graph.js";
 import { buildRunGraph } from "../domain/run-graph.js";
 import type { RunRecord, TaskRecord } from "../ports/store.js";
+import { shortRunId } from "./render/words.js";
 
-/** The first 8 characters of a run id: enough to tell runs apart in a room, short enough to read. */
-export function shortRunId(runId: string): string {
-  return runId.slice(0, 8);
-}
+export { shortRunId };
 
 export function runGraphOf(run: RunRecord, tasks: readonly TaskRecord[]): RunGraph {
   return buildRunGraph({

@@ -1,6 +1,7 @@
 /** `dagbot status [DAG_ID]`: the runs of a room, or one run with every task, read from the store. */
 import type { Command } from "commander";
 import { showsPaused } from "../app/render/status-card.js";
+import { outcomeCounts } from "../domain/run-counts.js";
 import { summarizeTasks } from "../domain/run-status.js";
 import type { RunRecord, Store, TaskRecord } from "../ports/store.js";
 import {
@@ -81,10 +82,9 @@ export async function printRuns(store: Store, roomId: string, limit: number, jso
     process.stdout.write(`no runs in room ${roomId}\n`);
   } else {
     for (const { run, tasks } of rows) {
-      const s = summarizeTasks(tasks.map((t) => t.status));
-      process.stdout.write(
-        `${run.dagId.padEnd(24)} ${run.status.padEnd(10)} ${s.done}/${s.total} tasks ended, ${s.active} active  ${run.runId}\n`,
-      );
+      // What succeeded over the total, then the rest: a failed run never reads as complete.
+      const counts = outcomeCounts(tasks.map((t) => t.status));
+      process.stdout.write(`${run.dagId.padEnd(24)} ${run.status.padEnd(10)} ${counts}  ${run.runId}\n`);
     }
   }
 }

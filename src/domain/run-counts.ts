@@ -41,8 +41,12 @@ export function countStatuses(statuses: readonly TaskStatus[]): Record<TaskStatu
  * that has at least one task, in COUNT_ORDER. An empty run reads `0/0 succeeded`.
  */
 export function outcomeCounts(statuses: readonly TaskStatus[]): string {
-  const counts = countStatuses(statuses);
-  const parts = [`${counts.succeeded}/${statuses.length} succeeded`];
+  return outcomeLine(countStatuses(statuses), statuses.length);
+}
+
+/** outcomeCounts from counts per status (a TaskSummary's byStatus) and the total. */
+export function outcomeLine(counts: Readonly<Record<TaskStatus, number>>, total: number): string {
+  const parts = [`${counts.succeeded}/${total} succeeded`];
   for (const s of COUNT_ORDER) if (counts[s] > 0) parts.push(`${counts[s]} ${COUNT_WORD[s]}`);
   return parts.join(" · ");
 }
@@ -52,9 +56,12 @@ export function outcomeCounts(statuses: readonly TaskStatus[]): string {
  * full only when every task succeeded.
  */
 export function succeededPercent(statuses: readonly TaskStatus[]): number {
-  if (statuses.length === 0) return 100;
-  const ok = statuses.filter((s) => s === "succeeded").length;
-  return Math.floor((ok * 100) / statuses.length);
+  return percentOf(statuses.filter((s) => s === "succeeded").length, statuses.length);
+}
+
+/** floor(succeeded * 100 / total); 100 for an empty run. */
+export function percentOf(succeeded: number, total: number): number {
+  return total === 0 ? 100 : Math.floor((succeeded * 100) / total);
 }
 
 export { COUNT_WORD };

@@ -177,12 +177,12 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(m?.content["m.relates_to"]).toEqual({ "m.in_reply_to": { event_id: eventId } });
         expect(m?.content["msgtype"]).toBe("m.notice");
         expect(String(m?.content["body"])).toContain(
-          `📥 Published \`nightly\` (3 tasks, run \`${run?.runId}\`, content hash \`${run?.hash.slice(0, 12)}\`)`,
+          `📥 Published \`nightly\` (3 tasks, run \`${run?.runId.slice(0, 8)}\`, content hash \`${run?.hash.slice(0, 12)}\`)`,
         );
         expect(String(m?.content["body"])).toContain(`\`!dag confirm nightly ${run?.hash.slice(0, 12)}\``);
         const card = await store.getOutbox(`card.${run?.runId}`);
         expect(card?.content["m.relates_to"]).toMatchObject({ rel_type: "m.thread", event_id: eventId });
-        expect(String(card?.content["body"])).toContain("0/3 tasks done");
+        expect(String(card?.content["body"])).toContain("0/3 succeeded · 3 waiting");
         const row = await store.getInboxEvent(eventId);
         expect(row?.status).toBe("replied");
         expect(row?.result).toMatchObject({ op: "publish", kind: "created", runId: run?.runId });
@@ -525,7 +525,9 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(await ask(r, LOW, "!dag status")).toContain(
           "1 active run:\n⏳ `seen` — awaiting confirmation",
         );
-        expect(await ask(r, LOW, "!dag list")).toContain("`seen` — awaiting confirmation · 0/3 done");
+        expect(await ask(r, LOW, "!dag list")).toContain(
+          "`seen` — awaiting confirmation · ▱▱▱▱▱▱▱▱▱▱ 0/3 succeeded · 3 waiting",
+        );
         const nodes = await ask(r, LOW, "!dag nodes");
         expect(nodes).toContain("`leader` leads this room");
         expect(nodes).toContain("🟢 `worker-b` · labels `gpu` · 0/4 slots busy · 1 action");

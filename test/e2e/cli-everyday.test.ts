@@ -295,7 +295,7 @@ describe("task output from the CLI", () => {
         ["slow", "succeeded"],
       ]);
       const plain = await track(cli(["list", "--config", config], { cwd: target.dir }));
-      expect(plain.stdout).toMatch(/^boom\s+failed\s+1\/1 tasks ended/m);
+      expect(plain.stdout).toMatch(/^boom\s+failed\s+0\/1 succeeded · 1 failed {2}[0-9a-f-]{36}$/m);
 
       await killAll([node]);
       await target.cleanup(false);

@@ -132,10 +132,10 @@ describe("status card", () => {
     const card = renderStatusCard(run(), tasks, T0 + 8_000);
     expect(card.body.split("\n")).toEqual([
       "🔄 `backup` — running",
-      "1/3 tasks done (33%) ▰▰▰▱▱▱▱▱▱▱ · 1 running · 1 waiting",
+      "▰▰▰▱▱▱▱▱▱▱ 1/3 succeeded · 1 running · 1 waiting",
       "✅ `dump` — succeeded · on `n1` · attempt 1/3 · 2.1s",
       "🔄 `upload` — running · on `n1` · attempt 2/3 · for 5s",
-      "⏸️ `notify` — waiting",
+      "⚪ `notify` — waiting",
       "Published by @alice:test · confirmed by @bob:test · run `run-1` · as of 12:00:08 UTC",
     ]);
     expect(card.html).toContain(
@@ -192,7 +192,7 @@ describe("status card", () => {
     const edit = cardEditMessage(run({ status: "failed" }), many, T0);
     expect(jsonBytes(edit.content)).toBeLessThanOrEqual(MAX_EVENT_CONTENT_BYTES);
     const body = String(edit.content["body"]);
-    expect(body).toContain("1000/1000 tasks done (100%)");
+    expect(body).toContain("▰▰▰▰▰▰▰▰▰▱ 990/1000 succeeded · 10 failed");
     for (let i = 7; i < 1000; i += 100) expect(body).toContain(`-${i}\` — failed`);
     expect(body).toMatch(/… and \d+ more tasks/);
   });
@@ -254,7 +254,7 @@ describe("outbox messages", () => {
     expect(m.content["msgtype"]).toBe("m.text");
     expect(m.content["m.relates_to"]).toEqual({ "m.in_reply_to": { event_id: "$publish" } });
     expect(m.content["body"]).toBe(
-      "@alice:test: ❌ `backup` failed in 1m05s — 3 tasks: 1 succeeded, 1 failed, 1 skipped. See `!dag logs backup b`; `!dag retry backup` runs the rest again.",
+      "@alice:test: ❌ `backup` failed in 1m05s — 1/3 succeeded · 1 failed · 1 skipped. See `!dag logs backup b`; `!dag retry backup` runs the rest again.",
     );
     expect(String(m.content["formatted_body"])).toContain(
       '<a href="https://matrix.to/#/%40alice%3Atest">@alice:test</a>',
@@ -426,7 +426,7 @@ describe("replies", () => {
     const content = replyContent(outcome, { kind: "reply", to: "$cmd" });
     expect(jsonBytes(content)).toBeLessThanOrEqual(MAX_EVENT_CONTENT_BYTES);
     const body = String(content?.["body"]);
-    expect(body).toContain("60/60 tasks done");
+    expect(body).toContain("▱▱▱▱▱▱▱▱▱▱ 0/60 succeeded · 60 failed");
     expect(body).toMatch(/… and \d+ more tasks/);
   });
 

@@ -11,6 +11,7 @@
  * the sender fills in `event_id` with the event it sent under `replacesTxnId`.
  */
 import { formatDuration } from "../../domain/duration.js";
+import { outcomeLine } from "../../domain/run-counts.js";
 import { summarizeTasks } from "../../domain/run-status.js";
 import type { OutboxMessageInput, RunRecord, TaskRecord } from "../../ports/store.js";
 import type { Rendered } from "./html.js";
@@ -29,7 +30,7 @@ import {
 import { renderOutcome } from "./reply.js";
 import type { RunView } from "./status-card.js";
 import { renderRunView, runView, showsPaused } from "./status-card.js";
-import { plural, RUN_EMOJI, RUN_WORD } from "./words.js";
+import { RUN_EMOJI, RUN_WORD } from "./words.js";
 
 export const MESSAGE_EVENT_TYPE = "m.room.message";
 export const HTML_FORMAT = "org.matrix.custom.html";
@@ -261,19 +262,14 @@ export function finalMessage(run: RunRecord, tasks: readonly TaskRecord[]): Outb
     started.length > 0 && finished.length > 0
       ? ` in ${formatDuration(Math.max(...finished) - Math.min(...started))}`
       : "";
-  const counts = (["succeeded", "failed", "timed_out", "canceled", "skipped"] as const)
-    .filter((s) => summary.byStatus[s] > 0)
-    .map((s) => `${summary.byStatus[s]} ${s.replace("_", " ")}`)
-    .join(", ");
+  // The same honest counts as the card: what succeeded over the total, then what else happened.
+  const counts = outcomeLine(summary.byStatus, summary.total);
   const failedTask = tasks.find((t) => t.status === "failed" || t.status === "timed_out");
   const next =
     run.status === "failed" && failedTask !== undefined
       ? r` See ${code(`!dag logs ${run.dagId} ${failedTask.taskId}`)}; ${code(`!dag retry ${run.dagId}`)} runs the rest again.`
       : r``;
-  const rendered = r`${userPill(run.publisher)}: ${RUN_EMOJI[run.status]} ${code(run.dagId)} ${RUN_WORD[run.status]}${took} — ${plural(
-    summary.total,
-    "task",
-  )}${counts === "" ? "" : `: ${counts}`}.${next}`;
+  const rendered = r`${userPill(run.publisher)}: ${RUN_EMOJI[run.status]} ${code(run.dagId)} ${RUN_WORD[run.status]}${took} — ${counts}.${next}`;
   const mentions = isMatrixUserId(run.publisher)
     ? { msgtype: "m.text", "m.mentions": { user_ids: [run.publisher] } }
     : {};

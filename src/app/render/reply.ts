@@ -8,8 +8,8 @@ import { formatDuration } from "../../domain/duration.js";
 import type { Outcome, RunProgress, RunSummary } from "../commands/outcome.js";
 import type { Rendered } from "./html.js";
 import { code, codeBlock, escapeHtml, join, r, text, userPill } from "./html.js";
-import { renderRunView, renderTaskLine } from "./status-card.js";
-import { dateTime, plural, progressBar, RUN_EMOJI, RUN_WORD, TASK_WORD } from "./words.js";
+import { honestProgress, renderRunView, renderTaskLine } from "./status-card.js";
+import { dateTime, plural, RUN_EMOJI, RUN_WORD, shortRunId, TASK_WORD } from "./words.js";
 
 export function renderOutcome(outcome: Outcome): Rendered | null {
   switch (outcome.kind) {
@@ -24,7 +24,7 @@ export function renderOutcome(outcome: Outcome): Rendered | null {
     case "exists":
       return paragraphs([
         r`${code(outcome.run.dagId)} already exists with the same content: nothing new was stored.`,
-        r`It is ${RUN_WORD[outcome.run.status]} (run ${code(outcome.run.runId)}, published by ${userPill(
+        r`It is ${RUN_WORD[outcome.run.status]} (run ${code(shortRunId(outcome.run.runId))}, published by ${userPill(
           outcome.run.publisher,
         )} at ${dateTime(outcome.run.createdAt)}). See ${code(`!dag status ${outcome.run.dagId}`)}.`,
       ]);
@@ -154,7 +154,7 @@ function renderPublished(
   verb: string,
 ): Rendered {
   const hash = run.hash === undefined ? "" : r`, content hash ${code(shortHash(run.hash))}`;
-  const head = r`📥 ${verb} ${code(run.dagId)} (${plural(run.taskCount, "task")}, run ${code(run.runId)}${hash}).`;
+  const head = r`📥 ${verb} ${code(run.dagId)} (${plural(run.taskCount, "task")}, run ${code(shortRunId(run.runId))}${hash}).`;
   if (!needsConfirmation) {
     return paragraphs([head, text("It starts now; the status card in this thread follows its progress.")]);
   }
@@ -214,8 +214,8 @@ function renderDecision(outcome: Extract<Outcome, { kind: "decision" }>): Render
 function listing(head: Rendered, runs: readonly RunProgress[]): Rendered {
   const items = runs.map(
     ({ run, summary }) =>
-      r`${RUN_EMOJI[run.status]} ${code(run.dagId)} — ${RUN_WORD[run.status]} · ${summary.done}/${summary.total} done ${progressBar(
-        summary.percent,
+      r`${RUN_EMOJI[run.status]} ${code(run.dagId)} — ${RUN_WORD[run.status]} · ${honestProgress(
+        summary,
       )} · by ${userPill(run.publisher)} · ${dateTime(run.createdAt)}`,
   );
   return {

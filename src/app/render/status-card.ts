@@ -3,6 +3,7 @@
  * move. `!dag status <id>` renders the same view as a reply. Pure: the time is passed in.
  */
 import type { TaskSummary } from "../../domain/run-status.js";
+import { outcomeLine, percentOf } from "../../domain/run-counts.js";
 import { summarizeTasks } from "../../domain/run-status.js";
 import { shortHash } from "../../domain/commands.js";
 import type { ParsedDag } from "../../domain/model.js";
@@ -19,6 +20,7 @@ import {
   progressBar,
   RUN_EMOJI,
   RUN_WORD,
+  shortRunId,
   TASK_EMOJI,
   TASK_WORD,
 } from "./words.js";
@@ -89,7 +91,7 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
     run.confirmedBy !== null && run.confirmedBy !== run.publisher
       ? r` · confirmed by ${userPill(run.confirmedBy)}`
       : ""
-  } · run ${code(run.runId)} · as of ${clockTime(view.at)}`;
+  } · run ${code(shortRunId(run.runId))} · as of ${clockTime(view.at)}`;
 
   const hiddenNote = hidden > 0 ? [text(`… and ${plural(hidden, "more task")} (counted above)`)] : [];
   return {
@@ -111,24 +113,17 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
   };
 }
 
-/** `3/5 tasks done (60%) ▰▰▰▰▰▰▱▱▱▱ · 1 running · 1 waiting`. */
+/**
+ * `▰▰▰▰▱▱▱▱▱▱ 2/5 succeeded · 1 failed · 2 skipped`: the bar and the first count are what
+ * succeeded, so a run with a failed, skipped or canceled task never shows a full bar.
+ */
 export function progressLine(summary: TaskSummary): Rendered {
-  const counts: string[] = [];
-  for (const status of [
-    "running",
-    "canceling",
-    "queued",
-    "blocked",
-    "failed",
-    "timed_out",
-    "canceled",
-    "skipped",
-  ] as const) {
-    const n = summary.byStatus[status];
-    if (n > 0) counts.push(`${n} ${TASK_WORD[status]}`);
-  }
-  const head = `${summary.done}/${summary.total} tasks done (${summary.percent}%) ${progressBar(summary.percent)}`;
-  return text([head, ...counts].join(" · "));
+  return text(honestProgress(summary));
+}
+
+export function honestProgress(summary: TaskSummary): string {
+  const ok = summary.byStatus.succeeded;
+  return `${progressBar(percentOf(ok, summary.total))} ${outcomeLine(summary.byStatus, summary.total)}`;
 }
 
 function confirmHint(run: RunSummary, at: number, asCard: boolean): Rendered {
@@ -151,8 +146,13 @@ export function renderTaskLine(task: TaskLine, at: number): Rendered {
   const took = duration(task, at);
   if (took !== null) parts.push(text(took));
   if (task.status !== "succeeded") {
+    // One way to say an exit status: "exit 1", not also the executor's "exited with status 1".
     if (task.exitCode !== null) parts.push(text(`exit ${task.exitCode}`));
-    if (task.error !== null) parts.push(text(task.error));
+    if (
+      task.error !== null &&
+      !(task.exitCode !== null && task.error === `exited with status ${task.exitCode}`)
+    )
+      parts.push(text(task.error));
   }
   return r`${TASK_EMOJI[task.status]} ${code(task.taskId)} — ${join(parts, " · ")}`;
 }

@@ -3,7 +3,8 @@ import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import { formatDuration } from "../../domain/duration.js";
 
 export const TASK_EMOJI: Readonly<Record<TaskStatus, string>> = {
-  blocked: "⏸️",
+  // Neutral: waiting for its needs is normal, not paused or stuck.
+  blocked: "⚪",
   queued: "🕒",
   running: "🔄",
   canceling: "🛑",
@@ -70,4 +71,12 @@ export function plural(n: number, word: string, pluralWord = `${word}s`): string
 export function progressBar(percent: number): string {
   const filled = Math.max(0, Math.min(10, Math.floor(percent / 10)));
   return "▰".repeat(filled) + "▱".repeat(10 - filled);
+}
+
+/**
+ * The first 8 characters of a run id: enough to tell a room's runs apart, short enough to read.
+ * People type DAG ids, never run ids, so messages show this; `dagbot status --json` has the full one.
+ */
+export function shortRunId(runId: string): string {
+  return runId.slice(0, 8);
 }
