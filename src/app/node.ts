@@ -7,7 +7,7 @@ import { publicTemplate } from "../domain/action-argv.js";
 import type { Clock } from "../ports/clock.js";
 import type { ActionDefinition, Executor } from "../ports/executor.js";
 import type { Logger } from "../ports/logger.js";
-import type { LeaderFence, Session, Store } from "../ports/store.js";
+import type { LeaderFence, RoomPolicy, Session, Store } from "../ports/store.js";
 import type { LeaseTimings } from "./lease-keeper.js";
 import type { InboxStep, LeaderTimings, RetentionSettings } from "./leader.js";
 import { LeaseKeeper } from "./lease-keeper.js";
@@ -38,6 +38,33 @@ export interface EngineSettings {
   initialCap?: number | null;
   /** What the leader prunes and when; null or absent keeps everything. */
   retention?: RetentionSettings | null;
+  /**
+   * The room policy this node's config asks for: set in rooms that have none; where the store holds
+   * another one and a setting the config states disagrees, the node says so and does not lead.
+   */
+  policy?: { wanted: RoomPolicy; stated: readonly PolicySetting[] } | null;
+}
+
+export type PolicySetting = "power_level" | "allow" | "two_person_rule" | "auto_confirm" | "logs";
+
+const POLICY_FIELD: Record<PolicySetting, keyof RoomPolicy> = {
+  power_level: "powerLevel",
+  allow: "allow",
+  two_person_rule: "twoPersonRule",
+  auto_confirm: "autoConfirm",
+  logs: "logs",
+};
+
+/** The stated settings whose value differs from the room's policy, as `key: config X, room Y`. */
+export function policyDisagreements(
+  wanted: RoomPolicy,
+  stated: readonly PolicySetting[],
+  room: RoomPolicy,
+): string[] {
+  const norm = (v: unknown): string => JSON.stringify(Array.isArray(v) ? [...(v as string[])].sort() : v);
+  return stated
+    .filter((key) => norm(wanted[POLICY_FIELD[key]]) !== norm(room[POLICY_FIELD[key]]))
+    .map((key) => `${key}: config ${norm(wanted[POLICY_FIELD[key]])}, room ${norm(room[POLICY_FIELD[key]])}`);
 }
 
 export interface EngineDeps {
@@ -156,10 +183,44 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
 
   // The row first, so `nodes` and the leader's view of actions see this node before it claims.
   let stopRequested = false;
-  void beat().then(() => {
+  /**
+   * Sets the room's policy where none is stored; where one is and this config states something else,
+   * says so loudly and returns false: a node must not lead under rules the room did not choose.
+   */
+  const mayLead = async (roomId: string): Promise<boolean> => {
+    const policy = settings.policy;
+    if (policy === undefined || policy === null) return true;
+    for (;;) {
+      try {
+        const { set, stored } = await store.initRoomPolicy(roomId, policy.wanted, settings.nodeId);
+        if (set) {
+          log.info({ room: roomId, policy: stored.policy }, "set the room's policy from this node's config");
+          return true;
+        }
+        const diff = policyDisagreements(policy.wanted, policy.stated, stored.policy);
+        if (diff.length === 0) return true;
+        log.error(
+          { room: roomId, disagreements: diff, setBy: stored.setBy },
+          `this node's [permissions] disagree with the room's policy in the store (${diff.join("; ")}); the room's policy stays, and this node will not lead the room until its config matches (see !dag policy)`,
+        );
+        return false;
+      } catch (err) {
+        log.warn({ room: roomId, err: String(err) }, "could not read the room's policy; retrying");
+        await clock.sleep(settings.lease.acquireEveryMs, heartbeatStop.signal);
+        if (heartbeatStop.signal.aborted || stopRequested) return false;
+      }
+    }
+  };
+
+  void beat().then(async () => {
     if (stopRequested) return;
-    for (const k of keepers) k.start();
     worker?.start();
+    await Promise.all(
+      keepers.map(async (k, i) => {
+        const roomId = settings.roomIds[i] ?? "";
+        if ((await mayLead(roomId)) && !stopRequested) k.start();
+      }),
+    );
   });
   log.info(
     { boot: bootId, rooms: settings.roomIds, labels: settings.labels, capacity: settings.capacity },

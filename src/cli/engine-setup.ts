@@ -182,6 +182,16 @@ export function engineSettings(config: NodeConfig, overrides: Partial<EngineSett
         ),
       ),
     },
+    policy: {
+      wanted: {
+        powerLevel: config.permissions.powerLevel,
+        allow: config.permissions.allow,
+        twoPersonRule: config.permissions.twoPersonRule,
+        autoConfirm: config.permissions.autoConfirm,
+        logs: config.permissions.logs,
+      },
+      stated: config.permissions.stated,
+    },
     ...overrides,
   };
 }

@@ -269,7 +269,10 @@ export function parseConfig(raw: unknown, options: Omit<LoadConfigOptions, "file
   if (doc.node_id === undefined) doc.node_id = nodeIdFromHostname(options.hostname ?? osHostname());
 
   const parsed = nodeConfigFileSchema.safeParse(doc, { error: messageFor });
-  if (parsed.success) return { ok: true, config: toNodeConfig(parsed.data) };
+  if (parsed.success) {
+    const stated = isTable(doc.permissions) ? Object.keys(doc.permissions) : [];
+    return { ok: true, config: toNodeConfig(parsed.data, stated) };
+  }
 
   const issues: ConfigIssue[] = [];
   for (const issue of parsed.error.issues) {

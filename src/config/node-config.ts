@@ -43,6 +43,13 @@ export interface PermissionsConfig {
   twoPersonRule: boolean;
   /** Publishers whose runs start without a confirmation step. */
   autoConfirm: string[];
+  /** Who may read task output with `logs`. */
+  logs: "operators" | "anyone";
+  /**
+   * The settings the file states (keys of `[permissions]`). The room's policy in the store wins; a
+   * stated setting that disagrees with it keeps this node from leading (issue 10, finding 7).
+   */
+  stated: Array<"power_level" | "allow" | "two_person_rule" | "auto_confirm" | "logs">;
 }
 
 export interface LeaseConfig {
@@ -281,6 +288,7 @@ const permissionsSchema = z.strictObject({
   allow: uniqueList(userId).prefault([]),
   two_person_rule: z.boolean().prefault(false),
   auto_confirm: uniqueList(userId).prefault([]),
+  logs: z.enum(["operators", "anyone"]).prefault("operators"),
 });
 
 const leaseSchema = z
@@ -436,7 +444,7 @@ export function knownKeysAt(path: readonly PropertyKey[]): string[] | null {
 }
 
 /** Turns a validated file into the NodeConfig the rest of the node reads. */
-export function toNodeConfig(file: NodeConfigFile): NodeConfig {
+export function toNodeConfig(file: NodeConfigFile, statedPermissions: readonly string[] = []): NodeConfig {
   const actions: Record<string, ActionDefinition> = {};
   for (const [name, action] of Object.entries(file.actions)) {
     actions[name] = {
@@ -481,6 +489,10 @@ export function toNodeConfig(file: NodeConfigFile): NodeConfig {
       allow: file.permissions.allow,
       twoPersonRule: file.permissions.two_person_rule,
       autoConfirm: file.permissions.auto_confirm,
+      logs: file.permissions.logs,
+      stated: (["power_level", "allow", "two_person_rule", "auto_confirm", "logs"] as const).filter((k) =>
+        statedPermissions.includes(k),
+      ),
     },
     actions,
     lease: {

@@ -16,6 +16,7 @@ export const COMMAND_VERBS = [
   "retry",
   "nodes",
   "cap",
+  "policy",
 ] as const;
 export type CommandVerb = (typeof COMMAND_VERBS)[number];
 
@@ -103,8 +104,9 @@ export const COMMANDS: readonly CommandInfo[] = [
     verb: "logs",
     usage: "!dag logs <id> <task>",
     summary: "show the captured output of a task",
-    permission: "open",
-    details: [],
+    // Output can hold what an action printed about its host; `!dag policy logs anyone` opens it.
+    permission: "operator",
+    details: ["Operators only, unless the room's policy says `logs anyone` (see `!dag help policy`)."],
   },
   {
     verb: "graph",
@@ -135,6 +137,18 @@ export const COMMANDS: readonly CommandInfo[] = [
     details: [
       `<n> is a whole number from 0 to ${MAX_CAP}; 0 pauses the room (nothing new starts).`,
       "Raising the cap starts waiting tasks at once; lowering it never interrupts a running task.",
+    ],
+  },
+  {
+    verb: "policy",
+    usage: "!dag policy | !dag policy <setting> <value>",
+    summary: "show or change the room's permissions, which every node enforces",
+    permission: "operator",
+    details: [
+      "Settings: power_level <0-100>, two_person_rule on|off, logs operators|anyone,",
+      "allow +@user:server / -@user:server, auto_confirm +@user:server / -@user:server.",
+      "The policy lives in the store: the first node sets it from its [permissions]; a node whose",
+      "config then disagrees says so in its log and does not lead. Update the configs to match.",
     ],
   },
 ];

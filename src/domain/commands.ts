@@ -45,7 +45,15 @@ export type Command =
   | { verb: "graph"; id: string }
   | { verb: "retry"; id: string }
   | { verb: "nodes" }
-  | { verb: "cap"; n: number };
+  | { verb: "cap"; n: number }
+  | { verb: "policy"; change: PolicyChange | null };
+
+/** One change of the room's policy; each sets a value, so applying it twice changes nothing more. */
+export type PolicyChange =
+  | { setting: "power_level"; value: number }
+  | { setting: "two_person_rule"; value: boolean }
+  | { setting: "logs"; value: "operators" | "anyone" }
+  | { setting: "allow" | "auto_confirm"; op: "add" | "remove"; user: string };
 
 export type CommandErrorCode =
   | "too-large"
@@ -63,7 +71,8 @@ export type CommandErrorCode =
   | "text-outside-code-block"
   | "unexpected-code-block"
   | "bad-hash"
-  | "formatted-mismatch";
+  | "formatted-mismatch"
+  | "bad-argument";
 
 export interface CommandError {
   code: CommandErrorCode;
@@ -142,6 +151,44 @@ function parseCap(raw: string): Parsed {
     );
   }
   return ok({ verb: "cap", n });
+}
+
+const POLICY_USER = /^@[^:\s]+:\S+$/;
+
+function parsePolicyChange(rawSetting: string, rawValue: string): Parsed {
+  const setting = unquote(rawSetting).toLowerCase();
+  const value = unquote(rawValue);
+  const bad = (expected: string): Parsed =>
+    fail("bad-argument", "policy", `bad value ${quoteInput(rawValue)} for ${setting}: expected ${expected}`);
+  switch (setting) {
+    case "power_level": {
+      const n = /^\d{1,3}$/.test(value) ? Number.parseInt(value, 10) : NaN;
+      return n >= 0 && n <= 100 ? ok({ verb: "policy", change: { setting, value: n } }) : bad("0 to 100");
+    }
+    case "two_person_rule": {
+      const on = ["on", "true", "yes"].includes(value.toLowerCase());
+      const off = ["off", "false", "no"].includes(value.toLowerCase());
+      return on || off ? ok({ verb: "policy", change: { setting, value: on } }) : bad("on or off");
+    }
+    case "logs":
+      return value === "operators" || value === "anyone"
+        ? ok({ verb: "policy", change: { setting, value } })
+        : bad("operators or anyone");
+    case "allow":
+    case "auto_confirm": {
+      const op = value.startsWith("+") ? "add" : value.startsWith("-") ? "remove" : null;
+      const user = value.slice(1);
+      return op !== null && POLICY_USER.test(user)
+        ? ok({ verb: "policy", change: { setting, op, user } })
+        : bad("+@user:server or -@user:server");
+    }
+    default:
+      return fail(
+        "bad-argument",
+        "policy",
+        `unknown setting ${quoteInput(rawSetting)}: use power_level, two_person_rule, logs, allow or auto_confirm`,
+      );
+  }
 }
 
 interface Fence {
@@ -338,6 +385,11 @@ function parseAfterPrefix(text: string, from: number): Parsed {
     case "cap": {
       const err = arity(verb, args, 1, 1, `<n>, a whole number from 0 to ${MAX_CAP}`);
       return err ?? parseCap(args[0] ?? "");
+    }
+    case "policy": {
+      if (args.length === 0) return ok({ verb, change: null });
+      const err = arity(verb, args, 2, 2, "<value> after the setting");
+      return err ?? parsePolicyChange(args[0] ?? "", args[1] ?? "");
     }
   }
 }

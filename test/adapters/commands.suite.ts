@@ -534,7 +534,9 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         const help = await ask(r, LOW, "!dag help");
         expect(help).toContain("`!dag status [<id>]`");
         expect(help).not.toContain("`!dag cap <n>`");
-        expect(help).toContain("publish, confirm, reject, cancel, retry, cap need power level 50");
+        expect(help).toContain(
+          "publish, confirm, reject, cancel, logs, retry, cap, policy need power level 50",
+        );
         expect(await ask(r, LOW, "!dag frobnicate")).toContain("unknown command");
         expect(await ask(r, LOW, "!dag stauts seen")).toContain('did you mean "status"');
         const chatter = await say(r.roomId, LOW, "good morning");
@@ -561,7 +563,11 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(claimed?.task.taskId).toBe("spew");
         const output = `${"<script>&\u0007é ".repeat(8_000)}THE-END`;
         await store.finishTask(claimed!.token, { outcome: "failed", exitCode: 3, output, error: "exit 3" });
-        const eventId = await say(r.roomId, LOW, "!dag logs noisy spew");
+        // Logs are for operators by default (issue 10, finding 3): a low member is refused the output.
+        const refused = await ask(r, LOW, "!dag logs noisy spew");
+        expect(refused).toContain("you need power level 50");
+        expect(refused).not.toContain("THE-END");
+        const eventId = await say(r.roomId, OP2, "!dag logs noisy spew");
         await drain(r.fence);
         const m = await reply(eventId);
         expect(jsonBytes(m?.content)).toBeLessThanOrEqual(MAX_EVENT_CONTENT_BYTES);
@@ -570,7 +576,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(body).toMatch(/THE-END\n```$/);
         expect(String(m?.content["formatted_body"])).not.toContain("<script>");
         expect(String(m?.content["formatted_body"])).toContain("&lt;script&gt;");
-        expect(await ask(r, LOW, "!dag logs noisy nope")).toBe(
+        expect(await ask(r, OP2, "!dag logs noisy nope")).toBe(
           "Run `noisy` has no task named `nope`. Its tasks: `spew`.",
         );
       }),
@@ -858,6 +864,47 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(nodes).toContain("`mine-1`");
         expect(nodes).toContain("`shared-2`");
         expect(nodes).not.toContain("theirs-3");
+      }),
+    );
+
+    it(
+      "the room's stored policy wins over the leader's config, and only operators change it with !dag policy",
+      track(async () => {
+        const r = await room();
+        // This leader's config is lax (a node added with a minimal config); the room's policy is not.
+        const lax: InboxDeps = {
+          ...deps,
+          policy: { ...policy, twoPersonRule: false, requiredPowerLevel: 0, allowlist: [] },
+        };
+        await store.initRoomPolicy(
+          r.roomId,
+          { powerLevel: 50, allow: [FRIEND], twoPersonRule: true, autoConfirm: [], logs: "operators" },
+          "first-node",
+        );
+        const askLax = async (sender: string, body: string): Promise<string> => {
+          const eventId = await say(r.roomId, sender, body);
+          while ((await processNextInboxEvent(lax, r.fence)) === "processed");
+          return String((await reply(eventId))?.content["body"]);
+        };
+        expect(await askLax(LOW, publishToml(chainToml("strict")))).toContain("you need power level 50");
+        expect(await askLax(OP, publishToml(chainToml("strict")))).toContain("Published `strict`");
+        expect(await askLax(OP, "!dag confirm strict")).toContain("two-person rule");
+        expect((await store.getRun(r.roomId, "strict"))?.status).toBe("pending");
+        expect(await askLax(FRIEND, "!dag policy")).toContain("two_person_rule on");
+
+        expect(await askLax(LOW, "!dag policy two_person_rule off")).toContain("you need power level 50");
+        expect((await store.getRoomPolicy(r.roomId))?.policy.twoPersonRule).toBe(true);
+        expect(await askLax(OP, "!dag policy two_person_rule off")).toContain("two_person_rule off");
+        expect(await store.getRoomPolicy(r.roomId)).toMatchObject({
+          setBy: OP,
+          policy: { twoPersonRule: false },
+        });
+        expect(await askLax(OP, "!dag confirm strict")).not.toContain("two-person rule");
+        expect(await askLax(OP, "!dag policy allow -" + FRIEND)).toContain("allow: nobody");
+        expect(await askLax(FRIEND, "!dag policy")).toContain("you need power level 50");
+        expect(await askLax(OP, "!dag policy logs everyone")).toContain(
+          'bad value "everyone" for logs: expected operators or anyone',
+        );
       }),
     );
 

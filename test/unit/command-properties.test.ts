@@ -243,6 +243,8 @@ function render(c: Command, sep: string, flips: number): string {
     case "list":
     case "nodes":
       return head;
+    case "policy":
+      return head;
     default:
       return `${head}${sep}${c.id}`;
   }

@@ -14,9 +14,20 @@ describe("COMMANDS", () => {
   it("lists every verb once with the design's permissions", () => {
     expect(COMMANDS.map((c) => c.verb).sort()).toEqual([...COMMAND_VERBS].sort());
     const operator = COMMANDS.filter((c) => c.permission === "operator").map((c) => c.verb);
-    expect(operator.sort()).toEqual(["cancel", "cap", "confirm", "publish", "reject", "retry"]);
+    // logs and policy are operators' (issue 10): task output can hold what an action printed about
+    // its host, and the policy decides who may do what.
+    expect(operator.sort()).toEqual([
+      "cancel",
+      "cap",
+      "confirm",
+      "logs",
+      "policy",
+      "publish",
+      "reject",
+      "retry",
+    ]);
     const open = COMMANDS.filter((c) => c.permission === "open").map((c) => c.verb);
-    expect(open.sort()).toEqual(["graph", "help", "list", "logs", "nodes", "status"]);
+    expect(open.sort()).toEqual(["graph", "help", "list", "nodes", "status"]);
   });
 
   it("gives each verb a usage that starts with its own spelling", () => {
@@ -65,8 +76,8 @@ describe("renderHelp", () => {
         .slice(1)
         .every((l) => !l.includes(" * — ")),
     ).toBe(true);
-    expect(renderHelp("open")).toHaveLength(7);
-    expect(renderHelp("operator")).toHaveLength(7);
+    expect(renderHelp("open")).toHaveLength(6);
+    expect(renderHelp("operator")).toHaveLength(9);
     const cap = renderHelp("cap");
     expect(cap[0]).toBe("!dag cap <n>");
     expect(cap[1]).toContain("operators only");

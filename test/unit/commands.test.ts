@@ -48,11 +48,20 @@ describe("the command table", () => {
     }
   });
 
-  it("operator verbs are exactly publish, confirm, reject, cancel, retry and cap", () => {
+  it("operator verbs are exactly publish, confirm, reject, cancel, retry, cap, logs and policy", () => {
     const operator = COMMANDS.filter((c) => COMMAND_HANDLERS[c.verb].permission === "operator").map(
       (c) => c.verb,
     );
-    expect(operator.sort()).toEqual(["cancel", "cap", "confirm", "publish", "reject", "retry"]);
+    expect(operator.sort()).toEqual([
+      "cancel",
+      "cap",
+      "confirm",
+      "logs",
+      "policy",
+      "publish",
+      "reject",
+      "retry",
+    ]);
   });
 });
 
@@ -69,9 +78,16 @@ describe("permissions", () => {
   });
 
   it("open verbs need nothing", () => {
-    for (const verb of ["help", "status", "list", "logs", "graph", "nodes"] as const) {
+    for (const verb of ["help", "status", "list", "graph", "nodes"] as const) {
       expect(checkPermission(verb, member(0), policy)).toEqual({ ok: true });
     }
+  });
+
+  it("logs are for operators unless the room's policy opens them to anyone (issue 10, finding 3)", () => {
+    expect(checkPermission("logs", member(0), policy).ok).toBe(false);
+    expect(checkPermission("logs", member(0), { ...policy, logs: "operators" }).ok).toBe(false);
+    expect(checkPermission("logs", member(50), policy).ok).toBe(true);
+    expect(checkPermission("logs", member(0), { ...policy, logs: "anyone" }).ok).toBe(true);
   });
 
   it("the two-person rule stops the publisher only, and only when on", () => {
@@ -87,8 +103,17 @@ describe("permissions", () => {
     const low = handleHelp(ctx(member(0)), null);
     expect(low.kind).toBe("help");
     if (low.kind !== "help") return;
-    expect(low.entries.map((e) => e.verb)).toEqual(["help", "status", "list", "logs", "graph", "nodes"]);
-    expect(low.hiddenVerbs).toEqual(["publish", "confirm", "reject", "cancel", "retry", "cap"]);
+    expect(low.entries.map((e) => e.verb)).toEqual(["help", "status", "list", "graph", "nodes"]);
+    expect(low.hiddenVerbs).toEqual([
+      "publish",
+      "confirm",
+      "reject",
+      "cancel",
+      "logs",
+      "retry",
+      "cap",
+      "policy",
+    ]);
     const high = handleHelp(ctx(member(100)), null);
     expect(high.kind === "help" && high.entries.length).toBe(COMMANDS.length);
     expect(high.kind === "help" && high.hiddenVerbs).toEqual([]);

@@ -113,7 +113,14 @@ describe("defaults", () => {
       dagLibrary: null,
       matrix: null,
       rooms: ["local"],
-      permissions: { powerLevel: 50, allow: [], twoPersonRule: false, autoConfirm: [] },
+      permissions: {
+        powerLevel: 50,
+        allow: [],
+        twoPersonRule: false,
+        autoConfirm: [],
+        logs: "operators",
+        stated: [],
+      },
       actions: {},
       lease: { ttlMs: 10_000, renewEveryMs: 3_000, acquireEveryMs: 1_000, marginMs: 1_000 },
       limits: { globalCap: 16, confirmTimeoutMs: 3_600_000 },
@@ -156,6 +163,8 @@ describe("defaults", () => {
       allow: ["@alice:example.org"],
       twoPersonRule: true,
       autoConfirm: ["@bob:example.org"],
+      logs: "anyone",
+      stated: ["power_level", "allow", "two_person_rule", "auto_confirm", "logs"],
     });
     expect(config.lease).toEqual({
       ttlMs: 20_000,

@@ -5,7 +5,15 @@
  */
 import type { DagFormat } from "../../domain/dag.js";
 import type { SenderStanding } from "../../ports/permissions.js";
-import type { LeaderFence, LeaseStore, NodeStore, RunStore, Scheduler } from "../../ports/store.js";
+import type {
+  LeaderFence,
+  LeaseStore,
+  NodeStore,
+  PolicyStore,
+  RoomPolicy,
+  RunStore,
+  Scheduler,
+} from "../../ports/store.js";
 
 /** The store capabilities handlers use: run decisions and reads, the room cap, nodes, the lease. */
 export type CommandStore = Pick<
@@ -21,6 +29,7 @@ export type CommandStore = Pick<
   | "getTask"
 > &
   Pick<Scheduler, "setRoomCap" | "getRoomCap"> &
+  Pick<PolicyStore, "getRoomPolicy" | "setRoomPolicy"> &
   Pick<NodeStore, "listNodes"> &
   Pick<LeaseStore, "getLease"> & {
     /** The store's clock, so replies show times every node agrees on. */
@@ -37,6 +46,8 @@ export interface CommandPolicy {
   twoPersonRule: boolean;
   /** Publishers whose runs start without a confirmation step. */
   autoConfirm: readonly string[];
+  /** Who may read task output with `logs`: operators (the default) or anyone in the room. */
+  logs?: "operators" | "anyone";
   /** A pending run expires when nobody confirms it within this time. */
   confirmTimeoutMs: number;
   /**
@@ -70,4 +81,27 @@ export interface HandlerContext {
   standing: SenderStanding;
   policy: CommandPolicy;
   loadDag: DagLibrary;
+}
+
+/** The room policy a CommandPolicy carries (what the store holds for the room). */
+export function roomPolicyOf(policy: CommandPolicy): RoomPolicy {
+  return {
+    powerLevel: policy.requiredPowerLevel,
+    allow: [...policy.allowlist],
+    twoPersonRule: policy.twoPersonRule,
+    autoConfirm: [...policy.autoConfirm],
+    logs: policy.logs ?? "operators",
+  };
+}
+
+/** A CommandPolicy whose permissions are the room's stored policy; the node's own settings stay. */
+export function withRoomPolicy(policy: CommandPolicy, room: RoomPolicy): CommandPolicy {
+  return {
+    ...policy,
+    requiredPowerLevel: room.powerLevel,
+    allowlist: room.allow,
+    twoPersonRule: room.twoPersonRule,
+    autoConfirm: room.autoConfirm,
+    logs: room.logs,
+  };
 }

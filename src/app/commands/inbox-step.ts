@@ -28,6 +28,7 @@ import type { Placement } from "../render/messages.js";
 import { cardMessage, replyMessage } from "../render/messages.js";
 import { pictureRequestMessage, picturePlacement } from "../render/pictures.js";
 import type { CommandPolicy, CommandStore, DagLibrary, HandlerContext } from "./context.js";
+import { withRoomPolicy } from "./context.js";
 import { describeDecision } from "./handlers/decisions.js";
 import { describeCreate } from "./handlers/publish.js";
 import type { InboxIntent } from "./inbox-intent.js";
@@ -177,14 +178,22 @@ async function runIntent(
 }
 
 async function handlerContext(deps: InboxDeps, fence: LeaderFence, row: InboxEvent): Promise<HandlerContext> {
+  // The room's policy as the store holds it, not this node's config: every node enforces the same
+  // rules (issue 10, finding 7). A room without one (never started by a node) keeps the config's.
+  const stored = await deps.store.getRoomPolicy(row.roomId);
+  const policy = stored === null ? deps.policy : withRoomPolicy(deps.policy, stored.policy);
+  const standing = await deps.permissions.standing(row.roomId, row.sender);
   return {
     store: deps.store,
     fence,
     roomId: row.roomId,
     sender: row.sender,
     eventId: row.eventId,
-    standing: await deps.permissions.standing(row.roomId, row.sender),
-    policy: deps.policy,
+    standing:
+      standing.kind === "room-member"
+        ? { ...standing, allowlisted: policy.allowlist.includes(row.sender) }
+        : standing,
+    policy,
     loadDag: deps.loadDag,
   };
 }

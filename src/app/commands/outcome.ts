@@ -8,7 +8,7 @@ import type { CommandVerb } from "../../domain/command-table.js";
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import type { TaskSummary } from "../../domain/run-status.js";
 import { summarizeTasks } from "../../domain/run-status.js";
-import type { NodeRecord, RunRecord, TaskRecord } from "../../ports/store.js";
+import type { NodeRecord, RoomPolicy, RunRecord, TaskRecord } from "../../ports/store.js";
 
 /** The verbs of DESIGN.md §5 (the domain command table). */
 export type Verb = CommandVerb;
@@ -131,6 +131,8 @@ export type Outcome =
       at: number;
     }
   | { kind: "cap"; cap: number; previous: number }
+  /** The room's policy after the command; `changed` names the setting a change touched (null: shown only). */
+  | { kind: "policy"; policy: RoomPolicy; changed: string | null }
   /** A write asked of a node that does not lead the room (CLI/HTTP on a follower). */
   | { kind: "not-leader"; roomId: string }
   /** An edit of a command: edits are never applied (the command ran, or was answered, as first sent). */

@@ -16,6 +16,7 @@ export function isOperator(standing: SenderStanding, policy: CommandPolicy): boo
 }
 
 export function mayUse(verb: CommandVerb, standing: SenderStanding, policy: CommandPolicy): boolean {
+  if (verb === "logs" && (policy.logs ?? "operators") === "anyone") return true;
   return commandInfo(verb).permission === "open" || isOperator(standing, policy);
 }
 

@@ -9,6 +9,7 @@ import type { Command, CommandError, CommandInput } from "../../domain/commands.
 import { parseCommand } from "../../domain/commands.js";
 import type { HandlerContext } from "./context.js";
 import { handleCap, handleDecision } from "./handlers/decisions.js";
+import { handlePolicy } from "./handlers/policy.js";
 import { handlePublish, handleRetry } from "./handlers/publish.js";
 import {
   handleGraph,
@@ -51,6 +52,7 @@ export const COMMAND_HANDLERS: { readonly [V in CommandVerb]: CommandHandler<V> 
   retry: entry("retry", (ctx, c) => handleRetry(ctx, c.id)),
   nodes: entry("nodes", (ctx) => handleNodes(ctx)),
   cap: entry("cap", (ctx, c) => handleCap(ctx, c.n)),
+  policy: entry("policy", (ctx, c) => handlePolicy(ctx, c.change)),
 };
 
 /** Is this sender allowed the verb? A refusal is an outcome and nothing is stored. */

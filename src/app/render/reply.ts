@@ -90,6 +90,20 @@ export function renderOutcome(outcome: Outcome): Rendered | null {
           ? "Queued tasks start as soon as slots are free."
           : "Running tasks are not interrupted; new ones start as they finish."
       }`;
+    case "policy": {
+      const p = outcome.policy;
+      const users = (list: readonly string[]): string => (list.length === 0 ? "nobody" : list.join(", "));
+      const lines = [
+        `power_level ${p.powerLevel} · two_person_rule ${p.twoPersonRule ? "on" : "off"} · logs ${p.logs}`,
+        `allow: ${users(p.allow)}`,
+        `auto_confirm: ${users(p.autoConfirm)}`,
+      ];
+      const head =
+        outcome.changed === null
+          ? "The room's policy (every node enforces it):"
+          : `The room's policy is changed (${outcome.changed}); every node enforces it now. Update [permissions] in the nodes' configs to match, or they will not lead after a restart:`;
+      return r`${head}${codeBlock(lines.join("\n"))}`;
+    }
     case "not-leader":
       return r`This node does not lead room ${code(outcome.roomId)} right now, so it cannot change anything there; try again in a moment or send the command in the room.`;
     case "edit-not-applied":
