@@ -201,6 +201,48 @@ function chatSection(r) {
   ].join("\n");
 }
 
+function retentionSection(r) {
+  if (r.retention === undefined) return "";
+  const mb = (b) => (b / 1024 / 1024).toFixed(1);
+  const rows = [];
+  for (const [kind, v] of Object.entries(r.retention)) {
+    for (const variant of ["kept", "pruned"]) {
+      const x = v[variant];
+      if (x === undefined) continue;
+      rows.push([
+        kind,
+        variant === "kept" ? "everything kept" : "pruned (7 d)",
+        `${x.commands} / ${x.runs}`,
+        `${mb(x.liveBytes)} MB`,
+        `${mb(x.fileBytes)} MB`,
+        ...["runs", "tasks", "events", "processed_events", "outbox"].map((t) => String(x.rows[t])),
+      ]);
+    }
+  }
+  return [
+    "### Store size and retention (commands over 30 simulated days)",
+    "",
+    table(
+      [
+        "store",
+        "variant",
+        "commands / runs",
+        "live data",
+        "on disk",
+        "runs",
+        "tasks",
+        "events",
+        "inbox",
+        "outbox",
+      ],
+      rows,
+    ),
+    "",
+    "Live data: SQLite pages in use (on disk: the file, whose freed pages are reused, not returned); PostgreSQL tables and indexes after a plain VACUUM (both columns).",
+    "",
+  ].join("\n");
+}
+
 function targetsSection(rows) {
   return [
     "### Targets (issue 6)",
@@ -222,6 +264,7 @@ export function renderResults(r) {
     dagSection(r),
     failoverSection(r),
     chatSection(r),
+    retentionSection(r),
     Object.keys(r.errors).length === 0
       ? ""
       : `### Sections that failed\n\n${Object.entries(r.errors)

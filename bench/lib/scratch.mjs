@@ -62,9 +62,12 @@ export class Scratch {
     return u.toString();
   }
 
-  /** A new temporary folder (for SQLite files, node configs and logs). */
-  dir(part) {
-    const d = mkdtempSync(join(tmpdir(), `dagbot-bench-${this.id}-${part}-`));
+  /**
+   * A new temporary folder (for SQLite files, node configs and logs); `base` puts it elsewhere than
+   * the system's temp dir (a RAM disk, for figures that are not about the disk).
+   */
+  dir(part, base = tmpdir()) {
+    const d = mkdtempSync(join(base, `dagbot-bench-${this.id}-${part}-`));
     this.dirs.push(d);
     return d;
   }
