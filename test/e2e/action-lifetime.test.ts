@@ -83,6 +83,14 @@ describe("an action never outlives its node", () => {
     const node = startNode(target, config, "node-a");
     nodes.push(node);
     const tasks = ["a", "b", "c"].map((id) => ({ id, action: "rec", args: { ms: 30_000 } }));
+    // `submit` refuses to wait for a room with no live node (exit 3): let the node beat first.
+    const s = store;
+    await waitFor(
+      "a node heartbeat",
+      () => s.listNodes(),
+      (ns) => ns.length > 0,
+      { timeoutMs: 15_000, intervalMs: 25 },
+    );
     const submitted = await cli([
       "submit",
       writeDag(target, { id: "long", tasks }),
