@@ -7,7 +7,12 @@ import { dirname, resolve } from "node:path";
 import type { StoreLocation } from "../config/store-location.js";
 import type { Store, StoreOptions } from "../ports/store.js";
 
-export async function openStore(location: StoreLocation, options: StoreOptions = {}): Promise<Store> {
+export interface OpenStoreOptions extends StoreOptions {
+  /** A PostgreSQL store's pool size (ignored for SQLite). */
+  poolSize?: number;
+}
+
+export async function openStore(location: StoreLocation, options: OpenStoreOptions = {}): Promise<Store> {
   if (location.kind === "sqlite") {
     const path = resolve(location.path);
     mkdirSync(dirname(path), { recursive: true });

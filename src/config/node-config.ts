@@ -94,6 +94,8 @@ export interface NodeConfig {
   /** How many tasks this node runs at once. */
   capacity: number;
   store: StoreLocation;
+  /** Connections in a PostgreSQL store's pool, shared by all the node's rooms and loops (plus one LISTEN connection). */
+  storePoolSize: number;
   /** Folder of DAG files for `!dag publish <name>`; null when the node has none. */
   dagLibrary: string | null;
   /** Null for an engine-only node. */
@@ -108,6 +110,9 @@ export interface NodeConfig {
   http: HttpConfig | null;
   logLevel: LogLevel;
 }
+
+/** A PostgreSQL node holds at most this many pooled connections plus one listening connection. */
+export const DEFAULT_STORE_POOL_SIZE = 3;
 
 const ID = /^[A-Za-z0-9_.-]{1,64}$/;
 const ID_HINT = 'use 1-64 letters, digits, "_", "." or "-"';
@@ -363,6 +368,7 @@ export const nodeConfigFileSchema = z
     labels: uniqueList(id).prefault([]),
     capacity: z.int().min(1).max(1024).prefault(2),
     store: storeSchema.prefault(DEFAULT_STORE),
+    store_pool_size: z.int().min(1).max(100).prefault(DEFAULT_STORE_POOL_SIZE),
     dag_library: z.string().min(1).optional(),
     matrix: matrixSchema.optional(),
     permissions: permissionsSchema.prefault({}),
@@ -481,6 +487,7 @@ export function toNodeConfig(file: NodeConfigFile, statedPermissions: readonly s
     labels: file.labels,
     capacity: file.capacity,
     store: file.store,
+    storePoolSize: file.store_pool_size,
     dagLibrary: file.dag_library ?? null,
     matrix,
     rooms: matrix === null ? [LOCAL_ROOM_ID] : matrix.rooms,

@@ -110,6 +110,7 @@ describe("defaults", () => {
       labels: [],
       capacity: 2,
       store: { kind: "sqlite", path: "./data/dagbot.db" },
+      storePoolSize: 3,
       dagLibrary: null,
       matrix: null,
       rooms: ["local"],
@@ -309,6 +310,8 @@ describe("bad values in place", () => {
       ['actions["bad name"]: is not a valid name: action names use 1-64 letters, digits, "_", "." or "-"'],
     ],
     ["capacity 0", { capacity: 0 }, ["capacity: must be at least 1"]],
+    ["store_pool_size 0", { store_pool_size: 0 }, ["store_pool_size: must be at least 1"]],
+    ["store_pool_size 101", { store_pool_size: 101 }, ["store_pool_size: must be at most 100"]],
     ["capacity 1.5", { capacity: 1.5 }, ["capacity: expected an integer, got a number (1.5)"]],
     ["a duplicate label", { labels: ["a", "a"] }, ['labels[1]: duplicate entry "a"']],
     [
