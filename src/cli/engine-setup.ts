@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import type { Command } from "commander";
 import { createLogger } from "../adapters/log/pino-logger.js";
 import { openStore } from "../adapters/store-factory.js";
+import { openWithRetry } from "./store-retry.js";
 import type { ConfigOverrides } from "../config/load-config.js";
 import {
   CONFIG_PRECEDENCE_HELP,
@@ -138,10 +139,40 @@ export function makeLogger(config: NodeConfig, level?: LogLevel): Logger {
 /** Opens the config's store; a failure is a CliError (exit 1) whose message holds no password. */
 export async function openConfiguredStore(config: NodeConfig): Promise<Store> {
   try {
-    return await openStore(config.store);
+    return await openStore(config.store, { poolSize: config.storePoolSize });
   } catch (err) {
-    const why = err instanceof Error ? err.message : String(err);
-    throw new CliError(`cannot open the store ${describeStoreLocation(config.store)}: ${scrub(why)}`, 1);
+    throw new CliError(
+      `cannot open the store ${describeStoreLocation(config.store)}: ${storeErrorText(err)}`,
+      1,
+    );
+  }
+}
+
+function storeErrorText(err: unknown): string {
+  return scrub(err instanceof Error ? err.message : String(err));
+}
+
+/**
+ * A node's store: a store that cannot be reached yet is retried with backoff (logged per attempt)
+ * until it opens or `stopped` resolves (then null); one that refuses this config is a CliError (exit 2).
+ */
+export async function openNodeStore(
+  config: NodeConfig,
+  logger: Logger,
+  stopped: Promise<void>,
+): Promise<Store | null> {
+  try {
+    return await openWithRetry(
+      () => openStore(config.store, { poolSize: config.storePoolSize }),
+      logger.child({ store: describeStoreLocation(config.store) }),
+      storeErrorText,
+      stopped,
+    );
+  } catch (err) {
+    throw new CliError(
+      `cannot open the store ${describeStoreLocation(config.store)}: ${storeErrorText(err)}`,
+      EXIT_CONFIG,
+    );
   }
 }
 

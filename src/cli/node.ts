@@ -13,7 +13,7 @@ import { commandStep } from "./command-step.js";
 import {
   engineSettings,
   makeLogger,
-  openConfiguredStore,
+  openNodeStore,
   resolveConfig,
   runCli,
   withCommonOptions,
@@ -34,15 +34,33 @@ export function registerNode(program: Command): void {
       .option("--node-id <id>", "this node's id (overrides DAGBOT_NODE_ID and node_id)"),
     "Logs are JSON lines on stderr. The first SIGINT/SIGTERM stops gracefully: leadership is released at once,\n" +
       "no new task is claimed and running tasks finish; a second signal kills running actions (their tasks are\n" +
-      "retried elsewhere once their leases expire). Exit status: 0 after a stop, 2 for a bad config, 1 when the\n" +
-      "store cannot be opened.",
+      "retried elsewhere once their leases expire). A store that cannot be reached yet (server down, too many\n" +
+      "connections) is retried with backoff until it can. Exit status: 0 after a stop, 2 for a bad config or a\n" +
+      "store that refuses it (authentication, no such database, a newer schema).",
   ).action((options: NodeOptions) => runCli("node", () => runNode(options)));
 }
 
 async function runNode(options: NodeOptions): Promise<number> {
   const config = resolveConfig(options, options.nodeId === undefined ? {} : { nodeId: options.nodeId });
   const logger = makeLogger(config);
-  const store = await openConfiguredStore(config);
+
+  // Signals are heard from the start: one that comes while the store is still unreachable ends the
+  // wait (exit 0) instead of being lost.
+  let signals = 0;
+  let onStop: (abortRunning: boolean) => void = () => {};
+  let signalled!: () => void;
+  const firstSignal = new Promise<void>((resolve) => (signalled = resolve));
+  const onSignal = (signal: NodeJS.Signals): void => {
+    signals += 1;
+    logger.info({ signal }, signals === 1 ? "stopping gracefully" : "stopping now: killing running actions");
+    signalled();
+    onStop(signals > 1);
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+
+  const store = await openNodeStore(config, logger, firstSignal);
+  if (store === null) return 0;
   logger.info({ store: describeStoreLocation(config.store), node: config.nodeId }, "store open");
 
   const node = startEngineNode(engineSettings(config), {
@@ -53,18 +71,12 @@ async function runNode(options: NodeOptions): Promise<number> {
     processInbox: commandStep(config, store, logger),
   });
 
-  let signals = 0;
   const stopped = new Promise<void>((resolve) => {
-    const onSignal = (signal: NodeJS.Signals): void => {
-      signals += 1;
-      logger.info(
-        { signal },
-        signals === 1 ? "stopping gracefully" : "stopping now: killing running actions",
-      );
-      void node.stop({ abortRunning: signals > 1 }).then(resolve);
+    onStop = (abortRunning) => {
+      void node.stop({ abortRunning }).then(resolve);
     };
-    process.on("SIGINT", onSignal);
-    process.on("SIGTERM", onSignal);
+    // A signal that came while the store was being opened.
+    if (signals > 0) onStop(signals > 1);
   });
   await stopped;
   await store.close();

@@ -1,9 +1,10 @@
 /**
  * Chaos on PostgreSQL: a node's connection cut by the server while it opens the store (a server
  * restart, or an administrator ending sessions) while the migration waits behind another migrator.
- * Opening must fail with a StoreError that `dagbot node` reports as "cannot open the store" (exit 1,
- * and a supervisor starts it again), never crash the process with an unhandled driver event.
- * The child runs the built adapter (dist/).
+ * Opening must fail with a StoreError, never crash the process with an unhandled driver event; and
+ * the error must be one `dagbot node` counts as transient, so the node retries the open with backoff
+ * instead of exiting (test/e2e/node-store-reach.test.ts runs that with real processes).
+ * The child runs the built adapter and retry rule (dist/).
  */
 import { spawn } from "node:child_process";
 import { join } from "node:path";
@@ -16,6 +17,7 @@ import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
 import { waitFor } from "../support/store-wait.js";
 
 const ADAPTER = pathToFileURL(join(REPO, "dist", "adapters", "postgres", "index.js")).href;
+const RETRY = pathToFileURL(join(REPO, "dist", "cli", "store-retry.js")).href;
 
 describe("chaos on postgres: the connection cut while a node opens the store", () => {
   let db: TestDatabase | null = null;
@@ -28,7 +30,7 @@ describe("chaos on postgres: the connection cut while a node opens the store", (
     if (db !== null) await dropOrKeep(db, context.task.result?.state === "fail");
   });
 
-  it("a migration whose connection is terminated rejects with a StoreError instead of crashing the process", async () => {
+  it("a migration whose connection is terminated rejects with a transient StoreError (the node retries) instead of crashing the process", async () => {
     db = await createTestDatabase();
     const d = db;
     // Another migrator holds the lock, so the opener's connection sits in a known query.
@@ -38,9 +40,10 @@ describe("chaos on postgres: the connection cut while a node opens the store", (
     await holder.query("SELECT pg_advisory_xact_lock(hashtext('dagbot.migrate'), hashtext('public'))");
 
     const script = `import { openPostgresStore } from ${JSON.stringify(ADAPTER)};
+      import { isTransientStoreError } from ${JSON.stringify(RETRY)};
       openPostgresStore(${JSON.stringify(d.url)}).then(
         () => { console.log("opened"); process.exit(0); },
-        (e) => { console.log("rejected " + e.name + ": " + e.message); process.exit(3); });`;
+        (e) => { console.log("rejected " + e.name + " " + (isTransientStoreError(e) ? "transient" : "permanent") + ": " + e.message); process.exit(3); });`;
     const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -64,6 +67,9 @@ describe("chaos on postgres: the connection cut while a node opens the store", (
 
     const code = await closed;
     expect(stderr).not.toContain("Unhandled 'error' event");
-    expect({ code, stdout: stdout.trim().split(":")[0] }).toEqual({ code: 3, stdout: "rejected StoreError" });
+    expect({ code, stdout: stdout.trim().split(":")[0] }).toEqual({
+      code: 3,
+      stdout: "rejected StoreError transient",
+    });
   }, 60_000);
 });

@@ -1,0 +1,257 @@
+/**
+ * A `dagbot node` on PostgreSQL with real processes: it holds at most its pool (store_pool_size,
+ * default 3) plus one LISTEN connection; it waits for a store that is not there yet (retrying with
+ * backoff, logging each attempt) and comes up when the store does; it outlives the store going away
+ * and coming back; a store that refuses its config (no such role) is exit 2 at once. The "server"
+ * going down and up is a TCP proxy this test starts and stops in front of the real PostgreSQL.
+ */
+import { readFileSync } from "node:fs";
+import { createServer, connect } from "node:net";
+import type { Server, Socket } from "node:net";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { openPostgresStore } from "../../src/adapters/postgres/index.js";
+import type { Store } from "../../src/ports/store.js";
+import {
+  cli,
+  requireBuild,
+  startNode,
+  targetIn,
+  waitForRunStatus,
+  writeDag,
+  writeNodeConfig,
+} from "../support/engine-cluster.js";
+import type { NodeProcess, Target } from "../support/engine-cluster.js";
+import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
+import type { TestDatabase } from "../support/postgres.js";
+import { waitFor } from "../support/store-wait.js";
+
+const PG_PORT = 5432;
+
+/** A TCP proxy on `port` to the real server; close() drops every connection, like a server going down. */
+async function startProxy(port: number): Promise<{ close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((inbound) => {
+    const outbound = connect(PG_PORT, "127.0.0.1");
+    for (const s of [inbound, outbound]) {
+      sockets.add(s);
+      s.on("close", () => sockets.delete(s));
+      s.on("error", () => {
+        inbound.destroy();
+        outbound.destroy();
+      });
+    }
+    inbound.pipe(outbound);
+    outbound.pipe(inbound);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", () => resolve());
+  });
+  return {
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** A port nothing listens on (it was free a moment ago). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (address === null || typeof address === "string") throw new Error("no port");
+  return address.port;
+}
+
+function logLines(node: NodeProcess): Array<Record<string, unknown>> {
+  return readFileSync(node.logPath, "utf8")
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+describe("a dagbot node and its PostgreSQL connections", () => {
+  let target: Target | null = null;
+  let db: TestDatabase | null = null;
+  let store: Store | null = null;
+  const nodes: NodeProcess[] = [];
+  const proxies: Array<{ close(): Promise<void> }> = [];
+
+  beforeAll(() => requireBuild());
+
+  afterEach(async (context) => {
+    const failed = context.task.result?.state === "fail";
+    for (const n of nodes.splice(0)) {
+      n.kill("SIGKILL");
+      await n.exited;
+    }
+    for (const p of proxies.splice(0)) await p.close();
+    await store?.close();
+    store = null;
+    await target?.cleanup(failed);
+    target = null;
+    if (db !== null) await dropOrKeep(db, failed);
+    db = null;
+  });
+
+  /** A node's URL naming it in pg_stat_activity (node-postgres lets the URL's application_name win). */
+  function named(url: string, name: string, port?: number): string {
+    const u = new URL(url);
+    u.searchParams.set("application_name", name);
+    if (port !== undefined) u.port = String(port);
+    return u.toString();
+  }
+
+  async function nodeConnections(d: TestDatabase, name: string): Promise<number> {
+    const rows = await d.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1",
+      [name],
+    );
+    return rows[0]?.n ?? 0;
+  }
+
+  it("holds at most store_pool_size (default 3) + 1 connections while running 40 tasks 8 at a time", async () => {
+    db = await createTestDatabase();
+    const d = db;
+    target = targetIn("postgres", "pool", named(d.url, "node-under-test"), "pool test folder");
+    store = await openPostgresStore(d.url, { poolSize: 2 });
+    const s = store;
+    const config = writeNodeConfig(target, { nodeId: "pooled", capacity: 8 });
+    const node = startNode(target, config, "pooled");
+    nodes.push(node);
+    const tasks = Array.from({ length: 40 }, (_, i) => ({ id: `t${i}`, action: "work", args: { ms: 100 } }));
+    const submitted = await cli(
+      ["submit", writeDag(target, { id: "many", tasks }), "--config", config, "--store", d.url, "--confirm"],
+      { cwd: target.dir },
+    );
+    expect(submitted.code, submitted.stderr).toBe(0);
+
+    const counts: number[] = [];
+    for (;;) {
+      counts.push(await nodeConnections(d, "node-under-test"));
+      const run = await s.getRun("local", "many");
+      if (run !== null && run.status !== "running" && run.status !== "pending") break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(await waitForRunStatus(s, "many", () => true)).toBe("succeeded");
+    console.log(
+      `[pool] the node's connections, sampled ${counts.length} times over 40 tasks at capacity 8: at most ${Math.max(...counts)}`,
+    );
+    expect(Math.max(...counts)).toBeGreaterThan(0);
+    expect(Math.max(...counts)).toBeLessThanOrEqual(3 + 1);
+  }, 90_000);
+
+  it("waits for a store that is down, comes up when it is back, and outlives it going away again", async () => {
+    db = await createTestDatabase();
+    const d = db;
+    const port = await freePort();
+    target = targetIn("postgres", "reach", named(d.url, "node-reach", port), "reach test folder");
+    const config = writeNodeConfig(target, { nodeId: "patient" });
+    const node = startNode(target, config, "patient");
+    nodes.push(node);
+    let exited = false;
+    void node.exited.then(() => (exited = true));
+
+    // Nothing listens yet: the node logs each failed attempt with the next delay, and stays up.
+    const retries = await waitFor(
+      "three logged attempts to open the store",
+      () => logLines(node).filter((l) => String(l["msg"]).startsWith("cannot open the store")),
+      (ls) => ls.length >= 3,
+      { timeoutMs: 20_000, intervalMs: 50 },
+    );
+    expect(retries.map((l) => l["attempt"])).toEqual([1, 2, 3]);
+    for (const l of retries) {
+      expect(l["retryInMs"]).toBeGreaterThan(0);
+      expect(String(l["error"])).toContain("ECONNREFUSED");
+    }
+    expect(exited).toBe(false);
+
+    // The server "comes up": the node opens its store, beats and runs a task.
+    proxies.push(await startProxy(port));
+    store = await openPostgresStore(d.url, { poolSize: 2 });
+    const s = store;
+    await waitFor(
+      "the node's heartbeat",
+      () => s.listNodes(),
+      (n) => n.length > 0,
+      {
+        timeoutMs: 30_000,
+        intervalMs: 50,
+      },
+    );
+    const first = await cli(
+      [
+        "submit",
+        writeDag(target, { id: "after-up", tasks: [{ id: "a", action: "echo", args: { message: "hi" } }] }),
+        "--config",
+        config,
+        "--store",
+        d.url,
+        "--confirm",
+      ],
+      { cwd: target.dir },
+    );
+    expect(first.code, first.stderr).toBe(0);
+    expect(await waitForRunStatus(s, "after-up", (st) => st !== "running" && st !== "pending", 30_000)).toBe(
+      "succeeded",
+    );
+
+    // The server "goes down" under the running node (every connection dropped) for a while: its
+    // operations fail, and the node stays up.
+    const before = logLines(node).length;
+    await proxies.pop()!.close();
+    await waitFor(
+      "the node to notice the store is gone",
+      () => logLines(node).length,
+      (n) => n > before + 2,
+      {
+        timeoutMs: 20_000,
+        intervalMs: 50,
+      },
+    );
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(exited).toBe(false);
+
+    // Back up: the same process runs the next task.
+    proxies.push(await startProxy(port));
+    const second = await cli(
+      [
+        "submit",
+        writeDag(target, {
+          id: "after-back",
+          tasks: [{ id: "b", action: "echo", args: { message: "again" } }],
+        }),
+        "--config",
+        config,
+        "--store",
+        d.url,
+        "--confirm",
+      ],
+      { cwd: target.dir },
+    );
+    expect(second.code, second.stderr).toBe(0);
+    expect(
+      await waitForRunStatus(s, "after-back", (st) => st !== "running" && st !== "pending", 60_000),
+    ).toBe("succeeded");
+    expect(exited).toBe(false);
+  }, 120_000);
+
+  it("stops at once with exit 2 when the store refuses the config (no such role), without retrying", async () => {
+    db = await createTestDatabase();
+    const u = new URL(db.url);
+    u.username = "no_such_role_dagbot";
+    target = targetIn("postgres", "refused", u.toString(), "refused test folder");
+    const config = writeNodeConfig(target, { nodeId: "refused" });
+    const node = startNode(target, config, "refused");
+    nodes.push(node);
+    const { code } = await node.exited;
+    const log = readFileSync(node.logPath, "utf8");
+    expect(code).toBe(2);
+    expect(log).toContain("cannot open the store");
+    expect(log).toContain("no_such_role_dagbot");
+    expect(log).not.toContain("retrying");
+  }, 60_000);
+});
