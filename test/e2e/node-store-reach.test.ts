@@ -122,6 +122,15 @@ describe("a dagbot node and its PostgreSQL connections", () => {
     const config = writeNodeConfig(target, { nodeId: "pooled", capacity: 8 });
     const node = startNode(target, config, "pooled");
     nodes.push(node);
+    await waitFor(
+      "the node's heartbeat",
+      () => s.listNodes(),
+      (n) => n.length > 0,
+      {
+        timeoutMs: 30_000,
+        intervalMs: 50,
+      },
+    );
     const tasks = Array.from({ length: 40 }, (_, i) => ({ id: `t${i}`, action: "work", args: { ms: 100 } }));
     const submitted = await cli(
       ["submit", writeDag(target, { id: "many", tasks }), "--config", config, "--store", d.url, "--confirm"],
