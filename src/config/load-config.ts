@@ -56,12 +56,16 @@ export const CONFIG_ENV_VARS = [
   },
 ] as const;
 
+/** The secrets that may also come from a file named by `<NAME>_FILE` (e.g. /run/secrets/...). */
+export const SECRET_FILE_VARS = ["DAGBOT_STORE", "DAGBOT_ACCESS_TOKEN"] as const;
+
 /** One paragraph for `--help`: where values come from and which wins. */
 export const CONFIG_PRECEDENCE_HELP =
   "Settings come from the config file, then environment variables, then command-line options; " +
   "later ones win (args > env > file). Environment: " +
   CONFIG_ENV_VARS.map((v) => `${v.name} (${v.key})`).join(", ") +
-  ".";
+  `. ${SECRET_FILE_VARS.map((v) => `${v}_FILE`).join(" and ")} name a file to read the secret from instead ` +
+  "(container secrets); a trailing newline is dropped.";
 
 const MAX_FILE_BYTES = 1024 * 1024;
 const RESERVED_KEYS = new Set(["__proto__", "constructor", "prototype"]);
@@ -207,6 +211,19 @@ function readConfigFile(file: string): { ok: true; raw: unknown } | { ok: false;
   }
 }
 
+/** A secret file's content without its trailing newline, or why it cannot be read (never the content). */
+function readSecretFile(path: string): string | { message: string } {
+  try {
+    const text = readFileSync(path, "utf8");
+    if (text.length > 64 * 1024)
+      return { message: `"${path}" is larger than 64 KiB; it should hold one secret` };
+    return text.replace(/\r?\n$/, "");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return { message: `cannot read "${path}"${code === undefined ? "" : ` (${code})`}` };
+  }
+}
+
 /** Reads, merges and validates a node config. Never throws for bad input; reads nothing at import. */
 export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   let raw: unknown = {};
@@ -233,9 +250,20 @@ export function parseConfig(raw: unknown, options: Omit<LoadConfigOptions, "file
     sources.set(key, source);
   };
 
+  const fileIssues: ConfigIssue[] = [];
   const env = (name: string): string | undefined => {
     const value = options.env[name];
-    return value === undefined || value === "" ? undefined : value;
+    const fromEnv = value === undefined || value === "" ? undefined : value;
+    if (!(SECRET_FILE_VARS as readonly string[]).includes(name)) return fromEnv;
+    const file = options.env[`${name}_FILE`];
+    if (file === undefined || file === "") return fromEnv;
+    if (fromEnv !== undefined) {
+      fileIssues.push({ path: `${name}_FILE`, message: `set ${name} or ${name}_FILE, not both` });
+      return undefined;
+    }
+    const read = readSecretFile(file);
+    if (typeof read !== "string") fileIssues.push({ path: `${name}_FILE`, message: read.message });
+    return typeof read === "string" && read !== "" ? read : undefined;
   };
   const envStore = env("DAGBOT_STORE");
   if (envStore !== undefined) set("store", envStore, "DAGBOT_STORE");
@@ -257,6 +285,8 @@ export function parseConfig(raw: unknown, options: Omit<LoadConfigOptions, "file
   ) {
     doc.matrix.access_token = TOKEN_NOT_LOADED;
   }
+
+  if (fileIssues.length > 0) return { ok: false, issues: fileIssues };
 
   const overrides = options.overrides ?? {};
   const cli = "the command line";

@@ -1,5 +1,7 @@
 /** The node config loader: example configs, defaults, exact key paths for bad input, env precedence, redaction. */
-import { readdirSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { formatConfigIssues, loadConfig, parseConfig } from "../../src/config/load-config.js";
@@ -89,6 +91,35 @@ describe("example node configs", () => {
       expect(config.matrix?.homeserverUrl).toBe("http://synapse:8008");
     },
   );
+
+  it("secrets may come from files named by DAGBOT_ACCESS_TOKEN_FILE and DAGBOT_STORE_FILE (container secrets)", () => {
+    const dir = mkdtempSync(join(tmpdir(), "dagbot-secrets-"));
+    try {
+      const token = join(dir, "token");
+      const store = join(dir, "store");
+      writeFileSync(token, "tok_from_file\n");
+      writeFileSync(store, "postgres://dagbot:pw@postgres:5432/dagbot\n");
+      const file = `${root}docker/nodes/node-a.toml`;
+      const config = ok(
+        loadConfig({ file, env: { DAGBOT_ACCESS_TOKEN_FILE: token, DAGBOT_STORE_FILE: store } }),
+      );
+      expect(config.matrix?.accessToken).toBe("tok_from_file");
+      expect(config.store).toEqual({ kind: "postgres", url: "postgres://dagbot:pw@postgres:5432/dagbot" });
+
+      const both = lines(
+        loadConfig({ file, env: { DAGBOT_ACCESS_TOKEN: "x", DAGBOT_ACCESS_TOKEN_FILE: token } }),
+      );
+      expect(both).toEqual([
+        "DAGBOT_ACCESS_TOKEN_FILE: set DAGBOT_ACCESS_TOKEN or DAGBOT_ACCESS_TOKEN_FILE, not both",
+      ]);
+      const missing = lines(
+        loadConfig({ file, env: { DAGBOT_ACCESS_TOKEN_FILE: join(dir, "nope"), DAGBOT_STORE_FILE: store } }),
+      );
+      expect(missing).toEqual([`DAGBOT_ACCESS_TOKEN_FILE: cannot read "${join(dir, "nope")}" (ENOENT)`]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   it("bot.example.toml needs its token from the environment and holds no secret itself", () => {
     expect(lines(loadConfig({ file: `${root}config/bot.example.toml`, env: {} }))).toEqual([
