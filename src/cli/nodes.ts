@@ -7,6 +7,7 @@ import type { CommonOptions } from "./engine-setup.js";
 
 interface NodesOptions extends CommonOptions {
   json?: boolean;
+  check?: boolean;
 }
 
 export function registerNodes(program: Command): void {
@@ -19,10 +20,15 @@ export function registerNodes(program: Command): void {
       .option(
         "--json",
         'print JSON: { goneAfterMs, forgetAfterMs, nodes: [{ state: "alive" | "gone", ... }], leaders: [...] }',
+      )
+      .option(
+        "--check",
+        "only check this config's node: exit 0 if its heartbeat is younger than its lease ttl, else 1 (a container healthcheck)",
       ),
     "A node whose heartbeat is older than retention.node_gone_after is shown as gone, with how long ago it\n" +
       "was last heard of; the leader drops it after retention.forget_nodes_after. Rooms are those any node\n" +
-      "serves plus the config's own. Exit status: 0 shown, 1 store error, 2 bad config.",
+      "serves plus the config's own. Exit status: 0 shown (with --check: the node is alive), 1 store error\n" +
+      "(with --check: the node has no fresh heartbeat), 2 bad config.",
   ).action((options: NodesOptions) => runCli("nodes", () => nodes(options)));
 }
 
@@ -31,6 +37,19 @@ async function nodes(options: NodesOptions): Promise<number> {
   const store = await openConfiguredStore(config);
   try {
     const list = await store.listNodes();
+    if (options.check === true) {
+      const own = list.find((n) => n.session.nodeId === config.nodeId);
+      if (own === undefined || own.heartbeatAgeMs >= config.lease.ttlMs) {
+        const why =
+          own === undefined ? "no heartbeat" : `last heartbeat ${formatDuration(own.heartbeatAgeMs)} ago`;
+        process.stdout.write(`node ${config.nodeId}: ${why}\n`);
+        return 1;
+      }
+      process.stdout.write(
+        `node ${config.nodeId}: alive, heartbeat ${formatDuration(own.heartbeatAgeMs)} ago\n`,
+      );
+      return 0;
+    }
     const rooms = [...new Set([...config.rooms, ...list.flatMap((n) => n.roomIds)])].sort();
     const leases = (await Promise.all(rooms.map((r) => store.getLease(r)))).filter(
       (l): l is LeaseState => l !== null && l.holder !== null && l.expiresAt > l.now,

@@ -167,7 +167,7 @@ describe("read-only commands with a bot's config", () => {
 });
 
 describe("submit with no live node", () => {
-  it("says so at once and exits 3; the queued command runs when a node starts", async () => {
+  it("says so at once and exits 3; the queued command runs when a node starts; `nodes --check` tells the two apart", async () => {
     const target = await createTarget("sqlite", "no-node");
     let node: NodeProcess | null = null;
     try {
@@ -184,6 +184,9 @@ describe("submit with no live node", () => {
       const store = await target.open();
       try {
         expect(await store.getRun(ROOM, "queued")).toBeNull();
+        const dead = await track(cli(["nodes", "--check", "--config", config], { cwd: target.dir }));
+        expect(dead.code).toBe(1);
+        expect(dead.stdout).toContain("node late: no heartbeat");
         node = startNode(target, config, "late");
         const run = await track(
           waitFor(
@@ -197,6 +200,10 @@ describe("submit with no live node", () => {
           ),
         );
         expect(run?.publisher).toMatch(/^local:/);
+        // The container healthcheck: the node's own heartbeat is fresh.
+        const alive = await track(cli(["nodes", "--check", "--config", config], { cwd: target.dir }));
+        expect(alive.code, alive.stdout).toBe(0);
+        expect(alive.stdout).toContain("node late: alive");
       } finally {
         await store.close();
       }
