@@ -240,6 +240,27 @@ function run(args: string[], env: Record<string, string> = {}, timeoutMs = 30_00
   });
 }
 
+/**
+ * The node healthcheck of docker/compose.yaml (its `x-node` block), run as the container would: the
+ * image's paths under the assembled folder, /config/node.toml standing for the mounted node file
+ * (here the image's own config/local.toml).
+ */
+function runHealthcheck(env: Record<string, string>): Promise<CliResult> {
+  const compose = readFileSync(join(REPO, "docker", "compose.yaml"), "utf8");
+  const block = compose.slice(compose.indexOf("x-node:"), compose.indexOf("\nservices:"));
+  const m = /healthcheck:\s*\n(?:\s*#.*\n)*\s*test:\s*(\[.*\])/.exec(block);
+  if (m === null) throw new Error("docker/compose.yaml: x-node has no healthcheck test");
+  const [kind, program, entry, ...args] = JSON.parse(m[1]!) as string[];
+  expect([kind, program, entry]).toEqual(["CMD", ...image.entrypoint]);
+  const config = join(root, "config", "node.toml");
+  mkdirSync(dirname(config), { recursive: true });
+  copyFileSync(join(image.app, "config", "local.toml"), config);
+  return run(
+    args.map((a) => (a === "/config/node.toml" ? config : a)),
+    env,
+  );
+}
+
 function track<T>(p: Promise<T>): Promise<T> {
   return p.catch((e: unknown) => {
     failed = true;
@@ -335,8 +356,14 @@ describe("the container image's final stage", () => {
       expect(done?.status, log).toBe("succeeded");
       const tasks = await store.listTasks(runId);
       expect(tasks.map((t) => t.executor?.nodeId)).toEqual(tasks.map(() => "img-node"));
+      // The compose file's node healthcheck, run in the image: healthy while the node beats, not after.
+      const health = await track(runHealthcheck(env));
+      expect(health.code, health.stdout + health.stderr).toBe(0);
       node.kill("SIGTERM");
       expect(await exited, log).toBe(0);
+      const after = await track(runHealthcheck(env));
+      expect(after.code).toBe(1);
+      expect(after.stdout).toContain("node img-node: no heartbeat");
     } finally {
       await store.close();
       if (node.exitCode === null && node.signalCode === null) node.kill("SIGKILL");
