@@ -238,7 +238,7 @@ function retentionSection(r) {
       rows,
     ),
     "",
-    "Live data: SQLite pages in use (on disk: the file, whose freed pages are reused, not returned); PostgreSQL tables and indexes after a plain VACUUM (both columns).",
+    "Live data: SQLite pages in use (on disk: the file, whose freed pages are reused, not returned); PostgreSQL tables and indexes after VACUUM FULL (both columns).",
     "",
   ].join("\n");
 }
