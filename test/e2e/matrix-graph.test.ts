@@ -1,17 +1,27 @@
 /**
- * `!dag graph` against a real Synapse: the picture is an m.image in the run's thread whose media
+ * What a room shows of its runs, against a real Synapse. `!dag graph`: the picture is an m.image in the run's thread whose media
  * downloads from the homeserver and decodes as a PNG of the stated size, with the run's states in
  * it; a picture larger than the homeserver accepts (max_upload_size 80 KiB here) is answered with a
- * notice naming the 413, and the run's card keeps moving meanwhile.
+ * notice naming the 413, and the run's card keeps moving meanwhile. A calm room: a run of 20 tasks
+ * that needed confirmation puts two bot events in the main timeline (the publish's acknowledgement
+ * and the final message); the rest is in its thread.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { STATE_STYLE } from "../../src/adapters/graph/dot.js";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { Store } from "../../src/ports/store.js";
 import { BotFleet } from "../support/bot-fleet.js";
-import { bodyOf, cardEditSaying, cardOf, publishJson, replyTo } from "../support/bot-chat.js";
+import {
+  bodyOf,
+  cardEditSaying,
+  cardOf,
+  publishJson,
+  replyTo,
+  roomHistory,
+  txnOf,
+} from "../support/bot-chat.js";
 import { useSynapse } from "../support/matrix-fixture.js";
-import { MatrixUser } from "../support/matrix-user.js";
+import { MatrixUser, type MatrixEvent } from "../support/matrix-user.js";
 import { countColour, decodePng } from "../support/png.js";
 import { waitFor } from "../support/store-wait.js";
 
@@ -20,6 +30,8 @@ let fleet: BotFleet;
 let store: Store;
 let roomId: string;
 let alice: MatrixUser;
+let bob: MatrixUser;
+let botUserId: string;
 
 const T = 30_000;
 
@@ -27,12 +39,16 @@ beforeAll(async () => {
   const { hs } = fx;
   const bot = await hs.registerUser("graphbot1", { deviceId: "GRAPHBOT1" });
   const a = await hs.registerUser("alice");
+  const b = await hs.registerUser("bob");
   alice = new MatrixUser(hs.url, a);
+  bob = new MatrixUser(hs.url, b);
+  botUserId = bot.userId;
   roomId = await hs.createRoom(a.accessToken, {
     name: "dagbot graph e2e",
-    invite: [bot.userId],
-    powerLevels: { users: { [a.userId]: 100 } },
+    invite: [bot.userId, b.userId],
+    powerLevels: { users: { [a.userId]: 100, [b.userId]: 50 } },
   });
+  await bob.joinRoom(roomId);
   fleet = new BotFleet({
     hs,
     bots: [bot],
@@ -137,5 +153,48 @@ describe("!dag graph", () => {
     const reply = await alice.waitFor(replyTo(commandId), T, "the answer");
     expect(reply.content["msgtype"]).toBe("m.notice");
     expect(bodyOf(reply)).toContain("pic_nosuch");
+  });
+});
+
+describe("a calm room", () => {
+  it("a confirmed run of 20 tasks puts two bot events in the main timeline: the acknowledgement and the outcome", async () => {
+    // bob is not on auto_confirm: his publish waits for alice's confirmation.
+    const tasks = Array.from({ length: 20 }, (_, i) => ({
+      id: `t${i}`,
+      action: "true",
+      ...(i > 0 ? { needs: [`t${Math.floor((i - 1) / 3)}`] } : {}),
+    }));
+    const publishId = await bob.sendText(roomId, publishJson({ id: "calm20", tasks }));
+    const ack = await alice.waitFor(replyTo(publishId), T, "the publish's acknowledgement");
+    expect(bodyOf(ack)).toMatch(/awaits confirmation/);
+    const confirmId = await alice.sendText(roomId, "!dag confirm calm20");
+    const confirmed = await alice.waitFor(replyTo(confirmId), T, "the confirmation's answer");
+    // Said in the run's thread, answering the command.
+    expect(confirmed.content["m.relates_to"]).toMatchObject({ rel_type: "m.thread", event_id: publishId });
+    await runEnded("calm20");
+    const run = await store.getRun(roomId, "calm20");
+    await alice.waitFor((e) => txnOf(e) === `final.${run!.runId}`, T, "the final message");
+
+    const history = await roomHistory(alice, roomId);
+    const from = history.findIndex((e) => e.event_id === publishId);
+    // The bot's messages about this run (other tests' runs may still be ending beside it).
+    const ours = new Set([`reply.${publishId}`, `reply.${confirmId}`, `final.${run!.runId}`]);
+    const bots = history
+      .slice(from)
+      .filter((e) => e.sender === botUserId && e.type === "m.room.message")
+      .filter((e) => ours.has(txnOf(e) ?? "") || (txnOf(e) ?? "").startsWith(`card.${run!.runId}`));
+    const relType = (e: MatrixEvent): unknown =>
+      (e.content["m.relates_to"] as { rel_type?: string } | undefined)?.rel_type;
+    const main = bots.filter((e) => relType(e) !== "m.thread" && relType(e) !== "m.replace");
+    expect(main.map((e) => txnOf(e))).toEqual([`reply.${publishId}`, `final.${run!.runId}`]);
+    // Everything else about the run is in its thread (the card and its edits, the confirmation).
+    const inThread = bots.filter(
+      (e) =>
+        relType(e) === "m.thread" &&
+        (e.content["m.relates_to"] as { event_id?: string }).event_id === publishId,
+    );
+    expect(inThread.map((e) => txnOf(e))).toEqual(
+      expect.arrayContaining([`card.${run!.runId}`, `reply.${confirmId}`]),
+    );
   });
 });

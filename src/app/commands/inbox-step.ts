@@ -249,8 +249,22 @@ function placementOf(row: InboxEvent, intent: InboxIntent, outcome: Outcome): Pl
       : { kind: "thread", root, to: intent.targetEventId };
   }
   if (intent.kind === "edit") return { kind: "reply", to: intent.editedEventId };
+  const runRoot = runThreadOf(outcome);
+  if (runRoot !== null) return { kind: "thread", root: runRoot, to: row.eventId };
   const root = intent.kind === "message" ? intent.threadRoot : null;
   return root === null ? { kind: "reply", to: row.eventId } : { kind: "thread", root, to: row.eventId };
+}
+
+/**
+ * A calm room (issue 15): what only tells how a run goes lives in the run's thread, beside its
+ * card — the acknowledgement of a publish that starts at once, and a decision that took effect.
+ * The main timeline keeps what needs a person (a publish awaiting confirmation, errors and
+ * refusals where they were typed) and the one final message per run.
+ */
+function runThreadOf(outcome: Outcome): string | null {
+  if (outcome.kind === "published" && !outcome.needsConfirmation) return outcome.run.publishEventId;
+  if (outcome.kind === "decision" && outcome.result === "done") return outcome.run.publishEventId;
+  return null;
 }
 
 /**
