@@ -9,7 +9,15 @@ import { readFileSync } from "node:fs";
 import { createServer, connect } from "node:net";
 import type { Server, Socket } from "node:net";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { systemClock } from "../../src/adapters/clock/system-clock.js";
+import { createProcessExecutor } from "../../src/adapters/exec/process-executor.js";
+import { silentLogger } from "../../src/adapters/log/pino-logger.js";
 import { openPostgresStore } from "../../src/adapters/postgres/index.js";
+import { openStore } from "../../src/adapters/store-factory.js";
+import { DEFAULT_LEADER_TIMINGS } from "../../src/app/leader.js";
+import { startEngineNode } from "../../src/app/node.js";
+import { DEFAULT_STORE_POOL_SIZE } from "../../src/config/node-config.js";
+import { parseStoreLocation } from "../../src/config/store-location.js";
 import type { Store } from "../../src/ports/store.js";
 import {
   cli,
@@ -262,5 +270,64 @@ describe("a dagbot node and its PostgreSQL connections", () => {
     expect(log).toContain("cannot open the store");
     expect(log).toContain("no_such_role_dagbot");
     expect(log).not.toContain("retrying");
+  }, 60_000);
+
+  it("with five rooms a node's store still holds one LISTEN and at most store_pool_size connections", async () => {
+    db = await createTestDatabase();
+    const d = db;
+    const location = parseStoreLocation(d.url);
+    if (!location.ok) throw new Error(location.message);
+    store = await openStore(location.store, { poolSize: DEFAULT_STORE_POOL_SIZE });
+    const rooms = ["r1", "r2", "r3", "r4", "r5"];
+    const node = startEngineNode(
+      {
+        nodeId: "five-rooms",
+        labels: [],
+        capacity: 8,
+        roomIds: rooms,
+        actions: new Map(),
+        lease: { ttlMs: 800, renewEveryMs: 100, acquireEveryMs: 100 },
+        leader: DEFAULT_LEADER_TIMINGS,
+        taskLeaseMs: 800,
+        heartbeatEveryMs: 100,
+        workerPollMs: 50,
+        work: true,
+        initialCap: 5,
+      },
+      {
+        store,
+        executor: createProcessExecutor(),
+        clock: systemClock,
+        logger: silentLogger(),
+        processInbox: null,
+      },
+    );
+    try {
+      const s = store;
+      await waitFor(
+        "the node leading all five rooms",
+        () => Promise.all(rooms.map((r) => s.getLease(r))),
+        (leases) => leases.every((l) => l !== null && l.holder !== null),
+        { timeoutMs: 20_000, intervalMs: 50 },
+      );
+      const seen = { pool: 0, listen: 0 };
+      for (let i = 0; i < 40; i += 1) {
+        const rows = await d.query<{ application_name: string; n: number }>(
+          `SELECT application_name, count(*)::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid() GROUP BY application_name`,
+        );
+        for (const r of rows) {
+          if (r.application_name === "dagbot") seen.pool = Math.max(seen.pool, r.n);
+          if (r.application_name === "dagbot-listen") seen.listen = Math.max(seen.listen, r.n);
+        }
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      console.log(`[pool] five rooms: at most ${seen.pool} pooled connections and ${seen.listen} LISTEN`);
+      expect(seen.listen).toBe(1);
+      expect(seen.pool).toBeGreaterThan(0);
+      expect(seen.pool).toBeLessThanOrEqual(DEFAULT_STORE_POOL_SIZE);
+    } finally {
+      await node.stop();
+    }
   }, 60_000);
 });
