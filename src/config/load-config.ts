@@ -2,12 +2,12 @@
  * Loads a node config: the file (TOML or JSON), then environment variables, then command-line
  * overrides (args > env > file), validated in one pass with every problem named by its key path.
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { hostname as osHostname } from "node:os";
 import { extname } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import type * as z from "zod";
-import { knownKeysAt, nodeConfigFileSchema, toNodeConfig } from "./node-config.js";
+import { knownKeysAt, nodeConfigFileSchema, resolveRunAs, toNodeConfig } from "./node-config.js";
 import type { NodeConfig } from "./node-config.js";
 
 export interface ConfigIssue {
@@ -224,6 +224,51 @@ function readSecretFile(path: string): string | { message: string } {
   }
 }
 
+/**
+ * Reads a secret file: the whole content, without a final newline. Refused when group or others may
+ * read or write it (the node's secrets would be only as private as the file), or when it is not a
+ * regular file. The message never holds the content.
+ */
+export function readPrivateFile(file: unknown): string | { error: string } {
+  if (typeof file !== "string" || file === "") return { error: "expected a file path" };
+  try {
+    const stat = statSync(file);
+    if (!stat.isFile()) return { error: `${file} is not a regular file` };
+    const mode = stat.mode & 0o777;
+    if ((mode & 0o077) !== 0) {
+      return {
+        error: `${file} is readable or writable by group or others (mode ${mode.toString(8).padStart(4, "0")}); run chmod 600 on it`,
+      };
+    }
+    if (stat.size > 64 * 1024) return { error: `${file} is larger than 64 KiB` };
+    const text = readFileSync(file, "utf8").replace(/\r?\n$/, "");
+    if (text === "") return { error: `${file} is empty` };
+    return text;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return {
+      error: `cannot read ${file}: ${code === "ENOENT" ? "no such file" : code === "EACCES" ? "permission denied" : (code ?? "unreadable")}`,
+    };
+  }
+}
+
+/** The system's users by name (uid and primary gid), from /etc/passwd; empty when it cannot be read. */
+function systemUsers(): Map<string, { uid: number; gid: number }> {
+  const users = new Map<string, { uid: number; gid: number }>();
+  let text = "";
+  try {
+    text = readFileSync("/etc/passwd", "utf8");
+  } catch {
+    return users;
+  }
+  for (const line of text.split("\n")) {
+    const [name, , uid, gid] = line.split(":");
+    if (name !== undefined && name !== "" && /^\d+$/.test(uid ?? "") && /^\d+$/.test(gid ?? ""))
+      users.set(name, { uid: Number(uid), gid: Number(gid) });
+  }
+  return users;
+}
+
 /** Reads, merges and validates a node config. Never throws for bad input; reads nothing at import. */
 export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   let raw: unknown = {};
@@ -278,6 +323,34 @@ export function parseConfig(raw: unknown, options: Omit<LoadConfigOptions, "file
     sources.set("matrix.access_token", "DAGBOT_ACCESS_TOKEN");
   }
 
+  // Secrets from files (issue 10, finding 3): read here, at start, so they never sit in the node's
+  // environment, where an action running as the same user could read /proc/<pid>/environ.
+  const secretIssues: ConfigIssue[] = [];
+  if (isTable(doc.matrix) && doc.matrix.access_token_file !== undefined) {
+    const file = doc.matrix.access_token_file;
+    delete doc.matrix.access_token_file;
+    if (doc.matrix.access_token !== undefined && !sources.has("matrix.access_token")) {
+      secretIssues.push({
+        path: "matrix.access_token_file",
+        message: "set access_token or access_token_file, not both",
+      });
+    } else if (!sources.has("matrix.access_token") && options.needsMatrixToken !== false) {
+      const read = readPrivateFile(file);
+      if (typeof read === "string") doc.matrix.access_token = read;
+      else secretIssues.push({ path: "matrix.access_token_file", message: read.error });
+    }
+  }
+  if (doc.store_file !== undefined) {
+    const file = doc.store_file;
+    delete doc.store_file;
+    if (!sources.has("store")) {
+      const read = readPrivateFile(file);
+      if (typeof read === "string") doc.store = read;
+      else secretIssues.push({ path: "store_file", message: read.error });
+    }
+  }
+  if (secretIssues.length > 0) return { ok: false, issues: secretIssues };
+
   if (
     options.needsMatrixToken === false &&
     isTable(doc.matrix) &&
@@ -301,7 +374,24 @@ export function parseConfig(raw: unknown, options: Omit<LoadConfigOptions, "file
   const parsed = nodeConfigFileSchema.safeParse(doc, { error: messageFor });
   if (parsed.success) {
     const stated = isTable(doc.permissions) ? Object.keys(doc.permissions) : [];
-    return { ok: true, config: toNodeConfig(parsed.data, stated) };
+    const wanted: Array<{ path: string; spec: string }> = [];
+    if (parsed.data.run_actions_as !== undefined)
+      wanted.push({ path: "run_actions_as", spec: parsed.data.run_actions_as });
+    for (const [name, action] of Object.entries(parsed.data.actions)) {
+      if (action.run_as !== undefined) wanted.push({ path: `actions.${name}.run_as`, spec: action.run_as });
+    }
+    const users = wanted.some((w) => !/^\d+:\d+$/.test(w.spec)) ? systemUsers() : new Map();
+    const unknown = wanted.filter((w) => resolveRunAs(w.spec, users) === null);
+    if (unknown.length > 0) {
+      return {
+        ok: false,
+        issues: unknown.map((w) => ({
+          path: w.path,
+          message: `no user named "${w.spec}" on this system; give a user name from /etc/passwd or "UID:GID"`,
+        })),
+      };
+    }
+    return { ok: true, config: toNodeConfig(parsed.data, stated, users) };
   }
 
   const issues: ConfigIssue[] = [];

@@ -218,6 +218,7 @@ const actionSchema = z
     timeout: duration(1).prefault("10m"),
     output_limit: byteSize.prefault("64KiB"),
     kill_grace: duration(0).prefault("5s"),
+    run_as: z.string().min(1).optional(),
   })
   .superRefine((action, ctx) => {
     const used = new Set<string>();
@@ -282,6 +283,8 @@ const matrixSchema = z.strictObject({
   }),
   user_id: userId,
   access_token: z.string().min(1, { error: "must not be empty" }),
+  /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
+  access_token_file: z.string().optional(),
   device_id: z.string().min(1).optional(),
   rooms: uniqueList(roomId).min(1, { error: "must list at least one room id" }),
   command_window: duration(1).prefault("1h"),
@@ -369,7 +372,11 @@ export const nodeConfigFileSchema = z
     capacity: z.int().min(1).max(1024).prefault(2),
     store: storeSchema.prefault(DEFAULT_STORE),
     store_pool_size: z.int().min(1).max(100).prefault(DEFAULT_STORE_POOL_SIZE),
+    /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
+    store_file: z.string().optional(),
     dag_library: z.string().min(1).optional(),
+    /** The user every action runs as unless it names its own run_as: a user name or "UID:GID". */
+    run_actions_as: z.string().min(1).optional(),
     matrix: matrixSchema.optional(),
     permissions: permissionsSchema.prefault({}),
     actions: z.record(z.string().regex(ID, { error: `action names ${ID_HINT}` }), actionSchema).prefault({}),
@@ -450,7 +457,11 @@ export function knownKeysAt(path: readonly PropertyKey[]): string[] | null {
 }
 
 /** Turns a validated file into the NodeConfig the rest of the node reads. */
-export function toNodeConfig(file: NodeConfigFile, statedPermissions: readonly string[] = []): NodeConfig {
+export function toNodeConfig(
+  file: NodeConfigFile,
+  statedPermissions: readonly string[] = [],
+  users: ReadonlyMap<string, { uid: number; gid: number }> = new Map(),
+): NodeConfig {
   const actions: Record<string, ActionDefinition> = {};
   for (const [name, action] of Object.entries(file.actions)) {
     actions[name] = {
@@ -467,6 +478,7 @@ export function toNodeConfig(file: NodeConfigFile, statedPermissions: readonly s
       timeoutMs: action.timeout,
       outputLimitBytes: action.output_limit,
       killGraceMs: action.kill_grace,
+      runAs: resolveRunAs(action.run_as ?? file.run_actions_as, users),
     };
   }
   const matrix: MatrixConfig | null =
@@ -525,4 +537,15 @@ export function toNodeConfig(file: NodeConfigFile, statedPermissions: readonly s
           },
     logLevel: file.log_level,
   };
+}
+
+/** "UID:GID" as numbers; a name through the users the loader read from the system. */
+export function resolveRunAs(
+  spec: string | undefined,
+  users: ReadonlyMap<string, { uid: number; gid: number }>,
+): { uid: number; gid: number } | null {
+  if (spec === undefined) return null;
+  const numeric = /^(\d{1,10}):(\d{1,10})$/.exec(spec);
+  if (numeric !== null) return { uid: Number(numeric[1]), gid: Number(numeric[2]) };
+  return users.get(spec) ?? null;
 }

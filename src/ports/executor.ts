@@ -14,6 +14,11 @@ export interface ActionDefinition extends ActionTemplate {
   outputLimitBytes: number;
   /** Time between SIGTERM and SIGKILL to the action's process group. */
   killGraceMs: number;
+  /**
+   * Another user to run the action as (the node needs the right: root or CAP_SETUID/CAP_SETGID), so
+   * it cannot read the node's files, memory or /proc entries; null runs it as the node's own user.
+   */
+  runAs?: { uid: number; gid: number } | null;
 }
 
 /** The identity of one attempt, given to the action so it can be idempotent across repeats. */

@@ -64,6 +64,7 @@ describe("example node configs", () => {
       timeoutMs: 60_000,
       outputLimitBytes: 65_536,
       killGraceMs: 5_000,
+      runAs: null,
     });
     expect(config.actions.sleep?.args.seconds?.pattern).toBe("[0-9]{1,3}(\\.[0-9]{1,3})?");
   });

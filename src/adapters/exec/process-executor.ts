@@ -60,6 +60,9 @@ export interface SpawnSpec {
   args: string[];
   cwd: string | null;
   env: Record<string, string>;
+  /** Run as this user and group (action.runAs); absent runs as the node's own. */
+  uid?: number;
+  gid?: number;
 }
 
 /** Milliseconds on CLOCK_MONOTONIC, the clock every process of the machine shares (hrtime). */
@@ -142,6 +145,9 @@ async function runAction(
       DAGBOT_TASK_ID: request.env.DAGBOT_TASK_ID,
       DAGBOT_ATTEMPT: String(request.env.DAGBOT_ATTEMPT),
     },
+    ...(action.runAs === undefined || action.runAs === null
+      ? {}
+      : { uid: action.runAs.uid, gid: action.runAs.gid }),
   };
   return supervise(supervisor, spec, request, startedAt);
 }
@@ -321,7 +327,10 @@ function supervise(
 
     const onReport = (r: SupervisorReport): void => {
       if (r.failed !== undefined) {
-        spawnError = spawnErrorMessage(spec.file, r.failed);
+        spawnError =
+          r.failed.code === "EPERM" && spec.uid !== undefined
+            ? `cannot run "${spec.file}" as uid ${spec.uid} gid ${spec.gid ?? "?"}: this node lacks the right (run it as root or give it CAP_SETUID and CAP_SETGID)`
+            : spawnErrorMessage(spec.file, r.failed);
         return finish();
       }
       if (r.refused !== undefined) {

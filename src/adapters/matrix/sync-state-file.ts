@@ -56,7 +56,8 @@ export class SyncStateFile implements IStorageProvider {
   }
 
   private write(next: SyncStateData): void {
-    mkdirSync(dirname(this.path), { recursive: true });
+    // Owner-only, like the files in it (issue 10, finding 3).
+    mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
     const tmp = `${this.path}.${process.pid}.tmp`;
     const fd = openSync(tmp, "w", 0o600);
     try {
