@@ -5,8 +5,8 @@
 import type { TaskStatus } from "./model.js";
 import { TASK_STATUSES } from "./model.js";
 
-/** Words for each status in a counts line; "waiting" for blocked, as the card says it. */
-const COUNT_WORD: Readonly<Record<TaskStatus, string>> = {
+/** The word for each task status, in counts lines and every message; "waiting" for blocked. */
+export const TASK_STATUS_WORD: Readonly<Record<TaskStatus, string>> = {
   blocked: "waiting",
   queued: "queued",
   running: "running",
@@ -47,7 +47,7 @@ export function outcomeCounts(statuses: readonly TaskStatus[]): string {
 /** outcomeCounts from counts per status (a TaskSummary's byStatus) and the total. */
 export function outcomeLine(counts: Readonly<Record<TaskStatus, number>>, total: number): string {
   const parts = [`${counts.succeeded}/${total} succeeded`];
-  for (const s of COUNT_ORDER) if (counts[s] > 0) parts.push(`${counts[s]} ${COUNT_WORD[s]}`);
+  for (const s of COUNT_ORDER) if (counts[s] > 0) parts.push(`${counts[s]} ${TASK_STATUS_WORD[s]}`);
   return parts.join(" · ");
 }
 
@@ -63,5 +63,3 @@ export function succeededPercent(statuses: readonly TaskStatus[]): number {
 export function percentOf(succeeded: number, total: number): number {
   return total === 0 ? 100 : Math.floor((succeeded * 100) / total);
 }
-
-export { COUNT_WORD };

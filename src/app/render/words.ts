@@ -1,6 +1,7 @@
 /** The words and symbols every message uses for statuses, times and durations. */
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import { formatDuration } from "../../domain/duration.js";
+import { TASK_STATUS_WORD } from "../../domain/run-counts.js";
 
 export const TASK_EMOJI: Readonly<Record<TaskStatus, string>> = {
   // Neutral: waiting for its needs is normal, not paused or stuck.
@@ -15,17 +16,7 @@ export const TASK_EMOJI: Readonly<Record<TaskStatus, string>> = {
   skipped: "⏭️",
 };
 
-export const TASK_WORD: Readonly<Record<TaskStatus, string>> = {
-  blocked: "waiting",
-  queued: "queued",
-  running: "running",
-  canceling: "canceling",
-  succeeded: "succeeded",
-  failed: "failed",
-  timed_out: "timed out",
-  canceled: "canceled",
-  skipped: "skipped",
-};
+export const TASK_WORD = TASK_STATUS_WORD;
 
 export const RUN_EMOJI: Readonly<Record<RunStatus, string>> = {
   pending: "⏳",
