@@ -16,6 +16,7 @@ import type { Command } from "../../domain/commands.js";
 import { parseCommand } from "../../domain/commands.js";
 import type { Logger } from "../../ports/logger.js";
 import type { PermissionOracle } from "../../ports/permissions.js";
+import { INBOX_EVENT_TYPE_KEY } from "../../ports/store.js";
 import type {
   CreateRunResult,
   InboxEvent,
@@ -56,7 +57,17 @@ export interface InboxDeps {
 /** How much of a refused, malformed or ignored command's body the inbox keeps. */
 export const KEPT_BODY_CHARS = 200;
 /** Content keys a command is read from (inbox-intent.ts); a trimmed row keeps only these. */
-const COMMAND_KEYS = ["msgtype", "body", "format", "m.relates_to", "relatesTo", "targetEventId", "key"];
+// The event type stays: without it a trimmed reaction would read as a message (inbox-intent.ts).
+const COMMAND_KEYS = [
+  INBOX_EVENT_TYPE_KEY,
+  "msgtype",
+  "body",
+  "format",
+  "m.relates_to",
+  "relatesTo",
+  "targetEventId",
+  "key",
+];
 const MAX_RELATION_CHARS = 1_000;
 
 /**
