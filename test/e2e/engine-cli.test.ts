@@ -1,11 +1,13 @@
 // The engine subcommands as a user runs them: `dagbot run` with no config, reruns, failures, an
 // action that ignores SIGTERM, bad configs and DAGs refused at start, and every --help.
+import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Target } from "../support/engine-cluster.js";
 import {
+  CLI,
   REPO,
   cli,
   createTarget,
@@ -156,13 +158,43 @@ describe("bad node configs fail at start with the key path", () => {
     });
   }
 
-  it("a store that cannot be reached exits 1 naming it, without its password", async () => {
+  it("a store that cannot be reached: a command exits 1 naming it, a node retries; neither shows its password", async () => {
     const file = join(cwd, "unreachable.toml");
     writeFileSync(file, 'node_id = "n"\nstore = "postgres://dagbot:hunter2@127.0.0.1:1/none"\n');
-    const r = await track(cli(["node", "--config", file], { cwd, timeoutMs: 20_000 }));
+    const named = "postgres://dagbot:[redacted]@127.0.0.1:1/none";
+    const r = await track(cli(["status", "--config", file], { cwd, timeoutMs: 20_000 }));
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain("cannot open the store postgres://dagbot:[redacted]@127.0.0.1:1/none");
+    expect(r.stderr).toContain(`cannot open the store ${named}`);
     expect(r.stderr).not.toContain("hunter2");
+
+    // `dagbot node` waits for the store instead of exiting (a fleet restarted while PostgreSQL is
+    // down comes back whole); it says so on each attempt and stops cleanly on SIGTERM.
+    const node = spawn(process.execPath, [CLI, "node", "--config", file], {
+      cwd,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    node.stdout.on("data", (c: Buffer) => (output += c.toString()));
+    node.stderr.on("data", (c: Buffer) => (output += c.toString()));
+    const exited = new Promise<number | null>((done) => node.once("exit", (code) => done(code)));
+    try {
+      await track(
+        waitFor(
+          "two retry lines",
+          () => output.match(/retrying in/g)?.length ?? 0,
+          (n) => n >= 2,
+          {
+            timeoutMs: 15_000,
+            intervalMs: 50,
+          },
+        ),
+      );
+    } finally {
+      node.kill("SIGTERM");
+    }
+    expect(await exited).toBe(0);
+    expect(output).toContain(named);
+    expect(output).not.toContain("hunter2");
   });
 
   it("a missing config file", async () => {
