@@ -151,8 +151,12 @@ export class Cluster {
 
 /** Writes a command into the room's inbox as the local operator and waits for the leader's answer. */
 export async function command(store, body, timeoutMs = 60_000) {
-  const { sendLocalCommand } = await load("cli/command-step.js");
-  const answer = await sendLocalCommand(store, ROOM, body, timeoutMs);
+  const { sendLocalCommand, commandPolicy } = await load("cli/command-step.js");
+  const { loadConfig } = await load("config/load-config.js");
+  // The default policy, as `dagbot submit` without a config has it (used to render an engine-only answer).
+  const loaded = loadConfig({ env: {}, hostname: "bench-cli", needsMatrixToken: false });
+  if (!loaded.ok) throw new Error("bench: the default config does not load");
+  const answer = await sendLocalCommand(store, ROOM, body, timeoutMs, commandPolicy(loaded.config));
   if (answer === null) throw new Error(`bench: no leader answered "${body.slice(0, 40)}"`);
   return answer;
 }
