@@ -1,10 +1,9 @@
 // The CLI on day two, as real processes: a closed pipe, NO_COLOR and terminals, read-only commands
 // with a bot's config but no token, `submit` with no live node, and task output from the shell.
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { NodeProcess } from "../support/engine-cluster.js";
 import {
   CLI,
@@ -20,26 +19,16 @@ import {
 } from "../support/engine-cluster.js";
 import { waitFor } from "../support/store-wait.js";
 import { Terminal } from "../support/terminal.js";
+import { scratchFolder } from "../support/scratch-folder.js";
 
+const scratch = scratchFolder("cli-everyday");
+const { track } = scratch;
 let cwd: string;
-let failed = false;
 
 beforeAll(() => {
   requireBuild();
-  cwd = mkdtempSync(join(tmpdir(), "dagbot-cli-everyday-"));
+  cwd = scratch.path;
 });
-
-afterAll(() => {
-  if (failed) console.warn(`kept ${cwd}`);
-  else rmSync(cwd, { recursive: true, force: true });
-});
-
-function track<T>(p: Promise<T>): Promise<T> {
-  return p.catch((e: unknown) => {
-    failed = true;
-    throw e;
-  });
-}
 
 describe("a closed pipe", () => {
   it("`dagbot status` whose reader has gone ends quietly, with no EPIPE stack", async () => {

@@ -1,10 +1,9 @@
 // The engine subcommands as a user runs them: `dagbot run` with no config, reruns, failures, an
 // action that ignores SIGTERM, bad configs and DAGs refused at start, and every --help.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { Target } from "../support/engine-cluster.js";
 import {
   CLI,
@@ -18,26 +17,16 @@ import {
   writeNodeConfig,
 } from "../support/engine-cluster.js";
 import { waitFor } from "../support/store-wait.js";
+import { scratchFolder } from "../support/scratch-folder.js";
 
+const scratch = scratchFolder("engine-cli");
+const { track } = scratch;
 let cwd: string;
-let failed = false;
 
 beforeAll(() => {
   requireBuild();
-  cwd = mkdtempSync(join(tmpdir(), "dagbot-engine-cli-"));
+  cwd = scratch.path;
 });
-
-afterAll(() => {
-  if (failed) console.warn(`kept ${cwd}`);
-  else rmSync(cwd, { recursive: true, force: true });
-});
-
-function track<T>(p: Promise<T>): Promise<T> {
-  return p.catch((e: unknown) => {
-    failed = true;
-    throw e;
-  });
-}
 
 describe("dagbot run", () => {
   it("runs an example DAG with no config on the embedded SQLite default, and runs it again under a new id", async () => {

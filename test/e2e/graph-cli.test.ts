@@ -1,32 +1,21 @@
 // `dagbot graph` as a user runs it: a DAG file before any run, a finished run of the store by its
 // DAG id with each task in its state's colour, and the errors (bad --out, no such run).
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { STATE_STYLE } from "../../src/adapters/graph/dot.js";
 import { REPO, cli, requireBuild } from "../support/engine-cluster.js";
 import { decodePng } from "../support/png.js";
+import { scratchFolder } from "../support/scratch-folder.js";
 
+const scratch = scratchFolder("graph-cli");
+const { track } = scratch;
 let cwd: string;
-let failed = false;
 
 beforeAll(() => {
   requireBuild();
-  cwd = mkdtempSync(join(tmpdir(), "dagbot-graph-cli-"));
+  cwd = scratch.path;
 });
-
-afterAll(() => {
-  if (failed) console.warn(`kept ${cwd}`);
-  else rmSync(cwd, { recursive: true, force: true });
-});
-
-function track<T>(p: Promise<T>): Promise<T> {
-  return p.catch((e: unknown) => {
-    failed = true;
-    throw e;
-  });
-}
 
 /** The fill of a task's box in an SVG written by dagbot graph. */
 function fillOf(svg: string, taskId: string): string | undefined {

@@ -3,32 +3,21 @@
  * real files: a backtracking pattern cannot freeze a node, and the DAG library does not follow links
  * out of its folder.
  */
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { libraryLoader } from "../../src/cli/command-step.js";
 import { cli, requireBuild } from "../support/engine-cluster.js";
+import { scratchFolder } from "../support/scratch-folder.js";
 
+const scratch = scratchFolder("security-cli");
+const { track } = scratch;
 let cwd: string;
-let failed = false;
 
 beforeAll(() => {
   requireBuild();
-  cwd = mkdtempSync(join(tmpdir(), "dagbot-security-cli-"));
+  cwd = scratch.path;
 });
-
-afterAll(() => {
-  if (failed) console.warn(`kept ${cwd}`);
-  else rmSync(cwd, { recursive: true, force: true });
-});
-
-function track<T>(p: Promise<T>): Promise<T> {
-  return p.catch((e: unknown) => {
-    failed = true;
-    throw e;
-  });
-}
 
 describe("argument patterns are matched in linear time", () => {
   it("`(a+)+b` against 40 a's and a '!' is refused at once instead of freezing the node", async () => {
