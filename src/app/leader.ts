@@ -10,6 +10,7 @@ import type { Logger } from "../ports/logger.js";
 import type { ChangeFeed, LeaderFence, PruneResult, RetentionStore, Scheduler } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
 import { Waker, wakeOnChange } from "./wake.js";
+import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
 
 /**
  * Handles inbox commands of the fence's room (the command table's inbox processing step). Returns
@@ -69,8 +70,6 @@ export interface LeaderPass {
 // A pass that keeps changing things runs again at once, but a bounded number of times before it
 // yields to the wait, so a hot room cannot starve the event loop.
 const MAX_BACK_TO_BACK_PASSES = 20;
-const MAX_BACKOFF_MS = 5_000;
-
 /** One pass of every leader step, in the order that lets each see the previous one's effect. */
 export async function leaderPass(
   deps: LeaderDeps,
@@ -147,7 +146,7 @@ export async function runLeaderLoop(
           return;
         }
         failures += 1;
-        const delay = Math.min(MAX_BACKOFF_MS, 100 * 2 ** Math.min(failures, 6));
+        const delay = backoffMs(STORE_CALL_BACKOFF, failures);
         log.warn({ err: String(err), retryInMs: delay }, "leader pass failed");
         await deps.clock.sleep(delay, signal);
         continue;

@@ -10,6 +10,7 @@ import type { Logger } from "../ports/logger.js";
 import type { ChangeFeed, LeaderFence, LeaseStore, Session } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
 import { Waker, unlessAborted, wakeOnChange, whenAborted } from "./wake.js";
+import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
 
 export interface LeaseTimings {
   /** How long a lease lives after its last renewal, on the store's clock. */
@@ -50,8 +51,6 @@ export interface LeaseKeeperDeps {
 // Slack after the store says the lease expires before trying to take it, so the attempt does not
 // arrive a hair early and lose to rounding.
 const EXPIRY_SLACK_MS = 20;
-const MAX_BACKOFF_MS = 5_000;
-
 export class LeaseKeeper {
   private readonly stopping = new AbortController();
   private readonly waker: Waker;
@@ -97,7 +96,7 @@ export class LeaseKeeper {
           delay = await this.untilExpiry(delay);
         } else {
           failures += 1;
-          delay = Math.min(MAX_BACKOFF_MS, timings.acquireEveryMs * 2 ** Math.min(failures, 6));
+          delay = backoffMs({ ...STORE_CALL_BACKOFF, baseMs: timings.acquireEveryMs }, failures);
           this.log.warn({ err: String(err), retryInMs: delay }, "lease acquire failed");
         }
         await this.waker.wait(delay, this.stopping.signal);

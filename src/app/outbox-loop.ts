@@ -18,6 +18,7 @@ import { isConflict } from "../ports/errors.js";
 import type { PictureEvent, PictureMaker } from "./pictures.js";
 import { PICTURE_REQUEST_TYPE, pictureFailureContent, readPictureRequest } from "./render/pictures.js";
 import { Waker, wakeOnChange } from "./wake.js";
+import { CHAT_PASS_BACKOFF, backoffMs } from "../domain/backoff.js";
 
 /** Custom content key holding the outbox txnId of every message the fleet sends. */
 export const TXN_CONTENT_KEY = "org.dagbot.txn";
@@ -58,7 +59,6 @@ export interface OutboxLoopDeps {
 }
 
 const DEFAULTS = { editIntervalMs: 2_000, batchSize: 50, safetyTickMs: 5_000 };
-const MAX_BACKOFF_MS = 30_000;
 /** How far back a new leader looks for messages its predecessor may have sent (store vs homeserver clocks). */
 const RECOVERY_SLACK_MS = 5 * 60_000;
 
@@ -97,7 +97,7 @@ export async function runOutboxLoop(
         if (nextDue !== null) waitMs = Math.min(waitMs, Math.max(0, nextDue - deps.clock.monotonicMs()));
       } catch (err) {
         failures += 1;
-        waitMs = Math.min(MAX_BACKOFF_MS, 250 * 2 ** Math.min(failures, 7));
+        waitMs = backoffMs(CHAT_PASS_BACKOFF, failures);
         if (isConflict(err)) {
           // Deposed, or the row moved under us: the lease keeper ends this loop when leadership is gone.
           log.debug({ reason: err.message }, "outbox write rejected");

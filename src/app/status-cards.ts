@@ -21,6 +21,7 @@ import type {
 import { isConflict } from "../ports/errors.js";
 import { cardEditMessage, cardMessage, cardTxnId, cardVersion, finalMessage } from "./render/messages.js";
 import { Waker, wakeOnChange } from "./wake.js";
+import { CHAT_PASS_BACKOFF, backoffMs } from "../domain/backoff.js";
 
 export interface StatusCardDeps {
   store: Pick<RunStore, "listRuns" | "getRunById" | "listTasks"> &
@@ -43,7 +44,6 @@ export interface StatusCardOptions {
 
 const DEFAULTS = { debounceMs: 100, safetyTickMs: 5_000, recentRuns: 50 };
 const ACTIVE: RunRecord["status"][] = ["pending", "running", "canceling"];
-const MAX_BACKOFF_MS = 30_000;
 
 /** Keeps the room's cards current until `signal` aborts. Never throws. */
 export async function runStatusCardLoop(
@@ -69,7 +69,7 @@ export async function runStatusCardLoop(
         failures += 1;
         if (isConflict(err)) log.debug({ reason: err.message }, "card write rejected");
         else log.warn({ err: String(err) }, "card pass failed");
-        await deps.clock.sleep(Math.min(MAX_BACKOFF_MS, 250 * 2 ** Math.min(failures, 7)), signal);
+        await deps.clock.sleep(backoffMs(CHAT_PASS_BACKOFF, failures), signal);
         continue;
       }
       await waker.wait(o.safetyTickMs, signal);

@@ -27,6 +27,7 @@ import type {
 } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
 import { Waker, wakeOnChange } from "./wake.js";
+import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
 
 export interface WorkerSettings {
   session: Session;
@@ -65,8 +66,6 @@ interface Running {
   reason: AbortReason | null;
   done: Promise<void>;
 }
-
-const MAX_BACKOFF_MS = 5_000;
 
 export class Worker {
   private readonly stopClaiming = new AbortController();
@@ -151,7 +150,7 @@ export class Worker {
       } catch (err) {
         if (!isConflict(err)) {
           failures += 1;
-          const delay = Math.min(MAX_BACKOFF_MS, 100 * 2 ** Math.min(failures, 6));
+          const delay = backoffMs(STORE_CALL_BACKOFF, failures);
           this.log.warn({ err: String(err), retryInMs: delay }, "claim failed");
           await this.deps.clock.sleep(delay, signal);
         }
@@ -299,7 +298,7 @@ export class Worker {
           break;
         } else if (checked === "failed") {
           await clock.sleep(
-            Math.min(timings.renewEveryMs, 100 * 2 ** Math.min(failures, 6)),
+            backoffMs({ ...STORE_CALL_BACKOFF, capMs: timings.renewEveryMs }, failures),
             r.controller.signal,
           );
         }
@@ -379,7 +378,7 @@ export class Worker {
           log.warn({ err: String(err) }, "could not record the outcome before the lease passed; giving up");
           return;
         }
-        const delay = Math.min(MAX_BACKOFF_MS, 100 * 2 ** Math.min(failures, 6));
+        const delay = backoffMs(STORE_CALL_BACKOFF, failures);
         log.warn({ err: String(err), retryInMs: delay }, "finish failed");
         await clock.sleep(delay);
       }

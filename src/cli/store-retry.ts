@@ -7,6 +7,7 @@
  */
 import type { Logger } from "../ports/logger.js";
 import type { Store } from "../ports/store.js";
+import { backoffMs } from "../domain/backoff.js";
 
 /** Node errno codes of a network that may come back. */
 const TRANSIENT_ERRNO = new Set([
@@ -88,7 +89,8 @@ export async function openWithRetry(
   void stopped.then(() => {
     stop = true;
   });
-  let wait = timings.firstMs;
+  // Half to all of the doubled wait: nodes that lost the same store do not all come back in step.
+  const policy = { baseMs: timings.firstMs, capMs: timings.capMs, jitter: [0.5, 1] as const };
   for (let attempt = 1; ; attempt += 1) {
     try {
       const store = await open();
@@ -100,12 +102,11 @@ export async function openWithRetry(
       return store;
     } catch (error) {
       if (!isTransientStoreError(error)) throw error;
-      const delayMs = Math.round(wait / 2 + Math.random() * (wait / 2));
+      const delayMs = backoffMs(policy, attempt - 1, Math.random);
       logger.warn(
         { attempt, retryInMs: delayMs, error: describe(error) },
         `cannot open the store (attempt ${attempt}); retrying in ${delayMs} ms`,
       );
-      wait = Math.min(wait * 2, timings.capMs);
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
         stopped,

@@ -18,6 +18,7 @@
  * (the renewal has the difference to come back); the node config rejects a config that breaks it.
  */
 import { formatDuration } from "./duration.js";
+import { backoffMs } from "./backoff.js";
 
 export interface ClaimTimings {
   /** The task lease: how long the store keeps the claim after a renewal. */
@@ -68,8 +69,9 @@ export function nextRenewalAt(
   t: ClaimTimings,
 ): number {
   if (failures === 0) return lastOkSentAt + t.renewEveryMs;
-  const backoff = Math.min(t.renewEveryMs, RETRY_BASE_MS * 2 ** Math.min(failures - 1, 10));
-  return lastTryAt + backoff;
+  return (
+    lastTryAt + backoffMs({ baseMs: RETRY_BASE_MS, capMs: t.renewEveryMs, maxDoublings: 10 }, failures - 1)
+  );
 }
 
 /**

@@ -18,13 +18,15 @@ import { StoreError } from "../../ports/errors.js";
 import { classifyEvent, type TimelineEvent } from "./classify.js";
 import { enc, isNotFound, MatrixRequestError, matrixHttp, type MatrixHttp } from "./http.js";
 import { SyncStateFile } from "./sync-state-file.js";
+import type { Backoff } from "../../domain/backoff.js";
+import { backoffMs } from "../../domain/backoff.js";
 
 /** Events per room per sync; more than this since the last sync is a gap that backfill fetches. */
 export const DEFAULT_TIMELINE_LIMIT = 50;
 const BACKFILL_PAGE_SIZE = 100;
 /** 5000 events of one room in one gap: beyond that the command window would be the better bound. */
 const MAX_BACKFILL_PAGES = 50;
-const MAX_RETRY_DELAY_MS = 10_000;
+const INTAKE_BACKOFF: Backoff = { baseMs: 250, capMs: 10_000, maxDoublings: 6 };
 
 export interface MatrixIntakeOptions {
   homeserverUrl: string;
@@ -386,7 +388,7 @@ export class MatrixIntake {
         const transient =
           retryAnyError || e instanceof StoreError || e instanceof MatrixRequestError || isNetworkError(e);
         if (!transient) throw e;
-        const delay = Math.min(MAX_RETRY_DELAY_MS, 250 * 2 ** Math.min(failures, 6));
+        const delay = backoffMs(INTAKE_BACKOFF, failures);
         this.log.warn({ err: String(e), retryInMs: delay }, `${what} failed`);
         // The listener goes when the wait ends either way: a long outage retries many times.
         await new Promise<void>((resolve) => {

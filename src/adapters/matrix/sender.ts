@@ -17,6 +17,7 @@ import {
   reactionContent,
   type Content,
 } from "./format.js";
+import { backoffMs } from "../../domain/backoff.js";
 
 export type RetryReason = "rate_limited" | "network" | "server_error";
 
@@ -173,9 +174,13 @@ export class MatrixSender implements MessageSender {
   }
 
   private backoff(failures: number): number {
-    const exp = Math.min(this.o.backoffMaxMs, this.o.backoffInitialMs * 2 ** (failures - 1));
     // Jitter, so several nodes that lost the homeserver together don't all come back in step.
-    return Math.round(exp * (0.8 + Math.random() * 0.4));
+    const policy = {
+      baseMs: this.o.backoffInitialMs,
+      capMs: this.o.backoffMaxMs,
+      jitter: [0.8, 1.2] as const,
+    };
+    return backoffMs(policy, failures - 1, Math.random);
   }
 
   private async wait(event: RetryEvent): Promise<void> {

@@ -10,7 +10,8 @@ import type { Db } from "./db.js";
 import { explainMiss, LOG_CTES } from "./guards.js";
 import { cleanText, NOW, sessionKey } from "./sql.js";
 import { TASK_COLUMNS, toTask } from "./rows.js";
-import { checkTaskLease, MAX_BACKOFF_MS, outputTail } from "../store-common/checks.js";
+import { checkTaskLease, outputTail } from "../store-common/checks.js";
+import { MAX_TASK_RETRY_BACKOFF_MS, TASK_RETRY_MAX_DOUBLINGS } from "../../domain/backoff.js";
 
 /**
  * The claim's pick (docs/query-plans.md): the partial index tasks_claim holds queued rows only, in
@@ -112,9 +113,12 @@ export async function renewTaskLease(
 
 // A failure or timeout of a running task with attempts left goes back to the queue.
 const RETRY = `($7::text IN ('failed','timed_out') AND status = 'running' AND attempt < max_attempts)`;
-/** A retry's wait in SQL: the base doubled per failed attempt, capped (SQLite's retryBackoffMs). */
-export const BACKOFF = `least(retry_backoff_ms * power(2::numeric, least(greatest(attempt - 1, 0), 30)),
-                       greatest(retry_backoff_ms, ${MAX_BACKOFF_MS}))::bigint`;
+/**
+ * A retry's wait in SQL, kept in the finish statement (one round trip on the hot path): the domain's
+ * taskRetryWaitMs with the same constants; the contract suite checks both stores wait the same.
+ */
+export const BACKOFF = `least(retry_backoff_ms * power(2::numeric, least(greatest(attempt - 1, 0), ${TASK_RETRY_MAX_DOUBLINGS})),
+                       greatest(retry_backoff_ms, ${MAX_TASK_RETRY_BACKOFF_MS}))::bigint`;
 
 export const FINISH_SQL = `WITH up AS (
     UPDATE tasks SET

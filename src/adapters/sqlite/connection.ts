@@ -10,6 +10,8 @@ import type { ChangeTopic, LeaderFence } from "../../ports/store.js";
 import { mapError } from "../store-common/checks.js";
 import type { LogLine } from "../store-common/records.js";
 import { holderKey, sessionKey } from "../store-common/records.js";
+import type { Backoff } from "../../domain/backoff.js";
+import { backoffMs } from "../../domain/backoff.js";
 
 export type Row = Record<string, unknown>;
 
@@ -203,8 +205,14 @@ export class SqliteConnection {
   }
 }
 
-const backoff = (attempt: number): Promise<void> =>
-  sleep(5 * 2 ** Math.min(attempt, 5) * (0.5 + Math.random()));
+/** A busy connection's retry: 5 ms doubling up to 160 ms, spread over half to one and a half of that. */
+const BUSY_BACKOFF: Backoff = {
+  baseMs: 5,
+  capMs: Number.POSITIVE_INFINITY,
+  maxDoublings: 5,
+  jitter: [0.5, 1.5],
+};
+const backoff = (attempt: number): Promise<void> => sleep(backoffMs(BUSY_BACKOFF, attempt, Math.random));
 
 function isBusy(e: unknown): boolean {
   const code = (e as { code?: unknown } | null)?.code;

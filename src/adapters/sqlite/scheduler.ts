@@ -16,7 +16,7 @@ import type { SqliteConnection, Tx } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { markHandledInTx } from "./inbox.js";
 import { cancelUnstartedTasks } from "./runs.js";
-import { retryBackoffMs } from "./tasks.js";
+import { taskRetryWaitMs } from "../../domain/backoff.js";
 import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
@@ -135,7 +135,7 @@ export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResul
       const pastDeadline = r.deadline !== null && r.deadline <= tx.now;
       const reason = pastDeadline ? "deadline passed" : "lease expired";
       if (r.attempt < r.max_attempts) {
-        const notBefore = tx.now + retryBackoffMs(r.retry_backoff_ms, r.attempt);
+        const notBefore = tx.now + taskRetryWaitMs(r.retry_backoff_ms, r.attempt);
         result.requeued += c.run(
           `UPDATE tasks SET status = 'queued', version = version + 1, attempt = attempt + 1, claim_version = NULL,
                   executor_node = NULL, executor_boot = NULL, lease_expires_at = NULL, deadline = NULL,

@@ -6,14 +6,9 @@ import type { SqliteConnection } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { toTask } from "./rows.js";
 import { TASK_COLUMNS } from "./runs.js";
-import { checkTaskLease, MAX_BACKOFF_MS, outputTail } from "../store-common/checks.js";
+import { checkTaskLease, outputTail } from "../store-common/checks.js";
+import { taskRetryWaitMs } from "../../domain/backoff.js";
 import { holderKey } from "../store-common/records.js";
-
-/** The retry's wait: the base doubled per failed attempt, capped (PostgreSQL's BACKOFF in SQL). */
-export function retryBackoffMs(baseMs: number, failedAttempt: number): number {
-  const exp = Math.min(Math.max(failedAttempt - 1, 0), 30);
-  return Math.min(baseMs * 2 ** exp, Math.max(baseMs, MAX_BACKOFF_MS));
-}
 
 /**
  * The claim query (docs/query-plans.md). INDEXED BY pins the partial index of queued tasks in claim
@@ -158,7 +153,7 @@ export function finishTask(
     let notBefore: number | null = null;
     if (retry) {
       to = "queued";
-      notBefore = tx.now + retryBackoffMs(row.retry_backoff_ms, row.attempt);
+      notBefore = tx.now + taskRetryWaitMs(row.retry_backoff_ms, row.attempt);
       c.run(
         `UPDATE tasks SET status = 'queued', version = version + 1, attempt = attempt + 1, claim_version = NULL,
                 executor_node = NULL, executor_boot = NULL, lease_expires_at = NULL, deadline = NULL,

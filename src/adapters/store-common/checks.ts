@@ -1,7 +1,7 @@
 /**
  * What both store adapters check and bound the same way: argument validation (a RangeError before
  * any transaction starts, so bad input changes nothing), the fence's room, the limits on stored
- * output and retry backoff, the default room cap, and the mapping of driver errors to the port's.
+ * output, the default room cap, and the mapping of driver errors to the port's.
  */
 import { ConflictError, NotFoundError, SchemaTooNewError, StoreError } from "../../ports/errors.js";
 import type { CommandContext, LeaderFence, OutboxMessageInput } from "../../ports/store.js";
@@ -10,8 +10,6 @@ import type { CommandContext, LeaderFence, OutboxMessageInput } from "../../port
 export const DEFAULT_ROOM_CAP = 16;
 /** Defence in depth: the executor bounds output, the store never keeps more than this tail. */
 export const OUTPUT_LIMIT_CHARS = 64 * 1024;
-/** Backoff doubles per attempt up to this ceiling (or the base, if that is larger). */
-export const MAX_BACKOFF_MS = 60 * 60 * 1000;
 
 export const outputTail = (output: string): string =>
   output.length > OUTPUT_LIMIT_CHARS ? output.slice(-OUTPUT_LIMIT_CHARS) : output;
