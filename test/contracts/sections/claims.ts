@@ -6,6 +6,7 @@
  * can no longer renew, complete or fail the task.
  */
 import { expect, it } from "vitest";
+import { MAX_TASK_RETRY_BACKOFF_MS, taskRetryWaitMs } from "../../../src/domain/backoff.js";
 import { ConflictError, NotFoundError } from "../../../src/ports/errors.js";
 import type { LeaderFence, Store, TaskToken } from "../../../src/ports/store.js";
 import {
@@ -225,6 +226,29 @@ export function claimsSection(ctx: ContractContext): void {
     expect((await store.getTask(run.runId, "a"))?.status).toBe("timed_out");
     // Every claim produced a new token; the old ones are dead.
     await expect(store.finishTask(first.token, ok)).rejects.toBeInstanceOf(ConflictError);
+  });
+
+  it("waits before a retry exactly what the domain's taskRetryWaitMs says, up to its cap", async () => {
+    const { store, room, fence } = await setup();
+    // A base above half the cap: the second wait is the cap, not the doubled base.
+    const base = 0.6 * MAX_TASK_RETRY_BACKOFF_MS;
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(ctx.uid("d"), [task("a", { retries: 2, retryBackoffMs: base })]),
+    );
+    const w = session("w");
+    const waits: number[] = [];
+    for (let attempt = 1; attempt <= 2; attempt += 1) {
+      const claimed = (await store.claimTask(offer(w, [room], { leaseMs: 3 * MAX_TASK_RETRY_BACKOFF_MS })))!;
+      expect(claimed.task.attempt).toBe(attempt);
+      expect(await store.finishTask(claimed.token, failed)).toEqual({ status: "queued" });
+      const t = (await store.getTask(run.runId, "a"))!;
+      waits.push(t.notBefore! - ctx.clock.now());
+      ctx.clock.advance(waits[waits.length - 1]!);
+    }
+    expect(waits).toEqual([taskRetryWaitMs(base, 1), taskRetryWaitMs(base, 2)]);
+    expect(waits).toEqual([base, MAX_TASK_RETRY_BACKOFF_MS]);
   });
 
   it("a stale executor reclaimed after its lease expired cannot renew, complete or fail the task", async () => {
