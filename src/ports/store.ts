@@ -170,8 +170,14 @@ export interface TaskRecord {
   startedAt: number | null;
   finishedAt: number | null;
   exitCode: number | null;
-  /** Tail of the output, bounded by the executor; null until finished. */
+  /**
+   * Tail of the output, bounded by the executor: while the task runs, what its worker last wrote
+   * (writeTaskOutput, at most about once a second); after an attempt, that attempt's. Null before
+   * the current attempt wrote any (a claim clears the previous attempt's).
+   */
   output: string | null;
+  /** Bytes the attempt wrote in all (kept or not), of which `output` is the end; null with no output. */
+  outputBytes: number | null;
   error: string | null;
 }
 
@@ -245,6 +251,8 @@ export interface TaskResult {
   outcome: "succeeded" | "failed" | "timed_out" | "canceled";
   exitCode: number | null;
   output: string;
+  /** Bytes the action wrote in all, of which `output` is the end; default: the output's own size. */
+  outputBytes?: number;
   error: string | null;
 }
 
@@ -258,6 +266,13 @@ export interface TaskClaimer {
   claimTask(offer: NodeOffer): Promise<ClaimedTask | null>;
   /** Extend the lease; ConflictError when the task was reclaimed, canceled or finished by someone else. */
   renewTaskLease(token: TaskToken, leaseMs: number): Promise<{ leaseExpiresAt: number; status: TaskStatus }>;
+  /**
+   * While the attempt runs: replace the task's kept output with the tail written so far and the
+   * bytes written in all. Fenced like a renewal (ConflictError when the token no longer holds the
+   * task, so a stale executor cannot write); not a change of state: no version, event-log line or
+   * change notification.
+   */
+  writeTaskOutput(token: TaskToken, output: string, outputBytes: number): Promise<void>;
   /**
    * Record the end of an attempt, fenced by the token. A failure or timeout with attempts left goes
    * back to queued (attempt + 1, not_before = now + backoff); otherwise the outcome is final.

@@ -75,6 +75,7 @@ function task(taskId: string, status: TaskStatus, extra: Partial<TaskRecord> = {
     finishedAt: null,
     exitCode: null,
     output: null,
+    outputBytes: null,
     error: null,
     ...extra,
   };

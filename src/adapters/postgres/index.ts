@@ -107,6 +107,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
 
     claimTask: async (offer) => tasks.claimTask(db, offer),
     renewTaskLease: async (token, leaseMs) => tasks.renewTaskLease(db, token, leaseMs),
+    writeTaskOutput: async (token, output, bytes) => tasks.writeTaskOutput(db, token, output, bytes),
     finishTask: async (token, result) => tasks.finishTask(db, token, result),
 
     scheduleStep: async (fence) => scheduler.scheduleStep(db, fence),

@@ -181,6 +181,14 @@ CREATE TABLE room_policies (
 );
 `,
   },
+  {
+    // Issue 12: a running task's output tail is written while it runs (dagbot logs --follow); with
+    // the bytes written in all, a reader knows which part of a new tail it has not shown yet.
+    version: 3,
+    sql: `
+ALTER TABLE tasks ADD COLUMN output_bytes bigint;
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

@@ -10,7 +10,7 @@ import type { Db } from "./db.js";
 import { explainMiss, LOG_CTES } from "./guards.js";
 import { cleanText, NOW, sessionKey } from "./sql.js";
 import { TASK_COLUMNS, toTask } from "./rows.js";
-import { checkTaskLease, outputTail } from "../store-common/checks.js";
+import { checkTaskLease, outputBytes, outputTail } from "../store-common/checks.js";
 import { MAX_TASK_RETRY_BACKOFF_MS, TASK_RETRY_MAX_DOUBLINGS } from "../../domain/backoff.js";
 
 /**
@@ -34,7 +34,8 @@ export const CLAIM_SQL = `WITH pick AS (${CLAIM_PICK_SQL}),
   up AS (
     UPDATE tasks t SET status = 'running', version = t.version + 1, claim_version = t.version + 1,
            executor_node = $3::text, executor_boot = $6::text, lease_expires_at = ${NOW} + $7::bigint,
-           deadline = CASE WHEN t.timeout_ms IS NULL THEN NULL ELSE ${NOW} + t.timeout_ms END, started_at = ${NOW}
+           deadline = CASE WHEN t.timeout_ms IS NULL THEN NULL ELSE ${NOW} + t.timeout_ms END, started_at = ${NOW},
+           output = NULL, output_bytes = NULL
       FROM pick WHERE t.run_id = pick.run_id AND t.task_id = pick.task_id
     RETURNING ${TASK_COLUMNS.split(", ")
       .map((c) => `t.${c}`)
@@ -67,8 +68,11 @@ export async function claimTask(db: Db, offer: NodeOffer): Promise<ClaimedTask |
   };
 }
 
-const HELD = `run_id = $2::text AND task_id = $3::text AND claim_version = $4::int
-  AND executor_node = $5::text AND executor_boot = $6::text AND status IN ('running','canceling')`;
+/** The token still holds the task; its five parameters (tokenParams) start at $first. */
+const heldAt = (first: number): string =>
+  `run_id = $${first}::text AND task_id = $${first + 1}::text AND claim_version = $${first + 2}::int
+  AND executor_node = $${first + 3}::text AND executor_boot = $${first + 4}::text AND status IN ('running','canceling')`;
+const HELD = heldAt(2);
 
 const tokenParams = (t: TaskToken): unknown[] => [
   t.runId,
@@ -111,6 +115,22 @@ export async function renewTaskLease(
   return { leaseExpiresAt: r.lease_expires_at, status: r.status };
 }
 
+export async function writeTaskOutput(
+  db: Db,
+  token: TaskToken,
+  output: string,
+  written: number,
+): Promise<void> {
+  const bytes = outputBytes(output, written);
+  // Not logged, version unchanged, no NOTIFY: output is not a change of state.
+  const rows = await db.one(
+    "write task output",
+    `UPDATE tasks SET output = $6::text, output_bytes = $7::bigint WHERE ${heldAt(1)} RETURNING 1 AS held`,
+    [...tokenParams(token), cleanText(outputTail(output)), bytes],
+  );
+  if (rows[0] === undefined) throw await tokenMiss(db, "write task output", token);
+}
+
 // A failure or timeout of a running task with attempts left goes back to the queue.
 const RETRY = `($7::text IN ('failed','timed_out') AND status = 'running' AND attempt < max_attempts)`;
 /**
@@ -132,7 +152,7 @@ export const FINISH_SQL = `WITH up AS (
       not_before = CASE WHEN ${RETRY} THEN ${NOW} + ${BACKOFF} ELSE not_before END,
       queued_at = CASE WHEN ${RETRY} THEN ${NOW} ELSE queued_at END,
       finished_at = CASE WHEN ${RETRY} THEN NULL ELSE ${NOW} END,
-      lease_expires_at = NULL, exit_code = $8::int, output = $9::text, error = $10::text
+      lease_expires_at = NULL, exit_code = $8::int, output = $9::text, output_bytes = $12::bigint, error = $10::text
     WHERE ${HELD} AND ($7::text <> 'canceled' OR status = 'canceling')
     RETURNING room_id, run_id, task_id, status, attempt, not_before),
   src AS (
@@ -166,6 +186,7 @@ export async function finishTask(
     cleanText(output),
     cleanText(result.error),
     sessionKey(token.session),
+    outputBytes(result.output, result.outputBytes),
   ]);
   const r = rows[0];
   if (r !== undefined) {

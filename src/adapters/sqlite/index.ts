@@ -86,6 +86,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
 
     claimTask: async (offer) => tasks.claimTask(c, offer),
     renewTaskLease: async (token, leaseMs) => tasks.renewTaskLease(c, token, leaseMs),
+    writeTaskOutput: async (token, output, bytes) => tasks.writeTaskOutput(c, token, output, bytes),
     finishTask: async (token, result) => tasks.finishTask(c, token, result),
 
     scheduleStep: async (fence) => scheduler.scheduleStep(c, fence),

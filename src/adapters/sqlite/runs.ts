@@ -25,7 +25,7 @@ import { RUN_COLUMNS, toRun, toTask } from "./rows.js";
 
 export const TASK_COLUMNS = `seq, run_id, task_id, status, version, attempt, max_attempts, action, args, needs, labels,
   node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, executor_node, executor_boot,
-  lease_expires_at, not_before, deadline, queued_at, started_at, finished_at, exit_code, output, error`;
+  lease_expires_at, not_before, deadline, queued_at, started_at, finished_at, exit_code, output, output_bytes, error`;
 
 const DEFAULT_LIST_LIMIT = 100;
 

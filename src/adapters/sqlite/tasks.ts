@@ -6,7 +6,7 @@ import type { SqliteConnection } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { toTask } from "./rows.js";
 import { TASK_COLUMNS } from "./runs.js";
-import { checkTaskLease, outputTail } from "../store-common/checks.js";
+import { checkTaskLease, outputBytes, outputTail } from "../store-common/checks.js";
 import { taskRetryWaitMs } from "../../domain/backoff.js";
 import { holderKey } from "../store-common/records.js";
 
@@ -40,7 +40,8 @@ export function claimTask(c: SqliteConnection, offer: NodeOffer): Promise<Claime
     const row = c.get(
       `UPDATE tasks SET status = 'running', version = version + 1, claim_version = version + 1,
               executor_node = ?, executor_boot = ?, lease_expires_at = ?,
-              deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE ? + timeout_ms END, started_at = ?
+              deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE ? + timeout_ms END, started_at = ?,
+              output = NULL, output_bytes = NULL
         WHERE seq = ? AND status = 'queued' AND version = ?
         RETURNING room_id, ${TASK_COLUMNS}`,
       offer.session.nodeId,
@@ -131,6 +132,27 @@ export function renewTaskLease(
   });
 }
 
+export function writeTaskOutput(
+  c: SqliteConnection,
+  token: TaskToken,
+  output: string,
+  written: number,
+): Promise<void> {
+  const tail = outputTail(output);
+  const bytes = outputBytes(output, written);
+  return c.write("write task output", () => {
+    const row = fenced(c, "write task output", token);
+    // Not logged, version unchanged, no change notification: output is not a change of state.
+    c.run(
+      "UPDATE tasks SET output = ?, output_bytes = ? WHERE seq = ? AND version = ?",
+      tail,
+      bytes,
+      row.seq,
+      row.version,
+    );
+  });
+}
+
 export function finishTask(
   c: SqliteConnection,
   token: TaskToken,
@@ -145,6 +167,7 @@ export function finishTask(
         { status: row.status },
       );
     const output = outputTail(result.output);
+    const bytes = outputBytes(result.output, result.outputBytes);
     const retry =
       (result.outcome === "failed" || result.outcome === "timed_out") &&
       row.status === "running" &&
@@ -157,12 +180,13 @@ export function finishTask(
       c.run(
         `UPDATE tasks SET status = 'queued', version = version + 1, attempt = attempt + 1, claim_version = NULL,
                 executor_node = NULL, executor_boot = NULL, lease_expires_at = NULL, deadline = NULL,
-                not_before = ?, queued_at = ?, exit_code = ?, output = ?, error = ?
+                not_before = ?, queued_at = ?, exit_code = ?, output = ?, output_bytes = ?, error = ?
           WHERE seq = ? AND version = ?`,
         notBefore,
         tx.now,
         result.exitCode,
         output,
+        bytes,
         result.error,
         row.seq,
         row.version,
@@ -171,12 +195,13 @@ export function finishTask(
       to = result.outcome;
       c.run(
         `UPDATE tasks SET status = ?, version = version + 1, lease_expires_at = NULL, finished_at = ?,
-                exit_code = ?, output = ?, error = ?
+                exit_code = ?, output = ?, output_bytes = ?, error = ?
           WHERE seq = ? AND version = ?`,
         to,
         tx.now,
         result.exitCode,
         output,
+        bytes,
         result.error,
         row.seq,
         row.version,

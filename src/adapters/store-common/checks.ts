@@ -14,6 +14,15 @@ export const OUTPUT_LIMIT_CHARS = 64 * 1024;
 export const outputTail = (output: string): string =>
   output.length > OUTPUT_LIMIT_CHARS ? output.slice(-OUTPUT_LIMIT_CHARS) : output;
 
+/** Bytes written in all for a kept output: the given count, never less than the output itself. */
+export function outputBytes(output: string, written: number | undefined): number {
+  const own = Buffer.byteLength(output);
+  if (written === undefined) return own;
+  if (!Number.isSafeInteger(written) || written < 0)
+    throw new RangeError(`output bytes must be a whole number ≥ 0, got ${written}`);
+  return Math.max(own, written);
+}
+
 export function checkLeaseTtl(ttlMs: number): void {
   if (!Number.isFinite(ttlMs) || ttlMs <= 0)
     throw new RangeError(`lease ttl must be a positive number of ms, got ${ttlMs}`);

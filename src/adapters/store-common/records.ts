@@ -114,6 +114,7 @@ export function taskFromRow(r: Row, json: DecodeJson): TaskRecord {
     finishedAt: numOrNull(r.finished_at),
     exitCode: numOrNull(r.exit_code),
     output: strOrNull(r.output),
+    outputBytes: numOrNull(r.output_bytes),
     error: strOrNull(r.error),
   };
 }

@@ -3,7 +3,7 @@
  * labels, pinned node, action, not_before), exactly one winner per task among racing connections,
  * lease renewal and completion fenced by (task, claim version, session), retries with exponential
  * backoff, and stale executors (reclaimed after expiry, or restarted under the same node id) that
- * can no longer renew, complete or fail the task.
+ * can no longer renew, write output, complete or fail the task.
  */
 import { expect, it } from "vitest";
 import { MAX_TASK_RETRY_BACKOFF_MS, taskRetryWaitMs } from "../../../src/domain/backoff.js";
@@ -271,6 +271,49 @@ export function claimsSection(ctx: ContractContext): void {
     expect(await store.finishTask(fresh.token, ok)).toEqual({ status: "succeeded" });
   });
 
+  it("writes a running task's output so far, fenced by the claim; a stale claim's write is refused; a new claim starts empty", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(ctx.uid("d"), [task("a", { retries: 1, retryBackoffMs: 10 })]),
+    );
+    const first = (await store.claimTask(offer(session("w1"), [room], { leaseMs: LEASE })))!;
+    expect(first.task).toMatchObject({ output: null, outputBytes: null });
+    const version = (await store.getTask(run.runId, "a"))!.version;
+    await store.writeTaskOutput(first.token, "line 1\n", 7);
+    // A tail of a longer output: the bytes written in all are what a reader needs to continue.
+    await store.writeTaskOutput(first.token, "line 2\nline 3\n", 1_000_007);
+    expect(await store.getTask(run.runId, "a")).toMatchObject({
+      status: "running",
+      version,
+      output: "line 2\nline 3\n",
+      outputBytes: 1_000_007,
+    });
+    // The attempt fails and is retried: its output stays while the task waits, the next claim clears it.
+    expect(
+      await store.finishTask(first.token, { ...failed, output: "last\n", outputBytes: 1_000_012 }),
+    ).toEqual({
+      status: "queued",
+    });
+    expect(await store.getTask(run.runId, "a")).toMatchObject({ output: "last\n", outputBytes: 1_000_012 });
+    ctx.clock.advance(10);
+    const second = (await store.claimTask(offer(session("w2"), [room], { leaseMs: LEASE })))!;
+    expect(second.task).toMatchObject({ attempt: 2, output: null, outputBytes: null });
+    await store.writeTaskOutput(second.token, "fresh\n", 6);
+    // The first attempt's executor is stale: its write is refused and changes nothing.
+    await expect(store.writeTaskOutput(first.token, "stale\n", 9_999)).rejects.toBeInstanceOf(ConflictError);
+    await expect(store.writeTaskOutput({ ...second.token, taskId: "zzz" }, "x", 1)).rejects.toBeInstanceOf(
+      NotFoundError,
+    );
+    expect(await store.getTask(run.runId, "a")).toMatchObject({ output: "fresh\n", outputBytes: 6 });
+    // A finish without a byte count records the output's own size.
+    await store.finishTask(second.token, { ...ok, output: "héllo\n" });
+    expect(await store.getTask(run.runId, "a")).toMatchObject({ output: "héllo\n", outputBytes: 7 });
+    await expect(store.writeTaskOutput(second.token, "late\n", 5)).rejects.toBeInstanceOf(ConflictError);
+    expect((await store.getTask(run.runId, "a"))?.output).toBe("héllo\n");
+  });
+
   it("a stale executor whose task the reaper failed (no attempts left) cannot overwrite the outcome", async () => {
     const { store, room, fence } = await setup();
     const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("a")]));
@@ -300,6 +343,7 @@ export function claimsSection(ctx: ContractContext): void {
 
 async function expectStale(store: Store, token: TaskToken): Promise<void> {
   await expect(store.renewTaskLease(token, LEASE)).rejects.toBeInstanceOf(ConflictError);
+  await expect(store.writeTaskOutput(token, "stale\n", 6)).rejects.toBeInstanceOf(ConflictError);
   await expect(store.finishTask(token, ok)).rejects.toBeInstanceOf(ConflictError);
   await expect(store.finishTask(token, failed)).rejects.toBeInstanceOf(ConflictError);
   await expect(
