@@ -42,6 +42,20 @@ export interface ExecRequest {
    * deadline even while this process is stopped or after it died.
    */
   claim?: ExecClaim;
+  /**
+   * While the action runs: called at most once per `outputEveryMs` (default 1 s), and only when it
+   * wrote something since the last call, with the tail so far. Never called for an action that ends
+   * within the first interval, nor after run() resolved.
+   */
+  onOutput?: (soFar: OutputSoFar) => void;
+  outputEveryMs?: number;
+}
+
+/** An action's output while it runs: the kept tail (whole UTF-8 characters) and the bytes it ends at. */
+export interface OutputSoFar {
+  output: string;
+  /** Bytes written in all up to the end of `output`. */
+  totalBytes: number;
 }
 
 /** What the executor needs of a claim: a deadline that each lease renewal moves later. */

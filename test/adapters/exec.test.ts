@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { createProcessExecutor, pickBaseEnv } from "../../src/adapters/exec/process-executor.js";
-import type { ActionDefinition, ExecRequest } from "../../src/ports/executor.js";
+import { createProcessExecutor, outputSoFar, pickBaseEnv } from "../../src/adapters/exec/process-executor.js";
+import type { ActionDefinition, ExecRequest, OutputSoFar } from "../../src/ports/executor.js";
 
 const fixtures = fileURLToPath(new URL("../support/exec-fixtures/", import.meta.url));
 const node = process.execPath;
@@ -202,6 +202,59 @@ describe("process executor", () => {
     expect(result.outputTruncated).toBe(true);
     expect(Buffer.byteLength(result.output)).toBeLessThanOrEqual(limit);
     expect(result.output).toBe("x".repeat(limit - 5) + "<END>");
+  });
+
+  it("reports the output so far while the action runs, only when it grew, never after it ended", async () => {
+    const seen: Array<OutputSoFar & { afterEnd: boolean }> = [];
+    let ended = false;
+    // Five lines 300 ms apart, then a quiet 600 ms: reports every 100 ms only when something was written.
+    const script = "for i in 1 2 3 4 5; do echo line $i; sleep 0.3; done; sleep 0.6";
+    const result = await run(
+      action({ argv: ["sh", "-c", script] }),
+      {},
+      {
+        outputEveryMs: 100,
+        onOutput: (soFar) => seen.push({ ...soFar, afterEnd: ended }),
+      },
+    );
+    ended = true;
+    expect(result.output).toBe("line 1\nline 2\nline 3\nline 4\nline 5\n");
+    expect(seen.length).toBeGreaterThanOrEqual(2);
+    expect(seen.length).toBeLessThanOrEqual(5);
+    expect(seen.every((s) => !s.afterEnd && s.totalBytes === Buffer.byteLength(s.output))).toBe(true);
+    expect(seen.map((s) => s.output.split("\n").length - 1)).toEqual(
+      [...seen.map((s) => s.output.split("\n").length - 1)].sort((a, b) => a - b),
+    );
+    expect(new Set(seen.map((s) => s.totalBytes)).size).toBe(seen.length);
+    expect(result.output.startsWith(seen[seen.length - 1]!.output)).toBe(true);
+  });
+
+  it("reports no output so far for an action that ends within the first interval", async () => {
+    let calls = 0;
+    const result = await run(
+      action({ argv: ["echo", "quick"] }),
+      {},
+      {
+        outputEveryMs: 1_000,
+        onOutput: () => (calls += 1),
+      },
+    );
+    expect(result.output).toBe("quick\n");
+    expect(calls).toBe(0);
+  });
+
+  it("the output so far is whole characters, ending exactly at its byte count", () => {
+    const text = "ab€"; // € is three bytes
+    const bytes = Buffer.from(text);
+    // The last character not yet completely written: left for the next report.
+    expect(outputSoFar(bytes.subarray(0, 4).toString("base64"), 4)).toEqual({ output: "ab", totalBytes: 2 });
+    expect(outputSoFar(bytes.toString("base64"), 5)).toEqual({ output: "ab€", totalBytes: 5 });
+    // A tail that starts inside a character (more was written than kept) drops its continuation bytes.
+    expect(outputSoFar(bytes.subarray(3).toString("base64"), 105)).toEqual({ output: "", totalBytes: 105 });
+    expect(outputSoFar(Buffer.from("é!").subarray(1).toString("base64"), 50)).toEqual({
+      output: "!",
+      totalBytes: 50,
+    });
   });
 
   it("kills the action when its AbortSignal fires and reports it as killed with the reason", async () => {

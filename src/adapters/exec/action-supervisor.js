@@ -19,9 +19,11 @@
  * array, never through a shell. The supervisor keeps only the tail of each action's output.
  *
  * Protocol. stdin, JSON lines from the node: {"id", "start": {file, args, cwd, env, uid?, gid?},
- * "killGraceMs", "stopBy": ms | null, "outputLimit": bytes}, {"id", "stopBy": ms}, {"id", "stop": true}.
- * fd 3, JSON lines to the node: {"id", "started": pid} | {"id", "failed": {code, message}} |
- * {"id", "refused": "deadline"}, then {"id", "deadline": true} when the deadline stopped it,
+ * "killGraceMs", "stopBy": ms | null, "outputLimit": bytes, "outputEveryMs"?: ms}, {"id", "stopBy": ms},
+ * {"id", "stop": true}. fd 3, JSON lines to the node: {"id", "started": pid} | {"id", "failed": {code,
+ * message}} | {"id", "refused": "deadline"}, then, with outputEveryMs, {"id", "output": {output (base64
+ * tail), total}} at most once per outputEveryMs while it runs and only when it wrote something since
+ * the last one, {"id", "deadline": true} when the deadline stopped it,
  * {"id", "exit": {code, signal}} when its main process ended, and last {"id", "done": {output
  * (base64 tail), total}} once no process of its group is left and its output is read.
  */
@@ -130,8 +132,12 @@ class Action {
    * @param {number} stopBy
    * @param {number} outputLimit
    */
-  constructor(id, killGraceMs, stopBy, outputLimit) {
+  constructor(id, killGraceMs, stopBy, outputLimit, outputEveryMs = 0) {
     this.id = id;
+    this.outputEveryMs = outputEveryMs;
+    /** @type {NodeJS.Timeout | undefined} */
+    this.outputTimer = undefined;
+    this.outputSent = 0;
     this.killGraceMs = Math.max(0, killGraceMs);
     this.stopBy = stopBy;
     this.tail = new Tail(outputLimit);
@@ -178,6 +184,7 @@ class Action {
     if (child.pid === undefined) return; // the error event follows
     this.pgid = child.pid;
     report({ id: this.id, started: this.pgid });
+    if (this.outputEveryMs > 0) this.outputTimer = setInterval(() => this.reportOutput(), this.outputEveryMs);
     for (const stream of [child.stdout, child.stderr]) {
       stream?.on("data", (/** @type {Buffer} */ chunk) => this.tail.push(chunk));
       stream?.on("close", () => {
@@ -217,6 +224,13 @@ class Action {
     this.maybeDone();
   }
 
+  /** The tail so far, when it wrote something since the last report. */
+  reportOutput() {
+    if (this.tail.total === this.outputSent || this.finished) return;
+    this.outputSent = this.tail.total;
+    report({ id: this.id, output: { output: this.tail.text(), total: this.tail.total } });
+  }
+
   maybeDone() {
     if (!this.groupGone || this.openStreams > 0) return;
     this.end({ done: { output: this.tail.text(), total: this.tail.total } });
@@ -227,6 +241,7 @@ class Action {
     if (this.finished) return;
     this.finished = true;
     clearTimeout(this.timer);
+    clearInterval(this.outputTimer);
     report({ id: this.id, ...last });
     actions.delete(this.id);
     if (nodeGone && actions.size === 0) process.exit(0);
@@ -283,7 +298,13 @@ function onMessage(message) {
   if (message.start !== undefined) {
     if (actions.has(id) || nodeGone) return;
     const stopBy = typeof message.stopBy === "number" ? message.stopBy : Infinity;
-    const action = new Action(id, Number(message.killGraceMs) || 0, stopBy, Number(message.outputLimit) || 0);
+    const action = new Action(
+      id,
+      Number(message.killGraceMs) || 0,
+      stopBy,
+      Number(message.outputLimit) || 0,
+      Number(message.outputEveryMs) || 0,
+    );
     actions.set(id, action);
     action.start(message.start);
     return;

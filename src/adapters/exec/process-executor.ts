@@ -12,7 +12,7 @@ import type { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { renderArgv } from "../../domain/action-argv.js";
 import { formatDuration } from "../../domain/duration.js";
-import type { ExecOutcome, ExecRequest, ExecResult, Executor } from "../../ports/executor.js";
+import type { ExecOutcome, ExecRequest, ExecResult, Executor, OutputSoFar } from "../../ports/executor.js";
 import { TailBuffer } from "./tail-buffer.js";
 
 export interface ProcessExecutorOptions {
@@ -154,6 +154,29 @@ async function runAction(
 
 const NOT_STARTED_EXPIRED = "not started: the claim's deadline had passed";
 
+const DEFAULT_OUTPUT_EVERY_MS = 1_000;
+
+/**
+ * A running action's tail as whole UTF-8 characters: a character cut at the start (the tail began
+ * inside it) is dropped, and one not yet completely written at the end is left for the next report,
+ * so `totalBytes` is exactly where the text ends.
+ */
+export function outputSoFar(base64: string, total: number): OutputSoFar {
+  const bytes = Buffer.from(base64, "base64");
+  let start = 0;
+  if (total > bytes.length)
+    while (start < 3 && start < bytes.length && ((bytes[start] ?? 0) & 0xc0) === 0x80) start += 1;
+  let end = bytes.length;
+  for (let back = 1; back <= Math.min(4, bytes.length - start); back += 1) {
+    const b = bytes[bytes.length - back] ?? 0;
+    if ((b & 0xc0) === 0x80) continue; // a continuation byte: look further back for its lead
+    const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+    if (need > back) end = bytes.length - back;
+    break;
+  }
+  return { output: bytes.subarray(start, end).toString("utf8"), totalBytes: total - (bytes.length - end) };
+}
+
 /** What the supervisor reported about one action on its status pipe. */
 interface SupervisorReport {
   id: number;
@@ -162,6 +185,7 @@ interface SupervisorReport {
   refused?: string;
   deadline?: boolean;
   exit?: { code: number | null; signal: string | null };
+  output?: { output: string; total: number };
   done?: { output: string; total: number };
   /** Not from the supervisor: it died, and this is why. */
   died?: string;
@@ -337,6 +361,10 @@ function supervise(
         expired = NOT_STARTED_EXPIRED;
         return finish();
       }
+      if (r.output !== undefined) {
+        if (!settled) request.onOutput?.(outputSoFar(r.output.output, r.output.total));
+        return;
+      }
       if (r.deadline === true) expired = "stopped: the claim's deadline passed before it ended";
       if (r.exit !== undefined) {
         exit = r.exit;
@@ -359,6 +387,9 @@ function supervise(
         killGraceMs: action.killGraceMs,
         stopBy: stopBy(),
         outputLimit: action.outputLimitBytes,
+        ...(request.onOutput === undefined
+          ? {}
+          : { outputEveryMs: Math.max(1, request.outputEveryMs ?? DEFAULT_OUTPUT_EVERY_MS) }),
       },
       onReport,
     );
