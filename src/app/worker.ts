@@ -4,6 +4,8 @@
  * the end of the attempt with its fencing token. A renewal that is rejected means the task is no
  * longer ours: the action is killed and nothing is written. A renewal that reports `canceling` kills
  * the action and records `canceled`. Retries and backoff are decided by the store's finishTask.
+ * While an action runs, its output so far is written to the store at most once per outputEveryMs
+ * and only when it changed (none for an action that ends sooner), fenced by the same token.
  *
  * The worker fences itself (issue 9, domain/claim-deadline.ts): it tracks each claim's deadlines on
  * its own monotonic clock from the send time of the last renewal that succeeded, renews the claim
@@ -26,6 +28,7 @@ import type {
   TaskResult,
 } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
+import { OutputWriter } from "./output-writer.js";
 import { Waker, wakeOnChange } from "./wake.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
 
@@ -46,6 +49,8 @@ export interface WorkerSettings {
   /** A claim attempt even with no change, for retries whose backoff (not_before) has passed. */
   pollMs: number;
   debounceMs: number;
+  /** How often a running action's output so far is written to the store, when it changed; default 1 s. */
+  outputEveryMs?: number;
 }
 
 export interface WorkerDeps {
@@ -337,6 +342,10 @@ export class Worker {
         : Promise.resolve();
 
     if (exec === null && r.reason === null && action !== undefined) {
+      const output = new OutputWriter(
+        (soFar) => store.writeTaskOutput(token, soFar.output, soFar.totalBytes),
+        log,
+      );
       exec = await executor.run({
         action,
         args: task.args,
@@ -346,7 +355,10 @@ export class Worker {
           : {}),
         signal: r.controller.signal,
         claim,
+        onOutput: (soFar) => output.offer(soFar),
+        outputEveryMs: this.settings.outputEveryMs ?? 1_000,
       });
+      await output.close();
       // The supervisor stopped it (or never started it) for the claim's deadline: no longer ours.
       if (exec.outcome === "expired" && r.reason === null) r.reason = "lost";
     }
@@ -416,5 +428,5 @@ export function toTaskResult(exec: ExecResult, reason: "canceled" | null | Abort
   } else {
     outcome = exec.outcome;
   }
-  return { outcome, exitCode: exec.exitCode, output: exec.output, error };
+  return { outcome, exitCode: exec.exitCode, output: exec.output, outputBytes: exec.totalOutputBytes, error };
 }
