@@ -1,8 +1,9 @@
 /**
  * `dagbot logs RUN TASK`: the kept tail of a task's output and how it ended, read from the store
- * (the CLI's `!dag logs`). The output is recorded when the task finishes, bounded by its action's
- * `output_limit`; `--follow` waits for that. The output goes to stdout as it was written, the
- * task's state to stderr, so `dagbot logs r t | grep x` sees only the output.
+ * (the CLI's `!dag logs`). A running task's worker writes its output so far about once a second
+ * (bounded by its action's `output_limit`); `--follow` prints what is new as it arrives, like
+ * `tail -f`, and exits when the task ends. The output goes to stdout as it was written, the task's
+ * state to stderr, so `dagbot logs r t | grep x` sees only the output.
  */
 import type { Command } from "commander";
 import { systemClock } from "../adapters/clock/system-clock.js";
@@ -35,11 +36,12 @@ export function registerLogs(program: Command): void {
       .argument("<run>", "the run: its DAG id (as in `dagbot status`) or its run id")
       .argument("<task>", "the task id")
       .option("--room <room>", "the room (default: the config's only room)")
-      .option("-f, --follow", "wait until the task has ended, then show it")
-      .option("--json", "print JSON: the task's state and its output"),
-    "The output is recorded when the task ends (its last `output_limit` bytes); a task still waiting or\n" +
-      "running has none yet. The output goes to stdout unchanged, the task's state to stderr. Reads only\n" +
-      "the store. Exit status: 0 shown (whatever the task's status), 1 no such run or task, 2 bad config.",
+      .option("-f, --follow", "print new output as it arrives until the task ends (like tail -f)")
+      .option("--json", "print JSON: the task's state and its output (with --follow: once it ended)"),
+    "A running task's output so far is written about once a second; what is kept is the last\n" +
+      "`output_limit` bytes. The output goes to stdout unchanged, the task's state to stderr. Reads only\n" +
+      "the store. Exit status: 0 shown (whatever the task's status; with --follow, 0 only when the task\n" +
+      "succeeded), 1 no such run or task (with --follow: or the task did not succeed), 2 bad config.",
   ).action((run: string, task: string, options: LogsOptions) =>
     runCli("logs", () => logs(run, task, options)),
   );
@@ -66,41 +68,119 @@ async function logs(runRef: string, taskId: string, options: LogsOptions): Promi
       const known = (await store.listTasks(run.runId)).map((t) => t.taskId);
       throw new CliError(`run ${run.dagId} has no task "${taskId}" (its tasks: ${known.join(", ")})`, 1);
     }
-    if (options.follow === true && !isTerminalTask(task.status)) task = await untilEnded(store, run, taskId);
-    const now = await store.now();
-    if (options.json === true) {
-      process.stdout.write(`${JSON.stringify(logsJson(run, task, now), null, 2)}\n`);
-      return 0;
+    const follow = options.follow === true;
+    if (follow && options.json === true && !isTerminalTask(task.status)) {
+      task = await untilEnded(store, run, task, () => {});
     }
-    process.stderr.write(`${stateLine(run, task, now)}\n`);
+    if (options.json === true) {
+      const json = logsJson(run, task, await store.now());
+      process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
+      return follow && task.status !== "succeeded" ? 1 : 0;
+    }
+    if (follow && !isTerminalTask(task.status)) {
+      process.stderr.write(`${stateLine(run, task, await store.now())}\n`);
+      const printer = new OutputPrinter();
+      printer.show(task);
+      task = await untilEnded(store, run, task, (t) => printer.show(t));
+      printer.end();
+      process.stderr.write(`${stateLine(run, task, await store.now())}\n`);
+      return task.status === "succeeded" ? 0 : 1;
+    }
+    process.stderr.write(`${stateLine(run, task, await store.now())}\n`);
     if (task.output !== null && task.output !== "") {
       process.stdout.write(task.output.endsWith("\n") ? task.output : `${task.output}\n`);
+      if (task.status === "running" || task.status === "canceling") {
+        process.stderr.write("(its output so far; --follow shows the rest)\n");
+      } else if (!isTerminalTask(task.status)) {
+        process.stderr.write(`(the output of attempt ${task.attempt - 1}; it waits for the next)\n`);
+      }
     } else if (isTerminalTask(task.status)) {
       process.stderr.write("(no output)\n");
     } else {
-      process.stderr.write("(its output is kept when it ends; --follow waits for that)\n");
+      process.stderr.write("(no output yet; --follow shows it as it comes)\n");
     }
-    return 0;
+    return follow && task.status !== "succeeded" ? 1 : 0;
   } finally {
     await store.close();
   }
 }
 
-/** Waits for the task to reach an end state, woken by the store's change feed. */
-async function untilEnded(store: Store, run: RunRecord, taskId: string): Promise<TaskRecord> {
+/** How often a follower reads the task: the worker writes a running task's output about once a second. */
+const FOLLOW_POLL_MS = 500;
+
+/**
+ * Reads the task until it reaches an end state, handing each read to `seen`; woken early by the
+ * store's change feed (a status change), otherwise polling (output writes send no notification).
+ */
+async function untilEnded(
+  store: Store,
+  run: RunRecord,
+  first: TaskRecord,
+  seen: (task: TaskRecord) => void,
+): Promise<TaskRecord> {
   const waker = new Waker(systemClock, 50);
   const unsubscribe = wakeOnChange(store, waker, ["tasks"], [run.roomId]);
   // Ctrl-C ends the process; nothing else stops the wait.
   const never = new AbortController().signal;
   try {
-    for (;;) {
-      const task = await store.getTask(run.runId, taskId);
-      if (task === null) throw new CliError(`task ${taskId} of run ${run.dagId} is gone`, 1);
+    for (let task = first; ;) {
       if (isTerminalTask(task.status)) return task;
-      await waker.wait(2_000, never);
+      await waker.wait(FOLLOW_POLL_MS, never);
+      const next = await store.getTask(run.runId, task.taskId);
+      if (next === null) throw new CliError(`task ${task.taskId} of run ${run.dagId} is gone`, 1);
+      seen(next);
+      task = next;
     }
   } finally {
     unsubscribe();
+  }
+}
+
+/**
+ * Prints only what is new in each read of a task's kept output tail: `outputBytes` says where the
+ * tail ends in all the attempt wrote, so a tail that moved on is continued where the last one ended,
+ * and output that was written and dropped between two reads is said to be missing.
+ */
+export class OutputPrinter {
+  /** When the attempt whose output was printed started: each claim sets a new start time. */
+  private startedAt: number | null = null;
+  /** Bytes of the attempt's output already printed (its position in all it wrote). */
+  private printed = 0;
+  private endsWithNewline = true;
+
+  constructor(
+    private readonly out: (text: string | Buffer) => void = (t) => process.stdout.write(t),
+    private readonly note: (text: string) => void = (t) => process.stderr.write(t),
+  ) {}
+
+  show(task: TaskRecord): void {
+    if (this.startedAt !== null && task.startedAt !== this.startedAt) {
+      this.end();
+      this.note(`(attempt ${task.attempt}/${task.maxAttempts})\n`);
+      this.printed = 0;
+    }
+    this.startedAt = task.startedAt;
+    if (task.output === null) return;
+    const bytes = Buffer.from(task.output);
+    const total = Math.max(task.outputBytes ?? bytes.length, bytes.length);
+    if (total < this.printed) return; // an older read than the last one shown
+    const start = total - bytes.length;
+    if (start > this.printed) {
+      this.end();
+      this.note(`(${start - this.printed} bytes of output were not kept)\n`);
+    }
+    const fresh = bytes.subarray(Math.max(0, this.printed - start));
+    if (fresh.length > 0) {
+      this.out(fresh);
+      this.endsWithNewline = fresh[fresh.length - 1] === 0x0a;
+    }
+    this.printed = total;
+  }
+
+  /** Ends a last line the output left open, so what follows starts on a line of its own. */
+  end(): void {
+    if (!this.endsWithNewline) this.out("\n");
+    this.endsWithNewline = true;
   }
 }
 
@@ -130,5 +210,8 @@ function logsJson(run: RunRecord, task: TaskRecord, now: number): Record<string,
     finishedAt: task.finishedAt,
     durationMs: taskDurationMs(task, now),
     output: task.output,
+    outputBytes: task.outputBytes,
+    /** True while the task may still write: the output is what it wrote so far. */
+    partial: !isTerminalTask(task.status),
   };
 }
