@@ -413,6 +413,19 @@ describe("replies", () => {
     expect(String(content?.["formatted_body"])).toMatch(/THE-END<\/code><\/pre>$/);
   });
 
+  it("logs of a running task show its output so far, marked partial; a finished task's are not", () => {
+    const logs = (task: TaskLine): string =>
+      renderOutcome({ kind: "logs", run: summary(), task, output: "step 1\n", omittedChars: 0, at: T0 })!
+        .body;
+    const running = logs(line({ status: "running", finishedAt: null, exitCode: null }));
+    expect(running).toContain("(partial: its output so far; it is still running)");
+    expect(running).toMatch(/```\nstep 1\n\n```$/);
+    const waiting = logs(line({ status: "queued", attempt: 2, maxAttempts: 3, finishedAt: null }));
+    expect(waiting).toContain("(from attempt 1; attempt 2 has not started)");
+    expect(logs(line())).not.toContain("partial");
+    expect(logs(line())).not.toContain("from attempt");
+  });
+
   it("a status reply of many long lines drops lines to fit", () => {
     const tasks = Array.from({ length: 60 }, (_, i) =>
       line({ taskId: `t${i}`.padEnd(64, "x"), error: "<".repeat(200), node: "n".repeat(64) }),

@@ -249,10 +249,17 @@ function renderLogs(outcome: Extract<Outcome, { kind: "logs" }>): Rendered {
     outcome.omittedChars > 0
       ? [text(`(the last part only: ${plural(outcome.omittedChars, "earlier character")} omitted)`)]
       : [];
+  // A task still running shows what it wrote so far; a task waiting for a retry, its last attempt's.
+  const partial =
+    task.status === "running" || task.status === "canceling"
+      ? [text("(partial: its output so far; it is still running)")]
+      : task.finishedAt === null && task.attempt > 1
+        ? [text(`(from attempt ${task.attempt - 1}; attempt ${task.attempt} has not started)`)]
+        : [];
   const block = codeBlock(outcome.output);
   return {
-    body: [head.body, ...cut.map((c) => c.body), block.body].join("\n"),
-    html: paragraphs([head, ...cut]).html + block.html,
+    body: [head.body, ...partial.map((c) => c.body), ...cut.map((c) => c.body), block.body].join("\n"),
+    html: paragraphs([head, ...partial, ...cut]).html + block.html,
   };
 }
 
