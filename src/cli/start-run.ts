@@ -17,6 +17,7 @@ import { IntakeConfigError, MatrixIntake, routeSdkLogs } from "../adapters/matri
 import { MatrixOutboxTransport } from "../adapters/matrix/outbox-transport.js";
 import { PowerLevelOracle } from "../adapters/matrix/power-levels.js";
 import { MatrixSender } from "../adapters/matrix/sender.js";
+import { cryptoStateDir } from "../adapters/matrix/crypto/room-crypto.js";
 import { createChatLoops } from "../app/chat-loops.js";
 import { createPictureMaker } from "../app/pictures.js";
 import { inboxStep } from "../app/commands/inbox-step.js";
@@ -34,9 +35,11 @@ export interface StartOptions extends CommonOptions {
 
 /** The sync position file: per node and account, so a changed account never resumes another's position. */
 export function syncStateFile(stateDir: string, nodeId: string, userId: string): string {
-  const account = createHash("sha256").update(userId).digest("hex").slice(0, 12);
-  return join(stateDir, `sync-${nodeId}-${account}.json`);
+  return join(stateDir, `sync-${nodeId}-${accountHash(userId)}.json`);
 }
+
+const accountHash = (userId: string): string =>
+  createHash("sha256").update(userId).digest("hex").slice(0, 12);
 
 function defaultStateDir(env: NodeJS.ProcessEnv): string {
   const base = env["XDG_STATE_HOME"] ?? join(homedir(), ".local", "state");
@@ -67,6 +70,13 @@ export async function runStart(options: StartOptions): Promise<number> {
     accessToken: matrix.accessToken,
     signal: shutdown.signal,
     onRetry: (e) => logger.warn({ ...e }, "send retried"),
+    // Encrypted rooms get encrypted events (the intake holds this device's crypto).
+    ...(matrix.encryption
+      ? {
+          encrypt: (roomId: string, type: string, content: Record<string, unknown>) =>
+            intake === null ? Promise.resolve({ type, content }) : intake.encryptFor(roomId, type, content),
+        }
+      : {}),
   });
   const oracle = new PowerLevelOracle({ http, allowlist: config.permissions.allow });
   const permissions: PermissionOracle = {
@@ -86,10 +96,13 @@ export async function runStart(options: StartOptions): Promise<number> {
   const fleet = new Set([matrix.userId, ...matrix.fleet]);
   const chat = createChatLoops({
     store,
-    transport: new MatrixOutboxTransport(sender, http, fleet),
+    transport: new MatrixOutboxTransport(sender, http, fleet, (roomId, ev) =>
+      intake?.crypto ? intake.crypto.decrypt(roomId, ev) : Promise.resolve(null),
+    ),
     clock: systemClock,
     logger,
-    isEncrypted: (roomId) => intake?.isEncrypted(roomId) ?? false,
+    // With encryption on, an encrypted room is served like any other.
+    isEncrypted: (roomId) => !matrix.encryption && (intake?.isEncrypted(roomId) ?? false),
     pictures: createPictureMaker({ store, renderer, uploader }),
   });
   intake = new MatrixIntake({
@@ -105,6 +118,12 @@ export async function runStart(options: StartOptions): Promise<number> {
     logger,
     onPowerLevelsChanged: (roomId) => oracle.invalidate(roomId),
     onEncrypted: (roomId) => chat.roomEncrypted(roomId),
+    ...(matrix.encryption
+      ? {
+          cryptoDir: (deviceId: string) =>
+            cryptoStateDir(stateDir, config.nodeId, accountHash(matrix.userId), deviceId),
+        }
+      : {}),
   });
 
   const node = startEngineNode(engineSettings(config), {

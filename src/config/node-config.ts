@@ -32,6 +32,11 @@ export interface MatrixConfig {
    * events are never commands, and only theirs prove that an inherited message was already sent.
    */
   fleet: string[];
+  /**
+   * End-to-end encryption (matrix.encryption, default true): read and answer in encrypted rooms, with
+   * this device's crypto state kept in the node's state folder. False: encrypted rooms get one notice.
+   */
+  encryption: boolean;
 }
 
 export interface PermissionsConfig {
@@ -289,6 +294,7 @@ const matrixSchema = z.strictObject({
   rooms: uniqueList(roomId).min(1, { error: "must list at least one room id" }),
   command_window: duration(1).prefault("1h"),
   fleet: uniqueList(userId).prefault([]),
+  encryption: z.boolean().prefault(true),
 });
 
 const permissionsSchema = z.strictObject({
@@ -492,6 +498,7 @@ export function toNodeConfig(
           rooms: file.matrix.rooms,
           commandWindowMs: file.matrix.command_window,
           fleet: file.matrix.fleet.filter((id) => id !== file.matrix?.user_id),
+          encryption: file.matrix.encryption,
         };
   const listen = file.http === undefined ? null : LISTEN.exec(file.http.listen);
   return {

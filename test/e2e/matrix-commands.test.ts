@@ -90,6 +90,9 @@ beforeAll(async () => {
     bots,
     rooms: [roomId, encryptedRoomId],
     config: { permissions: { power_level: 50, two_person_rule: true } },
+    // This file checks the switch off: an encrypted room then gets one notice (matrix-encrypted.test.ts
+    // covers encryption on).
+    matrix: { encryption: false },
     library: { "nightly.toml": 'id = "nightly"\n[[tasks]]\nid = "only"\naction = "true"\n' },
   });
   await fleet.startAll();

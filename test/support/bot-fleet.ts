@@ -54,6 +54,8 @@ export interface FleetOptions {
   bots: RegisteredUser[];
   /** Extra top-level config keys (permissions, limits, lease...), merged over the defaults. */
   config?: Record<string, unknown>;
+  /** Extra keys of the [matrix] section (e.g. encryption), merged over the defaults. */
+  matrix?: Record<string, unknown>;
   /** Files of the DAG library folder: name → text. */
   library?: Record<string, string>;
 }
@@ -105,6 +107,7 @@ export class BotFleet {
           command_window: "1h",
           // Every node's account: only these count as bots (and prove a send when leadership moves).
           fleet: o.bots.map((b) => b.userId),
+          ...o.matrix,
         },
         actions: TEST_ACTIONS,
         lease: FAST_LEASE,

@@ -18,6 +18,7 @@ import { StoreError } from "../../ports/errors.js";
 import { classifyEvent, type TimelineEvent } from "./classify.js";
 import { enc, isNotFound, MatrixRequestError, matrixHttp, type MatrixHttp } from "./http.js";
 import { SyncStateFile } from "./sync-state-file.js";
+import { CryptoStateError, RoomCrypto, type DecryptResult } from "./crypto/room-crypto.js";
 import type { Backoff } from "../../domain/backoff.js";
 import { backoffMs } from "../../domain/backoff.js";
 
@@ -53,6 +54,13 @@ export interface MatrixIntakeOptions {
   onPowerLevelsChanged?: (roomId: string) => void;
   /** Called once per room that turns out to be encrypted (at start or later). */
   onEncrypted?: (roomId: string) => void;
+  /**
+   * End-to-end encryption: the folder of a device's crypto state, given its device id (absent:
+   * encrypted rooms are reported through onEncrypted and not read).
+   */
+  cryptoDir?: (deviceId: string) => string;
+  /** An encrypted event in a configured room that could not be decrypted (after its retries). */
+  onUndecryptable?: (roomId: string, event: TimelineEvent, reason: string) => void;
 }
 
 export interface IntakeStats {
@@ -69,13 +77,19 @@ class IntakeClient extends MatrixClient {
     accessToken: string,
     storage: SyncStateFile,
     private readonly ingest: (raw: Record<string, unknown>) => Promise<void>,
+    private readonly roomCrypto: RoomCrypto | null,
   ) {
-    super(homeserverUrl, accessToken, storage);
+    super(homeserverUrl, accessToken, storage, roomCrypto?.cryptoStore);
     this.persistTokenAfterSync = true;
+    roomCrypto?.attach(this);
   }
 
   protected override async processSync(raw: unknown): Promise<void> {
-    if (raw !== null && typeof raw === "object") await this.ingest(raw as Record<string, unknown>);
+    if (raw === null || typeof raw !== "object") return;
+    // Keys first (to-device), then the timeline; the crypto store is saved before the token moves.
+    if (this.roomCrypto !== null) await this.roomCrypto.onSync(raw as Record<string, unknown>);
+    await this.ingest(raw as Record<string, unknown>);
+    if (this.roomCrypto !== null) await this.roomCrypto.save();
   }
 }
 
@@ -106,7 +120,8 @@ export function routeSdkLogs(logger: Logger): void {
 export class MatrixIntake {
   readonly stats: IntakeStats = { batches: 0, inserted: 0, duplicates: 0, backfilled: 0 };
   private readonly storage: SyncStateFile;
-  private readonly client: IntakeClient;
+  private client: IntakeClient | null = null;
+  private roomCrypto: RoomCrypto | null = null;
   private readonly http: MatrixHttp;
   private readonly log: Logger;
   private readonly rooms: ReadonlySet<string>;
@@ -127,13 +142,32 @@ export class MatrixIntake {
     this.http = matrixHttp(o.homeserverUrl, o.accessToken);
     this.storage = new SyncStateFile(o.stateFile);
     if (this.storage.loadProblem !== null) this.log.warn(this.storage.loadProblem);
-    this.client = new IntakeClient(o.homeserverUrl, o.accessToken, this.storage, (raw) => this.ingest(raw));
     this.ready = new Promise((resolve) => (this.markReady = resolve));
   }
 
   isEncrypted(roomId: string): boolean {
     return this.encrypted.has(roomId);
   }
+
+  /** This node's device crypto, once start() has loaded it (null without encryption). */
+  get crypto(): RoomCrypto | null {
+    return this.roomCrypto;
+  }
+
+  /** The event to send: encrypted when the room is and encryption is on, else unchanged. */
+  async encryptFor(
+    roomId: string,
+    type: string,
+    content: Record<string, unknown>,
+  ): Promise<{ type: string; content: Record<string, unknown> }> {
+    if (this.o.cryptoDir === undefined) return { type, content };
+    await this.cryptoLoaded;
+    if (this.roomCrypto === null) return { type, content };
+    return this.roomCrypto.encryptFor(roomId, type, content);
+  }
+
+  private markCryptoLoaded: () => void = () => undefined;
+  private readonly cryptoLoaded = new Promise<void>((resolve) => (this.markCryptoLoaded = resolve));
 
   /**
    * Checks the account, joins the configured rooms, notes which are encrypted and starts syncing.
@@ -149,13 +183,14 @@ export class MatrixIntake {
             `the access token belongs to ${String(whoami["user_id"])}, but matrix.user_id is ${this.o.userId}`,
           );
         }
+        if (this.client === null) await this.makeClient(whoami);
         const joined = await this.http.request("GET", "/_matrix/client/v3/joined_rooms");
         const joinedRooms = new Set(Array.isArray(joined["joined_rooms"]) ? joined["joined_rooms"] : []);
         for (const roomId of this.rooms) {
           if (!joinedRooms.has(roomId)) await this.join(roomId);
           await this.checkEncryption(roomId);
         }
-        await this.client.start(this.filter());
+        await this.client?.start(this.filter());
       },
       true,
     );
@@ -168,7 +203,39 @@ export class MatrixIntake {
   /** Stops syncing; a batch being stored is abandoned (its token is not saved, so it is replayed). */
   stop(): void {
     this.stopping.abort();
-    this.client.stop();
+    this.client?.stop();
+  }
+
+  /** The SDK client, with this device's crypto when encryption is on (loaded, or a clear error). */
+  private async makeClient(whoami: Record<string, unknown>): Promise<void> {
+    if (this.o.cryptoDir !== undefined) {
+      const deviceId = whoami["device_id"];
+      if (typeof deviceId !== "string" || deviceId === "") {
+        throw new IntakeConfigError("the homeserver does not say which device the access token is for");
+      }
+      const crypto = new RoomCrypto({
+        dir: this.o.cryptoDir(deviceId),
+        userId: this.o.userId,
+        deviceId,
+        http: this.http,
+        logger: this.log,
+      });
+      try {
+        await crypto.load();
+      } catch (e) {
+        if (e instanceof CryptoStateError) throw new IntakeConfigError(e.message);
+        throw e;
+      }
+      this.roomCrypto = crypto;
+    }
+    this.client = new IntakeClient(
+      this.o.homeserverUrl,
+      this.o.accessToken,
+      this.storage,
+      (raw) => this.ingest(raw),
+      this.roomCrypto,
+    );
+    this.markCryptoLoaded();
   }
 
   private filter(): Record<string, unknown> {
@@ -210,7 +277,11 @@ export class MatrixIntake {
   private noteEncrypted(roomId: string): void {
     if (this.encrypted.has(roomId)) return;
     this.encrypted.add(roomId);
-    this.log.warn({ room: roomId }, "room is encrypted: dagbot does not support encryption and ignores it");
+    if (this.o.cryptoDir !== undefined) {
+      this.log.info({ room: roomId }, "room is encrypted: its events are decrypted and answers encrypted");
+      return;
+    }
+    this.log.warn({ room: roomId }, "room is encrypted and matrix.encryption is off: the room is ignored");
     this.o.onEncrypted?.(roomId);
   }
 
@@ -249,7 +320,7 @@ export class MatrixIntake {
     const timeline = obj(room["timeline"]);
     const events = list(timeline["events"]);
     for (const ev of [...list(obj(room["state"])["events"]), ...events]) this.noteState(roomId, ev);
-    if (this.encrypted.has(roomId)) return;
+    if (this.encrypted.has(roomId) && this.roomCrypto === null) return;
     let gap: TimelineEvent[] = [];
     if (timeline["limited"] === true && typeof timeline["prev_batch"] === "string") {
       gap = await this.backfill(roomId, timeline["prev_batch"], since, now);
@@ -265,7 +336,20 @@ export class MatrixIntake {
     if (ev.type === "m.room.encryption") this.noteEncrypted(roomId);
   }
 
-  private async ingestEvent(roomId: string, ev: TimelineEvent, now: number): Promise<void> {
+  private async ingestEvent(roomId: string, encryptedOrPlain: TimelineEvent, now: number): Promise<void> {
+    let ev = encryptedOrPlain;
+    if (ev.type === "m.room.encrypted" && this.roomCrypto !== null) {
+      const result: DecryptResult = await this.roomCrypto.decrypt(roomId, ev);
+      if (!result.ok) {
+        this.log.warn(
+          { room: roomId, event: ev.event_id, sender: ev.sender, err: result.reason },
+          "cannot decrypt an event",
+        );
+        this.o.onUndecryptable?.(roomId, ev, result.reason);
+        return;
+      }
+      ev = result.event;
+    }
     const c = classifyEvent(ev, { now, commandWindowMs: this.o.commandWindowMs, fleet: this.fleet });
     if (c.kind === "ignored") {
       if (c.why === "older than the command window") {
@@ -325,7 +409,10 @@ export class MatrixIntake {
               from,
               to: since ?? undefined,
               limit: BACKFILL_PAGE_SIZE,
-              filter: JSON.stringify({ types: ["m.room.message", "m.reaction"], lazy_load_members: true }),
+              filter: JSON.stringify({
+                types: ["m.room.message", "m.reaction", "m.room.encrypted"],
+                lazy_load_members: true,
+              }),
             },
           }),
         );

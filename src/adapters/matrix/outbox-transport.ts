@@ -21,6 +21,11 @@ export class MatrixOutboxTransport {
     private readonly http: MatrixHttp,
     /** The fleet's bot accounts (matrix.user_id and matrix.fleet). */
     private readonly fleet: ReadonlySet<string>,
+    /** Decrypts an m.room.encrypted event of an encrypted room (its txn id is inside); absent: none. */
+    private readonly decrypt?: (
+      roomId: string,
+      ev: TimelineEvent,
+    ) => Promise<{ ok: true; event: TimelineEvent } | { ok: false; reason: string } | null>,
   ) {}
 
   sendEvent(
@@ -45,11 +50,20 @@ export class MatrixOutboxTransport {
           dir: "b",
           from,
           limit: PAGE_SIZE,
-          filter: JSON.stringify({ types: ["m.room.message", "m.reaction"], lazy_load_members: true }),
+          filter: JSON.stringify({
+            types: ["m.room.message", "m.reaction", "m.room.encrypted"],
+            lazy_load_members: true,
+          }),
         },
       });
       const chunk = Array.isArray(res["chunk"]) ? (res["chunk"] as TimelineEvent[]) : [];
-      for (const ev of chunk) {
+      for (const raw of chunk) {
+        let ev = raw;
+        const byFleetRaw = typeof raw.sender === "string" && this.fleet.has(raw.sender);
+        if (raw.type === "m.room.encrypted" && byFleetRaw && this.decrypt) {
+          const clear = await this.decrypt(roomId, raw);
+          if (clear?.ok) ev = clear.event;
+        }
         const content = ev.content as Record<string, unknown> | undefined;
         const txnId = content?.[TXN_CONTENT_KEY];
         const byFleet = typeof ev.sender === "string" && this.fleet.has(ev.sender);

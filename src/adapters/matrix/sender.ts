@@ -51,6 +51,12 @@ export interface MatrixSenderOptions {
   /** Aborts pending requests and waits (shutdown); the send then rejects with the abort reason. */
   signal?: AbortSignal;
   onRetry?: (event: RetryEvent) => void;
+  /**
+   * Turns an event into the one to send: encrypted in an encrypted room (RoomCrypto.encryptFor via
+   * the intake), unchanged elsewhere. Called once per send; retries resend the same ciphertext under
+   * the same txnId, and a resend after a crash is deduplicated by the homeserver on the txnId.
+   */
+  encrypt?: (roomId: string, type: string, content: Content) => Promise<{ type: string; content: Content }>;
 }
 
 /** The longest wait a 429 may impose before we treat the server as unavailable instead. */
@@ -105,8 +111,8 @@ const enc = encodeURIComponent;
 
 export class MatrixSender implements MessageSender {
   private readonly base: string;
-  private readonly o: Required<Omit<MatrixSenderOptions, "signal" | "onRetry">> &
-    Pick<MatrixSenderOptions, "signal" | "onRetry">;
+  private readonly o: Required<Omit<MatrixSenderOptions, "signal" | "onRetry" | "encrypt">> &
+    Pick<MatrixSenderOptions, "signal" | "onRetry" | "encrypt">;
 
   constructor(options: MatrixSenderOptions) {
     this.base = options.homeserverUrl.replace(/\/+$/, "");
@@ -164,8 +170,18 @@ export class MatrixSender implements MessageSender {
     if (txnId.length === 0 || txnId.length > MAX_TXN_ID_LENGTH) {
       throw bad(`txnId must be 1..${MAX_TXN_ID_LENGTH} characters, got ${txnId.length}`);
     }
-    const path = `/_matrix/client/v3/rooms/${enc(roomId)}/send/${enc(type)}/${enc(txnId)}`;
-    const body = await this.put(path, content, operation);
+    let sent = { type, content };
+    if (this.o.encrypt) {
+      try {
+        sent = await this.o.encrypt(roomId, type, content);
+      } catch (e) {
+        this.o.signal?.throwIfAborted();
+        const reason = `cannot encrypt: ${e instanceof Error ? e.message : String(e)}`;
+        throw new ChatSendError("unavailable", operation, { attempts: 0, reason }, { cause: e });
+      }
+    }
+    const path = `/_matrix/client/v3/rooms/${enc(roomId)}/send/${enc(sent.type)}/${enc(txnId)}`;
+    const body = await this.put(path, sent.content, operation);
     const eventId = body["event_id"];
     if (typeof eventId !== "string") {
       throw new ChatSendError("rejected", operation, { attempts: 1, reason: "response has no event_id" });

@@ -1,0 +1,164 @@
+/**
+ * Encrypted rooms end to end: two `dagbot start` processes (WASM crypto behind matrix-bot-sdk) and a
+ * person on an independent real client (matrix-js-sdk with its Rust crypto) in an encrypted room of
+ * a real Synapse, plus a plain room. Publish → confirm → succeeded, the card edited in place and the
+ * final message, all encrypted on the server and decrypted by the person; commands sent while the
+ * whole fleet is down (leader killed with -9) answered exactly once after it comes back; the crypto
+ * state kept owner-only in the state folder; plain rooms unchanged.
+ */
+import { readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
+import type { Store } from "../../src/ports/store.js";
+import { BotFleet } from "../support/bot-fleet.js";
+import { cardEditSaying, cardOf, publishJson, replyTo, roomHistory, txnOf } from "../support/bot-chat.js";
+import { EncryptedPerson, type PersonEvent } from "../support/encrypted-person.js";
+import { useSynapse } from "../support/matrix-fixture.js";
+import { MatrixUser } from "../support/matrix-user.js";
+import type { RegisteredUser } from "../support/synapse.js";
+
+const fx = useSynapse();
+let fleet: BotFleet;
+let store: Store;
+let roomId: string;
+let plainRoomId: string;
+let erin: EncryptedPerson;
+let erinHttp: MatrixUser;
+let bots: RegisteredUser[];
+
+const T = 45_000;
+const body = (e: PersonEvent): string => (typeof e.content["body"] === "string" ? e.content["body"] : "");
+
+async function command(text: string, room = roomId): Promise<{ id: string; reply: PersonEvent }> {
+  const id = await erin.sendText(room, text);
+  const reply = await erin.waitFor(replyTo(id), T, `the reply to ${JSON.stringify(text.slice(0, 40))}`);
+  return { id, reply };
+}
+
+beforeAll(async () => {
+  const { hs } = fx;
+  bots = [];
+  for (const n of [1, 2]) bots.push(await hs.registerUser(`encbot${n}`, { deviceId: `ENCBOT${n}` }));
+  const e = await hs.registerUser("erin", { deviceId: "ERINPHONE" });
+  erinHttp = new MatrixUser(hs.url, e);
+  const created = await erinHttp.request("POST", "/_matrix/client/v3/createRoom", {
+    preset: "private_chat",
+    name: "encrypted",
+    invite: bots.map((b) => b.userId),
+    initial_state: [
+      { type: "m.room.encryption", state_key: "", content: { algorithm: "m.megolm.v1.aes-sha2" } },
+    ],
+  });
+  roomId = created.room_id;
+  plainRoomId = await hs.createRoom(e.accessToken, { name: "plain", invite: bots.map((b) => b.userId) });
+  fleet = new BotFleet({
+    hs,
+    bots,
+    rooms: [roomId, plainRoomId],
+    config: { permissions: { power_level: 50 } },
+  });
+  await fleet.startAll();
+  store = await openSqliteStore(fleet.storePath);
+  for (;;) {
+    const members = await erinHttp.joinedMembers(roomId);
+    if (bots.every((b) => members.includes(b.userId))) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  erin = await EncryptedPerson.start(hs.url, e);
+}, 180_000);
+
+afterEach((ctx) => {
+  if (ctx.task.result?.state === "fail") {
+    fleet?.keepDir();
+    console.error(fleet?.tails(25));
+  }
+});
+
+afterAll(async () => {
+  erin?.stop();
+  await store?.close();
+  await fleet?.dispose();
+});
+
+describe("the bot in an encrypted room, with a person on matrix-js-sdk", () => {
+  it("publish → confirm → succeeded: replies, card, card edits and final message all encrypted and readable", async () => {
+    const dag = {
+      id: "enc_first",
+      tasks: [
+        { id: "first", action: "echo", args: { message: "secret words" } },
+        { id: "second", action: "true", needs: ["first"] },
+      ],
+    };
+    const published = await command(publishJson(dag));
+    expect(published.reply.encrypted).toBe(true);
+    expect(body(published.reply)).toMatch(/awaits confirmation/);
+    const card = await erin.waitFor(cardOf("enc_first"), T, "the status card");
+    expect(card.encrypted).toBe(true);
+    expect(card.content["m.relates_to"]).toMatchObject({ rel_type: "m.thread", event_id: published.id });
+
+    const confirmed = await command("!dag confirm enc_first");
+    expect(body(confirmed.reply)).toMatch(/confirmed/);
+    const edit = await erin.waitFor(
+      cardEditSaying(card.event_id, /succeeded/),
+      T,
+      "the card edited to succeeded",
+    );
+    expect(edit.encrypted).toBe(true);
+    const final = await erin.waitFor(
+      (e) => txnOf(e)?.startsWith("final.") === true && body(e).includes("enc_first"),
+      T,
+      "the final message",
+    );
+    expect(final.encrypted).toBe(true);
+    expect((await store.getRun(roomId, "enc_first"))?.status).toBe("succeeded");
+
+    // On the server, every event of the fleet in this room is ciphertext.
+    const history = await roomHistory(erinHttp, roomId);
+    const fromBots = history.filter(
+      (ev) => bots.some((b) => b.userId === ev.sender) && ev.type !== "m.room.member",
+    );
+    expect(fromBots.length).toBeGreaterThan(3);
+    expect(fromBots.every((ev) => ev.type === "m.room.encrypted")).toBe(true);
+    expect(history.some((ev) => JSON.stringify(ev.content).includes("secret words"))).toBe(false);
+  });
+
+  it("a plain room next to it works as before (answers in the clear)", async () => {
+    const help = await command("!dag help", plainRoomId);
+    expect(help.reply.encrypted).toBe(false);
+    expect(body(help.reply)).toMatch(/!dag status/);
+  });
+
+  it("keeps each device's crypto state owner-only in the state folder", () => {
+    const state = join(fleet.dir, "state");
+    const dirs = readdirSync(state).filter((n) => n.startsWith("crypto-"));
+    expect(dirs.length).toBe(2);
+    for (const d of dirs) {
+      expect(statSync(join(state, d)).mode & 0o777).toBe(0o700);
+      expect(statSync(join(state, d, "crypto-store.idb")).mode & 0o777).toBe(0o600);
+    }
+  });
+
+  it("commands sent while the whole fleet is down (kill -9) are decrypted and answered once after restart", async () => {
+    // kill -9 both: the leader, whichever it is, dies without a goodbye.
+    await fleet.kill(0);
+    await fleet.kill(1);
+    const sent = [
+      await erin.sendText(roomId, "!dag status enc_first"),
+      await erin.sendText(roomId, "!dag help"),
+    ];
+    await fleet.startAll();
+    for (const id of sent) await erin.waitFor(replyTo(id), T, `the reply to ${id} sent during the downtime`);
+    // Exactly once: the person's decrypted view, given time for any duplicate to arrive.
+    await new Promise((r) => setTimeout(r, 3000));
+    for (const id of sent) {
+      expect(erin.events(roomId).filter((e) => txnOf(e) === `reply.${id}`)).toHaveLength(1);
+    }
+    const status = erin.events(roomId).find((e) => txnOf(e) === `reply.${sent[0]}`);
+    expect(status?.encrypted).toBe(true);
+    expect(status && body(status)).toMatch(/enc_first/);
+    // The same devices: no node made a new crypto device on restart.
+    for (const n of [0, 1])
+      expect(fleet.logLines(n, "new crypto device: keys are made and uploaded")).toHaveLength(1);
+  });
+});
