@@ -178,6 +178,7 @@ describe("defaults", () => {
       commandWindowMs: 1_800_000,
       // Its own account is not repeated among the others.
       fleet: ["@bot-b:example.org"],
+      encryption: false,
     });
     expect(config.actions.upload).toMatchObject({
       cwd: "/var/backups",
