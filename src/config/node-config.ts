@@ -85,12 +85,34 @@ export interface RetentionConfig {
   forgetNodesAfterMs: number;
 }
 
+/** What an HTTP API token may do: `read` the routes that change nothing, or also `operate` (chat's operators). */
+export type HttpTokenLevel = "read" | "operate";
+
+export interface HttpToken {
+  /** Who holds it: recorded as the sender (`http:<name>`) of its commands and in logs, never the token. */
+  name: string;
+  /** SHA-256 of the bearer token, 64 lower-case hex digits: the config never holds the token itself. */
+  sha256: string;
+  level: HttpTokenLevel;
+}
+
 export interface HttpConfig {
   listen: string;
   host: string;
   port: number;
-  /** Secret bearer tokens: never log them; redactConfig() replaces them. */
-  tokens: string[];
+  tokens: HttpToken[];
+  /** Whether /healthz and /readyz answer without a token (orchestrators' probes rarely carry one). */
+  openHealth: boolean;
+  /** Whether /metrics answers without a token. */
+  openMetrics: boolean;
+  /** The largest request body accepted; larger ones are 413 before they are parsed. */
+  bodyLimitBytes: number;
+  /** Bytes an event-stream client may have waiting unread before it is dropped (told to resume). */
+  sseBufferBytes: number;
+  /** How long a write waits for the room's leader to handle it before answering 504. */
+  commandTimeoutMs: number;
+  /** How often an idle event stream gets a heartbeat comment. */
+  heartbeatMs: number;
 }
 
 export interface NodeConfig {
@@ -359,8 +381,29 @@ const httpSchema = z.strictObject({
       error: "the port must be at most 65535",
     }),
   tokens: z
-    .array(z.string().min(16, { error: "tokens must be at least 16 characters long" }))
-    .min(1, { error: "must hold at least one token" }),
+    .array(
+      z.strictObject({
+        name: z.string().regex(ID, { error: ID_HINT }),
+        sha256: z.string().regex(/^[0-9a-f]{64}$/, {
+          error: "must be the token's SHA-256 as 64 lower-case hex digits (printf %s TOKEN | sha256sum)",
+        }),
+        level: z.enum(["read", "operate"], { error: 'must be "read" or "operate"' }),
+      }),
+    )
+    .min(1, { error: "must hold at least one token" })
+    .superRefine((tokens, ctx) => {
+      const seen = new Set<string>();
+      tokens.forEach((t, i) => {
+        if (seen.has(t.name)) ctx.addIssue({ code: "custom", path: [i, "name"], message: "is used twice" });
+        seen.add(t.name);
+      });
+    }),
+  health: z.enum(["open", "token"], { error: 'must be "open" or "token"' }).prefault("open"),
+  metrics: z.enum(["open", "token"], { error: 'must be "open" or "token"' }).prefault("token"),
+  body_limit: byteSize.prefault("256KiB"),
+  sse_buffer: byteSize.prefault("1MiB"),
+  command_timeout: duration(1).prefault("30s"),
+  heartbeat: duration(100).prefault("15s"),
 });
 
 const storeSchema = z.string().transform((text, ctx) => {
@@ -541,6 +584,12 @@ export function toNodeConfig(
             host: (listen[1] ?? "").replace(/^\[|\]$/g, ""),
             port: Number(listen[2]),
             tokens: file.http.tokens,
+            openHealth: file.http.health === "open",
+            openMetrics: file.http.metrics === "open",
+            bodyLimitBytes: file.http.body_limit,
+            sseBufferBytes: file.http.sse_buffer,
+            commandTimeoutMs: file.http.command_timeout,
+            heartbeatMs: file.http.heartbeat,
           },
     logLevel: file.log_level,
   };

@@ -190,7 +190,19 @@ describe("defaults", () => {
       listen: "127.0.0.1:8080",
       host: "127.0.0.1",
       port: 8080,
-      tokens: ["http-token-0123456789abcdef"],
+      tokens: [
+        {
+          name: "ci",
+          sha256: "a69d4fe70e8e39237828217232ba8f622d2e99bd1afbb26ccade716f4897a3fb",
+          level: "operate",
+        },
+      ],
+      openHealth: true,
+      openMetrics: true,
+      bodyLimitBytes: 262_144,
+      sseBufferBytes: 1_048_576,
+      commandTimeoutMs: 30_000,
+      heartbeatMs: 15_000,
     });
     expect(config.permissions).toEqual({
       powerLevel: 75,
@@ -391,18 +403,63 @@ describe("bad values in place", () => {
       ],
     ],
     [
-      "a short http token",
-      { http: { listen: "127.0.0.1:8080", tokens: ["short"] } },
-      ["http.tokens[0]: tokens must be at least 16 characters long"],
+      "an http token given in clear instead of its hash",
+      {
+        http: {
+          listen: "127.0.0.1:8080",
+          tokens: [{ name: "ci", sha256: "http-token-0123456789abcdef", level: "read" }],
+        },
+      },
+      [
+        "http.tokens[0].sha256: must be the token's SHA-256 as 64 lower-case hex digits (printf %s TOKEN | sha256sum)",
+      ],
+    ],
+    [
+      "an http token level that does not exist",
+      {
+        http: {
+          listen: "127.0.0.1:8080",
+          tokens: [
+            {
+              name: "ci",
+              sha256: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+              level: "admin",
+            },
+          ],
+        },
+      },
+      ['http.tokens[0].level: must be "read" or "operate"'],
     ],
     [
       "a bad listen address",
-      { http: { listen: "8080", tokens: ["x".repeat(16)] } },
+      {
+        http: {
+          listen: "8080",
+          tokens: [
+            {
+              name: "ci",
+              sha256: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+              level: "read",
+            },
+          ],
+        },
+      },
       ['http.listen: must be HOST:PORT, like "127.0.0.1:8080"'],
     ],
     [
       "a port above 65535",
-      { http: { listen: "127.0.0.1:70000", tokens: ["x".repeat(16)] } },
+      {
+        http: {
+          listen: "127.0.0.1:70000",
+          tokens: [
+            {
+              name: "ci",
+              sha256: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+              level: "read",
+            },
+          ],
+        },
+      },
       ["http.listen: the port must be at most 65535"],
     ],
     [
@@ -425,7 +482,13 @@ describe("bad values in place", () => {
 
   it("parses an IPv6 listen address", () => {
     const config = ok(
-      parseConfig({ ...base, http: { listen: "[::1]:9000", tokens: ["t".repeat(16)] } }, { env: {} }),
+      parseConfig(
+        {
+          ...base,
+          http: { listen: "[::1]:9000", tokens: [{ name: "ci", sha256: "b".repeat(64), level: "read" }] },
+        },
+        { env: {} },
+      ),
     );
     expect(config.http).toMatchObject({ host: "::1", port: 9000 });
   });
@@ -514,7 +577,7 @@ describe("redactConfig", () => {
       kind: "postgres",
       url: "postgres://dagbot:[redacted]@127.0.0.1:5432/dagbot?sslmode=disable&password=[redacted]",
     });
-    expect(redacted.http?.tokens).toEqual(["[redacted]"]);
+    expect(redacted.http?.tokens).toEqual([{ name: "ci", sha256: "[redacted]", level: "operate" }]);
     expect(redacted.actions.upload?.env).toEqual({ AWS_SECRET_ACCESS_KEY: "[redacted]" });
     expect(redacted.nodeId).toBe("json-node");
     // The original stays usable.
