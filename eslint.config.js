@@ -13,6 +13,10 @@ const drivers = [
   "node:http",
   "http",
   "pino",
+  "fastify",
+  "@fastify/swagger",
+  "fastify-type-provider-zod",
+  "prom-client",
 ];
 
 export default tseslint.config(

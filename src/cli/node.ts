@@ -10,6 +10,7 @@ import { systemClock } from "../adapters/clock/system-clock.js";
 import { startEngineNode } from "../app/node.js";
 import { describeStoreLocation } from "../config/store-location.js";
 import { commandStep } from "./command-step.js";
+import { startNodeHttpApi } from "./http-api.js";
 import {
   engineSettings,
   makeLogger,
@@ -71,9 +72,23 @@ async function runNode(options: NodeOptions): Promise<number> {
     processInbox: commandStep(config, store, logger),
   });
 
+  let api;
+  try {
+    api = await startNodeHttpApi(config, store, node, logger);
+  } catch (err) {
+    // Asked for an HTTP API that cannot listen (address in use, no permission): say so and stop.
+    logger.error({ listen: config.http?.listen, err: String(err) }, "the HTTP API cannot listen; stopping");
+    await node.stop();
+    await store.close();
+    return 1;
+  }
+
   const stopped = new Promise<void>((resolve) => {
     onStop = (abortRunning) => {
-      void node.stop({ abortRunning }).then(resolve);
+      void (api?.close() ?? Promise.resolve())
+        .catch(() => {})
+        .then(() => node.stop({ abortRunning }))
+        .then(resolve);
     };
     // A signal that came while the store was being opened.
     if (signals > 0) onStop(signals > 1);

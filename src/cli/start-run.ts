@@ -27,6 +27,7 @@ import type { PermissionOracle } from "../ports/permissions.js";
 import { commandPolicy, isLocalSender, libraryLoader } from "./command-step.js";
 import { CliError, engineSettings, makeLogger, openConfiguredStore, resolveConfig } from "./engine-setup.js";
 import type { CommonOptions } from "./engine-setup.js";
+import { startNodeHttpApi } from "./http-api.js";
 
 export interface StartOptions extends CommonOptions {
   nodeId?: string;
@@ -144,6 +145,7 @@ export async function runStart(options: StartOptions): Promise<number> {
   let signals = 0;
   let exitCode = 0;
   let stopping: Promise<void> | null = null;
+  let api: Awaited<ReturnType<typeof startNodeHttpApi>> = null;
   const stop = (abortRunning: boolean): Promise<void> => {
     if (stopping !== null) {
       if (abortRunning) void node.stop({ abortRunning: true });
@@ -153,6 +155,7 @@ export async function runStart(options: StartOptions): Promise<number> {
       // Chat first: no send may be in flight when the lease is handed over, or the next leader
       // could post the same message again from its own device.
       shutdown.abort();
+      await api?.close().catch(() => {});
       await chat.stop();
       await renderer.close();
       await node.stop({ abortRunning });
@@ -179,6 +182,26 @@ export async function runStart(options: StartOptions): Promise<number> {
   process.on("unhandledRejection", (reason) => {
     logger.error({ err: String(reason) }, "unhandled rejection; the node keeps running");
   });
+
+  try {
+    api = await startNodeHttpApi(config, store, node, logger, async () => {
+      try {
+        const res = await fetch(new URL("/_matrix/client/versions", matrix.homeserverUrl), {
+          signal: AbortSignal.timeout(3000),
+        });
+        return res.ok ? "ok" : `the homeserver answered ${res.status}`;
+      } catch (err) {
+        return `the homeserver cannot be reached: ${String(err).slice(0, 120)}`;
+      }
+    });
+  } catch (err) {
+    logger.fatal({ listen: config.http?.listen, err: String(err) }, "the HTTP API cannot listen; stopping");
+    process.stderr.write(
+      `dagbot start: the HTTP API cannot listen on ${config.http?.listen}: ${String(err)}\n`,
+    );
+    exitCode = 1;
+    process.kill(process.pid, "SIGTERM");
+  }
 
   void intake.start().catch((err: unknown) => {
     if (stopping !== null) return;

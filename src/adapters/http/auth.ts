@@ -1,0 +1,43 @@
+/**
+ * Bearer tokens of the HTTP API: the config holds each token's SHA-256 (never the token), a caller's
+ * token is hashed and compared with every configured hash in constant time, and the match gives the
+ * token's name (the sender of its commands) and level. The token itself is never stored or logged.
+ */
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { HttpToken, HttpTokenLevel } from "../../config/node-config.js";
+
+export interface Caller {
+  /** The configured token's name: commands are sent as `http:<name>`. */
+  name: string;
+  level: HttpTokenLevel;
+}
+
+export function sha256Hex(text: string): string {
+  return createHash("sha256").update(text, "utf8").digest("hex");
+}
+
+/** A bearer token longer than this is refused unhashed: hashing megabytes per request is a cheap attack. */
+const MAX_TOKEN_CHARS = 512;
+
+export function tokenVerifier(
+  tokens: readonly HttpToken[],
+): (authorization: string | undefined) => Caller | null {
+  const known = tokens.map((t) => ({ name: t.name, level: t.level, hash: Buffer.from(t.sha256, "hex") }));
+  return (authorization) => {
+    if (authorization === undefined) return null;
+    const match = /^Bearer +([\x21-\x7e]+) *$/i.exec(authorization);
+    const token = match?.[1];
+    if (token === undefined || token.length > MAX_TOKEN_CHARS) return null;
+    const hash = createHash("sha256").update(token, "utf8").digest();
+    let found: Caller | null = null;
+    // Every hash is compared, so the time taken does not tell which entry (if any) matched.
+    for (const k of known) {
+      if (timingSafeEqual(hash, k.hash) && found === null) found = { name: k.name, level: k.level };
+    }
+    return found;
+  };
+}
+
+export function allows(level: HttpTokenLevel, needed: HttpTokenLevel): boolean {
+  return needed === "read" || level === "operate";
+}

@@ -1,0 +1,96 @@
+/**
+ * RFC 9457 problem details: every error of the HTTP API is `application/problem+json` with a stable
+ * `type` built from an error code (the codes of the command grammar and the command outcomes that
+ * chat replies use, plus the HTTP layer's own), and never a stack trace.
+ */
+import type { CommandErrorCode } from "../../domain/commands.js";
+
+/** Where the problem types live: a URN, so the type is stable and never fetched. */
+export const PROBLEM_TYPE_PREFIX = "urn:dagbot:problem:";
+
+export const PROBLEM_CONTENT_TYPE = "application/problem+json";
+
+/** The HTTP layer's own codes and the command outcomes' ones; command grammar codes come as `command-error.<code>`. */
+export type ProblemCode =
+  | "unauthorized"
+  | "forbidden"
+  | "bad-request"
+  | "not-found"
+  | "unknown-room"
+  | "method-not-allowed"
+  | "body-too-large"
+  | "unsupported-media-type"
+  | "idempotency-key-reused"
+  | "bad-idempotency-key"
+  | "refused"
+  | "run-not-found"
+  | "task-not-found"
+  | "conflict"
+  | "invalid-dag"
+  | "library-error"
+  | "wrong-status"
+  | "nothing-to-retry"
+  | "not-leader"
+  | "leader-timeout"
+  | "store-unavailable"
+  | "internal"
+  | `command-error.${CommandErrorCode}`
+  | "command-error";
+
+const TITLES: Record<string, string> = {
+  unauthorized: "A valid bearer token is needed",
+  forbidden: "This token's level does not allow it",
+  "bad-request": "The request does not match its schema",
+  "not-found": "No such route",
+  "unknown-room": "This node does not serve that room",
+  "method-not-allowed": "Method not allowed",
+  "body-too-large": "The request body is too large",
+  "unsupported-media-type": "Send application/json",
+  "idempotency-key-reused": "This Idempotency-Key was used with another request",
+  "bad-idempotency-key": "The Idempotency-Key header is malformed",
+  refused: "The room's policy refuses this command",
+  "run-not-found": "No such run",
+  "task-not-found": "The run has no such task",
+  conflict: "Another DAG was already published under this id",
+  "invalid-dag": "The DAG is not valid",
+  "library-error": "The DAG library could not give that DAG",
+  "wrong-status": "The run is not in a state that allows this",
+  "nothing-to-retry": "There is nothing to retry",
+  "not-leader": "No leader handled the command",
+  "leader-timeout": "The room's leader did not answer in time; retry with the same Idempotency-Key",
+  "store-unavailable": "The store cannot be reached",
+  internal: "Internal error",
+  "command-error": "The command is malformed",
+};
+
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  code: string;
+  detail?: string;
+  instance?: string;
+  errors?: { path: string; message: string }[];
+  /** Extension members (RFC 9457 §3.2): e.g. the issues of an invalid DAG. */
+  [extension: string]: unknown;
+}
+
+export function problem(
+  status: number,
+  code: ProblemCode,
+  detail?: string,
+  extra: Record<string, unknown> = {},
+): Problem {
+  const title = TITLES[code] ?? TITLES[code.split(".")[0] ?? ""] ?? "Error";
+  return {
+    type: `${PROBLEM_TYPE_PREFIX}${code}`,
+    title,
+    status,
+    code,
+    ...(detail === undefined ? {} : { detail }),
+    ...extra,
+  };
+}
+
+/** Every code the API may answer with, for the README and the OpenAPI description. */
+export const PROBLEM_CODES: readonly string[] = Object.keys(TITLES);

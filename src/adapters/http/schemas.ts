@@ -1,0 +1,199 @@
+/**
+ * The HTTP API's request and response shapes as zod schemas: one source for request validation,
+ * response serialisation and the OpenAPI document (/openapi.json).
+ */
+import { z } from "zod";
+import { MAX_CAP } from "../../domain/command-table.js";
+import { COMMAND_ID_PATTERN, LIBRARY_NAME_PATTERN, MAX_COMMAND_BYTES } from "../../domain/commands.js";
+import { RUN_STATUSES, TASK_STATUSES } from "../../domain/model.js";
+
+export const idParam = z.string().regex(COMMAND_ID_PATTERN, { error: "use 1-64 of A-Z a-z 0-9 _ . -" });
+
+/** Room ids are Matrix ids ("!abc:server") or "local": printable, bounded. */
+export const roomParam = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[\x21-\x7e]+$/, { error: "a room id is printable ASCII without spaces" });
+
+export const roomQuery = z.strictObject({
+  room: roomParam.optional().describe("the room; optional when the node serves one room"),
+});
+
+export const runParams = z.strictObject({ id: idParam });
+export const taskParams = z.strictObject({ id: idParam, task: idParam });
+export const roomParams = z.strictObject({ room: roomParam });
+
+export const listQuery = z.strictObject({
+  room: roomParam.optional(),
+});
+
+const runStatus = z.enum(RUN_STATUSES);
+const taskStatus = z.enum(TASK_STATUSES);
+
+export const runSummarySchema = z
+  .object({
+    runId: z.string(),
+    dagId: z.string(),
+    status: runStatus,
+    description: z.string().nullable(),
+    publisher: z.string(),
+    confirmedBy: z.string().nullable(),
+    publishEventId: z.string().nullable(),
+    confirmDeadline: z.number().nullable(),
+    createdAt: z.number(),
+    updatedAt: z.number(),
+    taskCount: z.number(),
+    hash: z.string().optional(),
+  })
+  .meta({ id: "RunSummary" });
+
+export const taskSummarySchema = z
+  .object({
+    total: z.number(),
+    byStatus: z.record(z.string(), z.number()),
+    done: z.number(),
+    active: z.number(),
+    percent: z.number(),
+  })
+  .meta({ id: "TaskSummary" });
+
+export const taskLineSchema = z
+  .object({
+    taskId: z.string(),
+    action: z.string(),
+    status: taskStatus,
+    node: z.string().nullable(),
+    attempt: z.number(),
+    maxAttempts: z.number(),
+    startedAt: z.number().nullable(),
+    finishedAt: z.number().nullable(),
+    exitCode: z.number().nullable(),
+    error: z.string().nullable(),
+  })
+  .meta({ id: "TaskLine" });
+
+export const runListSchema = z.object({
+  room: z.string(),
+  runs: z.array(z.object({ run: runSummarySchema, summary: taskSummarySchema })),
+  at: z.number(),
+});
+
+export const runStatusSchema = z.object({
+  room: z.string(),
+  run: runSummarySchema,
+  summary: taskSummarySchema,
+  tasks: z.array(taskLineSchema),
+  roomCap: z.number().optional(),
+  at: z.number(),
+});
+
+export const logsSchema = z.object({
+  room: z.string(),
+  run: runSummarySchema,
+  task: taskLineSchema,
+  output: z.string().nullable(),
+  omittedChars: z.number(),
+  at: z.number(),
+});
+
+export const nodesSchema = z.object({
+  room: z.string(),
+  nodes: z.array(
+    z.object({
+      nodeId: z.string(),
+      labels: z.array(z.string()),
+      capacity: z.number(),
+      runningTasks: z.number(),
+      actions: z.array(z.string()),
+      heartbeatAgeMs: z.number(),
+      serves: z.boolean(),
+    }),
+  ),
+  leader: z.object({ nodeId: z.string(), term: z.number(), expiresInMs: z.number() }).nullable(),
+  staleAfterMs: z.number(),
+  at: z.number(),
+});
+
+/** A DAG to publish: a JSON document, a TOML or JSON text, or a file of the node's library folder. */
+export const publishBody = z
+  .union([
+    z.strictObject({
+      document: z.record(z.string(), z.unknown()).describe("the DAG as a JSON object (DESIGN.md §6)"),
+    }),
+    z.strictObject({
+      text: z.string().min(1).max(MAX_COMMAND_BYTES),
+      format: z.enum(["toml", "json"]),
+    }),
+    z.strictObject({ library: z.string().regex(LIBRARY_NAME_PATTERN) }),
+  ])
+  .describe("exactly one of: document, text + format, library");
+
+export const confirmBody = z
+  .strictObject({
+    hash: z
+      .string()
+      .regex(/^[0-9a-fA-F]{8,64}$/, { error: "8 to 64 hex digits of the run's content hash" })
+      .optional()
+      .describe("a prefix of the content hash you reviewed: the run starts only if it matches"),
+  })
+  .nullish();
+
+export const emptyBody = z.strictObject({}).nullish();
+
+export const capBody = z.strictObject({ cap: z.number().int().min(0).max(MAX_CAP) });
+
+/** Every write answers with the command's id and the reply chat would have shown, beside its data. */
+const commandAnswer = {
+  commandId: z.string().describe("the inbox event id of the command"),
+  text: z.string().nullable().describe("the reply as chat shows it, as plain text"),
+};
+
+export const publishedSchema = z.object({
+  ...commandAnswer,
+  result: z.enum(["published", "exists"]),
+  run: runSummarySchema,
+  needsConfirmation: z.boolean(),
+});
+
+export const decisionSchema = z.object({
+  ...commandAnswer,
+  result: z.enum(["done", "already"]),
+  run: runSummarySchema,
+});
+
+export const retriedSchema = z.object({
+  ...commandAnswer,
+  from: runSummarySchema,
+  run: runSummarySchema,
+  taskIds: z.array(z.string()),
+  needsConfirmation: z.boolean(),
+});
+
+export const capSchema = z.object({ ...commandAnswer, cap: z.number(), previous: z.number() });
+
+/** Loose: problem details carry extension members (RFC 9457 §3.2), e.g. an invalid DAG's issues. */
+export const problemSchema = z
+  .looseObject({
+    type: z.string(),
+    title: z.string(),
+    status: z.number(),
+    detail: z.string().optional(),
+    instance: z.string().optional(),
+    code: z.string().describe("the stable error code; type is built from it"),
+    errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+  })
+  .meta({ id: "Problem" });
+
+export const eventsQuery = z.strictObject({
+  room: roomParam.optional(),
+  run: idParam.optional().describe("only the events of this run"),
+  after: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe("replay events after this sequence number (as Last-Event-ID does)"),
+});
+
+export const healthSchema = z.object({ ok: z.boolean(), checks: z.record(z.string(), z.string()) });

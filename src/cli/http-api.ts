@@ -1,0 +1,105 @@
+/**
+ * Wires the HTTP API adapter into a node (`dagbot node` and `dagbot start`) when the config has an
+ * [http] section: reads through the command table as the caller's token allows, writes through the
+ * inbox as the CLI does, readiness from the node's heartbeat.
+ */
+import type { HandlerContext } from "../app/commands/context.js";
+import { withRoomPolicy } from "../app/commands/context.js";
+import { readOutcome } from "../app/commands/inbox-step.js";
+import { executeCommand } from "../app/commands/table.js";
+import type { EngineNode } from "../app/node.js";
+import type { Caller } from "../adapters/http/auth.js";
+import type { HttpApi } from "../adapters/http/server.js";
+import { startHttpApi } from "../adapters/http/server.js";
+import type { NodeConfig } from "../config/node-config.js";
+import type { Logger } from "../ports/logger.js";
+import type { SenderStanding } from "../ports/permissions.js";
+import type { Store } from "../ports/store.js";
+import { awaitLocalCommand, commandPolicy, libraryLoader } from "./command-step.js";
+
+/** An operate token acts as the local operator (like the CLI); a read token as a room member without power. */
+function standingOf(caller: Caller): SenderStanding {
+  return caller.level === "operate"
+    ? { kind: "local-operator" }
+    : { kind: "room-member", powerLevel: 0, allowlisted: false };
+}
+
+export async function startNodeHttpApi(
+  config: NodeConfig,
+  store: Store,
+  node: EngineNode,
+  logger: Logger,
+  /** A chat node's check that its homeserver answers ("ok" or what is wrong). */
+  homeserverCheck?: () => Promise<string>,
+): Promise<HttpApi | null> {
+  const http = config.http;
+  if (http === null) return null;
+  const policy = commandPolicy(config);
+  const loadDag = libraryLoader(config.dagLibrary);
+  const contextFor = async (roomId: string, caller: Caller): Promise<HandlerContext> => {
+    const stored = await store.getRoomPolicy(roomId);
+    return {
+      store,
+      fence: null,
+      roomId,
+      sender: `http:${caller.name}`,
+      eventId: null,
+      standing: standingOf(caller),
+      policy: stored === null ? policy : withRoomPolicy(policy, stored.policy),
+      loadDag,
+    };
+  };
+  return startHttpApi({
+    config: http,
+    session: `${node.session.nodeId}/${node.session.bootId}`,
+    rooms: config.rooms,
+    store,
+    logger,
+    read: async (roomId, command, caller) => executeCommand(await contextFor(roomId, caller), command),
+    awaitCommand: async (eventId, timeoutMs) => {
+      const answer = await awaitLocalCommand(store, eventId, timeoutMs, policy);
+      if (answer === null) return null;
+      // The row's outcome as the reply was rendered from it (publish and decisions store only ids).
+      return { outcome: await readOutcome({ store, policy }, answer.row), text: answer.text };
+    },
+    leaderTerm: (roomId) => node.leading(roomId)?.term ?? null,
+    outboxPending: async (roomId) => {
+      const fence = node.leading(roomId);
+      return fence === null ? null : (await store.pendingOutbox(fence, 10_000)).length;
+    },
+    readiness: async () => {
+      const mine = (await store.listNodes()).find(
+        (n) => n.session.nodeId === node.session.nodeId && n.session.bootId === node.session.bootId,
+      );
+      const checks: Record<string, string> = {
+        heartbeat:
+          mine === undefined
+            ? "no heartbeat of this node in the store yet"
+            : mine.heartbeatAgeMs <= config.lease.ttlMs
+              ? "ok"
+              : `the last heartbeat is ${mine.heartbeatAgeMs} ms old`,
+      };
+      if (homeserverCheck !== undefined) checks["homeserver"] = await homeserverCheck();
+      return checks;
+    },
+    snapshot: async (roomId, runId, caller) => {
+      const ctx = await contextFor(roomId, caller);
+      if (runId !== null) {
+        const o = await executeCommand(ctx, { verb: "status", id: runId });
+        return o.kind === "status"
+          ? { room: roomId, run: o.run, summary: o.summary, tasks: o.tasks, at: o.at }
+          : { room: roomId, run: null, at: await store.now() };
+      }
+      const list = await executeCommand(ctx, { verb: "list" });
+      const cap = await store.getRoomCap(roomId);
+      const lease = await store.getLease(roomId);
+      return {
+        room: roomId,
+        runs: list.kind === "list" ? list.runs : [],
+        roomCap: cap,
+        leader: lease === null ? null : { nodeId: lease.holder?.nodeId ?? null, term: lease.term },
+        at: list.kind === "list" ? list.at : await store.now(),
+      };
+    },
+  });
+}
