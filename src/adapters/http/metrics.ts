@@ -191,14 +191,7 @@ export class NodeMetrics {
     } else if (e.kind.startsWith("task.") && mine && FINAL_TASK_STATES.has(e.kind.slice(5))) {
       this.tasks.inc({ state: e.kind.slice(5) });
     } else if (e.kind === "inbox.handled" && mine) {
-      const outcome = (e.data["result"] as { dagbotOutcome?: { kind?: unknown; verb?: unknown } } | undefined)
-        ?.dagbotOutcome;
-      const kind = typeof outcome?.kind === "string" ? outcome.kind : "other";
-      const verb =
-        typeof outcome?.verb === "string"
-          ? outcome.verb
-          : (VERB_OF_KIND[kind] ?? (kind === "ignored" ? "reaction" : "none"));
-      this.commands.inc({ verb, outcome: kind });
+      this.commands.inc(commandLabels(e.data["result"]));
     } else if (e.kind === "lease.acquired") {
       this.leadershipChanges.inc({ room: e.roomId });
     } else if (e.kind === "outbox.enqueued" && mine && typeof e.data["txnId"] === "string") {
@@ -209,6 +202,24 @@ export class NodeMetrics {
       if (since !== undefined) this.outboxLatency.observe(Math.max(0, e.at - since) / 1000);
     }
   }
+}
+
+/** Store-recorded results (publish, decisions, cap) name their op and kind; ours carry the outcome. */
+const STORE_KIND: Record<string, string> = { created: "published", set: "cap" };
+const STORE_OPS = new Set(["publish", "confirm", "reject", "cancel", "cap"]);
+
+function commandLabels(result: unknown): { verb: string; outcome: string } {
+  const r = (typeof result === "object" && result !== null ? result : {}) as Record<string, unknown>;
+  const outcome = r["dagbotOutcome"] as { kind?: unknown; verb?: unknown } | undefined;
+  if (outcome !== undefined && typeof outcome.kind === "string") {
+    const kind = outcome.kind;
+    const verb = typeof outcome.verb === "string" ? outcome.verb : (VERB_OF_KIND[kind] ?? "none");
+    return { verb, outcome: kind };
+  }
+  const op = typeof r["op"] === "string" && STORE_OPS.has(r["op"]) ? r["op"] : "other";
+  const kind = typeof r["kind"] === "string" ? r["kind"] : "other";
+  const decision = ["done", "already", "wrong-status"].includes(kind);
+  return { verb: op, outcome: STORE_KIND[kind] ?? (decision ? `decision-${kind}` : kind.slice(0, 32)) };
 }
 
 function remember(map: Map<string, number>, key: string, at: number): void {

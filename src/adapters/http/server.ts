@@ -16,6 +16,7 @@ import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import {
   hasZodFastifySchemaValidationErrors,
   jsonSchemaTransform,
+  jsonSchemaTransformObject,
   serializerCompiler,
   validatorCompiler,
 } from "fastify-type-provider-zod";
@@ -144,6 +145,8 @@ export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
     return503OnClosing: true,
     forceCloseConnections: true,
   }).withTypeProvider<ZodTypeProvider>();
+  // JSON only: Fastify's built-in text/plain parser would hand a string to the routes' schemas.
+  app.removeContentTypeParser("text/plain");
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.decorateRequest("caller", null);
@@ -162,6 +165,8 @@ export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
       security: [{ bearer: [] }],
     },
     transform: jsonSchemaTransform,
+    // The schemas with a meta id (RunSummary, TaskLine, ...) become components the paths refer to.
+    transformObject: jsonSchemaTransformObject,
   });
 
   const sendProblem = (reply: FastifyReply, p: Problem): FastifyReply => {

@@ -1,0 +1,391 @@
+// The HTTP API of a real `dagbot node` process on a real SQLite file, through real HTTP: auth,
+// every route's success and problem shapes, idempotency under concurrency, the OpenAPI document,
+// metrics and health.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Store } from "../../src/ports/store.js";
+import type { Target } from "../support/engine-cluster.js";
+import { ROOM, allEvents, createTarget, killAll, requireBuild } from "../support/engine-cluster.js";
+import type { HttpNode, JsonResponse } from "../support/http-client.js";
+import { READ_TOKEN, call, startHttpNode } from "../support/http-client.js";
+import { waitFor } from "../support/store-wait.js";
+
+let target: Target;
+let store: Store;
+let api: HttpNode;
+let failed = false;
+
+beforeAll(async () => {
+  requireBuild();
+  target = await createTarget("sqlite", "http-api");
+  api = await startHttpNode(target, "h1", { extra: 'body_limit = "8KiB"\ncommand_timeout = "20s"' });
+  store = await target.open();
+  await waitFor(
+    "h1 leading",
+    () => store.getLease(ROOM),
+    (l) => l?.holder?.nodeId === "h1",
+  );
+}, 30_000);
+
+afterAll(async () => {
+  await killAll([api.node]);
+  await store?.close();
+  await target?.cleanup(failed);
+});
+
+const track = async <T>(p: Promise<T>): Promise<T> => {
+  try {
+    return await p;
+  } catch (e) {
+    failed = true;
+    throw e;
+  }
+};
+
+function expectProblem(r: JsonResponse, status: number, code: string): void {
+  expect(r.status, r.text).toBe(status);
+  expect(r.contentType).toMatch(/^application\/problem\+json/);
+  expect(r.body).toMatchObject({
+    type: `urn:dagbot:problem:${code}`,
+    status,
+    code,
+    title: expect.any(String),
+  });
+  // Never a stack trace.
+  expect(r.text).not.toMatch(/\n\s+at |\.ts:\d+|node_modules/);
+}
+
+const hello = (id: string, message = "hi"): Record<string, unknown> => ({
+  document: { id, tasks: [{ id: "greet", action: "echo", args: { message } }] },
+});
+
+describe("auth", () => {
+  it("refuses a request without a token or with a wrong one (401), and a read token's write (403)", async () => {
+    await track(
+      (async () => {
+        const none = await call(api.base, "GET", "/v1/runs", { token: null });
+        expectProblem(none, 401, "unauthorized");
+        expect(none.headers.get("www-authenticate")).toMatch(/^Bearer/);
+        expectProblem(
+          await call(api.base, "GET", "/v1/runs", { token: "not-a-configured-token-xxxx" }),
+          401,
+          "unauthorized",
+        );
+        expectProblem(
+          await call(api.base, "GET", "/v1/runs", {
+            token: null,
+            headers: { authorization: "Basic dXNlcjpwdw==" },
+          }),
+          401,
+          "unauthorized",
+        );
+        const write = await call(api.base, "POST", "/v1/dags", { token: READ_TOKEN, body: hello("nope") });
+        expectProblem(write, 403, "forbidden");
+        expect((await call(api.base, "GET", "/v1/runs", { token: READ_TOKEN })).status).toBe(200);
+        // The refused write left nothing in the store.
+        expect(await store.getRun(ROOM, "nope")).toBeNull();
+      })(),
+    );
+  });
+
+  it("answers health without a token and metrics only with one (the defaults); tokens never reach the log", async () => {
+    await track(
+      (async () => {
+        const health = await call(api.base, "GET", "/healthz", { token: null });
+        expect(health.status).toBe(200);
+        const ready = await call(api.base, "GET", "/readyz", { token: null });
+        expect(ready.body).toEqual({ ok: true, checks: { store: "ok", heartbeat: "ok" } });
+        expectProblem(await call(api.base, "GET", "/metrics", { token: null }), 401, "unauthorized");
+        const metrics = await call(api.base, "GET", "/metrics", { token: READ_TOKEN });
+        expect(metrics.status).toBe(200);
+        expect(metrics.text).toContain('dagbot_leader{room="local"} 1');
+        const { readFileSync } = await import("node:fs");
+        const log = readFileSync(api.node.logPath, "utf8");
+        expect(log).toContain("http api listening");
+        expect(log).not.toContain("token-0123456789abcdef");
+      })(),
+    );
+  });
+});
+
+describe("commands and reads", () => {
+  it("publishes, confirms, reads a run, its task's logs and the nodes; a read token may not read logs", async () => {
+    await track(
+      (async () => {
+        const pub = await call(api.base, "POST", "/v1/dags", { body: hello("flow") });
+        expect(pub.status, pub.text).toBe(201);
+        expect(pub.body).toMatchObject({
+          result: "published",
+          needsConfirmation: true,
+          run: { dagId: "flow", status: "pending", publisher: "http:ops", taskCount: 1 },
+        });
+        expect(pub.body.commandId).toMatch(/^http\./);
+        expect(pub.body.text).toContain("Published `flow`");
+        const again = await call(api.base, "POST", "/v1/dags", { body: hello("flow") });
+        expect(again.status).toBe(200);
+        expect(again.body.result).toBe("exists");
+
+        const wrongHash = await call(api.base, "POST", "/v1/runs/flow/confirm", {
+          body: { hash: "00000000" },
+        });
+        // Not the content the caller reviewed: refused, and the run does not start.
+        expectProblem(wrongHash, 403, "refused");
+        expect(wrongHash.body.detail).toContain("content hash");
+        expect((await store.getRun(ROOM, "flow"))?.status).toBe("pending");
+        const confirm = await call(api.base, "POST", "/v1/runs/flow/confirm", {
+          body: { hash: pub.body.run.hash.slice(0, 12) },
+        });
+        expect(confirm.status, confirm.text).toBe(200);
+        expect(confirm.body).toMatchObject({
+          result: "done",
+          run: { status: "running", confirmedBy: "http:ops" },
+        });
+
+        const done = await waitFor(
+          "flow succeeded",
+          () => call(api.base, "GET", "/v1/runs/flow", { token: READ_TOKEN }),
+          (r) => r.body?.run?.status === "succeeded",
+        );
+        expect(done.body.tasks).toEqual([
+          expect.objectContaining({ taskId: "greet", status: "succeeded", node: "h1" }),
+        ]);
+        expect(done.body.summary).toMatchObject({ total: 1, done: 1, percent: 100 });
+
+        const logs = await call(api.base, "GET", "/v1/runs/flow/tasks/greet/logs");
+        expect(logs.status).toBe(200);
+        expect(logs.body.output).toBe("hi\n");
+        expectProblem(
+          await call(api.base, "GET", "/v1/runs/flow/tasks/greet/logs", { token: READ_TOKEN }),
+          403,
+          "refused",
+        );
+
+        const list = await call(api.base, "GET", "/v1/runs", { token: READ_TOKEN });
+        expect(list.body.runs.map((r: any) => r.run.dagId)).toContain("flow");
+        const nodes = await call(api.base, "GET", "/v1/nodes", { token: READ_TOKEN });
+        expect(nodes.body.leader.nodeId).toBe("h1");
+        expect(nodes.body.nodes.map((n: any) => n.nodeId)).toEqual(["h1"]);
+
+        const cancel = await call(api.base, "POST", "/v1/runs/flow/cancel");
+        expectProblem(cancel, 409, "wrong-status");
+        expect(cancel.body.run.status).toBe("succeeded");
+        expectProblem(await call(api.base, "POST", "/v1/runs/flow/retry"), 409, "nothing-to-retry");
+
+        const cap = await call(api.base, "PUT", "/v1/rooms/local/cap", { body: { cap: 7 } });
+        expect(cap.status, cap.text).toBe(200);
+        expect(cap.body).toMatchObject({ cap: 7 });
+        expect(await store.getRoomCap(ROOM)).toBe(7);
+      })(),
+    );
+  }, 30_000);
+
+  it("answers every error as problem+json with a stable type, and leaves the store as it was", async () => {
+    await track(
+      (async () => {
+        const before = (await allEvents(store)).filter((e) => e.kind === "run.created").length;
+        expectProblem(
+          await call(api.base, "GET", "/v1/runs/missing", { token: READ_TOKEN }),
+          404,
+          "run-not-found",
+        );
+        expectProblem(await call(api.base, "GET", "/v1/runs/flow/tasks/nope/logs"), 404, "task-not-found");
+        expectProblem(await call(api.base, "GET", "/v1/nowhere", { token: READ_TOKEN }), 404, "not-found");
+        expectProblem(
+          await call(api.base, "GET", "/v1/runs?room=!other:example.org", { token: READ_TOKEN }),
+          404,
+          "unknown-room",
+        );
+        const badId = await call(api.base, "GET", "/v1/runs/bad%20id", { token: READ_TOKEN });
+        expectProblem(badId, 400, "bad-request");
+        expect(badId.body.errors[0].path).toMatch(/^params/);
+        const unknownKey = await call(api.base, "POST", "/v1/dags", {
+          body: { document: {}, shell: "rm -rf /" },
+        });
+        expectProblem(unknownKey, 400, "bad-request");
+        expectProblem(
+          await call(api.base, "PUT", "/v1/rooms/local/cap", { body: { cap: -1 } }),
+          400,
+          "bad-request",
+        );
+        expectProblem(
+          await call(api.base, "PUT", "/v1/rooms/local/cap", { body: { cap: "3; reboot" } }),
+          400,
+          "bad-request",
+        );
+        expectProblem(
+          await call(api.base, "POST", "/v1/dags", {
+            raw: "{not json",
+            headers: { "content-type": "application/json" },
+          }),
+          400,
+          "bad-request",
+        );
+        expectProblem(
+          await call(api.base, "POST", "/v1/dags", {
+            raw: "id = 1",
+            headers: { "content-type": "text/plain" },
+          }),
+          415,
+          "unsupported-media-type",
+        );
+        expectProblem(
+          await call(api.base, "POST", "/v1/dags", {
+            raw: '{"__proto__": {"x": 1}, "document": {}}',
+            headers: { "content-type": "application/json" },
+          }),
+          400,
+          "bad-request",
+        );
+        const big = await call(api.base, "POST", "/v1/dags", { body: hello("big", "x".repeat(9000)) });
+        expectProblem(big, 413, "body-too-large");
+
+        const invalid = await call(api.base, "POST", "/v1/dags", {
+          body: {
+            document: {
+              id: "cyc",
+              tasks: [
+                { id: "a", action: "echo", needs: ["b"] },
+                { id: "b", action: "echo", needs: ["a"] },
+              ],
+            },
+          },
+        });
+        expectProblem(invalid, 422, "invalid-dag");
+        expect(invalid.body.issues.join("\n")).toMatch(/a -> b -> a|b -> a -> b/);
+        const unknownAction = await call(api.base, "POST", "/v1/dags", {
+          body: { document: { id: "sh", tasks: [{ id: "a", action: "sh", args: { c: "$(reboot)" } }] } },
+        });
+        expectProblem(unknownAction, 422, "invalid-dag");
+        // A backtick fence in a string cannot end the code block early: the document stays data.
+        const fence = await call(api.base, "POST", "/v1/dags", { body: hello("fence", "a```b") });
+        expectProblem(fence, 422, "invalid-dag");
+        expect(fence.body.issues.join("\n")).toMatch(/message/);
+        expectProblem(
+          await call(api.base, "POST", "/v1/dags", { body: { text: 'id = "t"\n```\n', format: "toml" } }),
+          400,
+          "bad-request",
+        );
+        expectProblem(
+          await call(api.base, "POST", "/v1/dags", { body: { library: "../etc/passwd" } }),
+          400,
+          "bad-request",
+        );
+        expectProblem(
+          await call(api.base, "POST", "/v1/dags", { body: { library: "nothing-here" } }),
+          422,
+          "library-error",
+        );
+
+        const after = (await allEvents(store)).filter((e) => e.kind === "run.created").length;
+        expect(after).toBe(before);
+      })(),
+    );
+  }, 30_000);
+
+  it("answers 16 concurrent POSTs with one Idempotency-Key with one effect and identical answers; another body is a 422", async () => {
+    await track(
+      (async () => {
+        const key = "publish-idem-1";
+        const answers = await Promise.all(
+          Array.from({ length: 16 }, () =>
+            call(api.base, "POST", "/v1/dags", { body: hello("idem"), headers: { "idempotency-key": key } }),
+          ),
+        );
+        expect(new Set(answers.map((a) => a.status))).toEqual(new Set([201]));
+        expect(new Set(answers.map((a) => a.text)).size).toBe(1);
+        const events = await allEvents(store);
+        expect(events.filter((e) => e.kind === "run.created" && e.data["dagId"] === "idem")).toHaveLength(1);
+        expect(
+          events.filter(
+            (e) => e.kind === "inbox.inserted" && e.data["eventId"] === answers[0]!.body.commandId,
+          ),
+        ).toHaveLength(1);
+
+        // Later, with the run confirmed and moved on, the same key and body still get the first answer.
+        const confirmKey = { "idempotency-key": "confirm-idem-1" };
+        const first = await call(api.base, "POST", "/v1/runs/idem/confirm", { headers: confirmKey });
+        expect(first.status, first.text).toBe(200);
+        await waitFor(
+          "idem succeeded",
+          () => store.getRun(ROOM, "idem"),
+          (r) => r?.status === "succeeded",
+        );
+        const repeat = await call(api.base, "POST", "/v1/runs/idem/confirm", { headers: confirmKey });
+        expect(repeat.text).toBe(first.text);
+        expect(repeat.body.result).toBe("done");
+        // Without the key the same command is a new one, answered "already".
+        const fresh = await call(api.base, "POST", "/v1/runs/idem/confirm");
+        expect(fresh.body.result).toBe("already");
+
+        const other = await call(api.base, "POST", "/v1/dags", {
+          body: hello("idem-other"),
+          headers: { "idempotency-key": key },
+        });
+        expectProblem(other, 422, "idempotency-key-reused");
+        expect(await store.getRun(ROOM, "idem-other")).toBeNull();
+        // A different key of the same caller is another request; the read token's keys are its own.
+        expectProblem(
+          await call(api.base, "POST", "/v1/dags", {
+            body: hello("x"),
+            headers: { "idempotency-key": "bad key with spaces" },
+          }),
+          400,
+          "bad-idempotency-key",
+        );
+      })(),
+    );
+  }, 30_000);
+
+  it("serves an OpenAPI 3.1 document generated from the route schemas", async () => {
+    const doc = await call(api.base, "GET", "/openapi.json", { token: null });
+    expect(doc.status).toBe(200);
+    expect(doc.body.openapi).toBe("3.1.0");
+    const paths = Object.keys(doc.body.paths).sort();
+    expect(paths).toEqual(
+      [
+        "/healthz",
+        "/readyz",
+        "/v1/dags",
+        "/v1/events",
+        "/v1/nodes",
+        "/v1/rooms/{room}/cap",
+        "/v1/runs",
+        "/v1/runs/{id}",
+        "/v1/runs/{id}/cancel",
+        "/v1/runs/{id}/confirm",
+        "/v1/runs/{id}/reject",
+        "/v1/runs/{id}/retry",
+        "/v1/runs/{id}/tasks/{task}/logs",
+      ].sort(),
+    );
+    const cap = doc.body.paths["/v1/rooms/{room}/cap"].put;
+    expect(cap.requestBody.content["application/json"].schema).toMatchObject({
+      type: "object",
+      properties: { cap: { type: "integer", minimum: 0 } },
+      required: ["cap"],
+      additionalProperties: false,
+    });
+    expect(Object.keys(cap.responses)).toEqual(expect.arrayContaining(["200", "4XX", "5XX"]));
+    expect(doc.body.components.securitySchemes.bearer).toEqual({ type: "http", scheme: "bearer" });
+    // Every operation has responses and every $ref resolves inside the document.
+    const refs = JSON.stringify(doc.body).match(/"\$ref":"#\/[^"]+"/g) ?? [];
+    for (const ref of refs) {
+      const path = ref.slice(10, -1).split("/");
+      let at: any = doc.body;
+      for (const p of path) at = at?.[p];
+      expect(at, ref).toBeDefined();
+    }
+  });
+
+  it("counts commands by verb and outcome and tasks by final state in /metrics", async () => {
+    const text = (await call(api.base, "GET", "/metrics", { token: READ_TOKEN })).text;
+    expect(text).toMatch(/dagbot_commands_total\{verb="publish",outcome="published"\} [1-9]/);
+    expect(text).toMatch(/dagbot_commands_total\{verb="confirm",outcome="decision-done"\} [1-9]/);
+    expect(text).toMatch(/dagbot_tasks_finished_total\{state="succeeded"\} [1-9]/);
+    expect(text).toMatch(/dagbot_task_claim_latency_seconds_count [1-9]/);
+    expect(text).toMatch(/dagbot_http_requests_total\{route="\/v1\/dags",method="POST",status="201"\} [1-9]/);
+    expect(text).toMatch(/dagbot_queue_depth\{room="local"\} 0/);
+    expect(text).toMatch(/dagbot_process_resident_memory_bytes \d+/);
+    // Low cardinality: no run ids or event ids in any label.
+    expect(text).not.toMatch(/[0-9a-f]{8}-[0-9a-f]{4}-|http\.[0-9a-f]{20}/);
+  });
+});
