@@ -6,7 +6,7 @@
  * whole fleet is down (leader killed with -9) answered exactly once after it comes back; the crypto
  * state kept owner-only in the state folder; plain rooms unchanged.
  */
-import { readdirSync, statSync } from "node:fs";
+import { readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
@@ -160,5 +160,56 @@ describe("the bot in an encrypted room, with a person on matrix-js-sdk", () => {
     // The same devices: no node made a new crypto device on restart.
     for (const n of [0, 1])
       expect(fleet.logLines(n, "new crypto device: keys are made and uploaded")).toHaveLength(1);
+  });
+
+  it("a gap longer than a sync's timeline is backfilled and its encrypted commands decrypted", async () => {
+    await fleet.stop(0);
+    await fleet.stop(1);
+    const sent = [
+      await erin.sendText(roomId, "!dag status enc_first"),
+      await erin.sendText(roomId, "!dag help"),
+    ];
+    // More than the intake's 50 events per room per sync: the commands are behind a limited timeline.
+    for (let i = 0; i < 55; i++) await erin.sendText(roomId, `chatter ${i}`);
+    await fleet.startAll();
+    for (const id of sent) await erin.waitFor(replyTo(id), T, `the reply to ${id} from before the gap`);
+    expect(
+      fleet.logLines(0, "backfilled a sync gap").length + fleet.logLines(1, "backfilled a sync gap").length,
+    ).toBeGreaterThan(0);
+    await new Promise((r) => setTimeout(r, 2000));
+    for (const id of sent) {
+      expect(erin.events(roomId).filter((e) => txnOf(e) === `reply.${id}`)).toHaveLength(1);
+    }
+  });
+
+  it("a node whose crypto state is lost stops with a clear line; a new device (new login) recovers", async () => {
+    await fleet.stop(1);
+    const state = join(fleet.dir, "state");
+    const dir = readdirSync(state).find((n) => n.startsWith("crypto-node2-"));
+    expect(dir).toBeDefined();
+    rmSync(join(state, dir ?? "", "crypto-store.idb"));
+    await expect(fleet.start(1, 30_000)).rejects.toThrow(/exited before ready/);
+    expect(await fleet.nodes[1]?.exited).toBe(2);
+    expect(fleet.logText(1)).toMatch(/the crypto state of device ENCBOT2 is lost/);
+    expect(fleet.logText(1)).toMatch(/Recover with a new device/);
+    fleet.nodes[1]!.process = null;
+
+    // The documented recovery: log in again (a new device), put the new token in, start.
+    const bot2 = bots[1]!;
+    const login = await new MatrixUser(fx.hs.url, bot2).request("POST", "/_matrix/client/v3/login", {
+      type: "m.login.password",
+      identifier: { type: "m.id.user", user: bot2.localpart },
+      password: bot2.password,
+      device_id: "ENCBOT2NEW",
+    });
+    bot2.accessToken = login.access_token;
+    await fleet.start(1);
+    expect(fleet.logText(1)).toMatch(/"device":"ENCBOT2NEW".*new crypto device/);
+    // Alone in the fleet, the new device reads and answers the person's encrypted commands.
+    await fleet.stop(0);
+    const help = await command("!dag help");
+    expect(help.reply.encrypted).toBe(true);
+    expect(help.reply.sender).toBe(bot2.userId);
+    await fleet.start(0);
   });
 });
