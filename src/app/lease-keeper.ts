@@ -11,6 +11,7 @@ import type { ChangeFeed, LeaderFence, LeaseStore, Session } from "../ports/stor
 import { isConflict } from "../ports/errors.js";
 import { Waker, unlessAborted, wakeOnChange, whenAborted } from "./wake.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
+import { leaseTerm, remainingMs, renewDelayMs, renewedTerm } from "../domain/lease-term.js";
 
 export interface LeaseTimings {
   /** How long a lease lives after its last renewal, on the store's clock. */
@@ -143,7 +144,7 @@ export class LeaseKeeper {
 
     // The lease expires ttl after the store executed our last write, which was no earlier than when
     // we sent it; counting from the send on our monotonic clock keeps the local deadline ahead of it.
-    let lastOkSentAt = acquireSentAt;
+    let term = leaseTerm(acquireSentAt, timings.ttlMs);
     this.current = fence;
     this.log.info({ term: fence.term }, "leading");
     this.deps.onChange?.(fence);
@@ -156,7 +157,7 @@ export class LeaseKeeper {
 
     const watchdog = (async () => {
       while (!leading.signal.aborted) {
-        const left = lastOkSentAt + timings.ttlMs - clock.monotonicMs();
+        const left = remainingMs(term, clock.monotonicMs());
         if (left <= 0) return finish("expired");
         await clock.sleep(left, leading.signal);
       }
@@ -164,9 +165,7 @@ export class LeaseKeeper {
 
     let failures = 0;
     while (!leading.signal.aborted) {
-      const wait =
-        failures === 0 ? timings.renewEveryMs : Math.min(timings.renewEveryMs, 200 * 2 ** failures);
-      await clock.sleep(wait, leading.signal);
+      await clock.sleep(renewDelayMs(timings.renewEveryMs, failures), leading.signal);
       if (leading.signal.aborted) break;
       const sentAt = clock.monotonicMs();
       try {
@@ -174,7 +173,7 @@ export class LeaseKeeper {
         // renewal that returns after that is ignored.
         const renewed = await unlessAborted(store.renewLease(fence, timings.ttlMs), leading.signal);
         if (renewed === undefined) break;
-        lastOkSentAt = sentAt;
+        term = renewedTerm(term, sentAt);
         failures = 0;
       } catch (err) {
         if (isConflict(err)) {

@@ -15,6 +15,8 @@
  */
 import type { ClaimDeadlines, ClaimTimings } from "../domain/claim-deadline.js";
 import { claimDeadlines, defaultMarginMs, mayStart, nextRenewalAt } from "../domain/claim-deadline.js";
+import type { LeaseTerm } from "../domain/lease-term.js";
+import { isExpired, leaseTerm, renewTimeoutMs, renewedTerm } from "../domain/lease-term.js";
 import type { Clock } from "../ports/clock.js";
 import type { ActionDefinition, ExecClaim, ExecResult, Executor } from "../ports/executor.js";
 import type { Logger } from "../ports/logger.js";
@@ -240,9 +242,9 @@ export class Worker {
     const timings = this.timings();
     const leaseMs = timings.ttlMs;
     const killGraceMs = action?.killGraceMs ?? 0;
-    // The send time of the last claim or renewal that succeeded: every deadline counts from it.
-    let lastOkSentAt = r.claimSentAt;
-    const deadlines = (): ClaimDeadlines => claimDeadlines(lastOkSentAt, timings, killGraceMs);
+    // The claim, then the last renewal that succeeded: every deadline counts from its send time.
+    let term = leaseTerm(r.claimSentAt, leaseMs);
+    const deadlines = (): ClaimDeadlines => claimDeadlines(term.sentAt, timings, killGraceMs);
     const moved = new Set<() => void>();
     const claim: ExecClaim = {
       msLeft: () => deadlines().stopBy - clock.monotonicMs(),
@@ -264,10 +266,12 @@ export class Worker {
       try {
         const renewed = await Promise.race([
           store.renewTaskLease(token, leaseMs),
-          clock.sleep(deadlines().termAt - sentAt, giveUp.signal).then(() => null),
+          clock
+            .sleep(renewTimeoutMs(term, sentAt, timings.marginMs + killGraceMs), giveUp.signal)
+            .then(() => null),
         ]);
         if (renewed === null) return "failed";
-        lastOkSentAt = Math.max(lastOkSentAt, sentAt);
+        term = renewedTerm(term, sentAt);
         for (const listener of moved) listener();
         if (renewed.status === "canceling") this.abortTask(r, "canceled");
         return "ok";
@@ -315,7 +319,7 @@ export class Worker {
       exec === null && r.reason === null
         ? (async () => {
             let failures = 0;
-            let lastTryAt = lastOkSentAt;
+            let lastTryAt = term.sentAt;
             while (!renewing.signal.aborted) {
               const now = clock.monotonicMs();
               const { termAt } = deadlines();
@@ -325,7 +329,7 @@ export class Worker {
                 this.abortTask(r, "lost");
                 return;
               }
-              const next = nextRenewalAt(lastOkSentAt, lastTryAt, failures, timings);
+              const next = nextRenewalAt(term.sentAt, lastTryAt, failures, timings);
               await clock.sleep(Math.max(0, Math.min(next, termAt) - now), renewing.signal);
               if (renewing.signal.aborted) return;
               if (clock.monotonicMs() < next) continue; // termAt came first: the loop's top decides
@@ -370,11 +374,11 @@ export class Worker {
       return;
     }
     const result = toTaskResult(exec, r.reason);
-    await this.finish(r, result, log, () => lastOkSentAt);
+    await this.finish(r, result, log, () => term);
   }
 
   /** Records the outcome, retrying store failures while our lease can still be valid. */
-  private async finish(r: Running, result: TaskResult, log: Logger, lastOk: () => number): Promise<void> {
+  private async finish(r: Running, result: TaskResult, log: Logger, term: () => LeaseTerm): Promise<void> {
     const { clock, store } = this.deps;
     for (let failures = 0; ; failures += 1) {
       try {
@@ -386,7 +390,7 @@ export class Worker {
           log.info({ reason: err.message }, "finish rejected: the task moved on without us");
           return;
         }
-        if (clock.monotonicMs() - lastOk() >= this.settings.taskLeaseMs) {
+        if (isExpired(term(), clock.monotonicMs())) {
           log.warn({ err: String(err) }, "could not record the outcome before the lease passed; giving up");
           return;
         }

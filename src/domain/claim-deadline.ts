@@ -19,6 +19,7 @@
  */
 import { formatDuration } from "./duration.js";
 import { backoffMs } from "./backoff.js";
+import { leaseTerm, trustedUntil } from "./lease-term.js";
 
 export interface ClaimTimings {
   /** The task lease: how long the store keeps the claim after a renewal. */
@@ -45,7 +46,7 @@ export function defaultMarginMs(ttlMs: number): number {
 
 /** The deadlines after the last renewal that succeeded, sent at `lastOkSentAt`. */
 export function claimDeadlines(lastOkSentAt: number, t: ClaimTimings, killGraceMs: number): ClaimDeadlines {
-  const expiresAt = lastOkSentAt + t.ttlMs;
+  const expiresAt = trustedUntil(leaseTerm(lastOkSentAt, t.ttlMs));
   const stopBy = expiresAt - t.marginMs;
   return { expiresAt, stopBy, termAt: stopBy - killGraceMs };
 }
