@@ -1,0 +1,107 @@
+/**
+ * A TaskClaimer & ChangeFeed in memory for the Worker's unit tests: it hands out the tasks it is
+ * given once each, answers renewals as `renewals` says (granted, refused, failing, hanging) and
+ * records every call with the FakeClock's time.
+ */
+import { ConflictError, StoreError } from "../../src/ports/errors.js";
+import type {
+  ChangeFeed,
+  ClaimedTask,
+  NodeOffer,
+  RunStore,
+  TaskClaimer,
+  TaskRecord,
+  TaskResult,
+  TaskToken,
+} from "../../src/ports/store.js";
+import type { TaskStatus } from "../../src/domain/model.js";
+import type { FakeClock } from "./fake-clock.js";
+import type { RenewalMode } from "./fake-lease-store.js";
+
+export function taskRecord(runId: string, taskId: string, action: string): TaskRecord {
+  return {
+    runId,
+    taskId,
+    seq: 1,
+    status: "running",
+    version: 2,
+    attempt: 1,
+    maxAttempts: 1,
+    action,
+    args: {},
+    needs: [],
+    on: { labels: [], node: null },
+    priority: 0,
+    concurrencyKey: null,
+    timeoutMs: null,
+    queueTimeoutMs: null,
+    retryBackoffMs: 1000,
+    executor: null,
+    leaseExpiresAt: null,
+    notBefore: null,
+    deadline: null,
+    queuedAt: null,
+    startedAt: null,
+    finishedAt: null,
+    exitCode: null,
+    output: null,
+    error: null,
+  };
+}
+
+export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, "getTask"> {
+  renewals: RenewalMode = "grant";
+  readonly calls: Array<{ op: string; at: number }> = [];
+  readonly finished: TaskResult[] = [];
+  private readonly queue: TaskRecord[] = [];
+
+  constructor(private readonly clock: FakeClock) {}
+
+  add(task: TaskRecord): void {
+    this.queue.push(task);
+  }
+
+  claimTask(offer: NodeOffer): Promise<ClaimedTask | null> {
+    const task = this.queue.shift();
+    if (task === undefined) return Promise.resolve(null);
+    this.calls.push({ op: "claim", at: this.clock.monotonicMs() });
+    const token: TaskToken = {
+      runId: task.runId,
+      taskId: task.taskId,
+      version: task.version,
+      session: offer.session,
+    };
+    return Promise.resolve({ token, task: { ...task, executor: offer.session } });
+  }
+
+  renewTaskLease(
+    _token: TaskToken,
+    leaseMs: number,
+  ): Promise<{ leaseExpiresAt: number; status: TaskStatus }> {
+    this.calls.push({ op: `renew:${this.renewals}`, at: this.clock.monotonicMs() });
+    switch (this.renewals) {
+      case "hang":
+        return new Promise<never>(() => undefined);
+      case "fail":
+        return Promise.reject(new StoreError("renew task lease", { cause: new Error("connection refused") }));
+      case "conflict":
+        return Promise.reject(new ConflictError("renew task lease", { version: 2 }, { version: 3 }));
+      case "grant":
+        return Promise.resolve({ leaseExpiresAt: this.clock.monotonicMs() + leaseMs, status: "running" });
+    }
+  }
+
+  finishTask(_token: TaskToken, result: TaskResult): Promise<{ status: TaskStatus }> {
+    this.calls.push({ op: "finish", at: this.clock.monotonicMs() });
+    this.finished.push(result);
+    return Promise.resolve({ status: result.outcome === "canceled" ? "canceled" : result.outcome });
+  }
+
+  getTask(): Promise<TaskRecord | null> {
+    return Promise.resolve(null);
+  }
+
+  onChange(): () => void {
+    return () => undefined;
+  }
+}

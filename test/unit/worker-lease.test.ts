@@ -1,0 +1,170 @@
+// The Worker's claim on a fake clock and an in-memory claimer: it abandons an action it can no
+// longer prove it holds (at termAt, writing nothing), stops at once when deposed, and records the
+// outcome while its lease holds. No store, no processes, no real time.
+import { afterEach, describe, expect, it } from "vitest";
+import { silentLogger } from "../../src/adapters/log/pino-logger.js";
+import type { WorkerSettings } from "../../src/app/worker.js";
+import { Worker } from "../../src/app/worker.js";
+import type { ActionDefinition, ExecRequest, ExecResult, Executor } from "../../src/ports/executor.js";
+import { FakeClock, settle } from "../support/fake-clock.js";
+import { FakeTaskClaimer, taskRecord } from "../support/fake-task-claimer.js";
+
+const TTL = 10_000;
+const RENEW_EVERY = 3_000;
+const MARGIN = 1_000;
+const KILL_GRACE = 2_000;
+const START = 1_000;
+
+const action: ActionDefinition = {
+  name: "work",
+  argv: ["/bin/true"],
+  args: {},
+  cwd: null,
+  env: {},
+  timeoutMs: 60_000,
+  outputLimitBytes: 1024,
+  killGraceMs: KILL_GRACE,
+};
+
+/** An executor whose action runs until the test ends it or the worker aborts it. */
+class HeldExecutor implements Executor {
+  readonly started: number[] = [];
+  readonly aborted: number[] = [];
+  private finish: ((r: ExecResult) => void) | null = null;
+
+  constructor(private readonly clock: FakeClock) {}
+
+  run(request: ExecRequest): Promise<ExecResult> {
+    this.started.push(this.clock.monotonicMs());
+    return new Promise<ExecResult>((resolve) => {
+      this.finish = resolve;
+      request.signal?.addEventListener(
+        "abort",
+        () => {
+          this.aborted.push(this.clock.monotonicMs());
+          resolve(result("killed", null));
+        },
+        { once: true },
+      );
+    });
+  }
+
+  succeed(): void {
+    this.finish?.(result("succeeded", 0));
+  }
+}
+
+function result(outcome: ExecResult["outcome"], exitCode: number | null): ExecResult {
+  return {
+    outcome,
+    exitCode,
+    signal: null,
+    output: "",
+    outputTruncated: false,
+    totalOutputBytes: 0,
+    durationMs: 0,
+  };
+}
+
+const workers: Worker[] = [];
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.stop({ abortRunning: true })));
+});
+
+async function claimed(): Promise<{ clock: FakeClock; store: FakeTaskClaimer; executor: HeldExecutor }> {
+  const clock = new FakeClock(START);
+  const store = new FakeTaskClaimer(clock);
+  const executor = new HeldExecutor(clock);
+  store.add(taskRecord("run-1", "a", action.name));
+  const settings: WorkerSettings = {
+    session: { nodeId: "n1", bootId: "b1" },
+    roomIds: ["!room:test"],
+    labels: [],
+    capacity: 1,
+    actions: new Map([[action.name, action]]),
+    taskLeaseMs: TTL,
+    renewEveryMs: RENEW_EVERY,
+    marginMs: MARGIN,
+    pollMs: 60_000,
+    debounceMs: 0,
+  };
+  const worker = new Worker(settings, { store, executor, clock, logger: silentLogger() });
+  workers.push(worker);
+  worker.start();
+  await settle();
+  return { clock, store, executor };
+}
+
+describe("Worker lease", () => {
+  it("renews just before starting, then every renew_every while the action runs, and records its end", async () => {
+    const { clock, store, executor } = await claimed();
+    expect(executor.started).toEqual([START]);
+    await clock.advance(4 * RENEW_EVERY);
+    expect(store.calls.filter((c) => c.op === "renew:grant").map((c) => c.at)).toEqual([
+      START,
+      START + 3_000,
+      START + 6_000,
+      START + 9_000,
+      START + 12_000,
+    ]);
+    executor.succeed();
+    await settle();
+    expect(store.finished.map((r) => r.outcome)).toEqual(["succeeded"]);
+  });
+
+  it("abandons the action at termAt (ttl − margin − kill_grace after the last renewal's send) and writes nothing", async () => {
+    const { clock, store, executor } = await claimed();
+    store.renewals = "hang";
+    const termAt = START + TTL - MARGIN - KILL_GRACE;
+    await clock.advance(termAt - START - 1);
+    expect(executor.aborted).toEqual([]);
+    await clock.advance(1);
+    expect(executor.aborted).toEqual([termAt]);
+    await clock.advance(TTL);
+    expect(store.calls.some((c) => c.op === "finish")).toBe(false);
+  });
+
+  it("abandons it the same way when renewals fail fast, retrying them sooner meanwhile", async () => {
+    const { clock, store, executor } = await claimed();
+    store.renewals = "fail";
+    await clock.advance(TTL);
+    expect(executor.aborted).toEqual([START + TTL - MARGIN - KILL_GRACE]);
+    expect(store.calls.filter((c) => c.op === "renew:fail").length).toBeGreaterThan(1);
+    expect(store.finished).toEqual([]);
+  });
+
+  it("kills the action at the first renewal the store refuses (deposed) and writes nothing", async () => {
+    const { clock, store, executor } = await claimed();
+    store.renewals = "conflict";
+    await clock.advance(RENEW_EVERY);
+    expect(executor.aborted).toEqual([START + RENEW_EVERY]);
+    await clock.advance(TTL);
+    expect(store.finished).toEqual([]);
+  });
+
+  it("never starts an action whose pre-start renewal is refused", async () => {
+    const clock = new FakeClock(START);
+    const store = new FakeTaskClaimer(clock);
+    store.renewals = "conflict";
+    const executor = new HeldExecutor(clock);
+    store.add(taskRecord("run-1", "a", action.name));
+    const worker = new Worker(
+      {
+        session: { nodeId: "n1", bootId: "b1" },
+        roomIds: ["!room:test"],
+        labels: [],
+        capacity: 1,
+        actions: new Map([[action.name, action]]),
+        taskLeaseMs: TTL,
+        pollMs: 60_000,
+        debounceMs: 0,
+      },
+      { store, executor, clock, logger: silentLogger() },
+    );
+    workers.push(worker);
+    worker.start();
+    await clock.advance(TTL);
+    expect(executor.started).toEqual([]);
+    expect(store.finished).toEqual([]);
+  });
+});
