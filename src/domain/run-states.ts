@@ -4,6 +4,7 @@
  *   pending → running | rejected | expired        (the confirmation step)
  *   running → succeeded | failed                  (derived from the task set, see run-status.ts)
  *   running → canceling → canceled                (cancel; canceled once every task is terminal)
+ *   pending | running → canceled                  (cancel of a run with no task running: at once)
  *
  * Every actor runs on the room's leader and every write is fenced by its term: `leader` is a command
  * handler (confirm, reject, cancel) or the loop that derives a run's outcome from its tasks, `reaper`
@@ -35,6 +36,20 @@ export const RUN_TRANSITIONS: readonly RunTransition[] = [
     condition: "derived: every task terminal, some task not succeeded",
   },
   { from: "running", to: "canceling", who: ["leader"], condition: "an authorised cancel" },
+  // The event-log oracle of the store contract found these two: the stores always did them, the
+  // table (and DESIGN.md §3) left them out. A cancel with nothing running has nothing to wait for.
+  {
+    from: "pending",
+    to: "canceled",
+    who: ["leader"],
+    condition: "an authorised cancel of a run awaiting confirmation",
+  },
+  {
+    from: "running",
+    to: "canceled",
+    who: ["leader"],
+    condition: "an authorised cancel while no task of the run is running or canceling",
+  },
   { from: "canceling", to: "canceled", who: ["leader"], condition: "derived: every task terminal" },
 ];
 

@@ -4,10 +4,11 @@
  * describeStoreContract with a harness that reaches their database. Each section lives in
  * test/contracts/sections/ and is registered from the list below.
  */
-import { afterAll, afterEach, beforeAll, describe } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect } from "vitest";
 import type { Store, StoreOptions } from "../../src/ports/store.js";
 import type { ContractCapabilities, ContractContext, ContractSection, StoreHarness } from "./context.js";
 import { createTestClock } from "./context.js";
+import { illegalMoves, readWholeLog } from "./event-log-oracle.js";
 import { claimsSection } from "./sections/claims.js";
 import { inboxSection } from "./sections/inbox.js";
 import { leasesSection } from "./sections/leases.js";
@@ -49,6 +50,8 @@ export function describeStoreContract({ name, create, capabilities }: StoreContr
     let opened: Store[] = [];
     let perTest: Promise<Store> | undefined;
     let counter = 0;
+    /** Rooms (ids starting with "!") this test made: the oracle reads their logs after it. */
+    let rooms: string[] = [];
     const runTag = Math.random().toString(36).slice(2, 8);
     const clock = createTestClock();
 
@@ -66,7 +69,11 @@ export function describeStoreContract({ name, create, capabilities }: StoreContr
       capabilities,
       open,
       store: () => (perTest ??= open()),
-      uid: (prefix) => `${prefix}-${runTag}-${++counter}`,
+      uid: (prefix) => {
+        const id = `${prefix}-${runTag}-${++counter}`;
+        if (prefix.startsWith("!")) rooms.push(id);
+        return id;
+      },
     };
 
     beforeAll(async () => {
@@ -75,6 +82,16 @@ export function describeStoreContract({ name, create, capabilities }: StoreContr
     });
 
     afterEach(async (test) => {
+      const made = rooms;
+      rooms = [];
+      if (test.task.result?.state !== "fail" && harness !== undefined && made.length > 0) {
+        // The oracle: every task/run line this test's rooms logged is a legal move of the tables.
+        const reader = await open();
+        const problems: string[] = [];
+        for (const room of made) problems.push(...illegalMoves(await readWholeLog(reader, room)));
+        if (problems.length > 0) failed = true;
+        expect(problems, "event log lines that are not legal moves of the domain's tables").toEqual([]);
+      }
       if (test.task.result?.state === "fail") failed = true;
       const closing = opened;
       opened = [];

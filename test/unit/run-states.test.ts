@@ -22,6 +22,8 @@ const LEGAL: ReadonlyArray<readonly [RunStatus, RunStatus, RunActor]> = [
   ["running", "succeeded", "leader"],
   ["running", "failed", "leader"],
   ["running", "canceling", "leader"],
+  ["pending", "canceled", "leader"],
+  ["running", "canceled", "leader"],
   ["canceling", "canceled", "leader"],
 ];
 const legalKey = (from: string, to: string, actor: string): string => `${from}>${to}>${actor}`;
