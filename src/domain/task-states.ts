@@ -14,6 +14,7 @@
 import type { TaskStatus } from "./model.js";
 import { TASK_STATUSES } from "./model.js";
 import { canMove, targetsOf } from "./transition-table.js";
+import { taskRetryWaitMs } from "./backoff.js";
 
 export const TASK_ACTORS = ["scheduler", "leader", "reaper", "worker"] as const;
 export type TaskActor = (typeof TASK_ACTORS)[number];
@@ -52,6 +53,13 @@ export const TASK_TRANSITIONS: readonly TaskTransition[] = [
   },
   { from: "canceling", to: "succeeded", who: ["worker"], condition: "finished before the kill; version=v" },
   { from: "canceling", to: "failed", who: ["worker"], condition: "finished before the kill; version=v" },
+  // Both stores always accepted it; decideFinish's property test found the table did not say so.
+  {
+    from: "canceling",
+    to: "timed_out",
+    who: ["worker"],
+    condition: "its own deadline fired before the kill; version=v",
+  },
   {
     from: "running",
     to: "queued",
@@ -129,4 +137,92 @@ export function taskTargets(from: TaskStatus, actor?: TaskActor): TaskStatus[] {
 /** The table rows that allow the move, for messages and logs; empty when it is illegal. */
 export function taskTransitionRows(from: TaskStatus, to: TaskStatus): TaskTransition[] {
   return TASK_TRANSITIONS.filter((t) => t.from === from && t.to === to);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decisions: what a store applies. Each returns a move of the table above (task-decisions.test.ts
+// checks every answer is legal); SQLite applies them row by row, PostgreSQL's single statements
+// (claim, finish, reap: one round trip each, bench/README.md) compute the same, and the store
+// contract's event-log oracle checks both against the table.
+
+/** How a worker may end an attempt; `canceled` only answers a cancel (the task is canceling). */
+export const TASK_OUTCOMES = ["succeeded", "failed", "timed_out", "canceled"] as const;
+export type TaskOutcome = (typeof TASK_OUTCOMES)[number];
+
+export function isTaskOutcome(value: unknown): value is TaskOutcome {
+  return typeof value === "string" && (TASK_OUTCOMES as readonly string[]).includes(value);
+}
+
+/** A RangeError (bad input: nothing is written) unless `value` is an outcome a worker may report. */
+export function checkTaskOutcome(operation: string, value: unknown): TaskOutcome {
+  if (isTaskOutcome(value)) return value;
+  throw new RangeError(
+    `${operation}: outcome must be one of ${TASK_OUTCOMES.join(", ")}, got ${String(value)}`,
+  );
+}
+
+/** What a decision needs of a task's attempts. */
+export interface AttemptState {
+  status: TaskStatus;
+  attempt: number;
+  maxAttempts: number;
+  retryBackoffMs: number;
+}
+
+export type FinishDecision =
+  /** Attempts left after a failure or timeout: back to the queue, claimable after `waitMs`. */
+  | { kind: "retry"; to: "queued"; waitMs: number }
+  | { kind: "end"; to: TaskOutcome }
+  /** `canceled` for a task nobody canceled: a conflict, nothing changes. */
+  | { kind: "refused"; expected: "canceling" };
+
+/** The end of an attempt the worker still holds (running or canceling) with this outcome. */
+export function decideFinish(task: AttemptState, outcome: TaskOutcome): FinishDecision {
+  if (outcome === "canceled" && task.status !== "canceling")
+    return { kind: "refused", expected: "canceling" };
+  const failed = outcome === "failed" || outcome === "timed_out";
+  if (failed && task.status === "running" && task.attempt < task.maxAttempts)
+    return { kind: "retry", to: "queued", waitMs: taskRetryWaitMs(task.retryBackoffMs, task.attempt) };
+  return { kind: "end", to: outcome };
+}
+
+/** Why the reaper moved a task (its `error` and the log line's reason). */
+export type ReapReason = "lease expired" | "deadline passed";
+
+export type ReapDecision =
+  | { to: "canceled"; reason: "lease expired" }
+  | { to: "queued"; reason: ReapReason; waitMs: number }
+  | { to: "failed" | "timed_out"; reason: ReapReason };
+
+/**
+ * What the reaper does with a running or canceling task at `now`, or null when it is not overdue:
+ * a canceling task whose executor stopped renewing is canceled; a running one whose lease expired
+ * or whose deadline passed is retried while it has attempts left, else failed (timed_out past its
+ * deadline).
+ */
+export function decideReap(
+  task: AttemptState & { leaseExpiresAt: number | null; deadline: number | null },
+  now: number,
+): ReapDecision | null {
+  const leaseGone = task.leaseExpiresAt !== null && task.leaseExpiresAt <= now;
+  const pastDeadline = task.deadline !== null && task.deadline <= now;
+  if (task.status === "canceling") return leaseGone ? { to: "canceled", reason: "lease expired" } : null;
+  if (task.status !== "running" || !(leaseGone || pastDeadline)) return null;
+  const reason: ReapReason = pastDeadline ? "deadline passed" : "lease expired";
+  if (task.attempt < task.maxAttempts)
+    return { to: "queued", reason, waitMs: taskRetryWaitMs(task.retryBackoffMs, task.attempt) };
+  return { to: pastDeadline ? "timed_out" : "failed", reason };
+}
+
+/** A queued task that waited longer than its queue timeout: the reaper moves it to timed_out. */
+export function queueTimedOut(
+  task: { status: TaskStatus; queuedAt: number | null; queueTimeoutMs: number | null },
+  now: number,
+): boolean {
+  return (
+    task.status === "queued" &&
+    task.queuedAt !== null &&
+    task.queueTimeoutMs !== null &&
+    task.queuedAt + task.queueTimeoutMs <= now
+  );
 }

@@ -26,6 +26,7 @@ const LEGAL: ReadonlyArray<readonly [TaskStatus, TaskStatus, TaskActor]> = [
   ["running", "failed", "worker"],
   ["canceling", "succeeded", "worker"],
   ["canceling", "failed", "worker"],
+  ["canceling", "timed_out", "worker"],
   ["running", "queued", "worker"],
   ["running", "queued", "reaper"],
   ["running", "failed", "reaper"],
@@ -84,7 +85,7 @@ describe("task transitions", () => {
     expect(taskTargets("running", "reaper").sort()).toEqual(["failed", "queued", "timed_out"]);
     expect(taskTargets("running", "scheduler")).toEqual([]);
     expect(taskTargets("blocked").sort()).toEqual(["canceled", "queued", "skipped"]);
-    expect(taskTargets("canceling").sort()).toEqual(["canceled", "failed", "succeeded"]);
+    expect(taskTargets("canceling").sort()).toEqual(["canceled", "failed", "succeeded", "timed_out"]);
   });
 
   it("recognises status names", () => {

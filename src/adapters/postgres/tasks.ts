@@ -12,6 +12,7 @@ import { cleanText, NOW, sessionKey } from "./sql.js";
 import { TASK_COLUMNS, toTask } from "./rows.js";
 import { checkTaskLease, outputBytes, outputTail } from "../store-common/checks.js";
 import { MAX_TASK_RETRY_BACKOFF_MS, TASK_RETRY_MAX_DOUBLINGS } from "../../domain/backoff.js";
+import { checkTaskOutcome } from "../../domain/task-states.js";
 
 /**
  * The claim's pick (docs/query-plans.md): the partial index tasks_claim holds queued rows only, in
@@ -131,7 +132,8 @@ export async function writeTaskOutput(
   if (rows[0] === undefined) throw await tokenMiss(db, "write task output", token);
 }
 
-// A failure or timeout of a running task with attempts left goes back to the queue.
+// A failure or timeout of a running task with attempts left goes back to the queue: the domain's
+// decideFinish (task-states.ts) as one statement, which SQLite applies row by row.
 const RETRY = `($7::text IN ('failed','timed_out') AND status = 'running' AND attempt < max_attempts)`;
 /**
  * A retry's wait in SQL, kept in the finish statement (one round trip on the hot path): the domain's
@@ -166,17 +168,12 @@ export const FINISH_SQL = `WITH up AS (
   ${LOG_CTES}
   SELECT status, room_id FROM up`;
 
-const OUTCOMES: ReadonlySet<string> = new Set(["succeeded", "failed", "timed_out", "canceled"]);
-
 export async function finishTask(
   db: Db,
   token: TaskToken,
   result: TaskResult,
 ): Promise<{ status: TaskStatus }> {
-  if (!OUTCOMES.has(result.outcome))
-    throw new RangeError(
-      `finish task: outcome must be one of ${[...OUTCOMES].join(", ")}, got ${String(result.outcome)}`,
-    );
+  checkTaskOutcome("finish task", result.outcome);
   const output = outputTail(result.output);
   const rows = await db.one<{ status: TaskStatus; room_id: string }>("finish task", FINISH_SQL, [
     db.clockParam(),

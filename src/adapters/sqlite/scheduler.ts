@@ -16,7 +16,7 @@ import type { SqliteConnection, Tx } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { markHandledInTx } from "./inbox.js";
 import { cancelUnstartedTasks } from "./runs.js";
-import { taskRetryWaitMs } from "../../domain/backoff.js";
+import { decideReap } from "../../domain/task-states.js";
 import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
@@ -120,7 +120,20 @@ export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResul
       tx.now,
     );
     for (const r of overdue) {
-      if (r.status === "canceling") {
+      const decision = decideReap(
+        {
+          status: r.status,
+          attempt: r.attempt,
+          maxAttempts: r.max_attempts,
+          retryBackoffMs: r.retry_backoff_ms,
+          leaseExpiresAt: r.lease_expires_at,
+          deadline: r.deadline,
+        },
+        tx.now,
+      );
+      if (decision === null) continue;
+      const reason = decision.reason;
+      if (decision.to === "canceled") {
         result.canceled += c.run(
           `UPDATE tasks SET status = 'canceled', version = version + 1, lease_expires_at = NULL, finished_at = ?,
                   error = COALESCE(error, 'canceled; the executor stopped renewing')
@@ -129,13 +142,11 @@ export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResul
           r.seq,
           r.version,
         );
-        logTask(r, "canceled", { reason: "lease expired" });
+        logTask(r, "canceled", { reason });
         continue;
       }
-      const pastDeadline = r.deadline !== null && r.deadline <= tx.now;
-      const reason = pastDeadline ? "deadline passed" : "lease expired";
-      if (r.attempt < r.max_attempts) {
-        const notBefore = tx.now + taskRetryWaitMs(r.retry_backoff_ms, r.attempt);
+      if (decision.to === "queued") {
+        const notBefore = tx.now + decision.waitMs;
         result.requeued += c.run(
           `UPDATE tasks SET status = 'queued', version = version + 1, attempt = attempt + 1, claim_version = NULL,
                   executor_node = NULL, executor_boot = NULL, lease_expires_at = NULL, deadline = NULL,
@@ -149,7 +160,7 @@ export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResul
         );
         logTask(r, "queued", { reason, attempt: r.attempt, notBefore });
       } else {
-        const to: TaskStatus = pastDeadline ? "timed_out" : "failed";
+        const to: TaskStatus = decision.to;
         const n = c.run(
           `UPDATE tasks SET status = ?, version = version + 1, lease_expires_at = NULL, finished_at = ?, error = ?
             WHERE seq = ? AND version = ?`,

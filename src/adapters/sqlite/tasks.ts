@@ -7,7 +7,7 @@ import { sessionKey } from "./connection.js";
 import { toTask } from "./rows.js";
 import { TASK_COLUMNS } from "./runs.js";
 import { checkTaskLease, outputBytes, outputTail } from "../store-common/checks.js";
-import { taskRetryWaitMs } from "../../domain/backoff.js";
+import { checkTaskOutcome, decideFinish } from "../../domain/task-states.js";
 import { holderKey } from "../store-common/records.js";
 
 /**
@@ -158,25 +158,31 @@ export function finishTask(
   token: TaskToken,
   result: TaskResult,
 ): Promise<{ status: TaskStatus }> {
+  // Checked before the transaction, as PostgreSQL does: an outcome like "running" is bad input.
+  const outcome = checkTaskOutcome("finish task", result.outcome);
   return c.write("finish task", (tx) => {
     const row = fenced(c, "finish task", token);
-    if (result.outcome === "canceled" && row.status !== "canceling")
+    const decision = decideFinish(
+      {
+        status: row.status,
+        attempt: row.attempt,
+        maxAttempts: row.max_attempts,
+        retryBackoffMs: row.retry_backoff_ms,
+      },
+      outcome,
+    );
+    if (decision.kind === "refused")
       throw new ConflictError(
         "finish task",
-        { status: "canceling", outcome: "canceled" },
+        { status: decision.expected, outcome: "canceled" },
         { status: row.status },
       );
     const output = outputTail(result.output);
     const bytes = outputBytes(result.output, result.outputBytes);
-    const retry =
-      (result.outcome === "failed" || result.outcome === "timed_out") &&
-      row.status === "running" &&
-      row.attempt < row.max_attempts;
-    let to: TaskStatus;
+    const to: TaskStatus = decision.to;
     let notBefore: number | null = null;
-    if (retry) {
-      to = "queued";
-      notBefore = tx.now + taskRetryWaitMs(row.retry_backoff_ms, row.attempt);
+    if (decision.kind === "retry") {
+      notBefore = tx.now + decision.waitMs;
       c.run(
         `UPDATE tasks SET status = 'queued', version = version + 1, attempt = attempt + 1, claim_version = NULL,
                 executor_node = NULL, executor_boot = NULL, lease_expires_at = NULL, deadline = NULL,
@@ -192,7 +198,6 @@ export function finishTask(
         row.version,
       );
     } else {
-      to = result.outcome;
       c.run(
         `UPDATE tasks SET status = ?, version = version + 1, lease_expires_at = NULL, finished_at = ?,
                 exit_code = ?, output = ?, output_bytes = ?, error = ?

@@ -8,7 +8,7 @@
 import { expect, it } from "vitest";
 import { MAX_TASK_RETRY_BACKOFF_MS, taskRetryWaitMs } from "../../../src/domain/backoff.js";
 import { ConflictError, NotFoundError } from "../../../src/ports/errors.js";
-import type { LeaderFence, Store, TaskToken } from "../../../src/ports/store.js";
+import type { LeaderFence, Store, TaskResult, TaskToken } from "../../../src/ports/store.js";
 import {
   becomeLeader,
   dag,
@@ -190,6 +190,19 @@ export function claimsSection(ctx: ContractContext): void {
     const bogus = store.finishTask(c.token, { outcome: "canceled", exitCode: null, output: "", error: null });
     await expect(bogus).rejects.toBeInstanceOf(ConflictError);
     expect((await store.getTask(run.runId, "a"))?.status).toBe("running");
+  });
+
+  it("an outcome a worker cannot report (running, queued, anything else) is bad input and changes nothing", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("a")]));
+    const c = (await store.claimTask(offer(session("w"), [room])))!;
+    const before = await store.getTask(run.runId, "a");
+    for (const outcome of ["running", "queued", "canceling", "bogus"]) {
+      const bad = { ...ok, outcome } as unknown as TaskResult;
+      await expect(store.finishTask(c.token, bad)).rejects.toThrow(RangeError);
+    }
+    expect(await store.getTask(run.runId, "a")).toEqual(before);
+    expect(await store.finishTask(c.token, ok)).toEqual({ status: "succeeded" });
   });
 
   it("retries a failed or timed-out attempt with exponential backoff, then records the final outcome", async () => {

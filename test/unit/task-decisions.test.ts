@@ -1,0 +1,109 @@
+// The decisions the stores apply (finish, reap, queue timeout): each answer is a legal move of the
+// task table, for every status, attempt count, outcome and time.
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { taskRetryWaitMs } from "../../src/domain/backoff.js";
+import { TASK_STATUSES } from "../../src/domain/model.js";
+import {
+  TASK_OUTCOMES,
+  canTransitionTask,
+  checkTaskOutcome,
+  decideFinish,
+  decideReap,
+  queueTimedOut,
+} from "../../src/domain/task-states.js";
+
+const held = fc.constantFrom("running" as const, "canceling" as const);
+const attempts = fc
+  .tuple(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 0, max: 5 }))
+  .map(([attempt, more]) => ({ attempt, maxAttempts: attempt + more }));
+
+describe("decideFinish", () => {
+  it("is always a legal worker move, or a refusal of 'canceled' for a task nobody canceled", () => {
+    fc.assert(
+      fc.property(held, attempts, fc.constantFrom(...TASK_OUTCOMES), (status, a, outcome) => {
+        const d = decideFinish({ status, ...a, retryBackoffMs: 1000 }, outcome);
+        if (d.kind === "refused") expect([outcome, status]).toEqual(["canceled", "running"]);
+        else expect(canTransitionTask(status, d.to, "worker")).toBe(true);
+      }),
+    );
+  });
+
+  it("retries a running task's failure or timeout while attempts are left, after the backoff", () => {
+    const task = { status: "running" as const, attempt: 2, maxAttempts: 3, retryBackoffMs: 500 };
+    expect(decideFinish(task, "failed")).toEqual({ kind: "retry", to: "queued", waitMs: 1000 });
+    expect(decideFinish(task, "timed_out")).toEqual({ kind: "retry", to: "queued", waitMs: 1000 });
+    expect(decideFinish(task, "succeeded")).toEqual({ kind: "end", to: "succeeded" });
+    expect(decideFinish({ ...task, attempt: 3 }, "failed")).toEqual({ kind: "end", to: "failed" });
+    // A canceled run's task that failed anyway is not retried.
+    expect(decideFinish({ ...task, status: "canceling" }, "failed")).toEqual({ kind: "end", to: "failed" });
+  });
+
+  it("refuses an outcome a worker cannot report before anything is decided", () => {
+    for (const bad of ["running", "queued", "canceling", "", null, 3])
+      expect(() => checkTaskOutcome("finish task", bad)).toThrow(RangeError);
+    expect(checkTaskOutcome("finish task", "timed_out")).toBe("timed_out");
+  });
+});
+
+describe("decideReap", () => {
+  it("is null or a legal reaper move, for any task status and time", () => {
+    const maybe = fc.option(fc.integer({ min: 0, max: 100 }), { nil: null });
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...TASK_STATUSES),
+        attempts,
+        maybe,
+        maybe,
+        fc.integer({ min: 0, max: 100 }),
+        (status, a, leaseExpiresAt, deadline, now) => {
+          const d = decideReap({ status, ...a, retryBackoffMs: 10, leaseExpiresAt, deadline }, now);
+          if (d !== null) expect(canTransitionTask(status, d.to, "reaper")).toBe(true);
+          const overdue =
+            (leaseExpiresAt !== null && leaseExpiresAt <= now) ||
+            (status === "running" && deadline !== null && deadline <= now);
+          if (status === "running" || status === "canceling") expect(d !== null).toBe(overdue);
+          else expect(d).toBeNull();
+        },
+      ),
+    );
+  });
+
+  it("requeues with the retry wait while attempts are left; then failed, or timed_out past the deadline", () => {
+    const base = { status: "running" as const, retryBackoffMs: 1000, leaseExpiresAt: 50, deadline: null };
+    expect(decideReap({ ...base, attempt: 2, maxAttempts: 3 }, 60)).toEqual({
+      to: "queued",
+      reason: "lease expired",
+      waitMs: taskRetryWaitMs(1000, 2),
+    });
+    expect(decideReap({ ...base, attempt: 3, maxAttempts: 3 }, 60)).toEqual({
+      to: "failed",
+      reason: "lease expired",
+    });
+    expect(decideReap({ ...base, attempt: 3, maxAttempts: 3, deadline: 55 }, 60)).toEqual({
+      to: "timed_out",
+      reason: "deadline passed",
+    });
+    expect(decideReap({ ...base, attempt: 1, maxAttempts: 1 }, 49)).toBeNull();
+  });
+
+  it("cancels a canceling task only once its executor's lease expired", () => {
+    const t = { status: "canceling" as const, attempt: 1, maxAttempts: 1, retryBackoffMs: 1, deadline: 0 };
+    expect(decideReap({ ...t, leaseExpiresAt: 100 }, 99)).toBeNull();
+    expect(decideReap({ ...t, leaseExpiresAt: 100 }, 100)).toEqual({
+      to: "canceled",
+      reason: "lease expired",
+    });
+  });
+});
+
+describe("queueTimedOut", () => {
+  it("only a queued task with a queue timeout, once it has waited that long", () => {
+    const t = { status: "queued" as const, queuedAt: 100, queueTimeoutMs: 50 };
+    expect(queueTimedOut(t, 149)).toBe(false);
+    expect(queueTimedOut(t, 150)).toBe(true);
+    expect(queueTimedOut({ ...t, queueTimeoutMs: null }, 10_000)).toBe(false);
+    expect(queueTimedOut({ ...t, status: "running" }, 10_000)).toBe(false);
+    expect(canTransitionTask("queued", "timed_out", "reaper")).toBe(true);
+  });
+});
