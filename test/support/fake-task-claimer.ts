@@ -45,6 +45,7 @@ export function taskRecord(runId: string, taskId: string, action: string): TaskR
     finishedAt: null,
     exitCode: null,
     output: null,
+    outputBytes: null,
     error: null,
   };
 }
@@ -89,6 +90,11 @@ export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, 
       case "grant":
         return Promise.resolve({ leaseExpiresAt: this.clock.monotonicMs() + leaseMs, status: "running" });
     }
+  }
+
+  writeTaskOutput(): Promise<void> {
+    this.calls.push({ op: "output", at: this.clock.monotonicMs() });
+    return Promise.resolve();
   }
 
   finishTask(_token: TaskToken, result: TaskResult): Promise<{ status: TaskStatus }> {
