@@ -1,6 +1,7 @@
 /** Test clients of a node's HTTP API: JSON requests, an SSE reader over a raw socket, the node's bound port. */
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { connect } from "node:net";
 import type { Socket } from "node:net";
 import type { NodeProcess, Target } from "./engine-cluster.js";
@@ -49,11 +50,16 @@ export async function startHttpNode(
     ...(options.capacity === undefined ? {} : { capacity: options.capacity }),
     extra: httpSection(options),
   });
+  const logPath = join(target.dir, `${nodeId}.log`);
+  // A restarted node appends to the same log: only its own lines count.
+  const from = existsSync(logPath) ? statSync(logPath).size : 0;
   const node = startNode(target, config, nodeId);
   const line = await waitFor(
     `${nodeId} listening`,
     () =>
-      readFileSync(node.logPath, "utf8")
+      readFileSync(node.logPath)
+        .subarray(from)
+        .toString("utf8")
         .split("\n")
         .findLast((l) => l.includes("http api listening")),
     (l) => l !== undefined,

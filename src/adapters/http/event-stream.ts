@@ -33,6 +33,8 @@ export interface StreamStats {
 }
 
 const REPLAY_PAGE = 500;
+/** How long a dropped client's unread bytes (at most the buffer and the drop message) are kept for it. */
+const DROP_GRACE_MS = 30_000;
 
 /** Event data for the stream: inbox and outbox lines lose their payload (replies can quote task output). */
 export function publicEvent(e: LogEvent): Record<string, unknown> {
@@ -95,25 +97,33 @@ export async function streamEvents(
   const drop = (why: string): void => {
     if (closed) return;
     stats.dropped += 1;
+    const socket = res.socket;
     res.end(
       frame("dropped", null, {
         reason: why,
         resumeAfter: lastSent,
         hint: `reconnect with the header Last-Event-ID: ${lastSent} (or ?after=${lastSent}) to resume`,
       }),
+      // The connection goes too (not back to keep-alive): the client sees the end once it reads.
+      () => socket?.end(),
     );
+    // A client that never reads again does not hold its unread bytes for long.
+    setTimeout(() => socket?.destroy(), DROP_GRACE_MS).unref();
     finish();
   };
-  const write = (text: string): void => {
-    if (closed) return;
-    res.write(text);
-    if (res.writableLength > options.bufferBytes) drop("slow-client");
+  let replaying = false;
+  /** False when the socket's buffer is full (its 'drain' event will come). */
+  const write = (text: string): boolean => {
+    if (closed) return true;
+    const room = res.write(text);
+    if (!replaying && res.writableLength > options.bufferBytes) drop("slow-client");
+    return room;
   };
-  const send = (e: LogEvent): void => {
-    if (e.seq <= lastSent) return;
+  const send = (e: LogEvent): boolean => {
+    if (e.seq <= lastSent) return true;
     lastSent = e.seq;
-    if (runId !== null && e.runId !== runId) return;
-    write(frame(null, e.seq, publicEvent(e)));
+    if (runId !== null && e.runId !== runId) return true;
+    return write(frame(null, e.seq, publicEvent(e)));
   };
   const listener: EventListener = {
     onEvents(events) {
@@ -149,18 +159,24 @@ export async function streamEvents(
     write(frame("snapshot", position, state));
   } else {
     lastSent = after;
+    // The replay goes at the client's pace (it waits for the socket to drain); only live events that
+    // pile up meanwhile count against the client's buffer.
+    replaying = true;
     for (;;) {
       if (closed) return;
       const page = await store.readEvents(roomId, lastSent, REPLAY_PAGE);
-      for (const e of page) send(e);
-      if (page.length < REPLAY_PAGE) break;
-      if (res.writableLength > options.bufferBytes / 2) {
-        await new Promise<void>((resolve) => {
-          res.once("drain", resolve);
-          res.once("close", resolve);
-        });
+      for (const e of page) {
+        if (!send(e)) {
+          await new Promise<void>((resolve) => {
+            res.once("drain", resolve);
+            res.once("close", resolve);
+          });
+          if (closed) return;
+        }
       }
+      if (page.length < REPLAY_PAGE) break;
     }
+    replaying = false;
   }
   const waiting = queue;
   queue = [];
