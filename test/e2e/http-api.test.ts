@@ -4,7 +4,15 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Store } from "../../src/ports/store.js";
 import type { Target } from "../support/engine-cluster.js";
-import { ROOM, allEvents, createTarget, killAll, requireBuild } from "../support/engine-cluster.js";
+import {
+  ROOM,
+  allEvents,
+  createTarget,
+  killAll,
+  requireBuild,
+  startNode,
+  writeNodeConfig,
+} from "../support/engine-cluster.js";
 import type { HttpNode, JsonResponse } from "../support/http-client.js";
 import { READ_TOKEN, call, startHttpNode } from "../support/http-client.js";
 import { waitFor } from "../support/store-wait.js";
@@ -388,4 +396,55 @@ describe("commands and reads", () => {
     // Low cardinality: no run ids or event ids in any label.
     expect(text).not.toMatch(/[0-9a-f]{8}-[0-9a-f]{4}-|http\.[0-9a-f]{20}/);
   });
+});
+
+describe("a write no leader answers in time", () => {
+  it("is a 504 with its command id; retried with the same Idempotency-Key once a leader is there, it gets the answer", async () => {
+    const t = await createTarget("sqlite", "http-timeout");
+    const s2 = await t.open();
+    let ok = false;
+    const strict = "\n[permissions]\npower_level = 60\n";
+    let leader = startNode(t, writeNodeConfig(t, { nodeId: "strict", extra: strict }), "strict");
+    let follower: HttpNode | null = null;
+    try {
+      await waitFor(
+        "the room's policy set",
+        () => s2.getRoomPolicy(ROOM),
+        (p) => p?.policy.powerLevel === 60,
+        {
+          timeoutMs: 15_000,
+        },
+      );
+      leader.kill("SIGTERM");
+      await leader.exited;
+      // This node's config states another power level than the room's: it serves HTTP but never leads.
+      follower = await startHttpNode(t, "lax", {
+        extra: 'command_timeout = "1s"',
+        tables: "\n[permissions]\npower_level = 50\n",
+      });
+      const key = { "idempotency-key": "late-1" };
+      const late = await call(follower.base, "POST", "/v1/dags", { body: hello("late"), headers: key });
+      expectProblem(late, 504, "leader-timeout");
+      expect(late.body.commandId).toMatch(/^http\./);
+      expect(await s2.getRun(ROOM, "late")).toBeNull();
+
+      leader = startNode(t, writeNodeConfig(t, { nodeId: "strict", extra: strict }), "strict");
+      await waitFor(
+        "the run published",
+        () => s2.getRun(ROOM, "late"),
+        (r) => r !== null,
+        { timeoutMs: 15_000 },
+      );
+      const again = await call(follower.base, "POST", "/v1/dags", { body: hello("late"), headers: key });
+      expect(again.status, again.text).toBe(201);
+      expect(again.body.commandId).toBe(late.body.commandId);
+      expect(again.body.result).toBe("published");
+      expect((await allEvents(s2)).filter((e) => e.kind === "run.created")).toHaveLength(1);
+      ok = true;
+    } finally {
+      await killAll([leader, ...(follower === null ? [] : [follower.node])]);
+      await s2.close();
+      await t.cleanup(!ok);
+    }
+  }, 60_000);
 });

@@ -41,14 +41,15 @@ export interface HttpNode {
 export async function startHttpNode(
   target: Target,
   nodeId: string,
-  options: { port?: number; extra?: string; capacity?: number } = {},
+  /** extra: more [http] keys; tables: more top-level tables (after the tokens). */
+  options: { port?: number; extra?: string; capacity?: number; tables?: string } = {},
 ): Promise<HttpNode> {
   const config = writeNodeConfig(target, {
     nodeId,
     ttl: "3s",
     renewEvery: "500ms",
     ...(options.capacity === undefined ? {} : { capacity: options.capacity }),
-    extra: httpSection(options),
+    extra: httpSection(options) + (options.tables ?? ""),
   });
   const logPath = join(target.dir, `${nodeId}.log`);
   // A restarted node appends to the same log: only its own lines count.
