@@ -32,7 +32,8 @@ function botConfig({ nodeId, hsUrl, userId, roomId, storePath, alice }) {
     labels: ["linux"],
     capacity: 2,
     store: `sqlite:${storePath}`,
-    matrix: { homeserver_url: hsUrl, user_id: userId, rooms: [roomId] },
+    // Encryption on (the default), so the memory figures include the WASM crypto.
+    matrix: { homeserver_url: hsUrl, user_id: userId, rooms: [roomId], encryption: true },
     permissions: { power_level: 50, auto_confirm: [alice] },
     actions: { true: { argv: ["true"], timeout: "1m" } },
     log_level: "info",

@@ -224,7 +224,7 @@ async function sendPicture(
     const event: PictureEvent =
       deps.pictures === undefined
         ? pictureFailureContent(request.dagId, "this node cannot draw pictures", request.relation)
-        : await deps.pictures(request);
+        : await deps.pictures(request, row.roomId);
     const content = withMentions(event.eventType, { ...event.content, [TXN_CONTENT_KEY]: row.txnId });
     let eventId: string;
     try {

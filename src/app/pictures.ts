@@ -12,10 +12,18 @@ import type { PictureRequest } from "./render/pictures.js";
 import { imageContent, pictureFailureContent } from "./render/pictures.js";
 import { runGraphOf, shortRunId } from "./run-picture.js";
 
+/** Encrypted rooms get an encrypted upload (the key travels in the encrypted m.image event). */
+export interface MediaCrypto {
+  isEncrypted(roomId: string): Promise<boolean>;
+  /** The bytes to upload and the EncryptedFile info without its url. */
+  encrypt(data: Uint8Array): Promise<{ data: Uint8Array; file: Record<string, unknown> }>;
+}
+
 export interface PictureDeps {
   store: Pick<Store, "getRunById" | "listTasks">;
   renderer: GraphRenderer;
   uploader: MediaUploader;
+  mediaCrypto?: MediaCrypto;
 }
 
 export interface PictureEvent {
@@ -23,12 +31,12 @@ export interface PictureEvent {
   content: Record<string, unknown>;
 }
 
-export type PictureMaker = (request: PictureRequest) => Promise<PictureEvent>;
+export type PictureMaker = (request: PictureRequest, roomId?: string) => Promise<PictureEvent>;
 
 const kib = (bytes: number): string => `${Math.max(1, Math.round(bytes / 1024))} KiB`;
 
 export function createPictureMaker(deps: PictureDeps): PictureMaker {
-  return async (request) => {
+  return async (request, roomId) => {
     const fail = (why: string): PictureEvent => pictureFailureContent(request.dagId, why, request.relation);
     const run = await deps.store.getRunById(request.runId);
     if (run === null) return fail("the run is no longer in the store");
@@ -42,8 +50,15 @@ export function createPictureMaker(deps: PictureDeps): PictureMaker {
     }
     const filename = `${run.dagId}-${shortRunId(run.runId)}.png`;
     let url: string;
+    let file: Record<string, unknown> | undefined;
     try {
-      url = await deps.uploader.upload(picture.data, picture.mimetype, filename);
+      if (roomId !== undefined && deps.mediaCrypto && (await deps.mediaCrypto.isEncrypted(roomId))) {
+        const encrypted = await deps.mediaCrypto.encrypt(picture.data);
+        url = await deps.uploader.upload(encrypted.data, "application/octet-stream", filename);
+        file = { ...encrypted.file, url };
+      } else {
+        url = await deps.uploader.upload(picture.data, picture.mimetype, filename);
+      }
     } catch (err) {
       if (isChatSendError(err) && err.details.status === 413) {
         return fail(`the homeserver refused the ${kib(picture.data.byteLength)} picture as too large (413)`);
@@ -54,6 +69,7 @@ export function createPictureMaker(deps: PictureDeps): PictureMaker {
     return imageContent(
       {
         url,
+        ...(file === undefined ? {} : { file }),
         mimetype: picture.mimetype,
         width: picture.width,
         height: picture.height,

@@ -104,7 +104,23 @@ export async function runStart(options: StartOptions): Promise<number> {
     logger,
     // With encryption on, an encrypted room is served like any other.
     isEncrypted: (roomId) => !matrix.encryption && (intake?.isEncrypted(roomId) ?? false),
-    pictures: createPictureMaker({ store, renderer, uploader }),
+    pictures: createPictureMaker({
+      store,
+      renderer,
+      uploader,
+      ...(matrix.encryption
+        ? {
+            mediaCrypto: {
+              isEncrypted: async (roomId: string) => (await intake?.crypto?.isRoomEncrypted(roomId)) ?? false,
+              encrypt: (data: Uint8Array) => {
+                const crypto = intake?.crypto;
+                if (!crypto) return Promise.reject(new Error("encryption is not ready yet"));
+                return crypto.encryptMedia(data);
+              },
+            },
+          }
+        : {}),
+    }),
   });
   intake = new MatrixIntake({
     homeserverUrl: matrix.homeserverUrl,

@@ -8,6 +8,7 @@
  */
 import { readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
+import * as wasm from "@matrix-org/matrix-sdk-crypto-wasm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { Store } from "../../src/ports/store.js";
@@ -66,6 +67,7 @@ beforeAll(async () => {
     await new Promise((r) => setTimeout(r, 200));
   }
   erin = await EncryptedPerson.start(hs.url, e);
+  await wasm.initAsync();
 }, 180_000);
 
 afterEach((ctx) => {
@@ -121,6 +123,37 @@ describe("the bot in an encrypted room, with a person on matrix-js-sdk", () => {
     expect(fromBots.length).toBeGreaterThan(3);
     expect(fromBots.every((ev) => ev.type === "m.room.encrypted")).toBe(true);
     expect(history.some((ev) => JSON.stringify(ev.content).includes("secret words"))).toBe(false);
+  });
+
+  it("!dag graph in the encrypted room: an encrypted m.image whose upload is ciphertext that decrypts to the PNG", async () => {
+    const asked = await command("!dag graph enc_first");
+    const image = asked.reply;
+    expect(image.encrypted).toBe(true);
+    expect(image.content["msgtype"]).toBe("m.image");
+    expect(image.content["url"]).toBeUndefined();
+    const file = image.content["file"] as {
+      url: string;
+      key: unknown;
+      iv: string;
+      hashes: unknown;
+      v: string;
+    };
+    expect(file.v).toBe("v2");
+    const m = /^mxc:\/\/([^/]+)\/(.+)$/.exec(file.url);
+    expect(m, file.url).not.toBeNull();
+    const res = await fetch(`${fx.hs.url}/_matrix/client/v1/media/download/${m![1]}/${m![2]}`, {
+      headers: { authorization: `Bearer ${erinHttp.accessToken}` },
+    });
+    expect(res.status).toBe(200);
+    const stored = new Uint8Array(await res.arrayBuffer());
+    const PNG = [0x89, 0x50, 0x4e, 0x47];
+    // What the media repository holds is not a PNG; with the event's key it is.
+    expect([...stored.slice(0, 4)]).not.toEqual(PNG);
+    const clear = wasm.Attachment.decrypt(new wasm.EncryptedAttachment(stored, JSON.stringify(file)));
+    expect([...clear.slice(0, 4)]).toEqual(PNG);
+    const info = image.content["info"] as { size: number; mimetype: string };
+    expect(info.mimetype).toBe("image/png");
+    expect(clear.byteLength).toBe(info.size);
   });
 
   it("a plain room next to it works as before (answers in the clear)", async () => {

@@ -55,6 +55,11 @@ export function readPictureRequest(content: Record<string, unknown>): PictureReq
 
 export interface UploadedPicture {
   url: string;
+  /**
+   * An encrypted room's picture: the upload is ciphertext, and this is the key material
+   * (EncryptedFile, url included) that goes in `file` instead of `url`.
+   */
+  file?: Record<string, unknown>;
   mimetype: string;
   width: number;
   height: number;
@@ -74,7 +79,7 @@ export function imageContent(picture: UploadedPicture, relation: Record<string, 
     msgtype: "m.image",
     body: picture.caption,
     filename: picture.filename,
-    url: picture.url,
+    ...(picture.file === undefined ? { url: picture.url } : { file: picture.file }),
     info: { mimetype: picture.mimetype, w: picture.width, h: picture.height, size: picture.size },
   };
   if (relation !== null) content["m.relates_to"] = relation;

@@ -62,6 +62,7 @@ export class RoomCrypto {
   private readonly snapshot: IdbSnapshotFile;
   private client: MatrixClient | null = null;
   private queue: Promise<unknown> = Promise.resolve();
+  private announced = false;
   private markReady: () => void = () => undefined;
   /** Resolves once the client's crypto is prepared (keys uploaded). */
   readonly ready: Promise<void>;
@@ -133,6 +134,14 @@ export class RoomCrypto {
   /** The crypto part of a sync batch (what matrix-bot-sdk's processSync does), before its timeline. */
   async onSync(raw: Json): Promise<void> {
     const crypto = this.crypto;
+    if (!this.announced) {
+      this.announced = true;
+      // The fingerprint an operator compares when verifying this device by hand.
+      this.o.logger.info(
+        { device: this.o.deviceId, ed25519: crypto.clientDeviceEd25519 },
+        "end-to-end encryption ready",
+      );
+    }
     this.markReady();
     const toDevice = Array.isArray(obj(raw["to_device"])["events"])
       ? (obj(raw["to_device"])["events"] as [])
