@@ -15,6 +15,7 @@ import { inboxStep, readOutcome } from "../app/commands/inbox-step.js";
 import type { CommandPolicy, DagLibrary } from "../app/commands/context.js";
 import type { Outcome } from "../app/commands/outcome.js";
 import { unwrapOutcome } from "../app/commands/outcome.js";
+import { readCommandResult } from "../app/commands/command-result.js";
 import { replyContent, replyTxnId } from "../app/render/messages.js";
 import type { InboxStep } from "../app/leader.js";
 import type { NodeConfig } from "../config/node-config.js";
@@ -181,10 +182,11 @@ export async function awaitLocalCommand(
     text = typeof rendered?.["body"] === "string" ? rendered["body"] : null;
   }
   const outcome = unwrapOutcome(row.result);
-  const result = row.result ?? {};
+  const result = readCommandResult(row.result);
   const fromOutcome = outcome !== null && "run" in outcome ? outcome.run : null;
-  const runId = fromOutcome?.runId ?? (typeof result["runId"] === "string" ? result["runId"] : null);
-  const dagId = fromOutcome?.dagId ?? (typeof result["dagId"] === "string" ? result["dagId"] : null);
+  const fromStore = result !== null && "runId" in result ? result : null;
+  const runId = fromOutcome?.runId ?? fromStore?.runId ?? null;
+  const dagId = fromOutcome?.dagId ?? fromStore?.dagId ?? null;
   return { row, text, outcome, runId, dagId };
 }
 

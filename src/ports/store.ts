@@ -84,8 +84,50 @@ export interface InboxEvent extends InboxEventInput {
   status: InboxStatus;
   receivedAt: number;
   handledTerm: number | null;
+  /** A CommandResult as the store keeps it: JSON, opaque to the store; the app reads it with readCommandResult. */
   result: Record<string, unknown> | null;
 }
+
+/**
+ * What a handled command stores as its inbox row's result (JSON), one union for every writer. A
+ * store writes `op` results when it applies a command's effect and marks the row in the same
+ * transaction (CommandContext.inboxEventId); the app writes its rendered outcome for everything
+ * else (reads, errors, refusals). `op` tells them apart; the reply is rebuilt from either.
+ */
+export type CommandResult = StoreCommandResult | AppCommandResult;
+
+// Type aliases, not interfaces, so that each is a Record<string, unknown> the store can keep as JSON.
+
+export type StoreCommandResult =
+  | {
+      op: "publish";
+      kind: CreateRunResult["kind"];
+      runId: string;
+      dagId: string;
+      /** The run's status when the command was handled (it may have moved on since). */
+      status: RunStatus;
+      /** A conflict's two hashes. */
+      existingHash?: string;
+      hash?: string;
+    }
+  | {
+      op: "confirm" | "reject" | "cancel";
+      kind: RunDecisionResult["kind"];
+      runId: string;
+      dagId: string;
+      status: RunStatus;
+      by: string;
+    }
+  | { op: "cap"; kind: "set"; cap: number; previous: number }
+  | { op: "policy"; kind: "set"; policy: RoomPolicy; previous: RoomPolicy | null };
+
+/** The app's outcome (src/app/commands/outcome.ts owns its shape), with where its reply threads. */
+export type AppCommandResult = {
+  op?: undefined;
+  dagbotOutcome: { kind: string };
+  /** The thread a reaction's answer goes to, fixed when it was handled. */
+  threadRoot?: string | null;
+};
 
 export interface InboxStore {
   /** Insert-or-ignore on event_id: exactly one of N concurrent inserters gets "inserted". */

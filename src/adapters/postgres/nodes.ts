@@ -15,6 +15,7 @@ import type { Db } from "./db.js";
 import { json, LOG_LOCK, NOW, sessionKey } from "./sql.js";
 import { toLogEvent, toNode } from "./rows.js";
 import { checkCapacity } from "../store-common/checks.js";
+import { policyOutcome } from "../store-common/run-outcomes.js";
 
 export async function heartbeat(db: Db, beat: NodeHeartbeat): Promise<void> {
   checkCapacity(beat.capacity);
@@ -182,12 +183,7 @@ export async function setRoomPolicy(
       data: { policy, by },
     });
     if (ctx.inboxEventId !== undefined)
-      await markHandledInTx(db, tx, ctx.fence, ctx.inboxEventId, {
-        op: "policy",
-        kind: "set",
-        policy,
-        previous,
-      });
+      await markHandledInTx(db, tx, ctx.fence, ctx.inboxEventId, policyOutcome(policy, previous));
     return { previous };
   });
 }

@@ -17,6 +17,7 @@ import { markHandledInTx } from "./inbox.js";
 import { NOW, sessionKey } from "./sql.js";
 import { BACKOFF } from "./tasks.js";
 import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
+import { capOutcome } from "../store-common/run-outcomes.js";
 
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
@@ -234,7 +235,7 @@ export async function setRoomCap(
       data: { cap },
     });
     if (fence !== undefined && ctx?.inboxEventId !== undefined)
-      await markHandledInTx(db, tx, fence, ctx.inboxEventId, { op: "cap", kind: "set", cap, previous });
+      await markHandledInTx(db, tx, fence, ctx.inboxEventId, capOutcome(cap, previous));
     tx.touch("cap", roomId);
     return { previous };
   });

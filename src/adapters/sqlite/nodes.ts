@@ -15,6 +15,7 @@ import { markHandledInTx } from "./inbox.js";
 import type { SqliteConnection } from "./connection.js";
 import { toLogEvent, toNode } from "./rows.js";
 import { checkCapacity } from "../store-common/checks.js";
+import { policyOutcome } from "../store-common/run-outcomes.js";
 
 export function heartbeat(c: SqliteConnection, beat: NodeHeartbeat): Promise<void> {
   checkCapacity(beat.capacity);
@@ -191,7 +192,7 @@ export function setRoomPolicy(
       data: { policy, by },
     });
     if (ctx.inboxEventId !== undefined)
-      markHandledInTx(c, tx, ctx.fence, ctx.inboxEventId, { op: "policy", kind: "set", policy, previous });
+      markHandledInTx(c, tx, ctx.fence, ctx.inboxEventId, policyOutcome(policy, previous));
     return { previous };
   });
 }

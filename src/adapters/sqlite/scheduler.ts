@@ -18,6 +18,7 @@ import { markHandledInTx } from "./inbox.js";
 import { cancelUnstartedTasks } from "./runs.js";
 import { decideReap } from "../../domain/task-states.js";
 import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
+import { capOutcome } from "../store-common/run-outcomes.js";
 
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
@@ -279,7 +280,7 @@ export function setRoomCap(
       data: { cap },
     });
     if (fence !== undefined && ctx?.inboxEventId !== undefined)
-      markHandledInTx(c, tx, fence, ctx.inboxEventId, { op: "cap", kind: "set", cap, previous });
+      markHandledInTx(c, tx, fence, ctx.inboxEventId, capOutcome(cap, previous));
     tx.touch("cap", roomId);
     return { previous };
   });

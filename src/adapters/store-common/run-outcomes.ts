@@ -1,10 +1,10 @@
 /**
  * The run commands' answers, shared by both store adapters: how a publish meets an existing run,
  * which answer a confirm, reject or cancel gets for the run's status, and the outcome each command
- * stores as its inbox row's result (the same shape from either store).
+ * stores as its inbox row's result (a StoreCommandResult, the same from either store).
  */
 import type { RunStatus } from "../../domain/model.js";
-import type { CreateRunResult, RunRecord } from "../../ports/store.js";
+import type { CreateRunResult, RoomPolicy, RunRecord, StoreCommandResult } from "../../ports/store.js";
 
 export type RunDecision = "confirm" | "reject" | "cancel";
 
@@ -32,11 +32,7 @@ export function decisionVerdict(
 }
 
 /** The inbox result of a publish command. */
-export function publishOutcome(
-  result: CreateRunResult,
-  dagId: string,
-  hash: string,
-): Record<string, unknown> {
+export function publishOutcome(result: CreateRunResult, dagId: string, hash: string): StoreCommandResult {
   const run = result.kind === "conflict" ? result.existing : result.run;
   return {
     op: "publish",
@@ -55,6 +51,16 @@ export function decisionOutcome(
   run: RunRecord,
   dagId: string,
   by: string,
-): Record<string, unknown> {
+): StoreCommandResult {
   return { op: decision, kind, runId: run.runId, dagId, status: run.status, by };
+}
+
+/** The inbox result of a `cap` command. */
+export function capOutcome(cap: number, previous: number): StoreCommandResult {
+  return { op: "cap", kind: "set", cap, previous };
+}
+
+/** The inbox result of a `policy` command. */
+export function policyOutcome(policy: RoomPolicy, previous: RoomPolicy | null): StoreCommandResult {
+  return { op: "policy", kind: "set", policy, previous };
 }

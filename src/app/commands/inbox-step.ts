@@ -36,6 +36,7 @@ import type { InboxIntent } from "./inbox-intent.js";
 import { decodeInboxContent, findCardRun } from "./inbox-intent.js";
 import type { Outcome } from "./outcome.js";
 import { unwrapOutcome, wrapOutcome } from "./outcome.js";
+import { readCommandResult } from "./command-result.js";
 import { commandErrorOutcome, executeCommand } from "./table.js";
 
 export interface InboxDeps {
@@ -130,7 +131,7 @@ export async function handleInboxEvent(deps: InboxDeps, fence: LeaderFence, row:
     await deps.store.markInboxHandled(
       fence,
       row.eventId,
-      { ...wrapOutcome(outcome), threadRoot },
+      wrapOutcome(outcome, threadRoot),
       content === null ? {} : { content },
     );
   }
@@ -247,7 +248,8 @@ export async function replyToInboxEvent(deps: InboxDeps, fence: LeaderFence, eve
 
 /** Replies go where the command was: its thread, or a reply to it; a reaction's answer goes to the card. */
 function placementOf(row: InboxEvent, intent: InboxIntent, outcome: Outcome): Placement {
-  const storedRoot = row.result?.["threadRoot"];
+  const stored = readCommandResult(row.result);
+  const storedRoot = stored?.op === undefined ? stored?.threadRoot : undefined;
   if (intent.kind === "reaction") {
     const root =
       typeof storedRoot === "string"
@@ -293,47 +295,32 @@ export async function readOutcome(
 }
 
 /**
- * The outcome of a row the store marked handled itself (createRun, confirmRun, rejectRun, cancelRun
- * and setRoomCap with an inboxEventId). The store records { op, kind, runId, dagId, status, by? }
- * (setRoomCap: { op: "cap", kind: "set", cap, previous }); the outcome is
- * rebuilt with the same functions the handlers use, with the run's status as it was recorded.
+ * The outcome of a row the store marked handled itself (createRun, confirmRun, rejectRun, cancelRun,
+ * setRoomCap and setRoomPolicy with an inboxEventId: a StoreCommandResult); the outcome is rebuilt
+ * with the same functions the handlers use, with the run's status as it was recorded.
  */
 async function outcomeFromStoreResult(
   deps: Pick<InboxDeps, "store" | "policy">,
   row: InboxEvent,
   intent: InboxIntent,
 ): Promise<Outcome> {
-  const result = row.result ?? {};
-  const op = result["op"];
-  const kind = result["kind"];
-  if (op === "cap" && kind === "set") {
-    const cap = result["cap"];
-    const previous = result["previous"];
-    if (typeof cap === "number" && typeof previous === "number") return { kind: "cap", cap, previous };
-    return unreadable(row, "its cap is missing");
-  }
-  const runId = result["runId"];
-  const run = typeof runId === "string" ? await deps.store.getRunById(runId) : null;
+  const result = readCommandResult(row.result);
+  if (result === null || result.op === undefined)
+    return unreadable(row, `unknown result ${JSON.stringify(row.result).slice(0, 200)}`);
+  if (result.op === "cap") return { kind: "cap", cap: result.cap, previous: result.previous };
+  if (result.op === "policy") return { kind: "policy", policy: result.policy, changed: null };
+  const run = await deps.store.getRunById(result.runId);
   if (run === null) return unreadable(row, "its run is gone");
-  const recorded = {
-    ...run,
-    status: typeof result["status"] === "string" ? (result["status"] as typeof run.status) : run.status,
-  };
-  if (op === "publish" && (kind === "created" || kind === "exists" || kind === "conflict")) {
+  const recorded = { ...run, status: result.status };
+  if (result.op === "publish") {
     const verb = commandVerbOf(intent);
     const retryOf = verb?.verb === "retry" ? await deps.store.getRun(row.roomId, verb.id) : null;
+    const { kind } = result;
     const created: CreateRunResult =
       kind === "conflict" ? { kind, existing: recorded } : { kind, run: recorded };
     return describeCreate(deps.store, row.roomId, deps.policy, created, retryOf);
   }
-  if (
-    (op === "confirm" || op === "reject" || op === "cancel") &&
-    (kind === "done" || kind === "already" || kind === "wrong-status")
-  ) {
-    const by = typeof result["by"] === "string" ? result["by"] : row.sender;
-    return describeDecision(op, { kind, run: recorded }, by);
-  }
-  return unreadable(row, `unknown result ${JSON.stringify(result).slice(0, 200)}`);
+  return describeDecision(result.op, { kind: result.kind, run: recorded }, result.by);
 }
 
 function unreadable(row: InboxEvent, why: string): Outcome {

@@ -8,7 +8,8 @@ import type { CommandVerb } from "../../domain/command-table.js";
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import type { TaskSummary } from "../../domain/run-status.js";
 import { summarizeTasks } from "../../domain/run-status.js";
-import type { NodeRecord, RoomPolicy, RunRecord, TaskRecord } from "../../ports/store.js";
+import type { AppCommandResult, NodeRecord, RoomPolicy, RunRecord, TaskRecord } from "../../ports/store.js";
+import { readCommandResult } from "./command-result.js";
 
 /** The verbs of DESIGN.md §5 (the domain command table). */
 export type Verb = CommandVerb;
@@ -142,21 +143,19 @@ export type Outcome =
 
 export type OutcomeKind = Outcome["kind"];
 
-/** Stored results are wrapped so the reply step can tell ours from a result the store wrote itself. */
-export interface StoredOutcome {
-  dagbotOutcome: Outcome;
+/**
+ * The app's member of the stored CommandResult union: the outcome as rendered, so the reply step
+ * can tell ours from a result the store wrote itself (which has an `op`).
+ */
+export function wrapOutcome(outcome: Outcome, threadRoot?: string | null): AppCommandResult {
+  return threadRoot === undefined ? { dagbotOutcome: outcome } : { dagbotOutcome: outcome, threadRoot };
 }
 
-export function wrapOutcome(outcome: Outcome): Record<string, unknown> {
-  return { dagbotOutcome: outcome } satisfies StoredOutcome;
-}
-
+/** Our outcome from a stored result; null when the store wrote it (or it is unreadable). */
 export function unwrapOutcome(result: Record<string, unknown> | null): Outcome | null {
-  const inner = result?.["dagbotOutcome"];
-  if (typeof inner !== "object" || inner === null || typeof (inner as { kind?: unknown }).kind !== "string") {
-    return null;
-  }
-  return inner as Outcome;
+  const read = readCommandResult(result);
+  // The app wrote it from an Outcome (wrapOutcome), so its shape is ours.
+  return read !== null && read.op === undefined ? (read.dagbotOutcome as Outcome) : null;
 }
 
 export function summarizeRun(run: RunRecord): RunSummary {

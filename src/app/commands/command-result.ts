@@ -1,0 +1,65 @@
+/**
+ * Reading a handled command's stored result back as the CommandResult union (src/ports/store.ts):
+ * once, here, instead of probing fields where it is used. Rows written by older versions have the
+ * same shapes; anything else is null (the caller says the result cannot be shown).
+ */
+import { isRunStatus } from "../../domain/run-states.js";
+import type { CommandResult, RoomPolicy, StoreCommandResult } from "../../ports/store.js";
+
+const str = (v: unknown): v is string => typeof v === "string";
+const num = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
+const obj = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
+export function readCommandResult(json: Record<string, unknown> | null): CommandResult | null {
+  if (json === null) return null;
+  const op = json["op"];
+  if (op === undefined) {
+    const outcome = json["dagbotOutcome"];
+    if (!obj(outcome) || !str(outcome["kind"])) return null;
+    const root = json["threadRoot"];
+    return {
+      dagbotOutcome: { ...outcome, kind: outcome["kind"] },
+      ...(str(root) || root === null ? { threadRoot: root } : {}),
+    };
+  }
+  return readStoreResult(json);
+}
+
+function readStoreResult(r: Record<string, unknown>): StoreCommandResult | null {
+  const { op, kind, runId, dagId, status } = r;
+  switch (op) {
+    case "publish":
+      if ((kind !== "created" && kind !== "exists" && kind !== "conflict") || !str(runId) || !str(dagId))
+        return null;
+      if (!isRunStatus(status)) return null;
+      return {
+        op,
+        kind,
+        runId,
+        dagId,
+        status,
+        ...(str(r["existingHash"]) ? { existingHash: r["existingHash"] } : {}),
+        ...(str(r["hash"]) ? { hash: r["hash"] } : {}),
+      };
+    case "confirm":
+    case "reject":
+    case "cancel": {
+      const by = r["by"];
+      if (kind !== "done" && kind !== "already" && kind !== "wrong-status") return null;
+      if (!str(runId) || !str(dagId) || !isRunStatus(status) || !str(by)) return null;
+      return { op, kind, runId, dagId, status, by };
+    }
+    case "cap": {
+      const { cap, previous } = r;
+      return kind === "set" && num(cap) && num(previous) ? { op, kind, cap, previous } : null;
+    }
+    case "policy": {
+      const { policy, previous } = r;
+      if (kind !== "set" || !obj(policy) || (previous !== null && !obj(previous))) return null;
+      return { op, kind, policy: policy as unknown as RoomPolicy, previous: previous as RoomPolicy | null };
+    }
+    default:
+      return null;
+  }
+}
