@@ -1,6 +1,13 @@
-/** `dagbot cap N`: set the room's global cap on active tasks while runs are in flight. */
+/**
+ * `dagbot cap N`: set the room's global cap on active tasks, through the room's leader as `!dag cap`
+ * would (the command table's permission and number check, the leader's fenced write, the cap and
+ * the inbox row committed together).
+ */
 import type { Command } from "commander";
 import { MAX_CAP } from "../domain/command-table.js";
+import { parseCommand } from "../domain/commands.js";
+import { readCommandResult } from "../app/commands/command-result.js";
+import { commandPolicy, queueLocalCommand, roomHasLiveNode } from "./command-step.js";
 import {
   CliError,
   openConfiguredStore,
@@ -10,10 +17,12 @@ import {
   withCommonOptions,
 } from "./engine-setup.js";
 import type { CommonOptions } from "./engine-setup.js";
+import { command, waitSeconds } from "./submit.js";
 
 interface CapOptions extends CommonOptions {
   room?: string;
   json?: boolean;
+  wait: string;
 }
 
 export function registerCap(program: Command): void {
@@ -23,24 +32,48 @@ export function registerCap(program: Command): void {
       .description("Set the room's global cap on active (queued or running) tasks, effective at once.")
       .argument("<n>", `the new cap, 0 to ${MAX_CAP} (0 pauses admission)`)
       .option("--room <room>", "the room (default: the config's only room)")
-      .option("--json", "print { room, cap, previous } as JSON"),
+      .option("--json", "print { room, cap, previous } as JSON (previous is null while queued)")
+      .option("--wait <seconds>", "how long to wait for the room's leader to answer", "30"),
     "Raising the cap lets the leader queue waiting tasks at once; lowering it never interrupts a running task\n" +
-      "(admission stops until enough tasks finish). Exit status: 0 set, 2 bad value or config, 1 store error.",
+      "(admission stops until enough tasks finish). The room's leader applies it; while no node of the room\n" +
+      "has a heartbeat the command waits in the inbox and the first leader applies it before it schedules\n" +
+      "anything. Exit status: 0 set (or queued), 2 bad value or config, 1 refused, store error or no answer.",
   ).action((n: string, options: CapOptions) => runCli("cap", () => setCap(n, options)));
 }
 
 async function setCap(text: string, options: CapOptions): Promise<number> {
-  const cap = /^\d{1,6}$/.test(text) ? Number(text) : Number.NaN;
-  if (!Number.isInteger(cap) || cap > MAX_CAP) {
-    throw new CliError(`cap must be a whole number from 0 to ${MAX_CAP}, got "${text.slice(0, 20)}"`);
+  const body = `!dag cap ${text}`;
+  // The chat grammar's own check: one rule for `!dag cap` and `dagbot cap`.
+  const parsed = parseCommand({ body });
+  if (parsed.kind !== "command" || parsed.command.verb !== "cap") {
+    const why = parsed.kind === "error" ? parsed.error.message : `"${text.slice(0, 20)}" is not a cap`;
+    throw new CliError(why);
   }
+  const cap = parsed.command.n;
+  const waitMs = waitSeconds(options.wait);
   const config = resolveConfig(options, {}, { storeOnly: true });
   const roomId = pickRoom(config, options.room);
+  const policy = commandPolicy(config);
   const store = await openConfiguredStore(config);
   try {
-    const { previous } = await store.setRoomCap(roomId, cap);
-    if (options.json === true) process.stdout.write(`${JSON.stringify({ room: roomId, cap, previous })}\n`);
-    else process.stdout.write(`cap of room ${roomId}: ${cap} (was ${previous})\n`);
+    if (!(await roomHasLiveNode(store, roomId, policy.nodeStaleAfterMs))) {
+      // Nothing leads the room to race with: the first leader handles the inbox before scheduling.
+      await queueLocalCommand(store, roomId, body);
+      if (options.json === true)
+        process.stdout.write(`${JSON.stringify({ room: roomId, cap, previous: null })}\n`);
+      else process.stdout.write(`cap of room ${roomId}: ${cap}, queued until a node of the room starts\n`);
+      return 0;
+    }
+    const answer = await command(store, roomId, body, waitMs, policy);
+    // The leader's fenced setRoomCap records the result itself (a StoreCommandResult).
+    const o = readCommandResult(answer.row.result);
+    if (o?.op !== "cap") {
+      process.stderr.write(`${answer.text ?? "the cap was not set"}\n`);
+      return 1;
+    }
+    if (options.json === true)
+      process.stdout.write(`${JSON.stringify({ room: roomId, cap: o.cap, previous: o.previous })}\n`);
+    else process.stdout.write(`cap of room ${roomId}: ${o.cap} (was ${o.previous})\n`);
     return 0;
   } finally {
     await store.close();
