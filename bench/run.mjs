@@ -2,7 +2,7 @@
  * `npm run bench`: builds nothing itself (the npm script runs `npm run build` first), runs every
  * section against dist/, and writes bench/results/latest.json and the results part of
  * bench/README.md. Quick mode by default (about 3 minutes on 2 cores); `--full` for more rounds;
- * `--only claim-pg,claim-sqlite,dag,failover,chat` to run some sections (results are then partial).
+ * `--only claim-pg,claim-sqlite,dag,failover,chat,retention,http` to run some sections (results are then partial).
  */
 import { loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
@@ -14,6 +14,7 @@ import { benchClaimPostgres } from "./claim-pg.mjs";
 import { benchClaimSqlite } from "./claim-sqlite.mjs";
 import { benchDagOverhead, SCENARIOS } from "./dag-overhead.mjs";
 import { benchFailover, FAILOVER_TTL_MS } from "./failover.mjs";
+import { benchHttp } from "./http.mjs";
 import { benchRetention } from "./retention.mjs";
 import { machineInfo } from "./lib/machine.mjs";
 import { writeResults } from "./lib/report.mjs";
@@ -23,7 +24,7 @@ import { STORE_KINDS } from "./lib/stores.mjs";
 import { judge } from "./lib/targets.mjs";
 
 const BENCH_DIR = fileURLToPath(new URL(".", import.meta.url));
-const SECTIONS = ["claim-pg", "claim-sqlite", "dag", "failover", "chat", "retention"];
+const SECTIONS = ["claim-pg", "claim-sqlite", "dag", "failover", "chat", "retention", "http"];
 
 const MODES = {
   quick: {
@@ -35,6 +36,7 @@ const MODES = {
     // The figure is "after 10,000 commands and 1,000 runs"; on PostgreSQL each command costs about
     // 15 commits, so quick mode drives a tenth there (the shape of the result is the same).
     retention: { commands: { sqlite: 10_000, postgres: 1_000 } },
+    http: { seconds: 3 },
     watchdogMs: 15 * 60_000,
   },
   full: {
@@ -44,6 +46,7 @@ const MODES = {
     failover: { kills: 5, stops: 5 },
     chat: { samples: 100 },
     retention: { commands: { sqlite: 10_000, postgres: 10_000 } },
+    http: { seconds: 10 },
     watchdogMs: 75 * 60_000,
   },
 };
@@ -210,6 +213,10 @@ async function main() {
           commands: cfg.retention.commands[kind],
           log,
         });
+    });
+    await section("http", async () => {
+      for (const kind of STORE_KINDS)
+        (results.http ??= {})[kind] = await benchHttp(scratch, kind, { ...cfg.http, log });
     });
     if (opts.only.includes("chat") && !hasStartCommand()) {
       results.chat = { measured: false, reason: "`dagbot start` (the Matrix bot) is not built yet" };

@@ -243,6 +243,38 @@ function retentionSection(r) {
   ].join("\n");
 }
 
+function httpSection(r) {
+  if (r.http === undefined) return "";
+  const f = (v, d = 1) => (v === null || v === undefined ? "–" : Number(v).toFixed(d));
+  const rows = [];
+  for (const [kind, v] of Object.entries(r.http)) {
+    for (const [name, x] of [
+      ["GET /v1/runs/{id} (16 clients)", v.getRun],
+      ["PUT /v1/rooms/{room}/cap, end to end (8 clients)", v.putCap],
+      ["POST /v1/dags, end to end (8 clients)", v.publish],
+    ]) {
+      if (x === undefined) continue;
+      rows.push([kind, name, `${x.perSecond}/s`, `${f(x.p50Ms)} ms`, `${f(x.p99Ms)} ms`, String(x.failures)]);
+    }
+    const o = v.fanOut;
+    if (o !== undefined)
+      rows.push([
+        kind,
+        `event stream to ${o.clients} clients (write → client; RSS ${o.rssBeforeMb} → ${o.rssWithClientsMb} MB, peak ${o.rssPeakMb} MB)`,
+        `${o.deliveries} deliveries`,
+        `${f(o.p50Ms, 0)} ms`,
+        `${f(o.p99Ms, 0)} ms`,
+        "–",
+      ]);
+  }
+  return [
+    "### HTTP API (section 7)",
+    "",
+    table(["store", "what", "rate", "p50", "p99", "failures"], rows),
+    "",
+  ].join("\n");
+}
+
 function targetsSection(rows) {
   return [
     "### Targets (issue 6)",
@@ -265,6 +297,7 @@ export function renderResults(r) {
     failoverSection(r),
     chatSection(r),
     retentionSection(r),
+    httpSection(r),
     Object.keys(r.errors).length === 0
       ? ""
       : `### Sections that failed\n\n${Object.entries(r.errors)
