@@ -4,7 +4,7 @@
  */
 import { readFileSync, statSync } from "node:fs";
 import { hostname as osHostname } from "node:os";
-import { extname } from "node:path";
+import { extname, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import type * as z from "zod";
 import { knownKeysAt, nodeConfigFileSchema, resolveRunAs, toNodeConfig } from "./node-config.js";
@@ -65,7 +65,8 @@ export const CONFIG_PRECEDENCE_HELP =
   "later ones win (args > env > file). Environment: " +
   CONFIG_ENV_VARS.map((v) => `${v.name} (${v.key})`).join(", ") +
   `. ${SECRET_FILE_VARS.map((v) => `${v}_FILE`).join(" and ")} name a file to read the secret from instead ` +
-  "(container secrets); a trailing newline is dropped.";
+  "(container secrets): like store_file and matrix.access_token_file, only its owner may read or write it " +
+  "(chmod 600) unless it is under /run/secrets/, and a trailing newline is dropped.";
 
 const MAX_FILE_BYTES = 1024 * 1024;
 const RESERVED_KEYS = new Set(["__proto__", "constructor", "prototype"]);
@@ -211,23 +212,18 @@ function readConfigFile(file: string): { ok: true; raw: unknown } | { ok: false;
   }
 }
 
-/** A secret file's content without its trailing newline, or why it cannot be read (never the content). */
-function readSecretFile(path: string): string | { message: string } {
-  try {
-    const text = readFileSync(path, "utf8");
-    if (text.length > 64 * 1024)
-      return { message: `"${path}" is larger than 64 KiB; it should hold one secret` };
-    return text.replace(/\r?\n$/, "");
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    return { message: `cannot read "${path}"${code === undefined ? "" : ` (${code})`}` };
-  }
-}
+/**
+ * Where container runtimes mount secrets (Docker and Compose, Kubernetes by convention): the mount
+ * is the container's alone, and its files are often root-owned and world-readable (swarm: 0444).
+ */
+export const CONTAINER_SECRETS_DIR = "/run/secrets/";
 
 /**
- * Reads a secret file: the whole content, without a final newline. Refused when group or others may
- * read or write it (the node's secrets would be only as private as the file), or when it is not a
- * regular file. The message never holds the content.
+ * The one reader of secret files, for every way of naming one (`store_file`,
+ * `matrix.access_token_file`, DAGBOT_STORE_FILE, DAGBOT_ACCESS_TOKEN_FILE), with one rule: a regular
+ * file of at most 64 KiB, not empty, read whole without a final newline, that only its owner may read
+ * or write (the node's secrets would be only as private as the file) — except under /run/secrets/,
+ * a container's own secret mount. The message never holds the content.
  */
 export function readPrivateFile(file: unknown): string | { error: string } {
   if (typeof file !== "string" || file === "") return { error: "expected a file path" };
@@ -235,7 +231,7 @@ export function readPrivateFile(file: unknown): string | { error: string } {
     const stat = statSync(file);
     if (!stat.isFile()) return { error: `${file} is not a regular file` };
     const mode = stat.mode & 0o777;
-    if ((mode & 0o077) !== 0) {
+    if ((mode & 0o077) !== 0 && !resolve(file).startsWith(CONTAINER_SECRETS_DIR)) {
       return {
         error: `${file} is readable or writable by group or others (mode ${mode.toString(8).padStart(4, "0")}); run chmod 600 on it`,
       };
@@ -306,9 +302,9 @@ export function parseConfig(raw: unknown, options: Omit<LoadConfigOptions, "file
       fileIssues.push({ path: `${name}_FILE`, message: `set ${name} or ${name}_FILE, not both` });
       return undefined;
     }
-    const read = readSecretFile(file);
-    if (typeof read !== "string") fileIssues.push({ path: `${name}_FILE`, message: read.message });
-    return typeof read === "string" && read !== "" ? read : undefined;
+    const read = readPrivateFile(file);
+    if (typeof read !== "string") fileIssues.push({ path: `${name}_FILE`, message: read.error });
+    return typeof read === "string" ? read : undefined;
   };
   const envStore = env("DAGBOT_STORE");
   if (envStore !== undefined) set("store", envStore, "DAGBOT_STORE");

@@ -1,5 +1,5 @@
 /** The node config loader: example configs, defaults, exact key paths for bad input, env precedence, redaction. */
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -98,8 +98,8 @@ describe("example node configs", () => {
     try {
       const token = join(dir, "token");
       const store = join(dir, "store");
-      writeFileSync(token, "tok_from_file\n");
-      writeFileSync(store, "postgres://dagbot:pw@postgres:5432/dagbot\n");
+      writeFileSync(token, "tok_from_file\n", { mode: 0o600 });
+      writeFileSync(store, "postgres://dagbot:pw@postgres:5432/dagbot\n", { mode: 0o600 });
       const file = `${root}docker/nodes/node-a.toml`;
       const config = ok(
         loadConfig({ file, env: { DAGBOT_ACCESS_TOKEN_FILE: token, DAGBOT_STORE_FILE: store } }),
@@ -116,7 +116,15 @@ describe("example node configs", () => {
       const missing = lines(
         loadConfig({ file, env: { DAGBOT_ACCESS_TOKEN_FILE: join(dir, "nope"), DAGBOT_STORE_FILE: store } }),
       );
-      expect(missing).toEqual([`DAGBOT_ACCESS_TOKEN_FILE: cannot read "${join(dir, "nope")}" (ENOENT)`]);
+      expect(missing).toEqual([`DAGBOT_ACCESS_TOKEN_FILE: cannot read ${join(dir, "nope")}: no such file`]);
+      // One reader, one rule: the environment's files are held to store_file's mode check.
+      chmodSync(token, 0o644);
+      const open = lines(
+        loadConfig({ file, env: { DAGBOT_ACCESS_TOKEN_FILE: token, DAGBOT_STORE_FILE: store } }),
+      );
+      expect(open).toEqual([
+        `DAGBOT_ACCESS_TOKEN_FILE: ${token} is readable or writable by group or others (mode 0644); run chmod 600 on it`,
+      ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
