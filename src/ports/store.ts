@@ -42,9 +42,34 @@ export interface LeaseState {
   now: number;
 }
 
+/** What a node wants of one room's lease in a syncLeases call. */
+export interface LeaseWish {
+  roomId: string;
+  /** null: take the lease if it is free or expired; a term: renew the lease this session holds under it. */
+  term: number | null;
+}
+
+/**
+ * One room's answer to a syncLeases call, with the lease as it stands (holder, term, expiry and the
+ * store's clock): acquired or renewed by this session, held by someone else (an acquire that found
+ * it taken), or lost (a renewal whose term, holder or expiry no longer matched).
+ */
+export interface LeaseSync extends LeaseState {
+  outcome: "acquired" | "renewed" | "held" | "lost";
+}
+
 export interface LeaseStore {
-  /** Take the room's lease where it is free or expired: holder = me, term + 1. ConflictError when someone holds it. */
+  /**
+   * Take the room's lease where it is free or expired: holder = me, term + 1. One statement;
+   * ConflictError when someone holds it, whose `found` carries holder, term, expiresAt and now.
+   */
   acquireLease(roomId: string, session: Session, ttlMs: number): Promise<LeaderFence & { expiresAt: number }>;
+  /**
+   * Acquire and renew many rooms' leases in ONE statement (a node's rooms together): each wish is
+   * judged as acquireLease or renewLease would judge it, the acquired ones logged as lease.acquired.
+   * Answers every wish in the order given; never throws ConflictError (a lost race is an outcome).
+   */
+  syncLeases(session: Session, ttlMs: number, wishes: LeaseWish[]): Promise<LeaseSync[]>;
   /** Extend the lease where holder = me and term = t and it has not expired. ConflictError when deposed or expired. */
   renewLease(fence: LeaderFence, ttlMs: number): Promise<{ expiresAt: number }>;
   /** Free the lease at once (graceful stop), fenced like every other write. */
@@ -298,7 +323,41 @@ export interface TaskResult {
   error: string | null;
 }
 
+/** What one batch claim took, and what it saw left for this node. */
+export interface ClaimBatch {
+  /** queued → running, in claim order (priority, then first in); at most the number asked for. */
+  claimed: ClaimedTask[];
+  /** Whether queued tasks that fit this node and are ready now were left (the batch was full). */
+  more: boolean;
+  /** Store-clock ms until the soonest queued task that fits this node passes its not_before; null when none waits. */
+  nextReadyInMs: number | null;
+}
+
+/** A node that serves a room, as the leader sees it when choosing whom to wake for ready tasks. */
+export interface NodeSlots {
+  nodeId: string;
+  /** capacity minus the tasks its session runs now (any room); may be ≤ 0. */
+  free: number;
+  /** Ready queued tasks of the room this node could run (labels, actions, pin). */
+  fits: number;
+}
+
+/** The room's ready work and the live nodes that could take it (Scheduler.claimDemand). */
+export interface ClaimDemand {
+  /** Queued tasks of the room whose not_before has passed. */
+  ready: number;
+  /** Store-clock ms until the soonest queued task of the room passes its not_before; null when none waits. */
+  nextReadyInMs: number | null;
+  /** Live nodes serving the room (heartbeat within the window); empty when nothing is ready. */
+  nodes: NodeSlots[];
+}
+
 export interface TaskClaimer {
+  /**
+   * Like claimTask for up to `max` tasks in ONE statement (a node claims up to its free slots),
+   * reporting whether more fitting tasks were left and when the next waiting one becomes ready.
+   */
+  claimTasks(offer: NodeOffer, max: number): Promise<ClaimBatch>;
   /**
    * queued → running for ONE task that fits: its room is in roomIds, not_before ≤ now, its labels ⊆
    * the node's labels, `on.node` is null or this node, its action is one the node has. Highest
@@ -355,6 +414,17 @@ export interface Scheduler {
    * max_parallel, and at most one active task per concurrency_key.
    */
   scheduleStep(fence: LeaderFence): Promise<ScheduleResult>;
+  /**
+   * The room's ready queued tasks and, when there are any, the live nodes serving the room with
+   * their free slots and how many of the ready tasks each could run: whom the leader should wake.
+   * `liveWithinMs`: a node whose heartbeat is older than this is left out.
+   */
+  claimDemand(roomId: string, liveWithinMs: number): Promise<ClaimDemand>;
+  /**
+   * Wake these nodes' workers for the room's ready tasks (a targeted "wake" change, delivered to the
+   * named nodes only where the feed can carry names; elsewhere every worker hears it).
+   */
+  wakeNodes(roomId: string, nodeIds: readonly string[]): Promise<void>;
   /** Expired task leases, deadlines, queue timeouts and confirmation windows. */
   reap(fence: LeaderFence): Promise<ReapResult>;
   /** Runs whose task set now decides their outcome: running → succeeded/failed, canceling → canceled. */
@@ -572,11 +642,22 @@ export interface RetentionStore {
 // ---------------------------------------------------------------------------------------------
 // Change feed: loops wake on change instead of sleeping (PostgreSQL LISTEN/NOTIFY; SQLite polls cheaply).
 
-export type ChangeTopic = "inbox" | "tasks" | "runs" | "outbox" | "lease" | "cap";
+/**
+ * `ready`: tasks may have become claimable without the scheduler (a retry requeued by its worker),
+ * for the leader to look. `wake`: the leader asks some nodes' workers to claim (Scheduler.wakeNodes).
+ */
+export type ChangeTopic = "inbox" | "tasks" | "runs" | "outbox" | "lease" | "cap" | "ready" | "wake";
+
+/**
+ * A change heard: its topic, its room (null: any room) and the nodes it names where the feed can
+ * carry names: for a `wake` the nodes it is meant for (undefined: everyone, e.g. after a lost
+ * connection or where the feed cannot say), for a `tasks` change made by a claim the claimer.
+ */
+export type ChangeListener = (topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]) => void;
 
 export interface ChangeFeed {
   /** Calls back (possibly coalesced, possibly spuriously) after a change; returns an unsubscribe function. */
-  onChange(listener: (topic: ChangeTopic, roomId: string | null) => void): () => void;
+  onChange(listener: ChangeListener): () => void;
 }
 
 // ---------------------------------------------------------------------------------------------

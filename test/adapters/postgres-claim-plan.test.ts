@@ -118,8 +118,8 @@ it("the whole claim and finish statements reach their rows by index only: no seq
   try {
     await pickAfter(20_000);
     const [claim, finish] = await explainWrites([
-      [CLAIM_SQL, [null, ["!room"], "node", ["echo"], ["linux"], "boot", 1000, "node/boot"]],
-      [FINISH_SQL, [null, "r1", "t20001", 2, "node", "boot", "succeeded", 0, "out", null, "node/boot"]],
+      [CLAIM_SQL, [null, ["!room"], "node", ["echo"], ["linux"], "boot", 1000, "node/boot", 1]],
+      [FINISH_SQL, [null, "r1", "t20001", 2, "node", "boot", "succeeded", 0, "out", null, "node/boot", 3]],
     ]);
     console.info(`claim statement plan with 20 000 finished tasks:\n${claim!.join("\n")}`);
     console.info(`finish statement plan:\n${finish!.join("\n")}`);

@@ -20,6 +20,7 @@ import { outboxSection } from "./sections/outbox.js";
 import { policiesSection } from "./sections/policies.js";
 import { retentionSection } from "./sections/retention.js";
 import { runsSection } from "./sections/runs.js";
+import { scaleSection } from "./sections/scale.js";
 import { schedulerSection } from "./sections/scheduler.js";
 
 const sections: ReadonlyArray<readonly [string, ContractSection]> = [
@@ -35,6 +36,7 @@ const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["eventlog", eventlogSection],
   ["migrations", migrationsSection],
   ["retention", retentionSection],
+  ["scale", scaleSection],
 ];
 
 export interface StoreContractOptions {

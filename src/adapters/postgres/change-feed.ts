@@ -12,6 +12,27 @@ import type { ChangeListener } from "../store-common/change-listeners.js";
 import { ALL_CHANGE_TOPICS, ChangeListeners } from "../store-common/change-listeners.js";
 
 const TOPICS: ReadonlySet<string> = new Set<string>(ALL_CHANGE_TOPICS);
+
+/** NOTIFY's payload limit is 8000 bytes; a wake naming more nodes than fit is split. */
+const MAX_PAYLOAD = 7900;
+
+/** The NOTIFY payloads of a targeted wake: `wake:<room>` then one node id per line. */
+export function wakePayloads(roomId: string, nodeIds: readonly string[]): string[] {
+  const out: string[] = [];
+  let current = `wake:${roomId}`;
+  let named = 0;
+  for (const id of nodeIds) {
+    if (named > 0 && current.length + 1 + id.length > MAX_PAYLOAD) {
+      out.push(current);
+      current = `wake:${roomId}`;
+      named = 0;
+    }
+    current += `\n${id}`;
+    named += 1;
+  }
+  if (named > 0) out.push(current);
+  return out;
+}
 const MIN_RETRY_MS = 100;
 const MAX_RETRY_MS = 5000;
 
@@ -52,8 +73,8 @@ export class ChangeFeed {
     await this.disconnect();
   }
 
-  emit(topic: ChangeTopic, roomId: string | null): void {
-    this.listeners.emit(topic, roomId);
+  emit(topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]): void {
+    this.listeners.emit(topic, roomId, nodes);
   }
 
   private ensure(): void {
@@ -77,8 +98,9 @@ export class ChangeFeed {
       const at = payload.indexOf(":");
       const topic = at < 0 ? payload : payload.slice(0, at);
       if (!TOPICS.has(topic)) return;
-      const room = at < 0 ? "" : payload.slice(at + 1);
-      this.emit(topic as ChangeTopic, room === "" ? null : room);
+      // A change may name nodes after the room, one per line: a wake's targets, a claim's claimer.
+      const [room = "", ...nodes] = (at < 0 ? "" : payload.slice(at + 1)).split("\n");
+      this.emit(topic as ChangeTopic, room === "" ? null : room, nodes.length > 0 ? nodes : undefined);
     });
     client.on("error", (e) => this.lost(client, e));
     client.on("end", () => this.lost(client, new Error("connection ended")));

@@ -88,7 +88,7 @@ export class Db {
    * Hears this Store's own commits at once (its listeners need not wait for the NOTIFY round trip);
    * other Stores hear them through LISTEN.
    */
-  onCommit: ((topic: ChangeTopic, roomId: string | null) => void) | undefined;
+  onCommit: ((topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]) => void) | undefined;
 
   constructor(readonly options: PgOptions) {
     this.pool = new pg.Pool({ ...clientConfig(options), max: options.poolSize });
@@ -109,9 +109,20 @@ export class Db {
    * transaction. The cost: a crash between the commit and this NOTIFY loses the wake-up, which
    * the port allows (listeners also poll).
    */
-  committedHot(topic: ChangeTopic, roomId: string | null): void {
-    this.committed(topic, roomId);
-    this.pendingNotify.add(`${topic}:${roomId ?? ""}`);
+  committedHot(topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]): void {
+    this.onCommit?.(topic, roomId, nodes);
+    this.pendingNotify.add([`${topic}:${roomId ?? ""}`, ...(nodes ?? [])].join("\n"));
+    this.flushing ??= this.flushNotify().finally(() => {
+      this.flushing = undefined;
+    });
+  }
+
+  /**
+   * Send a NOTIFY payload soon, with the batch of the hot path, and not to this Store's own
+   * listeners (they hear it back through LISTEN, once).
+   */
+  notifySoon(payload: string): void {
+    this.pendingNotify.add(payload);
     this.flushing ??= this.flushNotify().finally(() => {
       this.flushing = undefined;
     });

@@ -7,6 +7,7 @@ import type { Store, StoreOptions } from "../../ports/store.js";
 import { ChangeFeed } from "./change-feed.js";
 import { Db } from "./db.js";
 import { mapError, NOW } from "./sql.js";
+import { claimDemand, wakeNodes } from "./demand.js";
 import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
 import { migrate } from "./migrations.js";
@@ -63,7 +64,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     options.onListenerError ??
     ((e: unknown) => process.emitWarning(`dagbot postgres store: change feed: ${String(e)}`));
   const feed = new ChangeFeed(db.options, onError);
-  db.onCommit = (topic, roomId) => feed.emit(topic, roomId);
+  db.onCommit = (topic, roomId, nodes) => feed.emit(topic, roomId, nodes);
   db.onNotifyError = onError;
   let closed = false;
 
@@ -83,6 +84,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     onChange: (listener) => feed.subscribe(listener),
 
     acquireLease: async (roomId, session, ttlMs) => leases.acquireLease(db, roomId, session, ttlMs),
+    syncLeases: async (session, ttlMs, wishes) => leases.syncLeases(db, session, ttlMs, wishes),
     renewLease: async (fence, ttlMs) => leases.renewLease(db, fence, ttlMs),
     releaseLease: async (fence) => leases.releaseLease(db, fence),
     getLease: async (roomId) => leases.getLease(db, roomId),
@@ -106,6 +108,9 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     getTask: async (runId, taskId) => runs.getTask(db, runId, taskId),
 
     claimTask: async (offer) => tasks.claimTask(db, offer),
+    claimTasks: async (offer, max) => tasks.claimTasks(db, offer, max),
+    claimDemand: async (roomId, liveWithinMs) => claimDemand(db, roomId, liveWithinMs),
+    wakeNodes: async (roomId, nodeIds) => wakeNodes(db, roomId, nodeIds),
     renewTaskLease: async (token, leaseMs) => tasks.renewTaskLease(db, token, leaseMs),
     writeTaskOutput: async (token, output, bytes) => tasks.writeTaskOutput(db, token, output, bytes),
     finishTask: async (token, result) => tasks.finishTask(db, token, result),

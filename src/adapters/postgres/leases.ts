@@ -1,6 +1,6 @@
 /** Room leases (leadership) on PostgreSQL: one statement each, judged by the rows it returns, on the store's clock. */
 import { ConflictError } from "../../ports/errors.js";
-import type { LeaderFence, LeaseState, Session } from "../../ports/store.js";
+import type { LeaderFence, LeaseState, LeaseSync, LeaseWish, Session } from "../../ports/store.js";
 import type { Db } from "./db.js";
 import { LOG_CTES } from "./guards.js";
 import { checkLeaseTtl } from "../store-common/checks.js";
@@ -16,43 +16,103 @@ export async function acquireLease(
   session: Session,
   ttlMs: number,
 ): Promise<LeaderFence & { expiresAt: number }> {
-  checkLeaseTtl(ttlMs);
-  // ON CONFLICT locks the existing row before judging it, so of N racers exactly one sees it free.
-  const rows = await db.one<{ term: number; expires_at: number }>(
-    "acquire lease",
-    `WITH up AS (
-       INSERT INTO room_leases AS l (room_id, holder_node, holder_boot, term, expires_at)
-       VALUES ($2::text, $3::text, $4::text, 1, ${NOW} + $5::bigint)
-       ON CONFLICT (room_id) DO UPDATE
-         SET holder_node = excluded.holder_node, holder_boot = excluded.holder_boot,
-             term = l.term + 1, expires_at = excluded.expires_at
-         WHERE l.holder_node IS NULL OR l.expires_at <= ${NOW}
-       RETURNING room_id, term, expires_at),
-     src AS (
-       SELECT room_id, 1 AS ord, 'lease.acquired' AS kind, NULL::text AS run_id, NULL::text AS task_id,
-              term, $6::text AS actor, jsonb_build_object('expiresAt', expires_at) AS data FROM up),
-     ${LOG_CTES}
-     SELECT term, expires_at, pg_notify('dagbot', 'lease:' || $2::text) FROM up`,
-    [db.clockParam(), roomId, session.nodeId, session.bootId, Math.ceil(ttlMs), sessionKey(session)],
-  );
-  const r = rows[0];
-  if (r === undefined) {
-    const found = await getLease(db, roomId);
+  // One statement: a failed attempt costs no second read, its answer names holder and expiry.
+  const [r] = await syncLeases(db, session, ttlMs, [{ roomId, term: null }]);
+  if (r === undefined) throw new Error("acquire lease: no answer for the room");
+  if (r.outcome !== "acquired")
     throw new ConflictError(
       "acquire lease",
       { roomId, freeOrExpired: true },
-      found === null
-        ? null
-        : {
-            holder: found.holder === null ? null : sessionKey(found.holder),
-            term: found.term,
-            expiresAt: found.expiresAt,
-            now: found.now,
-          },
+      {
+        holder: r.holder === null ? null : sessionKey(r.holder),
+        term: r.term,
+        expiresAt: r.expiresAt,
+        now: r.now,
+      },
     );
-  }
-  db.committed("lease", roomId);
-  return { roomId, session, term: r.term, expiresAt: r.expires_at };
+  return { roomId, session, term: r.term, expiresAt: r.expiresAt };
+}
+
+/**
+ * Every wish in one statement. Acquires: an upsert whose ON CONFLICT locks the existing row before
+ * judging it, so of N racers exactly one sees it free. Renewals: fenced by holder, term and expiry.
+ * The answer for a room nobody took is read from the statement's snapshot (the lease as it was).
+ * Rooms are taken in room order so two nodes' statements lock rows in the same order.
+ */
+const SYNC_SQL = `WITH w AS (
+     SELECT * FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS w(room_id, term, n)),
+   up AS (
+     INSERT INTO room_leases AS l (room_id, holder_node, holder_boot, term, expires_at)
+     SELECT room_id, $4::text, $5::text, 1, ${NOW} + $6::bigint FROM w WHERE w.term IS NULL ORDER BY room_id
+     ON CONFLICT (room_id) DO UPDATE
+       SET holder_node = excluded.holder_node, holder_boot = excluded.holder_boot,
+           term = l.term + 1, expires_at = excluded.expires_at
+       WHERE l.holder_node IS NULL OR l.expires_at <= ${NOW}
+     RETURNING room_id, term, expires_at),
+   ren AS (
+     UPDATE room_leases l SET expires_at = ${NOW} + $6::bigint
+       FROM w
+      WHERE w.term IS NOT NULL AND l.room_id = w.room_id AND l.holder_node = $4::text
+        AND l.holder_boot = $5::text AND l.term = w.term AND l.expires_at > ${NOW}
+     RETURNING l.room_id, l.term, l.expires_at),
+   src AS (
+     SELECT room_id, 1 AS ord, 'lease.acquired' AS kind, NULL::text AS run_id, NULL::text AS task_id,
+            term, $7::text AS actor, jsonb_build_object('expiresAt', expires_at) AS data FROM up),
+   ${LOG_CTES}
+   SELECT w.room_id,
+          CASE WHEN up.room_id IS NOT NULL THEN 'acquired' WHEN ren.room_id IS NOT NULL THEN 'renewed'
+               WHEN w.term IS NULL THEN 'held' ELSE 'lost' END AS outcome,
+          coalesce(up.term, ren.term, cur.term, 0) AS term,
+          coalesce(up.expires_at, ren.expires_at, cur.expires_at, 0) AS expires_at,
+          cur.holder_node, cur.holder_boot, ${NOW} AS now,
+          CASE WHEN up.room_id IS NOT NULL THEN pg_notify('dagbot', 'lease:' || w.room_id) END AS notified
+     FROM w LEFT JOIN up ON up.room_id = w.room_id LEFT JOIN ren ON ren.room_id = w.room_id
+          LEFT JOIN room_leases cur ON cur.room_id = w.room_id
+    ORDER BY w.n`;
+
+export async function syncLeases(
+  db: Db,
+  session: Session,
+  ttlMs: number,
+  wishes: readonly LeaseWish[],
+): Promise<LeaseSync[]> {
+  checkLeaseTtl(ttlMs);
+  if (wishes.length === 0) return [];
+  const rooms = new Set(wishes.map((w) => w.roomId));
+  if (rooms.size !== wishes.length) throw new RangeError("sync leases: a room is named twice");
+  const rows = await db.one<{
+    room_id: string;
+    outcome: LeaseSync["outcome"];
+    term: number;
+    expires_at: number;
+    holder_node: string | null;
+    holder_boot: string | null;
+    now: number;
+  }>("sync leases", SYNC_SQL, [
+    db.clockParam(),
+    wishes.map((w) => w.roomId),
+    wishes.map((w) => w.term),
+    session.nodeId,
+    session.bootId,
+    Math.ceil(ttlMs),
+    sessionKey(session),
+  ]);
+  return rows.map((r) => {
+    const mine = r.outcome === "acquired" || r.outcome === "renewed";
+    if (r.outcome === "acquired") db.committed("lease", r.room_id);
+    return {
+      roomId: r.room_id,
+      outcome: r.outcome,
+      holder: mine
+        ? session
+        : r.holder_node === null
+          ? null
+          : { nodeId: r.holder_node, bootId: r.holder_boot ?? "" },
+      term: r.term,
+      expiresAt: r.expires_at,
+      now: r.now,
+    };
+  });
 }
 
 export async function renewLease(db: Db, fence: LeaderFence, ttlMs: number): Promise<{ expiresAt: number }> {

@@ -5,7 +5,7 @@
  */
 import type { TaskStatus } from "../../domain/model.js";
 import { ConflictError } from "../../ports/errors.js";
-import type { ClaimedTask, NodeOffer, TaskResult, TaskToken } from "../../ports/store.js";
+import type { ClaimBatch, ClaimedTask, NodeOffer, TaskResult, TaskToken } from "../../ports/store.js";
 import type { Db } from "./db.js";
 import { explainMiss, LOG_CTES } from "./guards.js";
 import { cleanText, NOW, sessionKey } from "./sql.js";
@@ -31,7 +31,13 @@ export const CLAIM_PICK_SQL = `SELECT run_id, task_id FROM tasks
    LIMIT 1
    FOR UPDATE SKIP LOCKED`;
 
-export const CLAIM_SQL = `WITH pick AS (${CLAIM_PICK_SQL}),
+/**
+ * A batch claim: up to $9 rows picked as CLAIM_PICK_SQL picks one, moved and logged in the same
+ * statement, and what is left for this node read from the statement's snapshot (the picked rows
+ * excluded): fitting tasks ready now, and the soonest not_before of those still waiting. A node
+ * with no claimed row still gets one row back (the `rest` figures, task columns null).
+ */
+export const CLAIM_SQL = `WITH pick AS (${CLAIM_PICK_SQL.replace("LIMIT 1", "LIMIT $9::int")}),
   up AS (
     UPDATE tasks t SET status = 'running', version = t.version + 1, claim_version = t.version + 1,
            executor_node = $3::text, executor_boot = $6::text, lease_expires_at = ${NOW} + $7::bigint,
@@ -44,11 +50,27 @@ export const CLAIM_SQL = `WITH pick AS (${CLAIM_PICK_SQL}),
   src AS (
     SELECT room_id, 1 AS ord, 'task.running' AS kind, run_id, task_id, NULL::bigint AS term, $8::text AS actor,
            jsonb_build_object('attempt', attempt, 'version', version) AS data FROM up),
-  ${LOG_CTES}
-  SELECT up.* FROM up`;
+  ${LOG_CTES},
+  rest AS (
+    SELECT count(*) FILTER (WHERE q.not_before IS NULL OR q.not_before <= ${NOW}) AS rest_ready,
+           min(q.not_before) FILTER (WHERE q.not_before > ${NOW}) - ${NOW} AS rest_next_in
+      FROM tasks q
+     WHERE q.status = 'queued'
+       AND q.room_id = ANY($2::text[])
+       AND (q.node_pin IS NULL OR q.node_pin = $3::text)
+       AND q.action = ANY($4::text[])
+       AND q.labels <@ $5::text[]
+       AND NOT EXISTS (SELECT 1 FROM pick WHERE pick.run_id = q.run_id AND pick.task_id = q.task_id))
+  SELECT rest.rest_ready, rest.rest_next_in, up.* FROM rest LEFT JOIN up ON true`;
 
 export async function claimTask(db: Db, offer: NodeOffer): Promise<ClaimedTask | null> {
+  return (await claimTasks(db, offer, 1)).claimed[0] ?? null;
+}
+
+export async function claimTasks(db: Db, offer: NodeOffer, max: number): Promise<ClaimBatch> {
   checkTaskLease("claim task", offer.leaseMs);
+  if (!Number.isInteger(max) || max < 1)
+    throw new RangeError(`claim tasks: max must be a whole number ≥ 1, got ${max}`);
   const rows = await db.one("claim task", CLAIM_SQL, [
     db.clockParam(),
     offer.roomIds,
@@ -58,14 +80,27 @@ export async function claimTask(db: Db, offer: NodeOffer): Promise<ClaimedTask |
     offer.session.bootId,
     Math.ceil(offer.leaseMs),
     sessionKey(offer.session),
+    max,
   ]);
-  const row = rows[0];
-  if (row === undefined) return null;
-  const task = toTask(row);
-  db.committedHot("tasks", String(row.room_id));
+  const claimed: ClaimedTask[] = [];
+  const rooms = new Set<string>();
+  for (const row of rows) {
+    if (row.run_id === null || row.run_id === undefined) continue;
+    const task = toTask(row);
+    rooms.add(String(row.room_id));
+    claimed.push({
+      token: { runId: task.runId, taskId: task.taskId, version: task.version, session: offer.session },
+      task,
+    });
+  }
+  // The claimer is named, so the leader knows the node it woke has acted.
+  for (const room of rooms) db.committedHot("tasks", room, [offer.session.nodeId]);
+  const head = rows[0];
+  const nextIn = head?.rest_next_in;
   return {
-    token: { runId: task.runId, taskId: task.taskId, version: task.version, session: offer.session },
-    task,
+    claimed,
+    more: Number(head?.rest_ready ?? 0) > 0,
+    nextReadyInMs: nextIn === null || nextIn === undefined ? null : Math.max(0, Number(nextIn)),
   };
 }
 
@@ -188,6 +223,8 @@ export async function finishTask(
   const r = rows[0];
   if (r !== undefined) {
     db.committedHot("tasks", r.room_id);
+    // A retry is claimable once its backoff passes, with no scheduling step: the leader must look.
+    if (r.status === "queued") db.committedHot("ready", r.room_id);
     return { status: r.status };
   }
   const miss = await tokenMiss(db, "finish task", token);

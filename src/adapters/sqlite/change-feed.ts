@@ -24,8 +24,8 @@ export class ChangeFeed {
     this.listeners = new ChangeListeners(onError);
   }
 
-  emit(topic: ChangeTopic, roomId: string | null): void {
-    this.listeners.emit(topic, roomId);
+  emit(topic: ChangeTopic, roomId: string | null, targets?: readonly string[]): void {
+    this.listeners.emit(topic, roomId, targets);
   }
 
   subscribe(listener: ChangeListener): () => void {

@@ -18,7 +18,8 @@ export type Row = Record<string, unknown>;
 /** What a write transaction collects for after its commit. */
 export interface Tx {
   readonly now: number;
-  touch(topic: ChangeTopic, roomId: string | null): void;
+  /** `nodes`: the nodes the change names (a claim's claimer), for this process's listeners. */
+  touch(topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]): void;
   log(entry: LogEntry): void;
 }
 
@@ -27,7 +28,7 @@ export interface LogEntry extends LogLine {
   roomId: string;
 }
 
-type Notify = (topic: ChangeTopic, roomId: string | null) => void;
+type Notify = (topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]) => void;
 
 // Retries after busy_timeout already waited: a few more chances with jitter, then a StoreError.
 const BUSY_RETRIES = 8;
@@ -102,25 +103,25 @@ export class SqliteConnection {
   /** A multi-statement write under BEGIN IMMEDIATE; listeners hear of it after the commit. */
   async write<T>(operation: string, fn: (tx: Tx) => T): Promise<T> {
     for (let attempt = 0; ; attempt++) {
-      const touched: Array<[ChangeTopic, string | null]> = [];
+      const touched: Array<[ChangeTopic, string | null, (readonly string[])?]> = [];
       try {
         const result = this.db
           .transaction(() => {
             const now = this.clock();
             const tx: Tx = {
               now,
-              touch: (topic, roomId) => touched.push([topic, roomId]),
+              touch: (topic, roomId, nodes) => touched.push([topic, roomId, nodes]),
               log: (entry) => this.appendEvent(now, entry),
             };
             return fn(tx);
           })
           .immediate();
         const seen = new Set<string>();
-        for (const [topic, roomId] of touched) {
-          const k = `${topic}\u0000${roomId ?? ""}`;
+        for (const [topic, roomId, nodes] of touched) {
+          const k = `${topic}\u0000${roomId ?? ""}\u0000${(nodes ?? []).join("\u0000")}`;
           if (seen.has(k)) continue;
           seen.add(k);
-          this.notify(topic, roomId);
+          this.notify(topic, roomId, nodes);
         }
         return result;
       } catch (e) {

@@ -5,6 +5,7 @@
 import type { Store, StoreOptions } from "../../ports/store.js";
 import { ChangeFeed } from "./change-feed.js";
 import { SqliteConnection } from "./connection.js";
+import { claimDemand } from "./demand.js";
 import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
 import { migrate } from "./migrations.js";
@@ -38,7 +39,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     path,
     options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS,
     clock,
-    (t, r) => changes.emit(t, r),
+    (t, r, n) => changes.emit(t, r, n),
   );
   const changes = new ChangeFeed(() => c.dataVersion(), onError);
   try {
@@ -62,6 +63,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     onChange: (listener) => changes.subscribe(listener),
 
     acquireLease: async (roomId, session, ttlMs) => leases.acquireLease(c, roomId, session, ttlMs),
+    syncLeases: async (session, ttlMs, wishes) => leases.syncLeases(c, session, ttlMs, wishes),
     renewLease: async (fence, ttlMs) => leases.renewLease(c, fence, ttlMs),
     releaseLease: async (fence) => leases.releaseLease(c, fence),
     getLease: async (roomId) => leases.getLease(c, roomId),
@@ -85,6 +87,13 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     getTask: async (runId, taskId) => runs.getTask(c, runId, taskId),
 
     claimTask: async (offer) => tasks.claimTask(c, offer),
+    claimTasks: async (offer, max) => tasks.claimTasks(c, offer, max),
+    claimDemand: async (roomId, liveWithinMs) => claimDemand(c, roomId, liveWithinMs),
+    // Other processes hear the scheduler's commit through the data_version poll (every worker wakes);
+    // this process's workers hear the names.
+    wakeNodes: async (roomId, nodeIds) => {
+      if (nodeIds.length > 0) changes.emit("wake", roomId, nodeIds);
+    },
     renewTaskLease: async (token, leaseMs) => tasks.renewTaskLease(c, token, leaseMs),
     writeTaskOutput: async (token, output, bytes) => tasks.writeTaskOutput(c, token, output, bytes),
     finishTask: async (token, result) => tasks.finishTask(c, token, result),

@@ -1,7 +1,7 @@
 /** The worker's side on SQLite: claim one fitting queued task, renew its lease, record its end, all fenced. */
 import type { TaskStatus } from "../../domain/model.js";
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
-import type { ClaimedTask, NodeOffer, TaskResult, TaskToken } from "../../ports/store.js";
+import type { ClaimBatch, ClaimedTask, NodeOffer, TaskResult, TaskToken } from "../../ports/store.js";
 import type { SqliteConnection } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { toTask } from "./rows.js";
@@ -25,49 +25,91 @@ export const CLAIM_SQL = `SELECT seq, version FROM tasks INDEXED BY tasks_claim
   ORDER BY priority DESC, seq
   LIMIT 1`;
 
+/**
+ * What is left for this node after a claim: fitting queued tasks ready now (beyond `taken`) and
+ * the soonest not_before of those still waiting. Same walk of the partial index as the claim.
+ */
+const REST_SQL = `SELECT count(*) FILTER (WHERE not_before IS NULL OR not_before <= ?) AS ready,
+       min(not_before) FILTER (WHERE not_before > ?) AS next
+  FROM tasks INDEXED BY tasks_claim
+  WHERE status = 'queued'
+    AND room_id IN (SELECT value FROM json_each(?))
+    AND (node_pin IS NULL OR node_pin = ?)
+    AND action IN (SELECT value FROM json_each(?))
+    AND NOT EXISTS (SELECT 1 FROM json_each(tasks.labels) AS need
+                     WHERE need.value NOT IN (SELECT value FROM json_each(?)))`;
+
 export function claimTask(c: SqliteConnection, offer: NodeOffer): Promise<ClaimedTask | null> {
+  return claimTasks(c, offer, 1).then((b) => b.claimed[0] ?? null);
+}
+
+/** Up to `max` claims in one write transaction, each picked and moved as claimTask would. */
+export function claimTasks(c: SqliteConnection, offer: NodeOffer, max: number): Promise<ClaimBatch> {
   checkTaskLease("claim", offer.leaseMs);
+  if (!Number.isInteger(max) || max < 1)
+    return Promise.reject(new RangeError(`claim tasks: max must be a whole number ≥ 1, got ${max}`));
+  const rooms = JSON.stringify(offer.roomIds);
+  const actions = JSON.stringify(offer.actions);
+  const labels = JSON.stringify(offer.labels);
   return c.write("claim task", (tx) => {
-    const pick = c.get<{ seq: number; version: number }>(
-      CLAIM_SQL,
-      JSON.stringify(offer.roomIds),
+    const claimed: ClaimedTask[] = [];
+    while (claimed.length < max) {
+      const pick = c.get<{ seq: number; version: number }>(
+        CLAIM_SQL,
+        rooms,
+        tx.now,
+        offer.session.nodeId,
+        actions,
+        labels,
+      );
+      if (pick === undefined) break;
+      const row = c.get(
+        `UPDATE tasks SET status = 'running', version = version + 1, claim_version = version + 1,
+                executor_node = ?, executor_boot = ?, lease_expires_at = ?,
+                deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE ? + timeout_ms END, started_at = ?,
+                output = NULL, output_bytes = NULL
+          WHERE seq = ? AND status = 'queued' AND version = ?
+          RETURNING room_id, ${TASK_COLUMNS}`,
+        offer.session.nodeId,
+        offer.session.bootId,
+        tx.now + offer.leaseMs,
+        tx.now,
+        tx.now,
+        pick.seq,
+        pick.version,
+      );
+      // Inside BEGIN IMMEDIATE nobody can move the row between the pick and the update.
+      if (row === undefined) break;
+      const task = toTask(row);
+      const roomId = row.room_id as string;
+      tx.log({
+        roomId,
+        kind: "task.running",
+        runId: task.runId,
+        taskId: task.taskId,
+        actor: sessionKey(offer.session),
+        data: { attempt: task.attempt, version: task.version },
+      });
+      // The claimer is named, so this process's leader knows the node it woke has acted.
+      tx.touch("tasks", roomId, [offer.session.nodeId]);
+      claimed.push({
+        token: { runId: task.runId, taskId: task.taskId, version: task.version, session: offer.session },
+        task,
+      });
+    }
+    const rest = c.get<{ ready: number; next: number | null }>(
+      REST_SQL,
       tx.now,
+      tx.now,
+      rooms,
       offer.session.nodeId,
-      JSON.stringify(offer.actions),
-      JSON.stringify(offer.labels),
+      actions,
+      labels,
     );
-    if (pick === undefined) return null;
-    const row = c.get(
-      `UPDATE tasks SET status = 'running', version = version + 1, claim_version = version + 1,
-              executor_node = ?, executor_boot = ?, lease_expires_at = ?,
-              deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE ? + timeout_ms END, started_at = ?,
-              output = NULL, output_bytes = NULL
-        WHERE seq = ? AND status = 'queued' AND version = ?
-        RETURNING room_id, ${TASK_COLUMNS}`,
-      offer.session.nodeId,
-      offer.session.bootId,
-      tx.now + offer.leaseMs,
-      tx.now,
-      tx.now,
-      pick.seq,
-      pick.version,
-    );
-    // Inside BEGIN IMMEDIATE nobody can move the row between the pick and the update.
-    if (row === undefined) return null;
-    const task = toTask(row);
-    const roomId = row.room_id as string;
-    tx.log({
-      roomId,
-      kind: "task.running",
-      runId: task.runId,
-      taskId: task.taskId,
-      actor: sessionKey(offer.session),
-      data: { attempt: task.attempt, version: task.version },
-    });
-    tx.touch("tasks", roomId);
     return {
-      token: { runId: task.runId, taskId: task.taskId, version: task.version, session: offer.session },
-      task,
+      claimed,
+      more: (rest?.ready ?? 0) > 0,
+      nextReadyInMs: rest?.next == null ? null : Math.max(0, rest.next - tx.now),
     };
   });
 }
@@ -227,6 +269,8 @@ export function finishTask(
       },
     });
     tx.touch("tasks", row.room_id);
+    // A retry is claimable once its backoff passes, with no scheduling step: the leader must look.
+    if (retry) tx.touch("ready", row.room_id);
     return { status: to };
   });
 }

@@ -1,9 +1,18 @@
 /** The listeners of a store's change feed, shared by both adapters' feeds (the way news arrives differs). */
-import type { ChangeTopic } from "../../ports/store.js";
+import type { ChangeListener, ChangeTopic } from "../../ports/store.js";
 
-export type ChangeListener = (topic: ChangeTopic, roomId: string | null) => void;
+export type { ChangeListener } from "../../ports/store.js";
 
-export const ALL_CHANGE_TOPICS: readonly ChangeTopic[] = ["inbox", "tasks", "runs", "outbox", "lease", "cap"];
+export const ALL_CHANGE_TOPICS: readonly ChangeTopic[] = [
+  "inbox",
+  "tasks",
+  "runs",
+  "outbox",
+  "lease",
+  "cap",
+  "ready",
+  "wake",
+];
 
 export class ChangeListeners {
   private readonly listeners = new Set<ChangeListener>();
@@ -26,10 +35,10 @@ export class ChangeListeners {
     this.listeners.clear();
   }
 
-  emit(topic: ChangeTopic, roomId: string | null): void {
+  emit(topic: ChangeTopic, roomId: string | null, targets?: readonly string[]): void {
     for (const l of [...this.listeners]) {
       try {
-        l(topic, roomId);
+        l(topic, roomId, targets);
       } catch (e) {
         // A listener's bug must not hide a committed write from the others, nor undo it.
         this.onError(e);
