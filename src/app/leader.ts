@@ -11,6 +11,8 @@ import type { ChangeFeed, LeaderFence, PruneResult, RetentionStore, Scheduler } 
 import { isConflict } from "../ports/errors.js";
 import { Waker, wakeOnChange } from "./wake.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
+import type { RecentWake } from "./wake-targets.js";
+import { planWake, WAKE_DEPRIORITIZE_MS, WAKE_HOLD_MS } from "./wake-targets.js";
 
 /**
  * Handles inbox commands of the fence's room (the command table's inbox processing step). Returns
@@ -23,9 +25,12 @@ export interface LeaderTimings {
   debounceMs: number;
   /** A pass even with no change, for expiries and deadlines; it bounds how late the reaper notices. */
   safetyTickMs: number;
+  /** Nodes whose heartbeat is older than this are not woken for ready tasks (default 30 s). */
+  wakeLiveWithinMs?: number;
 }
 
 export const DEFAULT_LEADER_TIMINGS: LeaderTimings = { debounceMs: 15, safetyTickMs: 1_000 };
+const DEFAULT_WAKE_LIVE_WITHIN_MS = 30_000;
 
 /** What the leader forgets (README "Retention"); see PruneLimits for exactly what goes. */
 export interface RetentionSettings {
@@ -126,16 +131,29 @@ export async function runLeaderLoop(
 ): Promise<void> {
   const log = deps.logger.child({ room: fence.roomId, term: fence.term });
   const waker = new Waker(deps.clock, deps.timings.debounceMs);
-  const unsubscribe = wakeOnChange(deps.store, waker, ["inbox", "tasks", "runs", "cap"], [fence.roomId]);
+  const unsubscribe = wakeOnChange(
+    deps.store,
+    waker,
+    ["inbox", "tasks", "runs", "cap", "ready"],
+    [fence.roomId],
+  );
+  const wakes = new WakeKeeper(deps, fence.roomId);
+  const unsubscribeReady = deps.store.onChange((topic, roomId, nodes) => {
+    if (roomId !== null && roomId !== fence.roomId) return;
+    if (topic === "ready") wakes.readyHeard = true;
+    else if (topic === "tasks" && nodes !== undefined) wakes.claimed(nodes);
+  });
   const stepDeps = { ...deps, logger: log };
   const pruning = runPruneLoop(deps, log, fence, signal, deposed);
   let failures = 0;
   let backToBack = 0;
+  let tickMs = deps.timings.safetyTickMs;
   try {
     while (!signal.aborted) {
       let again = false;
       try {
         const pass = await leaderPass(stepDeps, fence, signal);
+        tickMs = await wakes.afterPass(pass);
         failures = 0;
         again = changedAnything(pass) && backToBack < MAX_BACK_TO_BACK_PASSES;
         backToBack = again ? backToBack + 1 : 0;
@@ -151,11 +169,75 @@ export async function runLeaderLoop(
         await deps.clock.sleep(delay, signal);
         continue;
       }
-      if (!again) await waker.wait(deps.timings.safetyTickMs, signal);
+      if (!again) await waker.wait(tickMs, signal);
     }
   } finally {
     unsubscribe();
+    unsubscribeReady();
     await pruning;
+  }
+}
+
+/**
+ * The leader's targeted wake-ups (issue 16): after a pass that queued or requeued tasks, when a
+ * retry's backoff passes, or while ready tasks were left unclaimed, it reads the room's claim
+ * demand (one statement) and wakes only as many nodes as there are tasks to take. Returns how long
+ * the loop may sleep before it must look again (the safety tick, or sooner when a waiting task
+ * becomes ready).
+ */
+class WakeKeeper {
+  /** A "ready" change was heard (a retry requeued by its worker). */
+  readyHeard = true;
+  private lastReady = 0;
+  private readyAt: number | null = null;
+  private readonly recent = new Map<string, RecentWake>();
+  private rotation = 0;
+
+  constructor(
+    private readonly deps: LeaderDeps,
+    private readonly roomId: string,
+  ) {}
+
+  /** These nodes claimed: whatever they were woken for, they have acted on it. */
+  claimed(nodeIds: readonly string[]): void {
+    for (const id of nodeIds) this.recent.delete(id);
+  }
+
+  async afterPass(pass: LeaderPass): Promise<number> {
+    const { clock, store, timings } = this.deps;
+    const now = clock.monotonicMs();
+    const due =
+      pass.queued + pass.requeued > 0 ||
+      this.readyHeard ||
+      this.lastReady > 0 ||
+      (this.readyAt !== null && now >= this.readyAt);
+    if (due) {
+      this.readyHeard = false;
+      const demand = await store.claimDemand(
+        this.roomId,
+        timings.wakeLiveWithinMs ?? DEFAULT_WAKE_LIVE_WITHIN_MS,
+      );
+      this.lastReady = demand.ready;
+      this.readyAt = demand.nextReadyInMs === null ? null : now + demand.nextReadyInMs;
+      for (const [id, r] of this.recent) if (now - r.at >= WAKE_DEPRIORITIZE_MS) this.recent.delete(id);
+      if (demand.ready > 0) {
+        const plan = planWake(demand, this.recent, now, this.rotation++);
+        if (plan.targets.length > 0) {
+          for (const t of plan.targets) this.recent.set(t.nodeId, { at: now, expected: t.take });
+          await store.wakeNodes(
+            this.roomId,
+            plan.targets.map((t) => t.nodeId),
+          );
+        }
+      }
+    }
+    let tick = timings.safetyTickMs;
+    if (this.readyAt !== null) tick = Math.min(tick, this.readyAt - now + 20);
+    // Ready tasks left while woken nodes have not claimed: look again when their hold ends.
+    if (this.lastReady > 0)
+      for (const r of this.recent.values())
+        if (now - r.at < WAKE_HOLD_MS) tick = Math.min(tick, r.at + WAKE_HOLD_MS - now + 5);
+    return Math.max(0, tick);
   }
 }
 

@@ -18,7 +18,11 @@ export interface LeaseTimings {
   ttlMs: number;
   /** How often the leader renews; well under the TTL so one lost renewal is not a lost lease. */
   renewEveryMs: number;
-  /** How often a follower tries to take the lease (it also wakes when the lease row changes). */
+  /**
+   * How often a follower tries to take the lease when it does not know when the holder's lease
+   * expires (a store error). A follower that knows waits for that expiry, or for the lease row to
+   * change (a release, a new holder), whichever comes first.
+   */
   acquireEveryMs: number;
 }
 
@@ -94,7 +98,7 @@ export class LeaseKeeper {
       } catch (err) {
         let delay = timings.acquireEveryMs;
         if (isConflict(err)) {
-          delay = await this.untilExpiry(delay);
+          delay = await this.untilExpiry(err.found);
         } else {
           failures += 1;
           delay = backoffMs({ ...STORE_CALL_BACKOFF, baseMs: timings.acquireEveryMs }, failures);
@@ -111,16 +115,29 @@ export class LeaseKeeper {
     }
   }
 
-  /** How long to wait before the next attempt: until the holder's lease expires, at most one period. */
-  private async untilExpiry(period: number): Promise<number> {
-    try {
-      const lease = await this.deps.store.getLease(this.deps.roomId);
-      if (lease === null || lease.holder === null) return EXPIRY_SLACK_MS;
-      const left = lease.expiresAt - lease.now + EXPIRY_SLACK_MS;
-      return Math.max(EXPIRY_SLACK_MS, Math.min(period, left));
-    } catch {
-      return period;
+  /**
+   * How long a follower waits before its next attempt: until the holder's lease expires (the failed
+   * acquire's answer says when, on the store's clock), at most one TTL in case a notification was
+   * lost. A release or a new holder wakes it sooner (the "lease" change).
+   */
+  private async untilExpiry(found: Record<string, unknown> | null): Promise<number> {
+    const { ttlMs } = this.deps.timings;
+    let expiresAt = found?.expiresAt;
+    let now = found?.now;
+    let holder = found?.holder;
+    if (typeof expiresAt !== "number" || typeof now !== "number") {
+      try {
+        const lease = await this.deps.store.getLease(this.deps.roomId);
+        if (lease === null) return EXPIRY_SLACK_MS;
+        ({ expiresAt, now } = lease);
+        holder = lease.holder;
+      } catch {
+        return this.deps.timings.acquireEveryMs;
+      }
     }
+    if (holder === null || holder === undefined) return EXPIRY_SLACK_MS;
+    const left = (expiresAt as number) - (now as number) + EXPIRY_SLACK_MS;
+    return Math.max(EXPIRY_SLACK_MS, Math.min(ttlMs, left));
   }
 
   private async leadWhileHeld(fence: LeaderFence, acquireSentAt: number): Promise<void> {
@@ -165,7 +182,8 @@ export class LeaseKeeper {
 
     let failures = 0;
     while (!leading.signal.aborted) {
-      await clock.sleep(renewDelayMs(timings.renewEveryMs, failures), leading.signal);
+      // On the node-wide grid, so a node's renewals coincide and the lease batcher sends them as one statement.
+      await clock.sleep(renewDelayMs(timings.renewEveryMs, failures, clock.monotonicMs()), leading.signal);
       if (leading.signal.aborted) break;
       const sentAt = clock.monotonicMs();
       try {

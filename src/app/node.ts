@@ -7,9 +7,10 @@ import { publicTemplate } from "../domain/action-argv.js";
 import type { Clock } from "../ports/clock.js";
 import type { ActionDefinition, Executor } from "../ports/executor.js";
 import type { Logger } from "../ports/logger.js";
-import type { LeaderFence, RoomPolicy, Session, Store } from "../ports/store.js";
+import type { ChangeFeed, LeaderFence, LeaseStore, RoomPolicy, Session, Store } from "../ports/store.js";
 import type { LeaseTimings } from "./lease-keeper.js";
 import type { InboxStep, LeaderTimings, RetentionSettings } from "./leader.js";
+import { LeaseBatcher } from "./lease-batcher.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { runLeaderLoop } from "./leader.js";
 import { Worker } from "./worker.js";
@@ -136,10 +137,20 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
     }
   })();
 
+  // The rooms' acquires and renewals that coincide go to the store as one statement.
+  const batcher = new LeaseBatcher(store, session, settings.lease.ttlMs);
+  const leaseStore: LeaseStore & ChangeFeed = {
+    acquireLease: (roomId, s, ttlMs) => batcher.acquireLease(roomId, s, ttlMs),
+    renewLease: (fence, ttlMs) => batcher.renewLease(fence, ttlMs),
+    releaseLease: (fence) => store.releaseLease(fence),
+    getLease: (roomId) => store.getLease(roomId),
+    syncLeases: (s, ttlMs, wishes) => store.syncLeases(s, ttlMs, wishes),
+    onChange: (listener) => store.onChange(listener),
+  };
   const keepers = settings.roomIds.map(
     (roomId) =>
       new LeaseKeeper({
-        store,
+        store: leaseStore,
         clock,
         logger: log,
         session,

@@ -31,7 +31,7 @@ import type {
 } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
 import { OutputWriter } from "./output-writer.js";
-import { Waker, wakeOnChange } from "./wake.js";
+import { Waker } from "./wake.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
 
 export interface WorkerSettings {
@@ -48,7 +48,11 @@ export interface WorkerSettings {
   renewEveryMs?: number;
   /** Kept between an action's end and the earliest its lease could expire (lease.margin); default a tenth. */
   marginMs?: number;
-  /** A claim attempt even with no change, for retries whose backoff (not_before) has passed. */
+  /**
+   * The slow safety tick: a claim attempt even with no wake-up, for a wake lost with a dropped
+   * connection. Work arrives by targeted wake-ups from the leader, a freed slot while fitting tasks
+   * were left, and the claim's own word on when the next waiting task becomes ready.
+   */
   pollMs: number;
   debounceMs: number;
   /** How often a running action's output so far is written to the store, when it changed; default 1 s. */
@@ -74,6 +78,9 @@ interface Running {
   done: Promise<void>;
 }
 
+/** After a waiting task's not_before, so the claim does not arrive a hair early. */
+const NOT_BEFORE_SLACK_MS = 20;
+
 export class Worker {
   private readonly stopClaiming = new AbortController();
   private readonly waker: Waker;
@@ -81,6 +88,13 @@ export class Worker {
   private loop: Promise<void> | null = null;
   private unsubscribe: (() => void) | null = null;
   private readonly log: Logger;
+  /** The last claim left fitting tasks behind: a freed slot should claim again at once. */
+  private more = false;
+  /**
+   * Claim statements sent, those that took nothing, tasks claimed, and of the statements those
+   * the safety tick sent (not a wake-up) and how many of them took nothing (the bench reads them).
+   */
+  readonly claims = { statements: 0, empty: 0, tasks: 0, tick: 0, tickEmpty: 0 };
 
   constructor(
     private readonly settings: WorkerSettings,
@@ -98,7 +112,13 @@ export class Worker {
   start(): void {
     if (this.loop !== null) return;
     const feed = this.deps.store;
-    const unsubTasks = wakeOnChange(feed, this.waker, ["tasks"], this.settings.roomIds);
+    const me = this.settings.session.nodeId;
+    const rooms = this.settings.roomIds;
+    // Only a wake meant for this node (or for everyone: a reconnect, a feed that cannot name nodes).
+    const unsubTasks = feed.onChange((topic, roomId, targets) => {
+      if (topic !== "wake" || (roomId !== null && !rooms.includes(roomId))) return;
+      if (targets === undefined || targets.includes(me)) this.waker.wake();
+    });
     // A cancel moves the run first; look at our running tasks then rather than at the next renewal.
     const unsubRuns = feed.onChange((topic, roomId) => {
       if (topic !== "runs" || (roomId !== null && !this.settings.roomIds.includes(roomId))) return;
@@ -140,31 +160,48 @@ export class Worker {
   private async claimLoop(): Promise<void> {
     const signal = this.stopClaiming.signal;
     let failures = 0;
+    let byTick = false;
     while (!signal.aborted) {
-      try {
-        while (!signal.aborted && this.running.size < this.settings.capacity) {
+      let wait = this.settings.pollMs;
+      const free = this.settings.capacity - this.running.size;
+      if (free > 0) {
+        try {
           const sentAt = this.deps.clock.monotonicMs();
-          const claimed = await this.deps.store.claimTask(this.offer());
-          if (claimed === null) break;
-          if (signal.aborted) {
-            // Claimed while stopping: run it anyway rather than strand it until its lease expires.
-            this.startTask(claimed, sentAt);
-            break;
+          // One statement for up to every free slot.
+          const batch = await this.deps.store.claimTasks(this.offer(), free);
+          this.claims.statements += 1;
+          this.claims.tasks += batch.claimed.length;
+          if (batch.claimed.length === 0) this.claims.empty += 1;
+          if (byTick) this.claims.tick += 1;
+          if (byTick && batch.claimed.length === 0) this.claims.tickEmpty += 1;
+          // Claimed while stopping: run them anyway rather than strand them until their leases expire.
+          for (const claimed of batch.claimed) this.startTask(claimed, sentAt);
+          this.more = batch.more;
+          if (batch.nextReadyInMs !== null) wait = Math.min(wait, batch.nextReadyInMs + NOT_BEFORE_SLACK_MS);
+          failures = 0;
+        } catch (err) {
+          if (!isConflict(err)) {
+            failures += 1;
+            const delay = backoffMs(STORE_CALL_BACKOFF, failures);
+            this.log.warn({ err: String(err), retryInMs: delay }, "claim failed");
+            await this.deps.clock.sleep(delay, signal);
           }
-          this.startTask(claimed, sentAt);
+          continue;
         }
-        failures = 0;
-      } catch (err) {
-        if (!isConflict(err)) {
-          failures += 1;
-          const delay = backoffMs(STORE_CALL_BACKOFF, failures);
-          this.log.warn({ err: String(err), retryInMs: delay }, "claim failed");
-          await this.deps.clock.sleep(delay, signal);
-        }
-        continue;
       }
-      await this.waker.wait(this.settings.pollMs, signal);
+      byTick = !(await this.waker.wait(wait, signal));
     }
+    const c = this.claims;
+    this.log.info(
+      {
+        claimStatements: c.statements,
+        emptyClaims: c.empty,
+        claimedTasks: c.tasks,
+        tickClaims: c.tick,
+        tickEmptyClaims: c.tickEmpty,
+      },
+      "worker stopped claiming",
+    );
   }
 
   private startTask(claimed: ClaimedTask, claimSentAt: number): void {
@@ -186,8 +223,9 @@ export class Worker {
       })
       .finally(() => {
         this.running.delete(key);
-        // A freed slot is a reason to claim again now.
-        this.waker.wake();
+        // A freed slot is a reason to claim again now, if the last claim left fitting tasks behind;
+        // otherwise the leader wakes the nodes it wants when it queues more.
+        if (this.more) this.waker.wake();
       });
   }
 

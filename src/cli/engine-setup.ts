@@ -189,15 +189,21 @@ export function engineSettings(config: NodeConfig, overrides: Partial<EngineSett
     roomIds: config.rooms,
     actions: new Map(Object.entries(config.actions)),
     lease: { ...config.lease },
-    leader: DEFAULT_LEADER_TIMINGS,
+    leader: {
+      ...DEFAULT_LEADER_TIMINGS,
+      wakeLiveWithinMs: 3 * Math.max(config.lease.renewEveryMs, Math.floor(config.lease.ttlMs / 2)),
+    },
     // A task lease as long as the room lease: a killed worker's task is retried after the same TTL
     // a killed leader's room is taken over after.
     taskLeaseMs: config.lease.ttlMs,
     // Renewed like the room lease; the config guarantees renew_every + margin + kill_grace < ttl.
     taskRenewEveryMs: config.lease.renewEveryMs,
     taskMarginMs: config.lease.marginMs,
-    heartbeatEveryMs: config.lease.renewEveryMs,
-    workerPollMs: 1_000,
+    // Twice per lease TTL (`nodes --check` wants a heartbeat younger than the TTL): a follower's
+    // idle cost is mostly this, its lease attempts at the holder's expiry and the claim tick.
+    heartbeatEveryMs: Math.max(config.lease.renewEveryMs, Math.floor(config.lease.ttlMs / 2)),
+    // The slow safety tick: work arrives by the leader's targeted wake-ups (issue 16).
+    workerPollMs: 10_000,
     work: true,
     initialCap: config.limits.globalCap,
     retention: {

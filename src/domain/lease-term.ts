@@ -55,7 +55,10 @@ export function renewTimeoutMs(term: LeaseTerm, sentAt: number, reserveMs = 0): 
 const RENEW_RETRY_BASE_MS = 200;
 
 /** The wait before the next renewal: the period, or after `failures` failed ones a shorter backoff. */
-export function renewDelayMs(renewEveryMs: number, failures: number): number {
-  if (failures === 0) return renewEveryMs;
+export function renewDelayMs(renewEveryMs: number, failures: number, gridNowMs?: number): number {
+  if (failures === 0)
+    // On a grid (multiples of renewEvery on the node's monotonic clock), the node's rooms renew
+    // together and their renewals go out as one statement; the wait is never longer than renewEvery.
+    return gridNowMs === undefined ? renewEveryMs : renewEveryMs - (gridNowMs % renewEveryMs);
   return backoffMs({ baseMs: RENEW_RETRY_BASE_MS, capMs: renewEveryMs }, failures);
 }
