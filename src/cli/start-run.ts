@@ -25,7 +25,7 @@ import { startEngineNode } from "../app/node.js";
 import { describeStoreLocation } from "../config/store-location.js";
 import type { PermissionOracle } from "../ports/permissions.js";
 import { commandPolicy, isLocalSender, libraryLoader } from "./command-step.js";
-import { CliError, engineSettings, makeLogger, openConfiguredStore, resolveConfig } from "./engine-setup.js";
+import { CliError, engineSettings, makeLogger, openNodeStore, resolveConfig } from "./engine-setup.js";
 import type { CommonOptions } from "./engine-setup.js";
 import { startNodeHttpApi } from "./http-api.js";
 
@@ -55,7 +55,18 @@ export async function runStart(options: StartOptions): Promise<number> {
   }
   const logger = makeLogger(config);
   routeSdkLogs(logger);
-  const store = await openConfiguredStore(config);
+  // Like `dagbot node`: a store not reachable yet is retried with backoff (each attempt logged),
+  // and a signal during that wait ends it (exit 0) instead of being lost.
+  let earlySignal!: () => void;
+  const firstSignal = new Promise<void>((resolve) => (earlySignal = resolve));
+  const onEarlySignal = (): void => earlySignal();
+  process.on("SIGINT", onEarlySignal);
+  process.on("SIGTERM", onEarlySignal);
+  const store = await openNodeStore(config, logger, firstSignal).finally(() => {
+    process.off("SIGINT", onEarlySignal);
+    process.off("SIGTERM", onEarlySignal);
+  });
+  if (store === null) return 0;
   const stateDir = resolve(
     options.stateDir ?? process.env["DAGBOT_STATE_DIR"] ?? defaultStateDir(process.env),
   );

@@ -147,7 +147,7 @@ describe("bad node configs fail at start with the key path", () => {
     });
   }
 
-  it("a store that cannot be reached: a command exits 1 naming it, a node retries; neither shows its password", async () => {
+  it("a store that cannot be reached: a command exits 1 naming it, dagbot node and dagbot start retry; none shows its password", async () => {
     const file = join(cwd, "unreachable.toml");
     writeFileSync(file, 'node_id = "n"\nstore = "postgres://dagbot:hunter2@127.0.0.1:1/none"\n');
     const named = "postgres://dagbot:[redacted]@127.0.0.1:1/none";
@@ -156,9 +156,24 @@ describe("bad node configs fail at start with the key path", () => {
     expect(r.stderr).toContain(`cannot open the store ${named}`);
     expect(r.stderr).not.toContain("hunter2");
 
-    // `dagbot node` waits for the store instead of exiting (a fleet restarted while PostgreSQL is
-    // down comes back whole); it says so on each attempt and stops cleanly on SIGTERM.
-    const node = spawn(process.execPath, [CLI, "node", "--config", file], {
+    // `dagbot node` and `dagbot start` wait for the store instead of exiting (a fleet restarted
+    // while PostgreSQL is down comes back whole); they say so on each attempt and stop cleanly on SIGTERM.
+    const chatFile = join(cwd, "unreachable-chat.toml");
+    writeFileSync(
+      chatFile,
+      'node_id = "n"\nstore = "postgres://dagbot:hunter2@127.0.0.1:1/none"\n' +
+        '[matrix]\nhomeserver_url = "http://127.0.0.1:1"\nuser_id = "@bot:example.org"\n' +
+        'access_token = "fake-token-value"\nrooms = ["!room:example.org"]\n',
+    );
+    for (const [command, config] of [
+      ["node", file],
+      ["start", chatFile],
+    ] as const)
+      await retriesTheStore(command, config, named);
+  });
+
+  async function retriesTheStore(command: string, file: string, named: string): Promise<void> {
+    const node = spawn(process.execPath, [CLI, command, "--config", file], {
       cwd,
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -181,10 +196,10 @@ describe("bad node configs fail at start with the key path", () => {
     } finally {
       node.kill("SIGTERM");
     }
-    expect(await exited).toBe(0);
+    expect(await exited, `${command}: ${output.slice(-500)}`).toBe(0);
     expect(output).toContain(named);
     expect(output).not.toContain("hunter2");
-  });
+  }
 
   it("a missing config file", async () => {
     const r = await track(cli(["status", "--config", join(cwd, "nope.toml")], { cwd }));
