@@ -1,0 +1,416 @@
+/**
+ * Section "scale" (issue 16), `npm run bench:scale`: N real node processes on one PostgreSQL, for
+ * N in 5, 10, 20, 40 (as many as the machine carries), one room and five rooms.
+ *
+ * One room, `dagbot node` processes (capacity 4, room cap 64, store_pool_size 2, default lease
+ * timings 10 s / 3 s / 1 s):
+ * - idle: commits/s of the database (pg_stat_database.xact_commit delta over the window, the
+ *   bench's own two reads included) and connections per node (pg_stat_activity);
+ * - a 500-task load (500 independent `true` tasks, one run): tasks/s from the first task.running to
+ *   the last task.succeeded in the event log, server CPU per task (every backend of the database,
+ *   /proc), commits per task, the most connections seen, and empty claims per claimed task from
+ *   the workers' own counts (logged at stop; claims sent by the 10 s safety tick are counted apart);
+ * - failover: kill -9 of the leader → the new term's lease.acquired, on the host clock.
+ * Five rooms: the same nodes serving five rooms each (bench/scale-node.mjs), idle only.
+ *
+ * Writes bench/results/scale.json and the generated part of the "Scale" section of bench/README.md.
+ * `--counts=5,10` picks the fleet sizes; `--idle=30` the idle window in seconds; `--label=before`
+ * with DAGBOT_BENCH_DIST pointing at another build records a comparison run under that label
+ * (results/scale-<label>.json, README untouched).
+ */
+import { spawn } from "node:child_process";
+import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { loadavg } from "node:os";
+import { join } from "node:path";
+import process from "node:process";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath, URL } from "node:url";
+import pg from "pg";
+import { track } from "./lib/children.mjs";
+import { allEvents, publishAndConfirm, ROOM, waitFor } from "./lib/cluster.mjs";
+import { cpuMeter } from "./lib/cpu.mjs";
+import { independent } from "./lib/dags.mjs";
+import { CLI, DIST, load } from "./lib/dist.mjs";
+import { machineInfo } from "./lib/machine.mjs";
+import { Scratch } from "./lib/scratch.mjs";
+
+const BENCH_DIR = fileURLToPath(new URL(".", import.meta.url));
+const NODE_SCRIPT = join(BENCH_DIR, "scale-node.mjs");
+const FIVE_ROOMS = ["scale-r1", "scale-r2", "scale-r3", "scale-r4", "scale-r5"];
+const CAPACITY = 4;
+const ROOM_CAP = 64;
+const POOL = 2;
+const TASKS = 500;
+const SETTLE_MS = 12_000;
+const log = (m) => process.stdout.write(`${m}\n`);
+const round = (x, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
+const load1 = () => loadavg().map((x) => round(x));
+
+function parseArgs(argv) {
+  const o = { counts: [5, 10, 20, 40], idleS: 30, label: null };
+  for (const a of argv) {
+    if (a.startsWith("--counts=")) o.counts = a.slice(9).split(",").map(Number);
+    else if (a.startsWith("--idle=")) o.idleS = Number(a.slice(7));
+    else if (a.startsWith("--label=")) o.label = a.slice(8);
+    else throw new Error(`bench scale: unknown argument ${a}`);
+  }
+  return o;
+}
+
+function nodeToml(nodeId, url) {
+  return [
+    `node_id = "${nodeId}"`,
+    `labels = ["linux"]`,
+    `capacity = ${CAPACITY}`,
+    `store = "${url}"`,
+    `store_pool_size = ${POOL}`,
+    `log_level = "info"`,
+    ``,
+    `[limits]`,
+    `global_cap = ${ROOM_CAP}`,
+    ``,
+    `[actions.true]`,
+    `argv = ["true"]`,
+    `timeout = "1m"`,
+    ``,
+  ].join("\n");
+}
+
+/** The fleet of one scenario: N processes, their logs, and the database they share. */
+class Fleet {
+  constructor(dir, url, count, rooms) {
+    this.dir = dir;
+    this.url = url;
+    this.rooms = rooms;
+    this.ids = Array.from({ length: count }, (_, i) => `node-${String(i + 1).padStart(2, "0")}`);
+    this.children = new Map();
+  }
+
+  spawn(nodeId) {
+    const config = join(this.dir, `${nodeId}.toml`);
+    writeFileSync(config, nodeToml(nodeId, this.url));
+    const out = openSync(join(this.dir, `${nodeId}.log`), "a");
+    const args =
+      this.rooms === null ? [CLI, "node", "--config", config] : [NODE_SCRIPT, config, this.rooms.join(",")];
+    const child = track(spawn(process.execPath, args, { stdio: ["ignore", "ignore", out] }));
+    closeSync(out);
+    const exited = new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
+    this.children.set(nodeId, { child, exited });
+  }
+
+  async startAll(store) {
+    for (const id of this.ids) this.spawn(id);
+    await waitFor(
+      `${this.ids.length} nodes to register`,
+      async () => {
+        const dead = [...this.children].filter(([, c]) => c.child.exitCode !== null);
+        if (dead.length > 0) throw new Error(`${dead[0][0]} exited; see ${this.dir}`);
+        return (await store.listNodes()).length >= this.ids.length;
+      },
+      180_000,
+      500,
+    );
+  }
+
+  alive() {
+    return [...this.children.values()].filter((c) => c.child.exitCode === null && c.child.signalCode === null)
+      .length;
+  }
+
+  kill(nodeId, signal) {
+    this.children.get(nodeId)?.child.kill(signal);
+  }
+
+  async stopAll() {
+    for (const c of this.children.values()) if (c.child.exitCode === null) c.child.kill("SIGTERM");
+    await Promise.all(
+      [...this.children.values()].map(async (c) => {
+        const t = setTimeout(() => c.child.kill("SIGKILL"), 30_000);
+        await c.exited;
+        clearTimeout(t);
+      }),
+    );
+  }
+
+  /** The workers' own claim counts, summed over the nodes that stopped gracefully. */
+  claimCounts() {
+    const sum = { nodes: 0, statements: 0, empty: 0, tasks: 0, tick: 0, tickEmpty: 0 };
+    for (const id of this.ids) {
+      const file = join(this.dir, `${id}.log`);
+      if (!existsSync(file)) continue;
+      for (const line of readFileSync(file, "utf8").split("\n")) {
+        if (!line.includes("worker stopped claiming")) continue;
+        const j = JSON.parse(line);
+        sum.nodes += 1;
+        sum.statements += j.claimStatements;
+        sum.empty += j.emptyClaims;
+        sum.tasks += j.claimedTasks;
+        sum.tick += j.tickClaims;
+        sum.tickEmpty += j.tickEmptyClaims;
+      }
+    }
+    return sum;
+  }
+
+  logLines(pattern) {
+    const out = [];
+    for (const id of this.ids) {
+      const file = join(this.dir, `${id}.log`);
+      if (!existsSync(file)) continue;
+      for (const line of readFileSync(file, "utf8").split("\n"))
+        if (pattern.test(line)) out.push(`${id}: ${line.slice(0, 240)}`);
+    }
+    return out;
+  }
+}
+
+async function dbStats(admin, db) {
+  const { rows } = await admin.query(
+    `SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = $1)::bigint AS commits,
+            (SELECT count(*) FROM pg_stat_activity WHERE datname = $1
+                AND application_name IN ('dagbot', 'dagbot-listen'))::int AS connections`,
+    [db],
+  );
+  return { commits: Number(rows[0].commits), connections: rows[0].connections };
+}
+
+/** Samples the fleet's connections every 250 ms until stop() is called; resolves with the most seen. */
+function connectionSampler(admin, db) {
+  let running = true;
+  let most = 0;
+  const loop = (async () => {
+    while (running) {
+      most = Math.max(most, (await dbStats(admin, db)).connections);
+      await sleep(250);
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return most;
+    },
+  };
+}
+
+async function idleWindow(admin, db, idleS, count) {
+  const sampler = connectionSampler(admin, db);
+  const a = await dbStats(admin, db);
+  const t0 = performance.now();
+  await sleep(idleS * 1000);
+  const b = await dbStats(admin, db);
+  const seconds = (performance.now() - t0) / 1000;
+  const most = await sampler.stop();
+  const commitsPerS = (b.commits - a.commits) / seconds;
+  return {
+    commitsPerS: round(commitsPerS, 1),
+    commitsPerSPerNode: round(commitsPerS / count),
+    connections: b.connections,
+    connectionsPerNode: round(most / count),
+    mostConnections: most,
+  };
+}
+
+async function scenario(scratch, admin, count, rooms, idleS) {
+  const part = `scale_${count}_${rooms === null ? 1 : rooms.length}`;
+  const url = await scratch.database(part);
+  const db = new URL(url).pathname.slice(1);
+  const dir = scratch.dir(part);
+  const { openPostgresStore } = await load("adapters/postgres/index.js");
+  const benchUrl = new URL(url);
+  benchUrl.searchParams.set("application_name", "dagbot-bench");
+  const store = await openPostgresStore(benchUrl.toString(), { poolSize: 2 });
+  const fleet = new Fleet(dir, url, count, rooms);
+  const out = { nodes: count, rooms: rooms === null ? 1 : rooms.length, loadAverageAtStart: load1() };
+  try {
+    const t0 = performance.now();
+    await fleet.startAll(store);
+    out.startS = round((performance.now() - t0) / 1000, 1);
+    const leaderRooms = rooms ?? [ROOM];
+    await waitFor("a leader in every room", async () => {
+      const leases = await Promise.all(leaderRooms.map((r) => store.getLease(r)));
+      return leases.every((l) => l !== null && l.holder !== null);
+    });
+    await sleep(SETTLE_MS);
+    out.idle = await idleWindow(admin, db, idleS, count);
+    out.alive = fleet.alive();
+    log(
+      `  ${count} nodes, ${out.rooms} room(s): idle ${out.idle.commitsPerS} commits/s ` +
+        `(${out.idle.commitsPerSPerNode}/node), ${out.idle.connectionsPerNode} connections/node, started in ${out.startS} s`,
+    );
+    if (rooms === null) {
+      out.load = await loadRun(store, admin, db, count, fleet);
+      out.failover = await failover(store, fleet);
+    }
+  } finally {
+    await fleet.stopAll();
+    await store.close();
+  }
+  if (rooms === null && out.load !== undefined) {
+    const c = fleet.claimCounts();
+    const wakeStatements = c.statements - c.tick;
+    const wakeEmpty = c.empty - c.tickEmpty;
+    out.claims = {
+      ...c,
+      // The leader killed by the failover step logs no counts: its share is missing.
+      emptyPerClaimedTask: c.tasks === 0 ? null : round(wakeEmpty / c.tasks, 3),
+      emptyPerClaimStatement: wakeStatements === 0 ? null : round(wakeEmpty / wakeStatements, 3),
+    };
+    log(
+      `    claims (${c.nodes} nodes' counts): ${c.statements} statements, ${c.tasks} tasks, ` +
+        `${c.empty} empty (${c.tickEmpty} of them by the safety tick) → ${out.claims.emptyPerClaimedTask} empty per claimed task`,
+    );
+  }
+  out.storeErrors = fleet.logLines(/too many connections|store error/i).length;
+  out.loadAverageAtEnd = load1();
+  return out;
+}
+
+async function loadRun(store, admin, db, count, fleet) {
+  const meter = cpuMeter(admin, db);
+  const sampler = connectionSampler(admin, db);
+  const a = await dbStats(admin, db);
+  const cpu = await meter.start();
+  const runId = await publishAndConfirm(store, independent(`scale_${count}`, TASKS));
+  await waitFor(
+    "the 500-task run to end",
+    async () => {
+      const r = await store.getRunById(runId);
+      return r !== null && !["pending", "running", "canceling"].includes(r.status) ? r.status : null;
+    },
+    600_000,
+    100,
+  );
+  const used = await cpu.stop(TASKS);
+  const b = await dbStats(admin, db);
+  const most = await sampler.stop();
+  const events = (await allEvents(store)).filter((e) => e.runId === runId);
+  const started = events.filter((e) => e.kind === "task.running").map((e) => e.at);
+  const ended = events.filter((e) => e.kind === "task.succeeded").map((e) => e.at);
+  const spanS = (Math.max(...ended) - Math.min(...started)) / 1000;
+  const nodesUsed = new Set(
+    events.filter((e) => e.kind === "task.running").map((e) => e.actor?.split("/")[0]),
+  );
+  const out = {
+    succeeded: ended.length,
+    tasksPerS: round(ended.length / spanS, 1),
+    spanS: round(spanS, 2),
+    serverCpuMsPerTask: round(used.serverUs / 1000, 2),
+    commitsPerTask: round((b.commits - a.commits) / TASKS, 1),
+    mostConnections: most,
+    connectionsPerNode: round(most / count),
+    nodesThatRanTasks: nodesUsed.size,
+    alive: fleet.alive(),
+  };
+  log(
+    `    500 tasks: ${out.tasksPerS} tasks/s, server CPU ${out.serverCpuMsPerTask} ms/task, ` +
+      `${out.commitsPerTask} commits/task, up to ${most} connections (${out.connectionsPerNode}/node), ${out.nodesThatRanTasks} nodes ran tasks`,
+  );
+  return out;
+}
+
+async function failover(store, fleet) {
+  const lease = await store.getLease(ROOM);
+  const victim = lease.holder.nodeId;
+  const before = (await allEvents(store)).at(-1)?.seq ?? 0;
+  const t0 = Date.now();
+  fleet.kill(victim, "SIGKILL");
+  const acquired = await waitFor(
+    "a new leader",
+    async () =>
+      (await store.readEvents(ROOM, before, 1000)).find(
+        (e) => e.kind === "lease.acquired" && e.term > lease.term,
+      ) ?? null,
+    30_000,
+    20,
+  );
+  const out = {
+    victim,
+    killToAcquiredMs: acquired.at - t0,
+    leaseLeftAtKillMs: lease.expiresAt - lease.now,
+    newLeader: acquired.actor,
+  };
+  log(`    kill -9 of the leader ${victim}: ${acquired.actor} leads after ${out.killToAcquiredMs} ms`);
+  return out;
+}
+
+function readmeTable(r) {
+  const rows = [];
+  for (const s of r.scenarios.filter((x) => x.rooms === 1)) {
+    const five = r.scenarios.find((x) => x.rooms === 5 && x.nodes === s.nodes);
+    rows.push(
+      `| ${s.nodes} | ${s.idle.commitsPerS} (${s.idle.commitsPerSPerNode}/node) | ` +
+        `${five === undefined ? "–" : `${five.idle.commitsPerS} (${round(five.idle.commitsPerSPerNode / 5)}/node/room)`} | ` +
+        `${s.idle.connectionsPerNode} (${s.load?.connectionsPerNode ?? "–"} under load) | ${s.load?.tasksPerS ?? "–"} | ` +
+        `${s.claims?.emptyPerClaimedTask ?? "–"} | ${s.load?.serverCpuMsPerTask ?? "–"} ms | ${s.load?.commitsPerTask ?? "–"} | ` +
+        `${s.failover?.killToAcquiredMs ?? "–"} ms | ${s.loadAverageAtStart.join(" / ")} |`,
+    );
+  }
+  return [
+    `Run of ${r.machine.date}: ${r.machine.nproc} × ${r.machine.cpuModel}, PostgreSQL ${r.machine.versions.postgres}, ` +
+      `dagbot ${r.machine.versions.dagbot}; capacity ${CAPACITY} per node, room cap ${ROOM_CAP}, store_pool_size ${POOL}, ` +
+      `idle window ${r.idleS} s; ${Math.round(r.durationS)} s in all.`,
+    "",
+    "| nodes | idle commits/s, 1 room | idle commits/s, 5 rooms | connections per node, idle | 500 tasks: tasks/s | empty claims per claimed task | server CPU per task | commits per task | failover after kill -9 | load average (1/5/15 min) at start |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+    ...rows,
+  ].join("\n");
+}
+
+const START = "<!-- scale:start (generated by npm run bench:scale; do not edit by hand) -->";
+const END = "<!-- scale:end -->";
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const started = performance.now();
+  const scratch = new Scratch();
+  const onSignal = () => void scratch.cleanup().finally(() => process.exit(130));
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+  const admin = new pg.Client({
+    connectionString: process.env.DAGBOT_BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres",
+  });
+  await admin.connect();
+  const results = {
+    label: opts.label,
+    dist: DIST,
+    idleS: opts.idleS,
+    machine: await machineInfo(),
+    scenarios: [],
+  };
+  log(`bench scale (${opts.label ?? "current"}): ${opts.counts.join(", ")} nodes; dist ${DIST}`);
+  try {
+    for (const count of opts.counts) {
+      for (const rooms of [null, FIVE_ROOMS]) {
+        try {
+          results.scenarios.push(await scenario(scratch, admin, count, rooms, opts.idleS));
+        } catch (e) {
+          log(
+            `  ${count} nodes, ${rooms === null ? 1 : 5} room(s) failed: ${e instanceof Error ? e.message : e}`,
+          );
+          results.scenarios.push({ nodes: count, rooms: rooms === null ? 1 : 5, error: String(e) });
+        }
+      }
+    }
+  } finally {
+    await admin.end();
+    await scratch.cleanup();
+  }
+  results.durationS = (performance.now() - started) / 1000;
+  results.loadAverageAtEnd = load1();
+  const name = opts.label === null ? "scale.json" : `scale-${opts.label}.json`;
+  writeFileSync(join(BENCH_DIR, "results", name), `${JSON.stringify(results, null, 2)}\n`);
+  if (opts.label === null) {
+    const readme = join(BENCH_DIR, "README.md");
+    const text = readFileSync(readme, "utf8");
+    const a = text.indexOf(START);
+    const b = text.indexOf(END);
+    const ok = results.scenarios.filter((s) => s.error === undefined);
+    const generated = `${START}\n\n${readmeTable({ ...results, scenarios: ok })}\n\n${END}`;
+    if (a !== -1 && b !== -1)
+      writeFileSync(readme, text.slice(0, a) + generated + text.slice(b + END.length));
+  }
+  log(`bench scale: ${Math.round(results.durationS)} s; results in bench/results/${name}`);
+}
+
+await main();
