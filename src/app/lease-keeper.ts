@@ -49,6 +49,11 @@ export interface LeaseKeeperDeps {
   roomId: string;
   timings: LeaseTimings;
   lead: LeadWork;
+  /**
+   * Renew on the grid of renewEvery multiples on the monotonic clock, which every keeper of the node
+   * shares, so a node's renewals coincide and its lease batcher sends them as one statement.
+   */
+  alignRenewals?: boolean;
   /** Observes leadership changes (composition, tests, the `nodes` view of this process). */
   onChange?: (fence: LeaderFence | null, end?: LeadEnd) => void;
 }
@@ -182,8 +187,8 @@ export class LeaseKeeper {
 
     let failures = 0;
     while (!leading.signal.aborted) {
-      // On the node-wide grid, so a node's renewals coincide and the lease batcher sends them as one statement.
-      await clock.sleep(renewDelayMs(timings.renewEveryMs, failures, clock.monotonicMs()), leading.signal);
+      const grid = this.deps.alignRenewals === true ? clock.monotonicMs() : undefined;
+      await clock.sleep(renewDelayMs(timings.renewEveryMs, failures, grid), leading.signal);
       if (leading.signal.aborted) break;
       const sentAt = clock.monotonicMs();
       try {

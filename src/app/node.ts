@@ -151,6 +151,7 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
     (roomId) =>
       new LeaseKeeper({
         store: leaseStore,
+        alignRenewals: true,
         clock,
         logger: log,
         session,

@@ -54,7 +54,10 @@ export function renewTimeoutMs(term: LeaseTerm, sentAt: number, reserveMs = 0): 
 // A failed renewal is retried sooner than the regular period, doubling from this.
 const RENEW_RETRY_BASE_MS = 200;
 
-/** The wait before the next renewal: the period, or after `failures` failed ones a shorter backoff. */
+/**
+ * The wait before the next renewal: the period (to the next multiple of it on `gridNowMs`, the
+ * monotonic clock, when given), or after `failures` failed ones a shorter backoff.
+ */
 export function renewDelayMs(renewEveryMs: number, failures: number, gridNowMs?: number): number {
   if (failures === 0)
     // On a grid (multiples of renewEvery on the node's monotonic clock), the node's rooms renew

@@ -10,6 +10,8 @@ import type {
   LeaderFence,
   LeaseState,
   LeaseStore,
+  LeaseSync,
+  LeaseWish,
   Session,
 } from "../../src/ports/store.js";
 import type { FakeClock } from "./fake-clock.js";
@@ -77,6 +79,32 @@ export class FakeLeaseStore implements LeaseStore, ChangeFeed {
         this.expiresAt = this.clock.monotonicMs() + ttlMs;
         return Promise.resolve({ expiresAt: this.expiresAt });
     }
+  }
+
+  /** Each wish answered as acquireLease or renewLease answers it. */
+  async syncLeases(session: Session, ttlMs: number, wishes: LeaseWish[]): Promise<LeaseSync[]> {
+    const out: LeaseSync[] = [];
+    for (const w of wishes) {
+      const ok = await (
+        w.term === null
+          ? this.acquireLease(w.roomId, session, ttlMs)
+          : this.renewLease({ roomId: w.roomId, session, term: w.term }, ttlMs)
+      ).then(
+        () => true,
+        () => false,
+      );
+      const outcome = ok ? (w.term === null ? "acquired" : "renewed") : w.term === null ? "held" : "lost";
+      const now = this.clock.monotonicMs();
+      out.push({
+        roomId: w.roomId,
+        outcome,
+        holder: this.holder,
+        term: this.term,
+        expiresAt: this.expiresAt,
+        now,
+      });
+    }
+    return out;
   }
 
   releaseLease(fence: LeaderFence): Promise<void> {

@@ -6,6 +6,7 @@
 import { ConflictError, StoreError } from "../../src/ports/errors.js";
 import type {
   ChangeFeed,
+  ClaimBatch,
   ClaimedTask,
   NodeOffer,
   RunStore,
@@ -73,6 +74,16 @@ export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, 
       session: offer.session,
     };
     return Promise.resolve({ token, task: { ...task, executor: offer.session } });
+  }
+
+  async claimTasks(offer: NodeOffer, max: number): Promise<ClaimBatch> {
+    const claimed: ClaimedTask[] = [];
+    while (claimed.length < max) {
+      const c = await this.claimTask(offer);
+      if (c === null) break;
+      claimed.push(c);
+    }
+    return { claimed, more: this.queue.length > 0, nextReadyInMs: null };
   }
 
   renewTaskLease(

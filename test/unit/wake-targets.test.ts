@@ -1,6 +1,7 @@
 /** Whom the leader wakes for ready tasks (planWake), and the lease batcher's one statement for a node's rooms. */
 import { describe, expect, it } from "vitest";
 import { LeaseBatcher } from "../../src/app/lease-batcher.js";
+import { renewDelayMs } from "../../src/domain/lease-term.js";
 import { planWake, WAKE_DEPRIORITIZE_MS, WAKE_HOLD_MS } from "../../src/app/wake-targets.js";
 import type { RecentWake } from "../../src/app/wake-targets.js";
 import { ConflictError } from "../../src/ports/errors.js";
@@ -125,5 +126,15 @@ describe("LeaseBatcher", () => {
       "Error: down",
       "Error: down",
     ]);
+  });
+});
+
+describe("renewDelayMs on a grid", () => {
+  it("waits to the next multiple of renewEvery, never longer than renewEvery; a failure still backs off", () => {
+    expect(renewDelayMs(3000, 0, 1000)).toBe(2000);
+    expect(renewDelayMs(3000, 0, 5999)).toBe(1);
+    expect(renewDelayMs(3000, 0, 6000)).toBe(3000);
+    expect(renewDelayMs(3000, 0)).toBe(3000);
+    expect(renewDelayMs(3000, 1, 5999)).toBeLessThan(3000);
   });
 });

@@ -270,7 +270,7 @@ export function finishTask(
     });
     tx.touch("tasks", row.room_id);
     // A retry is claimable once its backoff passes, with no scheduling step: the leader must look.
-    if (retry) tx.touch("ready", row.room_id);
+    if (decision.kind === "retry") tx.touch("ready", row.room_id);
     return { status: to };
   });
 }
