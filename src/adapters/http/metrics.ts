@@ -206,7 +206,7 @@ export class NodeMetrics {
 
 /** Store-recorded results (publish, decisions, cap) name their op and kind; ours carry the outcome. */
 const STORE_KIND: Record<string, string> = { created: "published", set: "cap" };
-const STORE_OPS = new Set(["publish", "confirm", "reject", "cancel", "cap"]);
+const STORE_OPS = new Set(["publish", "confirm", "reject", "cancel", "cap", "policy"]);
 
 function commandLabels(result: unknown): { verb: string; outcome: string } {
   const r = (typeof result === "object" && result !== null ? result : {}) as Record<string, unknown>;
