@@ -691,7 +691,7 @@ export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
   }
   const address = app.server.address();
   const port = typeof address === "object" && address !== null ? address.port : config.port;
-  log.info({ listen: `${config.host}:${port}`, tokenCount: config.tokens.length }, "http api listening");
+  log.info({ listen: `${config.host}:${port}`, callers: config.tokens.length }, "http api listening");
   return {
     port,
     metrics,
