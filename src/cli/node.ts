@@ -20,6 +20,8 @@ import {
   withCommonOptions,
 } from "./engine-setup.js";
 import type { CommonOptions } from "./engine-setup.js";
+import type { StopStage } from "../composition/stop-signals.js";
+import { STOP_MESSAGES, onStopSignals } from "../composition/stop-signals.js";
 
 interface NodeOptions extends CommonOptions {
   nodeId?: string;
@@ -47,18 +49,16 @@ async function runNode(options: NodeOptions): Promise<number> {
 
   // Signals are heard from the start: one that comes while the store is still unreachable ends the
   // wait (exit 0) instead of being lost.
-  let signals = 0;
   let onStop: (abortRunning: boolean) => void = () => {};
   let signalled!: () => void;
+  let latest: StopStage | null = null;
   const firstSignal = new Promise<void>((resolve) => (signalled = resolve));
-  const onSignal = (signal: NodeJS.Signals): void => {
-    signals += 1;
-    logger.info({ signal }, signals === 1 ? "stopping gracefully" : "stopping now: killing running actions");
+  onStopSignals((stage, signal) => {
+    latest = stage;
+    logger.info({ signal }, STOP_MESSAGES[stage]);
     signalled();
-    onStop(signals > 1);
-  };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+    onStop(stage === "hard");
+  });
 
   const store = await openNodeStore(config, logger, firstSignal);
   if (store === null) return 0;
@@ -91,7 +91,7 @@ async function runNode(options: NodeOptions): Promise<number> {
         .then(resolve);
     };
     // A signal that came while the store was being opened.
-    if (signals > 0) onStop(signals > 1);
+    if (latest !== null) onStop(latest === "hard");
   });
   await stopped;
   await store.close();

@@ -35,6 +35,7 @@ import {
 import type { CommonOptions } from "./engine-setup.js";
 import { createProgress, renderSummary } from "./progress.js";
 import { command } from "./submit.js";
+import { onStopSignals } from "../composition/stop-signals.js";
 
 interface RunOptions extends CommonOptions {
   nodes: string;
@@ -142,12 +143,10 @@ async function runDag(file: string, options: RunOptions): Promise<number> {
   const store = await openConfiguredStore(config);
   const nodes = startNodes(config, store, logger, nodeIds);
   const stopAll = new AbortController();
-  let interrupted = 0;
   let runId: string | null = null;
   let dagId: string | null = null;
-  const onSignal = (): void => {
-    interrupted += 1;
-    if (interrupted === 1 && dagId !== null) {
+  const stopListening = onStopSignals((stage) => {
+    if (stage === "graceful" && dagId !== null) {
       process.stderr.write("\ncanceling the run (Ctrl-C again to stop at once)\n");
       void command(store, roomId, `!dag cancel ${dagId}`, COMMAND_WAIT_MS, commandPolicy(config)).catch(
         () => {},
@@ -156,9 +155,7 @@ async function runDag(file: string, options: RunOptions): Promise<number> {
       process.stderr.write("\nstopping now\n");
       stopAll.abort();
     }
-  };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  });
   try {
     const started = await publishAndConfirm(store, roomId, dag, commandPolicy(config));
     runId = started.runId;
@@ -174,8 +171,7 @@ async function runDag(file: string, options: RunOptions): Promise<number> {
     stopAll.signal.addEventListener("abort", onAbort, { once: true });
     await Promise.all(nodes.map((n) => n.stop({ abortRunning: stopAll.signal.aborted })));
     await store.close();
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
+    stopListening();
   }
 }
 

@@ -28,6 +28,7 @@ import { commandPolicy, isLocalSender, libraryLoader } from "./command-step.js";
 import { CliError, engineSettings, makeLogger, openNodeStore, resolveConfig } from "./engine-setup.js";
 import type { CommonOptions } from "./engine-setup.js";
 import { startNodeHttpApi } from "./http-api.js";
+import { STOP_MESSAGES, onStopSignals } from "../composition/stop-signals.js";
 
 export interface StartOptions extends CommonOptions {
   nodeId?: string;
@@ -169,7 +170,6 @@ export async function runStart(options: StartOptions): Promise<number> {
     onLeadership: (roomId, fence) => chat.onLeadership(roomId, fence),
   });
 
-  let signals = 0;
   let exitCode = 0;
   let stopping: Promise<void> | null = null;
   let api: Awaited<ReturnType<typeof startNodeHttpApi>> = null;
@@ -192,16 +192,10 @@ export async function runStart(options: StartOptions): Promise<number> {
     return stopping;
   };
   const stopped = new Promise<void>((resolveStopped) => {
-    const onSignal = (signal: NodeJS.Signals): void => {
-      signals += 1;
-      logger.info(
-        { signal },
-        signals === 1 ? "stopping gracefully" : "stopping now: killing running actions",
-      );
-      void stop(signals > 1).then(resolveStopped);
-    };
-    process.on("SIGINT", onSignal);
-    process.on("SIGTERM", onSignal);
+    onStopSignals((stage, signal) => {
+      logger.info({ signal }, STOP_MESSAGES[stage]);
+      void stop(stage === "hard").then(resolveStopped);
+    });
   });
 
   // Last line of defence: every loop awaits and catches its own work, so this should never fire; if
