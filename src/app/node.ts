@@ -79,6 +79,8 @@ export interface EngineDeps {
   bootId?: string;
   /** Observes leadership changes of this node's rooms. */
   onLeadership?: (roomId: string, fence: LeaderFence | null) => void;
+  /** Encrypted events this node could not decrypt so far (reported with each heartbeat). */
+  undecryptable?: () => number;
 }
 
 export interface StopOptions {
@@ -117,6 +119,7 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
         actions: [...settings.actions.keys()],
         roomIds: settings.roomIds,
         actionSpecs,
+        undecryptable: deps.undecryptable?.() ?? 0,
       });
     } catch (err) {
       log.warn({ err: String(err) }, "heartbeat failed");

@@ -168,6 +168,7 @@ export async function runStart(options: StartOptions): Promise<number> {
       logger,
     }),
     onLeadership: (roomId, fence) => chat.onLeadership(roomId, fence),
+    undecryptable: () => intake?.undecryptable ?? 0,
   });
 
   let exitCode = 0;

@@ -85,6 +85,8 @@ export interface LeaseStore {
  * `m.reaction`), set by intake whatever the sender wrote there. Only an `m.reaction` decides a run.
  */
 export const INBOX_EVENT_TYPE_KEY = "org.dagbot.event_type";
+/** Set (to the reason) on the inbox row of an encrypted event intake could not decrypt. */
+export const UNDECRYPTABLE_KEY = "org.dagbot.undecryptable";
 
 export interface InboxEventInput {
   eventId: string;
@@ -507,10 +509,13 @@ export interface NodeHeartbeat {
    * arguments when it is published. Absent from an older node: its actions' arguments go unchecked.
    */
   actionSpecs?: Record<string, ActionTemplate>;
+  /** Encrypted events in its rooms this life of the node could not decrypt (absent: 0). */
+  undecryptable?: number;
 }
 
 export interface NodeRecord extends NodeHeartbeat {
   actionSpecs: Record<string, ActionTemplate>;
+  undecryptable: number;
   heartbeatAt: number;
   /** Store clock minus heartbeatAt at read time. */
   heartbeatAgeMs: number;

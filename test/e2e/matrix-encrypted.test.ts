@@ -162,6 +162,38 @@ describe("the bot in an encrypted room, with a person on matrix-js-sdk", () => {
     expect(body(help.reply)).toMatch(/!dag status/);
   });
 
+  it("an undecryptable message gets one answer asking to re-send (rate-limited), and `!dag nodes` counts them", async () => {
+    // Ciphertext under a Megolm session nobody shared: no node can decrypt it.
+    const bogus = (n: number) =>
+      erinHttp.sendEvent(roomId, "m.room.encrypted", {
+        algorithm: "m.megolm.v1.aes-sha2",
+        sender_key: "x".repeat(43),
+        session_id: `nosuchsession${n}`.padEnd(43, "A"),
+        device_id: "ERINPHONE",
+        ciphertext: "AwgAEnB".padEnd(120, "A"),
+      });
+    const first = await bogus(1);
+    // Each node retries for its grace time, then gives up at its next sync batch; chatter makes one.
+    await new Promise((r) => setTimeout(r, 16_000));
+    await erin.sendText(roomId, "chatter after the grace time");
+    const answer = await erin.waitFor(replyTo(first), T, "the answer to the undecryptable message");
+    expect(answer.encrypted).toBe(true);
+    expect(body(answer)).toMatch(/could not decrypt your message/);
+
+    const second = await bogus(2);
+    await new Promise((r) => setTimeout(r, 16_000));
+    await erin.sendText(roomId, "more chatter after the grace time");
+    let nodesReply = "";
+    for (let i = 0; i < 10 && !/2 undecryptable events/.test(nodesReply); i++) {
+      nodesReply = body((await command("!dag nodes")).reply);
+      if (!/2 undecryptable events/.test(nodesReply)) await new Promise((r) => setTimeout(r, 1000));
+    }
+    expect(nodesReply).toMatch(/2 undecryptable events/);
+    // The second one from the same sender within 10 minutes is not answered.
+    expect(erin.events(roomId).filter((e) => txnOf(e) === `reply.${second}`)).toHaveLength(0);
+    expect(erin.events(roomId).filter((e) => txnOf(e) === `reply.${first}`)).toHaveLength(1);
+  }, 120_000);
+
   it("keeps each device's crypto state owner-only in the state folder", () => {
     const state = join(fleet.dir, "state");
     const dirs = readdirSync(state).filter((n) => n.startsWith("crypto-"));

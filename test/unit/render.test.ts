@@ -480,6 +480,7 @@ describe("replies", () => {
                 actions: [c],
                 heartbeatAgeMs: 5,
                 serves: false,
+                undecryptable: 2,
               },
             ],
             leader: { nodeId: d, term: 1, expiresInMs: 1 },

@@ -15,6 +15,7 @@ import { LogLevel, LogService, MatrixClient } from "matrix-bot-sdk";
 import type { Logger } from "../../ports/logger.js";
 import type { InboxStore } from "../../ports/store.js";
 import { StoreError } from "../../ports/errors.js";
+import { INBOX_EVENT_TYPE_KEY, UNDECRYPTABLE_KEY } from "../../ports/store.js";
 import { classifyEvent, type TimelineEvent } from "./classify.js";
 import { enc, isNotFound, MatrixRequestError, matrixHttp, type MatrixHttp } from "./http.js";
 import { SyncStateFile } from "./sync-state-file.js";
@@ -28,6 +29,12 @@ const BACKFILL_PAGE_SIZE = 100;
 /** 5000 events of one room in one gap: beyond that the command window would be the better bound. */
 const MAX_BACKFILL_PAGES = 50;
 const INTAKE_BACKOFF: Backoff = { baseMs: 250, capMs: 10_000, maxDoublings: 6 };
+/**
+ * How long an encrypted event that cannot be decrypted is retried (at each sync batch, as room keys
+ * may come later) before it is recorded as undecryptable. Meanwhile another node of the fleet that
+ * can decrypt it records the clear command first (the inbox keeps the first insert).
+ */
+export const UNDECRYPTABLE_GRACE_MS = 15_000;
 
 export interface MatrixIntakeOptions {
   homeserverUrl: string;
@@ -128,6 +135,13 @@ export class MatrixIntake {
   private readonly fleet: ReadonlySet<string>;
   private readonly encrypted = new Set<string>();
   private readonly strangers = new Set<string>();
+  /** Encrypted events not decrypted yet, retried at each batch until UNDECRYPTABLE_GRACE_MS. */
+  private readonly pendingDecryption = new Map<
+    string,
+    { roomId: string; ev: TimelineEvent; firstFailedAt: number; reason: string }
+  >();
+  /** Encrypted events of configured rooms that this node gave up decrypting (for `!dag nodes`). */
+  undecryptable = 0;
   private readonly now: () => number;
   private readonly stopping = new AbortController();
   private markReady: () => void = () => undefined;
@@ -292,6 +306,7 @@ export class MatrixIntake {
     const now = this.now();
     const rooms = obj(raw["rooms"]);
     for (const [roomId, invite] of Object.entries(obj(rooms["invite"]))) await this.onInvite(roomId, invite);
+    await this.retryDecryption(now);
     for (const [roomId, room] of Object.entries(obj(rooms["join"]))) {
       if (!this.rooms.has(roomId)) {
         if (!this.strangers.has(roomId)) this.log.info({ room: roomId }, "ignoring a room not in the config");
@@ -341,11 +356,17 @@ export class MatrixIntake {
     if (ev.type === "m.room.encrypted" && this.roomCrypto !== null) {
       const result: DecryptResult = await this.roomCrypto.decrypt(roomId, ev);
       if (!result.ok) {
-        this.log.warn(
-          { room: roomId, event: ev.event_id, sender: ev.sender, err: result.reason },
-          "cannot decrypt an event",
-        );
-        this.o.onUndecryptable?.(roomId, ev, result.reason);
+        const fromFleet = typeof ev.sender === "string" && this.fleet.has(ev.sender);
+        const old =
+          typeof ev.origin_server_ts === "number" && ev.origin_server_ts < now - this.o.commandWindowMs;
+        if (fromFleet || old || typeof ev.event_id !== "string") return;
+        if (!this.pendingDecryption.has(ev.event_id)) {
+          this.log.info(
+            { room: roomId, event: ev.event_id, sender: ev.sender, err: result.reason },
+            "cannot decrypt an event yet; retrying",
+          );
+          this.pendingDecryption.set(ev.event_id, { roomId, ev, firstFailedAt: now, reason: result.reason });
+        }
         return;
       }
       ev = result.event;
@@ -381,6 +402,42 @@ export class MatrixIntake {
       this.stats.inserted += 1;
       this.log.info({ room: roomId, event: c.eventId, kind: c.kind, sender: c.sender }, "command seen");
     } else this.stats.duplicates += 1;
+  }
+
+  /** Retries the events not decrypted yet; records those past the grace time as undecryptable. */
+  private async retryDecryption(now: number): Promise<void> {
+    if (this.roomCrypto === null) return;
+    for (const [eventId, p] of [...this.pendingDecryption]) {
+      const result = await this.roomCrypto.decrypt(p.roomId, p.ev);
+      if (result.ok) {
+        this.pendingDecryption.delete(eventId);
+        this.log.info({ room: p.roomId, event: eventId }, "decrypted an event on retry");
+        await this.ingestEvent(p.roomId, result.event, now);
+        continue;
+      }
+      if (now - p.firstFailedAt < UNDECRYPTABLE_GRACE_MS) continue;
+      this.pendingDecryption.delete(eventId);
+      this.undecryptable += 1;
+      this.log.warn(
+        { room: p.roomId, event: eventId, sender: p.ev.sender, err: result.reason },
+        "cannot decrypt an event",
+      );
+      this.o.onUndecryptable?.(p.roomId, p.ev, result.reason);
+      if (typeof p.ev.sender !== "string" || typeof p.ev.origin_server_ts !== "number") continue;
+      const sender = p.ev.sender;
+      const originServerTs = p.ev.origin_server_ts;
+      // The leader asks the sender to send it again (unless another node stored it decrypted first).
+      await this.retrying("insert into the inbox", () =>
+        this.o.inbox.insertInboxEvent({
+          eventId,
+          roomId: p.roomId,
+          sender,
+          originServerTs,
+          content: { [INBOX_EVENT_TYPE_KEY]: "m.room.encrypted", [UNDECRYPTABLE_KEY]: result.reason },
+          seenBy: this.o.nodeId,
+        }),
+      );
+    }
   }
 
   /**

@@ -182,6 +182,13 @@ CREATE TABLE room_policies (
 ALTER TABLE tasks ADD COLUMN output_bytes INTEGER;
 `,
   },
+  {
+    // Issue 13: each node reports how many encrypted events it could not decrypt (`!dag nodes`).
+    version: 4,
+    sql: `
+ALTER TABLE nodes ADD COLUMN undecryptable INTEGER NOT NULL DEFAULT 0;
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

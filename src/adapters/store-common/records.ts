@@ -192,5 +192,6 @@ export function nodeFromRow(r: Row, json: DecodeJson): NodeRecord {
     heartbeatAgeMs: num(r.age_ms),
     runningTasks: num(r.running_tasks),
     startedAt: num(r.started_at),
+    undecryptable: r.undecryptable === undefined || r.undecryptable === null ? 0 : num(r.undecryptable),
   };
 }

@@ -13,13 +13,21 @@
  * The camelCase message shape of src/ports/chat.ts (IncomingCommand) is read as well.
  */
 import type { CommandInput } from "../../domain/commands.js";
-import { INBOX_EVENT_TYPE_KEY, type OutboxStore, type RunRecord, type RunStore } from "../../ports/store.js";
+import {
+  INBOX_EVENT_TYPE_KEY,
+  UNDECRYPTABLE_KEY,
+  type OutboxStore,
+  type RunRecord,
+  type RunStore,
+} from "../../ports/store.js";
 import { CARD_CONTENT_KEY, cardTxnId } from "../render/messages.js";
 
 export type InboxIntent =
   | { kind: "message"; input: CommandInput; threadRoot: string | null }
   | { kind: "reaction"; targetEventId: string; decision: "confirm" | "reject" }
   | { kind: "edit"; editedEventId: string }
+  /** An encrypted event no node of the fleet could decrypt (intake stored it marked so). */
+  | { kind: "undecryptable"; sender: string | null }
   | { kind: "other"; why: string };
 
 /** Reaction keys that decide, compared without emoji variation selectors. */
@@ -37,6 +45,11 @@ export function decodeInboxContent(content: Record<string, unknown>): InboxInten
   const relEvent = str(relation?.["event_id"]) ?? str(camelRelation?.["eventId"]);
 
   const eventType = str(content[INBOX_EVENT_TYPE_KEY]);
+  if (eventType === "m.room.encrypted") {
+    return content[UNDECRYPTABLE_KEY] === undefined
+      ? { kind: "other", why: "an encrypted event" }
+      : { kind: "undecryptable", sender: null };
+  }
   if (eventType === "m.reaction") {
     const reactionKey = str(relation?.["key"]);
     if (relType !== "m.annotation" || relEvent === null || reactionKey === null)

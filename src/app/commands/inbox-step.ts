@@ -121,6 +121,27 @@ export function inboxStep(
   };
 }
 
+/** One answer per sender and room per this window (by the events' server times). */
+export const UNDECRYPTABLE_REPLY_WINDOW_MS = 10 * 60_000;
+const undecryptableAnswered = new WeakMap<InboxDeps, Map<string, number>>();
+
+/**
+ * Whether to ask the sender of an undecryptable event to re-send: not when this leader asked them in
+ * this room within the window. Kept in memory: a new leader may ask once more.
+ */
+function shouldAnswerUndecryptable(deps: InboxDeps, row: InboxEvent): boolean {
+  let answered = undecryptableAnswered.get(deps);
+  if (answered === undefined) {
+    answered = new Map();
+    undecryptableAnswered.set(deps, answered);
+  }
+  const key = `${row.roomId}\u0000${row.sender}`;
+  const last = answered.get(key);
+  if (last !== undefined && Math.abs(row.originServerTs - last) < UNDECRYPTABLE_REPLY_WINDOW_MS) return false;
+  answered.set(key, row.originServerTs);
+  return true;
+}
+
 /** First half: new → handled, with the command's effect in the same transaction where it has one. */
 export async function handleInboxEvent(deps: InboxDeps, fence: LeaderFence, row: InboxEvent): Promise<void> {
   const { outcome, threadRoot } = await runIntent(deps, fence, row, decodeInboxContent(row.content));
@@ -145,6 +166,15 @@ async function runIntent(
   intent: InboxIntent,
 ): Promise<{ outcome: Outcome; threadRoot: string | null }> {
   if (intent.kind === "other") return { outcome: { kind: "ignored", why: intent.why }, threadRoot: null };
+  if (intent.kind === "undecryptable") {
+    const answer = shouldAnswerUndecryptable(deps, row);
+    return {
+      outcome: answer
+        ? { kind: "undecryptable" }
+        : { kind: "ignored", why: "undecryptable (its sender was asked to re-send within 10 minutes)" },
+      threadRoot: null,
+    };
+  }
   // The leader acts on a command as first sent; clients show the latest edit, so say it was not applied.
   if (intent.kind === "edit") return { outcome: { kind: "edit-not-applied" }, threadRoot: null };
   let command: Command;

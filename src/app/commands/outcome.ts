@@ -65,6 +65,8 @@ export interface NodeLine {
   actions: string[];
   heartbeatAgeMs: number;
   serves: boolean;
+  /** Encrypted events this node could not decrypt since it started. */
+  undecryptable: number;
 }
 
 export type Outcome =
@@ -138,6 +140,8 @@ export type Outcome =
   | { kind: "not-leader"; roomId: string }
   /** An edit of a command: edits are never applied (the command ran, or was answered, as first sent). */
   | { kind: "edit-not-applied" }
+  /** An encrypted message no node could decrypt: the sender is asked to send it again. */
+  | { kind: "undecryptable" }
   /** A reaction that is not a decision on a card awaiting confirmation: no reply at all. */
   | { kind: "ignored"; why: string };
 
@@ -240,5 +244,6 @@ export function nodeLine(node: NodeRecord, roomId: string): NodeLine {
     actions: node.actions,
     heartbeatAgeMs: node.heartbeatAgeMs,
     serves: node.roomIds.includes(roomId),
+    undecryptable: node.undecryptable,
   };
 }

@@ -106,6 +106,8 @@ export function renderOutcome(outcome: Outcome): Rendered | null {
     }
     case "not-leader":
       return r`This node does not lead room ${code(outcome.roomId)} right now, so it cannot change anything there; try again in a moment or send the command in the room.`;
+    case "undecryptable":
+      return r`🔒 I could not decrypt your message, so I cannot tell whether it was a command. If it was, please send it again. (Your client may not have shared the room key with this bot's session; I say this at most once every 10 minutes.)`;
     case "edit-not-applied":
       return r`✏️ Edits are not applied: dagbot acts on a command as it was first sent, whatever the edit shows. To change it, send the command again as a new message (for a DAG: publish again).`;
     case "ignored":
@@ -306,8 +308,8 @@ function renderNodes(outcome: Extract<Outcome, { kind: "nodes" }>): Rendered {
     return r`🟢 ${code(n.nodeId)}${isLeader} · ${labels} · ${String(n.runningTasks)}/${String(
       n.capacity,
     )} slots busy · ${plural(n.actions.length, "action")} · heartbeat ${formatDuration(n.heartbeatAgeMs)} ago${
-      n.serves ? "" : " · not serving this room"
-    }`;
+      n.undecryptable > 0 ? ` · ${plural(n.undecryptable, "undecryptable event")}` : ""
+    }${n.serves ? "" : " · not serving this room"}`;
   });
   return {
     body: [head.body, ...items.map((i) => i.body)].join("\n"),

@@ -53,10 +53,14 @@ export function nodesSection(ctx: ContractContext): void {
         runningTasks: 0,
         startedAt: started,
         actionSpecs: {},
+        undecryptable: 0,
       },
     ]);
     ctx.clock.advance(1500);
     expect((await find(store, s.nodeId))[0]?.heartbeatAgeMs).toBe(1500);
+    // The count of undecryptable events a node reports comes back as sent (issue 13).
+    await store.heartbeat(beat(s, { undecryptable: 3 }));
+    expect((await find(store, s.nodeId))[0]?.undecryptable).toBe(3);
     await store.heartbeat(beat(s, { labels: ["linux"], capacity: 2 }));
     const [n] = await find(store, s.nodeId);
     expect(n).toMatchObject({
