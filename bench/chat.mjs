@@ -44,6 +44,7 @@ const pct = (xs) => ({ p50: percentile(xs, 50), p95: percentile(xs, 95), n: xs.l
 
 export async function benchChat(scratch, { samples, log }) {
   const { startSynapse } = await load("adapters/matrix/local-synapse.js");
+  (await load("adapters/matrix/child-reaper.js")).installChildReaper();
   const dir = scratch.dir("chat");
   const hs = await startSynapse({ parentDir: dir });
   const children = [];

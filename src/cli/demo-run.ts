@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startSynapse, type SynapseHandle } from "../adapters/matrix/local-synapse.js";
 import { startNodeProcess, type NodeProcess } from "../adapters/matrix/node-process.js";
+import { installChildReaper } from "../adapters/matrix/child-reaper.js";
 import { RoomWatcher, type WatchedEvent } from "../adapters/matrix/room-watcher.js";
 import { CliError, LOCAL_ACTIONS } from "./engine-setup.js";
 
@@ -32,6 +33,8 @@ function packagePath(relative: string): string {
 }
 
 export async function runDemo(options: DemoOptions): Promise<number> {
+  // Synapse and the demo's node die with this process, however it ends.
+  installChildReaper();
   out(
     "Starting a local Synapse (the first run installs it into ~/.cache/dagbot, which takes a few minutes)…",
   );

@@ -1,18 +1,15 @@
 /**
  * Runs `dagbot start` as a child process (for `dagbot demo`): this same CLI under the same Node,
  * its log lines to a file, readiness read from the log (`matrix intake ready`), and a stop that
- * sends SIGTERM and escalates to SIGKILL. Children are killed if this process exits first.
+ * sends SIGTERM and escalates to SIGKILL. Children are killed if this process exits first, once
+ * the caller installed the child reaper (child-reaper.ts).
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn } from "node:child_process";
+import { reapOnExit } from "./child-reaper.js";
 import { closeSync, openSync, readFileSync } from "node:fs";
 
 const STOP_GRACE_MS = 15_000;
 const READY_LINE = '"msg":"matrix intake ready"';
-
-const live = new Set<ChildProcess>();
-process.once("exit", () => {
-  for (const child of live) child.kill("SIGKILL");
-});
 
 export interface NodeProcess {
   readonly pid: number | undefined;
@@ -39,11 +36,10 @@ export function startNodeProcess(o: NodeProcessOptions): NodeProcess {
     stdio: ["ignore", logFd, logFd],
   });
   closeSync(logFd);
-  live.add(child);
+  reapOnExit(child);
   let code: number | null | undefined;
   const exited = new Promise<number | null>((resolve) =>
     child.once("exit", (c, signal) => {
-      live.delete(child);
       code = c ?? (signal ? -1 : null);
       resolve(code);
     }),

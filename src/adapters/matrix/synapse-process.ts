@@ -6,16 +6,11 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { closeSync, openSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
+import { reapOnExit } from "./child-reaper.js";
 
 /** Generous: a loaded CI box can take tens of seconds for a first start (recipe §1.5). */
 const READY_TIMEOUT_MS = 120_000;
 const STOP_GRACE_MS = 10_000;
-
-/** Children still running, killed if the test process exits without disposing of them. */
-const live = new Set<ChildProcess>();
-process.once("exit", () => {
-  for (const child of live) child.kill("SIGKILL");
-});
 
 /**
  * Runs Synapse's entry point in a Python that first asks Linux to SIGTERM it when its parent dies,
@@ -73,10 +68,10 @@ export function spawnSynapse(python: string, dataDir: string, logPath: string): 
     stdio: ["ignore", logFd, logFd],
   });
   closeSync(logFd);
-  live.add(child);
+  // Killed if this process exits without stopping it (once the caller installed the reaper).
+  reapOnExit(child);
   const exited = new Promise<number | null>((resolveExit) => {
     child.once("exit", (code, signal) => {
-      live.delete(child);
       resolveExit(code ?? (signal ? -1 : null));
     });
   });
