@@ -1,8 +1,13 @@
-// Lint rules, including the layer rule of DESIGN.md §2: the domain is pure and the app imports
-// no driver or SDK; only adapters and the entry points touch the outside world.
+// Lint rules, including the layer rules of DESIGN.md §2 and STYLE.md "The shape": imports point
+// inward (entry points → adapters → app → ports → domain); the domain is pure; the app imports no
+// driver or SDK and reads no env, argv or signals; only adapters and the entry points touch the
+// outside world, and nothing but the entry points imports them.
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 import globals from "globals";
+
+/** The outermost rings: the CLI and composition roots, and the dev harness (Synapse for demo and tests). */
+const entryPoints = ["**/cli/**", "**/cli.js", "**/composition/**", "**/harness/**"];
 
 const drivers = [
   "better-sqlite3",
@@ -42,7 +47,7 @@ export default tseslint.config(
           })),
           patterns: [
             {
-              group: ["**/adapters/**", "**/app/**", "**/config/**"],
+              group: ["**/adapters/**", "**/app/**", "**/config/**", "**/ports/**", ...entryPoints],
               message: "domain imports nothing outward.",
             },
           ],
@@ -63,7 +68,38 @@ export default tseslint.config(
         "error",
         {
           paths: drivers.map((name) => ({ name, message: "only src/adapters imports drivers and SDKs." })),
-          patterns: [{ group: ["**/adapters/**"], message: "app and ports depend on ports, not adapters." }],
+          patterns: [
+            { group: ["**/adapters/**"], message: "app and ports depend on ports, not adapters." },
+            {
+              group: ["**/config/**", ...entryPoints],
+              message: "app and ports get their settings and wiring passed in by a composition root.",
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ["src/app/**/*.ts"],
+    rules: {
+      "no-restricted-globals": [
+        "error",
+        {
+          name: "process",
+          message: "src/app reads no env, argv or signals: the composition root passes them in.",
+        },
+      ],
+    },
+  },
+  {
+    files: ["src/adapters/**/*.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            { group: entryPoints, message: "adapters are wired by the entry points, never the reverse." },
+          ],
         },
       ],
     },
