@@ -1,6 +1,7 @@
 // The HTTP API of a real `dagbot node` process on a real SQLite file, through real HTTP: auth,
 // every route's success and problem shapes, idempotency under concurrency, the OpenAPI document,
 // metrics and health.
+import { Validator } from "@seriousme/openapi-schema-validator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Store } from "../../src/ports/store.js";
 import type { Target } from "../support/engine-cluster.js";
@@ -374,6 +375,11 @@ describe("commands and reads", () => {
     });
     expect(Object.keys(cap.responses)).toEqual(expect.arrayContaining(["200", "4XX", "5XX"]));
     expect(doc.body.components.securitySchemes.bearer).toEqual({ type: "http", scheme: "bearer" });
+    // Valid against the official OpenAPI 3.1 schema.
+    const validator = new Validator();
+    const result = await validator.validate(doc.body);
+    expect(result.errors ?? [], JSON.stringify(result.errors ?? []).slice(0, 1000)).toEqual([]);
+    expect(result.valid).toBe(true);
     // Every operation has responses and every $ref resolves inside the document.
     const refs = JSON.stringify(doc.body).match(/"\$ref":"#\/[^"]+"/g) ?? [];
     for (const ref of refs) {
