@@ -94,3 +94,19 @@ export function problem(
 
 /** Every code the API may answer with, for the README and the OpenAPI description. */
 export const PROBLEM_CODES: readonly string[] = Object.keys(TITLES);
+
+/** A problem thrown by a route or hook; the server's error handler answers with it. */
+export class ProblemError extends Error {
+  constructor(readonly problem: Problem) {
+    super(problem.detail ?? problem.title);
+  }
+}
+
+export function fail(
+  status: number,
+  code: ProblemCode,
+  detail?: string,
+  extra?: Record<string, unknown>,
+): never {
+  throw new ProblemError(problem(status, code, detail, extra));
+}

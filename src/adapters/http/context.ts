@@ -1,0 +1,98 @@
+/**
+ * What the HTTP API's route modules share: the node's capabilities (HttpApiDeps), and per server the
+ * helpers every route uses (the room a request names, its caller, store-error counting).
+ */
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest, RawServerDefault } from "fastify";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ZodTypeProvider } from "fastify-type-provider-zod";
+import type { Outcome } from "../../app/commands/outcome.js";
+import type { HttpConfig } from "../../config/node-config.js";
+import type { Command } from "../../domain/commands.js";
+import type { Logger } from "../../ports/logger.js";
+import type { Store } from "../../ports/store.js";
+import type { Caller } from "./auth.js";
+import type { EventHub } from "./event-hub.js";
+import type { StreamStats } from "./event-stream.js";
+import { fail } from "./problem.js";
+
+export interface CommandAnswer {
+  outcome: Outcome | null;
+  /** The reply as chat shows it, plain text. */
+  text: string | null;
+}
+
+export interface HttpApiDeps {
+  config: HttpConfig;
+  /** This node's session as the event log writes it ("nodeId/bootId"). */
+  session: string;
+  rooms: readonly string[];
+  store: Store;
+  logger: Logger;
+  /** Runs a read command of the command table for the caller (no write, no inbox row). */
+  read(roomId: string, command: Command, caller: Caller): Promise<Outcome>;
+  /** Waits until the room's leader handled and answered the inbox row; null after `timeoutMs`. */
+  awaitCommand(eventId: string, timeoutMs: number): Promise<CommandAnswer | null>;
+  /** The term while this node leads the room, else null. */
+  leaderTerm(roomId: string): number | null;
+  /** Unsent outbox messages of a room this node leads; null when it does not. */
+  outboxPending(roomId: string): Promise<number | null>;
+  /** Readiness checks beyond the store: name → "ok" or what is wrong. */
+  readiness(): Promise<Record<string, string>>;
+  /** The room's state for an event stream's snapshot. */
+  snapshot(roomId: string, runId: string | null, caller: Caller): Promise<unknown>;
+}
+
+export type ZodApp = FastifyInstance<
+  RawServerDefault,
+  IncomingMessage,
+  ServerResponse,
+  FastifyBaseLogger,
+  ZodTypeProvider
+>;
+
+export interface RouteContext {
+  deps: HttpApiDeps;
+  log: Logger;
+  hub: EventHub;
+  streams: StreamStats;
+  /** The room a request names (or the node's only room); a problem when the node does not serve it. */
+  pickRoom(room: string | undefined): string;
+  callerOf(req: FastifyRequest): Caller;
+  /** Counts a failed store call for the store-errors metric. */
+  storeError(): void;
+}
+
+/** The problem a read or write outcome that is not a success maps to. */
+export function outcomeProblem(log: Logger, o: Outcome, text: string | null): never {
+  const detail = text ?? undefined;
+  switch (o.kind) {
+    case "not-found":
+      return fail(404, o.taskId === null ? "run-not-found" : "task-not-found", detail, {
+        didYouMean: o.didYouMean,
+        ...(o.taskId === null ? {} : { knownTasks: o.known }),
+      });
+    case "refused":
+      return fail(403, "refused", o.reason);
+    case "conflict":
+      return fail(409, "conflict", detail, {
+        dagId: o.dagId,
+        existing: o.existing,
+        suggestion: o.suggestion,
+      });
+    case "invalid-dag":
+      return fail(422, "invalid-dag", detail, { issues: o.issues, moreIssues: o.moreIssues });
+    case "library-error":
+      return fail(422, "library-error", o.message);
+    case "decision":
+      return fail(409, "wrong-status", detail, { run: o.run });
+    case "nothing-to-retry":
+      return fail(409, "nothing-to-retry", detail, { why: o.why, run: o.run });
+    case "command-error":
+      return fail(400, "command-error", o.message);
+    case "not-leader":
+      return fail(503, "not-leader", detail);
+    default:
+      log.error({ kind: o.kind }, "http: unexpected command outcome");
+      return fail(500, "internal", "unexpected outcome");
+  }
+}

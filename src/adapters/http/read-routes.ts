@@ -1,0 +1,156 @@
+/** The HTTP API's reads (run list, one run, task logs, nodes) through the command table, and the event stream. */
+import type { Outcome } from "../../app/commands/outcome.js";
+import type { Command } from "../../domain/commands.js";
+import type { Caller } from "./auth.js";
+import type { RouteContext, ZodApp } from "./context.js";
+import { outcomeProblem } from "./context.js";
+import { streamEvents } from "./event-stream.js";
+import { fail } from "./problem.js";
+import * as s from "./schemas.js";
+
+const problems = { "4xx": s.problemSchema, "5xx": s.problemSchema };
+
+export function registerReadRoutes(app: ZodApp, ctx: RouteContext): void {
+  const { deps, log, pickRoom, callerOf, hub, streams } = ctx;
+  const { config, store } = deps;
+  const read = async (roomId: string, command: Command, caller: Caller): Promise<Outcome> => {
+    try {
+      return await deps.read(roomId, command, caller);
+    } catch (err) {
+      ctx.storeError();
+      log.warn({ room: roomId, err: String(err).slice(0, 300) }, "http read failed");
+      return fail(503, "store-unavailable", "the store could not be read; try again");
+    }
+  };
+
+  // --- Reads ----------------------------------------------------------------------------------
+
+  app.get(
+    "/v1/runs",
+    {
+      config: { access: "read" },
+      schema: {
+        summary: "The room's recent runs",
+        querystring: s.listQuery,
+        response: { 200: s.runListSchema, ...problems },
+      },
+    },
+    async (req) => {
+      const roomId = pickRoom(req.query.room);
+      const o = await read(roomId, { verb: "list" }, callerOf(req));
+      if (o.kind !== "list") return outcomeProblem(log, o, null);
+      return { room: roomId, runs: o.runs, at: o.at };
+    },
+  );
+  app.get(
+    "/v1/runs/:id",
+    {
+      config: { access: "read" },
+      schema: {
+        summary: "One run with its tasks",
+        params: s.runParams,
+        querystring: s.roomQuery,
+        response: { 200: s.runStatusSchema, ...problems },
+      },
+    },
+    async (req) => {
+      const roomId = pickRoom(req.query.room);
+      const o = await read(roomId, { verb: "status", id: req.params.id }, callerOf(req));
+      if (o.kind !== "status") return outcomeProblem(log, o, null);
+      return {
+        room: roomId,
+        run: o.run,
+        summary: o.summary,
+        tasks: o.tasks,
+        ...(o.roomCap === undefined ? {} : { roomCap: o.roomCap }),
+        at: o.at,
+      };
+    },
+  );
+  app.get(
+    "/v1/runs/:id/tasks/:task/logs",
+    {
+      config: { access: "read" },
+      schema: {
+        summary: "A task's captured output (operators only unless the room's policy says logs anyone)",
+        params: s.taskParams,
+        querystring: s.roomQuery,
+        response: { 200: s.logsSchema, ...problems },
+      },
+    },
+    async (req) => {
+      const roomId = pickRoom(req.query.room);
+      const o = await read(roomId, { verb: "logs", id: req.params.id, task: req.params.task }, callerOf(req));
+      if (o.kind !== "logs") return outcomeProblem(log, o, null);
+      return {
+        room: roomId,
+        run: o.run,
+        task: o.task,
+        output: o.output,
+        omittedChars: o.omittedChars,
+        at: o.at,
+      };
+    },
+  );
+  app.get(
+    "/v1/nodes",
+    {
+      config: { access: "read" },
+      schema: {
+        summary: "Nodes, their heartbeats and the room's leader",
+        querystring: s.roomQuery,
+        response: { 200: s.nodesSchema, ...problems },
+      },
+    },
+    async (req) => {
+      const roomId = pickRoom(req.query.room);
+      const o = await read(roomId, { verb: "nodes" }, callerOf(req));
+      if (o.kind !== "nodes") return outcomeProblem(log, o, null);
+      return { room: roomId, nodes: o.nodes, leader: o.leader, staleAfterMs: o.staleAfterMs, at: o.at };
+    },
+  );
+
+  app.get(
+    "/v1/events",
+    {
+      config: { access: "read" },
+      schema: {
+        summary:
+          "The room's event log as Server-Sent Events (text/event-stream): id = sequence number; resume with Last-Event-ID or ?after=",
+        querystring: s.eventsQuery,
+      },
+    },
+    async (req, reply) => {
+      const caller = callerOf(req);
+      const roomId = pickRoom(req.query.room);
+      const header = req.headers["last-event-id"];
+      let after: number | null = req.query.after ?? null;
+      if (typeof header === "string" && header !== "") {
+        if (!/^\d{1,15}$/.test(header)) fail(400, "bad-request", "Last-Event-ID must be a sequence number");
+        after = Number(header);
+      }
+      const runId = req.query.run ?? null;
+      reply.hijack();
+      try {
+        await streamEvents(
+          reply.raw,
+          hub,
+          store,
+          {
+            roomId,
+            runId,
+            after,
+            heartbeatMs: config.heartbeatMs,
+            bufferBytes: config.sseBufferBytes,
+            snapshot: () => deps.snapshot(roomId, runId, caller),
+          },
+          streams,
+        );
+      } catch (err) {
+        ctx.storeError();
+        log.warn({ room: roomId, err: String(err).slice(0, 300) }, "event stream failed");
+        reply.raw.destroy();
+      }
+    },
+  );
+}
