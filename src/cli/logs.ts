@@ -7,6 +7,7 @@
  */
 import type { Command } from "commander";
 import { systemClock } from "../adapters/clock/system-clock.js";
+import { exitWords } from "../domain/exit-status.js";
 import { formatDuration } from "../domain/duration.js";
 import { isTerminalTask } from "../domain/task-states.js";
 import type { RunRecord, Store, TaskRecord } from "../ports/store.js";
@@ -186,13 +187,16 @@ export class OutputPrinter {
 
 function stateLine(run: RunRecord, task: TaskRecord, now: number): string {
   const parts = [`task ${task.taskId} of ${run.dagId} (run ${run.runId}): ${task.status}`];
-  if (task.exitCode !== null) parts.push(`exit ${task.exitCode}`);
+  const [exit, ...error] = task.status === "succeeded" ? [] : exitWords(task.exitCode, task.error);
+  if (task.exitCode !== null && exit !== undefined) parts.push(exit);
   if (task.attempt > 1 || task.maxAttempts > 1) parts.push(`attempt ${task.attempt}/${task.maxAttempts}`);
   if (task.executor !== null) parts.push(`on ${task.executor.nodeId}`);
   const took = taskDurationMs(task, now);
   if (took !== null) parts.push(formatDuration(took));
   const head = parts.join(", ");
-  return task.error !== null && task.status !== "succeeded" ? `${head}\n${task.error}` : head;
+  // The error on a line of its own, unless it only says the exit status again.
+  const more = task.exitCode === null ? [exit, ...error] : error;
+  return [head, ...more.filter((e) => e !== undefined)].join("\n");
 }
 
 function logsJson(run: RunRecord, task: TaskRecord, now: number): Record<string, unknown> {

@@ -3,6 +3,7 @@
  * redrawn in place; otherwise one plain line per task transition, so logs and CI output stay
  * readable. Also the end-of-run summary with durations.
  */
+import { exitWords } from "../domain/exit-status.js";
 import { formatDuration } from "../domain/duration.js";
 import type { TaskStatus } from "../domain/model.js";
 import type { RunRecord, TaskRecord } from "../ports/store.js";
@@ -71,9 +72,10 @@ function taskDetail(task: TaskRecord, nowMs: number): string {
   if (duration !== null) parts.push(formatDuration(duration));
   if (task.executor !== null && !waiting) parts.push(`on ${task.executor.nodeId}`);
   if (task.attempt > 1 || task.maxAttempts > 1) parts.push(`attempt ${task.attempt}/${task.maxAttempts}`);
-  if (task.error !== null && task.status !== "succeeded") {
-    parts.push(waiting ? `last: ${oneLine(task.error, 60)}` : oneLine(task.error, 80));
-  } else if (task.exitCode !== null && task.exitCode !== 0) parts.push(`exit ${task.exitCode}`);
+  if (task.status !== "succeeded") {
+    const ended = exitWords(task.exitCode, task.error).join(", ");
+    if (ended !== "") parts.push(waiting ? `last: ${oneLine(ended, 60)}` : oneLine(ended, 80));
+  }
   return parts.join(", ");
 }
 
@@ -265,7 +267,7 @@ export function renderSummary(run: RunRecord, tasks: readonly TaskRecord[], nowM
       (duration === null ? "-" : formatDuration(duration)).padStart(8),
       t.executor === null ? "" : t.executor.nodeId,
       t.attempt > 1 ? `attempts ${t.attempt}` : "",
-      BAD.has(t.status) && t.error !== null ? oneLine(t.error, 100) : "",
+      BAD.has(t.status) ? oneLine(exitWords(t.exitCode, t.error).join(", "), 100) : "",
     ];
     lines.push(`  ${cols.filter((c, i) => i < 3 || c !== "").join("  ")}`.trimEnd());
   }

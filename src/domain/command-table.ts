@@ -124,10 +124,10 @@ export const COMMANDS: readonly CommandInfo[] = [
   },
   {
     verb: "nodes",
-    usage: "!dag nodes",
+    usage: "!dag nodes [verbose]",
     summary: "show nodes, labels, heartbeats, running tasks and the leader",
     permission: "open",
-    details: [],
+    details: ["`verbose` adds the leader's term and how long its lease is valid."],
   },
   {
     verb: "cap",

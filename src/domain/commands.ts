@@ -44,7 +44,8 @@ export type Command =
   | { verb: "logs"; id: string; task: string }
   | { verb: "graph"; id: string }
   | { verb: "retry"; id: string }
-  | { verb: "nodes" }
+  /** `verbose`: also the leader's term and lease, which a person rarely needs. */
+  | { verb: "nodes"; verbose: boolean }
   | { verb: "cap"; n: number }
   | { verb: "policy"; change: PolicyChange | null };
 
@@ -339,8 +340,20 @@ function parseAfterPrefix(text: string, from: number): Parsed {
       return isCommandVerb(topic) ? ok({ verb: "help", topic }) : unknownCommand(topicRaw);
     }
     case "list":
-    case "nodes":
       return arity(verb, args, 0, 0, "") ?? ok({ verb });
+    case "nodes": {
+      const err = arity(verb, args, 0, 1, "");
+      if (err !== null) return err;
+      const option = args[0] === undefined ? null : unquote(args[0]).toLowerCase();
+      if (option === null) return ok({ verb, verbose: false });
+      if (option === "verbose" || option === "-v" || option === "--verbose")
+        return ok({ verb, verbose: true });
+      return fail(
+        "bad-argument",
+        verb,
+        `unknown option ${quoteInput(args[0] ?? "")}: the only one is verbose`,
+      );
+    }
     case "status": {
       const err = arity(verb, args, 0, 1, "");
       if (err !== null) return err;

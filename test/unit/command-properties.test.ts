@@ -212,7 +212,11 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     .tuple(id, fc.option(fc.stringMatching(/^[0-9a-f]{8,64}$/), { nil: null }))
     .map(([i, hash]) => ({ verb: "confirm" as const, id: i, hash })),
   fc.option(id, { nil: null }).map((i) => ({ verb: "status" as const, id: i })),
-  fc.constantFrom({ verb: "list" as const }, { verb: "nodes" as const }),
+  fc.constantFrom(
+    { verb: "list" as const },
+    { verb: "nodes" as const, verbose: false },
+    { verb: "nodes" as const, verbose: true },
+  ),
   fc.tuple(id, id).map(([i, task]) => ({ verb: "logs" as const, id: i, task })),
   fc.integer({ min: 0, max: 10_000 }).map((n) => ({ verb: "cap" as const, n })),
 );
@@ -241,8 +245,9 @@ function render(c: Command, sep: string, flips: number): string {
     case "confirm":
       return c.hash === null ? `${head}${sep}${c.id}` : `${head}${sep}${c.id}${sep}${c.hash}`;
     case "list":
-    case "nodes":
       return head;
+    case "nodes":
+      return c.verbose ? `${head}${sep}${randomCase("verbose", flips >> 11)}` : head;
     case "policy":
       return head;
     default:

@@ -49,10 +49,11 @@ describe("COMMANDS", () => {
       "[<command>]": "cap",
       "<name>": "lib",
       "[<hash>]": "",
+      "[verbose]": "",
     };
     for (const c of COMMANDS) {
       const first = c.usage.split(" | ")[0]!;
-      const typed = first.replace(/\[?<[a-z]+>\]?/g, (m) => examples[m] ?? m);
+      const typed = first.replace(/\[?<[a-z]+>\]?|\[[a-z]+\]/g, (m) => examples[m] ?? m);
       const r = parseCommand({ body: typed });
       expect(r.kind === "command" && r.command.verb, typed).toBe(c.verb);
     }

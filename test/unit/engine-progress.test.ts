@@ -18,7 +18,7 @@ const task = (taskId: string, status: TaskStatus, extra: Partial<TaskRecord> = {
     startedAt: status === "blocked" || status === "queued" ? null : 2_000,
     finishedAt: ["succeeded", "failed"].includes(status) ? 3_500 : null,
     exitCode: status === "failed" ? 2 : null,
-    error: status === "failed" ? "exited with status 2\nmore" : null,
+    error: status === "failed" ? "exited with status 2" : null,
     ...extra,
   }) as TaskRecord;
 
@@ -72,7 +72,16 @@ describe("progress", () => {
       9_000,
     );
     expect(text).toMatch(/a\s+succeeded\s+1\.5s\s+n1/);
-    expect(text).toMatch(/b\s+failed\s+1\.5s\s+n1\s+attempts 2\s+exited with status 2\n/);
+    // One way to say an exit status, as in chat: "exit 2", not also "exited with status 2".
+    expect(text).toMatch(/b\s+failed\s+1\.5s\s+n1\s+attempts 2\s+exit 2\n/);
+    expect(text).not.toContain("exited with status");
+    // An error that says more comes after it, its first line only.
+    const timedOut = renderSummary(
+      run("failed"),
+      [task("c", "timed_out", { exitCode: null, error: "timed out after 1s\nmore" })],
+      9_000,
+    );
+    expect(timedOut).toMatch(/c\s+timed_out\s+.*timed out after 1s\n/);
     expect(text).toContain("run demo (r1) failed in 3.5s: 1 succeeded, 1 failed");
   });
 });

@@ -24,6 +24,7 @@ import { renderStatusCard } from "../../src/app/render/status-card.js";
 import type { TaskStatus } from "../../src/domain/model.js";
 import { summarizeTasks } from "../../src/domain/run-status.js";
 import type { RunRecord, TaskRecord } from "../../src/ports/store.js";
+import { parseCommand } from "../../src/domain/commands.js";
 
 const HOSTILE = `<script>alert("x")</script> & 'q' <img src=x onerror=alert(1)>`;
 const T0 = Date.UTC(2024, 4, 1, 12, 0, 0);
@@ -424,6 +425,42 @@ describe("replies", () => {
     expect(waiting).toContain("(from attempt 1; attempt 2 has not started)");
     expect(logs(line())).not.toContain("partial");
     expect(logs(line())).not.toContain("from attempt");
+  });
+
+  it("nodes: the leader's term and lease only with verbose (`!dag nodes verbose`)", () => {
+    const nodes = (verbose: boolean | undefined): string =>
+      renderOutcome({
+        kind: "nodes",
+        nodes: [
+          {
+            nodeId: "n1",
+            labels: ["linux"],
+            capacity: 2,
+            runningTasks: 1,
+            actions: ["echo"],
+            heartbeatAgeMs: 1_200,
+            serves: true,
+          },
+        ],
+        leader: { nodeId: "n1", term: 7, expiresInMs: 8_600 },
+        staleAfterMs: 30_000,
+        at: T0,
+        ...(verbose === undefined ? {} : { verbose }),
+      })!.body;
+    for (const quiet of [nodes(false), nodes(undefined)]) {
+      expect(quiet).toMatch(/^`n1` leads this room\.\n/);
+      expect(quiet).not.toMatch(/term|lease|valid for/);
+      expect(quiet).toContain("1/2 slots busy");
+    }
+    expect(nodes(true)).toMatch(/^`n1` leads this room \(term 7, lease valid for 8\.6s\)\.\n/);
+    expect(parseCommand({ body: "!dag nodes" })).toMatchObject({
+      command: { verb: "nodes", verbose: false },
+    });
+    for (const option of ["verbose", "VERBOSE", "-v", "--verbose"])
+      expect(parseCommand({ body: `!dag nodes ${option}` })).toMatchObject({
+        command: { verb: "nodes", verbose: true },
+      });
+    expect(parseCommand({ body: "!dag nodes all" })).toMatchObject({ kind: "error" });
   });
 
   it("a status reply of many long lines drops lines to fit", () => {

@@ -132,6 +132,8 @@ export type Outcome =
       /** A node whose heartbeat is older than this is shown as gone (retention.node_gone_after). */
       staleAfterMs: number;
       at: number;
+      /** Also the leader's term and lease (`!dag nodes verbose`); absent in outcomes stored before it. */
+      verbose?: boolean;
     }
   | { kind: "cap"; cap: number; previous: number }
   /** The room's policy after the command; `changed` names the setting a change touched (null: shown only). */

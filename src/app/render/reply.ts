@@ -289,9 +289,11 @@ function renderNodes(outcome: Extract<Outcome, { kind: "nodes" }>): Rendered {
   const head =
     leader === null
       ? text("No node leads this room right now.")
-      : r`${code(leader.nodeId)} leads this room (term ${String(leader.term)}, lease ${
-          leader.expiresInMs > 0 ? `valid for ${formatDuration(leader.expiresInMs)}` : "expired"
-        }).`;
+      : outcome.verbose === true
+        ? r`${code(leader.nodeId)} leads this room (term ${String(leader.term)}, lease ${
+            leader.expiresInMs > 0 ? `valid for ${formatDuration(leader.expiresInMs)}` : "expired"
+          }).`
+        : r`${code(leader.nodeId)} leads this room.`;
   const items = outcome.nodes.map((n) => {
     const alive = n.heartbeatAgeMs <= outcome.staleAfterMs;
     // A node silent past the limit is gone (killed, crashed, cut off): say so and since when,

@@ -2,6 +2,7 @@
  * The status card of a run (DESIGN.md §4 step 7): one message per run, edited in place as tasks
  * move. `!dag status <id>` renders the same view as a reply. Pure: the time is passed in.
  */
+import { exitWords } from "../../domain/exit-status.js";
 import type { TaskSummary } from "../../domain/run-status.js";
 import { outcomeLine, percentOf } from "../../domain/run-counts.js";
 import { summarizeTasks } from "../../domain/run-status.js";
@@ -146,13 +147,7 @@ export function renderTaskLine(task: TaskLine, at: number): Rendered {
   const took = duration(task, at);
   if (took !== null) parts.push(text(took));
   if (task.status !== "succeeded") {
-    // One way to say an exit status: "exit 1", not also the executor's "exited with status 1".
-    if (task.exitCode !== null) parts.push(text(`exit ${task.exitCode}`));
-    if (
-      task.error !== null &&
-      !(task.exitCode !== null && task.error === `exited with status ${task.exitCode}`)
-    )
-      parts.push(text(task.error));
+    for (const words of exitWords(task.exitCode, task.error)) parts.push(text(words));
   }
   return r`${TASK_EMOJI[task.status]} ${code(task.taskId)} — ${join(parts, " · ")}`;
 }

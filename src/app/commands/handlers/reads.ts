@@ -97,7 +97,7 @@ export async function handleGraph(ctx: HandlerContext, dagId: string): Promise<O
   return { kind: "graph", run: summarizeRun(run) };
 }
 
-export async function handleNodes(ctx: HandlerContext): Promise<Outcome> {
+export async function handleNodes(ctx: HandlerContext, verbose = false): Promise<Outcome> {
   const [nodes, lease, at] = await Promise.all([
     ctx.store.listNodes(),
     ctx.store.getLease(ctx.roomId),
@@ -112,5 +112,5 @@ export async function handleNodes(ctx: HandlerContext): Promise<Outcome> {
     .filter((n) => n.roomIds.includes(ctx.roomId))
     .map((n) => nodeLine(n, ctx.roomId))
     .sort((a, b) => a.nodeId.localeCompare(b.nodeId));
-  return { kind: "nodes", nodes: lines, leader, staleAfterMs: ctx.policy.nodeStaleAfterMs, at };
+  return { kind: "nodes", nodes: lines, leader, staleAfterMs: ctx.policy.nodeStaleAfterMs, at, verbose };
 }
