@@ -130,19 +130,67 @@ describe("status card", () => {
     task("notify", "blocked"),
   ];
 
-  it("has an exact plain shape: title, progress, one line per task, footer", () => {
+  it("has an exact plain shape: title, progress, a line per task that needs eyes, one per other state, footer", () => {
     const card = renderStatusCard(run(), tasks, T0 + 8_000);
     expect(card.body.split("\n")).toEqual([
       "🔄 `backup` — running",
       "▰▰▰▱▱▱▱▱▱▱ 1/3 succeeded · 1 running · 1 waiting",
-      "✅ `dump` — succeeded · on `n1` · attempt 1/3 · 2.1s",
       "🔄 `upload` — running · on `n1` · attempt 2/3 · for 5s",
-      "⚪ `notify` — waiting",
+      "✅ 1 succeeded: `dump`",
+      "⚪ 1 waiting: `notify`",
       "Published by @alice:test · confirmed by @bob:test · run `run-1` · as of 12:00:08 UTC",
     ]);
     expect(card.html).toContain(
-      "<li>✅ <code>dump</code> — succeeded · on <code>n1</code> · attempt 1/3 · 2.1s</li>",
+      "<li>🔄 <code>upload</code> — running · on <code>n1</code> · attempt 2/3 · for 5s</li>",
     );
+    expect(card.html).toContain("<li>✅ 1 succeeded: <code>dump</code></li>");
+  });
+
+  it("a card of 20 tasks stays compact: failures and running tasks one line each, successes folded into one", () => {
+    const twenty = Array.from({ length: 20 }, (_, i) =>
+      task(
+        `t${i}`,
+        i === 14 ? "failed" : i === 15 || i === 16 ? "running" : i >= 17 ? "skipped" : "succeeded",
+        {
+          executor: n1,
+          startedAt: T0,
+          finishedAt: i < 15 ? T0 + 1_000 : null,
+          exitCode: i === 14 ? 2 : null,
+          error: i === 14 ? "exited with status 2" : null,
+        },
+      ),
+    );
+    const lines = renderStatusCard(run(), twenty, T0 + 8_000).body.split("\n");
+    expect(lines).toEqual([
+      "🔄 `backup` — running",
+      "▰▰▰▰▰▰▰▱▱▱ 14/20 succeeded · 1 failed · 3 skipped · 2 running",
+      "❌ `t14` — failed · on `n1` · attempt 1/3 · 1s · exit 2",
+      "🔄 `t15` — running · on `n1` · attempt 1/3 · for 8s",
+      "🔄 `t16` — running · on `n1` · attempt 1/3 · for 8s",
+      "✅ 14 succeeded: `t0`, `t1`, `t2` and 11 more",
+      "⏭️ 3 skipped: `t17`, `t18`, `t19`",
+      "Published by @alice:test · confirmed by @bob:test · run `run-1` · as of 12:00:08 UTC",
+    ]);
+    // `!dag status` (asked for) still lists every task.
+    const asked = renderOutcome({
+      kind: "status",
+      run: summary(),
+      summary: summarizeTasks(twenty.map((t) => t.status)),
+      tasks: twenty.map((t) => ({
+        taskId: t.taskId,
+        action: t.action,
+        status: t.status,
+        node: "n1",
+        attempt: 1,
+        maxAttempts: 1,
+        startedAt: T0,
+        finishedAt: T0 + 1_000,
+        exitCode: null,
+        error: null,
+      })),
+      at: T0,
+    })!.body;
+    expect(asked).toContain("✅ `t0` — succeeded");
   });
 
   it("says the room is paused while its cap is 0 and the run still has tasks to start", () => {
@@ -154,7 +202,9 @@ describe("status card", () => {
     expect(renderStatusCard(run({ status: "succeeded" }), tasks, T0 + 8_000, 0).body).not.toContain("paused");
     // Pausing is a new card state: an edit goes out even though no task moved.
     expect(cardEditMessage(run(), tasks, T0, 0).txnId).not.toBe(cardEditMessage(run(), tasks, T0, 4).txnId);
-    expect(cardEditMessage(run(), tasks, T0, 0).content["body"]).toContain("Room paused");
+    expect(
+      (cardEditMessage(run(), tasks, T0, 0).content["m.new_content"] as Record<string, unknown>)["body"],
+    ).toContain("Room paused");
     const reply = renderOutcome({
       kind: "status",
       run: summary({ status: "running" }),
@@ -193,10 +243,11 @@ describe("status card", () => {
     );
     const edit = cardEditMessage(run({ status: "failed" }), many, T0);
     expect(jsonBytes(edit.content)).toBeLessThanOrEqual(MAX_EVENT_CONTENT_BYTES);
-    const body = String(edit.content["body"]);
+    const body = String((edit.content["m.new_content"] as Record<string, unknown>)["body"]);
     expect(body).toContain("▰▰▰▰▰▰▰▰▰▱ 990/1000 succeeded · 10 failed");
     for (let i = 7; i < 1000; i += 100) expect(body).toContain(`-${i}\` — failed`);
-    expect(body).toMatch(/… and \d+ more tasks/);
+    expect(body).toMatch(/✅ 990 succeeded: `task-x+-0`, `task-x+-1`, `task-x+-2` and 987 more/);
+    expect(body).not.toMatch(/— succeeded/);
   });
 });
 
@@ -229,7 +280,12 @@ describe("outbox messages", () => {
     expect(e1.txnId).toBe("card.run-1.3.running");
     expect(e1.content["m.relates_to"]).toEqual({ rel_type: "m.replace" });
     const newContent = e1.content["m.new_content"] as Record<string, unknown>;
-    expect(String(e1.content["body"])).toBe(`* ${String(newContent["body"])}`);
+    // The fallback for clients without edits is one line: the title and the counts, not a second card.
+    expect(e1.content["body"]).toBe("* 🔄 `backup` — running · ▰▰▰▰▰▰▰▰▰▰ 1/1 succeeded");
+    expect(e1.content["formatted_body"]).toBe(
+      "* 🔄 <code>backup</code> — running · ▰▰▰▰▰▰▰▰▰▰ 1/1 succeeded",
+    );
+    expect(String(newContent["body"])).toContain("✅ 1 succeeded: `a`");
     expect(newContent["m.relates_to"]).toBeUndefined();
     // Same state later: the same txnId (the outbox keeps one); a task move: a new one.
     expect(cardEditMessage(run(), tasks, T0 + 5_000).txnId).toBe(e1.txnId);

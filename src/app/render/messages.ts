@@ -29,7 +29,7 @@ import {
 } from "./html.js";
 import { renderOutcome } from "./reply.js";
 import type { RunView } from "./status-card.js";
-import { renderRunView, runView, showsPaused } from "./status-card.js";
+import { cardEditFallback, renderRunView, runView, showsPaused } from "./status-card.js";
 import { RUN_EMOJI, RUN_WORD } from "./words.js";
 
 export const MESSAGE_EVENT_TYPE = "m.room.message";
@@ -211,17 +211,20 @@ export function cardEditMessage(
   now: number,
   roomCap?: number,
 ): OutboxMessageInput {
-  const rendered = fittedCard(runView(run, tasks, now, roomCap));
+  const view = runView(run, tasks, now, roomCap);
+  const rendered = fittedCard(view);
   const newContent = noticeContent(rendered, { kind: "room" });
+  // Clients without edits show the fallback as a new message: one line, not a second card.
+  const fallback = cardEditFallback(view);
   return {
     txnId: `${cardTxnId(run.runId)}.${cardVersion(run, tasks, roomCap)}`,
     roomId: run.roomId,
     eventType: MESSAGE_EVENT_TYPE,
     content: {
       msgtype: "m.notice",
-      body: `* ${rendered.body}`,
+      body: `* ${fallback.body}`,
       format: HTML_FORMAT,
-      formatted_body: `* ${rendered.html}`,
+      formatted_body: `* ${fallback.html}`,
       "m.mentions": {},
       "m.new_content": {
         ...newContent,

@@ -4,6 +4,8 @@
  */
 import { exitWords } from "../../domain/exit-status.js";
 import type { TaskSummary } from "../../domain/run-status.js";
+import type { TaskStatus } from "../../domain/model.js";
+import { TASK_STATUSES } from "../../domain/model.js";
 import { outcomeLine, percentOf } from "../../domain/run-counts.js";
 import { summarizeTasks } from "../../domain/run-status.js";
 import { shortHash } from "../../domain/commands.js";
@@ -86,8 +88,14 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
   const plan =
     run.status === "pending" && view.plan !== undefined ? [renderPlan(view.plan.dag, view.plan.hash)] : [];
 
-  const taskLines = view.tasks.map((t) => renderTaskLine(t, view.at));
-  const hidden = summary.total - view.tasks.length;
+  // A card shows each task that needs eyes and folds the others into one line per state; a
+  // `!dag status` reply (asked for) shows every task line.
+  const eyes = asCard ? view.tasks.filter((t) => NEEDS_EYES.has(t.status)) : view.tasks;
+  const taskLines = [...eyes.map((t) => renderTaskLine(t, view.at)), ...(asCard ? foldedLines(view) : [])];
+  const shownCount = asCard
+    ? TASK_STATUSES.filter((s) => !NEEDS_EYES.has(s)).reduce((n, s) => n + summary.byStatus[s], eyes.length)
+    : view.tasks.length;
+  const hidden = summary.total - shownCount;
   const footer = r`Published by ${userPill(run.publisher)}${
     run.confirmedBy !== null && run.confirmedBy !== run.publisher
       ? r` · confirmed by ${userPill(run.confirmedBy)}`
@@ -112,6 +120,36 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
       hiddenNote.map((h) => `<p>${h.html}</p>`).join("") +
       `<p><sub>${footer.html}</sub></p>`,
   };
+}
+
+/** Task states a card lists one line each; the others fold into one line per state. */
+const NEEDS_EYES: ReadonlySet<TaskStatus> = new Set<TaskStatus>([
+  "running",
+  "canceling",
+  "failed",
+  "timed_out",
+]);
+/** The order of the folded lines: what ended first, then what has yet to start. */
+const FOLDED: readonly TaskStatus[] = ["succeeded", "canceled", "skipped", "queued", "blocked"];
+const FOLDED_NAMES = 3;
+
+/** `✅ 14 succeeded: a, b, c and 11 more`: one line per state that does not need eyes. */
+function foldedLines(view: RunView): Rendered[] {
+  return FOLDED.filter((s) => view.summary.byStatus[s] > 0).map((s) => {
+    const n = view.summary.byStatus[s];
+    const names = view.tasks.filter((t) => t.status === s).slice(0, FOLDED_NAMES);
+    const more = n - names.length > 0 ? text(` and ${n - names.length} more`) : text("");
+    return r`${TASK_EMOJI[s]} ${String(n)} ${TASK_WORD[s]}: ${join(
+      names.map((t) => code(t.taskId)),
+      ", ",
+    )}${more}`;
+  });
+}
+
+/** The one line a client without edits shows for a card's edit: the title and the counts. */
+export function cardEditFallback(view: RunView): Rendered {
+  const { run } = view;
+  return r`${RUN_EMOJI[run.status]} ${code(run.dagId)} — ${RUN_WORD[run.status]} · ${progressLine(view.summary)}`;
 }
 
 /**
