@@ -4,6 +4,9 @@
  * the bare echo round trip (alice sends, bob answers at once, alice receives the answer: the same
  * two homeserver hops a command and its reply take), `!dag status` → its reply, and a publish of a
  * one-task DAG (alice is auto-confirmed) → its status card, all timed on this process's clock.
+ * Then a calm room (issue 15): the bot events in the main timeline (not in a thread, not an edit)
+ * for one run of 20 tasks that bob publishes and alice confirms, and one that alice's publish starts
+ * at once.
  */
 import { spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
@@ -26,7 +29,7 @@ export function hasStartCommand() {
   return existsSync(join(CLI, "..", "cli", "start.js"));
 }
 
-function botConfig({ nodeId, hsUrl, userId, roomId, storePath, alice }) {
+function botConfig({ nodeId, hsUrl, userId, roomId, storePath, alice, bob }) {
   return {
     node_id: nodeId,
     labels: ["linux"],
@@ -34,13 +37,59 @@ function botConfig({ nodeId, hsUrl, userId, roomId, storePath, alice }) {
     store: `sqlite:${storePath}`,
     // Encryption on (the default), so the memory figures include the WASM crypto.
     matrix: { homeserver_url: hsUrl, user_id: userId, rooms: [roomId], encryption: true },
-    permissions: { power_level: 50, auto_confirm: [alice] },
+    // bob is an operator who is not on auto_confirm: his publishes wait for a confirmation.
+    permissions: { power_level: 50, allow: [bob], auto_confirm: [alice] },
     actions: { true: { argv: ["true"], timeout: "1m" } },
     log_level: "info",
   };
 }
 
 const pct = (xs) => ({ p50: percentile(xs, 50), p95: percentile(xs, 95), n: xs.length });
+
+/** Twenty `true` tasks, a tree three wide. */
+function twentyTasks(id) {
+  const tasks = Array.from({ length: 20 }, (_, i) => ({
+    id: `t${i}`,
+    action: "true",
+    ...(i > 0 ? { needs: [`t${Math.floor((i - 1) / 3)}`] } : {}),
+  }));
+  return { id, tasks };
+}
+
+/**
+ * One run of 20 tasks from its publish to its final message (and 2 s more for late edits): how many
+ * bot events went to the main timeline, how many into a thread, how many were edits.
+ */
+async function calmRun({ publisher, confirmer, watcher, botIds, id }) {
+  watcher.forget();
+  const publishId = await publisher.say(
+    `!dag publish\n\`\`\`json\n${JSON.stringify(twentyTasks(id))}\n\`\`\``,
+  );
+  const txn = (e) => String(e.content?.[TXN_KEY] ?? "");
+  let confirmId = null;
+  if (confirmer !== null) {
+    await watcher.waitFor((e) => txn(e) === `reply.${publishId}`, 60_000, "the acknowledgement");
+    confirmId = await confirmer.say(`!dag confirm ${id}`);
+  }
+  const isFinal = (e) => txn(e).startsWith("final.") && (e.content?.body ?? "").includes(id);
+  await watcher.waitFor((e) => botIds.has(e.sender) && isFinal(e), 120_000, "the final message");
+  await new Promise((resolve) => setTimeout(resolve, 2_000));
+  // This run's events only: the answers to its publish and confirm, its card and edits, its final
+  // message (the samples' last runs may still be ending beside it).
+  const ours = (e) =>
+    txn(e) === `reply.${publishId}` ||
+    (confirmId !== null && txn(e) === `reply.${confirmId}`) ||
+    isFinal(e) ||
+    e.content?.[CARD_KEY]?.dagId === id ||
+    e.content?.["m.new_content"]?.[CARD_KEY]?.dagId === id;
+  const rel = (e) => e.content?.["m.relates_to"]?.rel_type;
+  const bot = watcher.seen.map((s) => s.event).filter((e) => botIds.has(e.sender) && ours(e));
+  return {
+    main: bot.filter((e) => rel(e) !== "m.thread" && rel(e) !== "m.replace").length,
+    thread: bot.filter((e) => rel(e) === "m.thread").length,
+    edits: bot.filter((e) => rel(e) === "m.replace").length,
+  };
+}
 
 export async function benchChat(scratch, { samples, log }) {
   const { startSynapse } = await load("adapters/matrix/local-synapse.js");
@@ -71,7 +120,15 @@ export async function benchChat(scratch, { samples, log }) {
       writeFileSync(
         configPath,
         JSON.stringify(
-          botConfig({ nodeId, hsUrl: hs.url, userId: bot.userId, roomId, storePath, alice: a.userId }),
+          botConfig({
+            nodeId,
+            hsUrl: hs.url,
+            userId: bot.userId,
+            roomId,
+            storePath,
+            alice: a.userId,
+            bob: b.userId,
+          }),
         ),
       );
       const logPath = join(dir, `${nodeId}.log`);
@@ -153,6 +210,21 @@ export async function benchChat(scratch, { samples, log }) {
       bob.forget();
     }
     clearInterval(rssTimer);
+    const botIds = new Set(bots.map((x) => x.userId));
+    const calmConfirmed = await calmRun({
+      publisher: bob,
+      confirmer: alice,
+      watcher: alice,
+      botIds,
+      id: "calm_confirmed",
+    });
+    const calmAtOnce = await calmRun({
+      publisher: alice,
+      confirmer: null,
+      watcher: alice,
+      botIds,
+      id: "calm_at_once",
+    });
     const out = {
       oneWay: pct(oneWay),
       echo: pct(echo),
@@ -160,11 +232,13 @@ export async function benchChat(scratch, { samples, log }) {
       card: pct(card),
       botIdleRssMB: Math.round(idleRssKb / 1024),
       botBusyRssMB: Math.round(busyRssKb / 1024),
+      calm: { confirmed: calmConfirmed, atOnce: calmAtOnce },
     };
     log(
       `  chat: one-way p50 ${out.oneWay.p50.toFixed(1)} ms, echo p50 ${out.echo.p50.toFixed(1)} ms, ` +
         `status reply p50 ${out.status.p50.toFixed(1)} p95 ${out.status.p95.toFixed(1)} ms, ` +
-        `card p50 ${out.card.p50.toFixed(1)} p95 ${out.card.p95.toFixed(1)} ms`,
+        `card p50 ${out.card.p50.toFixed(1)} p95 ${out.card.p95.toFixed(1)} ms; ` +
+        `main-timeline bot events per 20-task run: ${calmConfirmed.main} confirmed, ${calmAtOnce.main} started at once`,
     );
     return out;
   } finally {

@@ -145,6 +145,23 @@ export function judge(results) {
       row("chat: idle `dagbot start` bot RSS (max of 3)", c.botIdleRssMB, "MB", "≤", 100),
       row("chat: `dagbot start` bot RSS during the commands (max of 3)", c.botBusyRssMB, "MB", "≤", 200),
     );
+    if (c.calm !== undefined)
+      rows.push(
+        row(
+          "chat: bot events in the main timeline, one confirmed run of 20 tasks (before issue 15: 4)",
+          c.calm.confirmed.main,
+          "",
+          "≤",
+          2,
+        ),
+        row(
+          "chat: bot events in the main timeline, one run of 20 tasks started at once",
+          c.calm.atOnce.main,
+          "",
+          "≤",
+          1,
+        ),
+      );
   } else {
     rows.push({
       figure: "chat: reply p95 / bare round trip p95",
