@@ -12,6 +12,7 @@ import {
 import type { CommonOptions } from "./engine-setup.js";
 import { commandPolicy } from "./command-step.js";
 import { command, waitSeconds } from "./submit.js";
+import { terminalText } from "./decide.js";
 
 interface CancelOptions extends CommonOptions {
   room?: string;
@@ -43,7 +44,7 @@ async function cancel(dagId: string, options: CancelOptions): Promise<number> {
     const answer = await command(store, roomId, `!dag cancel ${dagId}`, waitMs, commandPolicy(config), {
       requireLiveNode: true,
     });
-    process.stdout.write(`${answer.text ?? "canceled"}\n`);
+    process.stdout.write(`${terminalText(answer.text ?? "canceled")}\n`);
     const o = answer.outcome;
     if (o === null) return answer.runId === null ? 1 : 0;
     return o.kind === "decision" && o.result !== "wrong-status" ? 0 : 1;

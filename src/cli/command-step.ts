@@ -14,7 +14,6 @@ import { isAbsolute, join, relative } from "node:path";
 import { inboxStep, readOutcome } from "../app/commands/inbox-step.js";
 import type { CommandPolicy, DagLibrary } from "../app/commands/context.js";
 import type { Outcome } from "../app/commands/outcome.js";
-import { unwrapOutcome } from "../app/commands/outcome.js";
 import { readCommandResult } from "../app/commands/command-result.js";
 import { replyContent, replyTxnId } from "../app/render/messages.js";
 import type { InboxStep } from "../app/leader.js";
@@ -176,12 +175,12 @@ export async function awaitLocalCommand(
   // rendered here from the stored outcome.
   const reply = await store.getOutbox(replyTxnId(eventId));
   let text = typeof reply?.content["body"] === "string" ? reply.content["body"] : null;
+  // A decision the store marked handled itself records its result, not an outcome: rebuilt here.
+  const outcome = await readOutcome({ store, policy }, row);
   if (reply === null) {
-    const stored = await readOutcome({ store, policy }, row);
-    const rendered = stored === null ? null : replyContent(stored, { kind: "reply", to: eventId });
+    const rendered = outcome === null ? null : replyContent(outcome, { kind: "reply", to: eventId });
     text = typeof rendered?.["body"] === "string" ? rendered["body"] : null;
   }
-  const outcome = unwrapOutcome(row.result);
   const result = readCommandResult(row.result);
   const fromOutcome = outcome !== null && "run" in outcome ? outcome.run : null;
   const fromStore = result !== null && "runId" in result ? result : null;

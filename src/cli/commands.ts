@@ -2,6 +2,7 @@
 import type { Command } from "commander";
 import { registerCancel } from "./cancel.js";
 import { registerCap } from "./cap.js";
+import { registerDecisions } from "./decide.js";
 import { registerDemo } from "./demo.js";
 import { registerGraph } from "./graph.js";
 import { registerList } from "./list.js";
@@ -24,6 +25,7 @@ export function registerCommands(program: Command): void {
   registerList(program);
   registerLogs(program);
   registerNodes(program);
+  registerDecisions(program);
   registerCancel(program);
   registerCap(program);
   registerGraph(program);

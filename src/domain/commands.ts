@@ -24,7 +24,7 @@ export const MATRIX_HTML_FORMAT = "org.matrix.custom.html";
 /** How much of a content hash the bot shows, and the least a confirmation may give. */
 export const SHORT_HASH_LENGTH = 12;
 export const MIN_HASH_PREFIX = 8;
-const HASH_PREFIX_PATTERN = new RegExp(`^[0-9a-fA-F]{${MIN_HASH_PREFIX},64}$`);
+export const HASH_PREFIX_PATTERN = new RegExp(`^[0-9a-fA-F]{${MIN_HASH_PREFIX},64}$`);
 
 /** The part of a content hash that cards and replies show. */
 export const shortHash = (hash: string): string => hash.slice(0, SHORT_HASH_LENGTH);
