@@ -187,7 +187,7 @@ export class OutputPrinter {
 
 function stateLine(run: RunRecord, task: TaskRecord, now: number): string {
   const parts = [`task ${task.taskId} of ${run.dagId} (run ${run.runId}): ${task.status}`];
-  const [exit, ...error] = task.status === "succeeded" ? [] : exitWords(task.exitCode, task.error);
+  const [exit, ...error] = exitWords(task.exitCode, task.status === "succeeded" ? null : task.error);
   if (task.exitCode !== null && exit !== undefined) parts.push(exit);
   if (task.attempt > 1 || task.maxAttempts > 1) parts.push(`attempt ${task.attempt}/${task.maxAttempts}`);
   if (task.executor !== null) parts.push(`on ${task.executor.nodeId}`);
