@@ -20,11 +20,26 @@ const OUT = asset("docs/pictures/card-running.png");
 const T0 = Date.UTC(2026, 10, 26, 2, 0, 0);
 const NOW = T0 + 95_000;
 const ids = [
-  "extract_orders", "extract_users", "extract_events", "extract_refunds",
-  "clean_orders", "clean_users", "clean_events", "clean_refunds",
-  "dedupe_events", "join_orders_users", "currency_fx", "load_orders",
-  "load_users", "load_events", "load_refunds", "aggregate_daily",
-  "aggregate_weekly", "refresh_dashboards", "export_finance", "notify",
+  "extract_orders",
+  "extract_users",
+  "extract_events",
+  "extract_refunds",
+  "clean_orders",
+  "clean_users",
+  "clean_events",
+  "clean_refunds",
+  "dedupe_events",
+  "join_orders_users",
+  "currency_fx",
+  "load_orders",
+  "load_users",
+  "load_events",
+  "load_refunds",
+  "aggregate_daily",
+  "aggregate_weekly",
+  "refresh_dashboards",
+  "export_finance",
+  "notify",
 ];
 const status = (i) =>
   i === 14 ? "failed" : i === 15 || i === 16 ? "running" : i >= 17 ? "blocked" : "succeeded";
@@ -95,7 +110,12 @@ const EMOJI_COLOUR = {
 };
 
 const unescape = (s) =>
-  s.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&amp;/g, "&");
+  s
+    .replace(/&lt;/g, "<")
+    .replace(/&gt;/g, ">")
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&amp;/g, "&");
 
 /** [{ kind: "p" | "li" | "sub", runs: [{ text, bold, code, link, colour }] }] */
 function blocks(html) {
@@ -124,7 +144,8 @@ function blocks(html) {
     else if (tag === "sub") style.sub += d;
     if ((tag === "p" || tag === "li") && close === "") current = { kind: tag, runs: [] };
     if ((tag === "p" || tag === "li") && close === "/") {
-      if (current !== null && current.runs.length > 0) out.push({ ...current, small: style.sub > 0 || current.small });
+      if (current !== null && current.runs.length > 0)
+        out.push({ ...current, small: style.sub > 0 || current.small });
       current = null;
     }
     if (tag === "sub" && close === "" && current !== null) current.small = true;
@@ -168,8 +189,11 @@ function svgOf(width, background = true) {
     const size = b.small ? 12 : 14;
     y += b.kind === "li" ? size + 8 : size + 12;
     const x = b.kind === "li" ? LEFT + 20 : LEFT;
-    if (b.kind === "li") parts.push(`<text x="${LEFT + 6}" y="${y}" font-size="${size}" fill="#17191c">•</text>`);
-    parts.push(`<text x="${x}" y="${y}" font-size="${size}" fill="${b.small ? "#737d8c" : "#17191c"}">${tspans(b.runs, size)}</text>`);
+    if (b.kind === "li")
+      parts.push(`<text x="${LEFT + 6}" y="${y}" font-size="${size}" fill="#17191c">•</text>`);
+    parts.push(
+      `<text x="${x}" y="${y}" font-size="${size}" fill="${b.small ? "#737d8c" : "#17191c"}">${tspans(b.runs, size)}</text>`,
+    );
   }
   const height = y + PAD;
   return {
@@ -190,7 +214,11 @@ const fonts = {
 const wide = svgOf(2000, false);
 const measured = new Resvg(wide.svg, { font: fonts }).innerBBox();
 const width = Math.ceil((measured?.x ?? 0) + (measured?.width ?? 1200) + PAD);
-const final = new Resvg(svgOf(width).svg, { font: fonts, background: "white", fitTo: { mode: "zoom", value: 1.5 } });
+const final = new Resvg(svgOf(width).svg, {
+  font: fonts,
+  background: "white",
+  fitTo: { mode: "zoom", value: 1.5 },
+});
 const image = final.render();
 writeFileSync(OUT, image.asPng());
 console.log(`${OUT}: ${image.width} × ${image.height}`);

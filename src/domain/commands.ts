@@ -45,7 +45,7 @@ export type Command =
   | { verb: "graph"; id: string }
   | { verb: "retry"; id: string }
   /** `verbose`: also the leader's term and lease, which a person rarely needs. */
-  | { verb: "nodes"; verbose: boolean }
+  | { verb: "nodes"; verbose?: boolean }
   | { verb: "cap"; n: number }
   | { verb: "policy"; change: PolicyChange | null };
 

@@ -50,7 +50,7 @@ export const COMMAND_HANDLERS: { readonly [V in CommandVerb]: CommandHandler<V> 
   logs: entry("logs", (ctx, c) => handleLogs(ctx, c.id, c.task)),
   graph: entry("graph", (ctx, c) => handleGraph(ctx, c.id)),
   retry: entry("retry", (ctx, c) => handleRetry(ctx, c.id)),
-  nodes: entry("nodes", (ctx, c) => handleNodes(ctx, c.verbose)),
+  nodes: entry("nodes", (ctx, c) => handleNodes(ctx, c.verbose === true)),
   cap: entry("cap", (ctx, c) => handleCap(ctx, c.n)),
   policy: entry("policy", (ctx, c) => handlePolicy(ctx, c.change)),
 };
