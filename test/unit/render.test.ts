@@ -496,6 +496,7 @@ describe("replies", () => {
             actions: ["echo"],
             heartbeatAgeMs: 1_200,
             serves: true,
+            undecryptable: 0,
           },
         ],
         leader: { nodeId: "n1", term: 7, expiresInMs: 8_600 },
