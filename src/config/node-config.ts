@@ -113,6 +113,8 @@ export interface HttpConfig {
   commandTimeoutMs: number;
   /** How often an idle event stream gets a heartbeat comment. */
   heartbeatMs: number;
+  /** Event streams this node serves at once; one more is a 503 (each may hold up to sseBufferBytes). */
+  maxStreams: number;
 }
 
 export interface NodeConfig {
@@ -404,6 +406,7 @@ const httpSchema = z.strictObject({
   sse_buffer: byteSize.prefault("1MiB"),
   command_timeout: duration(1).prefault("30s"),
   heartbeat: duration(100).prefault("15s"),
+  max_streams: z.number().int().min(1).max(10_000).prefault(200),
 });
 
 const storeSchema = z.string().transform((text, ctx) => {
@@ -590,6 +593,7 @@ export function toNodeConfig(
             sseBufferBytes: file.http.sse_buffer,
             commandTimeoutMs: file.http.command_timeout,
             heartbeatMs: file.http.heartbeat,
+            maxStreams: file.http.max_streams,
           },
     logLevel: file.log_level,
   };

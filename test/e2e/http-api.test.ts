@@ -15,7 +15,7 @@ import {
   writeNodeConfig,
 } from "../support/engine-cluster.js";
 import type { HttpNode, JsonResponse } from "../support/http-client.js";
-import { READ_TOKEN, call, startHttpNode } from "../support/http-client.js";
+import { READ_TOKEN, SseClient, call, startHttpNode } from "../support/http-client.js";
 import { waitFor } from "../support/store-wait.js";
 
 let target: Target;
@@ -26,7 +26,9 @@ let failed = false;
 beforeAll(async () => {
   requireBuild();
   target = await createTarget("sqlite", "http-api");
-  api = await startHttpNode(target, "h1", { extra: 'body_limit = "8KiB"\ncommand_timeout = "20s"' });
+  api = await startHttpNode(target, "h1", {
+    extra: 'body_limit = "8KiB"\ncommand_timeout = "20s"\nmax_streams = 2',
+  });
   store = await target.open();
   await waitFor(
     "h1 leading",
@@ -343,6 +345,38 @@ describe("commands and reads", () => {
       })(),
     );
   }, 30_000);
+
+  it("serves at most max_streams event streams at once: one more is a 503 saying when to retry", async () => {
+    const open = [new SseClient(api.port, "/v1/events", { authorization: `Bearer ${READ_TOKEN}` })];
+    open.push(new SseClient(api.port, "/v1/events", { authorization: `Bearer ${READ_TOKEN}` }));
+    try {
+      await waitFor(
+        "two streams",
+        () => open.map((c) => c.events.length),
+        (n) => n.every((x) => x >= 1),
+      );
+      const third = await call(api.base, "GET", "/v1/events", { token: READ_TOKEN });
+      expectProblem(third, 503, "too-many-streams");
+      expect(third.headers.get("retry-after")).toBe("5");
+      open.shift()!.close();
+      await waitFor(
+        "a place freed",
+        async () => {
+          const c = new SseClient(api.port, "/v1/events", { authorization: `Bearer ${READ_TOKEN}` });
+          await waitFor(
+            "an answer",
+            () => c.status,
+            (st) => st !== 0,
+          );
+          open.push(c);
+          return c.status;
+        },
+        (st) => st === 200,
+      );
+    } finally {
+      for (const c of open) c.close();
+    }
+  });
 
   it("serves an OpenAPI 3.1 document generated from the route schemas", async () => {
     const doc = await call(api.base, "GET", "/openapi.json", { token: null });

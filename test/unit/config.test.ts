@@ -211,6 +211,7 @@ describe("defaults", () => {
       sseBufferBytes: 1_048_576,
       commandTimeoutMs: 30_000,
       heartbeatMs: 15_000,
+      maxStreams: 200,
     });
     expect(config.permissions).toEqual({
       powerLevel: 75,

@@ -33,6 +33,7 @@ export type ProblemCode =
   | "not-leader"
   | "leader-timeout"
   | "store-unavailable"
+  | "too-many-streams"
   | "internal"
   | `command-error.${CommandErrorCode}`
   | "command-error";
@@ -59,6 +60,7 @@ const TITLES: Record<string, string> = {
   "not-leader": "No leader handled the command",
   "leader-timeout": "The room's leader did not answer in time; retry with the same Idempotency-Key",
   "store-unavailable": "The store cannot be reached",
+  "too-many-streams": "This node serves as many event streams as it may; try again later or another node",
   internal: "Internal error",
   "command-error": "The command is malformed",
 };

@@ -130,6 +130,14 @@ export function registerReadRoutes(app: ZodApp, ctx: RouteContext): void {
         after = Number(header);
       }
       const runId = req.query.run ?? null;
+      if (streams.open >= config.maxStreams) {
+        reply.header("retry-after", "5");
+        fail(
+          503,
+          "too-many-streams",
+          `at most ${config.maxStreams} event streams at once (http.max_streams)`,
+        );
+      }
       reply.hijack();
       try {
         await streamEvents(
