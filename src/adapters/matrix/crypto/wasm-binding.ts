@@ -25,6 +25,7 @@
  *    method is always truthy). A plain object with boolean isValid is returned.
  */
 import { createRequire } from "node:module";
+import { setFlagsFromString } from "node:v8";
 import * as wasm from "@matrix-org/matrix-sdk-crypto-wasm";
 
 export interface WasmBindingOptions {
@@ -231,13 +232,26 @@ export function wasmBinding(options: WasmBindingOptions = {}): Record<string, un
 
 let installed: Record<string, unknown> | null = null;
 
+/** V8 flags set before the module is compiled (they apply to WebAssembly compiled afterwards). */
+export const WASM_V8_FLAGS = ["--wasm-lazy-compilation", "--liftoff-only"];
+/** Set back once the crypto module is compiled: other WebAssembly (graph drawing) is compiled as usual. */
+const WASM_V8_FLAGS_AFTER = ["--no-wasm-lazy-compilation", "--no-liftoff-only"];
+
 /**
  * Loads the WebAssembly module and puts the binding into the exports of the package matrix-bot-sdk
  * requires (our stub), so its CryptoClient works. Once per process; later calls return the first.
  */
 export async function installWasmCryptoBinding(options: WasmBindingOptions = {}): Promise<void> {
   if (installed !== null) return;
-  await wasm.initAsync();
+  // Memory (issue 13: an idle bot within 150 MB): compile each WebAssembly function on its first call
+  // and keep the baseline compiler's code, instead of all 7.8 MB of it compiled up front and the hot
+  // part again optimised. A bot's crypto is a few operations a minute; this saves about 10 MB.
+  for (const flag of WASM_V8_FLAGS) setFlagsFromString(flag);
+  try {
+    await wasm.initAsync();
+  } finally {
+    for (const flag of WASM_V8_FLAGS_AFTER) setFlagsFromString(flag);
+  }
   const require = createRequire(import.meta.url);
   const sdkRequire = createRequire(require.resolve("matrix-bot-sdk"));
   const target = sdkRequire("@matrix-org/matrix-sdk-crypto-nodejs") as Record<string, unknown>;
