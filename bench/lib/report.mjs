@@ -196,7 +196,7 @@ function chatSection(r) {
       ],
     ),
     "",
-    `Bot memory (VmRSS, the largest of the 3 \`dagbot start\` processes): ${c.botIdleRssMB} MB idle, ${c.botBusyRssMB} MB during the commands.`,
+    `Bot memory (VmRSS, the largest of the 3 \`dagbot start\` processes, encryption on): ${c.botIdleRssMB} MB idle, ${c.botBusyRssMB} MB during the commands.`,
     "",
   ].join("\n");
 }

@@ -142,7 +142,9 @@ export function judge(results) {
       ),
     );
     rows.push(
-      row("chat: idle `dagbot start` bot RSS (max of 3)", c.botIdleRssMB, "MB", "≤", 100),
+      // Issue 13: within 150 MB idle with encryption on (the WASM crypto loaded; 100 MB was the
+      // target before encryption, which measured 112 MB).
+      row("chat: idle `dagbot start` bot RSS, encryption on (max of 3)", c.botIdleRssMB, "MB", "≤", 150),
       row("chat: `dagbot start` bot RSS during the commands (max of 3)", c.botBusyRssMB, "MB", "≤", 200),
     );
     if (c.calm !== undefined)

@@ -44,6 +44,48 @@ describe("MatrixSender against Synapse", () => {
     expect(onceOnly.map((e) => e.event_id)).toEqual([first, other]);
   });
 
+  it("with an encrypt hook: sends what it returns under the same txnId; its failure is 'unavailable'; a stop does not wait for it", async () => {
+    const calls: string[] = [];
+    const encrypting = new MatrixSender({
+      homeserverUrl: fx.hs.url,
+      accessToken: bot.accessToken,
+      encrypt: (room, type, content) => {
+        calls.push(`${room} ${type}`);
+        return Promise.resolve({
+          type: "m.room.encrypted",
+          content: { algorithm: "test", wrapped: content },
+        });
+      },
+    });
+    const first = await encrypting.send(roomId, { body: "sealed" }, "txn-sealed");
+    expect(await encrypting.send(roomId, { body: "sealed" }, "txn-sealed")).toBe(first);
+    expect(calls).toEqual([`${roomId} m.room.message`, `${roomId} m.room.message`]);
+    const seen = (await person.messages(roomId)).find((e) => e.event_id === first);
+    expect(seen?.type).toBe("m.room.encrypted");
+    expect(seen?.content["wrapped"]).toMatchObject({ body: "sealed", msgtype: "m.notice" });
+
+    const broken = new MatrixSender({
+      homeserverUrl: fx.hs.url,
+      accessToken: bot.accessToken,
+      encrypt: () => Promise.reject(new Error("no keys yet")),
+    });
+    const err = await broken.send(roomId, { body: "x" }, "txn-broken").catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ChatSendError);
+    expect((err as ChatSendError).failure).toBe("unavailable");
+    expect((err as ChatSendError).message).toMatch(/cannot encrypt: no keys yet/);
+
+    const stop = new AbortController();
+    const waiting = new MatrixSender({
+      homeserverUrl: fx.hs.url,
+      accessToken: bot.accessToken,
+      signal: stop.signal,
+      encrypt: () => new Promise(() => undefined),
+    });
+    const pending = waiting.send(roomId, { body: "never" }, "txn-never").catch((e: unknown) => e);
+    stop.abort(new Error("shutting down"));
+    expect(String(await pending)).toMatch(/shutting down/);
+  });
+
   it("can take its homeserver and token (and so its device) from a matrix-bot-sdk client", async () => {
     const viaClient = MatrixSender.fromClient(new MatrixClient(fx.hs.url, bot.accessToken));
     const first = await sender.send(roomId, { body: "shared device" }, "txn-shared-device");

@@ -277,4 +277,21 @@ describe("the bot in an encrypted room, with a person on matrix-js-sdk", () => {
     expect(help.reply.sender).toBe(bot2.userId);
     await fleet.start(0);
   });
+
+  it("a member who joins later reads the bot's later messages", async () => {
+    const f = await fx.hs.registerUser("fred", { deviceId: "FREDLAPTOP" });
+    await erinHttp.request("POST", `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/invite`, {
+      user_id: f.userId,
+    });
+    await new MatrixUser(fx.hs.url, f).joinRoom(roomId);
+    const fred = await EncryptedPerson.start(fx.hs.url, f);
+    try {
+      const asked = await command("!dag status enc_first");
+      const seen = await fred.waitFor(replyTo(asked.id), T, "the bot's reply, read by the new member");
+      expect(seen.encrypted).toBe(true);
+      expect(body(seen)).toMatch(/enc_first/);
+    } finally {
+      fred.stop();
+    }
+  });
 });

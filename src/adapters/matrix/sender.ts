@@ -109,6 +109,20 @@ function describeNetworkError(e: unknown): string {
 
 const enc = encodeURIComponent;
 
+/** `p`, or a rejection with the signal's reason as soon as it aborts. */
+function untilAborted<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {
+  if (signal === undefined) return p;
+  return new Promise<T>((resolve, reject) => {
+    if (signal.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
 export class MatrixSender implements MessageSender {
   private readonly base: string;
   private readonly o: Required<Omit<MatrixSenderOptions, "signal" | "onRetry" | "encrypt">> &
@@ -173,7 +187,8 @@ export class MatrixSender implements MessageSender {
     let sent = { type, content };
     if (this.o.encrypt) {
       try {
-        sent = await this.o.encrypt(roomId, type, content);
+        // Encryption waits for the crypto to be ready: a shutdown must not wait for that.
+        sent = await untilAborted(this.o.encrypt(roomId, type, content), this.o.signal);
       } catch (e) {
         this.o.signal?.throwIfAborted();
         const reason = `cannot encrypt: ${e instanceof Error ? e.message : String(e)}`;
