@@ -23,10 +23,26 @@ export type CommandVerb = (typeof COMMAND_VERBS)[number];
 /** `operator`: a room power level (default 50) or an allowlisted user id; `open`: any room member. */
 export type CommandPermission = "open" | "operator";
 
+/**
+ * One positional argument of a verb, as data: the parser (commands.ts), the usage line and help all
+ * read it, so a verb's arguments are declared once.
+ */
+export interface ArgSpec {
+  /** Its name in the usage line (`<id>`) and its field in the parsed command. */
+  readonly name: "id" | "task" | "hash" | "n";
+  readonly kind: "run-id" | "task-id" | "hash" | "cap";
+  /** What it is, said when it is missing: `missing <id>, the id of a DAG run`. */
+  readonly about: string;
+  /** Optional arguments come last; absent they parse as null. */
+  readonly optional?: boolean;
+}
+
 export interface CommandInfo {
   readonly verb: CommandVerb;
-  /** The help line: how to type it. */
+  /** The help line: how to type it (derived from `args` where the verb declares them). */
   readonly usage: string;
+  /** Its arguments; absent for the verbs with a grammar of their own (help, publish, nodes, policy). */
+  readonly args?: readonly ArgSpec[];
   readonly summary: string;
   readonly permission: CommandPermission;
   /** Extra lines for `!dag help <verb>`. */
@@ -35,6 +51,14 @@ export interface CommandInfo {
 
 /** The largest `!dag cap`: far above any real room, low enough that a typo like 1000000 is refused. */
 export const MAX_CAP = 10_000;
+
+const RUN_ID: ArgSpec = { name: "id", kind: "run-id", about: "the id of a DAG run" };
+
+/** A verb whose usage line is its arguments: `!dag logs <id> <task>`, `!dag status [<id>]`. */
+function withArgs(info: Omit<CommandInfo, "usage" | "args">, args: readonly ArgSpec[]): CommandInfo {
+  const shown = args.map((a) => (a.optional === true ? ` [<${a.name}>]` : ` <${a.name}>`)).join("");
+  return { ...info, usage: `!dag ${info.verb}${shown}`, args };
+}
 
 export const COMMANDS: readonly CommandInfo[] = [
   {
@@ -62,66 +86,82 @@ export const COMMANDS: readonly CommandInfo[] = [
       "<name> is a DAG file of the node's library folder (letters, digits, _ . -).",
     ],
   },
-  {
-    verb: "confirm",
-    usage: "!dag confirm <id> [<hash>]",
-    summary: "start a published DAG run",
-    permission: "operator",
-    details: [
-      "<hash> is the content hash its status card shows (8 or more of its first hex digits).",
-      "Given, the run starts only if its content has that hash: what you confirm is what you saw.",
-    ],
-  },
-  {
-    verb: "reject",
-    usage: "!dag reject <id>",
-    summary: "drop a published DAG run that waits for confirmation",
-    permission: "operator",
-    details: [],
-  },
-  {
-    verb: "cancel",
-    usage: "!dag cancel <id>",
-    summary: "cancel a running DAG run; running tasks are stopped",
-    permission: "operator",
-    details: [],
-  },
-  {
-    verb: "status",
-    usage: "!dag status [<id>]",
-    summary: "show one run's tasks, or the room's active runs",
-    permission: "open",
-    details: [],
-  },
-  {
-    verb: "list",
-    usage: "!dag list",
-    summary: "list the room's recent DAG runs",
-    permission: "open",
-    details: [],
-  },
-  {
-    verb: "logs",
-    usage: "!dag logs <id> <task>",
-    summary: "show the captured output of a task",
-    // Output can hold what an action printed about its host; `!dag policy logs anyone` opens it.
-    permission: "operator",
-    details: ["Operators only, unless the room's policy says `logs anyone` (see `!dag help policy`)."],
-  },
-  {
-    verb: "graph",
-    usage: "!dag graph <id>",
-    summary: "post a picture of a run: its DAG, each task in its state's colour",
-    permission: "open",
-    details: ["The picture goes into the run's thread. `dagbot graph <id>` draws the same on a node."],
-  },
-  {
-    verb: "retry",
-    usage: "!dag retry <id>",
-    summary: "start a new run of the part of a run that did not succeed",
-    permission: "operator",
-    details: [],
-  },
+  withArgs(
+    {
+      verb: "confirm",
+      summary: "start a published DAG run",
+      permission: "operator",
+      details: [
+        "<hash> is the content hash its status card shows (8 or more of its first hex digits).",
+        "Given, the run starts only if its content has that hash: what you confirm is what you saw.",
+      ],
+    },
+    [RUN_ID, { name: "hash", kind: "hash", about: "the content hash", optional: true }],
+  ),
+  withArgs(
+    {
+      verb: "reject",
+      summary: "drop a published DAG run that waits for confirmation",
+      permission: "operator",
+      details: [],
+    },
+    [RUN_ID],
+  ),
+  withArgs(
+    {
+      verb: "cancel",
+      summary: "cancel a running DAG run; running tasks are stopped",
+      permission: "operator",
+      details: [],
+    },
+    [RUN_ID],
+  ),
+  withArgs(
+    {
+      verb: "status",
+      summary: "show one run's tasks, or the room's active runs",
+      permission: "open",
+      details: [],
+    },
+    [{ ...RUN_ID, optional: true }],
+  ),
+  withArgs(
+    {
+      verb: "list",
+      summary: "list the room's recent DAG runs",
+      permission: "open",
+      details: [],
+    },
+    [],
+  ),
+  withArgs(
+    {
+      verb: "logs",
+      summary: "show the captured output of a task",
+      // Output can hold what an action printed about its host; `!dag policy logs anyone` opens it.
+      permission: "operator",
+      details: ["Operators only, unless the room's policy says `logs anyone` (see `!dag help policy`)."],
+    },
+    [RUN_ID, { name: "task", kind: "task-id", about: "the id of a task" }],
+  ),
+  withArgs(
+    {
+      verb: "graph",
+      summary: "post a picture of a run: its DAG, each task in its state's colour",
+      permission: "open",
+      details: ["The picture goes into the run's thread. `dagbot graph <id>` draws the same on a node."],
+    },
+    [RUN_ID],
+  ),
+  withArgs(
+    {
+      verb: "retry",
+      summary: "start a new run of the part of a run that did not succeed",
+      permission: "operator",
+      details: [],
+    },
+    [RUN_ID],
+  ),
   {
     verb: "nodes",
     usage: "!dag nodes [verbose]",
@@ -129,16 +169,18 @@ export const COMMANDS: readonly CommandInfo[] = [
     permission: "open",
     details: ["`verbose` adds the leader's term and how long its lease is valid."],
   },
-  {
-    verb: "cap",
-    usage: "!dag cap <n>",
-    summary: "set the room's cap on active tasks",
-    permission: "operator",
-    details: [
-      `<n> is a whole number from 0 to ${MAX_CAP}; 0 pauses the room (nothing new starts).`,
-      "Raising the cap starts waiting tasks at once; lowering it never interrupts a running task.",
-    ],
-  },
+  withArgs(
+    {
+      verb: "cap",
+      summary: "set the room's cap on active tasks",
+      permission: "operator",
+      details: [
+        `<n> is a whole number from 0 to ${MAX_CAP}; 0 pauses the room (nothing new starts).`,
+        "Raising the cap starts waiting tasks at once; lowering it never interrupts a running task.",
+      ],
+    },
+    [{ name: "n", kind: "cap", about: `a whole number from 0 to ${MAX_CAP}` }],
+  ),
   {
     verb: "policy",
     usage: "!dag policy | !dag policy <setting> <value>",

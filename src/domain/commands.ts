@@ -8,8 +8,8 @@
  * JSON starting with `{`. Arguments may be wrapped in one pair of `backticks` or quotes, as people copy
  * ids from the bot's own messages. `!dag` alone is help. Never throws.
  */
-import type { CommandVerb } from "./command-table.js";
-import { MAX_CAP, helpLineFor, isCommandVerb, suggestVerb } from "./command-table.js";
+import type { ArgSpec, CommandVerb } from "./command-table.js";
+import { MAX_CAP, commandInfo, helpLineFor, isCommandVerb, suggestVerb } from "./command-table.js";
 import { htmlToText, quoteInput, stripReplyFallback, utf8Length } from "./command-text.js";
 import { ID_PATTERN } from "./dag-schema.js";
 
@@ -330,6 +330,8 @@ function parseAfterPrefix(text: string, from: number): Parsed {
     return fail("unexpected-code-block", verb, `!dag ${verb} takes no code block; only publish does`);
   }
   const args = splitArgs(after);
+  const declared = commandInfo(verb).args;
+  if (declared !== undefined) return parseDeclared(verb, declared, args);
   switch (verb) {
     case "help": {
       const err = arity(verb, args, 0, 1, "");
@@ -339,8 +341,6 @@ function parseAfterPrefix(text: string, from: number): Parsed {
       const topic = unquote(topicRaw).toLowerCase();
       return isCommandVerb(topic) ? ok({ verb: "help", topic }) : unknownCommand(topicRaw);
     }
-    case "list":
-      return arity(verb, args, 0, 0, "") ?? ok({ verb });
     case "nodes": {
       const err = arity(verb, args, 0, 1, "");
       if (err !== null) return err;
@@ -354,55 +354,62 @@ function parseAfterPrefix(text: string, from: number): Parsed {
         `unknown option ${quoteInput(args[0] ?? "")}: the only one is verbose`,
       );
     }
-    case "status": {
-      const err = arity(verb, args, 0, 1, "");
-      if (err !== null) return err;
-      if (args[0] === undefined) return ok({ verb, id: null });
-      const id = checkId(verb, "id", args[0]);
-      return typeof id === "string" ? ok({ verb, id }) : id;
-    }
-    case "confirm": {
-      const err = arity(verb, args, 1, 2, "<id>, the id of a DAG run");
-      if (err !== null) return err;
-      const id = checkId(verb, "id", args[0] ?? "");
-      if (typeof id !== "string") return id;
-      const rawHash = args[1];
-      if (rawHash === undefined) return ok({ verb, id, hash: null });
-      const hash = unquote(rawHash);
-      if (!HASH_PREFIX_PATTERN.test(hash)) {
-        return fail(
-          "bad-hash",
-          verb,
-          `bad content hash ${quoteInput(rawHash)}: give the hash the run's status card shows (at least ${MIN_HASH_PREFIX} hex digits)`,
-        );
-      }
-      return ok({ verb, id, hash: hash.toLowerCase() });
-    }
-    case "reject":
-    case "cancel":
-    case "graph":
-    case "retry": {
-      const err = arity(verb, args, 1, 1, "<id>, the id of a DAG run");
-      if (err !== null) return err;
-      const id = checkId(verb, "id", args[0] ?? "");
-      return typeof id === "string" ? ok({ verb, id }) : id;
-    }
-    case "logs": {
-      const err = arity(verb, args, 2, 2, args.length === 0 ? "<id> and <task>" : "<task>, the id of a task");
-      if (err !== null) return err;
-      const id = checkId(verb, "id", args[0] ?? "");
-      if (typeof id !== "string") return id;
-      const task = checkId(verb, "task id", args[1] ?? "");
-      return typeof task === "string" ? ok({ verb, id, task }) : task;
-    }
-    case "cap": {
-      const err = arity(verb, args, 1, 1, `<n>, a whole number from 0 to ${MAX_CAP}`);
-      return err ?? parseCap(args[0] ?? "");
-    }
     case "policy": {
       if (args.length === 0) return ok({ verb, change: null });
       const err = arity(verb, args, 2, 2, "<value> after the setting");
       return err ?? parsePolicyChange(args[0] ?? "", args[1] ?? "");
+    }
+    default:
+      // Every other verb declares its arguments in the command table (command-table.test.ts).
+      return fail("unknown-command", verb, `!dag ${verb} has no grammar`);
+  }
+}
+
+/** A verb whose arguments are declared in the command table: arity, then each argument by its kind. */
+function parseDeclared(verb: CommandVerb, specs: readonly ArgSpec[], args: string[]): Parsed {
+  const required = specs.filter((a) => a.optional !== true);
+  const next = specs[args.length];
+  const missing =
+    args.length === 0 && required.length > 1
+      ? required.map((a) => `<${a.name}>`).join(" and ")
+      : next === undefined
+        ? ""
+        : `<${next.name}>, ${next.about}`;
+  const err = arity(verb, args, required.length, specs.length, missing);
+  if (err !== null) return err;
+  const fields: Record<string, string | number | null> = {};
+  for (const [i, spec] of specs.entries()) {
+    const raw = args[i];
+    if (raw === undefined) {
+      fields[spec.name] = null;
+      continue;
+    }
+    const value = parseArg(verb, spec, raw);
+    if (typeof value === "object") return value;
+    fields[spec.name] = value;
+  }
+  // The table declares each verb's arguments by the names of its Command fields.
+  return ok({ verb, ...fields } as Command);
+}
+
+function parseArg(verb: CommandVerb, spec: ArgSpec, raw: string): string | number | Parsed {
+  switch (spec.kind) {
+    case "run-id":
+      return checkId(verb, "id", raw);
+    case "task-id":
+      return checkId(verb, "task id", raw);
+    case "hash": {
+      const hash = unquote(raw);
+      if (HASH_PREFIX_PATTERN.test(hash)) return hash.toLowerCase();
+      return fail(
+        "bad-hash",
+        verb,
+        `bad content hash ${quoteInput(raw)}: give the hash the run's status card shows (at least ${MIN_HASH_PREFIX} hex digits)`,
+      );
+    }
+    case "cap": {
+      const parsed = parseCap(raw);
+      return parsed.kind === "command" && parsed.command.verb === "cap" ? parsed.command.n : parsed;
     }
   }
 }

@@ -108,3 +108,33 @@ describe("suggestVerb", () => {
     expect(suggestVerb(typed)).toBe(null);
   });
 });
+
+describe("declared arguments", () => {
+  it("every verb but help, publish, nodes and policy declares its arguments, and its usage line is made from them", () => {
+    const own = COMMANDS.filter((c) => c.args === undefined).map((c) => c.verb);
+    expect(own.sort()).toEqual(["help", "nodes", "policy", "publish"]);
+    for (const c of COMMANDS) {
+      if (c.args === undefined) continue;
+      const shown = c.args.map((a) => (a.optional === true ? `[<${a.name}>]` : `<${a.name}>`));
+      expect(c.usage).toBe(["!dag", c.verb, ...shown].join(" "));
+    }
+  });
+
+  it("parses each declared argument into the command field of its name, optional ones as null", () => {
+    const parsed = (body: string): unknown => {
+      const r = parseCommand({ body });
+      return r.kind === "command" ? r.command : r.kind === "error" ? r.error.message : r.kind;
+    };
+    expect(parsed("!dag logs nightly backup")).toEqual({ verb: "logs", id: "nightly", task: "backup" });
+    expect(parsed("!dag confirm nightly")).toEqual({ verb: "confirm", id: "nightly", hash: null });
+    expect(parsed("!dag confirm nightly ABCDEF0123")).toEqual({
+      verb: "confirm",
+      id: "nightly",
+      hash: "abcdef0123",
+    });
+    expect(parsed("!dag status")).toEqual({ verb: "status", id: null });
+    expect(parsed("!dag cap 7")).toEqual({ verb: "cap", n: 7 });
+    expect(parsed("!dag logs")).toBe("missing <id> and <task>: !dag logs needs it");
+    expect(parsed("!dag logs nightly")).toBe("missing <task>, the id of a task: !dag logs needs it");
+  });
+});
