@@ -2,6 +2,7 @@
 // every route's success and problem shapes, idempotency under concurrency, the OpenAPI document,
 // metrics and health.
 import { Validator } from "@seriousme/openapi-schema-validator";
+import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Store } from "../../src/ports/store.js";
 import type { Target } from "../support/engine-cluster.js";
@@ -326,6 +327,24 @@ describe("commands and reads", () => {
         // Without the key the same command is a new one, answered "already".
         const fresh = await call(api.base, "POST", "/v1/runs/idem/confirm");
         expect(fresh.body.result).toBe("already");
+
+        // Retention forgets the command's inbox row; the key is kept: a repeat gets the kept answer and
+        // is not run again.
+        const db = new Database(target.store.slice("sqlite:".length));
+        expect(
+          db.prepare("DELETE FROM processed_events WHERE event_id = ?").run(answers[0]!.body.commandId)
+            .changes,
+        ).toBe(1);
+        db.close();
+        const afterPrune = await call(api.base, "POST", "/v1/dags", {
+          body: hello("idem"),
+          headers: { "idempotency-key": key },
+        });
+        expect(afterPrune.text).toBe(answers[0]!.text);
+        expect(await store.getInboxEvent(answers[0]!.body.commandId)).toBeNull();
+        expect(
+          (await allEvents(store)).filter((e) => e.kind === "run.created" && e.data["dagId"] === "idem"),
+        ).toHaveLength(1);
 
         const other = await call(api.base, "POST", "/v1/dags", {
           body: hello("idem-other"),

@@ -18,6 +18,10 @@ import * as s from "./schemas.js";
 /** Printable ASCII, as an HTTP header value safely is; long enough for a UUID or a hash. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
+/** The HTTP answer kept for an Idempotency-Key: the first one given is every repeat's. */
+type StoredAnswer = { status: number; body: Record<string, unknown> };
+const PENDING_ANSWER = { pending: true };
+
 const problems = { "4xx": s.problemSchema, "5xx": s.problemSchema };
 
 export function registerWriteRoutes(app: ZodApp, ctx: RouteContext): void {
@@ -32,7 +36,10 @@ export function registerWriteRoutes(app: ZodApp, ctx: RouteContext): void {
     req: FastifyRequest,
     roomId: string,
     text: string,
-  ): Promise<{ commandId: string; answer: CommandAnswer; key: string | null }> => {
+  ): Promise<
+    | { commandId: string; answer: CommandAnswer; key: string | null; stored?: undefined }
+    | { commandId: string; stored: StoredAnswer; key: string }
+  > => {
     const caller = callerOf(req);
     // Built from validated fields, so a grammar error here is ours; checked before anything is stored.
     const parsed = parseCommand({ body: text });
@@ -56,6 +63,20 @@ export function registerWriteRoutes(app: ZodApp, ctx: RouteContext): void {
       );
       if (remembered.kind === "existing" && remembered.result["request"] !== request)
         fail(422, "idempotency-key-reused", "this key was first used with another method, path or body");
+      if (remembered.kind === "existing") {
+        const row = await storeCall("read the inbox", () => store.getInboxEvent(eventId));
+        if (row === null) {
+          // The key was used but its inbox row is gone: pruned by retention after it was answered (or
+          // never written, a crash between the two writes). Writing it again would run the command a
+          // second time; the kept answer is the answer. (The probe leaves a placeholder when there is
+          // none, which a later answer never takes for a real one.)
+          const kept = await storeCall("read an answer", () =>
+            store.rememberIdempotencyKey(`http-answer:${caller.name}`, key!, PENDING_ANSWER),
+          );
+          if (kept.kind === "existing" && kept.result["pending"] !== true)
+            return { commandId: eventId, stored: kept.result as StoredAnswer, key };
+        }
+      }
     }
     await storeCall("queue a command", async () =>
       store.insertInboxEvent({
@@ -131,8 +152,14 @@ export function registerWriteRoutes(app: ZodApp, ctx: RouteContext): void {
       handler: (async (req: FastifyRequest, reply: FastifyReply) => {
         const { text, room } = command({ params: req.params as z.output<P>, body: req.body as z.output<B> });
         const roomId = pickRoom(room ?? (req.query as { room?: string }).room);
-        const { commandId, answer: a, key } = await submit(req, roomId, text);
-        let result: { status: number; body: Record<string, unknown> };
+        const submitted = await submit(req, roomId, text);
+        if (submitted.stored !== undefined) {
+          const kept = submitted.stored;
+          if (kept.status >= 400) reply.type(PROBLEM_CONTENT_TYPE);
+          return reply.code(kept.status).send(kept.body as never);
+        }
+        const { commandId, answer: a, key } = submitted;
+        let result: StoredAnswer;
         try {
           if (a.outcome === null) fail(500, "internal", "the command has no stored outcome");
           const ok = answer(a.outcome!, { commandId, text: a.text });
@@ -149,7 +176,8 @@ export function registerWriteRoutes(app: ZodApp, ctx: RouteContext): void {
           const kept = await storeCall("store an answer", () =>
             store.rememberIdempotencyKey(`http-answer:${callerOf(req).name}`, key, result),
           );
-          if (kept.kind === "existing") result = kept.result as typeof result;
+          if (kept.kind === "existing" && kept.result["pending"] !== true)
+            result = kept.result as StoredAnswer;
         }
         if (result.status >= 400) reply.type(PROBLEM_CONTENT_TYPE);
         return reply.code(result.status).send(result.body as never);
