@@ -17,6 +17,7 @@ import { cardEditSaying, cardOf, publishJson, replyTo, roomHistory, txnOf } from
 import { EncryptedPerson, type PersonEvent } from "../support/encrypted-person.js";
 import { useSynapse } from "../support/matrix-fixture.js";
 import { MatrixUser } from "../support/matrix-user.js";
+import { waitFor } from "../support/store-wait.js";
 import type { RegisteredUser } from "../support/synapse.js";
 
 const fx = useSynapse();
@@ -226,6 +227,65 @@ describe("the bot in an encrypted room, with a person on matrix-js-sdk", () => {
     for (const n of [0, 1])
       expect(fleet.logLines(n, "new crypto device: keys are made and uploaded")).toHaveLength(1);
   });
+
+  it("kill -9 of the leader during a run: the new leader finishes it; every encrypted message exactly once", async () => {
+    const dag = {
+      id: "enc_kill",
+      tasks: [
+        { id: "one", action: "sleep", args: { seconds: 1.5 }, retries: 2, retry_backoff: "100ms" },
+        {
+          id: "two",
+          action: "sleep",
+          args: { seconds: 1.5 },
+          needs: ["one"],
+          retries: 2,
+          retry_backoff: "100ms",
+        },
+      ],
+    };
+    const published = await command(publishJson(dag));
+    await command("!dag confirm enc_kill");
+    const run = await waitFor(
+      "the run",
+      () => store.getRun(roomId, "enc_kill"),
+      (r) => r !== null,
+      { timeoutMs: T },
+    );
+    await waitFor(
+      "a running task",
+      () => store.listTasks(run!.runId),
+      (ts) => ts.some((t) => t.status === "running"),
+      { timeoutMs: T },
+    );
+    const leaderIndex = async (): Promise<number> => {
+      const lease = await waitFor(
+        "a leader",
+        () => store.getLease(roomId),
+        (l) => l !== null && l.holder !== null && l.expiresAt > l.now,
+        { timeoutMs: T, intervalMs: 50 },
+      );
+      return fleet.nodes.findIndex((n) => n.nodeId === lease!.holder!.nodeId);
+    };
+    const victim = await leaderIndex();
+    await fleet.kill(victim);
+    const during = [
+      await erin.sendText(roomId, "!dag status enc_kill"),
+      await erin.sendText(roomId, "!dag list"),
+    ];
+    await erin.waitFor((e) => txnOf(e) === `final.${run!.runId}`, T, "the final message");
+    for (const id of during) await erin.waitFor(replyTo(id), T, `the reply to ${id}`);
+    expect((await store.getRun(roomId, "enc_kill"))?.status).toBe("succeeded");
+    await new Promise((r) => setTimeout(r, 2000));
+    const counts = new Map<string, number>();
+    for (const e of erin.events(roomId)) {
+      const txn = txnOf(e);
+      if (txn !== undefined) counts.set(txn, (counts.get(txn) ?? 0) + 1);
+    }
+    for (const id of [published.id, ...during]) expect(counts.get(`reply.${id}`)).toBe(1);
+    expect(counts.get(`final.${run!.runId}`)).toBe(1);
+    expect(counts.get(`card.${run!.runId}`)).toBe(1);
+    await fleet.start(victim);
+  }, 120_000);
 
   it("a gap longer than a sync's timeline is backfilled and its encrypted commands decrypted", async () => {
     await fleet.stop(0);
