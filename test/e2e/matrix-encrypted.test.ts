@@ -126,6 +126,22 @@ describe("the bot in an encrypted room, with a person on matrix-js-sdk", () => {
     expect(history.some((ev) => JSON.stringify(ev.content).includes("secret words"))).toBe(false);
   });
 
+  // matrix-js-sdk (like Element) sends reactions in the clear even in an encrypted room.
+  it("a ✅ on the encrypted card confirms; !dag logs shows the task's output, encrypted", async () => {
+    const dag = {
+      id: "enc_react",
+      tasks: [{ id: "only", action: "echo", args: { message: "reacted words" } }],
+    };
+    await command(publishJson(dag));
+    const card = await erin.waitFor(cardOf("enc_react"), T, "the status card");
+    await erin.sendReaction(roomId, card.event_id, "✅");
+    await erin.waitFor(cardEditSaying(card.event_id, /succeeded/), T, "the card edited to succeeded");
+    expect((await store.getRun(roomId, "enc_react"))?.confirmedBy).toBe(erin.userId);
+    const logs = await command("!dag logs enc_react only");
+    expect(logs.reply.encrypted).toBe(true);
+    expect(body(logs.reply)).toContain("reacted words");
+  });
+
   it("!dag graph in the encrypted room: an encrypted m.image whose upload is ciphertext that decrypts to the PNG", async () => {
     const asked = await command("!dag graph enc_first");
     const image = asked.reply;
