@@ -6,6 +6,7 @@
 export const COMMAND_VERBS = [
   "help",
   "publish",
+  "run",
   "confirm",
   "reject",
   "cancel",
@@ -86,6 +87,18 @@ export const COMMANDS: readonly CommandInfo[] = [
       "<name> is a DAG file of the node's library folder (letters, digits, _ . -).",
     ],
   },
+  withArgs(
+    {
+      verb: "run",
+      summary: "start a new run of a published DAG, as <id>.2, <id>.3, …",
+      permission: "operator",
+      details: [
+        "<id> is a run of the room (its DAG id); the new run has the same tasks under the next free id.",
+        "It waits for confirmation like a publish, unless you are on auto_confirm.",
+      ],
+    },
+    [RUN_ID],
+  ),
   withArgs(
     {
       verb: "confirm",

@@ -38,6 +38,8 @@ export type Command =
   /** `hash`: a prefix of the content hash the confirmer saw (on the card), lower case; null when not given. */
   | { verb: "confirm"; id: string; hash: string | null }
   | { verb: "reject"; id: string }
+  /** A new run of the DAG that run `id` ran, under the next free id (`id.2`, `id.3`, …). */
+  | { verb: "run"; id: string }
   | { verb: "cancel"; id: string }
   | { verb: "status"; id: string | null }
   | { verb: "list" }

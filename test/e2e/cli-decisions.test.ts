@@ -1,4 +1,4 @@
-// `dagbot confirm`, `reject` and `retry` against a real node: they go through the room's inbox like
+// `dagbot confirm`, `reject`, `retry` and `trigger` against a real node: they go through the room's inbox like
 // the chat commands, answer in plain text or JSON, and say at once when no node of the room is alive.
 import { beforeAll, describe, expect, it } from "vitest";
 import type { NodeProcess } from "../support/engine-cluster.js";
@@ -82,6 +82,18 @@ describe("CLI decisions", () => {
           answer: "decision",
           result: "wrong-status",
         });
+
+        // A finished DAG runs again by name: `dagbot trigger` (`!dag run`) makes hello.2, hello.3, …
+        const triggered = await run(["trigger", "hello", "--json"]);
+        expect(triggered.code, triggered.stderr).toBe(0);
+        expect(JSON.parse(triggered.stdout)).toMatchObject({ ok: true, dagId: "hello.2", status: "pending" });
+        const started = await run(["trigger", "hello.2", "--confirm", "--json"]);
+        expect(started.code, started.stderr).toBe(0);
+        expect(JSON.parse(started.stdout)).toMatchObject({ ok: true, dagId: "hello.3" });
+        await waitForRunStatus(store, "hello.3", (s) => s === "succeeded");
+        const sameTasks = (await store.getRun("local", "hello.3"))!.dag.tasks;
+        expect(sameTasks).toEqual((await store.getRun("local", "hello"))!.dag.tasks);
+        expect((await run(["trigger", "nosuch"])).code).toBe(1);
 
         const rejected = await run(["reject", "dropped", "--json"]);
         expect(rejected.code, rejected.stderr).toBe(0);

@@ -206,7 +206,7 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
       source: { kind: "inline" as const, format, text },
     })),
   fc
-    .tuple(fc.constantFrom("reject" as const, "cancel" as const, "retry" as const), id)
+    .tuple(fc.constantFrom("reject" as const, "run" as const, "cancel" as const, "retry" as const), id)
     .map(([verb, i]) => ({ verb, id: i })),
   fc
     .tuple(id, fc.option(fc.stringMatching(/^[0-9a-f]{8,64}$/), { nil: null }))

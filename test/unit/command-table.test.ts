@@ -25,6 +25,7 @@ describe("COMMANDS", () => {
       "publish",
       "reject",
       "retry",
+      "run",
     ]);
     const open = COMMANDS.filter((c) => c.permission === "open").map((c) => c.verb);
     expect(open.sort()).toEqual(["graph", "help", "list", "nodes", "status"]);
@@ -78,7 +79,7 @@ describe("renderHelp", () => {
         .every((l) => !l.includes(" * — ")),
     ).toBe(true);
     expect(renderHelp("open")).toHaveLength(6);
-    expect(renderHelp("operator")).toHaveLength(9);
+    expect(renderHelp("operator")).toHaveLength(10);
     const cap = renderHelp("cap");
     expect(cap[0]).toBe("!dag cap <n>");
     expect(cap[1]).toContain("operators only");

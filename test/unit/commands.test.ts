@@ -48,7 +48,7 @@ describe("the command table", () => {
     }
   });
 
-  it("operator verbs are exactly publish, confirm, reject, cancel, retry, cap, logs and policy", () => {
+  it("operator verbs are exactly publish, run, confirm, reject, cancel, retry, cap, logs and policy", () => {
     const operator = COMMANDS.filter((c) => COMMAND_HANDLERS[c.verb].permission === "operator").map(
       (c) => c.verb,
     );
@@ -61,6 +61,7 @@ describe("the command table", () => {
       "publish",
       "reject",
       "retry",
+      "run",
     ]);
   });
 });
@@ -106,6 +107,7 @@ describe("permissions", () => {
     expect(low.entries.map((e) => e.verb)).toEqual(["help", "status", "list", "graph", "nodes"]);
     expect(low.hiddenVerbs).toEqual([
       "publish",
+      "run",
       "confirm",
       "reject",
       "cancel",

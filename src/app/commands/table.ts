@@ -10,7 +10,7 @@ import { parseCommand } from "../../domain/commands.js";
 import type { HandlerContext } from "./context.js";
 import { handleCap, handleDecision } from "./handlers/decisions.js";
 import { handlePolicy } from "./handlers/policy.js";
-import { handlePublish, handleRetry } from "./handlers/publish.js";
+import { handlePublish, handleRetry, handleRunAgain } from "./handlers/publish.js";
 import {
   handleGraph,
   handleHelp,
@@ -42,6 +42,7 @@ function entry<V extends CommandVerb>(
 export const COMMAND_HANDLERS: { readonly [V in CommandVerb]: CommandHandler<V> } = {
   help: entry("help", (ctx, c) => handleHelp(ctx, c.topic)),
   publish: entry("publish", (ctx, c) => handlePublish(ctx, c.source)),
+  run: entry("run", (ctx, c) => handleRunAgain(ctx, c.id)),
   confirm: entry("confirm", (ctx, c) => handleDecision(ctx, "confirm", c.id, c.hash)),
   reject: entry("reject", (ctx, c) => handleDecision(ctx, "reject", c.id)),
   cancel: entry("cancel", (ctx, c) => handleDecision(ctx, "cancel", c.id)),

@@ -74,6 +74,34 @@ export async function handleRetry(ctx: HandlerContext, dagId: string): Promise<O
   return createAndDescribe(ctx, dag, dagHash(dag), from);
 }
 
+/**
+ * `!dag run <id>`: a new run of the DAG run `id` ran (its stored, validated content), under the next
+ * free id `<base>.2`, `<base>.3`, … (`base` is `id` without such a suffix), checked against what
+ * the room's live nodes offer, confirmed as a publish would be.
+ */
+export async function handleRunAgain(ctx: HandlerContext, dagId: string): Promise<Outcome> {
+  const from = await ctx.store.getRun(ctx.roomId, dagId);
+  if (from === null) return notFoundRun(ctx, dagId);
+  const newId = await freeId(ctx.store, ctx.roomId, runAgainCandidates(dagId));
+  if (newId === null) {
+    return {
+      kind: "command-error",
+      message: `no free run id is left for "${dagId}"`,
+      helpLine: "usage: !dag run <id>",
+    };
+  }
+  const dag: ParsedDag = { ...from.dag, id: newId };
+  const unknown = await unknownActions(ctx, dag);
+  if (unknown.length > 0) return invalidDag(`for the new run of "${dagId}"`, unknown);
+  return createAndDescribe(ctx, dag, dagHash(dag), null);
+}
+
+/** `x.2`, `x.3`, ... (as `dagbot run` names a run of a DAG already in the store). */
+function* runAgainCandidates(dagId: string): Generator<string> {
+  const base = dagId.replace(/\.\d+$/, "");
+  for (let n = 2; n <= 9999; n++) yield fit(base, `.${n}`);
+}
+
 async function createAndDescribe(
   ctx: HandlerContext,
   dag: ParsedDag,
