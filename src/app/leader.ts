@@ -9,10 +9,11 @@ import type { Clock } from "../ports/clock.js";
 import type { Logger } from "../ports/logger.js";
 import type { ChangeFeed, LeaderFence, PruneResult, RetentionStore, Scheduler } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
+import { CLAIM_LEFT_MORE, wakeTarget } from "../ports/store.js";
 import { Waker, wakeOnChange } from "./wake.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
 import type { RecentWake } from "./wake-targets.js";
-import { planWake, WAKE_DEPRIORITIZE_MS, WAKE_HOLD_MS } from "./wake-targets.js";
+import { planWake, SELF_SERVE_MS, WAKE_DEPRIORITIZE_MS, WAKE_HOLD_MS } from "./wake-targets.js";
 
 /**
  * Handles inbox commands of the fence's room (the command table's inbox processing step). Returns
@@ -191,6 +192,7 @@ class WakeKeeper {
   private lastReady = 0;
   private readyAt: number | null = null;
   private readonly recent = new Map<string, RecentWake>();
+  private readonly selfServing = new Map<string, number>();
   private rotation = 0;
 
   constructor(
@@ -198,9 +200,19 @@ class WakeKeeper {
     private readonly roomId: string,
   ) {}
 
-  /** These nodes claimed: whatever they were woken for, they have acted on it. */
+  /**
+   * These nodes claimed: whatever they were woken for, they have acted on it; one whose claim left
+   * fitting tasks behind (CLAIM_LEFT_MORE) goes on by itself as its slots free.
+   */
   claimed(nodeIds: readonly string[]): void {
-    for (const id of nodeIds) this.recent.delete(id);
+    const now = this.deps.clock.monotonicMs();
+    for (const named of nodeIds) {
+      const more = named.startsWith(CLAIM_LEFT_MORE);
+      const id = more ? named.slice(CLAIM_LEFT_MORE.length) : named;
+      this.recent.delete(id);
+      if (more) this.selfServing.set(id, now);
+      else this.selfServing.delete(id);
+    }
   }
 
   async afterPass(pass: LeaderPass): Promise<number> {
@@ -220,23 +232,28 @@ class WakeKeeper {
       this.lastReady = demand.ready;
       this.readyAt = demand.nextReadyInMs === null ? null : now + demand.nextReadyInMs;
       for (const [id, r] of this.recent) if (now - r.at >= WAKE_DEPRIORITIZE_MS) this.recent.delete(id);
+      for (const [id, at] of this.selfServing) if (now - at >= SELF_SERVE_MS) this.selfServing.delete(id);
       if (demand.ready > 0) {
-        const plan = planWake(demand, this.recent, now, this.rotation++);
+        const plan = planWake(demand, this.recent, now, this.rotation++, this.selfServing);
         if (plan.targets.length > 0) {
           for (const t of plan.targets) this.recent.set(t.nodeId, { at: now, expected: t.take });
           await store.wakeNodes(
             this.roomId,
-            plan.targets.map((t) => t.nodeId),
+            plan.targets.map((t) => wakeTarget(t.nodeId, t.take)),
           );
         }
       }
     }
     let tick = timings.safetyTickMs;
     if (this.readyAt !== null) tick = Math.min(tick, this.readyAt - now + 20);
-    // Ready tasks left while woken nodes have not claimed: look again when their hold ends.
-    if (this.lastReady > 0)
+    // Ready tasks left while woken nodes have not claimed, or left to nodes serving themselves:
+    // look again when that ends.
+    if (this.lastReady > 0) {
       for (const r of this.recent.values())
         if (now - r.at < WAKE_HOLD_MS) tick = Math.min(tick, r.at + WAKE_HOLD_MS - now + 5);
+      for (const at of this.selfServing.values())
+        if (now - at < SELF_SERVE_MS) tick = Math.min(tick, at + SELF_SERVE_MS - now + 5);
+    }
     return Math.max(0, tick);
   }
 }

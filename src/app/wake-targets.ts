@@ -10,6 +10,11 @@ import type { ClaimDemand } from "../ports/store.js";
  * for: not woken again (its claim, heard as a `tasks` change naming it, ends the hold sooner).
  */
 export const WAKE_HOLD_MS = 300;
+/**
+ * A node whose last claim (heard this recently) left fitting tasks behind claims again by itself as
+ * its slots free: it is not woken, and its free slots count as taken.
+ */
+export const SELF_SERVE_MS = 250;
 /** A node woken this recently that left tasks unclaimed goes after the others next time. */
 export const WAKE_DEPRIORITIZE_MS = 5_000;
 
@@ -27,7 +32,8 @@ export interface WakePlan {
 }
 
 /**
- * Nodes by what they can take (min of free slots and fitting tasks), most first; nodes woken
+ * Nodes by what they can take (min of free slots and fitting tasks), most first; nodes that serve
+ * themselves (`selfServing`: their last claim within SELF_SERVE_MS left more) are left to it; nodes woken
  * within WAKE_HOLD_MS count for what they were woken for and are not woken again; nodes woken
  * within WAKE_DEPRIORITIZE_MS come last (a node that did not claim, perhaps gone); `rotation`
  * breaks ties so equal nodes take turns.
@@ -37,11 +43,17 @@ export function planWake(
   recent: ReadonlyMap<string, RecentWake>,
   now: number,
   rotation: number,
+  selfServing: ReadonlyMap<string, number> = new Map(),
 ): WakePlan {
   let remaining = demand.ready;
   const candidates: Array<{ nodeId: string; take: number; late: boolean; order: number }> = [];
   const n = demand.nodes.length;
   demand.nodes.forEach((node, i) => {
+    const since = selfServing.get(node.nodeId);
+    if (since !== undefined && now - since < SELF_SERVE_MS) {
+      remaining -= Math.min(Math.max(0, node.free), node.fits);
+      return;
+    }
     const r = recent.get(node.nodeId);
     if (r !== undefined && now - r.at < WAKE_HOLD_MS) {
       remaining -= r.expected;

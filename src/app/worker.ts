@@ -30,6 +30,7 @@ import type {
   TaskResult,
 } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
+import { wakeFor } from "../ports/store.js";
 import { OutputWriter } from "./output-writer.js";
 import { Waker } from "./wake.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
@@ -91,6 +92,13 @@ export class Worker {
   /** The last claim left fitting tasks behind: a freed slot should claim again at once. */
   private more = false;
   /**
+   * How many tasks the wakes since the last claim asked this node to take: 0 when none came, null
+   * for "any" (an unnamed wake). A claim the leader's wake caused takes no more than that.
+   */
+  private wokenFor: number | null = 0;
+  /** A slot freed while the last claim left more: this claim serves the node itself, up to its free slots. */
+  private selfServe = true;
+  /**
    * Claim statements sent, those that took nothing, tasks claimed, and of the statements those
    * the safety tick sent (not a wake-up) and how many of them took nothing (the bench reads them).
    */
@@ -114,10 +122,14 @@ export class Worker {
     const feed = this.deps.store;
     const me = this.settings.session.nodeId;
     const rooms = this.settings.roomIds;
-    // Only a wake meant for this node (or for everyone: a reconnect, a feed that cannot name nodes).
+    // Only a wake meant for this node (or for everyone: a reconnect, a feed that cannot name nodes),
+    // for as many tasks as it names (any number when it names none).
     const unsubTasks = feed.onChange((topic, roomId, targets) => {
       if (topic !== "wake" || (roomId !== null && !rooms.includes(roomId))) return;
-      if (targets === undefined || targets.includes(me)) this.waker.wake();
+      const asked = targets === undefined ? { take: null } : wakeFor(me, targets);
+      if (asked === null) return;
+      this.wokenFor = asked.take === null || this.wokenFor === null ? null : this.wokenFor + asked.take;
+      this.waker.wake();
     });
     // A cancel moves the run first; look at our running tasks then rather than at the next renewal.
     const unsubRuns = feed.onChange((topic, roomId) => {
@@ -167,8 +179,12 @@ export class Worker {
       if (free > 0) {
         try {
           const sentAt = this.deps.clock.monotonicMs();
-          // One statement for up to every free slot.
-          const batch = await this.deps.store.claimTasks(this.offer(), free);
+          // One statement for up to every free slot, or as many as the leader's wake asked for.
+          const any = this.selfServe || byTick || this.wokenFor === null || this.wokenFor === 0;
+          const max = any ? free : Math.min(free, this.wokenFor ?? free);
+          this.wokenFor = 0;
+          this.selfServe = false;
+          const batch = await this.deps.store.claimTasks(this.offer(), max);
           this.claims.statements += 1;
           this.claims.tasks += batch.claimed.length;
           if (batch.claimed.length === 0) this.claims.empty += 1;
@@ -225,7 +241,10 @@ export class Worker {
         this.running.delete(key);
         // A freed slot is a reason to claim again now, if the last claim left fitting tasks behind;
         // otherwise the leader wakes the nodes it wants when it queues more.
-        if (this.more) this.waker.wake();
+        if (this.more) {
+          this.selfServe = true;
+          this.waker.wake();
+        }
       });
   }
 

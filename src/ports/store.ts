@@ -424,7 +424,9 @@ export interface Scheduler {
   claimDemand(roomId: string, liveWithinMs: number): Promise<ClaimDemand>;
   /**
    * Wake these nodes' workers for the room's ready tasks (a targeted "wake" change, delivered to the
-   * named nodes only where the feed can carry names; elsewhere every worker hears it).
+   * named nodes only where the feed can carry names; elsewhere every worker hears it). A name may
+   * say how many tasks the node is woken for, as `nodeId/N` (wakeTarget), so that two nodes woken
+   * for one task each do not both claim a batch.
    */
   wakeNodes(roomId: string, nodeIds: readonly string[]): Promise<void>;
   /** Expired task leases, deadlines, queue timeouts and confirmation windows. */
@@ -656,8 +658,27 @@ export type ChangeTopic = "inbox" | "tasks" | "runs" | "outbox" | "lease" | "cap
 /**
  * A change heard: its topic, its room (null: any room) and the nodes it names where the feed can
  * carry names: for a `wake` the nodes it is meant for (undefined: everyone, e.g. after a lost
- * connection or where the feed cannot say), for a `tasks` change made by a claim the claimer.
+ * connection or where the feed cannot say), for a `tasks` change made by a claim the claimer,
+ * prefixed with CLAIM_LEFT_MORE when its batch left fitting tasks behind (it claims again by itself
+ * as its slots free, so the leader need not wake it).
  */
+export const CLAIM_LEFT_MORE = "+";
+
+/** A wake's name for a node woken for `take` tasks. */
+export const wakeTarget = (nodeId: string, take: number): string => `${nodeId}/${take}`;
+
+/** What a wake's names ask of `nodeId`: null when not named, else how many tasks (null count: any). */
+export function wakeFor(nodeId: string, names: readonly string[]): { take: number | null } | null {
+  for (const name of names) {
+    if (name === nodeId) return { take: null };
+    if (name.startsWith(`${nodeId}/`)) {
+      const take = Number(name.slice(nodeId.length + 1));
+      return { take: Number.isInteger(take) && take > 0 ? take : null };
+    }
+  }
+  return null;
+}
+
 export type ChangeListener = (topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]) => void;
 
 export interface ChangeFeed {

@@ -2,10 +2,11 @@
 import { describe, expect, it } from "vitest";
 import { LeaseBatcher } from "../../src/app/lease-batcher.js";
 import { renewDelayMs } from "../../src/domain/lease-term.js";
-import { planWake, WAKE_DEPRIORITIZE_MS, WAKE_HOLD_MS } from "../../src/app/wake-targets.js";
+import { planWake, SELF_SERVE_MS, WAKE_DEPRIORITIZE_MS, WAKE_HOLD_MS } from "../../src/app/wake-targets.js";
 import type { RecentWake } from "../../src/app/wake-targets.js";
 import { ConflictError } from "../../src/ports/errors.js";
 import type { ClaimDemand, LeaseSync, LeaseWish, Session } from "../../src/ports/store.js";
+import { wakeFor, wakeTarget } from "../../src/ports/store.js";
 
 const node = (nodeId: string, free: number, fits: number) => ({ nodeId, free, fits });
 
@@ -46,6 +47,20 @@ describe("planWake", () => {
     expect(later.targets.map((t) => t.nodeId)).toEqual(["b"]);
     const muchLater = planWake(demand, recent, 1000 + WAKE_DEPRIORITIZE_MS, 0);
     expect(muchLater.targets.map((t) => t.nodeId)).toEqual(["a"]);
+  });
+
+  it("leaves nodes whose last claim left more to serve themselves, counting their free slots", () => {
+    const demand: ClaimDemand = {
+      ready: 5,
+      nextReadyInMs: null,
+      nodes: [node("self", 4, 5), node("idle", 4, 5), node("other", 4, 5)],
+    };
+    const serving = new Map([["self", 1000]]);
+    const plan = planWake(demand, none, 1000 + SELF_SERVE_MS - 1, 0, serving);
+    expect(plan.targets).toEqual([{ nodeId: "idle", take: 1 }]);
+    // Once its word is old, it is a candidate like any other.
+    const later = planWake(demand, none, 1000 + SELF_SERVE_MS, 0, serving);
+    expect(later.targets.map((t) => t.take)).toEqual([4, 1]);
   });
 
   it("takes turns among equal nodes", () => {
@@ -136,5 +151,14 @@ describe("renewDelayMs on a grid", () => {
     expect(renewDelayMs(3000, 0, 6000)).toBe(3000);
     expect(renewDelayMs(3000, 0)).toBe(3000);
     expect(renewDelayMs(3000, 1, 5999)).toBeLessThan(3000);
+  });
+});
+
+describe("wakeFor", () => {
+  it("finds this node among a wake's names, with the number of tasks it is woken for", () => {
+    expect(wakeFor("n1", ["n10/2", "n1/3"])).toEqual({ take: 3 });
+    expect(wakeFor("n1", ["n1"])).toEqual({ take: null });
+    expect(wakeFor("n1", ["n10/2", "n2/1"])).toBeNull();
+    expect(wakeFor("n1", [wakeTarget("n1", 4)])).toEqual({ take: 4 });
   });
 });

@@ -6,6 +6,7 @@
 import type { TaskStatus } from "../../domain/model.js";
 import { ConflictError } from "../../ports/errors.js";
 import type { ClaimBatch, ClaimedTask, NodeOffer, TaskResult, TaskToken } from "../../ports/store.js";
+import { CLAIM_LEFT_MORE } from "../../ports/store.js";
 import type { Db } from "./db.js";
 import { explainMiss, LOG_CTES } from "./guards.js";
 import { cleanText, NOW, sessionKey } from "./sql.js";
@@ -93,13 +94,15 @@ export async function claimTasks(db: Db, offer: NodeOffer, max: number): Promise
       task,
     });
   }
-  // The claimer is named, so the leader knows the node it woke has acted.
-  for (const room of rooms) db.committedHot("tasks", room, [offer.session.nodeId]);
   const head = rows[0];
   const nextIn = head?.rest_next_in;
+  const more = Number(head?.rest_ready ?? 0) > 0;
+  // The claimer is named, so the leader knows the node it woke has acted (and whether it goes on).
+  const claimer = `${more ? CLAIM_LEFT_MORE : ""}${offer.session.nodeId}`;
+  for (const room of rooms) db.committedHot("tasks", room, [claimer]);
   return {
     claimed,
-    more: Number(head?.rest_ready ?? 0) > 0,
+    more,
     nextReadyInMs: nextIn === null || nextIn === undefined ? null : Math.max(0, Number(nextIn)),
   };
 }

@@ -2,6 +2,7 @@
 import type { TaskStatus } from "../../domain/model.js";
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type { ClaimBatch, ClaimedTask, NodeOffer, TaskResult, TaskToken } from "../../ports/store.js";
+import { CLAIM_LEFT_MORE } from "../../ports/store.js";
 import type { SqliteConnection } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { toTask } from "./rows.js";
@@ -53,6 +54,7 @@ export function claimTasks(c: SqliteConnection, offer: NodeOffer, max: number): 
   const labels = JSON.stringify(offer.labels);
   return c.write("claim task", (tx) => {
     const claimed: ClaimedTask[] = [];
+    const claimedRooms = new Set<string>();
     while (claimed.length < max) {
       const pick = c.get<{ seq: number; version: number }>(
         CLAIM_SQL,
@@ -90,8 +92,7 @@ export function claimTasks(c: SqliteConnection, offer: NodeOffer, max: number): 
         actor: sessionKey(offer.session),
         data: { attempt: task.attempt, version: task.version },
       });
-      // The claimer is named, so this process's leader knows the node it woke has acted.
-      tx.touch("tasks", roomId, [offer.session.nodeId]);
+      claimedRooms.add(roomId);
       claimed.push({
         token: { runId: task.runId, taskId: task.taskId, version: task.version, session: offer.session },
         task,
@@ -106,9 +107,14 @@ export function claimTasks(c: SqliteConnection, offer: NodeOffer, max: number): 
       actions,
       labels,
     );
+    const more = (rest?.ready ?? 0) > 0;
+    // The claimer is named, so this process's leader knows the node it woke has acted (and whether
+    // it goes on by itself).
+    const claimer = `${more ? CLAIM_LEFT_MORE : ""}${offer.session.nodeId}`;
+    for (const room of claimedRooms) tx.touch("tasks", room, [claimer]);
     return {
       claimed,
-      more: (rest?.ready ?? 0) > 0,
+      more,
       nextReadyInMs: rest?.next == null ? null : Math.max(0, rest.next - tx.now),
     };
   });
