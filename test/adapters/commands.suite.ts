@@ -190,6 +190,29 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
+      "!dag run starts a new run of a published DAG as <id>.2, .3; a library DAG published again unchanged after its run ended runs again",
+      track(async () => {
+        const r = await room();
+        expect(await ask(r, OP, "!dag publish hello")).toContain("Published `hello` (1 task");
+        // Still pending: publishing it again is "already exists", as before.
+        expect(await ask(r, OP, "!dag publish hello")).toMatch(/already exists/);
+        expect(await ask(r, OP, "!dag reject hello")).toContain("rejected");
+        expect(await ask(r, OP, "!dag publish hello")).toContain("Published `hello.2` (1 task");
+        expect(await ask(r, OP, "!dag run hello")).toContain("Published `hello.3` (1 task");
+        expect(await ask(r, OP, "!dag run hello.3")).toContain("Published `hello.4` (1 task");
+        const runs = await Promise.all(
+          ["hello", "hello.2", "hello.3", "hello.4"].map((id) => store.getRun(r.roomId, id)),
+        );
+        expect(runs.map((x) => x?.status)).toEqual(["rejected", "pending", "pending", "pending"]);
+        expect(new Set(runs.map((x) => JSON.stringify(x?.dag.tasks))).size).toBe(1);
+        expect(await ask(r, OP, "!dag run nosuch")).toMatch(/No run named `nosuch`/);
+        // Operators only: a member without the level is refused and nothing is created.
+        expect(await ask(r, "@member:test", "!dag run hello")).toMatch(/power level/);
+        expect(await store.getRun(r.roomId, "hello.5")).toBeNull();
+      }),
+    );
+
+    it(
       "publish by library name; an unknown name is a clear error",
       track(async () => {
         const r = await room();
@@ -535,7 +558,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(help).toContain("`!dag status [<id>]`");
         expect(help).not.toContain("`!dag cap <n>`");
         expect(help).toContain(
-          "publish, confirm, reject, cancel, logs, retry, cap, policy need power level 50",
+          "publish, run, confirm, reject, cancel, logs, retry, cap, policy need power level 50",
         );
         expect(await ask(r, LOW, "!dag frobnicate")).toContain("unknown command");
         expect(await ask(r, LOW, "!dag stauts seen")).toContain('did you mean "status"');

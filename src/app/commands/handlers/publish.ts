@@ -36,6 +36,12 @@ export async function handlePublish(ctx: HandlerContext, source: PublishSource):
   }
   const parsed = parseDag(text, format);
   if (!parsed.ok) return invalidDag(where, parsed.issues);
+  if (source.kind === "library") {
+    // A library DAG is a definition: published again unchanged once its run ended, it runs again.
+    const existing = await ctx.store.getRun(ctx.roomId, parsed.dag.id);
+    if (existing !== null && existing.hash === parsed.hash && isTerminalRun(existing.status))
+      return handleRunAgain(ctx, parsed.dag.id);
+  }
   const unknown = await unknownActions(ctx, parsed.dag);
   if (unknown.length > 0) return invalidDag(where, unknown);
   return createAndDescribe(ctx, parsed.dag, parsed.hash, null);
