@@ -92,8 +92,8 @@ async function calmRun({ publisher, confirmer, watcher, botIds, id }) {
 }
 
 export async function benchChat(scratch, { samples, log }) {
-  const { startSynapse } = await load("adapters/matrix/local-synapse.js");
-  (await load("adapters/matrix/child-reaper.js")).installChildReaper();
+  const { startSynapse } = await load("harness/local-synapse.js");
+  (await load("harness/child-reaper.js")).installChildReaper();
   const dir = scratch.dir("chat");
   const hs = await startSynapse({ parentDir: dir });
   const children = [];

@@ -9,7 +9,7 @@
 set -euo pipefail
 
 # Pinned exactly so every machine runs the Synapse the test config was validated against
-# (the rc_* keys in src/adapters/matrix/synapse-config.ts were checked against this release).
+# (the rc_* keys in src/harness/synapse-config.ts were checked against this release).
 SYNAPSE_VERSION="1.163.2"
 
 venv="${DAGBOT_SYNAPSE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/dagbot/synapse-venv}"

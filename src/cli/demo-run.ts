@@ -10,10 +10,10 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startSynapse, type SynapseHandle } from "../adapters/matrix/local-synapse.js";
-import { startNodeProcess, type NodeProcess } from "../adapters/matrix/node-process.js";
-import { installChildReaper } from "../adapters/matrix/child-reaper.js";
-import { RoomWatcher, type WatchedEvent } from "../adapters/matrix/room-watcher.js";
+import { startSynapse, type SynapseHandle } from "../harness/local-synapse.js";
+import { startNodeProcess, type NodeProcess } from "../harness/node-process.js";
+import { installChildReaper } from "../harness/child-reaper.js";
+import { RoomWatcher, type WatchedEvent } from "../harness/room-watcher.js";
 import { CliError, LOCAL_ACTIONS } from "./engine-setup.js";
 
 export interface DemoOptions {

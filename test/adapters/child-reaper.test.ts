@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { REPO, requireBuild } from "../support/engine-cluster.js";
 
-const REAPER = join(REPO, "dist", "adapters", "matrix", "child-reaper.js");
+const REAPER = join(REPO, "dist", "harness", "child-reaper.js");
 
 /** Runs a parent Node process that spawns `sleep 60`, registers it and exits; returns the sleep's pid. */
 function parentLeaving(install: boolean): number {

@@ -1,2 +1,2 @@
 /** The test Synapse config renderer; it lives in src/ so that `dagbot demo` renders the same one. */
-export * from "../../src/adapters/matrix/synapse-config.js";
+export * from "../../src/harness/synapse-config.js";

@@ -2,7 +2,7 @@
  * Follows one room's messages through /sync for a person-facing view (`dagbot demo` prints them):
  * every m.room.message from the room's beginning on, in order, until stopped.
  */
-import { enc, matrixHttp, type MatrixHttp } from "./http.js";
+import { enc, matrixHttp, type MatrixHttp } from "../adapters/matrix/http.js";
 
 export interface WatchedEvent {
   eventId: string;

@@ -100,7 +100,7 @@ export function synapseConfig(p: SynapseConfigParams): Record<string, unknown> {
 }
 
 export function renderSynapseConfig(p: SynapseConfigParams): string {
-  return `# TEST ONLY, rendered by dagbot (src/adapters/matrix/synapse-config.ts). Never use in production.\n${JSON.stringify(
+  return `# TEST ONLY, rendered by dagbot (src/harness/synapse-config.ts). Never use in production.\n${JSON.stringify(
     synapseConfig(p),
     null,
     2,
