@@ -3,6 +3,8 @@ import * as z from "zod";
 import type { ArgValue, ParsedDag, TaskSpec } from "./model.js";
 import { describeChar, describeValue, quote } from "./dag-issues.js";
 import { parseDuration } from "./duration.js";
+import { compileArgPattern } from "./action-argv.js";
+import { PARAM_LIMITS, paramReferences, paramValueProblem } from "./params.js";
 
 /** Every limit a DAG document is held to; messages quote these numbers. */
 export const DAG_LIMITS = {
@@ -176,6 +178,71 @@ const argsSchema = z
     return out;
   });
 
+const paramSchema = z.strictObject({
+  pattern: z.string().min(1).max(PARAM_LIMITS.maxPatternLength),
+  default: z.string().max(PARAM_LIMITS.maxValueLength).optional(),
+});
+
+/** `[params.NAME]`: names as argument names (not reserved ones), each pattern compiled with RE2. */
+const paramsSchema = z
+  .unknown()
+  .superRefine((raw, ctx) => {
+    if (!isTable(raw)) {
+      ctx.addIssue({ code: "custom", message: `expected a table of parameters, got ${describeValue(raw)}` });
+      return;
+    }
+    const keys = Object.keys(raw);
+    if (keys.length > PARAM_LIMITS.maxParams) {
+      ctx.addIssue({
+        code: "custom",
+        message: `has ${keys.length} parameters; at most ${PARAM_LIMITS.maxParams}`,
+      });
+    }
+    for (const key of keys) {
+      if (RESERVED_NAMES.has(key)) {
+        ctx.addIssue({ code: "custom", path: [key], message: `${quote(key)} is a reserved name` });
+        continue;
+      }
+      const problem = argNameProblem(key);
+      if (problem !== null) {
+        ctx.addIssue({ code: "custom", path: [key], message: `parameter name ${problem}` });
+        continue;
+      }
+      const spec = paramSchema.safeParse(Object.getOwnPropertyDescriptor(raw, key)?.value);
+      if (!spec.success) {
+        for (const issue of spec.error.issues)
+          ctx.addIssue({ code: "custom", path: [key, ...issue.path.map(String)], message: issue.message });
+        continue;
+      }
+      const compiled = compileArgPattern(spec.data.pattern);
+      if (typeof compiled === "string") {
+        ctx.addIssue({
+          code: "custom",
+          path: [key, "pattern"],
+          message: `is not a valid RE2 pattern: ${compiled}`,
+        });
+        continue;
+      }
+      if (spec.data.default !== undefined) {
+        const bad = paramValueProblem(key, { pattern: spec.data.pattern, default: null }, spec.data.default);
+        if (bad !== null) ctx.addIssue({ code: "custom", path: [key, "default"], message: bad });
+      }
+    }
+  })
+  .transform((raw) => {
+    const out: Record<string, { pattern: string; default: string | null }> = {};
+    for (const key of Object.keys(raw as Record<string, unknown>)) {
+      const spec = Object.getOwnPropertyDescriptor(raw, key)?.value as { pattern: string; default?: string };
+      Object.defineProperty(out, key, {
+        value: { pattern: spec.pattern, default: spec.default ?? null },
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+    return out;
+  });
+
 const placementSchema = z.strictObject({
   labels: z.array(idSchema).max(DAG_LIMITS.maxLabels).optional(),
   node: idSchema.optional(),
@@ -199,6 +266,7 @@ const documentSchema = z.strictObject({
   id: idSchema,
   description: z.string().max(DAG_LIMITS.maxDescriptionLength).optional(),
   max_parallel: integer(1, DAG_LIMITS.maxTasks).optional(),
+  params: paramsSchema.optional(),
   tasks: z
     .array(taskSchema)
     .min(1, { error: "a DAG needs at least one task" })
@@ -230,12 +298,35 @@ function toTaskSpec(task: TaskDocument): TaskSpec {
  * The one schema for JSON and TOML documents. Its output is a ParsedDag with every default filled
  * in; the graph checks (dag-graph.ts) still have to pass before the result is a valid DAG.
  */
-export const dagSchema = documentSchema.transform((doc): ParsedDag => ({
-  id: doc.id,
-  description: doc.description ?? null,
-  maxParallel: doc.max_parallel ?? null,
-  tasks: doc.tasks.map(toTaskSpec),
-}));
+export const dagSchema = documentSchema
+  .superRefine((doc, ctx) => {
+    // Every {params.NAME} a task argument says must be declared: a typo is caught at publish.
+    const declared = doc.params ?? {};
+    doc.tasks.forEach((task, i) => {
+      for (const [key, value] of Object.entries(task.args ?? {})) {
+        if (typeof value !== "string") continue;
+        for (const name of paramReferences(value)) {
+          if (Object.hasOwn(declared, name)) continue;
+          ctx.addIssue({
+            code: "custom",
+            path: ["tasks", i, "args", key],
+            message: `refers to {params.${name}}, but the DAG declares no parameter "${name}" (declare it as [params.${name}] with a pattern)`,
+          });
+        }
+      }
+    });
+  })
+  .transform((doc): ParsedDag => {
+    const dag: ParsedDag = {
+      id: doc.id,
+      description: doc.description ?? null,
+      maxParallel: doc.max_parallel ?? null,
+      tasks: doc.tasks.map(toTaskSpec),
+    };
+    // Absent when none are declared, so a DAG without parameters keeps the hash it always had.
+    if (doc.params !== undefined && Object.keys(doc.params).length > 0) dag.params = doc.params;
+    return dag;
+  });
 
 /** The keys each level of the document allows, for "did you mean" hints on unknown keys. */
 export const DOCUMENT_KEYS: readonly string[] = Object.keys(documentSchema.shape);

@@ -63,4 +63,22 @@ export interface ParsedDag {
   /** Per-run cap on running tasks; null means only the room's global cap applies. */
   maxParallel: number | null;
   tasks: TaskSpec[];
+  /**
+   * Parameters a run gives values for (`[params.NAME]`), substituted into task arguments where they
+   * say `{params.NAME}`. Absent when the document declares none, so older DAGs keep their hash.
+   */
+  params?: Record<string, ParamSpec>;
+  /**
+   * A run's parameter values (every declared one, defaults filled in); absent when none are declared.
+   * Stored with the run, not part of the definition's hash (see params.ts).
+   */
+  values?: Record<string, string>;
+  /** For a run started by `!dag run` / `dagbot trigger`: the id of the definition it is a run of. */
+  definition?: string;
+}
+
+/** One declared parameter: the whole value must match `pattern` (RE2); no default means required. */
+export interface ParamSpec {
+  pattern: string;
+  default: string | null;
 }

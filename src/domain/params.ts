@@ -1,0 +1,112 @@
+/**
+ * DAG parameters (issue 12): a DAG declares `[params.NAME]` with a pattern (RE2, matched against the
+ * whole value) and an optional default; a run gives values (`!dag run ID name=value`), checked here
+ * before the run exists, and a task argument's `{params.NAME}` is replaced by the value. A value is
+ * text put into an argument value, so it ends up inside one argv entry at most, and the action's own
+ * argument checks (pattern, leading "-") still apply to the result when the task runs.
+ */
+import { compileArgPattern } from "./action-argv.js";
+import type { ArgValue, ParamSpec, ParsedDag, TaskSpec } from "./model.js";
+
+export const PARAM_LIMITS = {
+  maxParams: 32,
+  maxPatternLength: 1000,
+  maxValueLength: 4096,
+} as const;
+
+/** `{params.NAME}` in a task argument's string value. */
+export const PARAM_REFERENCE = /\{params\.([A-Za-z_][A-Za-z0-9_]*)\}/g;
+
+/** The parameter names a string refers to. */
+export function paramReferences(text: string): string[] {
+  return [...text.matchAll(PARAM_REFERENCE)].map((m) => m[1] ?? "");
+}
+
+function shown(value: string, max = 40): string {
+  const cut = value.length > max ? `${value.slice(0, max)}…` : value;
+  return JSON.stringify(cut);
+}
+
+/** Why `value` cannot be the value of parameter `name` (declared as `spec`), or null. */
+export function paramValueProblem(name: string, spec: ParamSpec, value: string): string | null {
+  if (value.length > PARAM_LIMITS.maxValueLength)
+    return `parameter "${name}" is ${value.length} characters long; at most ${PARAM_LIMITS.maxValueLength}`;
+  if (value.includes("\0")) return `parameter "${name}" contains a NUL byte`;
+  const pattern = compileArgPattern(spec.pattern);
+  if (typeof pattern === "string") return `parameter "${name}" has an invalid pattern: ${pattern}`;
+  if (!pattern.matches(value))
+    return `parameter "${name}": ${shown(value)} does not match its pattern ${spec.pattern}`;
+  return null;
+}
+
+export type ResolveResult = { ok: true; values: Record<string, string> } | { ok: false; message: string };
+
+/**
+ * The values of a new run of `dag`: each given pair must name a declared parameter (once), each
+ * value must match its pattern, and every parameter without a default must be given. The first
+ * problem is the answer, naming the parameter; nothing is partially applied.
+ */
+export function resolveParams(
+  dag: ParsedDag,
+  given: ReadonlyArray<readonly [string, string]>,
+): ResolveResult {
+  const declared = dag.params ?? {};
+  const names = Object.keys(declared);
+  const seen = new Set<string>();
+  for (const [name, value] of given) {
+    if (!Object.hasOwn(declared, name)) {
+      const known = names.length === 0 ? "it declares none" : `it declares ${names.join(", ")}`;
+      return { ok: false, message: `unknown parameter "${name.slice(0, 64)}" for ${dag.id}: ${known}` };
+    }
+    if (seen.has(name)) return { ok: false, message: `parameter "${name}" is given twice` };
+    seen.add(name);
+    const problem = paramValueProblem(name, declared[name]!, value);
+    if (problem !== null) return { ok: false, message: problem };
+  }
+  const values: Record<string, string> = {};
+  const givenMap = new Map(given.map(([n, v]) => [n, v]));
+  for (const name of names) {
+    const spec = declared[name]!;
+    const value = givenMap.get(name) ?? spec.default;
+    if (value === null) {
+      return {
+        ok: false,
+        message: `parameter "${name}" is required (it has no default): give ${name}=<value> matching ${spec.pattern}`,
+      };
+    }
+    Object.defineProperty(values, name, { value, enumerable: true, writable: true, configurable: true });
+  }
+  return { ok: true, values };
+}
+
+function substitute(value: ArgValue, values: Readonly<Record<string, string>>): ArgValue {
+  if (typeof value !== "string") return value;
+  // One pass: a value that itself says {params.x} is not expanded again.
+  return value.replace(PARAM_REFERENCE, (whole, name: string) =>
+    Object.hasOwn(values, name) ? values[name]! : whole,
+  );
+}
+
+/** A task's arguments with its run's parameter values put in. */
+export function taskArgs(dag: ParsedDag, task: TaskSpec): Record<string, ArgValue> {
+  const values = dag.values;
+  if (values === undefined) return task.args;
+  const out: Record<string, ArgValue> = {};
+  for (const key of Object.keys(task.args)) {
+    const value = substitute(task.args[key]!, values);
+    Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}
+
+/** The DAG as its run executes it: every task's arguments substituted (for checks and the card). */
+export function appliedDag(dag: ParsedDag): ParsedDag {
+  if (dag.values === undefined) return dag;
+  return { ...dag, tasks: dag.tasks.map((t) => ({ ...t, args: taskArgs(dag, t) })) };
+}
+
+/** The definition part of a stored run's DAG: what its hash covers (no run values or origin). */
+export function definitionOf(dag: ParsedDag): ParsedDag {
+  const { values: _values, definition: _definition, ...rest } = dag;
+  return rest;
+}
