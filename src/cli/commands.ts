@@ -13,6 +13,7 @@ import { registerRun } from "./run.js";
 import { registerStart } from "./start.js";
 import { registerStatus } from "./status.js";
 import { registerSubmit } from "./submit.js";
+import { registerTrigger } from "./trigger.js";
 import { registerValidate } from "./validate.js";
 
 export function registerCommands(program: Command): void {
@@ -21,6 +22,7 @@ export function registerCommands(program: Command): void {
   registerNode(program);
   registerStart(program);
   registerSubmit(program);
+  registerTrigger(program);
   registerStatus(program);
   registerList(program);
   registerLogs(program);

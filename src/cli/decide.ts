@@ -1,7 +1,7 @@
 /**
- * `dagbot confirm`, `reject`, `retry` and `trigger`: the chat's decisions on a run (`trigger` is
- * `!dag run`), typed on the CLI and handed to the room's leader through the inbox exactly as the chat
- * commands would be, with the answer as plain text (or JSON) for a terminal.
+ * `dagbot confirm`, `reject` and `retry`: the chat's decisions on a run, typed on the CLI and handed
+ * to the room's leader through the inbox exactly as `!dag confirm` etc. would be, with the answer
+ * as plain text (or JSON) for a terminal.
  */
 import type { Command } from "commander";
 import type { Outcome } from "../app/commands/outcome.js";
@@ -22,18 +22,9 @@ interface DecideOptions extends CommonOptions {
   room?: string;
   wait: string;
   json?: boolean;
-  confirm?: boolean;
 }
 
-type Verb = "confirm" | "reject" | "retry" | "trigger";
-
-/** The chat verb each CLI verb sends. */
-const CHAT_VERB: Record<Verb, string> = {
-  confirm: "confirm",
-  reject: "reject",
-  retry: "retry",
-  trigger: "run",
-};
+type Verb = "confirm" | "reject" | "retry";
 
 const ABOUT: Record<Verb, { description: string; took: string }> = {
   confirm: {
@@ -48,22 +39,16 @@ const ABOUT: Record<Verb, { description: string; took: string }> = {
     description: "Start a new run of the part of an ended run that did not succeed, as `!dag retry` would.",
     took: "a new run was created",
   },
-  trigger: {
-    description:
-      "Start a new run of a published DAG under the next free id (<id>.2, <id>.3, …), as `!dag run` would.",
-    took: "a new run was created",
-  },
 };
 
 export function registerDecisions(program: Command): void {
-  for (const verb of ["confirm", "reject", "retry", "trigger"] as const) {
+  for (const verb of ["confirm", "reject", "retry"] as const) {
     const cmd = program
       .command(verb)
       .description(ABOUT[verb].description)
       .argument("<dag_id>", "the run's DAG id (as in `dagbot list`)");
     if (verb === "confirm")
       cmd.argument("[hash]", "the content hash its card shows (8+ hex digits): starts it only if it matches");
-    if (verb === "trigger") cmd.option("--confirm", "confirm the new run too, so it starts at once");
     withCommonOptions(
       cmd
         .option("--room <room>", "the room (default: the config's only room)")
@@ -92,7 +77,6 @@ export function terminalText(chat: string): string {
 export function tookEffect(verb: Verb, outcome: Outcome | null): boolean {
   if (outcome === null) return false;
   if (verb === "retry") return outcome.kind === "retried";
-  if (verb === "trigger") return outcome.kind === "published";
   return outcome.kind === "decision" && outcome.result !== "wrong-status";
 }
 
@@ -111,18 +95,11 @@ async function decide(
   const roomId = pickRoom(config, options.room);
   const store = await openConfiguredStore(config);
   try {
-    const policy = commandPolicy(config);
-    const body = `!dag ${CHAT_VERB[verb]} ${dagId}${hash === undefined ? "" : ` ${hash}`}`;
-    const answer = await command(store, roomId, body, waitMs, policy, { requireLiveNode: true });
+    const body = `!dag ${verb} ${dagId}${hash === undefined ? "" : ` ${hash}`}`;
+    const answer = await command(store, roomId, body, waitMs, commandPolicy(config), {
+      requireLiveNode: true,
+    });
     const ok = tookEffect(verb, answer.outcome);
-    if (ok && verb === "trigger" && options.confirm === true && answer.dagId !== null) {
-      const created = await store.getRun(roomId, answer.dagId);
-      if (created?.status === "pending") {
-        const confirmed = await command(store, roomId, `!dag confirm ${answer.dagId}`, waitMs, policy);
-        if (confirmed.text !== null && options.json !== true)
-          process.stderr.write(`${terminalText(confirmed.text)}\n`);
-      }
-    }
     const run = answer.runId === null ? null : await store.getRunById(answer.runId);
     if (options.json === true) {
       const json = {

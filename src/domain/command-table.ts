@@ -87,18 +87,20 @@ export const COMMANDS: readonly CommandInfo[] = [
       "<name> is a DAG file of the node's library folder (letters, digits, _ . -).",
     ],
   },
-  withArgs(
-    {
-      verb: "run",
-      summary: "start a new run of a published DAG, as <id>.2, <id>.3, …",
-      permission: "operator",
-      details: [
-        "<id> is a run of the room (its DAG id); the new run has the same tasks under the next free id.",
-        "It waits for confirmation like a publish, unless you are on auto_confirm.",
-      ],
-    },
-    [RUN_ID],
-  ),
+  {
+    verb: "run",
+    usage: "!dag run <id> [<name>=<value> ...]",
+    summary: "start a new run of a published DAG, with values for its parameters",
+    permission: "operator",
+    details: [
+      "The run gets its own id (<id>.2, <id>.3, ...), status card and history (`!dag list <id>`);",
+      "<id> may also name one of its runs (<id>.2): the new run is of the same published DAG.",
+      "Each <name> is a parameter the DAG declares ([params.NAME] with a pattern and maybe a default);",
+      "a value is one word (no spaces) that must match the whole pattern. Parameters with a default",
+      "may be left out. Nothing is stored when a value is refused. The run awaits confirmation as a",
+      "published DAG does (auto_confirm and the two-person rule apply).",
+    ],
+  },
   withArgs(
     {
       verb: "confirm",
@@ -141,11 +143,11 @@ export const COMMANDS: readonly CommandInfo[] = [
   withArgs(
     {
       verb: "list",
-      summary: "list the room's recent DAG runs",
+      summary: "list the room's recent DAG runs, or the runs of one published DAG",
       permission: "open",
-      details: [],
+      details: ["With <id>, the runs of that published DAG: the one publishing started and each `!dag run`."],
     },
-    [],
+    [{ name: "id", kind: "run-id", about: "the id of a published DAG", optional: true }],
   ),
   withArgs(
     {

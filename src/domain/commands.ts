@@ -35,14 +35,14 @@ export type PublishSource =
 export type Command =
   | { verb: "help"; topic: CommandVerb | null }
   | { verb: "publish"; source: PublishSource }
+  /** `params`: name=value pairs in the order given (checked against the DAG's declarations later). */
+  | { verb: "run"; id: string; params: Array<[string, string]> }
   /** `hash`: a prefix of the content hash the confirmer saw (on the card), lower case; null when not given. */
   | { verb: "confirm"; id: string; hash: string | null }
   | { verb: "reject"; id: string }
-  /** A new run of the DAG that run `id` ran, under the next free id (`id.2`, `id.3`, …). */
-  | { verb: "run"; id: string }
   | { verb: "cancel"; id: string }
   | { verb: "status"; id: string | null }
-  | { verb: "list" }
+  | { verb: "list"; id?: string | null }
   | { verb: "logs"; id: string; task: string }
   | { verb: "graph"; id: string }
   | { verb: "retry"; id: string }
@@ -356,6 +356,8 @@ function parseAfterPrefix(text: string, from: number): Parsed {
         `unknown option ${quoteInput(args[0] ?? "")}: the only one is verbose`,
       );
     }
+    case "run":
+      return parseRun(args);
     case "policy": {
       if (args.length === 0) return ok({ verb, change: null });
       const err = arity(verb, args, 2, 2, "<value> after the setting");
@@ -365,6 +367,36 @@ function parseAfterPrefix(text: string, from: number): Parsed {
       // Every other verb declares its arguments in the command table (command-table.test.ts).
       return fail("unknown-command", verb, `!dag ${verb} has no grammar`);
   }
+}
+
+/** At most this many name=value pairs after `!dag run <id>` (a DAG declares at most 32 parameters). */
+const MAX_RUN_PARAMS = 32;
+const PARAM_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+
+/** `!dag run <id> [name=value ...]`: the id, then pairs; the value is everything after the first "=". */
+function parseRun(args: string[]): Parsed {
+  const [rawId, ...pairs] = args;
+  if (rawId === undefined)
+    return fail("missing-argument", "run", "missing <id>, the id of a published DAG: !dag run needs it");
+  const id = checkId("run", "id", rawId);
+  if (typeof id !== "string") return id;
+  if (pairs.length > MAX_RUN_PARAMS)
+    return fail("extra-argument", "run", `${pairs.length} parameters given; at most ${MAX_RUN_PARAMS}`);
+  const params: Array<[string, string]> = [];
+  for (const raw of pairs) {
+    const token = unquote(raw);
+    const eq = token.indexOf("=");
+    const name = eq < 0 ? token : token.slice(0, eq);
+    if (eq < 0 || !PARAM_NAME.test(name)) {
+      return fail(
+        "bad-argument",
+        "run",
+        `bad parameter ${quoteInput(raw)}: write name=value, the name a parameter the DAG declares (letters, digits, _)`,
+      );
+    }
+    params.push([name, unquote(token.slice(eq + 1))]);
+  }
+  return ok({ verb: "run", id, params });
 }
 
 /** A verb whose arguments are declared in the command table: arity, then each argument by its kind. */

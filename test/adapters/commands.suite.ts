@@ -197,9 +197,10 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         // Still pending: publishing it again is "already exists", as before.
         expect(await ask(r, OP, "!dag publish hello")).toMatch(/already exists/);
         expect(await ask(r, OP, "!dag reject hello")).toContain("rejected");
-        expect(await ask(r, OP, "!dag publish hello")).toContain("Published `hello.2` (1 task");
-        expect(await ask(r, OP, "!dag run hello")).toContain("Published `hello.3` (1 task");
-        expect(await ask(r, OP, "!dag run hello.3")).toContain("Published `hello.4` (1 task");
+        expect(await ask(r, OP, "!dag publish hello")).toContain("New run of hello: `hello.2` (1 task");
+        expect(await ask(r, OP, "!dag run hello")).toContain("New run of hello: `hello.3` (1 task");
+        // Naming one of its runs starts another run of the same published DAG.
+        expect(await ask(r, OP, "!dag run hello.3")).toContain("New run of hello: `hello.4` (1 task");
         const runs = await Promise.all(
           ["hello", "hello.2", "hello.3", "hello.4"].map((id) => store.getRun(r.roomId, id)),
         );
@@ -209,6 +210,59 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         // Operators only: a member without the level is refused and nothing is created.
         expect(await ask(r, "@member:test", "!dag run hello")).toMatch(/power level/);
         expect(await store.getRun(r.roomId, "hello.5")).toBeNull();
+      }),
+    );
+
+    it(
+      "!dag run with params: values checked before anything is stored, two-person rule and auto_confirm apply, the card shows the substituted arguments",
+      track(async () => {
+        const r = await room();
+        const nightly = [
+          'id = "nightly"',
+          "[params.day]",
+          'pattern = "[0-9]{4}-[0-9]{2}-[0-9]{2}"',
+          'default = "2026-01-01"',
+          "[[tasks]]",
+          'id = "report"',
+          'action = "echo"',
+          'args = { message = "day {params.day}" }',
+        ].join("\n");
+        expect(await ask(r, OP, publishToml(nightly))).toContain("Published `nightly` (1 task");
+        const first = (await store.getRun(r.roomId, "nightly"))!;
+        expect((await store.listTasks(first.runId))[0]?.args).toEqual({ message: "day 2026-01-01" });
+        const before = await counts();
+        expect(await ask(r, OP, "!dag run nightly day=tomorrow")).toMatch(
+          /parameter "day": "tomorrow" does not match its pattern/,
+        );
+        expect(await ask(r, OP, "!dag run nightly day=2026-03-01x")).toMatch(/does not match/);
+        expect(await ask(r, OP, "!dag run nightly colour=red")).toMatch(
+          /unknown parameter "colour" for nightly: it declares day/,
+        );
+        expect(await ask(r, OP, "!dag run nightly day=2026-03-01 day=2026-03-02")).toMatch(/given twice/);
+        expect(await ask(r, LOW, "!dag run nightly day=2026-03-01")).toMatch(/power level/);
+        const after = await counts();
+        expect({ runs: after.runs, tasks: after.tasks }).toEqual({ runs: before.runs, tasks: before.tasks });
+
+        const started = await ask(r, OP, "!dag run nightly day=2026-03-01");
+        expect(started).toContain("New run of nightly: `nightly.2` (1 task");
+        expect(started).toContain("day=2026-03-01");
+        const second = (await store.getRun(r.roomId, "nightly.2"))!;
+        expect(second.status).toBe("pending");
+        expect(second.hash).not.toBe(first.hash);
+        expect((await store.listTasks(second.runId))[0]?.args).toEqual({ message: "day 2026-03-01" });
+        const card = String((await store.getOutbox(`card.${second.runId}`))?.content["body"]);
+        expect(card).toContain("day 2026-03-01");
+        expect(card).not.toContain("{params.day}");
+        expect(card).toContain(second.hash.slice(0, 12));
+        // The two-person rule: the one who started it cannot confirm it; another operator can.
+        expect(await ask(r, OP, "!dag confirm nightly.2")).toContain("two-person rule");
+        expect(await ask(r, OP2, "!dag confirm nightly.2")).toMatch(/confirm/i);
+        expect((await store.getRun(r.roomId, "nightly.2"))?.status).toBe("running");
+        // auto_confirm: started at once.
+        expect(await ask(r, AUTO, "!dag run nightly")).toContain("`nightly.3`");
+        expect((await store.getRun(r.roomId, "nightly.3"))?.status).toBe("running");
+        expect(await ask(r, FRIEND, "!dag list nightly")).toMatch(/3 runs of `nightly`/);
+        expect(await ask(r, FRIEND, "!dag list nosuch")).toMatch(/No run named `nosuch`/);
       }),
     );
 

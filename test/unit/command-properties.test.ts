@@ -206,17 +206,26 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
       source: { kind: "inline" as const, format, text },
     })),
   fc
-    .tuple(fc.constantFrom("reject" as const, "run" as const, "cancel" as const, "retry" as const), id)
+    .tuple(fc.constantFrom("reject" as const, "cancel" as const, "retry" as const), id)
     .map(([verb, i]) => ({ verb, id: i })),
   fc
     .tuple(id, fc.option(fc.stringMatching(/^[0-9a-f]{8,64}$/), { nil: null }))
     .map(([i, hash]) => ({ verb: "confirm" as const, id: i, hash })),
   fc.option(id, { nil: null }).map((i) => ({ verb: "status" as const, id: i })),
-  fc.constantFrom(
-    { verb: "list" as const },
-    { verb: "nodes" as const, verbose: false },
-    { verb: "nodes" as const, verbose: true },
-  ),
+  fc.option(id, { nil: null }).map((i) => ({ verb: "list" as const, id: i })),
+  fc
+    .tuple(
+      id,
+      fc.uniqueArray(
+        fc.tuple(
+          fc.stringMatching(/^[a-z_][a-z0-9_]{0,10}$/),
+          fc.stringMatching(/^[A-Za-z0-9=.:$();-]{0,12}$/),
+        ),
+        { maxLength: 4, selector: ([n]) => n },
+      ),
+    )
+    .map(([i, params]) => ({ verb: "run" as const, id: i, params })),
+  fc.constantFrom({ verb: "nodes" as const, verbose: false }, { verb: "nodes" as const, verbose: true }),
   fc.tuple(id, id).map(([i, task]) => ({ verb: "logs" as const, id: i, task })),
   fc.integer({ min: 0, max: 10_000 }).map((n) => ({ verb: "cap" as const, n })),
 );
@@ -245,7 +254,9 @@ function render(c: Command, sep: string, flips: number): string {
     case "confirm":
       return c.hash === null ? `${head}${sep}${c.id}` : `${head}${sep}${c.id}${sep}${c.hash}`;
     case "list":
-      return head;
+      return c.id === null || c.id === undefined ? head : `${head}${sep}${c.id}`;
+    case "run":
+      return [head, c.id, ...c.params.map(([n, v]) => `${n}=\`${v}\``)].join(sep);
     case "nodes":
       return c.verbose ? `${head}${sep}${randomCase("verbose", flips >> 11)}` : head;
     case "policy":

@@ -51,10 +51,14 @@ describe("COMMANDS", () => {
       "<name>": "lib",
       "[<hash>]": "",
       "[verbose]": "",
+      "[<name>=<value> ...]": "day=2026-01-01",
     };
     for (const c of COMMANDS) {
       const first = c.usage.split(" | ")[0]!;
-      const typed = first.replace(/\[?<[a-z]+>\]?|\[[a-z]+\]/g, (m) => examples[m] ?? m);
+      const typed = first.replace(
+        /\[<name>=<value> \.\.\.\]|\[?<[a-z]+>\]?|\[[a-z]+\]/g,
+        (m) => examples[m] ?? m,
+      );
       const r = parseCommand({ body: typed });
       expect(r.kind === "command" && r.command.verb, typed).toBe(c.verb);
     }
@@ -111,9 +115,9 @@ describe("suggestVerb", () => {
 });
 
 describe("declared arguments", () => {
-  it("every verb but help, publish, nodes and policy declares its arguments, and its usage line is made from them", () => {
+  it("every verb but help, publish, run, nodes and policy declares its arguments, and its usage line is made from them", () => {
     const own = COMMANDS.filter((c) => c.args === undefined).map((c) => c.verb);
-    expect(own.sort()).toEqual(["help", "nodes", "policy", "publish"]);
+    expect(own.sort()).toEqual(["help", "nodes", "policy", "publish", "run"]);
     for (const c of COMMANDS) {
       if (c.args === undefined) continue;
       const shown = c.args.map((a) => (a.optional === true ? `[<${a.name}>]` : `<${a.name}>`));

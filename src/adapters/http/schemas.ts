@@ -45,6 +45,8 @@ export const runSummarySchema = z
     updatedAt: z.number(),
     taskCount: z.number(),
     hash: z.string().optional(),
+    definition: z.string().optional().describe("for a run started by POST /v1/runs: the published DAG"),
+    params: z.record(z.string(), z.string()).optional().describe("the run's parameter values"),
   })
   .meta({ id: "RunSummary" });
 
@@ -148,6 +150,30 @@ const commandAnswer = {
   commandId: z.string().describe("the inbox event id of the command"),
   text: z.string().nullable().describe("the reply as chat shows it, as plain text"),
 };
+
+/** POST /v1/runs: a new run of a published DAG; each value one word, as `!dag run` takes it. */
+export const triggerBody = z.strictObject({
+  dagId: idParam.describe("the published DAG's id"),
+  params: z
+    .record(
+      z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, { error: "a parameter name: letters, digits, _" }),
+      z
+        .string()
+        .max(4096)
+        .regex(/^[^\s`]*$|^[^\s`][^\s]*[^\s`]$/, {
+          error: "a parameter value is one word: no spaces, and no backtick at either end",
+        }),
+    )
+    .optional()
+    .describe("values for the DAG's declared parameters (name → value); left out ones take their default"),
+});
+
+export const triggeredSchema = z.object({
+  ...commandAnswer,
+  result: z.literal("created"),
+  run: runSummarySchema,
+  needsConfirmation: z.boolean(),
+});
 
 export const publishedSchema = z.object({
   ...commandAnswer,

@@ -218,6 +218,22 @@ export function registerWriteRoutes(app: ZodApp, ctx: RouteContext): void {
             }
           : null,
   );
+  writeRoute(
+    "POST",
+    "/v1/runs",
+    "Start a new run of a published DAG with values for its parameters (as !dag run)",
+    undefined,
+    s.triggerBody,
+    s.triggeredSchema,
+    ({ body }) => ({ room: undefined, text: runText(body) }),
+    (o, base) =>
+      o.kind === "published" && o.run.definition !== undefined
+        ? {
+            status: 201,
+            body: { ...base, result: "created" as const, run: o.run, needsConfirmation: o.needsConfirmation },
+          }
+        : null,
+  );
   for (const verb of ["confirm", "reject", "cancel"] as const) {
     writeRoute(
       "POST",
@@ -269,6 +285,12 @@ export function registerWriteRoutes(app: ZodApp, ctx: RouteContext): void {
     (o, base) =>
       o.kind === "cap" ? { status: 200, body: { ...base, cap: o.cap, previous: o.previous } } : null,
   );
+}
+
+/** The `!dag run` text of a trigger body; each value wrapped in backticks, so it arrives as sent. */
+function runText(body: z.output<typeof s.triggerBody>): string {
+  const pairs = Object.entries(body.params ?? {}).map(([name, value]) => ` ${name}=\`${value}\``);
+  return `!dag run ${body.dagId}${pairs.join("")}`;
 }
 
 /** The hash a confirm body names, as the command's second argument. */

@@ -1,6 +1,7 @@
 /** DAG runs on PostgreSQL: all-or-nothing creation deduplicated by (room, dag_id) and hash, and the leader's decisions. */
 import { randomUUID } from "node:crypto";
 import type { RunStatus } from "../../domain/model.js";
+import { taskArgs } from "../../domain/params.js";
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type {
   CommandContext,
@@ -86,7 +87,7 @@ export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): P
               n,
               id: t.id,
               action: t.action,
-              args: t.args,
+              args: taskArgs(input.dag, t),
               needs: t.needs,
               labels: t.on.labels,
               node: t.on.node,

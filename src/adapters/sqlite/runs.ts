@@ -1,6 +1,7 @@
 /** DAG runs on SQLite: all-or-nothing creation deduplicated by (room, dag_id) and hash, and the leader's decisions. */
 import { randomUUID } from "node:crypto";
 import type { RunStatus } from "../../domain/model.js";
+import { taskArgs } from "../../domain/params.js";
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type {
   CommandContext,
@@ -82,7 +83,7 @@ export function createRun(
           input.roomId,
           t.retries + 1,
           t.action,
-          JSON.stringify(t.args),
+          JSON.stringify(taskArgs(input.dag, t)),
           JSON.stringify(t.needs),
           JSON.stringify(t.on.labels),
           t.on.node,

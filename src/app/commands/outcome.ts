@@ -28,6 +28,10 @@ export interface RunSummary {
   taskCount: number;
   /** The DAG's content hash (absent in outcomes stored before it was recorded). */
   hash?: string;
+  /** For a run started by `!dag run`: the published DAG it is a run of. */
+  definition?: string;
+  /** The run's parameter values, when its DAG declares parameters. */
+  params?: Record<string, string>;
 }
 
 export interface TaskLine {
@@ -113,7 +117,8 @@ export type Outcome =
       roomCap?: number;
     }
   | { kind: "overview"; runs: RunProgress[]; at: number }
-  | { kind: "list"; runs: RunProgress[]; at: number }
+  /** `of`: the published DAG whose runs these are (`!dag list <id>`); absent for the room's latest. */
+  | { kind: "list"; runs: RunProgress[]; at: number; of?: string }
   | { kind: "logs"; run: RunSummary; task: TaskLine; output: string | null; omittedChars: number; at: number }
   /** The picture itself is drawn and posted by the outbox (app/pictures.ts), from the run as it is then. */
   | { kind: "graph"; run: RunSummary }
@@ -178,6 +183,8 @@ export function summarizeRun(run: RunRecord): RunSummary {
     updatedAt: run.updatedAt,
     taskCount: run.dag.tasks.length,
     hash: run.hash,
+    ...(run.dag.definition === undefined ? {} : { definition: run.dag.definition }),
+    ...(run.dag.values === undefined ? {} : { params: run.dag.values }),
   };
 }
 

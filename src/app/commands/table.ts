@@ -10,7 +10,7 @@ import { parseCommand } from "../../domain/commands.js";
 import type { HandlerContext } from "./context.js";
 import { handleCap, handleDecision } from "./handlers/decisions.js";
 import { handlePolicy } from "./handlers/policy.js";
-import { handlePublish, handleRetry, handleRunAgain } from "./handlers/publish.js";
+import { handlePublish, handleRetry, handleRun } from "./handlers/publish.js";
 import {
   handleGraph,
   handleHelp,
@@ -42,12 +42,12 @@ function entry<V extends CommandVerb>(
 export const COMMAND_HANDLERS: { readonly [V in CommandVerb]: CommandHandler<V> } = {
   help: entry("help", (ctx, c) => handleHelp(ctx, c.topic)),
   publish: entry("publish", (ctx, c) => handlePublish(ctx, c.source)),
-  run: entry("run", (ctx, c) => handleRunAgain(ctx, c.id)),
+  run: entry("run", (ctx, c) => handleRun(ctx, c.id, c.params)),
   confirm: entry("confirm", (ctx, c) => handleDecision(ctx, "confirm", c.id, c.hash)),
   reject: entry("reject", (ctx, c) => handleDecision(ctx, "reject", c.id)),
   cancel: entry("cancel", (ctx, c) => handleDecision(ctx, "cancel", c.id)),
   status: entry("status", (ctx, c) => handleStatus(ctx, c.id)),
-  list: entry("list", (ctx) => handleList(ctx)),
+  list: entry("list", (ctx, c) => handleList(ctx, c.id ?? null)),
   logs: entry("logs", (ctx, c) => handleLogs(ctx, c.id, c.task)),
   graph: entry("graph", (ctx, c) => handleGraph(ctx, c.id)),
   retry: entry("retry", (ctx, c) => handleRetry(ctx, c.id)),

@@ -20,7 +20,12 @@ export function renderOutcome(outcome: Outcome): Rendered | null {
     case "refused":
       return paragraphs([r`⛔ ${outcome.reason}`, usage(outcome.helpLine)]);
     case "published":
-      return renderPublished(outcome.run, outcome.needsConfirmation, outcome.twoPersonRule, "Published");
+      return renderPublished(
+        outcome.run,
+        outcome.needsConfirmation,
+        outcome.twoPersonRule,
+        outcome.run.definition === undefined ? "Published" : `New run of ${outcome.run.definition}:`,
+      );
     case "exists":
       return paragraphs([
         r`${code(outcome.run.dagId)} already exists with the same content: nothing new was stored.`,
@@ -66,6 +71,13 @@ export function renderOutcome(outcome: Outcome): Rendered | null {
         ? r`Nothing is pending or running in this room. ${code("!dag list")} shows recent runs.`
         : listing(r`${plural(outcome.runs.length, "active run")}:`, outcome.runs);
     case "list":
+      if (outcome.of !== undefined)
+        return listing(
+          r`${plural(outcome.runs.length, "run")} of ${code(outcome.of)}, newest first (start another with ${code(
+            `!dag run ${outcome.of}`,
+          )}):`,
+          outcome.runs,
+        );
       return outcome.runs.length === 0
         ? r`No runs in this room yet. Publish one with ${code("!dag publish")} and a json or toml block.`
         : listing(r`The ${plural(outcome.runs.length, "latest run")} in this room:`, outcome.runs);
@@ -170,7 +182,9 @@ function renderPublished(
   verb: string,
 ): Rendered {
   const hash = run.hash === undefined ? "" : r`, content hash ${code(shortHash(run.hash))}`;
-  const head = r`📥 ${verb} ${code(run.dagId)} (${plural(run.taskCount, "task")}, run ${code(shortRunId(run.runId))}${hash}).`;
+  const values = Object.entries(run.params ?? {});
+  const given = values.length === 0 ? "" : r`; ${code(values.map(([n, v]) => `${n}=${v}`).join(" "))}`;
+  const head = r`📥 ${verb} ${code(run.dagId)} (${plural(run.taskCount, "task")}, run ${code(shortRunId(run.runId))}${hash}${given}).`;
   if (!needsConfirmation) {
     return paragraphs([head, text("It starts now; the status card in this thread follows its progress.")]);
   }

@@ -2,6 +2,7 @@
  * The status card of a run (DESIGN.md §4 step 7): one message per run, edited in place as tasks
  * move. `!dag status <id>` renders the same view as a reply. Pure: the time is passed in.
  */
+import { appliedDag } from "../../domain/params.js";
 import { exitWords } from "../../domain/exit-status.js";
 import type { TaskSummary } from "../../domain/run-status.js";
 import type { TaskStatus } from "../../domain/model.js";
@@ -56,7 +57,7 @@ export function runView(
     tasks: selectTaskLines(tasks, MAX_CARD_TASK_LINES),
     at: now,
     ...(roomCap === undefined ? {} : { roomCap }),
-    plan: run.status === "pending" ? { dag: run.dag, hash: run.hash } : undefined,
+    plan: run.status === "pending" ? { dag: appliedDag(run.dag), hash: run.hash } : undefined,
   };
 }
 

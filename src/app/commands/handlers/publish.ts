@@ -10,6 +10,7 @@ import type { DagIssue } from "../../../domain/dag.js";
 import type { ActionOffer } from "../../../domain/dag.js";
 import { checkActions, checkTaskArguments, formatIssue, parseDag } from "../../../domain/dag.js";
 import type { ParsedDag } from "../../../domain/model.js";
+import { appliedDag, definitionOf, resolveParams } from "../../../domain/params.js";
 import { isTerminalRun } from "../../../domain/run-states.js";
 import type { CreateRunResult, RunRecord } from "../../../ports/store.js";
 import type { CommandPolicy, CommandStore, HandlerContext } from "../context.js";
@@ -39,12 +40,76 @@ export async function handlePublish(ctx: HandlerContext, source: PublishSource):
   if (source.kind === "library") {
     // A library DAG is a definition: published again unchanged once its run ended, it runs again.
     const existing = await ctx.store.getRun(ctx.roomId, parsed.dag.id);
-    if (existing !== null && existing.hash === parsed.hash && isTerminalRun(existing.status))
-      return handleRunAgain(ctx, parsed.dag.id);
+    if (
+      existing !== null &&
+      existing.hash === parsed.hash &&
+      existing.dag.definition === undefined &&
+      isTerminalRun(existing.status)
+    )
+      return startRun(ctx, existing, []);
   }
-  const unknown = await unknownActions(ctx, parsed.dag);
+  let dag = parsed.dag;
+  if (dag.params !== undefined) {
+    // Publishing starts the definition's first run, with every parameter at its default.
+    const resolved = resolveParams(dag, []);
+    if (!resolved.ok) {
+      return {
+        kind: "command-error",
+        message: `${resolved.message}. Publishing starts a run at once, so every parameter of a published DAG needs a default; \`!dag run\` then gives other values`,
+        helpLine: "usage: !dag publish <name> | !dag publish + a code block",
+      };
+    }
+    dag = { ...dag, values: resolved.values };
+  }
+  const unknown = await unknownActions(ctx, appliedDag(dag));
   if (unknown.length > 0) return invalidDag(where, unknown);
-  return createAndDescribe(ctx, parsed.dag, parsed.hash, null);
+  return createAndDescribe(ctx, dag, parsed.hash, null);
+}
+
+const RUN_USAGE = "usage: !dag run <id> [<name>=<value> ...]";
+
+/** `!dag run <id> [name=value ...]`: a new run of a published DAG, under the next free `<id>.N`. */
+export async function handleRun(
+  ctx: HandlerContext,
+  dagId: string,
+  params: ReadonlyArray<readonly [string, string]>,
+): Promise<Outcome> {
+  const named = await ctx.store.getRun(ctx.roomId, dagId);
+  if (named === null) return notFoundRun(ctx, dagId);
+  // A run started by `!dag run` names its published DAG: another run of that one (`x.2` → `x.3`).
+  const of = named.dag.definition;
+  const definition = of === undefined || of === named.dagId ? named : await ctx.store.getRun(ctx.roomId, of);
+  if (definition === null) return notFoundRun(ctx, of ?? dagId);
+  return startRun(ctx, definition, params);
+}
+
+/** Checks the values, then creates the run; nothing is stored when a value or an action is refused. */
+async function startRun(
+  ctx: HandlerContext,
+  definition: RunRecord,
+  params: ReadonlyArray<readonly [string, string]>,
+): Promise<Outcome> {
+  const base = definitionOf(definition.dag);
+  const resolved = resolveParams(base, params);
+  if (!resolved.ok) return { kind: "command-error", message: resolved.message, helpLine: RUN_USAGE };
+  const newId = await freeId(ctx.store, ctx.roomId, runCandidates(definition.dagId));
+  if (newId === null) {
+    return {
+      kind: "command-error",
+      message: `no free run id is left for "${definition.dagId}"`,
+      helpLine: RUN_USAGE,
+    };
+  }
+  const dag: ParsedDag = {
+    ...base,
+    id: newId,
+    definition: definition.dagId,
+    ...(base.params === undefined ? {} : { values: resolved.values }),
+  };
+  const unknown = await unknownActions(ctx, appliedDag(dag));
+  if (unknown.length > 0) return invalidDag(`for the new run of "${definition.dagId}"`, unknown);
+  // The run's own hash covers its parameter values: a confirmation by hash confirms those values.
+  return createAndDescribe(ctx, dag, dagHash(dag), null);
 }
 
 export async function handleRetry(ctx: HandlerContext, dagId: string): Promise<Outcome> {
@@ -75,37 +140,9 @@ export async function handleRetry(ctx: HandlerContext, dagId: string): Promise<O
       .filter((t) => again.has(t.id))
       .map((t) => ({ ...t, needs: t.needs.filter((n) => again.has(n)) })),
   };
-  const unknown = await unknownActions(ctx, dag);
+  const unknown = await unknownActions(ctx, appliedDag(dag));
   if (unknown.length > 0) return invalidDag(`for the retry of "${dagId}"`, unknown);
   return createAndDescribe(ctx, dag, dagHash(dag), from);
-}
-
-/**
- * `!dag run <id>`: a new run of the DAG run `id` ran (its stored, validated content), under the next
- * free id `<base>.2`, `<base>.3`, … (`base` is `id` without such a suffix), checked against what
- * the room's live nodes offer, confirmed as a publish would be.
- */
-export async function handleRunAgain(ctx: HandlerContext, dagId: string): Promise<Outcome> {
-  const from = await ctx.store.getRun(ctx.roomId, dagId);
-  if (from === null) return notFoundRun(ctx, dagId);
-  const newId = await freeId(ctx.store, ctx.roomId, runAgainCandidates(dagId));
-  if (newId === null) {
-    return {
-      kind: "command-error",
-      message: `no free run id is left for "${dagId}"`,
-      helpLine: "usage: !dag run <id>",
-    };
-  }
-  const dag: ParsedDag = { ...from.dag, id: newId };
-  const unknown = await unknownActions(ctx, dag);
-  if (unknown.length > 0) return invalidDag(`for the new run of "${dagId}"`, unknown);
-  return createAndDescribe(ctx, dag, dagHash(dag), null);
-}
-
-/** `x.2`, `x.3`, ... (as `dagbot run` names a run of a DAG already in the store). */
-function* runAgainCandidates(dagId: string): Generator<string> {
-  const base = dagId.replace(/\.\d+$/, "");
-  for (let n = 2; n <= 9999; n++) yield fit(base, `.${n}`);
 }
 
 async function createAndDescribe(
@@ -199,6 +236,11 @@ function sameTemplate(a: ActionOffer["template"], b: ActionOffer["template"]): b
 function* retryCandidates(dagId: string): Generator<string> {
   const base = dagId.replace(/\.retry\d+$/, "");
   for (let n = 1; n <= 999; n++) yield fit(base, `.retry${n}`);
+}
+
+/** `x.2`, `x.3`, ... (what `dagbot run` names a DAG run again, too). */
+function* runCandidates(dagId: string): Generator<string> {
+  for (let n = 2; n <= 9999; n++) yield fit(dagId, `.${n}`);
 }
 
 /** `x-2`, `x-3`, ... */

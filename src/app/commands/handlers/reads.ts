@@ -62,8 +62,23 @@ export async function handleStatus(ctx: HandlerContext, dagId: string | null): P
   };
 }
 
-export async function handleList(ctx: HandlerContext): Promise<Outcome> {
+/** How many of the room's latest runs `!dag list <id>` looks through for that DAG's runs. */
+const MAX_HISTORY_SCAN = 1000;
+
+export async function handleList(ctx: HandlerContext, of: string | null = null): Promise<Outcome> {
   const at = await ctx.store.now();
+  if (of !== null) {
+    const definition = await ctx.store.getRun(ctx.roomId, of);
+    if (definition === null) return notFoundRun(ctx, of);
+    const recent = await ctx.store.listRuns(ctx.roomId, { limit: MAX_HISTORY_SCAN });
+    const runs = recent
+      .filter((run) => run.dagId === of || run.dag.definition === of)
+      .slice(0, MAX_LISTED_RUNS);
+    const progress = await Promise.all(
+      runs.map(async (run) => progressOf(run, await ctx.store.listTasks(run.runId))),
+    );
+    return { kind: "list", runs: progress, at, of };
+  }
   const runs = await ctx.store.listRuns(ctx.roomId, { limit: MAX_LISTED_RUNS });
   const progress = await Promise.all(
     runs.map(async (run) => progressOf(run, await ctx.store.listTasks(run.runId))),

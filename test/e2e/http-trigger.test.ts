@@ -1,0 +1,91 @@
+// POST /v1/runs against a real `dagbot node` on SQLite: a new run of a published DAG with parameter
+// values, through the room's inbox like `!dag run`; refused values are problems that store nothing.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Store } from "../../src/ports/store.js";
+import type { Target } from "../support/engine-cluster.js";
+import { ROOM, createTarget, killAll, requireBuild, waitForRunStatus } from "../support/engine-cluster.js";
+import type { HttpNode } from "../support/http-client.js";
+import { call, startHttpNode } from "../support/http-client.js";
+import { waitFor } from "../support/store-wait.js";
+
+let target: Target;
+let store: Store;
+let api: HttpNode;
+let failed = true;
+
+beforeAll(async () => {
+  requireBuild();
+  target = await createTarget("sqlite", "http-trigger");
+  api = await startHttpNode(target, "h1", { extra: 'command_timeout = "20s"' });
+  store = await target.open();
+  await waitFor(
+    "h1 leading",
+    () => store.getLease(ROOM),
+    (l) => l?.holder?.nodeId === "h1",
+  );
+}, 30_000);
+
+afterAll(async () => {
+  await killAll([api.node]);
+  await store?.close();
+  await target?.cleanup(failed);
+});
+
+async function confirmed(dagId: string): Promise<void> {
+  const run = await store.getRun(ROOM, dagId);
+  if (run?.status === "pending") {
+    const r = await call(api.base, "POST", `/v1/runs/${dagId}/confirm`, { body: {} });
+    expect(r.status, r.text).toBe(200);
+  }
+  await waitForRunStatus(store, dagId, (s) => s === "succeeded");
+}
+
+describe("POST /v1/runs", () => {
+  it("starts new runs of a published DAG with checked parameters", async () => {
+    const document = {
+      id: "greet",
+      params: { who: { pattern: "[a-z]{1,20}", default: "world" } },
+      tasks: [{ id: "say", action: "echo", args: { message: "hello {params.who}" } }],
+    };
+    const published = await call(api.base, "POST", "/v1/dags", { body: { document } });
+    expect(published.status, published.text).toBe(201);
+    await confirmed("greet");
+
+    const started = await call(api.base, "POST", "/v1/runs", {
+      body: { dagId: "greet", params: { who: "ann" } },
+    });
+    expect(started.status, started.text).toBe(201);
+    expect(started.body).toMatchObject({
+      result: "created",
+      run: { dagId: "greet.2", definition: "greet", params: { who: "ann" } },
+    });
+    await confirmed("greet.2");
+    const run = (await store.getRun(ROOM, "greet.2"))!;
+    const [task] = await store.listTasks(run.runId);
+    expect(task?.args).toEqual({ message: "hello ann" });
+    expect(task?.output).toContain("hello ann");
+    // The first run kept its default.
+    const [first] = await store.listTasks((await store.getRun(ROOM, "greet"))!.runId);
+    expect(first?.output).toContain("hello world");
+
+    const before = (await store.listRuns(ROOM)).length;
+    const bad = await call(api.base, "POST", "/v1/runs", {
+      body: { dagId: "greet", params: { who: "Ann!" } },
+    });
+    expect(bad.status, bad.text).toBe(400);
+    expect(bad.body.detail).toMatch(/parameter "who"/);
+    const unknown = await call(api.base, "POST", "/v1/runs", {
+      body: { dagId: "greet", params: { whom: "x" } },
+    });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.detail).toMatch(/unknown parameter "whom"/);
+    const spaced = await call(api.base, "POST", "/v1/runs", {
+      body: { dagId: "greet", params: { who: "a b" } },
+    });
+    expect(spaced.status).toBe(400);
+    const missing = await call(api.base, "POST", "/v1/runs", { body: { dagId: "nosuch" } });
+    expect(missing.status).toBe(404);
+    expect((await store.listRuns(ROOM)).length).toBe(before);
+    failed = false;
+  }, 60_000);
+});
