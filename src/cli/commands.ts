@@ -1,20 +1,20 @@
 /** The table of `dagbot` subcommands; each lives in its own file under src/cli/. */
 import type { Command } from "commander";
-import { registerCancel } from "./cancel.js";
-import { registerCap } from "./cap.js";
-import { registerDecisions } from "./decide.js";
-import { registerDemo } from "./demo.js";
-import { registerGraph } from "./graph.js";
-import { registerList } from "./list.js";
-import { registerLogs } from "./logs.js";
-import { registerNode } from "./node.js";
-import { registerNodes } from "./nodes.js";
-import { registerRun } from "./run.js";
-import { registerStart } from "./start.js";
-import { registerStatus } from "./status.js";
-import { registerSubmit } from "./submit.js";
-import { registerTrigger } from "./trigger.js";
-import { registerValidate } from "./validate.js";
+import { registerCancel } from "./subcommands/cancel.js";
+import { registerCap } from "./subcommands/cap.js";
+import { registerDecisions } from "./subcommands/decide.js";
+import { registerDemo } from "./subcommands/demo.js";
+import { registerGraph } from "./subcommands/graph.js";
+import { registerList } from "./subcommands/list.js";
+import { registerLogs } from "./subcommands/logs.js";
+import { registerNode } from "../composition/node.js";
+import { registerNodes } from "./subcommands/nodes.js";
+import { registerRun } from "./subcommands/run.js";
+import { registerStart } from "./subcommands/start.js";
+import { registerStatus } from "./subcommands/status.js";
+import { registerSubmit } from "./subcommands/submit.js";
+import { registerTrigger } from "./subcommands/trigger.js";
+import { registerValidate } from "./subcommands/validate.js";
 
 export function registerCommands(program: Command): void {
   registerValidate(program);

@@ -1,6 +1,6 @@
 // What `dagbot logs --follow` prints from successive reads of a task's kept output tail.
 import { describe, expect, it } from "vitest";
-import { OutputPrinter } from "../../src/cli/logs.js";
+import { OutputPrinter } from "../../src/cli/subcommands/logs.js";
 import type { TaskRecord } from "../../src/ports/store.js";
 
 function read(

@@ -5,7 +5,7 @@ import { parseDag } from "../../src/domain/dag.js";
 import type { ParsedDag } from "../../src/domain/model.js";
 import { appliedDag, definitionOf, resolveParams, taskArgs } from "../../src/domain/params.js";
 import { renderArgv } from "../../src/domain/action-argv.js";
-import { runCommandText } from "../../src/cli/trigger.js";
+import { runCommandText } from "../../src/cli/subcommands/trigger.js";
 
 const TOML = `id = "nightly"
 [params.day]

@@ -4,8 +4,8 @@
  * as plain text (or JSON) for a terminal.
  */
 import type { Command } from "commander";
-import type { Outcome } from "../app/commands/outcome.js";
-import { COMMAND_ID_PATTERN, HASH_PREFIX_PATTERN } from "../domain/commands.js";
+import type { Outcome } from "../../app/commands/outcome.js";
+import { COMMAND_ID_PATTERN, HASH_PREFIX_PATTERN } from "../../domain/commands.js";
 import {
   CliError,
   openConfiguredStore,
@@ -13,9 +13,9 @@ import {
   resolveConfig,
   runCli,
   withCommonOptions,
-} from "./engine-setup.js";
-import type { CommonOptions } from "./engine-setup.js";
-import { commandPolicy } from "./command-step.js";
+} from "../engine-setup.js";
+import type { CommonOptions } from "../engine-setup.js";
+import { commandPolicy } from "../command-step.js";
 import { command, waitSeconds } from "./submit.js";
 
 interface DecideOptions extends CommonOptions {

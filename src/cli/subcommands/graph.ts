@@ -3,12 +3,12 @@ import { existsSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { extname } from "node:path";
 import type { Command } from "commander";
-import { GraphvizRenderer } from "../adapters/graph/graphviz-renderer.js";
-import { dagGraphOf, runGraphOf } from "../app/run-picture.js";
-import type { RunGraph } from "../domain/run-graph.js";
-import type { PictureFormat } from "../ports/graph-renderer.js";
-import { RenderError } from "../ports/graph-renderer.js";
-import { loadDagFile } from "./dag-file.js";
+import { GraphvizRenderer } from "../../adapters/graph/graphviz-renderer.js";
+import { dagGraphOf, runGraphOf } from "../../app/run-picture.js";
+import type { RunGraph } from "../../domain/run-graph.js";
+import type { PictureFormat } from "../../ports/graph-renderer.js";
+import { RenderError } from "../../ports/graph-renderer.js";
+import { loadDagFile } from "../dag-file.js";
 import {
   CliError,
   openConfiguredStore,
@@ -16,8 +16,8 @@ import {
   resolveConfig,
   runCli,
   withCommonOptions,
-} from "./engine-setup.js";
-import type { CommonOptions } from "./engine-setup.js";
+} from "../engine-setup.js";
+import type { CommonOptions } from "../engine-setup.js";
 
 interface GraphOptions extends CommonOptions {
   room?: string;

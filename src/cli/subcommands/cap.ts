@@ -4,10 +4,10 @@
  * the inbox row committed together).
  */
 import type { Command } from "commander";
-import { MAX_CAP } from "../domain/command-table.js";
-import { parseCommand } from "../domain/commands.js";
-import { readCommandResult } from "../app/commands/command-result.js";
-import { commandPolicy, queueLocalCommand, roomHasLiveNode } from "./command-step.js";
+import { MAX_CAP } from "../../domain/command-table.js";
+import { parseCommand } from "../../domain/commands.js";
+import { readCommandResult } from "../../app/commands/command-result.js";
+import { commandPolicy, queueLocalCommand, roomHasLiveNode } from "../command-step.js";
 import {
   CliError,
   openConfiguredStore,
@@ -15,8 +15,8 @@ import {
   resolveConfig,
   runCli,
   withCommonOptions,
-} from "./engine-setup.js";
-import type { CommonOptions } from "./engine-setup.js";
+} from "../engine-setup.js";
+import type { CommonOptions } from "../engine-setup.js";
 import { command, waitSeconds } from "./submit.js";
 
 interface CapOptions extends CommonOptions {

@@ -6,12 +6,12 @@
  * state to stderr, so `dagbot logs r t | grep x` sees only the output.
  */
 import type { Command } from "commander";
-import { systemClock } from "../adapters/clock/system-clock.js";
-import { exitWords } from "../domain/exit-status.js";
-import { formatDuration } from "../domain/duration.js";
-import { isTerminalTask } from "../domain/task-states.js";
-import type { RunRecord, Store, TaskRecord } from "../ports/store.js";
-import { Waker, wakeOnChange } from "../app/wake.js";
+import { systemClock } from "../../adapters/clock/system-clock.js";
+import { exitWords } from "../../domain/exit-status.js";
+import { formatDuration } from "../../domain/duration.js";
+import { isTerminalTask } from "../../domain/task-states.js";
+import type { RunRecord, Store, TaskRecord } from "../../ports/store.js";
+import { Waker, wakeOnChange } from "../../app/wake.js";
 import {
   CliError,
   openConfiguredStore,
@@ -19,9 +19,9 @@ import {
   resolveConfig,
   runCli,
   withCommonOptions,
-} from "./engine-setup.js";
-import type { CommonOptions } from "./engine-setup.js";
-import { taskDurationMs } from "./progress.js";
+} from "../engine-setup.js";
+import type { CommonOptions } from "../engine-setup.js";
+import { taskDurationMs } from "../progress.js";
 
 interface LogsOptions extends CommonOptions {
   room?: string;

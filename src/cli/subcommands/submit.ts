@@ -1,10 +1,10 @@
 /** `dagbot submit FILE`: publish a DAG into the store as a chat command would, and print its run id. */
 import type { Command } from "commander";
-import type { Store } from "../ports/store.js";
-import type { CommandAnswer } from "./command-step.js";
-import { awaitLocalCommand, commandPolicy, queueLocalCommand, roomHasLiveNode } from "./command-step.js";
-import type { CommandPolicy } from "../app/commands/context.js";
-import { loadDagFile, publishBody } from "./dag-file.js";
+import type { Store } from "../../ports/store.js";
+import type { CommandAnswer } from "../command-step.js";
+import { awaitLocalCommand, commandPolicy, queueLocalCommand, roomHasLiveNode } from "../command-step.js";
+import type { CommandPolicy } from "../../app/commands/context.js";
+import { loadDagFile, publishBody } from "../dag-file.js";
 import {
   CliError,
   openConfiguredStore,
@@ -12,8 +12,8 @@ import {
   resolveConfig,
   runCli,
   withCommonOptions,
-} from "./engine-setup.js";
-import type { CommonOptions } from "./engine-setup.js";
+} from "../engine-setup.js";
+import type { CommonOptions } from "../engine-setup.js";
 
 interface SubmitOptions extends CommonOptions {
   room?: string;

@@ -1,8 +1,8 @@
 /** `dagbot validate FILE...`: checks DAG documents and prints each one's plan, or every issue with its place. */
 import { open } from "node:fs/promises";
 import type { Command } from "commander";
-import { endOfOptionsBefore, leadingDashExample, wholeEntryArgs } from "../domain/action-argv.js";
-import type { ActionOffer, DagFormat, DagIssue } from "../domain/dag.js";
+import { endOfOptionsBefore, leadingDashExample, wholeEntryArgs } from "../../domain/action-argv.js";
+import type { ActionOffer, DagFormat, DagIssue } from "../../domain/dag.js";
 import {
   checkActions,
   checkTaskArguments,
@@ -10,12 +10,12 @@ import {
   formatFromFileName,
   formatIssue,
   parseDag,
-} from "../domain/dag.js";
-import { DAG_LIMITS } from "../domain/dag-schema.js";
-import { documentTooLarge } from "../domain/dag-text.js";
-import { planLevels } from "../domain/plan.js";
-import type { ActionDefinition } from "../ports/executor.js";
-import { formatConfigIssues, loadConfig } from "../config/load-config.js";
+} from "../../domain/dag.js";
+import { DAG_LIMITS } from "../../domain/dag-schema.js";
+import { documentTooLarge } from "../../domain/dag-text.js";
+import { planLevels } from "../../domain/plan.js";
+import type { ActionDefinition } from "../../ports/executor.js";
+import { formatConfigIssues, loadConfig } from "../../config/load-config.js";
 
 /** One file's outcome, as `--json` prints it. */
 export type ValidateFileResult =

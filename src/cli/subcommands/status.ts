@@ -1,9 +1,9 @@
 /** `dagbot status [DAG_ID]`: the runs of a room, or one run with every task, read from the store. */
 import type { Command } from "commander";
-import { showsPaused } from "../app/render/status-card.js";
-import { outcomeCounts } from "../domain/run-counts.js";
-import { summarizeTasks } from "../domain/run-status.js";
-import type { RunRecord, Store, TaskRecord } from "../ports/store.js";
+import { showsPaused } from "../../app/render/status-card.js";
+import { outcomeCounts } from "../../domain/run-counts.js";
+import { summarizeTasks } from "../../domain/run-status.js";
+import type { RunRecord, Store, TaskRecord } from "../../ports/store.js";
 import {
   CliError,
   openConfiguredStore,
@@ -11,9 +11,9 @@ import {
   resolveConfig,
   runCli,
   withCommonOptions,
-} from "./engine-setup.js";
-import type { CommonOptions } from "./engine-setup.js";
-import { renderSummary, taskDurationMs } from "./progress.js";
+} from "../engine-setup.js";
+import type { CommonOptions } from "../engine-setup.js";
+import { renderSummary, taskDurationMs } from "../progress.js";
 
 interface StatusOptions extends CommonOptions {
   room?: string;

@@ -1,9 +1,9 @@
 /** `dagbot nodes`: every node in the store with its labels, heartbeat age and running tasks, and who leads each room. */
 import type { Command } from "commander";
-import { formatDuration } from "../domain/duration.js";
-import type { LeaseState } from "../ports/store.js";
-import { openConfiguredStore, resolveConfig, runCli, withCommonOptions } from "./engine-setup.js";
-import type { CommonOptions } from "./engine-setup.js";
+import { formatDuration } from "../../domain/duration.js";
+import type { LeaseState } from "../../ports/store.js";
+import { openConfiguredStore, resolveConfig, runCli, withCommonOptions } from "../engine-setup.js";
+import type { CommonOptions } from "../engine-setup.js";
 
 interface NodesOptions extends CommonOptions {
   json?: boolean;

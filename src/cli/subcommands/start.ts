@@ -1,11 +1,11 @@
 /**
- * Registers `dagbot start` (the node that is also a Matrix bot; start-run.ts runs it). The Matrix
+ * Registers `dagbot start` (the node that is also a Matrix bot; src/composition/bot.ts runs it). The Matrix
  * SDK and adapters are imported only when the command runs, so every other subcommand (`dagbot
  * node` above all) starts without them: about 35 MB less resident memory.
  */
 import type { Command } from "commander";
-import { runCli, withCommonOptions } from "./engine-setup.js";
-import type { StartOptions } from "./start-run.js";
+import { runCli, withCommonOptions } from "../engine-setup.js";
+import type { StartOptions } from "../../composition/bot.js";
 
 export function registerStart(program: Command): void {
   withCommonOptions(
@@ -25,6 +25,6 @@ export function registerStart(program: Command): void {
       "tasks finish); a second kills running actions. Exit status: 0 after a stop, 2 for a bad config or a\n" +
       "token of another account, 1 when the store cannot be opened.",
   ).action((options: StartOptions) =>
-    runCli("start", async () => (await import("./start-run.js")).runStart(options)),
+    runCli("start", async () => (await import("../../composition/bot.js")).runStart(options)),
   );
 }

@@ -1,6 +1,6 @@
 /** `dagbot cancel DAG_ID`: cancel a run through the room's leader, as `!dag cancel` would. */
 import type { Command } from "commander";
-import { COMMAND_ID_PATTERN } from "../domain/commands.js";
+import { COMMAND_ID_PATTERN } from "../../domain/commands.js";
 import {
   CliError,
   openConfiguredStore,
@@ -8,9 +8,9 @@ import {
   resolveConfig,
   runCli,
   withCommonOptions,
-} from "./engine-setup.js";
-import type { CommonOptions } from "./engine-setup.js";
-import { commandPolicy } from "./command-step.js";
+} from "../engine-setup.js";
+import type { CommonOptions } from "../engine-setup.js";
+import { commandPolicy } from "../command-step.js";
 import { command, waitSeconds } from "./submit.js";
 import { terminalText } from "./decide.js";
 

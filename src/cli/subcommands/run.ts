@@ -5,21 +5,21 @@
  * confirm commands this writes to the inbox, exactly as `dagbot submit` and chat would.
  */
 import type { Command } from "commander";
-import { systemClock } from "../adapters/clock/system-clock.js";
-import { createProcessExecutor, pickBaseEnv } from "../adapters/exec/process-executor.js";
-import type { LogLevel } from "../adapters/log/pino-logger.js";
-import { LOG_LEVELS } from "../adapters/log/pino-logger.js";
-import type { EngineNode } from "../app/node.js";
-import type { CommandPolicy } from "../app/commands/context.js";
-import { startEngineNode } from "../app/node.js";
-import { Waker, wakeOnChange } from "../app/wake.js";
-import type { NodeConfig } from "../config/node-config.js";
-import { isTerminalRun } from "../domain/run-states.js";
-import type { Logger } from "../ports/logger.js";
-import type { RunRecord, Store } from "../ports/store.js";
-import { commandPolicy, commandStep } from "./command-step.js";
-import type { DagFile } from "./dag-file.js";
-import { loadDagFile, publishBody } from "./dag-file.js";
+import { systemClock } from "../../adapters/clock/system-clock.js";
+import { createProcessExecutor, pickBaseEnv } from "../../adapters/exec/process-executor.js";
+import type { LogLevel } from "../../adapters/log/pino-logger.js";
+import { LOG_LEVELS } from "../../adapters/log/pino-logger.js";
+import type { EngineNode } from "../../app/node.js";
+import type { CommandPolicy } from "../../app/commands/context.js";
+import { startEngineNode } from "../../app/node.js";
+import { Waker, wakeOnChange } from "../../app/wake.js";
+import type { NodeConfig } from "../../config/node-config.js";
+import { isTerminalRun } from "../../domain/run-states.js";
+import type { Logger } from "../../ports/logger.js";
+import type { RunRecord, Store } from "../../ports/store.js";
+import { commandPolicy, commandStep } from "../command-step.js";
+import type { DagFile } from "../dag-file.js";
+import { loadDagFile, publishBody } from "../dag-file.js";
 import {
   CliError,
   colorFor,
@@ -31,11 +31,11 @@ import {
   resolveConfig,
   runCli,
   withCommonOptions,
-} from "./engine-setup.js";
-import type { CommonOptions } from "./engine-setup.js";
-import { createProgress, renderSummary } from "./progress.js";
+} from "../engine-setup.js";
+import type { CommonOptions } from "../engine-setup.js";
+import { createProgress, renderSummary } from "../progress.js";
 import { command } from "./submit.js";
-import { onStopSignals } from "../composition/stop-signals.js";
+import { onStopSignals } from "../../composition/stop-signals.js";
 
 interface RunOptions extends CommonOptions {
   nodes: string;

@@ -24,11 +24,11 @@ import { inboxStep } from "../app/commands/inbox-step.js";
 import { startEngineNode } from "../app/node.js";
 import { describeStoreLocation } from "../config/store-location.js";
 import type { PermissionOracle } from "../ports/permissions.js";
-import { commandPolicy, isLocalSender, libraryLoader } from "./command-step.js";
-import { CliError, engineSettings, makeLogger, openNodeStore, resolveConfig } from "./engine-setup.js";
-import type { CommonOptions } from "./engine-setup.js";
+import { commandPolicy, isLocalSender, libraryLoader } from "../cli/command-step.js";
+import { CliError, engineSettings, makeLogger, openNodeStore, resolveConfig } from "../cli/engine-setup.js";
+import type { CommonOptions } from "../cli/engine-setup.js";
 import { startNodeHttpApi } from "./http-api.js";
-import { STOP_MESSAGES, onStopSignals } from "../composition/stop-signals.js";
+import { STOP_MESSAGES, onStopSignals } from "./stop-signals.js";
 
 export interface StartOptions extends CommonOptions {
   nodeId?: string;

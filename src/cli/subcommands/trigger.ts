@@ -3,7 +3,7 @@
  * as `!dag run` would (the command goes into the room's inbox); the answer as plain text or JSON.
  */
 import type { Command } from "commander";
-import { COMMAND_ID_PATTERN, parseCommand } from "../domain/commands.js";
+import { COMMAND_ID_PATTERN, parseCommand } from "../../domain/commands.js";
 import {
   CliError,
   EXIT_CONFIG,
@@ -12,9 +12,9 @@ import {
   resolveConfig,
   runCli,
   withCommonOptions,
-} from "./engine-setup.js";
-import type { CommonOptions } from "./engine-setup.js";
-import { commandPolicy } from "./command-step.js";
+} from "../engine-setup.js";
+import type { CommonOptions } from "../engine-setup.js";
+import { commandPolicy } from "../command-step.js";
 import { command, waitSeconds } from "./submit.js";
 import { terminalText } from "./decide.js";
 

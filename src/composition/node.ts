@@ -9,7 +9,7 @@ import { createProcessExecutor, pickBaseEnv } from "../adapters/exec/process-exe
 import { systemClock } from "../adapters/clock/system-clock.js";
 import { startEngineNode } from "../app/node.js";
 import { describeStoreLocation } from "../config/store-location.js";
-import { commandStep } from "./command-step.js";
+import { commandStep } from "../cli/command-step.js";
 import { startNodeHttpApi } from "./http-api.js";
 import {
   engineSettings,
@@ -18,10 +18,10 @@ import {
   resolveConfig,
   runCli,
   withCommonOptions,
-} from "./engine-setup.js";
-import type { CommonOptions } from "./engine-setup.js";
-import type { StopStage } from "../composition/stop-signals.js";
-import { STOP_MESSAGES, onStopSignals } from "../composition/stop-signals.js";
+} from "../cli/engine-setup.js";
+import type { CommonOptions } from "../cli/engine-setup.js";
+import type { StopStage } from "./stop-signals.js";
+import { STOP_MESSAGES, onStopSignals } from "./stop-signals.js";
 
 interface NodeOptions extends CommonOptions {
   nodeId?: string;

@@ -1,11 +1,11 @@
 /**
- * Registers `dagbot demo` (demo-run.ts runs it: a local Synapse, three bot nodes and a person in one
+ * Registers `dagbot demo` (src/composition/demo.ts runs it: a local Synapse, three bot nodes and a person in one
  * room). The harness and the Matrix adapters are imported only when the command runs, so the other
  * subcommands start without them.
  */
 import type { Command } from "commander";
-import type { DemoOptions } from "./demo-run.js";
-import { runCli } from "./engine-setup.js";
+import type { DemoOptions } from "../../composition/demo.js";
+import { runCli } from "../engine-setup.js";
 
 export function registerDemo(program: Command): void {
   program
@@ -22,6 +22,6 @@ export function registerDemo(program: Command): void {
         "local URL and type !dag commands too. Ctrl-C stops the nodes and Synapse and removes their data.",
     )
     .action((options: DemoOptions) =>
-      runCli("demo", async () => (await import("./demo-run.js")).runDemo(options)),
+      runCli("demo", async () => (await import("../../composition/demo.js")).runDemo(options)),
     );
 }
