@@ -7,7 +7,7 @@ import { registerDemo } from "./subcommands/demo.js";
 import { registerGraph } from "./subcommands/graph.js";
 import { registerList } from "./subcommands/list.js";
 import { registerLogs } from "./subcommands/logs.js";
-import { registerNode } from "../composition/node.js";
+import { registerNode } from "./subcommands/node.js";
 import { registerNodes } from "./subcommands/nodes.js";
 import { registerRun } from "./subcommands/run.js";
 import { registerStart } from "./subcommands/start.js";

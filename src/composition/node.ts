@@ -1,49 +1,26 @@
 /**
- * `dagbot node`: a headless engine node (no chat) until SIGINT/SIGTERM. The composition root of a
- * node: the only place besides cli.ts that reads env and signals. A first signal stops gracefully
+ * The composition root of a headless engine node (`dagbot node`, registered in
+ * src/cli/subcommands/node.ts), until SIGINT/SIGTERM: the only place besides cli.ts that reads env
+ * and signals for it. A first signal stops gracefully
  * (hand leadership over, stop claiming, let running tasks finish); a second one kills running
  * actions and leaves their tasks to be retried elsewhere once their leases expire.
  */
-import type { Command } from "commander";
 import { createProcessExecutor, pickBaseEnv } from "../adapters/exec/process-executor.js";
 import { systemClock } from "../adapters/clock/system-clock.js";
 import { startEngineNode } from "../app/node.js";
 import { describeStoreLocation } from "../config/store-location.js";
 import { commandStep } from "../cli/command-step.js";
 import { startNodeHttpApi } from "./http-api.js";
-import {
-  engineSettings,
-  makeLogger,
-  openNodeStore,
-  resolveConfig,
-  runCli,
-  withCommonOptions,
-} from "../cli/engine-setup.js";
+import { engineSettings, makeLogger, openNodeStore, resolveConfig } from "../cli/engine-setup.js";
 import type { CommonOptions } from "../cli/engine-setup.js";
 import type { StopStage } from "./stop-signals.js";
 import { STOP_MESSAGES, onStopSignals } from "./stop-signals.js";
 
-interface NodeOptions extends CommonOptions {
+export interface NodeOptions extends CommonOptions {
   nodeId?: string;
 }
 
-export function registerNode(program: Command): void {
-  withCommonOptions(
-    program
-      .command("node")
-      .description(
-        "Run a headless node (engine only, no chat): lead its rooms when elected, run tasks, until SIGINT or SIGTERM.",
-      )
-      .option("--node-id <id>", "this node's id (overrides DAGBOT_NODE_ID and node_id)"),
-    "Logs are JSON lines on stderr. The first SIGINT/SIGTERM stops gracefully: leadership is released at once,\n" +
-      "no new task is claimed and running tasks finish; a second signal kills running actions (their tasks are\n" +
-      "retried elsewhere once their leases expire). A store that cannot be reached yet (server down, too many\n" +
-      "connections) is retried with backoff until it can. Exit status: 0 after a stop, 2 for a bad config or a\n" +
-      "store that refuses it (authentication, no such database, a newer schema).",
-  ).action((options: NodeOptions) => runCli("node", () => runNode(options)));
-}
-
-async function runNode(options: NodeOptions): Promise<number> {
+export async function runNode(options: NodeOptions): Promise<number> {
   const config = resolveConfig(options, options.nodeId === undefined ? {} : { nodeId: options.nodeId });
   const logger = makeLogger(config);
 

@@ -1,0 +1,21 @@
+/** Registers `dagbot node`; src/composition/node.ts runs it. */
+import type { Command } from "commander";
+import type { NodeOptions } from "../../composition/node.js";
+import { runNode } from "../../composition/node.js";
+import { runCli, withCommonOptions } from "../engine-setup.js";
+
+export function registerNode(program: Command): void {
+  withCommonOptions(
+    program
+      .command("node")
+      .description(
+        "Run a headless node (engine only, no chat): lead its rooms when elected, run tasks, until SIGINT or SIGTERM.",
+      )
+      .option("--node-id <id>", "this node's id (overrides DAGBOT_NODE_ID and node_id)"),
+    "Logs are JSON lines on stderr. The first SIGINT/SIGTERM stops gracefully: leadership is released at once,\n" +
+      "no new task is claimed and running tasks finish; a second signal kills running actions (their tasks are\n" +
+      "retried elsewhere once their leases expire). A store that cannot be reached yet (server down, too many\n" +
+      "connections) is retried with backoff until it can. Exit status: 0 after a stop, 2 for a bad config or a\n" +
+      "store that refuses it (authentication, no such database, a newer schema).",
+  ).action((options: NodeOptions) => runCli("node", () => runNode(options)));
+}
