@@ -105,6 +105,32 @@ export default tseslint.config(
     },
   },
   {
+    // Signals and exit hooks belong to the entry points (STYLE.md): a library that listens at
+    // import time, or at all, takes a decision that is the composition root's.
+    files: [
+      "src/domain/**/*.ts",
+      "src/ports/**/*.ts",
+      "src/app/**/*.ts",
+      "src/adapters/**/*.ts",
+      "src/config/**/*.ts",
+    ],
+    rules: {
+      "no-restricted-properties": [
+        "error",
+        {
+          object: "process",
+          property: "on",
+          message: "only src/composition, src/cli and src/harness listen to process events.",
+        },
+        {
+          object: "process",
+          property: "once",
+          message: "only src/composition, src/cli and src/harness listen to process events.",
+        },
+      ],
+    },
+  },
+  {
     files: ["test/**/*.ts", "bench/**/*.ts"],
     rules: {
       "@typescript-eslint/no-explicit-any": "off",
