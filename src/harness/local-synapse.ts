@@ -22,7 +22,7 @@ import { renderSynapseConfig, type SynapseRateLimits } from "./synapse-config.js
 import { freePort, spawnSynapse, stopProcess, tailOf, waitReady, type Running } from "./synapse-process.js";
 
 // src/adapters/matrix/ and dist/adapters/matrix/ are both three levels below the package root.
-const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
+const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const INSTALL_SCRIPT = join(REPO_ROOT, "scripts/install-synapse.sh");
 const SERVER_NAME = "localhost";
 
