@@ -60,13 +60,8 @@ export async function runStart(options: StartOptions): Promise<number> {
   // and a signal during that wait ends it (exit 0) instead of being lost.
   let earlySignal!: () => void;
   const firstSignal = new Promise<void>((resolve) => (earlySignal = resolve));
-  const onEarlySignal = (): void => earlySignal();
-  process.on("SIGINT", onEarlySignal);
-  process.on("SIGTERM", onEarlySignal);
-  const store = await openNodeStore(config, logger, firstSignal).finally(() => {
-    process.off("SIGINT", onEarlySignal);
-    process.off("SIGTERM", onEarlySignal);
-  });
+  const stopListening = onStopSignals(() => earlySignal());
+  const store = await openNodeStore(config, logger, firstSignal).finally(stopListening);
   if (store === null) return 0;
   const stateDir = resolve(
     options.stateDir ?? process.env["DAGBOT_STATE_DIR"] ?? defaultStateDir(process.env),

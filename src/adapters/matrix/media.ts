@@ -5,6 +5,11 @@
  */
 import type { MediaUploader } from "../../ports/chat.js";
 import { ChatSendError } from "../../ports/chat.js";
+import type { Backoff } from "../../domain/backoff.js";
+import { backoffMs } from "../../domain/backoff.js";
+
+/** An upload retried after a network error or 5xx/429: 500 ms doubling (the attempts are few). */
+const UPLOAD_BACKOFF: Backoff = { baseMs: 500, capMs: Number.POSITIVE_INFINITY };
 
 export interface MatrixMediaOptions {
   homeserverUrl: string;
@@ -51,7 +56,7 @@ export class MatrixMediaUploader implements MediaUploader {
       } catch (err) {
         last = { reason: err instanceof Error ? err.message : String(err) };
         if (this.options.signal?.aborted) break;
-        await sleep(500 * 2 ** (attempt - 1), this.options.signal);
+        await sleep(backoffMs(UPLOAD_BACKOFF, attempt - 1), this.options.signal);
         continue;
       }
       const text = await res.text();
@@ -78,7 +83,9 @@ export class MatrixMediaUploader implements MediaUploader {
         throw new ChatSendError("rejected", operation, { ...last, attempts: attempt });
       }
       const retryAfter =
-        typeof json["retry_after_ms"] === "number" ? json["retry_after_ms"] : 500 * 2 ** attempt;
+        typeof json["retry_after_ms"] === "number"
+          ? json["retry_after_ms"]
+          : backoffMs(UPLOAD_BACKOFF, attempt);
       if (attempt < attempts) await sleep(Math.min(retryAfter, 10_000), this.options.signal);
     }
     throw new ChatSendError("unavailable", operation, { ...last, attempts });
