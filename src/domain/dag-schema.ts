@@ -5,6 +5,7 @@ import { describeChar, describeValue, quote } from "./dag-issues.js";
 import { parseDuration } from "./duration.js";
 import { compileArgPattern } from "./action-argv.js";
 import { PARAM_LIMITS, paramReferences, paramValueProblem } from "./params.js";
+import { scheduleProblem } from "./schedule.js";
 
 /** Every limit a DAG document is held to; messages quote these numbers. */
 export const DAG_LIMITS = {
@@ -267,6 +268,9 @@ const documentSchema = z.strictObject({
   description: z.string().max(DAG_LIMITS.maxDescriptionLength).optional(),
   max_parallel: integer(1, DAG_LIMITS.maxTasks).optional(),
   params: paramsSchema.optional(),
+  schedule: z.string().min(1).max(200).optional(),
+  timezone: z.string().min(1).max(64).optional(),
+  missed: z.enum(["skip", "run_once"]).optional(),
   tasks: z
     .array(taskSchema)
     .min(1, { error: "a DAG needs at least one task" })
@@ -300,6 +304,29 @@ function toTaskSpec(task: TaskDocument): TaskSpec {
  */
 export const dagSchema = documentSchema
   .superRefine((doc, ctx) => {
+    if (doc.schedule === undefined) {
+      for (const key of ["timezone", "missed"] as const) {
+        if (doc[key] !== undefined)
+          ctx.addIssue({ code: "custom", path: [key], message: `only means something with a schedule` });
+      }
+    } else {
+      const problem = scheduleProblem(doc.schedule, doc.timezone ?? "UTC");
+      if (problem !== null) {
+        ctx.addIssue({
+          code: "custom",
+          path: [doc.timezone !== undefined && /time ?zone/i.test(problem) ? "timezone" : "schedule"],
+          message: `is not a valid schedule: ${problem}`,
+        });
+      }
+      for (const [name, spec] of Object.entries(doc.params ?? {})) {
+        if (spec.default === null)
+          ctx.addIssue({
+            code: "custom",
+            path: ["params", name],
+            message: "needs a default: a scheduled run has nobody to give a value",
+          });
+      }
+    }
     // Every {params.NAME} a task argument says must be declared: a typo is caught at publish.
     const declared = doc.params ?? {};
     doc.tasks.forEach((task, i) => {
@@ -325,6 +352,8 @@ export const dagSchema = documentSchema
     };
     // Absent when none are declared, so a DAG without parameters keeps the hash it always had.
     if (doc.params !== undefined && Object.keys(doc.params).length > 0) dag.params = doc.params;
+    if (doc.schedule !== undefined)
+      dag.schedule = { cron: doc.schedule, timezone: doc.timezone ?? "UTC", missed: doc.missed ?? "skip" };
     return dag;
   });
 

@@ -75,6 +75,10 @@ export interface ParsedDag {
   values?: Record<string, string>;
   /** For a run started by `!dag run` / `dagbot trigger`: the id of the definition it is a run of. */
   definition?: string;
+  /** A definition's schedule (`schedule`, `timezone`, `missed`); absent when it has none. */
+  schedule?: { cron: string; timezone: string; missed: "skip" | "run_once" };
+  /** For a run its leader's schedule started: the slot it fired for (see schedule.ts). */
+  slot?: { at: number; covers: number; firstCovered: number };
 }
 
 /** One declared parameter: the whole value must match `pattern` (RE2); no default means required. */

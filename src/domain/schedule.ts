@@ -1,0 +1,101 @@
+/**
+ * DAG schedules (issue 12): `schedule = "<cron>"` (croner's syntax: 5 fields, or 6 with seconds
+ * first), `timezone` (IANA, default UTC) and `missed = "skip" | "run_once"`. The leader turns the
+ * slots that came due into runs whose id names the slot (`<id>.s20261126T080500`), so a slot is
+ * recorded by the run it creates, in one transaction, and a second leader finds it taken.
+ */
+import { Cron } from "croner";
+
+export type MissedPolicy = "skip" | "run_once";
+
+export interface ScheduleSpec {
+  cron: string;
+  timezone: string;
+  missed: MissedPolicy;
+}
+
+/** The slot a scheduled run fired for: `at` its time; `covers` the missed slots it stands for (run_once). */
+export interface SlotInfo {
+  at: number;
+  covers: number;
+  firstCovered: number;
+}
+
+/** Why `spec` cannot be used, or null. */
+export function scheduleProblem(cron: string, timezone: string): string | null {
+  if (cron.length > 200) return "is longer than 200 characters";
+  try {
+    const c = new Cron(cron, { timezone, paused: true });
+    c.nextRun(new Date(0));
+    return null;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+}
+
+const cache = new Map<string, Cron>();
+
+function cronOf(spec: Pick<ScheduleSpec, "cron" | "timezone">): Cron {
+  const key = `${spec.timezone}\n${spec.cron}`;
+  let c = cache.get(key);
+  if (c === undefined) {
+    c = new Cron(spec.cron, { timezone: spec.timezone, paused: true });
+    if (cache.size > 500) cache.clear();
+    cache.set(key, c);
+  }
+  return c;
+}
+
+/** The first slot strictly after `after` (ms), or null when the expression has none. */
+export function nextSlot(spec: Pick<ScheduleSpec, "cron" | "timezone">, after: number): number | null {
+  const next = cronOf(spec).nextRun(new Date(after));
+  return next === null ? null : next.getTime();
+}
+
+/** Slots in (after, upTo], oldest first, at most `max` (the newest `max` when there are more). */
+export function slotsBetween(
+  spec: Pick<ScheduleSpec, "cron" | "timezone">,
+  after: number,
+  upTo: number,
+  max: number,
+): number[] {
+  const out: number[] = [];
+  let t = after;
+  for (;;) {
+    const next = nextSlot(spec, t);
+    if (next === null || next > upTo) break;
+    out.push(next);
+    if (out.length > max) out.shift();
+    t = next;
+  }
+  return out;
+}
+
+/**
+ * What to fire, given the slots due since the last fired one (oldest first). One due slot is fired.
+ * More than one means slots were missed (no leader, a stalled store, a clock jump): `skip` fires
+ * only the newest, and only when it is at most `graceMs` old; `run_once` fires one run for the
+ * newest that stands for all of them.
+ */
+export function slotsToFire(
+  due: readonly number[],
+  missed: MissedPolicy,
+  now: number,
+  graceMs: number,
+): SlotInfo[] {
+  const newest = due.at(-1);
+  if (newest === undefined) return [];
+  if (due.length === 1 || missed === "run_once")
+    return [{ at: newest, covers: due.length, firstCovered: due[0]! }];
+  return now - newest <= graceMs ? [{ at: newest, covers: 1, firstCovered: newest }] : [];
+}
+
+/** The run id of a slot: the definition's id (shortened to fit) and the slot's UTC time to the second. */
+export function slotRunId(dagId: string, at: number): string {
+  const stamp = new Date(at)
+    .toISOString()
+    .replace(/[-:]/g, "")
+    .replace(/\.\d+Z$/, "");
+  const suffix = `.s${stamp}`;
+  return dagId.slice(0, 64 - suffix.length) + suffix;
+}

@@ -1,0 +1,86 @@
+/** Schedules: the document keys, slot arithmetic with croner, and what a leader fires when slots were missed. */
+import { describe, expect, it } from "vitest";
+import { parseDag } from "../../src/domain/dag.js";
+import { nextSlot, slotRunId, slotsBetween, slotsToFire } from "../../src/domain/schedule.js";
+
+const base = (extra: string) => `id = "nightly"\n${extra}\n[[tasks]]\nid = "a"\naction = "echo"\n`;
+const issues = (text: string): string =>
+  (() => {
+    const r = parseDag(text, "toml");
+    return r.ok ? "" : r.issues.map((i) => `${i.path}: ${i.message}`).join("\n");
+  })();
+
+describe("schedule in the DAG document", () => {
+  it("parses schedule, timezone and missed with their defaults; a DAG without keeps its hash", () => {
+    const r = parseDag(
+      base('schedule = "0 2 * * *"\ntimezone = "Europe/Paris"\nmissed = "run_once"'),
+      "toml",
+    );
+    expect(r.ok && r.dag.schedule).toEqual({
+      cron: "0 2 * * *",
+      timezone: "Europe/Paris",
+      missed: "run_once",
+    });
+    const d = parseDag(base('schedule = "* * * * * *"'), "toml");
+    expect(d.ok && d.dag.schedule).toEqual({ cron: "* * * * * *", timezone: "UTC", missed: "skip" });
+    const plain = parseDag(base(""), "toml");
+    expect(plain.ok && "schedule" in plain.dag).toBe(false);
+  });
+
+  it("refuses a bad expression, an unknown time zone, a bad policy, keys without a schedule, a required param", () => {
+    expect(issues(base('schedule = "61 * * * *"'))).toMatch(/schedule: is not a valid schedule: .*minute/);
+    expect(issues(base('schedule = "0 2 * * *"\ntimezone = "Mars/Olympus"'))).toMatch(
+      /timezone: .*time zone/i,
+    );
+    expect(issues(base('schedule = "0 2 * * *"\nmissed = "all"'))).toMatch(/missed/);
+    expect(issues(base('timezone = "UTC"'))).toMatch(/timezone: only means something with a schedule/);
+    expect(issues(base('schedule = "0 2 * * *"\n[params.day]\npattern = "[0-9]+"'))).toMatch(
+      /params\.day: needs a default/,
+    );
+  });
+});
+
+describe("slots", () => {
+  const daily = { cron: "0 2 * * *", timezone: "Europe/Paris" };
+  const everySecond = { cron: "* * * * * *", timezone: "UTC" };
+
+  it("follows the time zone, including a daylight saving change", () => {
+    // 02:00 in Paris is 01:00 UTC in winter and 00:00 UTC in summer.
+    expect(new Date(nextSlot(daily, Date.parse("2026-11-26T08:00:00Z"))!).toISOString()).toBe(
+      "2026-11-27T01:00:00.000Z",
+    );
+    expect(new Date(nextSlot(daily, Date.parse("2026-07-01T08:00:00Z"))!).toISOString()).toBe(
+      "2026-07-02T00:00:00.000Z",
+    );
+  });
+
+  it("lists the slots in (after, upTo], keeping the newest when capped", () => {
+    const t0 = Date.parse("2026-11-26T08:00:00Z");
+    expect(slotsBetween(everySecond, t0, t0 + 3_000, 100)).toEqual([t0 + 1_000, t0 + 2_000, t0 + 3_000]);
+    expect(slotsBetween(everySecond, t0, t0 + 500, 100)).toEqual([]);
+    expect(slotsBetween(everySecond, t0, t0 + 10_000, 2)).toEqual([t0 + 9_000, t0 + 10_000]);
+  });
+
+  it("fires one due slot; missed ones: skip fires only a recent newest, run_once one run that covers them all", () => {
+    const now = 1_000_000;
+    expect(slotsToFire([], "skip", now, 2_000)).toEqual([]);
+    expect(slotsToFire([now - 100], "skip", now, 2_000)).toEqual([
+      { at: now - 100, covers: 1, firstCovered: now - 100 },
+    ]);
+    const missed = [now - 3_000, now - 2_000, now - 1_000];
+    expect(slotsToFire(missed, "skip", now, 2_000)).toEqual([
+      { at: now - 1_000, covers: 1, firstCovered: now - 1_000 },
+    ]);
+    expect(slotsToFire(missed, "skip", now + 5_000, 2_000)).toEqual([]);
+    expect(slotsToFire(missed, "run_once", now + 5_000, 2_000)).toEqual([
+      { at: now - 1_000, covers: 3, firstCovered: now - 3_000 },
+    ]);
+  });
+
+  it("names a slot's run by the definition and the slot's UTC second, within 64 characters", () => {
+    expect(slotRunId("nightly", Date.parse("2026-11-26T08:05:07.000Z"))).toBe("nightly.s20261126T080507");
+    const long = slotRunId("x".repeat(64), 0);
+    expect(long).toHaveLength(64);
+    expect(long.endsWith(".s19700101T000000")).toBe(true);
+  });
+});
