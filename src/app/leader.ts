@@ -11,6 +11,8 @@ import type { ChangeFeed, LeaderFence, PruneResult, RetentionStore, Scheduler } 
 import { isConflict } from "../ports/errors.js";
 import { CLAIM_LEFT_MORE, wakeTarget } from "../ports/store.js";
 import { Waker, wakeOnChange } from "./wake.js";
+import type { ScheduleStore } from "./schedules.js";
+import { runScheduleLoop } from "./schedules.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
 import type { RecentWake } from "./wake-targets.js";
 import { planWake, SELF_SERVE_MS, WAKE_DEPRIORITIZE_MS, WAKE_HOLD_MS } from "./wake-targets.js";
@@ -56,6 +58,8 @@ export interface LeaderDeps {
   timings: LeaderTimings;
   /** The command handling step; null leaves commands waiting in the inbox. */
   processInbox: InboxStep | null;
+  /** Where scheduled DAGs' slots become runs (schedules.ts); null or absent fires no schedule. */
+  schedules?: ScheduleStore | null;
   /** Null (or absent) keeps everything forever. */
   retention?: RetentionSettings | null;
 }
@@ -146,6 +150,10 @@ export async function runLeaderLoop(
   });
   const stepDeps = { ...deps, logger: log };
   const pruning = runPruneLoop(deps, log, fence, signal, deposed);
+  const scheduling =
+    deps.schedules === undefined || deps.schedules === null
+      ? Promise.resolve()
+      : runScheduleLoop({ store: deps.schedules, clock: deps.clock }, log, fence, signal, deposed);
   let failures = 0;
   let backToBack = 0;
   let tickMs = deps.timings.safetyTickMs;
@@ -176,6 +184,7 @@ export async function runLeaderLoop(
     unsubscribe();
     unsubscribeReady();
     await pruning;
+    await scheduling;
   }
 }
 

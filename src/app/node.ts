@@ -169,6 +169,7 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
               timings: settings.leader,
               processInbox: deps.processInbox,
               retention: settings.retention ?? null,
+              schedules: store,
             },
             fence,
             signal,

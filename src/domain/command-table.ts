@@ -12,6 +12,7 @@ export const COMMAND_VERBS = [
   "cancel",
   "status",
   "list",
+  "schedules",
   "logs",
   "graph",
   "retry",
@@ -148,6 +149,18 @@ export const COMMANDS: readonly CommandInfo[] = [
       details: ["With <id>, the runs of that published DAG: the one publishing started and each `!dag run`."],
     },
     [{ name: "id", kind: "run-id", about: "the id of a published DAG", optional: true }],
+  ),
+  withArgs(
+    {
+      verb: "schedules",
+      summary: "list the room's scheduled DAGs and when each fires next",
+      permission: "open",
+      details: [
+        'A DAG declares schedule = "<cron>" (5 fields, or 6 with seconds first), timezone (default UTC)',
+        'and missed = "skip" or "run_once". Only the leader fires it, each slot once.',
+      ],
+    },
+    [],
   ),
   withArgs(
     {

@@ -43,6 +43,7 @@ export type Command =
   | { verb: "cancel"; id: string }
   | { verb: "status"; id: string | null }
   | { verb: "list"; id?: string | null }
+  | { verb: "schedules" }
   | { verb: "logs"; id: string; task: string }
   | { verb: "graph"; id: string }
   | { verb: "retry"; id: string }

@@ -267,6 +267,33 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
+      "!dag schedules lists scheduled DAGs with their next slot; one awaiting confirmation says it fires once confirmed",
+      track(async () => {
+        const r = await room();
+        expect(await ask(r, FRIEND, "!dag schedules")).toContain("No scheduled DAGs in this room");
+        const nightly = [
+          'id = "nightly"',
+          'schedule = "0 2 * * *"',
+          'timezone = "Europe/Paris"',
+          'missed = "run_once"',
+          "[[tasks]]",
+          'id = "a"',
+          'action = "echo"',
+        ].join("\n");
+        expect(await ask(r, OP, publishToml(nightly))).toContain("Published `nightly`");
+        const pending = await ask(r, FRIEND, "!dag schedules");
+        expect(pending).toContain("`nightly` — `0 2 * * *` Europe/Paris, missed: run_once · next ");
+        expect(pending).toContain("(fires once confirmed)");
+        expect(pending).toMatch(/next \d{4}-\d{2}-\d{2} 0[01]:00:00 UTC/);
+        expect(await ask(r, OP2, "!dag confirm nightly")).toMatch(/confirm/i);
+        expect(await ask(r, FRIEND, "!dag schedules")).not.toContain("fires once confirmed");
+        expect(await ask(r, OP, publishToml(nightly.replace('"0 2 * * *"', '"0 61 * * *"')))).toMatch(
+          /not a valid schedule/,
+        );
+      }),
+    );
+
+    it(
       "publish by library name; an unknown name is a clear error",
       track(async () => {
         const r = await room();

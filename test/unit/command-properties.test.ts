@@ -260,6 +260,7 @@ function render(c: Command, sep: string, flips: number): string {
     case "nodes":
       return c.verbose ? `${head}${sep}${randomCase("verbose", flips >> 11)}` : head;
     case "policy":
+    case "schedules":
       return head;
     default:
       return `${head}${sep}${c.id}`;

@@ -28,7 +28,7 @@ describe("COMMANDS", () => {
       "run",
     ]);
     const open = COMMANDS.filter((c) => c.permission === "open").map((c) => c.verb);
-    expect(open.sort()).toEqual(["graph", "help", "list", "nodes", "status"]);
+    expect(open.sort()).toEqual(["graph", "help", "list", "nodes", "schedules", "status"]);
   });
 
   it("gives each verb a usage that starts with its own spelling", () => {
@@ -82,7 +82,7 @@ describe("renderHelp", () => {
         .slice(1)
         .every((l) => !l.includes(" * — ")),
     ).toBe(true);
-    expect(renderHelp("open")).toHaveLength(6);
+    expect(renderHelp("open")).toHaveLength(7);
     expect(renderHelp("operator")).toHaveLength(10);
     const cap = renderHelp("cap");
     expect(cap[0]).toBe("!dag cap <n>");

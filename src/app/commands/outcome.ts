@@ -50,6 +50,20 @@ export interface TaskLine {
 }
 
 /** A run with its progress counts, for lists. */
+/** One scheduled DAG as `!dag schedules` shows it. */
+export interface ScheduleLine {
+  dagId: string;
+  cron: string;
+  timezone: string;
+  missed: "skip" | "run_once";
+  /** The next slot (epoch ms), null when the expression has none left. */
+  next: number | null;
+  /** The newest slot a run was created for, null when none yet (among the latest runs). */
+  last: number | null;
+  /** False when its definition awaits confirmation: it fires only once confirmed. */
+  active: boolean;
+}
+
 export interface RunProgress {
   run: RunSummary;
   summary: TaskSummary;
@@ -117,6 +131,7 @@ export type Outcome =
       roomCap?: number;
     }
   | { kind: "overview"; runs: RunProgress[]; at: number }
+  | { kind: "schedules"; schedules: ScheduleLine[]; at: number }
   /** `of`: the published DAG whose runs these are (`!dag list <id>`); absent for the room's latest. */
   | { kind: "list"; runs: RunProgress[]; at: number; of?: string }
   | { kind: "logs"; run: RunSummary; task: TaskLine; output: string | null; omittedChars: number; at: number }

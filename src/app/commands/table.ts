@@ -17,6 +17,7 @@ import {
   handleList,
   handleLogs,
   handleNodes,
+  handleSchedules,
   handleStatus,
 } from "./handlers/reads.js";
 import type { Outcome } from "./outcome.js";
@@ -48,6 +49,7 @@ export const COMMAND_HANDLERS: { readonly [V in CommandVerb]: CommandHandler<V> 
   cancel: entry("cancel", (ctx, c) => handleDecision(ctx, "cancel", c.id)),
   status: entry("status", (ctx, c) => handleStatus(ctx, c.id)),
   list: entry("list", (ctx, c) => handleList(ctx, c.id ?? null)),
+  schedules: entry("schedules", (ctx) => handleSchedules(ctx)),
   logs: entry("logs", (ctx, c) => handleLogs(ctx, c.id, c.task)),
   graph: entry("graph", (ctx, c) => handleGraph(ctx, c.id)),
   retry: entry("retry", (ctx, c) => handleRetry(ctx, c.id)),

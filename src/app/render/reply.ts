@@ -5,7 +5,7 @@
  */
 import { shortHash } from "../../domain/commands.js";
 import { formatDuration } from "../../domain/duration.js";
-import type { Outcome, RunProgress, RunSummary } from "../commands/outcome.js";
+import type { Outcome, RunProgress, RunSummary, ScheduleLine } from "../commands/outcome.js";
 import type { Rendered } from "./html.js";
 import { code, codeBlock, escapeHtml, join, r, text, userPill } from "./html.js";
 import { honestProgress, renderRunView, renderTaskLine } from "./status-card.js";
@@ -70,6 +70,8 @@ export function renderOutcome(outcome: Outcome): Rendered | null {
       return outcome.runs.length === 0
         ? r`Nothing is pending or running in this room. ${code("!dag list")} shows recent runs.`
         : listing(r`${plural(outcome.runs.length, "active run")}:`, outcome.runs);
+    case "schedules":
+      return renderSchedules(outcome.schedules);
     case "list":
       if (outcome.of !== undefined)
         return listing(
@@ -173,6 +175,23 @@ function renderHelp(outcome: Extract<Outcome, { kind: "help" }>): Rendered {
       details.map((d) => d.html).join("") +
       hidden.map((p) => `<p>${p.html}</p>`).join(""),
   };
+}
+
+/** A slot's time to the second (schedules may fire every second). */
+const toSecond = (ms: number): string => `${new Date(ms).toISOString().slice(0, 19).replace("T", " ")} UTC`;
+
+function renderSchedules(lines: readonly ScheduleLine[]): Rendered {
+  if (lines.length === 0)
+    return r`No scheduled DAGs in this room. A DAG declares one with ${code('schedule = "0 2 * * *"')}.`;
+  return paragraphs([
+    r`${plural(lines.length, "scheduled DAG")}:`,
+    ...lines.map((l) => {
+      const next = l.next === null ? "no next slot" : `next ${toSecond(l.next)}`;
+      const last = l.last === null ? "" : `, last fired for ${toSecond(l.last)}`;
+      const waiting = l.active ? "" : " (fires once confirmed)";
+      return r`⏰ ${code(l.dagId)} — ${code(l.cron)} ${l.timezone}, missed: ${l.missed} · ${next}${last}${waiting}`;
+    }),
+  ]);
 }
 
 function renderPublished(

@@ -1,4 +1,7 @@
 /** The open commands: help, status, list, logs and nodes. They read and change nothing. */
+import { nextSlot } from "../../../domain/schedule.js";
+import { isActiveSchedule } from "../../schedules.js";
+import type { ScheduleLine } from "../outcome.js";
 import type { CommandVerb } from "../../../domain/command-table.js";
 import { COMMANDS, commandInfo } from "../../../domain/command-table.js";
 import type { RunStatus } from "../../../domain/model.js";
@@ -60,6 +63,35 @@ export async function handleStatus(ctx: HandlerContext, dagId: string | null): P
     at,
     roomCap: await ctx.store.getRoomCap(ctx.roomId),
   };
+}
+
+/** `!dag schedules`: the room's scheduled definitions, the next slot of each and the newest fired. */
+export async function handleSchedules(ctx: HandlerContext): Promise<Outcome> {
+  const at = await ctx.store.now();
+  const runs = await ctx.store.listRuns(ctx.roomId, { limit: MAX_HISTORY_SCAN * 10 });
+  const newest = new Map<string, number>();
+  for (const r of runs) {
+    const of = r.dag.definition;
+    if (of !== undefined && r.dag.slot !== undefined)
+      newest.set(of, Math.max(newest.get(of) ?? 0, r.dag.slot.at));
+  }
+  const schedules: ScheduleLine[] = [];
+  for (const run of runs) {
+    const spec = run.dag.schedule;
+    if (spec === undefined || run.dag.definition !== undefined) continue;
+    if (run.status === "rejected" || run.status === "expired" || run.status === "canceled") continue;
+    const last = newest.get(run.dagId) ?? null;
+    schedules.push({
+      dagId: run.dagId,
+      cron: spec.cron,
+      timezone: spec.timezone,
+      missed: spec.missed,
+      next: nextSlot(spec, at),
+      last,
+      active: isActiveSchedule(run),
+    });
+  }
+  return { kind: "schedules", schedules: schedules.slice(0, MAX_LISTED_RUNS * 2), at };
 }
 
 /** How many of the room's latest runs `!dag list <id>` looks through for that DAG's runs. */

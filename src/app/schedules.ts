@@ -1,0 +1,138 @@
+/**
+ * The leader's schedule loop (issue 12): while it leads a room, it turns the slots of the room's
+ * scheduled definitions that came due into runs. A slot's run has the id `slotRunId(def, slot)`, so
+ * the slot is recorded by the run row itself, created in one fenced transaction (createRun checks
+ * the leader's term): a deposed leader's write is refused, and a new leader that tries a slot again
+ * gets "exists". Which slots are due is worked out from the store (the newest fired slot), never
+ * from memory, so a restart or a change of leader neither repeats nor (under run_once) drops one.
+ */
+import { dagHash } from "../domain/canonical-hash.js";
+import type { ParsedDag } from "../domain/model.js";
+import { definitionOf, resolveParams } from "../domain/params.js";
+import type { SlotInfo } from "../domain/schedule.js";
+import { slotRunId, slotsBetween, slotsToFire } from "../domain/schedule.js";
+import type { Clock } from "../ports/clock.js";
+import { isConflict } from "../ports/errors.js";
+import type { Logger } from "../ports/logger.js";
+import type { LeaderFence, RunRecord, RunStore } from "../ports/store.js";
+
+export type ScheduleStore = Pick<RunStore, "listRuns" | "getRun" | "createRun"> & { now(): Promise<number> };
+
+/** How often due slots are looked for: a per-second schedule fires within this of its slot. */
+export const SCHEDULE_TICK_MS = 200;
+/** Under `skip`, a newest slot older than this when it is seen is missed, not fired. */
+export const SKIP_GRACE_MS = 2_000;
+/** How far back a new leader looks for missed slots (run_once catches up at most this far). */
+export const CATCH_UP_HORIZON_MS = 24 * 60 * 60 * 1000;
+/** Most slots looked at for one definition at once; a run_once catch-up stands for them all. */
+const MAX_DUE = 10_000;
+/** Newest runs read when a leader starts, to find the scheduled definitions and their newest slots. */
+const FIRST_SCAN = 10_000;
+/** Newest runs read each round for definitions published since. */
+const LATER_SCAN = 50;
+
+/** A run that is a definition with a schedule, approved (confirmed, or auto-confirmed) and not dropped. */
+export function isActiveSchedule(run: RunRecord): boolean {
+  if (run.dag.schedule === undefined || run.dag.definition !== undefined) return false;
+  if (run.status === "rejected" || run.status === "expired" || run.status === "canceled") return false;
+  return run.confirmedBy !== null || run.confirmDeadline === null;
+}
+
+/** A scheduled definition's run DAG for one slot: no schedule of its own, defaults for its params. */
+export function slotDag(def: RunRecord, slot: SlotInfo): ParsedDag {
+  const { schedule: _schedule, ...base } = definitionOf(def.dag);
+  const resolved = resolveParams(base, []);
+  return {
+    ...base,
+    id: slotRunId(def.dagId, slot.at),
+    definition: def.dagId,
+    slot,
+    ...(base.params !== undefined && resolved.ok ? { values: resolved.values } : {}),
+  };
+}
+
+export async function runScheduleLoop(
+  deps: { store: ScheduleStore; clock: Clock },
+  log: Logger,
+  fence: LeaderFence,
+  signal: AbortSignal,
+  deposed: () => void,
+): Promise<void> {
+  const { store } = deps;
+  const roomId = fence.roomId;
+  const definitions = new Map<string, RunRecord>();
+  /** The newest slot handled (fired, found fired, or skipped) per definition, this term. */
+  const handled = new Map<string, number>();
+  let firstScan = true;
+
+  /** The newest slot a run exists for, from the store; else the definition's start (or the horizon). */
+  const newestFired = (def: RunRecord, recent: readonly RunRecord[], now: number): number => {
+    let newest = Math.max(def.createdAt, now - CATCH_UP_HORIZON_MS);
+    for (const run of recent) {
+      if (run.dag.definition === def.dagId && run.dag.slot !== undefined)
+        newest = Math.max(newest, run.dag.slot.at);
+    }
+    return newest;
+  };
+
+  let recent: RunRecord[] = [];
+  while (!signal.aborted) {
+    try {
+      const now = await store.now();
+      recent = await store.listRuns(roomId, { limit: firstScan ? FIRST_SCAN : LATER_SCAN });
+      for (const run of recent) if (isActiveSchedule(run)) definitions.set(run.dagId, run);
+      for (const id of [...definitions.keys()]) {
+        const def = await store.getRun(roomId, id);
+        if (def === null || !isActiveSchedule(def)) {
+          definitions.delete(id);
+          handled.delete(id);
+          continue;
+        }
+        let after = handled.get(id);
+        if (after === undefined) {
+          // Once per term: the store says which slot was fired last (by any leader).
+          const own = firstScan ? recent : await store.listRuns(roomId, { limit: FIRST_SCAN });
+          after = newestFired(def, own, now);
+        }
+        const spec = def.dag.schedule!;
+        const due = slotsBetween(spec, after, now, MAX_DUE);
+        for (const slot of slotsToFire(due, spec.missed, now, SKIP_GRACE_MS)) {
+          const dag = slotDag(def, slot);
+          const result = await store.createRun(
+            { fence },
+            {
+              roomId,
+              dag,
+              hash: dagHash(dag),
+              publisher: def.publisher,
+              publishEventId: null,
+              needsConfirmation: false,
+              confirmTimeoutMs: 0,
+            },
+          );
+          log.info(
+            {
+              dag: id,
+              run: dag.id,
+              slot: new Date(slot.at).toISOString(),
+              covers: slot.covers,
+              result: result.kind,
+            },
+            result.kind === "created" ? "schedule fired" : "schedule slot already taken",
+          );
+        }
+        if (due.length > 0) handled.set(id, due.at(-1)!);
+        else handled.set(id, after);
+      }
+      firstScan = false;
+    } catch (err) {
+      if (isConflict(err)) {
+        log.info({ reason: err.message }, "deposed: a fenced schedule write was rejected");
+        deposed();
+        return;
+      }
+      log.warn({ err: String(err) }, "schedule round failed; trying again");
+    }
+    await deps.clock.sleep(SCHEDULE_TICK_MS, signal);
+  }
+}
