@@ -170,6 +170,47 @@ describe("the Matrix bot in a room of three nodes", () => {
     expect((await store.listRuns(roomId)).filter((r) => r.dagId === "e2e_first")).toHaveLength(1);
   });
 
+  it("!dag run starts a new run with checked parameters: its own id, card and confirmation; refusals store nothing", async () => {
+    const dag = {
+      id: "e2e_params",
+      params: { who: { pattern: "[a-z]{1,20}", default: "world" } },
+      tasks: [{ id: "greet", action: "echo", args: { message: "hi {params.who}" } }],
+    };
+    await command(alice, publishJson(dag));
+    await command(bob, "!dag confirm e2e_params");
+    await waitFor(
+      "e2e_params succeeded",
+      () => store.getRun(roomId, "e2e_params"),
+      (r) => r?.status === "succeeded",
+      { timeoutMs: T },
+    );
+    const before = (await store.listRuns(roomId)).length;
+    expect(bodyOf((await command(carol, "!dag run e2e_params who=ann")).reply)).toMatch(/⛔/);
+    expect(bodyOf((await command(alice, "!dag run e2e_params who=Ann!")).reply)).toMatch(
+      /parameter "who": "Ann!" does not match its pattern/,
+    );
+    expect(bodyOf((await command(alice, "!dag run e2e_params whom=ann")).reply)).toMatch(
+      /unknown parameter "whom"/,
+    );
+    expect((await store.listRuns(roomId)).length).toBe(before);
+
+    const started = await command(alice, "!dag run e2e_params who=ann");
+    expect(bodyOf(started.reply)).toMatch(/New run of e2e_params: `e2e_params\.2`.*who=ann/s);
+    expect(bodyOf(started.reply)).toMatch(/awaits confirmation/);
+    const card = await alice.waitFor(cardOf("e2e_params.2"), T, "the new run's card");
+    expect(bodyOf(card)).toContain("hi ann");
+    expect(bodyOf((await command(alice, "!dag confirm e2e_params.2")).reply)).toMatch(/⛔/);
+    await command(bob, "!dag confirm e2e_params.2");
+    await alice.waitFor(
+      cardEditSaying(card.event_id, /succeeded/),
+      T,
+      "the new run's card edited to succeeded",
+    );
+    const run = (await store.getRun(roomId, "e2e_params.2"))!;
+    expect((await store.listTasks(run.runId))[0]?.output).toContain("hi ann");
+    expect(bodyOf((await command(carol, "!dag list e2e_params")).reply)).toMatch(/2 runs of `e2e_params`/);
+  });
+
   it("a user below the power level is refused and nothing is stored; help shows her only what she may do", async () => {
     const refused = await command(carol, publishJson(twoTasks("e2e_carol")));
     expect(bodyOf(refused.reply)).toMatch(/⛔/);
