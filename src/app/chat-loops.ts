@@ -8,6 +8,7 @@ import type { Clock } from "../ports/clock.js";
 import type { Logger } from "../ports/logger.js";
 import type { LeaderFence, Store } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
+import type { EngineObserver } from "./engine-observer.js";
 import type { PictureMaker } from "./pictures.js";
 import { runOutboxLoop, type OutboxLoopOptions, type OutboxTransport } from "./outbox-loop.js";
 import { runStatusCardLoop, type StatusCardOptions } from "./status-cards.js";
@@ -23,6 +24,8 @@ export interface ChatLoopsDeps {
   cards?: StatusCardOptions;
   /** Draws and uploads `!dag graph` pictures (absent: such a request is answered with a notice). */
   pictures?: PictureMaker;
+  /** Observes the outbox loops' failed passes (metrics). */
+  observer?: EngineObserver;
 }
 
 export interface ChatLoops {
@@ -81,7 +84,12 @@ export function createChatLoops(deps: ChatLoopsDeps): ChatLoops {
     const roomDeps = { store: deps.store, clock: deps.clock, logger: log };
     const loops: Promise<void>[] = [
       runOutboxLoop(
-        { ...roomDeps, transport: deps.transport, ...(deps.pictures ? { pictures: deps.pictures } : {}) },
+        {
+          ...roomDeps,
+          transport: deps.transport,
+          onStoreError: () => deps.observer?.storeError?.("outbox"),
+          ...(deps.pictures ? { pictures: deps.pictures } : {}),
+        },
         fence,
         abort.signal,
         deps.outbox,

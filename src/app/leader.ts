@@ -62,6 +62,8 @@ export interface LeaderDeps {
   schedules?: ScheduleStore | null;
   /** Null (or absent) keeps everything forever. */
   retention?: RetentionSettings | null;
+  /** Observes each failed pass or prune that was not a conflict (metrics). */
+  onStoreError?: () => void;
 }
 
 /** What one pass changed, for the log and to decide whether to run again at once. */
@@ -173,6 +175,7 @@ export async function runLeaderLoop(
           return;
         }
         failures += 1;
+        deps.onStoreError?.();
         const delay = backoffMs(STORE_CALL_BACKOFF, failures);
         log.warn({ err: String(err), retryInMs: delay }, "leader pass failed");
         await deps.clock.sleep(delay, signal);
@@ -304,6 +307,7 @@ async function runPruneLoop(
         deposed();
         return;
       }
+      deps.onStoreError?.();
       log.warn({ err: String(err) }, "pruning failed; trying again next round");
     }
     if (Object.values(total).some((n) => n > 0)) log.info({ ...total }, "pruned");

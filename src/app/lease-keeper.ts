@@ -9,6 +9,7 @@ import type { Clock } from "../ports/clock.js";
 import type { Logger } from "../ports/logger.js";
 import type { ChangeFeed, LeaderFence, LeaseStore, Session } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
+import type { RenewFailure } from "./engine-observer.js";
 import { Waker, unlessAborted, wakeOnChange, whenAborted } from "./wake.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
 import { leaseTerm, remainingMs, renewDelayMs, renewedTerm } from "../domain/lease-term.js";
@@ -56,6 +57,10 @@ export interface LeaseKeeperDeps {
   alignRenewals?: boolean;
   /** Observes leadership changes (composition, tests, the `nodes` view of this process). */
   onChange?: (fence: LeaderFence | null, end?: LeadEnd) => void;
+  /** Observes each failed renewal (metrics): rejected by the store as a conflict, or a store error. */
+  onRenewFailure?: (why: RenewFailure) => void;
+  /** Observes each store call of the keeper (acquire, renew, release) that failed other than as a conflict. */
+  onStoreError?: () => void;
 }
 
 // Slack after the store says the lease expires before trying to take it, so the attempt does not
@@ -106,6 +111,7 @@ export class LeaseKeeper {
           delay = await this.untilExpiry(err.found);
         } else {
           failures += 1;
+          this.deps.onStoreError?.();
           delay = backoffMs({ ...STORE_CALL_BACKOFF, baseMs: timings.acquireEveryMs }, failures);
           this.log.warn({ err: String(err), retryInMs: delay }, "lease acquire failed");
         }
@@ -200,9 +206,12 @@ export class LeaseKeeper {
         failures = 0;
       } catch (err) {
         if (isConflict(err)) {
+          this.deps.onRenewFailure?.("conflict");
           finish("deposed");
           break;
         }
+        this.deps.onRenewFailure?.("error");
+        this.deps.onStoreError?.();
         // The store is unreachable: keep trying; the watchdog ends leadership once the TTL has
         // passed locally, whatever the store says later.
         failures += 1;
@@ -225,7 +234,10 @@ export class LeaseKeeper {
       await this.deps.store.releaseLease(fence);
     } catch (err) {
       // Conflict: it had already expired or been taken, which is what release wanted anyway.
-      if (!isConflict(err)) this.log.warn({ err: String(err), term: fence.term }, "lease release failed");
+      if (!isConflict(err)) {
+        this.deps.onStoreError?.();
+        this.log.warn({ err: String(err), term: fence.term }, "lease release failed");
+      }
     }
   }
 }

@@ -8,6 +8,7 @@ import type { Clock } from "../ports/clock.js";
 import type { ActionDefinition, Executor } from "../ports/executor.js";
 import type { Logger } from "../ports/logger.js";
 import type { ChangeFeed, LeaderFence, LeaseStore, RoomPolicy, Session, Store } from "../ports/store.js";
+import type { EngineLoop, EngineObserver } from "./engine-observer.js";
 import type { LeaseTimings } from "./lease-keeper.js";
 import type { InboxStep, LeaderTimings, RetentionSettings } from "./leader.js";
 import { LeaseBatcher } from "./lease-batcher.js";
@@ -81,6 +82,8 @@ export interface EngineDeps {
   onLeadership?: (roomId: string, fence: LeaderFence | null) => void;
   /** Encrypted events this node could not decrypt so far (reported with each heartbeat). */
   undecryptable?: () => number;
+  /** Observes failed lease renewals and the loops' store errors (the HTTP API's metrics). */
+  observer?: EngineObserver;
 }
 
 export interface StopOptions {
@@ -105,6 +108,7 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
   const session: Session = { nodeId: settings.nodeId, bootId };
   const log = deps.logger.child({ node: settings.nodeId });
   const { store, clock } = deps;
+  const storeErrorOf = (loop: EngineLoop) => (): void => deps.observer?.storeError?.(loop);
 
   const actionSpecs = Object.fromEntries(
     [...settings.actions].map(([name, action]) => [name, publicTemplate(action)]),
@@ -122,6 +126,7 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
         undecryptable: deps.undecryptable?.() ?? 0,
       });
     } catch (err) {
+      deps.observer?.storeError?.("heartbeat");
       log.warn({ err: String(err) }, "heartbeat failed");
     }
   };
@@ -170,12 +175,15 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
               processInbox: deps.processInbox,
               retention: settings.retention ?? null,
               schedules: store,
+              onStoreError: storeErrorOf("leader"),
             },
             fence,
             signal,
             deposed,
           ),
         onChange: (fence) => deps.onLeadership?.(roomId, fence),
+        onRenewFailure: (why) => deps.observer?.leaseRenewFailed?.(roomId, why),
+        onStoreError: storeErrorOf("lease"),
       }),
   );
 
@@ -193,7 +201,7 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
           pollMs: settings.workerPollMs,
           debounceMs: settings.leader.debounceMs,
         },
-        { store, executor: deps.executor, clock, logger: log },
+        { store, executor: deps.executor, clock, logger: log, onStoreError: storeErrorOf("worker") },
       )
     : null;
 

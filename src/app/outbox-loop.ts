@@ -54,6 +54,8 @@ export interface OutboxLoopDeps {
   transport: OutboxTransport;
   clock: Clock;
   logger: Logger;
+  /** Observes each failed pass that was not a conflict (metrics). */
+  onStoreError?: () => void;
   /** Draws and uploads `!dag graph` pictures; without it a picture request is answered with a notice. */
   pictures?: PictureMaker;
 }
@@ -102,6 +104,7 @@ export async function runOutboxLoop(
           // Deposed, or the row moved under us: the lease keeper ends this loop when leadership is gone.
           log.debug({ reason: err.message }, "outbox write rejected");
         } else {
+          deps.onStoreError?.();
           log.warn({ err: String(err), retryInMs: waitMs }, "outbox pass failed");
         }
       }

@@ -65,6 +65,8 @@ export interface WorkerDeps {
   executor: Executor;
   clock: Clock;
   logger: Logger;
+  /** Observes each failed claim, task lease renewal or finish that was not a conflict (metrics). */
+  onStoreError?: () => void;
 }
 
 /** Why a running action was aborted; null while nobody asked. */
@@ -198,6 +200,7 @@ export class Worker {
         } catch (err) {
           if (!isConflict(err)) {
             failures += 1;
+            this.deps.onStoreError?.();
             const delay = backoffMs(STORE_CALL_BACKOFF, failures);
             this.log.warn({ err: String(err), retryInMs: delay }, "claim failed");
             await this.deps.clock.sleep(delay, signal);
@@ -334,6 +337,7 @@ export class Worker {
         return "ok";
       } catch (err) {
         if (isConflict(err)) return "lost";
+        this.deps.onStoreError?.();
         log.warn({ err: String(err) }, "task lease renewal failed");
         return "failed";
       } finally {
@@ -447,6 +451,7 @@ export class Worker {
           log.info({ reason: err.message }, "finish rejected: the task moved on without us");
           return;
         }
+        this.deps.onStoreError?.();
         if (isExpired(term(), clock.monotonicMs())) {
           log.warn({ err: String(err) }, "could not record the outcome before the lease passed; giving up");
           return;
