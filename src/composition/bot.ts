@@ -27,7 +27,7 @@ import type { PermissionOracle } from "../ports/permissions.js";
 import { commandPolicy, isLocalSender, libraryLoader } from "../cli/command-step.js";
 import { CliError, engineSettings, makeLogger, openNodeStore, resolveConfig } from "../cli/engine-setup.js";
 import type { CommonOptions } from "../cli/engine-setup.js";
-import { startNodeHttpApi } from "./http-api.js";
+import { engineMetricsRelay, startNodeHttpApi } from "./http-api.js";
 import { STOP_MESSAGES, onStopSignals } from "./stop-signals.js";
 
 export interface StartOptions extends CommonOptions {
@@ -102,8 +102,10 @@ export async function runStart(options: StartOptions): Promise<number> {
   });
   let intake: MatrixIntake | null = null;
   const fleet = new Set([matrix.userId, ...matrix.fleet]);
+  const relay = engineMetricsRelay();
   const chat = createChatLoops({
     store,
+    observer: relay.observer,
     transport: new MatrixOutboxTransport(sender, http, fleet, (roomId, ev) =>
       intake?.crypto ? intake.crypto.decrypt(roomId, ev) : Promise.resolve(null),
     ),
@@ -164,6 +166,7 @@ export async function runStart(options: StartOptions): Promise<number> {
     }),
     onLeadership: (roomId, fence) => chat.onLeadership(roomId, fence),
     undecryptable: () => intake?.undecryptable ?? 0,
+    observer: relay.observer,
   });
 
   let exitCode = 0;
@@ -211,6 +214,7 @@ export async function runStart(options: StartOptions): Promise<number> {
         return `the homeserver cannot be reached: ${String(err).slice(0, 120)}`;
       }
     });
+    relay.attach(api);
   } catch (err) {
     logger.fatal({ listen: config.http?.listen, err: String(err) }, "the HTTP API cannot listen; stopping");
     process.stderr.write(

@@ -7,6 +7,7 @@ import type { HandlerContext } from "../app/commands/context.js";
 import { withRoomPolicy } from "../app/commands/context.js";
 import { readOutcome } from "../app/commands/inbox-step.js";
 import { executeCommand } from "../app/commands/table.js";
+import type { EngineObserver } from "../app/engine-observer.js";
 import type { EngineNode } from "../app/node.js";
 import type { Caller } from "../adapters/http/auth.js";
 import type { HttpApi } from "../adapters/http/server.js";
@@ -22,6 +23,35 @@ function standingOf(caller: Caller): SenderStanding {
   return caller.level === "operate"
     ? { kind: "local-operator" }
     : { kind: "room-member", powerLevel: 0, allowlisted: false };
+}
+
+/**
+ * The engine starts before the HTTP API that counts what it observes: this observer goes to the
+ * engine (and the chat loops) at once and forwards to the API's metrics once `attach` is called;
+ * observations before that are kept (up to 1,000) and replayed then.
+ */
+export function engineMetricsRelay(): { observer: EngineObserver; attach(api: HttpApi | null): void } {
+  let target: EngineObserver | null = null;
+  const early: Array<(t: EngineObserver) => void> = [];
+  const call = (f: (t: EngineObserver) => void): void => {
+    if (target !== null) f(target);
+    else if (early.length < 1_000) early.push(f);
+  };
+  return {
+    observer: {
+      leaseRenewFailed: (roomId, why) => call((t) => t.leaseRenewFailed?.(roomId, why)),
+      storeError: (loop) => call((t) => t.storeError?.(loop)),
+    },
+    attach(api) {
+      if (api === null) {
+        early.length = 0;
+        return;
+      }
+      const t = api.metrics.observer();
+      target = t;
+      for (const f of early.splice(0)) f(t);
+    },
+  };
 }
 
 export async function startNodeHttpApi(

@@ -10,7 +10,7 @@ import { systemClock } from "../adapters/clock/system-clock.js";
 import { startEngineNode } from "../app/node.js";
 import { describeStoreLocation } from "../config/store-location.js";
 import { commandStep } from "../cli/command-step.js";
-import { startNodeHttpApi } from "./http-api.js";
+import { engineMetricsRelay, startNodeHttpApi } from "./http-api.js";
 import { engineSettings, makeLogger, openNodeStore, resolveConfig } from "../cli/engine-setup.js";
 import type { CommonOptions } from "../cli/engine-setup.js";
 import type { StopStage } from "./stop-signals.js";
@@ -41,17 +41,20 @@ export async function runNode(options: NodeOptions): Promise<number> {
   if (store === null) return 0;
   logger.info({ store: describeStoreLocation(config.store), node: config.nodeId }, "store open");
 
+  const relay = engineMetricsRelay();
   const node = startEngineNode(engineSettings(config), {
     store,
     executor: createProcessExecutor({ baseEnv: pickBaseEnv(process.env) }),
     clock: systemClock,
     logger,
     processInbox: commandStep(config, store, logger),
+    observer: relay.observer,
   });
 
   let api;
   try {
     api = await startNodeHttpApi(config, store, node, logger);
+    relay.attach(api);
   } catch (err) {
     // Asked for an HTTP API that cannot listen (address in use, no permission): say so and stop.
     logger.error({ listen: config.http?.listen, err: String(err) }, "the HTTP API cannot listen; stopping");

@@ -6,6 +6,7 @@
  * and the node's configured rooms.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { EngineObserver } from "../../app/engine-observer.js";
 import type { LogEvent } from "../../ports/store.js";
 import type { EventListener } from "./event-hub.js";
 
@@ -58,6 +59,8 @@ export class NodeMetrics {
   readonly outboxLatency: Histogram;
   readonly httpRequests: Counter<"route" | "method" | "status">;
   readonly httpDuration: Histogram<"route" | "method">;
+  readonly leaseRenewFailures: Counter<"room" | "reason">;
+  readonly loopStoreErrors: Counter<"loop">;
 
   constructor(
     private readonly session: string,
@@ -106,6 +109,18 @@ export class NodeMetrics {
       help: "HTTP API request duration by route pattern (event streams excluded)",
       labelNames: ["route", "method"],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30],
+      registers,
+    });
+    this.leaseRenewFailures = new Counter({
+      name: "dagbot_lease_renew_failures_total",
+      help: "Renewals of this node's room lease that failed: reason conflict (another holder, or expired) or error (the store)",
+      labelNames: ["room", "reason"],
+      registers,
+    });
+    this.loopStoreErrors = new Counter({
+      name: "dagbot_loop_store_errors_total",
+      help: "Failed store calls of this node's engine loops (lease, leader, worker, heartbeat, outbox), retried with backoff; conflicts not counted",
+      labelNames: ["loop"],
       registers,
     });
     new Gauge({
@@ -172,6 +187,14 @@ export class NodeMetrics {
         this.set(sources.streamDrops());
       },
     });
+  }
+
+  /** Counts what the engine's loops report (see EngineObserver). */
+  observer(): Required<EngineObserver> {
+    return {
+      leaseRenewFailed: (room, why) => this.leaseRenewFailures.inc({ room, reason: why }),
+      storeError: (loop) => this.loopStoreErrors.inc({ loop }),
+    };
   }
 
   /** A listener for the event hub of each room. */
