@@ -62,7 +62,7 @@ export interface LeaderDeps {
   schedules?: ScheduleStore | null;
   /** Null (or absent) keeps everything forever. */
   retention?: RetentionSettings | null;
-  /** Observes each failed pass or prune that was not a conflict (metrics). */
+  /** Observes each failed pass, prune or schedule round that was not a conflict (metrics). */
   onStoreError?: () => void;
 }
 
@@ -155,7 +155,13 @@ export async function runLeaderLoop(
   const scheduling =
     deps.schedules === undefined || deps.schedules === null
       ? Promise.resolve()
-      : runScheduleLoop({ store: deps.schedules, clock: deps.clock }, log, fence, signal, deposed);
+      : runScheduleLoop(
+          { store: deps.schedules, clock: deps.clock, onStoreError: deps.onStoreError },
+          log,
+          fence,
+          signal,
+          deposed,
+        );
   let failures = 0;
   let backToBack = 0;
   let tickMs = deps.timings.safetyTickMs;

@@ -52,7 +52,7 @@ export function slotDag(def: RunRecord, slot: SlotInfo): ParsedDag {
 }
 
 export async function runScheduleLoop(
-  deps: { store: ScheduleStore; clock: Clock },
+  deps: { store: ScheduleStore; clock: Clock; onStoreError?: (() => void) | undefined },
   log: Logger,
   fence: LeaderFence,
   signal: AbortSignal,
@@ -131,6 +131,7 @@ export async function runScheduleLoop(
         deposed();
         return;
       }
+      deps.onStoreError?.();
       log.warn({ err: String(err) }, "schedule round failed; trying again");
     }
     await deps.clock.sleep(SCHEDULE_TICK_MS, signal);
