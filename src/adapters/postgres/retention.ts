@@ -26,7 +26,10 @@ export async function pruneBatch(db: Db, fence: LeaderFence, limits: PruneLimits
     const result: PruneResult = { runs: 0, tasks: 0, events: 0, inbox: 0, outbox: 0, nodes: 0 };
 
     const { rows: runRows } = await tx.query<{ run_id: string }>(
+      // A scheduled definition that still fires is kept, however old: its schedule is its record.
       `SELECT run_id FROM runs WHERE room_id = $1 AND status IN ${TERMINAL_RUN_LIST} AND updated_at < $2
+         AND (dag->'schedule' IS NULL OR dag->'definition' IS NOT NULL
+              OR status IN ('rejected', 'expired', 'canceled'))
         LIMIT $3 FOR UPDATE SKIP LOCKED`,
       [room, cutoff, limits.runs],
     );

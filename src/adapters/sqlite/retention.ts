@@ -28,7 +28,11 @@ export function pruneBatch(
 
     const runIds = c
       .all<{ run_id: string }>(
-        `SELECT run_id FROM runs WHERE room_id = ? AND status IN ${TERMINAL_RUN_LIST} AND updated_at < ? LIMIT ?`,
+        // A scheduled definition that still fires is kept, however old: its schedule is its record.
+        `SELECT run_id FROM runs WHERE room_id = ? AND status IN ${TERMINAL_RUN_LIST} AND updated_at < ?
+           AND (json_extract(dag, '$.schedule') IS NULL OR json_extract(dag, '$.definition') IS NOT NULL
+                OR status IN ('rejected', 'expired', 'canceled'))
+           LIMIT ?`,
         room,
         cutoff,
         limits.runs,

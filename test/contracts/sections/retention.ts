@@ -8,6 +8,7 @@
  */
 import { expect, it } from "vitest";
 import { ConflictError } from "../../../src/ports/errors.js";
+import type { ParsedDag } from "../../../src/domain/model.js";
 import type {
   InboxEventInput,
   LeaderFence,
@@ -110,6 +111,35 @@ export function retentionSection(ctx: ContractContext): void {
     // The room's own events older than the retention (the old lease and inbox lines) are gone.
     const cutoff = ctx.clock.now() - DAY;
     expect(events.filter((e) => e.runId === null && e.at < cutoff)).toEqual([]);
+  });
+
+  it("keeps a scheduled definition past the retention (its schedule still fires); its old runs go", async () => {
+    const store = await ctx.store();
+    const room = ctx.uid("!retention");
+    const worker = session(ctx.uid("w"));
+    let fence = await becomeLeader(store, room);
+    const finish = async (d: ParsedDag): Promise<string> => {
+      const run = await publishRunning(store, fence, d);
+      const claimed = await store.claimTask(offer(worker, [room]));
+      if (claimed === null) throw new Error("nothing to claim");
+      await store.finishTask(claimed.token, ok);
+      await store.deriveRunOutcomes(fence);
+      return run.runId;
+    };
+    const id = ctx.uid("sched");
+    const schedule = { cron: "0 2 * * *", timezone: "UTC", missed: "skip" as const };
+    const definition = await finish({ ...dag(id, [task("only")]), schedule });
+    const slotRun = await finish({
+      ...dag(`${id}.s1`, [task("only")]),
+      definition: id,
+      slot: { at: 1, covers: 1, firstCovered: 1 },
+    });
+    ctx.clock.advance(DAY + HOUR);
+    fence = await becomeLeader(store, room);
+    const pruned = await pruneAll(store, fence);
+    expect(pruned.runs).toBe(1);
+    expect((await store.getRunById(definition))?.status).toBe("succeeded");
+    expect(await store.getRunById(slotRun)).toBeNull();
   });
 
   it("deletes replied inbox rows only when both received and sent before the retention", async () => {
