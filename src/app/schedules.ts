@@ -80,7 +80,17 @@ export async function runScheduleLoop(
     try {
       const now = await store.now();
       recent = await store.listRuns(roomId, { limit: firstScan ? FIRST_SCAN : LATER_SCAN });
-      for (const run of recent) if (isActiveSchedule(run)) definitions.set(run.dagId, run);
+      const looked = new Set<string>();
+      for (const run of recent) {
+        if (isActiveSchedule(run)) definitions.set(run.dagId, run);
+        // A definition older than the scan is found through its newest slot runs.
+        const of = run.dag.definition;
+        if (of !== undefined && run.dag.slot !== undefined && !definitions.has(of) && !looked.has(of)) {
+          looked.add(of);
+          const def = await store.getRun(roomId, of);
+          if (def !== null && isActiveSchedule(def)) definitions.set(of, def);
+        }
+      }
       for (const id of [...definitions.keys()]) {
         const def = await store.getRun(roomId, id);
         if (def === null || !isActiveSchedule(def)) {
