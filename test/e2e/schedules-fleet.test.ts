@@ -71,6 +71,13 @@ describe.each([
       missed,
       tasks: [{ id: "stamp", action: "stamp" }],
     });
+    // submit refuses at once (exit 3) while no node of the room has a heartbeat yet.
+    await waitFor(
+      "three heartbeats",
+      () => s.listNodes(),
+      (n) => n.length >= 3,
+      { timeoutMs: 15_000, intervalMs: 50 },
+    );
     const submitted = await cli(["submit", dag, "--confirm", "--config", configs[0]!], { cwd: target.dir });
     expect(submitted.code, submitted.stderr).toBe(0);
 
