@@ -63,8 +63,10 @@ describe("SQLite change feed", () => {
     expect(heard).toEqual([]);
     await insert(b, "$feed-1");
     vi.advanceTimersByTime(100);
-    // Which table changed is unknown across processes: every topic, no room.
-    expect(heard).toEqual(["inbox", "tasks", "runs", "outbox", "lease", "cap"].map((t) => [t, null]));
+    // Which table changed is unknown across processes: every topic (a wake with no targets wakes
+    // every node), no room.
+    const every = ["inbox", "tasks", "runs", "outbox", "lease", "cap", "ready", "wake"];
+    expect(heard).toEqual(every.map((t) => [t, null]));
   });
 
   it("hears its own connection's commits at once, with the room, without waiting for a poll", async () => {
