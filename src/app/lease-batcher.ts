@@ -6,8 +6,7 @@
  */
 import { ConflictError } from "../ports/errors.js";
 import type { LeaderFence, LeaseStore, LeaseSync, LeaseWish, Session } from "../ports/store.js";
-
-const sessionKey = (s: Session): string => `${s.nodeId}/${s.bootId}`;
+import { acquiredFence, sessionKey } from "../ports/lease-answer.js";
 
 /** How long a call waits for others to join its statement. */
 export const LEASE_BATCH_WINDOW_MS = 5;
@@ -38,18 +37,7 @@ export class LeaseBatcher implements Pick<LeaseStore, "acquireLease" | "renewLea
   ): Promise<LeaderFence & { expiresAt: number }> {
     this.check(session, ttlMs);
     const r = await this.ask({ roomId, term: null });
-    if (r.outcome !== "acquired")
-      throw new ConflictError(
-        "acquire lease",
-        { roomId, freeOrExpired: true },
-        {
-          holder: r.holder === null ? null : sessionKey(r.holder),
-          term: r.term,
-          expiresAt: r.expiresAt,
-          now: r.now,
-        },
-      );
-    return { roomId, session, term: r.term, expiresAt: r.expiresAt };
+    return acquiredFence(roomId, session, r);
   }
 
   async renewLease(fence: LeaderFence, ttlMs: number): Promise<{ expiresAt: number }> {

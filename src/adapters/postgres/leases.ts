@@ -1,9 +1,9 @@
 /** Room leases (leadership) on PostgreSQL: one statement each, judged by the rows it returns, on the store's clock. */
-import { ConflictError } from "../../ports/errors.js";
 import type { LeaderFence, LeaseState, LeaseSync, LeaseWish, Session } from "../../ports/store.js";
 import type { Db } from "./db.js";
 import { LOG_CTES } from "./guards.js";
 import { checkLeaseTtl } from "../store-common/checks.js";
+import { acquiredFence } from "../../ports/lease-answer.js";
 import { leaseFromRow } from "../store-common/records.js";
 import { NOW, sessionKey } from "./sql.js";
 
@@ -19,18 +19,7 @@ export async function acquireLease(
   // One statement: a failed attempt costs no second read, its answer names holder and expiry.
   const [r] = await syncLeases(db, session, ttlMs, [{ roomId, term: null }]);
   if (r === undefined) throw new Error("acquire lease: no answer for the room");
-  if (r.outcome !== "acquired")
-    throw new ConflictError(
-      "acquire lease",
-      { roomId, freeOrExpired: true },
-      {
-        holder: r.holder === null ? null : sessionKey(r.holder),
-        term: r.term,
-        expiresAt: r.expiresAt,
-        now: r.now,
-      },
-    );
-  return { roomId, session, term: r.term, expiresAt: r.expiresAt };
+  return acquiredFence(roomId, session, r);
 }
 
 /**

@@ -1,9 +1,9 @@
 /** Room leases (leadership) on SQLite: acquire where free or expired with term + 1, renew and release fenced. */
-import { ConflictError } from "../../ports/errors.js";
 import type { LeaderFence, LeaseState, LeaseSync, LeaseWish, Session } from "../../ports/store.js";
 import type { SqliteConnection, Tx } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { checkLeaseTtl } from "../store-common/checks.js";
+import { acquiredFence } from "../../ports/lease-answer.js";
 import { holderKey, leaseFromRow } from "../store-common/records.js";
 
 interface LeaseRow {
@@ -87,18 +87,7 @@ export async function acquireLease(
 ): Promise<LeaderFence & { expiresAt: number }> {
   checkLeaseTtl(ttlMs);
   const r = await c.write("acquire lease", (tx) => acquireIn(c, tx, roomId, session, ttlMs));
-  if (r.outcome !== "acquired")
-    throw new ConflictError(
-      "acquire lease",
-      { roomId, freeOrExpired: true },
-      {
-        holder: r.holder === null ? null : sessionKey(r.holder),
-        term: r.term,
-        expiresAt: r.expiresAt,
-        now: r.now,
-      },
-    );
-  return { roomId, session, term: r.term, expiresAt: r.expiresAt };
+  return acquiredFence(roomId, session, r);
 }
 
 /** Every wish in one write transaction (SQLite's "one statement": one lock, one commit). */

@@ -41,7 +41,7 @@ export interface LogLine {
   data?: Record<string, unknown>;
 }
 
-export const sessionKey = (s: Session): string => `${s.nodeId}/${s.bootId}`;
+export { sessionKey } from "../../ports/lease-answer.js";
 
 /** A lease or claim holder as found in a row, in sessionKey's form; null when nobody holds it. */
 export const holderKey = (node: string | null, boot: string | null): string | null =>
