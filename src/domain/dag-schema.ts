@@ -123,34 +123,43 @@ function isTable(value: unknown): value is Record<string, unknown> {
 }
 
 /**
+ * The entries of a table of named things (arguments, parameters) whose names may be used: it must
+ * be a table of at most `max` entries, and each refused name (reserved, or not a valid name) is an
+ * issue at its key. Values are read as own properties, so `__proto__` is a name like any other.
+ */
+function namedEntries(
+  raw: unknown,
+  ctx: z.RefinementCtx,
+  what: "argument" | "parameter",
+  max: number,
+): Array<[string, unknown]> {
+  if (!isTable(raw)) {
+    ctx.addIssue({ code: "custom", message: `expected a table of ${what}s, got ${describeValue(raw)}` });
+    return [];
+  }
+  const keys = Object.keys(raw);
+  if (keys.length > max)
+    ctx.addIssue({ code: "custom", message: `has ${keys.length} ${what}s; at most ${max}` });
+  const entries: Array<[string, unknown]> = [];
+  for (const key of keys) {
+    const problem = RESERVED_NAMES.has(key) ? null : argNameProblem(key);
+    if (RESERVED_NAMES.has(key))
+      ctx.addIssue({ code: "custom", path: [key], message: `${quote(key)} is a reserved name` });
+    else if (problem !== null)
+      ctx.addIssue({ code: "custom", path: [key], message: `${what} name ${problem}` });
+    else entries.push([key, Object.getOwnPropertyDescriptor(raw, key)?.value]);
+  }
+  return entries;
+}
+
+/**
  * Arguments are checked by hand rather than with z.record: z.record silently drops an own
  * `__proto__` key (which JSON.parse creates), and a dropped key must be an error, not a surprise.
  */
 const argsSchema = z
   .unknown()
   .superRefine((raw, ctx) => {
-    if (!isTable(raw)) {
-      ctx.addIssue({ code: "custom", message: `expected a table of arguments, got ${describeValue(raw)}` });
-      return;
-    }
-    const keys = Object.keys(raw);
-    if (keys.length > DAG_LIMITS.maxArgs) {
-      ctx.addIssue({
-        code: "custom",
-        message: `has ${keys.length} arguments; at most ${DAG_LIMITS.maxArgs}`,
-      });
-    }
-    for (const key of keys) {
-      if (RESERVED_NAMES.has(key)) {
-        ctx.addIssue({ code: "custom", path: [key], message: `${quote(key)} is a reserved name` });
-        continue;
-      }
-      const problem = argNameProblem(key);
-      if (problem !== null) {
-        ctx.addIssue({ code: "custom", path: [key], message: `argument name ${problem}` });
-        continue;
-      }
-      const value = Object.getOwnPropertyDescriptor(raw, key)?.value;
+    for (const [key, value] of namedEntries(raw, ctx, "argument", DAG_LIMITS.maxArgs)) {
       if (typeof value === "string") {
         if (value.length > DAG_LIMITS.maxArgStringLength) {
           ctx.addIssue({
@@ -188,28 +197,8 @@ const paramSchema = z.strictObject({
 const paramsSchema = z
   .unknown()
   .superRefine((raw, ctx) => {
-    if (!isTable(raw)) {
-      ctx.addIssue({ code: "custom", message: `expected a table of parameters, got ${describeValue(raw)}` });
-      return;
-    }
-    const keys = Object.keys(raw);
-    if (keys.length > PARAM_LIMITS.maxParams) {
-      ctx.addIssue({
-        code: "custom",
-        message: `has ${keys.length} parameters; at most ${PARAM_LIMITS.maxParams}`,
-      });
-    }
-    for (const key of keys) {
-      if (RESERVED_NAMES.has(key)) {
-        ctx.addIssue({ code: "custom", path: [key], message: `${quote(key)} is a reserved name` });
-        continue;
-      }
-      const problem = argNameProblem(key);
-      if (problem !== null) {
-        ctx.addIssue({ code: "custom", path: [key], message: `parameter name ${problem}` });
-        continue;
-      }
-      const spec = paramSchema.safeParse(Object.getOwnPropertyDescriptor(raw, key)?.value);
+    for (const [key, value] of namedEntries(raw, ctx, "parameter", PARAM_LIMITS.maxParams)) {
+      const spec = paramSchema.safeParse(value);
       if (!spec.success) {
         for (const issue of spec.error.issues)
           ctx.addIssue({ code: "custom", path: [key, ...issue.path.map(String)], message: issue.message });
