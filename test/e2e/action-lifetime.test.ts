@@ -22,7 +22,7 @@ import {
   writeNodeConfig,
 } from "../support/engine-cluster.js";
 import { descendantsOf, isRunning } from "../support/process-tree.js";
-import { waitFor } from "../support/store-wait.js";
+import { untilNodeBeats, waitFor } from "../support/store-wait.js";
 
 const RECORD = join(REPO, "test", "support", "engine-fixtures", "record.mjs");
 
@@ -85,12 +85,7 @@ describe("an action never outlives its node", () => {
     const tasks = ["a", "b", "c"].map((id) => ({ id, action: "rec", args: { ms: 30_000 } }));
     // `submit` refuses to wait for a room with no live node (exit 3): let the node beat first.
     const s = store;
-    await waitFor(
-      "a node heartbeat",
-      () => s.listNodes(),
-      (ns) => ns.length > 0,
-      { timeoutMs: 15_000, intervalMs: 25 },
-    );
+    await untilNodeBeats(s);
     const submitted = await cli([
       "submit",
       writeDag(target, { id: "long", tasks }),

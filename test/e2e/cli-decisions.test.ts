@@ -12,7 +12,7 @@ import {
   writeDag,
   writeNodeConfig,
 } from "../support/engine-cluster.js";
-import { waitFor } from "../support/store-wait.js";
+import { untilNodeBeats } from "../support/store-wait.js";
 
 beforeAll(() => {
   requireBuild();
@@ -51,15 +51,7 @@ describe("CLI decisions", () => {
       node = startNode(target, config, "solo");
       const store = await target.open();
       try {
-        await waitFor(
-          "a node heartbeat",
-          () => store.listNodes(),
-          (n) => n.length > 0,
-          {
-            timeoutMs: 15_000,
-            intervalMs: 25,
-          },
-        );
+        await untilNodeBeats(store);
         for (const file of [hello, dropped, broken]) {
           const submitted = await run(["submit", file]);
           expect(submitted.code, submitted.stderr).toBe(0);

@@ -17,7 +17,7 @@ import {
   writeDag,
   writeNodeConfig,
 } from "../support/engine-cluster.js";
-import { waitFor } from "../support/store-wait.js";
+import { untilNodeBeats, waitFor } from "../support/store-wait.js";
 import { Terminal } from "../support/terminal.js";
 import { scratchFolder } from "../support/scratch-folder.js";
 
@@ -255,15 +255,7 @@ describe("task output from the CLI", () => {
       node = startNode(target, config, "solo");
       const store = await target.open();
       try {
-        await waitFor(
-          "a node heartbeat",
-          () => store.listNodes(),
-          (n) => n.length > 0,
-          {
-            timeoutMs: 15_000,
-            intervalMs: 25,
-          },
-        );
+        await untilNodeBeats(store);
         const slow = writeDag(target, {
           id: "slow",
           tasks: [{ id: "y", action: "say", args: { ms: "3000", code: "0" } }],
@@ -314,15 +306,7 @@ describe("a paused room", () => {
       node = startNode(target, config, "solo");
       const store = await target.open();
       try {
-        await waitFor(
-          "a node heartbeat",
-          () => store.listNodes(),
-          (n) => n.length > 0,
-          {
-            timeoutMs: 15_000,
-            intervalMs: 25,
-          },
-        );
+        await untilNodeBeats(store);
       } finally {
         await store.close();
       }

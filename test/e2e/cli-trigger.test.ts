@@ -16,7 +16,7 @@ import {
   writeDag,
   writeNodeConfig,
 } from "../support/engine-cluster.js";
-import { waitFor } from "../support/store-wait.js";
+import { untilNodeBeats } from "../support/store-wait.js";
 
 beforeAll(() => {
   requireBuild();
@@ -64,15 +64,7 @@ describe.each(["sqlite", "postgres"] as const)("dagbot trigger on %s", (kind) =>
       node = startNode(target, config, "solo");
       const store = await target.open();
       try {
-        await waitFor(
-          "a node heartbeat",
-          () => store.listNodes(),
-          (n) => n.length > 0,
-          {
-            timeoutMs: 15_000,
-            intervalMs: 25,
-          },
-        );
+        await untilNodeBeats(store);
         const submitted = await run(["submit", nightly, "--confirm"]);
         expect(submitted.code, submitted.stdout + submitted.stderr).toBe(0);
         await waitForRunStatus(store, "nightly", (s) => s === "succeeded");

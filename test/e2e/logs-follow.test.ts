@@ -15,7 +15,7 @@ import {
   writeDag,
   writeNodeConfig,
 } from "../support/engine-cluster.js";
-import { waitFor } from "../support/store-wait.js";
+import { untilNodeBeats, waitFor } from "../support/store-wait.js";
 
 beforeAll(() => {
   requireBuild();
@@ -42,15 +42,7 @@ describe.each<StoreKind>(["sqlite", "postgres"])("dagbot logs --follow on %s", (
       node = startNode(target, config, "solo");
       const store = await target.open();
       try {
-        await waitFor(
-          "a node heartbeat",
-          () => store.listNodes(),
-          (n) => n.length > 0,
-          {
-            timeoutMs: 15_000,
-            intervalMs: 25,
-          },
-        );
+        await untilNodeBeats(store);
         const dag = writeDag(target, { id: "ticks", tasks: [{ id: "t", action: "ticker" }] });
         const submitted = await cli(["submit", dag, "--config", config, "--confirm"], { cwd: target.dir });
         expect(submitted.code, submitted.stderr).toBe(0);

@@ -27,7 +27,7 @@ import {
   writeDag,
   writeNodeConfig,
 } from "./engine-cluster.js";
-import { waitFor } from "./store-wait.js";
+import { untilNodeBeats, waitFor } from "./store-wait.js";
 import { join } from "node:path";
 
 const TTL_MS = 2_000;
@@ -40,15 +40,7 @@ interface Ctx {
 
 async function submit(ctx: Ctx, dagPath: string, config: string): Promise<string> {
   // `submit` refuses to wait for a room with no live node (exit 3): let a spawned node beat first.
-  await waitFor(
-    "a node heartbeat",
-    () => ctx.store.listNodes(),
-    (nodes) => nodes.length > 0,
-    {
-      timeoutMs: 15_000,
-      intervalMs: 25,
-    },
-  );
+  await untilNodeBeats(ctx.store);
   const r = await cli(["submit", dagPath, "--config", config, "--confirm"]);
   expect(r.code, r.stderr).toBe(0);
   return r.stdout.trim();

@@ -22,3 +22,16 @@ export async function waitFor<T>(
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
+
+/**
+ * Until some node of the store has a heartbeat: submit, trigger and the decisions exit 3 while no
+ * node is alive, so a test that starts a node waits for this before it sends a command.
+ */
+export function untilNodeBeats(store: { listNodes(): Promise<readonly unknown[]> }): Promise<unknown> {
+  return waitFor(
+    "a node heartbeat",
+    () => store.listNodes(),
+    (nodes) => nodes.length > 0,
+    { timeoutMs: 15_000, intervalMs: 25 },
+  );
+}
