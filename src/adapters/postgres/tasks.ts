@@ -32,11 +32,20 @@ export const CLAIM_PICK_SQL = `SELECT run_id, task_id FROM tasks
    LIMIT 1
    FOR UPDATE SKIP LOCKED`;
 
+/** The queued tasks (alias q) that fit the claiming node: the claim's filter, on the same partial index. */
+const FITS = `FROM tasks q
+     WHERE q.status = 'queued'
+       AND q.room_id = ANY($2::text[])
+       AND (q.node_pin IS NULL OR q.node_pin = $3::text)
+       AND q.action = ANY($4::text[])
+       AND q.labels <@ $5::text[]`;
+
 /**
  * A batch claim: up to $9 rows picked as CLAIM_PICK_SQL picks one, moved and logged in the same
  * statement, and what is left for this node read from the statement's snapshot (the picked rows
- * excluded): fitting tasks ready now, and the soonest not_before of those still waiting. A node
- * with no claimed row still gets one row back (the `rest` figures, task columns null).
+ * excluded): whether a fitting task is ready now (the first one found answers, so a long queue
+ * costs no more than a short one) and, only when none is, the soonest not_before of those still
+ * waiting. A node with no claimed row still gets one row back (the `rest` figures, task columns null).
  */
 export const CLAIM_SQL = `WITH pick AS (${CLAIM_PICK_SQL.replace("LIMIT 1", "LIMIT $9::int")}),
   up AS (
@@ -52,16 +61,15 @@ export const CLAIM_SQL = `WITH pick AS (${CLAIM_PICK_SQL.replace("LIMIT 1", "LIM
     SELECT room_id, 1 AS ord, 'task.running' AS kind, run_id, task_id, NULL::bigint AS term, $8::text AS actor,
            jsonb_build_object('attempt', attempt, 'version', version) AS data FROM up),
   ${LOG_CTES},
+  more AS (
+    SELECT EXISTS (SELECT 1 ${FITS} AND (q.not_before IS NULL OR q.not_before <= ${NOW})
+                      AND NOT EXISTS (SELECT 1 FROM pick WHERE pick.run_id = q.run_id AND pick.task_id = q.task_id))
+           AS rest_ready),
   rest AS (
-    SELECT count(*) FILTER (WHERE q.not_before IS NULL OR q.not_before <= ${NOW}) AS rest_ready,
-           min(q.not_before) FILTER (WHERE q.not_before > ${NOW}) - ${NOW} AS rest_next_in
-      FROM tasks q
-     WHERE q.status = 'queued'
-       AND q.room_id = ANY($2::text[])
-       AND (q.node_pin IS NULL OR q.node_pin = $3::text)
-       AND q.action = ANY($4::text[])
-       AND q.labels <@ $5::text[]
-       AND NOT EXISTS (SELECT 1 FROM pick WHERE pick.run_id = q.run_id AND pick.task_id = q.task_id))
+    SELECT more.rest_ready,
+           CASE WHEN more.rest_ready THEN NULL
+                ELSE (SELECT min(q.not_before) ${FITS} AND q.not_before > ${NOW}) - ${NOW} END AS rest_next_in
+      FROM more)
   SELECT rest.rest_ready, rest.rest_next_in, up.* FROM rest LEFT JOIN up ON true`;
 
 export async function claimTask(db: Db, offer: NodeOffer): Promise<ClaimedTask | null> {

@@ -26,19 +26,22 @@ export const CLAIM_SQL = `SELECT seq, version FROM tasks INDEXED BY tasks_claim
   ORDER BY priority DESC, seq
   LIMIT 1`;
 
-/**
- * What is left for this node after a claim: fitting queued tasks ready now (beyond `taken`) and
- * the soonest not_before of those still waiting. Same walk of the partial index as the claim.
- */
-const REST_SQL = `SELECT count(*) FILTER (WHERE not_before IS NULL OR not_before <= ?) AS ready,
-       min(not_before) FILTER (WHERE not_before > ?) AS next
-  FROM tasks INDEXED BY tasks_claim
+/** The queued tasks that fit this node: the claim's filter, on the same partial index. */
+const FITS = `FROM tasks INDEXED BY tasks_claim
   WHERE status = 'queued'
     AND room_id IN (SELECT value FROM json_each(?))
     AND (node_pin IS NULL OR node_pin = ?)
     AND action IN (SELECT value FROM json_each(?))
     AND NOT EXISTS (SELECT 1 FROM json_each(tasks.labels) AS need
                      WHERE need.value NOT IN (SELECT value FROM json_each(?)))`;
+
+/**
+ * What is left for this node after a claim: whether a fitting task is ready now (the first one
+ * found answers, so a long queue costs no more than a short one), and only when none is, the
+ * soonest not_before of those still waiting.
+ */
+const MORE_SQL = `SELECT EXISTS (SELECT 1 ${FITS} AND (not_before IS NULL OR not_before <= ?)) AS ready`;
+const NEXT_SQL = `SELECT min(not_before) AS next ${FITS} AND not_before > ?`;
 
 export function claimTask(c: SqliteConnection, offer: NodeOffer): Promise<ClaimedTask | null> {
   return claimTasks(c, offer, 1).then((b) => b.claimed[0] ?? null);
@@ -98,16 +101,10 @@ export function claimTasks(c: SqliteConnection, offer: NodeOffer, max: number): 
         task,
       });
     }
-    const rest = c.get<{ ready: number; next: number | null }>(
-      REST_SQL,
-      tx.now,
-      tx.now,
-      rooms,
-      offer.session.nodeId,
-      actions,
-      labels,
-    );
-    const more = (rest?.ready ?? 0) > 0;
+    const fits = [rooms, offer.session.nodeId, actions, labels];
+    const more = (c.get<{ ready: number }>(MORE_SQL, ...fits, tx.now)?.ready ?? 0) > 0;
+    // A node with ready tasks left claims again at once; when it would wait is asked only otherwise.
+    const next = more ? null : (c.get<{ next: number | null }>(NEXT_SQL, ...fits, tx.now)?.next ?? null);
     // The claimer is named, so this process's leader knows the node it woke has acted (and whether
     // it goes on by itself).
     const claimer = `${more ? CLAIM_LEFT_MORE : ""}${offer.session.nodeId}`;
@@ -115,7 +112,7 @@ export function claimTasks(c: SqliteConnection, offer: NodeOffer, max: number): 
     return {
       claimed,
       more,
-      nextReadyInMs: rest?.next == null ? null : Math.max(0, rest.next - tx.now),
+      nextReadyInMs: next === null ? null : Math.max(0, next - tx.now),
     };
   });
 }
