@@ -1,5 +1,5 @@
 /** The node config loader: example configs, defaults, exact key paths for bad input, env precedence, redaction. */
-import { chmodSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -127,6 +127,43 @@ describe("example node configs", () => {
       ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a container's secret mount (/run/secrets/) is read whatever its mode; a look-alike folder is not", () => {
+    // Docker and swarm mount secrets root-owned 0444: the one exception of readPrivateFile's mode rule.
+    // The test needs to write under /run (root in the container); a real mount, no fake.
+    const hadSecrets = existsSync("/run/secrets");
+    mkdirSync("/run/secrets", { recursive: true });
+    const inside = mkdtempSync("/run/secrets/dagbot-test-");
+    const lookalike = mkdtempSync("/run/secrets-dagbot-test-");
+    try {
+      const token = join(inside, "token");
+      const store = join(inside, "store");
+      writeFileSync(token, "tok_from_mount\n", { mode: 0o444 });
+      writeFileSync(store, "postgres://dagbot:pw@postgres:5432/dagbot\n", { mode: 0o444 });
+      chmodSync(token, 0o444);
+      chmodSync(store, 0o444);
+      const file = `${root}docker/nodes/node-a.toml`;
+      const config = ok(
+        loadConfig({ file, env: { DAGBOT_ACCESS_TOKEN_FILE: token, DAGBOT_STORE_FILE: store } }),
+      );
+      expect(config.matrix?.accessToken).toBe("tok_from_mount");
+      expect(config.store).toEqual({ kind: "postgres", url: "postgres://dagbot:pw@postgres:5432/dagbot" });
+
+      // The exception is the folder, not a name that starts like it.
+      const outside = join(lookalike, "token");
+      writeFileSync(outside, "tok\n", { mode: 0o444 });
+      chmodSync(outside, 0o444);
+      expect(
+        lines(loadConfig({ file, env: { DAGBOT_ACCESS_TOKEN_FILE: outside, DAGBOT_STORE_FILE: store } })),
+      ).toEqual([
+        `DAGBOT_ACCESS_TOKEN_FILE: ${outside} is readable or writable by group or others (mode 0444); run chmod 600 on it`,
+      ]);
+    } finally {
+      rmSync(inside, { recursive: true, force: true });
+      rmSync(lookalike, { recursive: true, force: true });
+      if (!hadSecrets) rmSync("/run/secrets", { recursive: true, force: true });
     }
   });
 
