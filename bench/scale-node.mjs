@@ -8,7 +8,9 @@ import process from "node:process";
 import { load } from "./lib/dist.mjs";
 
 const [configPath, roomList] = process.argv.slice(2);
-const { engineSettings, makeLogger, openNodeStore, resolveConfig } = await load("cli/engine-setup.js");
+const { engineSettings, makeLogger } = await load("composition/engine-settings.js");
+const { openNodeStore } = await load("cli/store-open.js");
+const { resolveConfig } = await load("cli/config-options.js");
 const { startEngineNode } = await load("app/node.js");
 const { createProcessExecutor } = await load("adapters/exec/process-executor.js");
 const { systemClock } = await load("adapters/clock/system-clock.js");

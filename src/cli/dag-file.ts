@@ -5,7 +5,7 @@ import { DAG_LIMITS } from "../domain/dag-schema.js";
 import { detectFormat, parseDocumentText } from "../domain/dag-text.js";
 import { MAX_COMMAND_BYTES } from "../domain/commands.js";
 import type { ParsedDag } from "../domain/model.js";
-import { CliError } from "./engine-setup.js";
+import { CliError } from "./cli-error.js";
 
 export interface DagFile {
   file: string;

@@ -275,3 +275,11 @@ export function renderSummary(run: RunRecord, tasks: readonly TaskRecord[], nowM
   lines.push(`run ${run.dagId} (${run.runId}) ${run.status} in ${formatDuration(total)}: ${counts(tasks)}`);
   return `${lines.join("\n")}\n`;
 }
+
+/**
+ * Whether output to `stream` may be coloured: only on a terminal, and not when NO_COLOR is set to
+ * anything but the empty string (https://no-color.org).
+ */
+export function colorFor(stream: { isTTY?: boolean }): boolean {
+  return stream.isTTY === true && (process.env["NO_COLOR"] ?? "") === "";
+}

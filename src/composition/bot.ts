@@ -25,8 +25,11 @@ import { startEngineNode } from "../app/node.js";
 import { describeStoreLocation } from "../config/store-location.js";
 import type { PermissionOracle } from "../ports/permissions.js";
 import { commandPolicy, isLocalSender, libraryLoader } from "../cli/command-step.js";
-import { CliError, engineSettings, makeLogger, openNodeStore, resolveConfig } from "../cli/engine-setup.js";
-import type { CommonOptions } from "../cli/engine-setup.js";
+import { CliError } from "../cli/cli-error.js";
+import { engineSettings, makeLogger } from "./engine-settings.js";
+import { openNodeStore } from "../cli/store-open.js";
+import { resolveConfig } from "../cli/config-options.js";
+import type { CommonOptions } from "../cli/config-options.js";
 import { engineMetricsRelay, startNodeHttpApi } from "./http-api.js";
 import { STOP_MESSAGES, onStopSignals } from "./stop-signals.js";
 

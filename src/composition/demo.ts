@@ -14,7 +14,8 @@ import { startSynapse, type SynapseHandle } from "../harness/local-synapse.js";
 import { startNodeProcess, type NodeProcess } from "../harness/node-process.js";
 import { installChildReaper } from "../harness/child-reaper.js";
 import { RoomWatcher, type WatchedEvent } from "../harness/room-watcher.js";
-import { CliError, LOCAL_ACTIONS } from "../cli/engine-setup.js";
+import { CliError } from "../cli/cli-error.js";
+import { LOCAL_ACTIONS } from "../cli/config-options.js";
 
 export interface DemoOptions {
   dag: string;

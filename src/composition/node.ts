@@ -11,8 +11,10 @@ import { startEngineNode } from "../app/node.js";
 import { describeStoreLocation } from "../config/store-location.js";
 import { commandStep } from "../cli/command-step.js";
 import { engineMetricsRelay, startNodeHttpApi } from "./http-api.js";
-import { engineSettings, makeLogger, openNodeStore, resolveConfig } from "../cli/engine-setup.js";
-import type { CommonOptions } from "../cli/engine-setup.js";
+import { engineSettings, makeLogger } from "./engine-settings.js";
+import { openNodeStore } from "../cli/store-open.js";
+import { resolveConfig } from "../cli/config-options.js";
+import type { CommonOptions } from "../cli/config-options.js";
 import type { StopStage } from "./stop-signals.js";
 import { STOP_MESSAGES, onStopSignals } from "./stop-signals.js";
 

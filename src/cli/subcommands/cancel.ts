@@ -1,15 +1,10 @@
 /** `dagbot cancel DAG_ID`: cancel a run through the room's leader, as `!dag cancel` would. */
 import type { Command } from "commander";
 import { COMMAND_ID_PATTERN } from "../../domain/commands.js";
-import {
-  CliError,
-  openConfiguredStore,
-  pickRoom,
-  resolveConfig,
-  runCli,
-  withCommonOptions,
-} from "../engine-setup.js";
-import type { CommonOptions } from "../engine-setup.js";
+import { CliError, runCli } from "../cli-error.js";
+import { openConfiguredStore } from "../store-open.js";
+import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
+import type { CommonOptions } from "../config-options.js";
 import { commandPolicy } from "../command-step.js";
 import { command, waitSeconds } from "./submit.js";
 import { terminalText } from "./decide.js";

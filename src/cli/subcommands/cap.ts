@@ -8,15 +8,10 @@ import { MAX_CAP } from "../../domain/command-table.js";
 import { parseCommand } from "../../domain/commands.js";
 import { readCommandResult } from "../../app/commands/command-result.js";
 import { commandPolicy, queueLocalCommand, roomHasLiveNode } from "../command-step.js";
-import {
-  CliError,
-  openConfiguredStore,
-  pickRoom,
-  resolveConfig,
-  runCli,
-  withCommonOptions,
-} from "../engine-setup.js";
-import type { CommonOptions } from "../engine-setup.js";
+import { CliError, runCli } from "../cli-error.js";
+import { openConfiguredStore } from "../store-open.js";
+import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
+import type { CommonOptions } from "../config-options.js";
 import { command, waitSeconds } from "./submit.js";
 
 interface CapOptions extends CommonOptions {

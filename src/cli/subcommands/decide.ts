@@ -6,15 +6,10 @@
 import type { Command } from "commander";
 import type { Outcome } from "../../app/commands/outcome.js";
 import { COMMAND_ID_PATTERN, HASH_PREFIX_PATTERN } from "../../domain/commands.js";
-import {
-  CliError,
-  openConfiguredStore,
-  pickRoom,
-  resolveConfig,
-  runCli,
-  withCommonOptions,
-} from "../engine-setup.js";
-import type { CommonOptions } from "../engine-setup.js";
+import { CliError, runCli } from "../cli-error.js";
+import { openConfiguredStore } from "../store-open.js";
+import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
+import type { CommonOptions } from "../config-options.js";
 import { commandPolicy } from "../command-step.js";
 import { command, waitSeconds } from "./submit.js";
 

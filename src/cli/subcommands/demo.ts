@@ -5,7 +5,7 @@
  */
 import type { Command } from "commander";
 import type { DemoOptions } from "../../composition/demo.js";
-import { runCli } from "../engine-setup.js";
+import { runCli } from "../cli-error.js";
 
 export function registerDemo(program: Command): void {
   program

@@ -9,15 +9,10 @@ import type { RunGraph } from "../../domain/run-graph.js";
 import type { PictureFormat } from "../../ports/graph-renderer.js";
 import { RenderError } from "../../ports/graph-renderer.js";
 import { loadDagFile } from "../dag-file.js";
-import {
-  CliError,
-  openConfiguredStore,
-  pickRoom,
-  resolveConfig,
-  runCli,
-  withCommonOptions,
-} from "../engine-setup.js";
-import type { CommonOptions } from "../engine-setup.js";
+import { CliError, runCli } from "../cli-error.js";
+import { openConfiguredStore } from "../store-open.js";
+import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
+import type { CommonOptions } from "../config-options.js";
 
 interface GraphOptions extends CommonOptions {
   room?: string;

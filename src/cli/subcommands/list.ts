@@ -1,7 +1,9 @@
 /** `dagbot list`: the room's latest runs, newest first, read from the store (the CLI's `!dag list`). */
 import type { Command } from "commander";
-import { openConfiguredStore, pickRoom, resolveConfig, runCli, withCommonOptions } from "../engine-setup.js";
-import type { CommonOptions } from "../engine-setup.js";
+import { openConfiguredStore } from "../store-open.js";
+import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
+import { runCli } from "../cli-error.js";
+import type { CommonOptions } from "../config-options.js";
 import { parseLimit, printRuns } from "./status.js";
 
 interface ListOptions extends CommonOptions {

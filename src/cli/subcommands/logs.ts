@@ -12,15 +12,10 @@ import { formatDuration } from "../../domain/duration.js";
 import { isTerminalTask } from "../../domain/task-states.js";
 import type { RunRecord, Store, TaskRecord } from "../../ports/store.js";
 import { Waker, wakeOnChange } from "../../app/wake.js";
-import {
-  CliError,
-  openConfiguredStore,
-  pickRoom,
-  resolveConfig,
-  runCli,
-  withCommonOptions,
-} from "../engine-setup.js";
-import type { CommonOptions } from "../engine-setup.js";
+import { CliError, runCli } from "../cli-error.js";
+import { openConfiguredStore } from "../store-open.js";
+import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
+import type { CommonOptions } from "../config-options.js";
 import { taskDurationMs } from "../progress.js";
 
 interface LogsOptions extends CommonOptions {

@@ -2,7 +2,8 @@
 import type { Command } from "commander";
 import type { NodeOptions } from "../../composition/node.js";
 import { runNode } from "../../composition/node.js";
-import { runCli, withCommonOptions } from "../engine-setup.js";
+import { runCli } from "../cli-error.js";
+import { withCommonOptions } from "../config-options.js";
 
 export function registerNode(program: Command): void {
   withCommonOptions(

@@ -2,8 +2,10 @@
 import type { Command } from "commander";
 import { formatDuration } from "../../domain/duration.js";
 import type { LeaseState } from "../../ports/store.js";
-import { openConfiguredStore, resolveConfig, runCli, withCommonOptions } from "../engine-setup.js";
-import type { CommonOptions } from "../engine-setup.js";
+import { openConfiguredStore } from "../store-open.js";
+import { resolveConfig, withCommonOptions } from "../config-options.js";
+import { runCli } from "../cli-error.js";
+import type { CommonOptions } from "../config-options.js";
 
 interface NodesOptions extends CommonOptions {
   json?: boolean;

@@ -20,19 +20,12 @@ import type { RunRecord, Store } from "../../ports/store.js";
 import { commandPolicy, commandStep } from "../command-step.js";
 import type { DagFile } from "../dag-file.js";
 import { loadDagFile, publishBody } from "../dag-file.js";
-import {
-  CliError,
-  colorFor,
-  EXIT_CONFIG,
-  engineSettings,
-  makeLogger,
-  openConfiguredStore,
-  pickRoom,
-  resolveConfig,
-  runCli,
-  withCommonOptions,
-} from "../engine-setup.js";
-import type { CommonOptions } from "../engine-setup.js";
+import { CliError, EXIT_CONFIG, runCli } from "../cli-error.js";
+import { colorFor } from "../progress.js";
+import { engineSettings, makeLogger } from "../../composition/engine-settings.js";
+import { openConfiguredStore } from "../store-open.js";
+import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
+import type { CommonOptions } from "../config-options.js";
 import { createProgress, renderSummary } from "../progress.js";
 import { command } from "./submit.js";
 import { onStopSignals } from "../../composition/stop-signals.js";

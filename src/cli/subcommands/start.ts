@@ -4,7 +4,8 @@
  * node` above all) starts without them: about 35 MB less resident memory.
  */
 import type { Command } from "commander";
-import { runCli, withCommonOptions } from "../engine-setup.js";
+import { runCli } from "../cli-error.js";
+import { withCommonOptions } from "../config-options.js";
 import type { StartOptions } from "../../composition/bot.js";
 
 export function registerStart(program: Command): void {

@@ -4,15 +4,10 @@ import { showsPaused } from "../../app/render/status-card.js";
 import { outcomeCounts } from "../../domain/run-counts.js";
 import { summarizeTasks } from "../../domain/run-status.js";
 import type { RunRecord, Store, TaskRecord } from "../../ports/store.js";
-import {
-  CliError,
-  openConfiguredStore,
-  pickRoom,
-  resolveConfig,
-  runCli,
-  withCommonOptions,
-} from "../engine-setup.js";
-import type { CommonOptions } from "../engine-setup.js";
+import { CliError, runCli } from "../cli-error.js";
+import { openConfiguredStore } from "../store-open.js";
+import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
+import type { CommonOptions } from "../config-options.js";
 import { renderSummary, taskDurationMs } from "../progress.js";
 
 interface StatusOptions extends CommonOptions {

@@ -5,15 +5,10 @@ import type { CommandAnswer } from "../command-step.js";
 import { awaitLocalCommand, commandPolicy, queueLocalCommand, roomHasLiveNode } from "../command-step.js";
 import type { CommandPolicy } from "../../app/commands/context.js";
 import { loadDagFile, publishBody } from "../dag-file.js";
-import {
-  CliError,
-  openConfiguredStore,
-  pickRoom,
-  resolveConfig,
-  runCli,
-  withCommonOptions,
-} from "../engine-setup.js";
-import type { CommonOptions } from "../engine-setup.js";
+import { CliError, runCli } from "../cli-error.js";
+import { openConfiguredStore } from "../store-open.js";
+import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
+import type { CommonOptions } from "../config-options.js";
 
 interface SubmitOptions extends CommonOptions {
   room?: string;

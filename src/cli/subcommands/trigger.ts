@@ -4,16 +4,10 @@
  */
 import type { Command } from "commander";
 import { COMMAND_ID_PATTERN, parseCommand } from "../../domain/commands.js";
-import {
-  CliError,
-  EXIT_CONFIG,
-  openConfiguredStore,
-  pickRoom,
-  resolveConfig,
-  runCli,
-  withCommonOptions,
-} from "../engine-setup.js";
-import type { CommonOptions } from "../engine-setup.js";
+import { CliError, EXIT_CONFIG, runCli } from "../cli-error.js";
+import { openConfiguredStore } from "../store-open.js";
+import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
+import type { CommonOptions } from "../config-options.js";
 import { commandPolicy } from "../command-step.js";
 import { command, waitSeconds } from "./submit.js";
 import { terminalText } from "./decide.js";

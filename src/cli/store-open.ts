@@ -1,0 +1,55 @@
+/**
+ * Opening the store a node config names, for a one-shot command (fails at once, exit 1) or a node
+ * (retried until it opens, exit 2 when it never can); the messages hold no password.
+ */
+import { openStore } from "../adapters/store-factory.js";
+import type { NodeConfig } from "../config/node-config.js";
+import { describeStoreLocation } from "../config/store-location.js";
+import type { Logger } from "../ports/logger.js";
+import type { Store } from "../ports/store.js";
+import { CliError, EXIT_CONFIG } from "./cli-error.js";
+import { openWithRetry } from "./store-retry.js";
+
+/** Opens the config's store; a failure is a CliError (exit 1) whose message holds no password. */
+export async function openConfiguredStore(config: NodeConfig): Promise<Store> {
+  try {
+    return await openStore(config.store, { poolSize: config.storePoolSize });
+  } catch (err) {
+    throw new CliError(
+      `cannot open the store ${describeStoreLocation(config.store)}: ${storeErrorText(err)}`,
+      1,
+    );
+  }
+}
+
+function storeErrorText(err: unknown): string {
+  return scrub(err instanceof Error ? err.message : String(err));
+}
+
+/**
+ * A node's store: a store that cannot be reached yet is retried with backoff (logged per attempt)
+ * until it opens or `stopped` resolves (then null); one that refuses this config is a CliError (exit 2).
+ */
+export async function openNodeStore(
+  config: NodeConfig,
+  logger: Logger,
+  stopped: Promise<void>,
+): Promise<Store | null> {
+  try {
+    return await openWithRetry(
+      () => openStore(config.store, { poolSize: config.storePoolSize }),
+      logger.child({ store: describeStoreLocation(config.store) }),
+      storeErrorText,
+      stopped,
+    );
+  } catch (err) {
+    throw new CliError(
+      `cannot open the store ${describeStoreLocation(config.store)}: ${storeErrorText(err)}`,
+      EXIT_CONFIG,
+    );
+  }
+}
+
+function scrub(text: string): string {
+  return text.replace(/([a-z][a-z0-9+.-]*:\/\/[^:/?#@\s]*:)[^@/?#\s]+@/gi, "$1[redacted]@");
+}

@@ -1,0 +1,63 @@
+/** What a node config implies for the engine: its loops' settings and its logger. */
+import { createLogger } from "../adapters/log/pino-logger.js";
+import { DEFAULT_LEADER_TIMINGS } from "../app/leader.js";
+import type { EngineSettings } from "../app/node.js";
+import type { LogLevel, NodeConfig } from "../config/node-config.js";
+import type { Logger } from "../ports/logger.js";
+
+export function makeLogger(config: NodeConfig, level?: LogLevel): Logger {
+  return createLogger({ level: level ?? config.logLevel });
+}
+
+/** The engine loop settings a node config implies. */
+export function engineSettings(config: NodeConfig, overrides: Partial<EngineSettings> = {}): EngineSettings {
+  return {
+    nodeId: config.nodeId,
+    labels: config.labels,
+    capacity: config.capacity,
+    roomIds: config.rooms,
+    actions: new Map(Object.entries(config.actions)),
+    lease: { ...config.lease },
+    leader: {
+      ...DEFAULT_LEADER_TIMINGS,
+      wakeLiveWithinMs: 3 * Math.max(config.lease.renewEveryMs, Math.floor(config.lease.ttlMs / 2)),
+    },
+    // A task lease as long as the room lease: a killed worker's task is retried after the same TTL
+    // a killed leader's room is taken over after.
+    taskLeaseMs: config.lease.ttlMs,
+    // Renewed like the room lease; the config guarantees renew_every + margin + kill_grace < ttl.
+    taskRenewEveryMs: config.lease.renewEveryMs,
+    taskMarginMs: config.lease.marginMs,
+    // Twice per lease TTL (`nodes --check` wants a heartbeat younger than the TTL): a follower's
+    // idle cost is mostly this, its lease attempts at the holder's expiry and the claim tick.
+    heartbeatEveryMs: Math.max(config.lease.renewEveryMs, Math.floor(config.lease.ttlMs / 2)),
+    // The slow safety tick: work arrives by the leader's targeted wake-ups (issue 16).
+    workerPollMs: 10_000,
+    work: true,
+    initialCap: config.limits.globalCap,
+    retention: {
+      finishedMs: config.retention.finishedMs,
+      forgetNodesAfterMs: config.retention.forgetNodesAfterMs,
+      // A tenth of the shorter retention, between 1 s and a minute: a row outlives its retention by
+      // at most that, and a leader with nothing to prune reads a few rows a minute.
+      everyMs: Math.min(
+        60_000,
+        Math.max(
+          1_000,
+          Math.floor(Math.min(config.retention.finishedMs, config.retention.forgetNodesAfterMs) / 10),
+        ),
+      ),
+    },
+    policy: {
+      wanted: {
+        powerLevel: config.permissions.powerLevel,
+        allow: config.permissions.allow,
+        twoPersonRule: config.permissions.twoPersonRule,
+        autoConfirm: config.permissions.autoConfirm,
+        logs: config.permissions.logs,
+      },
+      stated: config.permissions.stated,
+    },
+    ...overrides,
+  };
+}
