@@ -41,6 +41,8 @@ export interface RetentionSettings {
   finishedMs: number;
   /** Nodes silent for longer than this are dropped. */
   forgetNodesAfterMs: number;
+  /** HTTP idempotency keys stored longer ago than this are forgotten. */
+  forgetKeysAfterMs: number;
   /** How often a round of pruning starts; the first comes one period after leadership begins. */
   everyMs: number;
 }
@@ -293,17 +295,18 @@ async function runPruneLoop(
   const limits = {
     olderThanMs: retention.finishedMs,
     nodesOlderThanMs: retention.forgetNodesAfterMs,
+    keysOlderThanMs: retention.forgetKeysAfterMs,
     runs: PRUNE_RUNS_PER_BATCH,
     rows: PRUNE_ROWS_PER_BATCH,
   };
   while (!signal.aborted) {
     await deps.clock.sleep(retention.everyMs, signal);
-    const total: PruneResult = { runs: 0, tasks: 0, events: 0, inbox: 0, outbox: 0, nodes: 0 };
+    const total: PruneResult = { runs: 0, tasks: 0, events: 0, inbox: 0, outbox: 0, nodes: 0, keys: 0 };
     try {
       while (!signal.aborted) {
         const r = await prune(fence, limits);
         for (const k of Object.keys(total) as Array<keyof PruneResult>) total[k] += r[k];
-        const full = r.runs >= limits.runs || Math.max(r.events, r.inbox, r.outbox, r.nodes) >= limits.rows;
+        const full = r.runs >= limits.runs || Math.max(r.events, r.inbox, r.outbox, r.nodes, r.keys) >= limits.rows;
         if (!full) break;
         await deps.clock.sleep(PRUNE_PAUSE_MS, signal);
       }

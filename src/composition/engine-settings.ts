@@ -38,6 +38,7 @@ export function engineSettings(config: NodeConfig, overrides: Partial<EngineSett
     retention: {
       finishedMs: config.retention.finishedMs,
       forgetNodesAfterMs: config.retention.forgetNodesAfterMs,
+      forgetKeysAfterMs: config.retention.forgetKeysAfterMs,
       // A tenth of the shorter retention, between 1 s and a minute: a row outlives its retention by
       // at most that, and a leader with nothing to prune reads a few rows a minute.
       everyMs: Math.min(

@@ -83,6 +83,8 @@ export interface RetentionConfig {
   nodeGoneAfterMs: number;
   /** A node gone for this long is dropped from the node list. */
   forgetNodesAfterMs: number;
+  /** An HTTP idempotency key stored this long ago is forgotten (at least finishedMs). */
+  forgetKeysAfterMs: number;
 }
 
 /** What an HTTP API token may do: `read` the routes that change nothing, or also `operate` (chat's operators). */
@@ -364,6 +366,7 @@ const retentionSchema = z
     // Default: 30s, or three heartbeats (3 × lease.renew_every) when that is longer.
     node_gone_after: duration(1).optional(),
     forget_nodes_after: duration(1, MAX_RETENTION_MS).prefault("1d"),
+    idempotency_keys: duration(1, MAX_RETENTION_MS).prefault("30d"),
   })
   .superRefine((r, ctx) => {
     if (r.node_gone_after !== undefined && r.forget_nodes_after < r.node_gone_after) {
@@ -371,6 +374,13 @@ const retentionSchema = z
         code: "custom",
         path: ["forget_nodes_after"],
         message: "must be at least retention.node_gone_after",
+      });
+    }
+    if (r.idempotency_keys < r.finished) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["idempotency_keys"],
+        message: "must be at least retention.finished (a key must outlive the command it answered)",
       });
     }
   });
@@ -578,6 +588,7 @@ export function toNodeConfig(
       finishedMs: file.retention.finished,
       nodeGoneAfterMs: file.retention.node_gone_after ?? Math.max(30_000, 3 * file.lease.renew_every),
       forgetNodesAfterMs: file.retention.forget_nodes_after,
+      forgetKeysAfterMs: file.retention.idempotency_keys,
     },
     http:
       file.http === undefined || listen === null

@@ -626,6 +626,12 @@ export interface PruneLimits {
   olderThanMs: number;
   /** Nodes whose last heartbeat is older than this are deleted. */
   nodesOlderThanMs: number;
+  /**
+   * Idempotency keys (HTTP writes) stored longer ago than this are deleted, whatever their scope: a
+   * repeat of such a key afterwards is a new request. Callers keep this at least `olderThanMs`, so a
+   * key outlives the command it answered.
+   */
+  keysOlderThanMs: number;
   /** At most this many runs (each with all its tasks and events) per call. */
   runs: number;
   /** At most this many rows of each other kind per call. */
@@ -639,6 +645,7 @@ export interface PruneResult {
   inbox: number;
   outbox: number;
   nodes: number;
+  keys: number;
 }
 
 export interface RetentionStore {

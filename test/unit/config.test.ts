@@ -202,7 +202,12 @@ describe("defaults", () => {
       actions: {},
       lease: { ttlMs: 10_000, renewEveryMs: 3_000, acquireEveryMs: 1_000, marginMs: 1_000 },
       limits: { globalCap: 16, confirmTimeoutMs: 3_600_000 },
-      retention: { finishedMs: 7 * 86_400_000, nodeGoneAfterMs: 30_000, forgetNodesAfterMs: 86_400_000 },
+      retention: {
+        finishedMs: 7 * 86_400_000,
+        nodeGoneAfterMs: 30_000,
+        forgetNodesAfterMs: 86_400_000,
+        forgetKeysAfterMs: 30 * 86_400_000,
+      },
       http: null,
       logLevel: "info",
     } satisfies NodeConfig);
@@ -269,6 +274,7 @@ describe("defaults", () => {
       finishedMs: 3 * 86_400_000,
       nodeGoneAfterMs: 60_000,
       forgetNodesAfterMs: 2 * 86_400_000,
+      forgetKeysAfterMs: 14 * 86_400_000,
     });
     expect(config.logLevel).toBe("debug");
   });
@@ -322,6 +328,7 @@ describe("bad config files name the key path", () => {
       [
         "retention.finished: must be at least matrix.command_window plus 1h (180m here): a command forgotten sooner could be handled twice",
         "retention.forget_nodes_after: must be at least retention.node_gone_after",
+        "retention.idempotency_keys: must be at least retention.finished (a key must outlive the command it answered)",
         "retention.node_gone_after: must be longer than two heartbeats (2 × lease.renew_every)",
       ],
     ],

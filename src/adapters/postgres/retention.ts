@@ -23,7 +23,7 @@ export async function pruneBatch(db: Db, fence: LeaderFence, limits: PruneLimits
     const { rows: nowRows } = await tx.query<{ now: string }>(`SELECT ${NOW} AS now`, [tx.clockParam]);
     const now = Number(nowRows[0]?.now);
     const cutoff = now - limits.olderThanMs;
-    const result: PruneResult = { runs: 0, tasks: 0, events: 0, inbox: 0, outbox: 0, nodes: 0 };
+    const result: PruneResult = { runs: 0, tasks: 0, events: 0, inbox: 0, outbox: 0, nodes: 0, keys: 0 };
 
     const { rows: runRows } = await tx.query<{ run_id: string }>(
       // A scheduled definition that still fires is kept, however old: its schedule is its record.
@@ -87,6 +87,15 @@ export async function pruneBatch(db: Db, fence: LeaderFence, limits: PruneLimits
         await tx.query(
           "DELETE FROM nodes WHERE node_id IN (SELECT node_id FROM nodes WHERE heartbeat_at < $1 LIMIT $2)",
           [now - limits.nodesOlderThanMs, limits.rows],
+        )
+      ).rowCount ?? 0;
+
+    result.keys =
+      (
+        await tx.query(
+          `DELETE FROM idempotency_keys WHERE (scope, key) IN (
+             SELECT scope, key FROM idempotency_keys WHERE created_at < $1 ORDER BY created_at LIMIT $2)`,
+          [now - limits.keysOlderThanMs, limits.rows],
         )
       ).rowCount ?? 0;
 

@@ -189,6 +189,13 @@ ALTER TABLE tasks ADD COLUMN output_bytes INTEGER;
 ALTER TABLE nodes ADD COLUMN undecryptable INTEGER NOT NULL DEFAULT 0;
 `,
   },
+  {
+    // Idempotency keys are forgotten after retention.idempotency_keys; the oldest are found first.
+    version: 5,
+    sql: `
+CREATE INDEX idempotency_keys_age ON idempotency_keys (created_at);
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

@@ -24,7 +24,7 @@ export function pruneBatch(
     c.checkFence("prune", fence, tx.now);
     const room = fence.roomId;
     const cutoff = tx.now - limits.olderThanMs;
-    const result: PruneResult = { runs: 0, tasks: 0, events: 0, inbox: 0, outbox: 0, nodes: 0 };
+    const result: PruneResult = { runs: 0, tasks: 0, events: 0, inbox: 0, outbox: 0, nodes: 0, keys: 0 };
 
     const runIds = c
       .all<{ run_id: string }>(
@@ -96,6 +96,13 @@ export function pruneBatch(
     result.nodes = c.run(
       "DELETE FROM nodes WHERE node_id IN (SELECT node_id FROM nodes WHERE heartbeat_at < ? LIMIT ?)",
       tx.now - limits.nodesOlderThanMs,
+      limits.rows,
+    );
+
+    result.keys = c.run(
+      `DELETE FROM idempotency_keys WHERE rowid IN (
+         SELECT rowid FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ?)`,
+      tx.now - limits.keysOlderThanMs,
       limits.rows,
     );
 

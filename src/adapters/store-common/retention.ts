@@ -19,7 +19,7 @@ export const PRUNABLE_OUTBOX = `(o.txn_id LIKE 'reply.%'
     OR (o.txn_id LIKE 'final.%' AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = substr(o.txn_id, 7, 36))))`;
 
 export function checkPruneLimits(limits: PruneLimits): void {
-  for (const key of ["olderThanMs", "nodesOlderThanMs", "runs", "rows"] as const) {
+  for (const key of ["olderThanMs", "nodesOlderThanMs", "keysOlderThanMs", "runs", "rows"] as const) {
     const v = limits[key];
     if (!Number.isSafeInteger(v) || v < (key === "runs" || key === "rows" ? 1 : 0))
       throw new RangeError(
@@ -29,4 +29,4 @@ export function checkPruneLimits(limits: PruneLimits): void {
 }
 
 export const nothingPruned = (r: PruneResult): boolean =>
-  r.runs + r.tasks + r.events + r.inbox + r.outbox + r.nodes === 0;
+  r.runs + r.tasks + r.events + r.inbox + r.outbox + r.nodes + r.keys === 0;

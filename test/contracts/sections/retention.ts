@@ -23,7 +23,7 @@ import type { ContractContext } from "../context.js";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
-const LIMITS: PruneLimits = { olderThanMs: DAY, nodesOlderThanMs: DAY, runs: 50, rows: 500 };
+const LIMITS: PruneLimits = { olderThanMs: DAY, nodesOlderThanMs: DAY, keysOlderThanMs: DAY, runs: 50, rows: 500 };
 
 export function retentionSection(ctx: ContractContext): void {
   const msg = (room: string, txnId: string): OutboxMessageInput => ({
@@ -69,7 +69,7 @@ export function retentionSection(ctx: ContractContext): void {
 
   /** Prunes until a call deletes nothing; the sum of every batch. */
   const pruneAll = async (store: Store, fence: LeaderFence, limits = LIMITS): Promise<PruneResult> => {
-    const total: PruneResult = { runs: 0, tasks: 0, events: 0, inbox: 0, outbox: 0, nodes: 0 };
+    const total: PruneResult = { runs: 0, tasks: 0, events: 0, inbox: 0, outbox: 0, nodes: 0, keys: 0 };
     for (let i = 0; i < 100; i++) {
       const r = await store.pruneBatch(fence, limits);
       for (const k of Object.keys(total) as Array<keyof PruneResult>) total[k] += r[k];
@@ -240,6 +240,37 @@ export function retentionSection(ctx: ContractContext): void {
     const ids = (await store.listNodes()).map((n) => n.session.nodeId);
     expect(ids).toContain(alive.nodeId);
     expect(ids).not.toContain(silent.nodeId);
+  });
+
+  it("forgets idempotency keys stored longer ago than their limit, whatever their scope, and no others", async () => {
+    const store = await ctx.store();
+    const room = ctx.uid("!retention-keys");
+    const oldKey = ctx.uid("old");
+    const youngKey = ctx.uid("young");
+    const other = ctx.uid("other");
+    expect((await store.rememberIdempotencyKey(`http:${other}`, oldKey, { n: 1 })).kind).toBe("new");
+    ctx.clock.advance(3 * HOUR);
+    expect((await store.rememberIdempotencyKey(`http:${other}`, youngKey, { n: 2 })).kind).toBe("new");
+    const fence = await becomeLeader(store, room);
+    const r = await store.pruneBatch(fence, { ...LIMITS, keysOlderThanMs: 2 * HOUR });
+    expect(r.keys).toBeGreaterThanOrEqual(1);
+    // The forgotten key is new again; the young one still answers with what it first stored.
+    expect((await store.rememberIdempotencyKey(`http:${other}`, oldKey, { n: 3 })).kind).toBe("new");
+    expect(await store.rememberIdempotencyKey(`http:${other}`, youngKey, { n: 4 })).toEqual({
+      kind: "existing",
+      result: { n: 2 },
+    });
+  });
+
+  it("deletes at most one batch of idempotency keys per call", async () => {
+    const store = await ctx.store();
+    const room = ctx.uid("!retention-keys-batch");
+    const scope = `http:${ctx.uid("batch")}`;
+    for (let i = 0; i < 5; i++) await store.rememberIdempotencyKey(scope, `k${i}`, { i });
+    ctx.clock.advance(2 * DAY);
+    const fence = await becomeLeader(store, room);
+    const first = await store.pruneBatch(fence, { ...LIMITS, rows: 2 });
+    expect(first.keys).toBe(2);
   });
 
   it("is fenced: a deposed leader deletes nothing", async () => {
