@@ -1,9 +1,11 @@
 /**
  * The leader's periodic work on PostgreSQL: scheduling (the pure decideSchedule applied to a snapshot
- * read in the same fenced transaction), reaping and run outcomes (one fenced statement each), caps.
+ * read in the same fenced transaction), reaping (the domain's decideReap applied in one fenced
+ * transaction), run outcomes (one fenced statement), caps.
  */
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import { decideSchedule } from "../../domain/scheduling.js";
+import { decideReap, queueTimedOut } from "../../domain/task-states.js";
 import type {
   CommandContext,
   LeaderFence,
@@ -15,7 +17,6 @@ import type { Db } from "./db.js";
 import { fenceCte, fenceParams, LOG_CTES } from "./guards.js";
 import { markHandledInTx } from "./inbox.js";
 import { NOW, sessionKey } from "./sql.js";
-import { BACKOFF } from "./tasks.js";
 import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 import { capOutcome } from "../store-common/run-outcomes.js";
 
@@ -86,88 +87,157 @@ interface SnapTask {
 // Running past its deadline, or running/canceling with a lease nobody renewed.
 const OVERDUE = `room_id = $2::text AND status IN ('running','canceling')
   AND (lease_expires_at <= ${NOW} OR (status = 'running' AND deadline IS NOT NULL AND deadline <= ${NOW}))`;
-const PAST_DEADLINE = `(deadline IS NOT NULL AND deadline <= ${NOW})`;
+const STALE = `room_id = $2::text AND status = 'queued' AND queue_timeout_ms IS NOT NULL
+  AND queued_at + queue_timeout_ms <= ${NOW}`;
+const EXPIRED = `room_id = $2::text AND status = 'pending' AND confirm_deadline IS NOT NULL
+  AND confirm_deadline <= ${NOW}`;
 
 /**
- * Every reap transition in ONE fenced statement. The sets are disjoint (by status and attempts
- * left), so no row is touched twice; every sub-statement sees the same snapshot and the same now.
+ * The reaper's look, without a lock or a write: is the fence still held, and is anything due? A
+ * leader reaps on every tick and almost always finds nothing, so that costs this one read.
  */
-const REAP_SQL = `WITH ${fenceCte(2)},
-  gone AS (
-    UPDATE tasks SET status = 'canceled', version = version + 1, lease_expires_at = NULL, finished_at = ${NOW},
-           error = coalesce(error, 'canceled; the executor stopped renewing')
-     WHERE ${OVERDUE} AND status = 'canceling' AND EXISTS (SELECT 1 FROM fence)
-    RETURNING run_id, task_id, 'canceled'::text AS to_status, jsonb_build_object('reason', 'lease expired') AS data),
-  again AS (
-    UPDATE tasks SET status = 'queued', version = version + 1, attempt = attempt + 1, claim_version = NULL,
-           executor_node = NULL, executor_boot = NULL, lease_expires_at = NULL, deadline = NULL,
-           not_before = ${NOW} + ${BACKOFF}, queued_at = ${NOW},
-           error = CASE WHEN ${PAST_DEADLINE} THEN 'deadline passed' ELSE 'lease expired' END
-     WHERE ${OVERDUE} AND status = 'running' AND attempt < max_attempts AND EXISTS (SELECT 1 FROM fence)
-    RETURNING run_id, task_id, 'queued'::text AS to_status,
-              jsonb_build_object('reason', error, 'attempt', attempt - 1, 'notBefore', not_before) AS data),
-  dead AS (
-    UPDATE tasks SET status = CASE WHEN ${PAST_DEADLINE} THEN 'timed_out' ELSE 'failed' END,
-           version = version + 1, lease_expires_at = NULL, finished_at = ${NOW},
-           error = CASE WHEN ${PAST_DEADLINE} THEN 'deadline passed' ELSE 'lease expired' END
-     WHERE ${OVERDUE} AND status = 'running' AND attempt >= max_attempts AND EXISTS (SELECT 1 FROM fence)
-    RETURNING run_id, task_id, status AS to_status, jsonb_build_object('reason', error, 'attempt', attempt) AS data),
-  stale AS (
-    UPDATE tasks SET status = 'timed_out', version = version + 1, finished_at = ${NOW}, error = 'queue timeout'
-     WHERE room_id = $2::text AND status = 'queued' AND queue_timeout_ms IS NOT NULL
-       AND queued_at + queue_timeout_ms <= ${NOW} AND EXISTS (SELECT 1 FROM fence)
-    RETURNING run_id, task_id, 'timed_out'::text AS to_status, jsonb_build_object('reason', 'queue timeout') AS data),
-  expired AS (
-    UPDATE runs SET status = 'expired', updated_at = ${NOW}
-     WHERE room_id = $2::text AND status = 'pending' AND confirm_deadline IS NOT NULL
-       AND confirm_deadline <= ${NOW} AND EXISTS (SELECT 1 FROM fence)
-    RETURNING run_id),
-  unstarted AS (
-    UPDATE tasks SET status = 'canceled', version = version + 1, finished_at = ${NOW},
-           error = coalesce(error, 'canceled before it started')
-     WHERE run_id IN (SELECT run_id FROM expired) AND status IN ('blocked','queued')
-    RETURNING run_id, task_id, 'canceled'::text AS to_status, '{}'::jsonb AS data),
-  moved AS (
-    SELECT * FROM gone UNION ALL SELECT * FROM again UNION ALL SELECT * FROM dead
-    UNION ALL SELECT * FROM stale UNION ALL SELECT * FROM unstarted),
-  src AS (
-    SELECT $2::text AS room_id, row_number() OVER (ORDER BY ord0, run_id, task_id) AS ord, kind, run_id, task_id,
-           $5::bigint AS term, $6::text AS actor, data
-      FROM (SELECT 0 AS ord0, 'task.' || to_status AS kind, run_id, task_id, data FROM moved
-            UNION ALL
-            SELECT -1, 'run.expired', run_id, NULL, jsonb_build_object('from', 'pending') FROM expired) l),
-  ${LOG_CTES}
-  SELECT EXISTS (SELECT 1 FROM fence) AS fenced,
-         (SELECT count(*) FROM gone) AS canceled, (SELECT count(*) FROM again) AS requeued,
-         (SELECT count(*) FROM dead WHERE to_status = 'failed') AS failed,
-         (SELECT count(*) FROM dead WHERE to_status = 'timed_out') + (SELECT count(*) FROM stale) AS timed_out,
-         (SELECT count(*) FROM expired) AS expired_runs,
-         (SELECT count(*) FROM moved) AS moved_tasks,
-         CASE WHEN EXISTS (SELECT 1 FROM moved) THEN pg_notify('dagbot', 'tasks:' || $2::text) END,
-         CASE WHEN EXISTS (SELECT 1 FROM expired) THEN pg_notify('dagbot', 'runs:' || $2::text) END`;
+const REAP_DUE_SQL = `SELECT EXISTS (SELECT 1 FROM room_leases
+           WHERE room_id = $2 AND holder_node = $3 AND holder_boot = $4 AND term = $5 AND expires_at > ${NOW}) AS fenced,
+         EXISTS (SELECT 1 FROM tasks WHERE ${OVERDUE}) OR EXISTS (SELECT 1 FROM tasks WHERE ${STALE})
+           OR EXISTS (SELECT 1 FROM runs WHERE ${EXPIRED}) AS due`;
 
-export async function reap(db: Db, fence: LeaderFence): Promise<ReapResult> {
-  const rows = await db.one<{
-    fenced: boolean;
-    canceled: number;
-    requeued: number;
-    failed: number;
-    timed_out: number;
-    expired_runs: number;
-    moved_tasks: number;
-  }>("reap", REAP_SQL, [db.clockParam(), ...fenceParams(fence), sessionKey(fence.session)]);
-  const r = rows[0];
-  if (r === undefined || !r.fenced) throw await db.fenceConflict("reap", fence);
-  if (r.moved_tasks > 0) db.committed("tasks", fence.roomId);
-  if (r.expired_runs > 0) db.committed("runs", fence.roomId);
-  return {
-    requeued: r.requeued,
-    failed: r.failed,
-    timedOut: r.timed_out,
-    canceled: r.canceled,
-    expiredRuns: r.expired_runs,
-  };
+interface ReapRow {
+  run_id: string;
+  task_id: string;
+  status: TaskStatus;
+  version: number;
+  attempt: number;
+  max_attempts: number;
+  retry_backoff_ms: number;
+  lease_expires_at: number | null;
+  deadline: number | null;
 }
+
+/**
+ * The reaper on PostgreSQL: the domain decides (decideReap for each overdue running or canceling
+ * task, queueTimedOut for a queued one), this applies, in one fenced transaction whose rows are
+ * locked as read, so a worker's finish or renewal either comes first (and the task is no longer
+ * overdue when read) or waits and then finds the version moved. Log lines: expired runs first, then
+ * the moved tasks by run and task id.
+ */
+export async function reap(db: Db, fence: LeaderFence): Promise<ReapResult> {
+  const result: ReapResult = { requeued: 0, failed: 0, timedOut: 0, canceled: 0, expiredRuns: 0 };
+  const look = await db.one<{ fenced: boolean; due: boolean }>("reap", REAP_DUE_SQL, [
+    db.clockParam(),
+    ...fenceParams(fence),
+  ]);
+  if (look[0] === undefined || !look[0].fenced) throw await db.fenceConflict("reap", fence);
+  if (!look[0].due) return result;
+
+  return db.tx("reap", async (tx) => {
+    await db.lockFence(tx, "reap", fence);
+    const roomId = fence.roomId;
+    const term = fence.term;
+    const actor = sessionKey(fence.session);
+    const { rows: nowRows } = await tx.query<{ now: number }>(`SELECT ${NOW} AS now`, [tx.clockParam]);
+    const now = Number(nowRows[0]?.now);
+    const room = [tx.clockParam, roomId];
+    const lines: { runId: string; taskId: string; kind: string; data: Record<string, unknown> }[] = [];
+    const moved = (r: ReapRow, to: TaskStatus, data: Record<string, unknown>): void => {
+      lines.push({ runId: r.run_id, taskId: r.task_id, kind: `task.${to}`, data });
+    };
+    const apply = async (r: ReapRow, set: string, values: unknown[]): Promise<boolean> =>
+      ((
+        await tx.query(
+          `UPDATE tasks SET ${set}, version = version + 1 WHERE run_id = $1 AND task_id = $2 AND version = $3`,
+          [r.run_id, r.task_id, r.version, ...values],
+        )
+      ).rowCount ?? 0) === 1;
+
+    const overdue = await tx.query<ReapRow>(
+      `SELECT run_id, task_id, status, version, attempt, max_attempts, retry_backoff_ms, lease_expires_at, deadline
+         FROM tasks WHERE ${OVERDUE} FOR UPDATE`,
+      room,
+    );
+    for (const r of overdue.rows) {
+      const decision = decideReap(
+        {
+          status: r.status,
+          attempt: r.attempt,
+          maxAttempts: r.max_attempts,
+          retryBackoffMs: r.retry_backoff_ms,
+          leaseExpiresAt: r.lease_expires_at,
+          deadline: r.deadline,
+        },
+        now,
+      );
+      if (decision === null) continue;
+      const reason = decision.reason;
+      if (decision.to === "canceled") {
+        const set = `status = 'canceled', lease_expires_at = NULL, finished_at = $4,
+                     error = coalesce(error, 'canceled; the executor stopped renewing')`;
+        if (await apply(r, set, [now])) {
+          result.canceled++;
+          moved(r, "canceled", { reason });
+        }
+      } else if (decision.to === "queued") {
+        const notBefore = now + decision.waitMs;
+        const set = `status = 'queued', attempt = attempt + 1, claim_version = NULL, executor_node = NULL,
+                     executor_boot = NULL, lease_expires_at = NULL, deadline = NULL, not_before = $4,
+                     queued_at = $5, error = $6`;
+        if (await apply(r, set, [notBefore, now, reason])) {
+          result.requeued++;
+          moved(r, "queued", { reason, attempt: r.attempt, notBefore });
+        }
+      } else {
+        const set = "status = $4, lease_expires_at = NULL, finished_at = $5, error = $6";
+        if (await apply(r, set, [decision.to, now, reason])) {
+          if (decision.to === "timed_out") result.timedOut++;
+          else result.failed++;
+          moved(r, decision.to, { reason, attempt: r.attempt });
+        }
+      }
+    }
+
+    const stale = await tx.query<ReapRow & { queued_at: number | null; queue_timeout_ms: number | null }>(
+      `SELECT run_id, task_id, status, version, queued_at, queue_timeout_ms FROM tasks WHERE ${STALE} FOR UPDATE`,
+      room,
+    );
+    for (const r of stale.rows) {
+      const due = queueTimedOut(
+        { status: r.status, queuedAt: r.queued_at, queueTimeoutMs: r.queue_timeout_ms },
+        now,
+      );
+      if (due && (await apply(r, "status = 'timed_out', finished_at = $4, error = 'queue timeout'", [now]))) {
+        result.timedOut++;
+        moved(r, "timed_out", { reason: "queue timeout" });
+      }
+    }
+
+    const expired = await tx.query<{ run_id: string }>(
+      `UPDATE runs SET status = 'expired', updated_at = ${NOW} WHERE ${EXPIRED} RETURNING run_id`,
+      room,
+    );
+    result.expiredRuns = expired.rows.length;
+    if (expired.rows.length > 0) {
+      const runIds = expired.rows.map((r) => r.run_id);
+      const unstarted = await tx.query<{ run_id: string; task_id: string }>(
+        `UPDATE tasks SET status = 'canceled', version = version + 1, finished_at = $2,
+                error = coalesce(error, 'canceled before it started')
+          WHERE run_id = ANY($1::text[]) AND status IN ('blocked','queued')
+          RETURNING run_id, task_id`,
+        [runIds, now],
+      );
+      for (const t of unstarted.rows)
+        lines.push({ runId: t.run_id, taskId: t.task_id, kind: "task.canceled", data: {} });
+      for (const runId of [...runIds].sort())
+        tx.log(roomId, { kind: "run.expired", runId, term, actor, data: { from: "pending" } });
+      tx.touch("runs", roomId);
+    }
+
+    lines.sort((a, b) => cmp(a.runId, b.runId) || cmp(a.taskId, b.taskId));
+    for (const l of lines) tx.log(roomId, { ...l, term, actor });
+    if (lines.length > 0) tx.touch("tasks", roomId);
+    return result;
+  });
+}
+
+const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 /**
  * running → succeeded/failed once every task is terminal; canceling → canceled once every task is
