@@ -301,12 +301,22 @@ async function runPruneLoop(
   };
   while (!signal.aborted) {
     await deps.clock.sleep(retention.everyMs, signal);
-    const total: PruneResult = { runs: 0, tasks: 0, events: 0, inbox: 0, outbox: 0, nodes: 0, keys: 0 };
+    const total: PruneResult = {
+      runs: 0,
+      tasks: 0,
+      events: 0,
+      inbox: 0,
+      outbox: 0,
+      nodes: 0,
+      keys: 0,
+      definitions: 0,
+    };
     try {
       while (!signal.aborted) {
         const r = await prune(fence, limits);
         for (const k of Object.keys(total) as Array<keyof PruneResult>) total[k] += r[k];
-        const full = r.runs >= limits.runs || Math.max(r.events, r.inbox, r.outbox, r.nodes, r.keys) >= limits.rows;
+        const full =
+          r.runs >= limits.runs || Math.max(r.events, r.inbox, r.outbox, r.nodes, r.keys) >= limits.rows;
         if (!full) break;
         await deps.clock.sleep(PRUNE_PAUSE_MS, signal);
       }

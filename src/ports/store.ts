@@ -272,7 +272,12 @@ export type RunDecisionResult =
   | { kind: "wrong-status"; run: RunRecord };
 
 export interface RunStore {
-  /** All-or-nothing; deduplicated on (room, dag_id) and content hash. */
+  /**
+   * All-or-nothing; deduplicated on (room, dag_id) and content hash. A DAG without `definition`
+   * creates (or adopts) the definition of its id in the same transaction; one with `definition`
+   * references that definition (NotFoundError when it does not exist) and moves its lastSlotAt /
+   * lastRunNumber when the run is a slot run / an `<id>.N` run.
+   */
   createRun(ctx: CommandContext, input: CreateRunInput): Promise<CreateRunResult>;
   /** pending → running (recording who confirmed); "already" when it is running or further. NotFoundError if no such run. */
   confirmRun(ctx: CommandContext, roomId: string, dagId: string, by: string): Promise<RunDecisionResult>;
@@ -288,6 +293,46 @@ export interface RunStore {
   listRuns(roomId: string, options?: { statuses?: RunStatus[]; limit?: number }): Promise<RunRecord[]>;
   listTasks(runId: string): Promise<TaskRecord[]>;
   getTask(runId: string, taskId: string): Promise<TaskRecord | null>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Definitions (issue 12): a published DAG, keyed by (room, dag id). Publishing creates or adopts it
+// in the same transaction as its first run (the run named like it); every later run of it (`<id>.N`,
+// schedule slots `<id>.s<time>`, retries of those) references it. Lookups by definition are indexed,
+// however many runs of other DAGs the room has.
+
+export interface DefinitionRecord {
+  roomId: string;
+  dagId: string;
+  /**
+   * The content hash publishing compares (same: exists, other: conflict). Empty when unknown: a
+   * definition back-filled from runs whose first run was already pruned; the next publish of its
+   * id adopts it.
+   */
+  hash: string;
+  /** The definition document as published (no run values, definition or slot). */
+  dag: ParsedDag;
+  schedule: NonNullable<ParsedDag["schedule"]> | null;
+  publisher: string;
+  /**
+   * The run publishing created (its dag id is the definition's): its approval is the definition's,
+   * so a schedule fires only once that run was confirmed (or auto-confirmed). Null when it is gone.
+   */
+  origin: Pick<RunRecord, "runId" | "status" | "confirmedBy" | "confirmDeadline"> | null;
+  /** The slot of the newest run its schedule created; null before the first. */
+  lastSlotAt: number | null;
+  /** The highest N of the `<id>.N` runs started of it; 1 when there are none but the first. */
+  lastRunNumber: number;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface DefinitionStore {
+  getDefinition(roomId: string, dagId: string): Promise<DefinitionRecord | null>;
+  /** The room's definitions that declare a schedule, by dag id; at most `limit` (default 1,000). */
+  listScheduledDefinitions(roomId: string, options?: { limit?: number }): Promise<DefinitionRecord[]>;
+  /** Runs of one definition (its first run included), newest first; at most `limit` (default 100). */
+  listDefinitionRuns(roomId: string, dagId: string, options?: { limit?: number }): Promise<RunRecord[]>;
 }
 
 // --- The worker's side
@@ -614,7 +659,9 @@ export interface EventLogStore {
 export interface PruneLimits {
   /**
    * Age (on the store's clock) past which finished things go: runs in a terminal status not
-   * updated for this long, with their tasks, their events and their status-card messages; inbox
+   * updated for this long, with their tasks, their events and their status-card messages (but a
+   * definition's first run stays while other runs of it remain or its schedule is approved, and a
+   * definition goes with its last run); inbox
    * rows in `replied` state whose receipt AND origin_server_ts are both older (the origin time is
    * what intake's command window is measured against, so a row is kept as long as its event could
    * still be accepted again: the caller keeps this above the window); outbox rows no longer pending
@@ -646,6 +693,8 @@ export interface PruneResult {
   outbox: number;
   nodes: number;
   keys: number;
+  /** Definitions whose last run went (they are deleted with it). */
+  definitions: number;
 }
 
 export interface RetentionStore {
@@ -700,6 +749,7 @@ export interface Store
     LeaseStore,
     InboxStore,
     RunStore,
+    DefinitionStore,
     TaskClaimer,
     Scheduler,
     PolicyStore,

@@ -8,7 +8,21 @@
  * outboxSection, nodesSection, idempotencySection, eventlogSection, migrationsSection, retentionSection) of type
  * ContractSection; store.contract.ts registers it inside a describe block named after the file.
  */
+import type { ParsedDag, RunStatus } from "../../src/domain/model.js";
 import type { Store, StoreOptions } from "../../src/ports/store.js";
+
+/** A runs row as an older dagbot wrote it (the columns of the first schema). */
+export interface LegacyRun {
+  runId: string;
+  roomId: string;
+  dagId: string;
+  hash: string;
+  status: RunStatus;
+  publisher: string;
+  confirmedBy: string | null;
+  createdAt: number;
+  dag: ParsedDag;
+}
 
 /** A clock the test moves by hand; every store opened through the context reads it. */
 export interface TestClock {
@@ -44,6 +58,16 @@ export interface ContractCapabilities {
   forceSchemaVersion(version: number): Promise<void>;
   /** The plan the store's claim query gets, as text lines (EXPLAIN QUERY PLAN / EXPLAIN). */
   explainClaim(): Promise<string[]>;
+  /**
+   * A second store, apart from the shared one, whose schema stops at `version` and holds these runs
+   * rows as written by the dagbot of that version; `open` brings it up to date (the migration under test).
+   */
+  legacyStore(version: number, runs: readonly LegacyRun[]): Promise<{ open(options?: StoreOptions): Promise<Store> }>;
+  /**
+   * `count` succeeded runs (no tasks) of definition `dagId` in `roomId`, named `<dagId>.2` on,
+   * created at `createdAt`, with the definition row: in one statement, for a long history in little time.
+   */
+  insertFinishedRuns(roomId: string, dagId: string, count: number, createdAt: number): Promise<void>;
 }
 
 /** What the adapter's test file hands to describeStoreContract: how to reach its database. */

@@ -10,6 +10,7 @@ import type { ContractCapabilities, ContractContext, ContractSection, StoreHarne
 import { createTestClock } from "./context.js";
 import { illegalMoves, readWholeLog } from "./event-log-oracle.js";
 import { claimsSection } from "./sections/claims.js";
+import { definitionsSection } from "./sections/definitions.js";
 import { inboxSection } from "./sections/inbox.js";
 import { leasesSection } from "./sections/leases.js";
 import { eventlogSection } from "./sections/eventlog.js";
@@ -27,6 +28,7 @@ const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["leases", leasesSection],
   ["inbox", inboxSection],
   ["runs", runsSection],
+  ["definitions", definitionsSection],
   ["claims", claimsSection],
   ["scheduler", schedulerSection],
   ["outbox", outboxSection],

@@ -4,6 +4,7 @@
  */
 import { openPostgresStore } from "../../src/adapters/postgres/index.js";
 import type { PostgresStoreOptions } from "../../src/adapters/postgres/index.js";
+import { MIGRATIONS } from "../../src/adapters/postgres/migrations.js";
 import { CLAIM_PICK_SQL } from "../../src/adapters/postgres/tasks.js";
 import type { Store } from "../../src/ports/store.js";
 import type { ContractCapabilities, StoreHarness } from "../contracts/context.js";
@@ -14,6 +15,7 @@ import { createTestDatabase, dropOrKeep } from "./postgres.js";
 export const TEST_POOL_SIZE = 4;
 
 let trapCounter = 0;
+let legacyCounter = 0;
 const quote = (s: string): string => `'${s.replaceAll("'", "''")}'`;
 
 /** The claim's pick as EXPLAIN prints it, with parameters like a real claim's. */
@@ -53,6 +55,47 @@ export function postgresCapabilities(db: () => TestDatabase): ContractCapabiliti
     forceSchemaVersion: async (version) => {
       await db().query("DELETE FROM schema_version WHERE version > $1", [version]);
       await db().query("INSERT INTO schema_version (version) VALUES ($1) ON CONFLICT DO NOTHING", [version]);
+    },
+    legacyStore: async (version, runs) => {
+      const schema = `legacy_${++legacyCounter}`;
+      await db().query(
+        [
+          `CREATE SCHEMA ${schema}`,
+          `SET search_path TO ${schema}`,
+          "CREATE TABLE schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+          ...MIGRATIONS.filter((m) => m.version <= version).flatMap((m) => [
+            m.sql,
+            `INSERT INTO schema_version (version) VALUES (${m.version})`,
+          ]),
+        ].join(";\n"),
+      );
+      for (const r of runs)
+        await db().query(
+          `INSERT INTO ${schema}.runs (run_id, room_id, dag_id, hash, status, publisher, confirmed_by, created_at, updated_at, dag)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9::jsonb)`,
+          [r.runId, r.roomId, r.dagId, r.hash, r.status, r.publisher, r.confirmedBy, r.createdAt, JSON.stringify(r.dag)],
+        );
+      return {
+        open: (options) => openPostgresStore(db().url, { poolSize: 2, ...options, schema }),
+      };
+    },
+    insertFinishedRuns: async (roomId, dagId, count, createdAt) => {
+      await db().query(
+        `WITH filler AS (
+           INSERT INTO runs (run_id, room_id, dag_id, hash, status, publisher, created_at, updated_at, dag, definition_id)
+           SELECT md5(random()::text || i), $1::text, $2::text || '.' || i, 'filler', 'succeeded', '@filler:example.org', $4::bigint, $4::bigint,
+                  jsonb_build_object('id', $2::text || '.' || i, 'description', null, 'maxParallel', null,
+                                     'tasks', '[]'::jsonb, 'definition', $2::text), $2::text
+             FROM generate_series(2, $3::int + 1) AS i
+           RETURNING 1)
+         INSERT INTO definitions (room_id, dag_id, hash, dag, publisher, last_run_number, created_at, updated_at)
+         SELECT $1::text, $2::text, 'filler',
+                jsonb_build_object('id', $2::text, 'description', null, 'maxParallel', null, 'tasks', '[]'::jsonb),
+                '@filler:example.org', $3::int + 1, $4::bigint, $4::bigint
+          WHERE (SELECT count(*) FROM filler) > 0
+         ON CONFLICT DO NOTHING`,
+        [roomId, dagId, count, createdAt],
+      );
     },
     explainClaim: () => explainClaimPick(db()),
   };

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { SqliteStoreOptions } from "../../src/adapters/sqlite/index.js";
+import { MIGRATIONS } from "../../src/adapters/sqlite/migrations.js";
 import { CLAIM_SQL } from "../../src/adapters/sqlite/tasks.js";
 import type { Store } from "../../src/ports/store.js";
 import type { ContractCapabilities, StoreHarness } from "../contracts/context.js";
@@ -48,6 +49,7 @@ export function sqliteTestDb(label: string): SqliteTestDb {
 }
 
 let trapCounter = 0;
+let legacyCounter = 0;
 const quote = (s: string): string => `'${s.replaceAll("'", "''")}'`;
 
 export function sqliteCapabilities(db: () => SqliteTestDb): ContractCapabilities {
@@ -76,6 +78,62 @@ export function sqliteCapabilities(db: () => SqliteTestDb): ContractCapabilities
       raw
         .prepare("INSERT OR IGNORE INTO schema_version (version, applied_at) VALUES (?, ?)")
         .run(version, Date.now());
+    },
+    legacyStore: async (version, runs) => {
+      const path = join(db().dir, `legacy-${++legacyCounter}.db`);
+      const raw = new Database(path);
+      try {
+        raw.exec(
+          "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT",
+        );
+        for (const m of MIGRATIONS.filter((m) => m.version <= version)) {
+          raw.exec(m.sql);
+          raw.prepare("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)").run(m.version, 0);
+        }
+        const insert = raw.prepare(
+          `INSERT INTO runs (run_id, room_id, dag_id, hash, status, publisher, confirmed_by, created_at, updated_at, dag)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        );
+        for (const r of runs)
+          insert.run(
+            r.runId,
+            r.roomId,
+            r.dagId,
+            r.hash,
+            r.status,
+            r.publisher,
+            r.confirmedBy,
+            r.createdAt,
+            r.createdAt,
+            JSON.stringify(r.dag),
+          );
+      } finally {
+        raw.close();
+      }
+      return { open: (options) => openSqliteStore(path, options) };
+    },
+    insertFinishedRuns: async (roomId, dagId, count, createdAt) => {
+      const raw = db().raw();
+      const at = { room: roomId, dag: dagId, count, at: createdAt };
+      raw.transaction(() => {
+        raw
+          .prepare(
+            `WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i <= @count)
+             INSERT INTO runs (run_id, room_id, dag_id, hash, status, publisher, created_at, updated_at, dag, definition_id)
+             SELECT lower(hex(randomblob(16))), @room, @dag || '.' || i, 'filler', 'succeeded', '@filler:example.org',
+                    @at, @at, json_object('id', @dag || '.' || i, 'description', NULL, 'maxParallel', NULL,
+                                          'tasks', json('[]'), 'definition', @dag), @dag
+               FROM n`,
+          )
+          .run(at);
+        raw
+          .prepare(
+            `INSERT OR IGNORE INTO definitions (room_id, dag_id, hash, dag, publisher, last_run_number, created_at, updated_at)
+             VALUES (@room, @dag, 'filler', json_object('id', @dag, 'description', NULL, 'maxParallel', NULL, 'tasks', json('[]')),
+                     '@filler:example.org', @count + 1, @at, @at)`,
+          )
+          .run(at);
+      })();
     },
     explainClaim: async () => {
       const rows = db()

@@ -8,6 +8,7 @@ import { ChangeFeed } from "./change-feed.js";
 import { Db } from "./db.js";
 import { mapError, NOW } from "./sql.js";
 import { claimDemand, wakeNodes } from "./demand.js";
+import * as definitions from "./definitions.js";
 import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
 import { migrate } from "./migrations.js";
@@ -106,6 +107,9 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     listRuns: async (roomId, opts) => runs.listRuns(db, roomId, opts),
     listTasks: async (runId) => runs.listTasks(db, runId),
     getTask: async (runId, taskId) => runs.getTask(db, runId, taskId),
+    getDefinition: async (roomId, dagId) => definitions.getDefinition(db, roomId, dagId),
+    listScheduledDefinitions: async (roomId, opts) => definitions.listScheduledDefinitions(db, roomId, opts),
+    listDefinitionRuns: async (roomId, dagId, opts) => definitions.listDefinitionRuns(db, roomId, dagId, opts),
 
     claimTask: async (offer) => tasks.claimTask(db, offer),
     claimTasks: async (offer, max) => tasks.claimTasks(db, offer, max),

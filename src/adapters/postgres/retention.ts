@@ -4,7 +4,9 @@ import type { Db } from "./db.js";
 import { NOW, sessionKey } from "./sql.js";
 import {
   checkPruneLimits,
+  KEPT_FIRST_RUN,
   nothingPruned,
+  ORPHAN_DEFINITION,
   PRUNABLE_OUTBOX,
   TERMINAL_RUN_LIST,
 } from "../store-common/retention.js";
@@ -23,22 +25,36 @@ export async function pruneBatch(db: Db, fence: LeaderFence, limits: PruneLimits
     const { rows: nowRows } = await tx.query<{ now: string }>(`SELECT ${NOW} AS now`, [tx.clockParam]);
     const now = Number(nowRows[0]?.now);
     const cutoff = now - limits.olderThanMs;
-    const result: PruneResult = { runs: 0, tasks: 0, events: 0, inbox: 0, outbox: 0, nodes: 0, keys: 0 };
+    const result: PruneResult = {
+      runs: 0,
+      tasks: 0,
+      events: 0,
+      inbox: 0,
+      outbox: 0,
+      nodes: 0,
+      keys: 0,
+      definitions: 0,
+    };
 
-    const { rows: runRows } = await tx.query<{ run_id: string }>(
-      // A scheduled definition that still fires is kept, however old: its schedule is its record.
-      `SELECT run_id FROM runs WHERE room_id = $1 AND status IN ${TERMINAL_RUN_LIST} AND updated_at < $2
-         AND (dag->'schedule' IS NULL OR dag->'definition' IS NOT NULL
-              OR status IN ('rejected', 'expired', 'canceled'))
+    const { rows: pruned } = await tx.query<{ run_id: string; definition_id: string }>(
+      `SELECT r.run_id, r.definition_id FROM runs r
+        WHERE r.room_id = $1 AND r.status IN ${TERMINAL_RUN_LIST} AND r.updated_at < $2 AND NOT ${KEPT_FIRST_RUN}
         LIMIT $3 FOR UPDATE SKIP LOCKED`,
       [room, cutoff, limits.runs],
     );
-    const runIds = runRows.map((r) => r.run_id);
-    if (runIds.length > 0) {
+    if (pruned.length > 0) {
+      const runIds = pruned.map((r) => r.run_id);
       result.tasks =
         (await tx.query("DELETE FROM tasks WHERE run_id = ANY($1::text[])", [runIds])).rowCount ?? 0;
       result.runs =
         (await tx.query("DELETE FROM runs WHERE run_id = ANY($1::text[])", [runIds])).rowCount ?? 0;
+      result.definitions =
+        (
+          await tx.query(
+            `DELETE FROM definitions d WHERE d.room_id = $1 AND d.dag_id = ANY($2::text[]) AND ${ORPHAN_DEFINITION}`,
+            [room, [...new Set(pruned.map((r) => r.definition_id))]],
+          )
+        ).rowCount ?? 0;
     }
 
     result.inbox =

@@ -21,6 +21,7 @@ import {
   decisionVerdict,
   publishOutcome,
 } from "../store-common/run-outcomes.js";
+import { recordDefinitionInTx } from "./definitions.js";
 import { markHandledInTx } from "./inbox.js";
 import { RUN_COLUMNS, TASK_COLUMNS, toRun, toTask } from "./rows.js";
 
@@ -49,9 +50,9 @@ export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): P
       const status: RunStatus = input.needsConfirmation ? "pending" : "running";
       const inserted = await tx.query(
         `INSERT INTO runs (run_id, room_id, dag_id, hash, status, description, max_parallel, publisher, publish_event_id,
-                           confirm_deadline, created_at, updated_at, dag)
+                           confirm_deadline, created_at, updated_at, dag, definition_id)
          VALUES ($2, $3, $4, $5, $6, $7, $8, $9, $10,
-                 CASE WHEN $11::boolean THEN ${NOW} + $12::bigint END, ${NOW}, ${NOW}, $13::jsonb)
+                 CASE WHEN $11::boolean THEN ${NOW} + $12::bigint END, ${NOW}, ${NOW}, $13::jsonb, $14)
          RETURNING ${RUN_COLUMNS}`,
         [
           tx.clockParam,
@@ -67,8 +68,10 @@ export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): P
           input.needsConfirmation,
           Math.ceil(input.confirmTimeoutMs),
           json(input.dag),
+          input.dag.definition ?? dagId,
         ],
       );
+      await recordDefinitionInTx(tx, input.roomId, runId, input.dag, input.hash, input.publisher);
       // One statement for every task; ORDER BY n draws seq in document order (FIFO within a run).
       await tx.query(
         `INSERT INTO tasks (run_id, task_id, room_id, status, version, attempt, max_attempts, action, args, needs, labels,

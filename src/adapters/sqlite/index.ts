@@ -6,6 +6,7 @@ import type { Store, StoreOptions } from "../../ports/store.js";
 import { ChangeFeed } from "./change-feed.js";
 import { SqliteConnection } from "./connection.js";
 import { claimDemand } from "./demand.js";
+import * as definitions from "./definitions.js";
 import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
 import { migrate } from "./migrations.js";
@@ -85,6 +86,9 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     listRuns: async (roomId, opts) => runs.listRuns(c, roomId, opts),
     listTasks: async (runId) => runs.listTasks(c, runId),
     getTask: async (runId, taskId) => runs.getTask(c, runId, taskId),
+    getDefinition: async (roomId, dagId) => definitions.getDefinition(c, roomId, dagId),
+    listScheduledDefinitions: async (roomId, opts) => definitions.listScheduledDefinitions(c, roomId, opts),
+    listDefinitionRuns: async (roomId, dagId, opts) => definitions.listDefinitionRuns(c, roomId, dagId, opts),
 
     claimTask: async (offer) => tasks.claimTask(c, offer),
     claimTasks: async (offer, max) => tasks.claimTasks(c, offer, max),

@@ -4,7 +4,9 @@ import type { SqliteConnection } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import {
   checkPruneLimits,
+  KEPT_FIRST_RUN,
   nothingPruned,
+  ORPHAN_DEFINITION,
   PRUNABLE_OUTBOX,
   TERMINAL_RUN_LIST,
 } from "../store-common/retention.js";
@@ -24,24 +26,35 @@ export function pruneBatch(
     c.checkFence("prune", fence, tx.now);
     const room = fence.roomId;
     const cutoff = tx.now - limits.olderThanMs;
-    const result: PruneResult = { runs: 0, tasks: 0, events: 0, inbox: 0, outbox: 0, nodes: 0, keys: 0 };
+    const result: PruneResult = {
+      runs: 0,
+      tasks: 0,
+      events: 0,
+      inbox: 0,
+      outbox: 0,
+      nodes: 0,
+      keys: 0,
+      definitions: 0,
+    };
 
-    const runIds = c
-      .all<{ run_id: string }>(
-        // A scheduled definition that still fires is kept, however old: its schedule is its record.
-        `SELECT run_id FROM runs WHERE room_id = ? AND status IN ${TERMINAL_RUN_LIST} AND updated_at < ?
-           AND (json_extract(dag, '$.schedule') IS NULL OR json_extract(dag, '$.definition') IS NOT NULL
-                OR status IN ('rejected', 'expired', 'canceled'))
-           LIMIT ?`,
-        room,
-        cutoff,
-        limits.runs,
-      )
-      .map((r) => r.run_id);
-    if (runIds.length > 0) {
-      const ids = JSON.stringify(runIds);
+    const pruned = c.all<{ run_id: string; definition_id: string }>(
+      `SELECT r.run_id, r.definition_id FROM runs r
+        WHERE r.room_id = ? AND r.status IN ${TERMINAL_RUN_LIST} AND r.updated_at < ? AND NOT ${KEPT_FIRST_RUN}
+        LIMIT ?`,
+      room,
+      cutoff,
+      limits.runs,
+    );
+    if (pruned.length > 0) {
+      const ids = JSON.stringify(pruned.map((r) => r.run_id));
       result.tasks = c.run("DELETE FROM tasks WHERE run_id IN (SELECT value FROM json_each(?))", ids);
       result.runs = c.run("DELETE FROM runs WHERE run_id IN (SELECT value FROM json_each(?))", ids);
+      result.definitions = c.run(
+        `DELETE FROM definitions AS d
+          WHERE d.room_id = ? AND d.dag_id IN (SELECT value FROM json_each(?)) AND ${ORPHAN_DEFINITION}`,
+        room,
+        JSON.stringify([...new Set(pruned.map((r) => r.definition_id))]),
+      );
     }
 
     result.inbox = c.run(

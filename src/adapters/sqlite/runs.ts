@@ -21,6 +21,7 @@ import {
   decisionVerdict,
   publishOutcome,
 } from "../store-common/run-outcomes.js";
+import { recordDefinitionInTx } from "./definitions.js";
 import { markHandledInTx } from "./inbox.js";
 import { RUN_COLUMNS, toRun, toTask } from "./rows.js";
 
@@ -57,7 +58,7 @@ export function createRun(
       const runId = randomUUID();
       const status: RunStatus = input.needsConfirmation ? "pending" : "running";
       c.run(
-        `INSERT INTO runs (${RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)`,
+        `INSERT INTO runs (${RUN_COLUMNS}, definition_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)`,
         runId,
         input.roomId,
         dagId,
@@ -71,7 +72,9 @@ export function createRun(
         tx.now,
         tx.now,
         JSON.stringify(input.dag),
+        input.dag.definition ?? dagId,
       );
+      recordDefinitionInTx(c, tx, input.roomId, runId, input.dag, input.hash, input.publisher);
       // Document order is insertion order, so seq gives FIFO within a run and across runs.
       for (const t of input.dag.tasks) {
         c.run(

@@ -5,6 +5,7 @@
  */
 import type { ParsedDag, RunStatus, TaskStatus } from "../../domain/model.js";
 import type {
+  DefinitionRecord,
   InboxEvent,
   InboxStatus,
   LogEvent,
@@ -24,6 +25,12 @@ export type DecodeJson = <T>(value: unknown) => T;
 
 export const RUN_COLUMNS =
   "run_id, room_id, dag_id, hash, status, description, max_parallel, publisher, publish_event_id, confirmed_by, confirm_deadline, created_at, updated_at, dag";
+
+/** A definition row with its first run's approval (LEFT JOIN runs o ON o.run_id = d.first_run_id). */
+export const DEFINITION_COLUMNS =
+  "d.room_id, d.dag_id, d.hash, d.dag, d.schedule_cron, d.schedule_timezone, d.schedule_missed, d.publisher, d.last_slot_at, d.last_run_number, d.created_at, d.updated_at, o.run_id AS origin_run_id, o.status AS origin_status, o.confirmed_by AS origin_confirmed_by, o.confirm_deadline AS origin_confirm_deadline";
+
+export const DEFINITION_FROM = "definitions d LEFT JOIN runs o ON o.run_id = d.first_run_id";
 
 export const INBOX_COLUMNS =
   "event_id, room_id, sender, origin_server_ts, content, seen_by, status, received_at, handled_term, result";
@@ -60,6 +67,7 @@ function session(node: unknown, boot: unknown): Session | null {
 export function rowMappers(json: DecodeJson) {
   return {
     toRun: (r: Row): RunRecord => runFromRow(r, json),
+    toDefinition: (r: Row): DefinitionRecord => definitionFromRow(r, json),
     toTask: (r: Row): TaskRecord => taskFromRow(r, json),
     toInbox: (r: Row): InboxEvent => inboxFromRow(r, json),
     toOutbox: (r: Row): OutboxMessage => outboxFromRow(r, json),
@@ -84,6 +92,38 @@ export function runFromRow(r: Row, json: DecodeJson): RunRecord {
     createdAt: num(r.created_at),
     updatedAt: num(r.updated_at),
     dag: json<ParsedDag>(r.dag),
+  };
+}
+
+export function definitionFromRow(r: Row, json: DecodeJson): DefinitionRecord {
+  const cron = strOrNull(r.schedule_cron);
+  return {
+    roomId: str(r.room_id),
+    dagId: str(r.dag_id),
+    hash: str(r.hash),
+    dag: json<ParsedDag>(r.dag),
+    schedule:
+      cron === null
+        ? null
+        : {
+            cron,
+            timezone: str(r.schedule_timezone),
+            missed: r.schedule_missed as NonNullable<ParsedDag["schedule"]>["missed"],
+          },
+    publisher: str(r.publisher),
+    origin:
+      r.origin_run_id === null || r.origin_run_id === undefined
+        ? null
+        : {
+            runId: str(r.origin_run_id),
+            status: r.origin_status as RunStatus,
+            confirmedBy: strOrNull(r.origin_confirmed_by),
+            confirmDeadline: numOrNull(r.origin_confirm_deadline),
+          },
+    lastSlotAt: numOrNull(r.last_slot_at),
+    lastRunNumber: num(r.last_run_number),
+    createdAt: num(r.created_at),
+    updatedAt: num(r.updated_at),
   };
 }
 

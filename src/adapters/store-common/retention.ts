@@ -18,6 +18,20 @@ export const PRUNABLE_OUTBOX = `(o.txn_id LIKE 'reply.%'
     OR (o.txn_id LIKE 'card.%' AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = substr(o.txn_id, 6, 36)))
     OR (o.txn_id LIKE 'final.%' AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = substr(o.txn_id, 7, 36))))`;
 
+/**
+ * The runs (alias `r`) pruning keeps whatever their age: a definition's first run while other runs
+ * of that definition remain (the definition must outlive them, and publishing compares against its
+ * first run) or while its schedule is approved and still fires (the schedule is its record).
+ */
+export const KEPT_FIRST_RUN = `EXISTS (SELECT 1 FROM definitions d
+    WHERE d.room_id = r.room_id AND d.dag_id = r.dag_id AND d.first_run_id = r.run_id
+      AND ((d.schedule_cron IS NOT NULL AND r.status NOT IN ('rejected','expired','canceled'))
+           OR EXISTS (SELECT 1 FROM runs x
+                       WHERE x.room_id = r.room_id AND x.definition_id = d.dag_id AND x.run_id <> r.run_id)))`;
+
+/** Definitions of these ids (alias `d`) with no run left: they go with their last run. */
+export const ORPHAN_DEFINITION = `NOT EXISTS (SELECT 1 FROM runs x WHERE x.room_id = d.room_id AND x.definition_id = d.dag_id)`;
+
 export function checkPruneLimits(limits: PruneLimits): void {
   for (const key of ["olderThanMs", "nodesOlderThanMs", "keysOlderThanMs", "runs", "rows"] as const) {
     const v = limits[key];
@@ -29,4 +43,4 @@ export function checkPruneLimits(limits: PruneLimits): void {
 }
 
 export const nothingPruned = (r: PruneResult): boolean =>
-  r.runs + r.tasks + r.events + r.inbox + r.outbox + r.nodes + r.keys === 0;
+  r.runs + r.tasks + r.events + r.inbox + r.outbox + r.nodes + r.keys + r.definitions === 0;

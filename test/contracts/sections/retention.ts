@@ -23,7 +23,13 @@ import type { ContractContext } from "../context.js";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
-const LIMITS: PruneLimits = { olderThanMs: DAY, nodesOlderThanMs: DAY, keysOlderThanMs: DAY, runs: 50, rows: 500 };
+const LIMITS: PruneLimits = {
+  olderThanMs: DAY,
+  nodesOlderThanMs: DAY,
+  keysOlderThanMs: DAY,
+  runs: 50,
+  rows: 500,
+};
 
 export function retentionSection(ctx: ContractContext): void {
   const msg = (room: string, txnId: string): OutboxMessageInput => ({
@@ -69,7 +75,16 @@ export function retentionSection(ctx: ContractContext): void {
 
   /** Prunes until a call deletes nothing; the sum of every batch. */
   const pruneAll = async (store: Store, fence: LeaderFence, limits = LIMITS): Promise<PruneResult> => {
-    const total: PruneResult = { runs: 0, tasks: 0, events: 0, inbox: 0, outbox: 0, nodes: 0, keys: 0 };
+    const total: PruneResult = {
+      runs: 0,
+      tasks: 0,
+      events: 0,
+      inbox: 0,
+      outbox: 0,
+      nodes: 0,
+      keys: 0,
+      definitions: 0,
+    };
     for (let i = 0; i < 100; i++) {
       const r = await store.pruneBatch(fence, limits);
       for (const k of Object.keys(total) as Array<keyof PruneResult>) total[k] += r[k];
