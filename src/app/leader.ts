@@ -28,11 +28,21 @@ export interface LeaderTimings {
   debounceMs: number;
   /** A pass even with no change, for expiries and deadlines; it bounds how late the reaper notices. */
   safetyTickMs: number;
+  /**
+   * The tick instead while the room holds nothing that could expire (ReapResult.open false): only
+   * a change can give the leader work then, and changes wake it, so this only covers a notification
+   * lost without a reconnect (a node killed between its commit and its NOTIFY). Default 10 s.
+   */
+  idleTickMs?: number;
   /** Nodes whose heartbeat is older than this are not woken for ready tasks (default 30 s). */
   wakeLiveWithinMs?: number;
 }
 
-export const DEFAULT_LEADER_TIMINGS: LeaderTimings = { debounceMs: 15, safetyTickMs: 1_000 };
+export const DEFAULT_LEADER_TIMINGS: LeaderTimings = {
+  debounceMs: 15,
+  safetyTickMs: 1_000,
+  idleTickMs: 10_000,
+};
 const DEFAULT_WAKE_LIVE_WITHIN_MS = 30_000;
 
 /** What the leader forgets (README "Retention"); see PruneLimits for exactly what goes. */
@@ -76,6 +86,8 @@ export interface LeaderPass {
   timedOut: number;
   canceled: number;
   expiredRuns: number;
+  /** Whether the room held anything that could expire (ReapResult.open). */
+  open: boolean;
   queued: number;
   skipped: number;
   outcomes: number;
@@ -111,7 +123,8 @@ export async function leaderPass(
     outcomes: outcomes.length,
   };
   if (reaped.requeued + reaped.failed + reaped.timedOut + reaped.canceled + reaped.expiredRuns > 0) {
-    logger.info({ ...reaped }, "reaped");
+    const { open: _open, ...moved } = reaped;
+    logger.info(moved, "reaped");
   }
   return pass;
 }
@@ -264,7 +277,7 @@ class WakeKeeper {
         }
       }
     }
-    let tick = timings.safetyTickMs;
+    let tick = pass.open ? timings.safetyTickMs : (timings.idleTickMs ?? timings.safetyTickMs);
     if (this.readyAt !== null) tick = Math.min(tick, this.readyAt - now + 20);
     // Ready tasks left while woken nodes have not claimed, or left to nodes serving themselves:
     // look again when that ends.

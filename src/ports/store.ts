@@ -444,6 +444,12 @@ export interface ReapResult {
   canceled: number;
   /** pending runs past their confirmation deadline → expired. */
   expiredRuns: number;
+  /**
+   * Whether the room still holds something a later reap could move, as seen before this one:
+   * queued, running or canceling tasks, or runs awaiting confirmation with a deadline. False:
+   * nothing can expire until a change (which the feed announces) adds it, so the leader may sleep long.
+   */
+  open: boolean;
 }
 
 export interface RunOutcome {

@@ -17,6 +17,8 @@ import type { LeaderFence, Session, Store } from "../../src/ports/store.js";
 import type { SqliteTestDb } from "../support/sqlite-harness.js";
 import { sqliteTestDb } from "../support/sqlite-harness.js";
 import { waitFor } from "../support/store-wait.js";
+import { FakeClock } from "../support/fake-clock.js";
+import { cmd, dag, runInput, task } from "../support/store-fixtures.js";
 
 const ROOM = "room";
 const logger = silentLogger();
@@ -154,6 +156,65 @@ describe("leader loop", () => {
       () => (deposed += 1),
     );
     expect(deposed).toBe(1);
+  });
+
+  it("ticks every idleTickMs while nothing in the room could expire, every safetyTickMs while something could", async () => {
+    const s = await store();
+    const acquired = await s.acquireLease(ROOM, { nodeId: "a", bootId: "1" }, 600_000);
+    const fence = { roomId: ROOM, session: acquired.session, term: acquired.term };
+    let reaps = 0;
+    const counted: Store = Object.create(s) as Store;
+    counted.reap = (f) => {
+      reaps += 1;
+      return s.reap(f);
+    };
+    const clock = new FakeClock();
+    const stop = new AbortController();
+    const loop = runLeaderLoop(
+      {
+        store: counted,
+        clock,
+        logger,
+        timings: { debounceMs: 0, safetyTickMs: 1_000, idleTickMs: 10_000 },
+        processInbox: null,
+      },
+      fence,
+      stop.signal,
+      () => {},
+    );
+    cleanups.push(async () => {
+      stop.abort();
+      await loop;
+    });
+    await waitFor(
+      "the first pass",
+      () => reaps,
+      (n) => n >= 1,
+      { timeoutMs: 5_000 },
+    );
+    await clock.advance(9_000);
+    expect(reaps).toBe(1);
+    await clock.advance(1_000);
+    expect(reaps).toBe(2);
+    // A run waiting for confirmation can expire: the leader looks every second again.
+    const created = await s.createRun(
+      cmd(fence),
+      runInput(ROOM, dag("wait", [task("t")]), {
+        needsConfirmation: true,
+        confirmTimeoutMs: 600_000,
+      }),
+    );
+    expect(created.kind).toBe("created");
+    // Its "runs" change woke the leader; from then on it ticks at the safety tick.
+    await waitFor(
+      "the pass the change caused",
+      () => reaps,
+      (n) => n >= 3,
+      { timeoutMs: 5_000 },
+    );
+    const before = reaps;
+    await clock.advance(3_000);
+    expect(reaps - before).toBe(3);
   });
 });
 

@@ -99,7 +99,10 @@ const EXPIRED = `room_id = $2::text AND status = 'pending' AND confirm_deadline 
 const REAP_DUE_SQL = `SELECT EXISTS (SELECT 1 FROM room_leases
            WHERE room_id = $2 AND holder_node = $3 AND holder_boot = $4 AND term = $5 AND expires_at > ${NOW}) AS fenced,
          EXISTS (SELECT 1 FROM tasks WHERE ${OVERDUE}) OR EXISTS (SELECT 1 FROM tasks WHERE ${STALE})
-           OR EXISTS (SELECT 1 FROM runs WHERE ${EXPIRED}) AS due`;
+           OR EXISTS (SELECT 1 FROM runs WHERE ${EXPIRED}) AS due,
+         EXISTS (SELECT 1 FROM tasks WHERE room_id = $2 AND status IN ('queued','running','canceling'))
+           OR EXISTS (SELECT 1 FROM runs WHERE room_id = $2 AND status = 'pending'
+                                           AND confirm_deadline IS NOT NULL) AS open`;
 
 interface ReapRow {
   run_id: string;
@@ -121,12 +124,19 @@ interface ReapRow {
  * the moved tasks by run and task id.
  */
 export async function reap(db: Db, fence: LeaderFence): Promise<ReapResult> {
-  const result: ReapResult = { requeued: 0, failed: 0, timedOut: 0, canceled: 0, expiredRuns: 0 };
-  const look = await db.one<{ fenced: boolean; due: boolean }>("reap", REAP_DUE_SQL, [
+  const look = await db.one<{ fenced: boolean; due: boolean; open: boolean }>("reap", REAP_DUE_SQL, [
     db.clockParam(),
     ...fenceParams(fence),
   ]);
   if (look[0] === undefined || !look[0].fenced) throw await db.fenceConflict("reap", fence);
+  const result: ReapResult = {
+    requeued: 0,
+    failed: 0,
+    timedOut: 0,
+    canceled: 0,
+    expiredRuns: 0,
+    open: look[0].open,
+  };
   if (!look[0].due) return result;
 
   return db.tx("reap", async (tx) => {

@@ -106,7 +106,15 @@ export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResul
     const roomId = fence.roomId;
     const term = fence.term;
     const actor = sessionKey(fence.session);
-    const result: ReapResult = { requeued: 0, failed: 0, timedOut: 0, canceled: 0, expiredRuns: 0 };
+    const open =
+      c.get<{ open: number }>(
+        `SELECT EXISTS (SELECT 1 FROM tasks WHERE room_id = ? AND status IN ('queued','running','canceling'))
+             OR EXISTS (SELECT 1 FROM runs WHERE room_id = ? AND status = 'pending'
+                                             AND confirm_deadline IS NOT NULL) AS open`,
+        fence.roomId,
+        fence.roomId,
+      )?.open === 1;
+    const result: ReapResult = { requeued: 0, failed: 0, timedOut: 0, canceled: 0, expiredRuns: 0, open };
     const logTask = (r: ReapRow, to: TaskStatus, data: Record<string, unknown>): void => {
       tx.log({ roomId, kind: `task.${to}`, runId: r.run_id, taskId: r.task_id, term, actor, data });
       tx.touch("tasks", roomId);

@@ -275,6 +275,7 @@ export function schedulerSection(ctx: ContractContext): void {
       timedOut: 0,
       canceled: 0,
       expiredRuns: 0,
+      open: true,
     });
     let t = await store.getTask(run.runId, "t");
     expect(t).toMatchObject({
@@ -296,6 +297,7 @@ export function schedulerSection(ctx: ContractContext): void {
       timedOut: 0,
       canceled: 0,
       expiredRuns: 0,
+      open: true,
     });
     t = await store.getTask(run.runId, "t");
     expect(t?.status).toBe("failed");
@@ -329,6 +331,7 @@ export function schedulerSection(ctx: ContractContext): void {
       timedOut: 1,
       canceled: 0,
       expiredRuns: 0,
+      open: true,
     });
     expect(await statuses(store, run)).toEqual({ once: "timed_out", twice: "queued" });
     expect(b).not.toBeNull();
@@ -372,6 +375,7 @@ export function schedulerSection(ctx: ContractContext): void {
       timedOut: 0,
       canceled: 1,
       expiredRuns: 0,
+      open: true,
     });
     expect((await store.getTask(run.runId, "t"))?.status).toBe("canceled");
     await expect(store.finishTask(claimed!.token, { ...ok, outcome: "canceled" })).rejects.toBeInstanceOf(
@@ -402,6 +406,7 @@ export function schedulerSection(ctx: ContractContext): void {
       timedOut: 0,
       canceled: 0,
       expiredRuns: 1,
+      open: true,
     });
     expect((await store.getRunById(run!.runId))?.status).toBe("expired");
     expect(await statuses(store, run!)).toEqual({ a: "canceled", b: "canceled" });
@@ -409,6 +414,37 @@ export function schedulerSection(ctx: ContractContext): void {
       "wrong-status",
     );
     expect((await store.reap(fence)).expiredRuns).toBe(0);
+  });
+
+  it("reap says whether the room holds anything that could expire (open), as seen before it moves anything", async () => {
+    const { store, room, fence } = await setup();
+    expect((await store.reap(fence)).open).toBe(false);
+    const pending = await store.createRun(
+      cmd(fence),
+      runInput(room, dag(ctx.uid("wait"), [task("a")]), { needsConfirmation: true, confirmTimeoutMs: 5000 }),
+    );
+    expect(pending.kind).toBe("created");
+    expect((await store.reap(fence)).open).toBe(true);
+    ctx.clock.advance(5000);
+    // The run it expires was pending when it looked.
+    expect(await store.reap(fence)).toMatchObject({ expiredRuns: 1, open: true });
+    expect((await store.reap(fence)).open).toBe(false);
+    const run = await create(store, fence, dag(ctx.uid("open"), [task("b"), task("c", { needs: ["b"] })]));
+    // Blocked tasks cannot expire; queued, running and canceling ones can.
+    expect((await store.reap(fence)).open).toBe(false);
+    await store.scheduleStep(fence);
+    expect((await store.reap(fence)).open).toBe(true);
+    const b = await store.claimTask(offer(session("w"), [room]));
+    expect((await store.reap(fence)).open).toBe(true);
+    await store.finishTask(b!.token, ok);
+    expect((await store.reap(fence)).open).toBe(false);
+    await store.scheduleStep(fence);
+    const c = await store.claimTask(offer(session("w"), [room]));
+    await store.finishTask(c!.token, ok);
+    expect(await store.deriveRunOutcomes(fence)).toEqual([
+      { runId: run.runId, dagId: run.dagId, from: "running", to: "succeeded" },
+    ]);
+    expect((await store.reap(fence)).open).toBe(false);
   });
 
   it("reap with nothing due changes nothing and logs nothing", async () => {
@@ -423,6 +459,7 @@ export function schedulerSection(ctx: ContractContext): void {
       timedOut: 0,
       canceled: 0,
       expiredRuns: 0,
+      open: true,
     });
     expect(await store.readEvents(room, 0)).toEqual(before);
   });
