@@ -3,7 +3,7 @@ import { readFile, stat } from "node:fs/promises";
 import { formatIssue, parseDag } from "../domain/dag.js";
 import { DAG_LIMITS } from "../domain/dag-schema.js";
 import { detectFormat, parseDocumentText } from "../domain/dag-text.js";
-import { MAX_COMMAND_BYTES } from "../domain/commands.js";
+import { MAX_COMMAND_BYTES } from "../domain/command-grammar.js";
 import type { ParsedDag } from "../domain/model.js";
 import { CliError } from "./cli-error.js";
 

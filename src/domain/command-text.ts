@@ -170,3 +170,54 @@ export function quoteInput(text: string, max = 40): string {
   const short = chars.length > max ? chars.slice(0, max).join("") + "…" : chars.join("");
   return `"${short.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, "\ufffd")}"`;
 }
+
+/** A fenced code block: its info string (language), content, and the text after its closing fence. */
+export interface Fence {
+  info: string;
+  content: string;
+  rest: string;
+}
+
+/**
+ * Reads the fenced block opening at `start`; the closing fence is the first line that begins with it.
+ * An unclosed block is `{ unclosed }`, the fix to tell.
+ */
+export function readFence(s: string, start: number): Fence | { unclosed: string } {
+  let k = start;
+  while (s[k] === "`") k += 1;
+  const marker = s.slice(start, k);
+  const nl = s.indexOf("\n", k);
+  const sameLine = s.indexOf(marker, k);
+  if (sameLine >= 0 && (nl < 0 || sameLine < nl)) {
+    // A one-line block: ```{"id": "x", ...}``` or ```json {...}```.
+    const inner = s.slice(k, sameLine);
+    const lang = /^(json|toml)\s/i.exec(inner);
+    return {
+      info: lang?.[1] ?? "",
+      content: lang === null ? inner : inner.slice(lang[0].length),
+      rest: s.slice(sameLine + marker.length),
+    };
+  }
+  if (nl < 0) return { unclosed: "end it with ```" };
+  const info = s.slice(k, nl).trim();
+  const contentStart = nl + 1;
+  let lineStart = contentStart;
+  for (;;) {
+    const lineEnd = s.indexOf("\n", lineStart);
+    const line = s.slice(lineStart, lineEnd < 0 ? s.length : lineEnd);
+    const body = line.trimStart();
+    if (body.startsWith(marker)) {
+      const content = s.slice(contentStart, lineStart).replace(/\r?\n$/, "");
+      const rest = s.slice(lineStart + (line.length - body.length) + marker.length);
+      return { info, content, rest };
+    }
+    if (lineEnd < 0) break;
+    lineStart = lineEnd + 1;
+  }
+  // No closing line: accept a fence glued to the last line (`}```), as people type it.
+  const last = s.lastIndexOf(marker);
+  if (last >= contentStart && s.slice(last + marker.length).trim() === "") {
+    return { info, content: s.slice(contentStart, last), rest: "" };
+  }
+  return { unclosed: "end it with a line of ```" };
+}

@@ -9,7 +9,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
-import { COMMAND_VERBS } from "../../src/domain/command-table.js";
+import { COMMAND_VERBS } from "../../src/app/commands/verbs/index.js";
 import type { Dice } from "./chaos-settings.js";
 
 export interface FuzzEvent {

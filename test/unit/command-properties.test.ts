@@ -2,9 +2,9 @@
 // command it can express survives being typed with any case, spacing or reply fallback.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { Command, ParseCommandResult } from "../../src/domain/commands.js";
-import { parseCommand } from "../../src/domain/commands.js";
-import { COMMAND_VERBS } from "../../src/domain/command-table.js";
+import type { Command, ParseCommandResult } from "../../src/app/commands/verbs/index.js";
+import { parseCommand } from "../../src/app/commands/verbs/index.js";
+import { COMMAND_VERBS } from "../../src/app/commands/verbs/index.js";
 import { decodeEntities, htmlToText, quoteInput, utf8Length } from "../../src/domain/command-text.js";
 
 function expectWellFormed(r: ParseCommandResult): void {

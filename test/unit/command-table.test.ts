@@ -7,8 +7,8 @@ import {
   helpLineFor,
   renderHelp,
   suggestVerb,
-} from "../../src/domain/command-table.js";
-import { parseCommand } from "../../src/domain/commands.js";
+} from "../../src/app/commands/verbs/index.js";
+import { parseCommand } from "../../src/app/commands/verbs/index.js";
 
 describe("COMMANDS", () => {
   it("lists every verb once with the design's permissions", () => {

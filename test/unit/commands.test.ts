@@ -1,13 +1,17 @@
 /** The pure parts of the command table: inbox content decoding, permissions, help filtering, table shape. */
 import { describe, expect, it } from "vitest";
 import type { CommandPolicy, HandlerContext } from "../../src/app/commands/context.js";
-import { handleHelp } from "../../src/app/commands/handlers/reads.js";
 import { decodeInboxContent } from "../../src/app/commands/inbox-intent.js";
 import { unwrapOutcome, wrapOutcome } from "../../src/app/commands/outcome.js";
-import { checkPermission, checkTwoPersonRule } from "../../src/app/commands/permissions.js";
-import { COMMAND_HANDLERS, commandErrorOutcome } from "../../src/app/commands/table.js";
-import { COMMAND_VERBS, COMMANDS } from "../../src/domain/command-table.js";
-import { parseCommand } from "../../src/domain/commands.js";
+import { checkTwoPersonRule } from "../../src/app/commands/run-decisions.js";
+import {
+  COMMAND_HANDLERS,
+  checkPermission,
+  commandErrorOutcome,
+  handleHelp,
+} from "../../src/app/commands/table.js";
+import { COMMAND_VERBS, COMMANDS } from "../../src/app/commands/verbs/index.js";
+import { parseCommand } from "../../src/app/commands/verbs/index.js";
 import type { SenderStanding } from "../../src/ports/permissions.js";
 import { INBOX_EVENT_TYPE_KEY } from "../../src/ports/store.js";
 

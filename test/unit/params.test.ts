@@ -1,6 +1,6 @@
 /** DAG parameters: declaration checks at parse, `!dag run` grammar, value checks and substitution. */
 import { describe, expect, it } from "vitest";
-import { parseCommand } from "../../src/domain/commands.js";
+import { parseCommand } from "../../src/app/commands/verbs/index.js";
 import { parseDag } from "../../src/domain/dag.js";
 import type { ParsedDag } from "../../src/domain/model.js";
 import { appliedDag, definitionOf, resolveParams, taskArgs } from "../../src/domain/params.js";

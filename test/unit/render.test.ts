@@ -24,7 +24,7 @@ import { renderStatusCard } from "../../src/app/render/status-card.js";
 import type { TaskStatus } from "../../src/domain/model.js";
 import { summarizeTasks } from "../../src/domain/run-status.js";
 import type { RunRecord, TaskRecord } from "../../src/ports/store.js";
-import { parseCommand } from "../../src/domain/commands.js";
+import { parseCommand } from "../../src/app/commands/verbs/index.js";
 
 const HOSTILE = `<script>alert("x")</script> & 'q' <img src=x onerror=alert(1)>`;
 const T0 = Date.UTC(2024, 4, 1, 12, 0, 0);

@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Outcome } from "../../app/commands/outcome.js";
 import type { HttpConfig } from "../../config/node-config.js";
-import type { Command } from "../../domain/commands.js";
+import type { Command } from "../../app/commands/verbs/index.js";
 import type { Logger } from "../../ports/logger.js";
 import type { Store } from "../../ports/store.js";
 import type { Caller } from "./auth.js";

@@ -3,7 +3,7 @@
  * `type` built from an error code (the codes of the command grammar and the command outcomes that
  * chat replies use, plus the HTTP layer's own), and never a stack trace.
  */
-import type { CommandErrorCode } from "../../domain/commands.js";
+import type { CommandErrorCode } from "../../domain/command-grammar.js";
 
 /** Where the problem types live: a URN, so the type is stable and never fetched. */
 export const PROBLEM_TYPE_PREFIX = "urn:dagbot:problem:";

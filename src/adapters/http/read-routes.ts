@@ -1,6 +1,6 @@
 /** The HTTP API's reads (run list, one run, task logs, nodes) through the command table, and the event stream. */
 import type { Outcome } from "../../app/commands/outcome.js";
-import type { Command } from "../../domain/commands.js";
+import type { Command } from "../../app/commands/verbs/index.js";
 import type { Caller } from "./auth.js";
 import type { RouteContext, ZodApp } from "./context.js";
 import { outcomeProblem } from "./context.js";

@@ -3,8 +3,8 @@
  * response serialisation and the OpenAPI document (/openapi.json).
  */
 import { z } from "zod";
-import { MAX_CAP } from "../../domain/command-table.js";
-import { COMMAND_ID_PATTERN, LIBRARY_NAME_PATTERN, MAX_COMMAND_BYTES } from "../../domain/commands.js";
+import { MAX_CAP } from "../../domain/command-grammar.js";
+import { COMMAND_ID_PATTERN, LIBRARY_NAME_PATTERN, MAX_COMMAND_BYTES } from "../../domain/command-grammar.js";
 import { RUN_STATUSES, TASK_STATUSES } from "../../domain/model.js";
 
 export const idParam = z.string().regex(COMMAND_ID_PATTERN, { error: "use 1-64 of A-Z a-z 0-9 _ . -" });

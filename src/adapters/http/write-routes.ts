@@ -8,7 +8,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
 import type { Outcome } from "../../app/commands/outcome.js";
 import { canonicalJson } from "../../domain/canonical-hash.js";
-import { parseCommand } from "../../domain/commands.js";
+import { parseCommand } from "../../app/commands/verbs/index.js";
 import { sha256Hex } from "./auth.js";
 import type { CommandAnswer, RouteContext, ZodApp } from "./context.js";
 import { outcomeProblem } from "./context.js";

@@ -8,7 +8,7 @@
  * The fleet is the configured bot accounts only (matrix.user_id and matrix.fleet): our transaction
  * key in an event's content proves nothing, since anyone can copy a bot message into the room.
  */
-import { parseCommand } from "../../domain/commands.js";
+import { parseCommand } from "../../app/commands/verbs/index.js";
 import { INBOX_EVENT_TYPE_KEY } from "../../ports/store.js";
 
 /** A timeline event as /sync and /messages deliver it (only the fields read here). */

@@ -12,7 +12,7 @@
  * - an edit (`m.replace`) of a command: never applied; the leader answers that it was not.
  * The camelCase message shape of src/ports/chat.ts (IncomingCommand) is read as well.
  */
-import type { CommandInput } from "../../domain/commands.js";
+import type { CommandInput } from "../../domain/command-grammar.js";
 import {
   INBOX_EVENT_TYPE_KEY,
   UNDECRYPTABLE_KEY,

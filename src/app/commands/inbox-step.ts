@@ -9,11 +9,11 @@
  * half, which renders the same reply under the same txnId. A ConflictError (deposed) propagates so
  * the leader loop stops leading; a StoreError propagates so it backs off and retries the row.
  */
-import type { CommandVerb } from "../../domain/command-table.js";
-import { helpLineFor } from "../../domain/command-table.js";
+import type { CommandVerb } from "./verbs/index.js";
+import { helpLineFor } from "./verbs/index.js";
 import { isConflict, StoreError } from "../../ports/errors.js";
-import type { Command } from "../../domain/commands.js";
-import { parseCommand } from "../../domain/commands.js";
+import type { Command } from "./verbs/index.js";
+import { parseCommand } from "./verbs/index.js";
 import type { Logger } from "../../ports/logger.js";
 import type { PermissionOracle } from "../../ports/permissions.js";
 import { INBOX_EVENT_TYPE_KEY } from "../../ports/store.js";
@@ -30,8 +30,8 @@ import { cardMessage, replyMessage } from "../render/messages.js";
 import { pictureRequestMessage, picturePlacement } from "../render/pictures.js";
 import type { CommandPolicy, CommandStore, DagLibrary, HandlerContext } from "./context.js";
 import { withRoomPolicy } from "./context.js";
-import { describeDecision } from "./handlers/decisions.js";
-import { describeCreate } from "./handlers/publish.js";
+import { describeDecision } from "./run-decisions.js";
+import { describeCreate } from "./run-creation.js";
 import type { InboxIntent } from "./inbox-intent.js";
 import { decodeInboxContent, findCardRun } from "./inbox-intent.js";
 import type { Outcome } from "./outcome.js";

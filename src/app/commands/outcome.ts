@@ -4,15 +4,14 @@
  * Outcomes hold compact summaries (never a whole DAG) and everything the reply shows, including the
  * time it was taken at, so rendering needs no store.
  */
-import type { CommandVerb } from "../../domain/command-table.js";
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import type { TaskSummary } from "../../domain/run-status.js";
 import { summarizeTasks } from "../../domain/run-status.js";
 import type { AppCommandResult, NodeRecord, RoomPolicy, RunRecord, TaskRecord } from "../../ports/store.js";
 import { readCommandResult } from "./command-result.js";
 
-/** The verbs of DESIGN.md §5 (the domain command table). */
-export type Verb = CommandVerb;
+/** A verb of DESIGN.md §5 (verbs/index.ts), as stored in an outcome. */
+export type Verb = string;
 
 export interface RunSummary {
   runId: string;

@@ -1,62 +1,50 @@
 /**
- * The one command table that chat (the inbox step), the CLI and the HTTP API share: for each verb
- * of DESIGN.md §5 its permission (from the domain command table) and its handler. Handlers take a
- * narrow context and return an Outcome (data); rendering is separate (src/app/render).
+ * The one dispatcher that chat (the inbox step), the CLI and the HTTP API share: for each verb of
+ * verbs/index.ts its permission and its handler. Handlers take a narrow context and return an
+ * Outcome (data); rendering is separate (render/reply.ts reads the verbs' renderers).
  */
-import type { CommandPermission, CommandVerb } from "../../domain/command-table.js";
-import { commandInfo } from "../../domain/command-table.js";
-import type { Command, CommandError, CommandInput } from "../../domain/commands.js";
-import { parseCommand } from "../../domain/commands.js";
-import type { HandlerContext } from "./context.js";
-import { handleCap, handleDecision } from "./handlers/decisions.js";
-import { handlePolicy } from "./handlers/policy.js";
-import { handlePublish, handleRetry, handleRun } from "./handlers/publish.js";
-import {
-  handleGraph,
-  handleHelp,
-  handleList,
-  handleLogs,
-  handleNodes,
-  handleSchedules,
-  handleStatus,
-} from "./handlers/reads.js";
+import type { SenderStanding } from "../../ports/permissions.js";
+import type { CommandInput } from "../../domain/command-grammar.js";
+import type { CommandPermission } from "../../domain/command-grammar.js";
+import type { CommandPolicy, HandlerContext } from "./context.js";
 import type { Outcome } from "./outcome.js";
-import { checkPermission } from "./permissions.js";
+import type { PermissionCheck } from "./permissions.js";
+import { permissionFor } from "./permissions.js";
+import { helpOutcome } from "./verbs/help.js";
+import type { Command, CommandError, CommandVerb } from "./verbs/index.js";
+import { COMMANDS, commandInfo, parseCommand } from "./verbs/index.js";
 
-export interface CommandHandler<V extends CommandVerb> {
-  readonly verb: V;
+export interface CommandHandler {
+  readonly verb: CommandVerb;
   readonly permission: CommandPermission;
-  readonly handle: (ctx: HandlerContext, command: Extract<Command, { verb: V }>) => Promise<Outcome>;
+  readonly handle: (ctx: HandlerContext, command: Command) => Promise<Outcome>;
 }
 
-function entry<V extends CommandVerb>(
-  verb: V,
-  handle: (ctx: HandlerContext, command: Extract<Command, { verb: V }>) => Promise<Outcome> | Outcome,
-): CommandHandler<V> {
-  return {
-    verb,
-    permission: commandInfo(verb).permission,
-    handle: async (ctx, command) => handle(ctx, command),
-  };
+export const COMMAND_HANDLERS = Object.fromEntries(
+  COMMANDS.map((v): [CommandVerb, CommandHandler] => [
+    v.verb,
+    {
+      verb: v.verb,
+      permission: v.permission,
+      // The grammar gives each verb's handler only commands of its own verb.
+      handle: async (ctx, command) => v.handle(ctx, command as never, COMMANDS),
+    },
+  ]),
+) as Readonly<Record<CommandVerb, CommandHandler>>;
+
+/** Whether the sender may use the verb, and if not, a reason that says what they lack. */
+export function checkPermission(
+  verb: CommandVerb,
+  standing: SenderStanding,
+  policy: CommandPolicy,
+): PermissionCheck {
+  return permissionFor(commandInfo(verb), standing, policy);
 }
 
-export const COMMAND_HANDLERS: { readonly [V in CommandVerb]: CommandHandler<V> } = {
-  help: entry("help", (ctx, c) => handleHelp(ctx, c.topic)),
-  publish: entry("publish", (ctx, c) => handlePublish(ctx, c.source)),
-  run: entry("run", (ctx, c) => handleRun(ctx, c.id, c.params)),
-  confirm: entry("confirm", (ctx, c) => handleDecision(ctx, "confirm", c.id, c.hash)),
-  reject: entry("reject", (ctx, c) => handleDecision(ctx, "reject", c.id)),
-  cancel: entry("cancel", (ctx, c) => handleDecision(ctx, "cancel", c.id)),
-  status: entry("status", (ctx, c) => handleStatus(ctx, c.id)),
-  list: entry("list", (ctx, c) => handleList(ctx, c.id ?? null)),
-  schedules: entry("schedules", (ctx) => handleSchedules(ctx)),
-  logs: entry("logs", (ctx, c) => handleLogs(ctx, c.id, c.task)),
-  graph: entry("graph", (ctx, c) => handleGraph(ctx, c.id)),
-  retry: entry("retry", (ctx, c) => handleRetry(ctx, c.id)),
-  nodes: entry("nodes", (ctx, c) => handleNodes(ctx, c.verbose === true)),
-  cap: entry("cap", (ctx, c) => handleCap(ctx, c.n)),
-  policy: entry("policy", (ctx, c) => handlePolicy(ctx, c.change)),
-};
+/** `!dag help`: the commands the sender may use, or one explained. */
+export function handleHelp(ctx: HandlerContext, topic: CommandVerb | null): Outcome {
+  return helpOutcome(ctx, topic, COMMANDS);
+}
 
 /** Is this sender allowed the verb? A refusal is an outcome and nothing is stored. */
 export function refusal(ctx: HandlerContext, verb: CommandVerb): Outcome | null {
@@ -70,8 +58,7 @@ export function refusal(ctx: HandlerContext, verb: CommandVerb): Outcome | null 
 export async function executeCommand(ctx: HandlerContext, command: Command): Promise<Outcome> {
   const refused = refusal(ctx, command.verb);
   if (refused !== null) return refused;
-  const handler = COMMAND_HANDLERS[command.verb] as CommandHandler<CommandVerb>;
-  return handler.handle(ctx, command as never);
+  return COMMAND_HANDLERS[command.verb].handle(ctx, command);
 }
 
 /**

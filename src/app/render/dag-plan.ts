@@ -4,7 +4,7 @@
  * (quoted, with control, format and bidi characters written as \u escapes so nothing can hide or
  * reorder text) and only cut where the card has no room, which it then says.
  */
-import { shortHash } from "../../domain/commands.js";
+import { shortHash } from "../../domain/command-grammar.js";
 import type { ArgValue, ParsedDag, TaskSpec } from "../../domain/model.js";
 import type { Rendered } from "./html.js";
 import { code, escapeHtml, r } from "./html.js";

@@ -27,64 +27,24 @@ import {
   r,
   userPill,
 } from "./html.js";
+import { fitLogs } from "../commands/verbs/logs.js";
+import type { Placement } from "./notice.js";
+import { HTML_FORMAT, noticeContent } from "./notice.js";
 import { renderOutcome } from "./reply.js";
 import type { RunView } from "./status-card.js";
 import { cardEditFallback, renderRunView, runView, showsPaused } from "./status-card.js";
 import { RUN_EMOJI, RUN_WORD } from "./words.js";
 
+export type { Placement } from "./notice.js";
+export { HTML_FORMAT, noticeContent, relatesTo } from "./notice.js";
+
 export const MESSAGE_EVENT_TYPE = "m.room.message";
-export const HTML_FORMAT = "org.matrix.custom.html";
 /** Custom content key that names the run a card shows, for clients, tests and debugging. */
 export const CARD_CONTENT_KEY = "org.dagbot.card";
 
 export const replyTxnId = (eventId: string): string => `reply.${eventId}`;
 export const cardTxnId = (runId: string): string => `card.${runId}`;
 export const finalTxnId = (runId: string): string => `final.${runId}`;
-
-/** Where a message goes relative to other events. */
-export type Placement =
-  | { kind: "room" }
-  /** A reply (m.in_reply_to) in the main timeline. */
-  | { kind: "reply"; to: string }
-  /** In the thread rooted at `root`, answering `to` (the root itself when it starts the thread). */
-  | { kind: "thread"; root: string; to: string };
-
-/**
- * An m.notice with both bodies; `extra` adds keys (custom keys, or mentions and msgtype for the one
- * message meant to reach someone). Every message says whom it mentions, nobody unless `extra` says
- * so: with m.mentions present, clients and servers no longer look for names or `@room` in the
- * body, so text quoted from a command (an id, an error) cannot ping anyone.
- */
-export function noticeContent(rendered: Rendered, placement: Placement, extra: Record<string, unknown> = {}) {
-  const content: Record<string, unknown> = {
-    msgtype: "m.notice",
-    body: rendered.body,
-    format: HTML_FORMAT,
-    formatted_body: rendered.html,
-    "m.mentions": {},
-    ...extra,
-  };
-  const relation = relatesTo(placement);
-  if (relation !== null) content["m.relates_to"] = relation;
-  return content;
-}
-
-export function relatesTo(placement: Placement): Record<string, unknown> | null {
-  switch (placement.kind) {
-    case "room":
-      return null;
-    case "reply":
-      return { "m.in_reply_to": { event_id: placement.to } };
-    case "thread":
-      // is_falling_back: clients without threads show it as a reply to `to`.
-      return {
-        rel_type: "m.thread",
-        event_id: placement.root,
-        is_falling_back: placement.to === placement.root,
-        "m.in_reply_to": { event_id: placement.to },
-      };
-  }
-}
 
 /**
  * The content of a command's reply, fitted to one event: a status view loses task lines until it
@@ -111,33 +71,6 @@ export function replyContent(outcome: Outcome, placement: Placement): Record<str
     const body = longestFittingHead(rendered.body);
     return noticeContent({ body, html: `<pre>${escapeHtml(body)}</pre>` }, placement);
   }
-}
-
-type LogsOutcome = Extract<Outcome, { kind: "logs" }>;
-
-/**
- * A logs outcome whose output is the longest tail that lets the reply fit one event (the output is
- * in it twice: the body's code block and the escaped HTML). Counts what was cut in omittedChars.
- */
-export function fitLogs(
-  outcome: LogsOutcome,
-  placement: Placement = { kind: "reply", to: "$x" },
-): LogsOutcome {
-  const output = outcome.output;
-  if (output === null) return outcome;
-  const full = outcome.omittedChars + output.length;
-  const withTail = (tail: string): LogsOutcome => ({
-    ...outcome,
-    output: tail,
-    omittedChars: full - tail.length,
-  });
-  const fits = (tail: string): boolean => {
-    const rendered = renderOutcome(withTail(tail));
-    return (
-      rendered !== null && jsonBytes(noticeContent(rendered, placement)) <= MAX_EVENT_CONTENT_BYTES - 500
-    );
-  };
-  return withTail(longestFittingTail(output, fits));
 }
 
 /** The longest head of a text whose escaped form fits an event twice (body and HTML) with room to spare. */

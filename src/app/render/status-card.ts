@@ -9,7 +9,7 @@ import type { TaskStatus } from "../../domain/model.js";
 import { TASK_STATUSES } from "../../domain/model.js";
 import { outcomeLine, percentOf } from "../../domain/run-counts.js";
 import { summarizeTasks } from "../../domain/run-status.js";
-import { shortHash } from "../../domain/commands.js";
+import { shortHash } from "../../domain/command-grammar.js";
 import type { ParsedDag } from "../../domain/model.js";
 import type { RunRecord, TaskRecord } from "../../ports/store.js";
 import type { RunSummary, TaskLine } from "../commands/outcome.js";

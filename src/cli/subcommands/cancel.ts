@@ -1,6 +1,6 @@
 /** `dagbot cancel DAG_ID`: cancel a run through the room's leader, as `!dag cancel` would. */
 import type { Command } from "commander";
-import { COMMAND_ID_PATTERN } from "../../domain/commands.js";
+import { COMMAND_ID_PATTERN } from "../../domain/command-grammar.js";
 import { CliError, runCli } from "../cli-error.js";
 import { openConfiguredStore } from "../store-open.js";
 import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";

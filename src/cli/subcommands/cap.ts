@@ -4,8 +4,8 @@
  * the inbox row committed together).
  */
 import type { Command } from "commander";
-import { MAX_CAP } from "../../domain/command-table.js";
-import { parseCommand } from "../../domain/commands.js";
+import { MAX_CAP } from "../../domain/command-grammar.js";
+import { parseCommand } from "../../app/commands/verbs/index.js";
 import { readCommandResult } from "../../app/commands/command-result.js";
 import { commandPolicy, queueLocalCommand, roomHasLiveNode } from "../command-step.js";
 import { CliError, runCli } from "../cli-error.js";

@@ -5,7 +5,7 @@
  */
 import type { Command } from "commander";
 import type { Outcome } from "../../app/commands/outcome.js";
-import { COMMAND_ID_PATTERN, HASH_PREFIX_PATTERN } from "../../domain/commands.js";
+import { COMMAND_ID_PATTERN, HASH_PREFIX_PATTERN } from "../../domain/command-grammar.js";
 import { CliError, runCli } from "../cli-error.js";
 import { openConfiguredStore } from "../store-open.js";
 import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";

@@ -3,7 +3,8 @@
  * as `!dag run` would (the command goes into the room's inbox); the answer as plain text or JSON.
  */
 import type { Command } from "commander";
-import { COMMAND_ID_PATTERN, parseCommand } from "../../domain/commands.js";
+import { COMMAND_ID_PATTERN } from "../../domain/command-grammar.js";
+import { parseCommand } from "../../app/commands/verbs/index.js";
 import { CliError, EXIT_CONFIG, runCli } from "../cli-error.js";
 import { openConfiguredStore } from "../store-open.js";
 import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";

@@ -1,7 +1,12 @@
-/** Small helpers every handler shares: the fenced command context and "no such run" answers. */
-import type { CommandContext } from "../../../ports/store.js";
-import type { HandlerContext } from "../context.js";
-import type { Outcome } from "../outcome.js";
+/** Small helpers the verbs' handlers share: the fenced command context, "no such run" answers, list sizes. */
+import type { CommandContext } from "../../ports/store.js";
+import type { HandlerContext } from "./context.js";
+import type { Outcome } from "./outcome.js";
+
+/** Runs a listing shows at most. */
+export const MAX_LISTED_RUNS = 15;
+/** How many of the room's latest runs `!dag list <id>` looks through for that DAG's runs. */
+export const MAX_HISTORY_SCAN = 1000;
 
 /** The CommandContext of a state change: the fence, and the inbox row to mark in the same transaction. */
 export function commandContext(ctx: HandlerContext): CommandContext | null {

@@ -1,0 +1,243 @@
+/**
+ * What publish, run and retry share: a DAG becomes a run in one transaction with the inbox mark, after
+ * its actions are checked against what live nodes offer. Same id and content → "exists"; same id,
+ * other content → a conflict that names a free id; nothing is stored on any error. Also the replies
+ * to these outcomes.
+ */
+import { dagHash } from "../../domain/canonical-hash.js";
+import { shortHash } from "../../domain/command-grammar.js";
+import { formatDuration } from "../../domain/duration.js";
+import type { ActionOffer, DagIssue } from "../../domain/dag.js";
+import { checkActions, checkTaskArguments, formatIssue } from "../../domain/dag.js";
+import type { ParsedDag } from "../../domain/model.js";
+import { appliedDag, definitionOf, resolveParams } from "../../domain/params.js";
+import type { CreateRunResult, RunRecord } from "../../ports/store.js";
+import { paragraphs } from "../render/blocks.js";
+import type { Rendered } from "../render/html.js";
+import { code, escapeHtml, r, text, userPill } from "../render/html.js";
+import { dateTime, plural, RUN_WORD, shortRunId } from "../render/words.js";
+import type { CommandPolicy, CommandStore, HandlerContext } from "./context.js";
+import type { Outcome, RunSummary } from "./outcome.js";
+import { summarizeRun } from "./outcome.js";
+import { commandContext } from "./shared.js";
+
+/** Issues kept in an outcome; a 1000-task document with a typo in every task gets the gist. */
+const MAX_STORED_ISSUES = 50;
+const MAX_ID_LENGTH = 64;
+
+/** Checks the values, then creates the run; nothing is stored when a value or an action is refused. */
+export async function startRun(
+  ctx: HandlerContext,
+  definition: RunRecord,
+  params: ReadonlyArray<readonly [string, string]>,
+  helpLine: string,
+): Promise<Outcome> {
+  const base = definitionOf(definition.dag);
+  const resolved = resolveParams(base, params);
+  if (!resolved.ok) return { kind: "command-error", message: resolved.message, helpLine };
+  const newId = await freeId(ctx.store, ctx.roomId, runCandidates(definition.dagId));
+  if (newId === null) {
+    return {
+      kind: "command-error",
+      message: `no free run id is left for "${definition.dagId}"`,
+      helpLine,
+    };
+  }
+  const dag: ParsedDag = {
+    ...base,
+    id: newId,
+    definition: definition.dagId,
+    ...(base.params === undefined ? {} : { values: resolved.values }),
+  };
+  const unknown = await unknownActions(ctx, appliedDag(dag));
+  if (unknown.length > 0) return invalidDag(`for the new run of "${definition.dagId}"`, unknown);
+  // The run's own hash covers its parameter values: a confirmation by hash confirms those values.
+  return createAndDescribe(ctx, dag, dagHash(dag), null);
+}
+
+export async function createAndDescribe(
+  ctx: HandlerContext,
+  dag: ParsedDag,
+  hash: string,
+  retryOf: RunRecord | null,
+): Promise<Outcome> {
+  const cmd = commandContext(ctx);
+  if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
+  const result = await ctx.store.createRun(cmd, {
+    roomId: ctx.roomId,
+    dag,
+    hash,
+    publisher: ctx.sender,
+    // Only a chat event can root the status card's thread; a command typed on the CLI has a local id.
+    publishEventId: ctx.eventId !== null && ctx.eventId.startsWith("$") ? ctx.eventId : null,
+    needsConfirmation: !ctx.policy.autoConfirm.includes(ctx.sender),
+    confirmTimeoutMs: ctx.policy.confirmTimeoutMs,
+  });
+  return describeCreate(ctx.store, ctx.roomId, ctx.policy, result, retryOf);
+}
+
+/**
+ * The outcome of a createRun result. The inbox step calls it too when it rebuilds the outcome from
+ * the result the store recorded, so the reply is the same on both paths.
+ */
+export async function describeCreate(
+  store: Pick<CommandStore, "getRun">,
+  roomId: string,
+  policy: CommandPolicy,
+  result: CreateRunResult,
+  retryOf: RunRecord | null,
+): Promise<Outcome> {
+  switch (result.kind) {
+    case "created": {
+      const run = summarizeRun(result.run);
+      const needsConfirmation = run.status === "pending";
+      if (retryOf !== null) {
+        const taskIds = result.run.dag.tasks.map((t) => t.id);
+        return { kind: "retried", from: summarizeRun(retryOf), run, taskIds, needsConfirmation };
+      }
+      return { kind: "published", run, needsConfirmation, twoPersonRule: policy.twoPersonRule };
+    }
+    case "exists":
+      return { kind: "exists", run: summarizeRun(result.run) };
+    case "conflict": {
+      const dagId = result.existing.dagId;
+      const suggestion =
+        (await freeId(store, roomId, renameCandidates(dagId))) ?? `${dagId.slice(0, 50)}-new`;
+      return { kind: "conflict", dagId, existing: summarizeRun(result.existing), suggestion };
+    }
+  }
+}
+
+export function invalidDag(where: string, issues: readonly DagIssue[]): Outcome {
+  const shown = issues.slice(0, MAX_STORED_ISSUES).map(formatIssue);
+  return { kind: "invalid-dag", source: where, issues: shown, moreIssues: issues.length - shown.length };
+}
+
+/**
+ * Issues for actions no live node of this room offers, and for arguments the action's definition (as
+ * the room's live nodes registered it) refuses: nobody is asked to confirm a run that cannot work.
+ * With no live node at all the check is skipped: the run waits (and its queue timeout applies)
+ * until a node that has them joins.
+ */
+export async function unknownActions(ctx: HandlerContext, dag: ParsedDag): Promise<DagIssue[]> {
+  const nodes = await ctx.store.listNodes();
+  const live = nodes.filter(
+    (n) => n.roomIds.includes(ctx.roomId) && n.heartbeatAgeMs <= ctx.policy.nodeStaleAfterMs,
+  );
+  if (live.length === 0) return [];
+  const offers = new Map<string, ActionOffer[]>();
+  for (const node of live) {
+    for (const [name, template] of Object.entries(node.actionSpecs)) {
+      const list = offers.get(name) ?? [];
+      const same = list.find((o) => sameTemplate(o.template, template));
+      if (same === undefined) list.push({ template: { ...template, name }, nodes: [node.session.nodeId] });
+      else same.nodes.push(node.session.nodeId);
+      offers.set(name, list);
+    }
+  }
+  return [...checkActions(dag, new Set(live.flatMap((n) => n.actions))), ...checkTaskArguments(dag, offers)];
+}
+
+function sameTemplate(a: ActionOffer["template"], b: ActionOffer["template"]): boolean {
+  return JSON.stringify([a.argv, a.args]) === JSON.stringify([b.argv, b.args]);
+}
+
+/** `x.retry1`, `x.retry2`, ... for x or x.retryN (a retry of a retry counts on from the same base). */
+export function* retryCandidates(dagId: string): Generator<string> {
+  const base = dagId.replace(/\.retry\d+$/, "");
+  for (let n = 1; n <= 999; n++) yield fit(base, `.retry${n}`);
+}
+
+/** `x.2`, `x.3`, ... (what `dagbot run` names a DAG run again, too). */
+function* runCandidates(dagId: string): Generator<string> {
+  for (let n = 2; n <= 9999; n++) yield fit(dagId, `.${n}`);
+}
+
+/** `x-2`, `x-3`, ... */
+function* renameCandidates(dagId: string): Generator<string> {
+  const base = dagId.replace(/-\d+$/, "");
+  for (let n = 2; n <= 99; n++) yield fit(base, `-${n}`);
+}
+
+function fit(base: string, suffix: string): string {
+  return base.slice(0, MAX_ID_LENGTH - suffix.length) + suffix;
+}
+
+export async function freeId(
+  store: Pick<CommandStore, "getRun">,
+  roomId: string,
+  candidates: Iterable<string>,
+): Promise<string | null> {
+  for (const id of candidates) if ((await store.getRun(roomId, id)) === null) return id;
+  return null;
+}
+
+/** The replies to a new run (published, or a new run of a published DAG), an existing one, a conflict and an invalid DAG. */
+export const CREATION_RENDERERS = {
+  published: (o: Extract<Outcome, { kind: "published" }>): Rendered =>
+    renderPublished(
+      o.run,
+      o.needsConfirmation,
+      o.twoPersonRule,
+      o.run.definition === undefined ? "Published" : `New run of ${o.run.definition}:`,
+    ),
+  exists: (o: Extract<Outcome, { kind: "exists" }>): Rendered =>
+    paragraphs([
+      r`${code(o.run.dagId)} already exists with the same content: nothing new was stored.`,
+      r`It is ${RUN_WORD[o.run.status]} (run ${code(shortRunId(o.run.runId))}, published by ${userPill(
+        o.run.publisher,
+      )} at ${dateTime(o.run.createdAt)}). See ${code(`!dag status ${o.run.dagId}`)}.`,
+    ]),
+  conflict: (o: Extract<Outcome, { kind: "conflict" }>): Rendered =>
+    paragraphs([
+      r`⚠️ ${code(o.dagId)} already exists with different content (${
+        RUN_WORD[o.existing.status]
+      }, published by ${userPill(o.existing.publisher)}): nothing was stored.`,
+      r`To publish this DAG, give it a new ${code("id")} (for example ${code(o.suggestion)}); to run the failed part of the existing one again, use ${code(
+        `!dag retry ${o.dagId}`,
+      )}.`,
+    ]),
+  "invalid-dag": (o: Extract<Outcome, { kind: "invalid-dag" }>): Rendered =>
+    renderInvalidDag(o.source, o.issues, o.moreIssues),
+} as const;
+
+function renderPublished(
+  run: RunSummary,
+  needsConfirmation: boolean,
+  twoPersonRule: boolean,
+  verb: string,
+): Rendered {
+  const hash = run.hash === undefined ? "" : r`, content hash ${code(shortHash(run.hash))}`;
+  const values = Object.entries(run.params ?? {});
+  const given = values.length === 0 ? "" : r`; ${code(values.map(([n, v]) => `${n}=${v}`).join(" "))}`;
+  const head = r`📥 ${verb} ${code(run.dagId)} (${plural(run.taskCount, "task")}, run ${code(shortRunId(run.runId))}${hash}${given}).`;
+  if (!needsConfirmation) {
+    return paragraphs([head, text("It starts now; the status card in this thread follows its progress.")]);
+  }
+  const expiry =
+    run.confirmDeadline === null
+      ? ""
+      : ` within ${formatDuration(Math.max(0, run.confirmDeadline - run.createdAt))}`;
+  const who = twoPersonRule ? "someone other than the publisher" : "an authorised member";
+  return paragraphs([
+    head,
+    r`It awaits confirmation${expiry}: ${who} reads its status card (it shows what will run) and sends ${code(
+      `!dag confirm ${run.hash === undefined ? run.dagId : `${run.dagId} ${shortHash(run.hash)}`}`,
+    )} or reacts ✅ on it (${code(`!dag reject ${run.dagId}`)} or ❌ drops it).`,
+  ]);
+}
+
+const MAX_SHOWN_ISSUES = 20;
+
+function renderInvalidDag(source: string, issues: readonly string[], more: number): Rendered {
+  const shown = issues.slice(0, MAX_SHOWN_ISSUES);
+  const extra = more + issues.length - shown.length;
+  const head = r`⚠️ The DAG ${source} is not valid (${plural(issues.length + more, "problem")}); nothing was stored.`;
+  const tail = extra > 0 ? [text(`… and ${plural(extra, "more problem")}.`)] : [];
+  return {
+    body: [head.body, ...shown.map((i) => `- ${i}`), ...tail.map((t) => t.body)].join("\n"),
+    html:
+      `<p>${head.html}</p><ul>${shown.map((i) => `<li><code>${escapeHtml(i)}</code></li>`).join("")}</ul>` +
+      tail.map((t) => `<p>${t.html}</p>`).join(""),
+  };
+}

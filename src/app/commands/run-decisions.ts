@@ -1,0 +1,118 @@
+/**
+ * What confirm, reject and cancel share: a leader decision on a run, one fenced store call that
+ * answers done / already / wrong-status (repeats are answers, not errors), its outcome and its reply.
+ * Confirm adds the two-person rule and the content hash check.
+ */
+import { SHORT_HASH_LENGTH, shortHash } from "../../domain/command-grammar.js";
+import { isNotFound } from "../../ports/errors.js";
+import type { SenderStanding } from "../../ports/permissions.js";
+import type { RunDecisionResult } from "../../ports/store.js";
+import type { Rendered } from "../render/html.js";
+import { code, r, text, userPill } from "../render/html.js";
+import { RUN_WORD } from "../render/words.js";
+import type { CommandPolicy, HandlerContext } from "./context.js";
+import type { Outcome } from "./outcome.js";
+import { summarizeRun } from "./outcome.js";
+import type { PermissionCheck } from "./permissions.js";
+import { commandContext, notFoundRun } from "./shared.js";
+
+export type DecisionVerb = "confirm" | "reject" | "cancel";
+
+/**
+ * `hash` (confirm only): a prefix of the content hash the confirmer saw. A run's content never
+ * changes under its id (the same id with other content is a conflict, never a new run), so checking
+ * it here, before the fenced confirm, is enough: a confirmation given for other content than the
+ * run's is refused and changes nothing. `usage`: the verb's usage line, for a refusal.
+ */
+export async function handleDecision(
+  ctx: HandlerContext,
+  verb: DecisionVerb,
+  usage: string,
+  dagId: string,
+  hash: string | null = null,
+): Promise<Outcome> {
+  const cmd = commandContext(ctx);
+  if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
+  if (verb === "confirm") {
+    const run = await ctx.store.getRun(ctx.roomId, dagId);
+    if (run === null) return notFoundRun(ctx, dagId);
+    // Only a pending run is confirmed; "already confirmed" answers stay open to the publisher.
+    if (run.status === "pending") {
+      const rule = checkTwoPersonRule(run.publisher, ctx.sender, ctx.standing, ctx.policy);
+      if (!rule.ok) return { kind: "refused", verb, reason: rule.reason, helpLine: `usage: ${usage}` };
+      if (hash !== null && !run.hash.startsWith(hash.toLowerCase())) {
+        return {
+          kind: "refused",
+          verb,
+          reason: `\`${dagId}\` has content hash ${shortHash(run.hash)}, not ${hash.slice(0, SHORT_HASH_LENGTH)}: it is not the DAG you confirmed, so it was not started. Read its status card, then confirm the hash shown there.`,
+          helpLine: `usage: ${usage}`,
+        };
+      }
+    }
+  }
+  let result: RunDecisionResult;
+  try {
+    const apply = { confirm: ctx.store.confirmRun, reject: ctx.store.rejectRun, cancel: ctx.store.cancelRun }[
+      verb
+    ];
+    result = await apply.call(ctx.store, cmd, ctx.roomId, dagId, ctx.sender);
+  } catch (err) {
+    if (isNotFound(err)) return notFoundRun(ctx, dagId);
+    throw err;
+  }
+  return describeDecision(verb, result, ctx.sender);
+}
+
+/** The outcome of a decision; the inbox step rebuilds it the same way from the stored result. */
+export function describeDecision(verb: DecisionVerb, result: RunDecisionResult, by: string): Outcome {
+  return { kind: "decision", verb, result: result.kind, run: summarizeRun(result.run), by };
+}
+
+/**
+ * The two-person rule: with it on, a chat user may not confirm a run they published. The local
+ * operator (CLI, HTTP token) is exempt: whoever holds the node's own credentials can change the
+ * store directly, so the rule would only get in their way, not stop them.
+ */
+export function checkTwoPersonRule(
+  publisher: string,
+  sender: string,
+  standing: SenderStanding,
+  policy: CommandPolicy,
+): PermissionCheck {
+  if (!policy.twoPersonRule || standing.kind === "local-operator" || publisher !== sender)
+    return { ok: true };
+  return {
+    ok: false,
+    reason: "the two-person rule is on here: someone other than the publisher must confirm it",
+  };
+}
+
+/** Whether a decision took effect (or had already): what `dagbot confirm/reject/cancel` exit 0 on. */
+export function decisionTookEffect(outcome: Outcome | null): boolean {
+  return outcome !== null && outcome.kind === "decision" && outcome.result !== "wrong-status";
+}
+
+export function renderDecision(outcome: Extract<Outcome, { kind: "decision" }>): Rendered {
+  const { run, verb, result } = outcome;
+  const id = code(run.dagId);
+  const now = RUN_WORD[run.status];
+  if (result === "done") {
+    if (verb === "confirm") return r`▶️ ${userPill(outcome.by)} confirmed ${id}; it is running now.`;
+    if (verb === "reject") return r`✋ ${userPill(outcome.by)} rejected ${id}; it will not run.`;
+    return run.status === "canceled"
+      ? r`🚫 ${id} is canceled; none of its tasks was running.`
+      : r`🛑 Canceling ${id}: tasks that had not started are canceled, running ones are being stopped.`;
+  }
+  if (result === "already") {
+    if (verb === "confirm") {
+      const by = run.confirmedBy === null ? text("") : r` by ${userPill(run.confirmedBy)}`;
+      return r`${id} is already confirmed${by}; it is ${now}.`;
+    }
+    return verb === "reject" ? r`${id} is already rejected.` : r`${id} is already ${now}.`;
+  }
+  const hint =
+    verb === "reject" && (run.status === "running" || run.status === "canceling")
+      ? r` To stop it, use ${code(`!dag cancel ${run.dagId}`)}.`
+      : text("");
+  return r`${id} cannot be ${verb === "cancel" ? "canceled" : `${verb}ed`}: it is ${now}.${hint}`;
+}

@@ -1,0 +1,31 @@
+/** `!dag cap <n>`: the room's cap on active tasks, set by its leader together with the inbox mark. */
+import { MAX_CAP } from "../../../domain/command-grammar.js";
+import { r } from "../../render/html.js";
+import { commandContext } from "../shared.js";
+import { defineVerb } from "../verb.js";
+
+export const cap = defineVerb<{ verb: "cap"; n: number }, "cap">({
+  verb: "cap",
+  args: [{ name: "n", kind: "cap", about: `a whole number from 0 to ${MAX_CAP}` }],
+  summary: "set the room's cap on active tasks",
+  permission: "operator",
+  details: [
+    `<n> is a whole number from 0 to ${MAX_CAP}; 0 pauses the room (nothing new starts).`,
+    "Raising the cap starts waiting tasks at once; lowering it never interrupts a running task.",
+  ],
+  handle: async (ctx, c) => {
+    const cmd = commandContext(ctx);
+    if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
+    // The cap and the inbox mark commit together: a crash cannot apply one command twice.
+    const { previous } = await ctx.store.setRoomCap(ctx.roomId, c.n, cmd);
+    return { kind: "cap", cap: c.n, previous };
+  },
+  render: {
+    cap: (o) =>
+      r`The room's cap on running tasks is now ${String(o.cap)} (it was ${String(o.previous)}). ${
+        o.cap >= o.previous
+          ? "Queued tasks start as soon as slots are free."
+          : "Running tasks are not interrupted; new ones start as they finish."
+      }`,
+  },
+});

@@ -1,0 +1,30 @@
+/** `!dag graph <id>`: a picture of a run, posted in its thread. */
+import { RUN_ID_ARG } from "../../../domain/command-grammar.js";
+import { code, r } from "../../render/html.js";
+import type { HandlerContext } from "../context.js";
+import type { Outcome } from "../outcome.js";
+import { summarizeRun } from "../outcome.js";
+import { notFoundRun } from "../shared.js";
+import { defineVerb } from "../verb.js";
+
+export const graph = defineVerb<{ verb: "graph"; id: string }, "graph">({
+  verb: "graph",
+  args: [RUN_ID_ARG],
+  summary: "post a picture of a run: its DAG, each task in its state's colour",
+  permission: "open",
+  details: ["The picture goes into the run's thread. `dagbot graph <id>` draws the same on a node."],
+  handle: (ctx, c) => handleGraph(ctx, c.id),
+  render: {
+    // In chat the picture itself is the reply (app/pictures.ts); this is its text elsewhere.
+    graph: (o) =>
+      r`A picture of ${code(o.run.dagId)} is posted in its thread; ${code(
+        `dagbot graph ${o.run.dagId}`,
+      )} draws it on a node.`,
+  },
+});
+
+async function handleGraph(ctx: HandlerContext, dagId: string): Promise<Outcome> {
+  const run = await ctx.store.getRun(ctx.roomId, dagId);
+  if (run === null) return notFoundRun(ctx, dagId);
+  return { kind: "graph", run: summarizeRun(run) };
+}

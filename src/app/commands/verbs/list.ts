@@ -1,0 +1,53 @@
+/** `!dag list [<id>]`: the room's recent runs, or the runs of one published DAG. */
+import { listing } from "../../render/blocks.js";
+import { code, r } from "../../render/html.js";
+import { plural } from "../../render/words.js";
+import type { HandlerContext } from "../context.js";
+import type { Outcome } from "../outcome.js";
+import { progressOf } from "../outcome.js";
+import { MAX_HISTORY_SCAN, MAX_LISTED_RUNS, notFoundRun } from "../shared.js";
+import { defineVerb } from "../verb.js";
+
+export const list = defineVerb<{ verb: "list"; id?: string | null }, "list">({
+  verb: "list",
+  args: [{ name: "id", kind: "run-id", about: "the id of a published DAG", optional: true }],
+  summary: "list the room's recent DAG runs, or the runs of one published DAG",
+  permission: "open",
+  details: ["With <id>, the runs of that published DAG: the one publishing started and each `!dag run`."],
+  handle: (ctx, c) => handleList(ctx, c.id ?? null),
+  render: {
+    list: (o) => {
+      if (o.of !== undefined)
+        return listing(
+          r`${plural(o.runs.length, "run")} of ${code(o.of)}, newest first (start another with ${code(
+            `!dag run ${o.of}`,
+          )}):`,
+          o.runs,
+        );
+      return o.runs.length === 0
+        ? r`No runs in this room yet. Publish one with ${code("!dag publish")} and a json or toml block.`
+        : listing(r`The ${plural(o.runs.length, "latest run")} in this room:`, o.runs);
+    },
+  },
+});
+
+async function handleList(ctx: HandlerContext, of: string | null = null): Promise<Outcome> {
+  const at = await ctx.store.now();
+  if (of !== null) {
+    const definition = await ctx.store.getRun(ctx.roomId, of);
+    if (definition === null) return notFoundRun(ctx, of);
+    const recent = await ctx.store.listRuns(ctx.roomId, { limit: MAX_HISTORY_SCAN });
+    const runs = recent
+      .filter((run) => run.dagId === of || run.dag.definition === of)
+      .slice(0, MAX_LISTED_RUNS);
+    const progress = await Promise.all(
+      runs.map(async (run) => progressOf(run, await ctx.store.listTasks(run.runId))),
+    );
+    return { kind: "list", runs: progress, at, of };
+  }
+  const runs = await ctx.store.listRuns(ctx.roomId, { limit: MAX_LISTED_RUNS });
+  const progress = await Promise.all(
+    runs.map(async (run) => progressOf(run, await ctx.store.listTasks(run.runId))),
+  );
+  return { kind: "list", runs: progress, at };
+}

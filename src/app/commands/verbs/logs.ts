@@ -1,0 +1,103 @@
+/** `!dag logs <id> <task>`: the captured output of a task. */
+import { RUN_ID_ARG } from "../../../domain/command-grammar.js";
+import { paragraphs } from "../../render/blocks.js";
+import type { Rendered } from "../../render/html.js";
+import {
+  code,
+  codeBlock,
+  jsonBytes,
+  longestFittingTail,
+  MAX_EVENT_CONTENT_BYTES,
+  r,
+  text,
+} from "../../render/html.js";
+import type { Placement } from "../../render/notice.js";
+import { noticeContent } from "../../render/notice.js";
+import { renderTaskLine } from "../../render/status-card.js";
+import { plural, TASK_WORD } from "../../render/words.js";
+import type { HandlerContext } from "../context.js";
+import type { Outcome } from "../outcome.js";
+import { summarizeRun, taskLine } from "../outcome.js";
+import { notFoundRun, notFoundTask } from "../shared.js";
+import { defineVerb } from "../verb.js";
+
+export const logs = defineVerb<{ verb: "logs"; id: string; task: string }, "logs">({
+  verb: "logs",
+  args: [RUN_ID_ARG, { name: "task", kind: "task-id", about: "the id of a task" }],
+  summary: "show the captured output of a task",
+  // Output can hold what an action printed about its host; `!dag policy logs anyone` opens it.
+  permission: "operator",
+  openWhen: (policy) => (policy.logs ?? "operators") === "anyone",
+  details: ["Operators only, unless the room's policy says `logs anyone` (see `!dag help policy`)."],
+  handle: (ctx, c) => handleLogs(ctx, c.id, c.task),
+  render: { logs: renderLogs },
+});
+
+async function handleLogs(ctx: HandlerContext, dagId: string, taskId: string): Promise<Outcome> {
+  const run = await ctx.store.getRun(ctx.roomId, dagId);
+  if (run === null) return notFoundRun(ctx, dagId);
+  const task = await ctx.store.getTask(run.runId, taskId);
+  if (task === null)
+    return notFoundTask(
+      dagId,
+      taskId,
+      run.dag.tasks.map((t) => t.id),
+    );
+  const base = {
+    kind: "logs" as const,
+    run: summarizeRun(run),
+    task: taskLine(task),
+    at: await ctx.store.now(),
+  };
+  // Cut here, so the inbox row keeps only what the reply shows.
+  return fitLogs({ ...base, output: task.output, omittedChars: 0 });
+}
+
+function renderLogs(outcome: Extract<Outcome, { kind: "logs" }>): Rendered {
+  const { run, task } = outcome;
+  const head = r`Output of ${code(task.taskId)} in ${code(run.dagId)}: ${renderTaskLine(task, outcome.at)}`;
+  if (outcome.output === null || outcome.output === "") {
+    const why = task.finishedAt === null ? `no output yet (it is ${TASK_WORD[task.status]}).` : "no output.";
+    return paragraphs([head, text(why)]);
+  }
+  const cut =
+    outcome.omittedChars > 0
+      ? [text(`(the last part only: ${plural(outcome.omittedChars, "earlier character")} omitted)`)]
+      : [];
+  // A task still running shows what it wrote so far; a task waiting for a retry, its last attempt's.
+  const partial =
+    task.status === "running" || task.status === "canceling"
+      ? [text("(partial: its output so far; it is still running)")]
+      : task.finishedAt === null && task.attempt > 1
+        ? [text(`(from attempt ${task.attempt - 1}; attempt ${task.attempt} has not started)`)]
+        : [];
+  const block = codeBlock(outcome.output);
+  return {
+    body: [head.body, ...partial.map((c) => c.body), ...cut.map((c) => c.body), block.body].join("\n"),
+    html: paragraphs([head, ...partial, ...cut]).html + block.html,
+  };
+}
+
+type LogsOutcome = Extract<Outcome, { kind: "logs" }>;
+
+/**
+ * A logs outcome whose output is the longest tail that lets the reply fit one event (the output is
+ * in it twice: the body's code block and the escaped HTML). Counts what was cut in omittedChars.
+ */
+export function fitLogs(
+  outcome: LogsOutcome,
+  placement: Placement = { kind: "reply", to: "$x" },
+): LogsOutcome {
+  const output = outcome.output;
+  if (output === null) return outcome;
+  const full = outcome.omittedChars + output.length;
+  const withTail = (tail: string): LogsOutcome => ({
+    ...outcome,
+    output: tail,
+    omittedChars: full - tail.length,
+  });
+  const fits = (tail: string): boolean => {
+    return jsonBytes(noticeContent(renderLogs(withTail(tail)), placement)) <= MAX_EVENT_CONTENT_BYTES - 500;
+  };
+  return withTail(longestFittingTail(output, fits));
+}

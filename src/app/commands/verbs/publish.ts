@@ -1,0 +1,200 @@
+/**
+ * `!dag publish <name> | !dag publish + a code block`: validate a DAG (inline or from the node's
+ * library folder), check its actions against what live nodes offer, and create its first run.
+ */
+import {
+  ID_RULE,
+  LIBRARY_NAME_PATTERN,
+  arity,
+  fail,
+  ok,
+  splitArgs,
+  unquote,
+} from "../../../domain/command-grammar.js";
+import type { Parsed } from "../../../domain/command-grammar.js";
+import { quoteInput, readFence } from "../../../domain/command-text.js";
+import { parseDag } from "../../../domain/dag.js";
+import { appliedDag, resolveParams } from "../../../domain/params.js";
+import { isTerminalRun } from "../../../domain/run-states.js";
+import { paragraphs, usage } from "../../render/blocks.js";
+import { code, r } from "../../render/html.js";
+import type { HandlerContext } from "../context.js";
+import type { Outcome } from "../outcome.js";
+import {
+  CREATION_RENDERERS,
+  createAndDescribe,
+  invalidDag,
+  startRun,
+  unknownActions,
+} from "../run-creation.js";
+import { defineVerb } from "../verb.js";
+
+export type PublishSource =
+  { kind: "inline"; format: "json" | "toml"; text: string } | { kind: "library"; name: string };
+
+export interface PublishCommand {
+  verb: "publish";
+  source: PublishSource;
+}
+
+export const publish = defineVerb<
+  PublishCommand,
+  "published" | "exists" | "conflict" | "invalid-dag" | "library-error"
+>({
+  verb: "publish",
+  usage: "!dag publish <name> | !dag publish + a ```json or ```toml code block",
+  summary: "publish a DAG from the library folder or inline; it waits for confirm",
+  permission: "operator",
+  details: [
+    "The code block goes after the command, in the same message:",
+    "!dag publish",
+    "```toml",
+    'id = "hello"',
+    "[[tasks]]",
+    'id = "greet"',
+    'action = "echo"',
+    "```",
+    "A block without a language is read as JSON when it starts with { and as TOML otherwise.",
+    "<name> is a DAG file of the node's library folder (letters, digits, _ . -).",
+  ],
+  takesCodeBlock: true,
+  parse: (_args, after) => parsePublish(after),
+  same: sameCommand,
+  handle: (ctx, c) => handlePublish(ctx, c.source),
+  render: {
+    ...CREATION_RENDERERS,
+    "library-error": (o) =>
+      paragraphs([
+        r`⚠️ Cannot publish ${code(o.name)} from the DAG library: ${o.message}`,
+        usage(
+          "!dag publish <name>  (a DAG file from the node's library folder), or a ```json / ```toml block",
+        ),
+      ]),
+  },
+});
+
+function parsePublish(after: string): Parsed<PublishCommand> {
+  const fenceAt = after.indexOf("```");
+  if (fenceAt < 0) {
+    const trimmed = after.trim();
+    if (trimmed === "") {
+      return fail(
+        "missing-source",
+        "publish",
+        "publish needs a DAG: a library name or a ```json / ```toml code block",
+      );
+    }
+    if (trimmed.startsWith("{"))
+      return ok({ verb: "publish", source: { kind: "inline", format: "json", text: trimmed } });
+    const args = splitArgs(trimmed);
+    const arityError = arity("publish", args, 1, 1, "<name>");
+    if (arityError !== null) return arityError;
+    const raw = args[0] ?? "";
+    const name = unquote(raw);
+    if (!LIBRARY_NAME_PATTERN.test(name)) {
+      return fail(
+        "bad-name",
+        "publish",
+        `bad library name ${quoteInput(raw)}: ${ID_RULE}, not starting with . or -`,
+      );
+    }
+    return ok({ verb: "publish", source: { kind: "library", name } });
+  }
+  const before = after.slice(0, fenceAt).trim();
+  if (before !== "") {
+    const message = LIBRARY_NAME_PATTERN.test(unquote(before))
+      ? `give a library name or a code block, not both (${quoteInput(before)} and a block)`
+      : `unexpected text ${quoteInput(before)} before the code block`;
+    return fail("text-outside-code-block", "publish", message);
+  }
+  const fence = readFence(after, fenceAt);
+  if ("unclosed" in fence)
+    return fail("unclosed-code-block", "publish", `the code block is not closed: ${fence.unclosed}`);
+  const rest = fence.rest.trim();
+  if (rest !== "") {
+    return fail(
+      "text-outside-code-block",
+      "publish",
+      `unexpected text ${quoteInput(rest)} after the code block: send one block per publish`,
+    );
+  }
+  const lang = (splitArgs(fence.info)[0] ?? "").toLowerCase();
+  if (lang !== "" && lang !== "json" && lang !== "toml") {
+    return fail(
+      "unsupported-format",
+      "publish",
+      `unsupported code block language ${quoteInput(lang)}: use json or toml`,
+    );
+  }
+  const head = fence.content.trimStart();
+  if (head === "")
+    return fail("empty-code-block", "publish", "the code block is empty: put the DAG document in it");
+  const format =
+    lang === "json" || lang === "toml"
+      ? lang
+      : head.startsWith("{") || head.startsWith("[")
+        ? "json"
+        : "toml";
+  return ok({ verb: "publish", source: { kind: "inline", format, text: fence.content } });
+}
+
+/** Equal commands, with an inline DAG's text compared line by line without trailing spaces. */
+function sameCommand(a: PublishCommand, b: PublishCommand): boolean {
+  const [x, y] = [a.source, b.source];
+  if (x.kind === "inline" && y.kind === "inline")
+    return x.format === y.format && normalizeBlock(x.text) === normalizeBlock(y.text);
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+function normalizeBlock(text: string): string {
+  return text
+    .replace(/\r\n?/g, "\n")
+    .split("\n")
+    .map((line) => line.trimEnd())
+    .join("\n")
+    .trim();
+}
+
+async function handlePublish(ctx: HandlerContext, source: PublishSource): Promise<Outcome> {
+  let text: string;
+  let format: "json" | "toml";
+  let where: string;
+  if (source.kind === "library") {
+    const loaded = await ctx.loadDag(source.name);
+    if (!loaded.ok) return { kind: "library-error", name: source.name, message: loaded.message };
+    ({ text, format } = loaded);
+    where = `from the library file "${source.name}" (${format})`;
+  } else {
+    ({ text, format } = source);
+    where = `in the message (${format})`;
+  }
+  const parsed = parseDag(text, format);
+  if (!parsed.ok) return invalidDag(where, parsed.issues);
+  if (source.kind === "library") {
+    // A library DAG is a definition: published again unchanged once its run ended, it runs again.
+    const existing = await ctx.store.getRun(ctx.roomId, parsed.dag.id);
+    if (
+      existing !== null &&
+      existing.hash === parsed.hash &&
+      existing.dag.definition === undefined &&
+      isTerminalRun(existing.status)
+    )
+      return startRun(ctx, existing, [], `usage: ${publish.usage}`);
+  }
+  let dag = parsed.dag;
+  if (dag.params !== undefined) {
+    // Publishing starts the definition's first run, with every parameter at its default.
+    const resolved = resolveParams(dag, []);
+    if (!resolved.ok) {
+      return {
+        kind: "command-error",
+        message: `${resolved.message}. Publishing starts a run at once, so every parameter of a published DAG needs a default; \`!dag run\` then gives other values`,
+        helpLine: "usage: !dag publish <name> | !dag publish + a code block",
+      };
+    }
+    dag = { ...dag, values: resolved.values };
+  }
+  const unknown = await unknownActions(ctx, appliedDag(dag));
+  if (unknown.length > 0) return invalidDag(where, unknown);
+  return createAndDescribe(ctx, dag, parsed.hash, null);
+}

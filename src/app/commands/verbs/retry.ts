@@ -1,0 +1,102 @@
+/** `!dag retry <id>`: a new run of the part of an ended run that did not succeed. */
+import { RUN_ID_ARG } from "../../../domain/command-grammar.js";
+import type { ParsedDag } from "../../../domain/model.js";
+import { dagHash } from "../../../domain/canonical-hash.js";
+import { appliedDag } from "../../../domain/params.js";
+import { isTerminalRun } from "../../../domain/run-states.js";
+import { paragraphs } from "../../render/blocks.js";
+import type { Rendered } from "../../render/html.js";
+import { code, join, r, text } from "../../render/html.js";
+import { plural, RUN_WORD } from "../../render/words.js";
+import type { HandlerContext } from "../context.js";
+import type { Outcome, RunSummary } from "../outcome.js";
+import { summarizeRun } from "../outcome.js";
+import { createAndDescribe, freeId, invalidDag, retryCandidates, unknownActions } from "../run-creation.js";
+import { notFoundRun } from "../shared.js";
+import { defineVerb } from "../verb.js";
+
+export const retry = defineVerb<{ verb: "retry"; id: string }, "retried" | "nothing-to-retry">({
+  verb: "retry",
+  args: [RUN_ID_ARG],
+  summary: "start a new run of the part of a run that did not succeed",
+  permission: "operator",
+  details: [],
+  handle: (ctx, c): Promise<Outcome> => handleRetry(ctx, c.id),
+  render: {
+    retried: renderRetried,
+    "nothing-to-retry": (o) => renderNothingToRetry(o.run, o.why),
+  },
+  cli: {
+    description: "Start a new run of the part of an ended run that did not succeed, as `!dag retry` would.",
+    took: "a new run was created",
+    tookEffect: (outcome) => outcome?.kind === "retried",
+    json: true,
+  },
+});
+
+async function handleRetry(ctx: HandlerContext, dagId: string): Promise<Outcome> {
+  const from = await ctx.store.getRun(ctx.roomId, dagId);
+  if (from === null) return notFoundRun(ctx, dagId);
+  if (!isTerminalRun(from.status))
+    return { kind: "nothing-to-retry", run: summarizeRun(from), why: "not-ended" };
+  // Rejected, expired, or canceled before anyone confirmed it: nobody approved it, and a retry (a
+  // new run its author may then confirm) would get round the confirmation it never had.
+  if (from.confirmDeadline !== null && from.confirmedBy === null)
+    return { kind: "nothing-to-retry", run: summarizeRun(from), why: "never-confirmed" };
+  const tasks = await ctx.store.listTasks(from.runId);
+  const again = new Set(tasks.filter((t) => t.status !== "succeeded").map((t) => t.taskId));
+  if (again.size === 0) return { kind: "nothing-to-retry", run: summarizeRun(from), why: "succeeded" };
+  const newId = await freeId(ctx.store, ctx.roomId, retryCandidates(dagId));
+  if (newId === null) {
+    return {
+      kind: "command-error",
+      message: `no free retry id is left for "${dagId}"`,
+      helpLine: `usage: ${retry.usage}`,
+    };
+  }
+  const dag: ParsedDag = {
+    ...from.dag,
+    id: newId,
+    // Needs on tasks that already succeeded are met: dropping them lets those tasks start at once.
+    tasks: from.dag.tasks
+      .filter((t) => again.has(t.id))
+      .map((t) => ({ ...t, needs: t.needs.filter((n) => again.has(n)) })),
+  };
+  const unknown = await unknownActions(ctx, appliedDag(dag));
+  if (unknown.length > 0) return invalidDag(`for the retry of "${dagId}"`, unknown);
+  return createAndDescribe(ctx, dag, dagHash(dag), from);
+}
+
+function renderRetried(outcome: Extract<Outcome, { kind: "retried" }>): Rendered {
+  const shown = outcome.taskIds.slice(0, 20).map((t) => code(t));
+  const more =
+    outcome.taskIds.length > shown.length
+      ? text(` and ${outcome.taskIds.length - shown.length} more`)
+      : text("");
+  const next = outcome.needsConfirmation
+    ? r`It awaits confirmation: ${code(`!dag confirm ${outcome.run.dagId}`)} or ✅ on its status card.`
+    : text("It starts now; the status card in this thread follows its progress.");
+  return paragraphs([
+    r`🔁 Retrying the part of ${code(outcome.from.dagId)} that did not succeed as ${code(outcome.run.dagId)}: ${plural(
+      outcome.taskIds.length,
+      "task",
+    )} (${join(shown, ", ")}${more}).`,
+    next,
+  ]);
+}
+
+function renderNothingToRetry(
+  run: RunSummary,
+  why: Extract<Outcome, { kind: "nothing-to-retry" }>["why"],
+): Rendered {
+  switch (why) {
+    case "succeeded":
+      return r`${code(run.dagId)} succeeded: nothing to retry.`;
+    case "not-ended":
+      return r`${code(run.dagId)} is still ${RUN_WORD[run.status]}; retry is for a run that ended. Stop it first with ${code(
+        `!dag cancel ${run.dagId}`,
+      )}.`;
+    case "never-confirmed":
+      return r`⛔ ${code(run.dagId)} cannot be retried: nobody confirmed it (it is ${RUN_WORD[run.status]}), and retry is for a run that was confirmed and ran. To run it, publish it again under a new id; it then awaits confirmation like any new DAG.`;
+  }
+}

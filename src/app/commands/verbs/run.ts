@@ -1,0 +1,80 @@
+/** `!dag run <id> [<name>=<value> ...]`: a new run of a published DAG, under the next free `<id>.N`. */
+import type { Parsed } from "../../../domain/command-grammar.js";
+import { checkId, fail, ok, unquote } from "../../../domain/command-grammar.js";
+import { quoteInput } from "../../../domain/command-text.js";
+import type { HandlerContext } from "../context.js";
+import type { Outcome } from "../outcome.js";
+import { startRun } from "../run-creation.js";
+import { notFoundRun } from "../shared.js";
+import { defineVerb } from "../verb.js";
+
+export interface RunCommand {
+  verb: "run";
+  id: string;
+  /** name=value pairs in the order given (checked against the DAG's declarations later). */
+  params: Array<[string, string]>;
+}
+
+export const run = defineVerb<RunCommand, never>({
+  verb: "run",
+  usage: "!dag run <id> [<name>=<value> ...]",
+  summary: "start a new run of a published DAG, with values for its parameters",
+  permission: "operator",
+  details: [
+    "The run gets its own id (<id>.2, <id>.3, ...), status card and history (`!dag list <id>`);",
+    "<id> may also name one of its runs (<id>.2): the new run is of the same published DAG.",
+    "Each <name> is a parameter the DAG declares ([params.NAME] with a pattern and maybe a default);",
+    "a value is one word (no spaces) that must match the whole pattern. Parameters with a default",
+    "may be left out. Nothing is stored when a value is refused. The run awaits confirmation as a",
+    "published DAG does (auto_confirm and the two-person rule apply).",
+  ],
+  parse: (args) => parseRun(args),
+  handle: (ctx, c) => handleRun(ctx, c.id, c.params),
+  // Its answers are publish's (a new run, a conflict, an invalid DAG): rendered there.
+  render: {},
+});
+
+/** At most this many name=value pairs after `!dag run <id>` (a DAG declares at most 32 parameters). */
+const MAX_RUN_PARAMS = 32;
+const PARAM_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+
+/** `!dag run <id> [name=value ...]`: the id, then pairs; the value is everything after the first "=". */
+function parseRun(args: string[]): Parsed<RunCommand> {
+  const [rawId, ...pairs] = args;
+  if (rawId === undefined)
+    return fail("missing-argument", "run", "missing <id>, the id of a published DAG: !dag run needs it");
+  const id = checkId("run", "id", rawId);
+  if (typeof id !== "string") return id;
+  if (pairs.length > MAX_RUN_PARAMS)
+    return fail("extra-argument", "run", `${pairs.length} parameters given; at most ${MAX_RUN_PARAMS}`);
+  const params: Array<[string, string]> = [];
+  for (const raw of pairs) {
+    const token = unquote(raw);
+    const eq = token.indexOf("=");
+    const name = eq < 0 ? token : token.slice(0, eq);
+    if (eq < 0 || !PARAM_NAME.test(name)) {
+      return fail(
+        "bad-argument",
+        "run",
+        `bad parameter ${quoteInput(raw)}: write name=value, the name a parameter the DAG declares (letters, digits, _)`,
+      );
+    }
+    params.push([name, unquote(token.slice(eq + 1))]);
+  }
+  return ok({ verb: "run", id, params });
+}
+
+/** `!dag run <id> [name=value ...]`: a new run of a published DAG, under the next free `<id>.N`. */
+async function handleRun(
+  ctx: HandlerContext,
+  dagId: string,
+  params: ReadonlyArray<readonly [string, string]>,
+): Promise<Outcome> {
+  const named = await ctx.store.getRun(ctx.roomId, dagId);
+  if (named === null) return notFoundRun(ctx, dagId);
+  // A run started by `!dag run` names its published DAG: another run of that one (`x.2` → `x.3`).
+  const of = named.dag.definition;
+  const definition = of === undefined || of === named.dagId ? named : await ctx.store.getRun(ctx.roomId, of);
+  if (definition === null) return notFoundRun(ctx, of ?? dagId);
+  return startRun(ctx, definition, params, `usage: ${run.usage}`);
+}

@@ -1,0 +1,70 @@
+/** `!dag schedules`: the room's scheduled DAGs and when each fires next. */
+import { nextSlot } from "../../../domain/schedule.js";
+import { paragraphs } from "../../render/blocks.js";
+import type { Rendered } from "../../render/html.js";
+import { code, r } from "../../render/html.js";
+import { plural } from "../../render/words.js";
+import { isActiveSchedule } from "../../schedules.js";
+import type { HandlerContext } from "../context.js";
+import type { Outcome, ScheduleLine } from "../outcome.js";
+import { MAX_HISTORY_SCAN, MAX_LISTED_RUNS } from "../shared.js";
+import { defineVerb } from "../verb.js";
+
+export const schedules = defineVerb<{ verb: "schedules" }, "schedules">({
+  verb: "schedules",
+  args: [],
+  summary: "list the room's scheduled DAGs and when each fires next",
+  permission: "open",
+  details: [
+    'A DAG declares schedule = "<cron>" (5 fields, or 6 with seconds first), timezone (default UTC)',
+    'and missed = "skip" or "run_once". Only the leader fires it, each slot once.',
+  ],
+  handle: (ctx) => handleSchedules(ctx),
+  render: { schedules: (o) => renderSchedules(o.schedules) },
+});
+
+/** `!dag schedules`: the room's scheduled definitions, the next slot of each and the newest fired. */
+async function handleSchedules(ctx: HandlerContext): Promise<Outcome> {
+  const at = await ctx.store.now();
+  const runs = await ctx.store.listRuns(ctx.roomId, { limit: MAX_HISTORY_SCAN * 10 });
+  const newest = new Map<string, number>();
+  for (const r of runs) {
+    const of = r.dag.definition;
+    if (of !== undefined && r.dag.slot !== undefined)
+      newest.set(of, Math.max(newest.get(of) ?? 0, r.dag.slot.at));
+  }
+  const schedules: ScheduleLine[] = [];
+  for (const run of runs) {
+    const spec = run.dag.schedule;
+    if (spec === undefined || run.dag.definition !== undefined) continue;
+    if (run.status === "rejected" || run.status === "expired" || run.status === "canceled") continue;
+    const last = newest.get(run.dagId) ?? null;
+    schedules.push({
+      dagId: run.dagId,
+      cron: spec.cron,
+      timezone: spec.timezone,
+      missed: spec.missed,
+      next: nextSlot(spec, at),
+      last,
+      active: isActiveSchedule(run),
+    });
+  }
+  return { kind: "schedules", schedules: schedules.slice(0, MAX_LISTED_RUNS * 2), at };
+}
+
+/** A slot's time to the second (schedules may fire every second). */
+const toSecond = (ms: number): string => `${new Date(ms).toISOString().slice(0, 19).replace("T", " ")} UTC`;
+
+function renderSchedules(lines: readonly ScheduleLine[]): Rendered {
+  if (lines.length === 0)
+    return r`No scheduled DAGs in this room. A DAG declares one with ${code('schedule = "0 2 * * *"')}.`;
+  return paragraphs([
+    r`${plural(lines.length, "scheduled DAG")}:`,
+    ...lines.map((l) => {
+      const next = l.next === null ? "no next slot" : `next ${toSecond(l.next)}`;
+      const last = l.last === null ? "" : `, last fired for ${toSecond(l.last)}`;
+      const waiting = l.active ? "" : " (fires once confirmed)";
+      return r`⏰ ${code(l.dagId)} — ${code(l.cron)} ${l.timezone}, missed: ${l.missed} · ${next}${last}${waiting}`;
+    }),
+  ]);
+}
