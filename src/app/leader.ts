@@ -171,7 +171,7 @@ export async function runLeaderLoop(
     deps.schedules === undefined || deps.schedules === null
       ? Promise.resolve()
       : runScheduleLoop(
-          { store: deps.schedules, clock: deps.clock, onStoreError: deps.onStoreError },
+          { store: deps.schedules, clock: deps.clock, onStoreError: deps.onStoreError, feed: deps.store },
           log,
           fence,
           signal,

@@ -10,16 +10,26 @@ import { dagHash } from "../domain/canonical-hash.js";
 import type { ParsedDag } from "../domain/model.js";
 import { definitionOf, resolveParams } from "../domain/params.js";
 import type { SlotInfo } from "../domain/schedule.js";
-import { slotRunId, slotsBetween, slotsToFire } from "../domain/schedule.js";
+import { nextSlot, slotRunId, slotsBetween, slotsToFire } from "../domain/schedule.js";
 import type { Clock } from "../ports/clock.js";
 import { isConflict } from "../ports/errors.js";
 import type { Logger } from "../ports/logger.js";
-import type { LeaderFence, RunRecord, RunStore } from "../ports/store.js";
+import type { ChangeFeed, LeaderFence, RunRecord, RunStore } from "../ports/store.js";
+import { Waker, wakeOnChange } from "./wake.js";
 
 export type ScheduleStore = Pick<RunStore, "listRuns" | "getRun" | "createRun"> & { now(): Promise<number> };
 
-/** How often due slots are looked for: a per-second schedule fires within this of its slot. */
+/** The least time between two rounds: a burst of run changes costs one round per this. */
 export const SCHEDULE_TICK_MS = 200;
+/**
+ * The longest a round waits with no slot due and no run change heard: a round reads the store
+ * (2 statements and more), and rounds every 200 ms were 10 of a leader's idle statements a second.
+ * New and confirmed definitions announce themselves (a "runs" change), and each known definition's
+ * next slot sets the wake-up, so this only covers a notification lost without a reconnect.
+ */
+export const SCHEDULE_IDLE_MS = 10_000;
+/** After a slot's time, so its round does not come a hair early. */
+const SLOT_SLACK_MS = 20;
 /** Under `skip`, a newest slot older than this when it is seen is missed, not fired. */
 export const SKIP_GRACE_MS = 2_000;
 /** How far back a new leader looks for missed slots (run_once catches up at most this far). */
@@ -52,7 +62,13 @@ export function slotDag(def: RunRecord, slot: SlotInfo): ParsedDag {
 }
 
 export async function runScheduleLoop(
-  deps: { store: ScheduleStore; clock: Clock; onStoreError?: (() => void) | undefined },
+  deps: {
+    store: ScheduleStore;
+    clock: Clock;
+    onStoreError?: (() => void) | undefined;
+    /** Run changes of the room wake the loop (new definitions); without it the loop looks every SCHEDULE_TICK_MS. */
+    feed?: ChangeFeed;
+  },
   log: Logger,
   fence: LeaderFence,
   signal: AbortSignal,
@@ -75,8 +91,22 @@ export async function runScheduleLoop(
     return newest;
   };
 
+  const waker = new Waker(deps.clock, SCHEDULE_TICK_MS);
+  const unsubscribe = deps.feed === undefined ? () => {} : wakeOnChange(deps.feed, waker, ["runs"], [roomId]);
   let recent: RunRecord[] = [];
-  while (!signal.aborted) {
+  try {
+    while (!signal.aborted) {
+      const waitMs = await round();
+      if (waitMs === null) return;
+      await waker.wait(waitMs, signal);
+    }
+  } finally {
+    unsubscribe();
+  }
+
+  /** One look at the room's schedules; returns how long to wait before the next (unless woken). */
+  async function round(): Promise<number | null> {
+    let waitMs = deps.feed === undefined ? SCHEDULE_TICK_MS : SCHEDULE_IDLE_MS;
     try {
       const now = await store.now();
       recent = await store.listRuns(roomId, { limit: firstScan ? FIRST_SCAN : LATER_SCAN });
@@ -131,19 +161,23 @@ export async function runScheduleLoop(
             result.kind === "created" ? "schedule fired" : "schedule slot already taken",
           );
         }
-        if (due.length > 0) handled.set(id, due.at(-1)!);
-        else handled.set(id, after);
+        const last = due.length > 0 ? due.at(-1)! : after;
+        handled.set(id, last);
+        // Wake for this definition's next slot (store clock; the round began at `now`).
+        const next = nextSlot(spec, last);
+        if (next !== null) waitMs = Math.min(waitMs, Math.max(0, next - now) + SLOT_SLACK_MS);
       }
       firstScan = false;
     } catch (err) {
       if (isConflict(err)) {
         log.info({ reason: err.message }, "deposed: a fenced schedule write was rejected");
         deposed();
-        return;
+        return null;
       }
       deps.onStoreError?.();
       log.warn({ err: String(err) }, "schedule round failed; trying again");
+      return SCHEDULE_TICK_MS;
     }
-    await deps.clock.sleep(SCHEDULE_TICK_MS, signal);
+    return waitMs;
   }
 }

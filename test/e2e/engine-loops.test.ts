@@ -7,6 +7,7 @@ import { silentLogger } from "../../src/adapters/log/pino-logger.js";
 import type { LeadEnd } from "../../src/app/lease-keeper.js";
 import { LeaseKeeper } from "../../src/app/lease-keeper.js";
 import { DEFAULT_LEADER_TIMINGS, runLeaderLoop } from "../../src/app/leader.js";
+import { runScheduleLoop } from "../../src/app/schedules.js";
 import { whenAborted } from "../../src/app/wake.js";
 import { Worker } from "../../src/app/worker.js";
 import type { EngineSettings } from "../../src/app/node.js";
@@ -215,6 +216,48 @@ describe("leader loop", () => {
     const before = reaps;
     await clock.advance(3_000);
     expect(reaps - before).toBe(3);
+  });
+});
+
+describe("schedule loop", () => {
+  it("reads the store only when a run changes or a known definition's slot comes, not every 200 ms", async () => {
+    const s = await store();
+    const acquired = await s.acquireLease(ROOM, { nodeId: "a", bootId: "1" }, 600_000);
+    const fence = { roomId: ROOM, session: acquired.session, term: acquired.term };
+    let rounds = 0;
+    const counted: Store = Object.create(s) as Store;
+    counted.now = () => {
+      rounds += 1;
+      return s.now();
+    };
+    const clock = new FakeClock();
+    const stop = new AbortController();
+    const loop = runScheduleLoop({ store: counted, clock, feed: s }, logger, fence, stop.signal, () => {});
+    cleanups.push(async () => {
+      stop.abort();
+      await loop;
+    });
+    await waitFor(
+      "the first round",
+      () => rounds,
+      (n) => n >= 1,
+      { timeoutMs: 5_000 },
+    );
+    await clock.advance(9_000);
+    expect(rounds).toBe(1);
+    // A scheduled definition announces itself (a "runs" change); then its slots, every second, set the rounds.
+    const everySecond = { cron: "* * * * * *", timezone: "UTC", missed: "skip" as const };
+    await s.createRun(cmd(fence), runInput(ROOM, { ...dag("tick", [task("t")]), schedule: everySecond }));
+    await waitFor(
+      "the round the change caused",
+      () => rounds,
+      (n) => n >= 2,
+      { timeoutMs: 5_000 },
+    );
+    const before = rounds;
+    await clock.advance(3_000);
+    expect(rounds - before).toBeGreaterThanOrEqual(3);
+    expect(rounds - before).toBeLessThanOrEqual(4);
   });
 });
 
