@@ -1,10 +1,12 @@
-/** The table of `dagbot` subcommands; each lives in its own file under src/cli/. */
+/**
+ * The table of `dagbot` subcommands; each lives in its own file under src/cli/subcommands/, and the
+ * chat verbs that the CLI only hands to the leader are made from their verb files (inbox-verbs.ts).
+ */
 import type { Command } from "commander";
-import { registerCancel } from "./subcommands/cancel.js";
 import { registerCap } from "./subcommands/cap.js";
-import { registerDecisions } from "./subcommands/decide.js";
 import { registerDemo } from "./subcommands/demo.js";
 import { registerGraph } from "./subcommands/graph.js";
+import { registerInboxVerbs } from "./subcommands/inbox-verbs.js";
 import { registerList } from "./subcommands/list.js";
 import { registerLogs } from "./subcommands/logs.js";
 import { registerNode } from "./subcommands/node.js";
@@ -27,8 +29,8 @@ export function registerCommands(program: Command): void {
   registerList(program);
   registerLogs(program);
   registerNodes(program);
-  registerDecisions(program);
-  registerCancel(program);
+  // confirm, reject, cancel, retry: from the verb files that declare a CLI form.
+  registerInboxVerbs(program);
   registerCap(program);
   registerGraph(program);
   registerDemo(program);

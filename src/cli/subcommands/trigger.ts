@@ -11,7 +11,7 @@ import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js
 import type { CommonOptions } from "../config-options.js";
 import { commandPolicy } from "../command-step.js";
 import { command, waitSeconds } from "./submit.js";
-import { terminalText } from "./decide.js";
+import { terminalText } from "./inbox-verbs.js";
 
 interface TriggerOptions extends CommonOptions {
   room?: string;
