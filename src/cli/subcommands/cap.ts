@@ -7,17 +7,14 @@ import type { Command } from "commander";
 import { MAX_CAP } from "../../domain/command-grammar.js";
 import { parseCommand } from "../../app/commands/verbs/index.js";
 import { readCommandResult } from "../../app/commands/command-result.js";
-import { commandPolicy, queueLocalCommand, roomHasLiveNode } from "../command-step.js";
+import { queueLocalCommand, roomHasLiveNode } from "../command-step.js";
 import { CliError, runCli } from "../cli-error.js";
-import { openConfiguredStore } from "../store-open.js";
-import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
-import type { CommonOptions } from "../config-options.js";
-import { command, waitSeconds } from "./submit.js";
+import { withCommonOptions } from "../config-options.js";
+import type { RoomOptions } from "../leader-room.js";
+import { withLeaderRoom } from "../leader-room.js";
 
-interface CapOptions extends CommonOptions {
-  room?: string;
+interface CapOptions extends RoomOptions {
   json?: boolean;
-  wait: string;
 }
 
 export function registerCap(program: Command): void {
@@ -45,12 +42,7 @@ async function setCap(text: string, options: CapOptions): Promise<number> {
     throw new CliError(why);
   }
   const cap = parsed.command.n;
-  const waitMs = waitSeconds(options.wait);
-  const config = resolveConfig(options, {}, { storeOnly: true });
-  const roomId = pickRoom(config, options.room);
-  const policy = commandPolicy(config);
-  const store = await openConfiguredStore(config);
-  try {
+  return withLeaderRoom(options, async ({ store, roomId, policy, send }) => {
     if (!(await roomHasLiveNode(store, roomId, policy.nodeStaleAfterMs))) {
       // Nothing leads the room to race with: the first leader handles the inbox before scheduling.
       await queueLocalCommand(store, roomId, body);
@@ -59,7 +51,7 @@ async function setCap(text: string, options: CapOptions): Promise<number> {
       else process.stdout.write(`cap of room ${roomId}: ${cap}, queued until a node of the room starts\n`);
       return 0;
     }
-    const answer = await command(store, roomId, body, waitMs, policy);
+    const answer = await send(body);
     // The leader's fenced setRoomCap records the result itself (a StoreCommandResult).
     const o = readCommandResult(answer.row.result);
     if (o?.op !== "cap") {
@@ -70,7 +62,5 @@ async function setCap(text: string, options: CapOptions): Promise<number> {
       process.stdout.write(`${JSON.stringify({ room: roomId, cap: o.cap, previous: o.previous })}\n`);
     else process.stdout.write(`cap of room ${roomId}: ${o.cap} (was ${o.previous})\n`);
     return 0;
-  } finally {
-    await store.close();
-  }
+  });
 }

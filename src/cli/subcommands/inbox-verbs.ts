@@ -10,15 +10,11 @@ import { COMMANDS, parseCommand } from "../../app/commands/verbs/index.js";
 import type { ArgSpec } from "../../domain/command-grammar.js";
 import { COMMAND_ID_PATTERN, HASH_PREFIX_PATTERN } from "../../domain/command-grammar.js";
 import { CliError, runCli } from "../cli-error.js";
-import { commandPolicy } from "../command-step.js";
-import type { CommonOptions } from "../config-options.js";
-import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
-import { openConfiguredStore } from "../store-open.js";
-import { command, waitSeconds } from "./submit.js";
+import { withCommonOptions } from "../config-options.js";
+import type { RoomOptions } from "../leader-room.js";
+import { withLeaderRoom } from "../leader-room.js";
 
-interface InboxVerbOptions extends CommonOptions {
-  room?: string;
-  wait: string;
+interface InboxVerbOptions extends RoomOptions {
   json?: boolean;
 }
 
@@ -100,14 +96,8 @@ async function send(
   // The chat grammar's own check, for what the checks above do not cover.
   const parsed = parseCommand({ body });
   if (parsed.kind === "error") throw new CliError(parsed.error.message);
-  const waitMs = waitSeconds(options.wait);
-  const config = resolveConfig(options, {}, { storeOnly: true });
-  const roomId = pickRoom(config, options.room);
-  const store = await openConfiguredStore(config);
-  try {
-    const answer = await command(store, roomId, body, waitMs, commandPolicy(config), {
-      requireLiveNode: true,
-    });
+  return withLeaderRoom(options, async ({ store, send }) => {
+    const answer = await send(body, { requireLiveNode: true });
     const ok = cli.tookEffect(answer.outcome);
     const run = answer.runId === null ? null : await store.getRunById(answer.runId);
     if (options.json === true) {
@@ -125,7 +115,5 @@ async function send(
       process.stdout.write(`${terminalText(answer.text ?? `${verb}: no answer text`)}\n`);
     }
     return ok ? 0 : 1;
-  } finally {
-    await store.close();
-  }
+  });
 }

@@ -27,7 +27,7 @@ import { openConfiguredStore } from "../store-open.js";
 import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
 import type { CommonOptions } from "../config-options.js";
 import { createProgress, renderSummary } from "../progress.js";
-import { command } from "./submit.js";
+import { command } from "../leader-room.js";
 import { onStopSignals } from "../../composition/stop-signals.js";
 
 interface RunOptions extends CommonOptions {

@@ -1,11 +1,9 @@
 /** `dagbot submit FILE`: publish a DAG into the store as a chat command would, and print its run id. */
 import type { Command } from "commander";
-import type { Store } from "../../ports/store.js";
-import type { CommandAnswer } from "../command-step.js";
-import { awaitLocalCommand, commandPolicy, queueLocalCommand, roomHasLiveNode } from "../command-step.js";
-import type { CommandPolicy } from "../../app/commands/context.js";
+import { commandPolicy } from "../command-step.js";
+import { command, waitSeconds } from "../leader-room.js";
 import { loadDagFile, publishBody } from "../dag-file.js";
-import { CliError, runCli } from "../cli-error.js";
+import { runCli } from "../cli-error.js";
 import { openConfiguredStore } from "../store-open.js";
 import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
 import type { CommonOptions } from "../config-options.js";
@@ -33,53 +31,6 @@ export function registerSubmit(program: Command): void {
       "leader answered, 2 bad file or config, 3 no node of the room has a heartbeat (said at once; the\n" +
       "command stays queued and runs when a node starts).",
   ).action((file: string, options: SubmitOptions) => runCli("submit", () => submit(file, options)));
-}
-
-export function waitSeconds(text: string): number {
-  const seconds = Number(text);
-  if (!Number.isFinite(seconds) || seconds <= 0 || seconds > 3600) {
-    throw new CliError(`--wait must be a number of seconds from 1 to 3600, got "${text.slice(0, 20)}"`);
-  }
-  return seconds * 1000;
-}
-
-/**
- * Exit status of `submit` and `cancel` when no node of the room is alive: the command is queued in
- * the inbox and takes effect when a node starts, but nothing answers now.
- */
-export const EXIT_NO_LIVE_NODE = 3;
-
-/**
- * Sends a command and fails with a clear message when no leader answers. With `requireLiveNode`,
- * a room whose nodes all lack a fresh heartbeat is said at once (the command stays queued) instead
- * of after waiting `waitMs` for an answer that cannot come.
- */
-export async function command(
-  store: Store,
-  roomId: string,
-  body: string,
-  waitMs: number,
-  policy: CommandPolicy,
-  { requireLiveNode = false }: { requireLiveNode?: boolean } = {},
-): Promise<CommandAnswer> {
-  const live = !requireLiveNode || (await roomHasLiveNode(store, roomId, policy.nodeStaleAfterMs));
-  const eventId = await queueLocalCommand(store, roomId, body);
-  if (!live) {
-    throw new CliError(
-      `no node of room ${roomId} has a heartbeat; the command is queued and will run when one starts ` +
-        "(`dagbot node` or `dagbot start`)",
-      EXIT_NO_LIVE_NODE,
-    );
-  }
-  const answer = await awaitLocalCommand(store, eventId, waitMs, policy);
-  if (answer === null) {
-    throw new CliError(
-      `no leader of room ${roomId} answered within ${waitMs / 1000}s; the command stays in the inbox and ` +
-        "is handled when a node of the room runs (start one with `dagbot node`)",
-      1,
-    );
-  }
-  return answer;
 }
 
 const LIVE = { requireLiveNode: true };

@@ -6,16 +6,12 @@ import type { Command } from "commander";
 import { COMMAND_ID_PATTERN } from "../../domain/command-grammar.js";
 import { parseCommand } from "../../app/commands/verbs/index.js";
 import { CliError, EXIT_CONFIG, runCli } from "../cli-error.js";
-import { openConfiguredStore } from "../store-open.js";
-import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
-import type { CommonOptions } from "../config-options.js";
-import { commandPolicy } from "../command-step.js";
-import { command, waitSeconds } from "./submit.js";
+import { withCommonOptions } from "../config-options.js";
+import type { RoomOptions } from "../leader-room.js";
+import { withLeaderRoom } from "../leader-room.js";
 import { terminalText } from "./inbox-verbs.js";
 
-interface TriggerOptions extends CommonOptions {
-  room?: string;
-  wait: string;
+interface TriggerOptions extends RoomOptions {
   json?: boolean;
   confirm?: boolean;
 }
@@ -73,21 +69,14 @@ export function runCommandText(dagId: string, params: readonly string[]): string
 
 async function trigger(dagId: string, params: string[], options: TriggerOptions): Promise<number> {
   const body = runCommandText(dagId, params);
-  const waitMs = waitSeconds(options.wait);
-  const config = resolveConfig(options, {}, { storeOnly: true });
-  const roomId = pickRoom(config, options.room);
-  const store = await openConfiguredStore(config);
-  try {
-    const answer = await command(store, roomId, body, waitMs, commandPolicy(config), {
-      requireLiveNode: true,
-    });
+  return withLeaderRoom(options, async ({ store, roomId, send }) => {
+    const answer = await send(body, { requireLiveNode: true });
     const kind = answer.outcome?.kind ?? null;
     const ok = kind === "published" && answer.runId !== null;
-    const policy = commandPolicy(config);
     if (ok && options.confirm === true && answer.dagId !== null) {
       const created = await store.getRun(roomId, answer.dagId);
       if (created?.status === "pending") {
-        const confirmed = await command(store, roomId, `!dag confirm ${answer.dagId}`, waitMs, policy);
+        const confirmed = await send(`!dag confirm ${answer.dagId}`);
         if (confirmed.text !== null && options.json !== true)
           process.stderr.write(`${terminalText(confirmed.text)}\n`);
       }
@@ -108,7 +97,5 @@ async function trigger(dagId: string, params: string[], options: TriggerOptions)
       process.stdout.write(`${terminalText(answer.text ?? "trigger: no answer text")}\n`);
     }
     return ok ? 0 : 1;
-  } finally {
-    await store.close();
-  }
+  });
 }

@@ -1,0 +1,95 @@
+/**
+ * How the subcommands that hand a command to a room's leader reach it: the --wait option, the room
+ * of the config, its store, and one command sent through the inbox with the leader's answer awaited.
+ */
+import type { CommandPolicy } from "../app/commands/context.js";
+import type { Store } from "../ports/store.js";
+import { CliError } from "./cli-error.js";
+import type { CommandAnswer } from "./command-step.js";
+import { awaitLocalCommand, commandPolicy, queueLocalCommand, roomHasLiveNode } from "./command-step.js";
+import type { CommonOptions } from "./config-options.js";
+import { pickRoom, resolveConfig } from "./config-options.js";
+import { openConfiguredStore } from "./store-open.js";
+
+export function waitSeconds(text: string): number {
+  const seconds = Number(text);
+  if (!Number.isFinite(seconds) || seconds <= 0 || seconds > 3600) {
+    throw new CliError(`--wait must be a number of seconds from 1 to 3600, got "${text.slice(0, 20)}"`);
+  }
+  return seconds * 1000;
+}
+
+/**
+ * Exit status of `submit` and `cancel` when no node of the room is alive: the command is queued in
+ * the inbox and takes effect when a node starts, but nothing answers now.
+ */
+export const EXIT_NO_LIVE_NODE = 3;
+
+/**
+ * Sends a command and fails with a clear message when no leader answers. With `requireLiveNode`,
+ * a room whose nodes all lack a fresh heartbeat is said at once (the command stays queued) instead
+ * of after waiting `waitMs` for an answer that cannot come.
+ */
+export async function command(
+  store: Store,
+  roomId: string,
+  body: string,
+  waitMs: number,
+  policy: CommandPolicy,
+  { requireLiveNode = false }: { requireLiveNode?: boolean } = {},
+): Promise<CommandAnswer> {
+  const live = !requireLiveNode || (await roomHasLiveNode(store, roomId, policy.nodeStaleAfterMs));
+  const eventId = await queueLocalCommand(store, roomId, body);
+  if (!live) {
+    throw new CliError(
+      `no node of room ${roomId} has a heartbeat; the command is queued and will run when one starts ` +
+        "(`dagbot node` or `dagbot start`)",
+      EXIT_NO_LIVE_NODE,
+    );
+  }
+  const answer = await awaitLocalCommand(store, eventId, waitMs, policy);
+  if (answer === null) {
+    throw new CliError(
+      `no leader of room ${roomId} answered within ${waitMs / 1000}s; the command stays in the inbox and ` +
+        "is handled when a node of the room runs (start one with `dagbot node`)",
+      1,
+    );
+  }
+  return answer;
+}
+
+export interface RoomOptions extends CommonOptions {
+  room?: string;
+  wait: string;
+}
+
+/** The room a subcommand talks to, through its leader. */
+export interface LeaderRoom {
+  readonly store: Store;
+  readonly roomId: string;
+  readonly policy: CommandPolicy;
+  /** `command()` in this room, with the subcommand's --wait. */
+  send(body: string, options?: { requireLiveNode?: boolean }): Promise<CommandAnswer>;
+}
+
+/** Reads --wait, the config and the room, opens the store for `use`, and closes it after. */
+export async function withLeaderRoom<T>(
+  options: RoomOptions,
+  use: (room: LeaderRoom) => Promise<T>,
+): Promise<T> {
+  const waitMs = waitSeconds(options.wait);
+  const config = resolveConfig(options, {}, { storeOnly: true });
+  const roomId = pickRoom(config, options.room);
+  const policy = commandPolicy(config);
+  const store = await openConfiguredStore(config);
+  try {
+    return await use({
+      store,
+      roomId,
+      policy,
+      send: (body, sendOptions) => command(store, roomId, body, waitMs, policy, sendOptions),
+    });
+  } finally {
+    await store.close();
+  }
+}
