@@ -78,7 +78,12 @@ describe("leader soak", () => {
             logger,
             timings: { debounceMs: 2, safetyTickMs: 50 },
             processInbox: null,
-            retention: { finishedMs: 60_000, forgetNodesAfterMs: 60_000, forgetKeysAfterMs: 60_000, everyMs: 200 },
+            retention: {
+              finishedMs: 60_000,
+              forgetNodesAfterMs: 60_000,
+              forgetKeysAfterMs: 60_000,
+              everyMs: 200,
+            },
           },
           fence,
           signal,

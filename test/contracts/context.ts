@@ -62,7 +62,10 @@ export interface ContractCapabilities {
    * A second store, apart from the shared one, whose schema stops at `version` and holds these runs
    * rows as written by the dagbot of that version; `open` brings it up to date (the migration under test).
    */
-  legacyStore(version: number, runs: readonly LegacyRun[]): Promise<{ open(options?: StoreOptions): Promise<Store> }>;
+  legacyStore(
+    version: number,
+    runs: readonly LegacyRun[],
+  ): Promise<{ open(options?: StoreOptions): Promise<Store> }>;
   /**
    * `count` succeeded runs (no tasks) of definition `dagId` in `roomId`, named `<dagId>.2` on,
    * created at `createdAt`, with the definition row: in one statement, for a long history in little time.

@@ -73,7 +73,17 @@ export function postgresCapabilities(db: () => TestDatabase): ContractCapabiliti
         await db().query(
           `INSERT INTO ${schema}.runs (run_id, room_id, dag_id, hash, status, publisher, confirmed_by, created_at, updated_at, dag)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9::jsonb)`,
-          [r.runId, r.roomId, r.dagId, r.hash, r.status, r.publisher, r.confirmedBy, r.createdAt, JSON.stringify(r.dag)],
+          [
+            r.runId,
+            r.roomId,
+            r.dagId,
+            r.hash,
+            r.status,
+            r.publisher,
+            r.confirmedBy,
+            r.createdAt,
+            JSON.stringify(r.dag),
+          ],
         );
       return {
         open: (options) => openPostgresStore(db().url, { poolSize: 2, ...options, schema }),

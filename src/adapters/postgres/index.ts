@@ -109,7 +109,8 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     getTask: async (runId, taskId) => runs.getTask(db, runId, taskId),
     getDefinition: async (roomId, dagId) => definitions.getDefinition(db, roomId, dagId),
     listScheduledDefinitions: async (roomId, opts) => definitions.listScheduledDefinitions(db, roomId, opts),
-    listDefinitionRuns: async (roomId, dagId, opts) => definitions.listDefinitionRuns(db, roomId, dagId, opts),
+    listDefinitionRuns: async (roomId, dagId, opts) =>
+      definitions.listDefinitionRuns(db, roomId, dagId, opts),
 
     claimTask: async (offer) => tasks.claimTask(db, offer),
     claimTasks: async (offer, max) => tasks.claimTasks(db, offer, max),
