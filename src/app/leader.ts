@@ -10,7 +10,7 @@ import type { Logger } from "../ports/logger.js";
 import type { ChangeFeed, LeaderFence, PruneResult, RetentionStore, Scheduler } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
 import { CLAIM_LEFT_MORE, wakeTarget } from "../ports/store.js";
-import { Waker, wakeOnChange } from "./wake.js";
+import { Waker } from "./wake.js";
 import type { ScheduleStore } from "./schedules.js";
 import { runScheduleLoop } from "./schedules.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
@@ -96,32 +96,47 @@ export interface LeaderPass {
 // A pass that keeps changing things runs again at once, but a bounded number of times before it
 // yields to the wait, so a hot room cannot starve the event loop.
 const MAX_BACK_TO_BACK_PASSES = 20;
+export interface PassOptions {
+  /**
+   * Only what a task's end can change: scheduling and run outcomes, no inbox and no reaping (a
+   * pass after nothing but finished tasks; whatever else arrived asks for a whole pass).
+   */
+  scheduleOnly?: boolean;
+  /** Called once scheduling is done, before run outcomes: the wake-ups go out first. */
+  afterSchedule?: (pass: LeaderPass) => Promise<void>;
+}
+
+const NOTHING_REAPED = { requeued: 0, failed: 0, timedOut: 0, canceled: 0, expiredRuns: 0 };
+
 /** One pass of every leader step, in the order that lets each see the previous one's effect. */
 export async function leaderPass(
   deps: LeaderDeps,
   fence: LeaderFence,
   signal: AbortSignal,
+  options: PassOptions = {},
 ): Promise<LeaderPass> {
   const { store, logger } = deps;
   let commands = 0;
-  if (deps.processInbox !== null) {
+  if (deps.processInbox !== null && options.scheduleOnly !== true) {
     // Drain the inbox first: a cancel or a cap must take effect before the scheduler admits more.
     for (let n = await deps.processInbox(fence, signal); n > 0 && !signal.aborted;) {
       commands += n;
       n = await deps.processInbox(fence, signal);
     }
   }
-  const reaped = await store.reap(fence);
+  const reaped = options.scheduleOnly === true ? NOTHING_REAPED : await store.reap(fence);
   const scheduled = await store.scheduleStep(fence);
-  const outcomes = await store.deriveRunOutcomes(fence);
-  for (const o of outcomes) logger.info({ run: o.runId, dag: o.dagId, from: o.from, to: o.to }, "run ended");
   const pass: LeaderPass = {
     commands,
     ...reaped,
     queued: scheduled.queued,
     skipped: scheduled.skipped,
-    outcomes: outcomes.length,
+    outcomes: 0,
   };
+  await options.afterSchedule?.(pass);
+  const outcomes = await store.deriveRunOutcomes(fence);
+  for (const o of outcomes) logger.info({ run: o.runId, dag: o.dagId, from: o.from, to: o.to }, "run ended");
+  pass.outcomes = outcomes.length;
   if (reaped.requeued + reaped.failed + reaped.timedOut + reaped.canceled + reaped.expiredRuns > 0) {
     const { open: _open, ...moved } = reaped;
     logger.info(moved, "reaped");
@@ -153,17 +168,29 @@ export async function runLeaderLoop(
 ): Promise<void> {
   const log = deps.logger.child({ room: fence.roomId, term: fence.term });
   const waker = new Waker(deps.clock, deps.timings.debounceMs);
-  const unsubscribe = wakeOnChange(
-    deps.store,
-    waker,
-    ["inbox", "tasks", "runs", "cap", "ready"],
-    [fence.roomId],
-  );
   const wakes = new WakeKeeper(deps, fence.roomId);
-  const unsubscribeReady = deps.store.onChange((topic, roomId, nodes) => {
+  // Whether something other than a task's end arrived since the last pass began: a whole pass then.
+  let wholePass = true;
+  const unsubscribe = deps.store.onChange((topic, roomId, nodes) => {
     if (roomId !== null && roomId !== fence.roomId) return;
-    if (topic === "ready") wakes.readyHeard = true;
-    else if (topic === "tasks" && nodes !== undefined) wakes.claimed(nodes);
+    if (topic === "done") {
+      // A task ended: its dependents may be ready now. Scheduling them is the critical path of every
+      // dependency (bench/README.md, DAG overhead), so it skips the debounce and the inbox and
+      // reaping steps; finishes come at most as fast as tasks run, and one pass covers all that
+      // piled up meanwhile.
+      waker.wake(true);
+    } else if (topic === "tasks") {
+      // A claim makes nothing schedulable: it matters only while ready tasks were left unclaimed
+      // (a look at the claim demand, which a scheduling pass makes). Changes of tasks that name no
+      // node are this leader's own writes, or come with a `runs` or `done` change of their own.
+      if (nodes === undefined) return;
+      wakes.claimed(nodes);
+      if (wakes.readyLeft) waker.wake();
+    } else if (topic === "inbox" || topic === "runs" || topic === "cap" || topic === "ready") {
+      if (topic === "ready") wakes.readyHeard = true;
+      wholePass = true;
+      waker.wake();
+    }
   });
   const stepDeps = { ...deps, logger: log };
   const pruning = runPruneLoop(deps, log, fence, signal, deposed);
@@ -180,14 +207,28 @@ export async function runLeaderLoop(
   let failures = 0;
   let backToBack = 0;
   let tickMs = deps.timings.safetyTickMs;
+  let whole = true;
+  let lastWholeAt = deps.clock.monotonicMs();
   try {
     while (!signal.aborted) {
       let again = false;
       try {
-        const pass = await leaderPass(stepDeps, fence, signal);
-        tickMs = await wakes.afterPass(pass);
+        // However busy with finishes, reaping and the inbox come at least once per safety tick.
+        if (deps.clock.monotonicMs() - lastWholeAt >= deps.timings.safetyTickMs) whole = true;
+        if (whole) lastWholeAt = deps.clock.monotonicMs();
+        wholePass = false;
+        let tick = tickMs;
+        const pass = await leaderPass(stepDeps, fence, signal, {
+          scheduleOnly: !whole,
+          afterSchedule: async (p) => {
+            tick = await wakes.afterPass(p);
+          },
+        });
+        tickMs = tick;
         failures = 0;
-        again = changedAnything(pass) && backToBack < MAX_BACK_TO_BACK_PASSES;
+        // After a scheduling-only pass only a skip can have left more to do (its dependents).
+        const more = whole ? changedAnything(pass) : pass.skipped > 0;
+        again = more && backToBack < MAX_BACK_TO_BACK_PASSES;
         backToBack = again ? backToBack + 1 : 0;
       } catch (err) {
         if (isConflict(err)) {
@@ -200,13 +241,15 @@ export async function runLeaderLoop(
         const delay = backoffMs(STORE_CALL_BACKOFF, failures);
         log.warn({ err: String(err), retryInMs: delay }, "leader pass failed");
         await deps.clock.sleep(delay, signal);
+        whole = true;
         continue;
       }
-      if (!again) await waker.wait(tickMs, signal);
+      // The safety tick (no wake) is a whole pass: it is what notices leases and deadlines passing.
+      if (again) whole ||= wholePass;
+      else whole = !(await waker.wait(tickMs, signal)) || wholePass;
     }
   } finally {
     unsubscribe();
-    unsubscribeReady();
     await pruning;
     await scheduling;
   }
@@ -225,6 +268,10 @@ class WakeKeeper {
   private lastReady = 0;
   private readyAt: number | null = null;
   private readonly recent = new Map<string, RecentWake>();
+  /** Whether the last look at the claim demand found ready tasks. */
+  get readyLeft(): boolean {
+    return this.lastReady > 0;
+  }
   private readonly selfServing = new Map<string, number>();
   private rotation = 0;
 

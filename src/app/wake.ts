@@ -8,7 +8,11 @@ import type { ChangeFeed, ChangeTopic } from "../ports/store.js";
 
 export class Waker {
   private pending = false;
+  /** A wake since the last pass asked to skip the debounce. */
+  private urgent = false;
   private sleeping: AbortController | null = null;
+  /** Set while the debounce holds a pass back; an urgent wake ends it. */
+  private holding: AbortController | null = null;
   /** When the last wait() returned, i.e. when the caller's latest pass began. */
   private lastPassAt: number | null = null;
 
@@ -18,9 +22,18 @@ export class Waker {
     private readonly debounceMs = 15,
   ) {}
 
-  /** Ask the waiting loop to run again soon; a wake while it is busy is kept for its next wait. */
-  wake(): void {
+  /**
+   * Ask the waiting loop to run again soon; a wake while it is busy is kept for its next wait.
+   * `urgent` skips the debounce, for a change on the critical path of a dependency (a task ended,
+   * the leader asking this worker to claim) that comes at most as often as tasks end; one pass
+   * covers all that piled up while the last one ran.
+   */
+  wake(urgent = false): void {
     this.pending = true;
+    if (urgent) {
+      this.urgent = true;
+      this.holding?.abort();
+    }
     this.sleeping?.abort();
   }
 
@@ -35,24 +48,43 @@ export class Waker {
   async wait(maxMs: number, signal: AbortSignal): Promise<boolean> {
     if (!this.pending && !signal.aborted) {
       const sleeping = new AbortController();
-      const onAbort = (): void => sleeping.abort();
-      signal.addEventListener("abort", onAbort, { once: true });
       this.sleeping = sleeping;
       try {
-        await this.clock.sleep(maxMs, sleeping.signal);
+        await this.sleepUnless(maxMs, signal, sleeping);
       } finally {
-        signal.removeEventListener("abort", onAbort);
         this.sleeping = null;
       }
     }
     const woken = this.pending;
-    if (woken && this.debounceMs > 0 && !signal.aborted && this.lastPassAt !== null) {
+    if (woken && !this.urgent && this.debounceMs > 0 && !signal.aborted && this.lastPassAt !== null) {
       const since = this.clock.monotonicMs() - this.lastPassAt;
-      if (since < this.debounceMs) await this.clock.sleep(this.debounceMs - since, signal);
+      if (since < this.debounceMs) await this.hold(this.debounceMs - since, signal);
     }
     this.pending = false;
+    this.urgent = false;
     this.lastPassAt = this.clock.monotonicMs();
     return woken;
+  }
+
+  private async hold(ms: number, signal: AbortSignal): Promise<void> {
+    const holding = new AbortController();
+    this.holding = holding;
+    try {
+      await this.sleepUnless(ms, signal, holding);
+    } finally {
+      this.holding = null;
+    }
+  }
+
+  /** Sleeps `ms` unless `signal` or `cut` aborts first. */
+  private async sleepUnless(ms: number, signal: AbortSignal, cut: AbortController): Promise<void> {
+    const onAbort = (): void => cut.abort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      await this.clock.sleep(ms, cut.signal);
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+    }
   }
 }
 

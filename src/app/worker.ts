@@ -131,7 +131,8 @@ export class Worker {
       const asked = targets === undefined ? { take: null } : wakeFor(me, targets);
       if (asked === null) return;
       this.wokenFor = asked.take === null || this.wokenFor === null ? null : this.wokenFor + asked.take;
-      this.waker.wake();
+      // The leader named this node: it already waited for the burst to settle, claim at once.
+      this.waker.wake(targets !== undefined);
     });
     // A cancel moves the run first; look at our running tasks then rather than at the next renewal.
     const unsubRuns = feed.onChange((topic, roomId) => {

@@ -714,8 +714,10 @@ export interface RetentionStore {
 /**
  * `ready`: tasks may have become claimable without the scheduler (a retry requeued by its worker),
  * for the leader to look. `wake`: the leader asks some nodes' workers to claim (Scheduler.wakeNodes).
+ * `done`: a task ended for good (besides its `tasks` change): its dependents may be ready and its
+ * place under the room cap is free, so the leader schedules at once rather than after its debounce.
  */
-export type ChangeTopic = "inbox" | "tasks" | "runs" | "outbox" | "lease" | "cap" | "ready" | "wake";
+export type ChangeTopic = "inbox" | "tasks" | "runs" | "outbox" | "lease" | "cap" | "ready" | "wake" | "done";
 
 /**
  * A change heard: its topic, its room (null: any room) and the nodes it names where the feed can

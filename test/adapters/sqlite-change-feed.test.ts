@@ -65,7 +65,7 @@ describe("SQLite change feed", () => {
     vi.advanceTimersByTime(100);
     // Which table changed is unknown across processes: every topic (a wake with no targets wakes
     // every node), no room.
-    const every = ["inbox", "tasks", "runs", "outbox", "lease", "cap", "ready", "wake"];
+    const every = ["inbox", "tasks", "runs", "outbox", "lease", "cap", "ready", "wake", "done"];
     expect(heard).toEqual(every.map((t) => [t, null]));
   });
 

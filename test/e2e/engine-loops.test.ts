@@ -474,3 +474,61 @@ describe("node", () => {
     expect(await s.getRoomCap("other")).toBe(2);
   });
 });
+
+describe("dependencies", () => {
+  it("a finished task's dependent is scheduled and claimed on the finish alone, with the debounce and every tick at a minute", async () => {
+    const s = await store();
+    // The run is created under a lease the node takes over, so the node's first pass schedules it.
+    const setup = await s.acquireLease(ROOM, { nodeId: "setup", bootId: "1" }, 30_000);
+    const fence = { roomId: ROOM, session: setup.session, term: setup.term };
+    const tasks = ["a", "b", "c", "d"].map((id, i) => ({
+      id,
+      action: "true",
+      ...(i > 0 ? { needs: [["a", "b", "c"][i - 1]] } : {}),
+    }));
+    const parsed = parseDag(JSON.stringify({ id: "chain", tasks }), "json");
+    if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
+    const created = await s.createRun(
+      { fence },
+      {
+        roomId: ROOM,
+        dag: parsed.dag,
+        hash: parsed.hash,
+        publisher: "test",
+        publishEventId: null,
+        needsConfirmation: false,
+        confirmTimeoutMs: 60_000,
+      },
+    );
+    if (created.kind !== "created") throw new Error(created.kind);
+    await s.releaseLease(fence);
+    const trueAction: ActionDefinition = { ...sleepAction, name: "true", argv: ["true"], args: {} };
+    const minute = 60_000;
+    const node = startEngineNode(
+      {
+        nodeId: "runner",
+        labels: [],
+        capacity: 1,
+        roomIds: [ROOM],
+        actions: new Map([["true", trueAction]]),
+        lease: { ttlMs: 10_000, renewEveryMs: 3_000, acquireEveryMs: 150 },
+        // Nothing but the finishes themselves can move the chain along within the test's wait.
+        leader: { debounceMs: minute, safetyTickMs: minute },
+        taskLeaseMs: 10_000,
+        heartbeatEveryMs: minute,
+        workerPollMs: minute,
+        work: true,
+      },
+      { store: s, executor: createProcessExecutor(), clock: systemClock, logger, processInbox: null },
+    );
+    cleanups.push(() => node.stop());
+    const run = await waitFor(
+      "the chain to succeed",
+      () => s.getRunById(created.run.runId),
+      (r) => r?.status === "succeeded",
+      { timeoutMs: 10_000 },
+    );
+    expect(run?.status).toBe("succeeded");
+    expect((await s.listTasks(created.run.runId)).map((t) => t.status)).toEqual(Array(4).fill("succeeded"));
+  });
+});

@@ -19,6 +19,25 @@ class SteppingClock implements Clock {
   }
 }
 
+/** A clock whose sleeps never end by themselves: only their abort signal ends them. */
+class HeldClock implements Clock {
+  now = 0;
+  readonly held: number[] = [];
+  monotonicMs(): number {
+    return this.now;
+  }
+  wallMs(): number {
+    return this.now;
+  }
+  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    this.held.push(ms);
+    return new Promise((resolve) => {
+      if (signal?.aborted === true) resolve();
+      else signal?.addEventListener("abort", () => resolve(), { once: true });
+    });
+  }
+}
+
 describe("Waker", () => {
   const live = new AbortController().signal;
 
@@ -50,6 +69,36 @@ describe("Waker", () => {
     const waker = new Waker(clock, 15);
     expect(await waker.wait(1_000, live)).toBe(false);
     expect(clock.sleeps).toEqual([1_000]);
+  });
+
+  it("skips the debounce for an urgent wake within a burst, once", async () => {
+    const clock = new SteppingClock();
+    const waker = new Waker(clock, 15);
+    waker.wake();
+    await waker.wait(1_000, live);
+    clock.now += 4; // the pass took 4 ms, and changes arrived meanwhile
+    waker.wake();
+    waker.wake(true);
+    expect(await waker.wait(1_000, live)).toBe(true);
+    clock.now += 1;
+    // The urgency is spent by the pass it started: the next plain wake is debounced again.
+    waker.wake();
+    expect(await waker.wait(1_000, live)).toBe(true);
+    expect(clock.sleeps).toEqual([14]);
+  });
+
+  it("ends a debounce already holding a pass back when an urgent wake arrives", async () => {
+    const clock = new HeldClock();
+    const waker = new Waker(clock, 15);
+    waker.wake();
+    await waker.wait(1_000, live);
+    waker.wake();
+    const passing = waker.wait(1_000, live);
+    await Promise.resolve();
+    expect(clock.held).toEqual([15]);
+    waker.wake(true);
+    expect(await passing).toBe(true);
+    expect(clock.now).toBe(0);
   });
 
   it("never debounces when the debounce is 0", async () => {

@@ -236,6 +236,7 @@ export async function finishTask(
     db.committedHot("tasks", r.room_id);
     // A retry is claimable once its backoff passes, with no scheduling step: the leader must look.
     if (r.status === "queued") db.committedHot("ready", r.room_id);
+    else db.committedHot("done", r.room_id);
     return { status: r.status };
   }
   const miss = await tokenMiss(db, "finish task", token);

@@ -274,6 +274,7 @@ export function finishTask(
     tx.touch("tasks", row.room_id);
     // A retry is claimable once its backoff passes, with no scheduling step: the leader must look.
     if (decision.kind === "retry") tx.touch("ready", row.room_id);
+    else tx.touch("done", row.room_id);
     return { status: to };
   });
 }

@@ -12,6 +12,7 @@ export const ALL_CHANGE_TOPICS: readonly ChangeTopic[] = [
   "cap",
   "ready",
   "wake",
+  "done",
 ];
 
 export class ChangeListeners {
