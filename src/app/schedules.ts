@@ -3,21 +3,23 @@
  * scheduled definitions that came due into runs. A slot's run has the id `slotRunId(def, slot)`, so
  * the slot is recorded by the run row itself, created in one fenced transaction (createRun checks
  * the leader's term): a deposed leader's write is refused, and a new leader that tries a slot again
- * gets "exists". Which slots are due is worked out from the store (the newest fired slot), never
- * from memory, so a restart or a change of leader neither repeats nor (under run_once) drops one.
+ * gets "exists". Which slots are due is worked out from the store (the definition's newest fired
+ * slot, moved in the same transaction as the slot's run), never from memory alone, so a restart or a
+ * change of leader neither repeats nor (under run_once) drops one.
  */
 import { dagHash } from "../domain/canonical-hash.js";
 import type { ParsedDag } from "../domain/model.js";
-import { definitionOf, resolveParams } from "../domain/params.js";
+import { resolveParams } from "../domain/params.js";
 import type { SlotInfo } from "../domain/schedule.js";
 import { nextSlot, slotRunId, slotsBetween, slotsToFire } from "../domain/schedule.js";
 import type { Clock } from "../ports/clock.js";
 import { isConflict } from "../ports/errors.js";
 import type { Logger } from "../ports/logger.js";
-import type { ChangeFeed, LeaderFence, RunRecord, RunStore } from "../ports/store.js";
+import type { ChangeFeed, DefinitionRecord, DefinitionStore, LeaderFence, RunStore } from "../ports/store.js";
 import { Waker, wakeOnChange } from "./wake.js";
 
-export type ScheduleStore = Pick<RunStore, "listRuns" | "getRun" | "createRun"> & { now(): Promise<number> };
+export type ScheduleStore = Pick<DefinitionStore, "listScheduledDefinitions"> &
+  Pick<RunStore, "createRun"> & { now(): Promise<number> };
 
 /** The least time between two rounds: a burst of run changes costs one round per this. */
 export const SCHEDULE_TICK_MS = 200;
@@ -36,21 +38,19 @@ export const SKIP_GRACE_MS = 2_000;
 export const CATCH_UP_HORIZON_MS = 24 * 60 * 60 * 1000;
 /** Most slots looked at for one definition at once; a run_once catch-up stands for them all. */
 const MAX_DUE = 10_000;
-/** Newest runs read when a leader starts, to find the scheduled definitions and their newest slots. */
-const FIRST_SCAN = 10_000;
-/** Newest runs read each round for definitions published since. */
-const LATER_SCAN = 50;
 
-/** A run that is a definition with a schedule, approved (confirmed, or auto-confirmed) and not dropped. */
-export function isActiveSchedule(run: RunRecord): boolean {
-  if (run.dag.schedule === undefined || run.dag.definition !== undefined) return false;
-  if (run.status === "rejected" || run.status === "expired" || run.status === "canceled") return false;
-  return run.confirmedBy !== null || run.confirmDeadline === null;
+/** A definition with a schedule whose first run was approved (confirmed, or auto-confirmed) and not dropped. */
+export function isActiveSchedule(def: DefinitionRecord): boolean {
+  const origin = def.origin;
+  if (def.schedule === null || origin === null) return false;
+  if (origin.status === "rejected" || origin.status === "expired" || origin.status === "canceled")
+    return false;
+  return origin.confirmedBy !== null || origin.confirmDeadline === null;
 }
 
 /** A scheduled definition's run DAG for one slot: no schedule of its own, defaults for its params. */
-export function slotDag(def: RunRecord, slot: SlotInfo): ParsedDag {
-  const { schedule: _schedule, ...base } = definitionOf(def.dag);
+export function slotDag(def: DefinitionRecord, slot: SlotInfo): ParsedDag {
+  const { schedule: _schedule, ...base } = def.dag;
   const resolved = resolveParams(base, []);
   return {
     ...base,
@@ -59,6 +59,17 @@ export function slotDag(def: RunRecord, slot: SlotInfo): ParsedDag {
     slot,
     ...(base.params !== undefined && resolved.ok ? { values: resolved.values } : {}),
   };
+}
+
+/**
+ * The slot after which `def`'s due slots are looked for: the newest handled this term, else the
+ * newest any leader fired (the store's, moved with each slot run), else the definition's start;
+ * never before the catch-up horizon. When the store's clock goes back, this stays ahead of it and
+ * nothing fires until the clock passes it again: a slot at or before it was fired, covered by a
+ * run_once catch-up or skipped already, and firing it again is what must never happen.
+ */
+export function resumeAfter(def: DefinitionRecord, handled: number | undefined, now: number): number {
+  return handled ?? Math.max(def.createdAt, def.lastSlotAt ?? def.createdAt, now - CATCH_UP_HORIZON_MS);
 }
 
 export async function runScheduleLoop(
@@ -76,24 +87,11 @@ export async function runScheduleLoop(
 ): Promise<void> {
   const { store } = deps;
   const roomId = fence.roomId;
-  const definitions = new Map<string, RunRecord>();
   /** The newest slot handled (fired, found fired, or skipped) per definition, this term. */
   const handled = new Map<string, number>();
-  let firstScan = true;
-
-  /** The newest slot a run exists for, from the store; else the definition's start (or the horizon). */
-  const newestFired = (def: RunRecord, recent: readonly RunRecord[], now: number): number => {
-    let newest = Math.max(def.createdAt, now - CATCH_UP_HORIZON_MS);
-    for (const run of recent) {
-      if (run.dag.definition === def.dagId && run.dag.slot !== undefined)
-        newest = Math.max(newest, run.dag.slot.at);
-    }
-    return newest;
-  };
 
   const waker = new Waker(deps.clock, SCHEDULE_TICK_MS);
   const unsubscribe = deps.feed === undefined ? () => {} : wakeOnChange(deps.feed, waker, ["runs"], [roomId]);
-  let recent: RunRecord[] = [];
   try {
     while (!signal.aborted) {
       const waitMs = await round();
@@ -109,32 +107,15 @@ export async function runScheduleLoop(
     let waitMs = deps.feed === undefined ? SCHEDULE_TICK_MS : SCHEDULE_IDLE_MS;
     try {
       const now = await store.now();
-      recent = await store.listRuns(roomId, { limit: firstScan ? FIRST_SCAN : LATER_SCAN });
-      const looked = new Set<string>();
-      for (const run of recent) {
-        if (isActiveSchedule(run)) definitions.set(run.dagId, run);
-        // A definition older than the scan is found through its newest slot runs.
-        const of = run.dag.definition;
-        if (of !== undefined && run.dag.slot !== undefined && !definitions.has(of) && !looked.has(of)) {
-          looked.add(of);
-          const def = await store.getRun(roomId, of);
-          if (def !== null && isActiveSchedule(def)) definitions.set(of, def);
-        }
-      }
-      for (const id of [...definitions.keys()]) {
-        const def = await store.getRun(roomId, id);
-        if (def === null || !isActiveSchedule(def)) {
-          definitions.delete(id);
-          handled.delete(id);
-          continue;
-        }
-        let after = handled.get(id);
-        if (after === undefined) {
-          // Once per term: the store says which slot was fired last (by any leader).
-          const own = firstScan ? recent : await store.listRuns(roomId, { limit: FIRST_SCAN });
-          after = newestFired(def, own, now);
-        }
-        const spec = def.dag.schedule!;
+      // One indexed read per round: the room's scheduled definitions, each with its first run's
+      // approval and newest fired slot, however many runs the room has.
+      const active = (await store.listScheduledDefinitions(roomId)).filter(isActiveSchedule);
+      const ids = new Set(active.map((d) => d.dagId));
+      for (const id of [...handled.keys()]) if (!ids.has(id)) handled.delete(id);
+      for (const def of active) {
+        const id = def.dagId;
+        const after = resumeAfter(def, handled.get(id), now);
+        const spec = def.schedule!;
         const due = slotsBetween(spec, after, now, MAX_DUE);
         for (const slot of slotsToFire(due, spec.missed, now, SKIP_GRACE_MS)) {
           const dag = slotDag(def, slot);
@@ -167,7 +148,6 @@ export async function runScheduleLoop(
         const next = nextSlot(spec, last);
         if (next !== null) waitMs = Math.min(waitMs, Math.max(0, next - now) + SLOT_SLACK_MS);
       }
-      firstScan = false;
     } catch (err) {
       if (isConflict(err)) {
         log.info({ reason: err.message }, "deposed: a fenced schedule write was rejected");

@@ -6,6 +6,7 @@
 import type { DagFormat } from "../../domain/dag.js";
 import type { SenderStanding } from "../../ports/permissions.js";
 import type {
+  DefinitionStore,
   LeaderFence,
   LeaseStore,
   NodeStore,
@@ -15,7 +16,7 @@ import type {
   Scheduler,
 } from "../../ports/store.js";
 
-/** The store capabilities handlers use: run decisions and reads, the room cap, nodes, the lease. */
+/** The store capabilities handlers use: run decisions and reads, definitions, the room cap, nodes, the lease. */
 export type CommandStore = Pick<
   RunStore,
   | "createRun"
@@ -28,6 +29,7 @@ export type CommandStore = Pick<
   | "listTasks"
   | "getTask"
 > &
+  Pick<DefinitionStore, "getDefinition" | "listDefinitionRuns" | "listScheduledDefinitions"> &
   Pick<Scheduler, "setRoomCap" | "getRoomCap"> &
   Pick<PolicyStore, "getRoomPolicy" | "setRoomPolicy"> &
   Pick<NodeStore, "listNodes"> &

@@ -10,8 +10,8 @@ import { formatDuration } from "../../domain/duration.js";
 import type { ActionOffer, DagIssue } from "../../domain/dag.js";
 import { checkActions, checkTaskArguments, formatIssue } from "../../domain/dag.js";
 import type { ParsedDag } from "../../domain/model.js";
-import { appliedDag, definitionOf, resolveParams } from "../../domain/params.js";
-import type { CreateRunResult, RunRecord } from "../../ports/store.js";
+import { appliedDag, resolveParams } from "../../domain/params.js";
+import type { CreateRunResult, DefinitionRecord, RunRecord } from "../../ports/store.js";
 import { paragraphs } from "../render/blocks.js";
 import type { Rendered } from "../render/html.js";
 import { code, escapeHtml, r, text, userPill } from "../render/html.js";
@@ -28,14 +28,19 @@ const MAX_ID_LENGTH = 64;
 /** Checks the values, then creates the run; nothing is stored when a value or an action is refused. */
 export async function startRun(
   ctx: HandlerContext,
-  definition: RunRecord,
+  definition: DefinitionRecord,
   params: ReadonlyArray<readonly [string, string]>,
   helpLine: string,
 ): Promise<Outcome> {
-  const base = definitionOf(definition.dag);
+  const base = definition.dag;
   const resolved = resolveParams(base, params);
   if (!resolved.ok) return { kind: "command-error", message: resolved.message, helpLine };
-  const newId = await freeId(ctx.store, ctx.roomId, runCandidates(definition.dagId));
+  // The store keeps the highest N given so far: the next id is found at once, not by trying 2, 3, ...
+  const newId = await freeId(
+    ctx.store,
+    ctx.roomId,
+    runCandidates(definition.dagId, definition.lastRunNumber + 1),
+  );
   if (newId === null) {
     return {
       kind: "command-error",
@@ -148,9 +153,9 @@ export function* retryCandidates(dagId: string): Generator<string> {
   for (let n = 1; n <= 999; n++) yield fit(base, `.retry${n}`);
 }
 
-/** `x.2`, `x.3`, ... (what `dagbot run` names a DAG run again, too). */
-function* runCandidates(dagId: string): Generator<string> {
-  for (let n = 2; n <= 9999; n++) yield fit(dagId, `.${n}`);
+/** `x.<from>`, `x.<from+1>`, ... up to `x.9999` (what `dagbot run` names a DAG run again, too). */
+function* runCandidates(dagId: string, from: number): Generator<string> {
+  for (let n = Math.max(2, from); n <= 9999; n++) yield fit(dagId, `.${n}`);
 }
 
 /** `x-2`, `x-3`, ... */

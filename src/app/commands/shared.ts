@@ -5,8 +5,6 @@ import type { Outcome } from "./outcome.js";
 
 /** Runs a listing shows at most. */
 export const MAX_LISTED_RUNS = 15;
-/** How many of the room's latest runs `!dag list <id>` looks through for that DAG's runs. */
-export const MAX_HISTORY_SCAN = 1000;
 
 /** The CommandContext of a state change: the fence, and the inbox row to mark in the same transaction. */
 export function commandContext(ctx: HandlerContext): CommandContext | null {

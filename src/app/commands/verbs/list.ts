@@ -5,7 +5,7 @@ import { plural } from "../../render/words.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
 import { progressOf } from "../outcome.js";
-import { MAX_HISTORY_SCAN, MAX_LISTED_RUNS, notFoundRun } from "../shared.js";
+import { MAX_LISTED_RUNS, notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
 
 export const list = defineVerb<{ verb: "list"; id?: string | null }, "list">({
@@ -34,12 +34,18 @@ export const list = defineVerb<{ verb: "list"; id?: string | null }, "list">({
 async function handleList(ctx: HandlerContext, of: string | null = null): Promise<Outcome> {
   const at = await ctx.store.now();
   if (of !== null) {
-    const definition = await ctx.store.getRun(ctx.roomId, of);
-    if (definition === null) return notFoundRun(ctx, of);
-    const recent = await ctx.store.listRuns(ctx.roomId, { limit: MAX_HISTORY_SCAN });
-    const runs = recent
-      .filter((run) => run.dagId === of || run.dag.definition === of)
-      .slice(0, MAX_LISTED_RUNS);
+    // A definition's runs through its index, however many newer runs of other DAGs the room has;
+    // a run that is no definition (`x.2`) lists itself.
+    const definition = await ctx.store.getDefinition(ctx.roomId, of);
+    let runs =
+      definition === null
+        ? []
+        : await ctx.store.listDefinitionRuns(ctx.roomId, of, { limit: MAX_LISTED_RUNS });
+    if (definition === null) {
+      const run = await ctx.store.getRun(ctx.roomId, of);
+      if (run === null) return notFoundRun(ctx, of);
+      runs = [run];
+    }
     const progress = await Promise.all(
       runs.map(async (run) => progressOf(run, await ctx.store.listTasks(run.runId))),
     );

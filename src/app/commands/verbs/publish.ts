@@ -172,12 +172,12 @@ async function handlePublish(ctx: HandlerContext, source: PublishSource): Promis
   if (!parsed.ok) return invalidDag(where, parsed.issues);
   if (source.kind === "library") {
     // A library DAG is a definition: published again unchanged once its run ended, it runs again.
-    const existing = await ctx.store.getRun(ctx.roomId, parsed.dag.id);
+    const existing = await ctx.store.getDefinition(ctx.roomId, parsed.dag.id);
     if (
       existing !== null &&
       existing.hash === parsed.hash &&
-      existing.dag.definition === undefined &&
-      isTerminalRun(existing.status)
+      existing.origin !== null &&
+      isTerminalRun(existing.origin.status)
     )
       return startRun(ctx, existing, [], `usage: ${publish.usage}`);
   }

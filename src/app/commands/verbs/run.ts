@@ -70,11 +70,14 @@ async function handleRun(
   dagId: string,
   params: ReadonlyArray<readonly [string, string]>,
 ): Promise<Outcome> {
-  const named = await ctx.store.getRun(ctx.roomId, dagId);
-  if (named === null) return notFoundRun(ctx, dagId);
-  // A run started by `!dag run` names its published DAG: another run of that one (`x.2` → `x.3`).
-  const of = named.dag.definition;
-  const definition = of === undefined || of === named.dagId ? named : await ctx.store.getRun(ctx.roomId, of);
-  if (definition === null) return notFoundRun(ctx, of ?? dagId);
+  let definition = await ctx.store.getDefinition(ctx.roomId, dagId);
+  if (definition === null) {
+    // A run started by `!dag run` names its published DAG: another run of that one (`x.2` → `x.3`).
+    const named = await ctx.store.getRun(ctx.roomId, dagId);
+    const of = named?.dag.definition;
+    if (of === undefined) return notFoundRun(ctx, dagId);
+    definition = await ctx.store.getDefinition(ctx.roomId, of);
+    if (definition === null) return notFoundRun(ctx, of);
+  }
   return startRun(ctx, definition, params, `usage: ${run.usage}`);
 }

@@ -7,7 +7,7 @@ import { plural } from "../../render/words.js";
 import { isActiveSchedule } from "../../schedules.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome, ScheduleLine } from "../outcome.js";
-import { MAX_HISTORY_SCAN, MAX_LISTED_RUNS } from "../shared.js";
+import { MAX_LISTED_RUNS } from "../shared.js";
 import { defineVerb } from "../verb.js";
 
 export const schedules = defineVerb<{ verb: "schedules" }, "schedules">({
@@ -23,30 +23,27 @@ export const schedules = defineVerb<{ verb: "schedules" }, "schedules">({
   render: { schedules: (o) => renderSchedules(o.schedules) },
 });
 
+/** Scheduled definitions read for `!dag schedules` (the reply shows the first 30 still in force). */
+const MAX_LISTED_SCHEDULES = 200;
+
 /** `!dag schedules`: the room's scheduled definitions, the next slot of each and the newest fired. */
 async function handleSchedules(ctx: HandlerContext): Promise<Outcome> {
   const at = await ctx.store.now();
-  const runs = await ctx.store.listRuns(ctx.roomId, { limit: MAX_HISTORY_SCAN * 10 });
-  const newest = new Map<string, number>();
-  for (const r of runs) {
-    const of = r.dag.definition;
-    if (of !== undefined && r.dag.slot !== undefined)
-      newest.set(of, Math.max(newest.get(of) ?? 0, r.dag.slot.at));
-  }
+  const definitions = await ctx.store.listScheduledDefinitions(ctx.roomId, { limit: MAX_LISTED_SCHEDULES });
   const schedules: ScheduleLine[] = [];
-  for (const run of runs) {
-    const spec = run.dag.schedule;
-    if (spec === undefined || run.dag.definition !== undefined) continue;
-    if (run.status === "rejected" || run.status === "expired" || run.status === "canceled") continue;
-    const last = newest.get(run.dagId) ?? null;
+  for (const def of definitions) {
+    const spec = def.schedule;
+    const origin = def.origin;
+    if (spec === null || origin === null) continue;
+    if (origin.status === "rejected" || origin.status === "expired" || origin.status === "canceled") continue;
     schedules.push({
-      dagId: run.dagId,
+      dagId: def.dagId,
       cron: spec.cron,
       timezone: spec.timezone,
       missed: spec.missed,
       next: nextSlot(spec, at),
-      last,
-      active: isActiveSchedule(run),
+      last: def.lastSlotAt,
+      active: isActiveSchedule(def),
     });
   }
   return { kind: "schedules", schedules: schedules.slice(0, MAX_LISTED_RUNS * 2), at };

@@ -1,0 +1,196 @@
+/**
+ * The leader's schedule loop (src/app/schedules.ts) over a real SQLite store whose clock the test
+ * sets, while the loop's sleeps run on a fake clock: the store's clock jumps forward (under `skip`
+ * one run at most, under `run_once` exactly one catch-up, never a burst) and back (no slot fired
+ * twice, also after the loop restarts and reads where it was from the store).
+ */
+import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import { silentLogger } from "../../src/adapters/log/pino-logger.js";
+import { runScheduleLoop, SCHEDULE_TICK_MS } from "../../src/app/schedules.js";
+import type { LeaderFence, RunRecord, Store } from "../../src/ports/store.js";
+import { FakeClock, settle } from "../support/fake-clock.js";
+import { sqliteTestDb } from "../support/sqlite-harness.js";
+import { cmd, dag, runInput, session, task } from "../support/store-fixtures.js";
+
+const SECOND = 1000;
+const HOUR = 3600 * SECOND;
+/** Half a second past a whole second: each one-second step brings exactly one per-second slot. */
+const START = Date.UTC(2030, 0, 1, 0, 0, 0) + 500;
+/** The first per-second slot after START. */
+const FIRST_SLOT = START + 500;
+
+const db = sqliteTestDb("schedule-clock");
+let failed = false;
+afterEach((t) => {
+  if (t.task.result?.state === "fail") failed = true;
+});
+afterAll(() => db.cleanup(failed));
+
+describe("schedule loop across clock jumps (SQLite store, store clock set by the test)", () => {
+  let now = START;
+  let store: Store;
+  let fence: LeaderFence;
+  let room: string;
+  let counter = 0;
+  const loops: Array<{ stop: () => Promise<void> }> = [];
+
+  beforeEach(async () => {
+    now = START;
+    store = await db.open({ clock: () => now });
+    room = `!jumps-${++counter}`;
+    // A lease far longer than any jump: the loop stays leader while its store's clock moves.
+    const { expiresAt: _e, ...held } = await store.acquireLease(room, session("leader"), 400 * 24 * HOUR);
+    fence = held;
+  });
+
+  afterEach(async () => {
+    for (const loop of loops.splice(0)) await loop.stop();
+    await store.close();
+  });
+
+  /** Starts the loop on a fake clock; `round` lets the store's clock move by `ms` and one round run. */
+  const start = () => {
+    const clock = new FakeClock();
+    const abort = new AbortController();
+    let deposed = false;
+    const done = runScheduleLoop({ store, clock }, silentLogger(), fence, abort.signal, () => {
+      deposed = true;
+    });
+    const sleeping = async (): Promise<void> => {
+      for (let i = 0; clock.sleeping === 0; i++) {
+        if (i > 10_000) throw new Error("the schedule loop never slept again");
+        if (deposed) throw new Error("the schedule loop was deposed");
+        await new Promise<void>((r) => setImmediate(r));
+      }
+    };
+    const loop = {
+      stop: async () => {
+        abort.abort();
+        await done;
+      },
+      round: async (ms: number) => {
+        await sleeping();
+        now += ms;
+        await clock.advance(SCHEDULE_TICK_MS);
+        await settle();
+        await sleeping();
+      },
+    };
+    loops.push(loop);
+    return loop;
+  };
+
+  const publishEverySecond = async (missed: "skip" | "run_once"): Promise<string> => {
+    const id = `every-second-${missed}`;
+    const doc = { ...dag(id, [task("tick")]), schedule: { cron: "* * * * * *", timezone: "UTC", missed } };
+    const created = await store.createRun(cmd(fence), runInput(room, doc));
+    expect(created.kind).toBe("created");
+    return id;
+  };
+
+  const slotRuns = async (id: string): Promise<RunRecord[]> =>
+    (await store.listDefinitionRuns(room, id, { limit: 10_000 }))
+      .filter((r) => r.dag.slot !== undefined)
+      .sort((a, b) => a.dag.slot!.at - b.dag.slot!.at);
+
+  /** Every slot a run stands for, from its first covered one to its own: none may appear twice. */
+  const coveredSlots = (runs: readonly RunRecord[]): number[] =>
+    runs.flatMap((r) => {
+      const { at, covers, firstCovered } = r.dag.slot!;
+      return covers === 1 ? [at] : [firstCovered, at];
+    });
+
+  it("skip: a jump forward by an hour fires one run, for the newest slot, and the schedule goes on", async () => {
+    const id = await publishEverySecond("skip");
+    const loop = start();
+    for (let i = 0; i < 3; i++) await loop.round(SECOND);
+    expect((await slotRuns(id)).map((r) => r.dag.slot!.at)).toEqual(
+      [0, 1, 2].map((k) => FIRST_SLOT + k * SECOND),
+    );
+
+    await loop.round(HOUR);
+    const jumped = FIRST_SLOT + 2 * SECOND + HOUR;
+    const afterJump = await slotRuns(id);
+    expect(afterJump).toHaveLength(4);
+    expect(afterJump.at(-1)!.dag.slot).toEqual({ at: jumped, covers: 1, firstCovered: jumped });
+
+    for (let i = 0; i < 2; i++) await loop.round(SECOND);
+    expect((await slotRuns(id)).map((r) => r.dag.slot!.at)).toEqual([
+      FIRST_SLOT,
+      FIRST_SLOT + SECOND,
+      FIRST_SLOT + 2 * SECOND,
+      jumped,
+      jumped + SECOND,
+      jumped + 2 * SECOND,
+    ]);
+    expect((await store.getDefinition(room, id))?.lastSlotAt).toBe(jumped + 2 * SECOND);
+  });
+
+  it("run_once: a jump forward by an hour fires exactly one catch-up run covering the missed slots", async () => {
+    const id = await publishEverySecond("run_once");
+    const loop = start();
+    for (let i = 0; i < 3; i++) await loop.round(SECOND);
+    await loop.round(HOUR);
+    const runs = await slotRuns(id);
+    expect(runs).toHaveLength(4);
+    const lastBefore = FIRST_SLOT + 2 * SECOND;
+    expect(runs.at(-1)!.dag.slot).toEqual({
+      at: lastBefore + HOUR,
+      covers: HOUR / SECOND,
+      firstCovered: lastBefore + SECOND,
+    });
+    await loop.round(SECOND);
+    const after = await slotRuns(id);
+    expect(after).toHaveLength(5);
+    expect(after.at(-1)!.dag.slot).toEqual({
+      at: lastBefore + HOUR + SECOND,
+      covers: 1,
+      firstCovered: lastBefore + HOUR + SECOND,
+    });
+    // The clock goes back into the hour the catch-up covered: those slots were handled by it, so
+    // nothing fires there, neither in this term nor after a restart that reads the store.
+    await loop.round(-HOUR / 2);
+    for (let i = 0; i < 3; i++) await loop.round(SECOND);
+    await loop.stop();
+    const again = start();
+    for (let i = 0; i < 3; i++) await again.round(SECOND);
+    const all = await slotRuns(id);
+    expect(all).toHaveLength(5);
+    const covered = coveredSlots(all);
+    expect(new Set(covered).size).toBe(covered.length);
+  });
+
+  it.each(["skip", "run_once"] as const)(
+    "%s: a jump back by an hour fires nothing until the clock passes the newest fired slot, also after a restart",
+    async (missed) => {
+      const id = await publishEverySecond(missed);
+      const first = start();
+      for (let i = 0; i < 5; i++) await first.round(SECOND);
+      const fired = (await slotRuns(id)).map((r) => r.dag.slot!.at);
+      expect(fired).toEqual([0, 1, 2, 3, 4].map((k) => FIRST_SLOT + k * SECOND));
+      const newest = fired.at(-1)!;
+
+      await first.round(-HOUR);
+      for (let i = 0; i < 5; i++) await first.round(SECOND);
+      expect(await slotRuns(id)).toHaveLength(5);
+      // A new leader term (or a restart) reads where the schedule was from the store: still nothing.
+      await first.stop();
+      const second = start();
+      for (let i = 0; i < 5; i++) await second.round(SECOND);
+      expect(await slotRuns(id)).toHaveLength(5);
+      // Nor with the clock between the definition's start and the newest fired slot.
+      now = newest - 2 * SECOND - SECOND / 2;
+      for (let i = 0; i < 3; i++) await second.round(i === 0 ? 0 : SECOND);
+      expect(await slotRuns(id)).toHaveLength(5);
+
+      // The clock comes back to just after the newest fired slot, then goes on: each later slot once.
+      now = newest + SECOND / 2;
+      await second.round(0);
+      expect(await slotRuns(id)).toHaveLength(5);
+      for (let i = 0; i < 3; i++) await second.round(SECOND);
+      const all = (await slotRuns(id)).map((r) => r.dag.slot!.at);
+      expect(all).toEqual([...fired, newest + SECOND, newest + 2 * SECOND, newest + 3 * SECOND]);
+      expect(new Set(all).size).toBe(all.length);
+    },
+  );
+});
