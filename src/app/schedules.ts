@@ -11,7 +11,7 @@ import { dagHash } from "../domain/canonical-hash.js";
 import type { ParsedDag } from "../domain/model.js";
 import { resolveParams } from "../domain/params.js";
 import type { SlotInfo } from "../domain/schedule.js";
-import { nextSlot, slotRunId, slotsBetween, slotsToFire } from "../domain/schedule.js";
+import { nextSlot, slotIsQuiet, slotRunId, slotsBetween, slotsToFire } from "../domain/schedule.js";
 import type { Clock } from "../ports/clock.js";
 import { isConflict } from "../ports/errors.js";
 import type { Logger } from "../ports/logger.js";
@@ -52,11 +52,12 @@ export function isActiveSchedule(def: DefinitionRecord): boolean {
 export function slotDag(def: DefinitionRecord, slot: SlotInfo): ParsedDag {
   const { schedule: _schedule, ...base } = def.dag;
   const resolved = resolveParams(base, []);
+  const quiet = def.schedule !== null && slotIsQuiet(def.schedule, slot);
   return {
     ...base,
     id: slotRunId(def.dagId, slot.at),
     definition: def.dagId,
-    slot,
+    slot: quiet ? { ...slot, quiet: true } : slot,
     ...(base.params !== undefined && resolved.ok ? { values: resolved.values } : {}),
   };
 }

@@ -126,6 +126,8 @@ export class CardKeeper {
     roomCap: number,
   ): Promise<{ messages: OutboxMessageInput[]; settled: boolean }> {
     const { store } = this.deps;
+    // A quiet scheduled run (its schedule fires more often than once a minute) stays out of the chat.
+    if (run.dag.slot?.quiet === true) return { messages: [], settled: true };
     const tasks = await store.listTasks(run.runId);
     const version = cardVersion(run, tasks, roomCap);
     const ended = isTerminalRun(run.status);

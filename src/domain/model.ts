@@ -77,8 +77,11 @@ export interface ParsedDag {
   definition?: string;
   /** A definition's schedule (`schedule`, `timezone`, `missed`); absent when it has none. */
   schedule?: { cron: string; timezone: string; missed: "skip" | "run_once" };
-  /** For a run its leader's schedule started: the slot it fired for (see schedule.ts). */
-  slot?: { at: number; covers: number; firstCovered: number };
+  /**
+   * For a run its leader's schedule started: the slot it fired for (see schedule.ts). `quiet`: it
+   * has no status card or final message in chat (its schedule fires more often than once a minute).
+   */
+  slot?: { at: number; covers: number; firstCovered: number; quiet?: true };
 }
 
 /** One declared parameter: the whole value must match `pattern` (RE2); no default means required. */

@@ -16,6 +16,8 @@ export interface ScheduleSpec {
 
 /** The slot a scheduled run fired for: `at` its time; `covers` the missed slots it stands for (run_once). */
 export interface SlotInfo {
+  /** No status card or final message of its own in chat (slotIsQuiet). */
+  quiet?: true;
   at: number;
   covers: number;
   firstCovered: number;
@@ -88,6 +90,21 @@ export function slotsToFire(
   if (due.length === 1 || missed === "run_once")
     return [{ at: newest, covers: due.length, firstCovered: due[0]! }];
   return now - newest <= graceMs ? [{ at: newest, covers: 1, firstCovered: newest }] : [];
+}
+
+/** The most status cards a schedule posts to its room: one a minute. */
+export const CARD_EVERY_MS = 60_000;
+
+/**
+ * Whether a slot's run stays out of the chat (no status card, no final message): a schedule that
+ * fires more often than once a minute shows only its first slot of each minute (UTC), so
+ * `* * * * * *` posts one card a minute, not sixty, and the room stays readable. A catch-up run
+ * (covering missed slots) is always shown. The quiet runs are in `!dag list <id>` like any other.
+ */
+export function slotIsQuiet(spec: Pick<ScheduleSpec, "cron" | "timezone">, slot: SlotInfo): boolean {
+  if (slot.covers > 1) return false;
+  const minute = Math.floor(slot.at / CARD_EVERY_MS) * CARD_EVERY_MS;
+  return nextSlot(spec, minute - 1) !== slot.at;
 }
 
 /** The run id of a slot: the definition's id (shortened to fit) and the slot's UTC time to the second. */

@@ -2,15 +2,18 @@
  * The leader's schedule loop (src/app/schedules.ts) over a real SQLite store whose clock the test
  * sets, while the loop's sleeps run on a fake clock: the store's clock jumps forward (under `skip`
  * one run at most, under `run_once` exactly one catch-up, never a burst) and back (no slot fired
- * twice, also after the loop restarts and reads where it was from the store).
+ * twice, also after the loop restarts and reads where it was from the store); and a per-second
+ * schedule's runs in chat: one status card and final message a minute, not one a second.
  */
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/adapters/log/pino-logger.js";
+import { cardTxnId, finalTxnId } from "../../src/app/render/messages.js";
 import { runScheduleLoop, SCHEDULE_TICK_MS } from "../../src/app/schedules.js";
+import { CardKeeper } from "../../src/app/status-cards.js";
 import type { LeaderFence, RunRecord, Store } from "../../src/ports/store.js";
 import { FakeClock, settle } from "../support/fake-clock.js";
 import { sqliteTestDb } from "../support/sqlite-harness.js";
-import { cmd, dag, runInput, session, task } from "../support/store-fixtures.js";
+import { cmd, dag, offer, ok, runInput, session, task } from "../support/store-fixtures.js";
 
 const SECOND = 1000;
 const HOUR = 3600 * SECOND;
@@ -112,7 +115,7 @@ describe("schedule loop across clock jumps (SQLite store, store clock set by the
     const jumped = FIRST_SLOT + 2 * SECOND + HOUR;
     const afterJump = await slotRuns(id);
     expect(afterJump).toHaveLength(4);
-    expect(afterJump.at(-1)!.dag.slot).toEqual({ at: jumped, covers: 1, firstCovered: jumped });
+    expect(afterJump.at(-1)!.dag.slot).toMatchObject({ at: jumped, covers: 1, firstCovered: jumped });
 
     for (let i = 0; i < 2; i++) await loop.round(SECOND);
     expect((await slotRuns(id)).map((r) => r.dag.slot!.at)).toEqual([
@@ -142,7 +145,7 @@ describe("schedule loop across clock jumps (SQLite store, store clock set by the
     await loop.round(SECOND);
     const after = await slotRuns(id);
     expect(after).toHaveLength(5);
-    expect(after.at(-1)!.dag.slot).toEqual({
+    expect(after.at(-1)!.dag.slot).toMatchObject({
       at: lastBefore + HOUR + SECOND,
       covers: 1,
       firstCovered: lastBefore + HOUR + SECOND,
@@ -158,6 +161,58 @@ describe("schedule loop across clock jumps (SQLite store, store clock set by the
     expect(all).toHaveLength(5);
     const covered = coveredSlots(all);
     expect(new Set(covered).size).toBe(covered.length);
+  });
+
+  it("a per-second schedule shows one run a minute in chat: only the first slot of each minute gets a card and a final message", async () => {
+    // Three slots before a minute ends and three after: 00:00:58 ... 00:01:03.
+    now = START + 57 * SECOND;
+    const id = await publishEverySecond("skip");
+    const loop = start();
+    for (let i = 0; i < 6; i++) await loop.round(SECOND);
+    const runs = await slotRuns(id);
+    expect(runs.map((r) => new Date(r.dag.slot!.at).toISOString().slice(11, 19))).toEqual([
+      "00:00:58",
+      "00:00:59",
+      "00:01:00",
+      "00:01:01",
+      "00:01:02",
+      "00:01:03",
+    ]);
+    expect(runs.map((r) => r.dag.slot!.quiet === true)).toEqual([true, true, false, true, true, true]);
+
+    // The card keeper of the room: cards for the definition's first run and the 00:01:00 slot only.
+    const keeper = new CardKeeper(
+      { store, clock: new FakeClock(), logger: silentLogger() },
+      fence,
+      silentLogger(),
+    );
+    await keeper.pass(50);
+    const shown = async (txn: (runId: string) => string) =>
+      (
+        await Promise.all(
+          runs.map(async (r) => ((await store.getOutbox(txn(r.runId))) === null ? null : r.dagId)),
+        )
+      ).filter((x) => x !== null);
+    expect(await shown(cardTxnId)).toEqual([`${id}.s20300101T000100`]);
+
+    // Every run ends; the final message (which mentions the publisher) is the shown run's only.
+    const worker = session("worker");
+    await store.scheduleStep(fence);
+    for (;;) {
+      const claimed = await store.claimTask(offer(worker, [room]));
+      if (claimed === null) break;
+      await store.finishTask(claimed.token, ok);
+    }
+    await store.deriveRunOutcomes(fence);
+    expect((await slotRuns(id)).every((r) => r.status === "succeeded")).toBe(true);
+    for (let i = 0; i < 3; i++) {
+      await keeper.pass(50);
+      // The final message waits for the card to read "succeeded": mark what the keeper queued as sent.
+      for (const m of await store.pendingOutbox(fence, 100))
+        await store.markOutboxSent(fence, m.txnId, `$${m.txnId}`);
+    }
+    expect(await shown(finalTxnId)).toEqual([`${id}.s20300101T000100`]);
+    expect(await shown(cardTxnId)).toEqual([`${id}.s20300101T000100`]);
   });
 
   it.each(["skip", "run_once"] as const)(

@@ -1,7 +1,7 @@
 /** Schedules: the document keys, slot arithmetic with croner, and what a leader fires when slots were missed. */
 import { describe, expect, it } from "vitest";
 import { parseDag } from "../../src/domain/dag.js";
-import { nextSlot, slotRunId, slotsBetween, slotsToFire } from "../../src/domain/schedule.js";
+import { nextSlot, slotIsQuiet, slotRunId, slotsBetween, slotsToFire } from "../../src/domain/schedule.js";
 
 const base = (extra: string) => `id = "nightly"\n${extra}\n[[tasks]]\nid = "a"\naction = "echo"\n`;
 const issues = (text: string): string =>
@@ -82,5 +82,37 @@ describe("slots", () => {
     const long = slotRunId("x".repeat(64), 0);
     expect(long).toHaveLength(64);
     expect(long.endsWith(".s19700101T000000")).toBe(true);
+  });
+});
+
+describe("which scheduled runs show in chat", () => {
+  const at = (iso: string) => Date.parse(iso);
+  const one = (iso: string) => ({ at: at(iso), covers: 1, firstCovered: at(iso) });
+  const UTC = "UTC";
+
+  it("a schedule firing more often than once a minute shows only its first slot of each minute", () => {
+    const everySecond = { cron: "* * * * * *", timezone: UTC };
+    expect(slotIsQuiet(everySecond, one("2026-11-26T08:05:00Z"))).toBe(false);
+    expect(slotIsQuiet(everySecond, one("2026-11-26T08:05:01Z"))).toBe(true);
+    expect(slotIsQuiet(everySecond, one("2026-11-26T08:05:59Z"))).toBe(true);
+    const everyTen = { cron: "5/10 * * * * *", timezone: UTC };
+    expect(slotIsQuiet(everyTen, one("2026-11-26T08:05:05Z"))).toBe(false);
+    expect(slotIsQuiet(everyTen, one("2026-11-26T08:05:15Z"))).toBe(true);
+    // Sixty slots in a minute show once: count them.
+    const minute = slotsBetween(everySecond, at("2026-11-26T08:04:59Z"), at("2026-11-26T08:05:59Z"), 100);
+    expect(minute).toHaveLength(60);
+    expect(minute.filter((t) => !slotIsQuiet(everySecond, one(new Date(t).toISOString())))).toEqual([
+      at("2026-11-26T08:05:00Z"),
+    ]);
+  });
+
+  it("a schedule firing once a minute or less often shows every slot; a catch-up always shows", () => {
+    expect(slotIsQuiet({ cron: "30 * * * * *", timezone: UTC }, one("2026-11-26T08:05:30Z"))).toBe(false);
+    expect(slotIsQuiet({ cron: "*/5 * * * *", timezone: UTC }, one("2026-11-26T08:05:00Z"))).toBe(false);
+    expect(slotIsQuiet({ cron: "0 2 * * *", timezone: "Europe/Paris" }, one("2026-11-27T01:00:00Z"))).toBe(
+      false,
+    );
+    const catchUp = { at: at("2026-11-26T08:05:30Z"), covers: 40, firstCovered: at("2026-11-26T08:04:51Z") };
+    expect(slotIsQuiet({ cron: "* * * * * *", timezone: UTC }, catchUp)).toBe(false);
   });
 });
