@@ -106,7 +106,8 @@ export interface PassOptions {
   afterSchedule?: (pass: LeaderPass) => Promise<void>;
 }
 
-const NOTHING_REAPED = { requeued: 0, failed: 0, timedOut: 0, canceled: 0, expiredRuns: 0 };
+// Not reaped, so not known to hold nothing that could expire: the short tick stays.
+const NOTHING_REAPED = { requeued: 0, failed: 0, timedOut: 0, canceled: 0, expiredRuns: 0, open: true };
 
 /** One pass of every leader step, in the order that lets each see the previous one's effect. */
 export async function leaderPass(
