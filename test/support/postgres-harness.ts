@@ -2,10 +2,10 @@
  * PostgreSQL side of the store tests: a fresh database per test file (kept and printed when a test
  * failed), and the contract's capabilities done through plain SQL connections to that database.
  */
+import pg from "pg";
 import { openPostgresStore } from "../../src/adapters/postgres/index.js";
 import type { PostgresStoreOptions } from "../../src/adapters/postgres/index.js";
 import { MIGRATIONS } from "../../src/adapters/postgres/migrations.js";
-import { CLAIM_PICK_SQL } from "../../src/adapters/postgres/tasks.js";
 import type { Store } from "../../src/ports/store.js";
 import type { ContractCapabilities, StoreHarness } from "../contracts/context.js";
 import type { TestDatabase } from "./postgres.js";
@@ -18,13 +18,68 @@ let trapCounter = 0;
 let legacyCounter = 0;
 const quote = (s: string): string => `'${s.replaceAll("'", "''")}'`;
 
-/** The claim's pick as EXPLAIN prints it, with parameters like a real claim's. */
-export async function explainClaimPick(db: TestDatabase, analyze = false): Promise<string[]> {
-  const rows = await db.query<{ "QUERY PLAN": string }>(
-    `EXPLAIN ${analyze ? "(ANALYZE, BUFFERS, COSTS OFF) " : ""}${CLAIM_PICK_SQL}`,
-    [null, ["!room"], "node", ["echo"], ["linux"]],
-  );
-  return rows.map((r) => r["QUERY PLAN"]);
+/** A plan node as EXPLAIN's JSON format gives it (the fields the plan tests read). */
+export interface PlanNode {
+  "Node Type": string;
+  "Relation Name"?: string;
+  "Index Name"?: string;
+  "Actual Rows"?: number;
+  "Rows Removed by Filter"?: number;
+  "Shared Hit Blocks"?: number;
+  "Shared Read Blocks"?: number;
+  Plans?: PlanNode[];
+}
+
+/** The statements run inside claim_pick during one claim, with their plans as executed. */
+export interface ClaimPickPlans {
+  /** The pick (FOR UPDATE SKIP LOCKED). */
+  pick: PlanNode;
+  /** The check for a fitting task left behind; null when the batch was not filled (not run). */
+  more: PlanNode | null;
+  /** The same plans as text, for the test's log. */
+  text: string[];
+}
+
+/**
+ * The plans claim_pick's own statements ran with, for one claim of up to `max` tasks (a node
+ * "node" with action echo and label linux in room !room), read through auto_explain's nested
+ * statement logging sent to this client; the claim is rolled back.
+ */
+export async function explainClaimPick(db: TestDatabase, max = 1): Promise<ClaimPickPlans> {
+  const client = new pg.Client({ connectionString: db.url });
+  const notices: string[] = [];
+  client.on("notice", (n) => notices.push(n.message ?? ""));
+  await client.connect();
+  try {
+    for (const sql of [
+      "LOAD 'auto_explain'",
+      "SET auto_explain.log_min_duration = 0",
+      "SET auto_explain.log_nested_statements = on",
+      "SET auto_explain.log_analyze = on",
+      "SET auto_explain.log_buffers = on",
+      "SET auto_explain.log_timing = off",
+      "SET auto_explain.log_format = 'json'",
+      "SET client_min_messages = log",
+    ])
+      await client.query(sql);
+    await client.query("BEGIN");
+    await client.query("SELECT * FROM claim_pick(NULL, '{!room}', 'node', '{echo}', '{linux}', $1)", [max]);
+    await client.query("ROLLBACK");
+  } finally {
+    await client.end().catch(() => {});
+  }
+  const plans = notices
+    .map((m) => m.slice(m.indexOf("{")))
+    .filter((m) => m.startsWith("{"))
+    .map((m) => JSON.parse(m) as { "Query Text": string; Plan: PlanNode });
+  const pick = plans.find((p) => p["Query Text"].includes("SKIP LOCKED"));
+  if (pick === undefined) throw new Error(`no plan of claim_pick's pick among ${plans.length} logged`);
+  const more = plans.find((p) => p["Query Text"].includes("SELECT 1 FROM tasks")) ?? null;
+  return {
+    pick: pick.Plan,
+    more: more?.Plan ?? null,
+    text: [pick, ...(more === null ? [] : [more])].map((p) => JSON.stringify(p.Plan, null, 1)),
+  };
 }
 
 export function postgresCapabilities(db: () => TestDatabase): ContractCapabilities {
@@ -107,7 +162,7 @@ export function postgresCapabilities(db: () => TestDatabase): ContractCapabiliti
         [roomId, dagId, count, createdAt],
       );
     },
-    explainClaim: () => explainClaimPick(db()),
+    explainClaim: async () => (await explainClaimPick(db())).text,
   };
 }
 

@@ -16,23 +16,15 @@ import { MAX_TASK_RETRY_BACKOFF_MS, TASK_RETRY_MAX_DOUBLINGS } from "../../domai
 import { checkTaskOutcome } from "../../domain/task-states.js";
 
 /**
- * The claim's pick (docs/query-plans.md): the partial index tasks_claim holds queued rows only, in
- * claim order, so the walk stops at the first fitting row however many tasks were claimed or
- * finished. SKIP LOCKED lets racing claimers take different rows instead of queueing on one.
- * Parameters: $1 clock, $2 rooms, $3 node id, $4 actions, $5 labels.
+ * The claim's pick (docs/query-plans.md): claim_pick (migration 7) walks the partial index
+ * tasks_claim, which holds queued rows only, in claim order, so the walk stops at the first fitting
+ * rows however many tasks were claimed or finished, and whatever the planner statistics say (the
+ * function forbids the other plans). SKIP LOCKED lets racing claimers take different rows instead
+ * of queueing on one. Parameters: $1 clock, $2 rooms, $3 node id, $4 actions, $5 labels; one row.
  */
-export const CLAIM_PICK_SQL = `SELECT run_id, task_id FROM tasks
-   WHERE status = 'queued'
-     AND room_id = ANY($2::text[])
-     AND (not_before IS NULL OR not_before <= ${NOW})
-     AND (node_pin IS NULL OR node_pin = $3::text)
-     AND action = ANY($4::text[])
-     AND labels <@ $5::text[]
-   ORDER BY priority DESC, seq
-   LIMIT 1
-   FOR UPDATE SKIP LOCKED`;
+export const CLAIM_PICK_SQL = `SELECT run_id, task_id FROM claim_pick(${NOW}, $2::text[], $3::text, $4::text[], $5::text[], 1)`;
 
-/** The queued tasks (alias q) that fit the claiming node: the claim's filter, on the same partial index. */
+/** The queued tasks (alias q) that fit the claiming node: the claim's filter. */
 const FITS = `FROM tasks q
      WHERE q.status = 'queued'
        AND q.room_id = ANY($2::text[])
@@ -41,13 +33,13 @@ const FITS = `FROM tasks q
        AND q.labels <@ $5::text[]`;
 
 /**
- * A batch claim: up to $9 rows picked as CLAIM_PICK_SQL picks one, moved and logged in the same
- * statement, and what is left for this node read from the statement's snapshot (the picked rows
- * excluded): whether a fitting task is ready now (the first one found answers, so a long queue
- * costs no more than a short one) and, only when none is, the soonest not_before of those still
- * waiting. A node with no claimed row still gets one row back (the `rest` figures, task columns null).
+ * A batch claim: up to $9 rows picked as CLAIM_PICK_SQL picks one (claim_pick also says whether
+ * the batch left a fitting ready task behind), moved and logged in the same statement. Only when
+ * it did not is the soonest not_before of the fitting tasks still waiting read. A node with no
+ * claimed row still gets one row back (the `rest` figures, task columns null).
  */
-export const CLAIM_SQL = `WITH pick AS (${CLAIM_PICK_SQL.replace("LIMIT 1", "LIMIT $9::int")}),
+export const CLAIM_SQL = `WITH pick AS (
+    SELECT * FROM claim_pick(${NOW}, $2::text[], $3::text, $4::text[], $5::text[], $9::int)),
   up AS (
     UPDATE tasks t SET status = 'running', version = t.version + 1, claim_version = t.version + 1,
            executor_node = $3::text, executor_boot = $6::text, lease_expires_at = ${NOW} + $7::bigint,
@@ -61,10 +53,7 @@ export const CLAIM_SQL = `WITH pick AS (${CLAIM_PICK_SQL.replace("LIMIT 1", "LIM
     SELECT room_id, 1 AS ord, 'task.running' AS kind, run_id, task_id, NULL::bigint AS term, $8::text AS actor,
            jsonb_build_object('attempt', attempt, 'version', version) AS data FROM up),
   ${LOG_CTES},
-  more AS (
-    SELECT EXISTS (SELECT 1 ${FITS} AND (q.not_before IS NULL OR q.not_before <= ${NOW})
-                      AND NOT EXISTS (SELECT 1 FROM pick WHERE pick.run_id = q.run_id AND pick.task_id = q.task_id))
-           AS rest_ready),
+  more AS (SELECT coalesce(bool_or(pick.more), false) AS rest_ready FROM pick),
   rest AS (
     SELECT more.rest_ready,
            CASE WHEN more.rest_ready THEN NULL
