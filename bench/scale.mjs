@@ -14,12 +14,13 @@
  * Five rooms: the same nodes serving five rooms each (bench/scale-node.mjs), idle only.
  *
  * Writes bench/results/scale.json and the generated part of the "Scale" section of bench/README.md.
- * `--counts=5,10` picks the fleet sizes; `--idle=30` the idle window in seconds; `--label=before`
+ * `--counts=5,10` picks the fleet sizes; `--idle=30` the idle window in seconds; `--one-room` leaves
+ * out the five-room part (quicker while iterating); `--label=before`
  * with DAGBOT_BENCH_DIST pointing at another build records a comparison run under that label
  * (results/scale-<label>.json, README untouched).
  */
 import { spawn } from "node:child_process";
-import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
@@ -47,11 +48,12 @@ const round = (x, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
 const load1 = () => loadavg().map((x) => round(x));
 
 function parseArgs(argv) {
-  const o = { counts: [5, 10, 20, 40], idleS: 30, label: null };
+  const o = { counts: [5, 10, 20, 40], idleS: 30, label: null, fiveRooms: true };
   for (const a of argv) {
     if (a.startsWith("--counts=")) o.counts = a.slice(9).split(",").map(Number);
     else if (a.startsWith("--idle=")) o.idleS = Number(a.slice(7));
     else if (a.startsWith("--label=")) o.label = a.slice(8);
+    else if (a === "--one-room") o.fiveRooms = false;
     else throw new Error(`bench scale: unknown argument ${a}`);
   }
   return o;
@@ -133,9 +135,23 @@ class Fleet {
     );
   }
 
+  pids() {
+    return [...this.children.values()].map((c) => c.child.pid).filter((p) => p !== undefined);
+  }
+
   /** The workers' own claim counts, summed over the nodes that stopped gracefully. */
   claimCounts() {
-    const sum = { nodes: 0, statements: 0, empty: 0, tasks: 0, tick: 0, tickEmpty: 0 };
+    const sum = {
+      nodes: 0,
+      statements: 0,
+      empty: 0,
+      tasks: 0,
+      tick: 0,
+      tickEmpty: 0,
+      lateWakeEmpty: 0,
+      maxWakeDelayMs: 0,
+      byCause: {},
+    };
     for (const id of this.ids) {
       const file = join(this.dir, `${id}.log`);
       if (!existsSync(file)) continue;
@@ -148,7 +164,31 @@ class Fleet {
         sum.tasks += j.claimedTasks;
         sum.tick += j.tickClaims;
         sum.tickEmpty += j.tickEmptyClaims;
+        sum.lateWakeEmpty += j.lateWakeEmpty ?? 0;
+        sum.maxWakeDelayMs = Math.max(sum.maxWakeDelayMs, j.maxWakeDelayMs ?? 0);
+        for (const [cause, k] of Object.entries(j.byCause ?? {})) {
+          const t = (sum.byCause[cause] ??= { statements: 0, empty: 0, tasks: 0 });
+          t.statements += k.statements;
+          t.empty += k.empty;
+          t.tasks += k.tasks;
+        }
       }
+    }
+    return sum;
+  }
+
+  /** The leaders' wake-up counts: each node's last "wake-ups so far" line, summed. */
+  wakeCounts() {
+    const sum = { leaders: 0, demandReads: 0, wakes: 0, nodesWoken: 0, tasksAsked: 0, holdsPassed: 0 };
+    for (const id of this.ids) {
+      const file = join(this.dir, `${id}.log`);
+      if (!existsSync(file)) continue;
+      let last = null;
+      for (const line of readFileSync(file, "utf8").split("\n"))
+        if (line.includes("wake-ups so far")) last = JSON.parse(line);
+      if (last === null) continue;
+      sum.leaders += 1;
+      for (const k of ["demandReads", "wakes", "nodesWoken", "tasksAsked", "holdsPassed"]) sum[k] += last[k];
     }
     return sum;
   }
@@ -163,6 +203,44 @@ class Fleet {
     }
     return out;
   }
+}
+
+const TICK_MS = 10;
+
+/** CPU ms (utime + stime + reaped children's) of each process in the trees under `roots`, by pid. */
+function treeCpuMs(roots) {
+  const stats = new Map();
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const f = readFileSync(`/proc/${name}/stat`, "utf8").split(") ")[1].split(" ");
+      stats.set(Number(name), {
+        ppid: Number(f[1]),
+        ms: (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * TICK_MS,
+      });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const inTree = new Set(roots);
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const [pid, st] of stats)
+      if (!inTree.has(pid) && inTree.has(st.ppid)) {
+        inTree.add(pid);
+        grew = true;
+      }
+  }
+  const out = new Map();
+  for (const pid of inTree) if (stats.has(pid)) out.set(pid, stats.get(pid).ms);
+  return out;
+}
+
+/** CPU used between two treeCpuMs snapshots (a process new since counts from zero). */
+function cpuDelta(before, after) {
+  let ms = 0;
+  for (const [pid, v] of after) ms += Math.max(0, v - (before.get(pid) ?? 0));
+  return ms;
 }
 
 async function dbStats(admin, db) {
@@ -194,16 +272,20 @@ function connectionSampler(admin, db) {
   };
 }
 
-async function idleWindow(admin, db, idleS, count) {
+async function idleWindow(admin, db, idleS, count, fleet) {
   const sampler = connectionSampler(admin, db);
+  const nodes0 = treeCpuMs(fleet.pids());
   const a = await dbStats(admin, db);
   const t0 = performance.now();
   await sleep(idleS * 1000);
   const b = await dbStats(admin, db);
   const seconds = (performance.now() - t0) / 1000;
   const most = await sampler.stop();
+  const nodeCpuMs = cpuDelta(nodes0, treeCpuMs(fleet.pids()));
   const commitsPerS = (b.commits - a.commits) / seconds;
   return {
+    /** CPU of every node process and its action supervisor, % of one core per node. */
+    nodeCpuPctPerNode: round((nodeCpuMs / (seconds * 1000) / count) * 100),
     commitsPerS: round(commitsPerS, 1),
     commitsPerSPerNode: round(commitsPerS / count),
     connections: b.connections,
@@ -234,11 +316,12 @@ async function scenario(scratch, admin, count, rooms, idleS) {
       return leases !== null && leases.every((l) => l !== null && l.holder !== null);
     });
     await sleep(SETTLE_MS);
-    out.idle = await idleWindow(admin, db, idleS, count);
+    out.idle = await idleWindow(admin, db, idleS, count, fleet);
     out.alive = fleet.alive();
     log(
       `  ${count} nodes, ${out.rooms} room(s): idle ${out.idle.commitsPerS} commits/s ` +
-        `(${out.idle.commitsPerSPerNode}/node), ${out.idle.connectionsPerNode} connections/node, started in ${out.startS} s`,
+        `(${out.idle.commitsPerSPerNode}/node), ${out.idle.connectionsPerNode} connections/node, ` +
+        `node CPU ${out.idle.nodeCpuPctPerNode} %/node, started in ${out.startS} s, load ${load1().join(" / ")}`,
     );
     if (rooms === null) {
       out.load = await loadRun(store, admin, db, count, fleet);
@@ -258,9 +341,22 @@ async function scenario(scratch, admin, count, rooms, idleS) {
       emptyPerClaimedTask: c.tasks === 0 ? null : round(wakeEmpty / c.tasks, 3),
       emptyPerClaimStatement: wakeStatements === 0 ? null : round(wakeEmpty / wakeStatements, 3),
     };
+    out.wakes = fleet.wakeCounts();
     log(
       `    claims (${c.nodes} nodes' counts): ${c.statements} statements, ${c.tasks} tasks, ` +
         `${c.empty} empty (${c.tickEmpty} of them by the safety tick) → ${out.claims.emptyPerClaimedTask} empty per claimed task`,
+    );
+    const causes = Object.entries(c.byCause)
+      .map(([k, v]) => `${k} ${v.statements}/${v.tasks}/${v.empty}`)
+      .join(", ");
+    log(
+      `    by cause (statements/tasks/empty): ${causes}; empty after a late wake (> 300 ms) ${c.lateWakeEmpty}, ` +
+        `longest wake-to-claim ${c.maxWakeDelayMs} ms`,
+    );
+    const w = out.wakes;
+    log(
+      `    leaders: ${w.demandReads} demand reads, ${w.wakes} wakes naming ${w.nodesWoken} nodes for ${w.tasksAsked} tasks, ` +
+        `${w.holdsPassed} holds passed unclaimed`,
     );
   }
   out.storeErrors = fleet.logLines(/too many connections|store error/i).length;
@@ -273,6 +369,7 @@ async function loadRun(store, admin, db, count, fleet) {
   const sampler = connectionSampler(admin, db);
   const a = await dbStats(admin, db);
   const cpu = await meter.start();
+  const nodes0 = treeCpuMs(fleet.pids());
   const runId = await publishAndConfirm(store, independent(`scale_${count}`, TASKS));
   await waitFor(
     "the 500-task run to end",
@@ -284,6 +381,7 @@ async function loadRun(store, admin, db, count, fleet) {
     100,
   );
   const used = await cpu.stop(TASKS);
+  const nodeCpuMs = cpuDelta(nodes0, treeCpuMs(fleet.pids()));
   const b = await dbStats(admin, db);
   const most = await sampler.stop();
   const events = (await allEvents(store)).filter((e) => e.runId === runId);
@@ -298,6 +396,7 @@ async function loadRun(store, admin, db, count, fleet) {
     tasksPerS: round(ended.length / spanS, 1),
     spanS: round(spanS, 2),
     serverCpuMsPerTask: round(used.serverUs / 1000, 2),
+    nodeCpuMsPerTask: round(nodeCpuMs / TASKS, 2),
     commitsPerTask: round((b.commits - a.commits) / TASKS, 1),
     mostConnections: most,
     connectionsPerNode: round(most / count),
@@ -305,7 +404,7 @@ async function loadRun(store, admin, db, count, fleet) {
     alive: fleet.alive(),
   };
   log(
-    `    500 tasks: ${out.tasksPerS} tasks/s, server CPU ${out.serverCpuMsPerTask} ms/task, ` +
+    `    500 tasks: ${out.tasksPerS} tasks/s, server CPU ${out.serverCpuMsPerTask} ms/task, nodes' CPU ${out.nodeCpuMsPerTask} ms/task, ` +
       `${out.commitsPerTask} commits/task, up to ${most} connections (${out.connectionsPerNode}/node), ${out.nodesThatRanTasks} nodes ran tasks`,
   );
   return out;
@@ -383,7 +482,7 @@ async function main() {
   log(`bench scale (${opts.label ?? "current"}): ${opts.counts.join(", ")} nodes; dist ${DIST}`);
   try {
     for (const count of opts.counts) {
-      for (const rooms of [null, FIVE_ROOMS]) {
+      for (const rooms of opts.fiveRooms ? [null, FIVE_ROOMS] : [null]) {
         try {
           results.scenarios.push(await scenario(scratch, admin, count, rooms, opts.idleS));
         } catch (e) {

@@ -169,7 +169,7 @@ export async function runLeaderLoop(
 ): Promise<void> {
   const log = deps.logger.child({ room: fence.roomId, term: fence.term });
   const waker = new Waker(deps.clock, deps.timings.debounceMs);
-  const wakes = new WakeKeeper(deps, fence.roomId);
+  const wakes = new WakeKeeper(deps, fence.roomId, log);
   // Whether something other than a task's end arrived since the last pass began: a whole pass then.
   let wholePass = true;
   const unsubscribe = deps.store.onChange((topic, roomId, nodes) => {
@@ -250,6 +250,7 @@ export async function runLeaderLoop(
       else whole = !(await waker.wait(tickMs, signal)) || wholePass;
     }
   } finally {
+    wakes.logStats(true);
     unsubscribe();
     await pruning;
     await scheduling;
@@ -275,11 +276,29 @@ class WakeKeeper {
   }
   private readonly selfServing = new Map<string, number>();
   private rotation = 0;
+  /**
+   * What the wakes did (the scale bench reads them from the log): demand reads, wakes sent, nodes
+   * named and tasks asked of them, and woken nodes whose hold passed before their claim was heard.
+   */
+  readonly stats = { demandReads: 0, wakes: 0, nodesWoken: 0, tasksAsked: 0, holdsPassed: 0 };
+  private statsLoggedAt = 0;
+  private statsLogged = 0;
 
   constructor(
     private readonly deps: LeaderDeps,
     private readonly roomId: string,
+    private readonly log: Logger,
   ) {}
+
+  /** The counts so far, at most every 5 s and only when they moved (the killed leader's are kept too). */
+  logStats(force = false): void {
+    const now = this.deps.clock.monotonicMs();
+    if (this.stats.demandReads === this.statsLogged) return;
+    if (!force && now - this.statsLoggedAt < 5_000) return;
+    this.statsLoggedAt = now;
+    this.statsLogged = this.stats.demandReads;
+    this.log.info({ ...this.stats }, "wake-ups so far");
+  }
 
   /**
    * These nodes claimed: whatever they were woken for, they have acted on it; one whose claim left
@@ -310,20 +329,31 @@ class WakeKeeper {
         this.roomId,
         timings.wakeLiveWithinMs ?? DEFAULT_WAKE_LIVE_WITHIN_MS,
       );
+      this.stats.demandReads += 1;
       this.lastReady = demand.ready;
       this.readyAt = demand.nextReadyInMs === null ? null : now + demand.nextReadyInMs;
-      for (const [id, r] of this.recent) if (now - r.at >= WAKE_DEPRIORITIZE_MS) this.recent.delete(id);
+      for (const [id, r] of this.recent) {
+        if (now - r.at >= WAKE_HOLD_MS && r.expected > 0) {
+          this.stats.holdsPassed += 1;
+          r.expected = 0;
+        }
+        if (now - r.at >= WAKE_DEPRIORITIZE_MS) this.recent.delete(id);
+      }
       for (const [id, at] of this.selfServing) if (now - at >= SELF_SERVE_MS) this.selfServing.delete(id);
       if (demand.ready > 0) {
         const plan = planWake(demand, this.recent, now, this.rotation++, this.selfServing);
         if (plan.targets.length > 0) {
           for (const t of plan.targets) this.recent.set(t.nodeId, { at: now, expected: t.take });
+          this.stats.wakes += 1;
+          this.stats.nodesWoken += plan.targets.length;
+          this.stats.tasksAsked += plan.targets.reduce((n, t) => n + t.take, 0);
           await store.wakeNodes(
             this.roomId,
             plan.targets.map((t) => wakeTarget(t.nodeId, t.take)),
           );
         }
       }
+      this.logStats();
     }
     let tick = pass.open ? timings.safetyTickMs : (timings.idleTickMs ?? timings.safetyTickMs);
     if (this.readyAt !== null) tick = Math.min(tick, this.readyAt - now + 20);

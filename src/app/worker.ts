@@ -33,6 +33,7 @@ import { isConflict } from "../ports/errors.js";
 import { wakeFor } from "../ports/store.js";
 import { OutputWriter } from "./output-writer.js";
 import { Waker } from "./wake.js";
+import { SELF_SERVE_MS } from "./wake-targets.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
 
 export interface WorkerSettings {
@@ -84,6 +85,16 @@ interface Running {
 /** After a waiting task's not_before, so the claim does not arrive a hair early. */
 const NOT_BEFORE_SLACK_MS = 20;
 
+/**
+ * Why a claim was sent: the first one at start, a slot freed while the last claim left more
+ * (self), a wake naming this node (wake) or everyone (wakeAll), a waiting task's not_before
+ * (notBefore), the safety tick (tick), a wake already answered by the claim in flight (spurious).
+ */
+export type ClaimCause = "start" | "self" | "wake" | "wakeAll" | "notBefore" | "tick" | "spurious";
+
+/** A wake answered later than this is counted as late (the leader's WAKE_HOLD_MS). */
+const LATE_WAKE_MS = 300;
+
 export class Worker {
   private readonly stopClaiming = new AbortController();
   private readonly waker: Waker;
@@ -93,6 +104,8 @@ export class Worker {
   private readonly log: Logger;
   /** The last claim left fitting tasks behind: a freed slot should claim again at once. */
   private more = false;
+  /** When the claim that left more was answered (monotonic). */
+  private moreAt = 0;
   /**
    * How many tasks the wakes since the last claim asked this node to take: 0 when none came, null
    * for "any" (an unnamed wake). A claim the leader's wake caused takes no more than that.
@@ -100,11 +113,25 @@ export class Worker {
   private wokenFor: number | null = 0;
   /** A slot freed while the last claim left more: this claim serves the node itself, up to its free slots. */
   private selfServe = true;
+  /** When the first wake since the last claim arrived (monotonic), for the wake-to-claim delay. */
+  private wokenAt: number | null = null;
   /**
    * Claim statements sent, those that took nothing, tasks claimed, and of the statements those
-   * the safety tick sent (not a wake-up) and how many of them took nothing (the bench reads them).
+   * the safety tick sent (not a wake-up) and how many of them took nothing; and per cause of the
+   * claim, the same three (the scale bench reads them to tell why claims come back empty).
    */
-  readonly claims = { statements: 0, empty: 0, tasks: 0, tick: 0, tickEmpty: 0 };
+  readonly claims = {
+    statements: 0,
+    empty: 0,
+    tasks: 0,
+    tick: 0,
+    tickEmpty: 0,
+    byCause: {} as Record<ClaimCause, { statements: number; empty: number; tasks: number }>,
+    /** Empty claims a wake caused that were sent more than LATE_WAKE_MS after the wake arrived. */
+    lateWakeEmpty: 0,
+    /** The longest wake-to-claim delay seen, ms. */
+    maxWakeDelayMs: 0,
+  };
 
   constructor(
     private readonly settings: WorkerSettings,
@@ -131,6 +158,7 @@ export class Worker {
       const asked = targets === undefined ? { take: null } : wakeFor(me, targets);
       if (asked === null) return;
       this.wokenFor = asked.take === null || this.wokenFor === null ? null : this.wokenFor + asked.take;
+      this.wokenAt ??= this.deps.clock.monotonicMs();
       // The leader named this node: it already waited for the burst to settle, claim at once.
       this.waker.wake(targets !== undefined);
     });
@@ -176,6 +204,7 @@ export class Worker {
     const signal = this.stopClaiming.signal;
     let failures = 0;
     let byTick = false;
+    let cause: ClaimCause = "start";
     while (!signal.aborted) {
       let wait = this.settings.pollMs;
       const free = this.settings.capacity - this.running.size;
@@ -185,17 +214,24 @@ export class Worker {
           // One statement for up to every free slot, or as many as the leader's wake asked for.
           const any = this.selfServe || byTick || this.wokenFor === null || this.wokenFor === 0;
           const max = any ? free : Math.min(free, this.wokenFor ?? free);
+          if (cause !== "start" && cause !== "tick" && cause !== "notBefore")
+            cause = this.selfServe
+              ? "self"
+              : this.wokenFor === null
+                ? "wakeAll"
+                : this.wokenFor > 0
+                  ? "wake"
+                  : "spurious";
+          const wakeDelay = this.wokenAt === null ? 0 : sentAt - this.wokenAt;
           this.wokenFor = 0;
+          this.wokenAt = null;
           this.selfServe = false;
           const batch = await this.deps.store.claimTasks(this.offer(), max);
-          this.claims.statements += 1;
-          this.claims.tasks += batch.claimed.length;
-          if (batch.claimed.length === 0) this.claims.empty += 1;
-          if (byTick) this.claims.tick += 1;
-          if (byTick && batch.claimed.length === 0) this.claims.tickEmpty += 1;
+          this.count(cause, batch.claimed.length, byTick, wakeDelay);
           // Claimed while stopping: run them anyway rather than strand them until their leases expire.
           for (const claimed of batch.claimed) this.startTask(claimed, sentAt);
           this.more = batch.more;
+          this.moreAt = this.deps.clock.monotonicMs();
           if (batch.nextReadyInMs !== null) wait = Math.min(wait, batch.nextReadyInMs + NOT_BEFORE_SLACK_MS);
           failures = 0;
         } catch (err) {
@@ -210,6 +246,7 @@ export class Worker {
         }
       }
       byTick = !(await this.waker.wait(wait, signal));
+      cause = byTick ? (wait < this.settings.pollMs ? "notBefore" : "tick") : "wake";
     }
     const c = this.claims;
     this.log.info(
@@ -219,9 +256,29 @@ export class Worker {
         claimedTasks: c.tasks,
         tickClaims: c.tick,
         tickEmptyClaims: c.tickEmpty,
+        byCause: c.byCause,
+        lateWakeEmpty: c.lateWakeEmpty,
+        maxWakeDelayMs: c.maxWakeDelayMs,
       },
       "worker stopped claiming",
     );
+  }
+
+  private count(cause: ClaimCause, took: number, byTick: boolean, wakeDelayMs: number): void {
+    const c = this.claims;
+    c.statements += 1;
+    c.tasks += took;
+    if (took === 0) c.empty += 1;
+    if (byTick) c.tick += 1;
+    if (byTick && took === 0) c.tickEmpty += 1;
+    const k = (c.byCause[cause] ??= { statements: 0, empty: 0, tasks: 0 });
+    k.statements += 1;
+    k.tasks += took;
+    if (took === 0) k.empty += 1;
+    if (cause === "wake" || cause === "wakeAll") {
+      c.maxWakeDelayMs = Math.max(c.maxWakeDelayMs, Math.round(wakeDelayMs));
+      if (took === 0 && wakeDelayMs > LATE_WAKE_MS) c.lateWakeEmpty += 1;
+    }
   }
 
   private startTask(claimed: ClaimedTask, claimSentAt: number): void {
@@ -243,9 +300,13 @@ export class Worker {
       })
       .finally(() => {
         this.running.delete(key);
-        // A freed slot is a reason to claim again now, if the last claim left fitting tasks behind;
-        // otherwise the leader wakes the nodes it wants when it queues more.
-        if (this.more) {
+        // A freed slot is a reason to claim again now, if the last claim left fitting tasks behind
+        // and said so recently; otherwise the leader wakes the nodes it wants when it queues more.
+        // An older "more" is stale: other nodes have claimed since (20 nodes whose flags were all
+        // set by a deep queue each sent an empty claim per freed slot: 142 of the 240 empty claims
+        // of the scale bench's 500 tasks at 20 nodes), and the leader stops counting on this node
+        // serving itself after the same SELF_SERVE_MS, so it wakes nodes for what is left.
+        if (this.more && this.deps.clock.monotonicMs() - this.moreAt < SELF_SERVE_MS) {
           this.selfServe = true;
           this.waker.wake();
         }
