@@ -2,7 +2,7 @@
  * Section 1, SQLite: claim + complete per second through dagbot's store with 1, 2 and 4 OS
  * processes on one file (one Store per process, as one node per process has), next to the raw
  * BEGIN IMMEDIATE loop on a partial index in the same file with the adapter's pragmas (WAL,
- * synchronous=FULL), and the raw loop with synchronous=NORMAL for reference.
+ * synchronous=FULL), and both again with synchronous=NORMAL (the node config's sqlite_synchronous).
  */
 import { fork } from "node:child_process";
 import { join } from "node:path";
@@ -74,9 +74,10 @@ export async function benchClaimSqlite(scratch, { rounds, jobs, processCounts, l
   );
   const out = {
     dagbot: {},
+    dagbotNormal: {},
     raw: {},
     rawNormal: {},
-    cpu: { dagbot: {}, raw: {}, rawNormal: {} },
+    cpu: { dagbot: {}, dagbotNormal: {}, raw: {}, rawNormal: {} },
     errors: 0,
     firstError: null,
     rawErrors: 0,
@@ -93,6 +94,14 @@ export async function benchClaimSqlite(scratch, { rounds, jobs, processCounts, l
         (out.cpu.dagbot[p] ??= []).push(d.cpuUsPerPair);
         out.errors += d.errors;
         out.firstError ??= d.firstError;
+        await queueTasks(store, fence, `claim_r${round}_p${p}_normal`, jobs);
+        const dn = await race("dagbot-normal", path, p);
+        if (dn.done !== jobs)
+          throw new Error(`dagbot sqlite claim (normal): ${dn.done} of ${jobs} done (${dn.firstError})`);
+        (out.dagbotNormal[p] ??= []).push(dn.done / dn.seconds);
+        (out.cpu.dagbotNormal[p] ??= []).push(dn.cpuUsPerPair);
+        out.errors += dn.errors;
+        out.firstError ??= dn.firstError;
         addRaw.run(jobs);
         const r = await race("raw", path, p);
         (out.raw[p] ??= []).push(r.done / r.seconds);
@@ -106,6 +115,7 @@ export async function benchClaimSqlite(scratch, { rounds, jobs, processCounts, l
         log(
           `  sqlite round ${round + 1}: ${p} processes dagbot ${(d.done / d.seconds).toFixed(0)}/s ` +
             `(${Math.round(d.cpuUsPerPair)} µs), raw ${(r.done / r.seconds).toFixed(0)}/s (${Math.round(r.cpuUsPerPair)} µs), ` +
+            `dagbot (synchronous=NORMAL) ${(dn.done / dn.seconds).toFixed(0)}/s (${Math.round(dn.cpuUsPerPair)} µs), ` +
             `raw (synchronous=NORMAL) ${(rn.done / rn.seconds).toFixed(0)}/s (${Math.round(rn.cpuUsPerPair)} µs)`,
         );
       }

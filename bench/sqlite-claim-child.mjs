@@ -1,7 +1,7 @@
 /**
  * One OS process of the SQLite claim-path bench: opens the shared file, says ready, waits for "go",
  * then claims and completes until nothing is queued, and reports its count and errors.
- * argv: mode (dagbot | raw | raw-normal), path to the file, worker name.
+ * argv: mode (dagbot | dagbot-normal | raw | raw-normal), path to the file, worker name.
  */
 import process from "node:process";
 import Database from "better-sqlite3";
@@ -67,9 +67,10 @@ function rawLoop(sync) {
   };
 }
 
-if (mode === "dagbot") {
+if (mode === "dagbot" || mode === "dagbot-normal") {
   const { openSqliteStore } = await load("adapters/sqlite/index.js");
-  const store = await openSqliteStore(path);
+  // A build from before sqlite_synchronous ignores the option (and runs FULL).
+  const store = await openSqliteStore(path, mode === "dagbot-normal" ? { synchronous: "normal" } : {});
   await send({ ready: true });
   await go;
   const cpu0 = process.cpuUsage();

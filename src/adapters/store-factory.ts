@@ -10,6 +10,8 @@ import type { Store, StoreOptions } from "../ports/store.js";
 export interface OpenStoreOptions extends StoreOptions {
   /** A PostgreSQL store's pool size (ignored for SQLite). */
   poolSize?: number;
+  /** A SQLite store's synchronous pragma (ignored for PostgreSQL); default full. */
+  sqliteSynchronous?: "full" | "normal";
 }
 
 export async function openStore(location: StoreLocation, options: OpenStoreOptions = {}): Promise<Store> {
@@ -24,7 +26,11 @@ export async function openStore(location: StoreLocation, options: OpenStoreOptio
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     }
     const { openSqliteStore } = await import("./sqlite/index.js");
-    return openSqliteStore(path, options);
+    const { sqliteSynchronous, ...rest } = options;
+    return openSqliteStore(path, {
+      ...rest,
+      ...(sqliteSynchronous === undefined ? {} : { synchronous: sqliteSynchronous }),
+    });
   }
   const { openPostgresStore } = await import("./postgres/index.js");
   return openPostgresStore(location.url, options);

@@ -2,6 +2,7 @@
  * Opening the store a node config names, for a one-shot command (fails at once, exit 1) or a node
  * (retried until it opens, exit 2 when it never can); the messages hold no password.
  */
+import type { OpenStoreOptions } from "../adapters/store-factory.js";
 import { openStore } from "../adapters/store-factory.js";
 import type { NodeConfig } from "../config/node-config.js";
 import { describeStoreLocation } from "../config/store-location.js";
@@ -10,10 +11,15 @@ import type { Store } from "../ports/store.js";
 import { CliError, EXIT_CONFIG } from "./cli-error.js";
 import { openWithRetry } from "./store-retry.js";
 
+/** What the config says about how to open its store. */
+function storeOptions(config: NodeConfig): OpenStoreOptions {
+  return { poolSize: config.storePoolSize, sqliteSynchronous: config.sqliteSynchronous };
+}
+
 /** Opens the config's store; a failure is a CliError (exit 1) whose message holds no password. */
 export async function openConfiguredStore(config: NodeConfig): Promise<Store> {
   try {
-    return await openStore(config.store, { poolSize: config.storePoolSize });
+    return await openStore(config.store, storeOptions(config));
   } catch (err) {
     throw new CliError(
       `cannot open the store ${describeStoreLocation(config.store)}: ${storeErrorText(err)}`,
@@ -37,7 +43,7 @@ export async function openNodeStore(
 ): Promise<Store | null> {
   try {
     return await openWithRetry(
-      () => openStore(config.store, { poolSize: config.storePoolSize }),
+      () => openStore(config.store, storeOptions(config)),
       logger.child({ store: describeStoreLocation(config.store) }),
       storeErrorText,
       stopped,

@@ -127,6 +127,8 @@ export interface NodeConfig {
   store: StoreLocation;
   /** Connections in a PostgreSQL store's pool, shared by all the node's rooms and loops (plus one LISTEN connection). */
   storePoolSize: number;
+  /** A SQLite store's durability (README "Node configuration"); ignored for PostgreSQL. */
+  sqliteSynchronous: SqliteSynchronous;
   /** Folder of DAG files for `!dag publish <name>`; null when the node has none. */
   dagLibrary: string | null;
   /** Null for an engine-only node. */
@@ -144,6 +146,13 @@ export interface NodeConfig {
 
 /** A PostgreSQL node holds at most this many pooled connections plus one listening connection. */
 export const DEFAULT_STORE_POOL_SIZE = 3;
+
+/**
+ * `full`: a commit a caller saw survives a power cut too (one fsync per commit). `normal`: it
+ * survives a killed process; a power cut or an OS crash may lose the last commits (WAL stays
+ * consistent).
+ */
+export type SqliteSynchronous = "full" | "normal";
 
 const ID = /^[A-Za-z0-9_.-]{1,64}$/;
 const ID_HINT = 'use 1-64 letters, digits, "_", "." or "-"';
@@ -434,6 +443,7 @@ export const nodeConfigFileSchema = z
     capacity: z.int().min(1).max(1024).prefault(2),
     store: storeSchema.prefault(DEFAULT_STORE),
     store_pool_size: z.int().min(1).max(100).prefault(DEFAULT_STORE_POOL_SIZE),
+    sqlite_synchronous: z.enum(["full", "normal"]).prefault("full"),
     /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
     store_file: z.string().optional(),
     dag_library: z.string().min(1).optional(),
@@ -563,6 +573,7 @@ export function toNodeConfig(
     capacity: file.capacity,
     store: file.store,
     storePoolSize: file.store_pool_size,
+    sqliteSynchronous: file.sqlite_synchronous,
     dagLibrary: file.dag_library ?? null,
     matrix,
     rooms: matrix === null ? [LOCAL_ROOM_ID] : matrix.rooms,

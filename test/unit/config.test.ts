@@ -188,6 +188,7 @@ describe("defaults", () => {
       capacity: 2,
       store: { kind: "sqlite", path: "./data/dagbot.db" },
       storePoolSize: 3,
+      sqliteSynchronous: "full",
       dagLibrary: null,
       matrix: null,
       rooms: ["local"],
@@ -410,6 +411,11 @@ describe("bad values in place", () => {
     ["capacity 0", { capacity: 0 }, ["capacity: must be at least 1"]],
     ["store_pool_size 0", { store_pool_size: 0 }, ["store_pool_size: must be at least 1"]],
     ["store_pool_size 101", { store_pool_size: 101 }, ["store_pool_size: must be at most 100"]],
+    [
+      "an unknown sqlite_synchronous",
+      { sqlite_synchronous: "off" },
+      ['sqlite_synchronous: must be one of "full", "normal"'],
+    ],
     ["capacity 1.5", { capacity: 1.5 }, ["capacity: expected an integer, got a number (1.5)"]],
     ["a duplicate label", { labels: ["a", "a"] }, ['labels[1]: duplicate entry "a"']],
     [

@@ -44,14 +44,18 @@ export class SqliteConnection {
     busyTimeoutMs: number,
     readonly clock: () => number,
     private readonly notify: Notify,
+    synchronous: "full" | "normal" = "full",
   ) {
     this.db = new Database(path);
     try {
       // busy_timeout first: switching to WAL itself needs a lock another opener may hold.
       this.db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
       this.db.pragma("journal_mode = WAL");
-      // FULL: a commit the caller saw survives a power cut too, not only a killed process.
-      this.db.pragma("synchronous = FULL");
+      // FULL (the default): a commit the caller saw survives a power cut too, not only a killed
+      // process. NORMAL, when the node's config asks for it: no fsync per commit, only at
+      // checkpoints; a killed process loses nothing, a power cut or OS crash may lose the last
+      // commits, and the WAL stays consistent either way.
+      this.db.pragma(`synchronous = ${synchronous === "normal" ? "NORMAL" : "FULL"}`);
       this.db.pragma("foreign_keys = ON");
     } catch (e) {
       this.db.close();
@@ -65,10 +69,11 @@ export class SqliteConnection {
     busyTimeoutMs: number,
     clock: () => number,
     notify: Notify,
+    synchronous: "full" | "normal" = "full",
   ): Promise<SqliteConnection> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return new SqliteConnection(path, busyTimeoutMs, clock, notify);
+        return new SqliteConnection(path, busyTimeoutMs, clock, notify, synchronous);
       } catch (e) {
         if (isBusy(e) && attempt < BUSY_RETRIES) {
           await backoff(attempt);

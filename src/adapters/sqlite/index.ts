@@ -25,6 +25,8 @@ export interface SqliteStoreOptions extends StoreOptions {
   busyTimeoutMs?: number;
   /** Where errors thrown by onChange listeners go (default: process.emitWarning). */
   onListenerError?: (error: unknown) => void;
+  /** The synchronous pragma: full (default) or normal (see SqliteConnection). */
+  synchronous?: "full" | "normal";
 }
 
 export const DEFAULT_BUSY_TIMEOUT_MS = 5000;
@@ -41,6 +43,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS,
     clock,
     (t, r, n) => changes.emit(t, r, n),
+    options.synchronous ?? "full",
   );
   const changes = new ChangeFeed(() => c.dataVersion(), onError);
   try {
