@@ -319,7 +319,7 @@ export interface DefinitionRecord {
    * so a schedule fires only once that run was confirmed (or auto-confirmed). Null when it is gone.
    */
   origin: Pick<RunRecord, "runId" | "status" | "confirmedBy" | "confirmDeadline"> | null;
-  /** The slot of the newest run its schedule created; null before the first. */
+  /** The newest slot a run of it was created for (it never goes back); null before the first. */
   lastSlotAt: number | null;
   /** The highest N of the `<id>.N` runs started of it; 1 when there are none but the first. */
   lastRunNumber: number;

@@ -15,6 +15,8 @@ import {
   readOutcome,
 } from "../../src/app/commands/inbox-step.js";
 import { jsonBytes, MAX_EVENT_CONTENT_BYTES } from "../../src/app/render/html.js";
+import { slotDag } from "../../src/app/schedules.js";
+import { dagHash } from "../../src/domain/canonical-hash.js";
 import { isConflict } from "../../src/ports/errors.js";
 import type { PermissionOracle, SenderStanding } from "../../src/ports/permissions.js";
 import {
@@ -721,6 +723,64 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(await store.getOutbox(`card.${retry!.runId}`)).not.toBeNull();
         expect(await ask(r, OP, "!dag retry flaky.retry1")).toContain("is still awaiting confirmation");
         expect(await ask(r, OP, "!dag retry ghost")).toContain("No run named `ghost`");
+      }),
+    );
+
+    it(
+      "retry of a scheduled DAG's slot run or first run: a run of the same definition, no schedule or slot of its own",
+      track(async () => {
+        const r = await room();
+        await ask(r, AUTO, publishToml(`schedule = "0 2 * * *"\n${chainToml("nightly")}`));
+        const definition = await store.getDefinition(r.roomId, "nightly");
+        expect(definition?.schedule).toMatchObject({ cron: "0 2 * * *" });
+        const slotAt = Date.UTC(2030, 0, 2, 2);
+        const slotRun = slotDag(definition!, { at: slotAt, covers: 1, firstCovered: slotAt });
+        const created = await store.createRun(
+          { fence: r.fence },
+          {
+            roomId: r.roomId,
+            dag: slotRun,
+            hash: dagHash(slotRun),
+            publisher: AUTO,
+            publishEventId: null,
+            needsConfirmation: false,
+            confirmTimeoutMs: 0,
+          },
+        );
+        expect(created.kind).toBe("created");
+        // Both runs fail at their first task.
+        const w = session("worker-s");
+        const offer = { session: w, roomIds: [r.roomId], labels: [], actions: ["echo"], leaseMs: 30_000 };
+        await store.scheduleStep(r.fence);
+        for (
+          let claimed = await store.claimTask(offer);
+          claimed !== null;
+          claimed = await store.claimTask(offer)
+        )
+          await store.finishTask(claimed.token, {
+            outcome: "failed",
+            exitCode: 1,
+            output: "",
+            error: "exit 1",
+          });
+        await store.scheduleStep(r.fence);
+        await store.deriveRunOutcomes(r.fence);
+
+        expect(await ask(r, OP, `!dag retry ${slotRun.id}`)).toContain(`as \`${slotRun.id}.retry1\``);
+        expect(await ask(r, OP, "!dag retry nightly")).toContain("as `nightly.retry1`");
+        for (const id of [`${slotRun.id}.retry1`, "nightly.retry1"]) {
+          const retry = await store.getRun(r.roomId, id);
+          expect(retry?.dag.definition).toBe("nightly");
+          expect(retry?.dag.schedule).toBeUndefined();
+          expect(retry?.dag.slot).toBeUndefined();
+        }
+        // The definition keeps its one schedule and its newest slot; the retries are among its runs.
+        expect((await store.listScheduledDefinitions(r.roomId)).map((d) => d.dagId)).toEqual(["nightly"]);
+        expect((await store.getDefinition(r.roomId, "nightly"))?.lastSlotAt).toBe(slotAt);
+        expect((await store.listDefinitionRuns(r.roomId, "nightly")).map((run) => run.dagId).sort()).toEqual(
+          ["nightly", "nightly.retry1", slotRun.id, `${slotRun.id}.retry1`].sort(),
+        );
+        expect(await ask(r, OP, "!dag list nightly")).toContain("4 runs of `nightly`");
       }),
     );
 

@@ -54,7 +54,7 @@ export async function recordDefinitionInTx(
     return;
   }
   const { rowCount } = await tx.query(
-    `UPDATE definitions SET last_slot_at = COALESCE($2::bigint, last_slot_at),
+    `UPDATE definitions SET last_slot_at = GREATEST(last_slot_at, $2::bigint),
             last_run_number = GREATEST(last_run_number, COALESCE($3::integer, 0)), updated_at = ${NOW}
       WHERE room_id = $4 AND dag_id = $5`,
     [tx.clockParam, dag.slot?.at ?? null, runNumber(dag.id, of), roomId, of],

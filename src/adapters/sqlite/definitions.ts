@@ -52,11 +52,15 @@ export function recordDefinitionInTx(
     );
     return;
   }
+  const slotAt = dag.slot?.at ?? null;
   const changed = c.run(
-    `UPDATE definitions SET last_slot_at = COALESCE(?, last_slot_at),
+    `UPDATE definitions
+        SET last_slot_at = CASE WHEN ? IS NULL THEN last_slot_at ELSE MAX(COALESCE(last_slot_at, ?), ?) END,
             last_run_number = MAX(last_run_number, COALESCE(?, 0)), updated_at = ?
       WHERE room_id = ? AND dag_id = ?`,
-    dag.slot?.at ?? null,
+    slotAt,
+    slotAt,
+    slotAt,
     runNumber(dag.id, of),
     tx.now,
     roomId,

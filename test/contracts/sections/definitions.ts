@@ -150,9 +150,14 @@ export function definitionsSection(ctx: ContractContext): void {
     ]);
     const def = await store.getDefinition(room, id);
     expect(def).toMatchObject({ lastSlotAt: slotAt, lastRunNumber: 7, origin: { runId: first.runId } });
-    // A lower number later does not lower it.
+    // A lower number or an older slot later lowers neither.
     await create(store, fence, { ...dag(`${id}.3`, [task("a")]), definition: id });
-    expect((await store.getDefinition(room, id))?.lastRunNumber).toBe(7);
+    await create(store, fence, {
+      ...dag(`${id}.s20300101T020000`, [task("a")]),
+      definition: id,
+      slot: { at: slotAt - 86_400_000, covers: 1, firstCovered: slotAt - 86_400_000 },
+    });
+    expect(await store.getDefinition(room, id)).toMatchObject({ lastRunNumber: 7, lastSlotAt: slotAt });
 
     const missing = ctx.uid("missing");
     const e = await store

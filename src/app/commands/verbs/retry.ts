@@ -54,8 +54,12 @@ async function handleRetry(ctx: HandlerContext, dagId: string): Promise<Outcome>
       helpLine: `usage: ${retry.usage}`,
     };
   }
+  // A retry is one more run of the same definition, started by hand: no schedule of its own (it
+  // would fire beside the definition's) and no slot (it is no slot's record, and gets its card).
+  const { schedule: _schedule, slot: _slot, ...base } = from.dag;
   const dag: ParsedDag = {
-    ...from.dag,
+    ...base,
+    definition: from.dag.definition ?? from.dagId,
     id: newId,
     // Needs on tasks that already succeeded are met: dropping them lets those tasks start at once.
     tasks: from.dag.tasks
