@@ -11,7 +11,6 @@ import type { EngineObserver } from "../app/engine-observer.js";
 import type { EngineNode } from "../app/node.js";
 import type { Caller } from "../adapters/http/auth.js";
 import type { HttpApi } from "../adapters/http/server.js";
-import { startHttpApi } from "../adapters/http/server.js";
 import type { NodeConfig } from "../config/node-config.js";
 import type { Logger } from "../ports/logger.js";
 import type { SenderStanding } from "../ports/permissions.js";
@@ -79,6 +78,8 @@ export async function startNodeHttpApi(
       loadDag,
     };
   };
+  // Fastify, its OpenAPI plugin and prom-client (about 10 MB) load only for a node that listens.
+  const { startHttpApi } = await import("../adapters/http/server.js");
   return startHttpApi({
     config: http,
     session: `${node.session.nodeId}/${node.session.bootId}`,
