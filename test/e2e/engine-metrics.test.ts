@@ -66,7 +66,7 @@ function startNode(s: Store, m: NodeMetrics, work: boolean): EngineNode {
     roomIds: [ROOM],
     actions: new Map(),
     lease: { ttlMs: 800, renewEveryMs: 150, acquireEveryMs: 150 },
-    leader: { ...DEFAULT_LEADER_TIMINGS, safetyTickMs: 100 },
+    leader: { ...DEFAULT_LEADER_TIMINGS, safetyTickMs: 100, idleTickMs: 100 },
     taskLeaseMs: 800,
     heartbeatEveryMs: 150,
     workerPollMs: 150,
