@@ -15,7 +15,7 @@ import { performance } from "node:perf_hooks";
 import process from "node:process";
 import { clearInterval, setInterval, setTimeout } from "node:timers";
 import { track } from "./lib/children.mjs";
-import { CLI, load } from "./lib/dist.mjs";
+import { CLI, cliNodeFlags, load } from "./lib/dist.mjs";
 import { rssKb, waitFor } from "./lib/cluster.mjs";
 import { BenchClient } from "./lib/matrix.mjs";
 import { percentile } from "./lib/stats.mjs";
@@ -134,10 +134,14 @@ export async function benchChat(scratch, { samples, log }) {
       const logPath = join(dir, `${nodeId}.log`);
       const fd = openSync(logPath, "a");
       const child = track(
-        spawn(process.execPath, [CLI, "start", "--config", configPath, "--state-dir", join(dir, "state")], {
-          env: { ...process.env, DAGBOT_ACCESS_TOKEN: bot.accessToken },
-          stdio: ["ignore", fd, fd],
-        }),
+        spawn(
+          process.execPath,
+          [...cliNodeFlags(), CLI, "start", "--config", configPath, "--state-dir", join(dir, "state")],
+          {
+            env: { ...process.env, DAGBOT_ACCESS_TOKEN: bot.accessToken },
+            stdio: ["ignore", fd, fd],
+          },
+        ),
       );
       closeSync(fd);
       children.push(child);

@@ -10,7 +10,7 @@ import process from "node:process";
 import { clearTimeout, setTimeout } from "node:timers";
 import { setTimeout as sleep } from "node:timers/promises";
 import { track } from "./children.mjs";
-import { CLI, load } from "./dist.mjs";
+import { CLI, cliNodeFlags, load } from "./dist.mjs";
 
 export const ROOM = "local";
 
@@ -81,7 +81,7 @@ export class Cluster {
   async start(nodeId) {
     const log = openSync(join(this.dir, `${nodeId}.log`), "a");
     const child = track(
-      spawn(process.execPath, [CLI, "node", "--config", this.configs.get(nodeId)], {
+      spawn(process.execPath, [...cliNodeFlags(), CLI, "node", "--config", this.configs.get(nodeId)], {
         stdio: ["ignore", "ignore", log],
       }),
     );

@@ -1,6 +1,6 @@
 /** The built dagbot (dist/, from `npm run build`) as the bench sees it: module paths and the commit. */
 import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath, pathToFileURL, URL } from "node:url";
 import { join } from "node:path";
 import process from "node:process";
@@ -9,6 +9,20 @@ export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 /** The built tree; DAGBOT_BENCH_DIST points at another build (an experiment's copy) for A/B runs. */
 export const DIST = process.env.DAGBOT_BENCH_DIST ?? join(ROOT, "dist");
 export const CLI = join(DIST, "cli.js");
+
+/**
+ * The node flags the CLI's shebang gives (`#!/usr/bin/env -S node --flag`), so that the bench starts
+ * `dagbot` processes as the installed command (and the image) does; none for a build without them.
+ */
+export function cliNodeFlags() {
+  try {
+    const first = readFileSync(CLI, "utf8").split("\n", 1)[0] ?? "";
+    const m = /^#!\/usr\/bin\/env -S node (.*)$/.exec(first);
+    return m === null ? [] : m[1].trim().split(/\s+/);
+  } catch {
+    return [];
+  }
+}
 
 /** Imports a module of the built tree, with a clear message when the build is missing. */
 export async function load(relative) {
