@@ -15,7 +15,8 @@
  *
  * Writes bench/results/scale.json and the generated part of the "Scale" section of bench/README.md.
  * `--counts=5,10` picks the fleet sizes; `--idle=30` the idle window in seconds; `--one-room` leaves
- * out the five-room part (quicker while iterating); `--label=before`
+ * out the five-room part (quicker while iterating); `--idle-only` measures only the idle part (with
+ * `--counts=1`: what a leader alone costs); `--label=before`
  * with DAGBOT_BENCH_DIST pointing at another build records a comparison run under that label
  * (results/scale-<label>.json, README untouched).
  */
@@ -48,12 +49,13 @@ const round = (x, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
 const load1 = () => loadavg().map((x) => round(x));
 
 function parseArgs(argv) {
-  const o = { counts: [5, 10, 20, 40], idleS: 30, label: null, fiveRooms: true };
+  const o = { counts: [5, 10, 20, 40], idleS: 30, label: null, fiveRooms: true, idleOnly: false };
   for (const a of argv) {
     if (a.startsWith("--counts=")) o.counts = a.slice(9).split(",").map(Number);
     else if (a.startsWith("--idle=")) o.idleS = Number(a.slice(7));
     else if (a.startsWith("--label=")) o.label = a.slice(8);
     else if (a === "--one-room") o.fiveRooms = false;
+    else if (a === "--idle-only") o.idleOnly = true;
     else throw new Error(`bench scale: unknown argument ${a}`);
   }
   return o;
@@ -294,7 +296,7 @@ async function idleWindow(admin, db, idleS, count, fleet) {
   };
 }
 
-async function scenario(scratch, admin, count, rooms, idleS) {
+async function scenario(scratch, admin, count, rooms, idleS, idleOnly) {
   const part = `scale_${count}_${rooms === null ? 1 : rooms.length}`;
   const url = await scratch.database(part);
   const db = new URL(url).pathname.slice(1);
@@ -323,8 +325,9 @@ async function scenario(scratch, admin, count, rooms, idleS) {
         `(${out.idle.commitsPerSPerNode}/node), ${out.idle.connectionsPerNode} connections/node, ` +
         `node CPU ${out.idle.nodeCpuPctPerNode} %/node, started in ${out.startS} s, load ${load1().join(" / ")}`,
     );
-    if (rooms === null) {
-      out.load = await loadRun(store, admin, db, count, fleet);
+    if (rooms === null && !idleOnly) {
+      out.fanout = await fanoutProbe(url, admin, db, count, fleet);
+      out.load = await loadRun(store, admin, db, count, fleet, url);
       out.failover = await failover(store, fleet);
     }
   } finally {
@@ -364,7 +367,44 @@ async function scenario(scratch, admin, count, rooms, idleS) {
   return out;
 }
 
-async function loadRun(store, admin, db, count, fleet) {
+/**
+ * What one NOTIFY costs with this many listening nodes: 2,000 notifications for a room no node
+ * serves, each in its own transaction (the worst case: the hot path batches its own), and the CPU
+ * the node processes and the database's backends used meanwhile. Every node's LISTEN connection receives and parses each one.
+ */
+async function fanoutProbe(url, admin, db, count, fleet) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const meter = cpuMeter(admin, db);
+  const cpu = await meter.start();
+  const nodes0 = treeCpuMs(fleet.pids());
+  const n = 2000;
+  for (let i = 0; i < n; i += 1) await client.query(`SELECT pg_notify('dagbot', 'tasks:fanout-probe\n${i}')`);
+  // Let the listeners drain what was sent.
+  await sleep(1000);
+  const used = await cpu.stop(n);
+  const nodeMs = cpuDelta(nodes0, treeCpuMs(fleet.pids()));
+  await client.end();
+  const out = {
+    notifications: n,
+    nodeUsPerNotification: round((nodeMs * 1000) / n, 1),
+    nodeUsPerNotificationPerNode: round((nodeMs * 1000) / n / count, 1),
+    serverUsPerNotification: round(used.serverUs, 1),
+  };
+  log(
+    `    fan-out: one NOTIFY costs the nodes ${out.nodeUsPerNotification} µs (${out.nodeUsPerNotificationPerNode} per node) ` +
+      `and the server ${out.serverUsPerNotification} µs`,
+  );
+  return out;
+}
+
+async function loadRun(store, admin, db, count, fleet, url) {
+  // A listener like every node's: how many notifications each node receives per task.
+  const listener = new pg.Client({ connectionString: url });
+  await listener.connect();
+  let heard = 0;
+  listener.on("notification", () => (heard += 1));
+  await listener.query("LISTEN dagbot");
   const meter = cpuMeter(admin, db);
   const sampler = connectionSampler(admin, db);
   const a = await dbStats(admin, db);
@@ -381,6 +421,7 @@ async function loadRun(store, admin, db, count, fleet) {
     100,
   );
   const used = await cpu.stop(TASKS);
+  await listener.end();
   const nodeCpuMs = cpuDelta(nodes0, treeCpuMs(fleet.pids()));
   const b = await dbStats(admin, db);
   const most = await sampler.stop();
@@ -397,6 +438,7 @@ async function loadRun(store, admin, db, count, fleet) {
     spanS: round(spanS, 2),
     serverCpuMsPerTask: round(used.serverUs / 1000, 2),
     nodeCpuMsPerTask: round(nodeCpuMs / TASKS, 2),
+    notificationsPerTask: round(heard / TASKS, 1),
     commitsPerTask: round((b.commits - a.commits) / TASKS, 1),
     mostConnections: most,
     connectionsPerNode: round(most / count),
@@ -405,6 +447,7 @@ async function loadRun(store, admin, db, count, fleet) {
   };
   log(
     `    500 tasks: ${out.tasksPerS} tasks/s, server CPU ${out.serverCpuMsPerTask} ms/task, nodes' CPU ${out.nodeCpuMsPerTask} ms/task, ` +
+      `${out.notificationsPerTask} notifications/task to each listener, ` +
       `${out.commitsPerTask} commits/task, up to ${most} connections (${out.connectionsPerNode}/node), ${out.nodesThatRanTasks} nodes ran tasks`,
   );
   return out;
@@ -439,11 +482,17 @@ function readmeTable(r) {
   const rows = [];
   for (const s of r.scenarios.filter((x) => x.rooms === 1)) {
     const five = r.scenarios.find((x) => x.rooms === 5 && x.nodes === s.nodes);
+    const c = s.claims;
+    const atStart =
+      c === undefined || c.tasks === 0
+        ? ""
+        : ` (${round(((c.byCause.start?.empty ?? 0) + (c.byCause.wakeAll?.empty ?? 0)) / c.tasks, 3)} at start)`;
     rows.push(
       `| ${s.nodes} | ${s.idle.commitsPerS} (${s.idle.commitsPerSPerNode}/node) | ` +
         `${five === undefined ? "–" : `${five.idle.commitsPerS} (${round(five.idle.commitsPerSPerNode / 5)}/node/room)`} | ` +
         `${s.idle.connectionsPerNode} (${s.load?.connectionsPerNode ?? "–"} under load) | ${s.load?.tasksPerS ?? "–"} | ` +
-        `${s.claims?.emptyPerClaimedTask ?? "–"} | ${s.load?.serverCpuMsPerTask ?? "–"} ms | ${s.load?.commitsPerTask ?? "–"} | ` +
+        `${c?.emptyPerClaimedTask ?? "–"}${atStart} | ${s.load?.serverCpuMsPerTask ?? "–"} ms | ` +
+        `${s.load?.nodeCpuMsPerTask ?? "–"} ms | ${s.fanout?.nodeUsPerNotification ?? "–"} µs | ${s.load?.commitsPerTask ?? "–"} | ` +
         `${s.failover?.killToAcquiredMs ?? "–"} ms | ${s.loadAverageAtStart.join(" / ")} |`,
     );
   }
@@ -452,8 +501,8 @@ function readmeTable(r) {
       `dagbot ${r.machine.versions.dagbot}; capacity ${CAPACITY} per node, room cap ${ROOM_CAP}, store_pool_size ${POOL}, ` +
       `idle window ${r.idleS} s; ${Math.round(r.durationS)} s in all.`,
     "",
-    "| nodes | idle commits/s, 1 room | idle commits/s, 5 rooms | connections per node, idle | 500 tasks: tasks/s | empty claims per claimed task | server CPU per task | commits per task | failover after kill -9 | load average (1/5/15 min) at start |",
-    "|---|---|---|---|---|---|---|---|---|---|",
+    "| nodes | idle commits/s, 1 room | idle commits/s, 5 rooms | connections per node, idle | 500 tasks: tasks/s | empty claims per claimed task | server CPU per task | nodes' CPU per task | nodes' CPU per NOTIFY | commits per task | failover after kill -9 | load average (1/5/15 min) at start |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ...rows,
   ].join("\n");
 }
@@ -484,7 +533,7 @@ async function main() {
     for (const count of opts.counts) {
       for (const rooms of opts.fiveRooms ? [null, FIVE_ROOMS] : [null]) {
         try {
-          results.scenarios.push(await scenario(scratch, admin, count, rooms, opts.idleS));
+          results.scenarios.push(await scenario(scratch, admin, count, rooms, opts.idleS, opts.idleOnly));
         } catch (e) {
           log(
             `  ${count} nodes, ${rooms === null ? 1 : 5} room(s) failed: ${e instanceof Error ? e.message : e}`,
