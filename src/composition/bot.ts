@@ -17,7 +17,7 @@ import { IntakeConfigError, MatrixIntake, routeSdkLogs } from "../adapters/matri
 import { MatrixOutboxTransport } from "../adapters/matrix/outbox-transport.js";
 import { PowerLevelOracle } from "../adapters/matrix/power-levels.js";
 import { MatrixSender } from "../adapters/matrix/sender.js";
-import { cryptoStateDir } from "../adapters/matrix/crypto/room-crypto.js";
+import { cryptoStateDir } from "../adapters/matrix/crypto/state-dir.js";
 import { createChatLoops } from "../app/chat-loops.js";
 import { createPictureMaker } from "../app/pictures.js";
 import { inboxStep } from "../app/commands/inbox-step.js";
@@ -123,7 +123,10 @@ export async function runStart(options: StartOptions): Promise<number> {
       ...(matrix.encryption
         ? {
             mediaCrypto: {
-              isEncrypted: async (roomId: string) => (await intake?.crypto?.isRoomEncrypted(roomId)) ?? false,
+              isEncrypted: async (roomId: string) => {
+                const crypto = await intake?.cryptoFor(roomId);
+                return crypto ? crypto.isRoomEncrypted(roomId) : false;
+              },
               encrypt: (data: Uint8Array) => {
                 const crypto = intake?.crypto;
                 if (!crypto) return Promise.reject(new Error("encryption is not ready yet"));
@@ -134,6 +137,14 @@ export async function runStart(options: StartOptions): Promise<number> {
         : {}),
     }),
   });
+  const intakeFailed = (err: unknown): void => {
+    if (stopping !== null) return;
+    const why = err instanceof IntakeConfigError ? err.message : `matrix intake failed: ${String(err)}`;
+    logger.fatal({ err: String(err) }, "cannot read the Matrix rooms");
+    process.stderr.write(`dagbot start: ${why}\n`);
+    exitCode = err instanceof IntakeConfigError ? 2 : 1;
+    process.kill(process.pid, "SIGTERM");
+  };
   intake = new MatrixIntake({
     homeserverUrl: matrix.homeserverUrl,
     accessToken: matrix.accessToken,
@@ -147,6 +158,7 @@ export async function runStart(options: StartOptions): Promise<number> {
     logger,
     onPowerLevelsChanged: (roomId) => oracle.invalidate(roomId),
     onEncrypted: (roomId) => chat.roomEncrypted(roomId),
+    onFailed: intakeFailed,
     ...(matrix.encryption
       ? {
           cryptoDir: (deviceId: string) =>
@@ -227,14 +239,7 @@ export async function runStart(options: StartOptions): Promise<number> {
     process.kill(process.pid, "SIGTERM");
   }
 
-  void intake.start().catch((err: unknown) => {
-    if (stopping !== null) return;
-    const why = err instanceof IntakeConfigError ? err.message : `matrix intake failed: ${String(err)}`;
-    logger.fatal({ err: String(err) }, "cannot read the Matrix rooms");
-    process.stderr.write(`dagbot start: ${why}\n`);
-    exitCode = err instanceof IntakeConfigError ? 2 : 1;
-    process.kill(process.pid, "SIGTERM");
-  });
+  void intake.start().catch(intakeFailed);
 
   await stopped;
   logger.info("stopped");

@@ -58,6 +58,10 @@ export interface FleetOptions {
   matrix?: Record<string, unknown>;
   /** Files of the DAG library folder: name → text. */
   library?: Record<string, string>;
+  /** Node flags before dist/cli.js (e.g. `--import` of test/support/module-trace.mjs). */
+  nodeArgs?: string[];
+  /** Extra environment of every node. */
+  env?: Record<string, string>;
 }
 
 export interface FleetNode {
@@ -134,9 +138,22 @@ export class BotFleet {
     const logFd = openSync(node.logPath, "a");
     const child = spawn(
       process.execPath,
-      [CLI, "start", "--config", node.configPath, "--state-dir", join(this.dir, "state")],
+      [
+        ...(this.o.nodeArgs ?? []),
+        CLI,
+        "start",
+        "--config",
+        node.configPath,
+        "--state-dir",
+        join(this.dir, "state"),
+      ],
       {
-        env: { ...process.env, DAGBOT_ACCESS_TOKEN: node.bot.accessToken, DAGBOT_LOG_LEVEL: "debug" },
+        env: {
+          ...process.env,
+          DAGBOT_ACCESS_TOKEN: node.bot.accessToken,
+          DAGBOT_LOG_LEVEL: "debug",
+          ...this.o.env,
+        },
         stdio: ["ignore", logFd, logFd],
       },
     );

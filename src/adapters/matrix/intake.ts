@@ -10,6 +10,12 @@
  *   event already in the inbox, or the command window, whichever comes first.
  * - nothing is emitted, so no unawaited handler can reject unhandled.
  * Invites to rooms not in the config are declined; an encrypted room is reported once and skipped.
+ *
+ * With encryption on, the crypto (WASM, its IndexedDB, about 25 MB resident; issue 17) is loaded
+ * only once a configured room is encrypted: at start when one is, or when a sync batch shows one
+ * turning encrypted. Then that batch is not stored: the client is replaced by one with this device's
+ * crypto, which syncs again from the stored position, so the batch (its to-device keys included) is
+ * read with the crypto.
  */
 import { LogLevel, LogService, MatrixClient } from "matrix-bot-sdk";
 import type { Logger } from "../../ports/logger.js";
@@ -19,7 +25,7 @@ import { INBOX_EVENT_TYPE_KEY, UNDECRYPTABLE_KEY } from "../../ports/store.js";
 import { classifyEvent, type TimelineEvent } from "./classify.js";
 import { enc, isNotFound, MatrixRequestError, matrixHttp, type MatrixHttp } from "./http.js";
 import { SyncStateFile } from "./sync-state-file.js";
-import { CryptoStateError, RoomCrypto, type DecryptResult } from "./crypto/room-crypto.js";
+import type { DecryptResult, RoomCrypto } from "./crypto/room-crypto.js";
 import type { Backoff } from "../../domain/backoff.js";
 import { backoffMs } from "../../domain/backoff.js";
 
@@ -68,6 +74,11 @@ export interface MatrixIntakeOptions {
   cryptoDir?: (deviceId: string) => string;
   /** An encrypted event in a configured room that could not be decrypted (after its retries). */
   onUndecryptable?: (roomId: string, event: TimelineEvent, reason: string) => void;
+  /**
+   * The crypto, loaded after start because a room turned encrypted, cannot be (its state is lost or
+   * unreadable: an IntakeConfigError): the intake has stopped, as start() would have rejected.
+   */
+  onFailed?: (err: unknown) => void;
 }
 
 export interface IntakeStats {
@@ -85,6 +96,8 @@ class IntakeClient extends MatrixClient {
     storage: SyncStateFile,
     private readonly ingest: (raw: Record<string, unknown>) => Promise<void>,
     private readonly roomCrypto: RoomCrypto | null,
+    /** Without crypto: whether this batch needs it (then the client stops and is replaced). */
+    private readonly needsCrypto: (raw: Record<string, unknown>) => boolean,
   ) {
     super(homeserverUrl, accessToken, storage, roomCrypto?.cryptoStore);
     this.persistTokenAfterSync = true;
@@ -93,6 +106,11 @@ class IntakeClient extends MatrixClient {
 
   protected override async processSync(raw: unknown): Promise<void> {
     if (raw === null || typeof raw !== "object") return;
+    if (this.roomCrypto === null && this.needsCrypto(raw as Record<string, unknown>)) {
+      // Thrown after stop(): the SDK's loop ends without saving the token, so the batch is replayed.
+      this.stop();
+      throw new Error("a room turned encrypted: syncing again with this device's crypto");
+    }
     // Keys first (to-device), then the timeline; the crypto store is saved before the token moves.
     if (this.roomCrypto !== null) await this.roomCrypto.onSync(raw as Record<string, unknown>);
     await this.ingest(raw as Record<string, unknown>);
@@ -144,6 +162,10 @@ export class MatrixIntake {
   undecryptable = 0;
   private readonly now: () => number;
   private readonly stopping = new AbortController();
+  /** This device's id (whoami), for loading its crypto. */
+  private deviceId: string | null = null;
+  /** The crypto being loaded after start because a room turned encrypted. */
+  private cryptoUpgrade: Promise<void> | null = null;
   private markReady: () => void = () => undefined;
   /** Resolves once the first sync batch is in the inbox. */
   readonly ready: Promise<void>;
@@ -168,16 +190,28 @@ export class MatrixIntake {
     return this.roomCrypto;
   }
 
+  /**
+   * This device's crypto for sending into `roomId`: null without encryption, or while no room is
+   * encrypted; waits for the crypto when the room is known encrypted and it is still loading.
+   */
+  async cryptoFor(roomId: string): Promise<RoomCrypto | null> {
+    if (this.o.cryptoDir === undefined) return null;
+    await this.cryptoLoaded;
+    if (this.roomCrypto === null && this.encrypted.has(roomId) && this.cryptoUpgrade !== null) {
+      await this.cryptoUpgrade;
+    }
+    return this.roomCrypto;
+  }
+
   /** The event to send: encrypted when the room is and encryption is on, else unchanged. */
   async encryptFor(
     roomId: string,
     type: string,
     content: Record<string, unknown>,
   ): Promise<{ type: string; content: Record<string, unknown> }> {
-    if (this.o.cryptoDir === undefined) return { type, content };
-    await this.cryptoLoaded;
-    if (this.roomCrypto === null) return { type, content };
-    return this.roomCrypto.encryptFor(roomId, type, content);
+    const crypto = await this.cryptoFor(roomId);
+    if (crypto === null) return { type, content };
+    return crypto.encryptFor(roomId, type, content);
   }
 
   private markCryptoLoaded: () => void = () => undefined;
@@ -197,13 +231,20 @@ export class MatrixIntake {
             `the access token belongs to ${String(whoami["user_id"])}, but matrix.user_id is ${this.o.userId}`,
           );
         }
-        if (this.client === null) await this.makeClient(whoami);
+        if (this.o.cryptoDir !== undefined) {
+          const deviceId = whoami["device_id"];
+          if (typeof deviceId !== "string" || deviceId === "") {
+            throw new IntakeConfigError("the homeserver does not say which device the access token is for");
+          }
+          this.deviceId = deviceId;
+        }
         const joined = await this.http.request("GET", "/_matrix/client/v3/joined_rooms");
         const joinedRooms = new Set(Array.isArray(joined["joined_rooms"]) ? joined["joined_rooms"] : []);
         for (const roomId of this.rooms) {
           if (!joinedRooms.has(roomId)) await this.join(roomId);
           await this.checkEncryption(roomId);
         }
+        if (this.client === null) await this.makeClient(this.encrypted.size > 0);
         await this.client?.start(this.filter());
       },
       true,
@@ -220,17 +261,18 @@ export class MatrixIntake {
     this.client?.stop();
   }
 
-  /** The SDK client, with this device's crypto when encryption is on (loaded, or a clear error). */
-  private async makeClient(whoami: Record<string, unknown>): Promise<void> {
-    if (this.o.cryptoDir !== undefined) {
-      const deviceId = whoami["device_id"];
-      if (typeof deviceId !== "string" || deviceId === "") {
-        throw new IntakeConfigError("the homeserver does not say which device the access token is for");
-      }
+  /**
+   * The SDK client, with this device's crypto when encryption is on and a room is encrypted (loaded,
+   * or a clear error); without, it stops at the first batch that shows a configured room encrypted.
+   */
+  private async makeClient(withCrypto: boolean): Promise<void> {
+    if (withCrypto && this.o.cryptoDir !== undefined && this.deviceId !== null) {
+      // Imported here: a node whose rooms are all in the clear never loads the WASM crypto.
+      const { CryptoStateError, RoomCrypto } = await import("./crypto/room-crypto.js");
       const crypto = new RoomCrypto({
-        dir: this.o.cryptoDir(deviceId),
+        dir: this.o.cryptoDir(this.deviceId),
         userId: this.o.userId,
-        deviceId,
+        deviceId: this.deviceId,
         http: this.http,
         logger: this.log,
       });
@@ -248,8 +290,47 @@ export class MatrixIntake {
       this.storage,
       (raw) => this.ingest(raw),
       this.roomCrypto,
+      (raw) => this.turnsEncrypted(raw),
     );
     this.markCryptoLoaded();
+  }
+
+  /**
+   * Without crypto loaded yet (encryption on): whether a configured room of this batch has
+   * m.room.encryption in its state or timeline. If so, the crypto is loaded (once) and a client
+   * with it syncs again from the stored position.
+   */
+  private turnsEncrypted(raw: Record<string, unknown>): boolean {
+    if (this.o.cryptoDir === undefined || this.roomCrypto !== null) return false;
+    const joined = obj(obj(raw["rooms"])["join"]);
+    const found = Object.entries(joined).some(
+      ([roomId, room]) =>
+        this.rooms.has(roomId) &&
+        [...list(obj(obj(room)["state"])["events"]), ...list(obj(obj(room)["timeline"])["events"])].some(
+          (ev) => ev.type === "m.room.encryption" && ev.state_key === "",
+        ),
+    );
+    if (found) this.cryptoUpgrade ??= this.loadCryptoAndResync();
+    return found;
+  }
+
+  private async loadCryptoAndResync(): Promise<void> {
+    this.log.info("a configured room turned encrypted: loading this device's crypto");
+    try {
+      await this.retrying(
+        "load the crypto",
+        async () => {
+          if (this.roomCrypto === null) await this.makeClient(true);
+          await this.client?.start(this.filter());
+        },
+        true,
+      );
+    } catch (e) {
+      if (this.stopping.signal.aborted) return;
+      this.log.error({ err: String(e) }, "cannot load this device's crypto");
+      this.stop();
+      this.o.onFailed?.(e);
+    }
   }
 
   private filter(): Record<string, unknown> {

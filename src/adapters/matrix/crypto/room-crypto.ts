@@ -21,11 +21,6 @@ import { type MatrixHttp } from "../http.js";
 import { IdbSnapshotFile } from "./idb-snapshot.js";
 import { installWasmCryptoBinding } from "./wasm-binding.js";
 
-/** The folder of one device's crypto state inside the node's state folder. */
-export function cryptoStateDir(stateDir: string, nodeId: string, account: string, deviceId: string): string {
-  return join(stateDir, `crypto-${nodeId}-${account}-${deviceId.replace(/[^A-Za-z0-9_-]/g, "_")}`);
-}
-
 export const SNAPSHOT_FILE = "crypto-store.idb";
 
 /** The crypto state of this device is gone or unreadable; the message says how to recover. */
