@@ -6,7 +6,8 @@
  * one-task DAG (alice is auto-confirmed) → its status card, all timed on this process's clock.
  * Then a calm room (issue 15): the bot events in the main timeline (not in a thread, not an edit)
  * for one run of 20 tasks that bob publishes and alice confirms, and one that alice's publish starts
- * at once.
+ * at once. Memory (issue 17): the bots' VmRSS once idle, and that of a fourth bot alone in an
+ * encrypted room (the only one that loads the WASM crypto).
  */
 import { spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
@@ -21,12 +22,18 @@ import { BenchClient } from "./lib/matrix.mjs";
 import { percentile } from "./lib/stats.mjs";
 
 const READY = '"msg":"matrix intake ready"';
+/**
+ * How long after the last bot is ready its idle memory is read. V8 shrinks the heap left by start-up
+ * (its memory reducer) about 8-15 s after the allocations stop; one second after ready, RSS is still
+ * 10-40 MB above where an idle bot stays.
+ */
+const IDLE_SETTLE_MS = 25_000;
 const TXN_KEY = "org.dagbot.txn";
 const CARD_KEY = "org.dagbot.card";
 
 /** Whether the built CLI has `dagbot start` (the Matrix bot); the section waits for it to exist. */
 export function hasStartCommand() {
-  return existsSync(join(CLI, "..", "cli", "start.js"));
+  return existsSync(join(CLI, "..", "cli", "subcommands", "start.js"));
 }
 
 function botConfig({ nodeId, hsUrl, userId, roomId, storePath, alice, bob }) {
@@ -35,7 +42,7 @@ function botConfig({ nodeId, hsUrl, userId, roomId, storePath, alice, bob }) {
     labels: ["linux"],
     capacity: 2,
     store: `sqlite:${storePath}`,
-    // Encryption on (the default), so the memory figures include the WASM crypto.
+    // Encryption on (the default): the crypto is loaded by a bot whose room is encrypted.
     matrix: { homeserver_url: hsUrl, user_id: userId, rooms: [roomId], encryption: true },
     // bob is an operator who is not on auto_confirm: his publishes wait for a confirmation.
     permissions: { power_level: 50, allow: [bob], auto_confirm: [alice] },
@@ -91,6 +98,25 @@ async function calmRun({ publisher, confirmer, watcher, botIds, id }) {
   };
 }
 
+/** A room alice creates with encryption on from its first event, inviting `botUserId`. */
+async function createEncryptedRoom(hsUrl, accessToken, botUserId) {
+  const res = await fetch(`${hsUrl}/_matrix/client/v3/createRoom`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${accessToken}`, "content-type": "application/json" },
+    body: JSON.stringify({
+      preset: "private_chat",
+      name: "bench encrypted",
+      invite: [botUserId],
+      initial_state: [
+        { type: "m.room.encryption", state_key: "", content: { algorithm: "m.megolm.v1.aes-sha2" } },
+      ],
+    }),
+  });
+  const json = await res.json();
+  if (!res.ok) throw new Error(`createRoom (encrypted): HTTP ${res.status} ${JSON.stringify(json)}`);
+  return json.room_id;
+}
+
 export async function benchChat(scratch, { samples, log }) {
   const { startSynapse } = await load("harness/local-synapse.js");
   (await load("harness/child-reaper.js")).installChildReaper();
@@ -107,6 +133,9 @@ export async function benchChat(scratch, { samples, log }) {
       name: "bench",
       invite: [b.userId, ...bots.map((x) => x.userId)],
     });
+    // The fourth bot, alone in an encrypted room: the memory of a bot with the WASM crypto loaded.
+    const encBot = await hs.registerUser("benchbot4", { deviceId: "BENCHBOT4" });
+    const encRoomId = await createEncryptedRoom(hs.url, a.accessToken, encBot.userId);
     const alice = new BenchClient(hs.url, a, roomId);
     const bob = new BenchClient(hs.url, b, roomId);
     clients.push(alice, bob);
@@ -114,7 +143,8 @@ export async function benchChat(scratch, { samples, log }) {
 
     const storePath = join(dir, "bots.db");
     mkdirSync(join(dir, "state"));
-    for (const [i, bot] of bots.entries()) {
+    const botRooms = [...bots.map(() => roomId), encRoomId];
+    for (const [i, bot] of [...bots, encBot].entries()) {
       const nodeId = `bot${i + 1}`;
       const configPath = join(dir, `${nodeId}.json`);
       writeFileSync(
@@ -124,7 +154,7 @@ export async function benchChat(scratch, { samples, log }) {
             nodeId,
             hsUrl: hs.url,
             userId: bot.userId,
-            roomId,
+            roomId: botRooms[i],
             storePath,
             alice: a.userId,
             bob: b.userId,
@@ -156,12 +186,22 @@ export async function benchChat(scratch, { samples, log }) {
         100,
       );
     }
+    const lastReadyAt = performance.now();
     await alice.start();
     await bob.start();
-    // The bots' memory: idle once all three are ready, then the largest seen during the commands.
-    const botRss = () => Math.max(...children.map((c) => rssKb(c.pid) ?? 0));
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    // The bots' memory: one second after all are ready, once idle (IDLE_SETTLE_MS after), then the
+    // largest seen during the commands; the plain room's three bots, and the encrypted room's one.
+    const plainBots = children.slice(0, 3);
+    const encChild = children[3];
+    const botRss = () => Math.max(...plainBots.map((c) => rssKb(c.pid) ?? 0));
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, lastReadyAt + 1000 - performance.now())));
+    const readyRssKb = botRss();
+    const readyEncRssKb = rssKb(encChild.pid) ?? 0;
+    await new Promise((resolve) =>
+      setTimeout(resolve, Math.max(0, lastReadyAt + IDLE_SETTLE_MS - performance.now())),
+    );
     const idleRssKb = botRss();
+    const idleEncRssKb = rssKb(encChild.pid) ?? 0;
     let busyRssKb = idleRssKb;
     const rssTimer = setInterval(() => (busyRssKb = Math.max(busyRssKb, botRss())), 100);
 
@@ -234,7 +274,10 @@ export async function benchChat(scratch, { samples, log }) {
       echo: pct(echo),
       status: pct(status),
       card: pct(card),
+      botReadyRssMB: Math.round(readyRssKb / 1024),
       botIdleRssMB: Math.round(idleRssKb / 1024),
+      botReadyEncryptedRssMB: Math.round(readyEncRssKb / 1024),
+      botIdleEncryptedRssMB: Math.round(idleEncRssKb / 1024),
       botBusyRssMB: Math.round(busyRssKb / 1024),
       calm: { confirmed: calmConfirmed, atOnce: calmAtOnce },
     };
@@ -242,7 +285,9 @@ export async function benchChat(scratch, { samples, log }) {
       `  chat: one-way p50 ${out.oneWay.p50.toFixed(1)} ms, echo p50 ${out.echo.p50.toFixed(1)} ms, ` +
         `status reply p50 ${out.status.p50.toFixed(1)} p95 ${out.status.p95.toFixed(1)} ms, ` +
         `card p50 ${out.card.p50.toFixed(1)} p95 ${out.card.p95.toFixed(1)} ms; ` +
-        `main-timeline bot events per 20-task run: ${calmConfirmed.main} confirmed, ${calmAtOnce.main} started at once`,
+        `main-timeline bot events per 20-task run: ${calmConfirmed.main} confirmed, ${calmAtOnce.main} started at once; ` +
+        `idle bot RSS ${out.botIdleRssMB} MB (${out.botReadyRssMB} MB 1 s after ready), ` +
+        `in an encrypted room ${out.botIdleEncryptedRssMB} MB (${out.botReadyEncryptedRssMB} MB)`,
     );
     return out;
   } finally {

@@ -200,7 +200,7 @@ function chatSection(r) {
       ],
     ),
     "",
-    `Bot memory (VmRSS, the largest of the 3 \`dagbot start\` processes, encryption on): ${c.botIdleRssMB} MB idle, ${c.botBusyRssMB} MB during the commands.`,
+    `Bot memory (VmRSS, the largest of the 3 \`dagbot start\` processes in the plain room, encryption on): ${c.botIdleRssMB} MB idle (${c.botReadyRssMB ?? "–"} MB 1 s after ready), ${c.botBusyRssMB} MB during the commands; a fourth bot alone in an encrypted room (the WASM crypto loaded): ${c.botIdleEncryptedRssMB ?? "–"} MB idle (${c.botReadyEncryptedRssMB ?? "–"} MB 1 s after ready).`,
     "",
   ].join("\n");
 }

@@ -142,9 +142,14 @@ export function judge(results) {
       ),
     );
     rows.push(
-      // Issue 13: within 150 MB idle with encryption on (the WASM crypto loaded; 100 MB was the
-      // target before encryption, which measured 112 MB).
-      row("chat: idle `dagbot start` bot RSS, encryption on (max of 3)", c.botIdleRssMB, "MB", "≤", 150),
+      // Issue 17: an idle chat node within 100 MB (encryption on; a plain room loads no crypto).
+      row("chat: idle `dagbot start` bot RSS, plain room (max of 3)", c.botIdleRssMB, "MB", "≤", 100),
+      // Issue 13's bound for a bot with the WASM crypto loaded (issue 17 reports it beside the above).
+      ...(c.botIdleEncryptedRssMB === undefined
+        ? []
+        : [
+            row("chat: idle `dagbot start` bot RSS, encrypted room", c.botIdleEncryptedRssMB, "MB", "≤", 150),
+          ]),
       row("chat: `dagbot start` bot RSS during the commands (max of 3)", c.botBusyRssMB, "MB", "≤", 200),
     );
     if (c.calm !== undefined)
