@@ -219,6 +219,64 @@ describe("leader loop", () => {
   });
 });
 
+describe("leader loop under a stream of finished tasks", () => {
+  it("still reaps at least once per safety tick while finishes keep waking it into scheduling-only passes", async () => {
+    const s = await store();
+    const acquired = await s.acquireLease(ROOM, { nodeId: "a", bootId: "1" }, 600_000);
+    const fence = { roomId: ROOM, session: acquired.session, term: acquired.term };
+    let reaps = 0;
+    let schedules = 0;
+    const heard: Array<Parameters<Store["onChange"]>[0]> = [];
+    const counted: Store = Object.create(s) as Store;
+    counted.reap = (f) => {
+      reaps += 1;
+      return s.reap(f);
+    };
+    counted.scheduleStep = (f) => {
+      schedules += 1;
+      return s.scheduleStep(f);
+    };
+    counted.onChange = (listener) => {
+      heard.push(listener);
+      return s.onChange(listener);
+    };
+    const clock = new FakeClock();
+    const stop = new AbortController();
+    const loop = runLeaderLoop(
+      { store: counted, clock, logger, timings: { debounceMs: 15, safetyTickMs: 1_000 }, processInbox: null },
+      fence,
+      stop.signal,
+      () => {},
+    );
+    cleanups.push(async () => {
+      stop.abort();
+      await loop;
+    });
+    await waitFor(
+      "the first pass",
+      () => reaps,
+      (n) => n >= 1,
+      { timeoutMs: 5_000 },
+    );
+    // A task of the room ends every 100 ms (fake) for 3 s: each wakes a pass at once.
+    for (let i = 0; i < 30; i++) {
+      const before = schedules;
+      for (const listener of heard) listener("done", ROOM);
+      await waitFor(
+        "the pass the finish started",
+        () => schedules,
+        (n) => n > before,
+        { timeoutMs: 5_000 },
+      );
+      await clock.advance(100);
+    }
+    expect(schedules).toBeGreaterThanOrEqual(31);
+    // Most passes were scheduling-only, but the reaper still came once per second of them.
+    expect(reaps).toBeGreaterThanOrEqual(3);
+    expect(reaps).toBeLessThan(10);
+  });
+});
+
 describe("schedule loop", () => {
   it("reads the store only when a run changes or a known definition's slot comes, not every 200 ms", async () => {
     // The store's clock is the loop's, so a slot comes when the fake time says.
