@@ -16,7 +16,7 @@
  * Writes bench/results/scale.json and the generated part of the "Scale" section of bench/README.md.
  * `--counts=5,10` picks the fleet sizes; `--idle=30` the idle window in seconds; `--one-room` leaves
  * out the five-room part (quicker while iterating); `--idle-only` measures only the idle part (with
- * `--counts=1`: what a leader alone costs); `--label=before`
+ * `--counts=1`: what a leader alone costs); `--cap=128` another room cap than 64; `--label=before`
  * with DAGBOT_BENCH_DIST pointing at another build records a comparison run under that label
  * (results/scale-<label>.json, README untouched).
  */
@@ -40,7 +40,7 @@ const BENCH_DIR = fileURLToPath(new URL(".", import.meta.url));
 const NODE_SCRIPT = join(BENCH_DIR, "scale-node.mjs");
 const FIVE_ROOMS = ["scale-r1", "scale-r2", "scale-r3", "scale-r4", "scale-r5"];
 const CAPACITY = 4;
-const ROOM_CAP = 64;
+let ROOM_CAP = 64;
 const POOL = 2;
 const TASKS = 500;
 const SETTLE_MS = 12_000;
@@ -56,6 +56,7 @@ function parseArgs(argv) {
     else if (a.startsWith("--label=")) o.label = a.slice(8);
     else if (a === "--one-room") o.fiveRooms = false;
     else if (a === "--idle-only") o.idleOnly = true;
+    else if (a.startsWith("--cap=")) o.cap = Number(a.slice(6));
     else throw new Error(`bench scale: unknown argument ${a}`);
   }
   return o;
@@ -368,8 +369,8 @@ async function scenario(scratch, admin, count, rooms, idleS, idleOnly) {
 }
 
 /**
- * What one NOTIFY costs with this many listening nodes: 2,000 notifications for a room no node
- * serves, each in its own transaction (the worst case: the hot path batches its own), and the CPU
+ * What one NOTIFY on the channel every node LISTENs to costs with this many nodes: 2,000
+ * notifications (a `runs` change) for a room no node serves, each in its own transaction (the worst case: the hot path batches its own), and the CPU
  * the node processes and the database's backends used meanwhile. Every node's LISTEN connection receives and parses each one.
  */
 async function fanoutProbe(url, admin, db, count, fleet) {
@@ -379,7 +380,7 @@ async function fanoutProbe(url, admin, db, count, fleet) {
   const cpu = await meter.start();
   const nodes0 = treeCpuMs(fleet.pids());
   const n = 2000;
-  for (let i = 0; i < n; i += 1) await client.query(`SELECT pg_notify('dagbot', 'tasks:fanout-probe\n${i}')`);
+  for (let i = 0; i < n; i += 1) await client.query(`SELECT pg_notify('dagbot', 'runs:fanout-probe\n${i}')`);
   // Let the listeners drain what was sent.
   await sleep(1000);
   const used = await cpu.stop(n);
@@ -403,8 +404,10 @@ async function loadRun(store, admin, db, count, fleet, url) {
   const listener = new pg.Client({ connectionString: url });
   await listener.connect();
   let heard = 0;
-  listener.on("notification", () => (heard += 1));
+  let heardHot = 0;
+  listener.on("notification", (m) => (m.channel === "dagbot" ? (heard += 1) : (heardHot += 1)));
   await listener.query("LISTEN dagbot");
+  await listener.query("LISTEN dagbot_tasks");
   const meter = cpuMeter(admin, db);
   const sampler = connectionSampler(admin, db);
   const a = await dbStats(admin, db);
@@ -439,6 +442,7 @@ async function loadRun(store, admin, db, count, fleet, url) {
     serverCpuMsPerTask: round(used.serverUs / 1000, 2),
     nodeCpuMsPerTask: round(nodeCpuMs / TASKS, 2),
     notificationsPerTask: round(heard / TASKS, 1),
+    hotNotificationsPerTask: round(heardHot / TASKS, 1),
     commitsPerTask: round((b.commits - a.commits) / TASKS, 1),
     mostConnections: most,
     connectionsPerNode: round(most / count),
@@ -447,7 +451,7 @@ async function loadRun(store, admin, db, count, fleet, url) {
   };
   log(
     `    500 tasks: ${out.tasksPerS} tasks/s, server CPU ${out.serverCpuMsPerTask} ms/task, nodes' CPU ${out.nodeCpuMsPerTask} ms/task, ` +
-      `${out.notificationsPerTask} notifications/task to each listener, ` +
+      `${out.notificationsPerTask} notifications/task to every node, ${out.hotNotificationsPerTask} to the leader, ` +
       `${out.commitsPerTask} commits/task, up to ${most} connections (${out.connectionsPerNode}/node), ${out.nodesThatRanTasks} nodes ran tasks`,
   );
   return out;
@@ -512,6 +516,7 @@ const END = "<!-- scale:end -->";
 
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
+  if (opts.cap !== undefined) ROOM_CAP = opts.cap;
   const started = performance.now();
   const scratch = new Scratch();
   const onSignal = () => void scratch.cleanup().finally(() => process.exit(130));
@@ -525,6 +530,7 @@ async function main() {
     label: opts.label,
     dist: DIST,
     idleS: opts.idleS,
+    roomCap: ROOM_CAP,
     machine: await machineInfo(),
     scenarios: [],
   };

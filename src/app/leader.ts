@@ -172,27 +172,30 @@ export async function runLeaderLoop(
   const wakes = new WakeKeeper(deps, fence.roomId, log);
   // Whether something other than a task's end arrived since the last pass began: a whole pass then.
   let wholePass = true;
-  const unsubscribe = deps.store.onChange((topic, roomId, nodes) => {
-    if (roomId !== null && roomId !== fence.roomId) return;
-    if (topic === "done") {
-      // A task ended: its dependents may be ready now. Scheduling them is the critical path of every
-      // dependency (bench/README.md, DAG overhead), so it skips the debounce and the inbox and
-      // reaping steps; finishes come at most as fast as tasks run, and one pass covers all that
-      // piled up meanwhile.
-      waker.wake(true);
-    } else if (topic === "tasks") {
-      // A claim makes nothing schedulable: it matters only while ready tasks were left unclaimed
-      // (a look at the claim demand, which a scheduling pass makes). Changes of tasks that name no
-      // node are this leader's own writes, or come with a `runs` or `done` change of their own.
-      if (nodes === undefined) return;
-      wakes.claimed(nodes);
-      if (wakes.readyLeft) waker.wake();
-    } else if (topic === "inbox" || topic === "runs" || topic === "cap" || topic === "ready") {
-      if (topic === "ready") wakes.readyHeard = true;
-      wholePass = true;
-      waker.wake();
-    }
-  });
+  const unsubscribe = deps.store.onChange(
+    (topic, roomId, nodes) => {
+      if (roomId !== null && roomId !== fence.roomId) return;
+      if (topic === "done") {
+        // A task ended: its dependents may be ready now. Scheduling them is the critical path of every
+        // dependency (bench/README.md, DAG overhead), so it skips the debounce and the inbox and
+        // reaping steps; finishes come at most as fast as tasks run, and one pass covers all that
+        // piled up meanwhile.
+        waker.wake(true);
+      } else if (topic === "tasks") {
+        // A claim makes nothing schedulable: it matters only while ready tasks were left unclaimed
+        // (a look at the claim demand, which a scheduling pass makes). Changes of tasks that name no
+        // node are this leader's own writes, or come with a `runs` or `done` change of their own.
+        if (nodes === undefined) return;
+        wakes.claimed(nodes);
+        if (wakes.readyLeft) waker.wake();
+      } else if (topic === "inbox" || topic === "runs" || topic === "cap" || topic === "ready") {
+        if (topic === "ready") wakes.readyHeard = true;
+        wholePass = true;
+        waker.wake();
+      }
+    },
+    ["done", "tasks", "inbox", "runs", "cap", "ready"],
+  );
   const stepDeps = { ...deps, logger: log };
   const pruning = runPruneLoop(deps, log, fence, signal, deposed);
   const scheduling =

@@ -153,7 +153,7 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
     releaseLease: (fence) => store.releaseLease(fence),
     getLease: (roomId) => store.getLease(roomId),
     syncLeases: (s, ttlMs, wishes) => store.syncLeases(s, ttlMs, wishes),
-    onChange: (listener) => store.onChange(listener),
+    onChange: (listener, topics) => store.onChange(listener, topics),
   };
   const keepers = settings.roomIds.map(
     (roomId) =>

@@ -103,7 +103,7 @@ export function wakeOnChange(
     if (!wanted.has(topic)) return;
     if (roomIds !== null && roomId !== null && !roomIds.includes(roomId)) return;
     waker.wake();
-  });
+  }, topics);
 }
 
 /**

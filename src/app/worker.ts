@@ -153,20 +153,26 @@ export class Worker {
     const rooms = this.settings.roomIds;
     // Only a wake meant for this node (or for everyone: a reconnect, a feed that cannot name nodes),
     // for as many tasks as it names (any number when it names none).
-    const unsubTasks = feed.onChange((topic, roomId, targets) => {
-      if (topic !== "wake" || (roomId !== null && !rooms.includes(roomId))) return;
-      const asked = targets === undefined ? { take: null } : wakeFor(me, targets);
-      if (asked === null) return;
-      this.wokenFor = asked.take === null || this.wokenFor === null ? null : this.wokenFor + asked.take;
-      this.wokenAt ??= this.deps.clock.monotonicMs();
-      // The leader named this node: it already waited for the burst to settle, claim at once.
-      this.waker.wake(targets !== undefined);
-    });
+    const unsubTasks = feed.onChange(
+      (topic, roomId, targets) => {
+        if (topic !== "wake" || (roomId !== null && !rooms.includes(roomId))) return;
+        const asked = targets === undefined ? { take: null } : wakeFor(me, targets);
+        if (asked === null) return;
+        this.wokenFor = asked.take === null || this.wokenFor === null ? null : this.wokenFor + asked.take;
+        this.wokenAt ??= this.deps.clock.monotonicMs();
+        // The leader named this node: it already waited for the burst to settle, claim at once.
+        this.waker.wake(targets !== undefined);
+      },
+      ["wake"],
+    );
     // A cancel moves the run first; look at our running tasks then rather than at the next renewal.
-    const unsubRuns = feed.onChange((topic, roomId) => {
-      if (topic !== "runs" || (roomId !== null && !this.settings.roomIds.includes(roomId))) return;
-      void this.checkCanceling();
-    });
+    const unsubRuns = feed.onChange(
+      (topic, roomId) => {
+        if (topic !== "runs" || (roomId !== null && !this.settings.roomIds.includes(roomId))) return;
+        void this.checkCanceling();
+      },
+      ["runs"],
+    );
     this.unsubscribe = () => {
       unsubTasks();
       unsubRuns();

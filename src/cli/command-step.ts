@@ -192,9 +192,12 @@ export async function awaitLocalCommand(
 async function waitForInbox(store: Store, eventId: string, timeoutMs: number): Promise<InboxEvent | null> {
   const deadline = Date.now() + timeoutMs;
   let wake: (() => void) | null = null;
-  const unsubscribe = store.onChange((topic) => {
-    if (topic === "inbox" || topic === "outbox") wake?.();
-  });
+  const unsubscribe = store.onChange(
+    (topic) => {
+      if (topic === "inbox" || topic === "outbox") wake?.();
+    },
+    ["inbox", "outbox"],
+  );
   try {
     for (;;) {
       const row = await store.getInboxEvent(eventId);

@@ -746,9 +746,20 @@ export function wakeFor(nodeId: string, names: readonly string[]): { take: numbe
 export type ChangeListener = (topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]) => void;
 
 export interface ChangeFeed {
-  /** Calls back (possibly coalesced, possibly spuriously) after a change; returns an unsubscribe function. */
-  onChange(listener: ChangeListener): () => void;
+  /**
+   * Calls back (possibly coalesced, possibly spuriously) after a change; returns an unsubscribe
+   * function. `topics`: the ones the listener acts on (absent: all); a feed may then leave the
+   * others undelivered (PostgreSQL: a process where nobody wants the hot path's topics does not
+   * receive the notification of every claim and finish).
+   */
+  onChange(listener: ChangeListener, topics?: readonly ChangeTopic[]): () => void;
 }
+
+/**
+ * The hot path's topics: every claim and finish announces one. Only the room's leader and what
+ * follows a room's progress (status cards, `dagbot run`/`logs`, the HTTP event stream) want them.
+ */
+export const HOT_TOPICS: readonly ChangeTopic[] = ["tasks", "done", "ready"];
 
 // ---------------------------------------------------------------------------------------------
 

@@ -13,7 +13,16 @@ import { describeStoreContract } from "../contracts/store.contract.js";
 import { postgresHarness } from "../support/postgres-harness.js";
 import type { TestDatabase } from "../support/postgres.js";
 import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
-import { becomeLeader, dag, offer, ok, publishRunning, session, task } from "../support/store-fixtures.js";
+import {
+  becomeLeader,
+  cmd,
+  dag,
+  offer,
+  ok,
+  publishRunning,
+  session,
+  task,
+} from "../support/store-fixtures.js";
 
 const { create, capabilities } = postgresHarness();
 
@@ -47,6 +56,7 @@ describe("PostgreSQL store specifics", () => {
     store: Store,
     topic: ChangeTopic,
     room: string,
+    topics?: readonly ChangeTopic[],
   ): { heard: Promise<void>; off: () => void } => {
     const log: string[] = [];
     let off = (): void => {};
@@ -61,7 +71,7 @@ describe("PostgreSQL store specifics", () => {
           clearTimeout(timer);
           resolve();
         }
-      });
+      }, topics);
     });
     return { heard, off: () => off() };
   };
@@ -84,6 +94,52 @@ describe("PostgreSQL store specifics", () => {
     await a.claimTask(offer(session("w"), [room]));
     await wait.heard;
     wait.off();
+  });
+
+  it("a claim's and a finish's notifications reach only processes where someone wants those topics; a later subscriber is caught up", async () => {
+    const a = await open();
+    const b = await open();
+    const room = "!hot:example.org";
+    const fence = await becomeLeader(a, room);
+    const heard: string[] = [];
+    // Like a follower's worker and lease keeper: wake and lease only.
+    const offCold = b.onChange((t, r) => heard.push(`${t}:${r ?? "*"}`), ["wake", "lease", "runs"]);
+    // Prove b listens (a runs change it wants) before the claim and the finish.
+    const ready = hear(b, "runs", room, ["runs"]);
+    await publishRunning(a, fence, dag("h1", [task("t"), task("u")]));
+    await ready.heard;
+    ready.off();
+    const t = await a.claimTask(offer(session("w"), [room]));
+    await a.finishTask(t!.token, ok);
+    // A runs change sent after them arrives after them (one server, commit order): b had its chance.
+    const after = hear(b, "runs", room, ["runs"]);
+    await a.cancelRun(cmd(fence), room, "h1", "@bob:example.org");
+    await after.heard;
+    after.off();
+    // (The connect's wake-up names every topic for no room; none names this one.)
+    expect(heard.filter((h) => h === `tasks:${room}` || h === `done:${room}`)).toEqual([]);
+    expect(heard).toContain(`runs:${room}`);
+    // Now a leader loop subscribes for the hot topics: caught up at once (room null), then it hears them.
+    const caughtUp = new Promise<void>((resolve) => {
+      const off = b.onChange(
+        (topic, r) => {
+          if (topic === "done" && r === null) {
+            off();
+            resolve();
+          }
+        },
+        ["done", "tasks"],
+      );
+    });
+    await caughtUp;
+    const hot = hear(b, "tasks", room);
+    const keepHot = b.onChange(() => {}, ["tasks"]);
+    await publishRunning(a, fence, dag("h2", [task("t")]));
+    await a.claimTask(offer(session("w"), [room]));
+    await hot.heard;
+    hot.off();
+    keepHot();
+    offCold();
   });
 
   it("the change feed reconnects after its connection is killed and hears later commits", async () => {

@@ -1,13 +1,15 @@
 /**
  * The PostgreSQL change feed: one dedicated connection LISTENs on the `dagbot` channel, which every
- * writing transaction NOTIFYs (delivered at commit). Connected only while someone listens; after a
+ * writing transaction NOTIFYs (delivered at commit), and on `dagbot_tasks` (the hot path's claims and
+ * finishes) only while a listener of this process wants those topics. Connected only while someone listens; after a
  * lost connection it reconnects with backoff and wakes every listener once, since notifications
  * sent while it was away are gone.
  */
 import pg from "pg";
 import type { ChangeTopic } from "../../ports/store.js";
+import { HOT_TOPICS } from "../../ports/store.js";
 import type { PgOptions } from "./db.js";
-import { clientConfig } from "./db.js";
+import { CHANNEL, clientConfig, HOT_CHANNEL } from "./db.js";
 import type { ChangeListener } from "../store-common/change-listeners.js";
 import { ALL_CHANGE_TOPICS, ChangeListeners } from "../store-common/change-listeners.js";
 
@@ -52,19 +54,62 @@ export class ChangeFeed {
     this.listeners = new ChangeListeners(onError);
   }
 
-  subscribe(listener: ChangeListener): () => void {
+  /**
+   * `topics` absent or naming a hot one (HOT_TOPICS): the connection also LISTENs on the hot
+   * path's channel while such a listener is subscribed. One that subscribes while the connection
+   * is up hears each hot topic once when that LISTEN is in place, for what it may have missed.
+   */
+  subscribe(listener: ChangeListener, topics?: readonly ChangeTopic[]): () => void {
     this.listeners.add(listener);
+    const hot = topics === undefined || topics.some((t) => HOT_TOPICS.includes(t));
+    if (hot) this.hotWanters.add(listener);
     this.ensure();
+    if (hot && this.client !== undefined) this.syncHot(listener);
     return () => {
       this.listeners.delete(listener);
+      if (this.hotWanters.delete(listener) && this.hotWanters.size === 0) this.syncHot();
       if (this.listeners.size === 0) void this.disconnect();
     };
   }
 
-  /** Resolves once the LISTEN is in place (tests wait on it before writing). */
+  /** Resolves once the LISTENs are in place (tests wait on it before writing). */
   async ready(): Promise<void> {
     this.ensure();
     await this.connecting;
+    await this.syncing;
+  }
+
+  /** Listeners that want the hot path's topics. */
+  private readonly hotWanters = new Set<ChangeListener>();
+  /** Whether the current connection LISTENs on HOT_CHANNEL. */
+  private hotListening = false;
+  private syncing: Promise<void> = Promise.resolve();
+
+  /** LISTEN or UNLISTEN the hot channel as the listeners want; then catch `caughtUp` up. */
+  private syncHot(caughtUp?: ChangeListener): void {
+    this.syncing = this.syncing.then(async () => {
+      const client = this.client;
+      if (client === undefined) return;
+      const want = this.hotWanters.size > 0;
+      if (want !== this.hotListening) {
+        try {
+          await client.query(want ? `LISTEN ${HOT_CHANNEL}` : `UNLISTEN ${HOT_CHANNEL}`);
+        } catch (e) {
+          this.lost(client, e);
+          return;
+        }
+        if (this.client === client) this.hotListening = want;
+      }
+      if (caughtUp !== undefined && this.hotWanters.has(caughtUp) && this.client === client) {
+        for (const topic of HOT_TOPICS) {
+          try {
+            caughtUp(topic, null);
+          } catch (e) {
+            this.onError(e);
+          }
+        }
+      }
+    });
   }
 
   async close(): Promise<void> {
@@ -106,7 +151,12 @@ export class ChangeFeed {
     client.on("end", () => this.lost(client, new Error("connection ended")));
     try {
       await client.connect();
-      await client.query("LISTEN dagbot");
+      await client.query(`LISTEN ${CHANNEL}`);
+      this.hotListening = false;
+      if (this.hotWanters.size > 0) {
+        await client.query(`LISTEN ${HOT_CHANNEL}`);
+        this.hotListening = true;
+      }
     } catch (e) {
       this.lost(client, e);
       return;
@@ -117,6 +167,8 @@ export class ChangeFeed {
     }
     this.client = client;
     this.retryMs = MIN_RETRY_MS;
+    // A hot listener that subscribed while this connection was being set up.
+    this.syncHot();
     // Whatever changed before LISTEN took effect (or while the connection was down) sent no
     // notification we will ever see: wake everyone once to look.
     this.listeners.emitAll();

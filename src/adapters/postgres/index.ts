@@ -82,7 +82,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       await feed.close();
       await db.close();
     },
-    onChange: (listener) => feed.subscribe(listener),
+    onChange: (listener, topics) => feed.subscribe(listener, topics),
 
     acquireLease: async (roomId, session, ttlMs) => leases.acquireLease(db, roomId, session, ttlMs),
     syncLeases: async (session, ttlMs, wishes) => leases.syncLeases(db, session, ttlMs, wishes),
