@@ -1,6 +1,6 @@
 /**
  * The SQLite change feed: in-process listeners hear of this connection's commits at once; commits
- * by other processes are noticed by polling PRAGMA data_version, fast right after a change and
+ * by other processes are noticed by polling PRAGMA data_version, fast for a while after a change and
  * backing off while the file is quiet, only while someone listens.
  */
 import type { ChangeTopic } from "../../ports/store.js";
@@ -9,12 +9,19 @@ import { ChangeListeners } from "../store-common/change-listeners.js";
 
 const MIN_POLL_MS = 5;
 const MAX_POLL_MS = 100;
+/**
+ * How long after the last change the poll stays at MIN_POLL_MS before it backs off. A running task
+ * commits nothing until it ends: backing off at once let its end wait for a poll up to 40 ms away,
+ * the tail of dependency latency (issue 17); a poll is one PRAGMA, about a microsecond.
+ */
+const ACTIVE_MS = 250;
 
 export class ChangeFeed {
   private readonly listeners: ChangeListeners;
   private timer: NodeJS.Timeout | undefined;
   private delay = MIN_POLL_MS;
   private lastVersion: number | undefined;
+  private lastChangeAt = 0;
   private closed = false;
 
   constructor(
@@ -25,6 +32,15 @@ export class ChangeFeed {
   }
 
   emit(topic: ChangeTopic, roomId: string | null, targets?: readonly string[]): void {
+    // This process's own commit: another process's answer to it (a claim after a schedule, a
+    // schedule after a finish) is likely soon, so the poll comes back to its fastest.
+    this.lastChangeAt = performance.now();
+    if (this.delay > MIN_POLL_MS && this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      this.delay = MIN_POLL_MS;
+      this.schedule();
+    }
     this.listeners.emit(topic, roomId, targets);
   }
 
@@ -71,10 +87,11 @@ export class ChangeFeed {
     }
     if (version !== this.lastVersion) {
       this.lastVersion = version;
+      this.lastChangeAt = performance.now();
       this.delay = MIN_POLL_MS;
       // Another process committed something; which tables, SQLite does not say.
       this.listeners.emitAll();
-    } else {
+    } else if (performance.now() - this.lastChangeAt >= ACTIVE_MS) {
       this.delay = Math.min(this.delay * 2, MAX_POLL_MS);
     }
     this.schedule();
