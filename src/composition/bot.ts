@@ -13,7 +13,7 @@ import { createProcessExecutor, pickBaseEnv } from "../adapters/exec/process-exe
 import { GraphvizRenderer } from "../adapters/graph/graphviz-renderer.js";
 import { matrixHttp } from "../adapters/matrix/http.js";
 import { MatrixMediaUploader } from "../adapters/matrix/media.js";
-import { IntakeConfigError, MatrixIntake, routeSdkLogs } from "../adapters/matrix/intake.js";
+import { IntakeConfigError, MatrixIntake } from "../adapters/matrix/intake.js";
 import { MatrixOutboxTransport } from "../adapters/matrix/outbox-transport.js";
 import { PowerLevelOracle } from "../adapters/matrix/power-levels.js";
 import { MatrixSender } from "../adapters/matrix/sender.js";
@@ -58,7 +58,6 @@ export async function runStart(options: StartOptions): Promise<number> {
     throw new CliError("the config has no [matrix] section; `dagbot node` runs a node without chat");
   }
   const logger = makeLogger(config);
-  routeSdkLogs(logger);
   // Like `dagbot node`: a store not reachable yet is retried with backoff (each attempt logged),
   // and a signal during that wait ends it (exit 0) instead of being lost.
   let earlySignal!: () => void;

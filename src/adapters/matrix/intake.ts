@@ -1,23 +1,23 @@
 /**
  * Matrix intake (DESIGN.md §4 step 1, §8): every node syncs its configured rooms and inserts each
  * `!dag` command and each reaction into the shared inbox (insert-or-ignore by event id); only the
- * leader handles them. matrix-bot-sdk's sync loop is kept, with three changes that make intake
+ * leader handles them. The sync loop is our own (plain-sync.ts) while every room is in the clear,
+ * and matrix-bot-sdk's (sdk-client.ts, for its crypto) once one is encrypted; either way intake is
  * at-least-once and gap-free (recipe §3.4):
- * - processSync is replaced: it awaits every insert of the batch, retrying store failures, and
- *   only then returns, and the token is persisted after it (persistTokenAfterSync), into a file
- *   written atomically (SyncStateFile). A crash mid-batch replays the batch; the inbox dedupes.
+ * - each batch is processed by awaiting every insert of it, retrying store failures, and only then
+ *   is the token persisted, into a file written atomically (SyncStateFile). A crash mid-batch
+ *   replays the batch; the inbox dedupes.
  * - a `limited` timeline is backfilled with /messages back to the previous sync position, the last
  *   event already in the inbox, or the command window, whichever comes first.
  * - nothing is emitted, so no unawaited handler can reject unhandled.
  * Invites to rooms not in the config are declined; an encrypted room is reported once and skipped.
  *
- * With encryption on, the crypto (WASM, its IndexedDB, about 25 MB resident; issue 17) is loaded
- * only once a configured room is encrypted: at start when one is, or when a sync batch shows one
- * turning encrypted. Then that batch is not stored: the client is replaced by one with this device's
- * crypto, which syncs again from the stored position, so the batch (its to-device keys included) is
- * read with the crypto.
+ * With encryption on, the crypto (the SDK and the WASM machine, about 70 MB resident; issue 17) is
+ * loaded only once a configured room is encrypted: at start when one is, or when a sync batch shows
+ * one turning encrypted. Then that batch is not stored: the plain loop stops and the SDK's client
+ * with this device's crypto syncs again from the stored position, so the batch (its to-device keys
+ * included) is read with the crypto.
  */
-import { LogLevel, LogService, MatrixClient } from "matrix-bot-sdk";
 import type { Logger } from "../../ports/logger.js";
 import type { InboxStore } from "../../ports/store.js";
 import { StoreError } from "../../ports/errors.js";
@@ -25,6 +25,7 @@ import { INBOX_EVENT_TYPE_KEY, UNDECRYPTABLE_KEY } from "../../ports/store.js";
 import { classifyEvent, type TimelineEvent } from "./classify.js";
 import { enc, isNotFound, MatrixRequestError, matrixHttp, type MatrixHttp } from "./http.js";
 import { SyncStateFile } from "./sync-state-file.js";
+import { PlainSync } from "./plain-sync.js";
 import type { DecryptResult, RoomCrypto } from "./crypto/room-crypto.js";
 import type { Backoff } from "../../domain/backoff.js";
 import { backoffMs } from "../../domain/backoff.js";
@@ -88,64 +89,20 @@ export interface IntakeStats {
   backfilled: number;
 }
 
-/** The SDK's client with our processSync: nothing emitted, the batch stored before the token moves on. */
-class IntakeClient extends MatrixClient {
-  constructor(
-    homeserverUrl: string,
-    accessToken: string,
-    storage: SyncStateFile,
-    private readonly ingest: (raw: Record<string, unknown>) => Promise<void>,
-    private readonly roomCrypto: RoomCrypto | null,
-    /** Without crypto: whether this batch needs it (then the client stops and is replaced). */
-    private readonly needsCrypto: (raw: Record<string, unknown>) => boolean,
-  ) {
-    super(homeserverUrl, accessToken, storage, roomCrypto?.cryptoStore);
-    this.persistTokenAfterSync = true;
-    roomCrypto?.attach(this);
-  }
-
-  protected override async processSync(raw: unknown): Promise<void> {
-    if (raw === null || typeof raw !== "object") return;
-    if (this.roomCrypto === null && this.needsCrypto(raw as Record<string, unknown>)) {
-      // Thrown after stop(): the SDK's loop ends without saving the token, so the batch is replayed.
-      this.stop();
-      throw new Error("a room turned encrypted: syncing again with this device's crypto");
-    }
-    // Keys first (to-device), then the timeline; the crypto store is saved before the token moves.
-    if (this.roomCrypto !== null) await this.roomCrypto.onSync(raw as Record<string, unknown>);
-    await this.ingest(raw as Record<string, unknown>);
-    if (this.roomCrypto !== null) await this.roomCrypto.save();
-  }
+/** A sync loop: ours (PlainSync) or matrix-bot-sdk's with the crypto (IntakeClient). */
+interface SyncClient {
+  start(filter: Record<string, unknown>): Promise<unknown>;
+  stop(): void;
 }
 
 const obj = (v: unknown): Record<string, unknown> =>
   v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
 const list = (v: unknown): TimelineEvent[] => (Array.isArray(v) ? (v as TimelineEvent[]) : []);
 
-/** Routes matrix-bot-sdk's own log lines to ours, warnings and errors only. */
-export function routeSdkLogs(logger: Logger): void {
-  const sdk = logger.child({ module: "matrix-bot-sdk" });
-  const line = (module: string, parts: unknown[]): string =>
-    `${module}: ${parts.map((p) => (p instanceof Error ? p.message : typeof p === "string" ? p : JSON.stringify(p))).join(" ")}`;
-  LogService.setLogger({
-    trace: () => undefined,
-    debug: () => undefined,
-    info: (module, ...parts) => sdk.debug(line(module, parts)),
-    warn: (module, ...parts) => sdk.warn(line(module, parts)),
-    // Its HTTP client logs every non-2xx as an error, including the expected 404 for m.direct at start.
-    error: (module, ...parts) => {
-      const text = line(module, parts);
-      if (text.includes("M_NOT_FOUND")) sdk.debug(text);
-      else sdk.warn(text);
-    },
-  });
-  LogService.setLevel(LogLevel.WARN);
-}
-
 export class MatrixIntake {
   readonly stats: IntakeStats = { batches: 0, inserted: 0, duplicates: 0, backfilled: 0 };
   private readonly storage: SyncStateFile;
-  private client: IntakeClient | null = null;
+  private client: SyncClient | null = null;
   private roomCrypto: RoomCrypto | null = null;
   private readonly http: MatrixHttp;
   private readonly log: Logger;
@@ -267,8 +224,10 @@ export class MatrixIntake {
    */
   private async makeClient(withCrypto: boolean): Promise<void> {
     if (withCrypto && this.o.cryptoDir !== undefined && this.deviceId !== null) {
-      // Imported here: a node whose rooms are all in the clear never loads the WASM crypto.
+      // Imported here: a node whose rooms are all in the clear loads neither the SDK nor the crypto.
+      const { IntakeClient, routeSdkLogs } = await import("./sdk-client.js");
       const { CryptoStateError, RoomCrypto } = await import("./crypto/room-crypto.js");
+      routeSdkLogs(this.o.logger);
       const crypto = new RoomCrypto({
         dir: this.o.cryptoDir(this.deviceId),
         userId: this.o.userId,
@@ -283,15 +242,26 @@ export class MatrixIntake {
         throw e;
       }
       this.roomCrypto = crypto;
+      this.client = new IntakeClient(
+        this.o.homeserverUrl,
+        this.o.accessToken,
+        this.storage,
+        (raw) => this.ingest(raw),
+        crypto,
+      );
+    } else {
+      this.client = new PlainSync({
+        http: this.http,
+        userId: this.o.userId,
+        storage: this.storage,
+        logger: this.log,
+        // turnsEncrypted stops this loop before the token is saved: the crypto's client reads the
+        // batch again.
+        processSync: async (raw) => {
+          if (!this.turnsEncrypted(raw)) await this.ingest(raw);
+        },
+      });
     }
-    this.client = new IntakeClient(
-      this.o.homeserverUrl,
-      this.o.accessToken,
-      this.storage,
-      (raw) => this.ingest(raw),
-      this.roomCrypto,
-      (raw) => this.turnsEncrypted(raw),
-    );
     this.markCryptoLoaded();
   }
 
@@ -310,7 +280,10 @@ export class MatrixIntake {
           (ev) => ev.type === "m.room.encryption" && ev.state_key === "",
         ),
     );
-    if (found) this.cryptoUpgrade ??= this.loadCryptoAndResync();
+    if (found) {
+      this.client?.stop();
+      this.cryptoUpgrade ??= this.loadCryptoAndResync();
+    }
     return found;
   }
 
