@@ -9,7 +9,7 @@ import type { Clock } from "../ports/clock.js";
 import type { Logger } from "../ports/logger.js";
 import type { ChangeFeed, LeaderFence, PruneResult, RetentionStore, Scheduler } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
-import { CLAIM_LEFT_MORE, wakeTarget } from "../ports/store.js";
+import { CLAIM_LEFT_MORE, noneDeleted, wakeTarget } from "../ports/store.js";
 import { Waker } from "./wake.js";
 import type { ScheduleStore } from "./schedules.js";
 import { runScheduleLoop } from "./schedules.js";
@@ -395,16 +395,7 @@ async function runPruneLoop(
   };
   while (!signal.aborted) {
     await deps.clock.sleep(retention.everyMs, signal);
-    const total: PruneResult = {
-      runs: 0,
-      tasks: 0,
-      events: 0,
-      inbox: 0,
-      outbox: 0,
-      nodes: 0,
-      keys: 0,
-      definitions: 0,
-    };
+    const total: PruneResult = noneDeleted();
     try {
       while (!signal.aborted) {
         const r = await prune(fence, limits);

@@ -703,6 +703,18 @@ export interface PruneResult {
   definitions: number;
 }
 
+/** A PruneResult of nothing deleted: where a batch's or a round's counts start. */
+export const noneDeleted = (): PruneResult => ({
+  runs: 0,
+  tasks: 0,
+  events: 0,
+  inbox: 0,
+  outbox: 0,
+  nodes: 0,
+  keys: 0,
+  definitions: 0,
+});
+
 export interface RetentionStore {
   /** One batch of deletes for the fence's room (and the node list), in one fenced transaction. */
   pruneBatch(fence: LeaderFence, limits: PruneLimits): Promise<PruneResult>;

@@ -1,5 +1,6 @@
 /** Pruning on PostgreSQL: one fenced transaction deletes one small batch of each kind. */
 import type { LeaderFence, PruneLimits, PruneResult } from "../../ports/store.js";
+import { noneDeleted } from "../../ports/store.js";
 import type { Db } from "./db.js";
 import { NOW, sessionKey } from "./sql.js";
 import {
@@ -25,16 +26,7 @@ export async function pruneBatch(db: Db, fence: LeaderFence, limits: PruneLimits
     const { rows: nowRows } = await tx.query<{ now: string }>(`SELECT ${NOW} AS now`, [tx.clockParam]);
     const now = Number(nowRows[0]?.now);
     const cutoff = now - limits.olderThanMs;
-    const result: PruneResult = {
-      runs: 0,
-      tasks: 0,
-      events: 0,
-      inbox: 0,
-      outbox: 0,
-      nodes: 0,
-      keys: 0,
-      definitions: 0,
-    };
+    const result: PruneResult = noneDeleted();
 
     const { rows: pruned } = await tx.query<{ run_id: string; definition_id: string }>(
       `SELECT r.run_id, r.definition_id FROM runs r

@@ -5,7 +5,9 @@
  */
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import { decideSchedule } from "../../domain/scheduling.js";
-import { decideReap, queueTimedOut } from "../../domain/task-states.js";
+import { queueTimedOut } from "../../domain/task-states.js";
+import type { ReapRow } from "../store-common/reap.js";
+import { reapDecision } from "../store-common/reap.js";
 import type {
   CommandContext,
   LeaderFence,
@@ -104,18 +106,6 @@ const REAP_DUE_SQL = `SELECT EXISTS (SELECT 1 FROM room_leases
            OR EXISTS (SELECT 1 FROM runs WHERE room_id = $2 AND status = 'pending'
                                            AND confirm_deadline IS NOT NULL) AS open`;
 
-interface ReapRow {
-  run_id: string;
-  task_id: string;
-  status: TaskStatus;
-  version: number;
-  attempt: number;
-  max_attempts: number;
-  retry_backoff_ms: number;
-  lease_expires_at: number | null;
-  deadline: number | null;
-}
-
 /**
  * The reaper on PostgreSQL: the domain decides (decideReap for each overdue running or canceling
  * task, queueTimedOut for a queued one), this applies, in one fenced transaction whose rows are
@@ -165,17 +155,7 @@ export async function reap(db: Db, fence: LeaderFence): Promise<ReapResult> {
       room,
     );
     for (const r of overdue.rows) {
-      const decision = decideReap(
-        {
-          status: r.status,
-          attempt: r.attempt,
-          maxAttempts: r.max_attempts,
-          retryBackoffMs: r.retry_backoff_ms,
-          leaseExpiresAt: r.lease_expires_at,
-          deadline: r.deadline,
-        },
-        now,
-      );
+      const decision = reapDecision(r, now);
       if (decision === null) continue;
       const reason = decision.reason;
       if (decision.to === "canceled") {

@@ -1,5 +1,6 @@
 /** Pruning on SQLite: one fenced BEGIN IMMEDIATE transaction deletes one small batch of each kind. */
 import type { LeaderFence, PruneLimits, PruneResult } from "../../ports/store.js";
+import { noneDeleted } from "../../ports/store.js";
 import type { SqliteConnection } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import {
@@ -26,16 +27,7 @@ export function pruneBatch(
     c.checkFence("prune", fence, tx.now);
     const room = fence.roomId;
     const cutoff = tx.now - limits.olderThanMs;
-    const result: PruneResult = {
-      runs: 0,
-      tasks: 0,
-      events: 0,
-      inbox: 0,
-      outbox: 0,
-      nodes: 0,
-      keys: 0,
-      definitions: 0,
-    };
+    const result: PruneResult = noneDeleted();
 
     const pruned = c.all<{ run_id: string; definition_id: string }>(
       `SELECT r.run_id, r.definition_id FROM runs r

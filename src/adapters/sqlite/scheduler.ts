@@ -16,7 +16,8 @@ import type { SqliteConnection, Tx } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { markHandledInTx } from "./inbox.js";
 import { cancelUnstartedTasks } from "./runs.js";
-import { decideReap } from "../../domain/task-states.js";
+import type { ReapRow as CommonReapRow } from "../store-common/reap.js";
+import { reapDecision } from "../store-common/reap.js";
 import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 import { capOutcome } from "../store-common/run-outcomes.js";
 
@@ -87,17 +88,8 @@ export function scheduleStep(c: SqliteConnection, fence: LeaderFence): Promise<S
   });
 }
 
-interface ReapRow {
+interface ReapRow extends CommonReapRow {
   seq: number;
-  run_id: string;
-  task_id: string;
-  status: TaskStatus;
-  version: number;
-  attempt: number;
-  max_attempts: number;
-  retry_backoff_ms: number;
-  lease_expires_at: number | null;
-  deadline: number | null;
 }
 
 export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResult> {
@@ -129,17 +121,7 @@ export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResul
       tx.now,
     );
     for (const r of overdue) {
-      const decision = decideReap(
-        {
-          status: r.status,
-          attempt: r.attempt,
-          maxAttempts: r.max_attempts,
-          retryBackoffMs: r.retry_backoff_ms,
-          leaseExpiresAt: r.lease_expires_at,
-          deadline: r.deadline,
-        },
-        tx.now,
-      );
+      const decision = reapDecision(r, tx.now);
       if (decision === null) continue;
       const reason = decision.reason;
       if (decision.to === "canceled") {

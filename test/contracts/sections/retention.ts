@@ -18,6 +18,7 @@ import type {
   Session,
   Store,
 } from "../../../src/ports/store.js";
+import { noneDeleted } from "../../../src/ports/store.js";
 import { becomeLeader, dag, offer, ok, publishRunning, session, task } from "../../support/store-fixtures.js";
 import type { ContractContext } from "../context.js";
 
@@ -75,16 +76,7 @@ export function retentionSection(ctx: ContractContext): void {
 
   /** Prunes until a call deletes nothing; the sum of every batch. */
   const pruneAll = async (store: Store, fence: LeaderFence, limits = LIMITS): Promise<PruneResult> => {
-    const total: PruneResult = {
-      runs: 0,
-      tasks: 0,
-      events: 0,
-      inbox: 0,
-      outbox: 0,
-      nodes: 0,
-      keys: 0,
-      definitions: 0,
-    };
+    const total: PruneResult = noneDeleted();
     for (let i = 0; i < 100; i++) {
       const r = await store.pruneBatch(fence, limits);
       for (const k of Object.keys(total) as Array<keyof PruneResult>) total[k] += r[k];
