@@ -159,7 +159,13 @@ it("with statistics taken before 2,000 tasks were queued, the pick and the check
     expect(pagesOn(flatten(plans.pick))).toBeLessThanOrEqual(8);
     expect(pagesOn(flatten(plans.more!))).toBeLessThanOrEqual(8);
     const batch = await store.claimTasks(
-      { session: { nodeId: "node", bootId: "b" }, roomIds: ["!room"], labels: ["linux"], actions: ["echo"], leaseMs: 1000 },
+      {
+        session: { nodeId: "node", bootId: "b" },
+        roomIds: ["!room"],
+        labels: ["linux"],
+        actions: ["echo"],
+        leaseMs: 1000,
+      },
       4,
     );
     expect(batch.claimed.map((c) => c.task.taskId)).toEqual(["q1", "q2", "q3", "q4"]);
