@@ -294,6 +294,8 @@ export class MatrixIntake {
         "load the crypto",
         async () => {
           if (this.roomCrypto === null) await this.makeClient(true);
+          // A stop while the crypto loaded found the old loop; the new one must not start after it.
+          if (this.stopping.signal.aborted) return;
           await this.client?.start(this.filter());
         },
         true,
