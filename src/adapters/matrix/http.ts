@@ -11,6 +11,10 @@ export class MatrixRequestError extends Error {
     readonly status: number,
     readonly errcode: string | undefined,
     reason: string | undefined,
+    /** A 429's retry_after_ms, as the server said it (a number >= 0), else undefined. */
+    readonly retryAfterMs?: number,
+    /** A 401's soft_logout flag. */
+    readonly softLogout = false,
   ) {
     super(`${operation}: HTTP ${status}${errcode ? ` ${errcode}` : ""}${reason ? `: ${reason}` : ""}`);
   }
@@ -58,7 +62,17 @@ export function matrixHttp(homeserverUrl: string, accessToken: string): MatrixHt
       if (!res.ok) {
         const errcode = typeof json["errcode"] === "string" ? json["errcode"] : undefined;
         const reason = typeof json["error"] === "string" ? json["error"] : undefined;
-        throw new MatrixRequestError(`${method} ${path.split("?")[0]}`, res.status, errcode, reason);
+        const retryAfter = json["retry_after_ms"];
+        throw new MatrixRequestError(
+          `${method} ${path.split("?")[0]}`,
+          res.status,
+          errcode,
+          reason,
+          typeof retryAfter === "number" && Number.isFinite(retryAfter) && retryAfter >= 0
+            ? retryAfter
+            : undefined,
+          json["soft_logout"] === true,
+        );
       }
       return json;
     },

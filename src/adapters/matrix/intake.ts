@@ -97,7 +97,11 @@ interface SyncClient {
 
 const obj = (v: unknown): Record<string, unknown> =>
   v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
-const list = (v: unknown): TimelineEvent[] => (Array.isArray(v) ? (v as TimelineEvent[]) : []);
+/** The objects of an event list; anything else in it (null, a number: the server is semi-trusted) is dropped. */
+const list = (v: unknown): TimelineEvent[] =>
+  Array.isArray(v)
+    ? (v.filter((e) => e !== null && typeof e === "object" && !Array.isArray(e)) as TimelineEvent[])
+    : [];
 
 export class MatrixIntake {
   readonly stats: IntakeStats = { batches: 0, inserted: 0, duplicates: 0, backfilled: 0 };
