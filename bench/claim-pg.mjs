@@ -4,9 +4,12 @@
  * to a raw SKIP LOCKED loop on a partial index (same pool size, same database) and graphile-worker
  * with concurrency 8 on no-op jobs, in the same run.
  */
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { performance } from "node:perf_hooks";
-import { setTimeout as sleep } from "node:timers/promises";
-import { URL } from "node:url";
+import process from "node:process";
+import { createInterface } from "node:readline";
+import { fileURLToPath, URL } from "node:url";
 import pg from "pg";
 import { cpuMeter } from "./lib/cpu.mjs";
 import { load } from "./lib/dist.mjs";
@@ -75,97 +78,113 @@ async function rawRound(pool, workers, jobs, meter) {
 }
 
 /**
- * graphile-worker 0.17: `jobs` no-op jobs added first, then a runner with concurrency 8 on a pool
- * of the same size until the jobs table is empty; timed from the first job's start.
+ * graphile-worker 0.17 at its best (bench/graphile-child.mjs): in its own process, on `jobs` no-op
+ * jobs added first (enough for a steady state), concurrency 8, a pool of the same size; timed from
+ * the first job's start until the jobs table is empty. Server CPU is metered here, over the run.
  */
-async function graphileRound(url, jobs, admin, meter) {
-  const gw = await import("graphile-worker");
-  const logger = new gw.Logger(() => () => {});
-  const pool = new pg.Pool({ connectionString: url, max: POOL_SIZE });
-  // A connection closed under the pool (the scratch database dropped) must not crash the bench.
-  pool.on("error", () => {});
-  pool.on("connect", (client) => client.on("error", () => {}));
-  const utils = await gw.makeWorkerUtils({ pgPool: pool, logger });
-  let runner = null;
+async function graphileRound(url, jobs, meter) {
+  const child = spawn(
+    process.execPath,
+    [fileURLToPath(new URL("./graphile-child.mjs", import.meta.url)), url, String(jobs), "8", String(POOL_SIZE)],
+    { stdio: ["pipe", "pipe", "inherit"] },
+  );
+  const exited = once(child, "exit");
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const next = async (what) => {
+    const { value, done } = await lines.next();
+    if (done) throw new Error(`graphile-worker child ended before ${what} (exit ${child.exitCode})`);
+    return value;
+  };
   try {
-    await utils.migrate();
-    for (let made = 0; made < jobs; made += 1000) {
-      const n = Math.min(1000, jobs - made);
-      await utils.addJobs(Array.from({ length: n }, () => ({ identifier: "noop", payload: {} })));
-    }
-    let succeeded = 0;
-    let t0 = null;
-    let allSucceeded;
-    const allDone = new Promise((resolve) => (allSucceeded = resolve));
+    const first = await next("ready");
+    if (first !== "ready") throw new Error(`graphile-worker child: no ready line (${first})`);
     const m = await meter.start();
-    runner = await gw.run({
-      pgPool: pool,
-      concurrency: 8,
-      noHandleSignals: true,
-      pollInterval: 1000,
-      logger,
-      taskList: {
-        noop: async () => {
-          t0 ??= performance.now();
-        },
-      },
-    });
-    runner.events.on("job:success", () => {
-      succeeded += 1;
-      if (succeeded === jobs) allSucceeded();
-    });
-    const stall = new AbortController();
-    await Promise.race([
-      allDone,
-      sleep(120_000, null, { signal: stall.signal }).then(() =>
-        Promise.reject(new Error("graphile-worker stalled")),
-      ),
-    ]).finally(() => stall.abort());
-    // job:success fires before the completion is written; the figure counts written completions.
-    for (;;) {
-      const { rows } = await admin.query("SELECT count(*)::int AS n FROM graphile_worker.jobs");
-      if (rows[0].n === 0) break;
-      await sleep(1);
-    }
-    const seconds = (performance.now() - t0) / 1000;
-    return { perSecond: jobs / seconds, cpu: await m.stop(jobs) };
+    child.stdin.write("go\n");
+    const result = JSON.parse(await next("its result"));
+    const cpu = await m.stop(jobs);
+    // Closing its stdin too: the child's line reader would otherwise keep it alive.
+    child.stdin.end("end\n");
+    const [code] = await exited;
+    if (code !== 0) throw new Error(`graphile-worker child exited ${code}`);
+    return { perSecond: result.perSecond, cpu: { serverUs: cpu.serverUs, clientUs: result.clientUs } };
   } finally {
-    await runner?.stop();
-    await utils.release();
-    await pool.end();
+    if (child.exitCode === null) child.kill("SIGKILL");
   }
 }
 
 /**
- * Rounds of every variant, interleaved (dagbot, raw and graphile-worker take turns in each round),
- * so a slow moment of the machine hits all of them alike.
+ * The claim path with a large backlog: tasks queued once in their own database (its own Store),
+ * then each round `jobs` of them claimed and finished by 8 workers, so every pick runs with at
+ * least 10,000 still queued behind it (statistics as autovacuum left them).
  */
-export async function benchClaimPostgres(scratch, { rounds, jobs, workerCounts, log }) {
-  const url = await scratch.database("claim");
-  const { openPostgresStore } = await load("adapters/postgres/index.js");
-  const store = await openPostgresStore(url, { poolSize: POOL_SIZE });
-  // Idle connections stay open, so the CPU meter sees the same backends from start to end.
-  const pool = new pg.Pool({ connectionString: url, max: POOL_SIZE, idleTimeoutMillis: 0 });
-  pool.on("error", () => {});
+async function backlogRound(store, jobs) {
+  let left = jobs;
+  const m0 = performance.now();
+  const counts = await Promise.all(
+    Array.from({ length: 8 }, async (_, i) => {
+      const theOffer = offer(ROOM, `bench-b${i}`);
+      let n = 0;
+      while (left > 0) {
+        left -= 1;
+        const claimed = await store.claimTask(theOffer);
+        if (claimed === null) throw new Error("backlog ran out");
+        await store.finishTask(claimed.token, { outcome: "succeeded", exitCode: 0, output: "", error: null });
+        n += 1;
+      }
+      return n;
+    }),
+  );
+  const done = counts.reduce((a, b) => a + b, 0);
+  return { done, seconds: (performance.now() - m0) / 1000 };
+}
+
+/** A connected client on `url` and a CPU meter of that database's backends. */
+async function metered(url) {
   const admin = new pg.Client({ connectionString: url });
   admin.on("error", () => {});
   await admin.connect();
-  const meter = cpuMeter(admin, new URL(url).pathname.slice(1));
+  return { admin, meter: cpuMeter(admin, new URL(url).pathname.slice(1)) };
+}
+
+/**
+ * Rounds of every variant, interleaved (dagbot, raw, dagbot over a backlog and graphile-worker take
+ * turns in each round), so a slow moment of the machine hits all of them alike. Each of the last
+ * two has its own database.
+ */
+export async function benchClaimPostgres(scratch, { rounds, jobs, workerCounts, graphileJobs, backlog, log }) {
+  const url = await scratch.database("claim");
+  const backlogUrl = await scratch.database("backlog");
+  const graphileUrl = await scratch.database("graphile");
+  const { openPostgresStore } = await load("adapters/postgres/index.js");
+  const store = await openPostgresStore(url, { poolSize: POOL_SIZE });
+  const backlogStore = await openPostgresStore(backlogUrl, { poolSize: POOL_SIZE });
+  // Idle connections stay open, so the CPU meter sees the same backends from start to end.
+  const pool = new pg.Pool({ connectionString: url, max: POOL_SIZE, idleTimeoutMillis: 0 });
+  pool.on("error", () => {});
+  const { admin, meter } = await metered(url);
+  const backlogSide = await metered(backlogUrl);
+  const graphileSide = await metered(graphileUrl);
   const out = {
     dagbot: {},
     raw: {},
     graphile: [],
-    cpu: { dagbot: {}, raw: {}, graphile: [] },
+    backlog: { queued: backlog, perSecond: [], ratio: [] },
+    cpu: { dagbot: {}, raw: {}, graphile: [], backlog: [] },
     errors: 0,
     firstError: null,
   };
   const cpuLine = (c) => `${Math.round(c.serverUs)}+${Math.round(c.clientUs)} µs`;
+  const top = Math.max(...workerCounts);
   try {
     await pool.query(RAW_SCHEMA);
     const fence = await leadRoom(store, ROOM);
+    const backlogFence = await leadRoom(backlogStore, ROOM);
+    // Enough that `backlog` tasks are still queued behind the last pick of the last round.
+    await queueTasks(backlogStore, backlogFence, "backlog", backlog + 200 + rounds * jobs);
     // A warm-up so the first measured round does not pay for cold caches and statement preparation.
     await dagbotRound(store, fence, "warm", 4, 200, meter);
     await rawRound(pool, 4, 200, meter);
+    await backlogRound(backlogStore, 200);
     for (let round = 0; round < rounds; round++) {
       for (const w of workerCounts) {
         const d = await dagbotRound(store, fence, round, w, jobs, meter);
@@ -180,18 +199,33 @@ export async function benchClaimPostgres(scratch, { rounds, jobs, workerCounts, 
           `  pg round ${round + 1}: ${w} workers dagbot ${d.perSecond.toFixed(0)}/s (${cpuLine(d.cpu)}), ` +
             `raw ${r.perSecond.toFixed(0)}/s (${cpuLine(r.cpu)})`,
         );
+        if (w === top) {
+          const m = await backlogSide.meter.start();
+          const b = await backlogRound(backlogStore, jobs);
+          const cpu = await m.stop(b.done);
+          const perSecond = b.done / b.seconds;
+          out.backlog.perSecond.push(perSecond);
+          out.backlog.ratio.push(perSecond / d.perSecond);
+          out.cpu.backlog.push(cpu);
+          log(
+            `  pg round ${round + 1}: ${w} workers dagbot with ${backlog}+ tasks queued ` +
+              `${perSecond.toFixed(0)}/s (${cpuLine(cpu)})`,
+          );
+        }
       }
-      const g = await graphileRound(url, jobs, admin, meter);
+      const g = await graphileRound(graphileUrl, graphileJobs, graphileSide.meter);
       out.graphile.push(g.perSecond);
       out.cpu.graphile.push(g.cpu);
       log(
-        `  pg round ${round + 1}: graphile-worker (concurrency 8) ${g.perSecond.toFixed(0)}/s (${cpuLine(g.cpu)})`,
+        `  pg round ${round + 1}: graphile-worker (own process, ${graphileJobs} jobs, concurrency 8) ` +
+          `${g.perSecond.toFixed(0)}/s (${cpuLine(g.cpu)})`,
       );
     }
   } finally {
-    await admin.end();
+    for (const c of [admin, backlogSide.admin, graphileSide.admin]) await c.end();
     await pool.end();
     await store.close();
+    await backlogStore.close();
   }
   return out;
 }

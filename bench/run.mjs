@@ -28,7 +28,7 @@ const SECTIONS = ["claim-pg", "claim-sqlite", "dag", "failover", "chat", "retent
 
 const MODES = {
   quick: {
-    claimPg: { rounds: 3, jobs: 500, workerCounts: [1, 4, 8] },
+    claimPg: { rounds: 3, jobs: 500, workerCounts: [1, 4, 8], graphileJobs: 20_000, backlog: 10_000 },
     claimSqlite: { rounds: 3, jobs: 300, processCounts: [1, 2, 4] },
     dag: { rounds: 1, chainRounds: 3 },
     failover: { kills: 2, stops: 3 },
@@ -40,7 +40,7 @@ const MODES = {
     watchdogMs: 15 * 60_000,
   },
   full: {
-    claimPg: { rounds: 5, jobs: 2000, workerCounts: [1, 4, 8] },
+    claimPg: { rounds: 5, jobs: 2000, workerCounts: [1, 4, 8], graphileJobs: 20_000, backlog: 10_000 },
     claimSqlite: { rounds: 5, jobs: 1000, processCounts: [1, 2, 4] },
     dag: { rounds: 3, chainRounds: 5 },
     failover: { kills: 5, stops: 5 },
@@ -93,6 +93,12 @@ function claimPgSummary(r) {
     workers,
     graphile: summarize(r.graphile),
     graphileCpu: cpuSummary(r.cpu.graphile),
+    backlog: {
+      queued: r.backlog.queued,
+      perSecond: summarize(r.backlog.perSecond),
+      ratio: summarize(r.backlog.ratio),
+      cpu: cpuSummary(r.cpu.backlog),
+    },
     ratioGraphile: summarize(ratios(r.dagbot[top], r.graphile)),
     errors: r.errors,
     firstError: r.firstError,

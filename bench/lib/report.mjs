@@ -55,11 +55,19 @@ function claimSection(r) {
       "",
     );
     out.push(
-      `graphile-worker 0.17, concurrency 8: ${fmtSummary(pg.graphile, "/s")} (CPU ${cpu(pg.graphileCpu)} µs/pair); ` +
+      `graphile-worker 0.17 (its own process, 20,000 jobs, concurrency 8): ${fmtSummary(pg.graphile, "/s")} ` +
+        `(CPU ${cpu(pg.graphileCpu)} µs/job, server + its process); ` +
         `dagbot with 8 workers / graphile-worker: ${fmtSummary(pg.ratioGraphile, "×")}. ` +
         `Store errors during the claim loops: ${pg.errors}.`,
       "",
     );
+    if (pg.backlog !== undefined)
+      out.push(
+        `With ${pg.backlog.queued.toLocaleString("en")}+ tasks queued (8 workers): ${fmtSummary(pg.backlog.perSecond, "/s")} ` +
+          `(CPU ${cpu(pg.backlog.cpu)} µs/pair), ${fmtSummary(pg.backlog.ratio, "×")} the same round's 8-worker ` +
+          `rate with only that round's tasks queued.`,
+        "",
+      );
   }
   const sq = r.claim?.sqlite;
   if (sq !== undefined) {
