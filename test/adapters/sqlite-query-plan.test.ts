@@ -67,6 +67,18 @@ describe(`SQLite query plans with ${FINISHED} tasks, ${FINISHED / QUEUED_EVERY} 
     expect(pages.tasks_claim).toBe(1);
   });
 
+  it("the task table has no index that no read uses: every claim and finish writes each one", () => {
+    // tasks_open (migration 8 dropped it) could not be planned for any open-task read, yet cost
+    // every claim+finish pair three WAL pages.
+    const names = (
+      db
+        .raw()
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks' ORDER BY name")
+        .all() as Array<{ name: string }>
+    ).map((r) => r.name);
+    expect(names).toEqual(["sqlite_autoindex_tasks_1", "tasks_claim", "tasks_executor"]);
+  });
+
   it("claims the queued tasks in priority then FIFO order among the finished ones", async () => {
     const queued = Array.from({ length: FINISHED / QUEUED_EVERY }, (_, k) => (k + 1) * QUEUED_EVERY)
       .map((i) => ({ id: `t${i}`, priority: i % 7, seq: i }))
