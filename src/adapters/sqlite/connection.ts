@@ -38,6 +38,8 @@ export { sessionKey } from "../store-common/records.js";
 export class SqliteConnection {
   readonly db: Database.Database;
   private readonly statements = new Map<string, Database.Statement>();
+  // Made once: db.transaction() builds its four wrappers on every call, a cost on every claim and finish.
+  private readonly inTransaction: Database.Transaction<(body: () => unknown) => unknown>;
 
   constructor(
     path: string,
@@ -57,6 +59,7 @@ export class SqliteConnection {
       // commits, and the WAL stays consistent either way.
       this.db.pragma(`synchronous = ${synchronous === "normal" ? "NORMAL" : "FULL"}`);
       this.db.pragma("foreign_keys = ON");
+      this.inTransaction = this.db.transaction((body: () => unknown) => body());
     } catch (e) {
       this.db.close();
       throw e;
@@ -110,17 +113,15 @@ export class SqliteConnection {
     for (let attempt = 0; ; attempt++) {
       const touched: Array<[ChangeTopic, string | null, (readonly string[])?]> = [];
       try {
-        const result = this.db
-          .transaction(() => {
-            const now = this.clock();
-            const tx: Tx = {
-              now,
-              touch: (topic, roomId, nodes) => touched.push([topic, roomId, nodes]),
-              log: (entry) => this.appendEvent(now, entry),
-            };
-            return fn(tx);
-          })
-          .immediate();
+        const result = this.inTransaction.immediate(() => {
+          const now = this.clock();
+          const tx: Tx = {
+            now,
+            touch: (topic, roomId, nodes) => touched.push([topic, roomId, nodes]),
+            log: (entry) => this.appendEvent(now, entry),
+          };
+          return fn(tx);
+        }) as T;
         const seen = new Set<string>();
         for (const [topic, roomId, nodes] of touched) {
           const k = `${topic}\u0000${roomId ?? ""}\u0000${(nodes ?? []).join("\u0000")}`;
@@ -143,7 +144,7 @@ export class SqliteConnection {
   async read<T>(operation: string, fn: (now: number) => T): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return this.db.transaction(() => fn(this.clock())).deferred();
+        return this.inTransaction.deferred(() => fn(this.clock())) as T;
       } catch (e) {
         if (isBusy(e) && attempt < BUSY_RETRIES) {
           await backoff(attempt);
