@@ -263,6 +263,43 @@ describe("plain sync against a homeserver that sends what it likes", () => {
     expect(errors[0]!.msg).toContain("matrix.access_token");
   }, 30_000);
 
+  it("a batch that fails to store is retried from the same position, and the position saved only after", async () => {
+    // What a homeserver answers to the same position twice, then a poll that waits.
+    const first = batch("s1", [command("$stored", "!dag help")]);
+    hs.script = [first, first, { status: 0, body: "" }];
+    let failures = 0;
+    const flaky = {
+      getInboxEvent: store.getInboxEvent.bind(store),
+      latestInboxEvent: store.latestInboxEvent.bind(store),
+      insertInboxEvent: async (...args: Parameters<Store["insertInboxEvent"]>) => {
+        // Not a StoreError: intake does not retry it in place, so the whole batch is retried.
+        if (failures++ === 0) throw new Error("disk on fire");
+        return store.insertInboxEvent(...args);
+      },
+    };
+    intake = new MatrixIntake({
+      homeserverUrl: hs.url,
+      accessToken: "token",
+      userId: BOT,
+      rooms: [ROOM],
+      commandWindowMs: 3_600_000,
+      stateFile: join(dir, "sync.json"),
+      nodeId: "n1",
+      inbox: flaky,
+      logger: recordingLogger(lines),
+    });
+    await intake.start();
+    await until(
+      () => hs.syncs.length >= 3,
+      () => hs.syncs,
+      25_000,
+    );
+    expect(await inInbox("$stored"), JSON.stringify([hs.syncs, lines])).toBe(true);
+    // s1 failed to store: asked again without a position, then from s1 once it was stored.
+    expect(hs.syncs.map((s) => s.since)).toEqual([null, null, "s1"]);
+    expect(failures).toBe(2);
+  }, 30_000);
+
   it("stop aborts the long poll in flight; no sync after it", async () => {
     hs.script = [batch("s1", [command("$first", "!dag help")]), { status: 0, body: "" }];
     await startIntake().start();
