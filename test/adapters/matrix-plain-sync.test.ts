@@ -64,6 +64,21 @@ class ScriptedHomeserver {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
+  private endless(res: ServerResponse, mib: number): void {
+    res.writeHead(200, { "content-type": "application/json" });
+    const chunk = Buffer.alloc(1024 * 1024, 0x20);
+    let left = mib;
+    const more = (): void => {
+      while (left > 0 && !res.destroyed) {
+        left -= 1;
+        if (!res.write(chunk)) return void res.once("drain", more);
+      }
+      if (!res.destroyed) res.end("{}");
+    };
+    res.write('{"next_batch":"s1","padding":"');
+    more();
+  }
+
   private answer(req: IncomingMessage, res: ServerResponse): void {
     const url = new URL(req.url ?? "/", this.url);
     const send = ({ status, body }: SyncAnswer): void => {
@@ -85,6 +100,8 @@ class ScriptedHomeserver {
       const next = this.script.length > 1 ? this.script.shift() : this.script[0];
       // Status 0: a long poll that is never answered.
       if (next?.status === 0) return;
+      // Status 1: an endless body (70 MiB of it, in 1 MiB chunks, with no length said).
+      if (next?.status === 1) return void this.endless(res, 70);
       return send(next ?? json({ errcode: "M_UNKNOWN" }, 500));
     }
     send(json({}));
@@ -231,6 +248,22 @@ describe("plain sync against a homeserver that sends what it likes", () => {
     expect(hs.syncs.length).toBe(2);
     expect(lines.some((l) => l.msg === "sync answered at once without moving on")).toBe(true);
   });
+
+  it("stops reading an answer over 64 MiB, and takes the next batch", async () => {
+    hs.script = [
+      { status: 1, body: "" },
+      batch("s1", [command("$afterHuge", "!dag help")]),
+      { status: 0, body: "" },
+    ];
+    await startIntake().start();
+    await until(
+      () => inInbox("$afterHuge"),
+      () => hs.syncs,
+      25_000,
+    );
+    const failed = lines.filter((l) => l.msg === "sync failed").map((l) => String(l.fields["err"]));
+    expect(failed).toEqual([expect.stringContaining("over 67108864 bytes")]);
+  }, 30_000);
 
   it("waits a 429's retry_after_ms, not the 5-15 s of other failures", async () => {
     hs.script = [

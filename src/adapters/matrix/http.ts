@@ -51,7 +51,7 @@ export function matrixHttp(homeserverUrl: string, accessToken: string): MatrixHt
           ...(options.signal ? [options.signal] : []),
         ]),
       });
-      const text = await res.text();
+      const text = await readCapped(res, `${method} ${path.split("?")[0]}`);
       let json: Record<string, unknown> = {};
       try {
         const parsed: unknown = text === "" ? {} : JSON.parse(text);
@@ -77,6 +77,40 @@ export function matrixHttp(homeserverUrl: string, accessToken: string): MatrixHt
       return json;
     },
   };
+}
+
+/**
+ * The most of an answer that is read. The homeserver is semi-trusted: an endless or huge body must
+ * not take the node's memory. What intake asks for is far smaller (a sync with its filter, a page
+ * of 100 events of at most 64 KiB each).
+ */
+export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+
+/** The homeserver's answer is larger than MAX_RESPONSE_BYTES; it was not read further. */
+export class ResponseTooLargeError extends Error {
+  override readonly name = "ResponseTooLargeError";
+}
+
+async function readCapped(res: Response, operation: string): Promise<string> {
+  const declared = Number(res.headers.get("content-length"));
+  if (Number.isFinite(declared) && declared > MAX_RESPONSE_BYTES) {
+    await res.body?.cancel();
+    throw new ResponseTooLargeError(
+      `${operation}: the answer is ${declared} bytes, over ${MAX_RESPONSE_BYTES}`,
+    );
+  }
+  if (res.body === null) return "";
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of res.body) {
+    size += chunk.byteLength;
+    if (size > MAX_RESPONSE_BYTES) {
+      await res.body.cancel().catch(() => undefined);
+      throw new ResponseTooLargeError(`${operation}: the answer is over ${MAX_RESPONSE_BYTES} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString("utf8");
 }
 
 export const enc = encodeURIComponent;

@@ -23,7 +23,14 @@ import type { InboxStore } from "../../ports/store.js";
 import { StoreError } from "../../ports/errors.js";
 import { INBOX_EVENT_TYPE_KEY, UNDECRYPTABLE_KEY } from "../../ports/store.js";
 import { classifyEvent, type TimelineEvent } from "./classify.js";
-import { enc, isNotFound, MatrixRequestError, matrixHttp, type MatrixHttp } from "./http.js";
+import {
+  enc,
+  isNotFound,
+  MatrixRequestError,
+  matrixHttp,
+  ResponseTooLargeError,
+  type MatrixHttp,
+} from "./http.js";
 import { SyncStateFile } from "./sync-state-file.js";
 import { PlainSync } from "./plain-sync.js";
 import type { DecryptResult, RoomCrypto } from "./crypto/room-crypto.js";
@@ -534,7 +541,7 @@ export class MatrixIntake {
           }),
         );
       } catch (e) {
-        if (!(e instanceof MatrixRequestError)) throw e;
+        if (!(e instanceof MatrixRequestError || e instanceof ResponseTooLargeError)) throw e;
         this.log.warn({ room: roomId, err: e.message }, "cannot fetch a sync gap; its commands are lost");
         return found.reverse();
       }
