@@ -187,7 +187,7 @@ describe("defaults", () => {
       labels: [],
       capacity: 2,
       store: { kind: "sqlite", path: "./data/dagbot.db" },
-      storePoolSize: 3,
+      storePoolSize: 2,
       sqliteSynchronous: "full",
       dagLibrary: null,
       matrix: null,
