@@ -85,7 +85,13 @@ async function rawRound(pool, workers, jobs, meter) {
 async function graphileRound(url, jobs, meter) {
   const child = spawn(
     process.execPath,
-    [fileURLToPath(new URL("./graphile-child.mjs", import.meta.url)), url, String(jobs), "8", String(POOL_SIZE)],
+    [
+      fileURLToPath(new URL("./graphile-child.mjs", import.meta.url)),
+      url,
+      String(jobs),
+      "8",
+      String(POOL_SIZE),
+    ],
     { stdio: ["pipe", "pipe", "inherit"] },
   );
   const exited = once(child, "exit");
@@ -151,7 +157,10 @@ async function metered(url) {
  * turns in each round), so a slow moment of the machine hits all of them alike. Each of the last
  * two has its own database.
  */
-export async function benchClaimPostgres(scratch, { rounds, jobs, workerCounts, graphileJobs, backlog, log }) {
+export async function benchClaimPostgres(
+  scratch,
+  { rounds, jobs, workerCounts, graphileJobs, backlog, log },
+) {
   const url = await scratch.database("claim");
   const backlogUrl = await scratch.database("backlog");
   const graphileUrl = await scratch.database("graphile");
