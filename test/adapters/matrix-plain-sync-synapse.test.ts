@@ -2,7 +2,7 @@
  * The plain `/sync` loop (plain-sync.ts) and intake against the real local Synapse, in-process with
  * a real SQLite inbox: a gap longer than the timeline limit while the node was stopped is backfilled
  * (no command lost), and a sync state file edited by hand (a filter or token the server does not
- * know) or torn costs a fresh sync, not the intake.
+ * know) or torn costs a fresh sync, not the intake; invites, rooms not in the config and a kick.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -66,6 +66,14 @@ async function startIntake(): Promise<MatrixIntake> {
 function stopIntake(): void {
   intake?.stop();
   intake = undefined;
+}
+
+async function until(check: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 async function inboxHas(ids: string[], ms = 30_000): Promise<void> {
@@ -174,6 +182,45 @@ describe("plain sync against Synapse", () => {
     },
     60_000,
   );
+
+  it("accepts a later invite to a configured room, ignores a joined room not in the config, reports a kick", async () => {
+    const botUser = new MatrixUser(fx.hs.url, bot);
+    const later = await alice.request("POST", "/_matrix/client/v3/createRoom", { name: "later" });
+    const laterRoom = String(later.room_id);
+    const other = await fx.hs.createRoom(alice.accessToken, { name: "other", invite: [bot.userId] });
+    await botUser.joinRoom(other);
+    const before = lines.length;
+    intake = new MatrixIntake({
+      homeserverUrl: fx.hs.url,
+      accessToken: bot.accessToken,
+      userId: bot.userId,
+      rooms: [laterRoom],
+      commandWindowMs: 3_600_000,
+      stateFile: join(dir, "sync-later.json"),
+      nodeId: "n1",
+      inbox: store,
+      logger: logger(),
+    });
+    await intake.start();
+    await intake.ready;
+    const ignored = await alice.sendText(other, "!dag help");
+    await alice.request("POST", `/_matrix/client/v3/rooms/${encodeURIComponent(laterRoom)}/invite`, {
+      user_id: bot.userId,
+    });
+    await until(async () => (await alice.joinedMembers(laterRoom)).includes(bot.userId));
+    const taken = await alice.sendText(laterRoom, "!dag list");
+    await inboxHas([taken]);
+    expect(await store.getInboxEvent(ignored)).toBeNull();
+    await alice.request("POST", `/_matrix/client/v3/rooms/${encodeURIComponent(laterRoom)}/kick`, {
+      user_id: bot.userId,
+    });
+    await until(() =>
+      lines.slice(before).some((l) => l.msg === "left or was removed from a configured room"),
+    );
+    const mine = lines.slice(before).map((l) => l.msg);
+    expect(mine).toContain("accepted the invite to a configured room");
+    expect(mine).toContain("ignoring a room not in the config");
+  });
 
   it("with a torn state file, syncs afresh and loses no command", async () => {
     writeFileSync(stateFile(), '{"syncToken": "s1');
