@@ -20,7 +20,13 @@ const SPAN_MS = 30 * DAY;
 const RETENTION_MS = 7 * DAY;
 const PRUNE_EVERY_COMMANDS = 100;
 /** The leader's batch sizes (src/app/leader.ts). */
-const LIMITS = { olderThanMs: RETENTION_MS, nodesOlderThanMs: DAY, runs: 20, rows: 500 };
+const LIMITS = {
+  olderThanMs: RETENTION_MS,
+  nodesOlderThanMs: DAY,
+  keysOlderThanMs: RETENTION_MS,
+  runs: 20,
+  rows: 500,
+};
 const OP = "@op:example.org";
 const LOW = "@low:example.org";
 const TABLES = ["runs", "tasks", "events", "processed_events", "outbox"];
@@ -179,7 +185,8 @@ async function drive(kind, scratch, dir, variant, commands, log) {
     if (variant === "pruned" && i % PRUNE_EVERY_COMMANDS === PRUNE_EVERY_COMMANDS - 1) {
       for (;;) {
         const r = await store.pruneBatch(fence, LIMITS);
-        if (r.runs < LIMITS.runs && Math.max(r.events, r.inbox, r.outbox, r.nodes) < LIMITS.rows) break;
+        if (r.runs < LIMITS.runs && Math.max(r.events, r.inbox, r.outbox, r.nodes, r.keys) < LIMITS.rows)
+          break;
       }
     }
     now += Math.floor(SPAN_MS / commands);
