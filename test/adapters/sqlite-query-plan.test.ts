@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { NEXT_INBOX_SQL } from "../../src/adapters/sqlite/inbox.js";
+import { REAP_OPEN_SQL } from "../../src/adapters/sqlite/scheduler.js";
 import type { Store } from "../../src/ports/store.js";
 import { session } from "../support/store-fixtures.js";
 import { sqliteCapabilities, sqliteTestDb } from "../support/sqlite-harness.js";
@@ -50,6 +51,17 @@ describe(`SQLite query plans with ${FINISHED} tasks, ${FINISHED / QUEUED_EVERY} 
       "SCAN tasks USING INDEX tasks_claim",
     ]);
     expect(plan.some((l) => l.includes("TEMP B-TREE"))).toBe(false);
+  });
+
+  it("the reaper's look for anything that could expire reads the open tasks through indexes, not every task", () => {
+    const plan = (
+      db.raw().prepare(`EXPLAIN QUERY PLAN ${REAP_OPEN_SQL}`).all(ROOM, ROOM, ROOM) as { detail: string }[]
+    ).map((r) => r.detail);
+    const tasks = plan.filter((l) => /^(SCAN|SEARCH) tasks\b/.test(l));
+    expect(tasks).toHaveLength(2);
+    expect(
+      tasks.every((l) => l.includes("USING INDEX tasks_claim") || l.includes("USING INDEX tasks_executor")),
+    ).toBe(true);
   });
 
   it("the claim index holds only the queued rows", () => {

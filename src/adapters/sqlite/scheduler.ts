@@ -92,20 +92,22 @@ interface ReapRow extends CommonReapRow {
   seq: number;
 }
 
+/**
+ * Whether the room holds anything that could expire. Each half names a partial index's own
+ * predicate (tasks_claim, tasks_executor), so SQLite reads the open tasks only; one IN list over all
+ * three statuses matched no index and scanned every task of every room under the write lock.
+ */
+export const REAP_OPEN_SQL = `SELECT EXISTS (SELECT 1 FROM tasks WHERE status = 'queued' AND room_id = ?)
+    OR EXISTS (SELECT 1 FROM tasks WHERE status IN ('running','canceling') AND room_id = ?)
+    OR EXISTS (SELECT 1 FROM runs WHERE room_id = ? AND status = 'pending' AND confirm_deadline IS NOT NULL) AS open`;
+
 export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResult> {
   return c.write("reap", (tx) => {
     c.checkFence("reap", fence, tx.now);
     const roomId = fence.roomId;
     const term = fence.term;
     const actor = sessionKey(fence.session);
-    const open =
-      c.get<{ open: number }>(
-        `SELECT EXISTS (SELECT 1 FROM tasks WHERE room_id = ? AND status IN ('queued','running','canceling'))
-             OR EXISTS (SELECT 1 FROM runs WHERE room_id = ? AND status = 'pending'
-                                             AND confirm_deadline IS NOT NULL) AS open`,
-        fence.roomId,
-        fence.roomId,
-      )?.open === 1;
+    const open = c.get<{ open: number }>(REAP_OPEN_SQL, fence.roomId, fence.roomId, fence.roomId)?.open === 1;
     const result: ReapResult = { requeued: 0, failed: 0, timedOut: 0, canceled: 0, expiredRuns: 0, open };
     const logTask = (r: ReapRow, to: TaskStatus, data: Record<string, unknown>): void => {
       tx.log({ roomId, kind: `task.${to}`, runId: r.run_id, taskId: r.task_id, term, actor, data });
