@@ -54,7 +54,12 @@ export function nextSlot(spec: Pick<ScheduleSpec, "cron" | "timezone">, after: n
   return next === null ? null : next.getTime();
 }
 
-/** Slots in (after, upTo], oldest first, at most `max` (the newest `max` when there are more). */
+/**
+ * Slots in (after, upTo], oldest first, at most `max` (the newest `max` when there are more). The
+ * walk takes at most about 2 × `max` steps: past `max` slots it jumps to about `max` average
+ * intervals before `upTo` (a day of a per-second schedule is 86,400 steps, some 15 s of blocking
+ * work, longer than a lease), so a long gap yields `max` slots ending with the true newest one.
+ */
 export function slotsBetween(
   spec: Pick<ScheduleSpec, "cron" | "timezone">,
   after: number,
@@ -63,12 +68,17 @@ export function slotsBetween(
 ): number[] {
   const out: number[] = [];
   let t = after;
+  let steps = 0;
   for (;;) {
     const next = nextSlot(spec, t);
     if (next === null || next > upTo) break;
     out.push(next);
     if (out.length > max) out.shift();
     t = next;
+    if (++steps === max) {
+      const from = Math.floor(upTo - (max + 1) * ((t - after) / steps));
+      if (from > t) t = from;
+    }
   }
   return out;
 }

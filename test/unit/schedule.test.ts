@@ -61,6 +61,23 @@ describe("slots", () => {
     expect(slotsBetween(everySecond, t0, t0 + 10_000, 2)).toEqual([t0 + 9_000, t0 + 10_000]);
   });
 
+  it("a long gap still yields the newest slots, the true newest last, after a bounded walk", () => {
+    const t0 = Date.parse("2026-11-26T08:00:00Z");
+    const day = 86_400_000;
+    const due = slotsBetween(everySecond, t0, t0 + day, 100);
+    expect(due).toHaveLength(100);
+    expect(due.at(-1)).toBe(t0 + day);
+    expect(due.at(-2)).toBe(t0 + day - 1_000);
+    // Uneven slots (weekdays at 09:00 Berlin) over a year: still the newest one last, at most max.
+    const weekdays = { cron: "0 9 * * 1-5", timezone: "Europe/Berlin" };
+    const upTo = Date.parse("2027-11-26T12:00:00Z");
+    const few = slotsBetween(weekdays, t0, upTo, 20);
+    expect(few.length).toBeGreaterThan(1);
+    expect(few.length).toBeLessThanOrEqual(20);
+    expect(few.at(-1)).toBe(Date.parse("2027-11-26T08:00:00Z"));
+    expect(nextSlot(weekdays, few.at(-1)!)).toBeGreaterThan(upTo);
+  });
+
   it("fires one due slot; missed ones: skip fires only a recent newest, run_once one run that covers them all", () => {
     const now = 1_000_000;
     expect(slotsToFire([], "skip", now, 2_000)).toEqual([]);
