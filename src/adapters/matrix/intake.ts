@@ -284,13 +284,17 @@ export class MatrixIntake {
   private turnsEncrypted(raw: Record<string, unknown>): boolean {
     if (this.o.cryptoDir === undefined || this.roomCrypto !== null) return false;
     const joined = obj(obj(raw["rooms"])["join"]);
-    const found = Object.entries(joined).some(
+    const turned = Object.entries(joined).filter(
       ([roomId, room]) =>
         this.rooms.has(roomId) &&
         [...list(obj(obj(room)["state"])["events"]), ...list(obj(obj(room)["timeline"])["events"])].some(
           (ev) => ev.type === "m.room.encryption" && ev.state_key === "",
         ),
     );
+    const found = turned.length > 0;
+    // Known encrypted at once, so a reply sent while the crypto loads waits for it (cryptoFor)
+    // instead of going out in the clear.
+    for (const [roomId] of turned) this.noteEncrypted(roomId);
     if (found) {
       this.client?.stop();
       this.cryptoUpgrade ??= this.loadCryptoAndResync();
