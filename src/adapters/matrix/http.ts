@@ -105,7 +105,7 @@ async function readCapped(res: Response, operation: string): Promise<string> {
   for await (const chunk of res.body) {
     size += chunk.byteLength;
     if (size > MAX_RESPONSE_BYTES) {
-      await res.body.cancel().catch(() => undefined);
+      // Leaving the for-await cancels the stream (its iterator's return()).
       throw new ResponseTooLargeError(`${operation}: the answer is over ${MAX_RESPONSE_BYTES} bytes`);
     }
     chunks.push(chunk);

@@ -23,6 +23,7 @@ const FIRST_SYNC_TIMEOUT_MS = 600_000;
 const BACKOFF_MIN_MS = 5_000;
 const BACKOFF_MAX_MS = 15_000;
 /** A 429's retry_after_ms is honoured up to this (a semi-trusted server must not park the node for days). */
+const MIN_RETRY_AFTER_MS = 1_000;
 const MAX_RETRY_AFTER_MS = 300_000;
 /**
  * A sync that comes back this fast without moving the position did not wait as a long poll does:
@@ -130,7 +131,8 @@ export class PlainSync {
   /** Reports a failed sync and says how long to wait before the next. */
   private onFailure(e: unknown): number {
     if (e instanceof MatrixRequestError && e.status === 429) {
-      const delay = Math.min(Math.max(e.retryAfterMs ?? backoff(), 0), MAX_RETRY_AFTER_MS);
+      // At least a second: a homeserver answering 429 with retry_after_ms 0 must not make a hot loop.
+      const delay = Math.min(Math.max(e.retryAfterMs ?? backoff(), MIN_RETRY_AFTER_MS), MAX_RETRY_AFTER_MS);
       this.o.logger.warn({ retryInMs: Math.round(delay) }, "sync rate-limited by the homeserver");
       return delay;
     }
@@ -158,8 +160,14 @@ export class PlainSync {
         { err: e.message, retryInMs: Math.round(delay) },
         "the homeserver refuses the stored sync position or filter: syncing afresh",
       );
-      this.o.storage.setSyncToken(null);
-      this.o.storage.setFilter(null as never);
+      try {
+        this.o.storage.setSyncToken(null);
+        this.o.storage.setFilter(null as never);
+      } catch (writeError) {
+        // The state file could not be written (disk full, permissions): say so and keep syncing;
+        // the loop must not end on it, or intake would stop for good.
+        this.o.logger.error({ err: String(writeError) }, "could not reset the stored sync position");
+      }
       return delay;
     }
     this.o.logger.warn({ err: String(e), retryInMs: Math.round(delay) }, "sync failed");
@@ -167,8 +175,13 @@ export class PlainSync {
   }
 }
 
-/** 400 or 404: the request's filter or since token is refused (M_INVALID_PARAM, M_NOT_FOUND, M_UNKNOWN). */
-const isBadPosition = (e: MatrixRequestError): boolean => e.status === 400 || e.status === 404;
+/**
+ * 400 or 404 with a Matrix error code: the request's filter or since token is refused
+ * (M_INVALID_PARAM, M_NOT_FOUND, M_UNKNOWN). A bare 400/404 (a proxy's error page while the
+ * homeserver restarts) is an ordinary failure: the position is kept.
+ */
+const isBadPosition = (e: MatrixRequestError): boolean =>
+  e.errcode !== undefined && (e.status === 400 || e.status === 404);
 
 const backoff = (): number => BACKOFF_MIN_MS + Math.random() * (BACKOFF_MAX_MS - BACKOFF_MIN_MS);
 
