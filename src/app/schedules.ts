@@ -39,12 +39,17 @@ export const CATCH_UP_HORIZON_MS = 24 * 60 * 60 * 1000;
 /** Most slots looked at for one definition at once; a run_once catch-up stands for them all. */
 const MAX_DUE = 10_000;
 
+/** A definition whose schedule was dropped with its first run (rejected, expired or canceled), or has none. */
+export function isDroppedSchedule(def: DefinitionRecord): boolean {
+  const origin = def.origin;
+  if (def.schedule === null || origin === null) return true;
+  return origin.status === "rejected" || origin.status === "expired" || origin.status === "canceled";
+}
+
 /** A definition with a schedule whose first run was approved (confirmed, or auto-confirmed) and not dropped. */
 export function isActiveSchedule(def: DefinitionRecord): boolean {
   const origin = def.origin;
-  if (def.schedule === null || origin === null) return false;
-  if (origin.status === "rejected" || origin.status === "expired" || origin.status === "canceled")
-    return false;
+  if (origin === null || isDroppedSchedule(def)) return false;
   return origin.confirmedBy !== null || origin.confirmDeadline === null;
 }
 

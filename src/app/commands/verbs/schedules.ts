@@ -4,7 +4,7 @@ import { paragraphs } from "../../render/blocks.js";
 import type { Rendered } from "../../render/html.js";
 import { code, r } from "../../render/html.js";
 import { plural } from "../../render/words.js";
-import { isActiveSchedule } from "../../schedules.js";
+import { isActiveSchedule, isDroppedSchedule } from "../../schedules.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome, ScheduleLine } from "../outcome.js";
 import { MAX_LISTED_RUNS } from "../shared.js";
@@ -34,8 +34,7 @@ async function handleSchedules(ctx: HandlerContext): Promise<Outcome> {
   for (const def of definitions) {
     const spec = def.schedule;
     const origin = def.origin;
-    if (spec === null || origin === null) continue;
-    if (origin.status === "rejected" || origin.status === "expired" || origin.status === "canceled") continue;
+    if (spec === null || origin === null || isDroppedSchedule(def)) continue;
     schedules.push({
       dagId: def.dagId,
       cron: spec.cron,
