@@ -95,7 +95,7 @@ export function listScheduledDefinitions(
         `SELECT ${DEFINITION_COLUMNS} FROM ${DEFINITION_FROM}
           WHERE d.room_id = ? AND d.schedule_cron IS NOT NULL ORDER BY d.dag_id LIMIT ?`,
         roomId,
-        options.limit ?? DEFAULT_SCHEDULED_LIMIT,
+        Math.max(0, Math.floor(options.limit ?? DEFAULT_SCHEDULED_LIMIT)),
       )
       .map(toDefinition),
   );
@@ -114,7 +114,7 @@ export function listDefinitionRuns(
           WHERE room_id = ? AND definition_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?`,
         roomId,
         dagId,
-        options.limit ?? DEFAULT_RUNS_LIMIT,
+        Math.max(0, Math.floor(options.limit ?? DEFAULT_RUNS_LIMIT)),
       )
       .map(toRun),
   );
