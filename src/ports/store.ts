@@ -426,6 +426,20 @@ export interface TaskClaimer {
    * back to queued (attempt + 1, not_before = now + backoff); otherwise the outcome is final.
    */
   finishTask(token: TaskToken, result: TaskResult): Promise<{ status: TaskStatus }>;
+  /**
+   * finishTask, then claimTasks(offer, max), in ONE transaction and one commit: a worker whose slot
+   * frees while fitting tasks are ready hands it straight to the next one (issue 17: one commit per
+   * task instead of two). The finish is fenced and decided exactly as finishTask, and its log line
+   * comes before the claim's. When the finish is refused the error is finishTask's and nothing is
+   * claimed. The claim picks from the tasks as they were before this finish, so a failure that
+   * goes back to the queue is not claimed again by the same call.
+   */
+  finishAndClaim(
+    token: TaskToken,
+    result: TaskResult,
+    offer: NodeOffer,
+    max: number,
+  ): Promise<{ status: TaskStatus; batch: ClaimBatch }>;
 }
 
 // --- The leader's side

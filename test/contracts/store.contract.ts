@@ -11,6 +11,7 @@ import { createTestClock } from "./context.js";
 import { illegalMoves, readWholeLog } from "./event-log-oracle.js";
 import { claimsSection } from "./sections/claims.js";
 import { definitionsSection } from "./sections/definitions.js";
+import { finishClaimSection } from "./sections/finish-claim.js";
 import { inboxSection } from "./sections/inbox.js";
 import { leasesSection } from "./sections/leases.js";
 import { eventlogSection } from "./sections/eventlog.js";
@@ -30,6 +31,7 @@ const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["runs", runsSection],
   ["definitions", definitionsSection],
   ["claims", claimsSection],
+  ["finish-claim", finishClaimSection],
   ["scheduler", schedulerSection],
   ["outbox", outboxSection],
   ["nodes", nodesSection],

@@ -114,6 +114,17 @@ export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, 
     return Promise.resolve({ status: result.outcome === "canceled" ? "canceled" : result.outcome });
   }
 
+  async finishAndClaim(
+    token: TaskToken,
+    result: TaskResult,
+    offer: NodeOffer,
+    max: number,
+  ): Promise<{ status: TaskStatus; batch: ClaimBatch }> {
+    const { status } = await this.finishTask(token, result);
+    this.calls.push({ op: "claim-after-finish", at: this.clock.monotonicMs() });
+    return { status, batch: await this.claimTasks(offer, max) };
+  }
+
   getTask(): Promise<TaskRecord | null> {
     return Promise.resolve(null);
   }

@@ -119,6 +119,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     renewTaskLease: async (token, leaseMs) => tasks.renewTaskLease(db, token, leaseMs),
     writeTaskOutput: async (token, output, bytes) => tasks.writeTaskOutput(db, token, output, bytes),
     finishTask: async (token, result) => tasks.finishTask(db, token, result),
+    finishAndClaim: async (token, result, offer, max) => tasks.finishAndClaim(db, token, result, offer, max),
 
     scheduleStep: async (fence) => scheduler.scheduleStep(db, fence),
     reap: async (fence) => scheduler.reap(db, fence),

@@ -7,7 +7,7 @@ import type { TaskStatus } from "../../domain/model.js";
 import { ConflictError } from "../../ports/errors.js";
 import type { ClaimBatch, ClaimedTask, NodeOffer, TaskResult, TaskToken } from "../../ports/store.js";
 import { CLAIM_LEFT_MORE } from "../../ports/store.js";
-import type { Db } from "./db.js";
+import type { Db, Row } from "./db.js";
 import { explainMiss, LOG_CTES } from "./guards.js";
 import { cleanText, NOW, sessionKey } from "./sql.js";
 import { TASK_COLUMNS, toTask } from "./rows.js";
@@ -24,62 +24,81 @@ import { checkTaskOutcome } from "../../domain/task-states.js";
  */
 export const CLAIM_PICK_SQL = `SELECT run_id, task_id FROM claim_pick(${NOW}, $2::text[], $3::text, $4::text[], $5::text[], 1)`;
 
-/** The queued tasks (alias q) that fit the claiming node: the claim's filter. */
-const FITS = `FROM tasks q
-     WHERE q.status = 'queued'
-       AND q.room_id = ANY($2::text[])
-       AND (q.node_pin IS NULL OR q.node_pin = $3::text)
-       AND q.action = ANY($4::text[])
-       AND q.labels <@ $5::text[]`;
+/**
+ * The claim's parameters in order (rooms, node id, actions, labels, boot id, lease ms, actor, max),
+ * numbered from $`first`; the clock is $1 in every statement.
+ */
+function claimParams(first: number): string[] {
+  const types = ["text[]", "text", "text[]", "text[]", "text", "bigint", "text", "int"];
+  return types.map((t, i) => `$${first + i}::${t}`);
+}
 
 /**
- * A batch claim: up to $9 rows picked as CLAIM_PICK_SQL picks one (claim_pick also says whether
- * the batch left a fitting ready task behind), moved and logged in the same statement. Only when
- * it did not is the soonest not_before of the fitting tasks still waiting read. A node with no
- * claimed row still gets one row back (the `rest` figures, task columns null).
+ * A batch claim's CTEs (pick, up, more, rest): up to `max` rows picked as CLAIM_PICK_SQL picks one
+ * (claim_pick also says whether the batch left a fitting ready task behind) and moved. Only when
+ * none was left is the soonest not_before of the fitting tasks still waiting read. `gate`, when
+ * given, is a condition the pick needs (the finish that frees the slot took effect).
  */
-export const CLAIM_SQL = `WITH pick AS (
-    SELECT * FROM claim_pick(${NOW}, $2::text[], $3::text, $4::text[], $5::text[], $9::int)),
+function claimCtes(first: number, gate?: string): { ctes: string; logSource: string } {
+  const [rooms, node, actions, labels, boot, lease, actor, max] = claimParams(first);
+  const fits = `FROM tasks q
+     WHERE q.status = 'queued'
+       AND q.room_id = ANY(${rooms})
+       AND (q.node_pin IS NULL OR q.node_pin = ${node})
+       AND q.action = ANY(${actions})
+       AND q.labels <@ ${labels}`;
+  const ctes = `pick AS (
+    SELECT * FROM claim_pick(${NOW}, ${rooms}, ${node}, ${actions}, ${labels}, ${max})${gate === undefined ? "" : ` WHERE ${gate}`}),
   up AS (
     UPDATE tasks t SET status = 'running', version = t.version + 1, claim_version = t.version + 1,
-           executor_node = $3::text, executor_boot = $6::text, lease_expires_at = ${NOW} + $7::bigint,
+           executor_node = ${node}, executor_boot = ${boot}, lease_expires_at = ${NOW} + ${lease},
            deadline = CASE WHEN t.timeout_ms IS NULL THEN NULL ELSE ${NOW} + t.timeout_ms END, started_at = ${NOW},
            output = NULL, output_bytes = NULL
       FROM pick WHERE t.run_id = pick.run_id AND t.task_id = pick.task_id
     RETURNING ${TASK_COLUMNS.split(", ")
       .map((c) => `t.${c}`)
       .join(", ")}),
-  src AS (
-    SELECT room_id, 1 AS ord, 'task.running' AS kind, run_id, task_id, NULL::bigint AS term, $8::text AS actor,
-           jsonb_build_object('attempt', attempt, 'version', version) AS data FROM up),
-  ${LOG_CTES},
   more AS (SELECT coalesce(bool_or(pick.more), false) AS rest_ready FROM pick),
   rest AS (
     SELECT more.rest_ready,
            CASE WHEN more.rest_ready THEN NULL
-                ELSE (SELECT min(q.not_before) ${FITS} AND q.not_before > ${NOW}) - ${NOW} END AS rest_next_in
-      FROM more)
-  SELECT rest.rest_ready, rest.rest_next_in, up.* FROM rest LEFT JOIN up ON true`;
-
-export async function claimTask(db: Db, offer: NodeOffer): Promise<ClaimedTask | null> {
-  return (await claimTasks(db, offer, 1)).claimed[0] ?? null;
+                ELSE (SELECT min(q.not_before) ${fits} AND q.not_before > ${NOW}) - ${NOW} END AS rest_next_in
+      FROM more)`;
+  const logSource = `SELECT room_id, 2 AS ord, 'task.running' AS kind, run_id, task_id, NULL::bigint AS term, ${actor} AS actor,
+           jsonb_build_object('attempt', attempt, 'version', version) AS data FROM up`;
+  return { ctes, logSource };
 }
 
-export async function claimTasks(db: Db, offer: NodeOffer, max: number): Promise<ClaimBatch> {
+const CLAIM = claimCtes(2);
+
+/**
+ * A batch claim, moved and logged in one statement. A node with no claimed row still gets one row
+ * back (the `rest` figures, task columns null). Parameters: $1 clock, then claimParams(2).
+ */
+export const CLAIM_SQL = `WITH ${CLAIM.ctes},
+  src AS (${CLAIM.logSource}),
+  ${LOG_CTES}
+  SELECT rest.rest_ready, rest.rest_next_in, up.* FROM rest LEFT JOIN up ON true`;
+
+const claimArgs = (offer: NodeOffer, max: number): unknown[] => [
+  offer.roomIds,
+  offer.session.nodeId,
+  offer.actions,
+  offer.labels,
+  offer.session.bootId,
+  Math.ceil(offer.leaseMs),
+  sessionKey(offer.session),
+  max,
+];
+
+function checkClaim(offer: NodeOffer, max: number): void {
   checkTaskLease("claim task", offer.leaseMs);
   if (!Number.isInteger(max) || max < 1)
     throw new RangeError(`claim tasks: max must be a whole number ≥ 1, got ${max}`);
-  const rows = await db.one("claim task", CLAIM_SQL, [
-    db.clockParam(),
-    offer.roomIds,
-    offer.session.nodeId,
-    offer.actions,
-    offer.labels,
-    offer.session.bootId,
-    Math.ceil(offer.leaseMs),
-    sessionKey(offer.session),
-    max,
-  ]);
+}
+
+/** The claim's answer from the statement's rows (claimed rows carry run_id; rest_* on every row). */
+function claimBatch(db: Db, offer: NodeOffer, rows: Row[]): ClaimBatch {
   const claimed: ClaimedTask[] = [];
   const rooms = new Set<string>();
   for (const row of rows) {
@@ -102,6 +121,16 @@ export async function claimTasks(db: Db, offer: NodeOffer, max: number): Promise
     more,
     nextReadyInMs: nextIn === null || nextIn === undefined ? null : Math.max(0, Number(nextIn)),
   };
+}
+
+export async function claimTask(db: Db, offer: NodeOffer): Promise<ClaimedTask | null> {
+  return (await claimTasks(db, offer, 1)).claimed[0] ?? null;
+}
+
+export async function claimTasks(db: Db, offer: NodeOffer, max: number): Promise<ClaimBatch> {
+  checkClaim(offer, max);
+  const rows = await db.one("claim task", CLAIM_SQL, [db.clockParam(), ...claimArgs(offer, max)]);
+  return claimBatch(db, offer, rows);
 }
 
 /** The token still holds the task; its five parameters (tokenParams) start at $first. */
@@ -177,7 +206,8 @@ const RETRY = `($7::text IN ('failed','timed_out') AND status = 'running' AND at
 export const BACKOFF = `least(retry_backoff_ms * power(2::numeric, least(greatest(attempt - 1, 0), ${TASK_RETRY_MAX_DOUBLINGS})),
                        greatest(retry_backoff_ms, ${MAX_TASK_RETRY_BACKOFF_MS}))::bigint`;
 
-export const FINISH_SQL = `WITH up AS (
+/** The finish's CTE `fin` and its log line's source; parameters $1 clock, $2–$12 (finishArgs). */
+const FINISH_CTE = `fin AS (
     UPDATE tasks SET
       status = CASE WHEN ${RETRY} THEN 'queued' ELSE $7::text END,
       version = version + 1,
@@ -191,17 +221,63 @@ export const FINISH_SQL = `WITH up AS (
       finished_at = CASE WHEN ${RETRY} THEN NULL ELSE ${NOW} END,
       lease_expires_at = NULL, exit_code = $8::int, output = $9::text, output_bytes = $12::bigint, error = $10::text
     WHERE ${HELD} AND ($7::text <> 'canceled' OR status = 'canceling')
-    RETURNING room_id, run_id, task_id, status, attempt, not_before),
-  src AS (
-    SELECT room_id, 1 AS ord, 'task.' || status AS kind, run_id, task_id, NULL::bigint AS term, $11::text AS actor,
+    RETURNING room_id, run_id, task_id, status, attempt, not_before)`;
+const FINISH_LOG = `SELECT room_id, 1 AS ord, 'task.' || status AS kind, run_id, task_id, NULL::bigint AS term, $11::text AS actor,
            jsonb_build_object('outcome', $7::text,
                               'attempt', CASE WHEN status = 'queued' THEN attempt - 1 ELSE attempt END,
                               'exitCode', $8::int,
                               'notBefore', CASE WHEN status = 'queued' THEN not_before END,
                               'error', $10::text) AS data
-      FROM up),
+      FROM fin`;
+
+export const FINISH_SQL = `WITH ${FINISH_CTE},
+  src AS (${FINISH_LOG}),
   ${LOG_CTES}
-  SELECT status, room_id FROM up`;
+  SELECT status, room_id FROM fin`;
+
+/**
+ * finishTask and claimTasks as ONE statement (one round trip, one commit). The pick waits for the
+ * finish (`gate`): a token that no longer holds its task claims nothing, and the statement returns
+ * no row. Like every statement it reads the tasks as they were when it began, so a failure the
+ * finish sends back to the queue is not picked by it. Parameters: $1 clock, $2–$12 as FINISH_SQL,
+ * then claimParams(13).
+ */
+const FINISH_CLAIM = claimCtes(13, "EXISTS (SELECT 1 FROM fin)");
+export const FINISH_CLAIM_SQL = `WITH ${FINISH_CTE},
+  ${FINISH_CLAIM.ctes},
+  src AS (${FINISH_LOG}
+          UNION ALL
+          ${FINISH_CLAIM.logSource}),
+  ${LOG_CTES}
+  SELECT fin.status AS fin_status, fin.room_id AS fin_room, rest.rest_ready, rest.rest_next_in, up.*
+    FROM fin CROSS JOIN rest LEFT JOIN up ON true`;
+
+const finishArgs = (token: TaskToken, result: TaskResult): unknown[] => [
+  ...tokenParams(token),
+  result.outcome,
+  result.exitCode,
+  cleanText(outputTail(result.output)),
+  cleanText(result.error),
+  sessionKey(token.session),
+  outputBytes(result.output, result.outputBytes),
+];
+
+/** The finish's change notes, after the commit. */
+function finished(db: Db, status: TaskStatus, roomId: string): void {
+  db.committedHot("tasks", roomId);
+  // A retry is claimable once its backoff passes, with no scheduling step: the leader must look.
+  if (status === "queued") db.committedHot("ready", roomId);
+  else db.committedHot("done", roomId);
+}
+
+/** The typed error of a finish whose token no longer holds its task. */
+async function finishMiss(db: Db, token: TaskToken, result: TaskResult): Promise<Error> {
+  const miss = await tokenMiss(db, "finish task", token);
+  // The token holds but the task is not canceling: "canceled" is only the answer to a cancel.
+  if (miss instanceof ConflictError && result.outcome === "canceled" && miss.found?.status === "running")
+    return new ConflictError("finish task", { status: "canceling", outcome: "canceled" }, miss.found);
+  return miss;
+}
 
 export async function finishTask(
   db: Db,
@@ -209,28 +285,33 @@ export async function finishTask(
   result: TaskResult,
 ): Promise<{ status: TaskStatus }> {
   checkTaskOutcome("finish task", result.outcome);
-  const output = outputTail(result.output);
   const rows = await db.one<{ status: TaskStatus; room_id: string }>("finish task", FINISH_SQL, [
     db.clockParam(),
-    ...tokenParams(token),
-    result.outcome,
-    result.exitCode,
-    cleanText(output),
-    cleanText(result.error),
-    sessionKey(token.session),
-    outputBytes(result.output, result.outputBytes),
+    ...finishArgs(token, result),
   ]);
   const r = rows[0];
-  if (r !== undefined) {
-    db.committedHot("tasks", r.room_id);
-    // A retry is claimable once its backoff passes, with no scheduling step: the leader must look.
-    if (r.status === "queued") db.committedHot("ready", r.room_id);
-    else db.committedHot("done", r.room_id);
-    return { status: r.status };
-  }
-  const miss = await tokenMiss(db, "finish task", token);
-  // The token holds but the task is not canceling: "canceled" is only the answer to a cancel.
-  if (miss instanceof ConflictError && result.outcome === "canceled" && miss.found?.status === "running")
-    throw new ConflictError("finish task", { status: "canceling", outcome: "canceled" }, miss.found);
-  throw miss;
+  if (r === undefined) throw await finishMiss(db, token, result);
+  finished(db, r.status, r.room_id);
+  return { status: r.status };
+}
+
+export async function finishAndClaim(
+  db: Db,
+  token: TaskToken,
+  result: TaskResult,
+  offer: NodeOffer,
+  max: number,
+): Promise<{ status: TaskStatus; batch: ClaimBatch }> {
+  checkTaskOutcome("finish task", result.outcome);
+  checkClaim(offer, max);
+  const rows = await db.one("finish task", FINISH_CLAIM_SQL, [
+    db.clockParam(),
+    ...finishArgs(token, result),
+    ...claimArgs(offer, max),
+  ]);
+  const head = rows[0];
+  if (head === undefined) throw await finishMiss(db, token, result);
+  const status = head.fin_status as TaskStatus;
+  finished(db, status, String(head.fin_room));
+  return { status, batch: claimBatch(db, offer, rows) };
 }

@@ -104,6 +104,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     renewTaskLease: async (token, leaseMs) => tasks.renewTaskLease(c, token, leaseMs),
     writeTaskOutput: async (token, output, bytes) => tasks.writeTaskOutput(c, token, output, bytes),
     finishTask: async (token, result) => tasks.finishTask(c, token, result),
+    finishAndClaim: async (token, result, offer, max) => tasks.finishAndClaim(c, token, result, offer, max),
 
     scheduleStep: async (fence) => scheduler.scheduleStep(c, fence),
     reap: async (fence) => scheduler.reap(c, fence),

@@ -3,7 +3,7 @@ import type { TaskStatus } from "../../domain/model.js";
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type { ClaimBatch, ClaimedTask, NodeOffer, TaskResult, TaskToken } from "../../ports/store.js";
 import { CLAIM_LEFT_MORE } from "../../ports/store.js";
-import type { SqliteConnection } from "./connection.js";
+import type { LogEntry, SqliteConnection, Tx } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { toTask } from "./rows.js";
 import { TASK_COLUMNS } from "./runs.js";
@@ -49,72 +49,93 @@ export function claimTask(c: SqliteConnection, offer: NodeOffer): Promise<Claime
 
 /** Up to `max` claims in one write transaction, each picked and moved as claimTask would. */
 export function claimTasks(c: SqliteConnection, offer: NodeOffer, max: number): Promise<ClaimBatch> {
+  checkClaim(offer, max);
+  return c.write("claim task", (tx) => {
+    const claim = claimInTx(c, tx, offer, max);
+    claim.record();
+    return claim.batch;
+  });
+}
+
+function checkClaim(offer: NodeOffer, max: number): void {
   checkTaskLease("claim", offer.leaseMs);
   if (!Number.isInteger(max) || max < 1)
-    return Promise.reject(new RangeError(`claim tasks: max must be a whole number ≥ 1, got ${max}`));
+    throw new RangeError(`claim tasks: max must be a whole number ≥ 1, got ${max}`);
+}
+
+/**
+ * The claim inside a write transaction: rows moved, the batch answered; its log lines and change
+ * notes are written by `record`, so a caller can put another change's line before them.
+ */
+function claimInTx(
+  c: SqliteConnection,
+  tx: Tx,
+  offer: NodeOffer,
+  max: number,
+): { batch: ClaimBatch; record: () => void } {
   const rooms = JSON.stringify(offer.roomIds);
   const actions = JSON.stringify(offer.actions);
   const labels = JSON.stringify(offer.labels);
-  return c.write("claim task", (tx) => {
-    const claimed: ClaimedTask[] = [];
-    const claimedRooms = new Set<string>();
-    while (claimed.length < max) {
-      const pick = c.get<{ seq: number; version: number }>(
-        CLAIM_SQL,
-        rooms,
-        tx.now,
-        offer.session.nodeId,
-        actions,
-        labels,
-      );
-      if (pick === undefined) break;
-      const row = c.get(
-        `UPDATE tasks SET status = 'running', version = version + 1, claim_version = version + 1,
-                executor_node = ?, executor_boot = ?, lease_expires_at = ?,
-                deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE ? + timeout_ms END, started_at = ?,
-                output = NULL, output_bytes = NULL
-          WHERE seq = ? AND status = 'queued' AND version = ?
-          RETURNING room_id, ${TASK_COLUMNS}`,
-        offer.session.nodeId,
-        offer.session.bootId,
-        tx.now + offer.leaseMs,
-        tx.now,
-        tx.now,
-        pick.seq,
-        pick.version,
-      );
-      // Inside BEGIN IMMEDIATE nobody can move the row between the pick and the update.
-      if (row === undefined) break;
-      const task = toTask(row);
-      const roomId = row.room_id as string;
-      tx.log({
-        roomId,
-        kind: "task.running",
-        runId: task.runId,
-        taskId: task.taskId,
-        actor: sessionKey(offer.session),
-        data: { attempt: task.attempt, version: task.version },
-      });
-      claimedRooms.add(roomId);
-      claimed.push({
-        token: { runId: task.runId, taskId: task.taskId, version: task.version, session: offer.session },
-        task,
-      });
-    }
-    const fits = [rooms, offer.session.nodeId, actions, labels];
-    const more = (c.get<{ ready: number }>(MORE_SQL, ...fits, tx.now)?.ready ?? 0) > 0;
-    // A node with ready tasks left claims again at once; when it would wait is asked only otherwise.
-    const next = more ? null : (c.get<{ next: number | null }>(NEXT_SQL, ...fits, tx.now)?.next ?? null);
-    // The claimer is named, so this process's leader knows the node it woke has acted (and whether
-    // it goes on by itself).
-    const claimer = `${more ? CLAIM_LEFT_MORE : ""}${offer.session.nodeId}`;
-    for (const room of claimedRooms) tx.touch("tasks", room, [claimer]);
-    return {
-      claimed,
-      more,
-      nextReadyInMs: next === null ? null : Math.max(0, next - tx.now),
-    };
-  });
+  const claimed: ClaimedTask[] = [];
+  const lines: LogEntry[] = [];
+  const claimedRooms = new Set<string>();
+  while (claimed.length < max) {
+    const pick = c.get<{ seq: number; version: number }>(
+      CLAIM_SQL,
+      rooms,
+      tx.now,
+      offer.session.nodeId,
+      actions,
+      labels,
+    );
+    if (pick === undefined) break;
+    const row = c.get(
+      `UPDATE tasks SET status = 'running', version = version + 1, claim_version = version + 1,
+              executor_node = ?, executor_boot = ?, lease_expires_at = ?,
+              deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE ? + timeout_ms END, started_at = ?,
+              output = NULL, output_bytes = NULL
+        WHERE seq = ? AND status = 'queued' AND version = ?
+        RETURNING room_id, ${TASK_COLUMNS}`,
+      offer.session.nodeId,
+      offer.session.bootId,
+      tx.now + offer.leaseMs,
+      tx.now,
+      tx.now,
+      pick.seq,
+      pick.version,
+    );
+    // Inside BEGIN IMMEDIATE nobody can move the row between the pick and the update.
+    if (row === undefined) break;
+    const task = toTask(row);
+    const roomId = row.room_id as string;
+    lines.push({
+      roomId,
+      kind: "task.running",
+      runId: task.runId,
+      taskId: task.taskId,
+      actor: sessionKey(offer.session),
+      data: { attempt: task.attempt, version: task.version },
+    });
+    claimedRooms.add(roomId);
+    claimed.push({
+      token: { runId: task.runId, taskId: task.taskId, version: task.version, session: offer.session },
+      task,
+    });
+  }
+  const fits = [rooms, offer.session.nodeId, actions, labels];
+  const more = (c.get<{ ready: number }>(MORE_SQL, ...fits, tx.now)?.ready ?? 0) > 0;
+  // A node with ready tasks left claims again at once; when it would wait is asked only otherwise.
+  const next = more ? null : (c.get<{ next: number | null }>(NEXT_SQL, ...fits, tx.now)?.next ?? null);
+  return {
+    batch: { claimed, more, nextReadyInMs: next === null ? null : Math.max(0, next - tx.now) },
+    record: () => {
+      for (const line of lines) tx.log(line);
+      // The claimer is named, so this process's leader knows the node it woke has acted (and
+      // whether it goes on by itself).
+      const claimer = `${more ? CLAIM_LEFT_MORE : ""}${offer.session.nodeId}`;
+      for (const room of claimedRooms) tx.touch("tasks", room, [claimer]);
+    },
+  };
 }
 
 interface FenceRow {
@@ -205,76 +226,107 @@ export function finishTask(
 ): Promise<{ status: TaskStatus }> {
   // Checked before the transaction, as PostgreSQL does: an outcome like "running" is bad input.
   const outcome = checkTaskOutcome("finish task", result.outcome);
+  return c.write("finish task", (tx) => ({ status: finishInTx(c, tx, token, result, outcome) }));
+}
+
+/**
+ * finishTask then claimTasks in one write transaction. The claim is picked first, so it sees the
+ * tasks as they were before the finish (as PostgreSQL's single statement does), and its log lines
+ * are written after the finish's; a refused finish throws and rolls the claim back.
+ */
+export function finishAndClaim(
+  c: SqliteConnection,
+  token: TaskToken,
+  result: TaskResult,
+  offer: NodeOffer,
+  max: number,
+): Promise<{ status: TaskStatus; batch: ClaimBatch }> {
+  const outcome = checkTaskOutcome("finish task", result.outcome);
+  checkClaim(offer, max);
   return c.write("finish task", (tx) => {
-    const row = fenced(c, "finish task", token);
-    const decision = decideFinish(
-      {
-        status: row.status,
-        attempt: row.attempt,
-        maxAttempts: row.max_attempts,
-        retryBackoffMs: row.retry_backoff_ms,
-      },
-      outcome,
-    );
-    if (decision.kind === "refused")
-      throw new ConflictError(
-        "finish task",
-        { status: decision.expected, outcome: "canceled" },
-        { status: row.status },
-      );
-    const output = outputTail(result.output);
-    const bytes = outputBytes(result.output, result.outputBytes);
-    const to: TaskStatus = decision.to;
-    let notBefore: number | null = null;
-    if (decision.kind === "retry") {
-      notBefore = tx.now + decision.waitMs;
-      c.run(
-        `UPDATE tasks SET status = 'queued', version = version + 1, attempt = attempt + 1, claim_version = NULL,
-                executor_node = NULL, executor_boot = NULL, lease_expires_at = NULL, deadline = NULL,
-                not_before = ?, queued_at = ?, exit_code = ?, output = ?, output_bytes = ?, error = ?
-          WHERE seq = ? AND version = ?`,
-        notBefore,
-        tx.now,
-        result.exitCode,
-        output,
-        bytes,
-        result.error,
-        row.seq,
-        row.version,
-      );
-    } else {
-      c.run(
-        `UPDATE tasks SET status = ?, version = version + 1, lease_expires_at = NULL, finished_at = ?,
-                exit_code = ?, output = ?, output_bytes = ?, error = ?
-          WHERE seq = ? AND version = ?`,
-        to,
-        tx.now,
-        result.exitCode,
-        output,
-        bytes,
-        result.error,
-        row.seq,
-        row.version,
-      );
-    }
-    tx.log({
-      roomId: row.room_id,
-      kind: `task.${to}`,
-      runId: token.runId,
-      taskId: token.taskId,
-      actor: sessionKey(token.session),
-      data: {
-        outcome: result.outcome,
-        attempt: row.attempt,
-        exitCode: result.exitCode,
-        notBefore,
-        error: result.error,
-      },
-    });
-    tx.touch("tasks", row.room_id);
-    // A retry is claimable once its backoff passes, with no scheduling step: the leader must look.
-    if (decision.kind === "retry") tx.touch("ready", row.room_id);
-    else tx.touch("done", row.room_id);
-    return { status: to };
+    fenced(c, "finish task", token);
+    const claim = claimInTx(c, tx, offer, max);
+    const status = finishInTx(c, tx, token, result, outcome);
+    claim.record();
+    return { status, batch: claim.batch };
   });
+}
+
+function finishInTx(
+  c: SqliteConnection,
+  tx: Tx,
+  token: TaskToken,
+  result: TaskResult,
+  outcome: TaskResult["outcome"],
+): TaskStatus {
+  const row = fenced(c, "finish task", token);
+  const decision = decideFinish(
+    {
+      status: row.status,
+      attempt: row.attempt,
+      maxAttempts: row.max_attempts,
+      retryBackoffMs: row.retry_backoff_ms,
+    },
+    outcome,
+  );
+  if (decision.kind === "refused")
+    throw new ConflictError(
+      "finish task",
+      { status: decision.expected, outcome: "canceled" },
+      { status: row.status },
+    );
+  const output = outputTail(result.output);
+  const bytes = outputBytes(result.output, result.outputBytes);
+  const to: TaskStatus = decision.to;
+  let notBefore: number | null = null;
+  if (decision.kind === "retry") {
+    notBefore = tx.now + decision.waitMs;
+    c.run(
+      `UPDATE tasks SET status = 'queued', version = version + 1, attempt = attempt + 1, claim_version = NULL,
+              executor_node = NULL, executor_boot = NULL, lease_expires_at = NULL, deadline = NULL,
+              not_before = ?, queued_at = ?, exit_code = ?, output = ?, output_bytes = ?, error = ?
+        WHERE seq = ? AND version = ?`,
+      notBefore,
+      tx.now,
+      result.exitCode,
+      output,
+      bytes,
+      result.error,
+      row.seq,
+      row.version,
+    );
+  } else {
+    c.run(
+      `UPDATE tasks SET status = ?, version = version + 1, lease_expires_at = NULL, finished_at = ?,
+              exit_code = ?, output = ?, output_bytes = ?, error = ?
+        WHERE seq = ? AND version = ?`,
+      to,
+      tx.now,
+      result.exitCode,
+      output,
+      bytes,
+      result.error,
+      row.seq,
+      row.version,
+    );
+  }
+  tx.log({
+    roomId: row.room_id,
+    kind: `task.${to}`,
+    runId: token.runId,
+    taskId: token.taskId,
+    actor: sessionKey(token.session),
+    data: {
+      outcome: result.outcome,
+      attempt: row.attempt,
+      exitCode: result.exitCode,
+      notBefore,
+      error: result.error,
+    },
+  });
+  tx.touch("tasks", row.room_id);
+  // A retry is claimable once its backoff passes, with no scheduling step: the leader must look.
+  if (decision.kind === "retry") tx.touch("ready", row.room_id);
+  else tx.touch("done", row.room_id);
+  return to;
 }

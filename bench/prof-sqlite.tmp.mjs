@@ -1,0 +1,13 @@
+import { load } from "./lib/dist.mjs";
+import { leadRoom, queueTasks, claimLoop, offer } from "./lib/queue.mjs";
+import { rmSync } from "node:fs";
+const path = "/tmp/prof/p.db"; rmSync(path,{force:true}); rmSync(path+"-wal",{force:true}); rmSync(path+"-shm",{force:true});
+const { openSqliteStore } = await load("adapters/sqlite/index.js");
+const store = await openSqliteStore(path, { synchronous: process.env.SYNC ?? "full" });
+const fence = await leadRoom(store, "bench-claim");
+await queueTasks(store, fence, "p", 10000);
+const t0 = performance.now(); const c0 = process.cpuUsage();
+const r = await claimLoop(store, offer("bench-claim", "w1"));
+const c = process.cpuUsage(c0); const s = (performance.now()-t0)/1000;
+console.log(r.done, (r.done/s).toFixed(0), "/s", ((c.user+c.system)/r.done).toFixed(1), "cpu us/pair");
+await store.close();

@@ -1,0 +1,158 @@
+/**
+ * Store contract: finishAndClaim (issue 17), a finish and the next claim in one transaction. The
+ * finish is fenced and decided exactly as finishTask; a refused finish claims nothing and changes
+ * nothing; the claim picks from the tasks as they were before the finish; the finish's log line
+ * comes before the claim's; racing workers that hand their slot on this way still run each task
+ * exactly once.
+ */
+import { expect, it } from "vitest";
+import { ConflictError, NotFoundError } from "../../../src/ports/errors.js";
+import type { ClaimedTask, LeaderFence, Store, TaskResult } from "../../../src/ports/store.js";
+import {
+  becomeLeader,
+  dag,
+  failed,
+  ok,
+  offer,
+  publishRunning,
+  race,
+  session,
+  task,
+} from "../../support/store-fixtures.js";
+import type { ContractContext } from "../context.js";
+
+const RACERS = 8;
+
+export function finishClaimSection(ctx: ContractContext): void {
+  const setup = async (): Promise<{ store: Store; room: string; fence: LeaderFence }> => {
+    const store = await ctx.store();
+    const room = ctx.uid("!fc");
+    return { store, room, fence: await becomeLeader(store, room) };
+  };
+
+  it("finishes the task and claims the next ones in claim order, in one transaction, finish logged first", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(ctx.uid("d"), [task("a", { priority: 9 }), task("b"), task("c", { priority: 5 }), task("d")]),
+    );
+    const w = session("w");
+    const first = (await store.claimTask(offer(w, [room])))!;
+    expect(first.task.taskId).toBe("a");
+    const after = (await store.readEvents(room, 0)).at(-1)!.seq;
+    const r = await store.finishAndClaim(first.token, ok, offer(w, [room]), 2);
+    expect(r.status).toBe("succeeded");
+    expect(r.batch.claimed.map((c) => c.task.taskId)).toEqual(["c", "b"]);
+    expect(r.batch.claimed.every((c) => c.task.status === "running" && c.token.session === w)).toBe(true);
+    expect(r.batch.more).toBe(true);
+    expect(r.batch.nextReadyInMs).toBeNull();
+    expect(await store.getTask(run.runId, "a")).toMatchObject({
+      status: "succeeded",
+      exitCode: 0,
+      output: "done\n",
+    });
+    const lines = (await store.readEvents(room, after)).map((e) => `${e.kind} ${e.taskId}`);
+    expect(lines[0]).toBe("task.succeeded a");
+    expect(lines.slice(1).sort()).toEqual(["task.running b", "task.running c"]);
+    // The claimed tokens work as claimTask's do; the last finish finds nothing left.
+    const [c, b] = r.batch.claimed as [ClaimedTask, ClaimedTask];
+    expect((await store.finishTask(c.token, ok)).status).toBe("succeeded");
+    const last = await store.finishAndClaim(b.token, ok, offer(w, [room]), 4);
+    expect(last.batch.claimed.map((x) => x.task.taskId)).toEqual(["d"]);
+    expect(last.batch.more).toBe(false);
+    const d = last.batch.claimed[0]!;
+    const end = await store.finishAndClaim(d.token, ok, offer(w, [room]), 4);
+    expect(end).toEqual({ status: "succeeded", batch: { claimed: [], more: false, nextReadyInMs: null } });
+  });
+
+  it("a refused finish (stale token, unknown task, unasked cancel) throws finishTask's error and claims nothing", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("a"), task("b")]));
+    const w = session("w");
+    const c = (await store.claimTask(offer(w, [room])))!;
+    const before = await store.readEvents(room, 0);
+    const b0 = await store.getTask(run.runId, "b");
+    const stale = { ...c.token, version: c.token.version + 7 };
+    await expect(store.finishAndClaim(stale, ok, offer(w, [room]), 1)).rejects.toBeInstanceOf(ConflictError);
+    await expect(
+      store.finishAndClaim({ ...c.token, runId: "nope" }, ok, offer(w, [room]), 1),
+    ).rejects.toBeInstanceOf(NotFoundError);
+    const cancel: TaskResult = { outcome: "canceled", exitCode: null, output: "", error: null };
+    await expect(store.finishAndClaim(c.token, cancel, offer(w, [room]), 1)).rejects.toBeInstanceOf(
+      ConflictError,
+    );
+    const other = session("other");
+    await expect(
+      store.finishAndClaim({ ...c.token, session: other }, ok, offer(other, [room]), 1),
+    ).rejects.toBeInstanceOf(ConflictError);
+    expect(await store.readEvents(room, 0)).toEqual(before);
+    expect(await store.getTask(run.runId, "b")).toEqual(b0);
+    // Bad input is refused before anything is written: an outcome a worker cannot report, max < 1.
+    const bad = { ...ok, outcome: "running" } as unknown as TaskResult;
+    await expect(store.finishAndClaim(c.token, bad, offer(w, [room]), 1)).rejects.toThrow(RangeError);
+    await expect(store.finishAndClaim(c.token, ok, offer(w, [room]), 0)).rejects.toThrow(RangeError);
+    expect(await store.readEvents(room, 0)).toEqual(before);
+    expect((await store.getTask(run.runId, "a"))?.status).toBe("running");
+    // The token still holds: the real finish goes through and hands the slot to b.
+    const r = await store.finishAndClaim(c.token, ok, offer(w, [room]), 1);
+    expect(r.batch.claimed.map((x) => x.task.taskId)).toEqual(["b"]);
+  });
+
+  it("a failure with attempts left goes back to the queue and is not claimed again by the same call", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(ctx.uid("d"), [task("flaky", { retries: 2, retryBackoffMs: 0 })]),
+    );
+    const w = session("w");
+    const c = (await store.claimTask(offer(w, [room])))!;
+    const r = await store.finishAndClaim(c.token, failed, offer(w, [room]), 4);
+    expect(r.status).toBe("queued");
+    expect(r.batch.claimed).toEqual([]);
+    expect(await store.getTask(run.runId, "flaky")).toMatchObject({ status: "queued", attempt: 2 });
+    // The next claim takes the retry.
+    const again = await store.claimTasks(offer(w, [room]), 4);
+    expect(again.claimed.map((x) => `${x.task.taskId}#${x.task.attempt}`)).toEqual(["flaky#2"]);
+  });
+
+  it(`${RACERS} connections finishing and claiming 60 tasks: each task runs and succeeds exactly once`, async () => {
+    const { store, room, fence } = await setup();
+    const ids = Array.from({ length: 60 }, (_, i) => `t${i}`);
+    // Every task queued at once: no scheduling step runs while the workers race.
+    await store.setRoomCap(room, ids.length, { fence });
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(
+        ctx.uid("d"),
+        ids.map((id) => task(id)),
+      ),
+    );
+    const stores = await Promise.all(Array.from({ length: RACERS }, () => ctx.open()));
+    const { values, errors } = await race(
+      stores.map((s, i) => async () => {
+        const mine: string[] = [];
+        const o = offer(session(`w${i}`), [room]);
+        let held = (await s.claimTasks(o, 1)).claimed[0];
+        while (held !== undefined) {
+          mine.push(held.task.taskId);
+          const r = await s.finishAndClaim(held.token, ok, o, 1);
+          expect(r.status).toBe("succeeded");
+          held = r.batch.claimed[0];
+        }
+        return mine;
+      }),
+    );
+    expect(errors).toEqual([]);
+    expect(values.flat().sort()).toEqual([...ids].sort());
+    const log = await store.readEvents(room, 0);
+    for (const id of ids) {
+      expect(log.filter((e) => e.taskId === id && e.kind === "task.running")).toHaveLength(1);
+      expect(log.filter((e) => e.taskId === id && e.kind === "task.succeeded")).toHaveLength(1);
+    }
+    const tasks = await Promise.all(ids.map((id) => store.getTask(run.runId, id)));
+    expect(tasks.every((t) => t?.status === "succeeded")).toBe(true);
+  });
+}
