@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { openPostgresStore } from "../../src/adapters/postgres/index.js";
 import pg from "pg";
-import { CLAIM_SQL, FINISH_SQL } from "../../src/adapters/postgres/tasks.js";
+import { CLAIM_SQL, FINISH_CLAIM_SQL, FINISH_SQL } from "../../src/adapters/postgres/tasks.js";
 import type { Store } from "../../src/ports/store.js";
 import type { PlanNode } from "../support/postgres-harness.js";
 import { explainClaimPick } from "../support/postgres-harness.js";
@@ -111,19 +111,42 @@ async function explainWrites(statements: Array<[string, unknown[]]>): Promise<st
 it("the whole claim and finish statements reach their rows by index only: no sequential scan of tasks", async () => {
   try {
     await pickAfter(20_000);
-    const [claim, finish] = await explainWrites([
-      [CLAIM_SQL, [null, ["!room"], "node", ["echo"], ["linux"], "boot", 1000, "node/boot", 1]],
-      [FINISH_SQL, [null, "r1", "t20001", 2, "node", "boot", "succeeded", 0, "out", null, "node/boot", 3]],
+    const claimArgs = [["!room"], "node", ["echo"], ["linux"], "boot", 1000, "node/boot", 1];
+    const finishArgs = (t: string) => [
+      null,
+      "r1",
+      t,
+      2,
+      "node",
+      "boot",
+      "succeeded",
+      0,
+      "out",
+      null,
+      "node/boot",
+      3,
+    ];
+    const [claim, finishClaim, finish] = await explainWrites([
+      [CLAIM_SQL, [null, ...claimArgs]],
+      // Finishes t20001 (claimed above) and claims t20002 in the same statement.
+      [FINISH_CLAIM_SQL, [...finishArgs("t20001"), ...claimArgs]],
+      [FINISH_SQL, finishArgs("t20002")],
     ]);
     console.info(`claim statement plan with 20 000 finished tasks:\n${claim!.join("\n")}`);
+    console.info(`finish-and-claim statement plan:\n${finishClaim!.join("\n")}`);
     console.info(`finish statement plan:\n${finish!.join("\n")}`);
     // The pick is claim_pick's (its plan is the test above); the claimed row is reached by its key.
-    expect(claim!.join("\n")).toMatch(/Function Scan on claim_pick \(actual rows=1/);
-    expect(claim!.join("\n")).toMatch(/Index Scan using tasks_pkey on tasks t \(actual rows=1/);
-    // The finish found its row (the claim above made it running) through an index.
-    expect(finish!.join("\n")).toMatch(/Update on tasks \(actual rows=1/);
-    expect(finish!.join("\n")).toMatch(/Index Scan using tasks_pkey on tasks/);
-    for (const plan of [claim!, finish!]) expect(plan.filter((l) => /Seq Scan on tasks/.test(l))).toEqual([]);
+    for (const plan of [claim!, finishClaim!]) {
+      expect(plan.join("\n")).toMatch(/Function Scan on claim_pick \(actual rows=1/);
+      expect(plan.join("\n")).toMatch(/Index Scan using tasks_pkey on tasks t \(actual rows=1/);
+    }
+    // The finishes found their rows (the claims before made them running) through an index.
+    for (const plan of [finishClaim!, finish!]) {
+      expect(plan.join("\n")).toMatch(/Update on tasks \(actual rows=1/);
+      expect(plan.join("\n")).toMatch(/Index Scan using tasks_pkey on tasks/);
+    }
+    for (const plan of [claim!, finishClaim!, finish!])
+      expect(plan.filter((l) => /Seq Scan on tasks/.test(l))).toEqual([]);
   } catch (e) {
     failed = true;
     throw e;
