@@ -139,7 +139,7 @@ export function sqliteCapabilities(db: () => SqliteTestDb): ContractCapabilities
       const rows = db()
         .raw()
         .prepare(`EXPLAIN QUERY PLAN ${CLAIM_SQL}`)
-        .all('["!room"]', Date.now(), "node", '["echo"]', '["linux"]') as Array<{ detail: string }>;
+        .all('["!room"]', Date.now(), "node", '["echo"]', '["linux"]', 2) as Array<{ detail: string }>;
       return rows.map((r) => r.detail);
     },
   };

@@ -24,7 +24,7 @@ export const CLAIM_SQL = `SELECT seq, version FROM tasks INDEXED BY tasks_claim
     AND NOT EXISTS (SELECT 1 FROM json_each(tasks.labels) AS need
                      WHERE need.value NOT IN (SELECT value FROM json_each(?)))
   ORDER BY priority DESC, seq
-  LIMIT 1`;
+  LIMIT ?`;
 
 /** The queued tasks that fit this node: the claim's filter, on the same partial index. */
 const FITS = `FROM tasks INDEXED BY tasks_claim
@@ -35,12 +35,7 @@ const FITS = `FROM tasks INDEXED BY tasks_claim
     AND NOT EXISTS (SELECT 1 FROM json_each(tasks.labels) AS need
                      WHERE need.value NOT IN (SELECT value FROM json_each(?)))`;
 
-/**
- * What is left for this node after a claim: whether a fitting task is ready now (the first one
- * found answers, so a long queue costs no more than a short one), and only when none is, the
- * soonest not_before of those still waiting.
- */
-const MORE_SQL = `SELECT EXISTS (SELECT 1 ${FITS} AND (not_before IS NULL OR not_before <= ?)) AS ready`;
+/** Only when no fitting task is left ready: the soonest not_before of those still waiting. */
 const NEXT_SQL = `SELECT min(not_before) AS next ${FITS} AND not_before > ?`;
 
 export function claimTask(c: SqliteConnection, offer: NodeOffer): Promise<ClaimedTask | null> {
@@ -79,16 +74,18 @@ function claimInTx(
   const claimed: ClaimedTask[] = [];
   const lines: LogEntry[] = [];
   const claimedRooms = new Set<string>();
-  while (claimed.length < max) {
-    const pick = c.get<{ seq: number; version: number }>(
-      CLAIM_SQL,
-      rooms,
-      tx.now,
-      offer.session.nodeId,
-      actions,
-      labels,
-    );
-    if (pick === undefined) break;
+  // One more than asked for: a row past `max` is a fitting task left ready, so the batch says
+  // "more" without another statement.
+  const picks = c.all<{ seq: number; version: number }>(
+    CLAIM_SQL,
+    rooms,
+    tx.now,
+    offer.session.nodeId,
+    actions,
+    labels,
+    max + 1,
+  );
+  for (const pick of picks.slice(0, max)) {
     const row = c.get(
       `UPDATE tasks SET status = 'running', version = version + 1, claim_version = version + 1,
               executor_node = ?, executor_boot = ?, lease_expires_at = ?,
@@ -105,7 +102,7 @@ function claimInTx(
       pick.version,
     );
     // Inside BEGIN IMMEDIATE nobody can move the row between the pick and the update.
-    if (row === undefined) break;
+    if (row === undefined) throw new Error(`claim task: picked task ${pick.seq} moved inside the write lock`);
     const task = toTask(row);
     const roomId = row.room_id as string;
     lines.push({
@@ -122,9 +119,9 @@ function claimInTx(
       task,
     });
   }
-  const fits = [rooms, offer.session.nodeId, actions, labels];
-  const more = (c.get<{ ready: number }>(MORE_SQL, ...fits, tx.now)?.ready ?? 0) > 0;
+  const more = picks.length > max;
   // A node with ready tasks left claims again at once; when it would wait is asked only otherwise.
+  const fits = [rooms, offer.session.nodeId, actions, labels];
   const next = more ? null : (c.get<{ next: number | null }>(NEXT_SQL, ...fits, tx.now)?.next ?? null);
   return {
     batch: { claimed, more, nextReadyInMs: next === null ? null : Math.max(0, next - tx.now) },
