@@ -2,7 +2,7 @@
  * Section 1, PostgreSQL: claim + complete per second through dagbot's store (one Store per node,
  * as `dagbot node` has: a pool of 10 connections shared by N concurrent claim/finish loops), next
  * to a raw SKIP LOCKED loop on a partial index (same pool size, same database) and graphile-worker
- * with concurrency 8 on no-op jobs, in the same run.
+ * with concurrency 8 on no-op jobs, at its fastest settings and at its defaults, in the same run.
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -78,11 +78,28 @@ async function rawRound(pool, workers, jobs, meter) {
 }
 
 /**
+ * graphile-worker's batching settings: `localQueue` (preset.worker.localQueue.size, jobs fetched and
+ * locked per query) and `completeBatchDelay` (completeJobBatchDelay, ms to gather completions into
+ * one statement); -1 is graphile-worker's default for both (off).
+ */
+export const GRAPHILE_DEFAULT = { name: "default", localQueue: -1, completeBatchDelay: -1 };
+/**
+ * Its fastest settings for this workload on this machine with a local queue of at most 1 % of the
+ * round's jobs (bench/graphile-sweep.mjs; the figures and why the bound are in bench/README.md,
+ * Findings, "graphile-worker at its best"): the bench judges dagbot against these.
+ */
+export const GRAPHILE_BEST = {
+  name: "localQueue 200, completeJobBatchDelay 0 ms",
+  localQueue: 200,
+  completeBatchDelay: 0,
+};
+
+/**
  * graphile-worker 0.17 at its best (bench/graphile-child.mjs): in its own process, on `jobs` no-op
  * jobs added first (enough for a steady state), concurrency 8, a pool of the same size; timed from
  * the first job's start until the jobs table is empty. Server CPU is metered here, over the run.
  */
-async function graphileRound(url, jobs, meter) {
+export async function graphileRound(url, jobs, meter, settings = GRAPHILE_DEFAULT) {
   const child = spawn(
     process.execPath,
     [
@@ -91,6 +108,8 @@ async function graphileRound(url, jobs, meter) {
       String(jobs),
       "8",
       String(POOL_SIZE),
+      String(settings.localQueue),
+      String(settings.completeBatchDelay),
     ],
     { stdio: ["pipe", "pipe", "inherit"] },
   );
@@ -145,7 +164,7 @@ async function backlogRound(store, jobs) {
 }
 
 /** A connected client on `url` and a CPU meter of that database's backends. */
-async function metered(url) {
+export async function metered(url) {
   const admin = new pg.Client({ connectionString: url });
   admin.on("error", () => {});
   await admin.connect();
@@ -164,6 +183,7 @@ export async function benchClaimPostgres(
   const url = await scratch.database("claim");
   const backlogUrl = await scratch.database("backlog");
   const graphileUrl = await scratch.database("graphile");
+  const graphileDefaultUrl = await scratch.database("graphile_default");
   const { openPostgresStore } = await load("adapters/postgres/index.js");
   const store = await openPostgresStore(url, { poolSize: POOL_SIZE });
   const backlogStore = await openPostgresStore(backlogUrl, { poolSize: POOL_SIZE });
@@ -173,12 +193,15 @@ export async function benchClaimPostgres(
   const { admin, meter } = await metered(url);
   const backlogSide = await metered(backlogUrl);
   const graphileSide = await metered(graphileUrl);
+  const graphileDefaultSide = await metered(graphileDefaultUrl);
   const out = {
     dagbot: {},
     raw: {},
     graphile: [],
+    graphileSettings: GRAPHILE_BEST,
+    graphileDefault: [],
     backlog: { queued: backlog, perSecond: [], ratio: [] },
-    cpu: { dagbot: {}, raw: {}, graphile: [], backlog: [] },
+    cpu: { dagbot: {}, raw: {}, graphile: [], graphileDefault: [], backlog: [] },
     errors: 0,
     firstError: null,
   };
@@ -222,16 +245,22 @@ export async function benchClaimPostgres(
           );
         }
       }
-      const g = await graphileRound(graphileUrl, graphileJobs, graphileSide.meter);
-      out.graphile.push(g.perSecond);
-      out.cpu.graphile.push(g.cpu);
-      log(
-        `  pg round ${round + 1}: graphile-worker (own process, ${graphileJobs} jobs, concurrency 8) ` +
-          `${g.perSecond.toFixed(0)}/s (${cpuLine(g.cpu)})`,
-      );
+      const peers = [
+        ["graphile", graphileUrl, graphileSide, GRAPHILE_BEST],
+        ["graphileDefault", graphileDefaultUrl, graphileDefaultSide, GRAPHILE_DEFAULT],
+      ];
+      for (const [key, peerUrl, side, settings] of round % 2 === 0 ? peers : peers.reverse()) {
+        const g = await graphileRound(peerUrl, graphileJobs, side.meter, settings);
+        out[key].push(g.perSecond);
+        out.cpu[key].push(g.cpu);
+        log(
+          `  pg round ${round + 1}: graphile-worker ${settings.name} (own process, ${graphileJobs} jobs, ` +
+            `concurrency 8) ${g.perSecond.toFixed(0)}/s (${cpuLine(g.cpu)})`,
+        );
+      }
     }
   } finally {
-    for (const c of [admin, backlogSide.admin, graphileSide.admin]) await c.end();
+    for (const c of [admin, backlogSide.admin, graphileSide.admin, graphileDefaultSide.admin]) await c.end();
     await pool.end();
     await store.close();
     await backlogStore.close();

@@ -2,6 +2,10 @@
  * graphile-worker at its best for the claim section: run in its own process (so the bench's event
  * loop and garbage collector do not share its thread), on enough no-op jobs for a steady state.
  * Usage: node bench/graphile-child.mjs <database url> <jobs> <concurrency> <pool size>
+ *   [<local queue size> <complete batch delay ms>]
+ * The last two are graphile-worker's batching settings (preset.worker.localQueue.size and
+ * completeJobBatchDelay); -1, their default, turns each off (bench/graphile-sweep.mjs chose the
+ * bench's values).
  * Talks to the bench by lines: prints "ready" once the jobs are added, starts the runner on "go"
  * (so the bench's CPU meter covers the run only), prints one JSON line { perSecond, seconds,
  * clientUs } (clientUs: this process's CPU per job while the runner ran), and closes its
@@ -16,12 +20,24 @@ import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 
-const [url, jobsArg, concurrencyArg, poolArg] = process.argv.slice(2);
+const [url, jobsArg, concurrencyArg, poolArg, localQueueArg = "-1", batchDelayArg = "-1"] =
+  process.argv.slice(2);
 const jobs = Number(jobsArg);
 const concurrency = Number(concurrencyArg);
 const poolSize = Number(poolArg);
-if (url === undefined || !(jobs > 0) || !(concurrency > 0) || !(poolSize > 0))
-  throw new Error("usage: graphile-child.mjs <database url> <jobs> <concurrency> <pool size>");
+const localQueueSize = Number(localQueueArg);
+const completeJobBatchDelay = Number(batchDelayArg);
+if (
+  url === undefined ||
+  !(jobs > 0) ||
+  !(concurrency > 0) ||
+  !(poolSize > 0) ||
+  !Number.isInteger(localQueueSize) ||
+  !(completeJobBatchDelay >= -1)
+)
+  throw new Error(
+    "usage: graphile-child.mjs <database url> <jobs> <concurrency> <pool size> [<local queue size> <complete batch delay ms>]",
+  );
 
 const reader = createInterface({ input: process.stdin });
 const lines = reader[Symbol.asyncIterator]();
@@ -66,6 +82,13 @@ try {
     noHandleSignals: true,
     pollInterval: 1000,
     logger,
+    // Only what is set: graphile-worker's own defaults otherwise (both off).
+    preset: {
+      worker: {
+        ...(localQueueSize > 0 ? { localQueue: { size: localQueueSize } } : {}),
+        ...(completeJobBatchDelay >= 0 ? { completeJobBatchDelay } : {}),
+      },
+    },
     taskList: {
       noop: async () => {
         t0 ??= performance.now();

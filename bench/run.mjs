@@ -91,8 +91,11 @@ function claimPgSummary(r) {
   const top = String(Math.max(...Object.keys(r.dagbot).map(Number)));
   return {
     workers,
+    graphileSettings: r.graphileSettings,
     graphile: summarize(r.graphile),
     graphileCpu: cpuSummary(r.cpu.graphile),
+    graphileDefault: summarize(r.graphileDefault),
+    graphileDefaultCpu: cpuSummary(r.cpu.graphileDefault),
     backlog: {
       queued: r.backlog.queued,
       perSecond: summarize(r.backlog.perSecond),
@@ -100,6 +103,7 @@ function claimPgSummary(r) {
       cpu: cpuSummary(r.cpu.backlog),
     },
     ratioGraphile: summarize(ratios(r.dagbot[top], r.graphile)),
+    ratioGraphileDefault: summarize(ratios(r.dagbot[top], r.graphileDefault)),
     errors: r.errors,
     firstError: r.firstError,
   };

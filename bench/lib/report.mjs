@@ -31,7 +31,7 @@ function claimSection(r) {
   const pg = r.claim?.postgres;
   if (pg !== undefined) {
     out.push("### Claim path, PostgreSQL (claim + complete per second)", "");
-    const cpu = (c) => `${fmt(c.serverUs.median)} + ${fmt(c.clientUs.median)}`;
+    const cpu = (c) => (c === undefined ? "–" : `${fmt(c.serverUs.median)} + ${fmt(c.clientUs.median)}`);
     const rows = Object.entries(pg.workers).map(([w, v]) => [
       w,
       fmtSummary(v.dagbot, "/s"),
@@ -54,11 +54,17 @@ function claimSection(r) {
       ),
       "",
     );
+    const best = pg.graphileSettings;
     out.push(
-      `graphile-worker 0.17 (its own process, 20,000 jobs, concurrency 8): ${fmtSummary(pg.graphile, "/s")} ` +
-        `(CPU ${cpu(pg.graphileCpu)} µs/job, server + its process); ` +
-        `dagbot with 8 workers / graphile-worker: ${fmtSummary(pg.ratioGraphile, "×")}. ` +
-        `Store errors during the claim loops: ${pg.errors}.`,
+      `graphile-worker 0.17 (its own process, 20,000 jobs, concurrency 8)` +
+        (best === undefined ? "" : ` at its fastest settings here (${best.name})`) +
+        `: ${fmtSummary(pg.graphile, "/s")} (CPU ${cpu(pg.graphileCpu)} µs/job, server + its process); ` +
+        `dagbot with 8 workers / graphile-worker: ${fmtSummary(pg.ratioGraphile, "×")}.` +
+        (pg.graphileDefault === undefined
+          ? ""
+          : ` At its defaults (no local queue, no batched completion): ${fmtSummary(pg.graphileDefault, "/s")} ` +
+            `(CPU ${cpu(pg.graphileDefaultCpu)} µs/job); dagbot / it: ${fmtSummary(pg.ratioGraphileDefault, "×")}.`) +
+        ` Store errors during the claim loops: ${pg.errors}.`,
       "",
     );
     if (pg.backlog !== undefined)
