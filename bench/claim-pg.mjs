@@ -1,8 +1,10 @@
 /**
  * Section 1, PostgreSQL: claim + complete per second through dagbot's store (one Store per node,
- * as `dagbot node` has: a pool of 10 connections shared by N concurrent claim/finish loops), next
- * to a raw SKIP LOCKED loop on a partial index (same pool size, same database) and graphile-worker
- * with concurrency 8 on no-op jobs, at its fastest settings and at its defaults, in the same run.
+ * as `dagbot node` has: a pool of 10 connections shared by N concurrent claim/finish loops), as a
+ * node runs it now (finishAndClaim while ready tasks are left) and with the finish and the next
+ * claim apart (as before it), next to a raw SKIP LOCKED loop on a partial index (same pool size,
+ * same database) and graphile-worker with concurrency 8 on no-op jobs, at its fastest settings and
+ * at its defaults, in the same run.
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -13,24 +15,25 @@ import { fileURLToPath, URL } from "node:url";
 import pg from "pg";
 import { cpuMeter } from "./lib/cpu.mjs";
 import { load } from "./lib/dist.mjs";
-import { claimLoop, leadRoom, offer, queueTasks } from "./lib/queue.mjs";
+import { claimLoop, hasFinishAndClaim, leadRoom, offer, queueTasks } from "./lib/queue.mjs";
 
 const ROOM = "bench-claim";
 const POOL_SIZE = 10;
 
-/** dagbot: `workers` concurrent claim/finish loops over one Store. */
-async function dagbotRound(store, fence, round, workers, jobs, meter) {
-  await queueTasks(store, fence, `claim_r${round}_w${workers}`, jobs);
+/** dagbot: `workers` concurrent claim/finish loops over one Store (`apart`: see claimLoop). */
+async function dagbotRound(store, fence, round, workers, jobs, meter, apart = false) {
+  await queueTasks(store, fence, `claim_r${round}_w${workers}${apart ? "_apart" : ""}`, jobs);
   const m = await meter.start();
   const t0 = performance.now();
   const results = await Promise.all(
-    Array.from({ length: workers }, (_, i) => claimLoop(store, offer(ROOM, `bench-w${i}`))),
+    Array.from({ length: workers }, (_, i) => claimLoop(store, offer(ROOM, `bench-w${i}`), { apart })),
   );
   const seconds = (performance.now() - t0) / 1000;
   const cpu = await m.stop(jobs);
   const done = results.reduce((a, r) => a + r.done, 0);
   const errors = results.reduce((a, r) => a + r.errors, 0);
-  if (done !== jobs) throw new Error(`dagbot pg claim: ${done} of ${jobs} done (${errors} errors)`);
+  if (done !== jobs)
+    throw new Error(`dagbot pg claim${apart ? " (apart)" : ""}: ${done} of ${jobs} done (${errors} errors)`);
   return {
     perSecond: done / seconds,
     cpu,
@@ -139,27 +142,20 @@ export async function graphileRound(url, jobs, meter, settings = GRAPHILE_DEFAUL
 
 /**
  * The claim path with a large backlog: tasks queued once in their own database (its own Store),
- * then each round `jobs` of them claimed and finished by 8 workers, so every pick runs with at
- * least 10,000 still queued behind it (statistics as autovacuum left them).
+ * then each round `jobs` of them claimed and finished by 8 workers running the node's loop, so
+ * every pick runs with at least 10,000 still queued behind it (statistics as autovacuum left them).
  */
 async function backlogRound(store, jobs) {
-  let left = jobs;
+  const budget = { left: jobs };
   const m0 = performance.now();
-  const counts = await Promise.all(
-    Array.from({ length: 8 }, async (_, i) => {
-      const theOffer = offer(ROOM, `bench-b${i}`);
-      let n = 0;
-      while (left > 0) {
-        left -= 1;
-        const claimed = await store.claimTask(theOffer);
-        if (claimed === null) throw new Error("backlog ran out");
-        await store.finishTask(claimed.token, { outcome: "succeeded", exitCode: 0, output: "", error: null });
-        n += 1;
-      }
-      return n;
-    }),
+  const results = await Promise.all(
+    Array.from({ length: 8 }, (_, i) => claimLoop(store, offer(ROOM, `bench-b${i}`), { budget })),
   );
-  const done = counts.reduce((a, b) => a + b, 0);
+  const done = results.reduce((a, r) => a + r.done, 0);
+  if (done !== jobs)
+    throw new Error(
+      `dagbot pg backlog: ${done} of ${jobs} done (${results.find((r) => r.firstError)?.firstError ?? "backlog ran out"})`,
+    );
   return { done, seconds: (performance.now() - m0) / 1000 };
 }
 
@@ -195,13 +191,15 @@ export async function benchClaimPostgres(
   const graphileSide = await metered(graphileUrl);
   const graphileDefaultSide = await metered(graphileDefaultUrl);
   const out = {
+    finishAndClaim: hasFinishAndClaim(store),
     dagbot: {},
+    apart: {},
     raw: {},
     graphile: [],
     graphileSettings: GRAPHILE_BEST,
     graphileDefault: [],
     backlog: { queued: backlog, perSecond: [], ratio: [] },
-    cpu: { dagbot: {}, raw: {}, graphile: [], graphileDefault: [], backlog: [] },
+    cpu: { dagbot: {}, apart: {}, raw: {}, graphile: [], graphileDefault: [], backlog: [] },
     errors: 0,
     firstError: null,
   };
@@ -215,20 +213,29 @@ export async function benchClaimPostgres(
     await queueTasks(backlogStore, backlogFence, "backlog", backlog + 200 + rounds * jobs);
     // A warm-up so the first measured round does not pay for cold caches and statement preparation.
     await dagbotRound(store, fence, "warm", 4, 200, meter);
+    await dagbotRound(store, fence, "warm", 4, 200, meter, true);
     await rawRound(pool, 4, 200, meter);
     await backlogRound(backlogStore, 200);
     for (let round = 0; round < rounds; round++) {
       for (const w of workerCounts) {
-        const d = await dagbotRound(store, fence, round, w, jobs, meter);
-        (out.dagbot[w] ??= []).push(d.perSecond);
-        (out.cpu.dagbot[w] ??= []).push(d.cpu);
-        out.errors += d.errors;
-        out.firstError ??= d.firstError ?? null;
+        // The two dagbot loops swap places every round: the tasks table grows as the run goes on.
+        const loops = {};
+        for (const apart of round % 2 === 0 ? [false, true] : [true, false])
+          loops[apart ? "apart" : "dagbot"] = await dagbotRound(store, fence, round, w, jobs, meter, apart);
+        for (const [key, d] of Object.entries(loops)) {
+          (out[key][w] ??= []).push(d.perSecond);
+          (out.cpu[key][w] ??= []).push(d.cpu);
+          out.errors += d.errors;
+          out.firstError ??= d.firstError ?? null;
+        }
+        const d = loops.dagbot;
+        const a = loops.apart;
         const r = await rawRound(pool, w, jobs, meter);
         (out.raw[w] ??= []).push(r.perSecond);
         (out.cpu.raw[w] ??= []).push(r.cpu);
         log(
           `  pg round ${round + 1}: ${w} workers dagbot ${d.perSecond.toFixed(0)}/s (${cpuLine(d.cpu)}), ` +
+            `finish and claim apart ${a.perSecond.toFixed(0)}/s (${cpuLine(a.cpu)}), ` +
             `raw ${r.perSecond.toFixed(0)}/s (${cpuLine(r.cpu)})`,
         );
         if (w === top) {

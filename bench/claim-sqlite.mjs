@@ -1,8 +1,10 @@
 /**
  * Section 1, SQLite: claim + complete per second through dagbot's store with 1, 2 and 4 OS
- * processes on one file (one Store per process, as one node per process has), next to the raw
- * BEGIN IMMEDIATE loop on a partial index in the same file with the adapter's pragmas (WAL,
- * synchronous=FULL), and both again with synchronous=NORMAL (the node config's sqlite_synchronous).
+ * processes on one file (one Store per process, as one node per process has), as a node runs it now
+ * (finishAndClaim while ready tasks are left) and with the finish and the next claim apart (as
+ * before it), next to the raw BEGIN IMMEDIATE loop on a partial index in the same file with the
+ * adapter's pragmas (WAL, synchronous=FULL), and all again with synchronous=NORMAL (the node
+ * config's sqlite_synchronous).
  */
 import { fork } from "node:child_process";
 import { join } from "node:path";
@@ -11,7 +13,7 @@ import { fileURLToPath, URL } from "node:url";
 import Database from "better-sqlite3";
 import { track } from "./lib/children.mjs";
 import { load } from "./lib/dist.mjs";
-import { leadRoom, queueTasks } from "./lib/queue.mjs";
+import { hasFinishAndClaim, leadRoom, queueTasks } from "./lib/queue.mjs";
 
 const CHILD = fileURLToPath(new URL("./sqlite-claim-child.mjs", import.meta.url));
 const ROOM = "bench-claim";
@@ -73,11 +75,14 @@ export async function benchClaimSqlite(scratch, { rounds, jobs, processCounts, l
     `INSERT INTO raw_jobs (status) SELECT 'queued' FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) SELECT x FROM c)`,
   );
   const out = {
+    finishAndClaim: hasFinishAndClaim(store),
     dagbot: {},
     dagbotNormal: {},
+    apart: {},
+    apartNormal: {},
     raw: {},
     rawNormal: {},
-    cpu: { dagbot: {}, dagbotNormal: {}, raw: {}, rawNormal: {} },
+    cpu: { dagbot: {}, dagbotNormal: {}, apart: {}, apartNormal: {}, raw: {}, rawNormal: {} },
     errors: 0,
     firstError: null,
     rawErrors: 0,
@@ -86,22 +91,27 @@ export async function benchClaimSqlite(scratch, { rounds, jobs, processCounts, l
     const fence = await leadRoom(store, ROOM);
     for (let round = 0; round < rounds; round++) {
       for (const p of processCounts) {
-        await queueTasks(store, fence, `claim_r${round}_p${p}`, jobs);
-        const d = await race("dagbot", path, p);
-        if (d.done !== jobs)
-          throw new Error(`dagbot sqlite claim: ${d.done} of ${jobs} done (${d.firstError})`);
-        (out.dagbot[p] ??= []).push(d.done / d.seconds);
-        (out.cpu.dagbot[p] ??= []).push(d.cpuUsPerPair);
-        out.errors += d.errors;
-        out.firstError ??= d.firstError;
-        await queueTasks(store, fence, `claim_r${round}_p${p}_normal`, jobs);
-        const dn = await race("dagbot-normal", path, p);
-        if (dn.done !== jobs)
-          throw new Error(`dagbot sqlite claim (normal): ${dn.done} of ${jobs} done (${dn.firstError})`);
-        (out.dagbotNormal[p] ??= []).push(dn.done / dn.seconds);
-        (out.cpu.dagbotNormal[p] ??= []).push(dn.cpuUsPerPair);
-        out.errors += dn.errors;
-        out.firstError ??= dn.firstError;
+        // dagbot's four variants; the loop and its "apart" twin swap places every round.
+        const variants = [
+          ["dagbot", "dagbot", ""],
+          ["apart", "dagbot-apart", "_apart"],
+          ["dagbotNormal", "dagbot-normal", "_normal"],
+          ["apartNormal", "dagbot-apart-normal", "_apart_normal"],
+        ];
+        const order = round % 2 === 0 ? variants : [1, 0, 3, 2].map((i) => variants[i]);
+        const v = {};
+        for (const [key, mode, suffix] of order) {
+          await queueTasks(store, fence, `claim_r${round}_p${p}${suffix}`, jobs);
+          const d = await race(mode, path, p);
+          if (d.done !== jobs)
+            throw new Error(`dagbot sqlite claim (${mode}): ${d.done} of ${jobs} done (${d.firstError})`);
+          (out[key][p] ??= []).push(d.done / d.seconds);
+          (out.cpu[key][p] ??= []).push(d.cpuUsPerPair);
+          out.errors += d.errors;
+          out.firstError ??= d.firstError;
+          v[key] = d;
+        }
+        const { dagbot: d, apart: a, dagbotNormal: dn, apartNormal: an } = v;
         addRaw.run(jobs);
         const r = await race("raw", path, p);
         (out.raw[p] ??= []).push(r.done / r.seconds);
@@ -112,11 +122,10 @@ export async function benchClaimSqlite(scratch, { rounds, jobs, processCounts, l
         (out.rawNormal[p] ??= []).push(rn.done / rn.seconds);
         (out.cpu.rawNormal[p] ??= []).push(rn.cpuUsPerPair);
         out.rawErrors += rn.errors;
+        const fig = (x) => `${(x.done / x.seconds).toFixed(0)}/s (${Math.round(x.cpuUsPerPair)} µs)`;
         log(
-          `  sqlite round ${round + 1}: ${p} processes dagbot ${(d.done / d.seconds).toFixed(0)}/s ` +
-            `(${Math.round(d.cpuUsPerPair)} µs), raw ${(r.done / r.seconds).toFixed(0)}/s (${Math.round(r.cpuUsPerPair)} µs), ` +
-            `dagbot (synchronous=NORMAL) ${(dn.done / dn.seconds).toFixed(0)}/s (${Math.round(dn.cpuUsPerPair)} µs), ` +
-            `raw (synchronous=NORMAL) ${(rn.done / rn.seconds).toFixed(0)}/s (${Math.round(rn.cpuUsPerPair)} µs)`,
+          `  sqlite round ${round + 1}: ${p} processes dagbot ${fig(d)}, apart ${fig(a)}, raw ${fig(r)}; ` +
+            `synchronous=NORMAL: dagbot ${fig(dn)}, apart ${fig(an)}, raw ${fig(rn)}`,
         );
       }
     }

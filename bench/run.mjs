@@ -83,13 +83,19 @@ function claimPgSummary(r) {
   for (const w of Object.keys(r.dagbot))
     workers[w] = {
       dagbot: summarize(r.dagbot[w]),
+      apart: summarize(r.apart[w]),
       raw: summarize(r.raw[w]),
       ratioRaw: summarize(ratios(r.dagbot[w], r.raw[w])),
+      ratioApartRaw: summarize(ratios(r.apart[w], r.raw[w])),
+      // The effect of finishAndClaim alone: the node's loop over the same loop with the two apart.
+      ratioApart: summarize(ratios(r.dagbot[w], r.apart[w])),
       dagbotCpu: cpuSummary(r.cpu.dagbot[w]),
+      apartCpu: cpuSummary(r.cpu.apart[w]),
       rawCpu: cpuSummary(r.cpu.raw[w]),
     };
   const top = String(Math.max(...Object.keys(r.dagbot).map(Number)));
   return {
+    finishAndClaim: r.finishAndClaim,
     workers,
     graphileSettings: r.graphileSettings,
     graphile: summarize(r.graphile),
@@ -119,12 +125,27 @@ function claimSqliteSummary(r) {
       ratioRaw: summarize(ratios(r.dagbot[p], r.raw[p])),
       dagbotNormal: summarize(r.dagbotNormal[p]),
       ratioRawNormal: summarize(ratios(r.dagbotNormal[p], r.rawNormal[p])),
+      apart: summarize(r.apart[p]),
+      apartNormal: summarize(r.apartNormal[p]),
+      ratioApartRaw: summarize(ratios(r.apart[p], r.raw[p])),
+      ratioApartRawNormal: summarize(ratios(r.apartNormal[p], r.rawNormal[p])),
+      // The effect of finishAndClaim alone, with each pragma.
+      ratioApart: summarize(ratios(r.dagbot[p], r.apart[p])),
+      ratioApartNormal: summarize(ratios(r.dagbotNormal[p], r.apartNormal[p])),
+      apartCpuUs: summarize(r.cpu.apart[p]),
+      apartNormalCpuUs: summarize(r.cpu.apartNormal[p]),
       dagbotNormalCpuUs: summarize(r.cpu.dagbotNormal[p]),
       dagbotCpuUs: summarize(r.cpu.dagbot[p]),
       rawCpuUs: summarize(r.cpu.raw[p]),
       rawNormalCpuUs: summarize(r.cpu.rawNormal[p]),
     };
-  return { processes, busyErrors: r.errors, firstError: r.firstError, rawErrors: r.rawErrors };
+  return {
+    finishAndClaim: r.finishAndClaim,
+    processes,
+    busyErrors: r.errors,
+    firstError: r.firstError,
+    rawErrors: r.rawErrors,
+  };
 }
 
 function dagSummary(r) {

@@ -1,7 +1,8 @@
 /**
  * One OS process of the SQLite claim-path bench: opens the shared file, says ready, waits for "go",
  * then claims and completes until nothing is queued, and reports its count and errors.
- * argv: mode (dagbot | dagbot-normal | raw | raw-normal), path to the file, worker name.
+ * argv: mode (dagbot | dagbot-normal | dagbot-apart | dagbot-apart-normal | raw | raw-normal), path
+ * to the file, worker name. `-apart`: the finish and the next claim apart (claimLoop's `apart`).
  */
 import process from "node:process";
 import Database from "better-sqlite3";
@@ -67,14 +68,14 @@ function rawLoop(sync) {
   };
 }
 
-if (mode === "dagbot" || mode === "dagbot-normal") {
+if (mode.startsWith("dagbot")) {
   const { openSqliteStore } = await load("adapters/sqlite/index.js");
   // A build from before sqlite_synchronous ignores the option (and runs FULL).
-  const store = await openSqliteStore(path, mode === "dagbot-normal" ? { synchronous: "normal" } : {});
+  const store = await openSqliteStore(path, mode.endsWith("-normal") ? { synchronous: "normal" } : {});
   await send({ ready: true });
   await go;
   const cpu0 = process.cpuUsage();
-  const result = await claimLoop(store, offer(ROOM, name));
+  const result = await claimLoop(store, offer(ROOM, name), { apart: mode.includes("-apart") });
   const cpu = process.cpuUsage(cpu0);
   result.cpuUs = cpu.user + cpu.system;
   await store.close();

@@ -66,31 +66,78 @@ export function offer(roomId, nodeId) {
   };
 }
 
+/** Whether this build's Store has finishAndClaim (an older build via DAGBOT_BENCH_DIST may not). */
+export const hasFinishAndClaim = (store) => typeof store.finishAndClaim === "function";
+
 /**
- * claimTask + finishTask until nothing is left. Store errors are counted, not thrown: the figure
- * "no busy error reaches the application" is this count.
+ * A worker's claim/finish loop with one slot, until a claim finds nothing. As a node does now:
+ * claimTasks(offer, 1); while it holds a task, when the last batch said `more` (fitting ready
+ * tasks were left) the slot is handed on with finishAndClaim(token, OK, offer, 1) and the loop goes
+ * on with the task that returns, else finishTask and a fresh claim. `apart: true` (and a build
+ * without finishAndClaim) keeps the finish and the next claim apart, as nodes did before it.
+ * Store errors are counted, not thrown: the figure "no busy error reaches the application" is this
+ * count. A refused finish leaves its task unfinished (so the round's count shows it) and the loop
+ * claims afresh. `budget` ({ left }), shared by loops, caps the claims they make in all (each
+ * claim, alone or in a finishAndClaim, takes one); the loop ends when it is spent.
  */
-export async function claimLoop(store, theOffer) {
+export async function claimLoop(store, theOffer, { apart = false, budget = { left: Infinity } } = {}) {
+  const together = !apart && hasFinishAndClaim(store);
+  // claimTasks(offer, 1) is what a node sends; a build from before it has only claimTask.
+  const claimOne =
+    typeof store.claimTasks === "function"
+      ? () => store.claimTasks(theOffer, 1)
+      : async () => {
+          const claimed = await store.claimTask(theOffer);
+          return { claimed: claimed === null ? [] : [claimed], more: false };
+        };
   let done = 0;
   let errors = 0;
   let firstError = null;
+  const failed = (e) => {
+    errors += 1;
+    firstError ??= String(e?.cause ?? e);
+  };
   for (;;) {
-    let claimed;
+    if (budget.left <= 0) break;
+    budget.left -= 1;
+    let batch;
     try {
-      claimed = await store.claimTask(theOffer);
+      batch = await claimOne();
     } catch (e) {
-      errors += 1;
-      firstError ??= String(e?.cause ?? e);
+      budget.left += 1;
+      failed(e);
       if (errors > 1000) break;
       continue;
     }
-    if (claimed === null) break;
-    try {
-      await store.finishTask(claimed.token, OK);
-      done += 1;
-    } catch (e) {
-      errors += 1;
-      firstError ??= String(e?.cause ?? e);
+    let task = batch.claimed[0];
+    if (task === undefined) break;
+    let more = batch.more;
+    while (task !== undefined) {
+      if (together && more && budget.left > 0) {
+        budget.left -= 1;
+        let next;
+        try {
+          next = await store.finishAndClaim(task.token, OK, theOffer, 1);
+        } catch (e) {
+          // Refused or failed as a whole: nothing was claimed either.
+          budget.left += 1;
+          failed(e);
+          break;
+        }
+        done += 1;
+        task = next.batch.claimed[0];
+        more = next.batch.more;
+        // The claim half found nothing: the loop ends as after any empty claim.
+        if (task === undefined) return { done, errors, firstError };
+      } else {
+        try {
+          await store.finishTask(task.token, OK);
+          done += 1;
+        } catch (e) {
+          failed(e);
+        }
+        task = undefined;
+      }
     }
   }
   return { done, errors, firstError };

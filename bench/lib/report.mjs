@@ -26,27 +26,54 @@ function machineSection(r) {
   ].join("\n");
 }
 
+/** The node's loop as the build runs it (a build without finishAndClaim keeps the two apart). */
+function loopName(finishAndClaim) {
+  if (finishAndClaim === undefined) return "claim, then finish";
+  return finishAndClaim ? "finishAndClaim while more" : "apart (no finishAndClaim in this build)";
+}
+
 function claimSection(r) {
   const out = [];
   const pg = r.claim?.postgres;
   if (pg !== undefined) {
     out.push("### Claim path, PostgreSQL (claim + complete per second)", "");
     const cpu = (c) => (c === undefined ? "–" : `${fmt(c.serverUs.median)} + ${fmt(c.clientUs.median)}`);
-    const rows = Object.entries(pg.workers).map(([w, v]) => [
-      w,
-      fmtSummary(v.dagbot, "/s"),
-      fmtSummary(v.raw, "/s"),
-      fmtSummary(v.ratioRaw, "×"),
-      cpu(v.dagbotCpu),
-      cpu(v.rawCpu),
+    // Results from before the "apart" variant have only the one loop.
+    const rows = Object.entries(pg.workers).flatMap(([w, v]) => [
+      [
+        w,
+        loopName(pg.finishAndClaim),
+        fmtSummary(v.dagbot, "/s"),
+        fmtSummary(v.raw, "/s"),
+        fmtSummary(v.ratioRaw, "×"),
+        fmtSummary(v.ratioApart, "×"),
+        cpu(v.dagbotCpu),
+        cpu(v.rawCpu),
+      ],
+      ...(v.apart === undefined
+        ? []
+        : [
+            [
+              w,
+              "finish and claim apart",
+              fmtSummary(v.apart, "/s"),
+              fmtSummary(v.raw, "/s"),
+              fmtSummary(v.ratioApartRaw, "×"),
+              "",
+              cpu(v.apartCpu),
+              cpu(v.rawCpu),
+            ],
+          ]),
     ]);
     out.push(
       table(
         [
           "workers",
+          "dagbot loop",
           "dagbot (Store)",
           "raw SKIP LOCKED loop",
           "dagbot / raw",
+          "loop / apart",
           "dagbot CPU µs/pair (server + bench)",
           "raw CPU µs/pair",
         ],
@@ -78,26 +105,52 @@ function claimSection(r) {
   const sq = r.claim?.sqlite;
   if (sq !== undefined) {
     out.push("### Claim path, SQLite (claim + complete per second, one file, N OS processes)", "");
-    const rows = Object.entries(sq.processes).map(([p, v]) => [
-      p,
-      fmtSummary(v.dagbot, "/s"),
-      fmtSummary(v.raw, "/s"),
-      fmtSummary(v.ratioRaw, "×"),
-      fmtSummary(v.dagbotNormal, "/s"),
-      fmtSummary(v.rawNormal, "/s"),
-      fmtSummary(v.ratioRawNormal, "×"),
-      `${fmt(v.dagbotCpuUs.median)} / ${fmt(v.rawCpuUs.median)} / ${fmt(v.dagbotNormalCpuUs.median)} / ${fmt(v.rawNormalCpuUs.median)}`,
+    const us = (x) => (x === undefined ? "–" : fmt(x.median));
+    const rows = Object.entries(sq.processes).flatMap(([p, v]) => [
+      [
+        p,
+        loopName(sq.finishAndClaim),
+        fmtSummary(v.dagbot, "/s"),
+        fmtSummary(v.raw, "/s"),
+        fmtSummary(v.ratioRaw, "×"),
+        fmtSummary(v.ratioApart, "×"),
+        fmtSummary(v.dagbotNormal, "/s"),
+        fmtSummary(v.rawNormal, "/s"),
+        fmtSummary(v.ratioRawNormal, "×"),
+        fmtSummary(v.ratioApartNormal, "×"),
+        `${us(v.dagbotCpuUs)} / ${us(v.rawCpuUs)} / ${us(v.dagbotNormalCpuUs)} / ${us(v.rawNormalCpuUs)}`,
+      ],
+      ...(v.apart === undefined
+        ? []
+        : [
+            [
+              p,
+              "finish and claim apart",
+              fmtSummary(v.apart, "/s"),
+              fmtSummary(v.raw, "/s"),
+              fmtSummary(v.ratioApartRaw, "×"),
+              "",
+              fmtSummary(v.apartNormal, "/s"),
+              fmtSummary(v.rawNormal, "/s"),
+              fmtSummary(v.ratioApartRawNormal, "×"),
+              "",
+              `${us(v.apartCpuUs)} / ${us(v.rawCpuUs)} / ${us(v.apartNormalCpuUs)} / ${us(v.rawNormalCpuUs)}`,
+            ],
+          ]),
     ]);
     out.push(
       table(
         [
           "processes",
+          "dagbot loop",
           "dagbot (Store)",
           "raw loop, synchronous=FULL",
           "dagbot / raw",
+          "loop / apart",
           "dagbot, synchronous=NORMAL",
           "raw loop, synchronous=NORMAL",
           "dagbot / raw, NORMAL",
+          "loop / apart, NORMAL",
           "CPU µs/pair: dagbot / raw / dagbot NORMAL / raw NORMAL",
         ],
         rows,
