@@ -1,7 +1,8 @@
 /**
  * A TaskClaimer & ChangeFeed in memory for the Worker's unit tests: it hands out the tasks it is
  * given once each, answers renewals as `renewals` says (granted, refused, failing, hanging) and
- * records every call with the FakeClock's time.
+ * records every call with the FakeClock's time. With `latencyMs`, a claim or finish is answered
+ * that long after it is sent (on the FakeClock), so claims and finishes can be in flight together.
  */
 import { ConflictError, StoreError } from "../../src/ports/errors.js";
 import type {
@@ -53,8 +54,16 @@ export function taskRecord(runId: string, taskId: string, action: string): TaskR
 
 export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, "getTask"> {
   renewals: RenewalMode = "grant";
+  /** How long a claim or finish takes to answer, on the FakeClock; 0 answers at once. */
+  latencyMs = 0;
+  /** When set, finishAndClaim rejects with it and changes nothing (a refused or failed transaction). */
+  finishAndClaimError: Error | null = null;
+  /** What a claim that left nothing ready says of the soonest waiting task (ms until ready). */
+  nextReadyInMs: number | null = null;
   readonly calls: Array<{ op: string; at: number }> = [];
   readonly finished: TaskResult[] = [];
+  /** The task ids ("run/task") of the finishes recorded, in order. */
+  readonly finishedTasks: string[] = [];
   private readonly queue: TaskRecord[] = [];
 
   constructor(private readonly clock: FakeClock) {}
@@ -76,14 +85,26 @@ export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, 
     return Promise.resolve({ token, task: { ...task, executor: offer.session } });
   }
 
+  /** A claim statement of its own (op "claims"), not the claim inside finishAndClaim. */
   async claimTasks(offer: NodeOffer, max: number): Promise<ClaimBatch> {
+    this.calls.push({ op: "claims", at: this.clock.monotonicMs() });
+    await this.answer();
+    return this.take(offer, max);
+  }
+
+  private async answer(): Promise<void> {
+    if (this.latencyMs > 0) await this.clock.sleep(this.latencyMs);
+  }
+
+  private async take(offer: NodeOffer, max: number): Promise<ClaimBatch> {
     const claimed: ClaimedTask[] = [];
     while (claimed.length < max) {
       const c = await this.claimTask(offer);
       if (c === null) break;
       claimed.push(c);
     }
-    return { claimed, more: this.queue.length > 0, nextReadyInMs: null };
+    const more = this.queue.length > 0;
+    return { claimed, more, nextReadyInMs: more ? null : this.nextReadyInMs };
   }
 
   renewTaskLease(
@@ -108,10 +129,16 @@ export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, 
     return Promise.resolve();
   }
 
-  finishTask(_token: TaskToken, result: TaskResult): Promise<{ status: TaskStatus }> {
+  async finishTask(token: TaskToken, result: TaskResult): Promise<{ status: TaskStatus }> {
     this.calls.push({ op: "finish", at: this.clock.monotonicMs() });
+    await this.answer();
+    return this.record(token, result);
+  }
+
+  private record(token: TaskToken, result: TaskResult): { status: TaskStatus } {
     this.finished.push(result);
-    return Promise.resolve({ status: result.outcome === "canceled" ? "canceled" : result.outcome });
+    this.finishedTasks.push(`${token.runId}/${token.taskId}`);
+    return { status: result.outcome === "canceled" ? "canceled" : result.outcome };
   }
 
   async finishAndClaim(
@@ -120,9 +147,12 @@ export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, 
     offer: NodeOffer,
     max: number,
   ): Promise<{ status: TaskStatus; batch: ClaimBatch }> {
-    const { status } = await this.finishTask(token, result);
     this.calls.push({ op: "claim-after-finish", at: this.clock.monotonicMs() });
-    return { status, batch: await this.claimTasks(offer, max) };
+    await this.answer();
+    if (this.finishAndClaimError !== null) throw this.finishAndClaimError;
+    // The claim picks from the queue as it was before the finish, as the stores do.
+    const batch = await this.take(offer, max);
+    return { ...this.record(token, result), batch };
   }
 
   getTask(): Promise<TaskRecord | null> {
