@@ -12,6 +12,10 @@
  * just before starting the action and never starts it past termAt, and when it could not renew in
  * time it stops the action (SIGTERM at termAt, SIGKILL at stopBy) and writes nothing. The executor's
  * supervisor holds the same deadline, so it also holds while this process is stopped.
+ *
+ * A slot that frees while the last claim (fresh, see SELF_SERVE_MS) left fitting tasks behind is
+ * handed straight to the next task: the finish and a claim of one task go in one commit
+ * (finishAndClaim, issue 17) instead of a finish and a claim of their own.
  */
 import type { ClaimDeadlines, ClaimTimings } from "../domain/claim-deadline.js";
 import { claimDeadlines, defaultMarginMs, mayStart, nextRenewalAt } from "../domain/claim-deadline.js";
@@ -22,6 +26,7 @@ import type { ActionDefinition, ExecClaim, ExecResult, Executor } from "../ports
 import type { Logger } from "../ports/logger.js";
 import type {
   ChangeFeed,
+  ClaimBatch,
   ClaimedTask,
   NodeOffer,
   RunStore,
@@ -87,10 +92,11 @@ const NOT_BEFORE_SLACK_MS = 20;
 
 /**
  * Why a claim was sent: the first one at start, a slot freed while the last claim left more
- * (self), a wake naming this node (wake) or everyone (wakeAll), a waiting task's not_before
- * (notBefore), the safety tick (tick), a wake already answered by the claim in flight (spurious).
+ * (self), a finishing task handing its slot on in the same commit as its finish (finish), a wake
+ * naming this node (wake) or everyone (wakeAll), a waiting task's not_before (notBefore), the
+ * safety tick (tick), a wake already answered by the claim in flight (spurious).
  */
-export type ClaimCause = "start" | "self" | "wake" | "wakeAll" | "notBefore" | "tick" | "spurious";
+export type ClaimCause = "start" | "self" | "finish" | "wake" | "wakeAll" | "notBefore" | "tick" | "spurious";
 
 /** A wake answered later than this is counted as late (the leader's WAKE_HOLD_MS). */
 const LATE_WAKE_MS = 300;
@@ -106,6 +112,13 @@ export class Worker {
   private more = false;
   /** When the claim that left more was answered (monotonic). */
   private moreAt = 0;
+  /**
+   * When the soonest waiting task that fits this node becomes ready (monotonic, with slack), as the
+   * last claim said; null when none waits. The claim loop sleeps no longer than this.
+   */
+  private readyAt: number | null = null;
+  /** Cuts the claim loop's sleep so it plans it again: a finish learned of an earlier readyAt. */
+  private replan: AbortController | null = null;
   /**
    * How many tasks the wakes since the last claim asked this node to take: 0 when none came, null
    * for "any" (an unnamed wake). A claim the leader's wake caused takes no more than that.
@@ -212,7 +225,6 @@ export class Worker {
     let byTick = false;
     let cause: ClaimCause = "start";
     while (!signal.aborted) {
-      let wait = this.settings.pollMs;
       const free = this.settings.capacity - this.running.size;
       if (free > 0) {
         try {
@@ -236,9 +248,7 @@ export class Worker {
           this.count(cause, batch.claimed.length, byTick, wakeDelay);
           // Claimed while stopping: run them anyway rather than strand them until their leases expire.
           for (const claimed of batch.claimed) this.startTask(claimed, sentAt);
-          this.more = batch.more;
-          this.moreAt = this.deps.clock.monotonicMs();
-          if (batch.nextReadyInMs !== null) wait = Math.min(wait, batch.nextReadyInMs + NOT_BEFORE_SLACK_MS);
+          this.heard(batch);
           failures = 0;
         } catch (err) {
           if (!isConflict(err)) {
@@ -251,8 +261,8 @@ export class Worker {
           continue;
         }
       }
-      byTick = !(await this.waker.wait(wait, signal));
-      cause = byTick ? (wait < this.settings.pollMs ? "notBefore" : "tick") : "wake";
+      cause = await this.idle(signal);
+      byTick = cause !== "wake";
     }
     const c = this.claims;
     this.log.info(
@@ -268,6 +278,45 @@ export class Worker {
       },
       "worker stopped claiming",
     );
+  }
+
+  /** What a claim's answer says of the tasks left for this node. */
+  private heard(batch: ClaimBatch): void {
+    const now = this.deps.clock.monotonicMs();
+    this.more = batch.more;
+    this.moreAt = now;
+    this.readyAt = batch.nextReadyInMs === null ? null : now + batch.nextReadyInMs + NOT_BEFORE_SLACK_MS;
+  }
+
+  /**
+   * The claim loop's wait: until a wake, the safety tick, or readyAt, whichever comes first; says
+   * which. A finish that learns of an earlier readyAt cuts the sleep, and the wait is planned again
+   * (no claim for that alone).
+   */
+  private async idle(signal: AbortSignal): Promise<"wake" | "notBefore" | "tick"> {
+    const { clock } = this.deps;
+    const tickAt = clock.monotonicMs() + this.settings.pollMs;
+    for (;;) {
+      const until = this.readyAt === null ? tickAt : Math.min(tickAt, this.readyAt);
+      const replan = new AbortController();
+      const onStop = (): void => replan.abort();
+      if (signal.aborted) replan.abort();
+      signal.addEventListener("abort", onStop, { once: true });
+      this.replan = replan;
+      let woken: boolean;
+      try {
+        woken = await this.waker.wait(Math.max(0, until - clock.monotonicMs()), replan.signal);
+      } finally {
+        this.replan = null;
+        signal.removeEventListener("abort", onStop);
+      }
+      if (woken) return "wake";
+      if (signal.aborted || clock.monotonicMs() >= until) {
+        if (until === tickAt) return "tick";
+        this.readyAt = null; // this claim asks for it; its answer says what waits next
+        return "notBefore";
+      }
+    }
   }
 
   private count(cause: ClaimCause, took: number, byTick: boolean, wakeDelayMs: number): void {
@@ -288,7 +337,7 @@ export class Worker {
   }
 
   private startTask(claimed: ClaimedTask, claimSentAt: number): void {
-    const key = `${claimed.token.runId}/${claimed.token.taskId}`;
+    const key = runningKey(claimed);
     const entry: Running = {
       claimed,
       claimSentAt,
@@ -305,18 +354,41 @@ export class Worker {
         );
       })
       .finally(() => {
+        // Already gone when its finish handed the slot to the next task (handOver); a later claim
+        // of the same task (its retry) has an entry of its own under the same key.
+        if (this.running.get(key) !== entry) return;
         this.running.delete(key);
         // A freed slot is a reason to claim again now, if the last claim left fitting tasks behind
         // and said so recently; otherwise the leader wakes the nodes it wants when it queues more.
-        // An older "more" is stale: other nodes have claimed since (20 nodes whose flags were all
-        // set by a deep queue each sent an empty claim per freed slot: 142 of the 240 empty claims
-        // of the scale bench's 500 tasks at 20 nodes), and the leader stops counting on this node
-        // serving itself after the same SELF_SERVE_MS, so it wakes nodes for what is left.
-        if (this.more && this.deps.clock.monotonicMs() - this.moreAt < SELF_SERVE_MS) {
+        if (this.moreIsFresh()) {
           this.selfServe = true;
           this.waker.wake();
         }
       });
+  }
+
+  /**
+   * Whether the last claim left fitting tasks behind and said so recently. An older "more" is
+   * stale: other nodes have claimed since (20 nodes whose flags were all set by a deep queue each
+   * sent an empty claim per freed slot: 142 of the 240 empty claims of the scale bench's 500 tasks
+   * at 20 nodes), and the leader stops counting on this node serving itself after the same
+   * SELF_SERVE_MS, so it wakes nodes for what is left.
+   */
+  private moreIsFresh(): boolean {
+    return this.more && this.deps.clock.monotonicMs() - this.moreAt < SELF_SERVE_MS;
+  }
+
+  /**
+   * The finished task's slot goes to the task its finish claimed: the old entry leaves `running` in
+   * the same step as the new one enters, so the count never exceeds capacity (not even for the
+   * gauge) and the claim loop, which counted the old entry when it sized its own claim, cannot
+   * have given the slot away too.
+   */
+  private handOver(from: Running, to: readonly ClaimedTask[], claimSentAt: number): void {
+    if (to.length === 0) return; // the slot frees as usual when the attempt's promise settles
+    const key = runningKey(from.claimed);
+    if (this.running.get(key) === from) this.running.delete(key);
+    for (const claimed of to) this.startTask(claimed, claimSentAt);
   }
 
   private abortTask(r: Running, reason: AbortReason): void {
@@ -506,11 +578,29 @@ export class Worker {
     await this.finish(r, result, log, () => term);
   }
 
-  /** Records the outcome, retrying store failures while our lease can still be valid. */
+  /**
+   * Records the outcome, retrying store failures while our lease can still be valid. While the
+   * worker claims and its last claim left fitting tasks behind (recently), the first try also
+   * claims ONE task in the same commit, for this slot: never more, since the claim loop may be
+   * claiming for the other free slots at the same time (it counts this one as taken). A retry
+   * after a store error only finishes; the freed slot then claims as usual.
+   */
   private async finish(r: Running, result: TaskResult, log: Logger, term: () => LeaseTerm): Promise<void> {
     const { clock, store } = this.deps;
     for (let failures = 0; ; failures += 1) {
       try {
+        if (failures === 0 && !this.stopClaiming.signal.aborted && this.moreIsFresh()) {
+          const sentAt = clock.monotonicMs();
+          const { status, batch } = await store.finishAndClaim(r.claimed.token, result, this.offer(), 1);
+          log.info({ outcome: result.outcome, status, exitCode: result.exitCode }, "finished");
+          this.count("finish", batch.claimed.length, false, 0);
+          const planned = this.readyAt;
+          this.heard(batch);
+          // Claimed while stopping (stop() came during the call): run it, as the claim loop does.
+          this.handOver(r, batch.claimed, sentAt);
+          if (this.readyAt !== null && (planned === null || this.readyAt < planned)) this.replan?.abort();
+          return;
+        }
         const { status } = await store.finishTask(r.claimed.token, result);
         log.info({ outcome: result.outcome, status, exitCode: result.exitCode }, "finished");
         return;
@@ -530,6 +620,10 @@ export class Worker {
       }
     }
   }
+}
+
+function runningKey(claimed: ClaimedTask): string {
+  return `${claimed.token.runId}/${claimed.token.taskId}`;
 }
 
 function canceledBeforeStart(): ExecResult {

@@ -1,6 +1,6 @@
 // The Worker serves itself only on a fresh word: a slot freed while its last claim left fitting
-// tasks behind claims again at once if that claim was answered within SELF_SERVE_MS, and otherwise
-// waits for the leader's wake (other nodes have claimed since; the leader stops counting on this
+// tasks behind goes to the next task at once (in the finish's commit) if that claim was answered
+// within SELF_SERVE_MS, and otherwise waits for the leader's wake (other nodes have claimed since; the leader stops counting on this
 // node after the same time). Fake clock, in-memory claimer, no store, no processes.
 import { afterEach, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/adapters/log/pino-logger.js";
@@ -81,14 +81,15 @@ async function busyWorker(): Promise<{ clock: FakeClock; worker: Worker; executo
 }
 
 describe("Worker self-serve", () => {
-  it("claims again at once when a slot frees within SELF_SERVE_MS of a claim that left more", async () => {
+  it("hands a slot freed within SELF_SERVE_MS of a claim that left more to the next task, in the finish's commit", async () => {
     const { clock, worker, executor } = await busyWorker();
     await clock.advance(SELF_SERVE_MS - 50);
     executor.succeedOldest();
     await clock.advance(0);
     await settle(20);
     expect(worker.claims).toMatchObject({ statements: 2, tasks: 2 });
-    expect(worker.claims.byCause.self).toEqual({ statements: 1, empty: 0, tasks: 1 });
+    expect(worker.claims.byCause.finish).toEqual({ statements: 1, empty: 0, tasks: 1 });
+    expect(worker.claims.byCause.self).toBeUndefined();
   });
 
   it("leaves a slot freed later to the leader's wake: no claim until the safety tick", async () => {
