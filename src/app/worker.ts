@@ -9,7 +9,8 @@
  *
  * The worker fences itself (issue 9, domain/claim-deadline.ts): it tracks each claim's deadlines on
  * its own monotonic clock from the send time of the last renewal that succeeded, renews the claim
- * just before starting the action and never starts it past termAt, and when it could not renew in
+ * just before starting the action unless the claim itself was sent less than `margin` ago, never
+ * starts it past termAt, and when it could not renew in
  * time it stops the action (SIGTERM at termAt, SIGKILL at stopBy) and writes nothing. The executor's
  * supervisor holds the same deadline, so it also holds while this process is stopped.
  *
@@ -18,7 +19,13 @@
  * (finishAndClaim, issue 17) instead of a finish and a claim of their own.
  */
 import type { ClaimDeadlines, ClaimTimings } from "../domain/claim-deadline.js";
-import { claimDeadlines, defaultMarginMs, mayStart, nextRenewalAt } from "../domain/claim-deadline.js";
+import {
+  claimDeadlines,
+  claimIsFresh,
+  defaultMarginMs,
+  mayStart,
+  nextRenewalAt,
+} from "../domain/claim-deadline.js";
 import type { LeaseTerm } from "../domain/lease-term.js";
 import { isExpired, leaseTerm, renewTimeoutMs, renewedTerm } from "../domain/lease-term.js";
 import type { Clock } from "../ports/clock.js";
@@ -492,9 +499,14 @@ export class Worker {
       // claimTask only offers our actions; a config reloaded under a running node could still differ.
       exec = failedToStart(`action "${task.action}" is not defined on node ${token.session.nodeId}`);
     } else {
-      // Re-check the claim just before starting: the claim may have waited (this process paused,
-      // a slow store) or the run may have been canceled meanwhile.
-      for (let failures = 0; exec === null && r.reason === null; failures += 1) {
+      // A claim answered within `margin` of its send starts at once: a renewal now would fence no
+      // better, and would cost every task a commit (issue 17). An older claim (this process paused,
+      // a slow store) is checked again just before starting. A cancel that comes after the claim is
+      // heard through the change feed (checkCanceling) or at the first renewal.
+      const fresh =
+        claimIsFresh(clock.monotonicMs(), r.claimSentAt, timings) &&
+        mayStart(clock.monotonicMs(), deadlines());
+      for (let failures = 0; !fresh && exec === null && r.reason === null; failures += 1) {
         if (!mayStart(clock.monotonicMs(), deadlines())) {
           log.warn("the claim's deadline passed before the action could start; not starting it");
           this.abortTask(r, "lost");

@@ -56,6 +56,16 @@ export function mayStart(now: number, d: ClaimDeadlines): boolean {
   return now < d.termAt;
 }
 
+/**
+ * Whether a claim is still as good as a renewal sent now: it was sent less than `margin` ago. The
+ * worker starts the action on such a claim without renewing it first (the store gave it the task
+ * until sentAt + ttl at the earliest, and every deadline counts from sentAt); an older claim (this
+ * process paused, a slow store) is renewed before the action starts.
+ */
+export function claimIsFresh(now: number, sentAt: number, t: ClaimTimings): boolean {
+  return now - sentAt < t.marginMs;
+}
+
 // A failed renewal is retried soon (doubling from this), never later than the regular period.
 const RETRY_BASE_MS = 100;
 

@@ -96,12 +96,12 @@ async function claimed(): Promise<{ clock: FakeClock; store: FakeTaskClaimer; ex
 }
 
 describe("Worker lease", () => {
-  it("renews just before starting, then every renew_every while the action runs, and records its end", async () => {
+  it("starts on a fresh claim at once, renews every renew_every while the action runs, and records its end", async () => {
     const { clock, store, executor } = await claimed();
     expect(executor.started).toEqual([START]);
     await clock.advance(4 * RENEW_EVERY);
+    // The claim was sent at START: no renewal before the start, the first one renew_every after it.
     expect(store.calls.filter((c) => c.op === "renew:grant").map((c) => c.at)).toEqual([
-      START,
       START + 3_000,
       START + 6_000,
       START + 9_000,
@@ -142,9 +142,44 @@ describe("Worker lease", () => {
     expect(store.finished).toEqual([]);
   });
 
-  it("never starts an action whose pre-start renewal is refused", async () => {
+  it("renews a claim answered margin or more after its send just before starting, and counts from that renewal", async () => {
     const clock = new FakeClock(START);
     const store = new FakeTaskClaimer(clock);
+    store.latencyMs = MARGIN;
+    const executor = new HeldExecutor(clock);
+    store.add(taskRecord("run-1", "a", action.name));
+    const worker = new Worker(
+      {
+        session: { nodeId: "n1", bootId: "b1" },
+        roomIds: ["!room:test"],
+        labels: [],
+        capacity: 1,
+        actions: new Map([[action.name, action]]),
+        taskLeaseMs: TTL,
+        renewEveryMs: RENEW_EVERY,
+        marginMs: MARGIN,
+        pollMs: 60_000,
+        debounceMs: 0,
+      },
+      { store, executor, clock, logger: silentLogger() },
+    );
+    workers.push(worker);
+    worker.start();
+    await clock.advance(MARGIN);
+    await settle();
+    expect(store.calls.filter((c) => c.op === "renew:grant").map((c) => c.at)).toEqual([START + MARGIN]);
+    expect(executor.started).toEqual([START + MARGIN]);
+    await clock.advance(RENEW_EVERY);
+    expect(store.calls.filter((c) => c.op === "renew:grant").map((c) => c.at)).toEqual([
+      START + MARGIN,
+      START + MARGIN + RENEW_EVERY,
+    ]);
+  });
+
+  it("never starts an action on a claim answered late whose pre-start renewal is refused", async () => {
+    const clock = new FakeClock(START);
+    const store = new FakeTaskClaimer(clock);
+    store.latencyMs = MARGIN;
     store.renewals = "conflict";
     const executor = new HeldExecutor(clock);
     store.add(taskRecord("run-1", "a", action.name));
