@@ -611,6 +611,16 @@ export class Worker {
           // Claimed while stopping (stop() came during the call): run it, as the claim loop does.
           this.handOver(r, batch.claimed, sentAt);
           if (this.readyAt !== null && (planned === null || this.readyAt < planned)) this.replan?.abort();
+          // Said "more" while other slots are free: the leader now leaves this node to serve itself
+          // (planWake counts its free slots as taken), so the claim loop fills them at once.
+          if (
+            batch.more &&
+            this.settings.capacity - this.running.size > 0 &&
+            !this.stopClaiming.signal.aborted
+          ) {
+            this.selfServe = true;
+            this.waker.wake();
+          }
           return;
         }
         const { status } = await store.finishTask(r.claimed.token, result);

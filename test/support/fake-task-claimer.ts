@@ -56,6 +56,8 @@ export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, 
   renewals: RenewalMode = "grant";
   /** How long a claim or finish takes to answer, on the FakeClock; 0 answers at once. */
   latencyMs = 0;
+  /** At most this many tasks per claim whatever max asks (a claim cut short, e.g. by a wake's count). */
+  claimLimit = Number.POSITIVE_INFINITY;
   /** When set, finishAndClaim rejects with it and changes nothing (a refused or failed transaction). */
   finishAndClaimError: Error | null = null;
   /** What a claim that left nothing ready says of the soonest waiting task (ms until ready). */
@@ -98,7 +100,7 @@ export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, 
 
   private async take(offer: NodeOffer, max: number): Promise<ClaimBatch> {
     const claimed: ClaimedTask[] = [];
-    while (claimed.length < max) {
+    while (claimed.length < Math.min(max, this.claimLimit)) {
       const c = await this.claimTask(offer);
       if (c === null) break;
       claimed.push(c);

@@ -135,6 +135,24 @@ async function succeed(executor: HeldExecutor, clock: FakeClock): Promise<void> 
 }
 
 describe("Worker: a finish hands its slot to the next task in the same commit", () => {
+  it("a handover that says more while other slots are free fills them at once (the leader leaves a self-serving node alone)", async () => {
+    const clock = new FakeClock(1_000);
+    const store = new FakeTaskClaimer(clock);
+    const executor = new HeldExecutor();
+    for (const id of ["a", "b", "c", "d", "e"]) store.add(taskRecord("run-1", id, action.name));
+    // The first claim takes one task of three free slots and says more (a claim cut short).
+    store.claimLimit = 1;
+    const worker = newWorker(clock, store, executor, { capacity: 3 });
+    worker.start();
+    await settle();
+    expect(worker.runningCount).toBe(1);
+    store.claimLimit = Number.POSITIVE_INFINITY;
+    await succeed(executor, clock); // a: its finish claims b and says more; two slots are free
+    expect(claimOps(store)).toEqual(["claims", "claim-after-finish", "claims"]);
+    expect(worker.runningCount).toBe(3);
+    expect(worker.claims.byCause).toMatchObject({ finish: { tasks: 1 }, self: { tasks: 2 } });
+  });
+
   it("refills the slot through finishAndClaim while ready tasks are left, with no claim of its own", async () => {
     const { clock, store, worker, executor } = await busyWorker();
     await succeed(executor, clock); // a: its finish claims b, more left (c)
