@@ -71,11 +71,15 @@ afterEach(async () => {
   await Promise.all(workers.splice(0).map((w) => w.stop({ abortRunning: true })));
 });
 
-async function claimed(): Promise<{ clock: FakeClock; store: FakeTaskClaimer; executor: HeldExecutor }> {
+/** A capacity-1 worker started on one queued task; `prepare` sets the store up before the start. */
+async function claimed(
+  prepare: (store: FakeTaskClaimer) => void = () => {},
+): Promise<{ clock: FakeClock; store: FakeTaskClaimer; executor: HeldExecutor }> {
   const clock = new FakeClock(START);
   const store = new FakeTaskClaimer(clock);
   const executor = new HeldExecutor(clock);
   store.add(taskRecord("run-1", "a", action.name));
+  prepare(store);
   const settings: WorkerSettings = {
     session: { nodeId: "n1", bootId: "b1" },
     roomIds: ["!room:test"],
@@ -143,28 +147,9 @@ describe("Worker lease", () => {
   });
 
   it("renews a claim answered margin or more after its send just before starting, and counts from that renewal", async () => {
-    const clock = new FakeClock(START);
-    const store = new FakeTaskClaimer(clock);
-    store.latencyMs = MARGIN;
-    const executor = new HeldExecutor(clock);
-    store.add(taskRecord("run-1", "a", action.name));
-    const worker = new Worker(
-      {
-        session: { nodeId: "n1", bootId: "b1" },
-        roomIds: ["!room:test"],
-        labels: [],
-        capacity: 1,
-        actions: new Map([[action.name, action]]),
-        taskLeaseMs: TTL,
-        renewEveryMs: RENEW_EVERY,
-        marginMs: MARGIN,
-        pollMs: 60_000,
-        debounceMs: 0,
-      },
-      { store, executor, clock, logger: silentLogger() },
-    );
-    workers.push(worker);
-    worker.start();
+    const { clock, store, executor } = await claimed((s) => {
+      s.latencyMs = MARGIN;
+    });
     await clock.advance(MARGIN);
     await settle();
     expect(store.calls.filter((c) => c.op === "renew:grant").map((c) => c.at)).toEqual([START + MARGIN]);
@@ -177,27 +162,10 @@ describe("Worker lease", () => {
   });
 
   it("never starts an action on a claim answered late whose pre-start renewal is refused", async () => {
-    const clock = new FakeClock(START);
-    const store = new FakeTaskClaimer(clock);
-    store.latencyMs = MARGIN;
-    store.renewals = "conflict";
-    const executor = new HeldExecutor(clock);
-    store.add(taskRecord("run-1", "a", action.name));
-    const worker = new Worker(
-      {
-        session: { nodeId: "n1", bootId: "b1" },
-        roomIds: ["!room:test"],
-        labels: [],
-        capacity: 1,
-        actions: new Map([[action.name, action]]),
-        taskLeaseMs: TTL,
-        pollMs: 60_000,
-        debounceMs: 0,
-      },
-      { store, executor, clock, logger: silentLogger() },
-    );
-    workers.push(worker);
-    worker.start();
+    const { clock, store, executor } = await claimed((s) => {
+      s.latencyMs = MARGIN;
+      s.renewals = "conflict";
+    });
     await clock.advance(TTL);
     expect(executor.started).toEqual([]);
     expect(store.finished).toEqual([]);
