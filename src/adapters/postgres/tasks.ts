@@ -11,7 +11,7 @@ import type { Db, Row } from "./db.js";
 import { explainMiss, LOG_CTES } from "./guards.js";
 import { cleanText, NOW, sessionKey } from "./sql.js";
 import { TASK_COLUMNS, toTask } from "./rows.js";
-import { checkTaskLease, outputBytes, outputTail } from "../store-common/checks.js";
+import { checkClaim, checkTaskLease, outputBytes, outputTail } from "../store-common/checks.js";
 import { MAX_TASK_RETRY_BACKOFF_MS, TASK_RETRY_MAX_DOUBLINGS } from "../../domain/backoff.js";
 import { checkTaskOutcome } from "../../domain/task-states.js";
 
@@ -90,12 +90,6 @@ const claimArgs = (offer: NodeOffer, max: number): unknown[] => [
   sessionKey(offer.session),
   max,
 ];
-
-function checkClaim(offer: NodeOffer, max: number): void {
-  checkTaskLease("claim task", offer.leaseMs);
-  if (!Number.isInteger(max) || max < 1)
-    throw new RangeError(`claim tasks: max must be a whole number ≥ 1, got ${max}`);
-}
 
 /** The claim's answer from the statement's rows (claimed rows carry run_id; rest_* on every row). */
 function claimBatch(db: Db, offer: NodeOffer, rows: Row[]): ClaimBatch {

@@ -7,7 +7,7 @@ import type { LogEntry, SqliteConnection, Tx } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { toTask } from "./rows.js";
 import { TASK_COLUMNS } from "./runs.js";
-import { checkTaskLease, outputBytes, outputTail } from "../store-common/checks.js";
+import { checkClaim, checkTaskLease, outputBytes, outputTail } from "../store-common/checks.js";
 import { checkTaskOutcome, decideFinish } from "../../domain/task-states.js";
 import { holderKey } from "../store-common/records.js";
 
@@ -50,12 +50,6 @@ export function claimTasks(c: SqliteConnection, offer: NodeOffer, max: number): 
     claim.record();
     return claim.batch;
   });
-}
-
-function checkClaim(offer: NodeOffer, max: number): void {
-  checkTaskLease("claim", offer.leaseMs);
-  if (!Number.isInteger(max) || max < 1)
-    throw new RangeError(`claim tasks: max must be a whole number ≥ 1, got ${max}`);
 }
 
 /**
@@ -223,7 +217,9 @@ export function finishTask(
 ): Promise<{ status: TaskStatus }> {
   // Checked before the transaction, as PostgreSQL does: an outcome like "running" is bad input.
   const outcome = checkTaskOutcome("finish task", result.outcome);
-  return c.write("finish task", (tx) => ({ status: finishInTx(c, tx, token, result, outcome) }));
+  return c.write("finish task", (tx) => ({
+    status: finishInTx(c, tx, token, result, outcome, fenced(c, "finish task", token)),
+  }));
 }
 
 /**
@@ -241,9 +237,10 @@ export function finishAndClaim(
   const outcome = checkTaskOutcome("finish task", result.outcome);
   checkClaim(offer, max);
   return c.write("finish task", (tx) => {
-    fenced(c, "finish task", token);
+    // Fenced first, so a refused finish claims nothing; the claim cannot move this running row.
+    const row = fenced(c, "finish task", token);
     const claim = claimInTx(c, tx, offer, max);
-    const status = finishInTx(c, tx, token, result, outcome);
+    const status = finishInTx(c, tx, token, result, outcome, row);
     claim.record();
     return { status, batch: claim.batch };
   });
@@ -255,8 +252,8 @@ function finishInTx(
   token: TaskToken,
   result: TaskResult,
   outcome: TaskResult["outcome"],
+  row: FenceRow,
 ): TaskStatus {
-  const row = fenced(c, "finish task", token);
   const decision = decideFinish(
     {
       status: row.status,

@@ -34,6 +34,13 @@ export function checkTaskLease(operation: string, leaseMs: number): void {
     throw new RangeError(`${operation}: leaseMs must be a positive number of ms, got ${leaseMs}`);
 }
 
+/** A claim's input, checked before its transaction on both stores: the lease and how many to take. */
+export function checkClaim(offer: { leaseMs: number }, max: number): void {
+  checkTaskLease("claim task", offer.leaseMs);
+  if (!Number.isInteger(max) || max < 1)
+    throw new RangeError(`claim tasks: max must be a whole number ≥ 1, got ${max}`);
+}
+
 export function checkRoomCap(cap: number): void {
   if (!Number.isInteger(cap) || cap < 0)
     throw new RangeError(`room cap must be a whole number ≥ 0, got ${cap}`);
