@@ -216,6 +216,36 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
+      "a run is named by its id or its uuid in every command; replies name it by its id, and another room's uuid is no run here",
+      track(async () => {
+        const r = await room();
+        expect(await ask(r, OP, publishToml(chainToml("named")))).toContain("Published `named`");
+        const run = (await store.getRun(r.roomId, "named"))!;
+        const uuid = run.runId;
+        const status = await ask(r, FRIEND, `!dag status ${uuid}`);
+        expect(status).toContain("named");
+        expect(status).not.toContain(uuid);
+        expect(await ask(r, OP2, `!dag confirm ${uuid.toUpperCase()} ${run.hash.slice(0, 12)}`)).toMatch(
+          /confirm.*`named`|`named`.*confirm/i,
+        );
+        expect((await store.getRun(r.roomId, "named"))?.status).toBe("running");
+        expect(await ask(r, OP, `!dag logs ${uuid} a`)).toContain("Output of `a` in `named`");
+        expect(await ask(r, FRIEND, `!dag list ${uuid}`)).toContain("`named`");
+        expect(await ask(r, OP, `!dag run ${uuid}`)).toContain("New run of named: `named.2`");
+        const second = (await store.getRun(r.roomId, "named.2"))!;
+        expect(await ask(r, OP, `!dag reject ${second.runId}`)).toContain("`named.2`");
+        expect((await store.getRun(r.roomId, "named.2"))?.status).toBe("rejected");
+        expect(await ask(r, OP, `!dag cancel ${uuid}`)).toContain("`named`");
+        expect((await store.getRun(r.roomId, "named"))?.status).toMatch(/^cancel/);
+        // The retry is named after the run, not after the uuid it was asked by.
+        expect(await ask(r, OP, `!dag retry ${uuid}`)).toContain("`named.retry1`");
+        const other = await room();
+        expect(await ask(other, FRIEND, `!dag status ${uuid}`)).toMatch(/No run named/);
+        expect(await ask(other, OP, `!dag cancel ${uuid}`)).toMatch(/No run named/);
+      }),
+    );
+
+    it(
       "!dag run with params: values checked before anything is stored, two-person rule and auto_confirm apply, the card shows the substituted arguments",
       track(async () => {
         const r = await room();

@@ -248,6 +248,11 @@ describe("task output from the CLI", () => {
       // The run id works as well as the DAG id.
       const byId = await track(cli(["logs", parsed.runId, "x", "--config", config], { cwd: target.dir }));
       expect(byId.stdout).toContain("partial results");
+      const status = await track(
+        cli(["status", parsed.runId, "--json", "--config", config], { cwd: target.dir }),
+      );
+      expect(status.code, status.stderr).toBe(0);
+      expect(JSON.parse(status.stdout).run).toMatchObject({ dagId: "boom", runId: parsed.runId });
       const unknown = await track(cli(["logs", "boom", "nope", "--config", config], { cwd: target.dir }));
       expect(unknown.code).toBe(1);
       expect(unknown.stderr).toContain('run boom has no task "nope" (its tasks: x)');
@@ -283,7 +288,9 @@ describe("task output from the CLI", () => {
         ["slow", "succeeded"],
       ]);
       const plain = await track(cli(["list", "--config", config], { cwd: target.dir }));
-      expect(plain.stdout).toMatch(/^boom\s+failed\s+0\/1 succeeded · 1 failed {2}[0-9a-f-]{36}$/m);
+      // One id per run, its name (the uuid is in --json as runId).
+      expect(plain.stdout).toMatch(/^boom\s+failed\s+0\/1 succeeded · 1 failed$/m);
+      expect(plain.stdout).not.toMatch(/[0-9a-f]{8}-[0-9a-f]{4}-/);
 
       await killAll([node]);
       await target.cleanup(false);

@@ -457,6 +457,63 @@ describe("commands and reads", () => {
   });
 });
 
+describe("run ids", () => {
+  it("takes a run's name or its uuid in every route and the event stream, and shows its name; an unknown run's stream is a 404", async () => {
+    await track(
+      (async () => {
+        const pub = await call(api.base, "POST", "/v1/dags", { body: hello("ids") });
+        expect(pub.status, pub.text).toBe(201);
+        const uuid = pub.body.run.runId as string;
+        const byUuid = await call(api.base, "GET", `/v1/runs/${uuid}`, { token: READ_TOKEN });
+        expect(byUuid.status, byUuid.text).toBe(200);
+        expect(byUuid.body.run).toMatchObject({ dagId: "ids", runId: uuid });
+        const confirm = await call(api.base, "POST", `/v1/runs/${uuid.toUpperCase()}/confirm`);
+        expect(confirm.status, confirm.text).toBe(200);
+        expect(confirm.body.run.dagId).toBe("ids");
+        await waitFor(
+          "ids succeeded",
+          () => store.getRun(ROOM, "ids"),
+          (r) => r?.status === "succeeded",
+        );
+        const logs = await call(api.base, "GET", `/v1/runs/${uuid}/tasks/greet/logs`);
+        expect(logs.status, logs.text).toBe(200);
+        expect(logs.body.run.dagId).toBe("ids");
+
+        const auth = { authorization: `Bearer ${READ_TOKEN}` };
+        const byName = new SseClient(api.port, "/v1/events?after=0&run=ids", auth);
+        await waitFor(
+          "the run's events by its name",
+          () => byName.events.some((e) => e.data?.kind === "run.succeeded"),
+          (found) => found,
+        );
+        byName.close();
+        expect(byName.events.length).toBeGreaterThan(2);
+        // Each line names the run by its canonical id as well as its uuid.
+        expect(byName.events.every((e) => e.data.runId === uuid && e.data.dagId === "ids")).toBe(true);
+        const snapshot = new SseClient(api.port, `/v1/events?run=${uuid}`, auth);
+        await waitFor(
+          "a snapshot of the run by its uuid",
+          () => snapshot.events.length,
+          (n) => n >= 1,
+        );
+        snapshot.close();
+        expect(snapshot.events[0]).toMatchObject({ event: "snapshot", data: { run: { dagId: "ids" } } });
+
+        expectProblem(
+          await call(api.base, "GET", "/v1/events?run=nope", { token: READ_TOKEN }),
+          404,
+          "run-not-found",
+        );
+        expectProblem(
+          await call(api.base, "GET", "/v1/runs/00000000-0000-4000-8000-000000000000"),
+          404,
+          "run-not-found",
+        );
+      })(),
+    );
+  });
+});
+
 describe("a write no leader answers in time", () => {
   it("is a 504 with its command id; retried with the same Idempotency-Key once a leader is there, it gets the answer", async () => {
     const t = await createTarget("sqlite", "http-timeout");

@@ -43,7 +43,10 @@ async function submit(ctx: Ctx, dagPath: string, config: string): Promise<string
   await untilNodeBeats(ctx.store);
   const r = await cli(["submit", dagPath, "--config", config, "--confirm"]);
   expect(r.code, r.stderr).toBe(0);
-  return r.stdout.trim();
+  // It prints the run's id (its name); the tests follow its tasks by uuid.
+  const run = await ctx.store.getRun(ROOM, r.stdout.trim());
+  expect(run, r.stdout).not.toBeNull();
+  return run!.runId;
 }
 
 function spawnNodes(

@@ -16,7 +16,7 @@ import type { EventHub, EventHubStore, EventListener } from "./event-hub.js";
 
 export interface StreamOptions {
   roomId: string;
-  /** Only events of this run (the snapshot too). */
+  /** Only events of this run (its uuid, as the log names it; the snapshot too). */
   runId: string | null;
   /** The position to resume after; null for "from now" (snapshot first). */
   after: number | null;
@@ -36,8 +36,11 @@ const REPLAY_PAGE = 500;
 /** How long a dropped client's unread bytes (at most the buffer and the drop message) are kept for it. */
 const DROP_GRACE_MS = 30_000;
 
-/** Event data for the stream: inbox and outbox lines lose their payload (replies can quote task output). */
-export function publicEvent(e: LogEvent): Record<string, unknown> {
+/**
+ * Event data for the stream: inbox and outbox lines lose their payload (replies can quote task
+ * output). `dagId` is the run's canonical id (its name), as run summaries show it; `runId` its uuid.
+ */
+export function publicEvent(e: LogEvent, dagId: string | null): Record<string, unknown> {
   let data = e.data;
   if (e.kind.startsWith("inbox.") || e.kind.startsWith("outbox.")) {
     data = {};
@@ -51,6 +54,7 @@ export function publicEvent(e: LogEvent): Record<string, unknown> {
     at: e.at,
     kind: e.kind,
     runId: e.runId,
+    dagId,
     taskId: e.taskId,
     term: e.term,
     actor: e.actor,
@@ -123,7 +127,7 @@ export async function streamEvents(
     if (e.seq <= lastSent) return true;
     lastSent = e.seq;
     if (runId !== null && e.runId !== runId) return true;
-    return write(frame(null, e.seq, publicEvent(e)));
+    return write(frame(null, e.seq, publicEvent(e, hub.runNames.of(e.runId))));
   };
   const listener: EventListener = {
     onEvents(events) {
@@ -165,6 +169,7 @@ export async function streamEvents(
     for (;;) {
       if (closed) return;
       const page = await store.readEvents(roomId, lastSent, REPLAY_PAGE);
+      await hub.runNames.learn(page);
       for (const e of page) {
         if (!send(e)) {
           await new Promise<void>((resolve) => {

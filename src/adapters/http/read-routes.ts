@@ -1,6 +1,8 @@
 /** The HTTP API's reads (run list, one run, task logs, nodes) through the command table, and the event stream. */
 import type { Outcome } from "../../app/commands/outcome.js";
 import type { Command } from "../../app/commands/verbs/index.js";
+import { findRun } from "../../app/run-ref.js";
+import type { RunRecord } from "../../ports/store.js";
 import type { Caller } from "./auth.js";
 import type { RouteContext, ZodApp } from "./context.js";
 import { outcomeProblem } from "./context.js";
@@ -129,7 +131,18 @@ export function registerReadRoutes(app: ZodApp, ctx: RouteContext): void {
         if (!/^\d{1,15}$/.test(header)) fail(400, "bad-request", "Last-Event-ID must be a sequence number");
         after = Number(header);
       }
-      const runId = req.query.run ?? null;
+      // The run by either of its ids; an unknown one is a 404 here, not an empty stream for ever.
+      let run: RunRecord | null = null;
+      if (req.query.run !== undefined) {
+        try {
+          run = await findRun(store, roomId, req.query.run);
+        } catch (err) {
+          ctx.storeError();
+          log.warn({ room: roomId, err: String(err).slice(0, 300) }, "http read failed");
+          fail(503, "store-unavailable", "the store could not be read; try again");
+        }
+        if (run === null) fail(404, "run-not-found", `no run "${req.query.run}" in this room`);
+      }
       if (streams.open >= config.maxStreams) {
         reply.header("retry-after", "5");
         fail(
@@ -146,11 +159,11 @@ export function registerReadRoutes(app: ZodApp, ctx: RouteContext): void {
           store,
           {
             roomId,
-            runId,
+            runId: run?.runId ?? null,
             after,
             heartbeatMs: config.heartbeatMs,
             bufferBytes: config.sseBufferBytes,
-            snapshot: () => deps.snapshot(roomId, runId, caller),
+            snapshot: () => deps.snapshot(roomId, run?.dagId ?? null, caller),
           },
           streams,
         );

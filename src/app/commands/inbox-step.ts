@@ -36,6 +36,7 @@ import type { InboxIntent } from "./inbox-intent.js";
 import { decodeInboxContent, findCardRun } from "./inbox-intent.js";
 import type { Outcome } from "./outcome.js";
 import { unwrapOutcome, wrapOutcome } from "./outcome.js";
+import { findRun } from "../run-ref.js";
 import { readCommandResult } from "./command-result.js";
 import { commandErrorOutcome, executeCommand } from "./table.js";
 
@@ -344,7 +345,7 @@ async function outcomeFromStoreResult(
   const recorded = { ...run, status: result.status };
   if (result.op === "publish") {
     const verb = commandVerbOf(intent);
-    const retryOf = verb?.verb === "retry" ? await deps.store.getRun(row.roomId, verb.id) : null;
+    const retryOf = verb?.verb === "retry" ? await findRun(deps.store, row.roomId, verb.id) : null;
     const { kind } = result;
     const created: CreateRunResult =
       kind === "conflict" ? { kind, existing: recorded } : { kind, run: recorded };

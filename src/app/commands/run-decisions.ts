@@ -13,6 +13,7 @@ import { RUN_WORD } from "../render/words.js";
 import type { CommandPolicy, HandlerContext } from "./context.js";
 import type { Outcome } from "./outcome.js";
 import { summarizeRun } from "./outcome.js";
+import { findRun } from "../run-ref.js";
 import type { PermissionCheck } from "./permissions.js";
 import { commandContext, notFoundRun } from "./shared.js";
 
@@ -28,14 +29,16 @@ export async function handleDecision(
   ctx: HandlerContext,
   verb: DecisionVerb,
   usage: string,
-  dagId: string,
+  ref: string,
   hash: string | null = null,
 ): Promise<Outcome> {
   const cmd = commandContext(ctx);
   if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
+  const run = await findRun(ctx.store, ctx.roomId, ref);
+  if (run === null) return notFoundRun(ctx, ref);
+  // The store decides by the run's canonical id, whichever id the command named it by.
+  const dagId = run.dagId;
   if (verb === "confirm") {
-    const run = await ctx.store.getRun(ctx.roomId, dagId);
-    if (run === null) return notFoundRun(ctx, dagId);
     // Only a pending run is confirmed; "already confirmed" answers stay open to the publisher.
     if (run.status === "pending") {
       const rule = checkTwoPersonRule(run.publisher, ctx.sender, ctx.standing, ctx.policy);

@@ -5,6 +5,7 @@ import { extname } from "node:path";
 import type { Command } from "commander";
 import { GraphvizRenderer } from "../../adapters/graph/graphviz-renderer.js";
 import { dagGraphOf, runGraphOf } from "../../app/run-picture.js";
+import { findRun } from "../../app/run-ref.js";
 import type { RunGraph } from "../../domain/run-graph.js";
 import type { PictureFormat } from "../../ports/graph-renderer.js";
 import { RenderError } from "../../ports/graph-renderer.js";
@@ -24,11 +25,11 @@ export function registerGraph(program: Command): void {
     program
       .command("graph")
       .description("Draw a DAG file, or a run with its task states, as a PNG or SVG picture.")
-      .argument("<file_or_run>", "a DAG file (.json or .toml), or a run: its DAG id or run id")
+      .argument("<file_or_run>", "a DAG file (.json or .toml), or a run: its id or uuid")
       .option("-o, --out <file>", "where to write the picture; .png or .svg (default: <dag id>.png)")
       .option("--room <room>", "the room of the run (default: the config's only room)"),
     "An existing file is drawn as a DAG that has not run; anything else is looked up as a run in the\n" +
-      "store (latest run of that DAG id, else a run id). Exit status: 0 written, 1 no such run or the\n" +
+      "store (by its id, else its uuid). Exit status: 0 written, 1 no such run or the\n" +
       "picture could not be drawn, 2 bad file, option or config.",
   ).action((target: string, options: GraphOptions) => runCli("graph", () => graph(target, options)));
 }
@@ -53,7 +54,7 @@ async function graph(target: string, options: GraphOptions): Promise<number> {
     const roomId = pickRoom(config, options.room);
     const store = await openConfiguredStore(config);
     try {
-      const run = (await store.getRun(roomId, target)) ?? (await store.getRunById(target));
+      const run = await findRun(store, roomId, target);
       if (run === null)
         throw new CliError(`no file and no run "${target.slice(0, 70)}" in room ${roomId}`, 1);
       picture = runGraphOf(run, await store.listTasks(run.runId));

@@ -16,9 +16,7 @@ export function registerList(program: Command): void {
   withCommonOptions(
     program
       .command("list")
-      .description(
-        "List the room's latest runs: DAG id, status, tasks succeeded and what else happened, run id.",
-      )
+      .description("List the room's latest runs: run id, status, tasks succeeded and what else happened.")
       .option("--room <room>", "the room (default: the config's only room)")
       .option("--limit <n>", "how many recent runs to list", "20")
       .option("--json", "print JSON: { room, runs: [...] }"),

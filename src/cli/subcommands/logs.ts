@@ -11,6 +11,7 @@ import { exitWords } from "../../domain/exit-status.js";
 import { formatDuration } from "../../domain/duration.js";
 import { isTerminalTask } from "../../domain/task-states.js";
 import type { RunRecord, Store, TaskRecord } from "../../ports/store.js";
+import { findRun } from "../../app/run-ref.js";
 import { Waker, wakeOnChange } from "../../app/wake.js";
 import { CliError, runCli } from "../cli-error.js";
 import { openConfiguredStore } from "../store-open.js";
@@ -29,7 +30,7 @@ export function registerLogs(program: Command): void {
     program
       .command("logs")
       .description("Show a task's kept output (the tail) and how it ended: status, exit status, error.")
-      .argument("<run>", "the run: its DAG id (as in `dagbot status`) or its run id")
+      .argument("<run>", "the run: its id (as `dagbot status` shows it) or its uuid")
       .argument("<task>", "the task id")
       .option("--room <room>", "the room (default: the config's only room)")
       .option("-f, --follow", "print new output as it arrives until the task ends (like tail -f)")
@@ -41,15 +42,6 @@ export function registerLogs(program: Command): void {
   ).action((run: string, task: string, options: LogsOptions) =>
     runCli("logs", () => logs(run, task, options)),
   );
-}
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-async function findRun(store: Store, roomId: string, ref: string): Promise<RunRecord | null> {
-  const byDag = await store.getRun(roomId, ref);
-  if (byDag !== null || !UUID.test(ref)) return byDag;
-  const byId = await store.getRunById(ref);
-  return byId !== null && byId.roomId === roomId ? byId : null;
 }
 
 async function logs(runRef: string, taskId: string, options: LogsOptions): Promise<number> {

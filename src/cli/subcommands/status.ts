@@ -1,6 +1,7 @@
 /** `dagbot status [DAG_ID]`: the runs of a room, or one run with every task, read from the store. */
 import type { Command } from "commander";
 import { showsPaused } from "../../app/render/status-card.js";
+import { findRun } from "../../app/run-ref.js";
 import { outcomeCounts } from "../../domain/run-counts.js";
 import { summarizeTasks } from "../../domain/run-status.js";
 import type { RunRecord, Store, TaskRecord } from "../../ports/store.js";
@@ -21,7 +22,7 @@ export function registerStatus(program: Command): void {
     program
       .command("status")
       .description("Show the runs of the room, or one run and its tasks.")
-      .argument("[dag_id]", "the run's DAG id")
+      .argument("[run]", "the run: its id or uuid")
       .option("--room <room>", "the room (default: the config's only room)")
       .option("--limit <n>", "how many recent runs to list", "20")
       .option("--json", "print JSON (the run and its tasks, or the list of runs)"),
@@ -42,7 +43,7 @@ async function status(dagId: string | undefined, options: StatusOptions): Promis
       await printRuns(store, roomId, limit, options.json === true);
       return 0;
     }
-    const run = await store.getRun(roomId, dagId);
+    const run = await findRun(store, roomId, dagId);
     if (run === null) throw new CliError(`no run "${dagId}" in room ${roomId}`, 1);
     const tasks = await store.listTasks(run.runId);
     const roomCap = await store.getRoomCap(roomId);
@@ -79,7 +80,8 @@ export async function printRuns(store: Store, roomId: string, limit: number, jso
     for (const { run, tasks } of rows) {
       // What succeeded over the total, then the rest: a failed run never reads as complete.
       const counts = outcomeCounts(tasks.map((t) => t.status));
-      process.stdout.write(`${run.dagId.padEnd(24)} ${run.status.padEnd(10)} ${counts}  ${run.runId}\n`);
+      // The run's one id, its name; its uuid is in --json (runId) and accepted as input too.
+      process.stdout.write(`${run.dagId.padEnd(24)} ${run.status.padEnd(10)} ${counts}\n`);
     }
   }
 }

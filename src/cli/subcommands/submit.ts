@@ -1,4 +1,4 @@
-/** `dagbot submit FILE`: publish a DAG into the store as a chat command would, and print its run id. */
+/** `dagbot submit FILE`: publish a DAG into the store as a chat command would, and print its run's id. */
 import type { Command } from "commander";
 import { commandPolicy } from "../command-step.js";
 import { command, waitSeconds } from "../leader-room.js";
@@ -70,7 +70,8 @@ async function submit(file: string, options: SubmitOptions): Promise<number> {
     if (options.json === true) {
       process.stdout.write(`${JSON.stringify({ runId: published.runId, dagId: published.dagId, status })}\n`);
     } else {
-      process.stdout.write(`${published.runId}\n`);
+      // The run's canonical id (its name), as every other output names it; --json has the uuid too.
+      process.stdout.write(`${published.dagId ?? dag.dag.id}\n`);
     }
     return 0;
   } finally {

@@ -6,6 +6,7 @@ import type { Outcome } from "../outcome.js";
 import { summarizeRun } from "../outcome.js";
 import { notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
+import { findRun } from "../../run-ref.js";
 
 export const graph = defineVerb<{ verb: "graph"; id: string }, "graph">({
   verb: "graph",
@@ -24,7 +25,7 @@ export const graph = defineVerb<{ verb: "graph"; id: string }, "graph">({
 });
 
 async function handleGraph(ctx: HandlerContext, dagId: string): Promise<Outcome> {
-  const run = await ctx.store.getRun(ctx.roomId, dagId);
+  const run = await findRun(ctx.store, ctx.roomId, dagId);
   if (run === null) return notFoundRun(ctx, dagId);
   return { kind: "graph", run: summarizeRun(run) };
 }

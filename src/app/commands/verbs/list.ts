@@ -7,6 +7,7 @@ import type { Outcome } from "../outcome.js";
 import { progressOf } from "../outcome.js";
 import { MAX_LISTED_RUNS, notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
+import { findRun } from "../../run-ref.js";
 
 export const list = defineVerb<{ verb: "list"; id?: string | null }, "list">({
   verb: "list",
@@ -41,15 +42,17 @@ async function handleList(ctx: HandlerContext, of: string | null = null): Promis
       definition === null
         ? []
         : await ctx.store.listDefinitionRuns(ctx.roomId, of, { limit: MAX_LISTED_RUNS });
+    let name = of;
     if (definition === null) {
-      const run = await ctx.store.getRun(ctx.roomId, of);
+      const run = await findRun(ctx.store, ctx.roomId, of);
       if (run === null) return notFoundRun(ctx, of);
       runs = [run];
+      name = run.dagId;
     }
     const progress = await Promise.all(
       runs.map(async (run) => progressOf(run, await ctx.store.listTasks(run.runId))),
     );
-    return { kind: "list", runs: progress, at, of };
+    return { kind: "list", runs: progress, at, of: name };
   }
   const runs = await ctx.store.listRuns(ctx.roomId, { limit: MAX_LISTED_RUNS });
   const progress = await Promise.all(

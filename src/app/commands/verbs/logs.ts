@@ -20,6 +20,7 @@ import type { Outcome } from "../outcome.js";
 import { summarizeRun, taskLine } from "../outcome.js";
 import { notFoundRun, notFoundTask } from "../shared.js";
 import { defineVerb } from "../verb.js";
+import { findRun } from "../../run-ref.js";
 
 export const logs = defineVerb<{ verb: "logs"; id: string; task: string }, "logs">({
   verb: "logs",
@@ -34,12 +35,12 @@ export const logs = defineVerb<{ verb: "logs"; id: string; task: string }, "logs
 });
 
 async function handleLogs(ctx: HandlerContext, dagId: string, taskId: string): Promise<Outcome> {
-  const run = await ctx.store.getRun(ctx.roomId, dagId);
+  const run = await findRun(ctx.store, ctx.roomId, dagId);
   if (run === null) return notFoundRun(ctx, dagId);
   const task = await ctx.store.getTask(run.runId, taskId);
   if (task === null)
     return notFoundTask(
-      dagId,
+      run.dagId,
       taskId,
       run.dag.tasks.map((t) => t.id),
     );

@@ -14,6 +14,7 @@ import { summarizeRun } from "../outcome.js";
 import { createAndDescribe, freeId, invalidDag, retryCandidates, unknownActions } from "../run-creation.js";
 import { notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
+import { findRun } from "../../run-ref.js";
 
 export const retry = defineVerb<{ verb: "retry"; id: string }, "retried" | "nothing-to-retry">({
   verb: "retry",
@@ -35,7 +36,7 @@ export const retry = defineVerb<{ verb: "retry"; id: string }, "retried" | "noth
 });
 
 async function handleRetry(ctx: HandlerContext, dagId: string): Promise<Outcome> {
-  const from = await ctx.store.getRun(ctx.roomId, dagId);
+  const from = await findRun(ctx.store, ctx.roomId, dagId);
   if (from === null) return notFoundRun(ctx, dagId);
   if (!isTerminalRun(from.status))
     return { kind: "nothing-to-retry", run: summarizeRun(from), why: "not-ended" };
@@ -46,7 +47,7 @@ async function handleRetry(ctx: HandlerContext, dagId: string): Promise<Outcome>
   const tasks = await ctx.store.listTasks(from.runId);
   const again = new Set(tasks.filter((t) => t.status !== "succeeded").map((t) => t.taskId));
   if (again.size === 0) return { kind: "nothing-to-retry", run: summarizeRun(from), why: "succeeded" };
-  const newId = await freeId(ctx.store, ctx.roomId, retryCandidates(dagId));
+  const newId = await freeId(ctx.store, ctx.roomId, retryCandidates(from.dagId));
   if (newId === null) {
     return {
       kind: "command-error",

@@ -7,6 +7,7 @@ import type { Outcome } from "../outcome.js";
 import { startRun } from "../run-creation.js";
 import { notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
+import { findRun } from "../../run-ref.js";
 
 export interface RunCommand {
   verb: "run";
@@ -72,10 +73,11 @@ async function handleRun(
 ): Promise<Outcome> {
   let definition = await ctx.store.getDefinition(ctx.roomId, dagId);
   if (definition === null) {
-    // A run started by `!dag run` names its published DAG: another run of that one (`x.2` → `x.3`).
-    const named = await ctx.store.getRun(ctx.roomId, dagId);
-    const of = named?.dag.definition;
-    if (of === undefined) return notFoundRun(ctx, dagId);
+    // A run started by `!dag run` names its published DAG: another run of that one (`x.2` → `x.3`);
+    // a first run named by its uuid is its definition's.
+    const named = await findRun(ctx.store, ctx.roomId, dagId);
+    if (named === null) return notFoundRun(ctx, dagId);
+    const of = named.dag.definition ?? named.dagId;
     definition = await ctx.store.getDefinition(ctx.roomId, of);
     if (definition === null) return notFoundRun(ctx, of);
   }

@@ -11,6 +11,7 @@ import type { Outcome } from "../outcome.js";
 import { progressOf, selectTaskLines, summarizeRun } from "../outcome.js";
 import { MAX_LISTED_RUNS, notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
+import { findRun } from "../../run-ref.js";
 
 const ACTIVE_RUN_STATUSES: RunStatus[] = ["pending", "running", "canceling"];
 
@@ -52,7 +53,7 @@ async function handleStatus(ctx: HandlerContext, dagId: string | null): Promise<
     );
     return { kind: "overview", runs: progress, at };
   }
-  const run = await ctx.store.getRun(ctx.roomId, dagId);
+  const run = await findRun(ctx.store, ctx.roomId, dagId);
   if (run === null) return notFoundRun(ctx, dagId);
   const tasks = await ctx.store.listTasks(run.runId);
   return {
