@@ -3,8 +3,8 @@ import * as z from "zod";
 import type { ArgValue, ParsedDag, TaskSpec } from "./model.js";
 import { describeChar, describeValue, quote } from "./dag-issues.js";
 import { parseDuration } from "./duration.js";
-import { compileArgPattern } from "./action-argv.js";
-import { PARAM_LIMITS, paramReferences, paramValueProblem } from "./params.js";
+import { compileParamPattern } from "./param-pattern.js";
+import { newCheckBudget, PARAM_LIMITS, paramReferences, paramValueProblem } from "./params.js";
 import { scheduleProblem } from "./schedule.js";
 
 /** Every limit a DAG document is held to; messages quote these numbers. */
@@ -189,14 +189,19 @@ const argsSchema = z
   });
 
 const paramSchema = z.strictObject({
-  pattern: z.string().min(1).max(PARAM_LIMITS.maxPatternLength),
+  // Its length and complexity are checked with its compilation (param-pattern.ts), in one message.
+  pattern: z.string().min(1),
   default: z.string().max(PARAM_LIMITS.maxValueLength).optional(),
 });
 
-/** `[params.NAME]`: names as argument names (not reserved ones), each pattern compiled with RE2. */
+/**
+ * `[params.NAME]`: names as argument names (not reserved ones), each pattern compiled with RE2
+ * within the limits of param-pattern.ts, the defaults' checks sharing one budget.
+ */
 const paramsSchema = z
   .unknown()
   .superRefine((raw, ctx) => {
+    const budget = newCheckBudget();
     for (const [key, value] of namedEntries(raw, ctx, "parameter", PARAM_LIMITS.maxParams)) {
       const spec = paramSchema.safeParse(value);
       if (!spec.success) {
@@ -204,17 +209,14 @@ const paramsSchema = z
           ctx.addIssue({ code: "custom", path: [key, ...issue.path.map(String)], message: issue.message });
         continue;
       }
-      const compiled = compileArgPattern(spec.data.pattern);
+      const compiled = compileParamPattern(spec.data.pattern);
       if (typeof compiled === "string") {
-        ctx.addIssue({
-          code: "custom",
-          path: [key, "pattern"],
-          message: `is not a valid RE2 pattern: ${compiled}`,
-        });
+        ctx.addIssue({ code: "custom", path: [key, "pattern"], message: compiled });
         continue;
       }
       if (spec.data.default !== undefined) {
-        const bad = paramValueProblem(key, { pattern: spec.data.pattern, default: null }, spec.data.default);
+        const declared = { pattern: spec.data.pattern, default: null };
+        const bad = paramValueProblem(key, declared, spec.data.default, budget);
         if (bad !== null) ctx.addIssue({ code: "custom", path: [key, "default"], message: bad });
       }
     }

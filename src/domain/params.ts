@@ -5,14 +5,27 @@
  * text put into an argument value, so it ends up inside one argv entry at most, and the action's own
  * argument checks (pattern, leading "-") still apply to the result when the task runs.
  */
-import { compileArgPattern } from "./action-argv.js";
 import type { ArgValue, ParamSpec, ParsedDag, TaskSpec } from "./model.js";
+import { checkCost, compileParamPattern, PATTERN_LIMITS } from "./param-pattern.js";
 
 export const PARAM_LIMITS = {
   maxParams: 32,
-  maxPatternLength: 1000,
+  maxPatternLength: PATTERN_LIMITS.maxSource,
   maxValueLength: 4096,
 } as const;
+
+/**
+ * What the checks of one command have spent (instructions × characters, param-pattern.ts): a
+ * publish's defaults and a run's given values each share one, so 32 parameters cannot add up to a
+ * stall that no single one is.
+ */
+export interface CheckBudget {
+  spent: number;
+}
+
+export function newCheckBudget(): CheckBudget {
+  return { spent: 0 };
+}
 
 /** `{params.NAME}` in a task argument's string value. */
 export const PARAM_REFERENCE = /\{params\.([A-Za-z_][A-Za-z0-9_]*)\}/g;
@@ -27,13 +40,29 @@ function shown(value: string, max = 40): string {
   return JSON.stringify(cut);
 }
 
-/** Why `value` cannot be the value of parameter `name` (declared as `spec`), or null. */
-export function paramValueProblem(name: string, spec: ParamSpec, value: string): string | null {
+/**
+ * Why `value` cannot be the value of parameter `name` (declared as `spec`), or null. The check is
+ * charged to `budget`: past PATTERN_LIMITS.maxCheckCost the value is refused before it is matched.
+ */
+export function paramValueProblem(
+  name: string,
+  spec: ParamSpec,
+  value: string,
+  budget: CheckBudget = newCheckBudget(),
+): string | null {
   if (value.length > PARAM_LIMITS.maxValueLength)
     return `parameter "${name}" is ${value.length} characters long; at most ${PARAM_LIMITS.maxValueLength}`;
   if (value.includes("\0")) return `parameter "${name}" contains a NUL byte`;
-  const pattern = compileArgPattern(spec.pattern);
-  if (typeof pattern === "string") return `parameter "${name}" has an invalid pattern: ${pattern}`;
+  const pattern = compileParamPattern(spec.pattern);
+  if (typeof pattern === "string") return `parameter "${name}" has an invalid pattern: it ${pattern}`;
+  const cost = checkCost(pattern, value);
+  const max = PATTERN_LIMITS.maxCheckCost;
+  if (budget.spent + cost > max) {
+    const what = `its ${value.length}-character value × its pattern's ${pattern.instructions} instructions = ${cost}`;
+    const sum = budget.spent === 0 ? "" : `; with the parameters checked before it, ${budget.spent + cost}`;
+    return `parameter "${name}": checking ${what}${sum}, over the ${max} one command may spend on checking values: give a shorter value or declare a simpler pattern`;
+  }
+  budget.spent += cost;
   if (!pattern.matches(value))
     return `parameter "${name}": ${shown(value)} does not match its pattern ${spec.pattern}`;
   return null;
@@ -53,6 +82,7 @@ export function resolveParams(
   const declared = dag.params ?? {};
   const names = Object.keys(declared);
   const seen = new Set<string>();
+  const budget = newCheckBudget();
   for (const [name, value] of given) {
     if (!Object.hasOwn(declared, name)) {
       const known = names.length === 0 ? "it declares none" : `it declares ${names.join(", ")}`;
@@ -60,7 +90,7 @@ export function resolveParams(
     }
     if (seen.has(name)) return { ok: false, message: `parameter "${name}" is given twice` };
     seen.add(name);
-    const problem = paramValueProblem(name, declared[name]!, value);
+    const problem = paramValueProblem(name, declared[name]!, value, budget);
     if (problem !== null) return { ok: false, message: problem };
   }
   const values: Record<string, string> = {};
