@@ -156,6 +156,11 @@ export type AppCommandResult = {
   threadRoot?: string | null;
 };
 
+/** What startInboxHandling found: how many leaders started the row and lost their lease before finishing it. */
+export interface InboxHandling {
+  losses: number;
+}
+
 export interface InboxStore {
   /** Insert-or-ignore on event_id: exactly one of N concurrent inserters gets "inserted". */
   insertInboxEvent(event: InboxEventInput): Promise<"inserted" | "duplicate">;
@@ -172,6 +177,14 @@ export interface InboxStore {
     result: Record<string, unknown>,
     options?: { content?: Record<string, unknown> },
   ): Promise<void>;
+  /**
+   * Records on a new row, durably and before any of its effect, that the leader of `fence` starts
+   * handling it (poison commands, issue 24). A row already started under another term was left
+   * unfinished by a leader that lost its lease: that counts one loss. Returns the losses so far;
+   * the app decides what they mean (inbox-step.ts quarantines at 2). ConflictError when the row is
+   * not new or the fence is stale.
+   */
+  startInboxHandling(fence: LeaderFence, eventId: string): Promise<InboxHandling>;
   /** handled → replied, enqueueing the reply messages in the same transaction (insert-or-ignore by txnId). */
   markInboxReplied(fence: LeaderFence, eventId: string, replies: OutboxMessageInput[]): Promise<void>;
   getInboxEvent(eventId: string): Promise<InboxEvent | null>;

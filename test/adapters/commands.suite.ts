@@ -1024,6 +1024,36 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
+      "a command two leaders lost their lease while handling is answered once as dropped, never run; the next one is handled",
+      track(async () => {
+        const r = await room();
+        const poison = await say(r.roomId, AUTO, publishToml(chainToml("poison")));
+        const after = await say(r.roomId, OP, "!dag list");
+        // Two leaders each started it and lost their lease before finishing (stalled, or killed).
+        let fence = r.fence;
+        for (const expected of [0, 1]) {
+          expect(await store.startInboxHandling(fence, poison)).toEqual({ losses: expected });
+          await store.releaseLease(fence);
+          fence = await becomeLeader(store, r.roomId, `leader-${expected}`);
+        }
+        expect(await drain(fence)).toBe(2);
+        expect(await store.getRun(r.roomId, "poison")).toBeNull();
+        const row = await store.getInboxEvent(poison);
+        expect(row).toMatchObject({
+          status: "replied",
+          result: { dagbotOutcome: { kind: "quarantined", losses: 2 } },
+        });
+        // Its content is cut like any refused command's.
+        expect(String(row?.content["body"]).length).toBeLessThanOrEqual(201);
+        expect(String((await reply(poison))?.content["body"])).toMatch(
+          /This command was dropped: it took the room's leader down twice/,
+        );
+        expect((await store.getInboxEvent(after))?.status).toBe("replied");
+        expect(String((await reply(after))?.content["body"])).not.toMatch(/dropped/);
+      }),
+    );
+
+    it(
       "a publish typed on the CLI (a local event id) roots no card thread; a chat publish does",
       track(async () => {
         const r = await room();

@@ -91,6 +91,8 @@ export function outcomeProblem(log: Logger, o: Outcome, text: string | null): ne
       return fail(400, "command-error", o.message);
     case "not-leader":
       return fail(503, "not-leader", detail);
+    case "quarantined":
+      return fail(422, "quarantined", detail, { losses: o.losses });
     default:
       log.error({ kind: o.kind }, "http: unexpected command outcome");
       return fail(500, "internal", "unexpected outcome");

@@ -31,6 +31,7 @@ export type ProblemCode =
   | "wrong-status"
   | "nothing-to-retry"
   | "not-leader"
+  | "quarantined"
   | "leader-timeout"
   | "store-unavailable"
   | "too-many-streams"
@@ -58,6 +59,7 @@ const TITLES: Record<string, string> = {
   "wrong-status": "The run is not in a state that allows this",
   "nothing-to-retry": "There is nothing to retry",
   "not-leader": "No leader handled the command",
+  quarantined: "The command was dropped: it took the room's leader down twice",
   "leader-timeout": "The room's leader did not answer in time; retry with the same Idempotency-Key",
   "store-unavailable": "The store cannot be reached",
   "too-many-streams": "This node serves as many event streams as it may; try again later or another node",

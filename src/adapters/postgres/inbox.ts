@@ -1,5 +1,12 @@
 /** The inbox (processed_events) on PostgreSQL: insert-or-ignore by event id, the leader's ordered take, fenced marks. */
-import type { InboxEvent, InboxEventInput, LeaderFence, OutboxMessageInput } from "../../ports/store.js";
+import type {
+  InboxEvent,
+  InboxEventInput,
+  InboxHandling,
+  LeaderFence,
+  OutboxMessageInput,
+} from "../../ports/store.js";
+import { handlingAfter } from "../../domain/inbox-handling.js";
 import type { Db, Tx } from "./db.js";
 import { explainMiss, fenceCte, fenceParams, fencedRead, LOG_CTES } from "./guards.js";
 import { json, NOW, sessionKey } from "./sql.js";
@@ -120,6 +127,50 @@ export async function markInboxHandled(
       [eventId],
     );
   db.committed("inbox", fence.roomId);
+}
+
+/** See InboxStore.startInboxHandling: a fenced transaction that commits before the command runs. */
+export async function startInboxHandling(
+  db: Db,
+  fence: LeaderFence,
+  eventId: string,
+): Promise<InboxHandling> {
+  return db.tx("start inbox handling", async (tx) => {
+    await db.lockFence(tx, "start inbox handling", fence);
+    const { rows } = await tx.query<{ handling_term: string | null; handling_losses: number }>(
+      `SELECT handling_term, handling_losses FROM processed_events
+        WHERE event_id = $1 AND room_id = $2 AND status = 'new' FOR UPDATE`,
+      [eventId, fence.roomId],
+    );
+    const row = rows[0];
+    if (row === undefined)
+      throw await explainMiss(
+        db,
+        tx.client,
+        "start inbox handling",
+        null,
+        { eventId },
+        { roomId: fence.roomId, status: "new" },
+        FOUND_SQL,
+        [eventId],
+      );
+    const before = row.handling_term === null ? null : Number(row.handling_term);
+    const { term: startedTerm, losses } = handlingAfter(before, row.handling_losses, fence.term);
+    if (startedTerm === before) return { losses };
+    await tx.query(
+      "UPDATE processed_events SET handling_term = $1::bigint, handling_losses = $2::integer WHERE event_id = $3",
+      [startedTerm, losses, eventId],
+    );
+    if (losses > row.handling_losses) {
+      tx.log(fence.roomId, {
+        kind: "inbox.abandoned",
+        term: fence.term,
+        actor: sessionKey(fence.session),
+        data: { eventId, startedTerm: before, losses },
+      });
+    }
+    return { losses };
+  });
 }
 
 export async function markInboxReplied(

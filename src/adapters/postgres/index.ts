@@ -94,6 +94,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     nextInboxEvent: async (fence) => inbox.nextInboxEvent(db, fence),
     markInboxHandled: async (fence, eventId, result, options) =>
       inbox.markInboxHandled(db, fence, eventId, result, options),
+    startInboxHandling: async (fence, eventId) => inbox.startInboxHandling(db, fence, eventId),
     markInboxReplied: async (fence, eventId, replies) => inbox.markInboxReplied(db, fence, eventId, replies),
     getInboxEvent: async (eventId) => inbox.getInboxEvent(db, eventId),
     latestInboxEvent: async (roomId) => inbox.latestInboxEvent(db, roomId),

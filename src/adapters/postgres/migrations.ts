@@ -320,6 +320,15 @@ END
 $fn$;
 `,
   },
+  {
+    // Poison commands (issue 24, src/domain/inbox-handling.ts): the term of the leader that started
+    // handling a new row, and how many leaders started it and lost their lease before finishing.
+    version: 8,
+    sql: `
+ALTER TABLE processed_events ADD COLUMN handling_term bigint;
+ALTER TABLE processed_events ADD COLUMN handling_losses integer NOT NULL DEFAULT 0;
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

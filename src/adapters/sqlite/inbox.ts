@@ -1,10 +1,17 @@
 /** The inbox (processed_events) on SQLite: insert-or-ignore by event id, the leader's ordered take, fenced marks. */
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
-import type { InboxEvent, InboxEventInput, LeaderFence, OutboxMessageInput } from "../../ports/store.js";
+import type {
+  InboxEvent,
+  InboxEventInput,
+  InboxHandling,
+  LeaderFence,
+  OutboxMessageInput,
+} from "../../ports/store.js";
 import type { SqliteConnection, Tx } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { enqueueInTx } from "./outbox.js";
 import { INBOX_COLUMNS, toInbox } from "./rows.js";
+import { handlingAfter } from "../../domain/inbox-handling.js";
 
 /**
  * The leader's take: served by the partial index of rows still to handle (docs/query-plans.md).
@@ -117,6 +124,42 @@ export function markInboxHandled(
         eventId,
       );
     }
+  });
+}
+
+/** See InboxStore.startInboxHandling: one fenced write that commits before the command runs. */
+export function startInboxHandling(
+  c: SqliteConnection,
+  fence: LeaderFence,
+  eventId: string,
+): Promise<InboxHandling> {
+  return c.write("start inbox handling", (tx) => {
+    c.checkFence("start inbox handling", fence, tx.now);
+    const row = c.get<{ handling_term: number | null; handling_losses: number }>(
+      `SELECT handling_term, handling_losses FROM processed_events
+        WHERE event_id = ? AND room_id = ? AND status = 'new'`,
+      eventId,
+      fence.roomId,
+    );
+    if (row === undefined) throw explainMiss(c, "start inbox handling", fence, eventId, "new");
+    const { term: startedTerm, losses } = handlingAfter(row.handling_term, row.handling_losses, fence.term);
+    if (startedTerm === row.handling_term) return { losses };
+    c.run(
+      "UPDATE processed_events SET handling_term = ?, handling_losses = ? WHERE event_id = ?",
+      startedTerm,
+      losses,
+      eventId,
+    );
+    if (losses > row.handling_losses) {
+      tx.log({
+        roomId: fence.roomId,
+        kind: "inbox.abandoned",
+        term: fence.term,
+        actor: sessionKey(fence.session),
+        data: { eventId, startedTerm: row.handling_term, losses },
+      });
+    }
+    return { losses };
   });
 }
 

@@ -76,6 +76,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     nextInboxEvent: async (fence) => inbox.nextInboxEvent(c, fence),
     markInboxHandled: async (fence, eventId, result, options) =>
       inbox.markInboxHandled(c, fence, eventId, result, options),
+    startInboxHandling: async (fence, eventId) => inbox.startInboxHandling(c, fence, eventId),
     markInboxReplied: async (fence, eventId, replies) => inbox.markInboxReplied(c, fence, eventId, replies),
     getInboxEvent: async (eventId) => inbox.getInboxEvent(c, eventId),
     latestInboxEvent: async (roomId) => inbox.latestInboxEvent(c, roomId),

@@ -293,6 +293,15 @@ CREATE INDEX events_room_seq ON events (room_id, seq);
 DROP INDEX tasks_open;
 `,
   },
+  {
+    // Poison commands (issue 24, src/domain/inbox-handling.ts): the term of the leader that started
+    // handling a new row, and how many leaders started it and lost their lease before finishing.
+    version: 9,
+    sql: `
+ALTER TABLE processed_events ADD COLUMN handling_term INTEGER;
+ALTER TABLE processed_events ADD COLUMN handling_losses INTEGER NOT NULL DEFAULT 0;
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

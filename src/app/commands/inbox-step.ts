@@ -8,7 +8,10 @@
  * A crash between the two halves leaves the row handled; the next leader repeats only the second
  * half, which renders the same reply under the same txnId. A ConflictError (deposed) propagates so
  * the leader loop stops leading; a StoreError propagates so it backs off and retries the row.
+ * Before the first half the row records the term that starts it (startInboxHandling): a row that
+ * took two leaders down is quarantined instead of handled (src/domain/inbox-handling.ts).
  */
+import { isQuarantined } from "../../domain/inbox-handling.js";
 import type { CommandVerb } from "./verbs/index.js";
 import { helpLineFor } from "./verbs/index.js";
 import { isConflict, StoreError } from "../../ports/errors.js";
@@ -42,7 +45,10 @@ import { commandErrorOutcome, executeCommand } from "./table.js";
 
 export interface InboxDeps {
   store: CommandStore &
-    Pick<InboxStore, "nextInboxEvent" | "markInboxHandled" | "markInboxReplied" | "getInboxEvent"> &
+    Pick<
+      InboxStore,
+      "nextInboxEvent" | "startInboxHandling" | "markInboxHandled" | "markInboxReplied" | "getInboxEvent"
+    > &
     Pick<OutboxStore, "getOutbox">;
   permissions: PermissionOracle;
   policy: CommandPolicy;
@@ -96,7 +102,7 @@ export function trimmedContent(content: Record<string, unknown>): Record<string,
 }
 
 /** Outcomes that changed nothing: their command's full text is not worth keeping. */
-const TRIMMED_OUTCOMES: ReadonlySet<string> = new Set(["refused", "command-error", "ignored"]);
+const TRIMMED_OUTCOMES: ReadonlySet<string> = new Set(["refused", "command-error", "ignored", "quarantined"]);
 
 /** One row: "idle" when the room's inbox has nothing new or unreplied. */
 export async function processNextInboxEvent(
@@ -143,9 +149,25 @@ function shouldAnswerUndecryptable(deps: InboxDeps, row: InboxEvent): boolean {
   return true;
 }
 
-/** First half: new → handled, with the command's effect in the same transaction where it has one. */
+/**
+ * First half: new → handled, with the command's effect in the same transaction where it has one.
+ * Whatever the row holds, its start is recorded first (committed before any of its work), so a
+ * command that stalls or kills its leader is counted by the next one, and not run a third time.
+ */
 export async function handleInboxEvent(deps: InboxDeps, fence: LeaderFence, row: InboxEvent): Promise<void> {
-  const { outcome, threadRoot } = await runIntent(deps, fence, row, decodeInboxContent(row.content));
+  const { losses } = await deps.store.startInboxHandling(fence, row.eventId);
+  let outcome: Outcome;
+  let threadRoot: string | null;
+  if (isQuarantined(losses)) {
+    deps.logger?.warn(
+      { event: row.eventId, sender: row.sender, losses },
+      "command quarantined: leaders lost their lease while handling it",
+    );
+    outcome = { kind: "quarantined", losses };
+    threadRoot = null;
+  } else {
+    ({ outcome, threadRoot } = await runIntent(deps, fence, row, decodeInboxContent(row.content)));
+  }
   const after = await deps.store.getInboxEvent(row.eventId);
   // Still new: the outcome had no store effect that marked it (a read, an error, a refusal, a cap).
   if (after?.status === "new") {

@@ -161,6 +161,11 @@ export type Outcome =
   | { kind: "not-leader"; roomId: string }
   /** An edit of a command: edits are never applied (the command ran, or was answered, as first sent). */
   | { kind: "edit-not-applied" }
+  /**
+   * A command that leaders lost their lease while handling, `losses` times: answered with this and
+   * never handled again (src/domain/inbox-handling.ts).
+   */
+  | { kind: "quarantined"; losses: number }
   /** An encrypted message no node could decrypt: the sender is asked to send it again. */
   | { kind: "undecryptable" }
   /** A reaction that is not a decision on a card awaiting confirmation: no reply at all. */

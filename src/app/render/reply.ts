@@ -21,9 +21,18 @@ const COMMON_RENDERERS = {
     r`🔒 I could not decrypt your message, so I cannot tell whether it was a command. If it was, please send it again. (Your client may not have shared the room key with this bot's session; I say this at most once every 10 minutes.)`,
   "edit-not-applied": () =>
     r`✏️ Edits are not applied: dagbot acts on a command as it was first sent, whatever the edit shows. To change it, send the command again as a new message (for a DAG: publish again).`,
+  quarantined: (o) =>
+    r`⛔ This command was dropped: it took the room's leader down ${o.losses === 2 ? "twice" : `${o.losses} times`} (the leader lost its lease while handling it), so no node will handle it again. If it should work, send a simpler version of it; the node's log has the details.`,
   ignored: () => null,
 } satisfies OutcomeRenderers<
-  "command-error" | "refused" | "not-found" | "not-leader" | "undecryptable" | "edit-not-applied" | "ignored"
+  | "command-error"
+  | "refused"
+  | "not-found"
+  | "not-leader"
+  | "undecryptable"
+  | "edit-not-applied"
+  | "quarantined"
+  | "ignored"
 >;
 
 // Every outcome kind has a renderer, a verb's or a common one: a kind without one does not compile.

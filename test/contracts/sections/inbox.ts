@@ -1,12 +1,14 @@
 /**
  * Store contract: the inbox (processed_events). Insert-or-ignore with exactly one winner among
  * racing connections, the leader's take in (origin_server_ts, event_id) order, and the fenced
- * new → handled → replied marks (the reply enqueued in the same transaction).
+ * new → handled → replied marks (the reply enqueued in the same transaction), and the count of
+ * leaders that started a row and lost their lease before finishing it (poison commands).
  */
 import { expect, it } from "vitest";
 import { ConflictError, NotFoundError } from "../../../src/ports/errors.js";
 import type { InboxEventInput } from "../../../src/ports/store.js";
-import { becomeLeader, race, session } from "../../support/store-fixtures.js";
+import { isQuarantined } from "../../../src/domain/inbox-handling.js";
+import { becomeLeader, LEASE_TTL_MS, race, session } from "../../support/store-fixtures.js";
 import type { ContractContext } from "../context.js";
 
 const RACERS = 16;
@@ -134,6 +136,60 @@ export function inboxSection(ctx: ContractContext): void {
     await expect(store.markInboxHandled(otherFence, e.eventId, {})).rejects.toBeInstanceOf(ConflictError);
     await expect(store.nextInboxEvent(stranger)).rejects.toBeInstanceOf(ConflictError);
     expect((await store.getInboxEvent(e.eventId))?.status).toBe("new");
+  });
+
+  it("a row's start counts each leader that started it and lost its lease unfinished; the same term again does not", async () => {
+    const store = await ctx.store();
+    const room = ctx.uid("!inbox-poison");
+    const e = event(room);
+    await store.insertInboxEvent(e);
+    const first = await becomeLeader(store, room, "n1");
+    expect(await store.startInboxHandling(first, e.eventId)).toEqual({ losses: 0 });
+    // A retry by the same leader (after a store error) is no loss.
+    expect(await store.startInboxHandling(first, e.eventId)).toEqual({ losses: 0 });
+    ctx.clock.advance(LEASE_TTL_MS + 1);
+    const second = await becomeLeader(store, room, "n2");
+    // The deposed leader can neither start it again nor finish it.
+    await expect(store.startInboxHandling(first, e.eventId)).rejects.toBeInstanceOf(ConflictError);
+    await expect(store.markInboxHandled(first, e.eventId, {})).rejects.toBeInstanceOf(ConflictError);
+    const once = await store.startInboxHandling(second, e.eventId);
+    expect(once).toEqual({ losses: 1 });
+    expect(isQuarantined(once.losses)).toBe(false);
+    ctx.clock.advance(LEASE_TTL_MS + 1);
+    // The same node leading again is a new term: its earlier attempt counts too. Another connection
+    // sees what the first one recorded: the count is in the row, not in a process.
+    const other = await ctx.open();
+    const third = await becomeLeader(other, room, "n2");
+    const twice = await other.startInboxHandling(third, e.eventId);
+    expect(twice).toEqual({ losses: 2 });
+    expect(isQuarantined(twice.losses)).toBe(true);
+    expect(await other.startInboxHandling(third, e.eventId)).toEqual({ losses: 2 });
+    await other.markInboxHandled(third, e.eventId, { quarantined: true });
+    // Handled: nothing starts it again, and a later leader takes it only for its reply.
+    await expect(other.startInboxHandling(third, e.eventId)).rejects.toBeInstanceOf(ConflictError);
+    await expect(other.startInboxHandling(third, "$nope")).rejects.toBeInstanceOf(NotFoundError);
+    const stranger = { roomId: room, session: session("stranger"), term: third.term };
+    const fresh = event(room);
+    await other.insertInboxEvent(fresh);
+    await expect(other.startInboxHandling(stranger, fresh.eventId)).rejects.toBeInstanceOf(ConflictError);
+    expect(await other.startInboxHandling(third, fresh.eventId)).toEqual({ losses: 0 });
+  });
+
+  it("a row finished by the leader that started it is never counted", async () => {
+    const store = await ctx.store();
+    const room = ctx.uid("!inbox-poison");
+    const e = event(room);
+    const next = event(room, { originServerTs: 1_700_000_000_001 });
+    await store.insertInboxEvent(e);
+    await store.insertInboxEvent(next);
+    const first = await becomeLeader(store, room, "n1");
+    await store.startInboxHandling(first, e.eventId);
+    await store.markInboxHandled(first, e.eventId, {});
+    ctx.clock.advance(LEASE_TTL_MS + 1);
+    const second = await becomeLeader(store, room, "n2");
+    expect((await store.nextInboxEvent(second))?.status).toBe("handled");
+    // A row never started before counts nothing whatever the term.
+    expect(await store.startInboxHandling(second, next.eventId)).toEqual({ losses: 0 });
   });
 
   it("latest event of a room is the newest by origin_server_ts; null for an empty room", async () => {
