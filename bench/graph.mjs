@@ -16,11 +16,24 @@ import { machineInfo } from "./lib/machine.mjs";
 
 const SIZES = [20, 200, 1000];
 const SHAPES = ["fan-out", "chain", "layered"];
+/**
+ * Issue 24's picture: 141 pending tasks, each needing every task before it (9,870 needs, what a
+ * 64 KiB document holds). Drawn once per child after a warm-up render; `--only=dense` runs it alone.
+ */
+const DENSE_TASKS = 141;
 const WARM_RENDERS = 5;
 /** The bound the renderer's own time limit (30 s) leaves plenty of room under; judged below. */
 const BOUND_MS = 5_000;
 
 function shape(name, n) {
+  if (name === "dense") {
+    return Array.from({ length: n }, (_, i) => ({
+      id: `t${i}`,
+      action: "work",
+      needs: Array.from({ length: i }, (_, j) => `t${j}`),
+      status: "blocked",
+    }));
+  }
   if (name === "fan-out") {
     const tasks = [{ id: "prepare", action: "fetch", needs: [], status: "succeeded" }];
     const states = ["succeeded", "succeeded", "running", "queued", "failed"];
@@ -98,7 +111,84 @@ async function child(shapeName, size) {
   };
 }
 
+/**
+ * The dense DAG once, after a warm-up render of one task (worker up, Graphviz compiled): wall time,
+ * the process's CPU time (main thread and render worker), peak RSS, and what was drawn.
+ */
+async function denseChild(size) {
+  const { buildRunGraph } = await load("domain/run-graph.js");
+  const { GraphvizRenderer } = await load("adapters/graph/graphviz-renderer.js");
+  // A generous limit, so an unbounded build shows its full cost instead of the limit.
+  const renderer = new GraphvizRenderer({ timeoutMs: 120_000 });
+  const one = [{ id: "warm", action: "work", needs: [], status: "blocked" }];
+  await renderer.render(
+    buildRunGraph({ dagId: "w", runLabel: null, runStatusWord: null, tasks: one }),
+    "png",
+  );
+  const baselineRssMb = process.memoryUsage().rss / 2 ** 20;
+  const cpu = process.cpuUsage();
+  const t = performance.now();
+  const graph = buildRunGraph({
+    dagId: "dense",
+    runLabel: "bench000",
+    runStatusWord: "pending",
+    tasks: shape("dense", size),
+  });
+  const buildMs = performance.now() - t;
+  let picture = null;
+  let error = null;
+  try {
+    picture = await renderer.render(graph, "png");
+  } catch (err) {
+    error = err instanceof Error ? err.message : String(err);
+  }
+  const ms = performance.now() - t;
+  const used = process.cpuUsage(cpu);
+  await renderer.close();
+  return {
+    shape: "dense",
+    tasks: size,
+    needs: (size * (size - 1)) / 2,
+    boxes: graph.boxes.length,
+    edges: graph.edges.length,
+    reduction: graph.reduction ?? null,
+    buildMs: Math.round(buildMs * 10) / 10,
+    ms: Math.round(ms),
+    cpuMs: Math.round((used.user + used.system) / 1000),
+    error,
+    png:
+      picture === null
+        ? null
+        : { width: picture.width, height: picture.height, bytes: picture.data.byteLength },
+    baselineRssMb: Math.round(baselineRssMb),
+    peakRssMb: Math.round(process.resourceUsage().maxRSS / 1024),
+  };
+}
+
+function runDense() {
+  const out = execFileSync(
+    process.execPath,
+    [join(ROOT, "bench/graph.mjs"), "--dense", String(DENSE_TASKS)],
+    {
+      encoding: "utf8",
+      timeout: 180_000,
+    },
+  );
+  const row = JSON.parse(out);
+  process.stdout.write(
+    `${row.tasks} tasks dense (${row.needs} needs) ${row.boxes} boxes ${row.edges} edges` +
+      ` (reduction ${row.reduction ?? "none"}): ${row.ms} ms, CPU ${row.cpuMs} ms, ` +
+      `${row.png === null ? `no picture (${row.error})` : `${row.png.width}×${row.png.height} px ${Math.round(row.png.bytes / 1024)} KiB`}, ` +
+      `peak RSS ${row.peakRssMb} MB (baseline ${row.baselineRssMb} MB)\n`,
+  );
+  return row;
+}
+
 async function main() {
+  if (process.argv.includes("--only=dense")) {
+    runDense();
+    return;
+  }
   const rows = [];
   for (const size of SIZES) {
     for (const s of SHAPES) {
@@ -120,6 +210,7 @@ async function main() {
       );
     }
   }
+  rows.push(runDense());
   const worst = Math.max(...rows.filter((r) => r.tasks === 1000).map((r) => r.warmMaxMs));
   const verdict = worst <= BOUND_MS ? "pass" : "FAIL";
   process.stdout.write(`1,000 tasks: slowest warm render ${worst} ms, bound ${BOUND_MS} ms: ${verdict}\n`);
@@ -135,7 +226,9 @@ async function main() {
   if (verdict !== "pass") process.exitCode = 1;
 }
 
-if (process.argv[2] === "--child") {
+if (process.argv[2] === "--dense") {
+  process.stdout.write(JSON.stringify(await denseChild(Number(process.argv[3]))));
+} else if (process.argv[2] === "--child") {
   process.stdout.write(JSON.stringify(await child(process.argv[3], Number(process.argv[4]))));
 } else {
   await main();

@@ -8,14 +8,19 @@
  *    become one box;
  * 2. long chains: CHAIN_MIN or more tasks in a row, each the only dependent of the one before and
  *    the only need of the one after, become one box;
- * 3. if more than MAX_BOXES boxes remain, the remaining single tasks of each plan level become one box
- *    per level.
+ * 3. if more than MAX_BOXES boxes remain, or more edges than the picture budget allows
+ *    (graph-budget.ts) even without the edges a longer path implies, the remaining single tasks of
+ *    each plan level become one box per level.
+ * What is still over the picture budget after that is reduced by graph-budget.ts (implied edges
+ * left out, then bands of levels), so no DAG costs more than the budget to draw (issue 24).
  * A quotient of a DAG by these groups stays acyclic: fan-out members share needs and dependents,
  * a chain has one way in and one way out, and a level's tasks have no edges among themselves.
  */
 import type { TaskStatus } from "./model.js";
 import { TASK_STATUSES } from "./model.js";
 import { countStatuses, outcomeCounts } from "./run-counts.js";
+import type { GraphReduction } from "./graph-budget.js";
+import { fitToBudget, overBudget, PICTURE_BUDGET, withoutImpliedEdges } from "./graph-budget.js";
 
 export const FAN_LIMIT = 8;
 export const CHAIN_MIN = 4;
@@ -72,10 +77,12 @@ export interface RunGraph {
   edges: [string, string][];
   /** True when some box groups several tasks. */
   grouped: boolean;
+  /** How the picture was reduced to fit the picture budget (graph-budget.ts); absent or null: not. */
+  reduction?: GraphReduction;
 }
 
 /** Which member status a group shows as its own when a single colour is needed. */
-const URGENCY: readonly TaskStatus[] = [
+export const URGENCY: readonly TaskStatus[] = [
   "failed",
   "timed_out",
   "running",
@@ -90,9 +97,14 @@ const URGENCY: readonly TaskStatus[] = [
 export function buildRunGraph(input: RunGraphInput): RunGraph {
   const tasks = input.tasks;
   const index = new Map(tasks.map((t, i) => [t.id, i]));
-  const needs = tasks.map((t) =>
+  const given = tasks.map((t) =>
     t.needs.map((n) => index.get(n)).filter((n): n is number => n !== undefined),
   );
+  // Too many needs to draw: leave out those a longer path implies, before grouping (graph-budget.ts),
+  // so a dense DAG groups as the chains and fan-outs it really is.
+  const dense = given.reduce((sum, ns) => sum + ns.length, 0) > PICTURE_BUDGET.maxEdges;
+  const needs = dense ? withoutImpliedNeeds(given) : given;
+  const thinned = dense && needs.some((ns, i) => ns.length < given[i]!.length);
   const dependents: number[][] = tasks.map(() => []);
   needs.forEach((ns, i) => ns.forEach((n) => dependents[n]!.push(i)));
   const eyes = tasks.map((t) => EYES_STATUSES.has(t.status));
@@ -139,9 +151,9 @@ export function buildRunGraph(input: RunGraphInput): RunGraph {
     if (chain.length >= CHAIN_MIN) assign(chain);
   }
 
-  // 3. Too many boxes still: fold the single tasks of each level.
+  // 3. Too many boxes (or edges) still: fold the single tasks of each level.
   const boxCount = (): number => groups + group.filter((g) => g === -1).length;
-  if (boxCount() > MAX_BOXES) {
+  const foldLevels = (): void => {
     const levels = levelsOf(needs);
     const byLevel = new Map<number, number[]>();
     tasks.forEach((_, i) => {
@@ -155,9 +167,27 @@ export function buildRunGraph(input: RunGraphInput): RunGraph {
       const folded = foldable(members, tasks);
       if (folded.length >= 2) assign(folded);
     }
+  };
+  const folded = boxCount() > MAX_BOXES;
+  if (folded) foldLevels();
+  let graph = assemble(input, needs, group, groups, thinned ? "implied-edges" : null);
+  if (!folded && overBudget(graph, PICTURE_BUDGET)) {
+    // Leaving implied edges out keeps every task in sight; fold levels only when that is not enough.
+    const reduced = fitToBudget(graph, PICTURE_BUDGET, URGENCY);
+    if (reduced.reduction === "implied-edges") return reduced;
+    foldLevels();
+    graph = assemble(input, needs, group, groups, graph.reduction ?? null);
   }
+  return fitToBudget(graph, PICTURE_BUDGET, URGENCY);
+}
 
-  return assemble(input, needs, group, groups);
+/** Each task's needs without those another of its needs already waits for (graph-budget.ts). */
+function withoutImpliedNeeds(needs: readonly number[][]): number[][] {
+  const dependents: number[][] = needs.map(() => []);
+  needs.forEach((ns, i) => ns.forEach((n) => dependents[n]!.push(i)));
+  const kept = withoutImpliedEdges(dependents);
+  const keep = new Set(kept.flatMap((out, n) => out.map((i) => n * needs.length + i)));
+  return needs.map((ns, i) => ns.filter((n) => keep.has(n * needs.length + i)));
 }
 
 /**
@@ -200,6 +230,7 @@ function assemble(
   needs: readonly number[][],
   group: readonly number[],
   groups: number,
+  reduction: GraphReduction,
 ): RunGraph {
   const tasks = input.tasks;
   const members: number[][] = Array.from({ length: groups }, () => []);
@@ -266,5 +297,6 @@ function assemble(
     boxes,
     edges,
     grouped: groups > 0,
+    ...(reduction === null ? {} : { reduction }),
   };
 }

@@ -12,11 +12,14 @@ export interface Picture {
   height: number;
 }
 
-/** Why a picture could not be drawn: too slow (the renderer gave up), or the renderer failed. */
+/**
+ * Why a picture could not be drawn: too slow (the renderer gave up), too many waiting, over the
+ * renderer's byte limits, or the renderer failed.
+ */
 export class RenderError extends Error {
   override readonly name = "RenderError";
   constructor(
-    readonly reason: "timeout" | "busy" | "failed",
+    readonly reason: "timeout" | "busy" | "too-large" | "failed",
     message: string,
   ) {
     super(message);

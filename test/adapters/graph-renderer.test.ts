@@ -9,7 +9,8 @@ import { TASK_STATUSES } from "../../src/domain/model.js";
 import type { GraphTaskInput } from "../../src/domain/run-graph.js";
 import { buildRunGraph } from "../../src/domain/run-graph.js";
 import { RenderError } from "../../src/ports/graph-renderer.js";
-import { chain, layered } from "../support/graph-shapes.js";
+import { PICTURE_BUDGET } from "../../src/domain/graph-budget.js";
+import { chain, complete, layered } from "../support/graph-shapes.js";
 import { countColour, countDark, decodePng } from "../support/png.js";
 
 const renderer = new GraphvizRenderer();
@@ -87,6 +88,17 @@ describe("GraphvizRenderer", () => {
     const png = decodePng(picture.data);
     expect([png.width, png.height]).toEqual([picture.width, picture.height]);
     expect(countColour(png, STATE_STYLE.failed.fill)).toBeGreaterThan(500);
+  });
+
+  it("draws a 141-task DAG with 9,870 needs within the picture budget (issue 24)", async () => {
+    const picture = await renderer.render(graphOf(complete(141)), "svg");
+    const svg = Buffer.from(picture.data).toString("utf8");
+    const boxes = svg.match(/class="node"/g)?.length ?? 0;
+    const edges = svg.match(/class="edge"/g)?.length ?? 0;
+    expect(boxes).toBeGreaterThan(0);
+    expect(boxes).toBeLessThanOrEqual(PICTURE_BUDGET.maxBoxes);
+    expect(edges).toBeLessThanOrEqual(PICTURE_BUDGET.maxEdges);
+    expect(svg).toContain("a longer path already implies");
   });
 
   it("gives up on a render that takes longer than its bound, and draws again afterwards", async () => {

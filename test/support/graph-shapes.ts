@@ -53,3 +53,39 @@ export function layered(n: number, width: number, seed = 1): GraphTaskInput[] {
   }
   return tasks;
 }
+
+/**
+ * Issue 24's picture: `n` pending tasks, each needing every task before it (141 tasks make 9,870
+ * needs, about what a 64 KiB document holds).
+ */
+export function complete(n: number, status: TaskStatus = "blocked"): GraphTaskInput[] {
+  return Array.from({ length: n }, (_, i) => ({
+    id: `t${i}`,
+    action: "work",
+    needs: Array.from({ length: i }, (_, j) => `t${j}`),
+    status,
+  }));
+}
+
+/**
+ * Two levels: `roots` tasks, then `sinks` tasks each needing a different random half of the roots.
+ * No need is implied by another and no two sinks share their needs: only folding helps.
+ */
+export function bipartite(roots: number, sinks: number, seed = 1): GraphTaskInput[] {
+  let s = seed;
+  const random = (): number => (s = (s * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const tasks: GraphTaskInput[] = Array.from({ length: roots }, (_, i) => ({
+    id: `r${i}`,
+    action: "work",
+    needs: [],
+    status: "succeeded" as TaskStatus,
+  }));
+  for (let i = 0; i < sinks; i++) {
+    const needs = tasks
+      .slice(0, roots)
+      .filter(() => random() < 0.5)
+      .map((t) => t.id);
+    tasks.push({ id: `s${i}`, action: "work", needs, status: "blocked" });
+  }
+  return tasks;
+}

@@ -93,9 +93,21 @@ function titleLabel(graph: RunGraph): string {
       return `<td bgcolor="${style.fill}" color="${style.border}" border="1" cellpadding="3"><font color="${style.text}" point-size="10">${html(style.word)}</font></td>`;
     })
     .join("");
-  const note = graph.grouped
-    ? `<tr><td align="left" colspan="1"><font point-size="9" color="#616161">double boxes group several tasks; their stripes show the share of each state</font></td></tr>`
-    : "";
+  const notes = [
+    graph.grouped ? "double boxes group several tasks; their stripes show the share of each state" : null,
+    graph.reduction === "implied-edges"
+      ? "too many needs to draw: an arrow that a longer path already implies is left out"
+      : null,
+    graph.reduction === "bands"
+      ? "too large to draw task by task: each box holds a band of consecutive levels"
+      : null,
+  ].filter((n): n is string => n !== null);
+  const note = notes
+    .map(
+      (n) =>
+        `<tr><td align="left" colspan="1"><font point-size="9" color="#616161">${html(n)}</font></td></tr>`,
+    )
+    .join("");
   return (
     `<<table border="0" cellspacing="0" cellpadding="2">` +
     `<tr><td align="left"><font point-size="15"><b>${html(graph.title)}</b></font></td></tr>` +

@@ -26,6 +26,13 @@ export const MAX_SIDE_PX = 8000;
 export const MAX_PIXELS = 24_000_000;
 /** Small pictures are drawn at twice their size so text stays sharp on high-density screens. */
 export const ZOOM = 2;
+/**
+ * Bytes a layout's input and a picture may have (issue 24). The picture budget of the domain
+ * (graph-budget.ts: 200 boxes, 400 edges, ids of 64 characters) keeps a DOT text under about
+ * 200 KiB; these are the last stop for what it did not foresee, refused with a clear message.
+ */
+export const MAX_DOT_BYTES = 512 * 1024;
+export const MAX_PICTURE_BYTES = 8 * 1024 * 1024;
 
 export interface GraphvizRendererOptions {
   /** A render that takes longer is abandoned with RenderError("timeout"). Default 30 s. */
@@ -62,6 +69,7 @@ parentPort.on("message", async (job) => {
   try {
     const viz = await ready;
     const svg = viz.renderString(job.dot, { format: "svg", engine: "dot" });
+    if (svg.length > job.maxBytes) throw new Error("the SVG is larger than " + job.maxBytes + " bytes");
     const [w, h] = svgSize(svg);
     if (job.format === "svg") {
       const data = Buffer.from(svg, "utf8");
@@ -76,6 +84,7 @@ parentPort.on("message", async (job) => {
     });
     const image = resvg.render();
     const png = image.asPng();
+    if (png.byteLength > job.maxBytes) throw new Error("the PNG is larger than " + job.maxBytes + " bytes");
     parentPort.postMessage({ id: job.id, data: png, width: image.width, height: image.height });
   } catch (err) {
     parentPort.postMessage({ id: job.id, error: err instanceof Error ? err.message : String(err) });
@@ -109,6 +118,14 @@ export class GraphvizRenderer implements GraphRenderer {
       );
     }
     const dot = toDot(graph);
+    if (Buffer.byteLength(dot, "utf8") > MAX_DOT_BYTES) {
+      return Promise.reject(
+        new RenderError(
+          "too-large",
+          `its layout would take more than ${MAX_DOT_BYTES / 1024} KiB to describe`,
+        ),
+      );
+    }
     const worker = this.ensureWorker();
     const id = this.nextId++;
     return new Promise<Picture>((resolve, reject) => {
@@ -129,6 +146,7 @@ export class GraphvizRenderer implements GraphRenderer {
         zoom: ZOOM,
         maxSide: MAX_SIDE_PX,
         maxPixels: MAX_PIXELS,
+        maxBytes: MAX_PICTURE_BYTES,
         font: FONT,
         fontFiles: FONT_FILES,
       });
