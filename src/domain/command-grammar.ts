@@ -135,6 +135,24 @@ function prefixEnd(text: string): number {
   return after === undefined || /\s/.test(after) ? start + 4 : -1;
 }
 
+/**
+ * Whether a message is addressed to dagbot at all: its plain text (reply fallback stripped) or its
+ * HTML text starts with `!dag`. Exactly when parseCommand answers anything but "not-a-command", for
+ * every verb list, so intake can tell commands from chatter without knowing the verbs
+ * (docs/architecture.md, "Layers": the Matrix adapter imports no part of src/app).
+ */
+export function isCommandText(input: CommandInput): boolean {
+  if (prefixEnd(stripReplyFallback(typeof input.body === "string" ? input.body : "")) >= 0) return true;
+  const html = input.formattedBody;
+  const format = input.format ?? MATRIX_HTML_FORMAT;
+  return (
+    typeof html === "string" &&
+    html !== "" &&
+    format === MATRIX_HTML_FORMAT &&
+    prefixEnd(htmlToText(html)) >= 0
+  );
+}
+
 export function unquote(token: string): string {
   if (token.length >= 2) {
     const first = token[0];

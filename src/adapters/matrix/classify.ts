@@ -8,7 +8,7 @@
  * The fleet is the configured bot accounts only (matrix.user_id and matrix.fleet): our transaction
  * key in an event's content proves nothing, since anyone can copy a bot message into the room.
  */
-import { parseCommand } from "../../app/commands/verbs/index.js";
+import { isCommandText } from "../../domain/command-grammar.js";
 import { INBOX_EVENT_TYPE_KEY } from "../../ports/store.js";
 
 /** A timeline event as /sync and /messages deliver it (only the fields read here). */
@@ -64,11 +64,11 @@ const ignored = (why: string): Classified => ({ kind: "ignored", why });
 
 const str = (v: unknown): string | null => (typeof v === "string" ? v : null);
 
-/** Parses a message content's text as a command (never throws). */
-function parseContent(content: Record<string, unknown>): ReturnType<typeof parseCommand> | null {
+/** Whether a message content's text is a `!dag` command (null: it has no text body). */
+function isCommandContent(content: Record<string, unknown>): boolean | null {
   const body = content["body"];
   if (typeof body !== "string") return null;
-  return parseCommand({
+  return isCommandText({
     body,
     formattedBody: str(content["formatted_body"]),
     format: str(content["format"]),
@@ -106,8 +106,7 @@ export function classifyEvent(event: TimelineEvent, ctx: ClassifyContext): Class
     const edited = relation["event_id"];
     if (typeof edited !== "string") return ignored("a malformed edit");
     const newContent = isObject(content["m.new_content"]) ? content["m.new_content"] : content;
-    const parsed = parseContent(newContent);
-    const isCommand = parsed !== null && parsed.kind !== "not-a-command";
+    const isCommand = isCommandContent(newContent) === true;
     const stored = typed(content, type);
     return {
       kind: "edit",
@@ -119,9 +118,9 @@ export function classifyEvent(event: TimelineEvent, ctx: ClassifyContext): Class
       isCommand,
     };
   }
-  const parsed = parseContent(content);
-  if (parsed === null) return ignored("no body");
-  if (parsed.kind === "not-a-command") return ignored("not a !dag command");
+  const isCommand = isCommandContent(content);
+  if (isCommand === null) return ignored("no body");
+  if (!isCommand) return ignored("not a !dag command");
   return { kind: "command", eventId, sender, originServerTs: ts, content: typed(content, type) };
 }
 
