@@ -2,9 +2,10 @@
  * Opens the Store a node config names: `sqlite:PATH` (creating the file's folder) or a PostgreSQL
  * URL. Each adapter is imported only when chosen, so a SQLite-only user never loads pg.
  */
-import { closeSync, mkdirSync, openSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { StoreLocation } from "../config/store-location.js";
+import { StoreMissingError } from "../ports/errors.js";
 import type { Store, StoreOptions } from "../ports/store.js";
 
 export interface OpenStoreOptions extends StoreOptions {
@@ -17,6 +18,7 @@ export interface OpenStoreOptions extends StoreOptions {
 export async function openStore(location: StoreLocation, options: OpenStoreOptions = {}): Promise<Store> {
   if (location.kind === "sqlite") {
     const path = resolve(location.path);
+    if (options.existing === true && !existsSync(path)) throw new StoreMissingError(`${path} does not exist`);
     // Owner-only (issue 10, finding 3): the file holds commands, arguments and task output. Folders
     // and the file are created so; SQLite gives its -wal and -shm files the database file's mode.
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });

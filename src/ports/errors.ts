@@ -56,5 +56,16 @@ export class SchemaTooNewError extends Error {
   }
 }
 
+/**
+ * A store opened as existing holds no dagbot store (no such file, an empty database, another
+ * program's file): nothing was created. Read-only commands open so, so a typo never makes a store.
+ */
+export class StoreMissingError extends Error {
+  override readonly name = "StoreMissingError";
+  constructor(readonly why: string) {
+    super(`no dagbot store here: ${why}`);
+  }
+}
+
 export const isConflict = (e: unknown): e is ConflictError => e instanceof ConflictError;
 export const isNotFound = (e: unknown): e is NotFoundError => e instanceof NotFoundError;

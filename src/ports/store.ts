@@ -826,6 +826,12 @@ export interface Store
 /** Options every adapter's open function accepts. */
 export interface StoreOptions {
   /**
+   * Open only a store that already holds dagbot's schema: never create the database file, the
+   * schema or the tables (StoreMissingError instead). Read-only commands open so (docs/architecture.md,
+   * "Faces"): `dagbot status --store sqlite:./typo.db` must not leave an empty store behind.
+   */
+  existing?: boolean;
+  /**
    * Replaces the store's clock (tests of lease expiry and takeover). Production leaves it unset so
    * PostgreSQL's now() is the one clock all hosts agree on.
    */

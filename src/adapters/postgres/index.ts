@@ -3,10 +3,12 @@
  * connection for LISTEN while someone subscribes, migrations at open. For nodes on several hosts;
  * the server's now() is the one clock they all agree on.
  */
+import type pg from "pg";
+import { StoreMissingError } from "../../ports/errors.js";
 import type { Store, StoreOptions } from "../../ports/store.js";
 import { ChangeFeed } from "./change-feed.js";
 import { Db } from "./db.js";
-import { mapError, NOW } from "./sql.js";
+import { mapError, NOW, quoteIdent } from "./sql.js";
 import { claimDemand, wakeNodes } from "./demand.js";
 import * as definitions from "./definitions.js";
 import * as inbox from "./inbox.js";
@@ -52,6 +54,8 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     };
     client.on("error", onLost);
     try {
+      if (options.existing === true && !(await hasSchema(client, schema)))
+        throw new StoreMissingError(`the database holds no dagbot tables in schema "${schema}"`);
       await migrate(client, schema);
     } finally {
       client.off("error", onLost);
@@ -59,6 +63,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     }
   } catch (e) {
     await db.close().catch(() => {});
+    if (e instanceof StoreMissingError) throw e;
     throw mapError("open postgres store", e);
   }
   const onError =
@@ -149,4 +154,12 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     pruneBatch: async (fence, limits) => retention.pruneBatch(db, fence, limits),
   };
   return store;
+}
+
+/** Whether the schema holds dagbot's tables (its schema_version table), without creating anything. */
+async function hasSchema(client: pg.PoolClient, schema: string): Promise<boolean> {
+  const { rows } = await client.query<{ t: string | null }>("SELECT to_regclass($1) AS t", [
+    `${quoteIdent(schema)}.schema_version`,
+  ]);
+  return rows[0]?.t !== null && rows[0]?.t !== undefined;
 }

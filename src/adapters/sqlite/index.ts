@@ -2,6 +2,8 @@
  * The SQLite Store (better-sqlite3): one connection per Store, WAL, BEGIN IMMEDIATE for every
  * write, migrations at open. For nodes that share one host; PostgreSQL serves several hosts.
  */
+import { existsSync } from "node:fs";
+import { StoreMissingError } from "../../ports/errors.js";
 import type { Store, StoreOptions } from "../../ports/store.js";
 import { ChangeFeed } from "./change-feed.js";
 import { SqliteConnection } from "./connection.js";
@@ -9,7 +11,7 @@ import { claimDemand } from "./demand.js";
 import * as definitions from "./definitions.js";
 import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
-import { migrate } from "./migrations.js";
+import { currentSchemaVersion, migrate } from "./migrations.js";
 import * as nodes from "./nodes.js";
 import * as outbox from "./outbox.js";
 import * as retention from "./retention.js";
@@ -37,6 +39,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
   const onError =
     options.onListenerError ??
     ((e: unknown) => process.emitWarning(`dagbot sqlite store: change listener threw: ${String(e)}`));
+  if (options.existing === true && !existsSync(path)) throw new StoreMissingError(`${path} does not exist`);
   // The notify closure runs only after a commit, by which time `changes` exists.
   const c = await SqliteConnection.open(
     path,
@@ -47,6 +50,8 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
   );
   const changes = new ChangeFeed(() => c.dataVersion(), onError);
   try {
+    if (options.existing === true && currentSchemaVersion(c.db) === 0)
+      throw new StoreMissingError(`${path} holds no dagbot tables`);
     await c.write(`migrate sqlite store ${path}`, (tx) => migrate(c.db, tx.now));
   } catch (e) {
     c.close();
