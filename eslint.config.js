@@ -105,6 +105,48 @@ export default tseslint.config(
     },
   },
   {
+    // The Matrix adapter is a face: it turns events into inbox rows and outbox rows into messages, and
+    // knows no verb (docs/architecture.md, "Layers"); what a command is, it asks the domain.
+    files: ["src/adapters/matrix/**/*.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            { group: entryPoints, message: "adapters are wired by the entry points, never the reverse." },
+            { group: ["**/app/**"], message: "the Matrix adapter imports no part of src/app." },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // Composition wires; the CLI parses argv and prints, calling composition: never the reverse.
+    files: ["src/composition/**/*.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        { patterns: [{ group: ["**/cli/**", "**/cli.js"], message: "composition never imports the CLI." }] },
+      ],
+    },
+  },
+  {
+    files: ["src/cli/**/*.ts", "src/cli.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            {
+              group: ["**/adapters/**"],
+              message: "the CLI parses argv and prints; src/composition wires adapters.",
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // Signals and exit hooks belong to the entry points (STYLE.md): a library that listens at
     // import time, or at all, takes a decision that is the composition root's.
     files: [

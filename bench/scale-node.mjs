@@ -9,8 +9,8 @@ import { load } from "./lib/dist.mjs";
 
 const [configPath, roomList] = process.argv.slice(2);
 const { engineSettings, makeLogger } = await load("composition/engine-settings.js");
-const { openNodeStore } = await load("cli/store-open.js");
-const { resolveConfig } = await load("cli/config-options.js");
+const { openNodeStore } = await load("composition/store-open.js");
+const { resolveConfig } = await load("composition/config-resolve.js");
 const { startEngineNode } = await load("app/node.js");
 const { createProcessExecutor } = await load("adapters/exec/process-executor.js");
 const { systemClock } = await load("adapters/clock/system-clock.js");

@@ -151,7 +151,7 @@ export class Cluster {
 
 /** Writes a command into the room's inbox as the local operator and waits for the leader's answer. */
 export async function command(store, body, timeoutMs = 60_000) {
-  const { sendLocalCommand, commandPolicy } = await load("cli/command-step.js");
+  const { sendLocalCommand, commandPolicy } = await load("composition/command-step.js");
   const { loadConfig } = await load("config/load-config.js");
   // The default policy, as `dagbot submit` without a config has it (used to render an engine-only answer).
   const loaded = loadConfig({ env: {}, hostname: "bench-cli", needsMatrixToken: false });

@@ -10,7 +10,7 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { systemClock } from "../adapters/clock/system-clock.js";
 import { createProcessExecutor, pickBaseEnv } from "../adapters/exec/process-executor.js";
-import { GraphvizRenderer } from "../adapters/graph/graphviz-renderer.js";
+import { createPictureRenderer } from "./pictures.js";
 import { matrixHttp } from "../adapters/matrix/http.js";
 import { MatrixMediaUploader } from "../adapters/matrix/media.js";
 import { IntakeConfigError, MatrixIntake } from "../adapters/matrix/intake.js";
@@ -24,12 +24,12 @@ import { inboxStep } from "../app/commands/inbox-step.js";
 import { startEngineNode } from "../app/node.js";
 import { describeStoreLocation } from "../config/store-location.js";
 import type { PermissionOracle } from "../ports/permissions.js";
-import { commandPolicy, isLocalSender, libraryLoader } from "../cli/command-step.js";
-import { CliError } from "../cli/cli-error.js";
+import { commandPolicy, isLocalSender, libraryLoader } from "./command-step.js";
+import { SetupError } from "./setup-error.js";
 import { engineSettings, makeLogger } from "./engine-settings.js";
-import { openNodeStore } from "../cli/store-open.js";
-import { resolveConfig } from "../cli/config-options.js";
-import type { CommonOptions } from "../cli/config-options.js";
+import { openNodeStore } from "./store-open.js";
+import { resolveConfig } from "./config-resolve.js";
+import type { CommonOptions } from "./config-resolve.js";
 import { engineMetricsRelay, startNodeHttpApi } from "./http-api.js";
 import { STOP_MESSAGES, onStopSignals } from "./stop-signals.js";
 
@@ -55,7 +55,7 @@ export async function runStart(options: StartOptions): Promise<number> {
   const config = resolveConfig(options, options.nodeId === undefined ? {} : { nodeId: options.nodeId });
   const matrix = config.matrix;
   if (matrix === null) {
-    throw new CliError("the config has no [matrix] section; `dagbot node` runs a node without chat");
+    throw new SetupError("the config has no [matrix] section; `dagbot node` runs a node without chat");
   }
   const logger = makeLogger(config);
   // Like `dagbot node`: a store not reachable yet is retried with backoff (each attempt logged),
@@ -96,7 +96,7 @@ export async function runStart(options: StartOptions): Promise<number> {
   };
 
   // `!dag graph`: drawn in a worker thread (started on first use), uploaded to the media repository.
-  const renderer = new GraphvizRenderer();
+  const renderer = createPictureRenderer();
   const uploader = new MatrixMediaUploader({
     homeserverUrl: matrix.homeserverUrl,
     accessToken: matrix.accessToken,

@@ -14,8 +14,9 @@ import { startSynapse, type SynapseHandle } from "../harness/local-synapse.js";
 import { startNodeProcess, type NodeProcess } from "../harness/node-process.js";
 import { installChildReaper } from "../harness/child-reaper.js";
 import { RoomWatcher, type WatchedEvent } from "../harness/room-watcher.js";
-import { CliError } from "../cli/cli-error.js";
-import { LOCAL_ACTIONS } from "../cli/config-options.js";
+import { SetupError } from "./setup-error.js";
+import { LOCAL_ACTIONS } from "./config-resolve.js";
+import { onStopSignals } from "./stop-signals.js";
 
 export interface DemoOptions {
   dag: string;
@@ -43,14 +44,16 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   try {
     hs = await startSynapse();
   } catch (err) {
-    throw new CliError(err instanceof Error ? err.message : String(err), 1);
+    throw new SetupError(err instanceof Error ? err.message : String(err), 1);
   }
   const dir = mkdtempSync(join(tmpdir(), "dagbot-demo-"));
   const nodes: NodeProcess[] = [];
   let watcher: RoomWatcher | null = null;
+  // The one stop rule of every long-running command (stop-signals.ts): here any stage ends the demo.
+  let stopListening = (): void => {};
   const interrupted = new Promise<void>((resolve) => {
-    process.once("SIGINT", () => resolve());
-    process.once("SIGTERM", () => resolve());
+    // A second signal while stopping ends the demo at once (its child reaper stops what it started).
+    stopListening = onStopSignals((stage) => (stage === "graceful" ? resolve() : process.exit(130)));
   });
   try {
     const bots = [];
@@ -135,6 +138,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     } else rmSync(dir, { recursive: true, force: true });
     await hs.dispose();
     out("Stopped everything the demo started.");
+    stopListening();
   }
 }
 

@@ -15,7 +15,7 @@ import type { NodeConfig } from "../config/node-config.js";
 import type { Logger } from "../ports/logger.js";
 import type { SenderStanding } from "../ports/permissions.js";
 import type { Store } from "../ports/store.js";
-import { awaitLocalCommand, commandPolicy, libraryLoader } from "../cli/command-step.js";
+import { awaitLocalCommand, commandPolicy, libraryLoader } from "./command-step.js";
 
 /** An operate token acts as the local operator (like the CLI); a read token as a room member without power. */
 function standingOf(caller: Caller): SenderStanding {

@@ -9,12 +9,12 @@ import { createProcessExecutor, pickBaseEnv } from "../adapters/exec/process-exe
 import { systemClock } from "../adapters/clock/system-clock.js";
 import { startEngineNode } from "../app/node.js";
 import { describeStoreLocation } from "../config/store-location.js";
-import { commandStep } from "../cli/command-step.js";
+import { commandStep } from "./command-step.js";
 import { engineMetricsRelay, startNodeHttpApi } from "./http-api.js";
 import { engineSettings, makeLogger } from "./engine-settings.js";
-import { openNodeStore } from "../cli/store-open.js";
-import { resolveConfig } from "../cli/config-options.js";
-import type { CommonOptions } from "../cli/config-options.js";
+import { openNodeStore } from "./store-open.js";
+import { resolveConfig } from "./config-resolve.js";
+import type { CommonOptions } from "./config-resolve.js";
 import type { StopStage } from "./stop-signals.js";
 import { STOP_MESSAGES, onStopSignals } from "./stop-signals.js";
 

@@ -16,7 +16,7 @@ import type { InboxDeps } from "../../src/app/commands/inbox-step.js";
 import { processNextInboxEvent } from "../../src/app/commands/inbox-step.js";
 import { unwrapOutcome } from "../../src/app/commands/outcome.js";
 import { cardTxnId, replyTxnId } from "../../src/app/render/messages.js";
-import { libraryLoader } from "../../src/cli/command-step.js";
+import { libraryLoader } from "../../src/composition/command-step.js";
 import type { Logger } from "../../src/ports/logger.js";
 import type { SenderStanding } from "../../src/ports/permissions.js";
 import type { LeaderFence, LogEvent, Store } from "../../src/ports/store.js";

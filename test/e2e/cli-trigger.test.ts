@@ -4,7 +4,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { sendLocalCommand } from "../../src/cli/command-step.js";
+import { sendLocalCommand } from "../../src/composition/command-step.js";
 import type { NodeProcess } from "../support/engine-cluster.js";
 import {
   cli,

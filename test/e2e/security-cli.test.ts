@@ -6,7 +6,7 @@
 import { mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { libraryLoader } from "../../src/cli/command-step.js";
+import { libraryLoader } from "../../src/composition/command-step.js";
 import { cli, requireBuild } from "../support/engine-cluster.js";
 import { scratchFolder } from "../support/scratch-folder.js";
 

@@ -7,11 +7,11 @@ import type { Command } from "commander";
 import { MAX_CAP } from "../../domain/command-grammar.js";
 import { parseCommand } from "../../app/commands/verbs/index.js";
 import { readCommandResult } from "../../app/commands/command-result.js";
-import { queueLocalCommand, roomHasLiveNode } from "../command-step.js";
+import { queueLocalCommand, roomHasLiveNode } from "../../composition/command-step.js";
 import { CliError, runCli } from "../cli-error.js";
 import { withCommonOptions } from "../config-options.js";
-import type { RoomOptions } from "../leader-room.js";
-import { withLeaderRoom } from "../leader-room.js";
+import type { RoomOptions } from "../../composition/leader-room.js";
+import { withLeaderRoom } from "../../composition/leader-room.js";
 
 interface CapOptions extends RoomOptions {
   json?: boolean;

@@ -3,7 +3,6 @@ import { existsSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { extname } from "node:path";
 import type { Command } from "commander";
-import { GraphvizRenderer } from "../../adapters/graph/graphviz-renderer.js";
 import { dagGraphOf, runGraphOf } from "../../app/run-picture.js";
 import { findRun } from "../../app/run-ref.js";
 import type { RunGraph } from "../../domain/run-graph.js";
@@ -11,7 +10,8 @@ import type { PictureFormat } from "../../ports/graph-renderer.js";
 import { RenderError } from "../../ports/graph-renderer.js";
 import { loadDagFile } from "../dag-file.js";
 import { CliError, runCli } from "../cli-error.js";
-import { openConfiguredStore } from "../store-open.js";
+import { openConfiguredStore } from "../../composition/store-open.js";
+import { createPictureRenderer } from "../../composition/pictures.js";
 import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
 import type { CommonOptions } from "../config-options.js";
 
@@ -52,7 +52,7 @@ async function graph(target: string, options: GraphOptions): Promise<number> {
   } else {
     const config = resolveConfig(options);
     const roomId = pickRoom(config, options.room);
-    const store = await openConfiguredStore(config);
+    const store = await openConfiguredStore(config, { existing: true });
     try {
       const run = await findRun(store, roomId, target);
       if (run === null)
@@ -64,7 +64,7 @@ async function graph(target: string, options: GraphOptions): Promise<number> {
     }
   }
   const out = options.out ?? `${name}.png`;
-  const renderer = new GraphvizRenderer();
+  const renderer = createPictureRenderer();
   try {
     const image = await renderer.render(picture, formatOf(out));
     await writeFile(out, image.data);

@@ -11,8 +11,8 @@ import type { ArgSpec } from "../../domain/command-grammar.js";
 import { COMMAND_ID_PATTERN, HASH_PREFIX_PATTERN } from "../../domain/command-grammar.js";
 import { CliError, runCli } from "../cli-error.js";
 import { withCommonOptions } from "../config-options.js";
-import type { RoomOptions } from "../leader-room.js";
-import { withLeaderRoom } from "../leader-room.js";
+import type { RoomOptions } from "../../composition/leader-room.js";
+import { withLeaderRoom } from "../../composition/leader-room.js";
 
 interface InboxVerbOptions extends RoomOptions {
   json?: boolean;

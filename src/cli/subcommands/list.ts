@@ -1,6 +1,6 @@
 /** `dagbot list`: the room's latest runs, newest first, read from the store (the CLI's `!dag list`). */
 import type { Command } from "commander";
-import { openConfiguredStore } from "../store-open.js";
+import { openConfiguredStore } from "../../composition/store-open.js";
 import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
 import { runCli } from "../cli-error.js";
 import type { CommonOptions } from "../config-options.js";
@@ -28,7 +28,7 @@ async function list(options: ListOptions): Promise<number> {
   const config = resolveConfig(options, {}, { storeOnly: true });
   const roomId = pickRoom(config, options.room);
   const limit = parseLimit(options.limit);
-  const store = await openConfiguredStore(config);
+  const store = await openConfiguredStore(config, { existing: true });
   try {
     await printRuns(store, roomId, limit, options.json === true);
     return 0;

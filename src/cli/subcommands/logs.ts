@@ -6,15 +6,14 @@
  * state to stderr, so `dagbot logs r t | grep x` sees only the output.
  */
 import type { Command } from "commander";
-import { systemClock } from "../../adapters/clock/system-clock.js";
 import { exitWords } from "../../domain/exit-status.js";
 import { formatDuration } from "../../domain/duration.js";
 import { isTerminalTask } from "../../domain/task-states.js";
 import type { RunRecord, Store, TaskRecord } from "../../ports/store.js";
 import { findRun } from "../../app/run-ref.js";
-import { Waker, wakeOnChange } from "../../app/wake.js";
+import { watchStore } from "../../composition/store-watch.js";
 import { CliError, runCli } from "../cli-error.js";
-import { openConfiguredStore } from "../store-open.js";
+import { openConfiguredStore } from "../../composition/store-open.js";
 import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
 import type { CommonOptions } from "../config-options.js";
 import { taskDurationMs } from "../progress.js";
@@ -47,7 +46,7 @@ export function registerLogs(program: Command): void {
 async function logs(runRef: string, taskId: string, options: LogsOptions): Promise<number> {
   const config = resolveConfig(options, {}, { storeOnly: true });
   const roomId = pickRoom(config, options.room);
-  const store = await openConfiguredStore(config);
+  const store = await openConfiguredStore(config, { existing: true });
   try {
     const run = await findRun(store, roomId, runRef);
     if (run === null) throw new CliError(`no run "${runRef}" in room ${roomId}`, 1);
@@ -106,21 +105,19 @@ async function untilEnded(
   first: TaskRecord,
   seen: (task: TaskRecord) => void,
 ): Promise<TaskRecord> {
-  const waker = new Waker(systemClock, 50);
-  const unsubscribe = wakeOnChange(store, waker, ["tasks"], [run.roomId]);
   // Ctrl-C ends the process; nothing else stops the wait.
-  const never = new AbortController().signal;
+  const watch = watchStore(store, run.roomId, ["tasks"]);
   try {
     for (let task = first; ;) {
       if (isTerminalTask(task.status)) return task;
-      await waker.wait(FOLLOW_POLL_MS, never);
+      await watch.wait(FOLLOW_POLL_MS);
       const next = await store.getTask(run.runId, task.taskId);
       if (next === null) throw new CliError(`task ${task.taskId} of run ${run.dagId} is gone`, 1);
       seen(next);
       task = next;
     }
   } finally {
-    unsubscribe();
+    watch.close();
   }
 }
 

@@ -2,7 +2,7 @@
 import type { Command } from "commander";
 import { formatDuration } from "../../domain/duration.js";
 import type { LeaseState } from "../../ports/store.js";
-import { openConfiguredStore } from "../store-open.js";
+import { openConfiguredStore } from "../../composition/store-open.js";
 import { resolveConfig, withCommonOptions } from "../config-options.js";
 import { runCli } from "../cli-error.js";
 import type { CommonOptions } from "../config-options.js";
@@ -36,7 +36,7 @@ export function registerNodes(program: Command): void {
 
 async function nodes(options: NodesOptions): Promise<number> {
   const config = resolveConfig(options, {}, { storeOnly: true });
-  const store = await openConfiguredStore(config);
+  const store = await openConfiguredStore(config, { existing: true });
   try {
     const list = await store.listNodes();
     if (options.check === true) {

@@ -5,33 +5,29 @@
  * confirm commands this writes to the inbox, exactly as `dagbot submit` and chat would.
  */
 import type { Command } from "commander";
-import { systemClock } from "../../adapters/clock/system-clock.js";
-import { createProcessExecutor, pickBaseEnv } from "../../adapters/exec/process-executor.js";
-import type { LogLevel } from "../../adapters/log/pino-logger.js";
-import { LOG_LEVELS } from "../../adapters/log/pino-logger.js";
-import type { EngineNode } from "../../app/node.js";
 import type { CommandPolicy } from "../../app/commands/context.js";
-import { startEngineNode } from "../../app/node.js";
-import { Waker, wakeOnChange } from "../../app/wake.js";
-import type { NodeConfig } from "../../config/node-config.js";
+import type { LogLevel, NodeConfig } from "../../config/node-config.js";
+import { LOG_LEVELS } from "../../config/node-config.js";
 import { isTerminalRun } from "../../domain/run-states.js";
-import type { Logger } from "../../ports/logger.js";
 import type { RunRecord, Store } from "../../ports/store.js";
-import { commandPolicy, commandStep } from "../command-step.js";
+import { commandPolicy } from "../../composition/command-step.js";
+import { isShared, roomActivity, startLocalNodes } from "../../composition/local-run.js";
+import { watchStore } from "../../composition/store-watch.js";
 import type { DagFile } from "../dag-file.js";
 import { loadDagFile, publishBody } from "../dag-file.js";
 import { CliError, EXIT_CONFIG, runCli } from "../cli-error.js";
 import { colorFor } from "../progress.js";
-import { engineSettings, makeLogger } from "../../composition/engine-settings.js";
-import { openConfiguredStore } from "../store-open.js";
+import { makeLogger } from "../../composition/engine-settings.js";
+import { openConfiguredStore } from "../../composition/store-open.js";
 import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
 import type { CommonOptions } from "../config-options.js";
 import { createProgress, renderSummary } from "../progress.js";
-import { command } from "../leader-room.js";
+import { command } from "../../composition/leader-room.js";
 import { onStopSignals } from "../../composition/stop-signals.js";
 
 interface RunOptions extends CommonOptions {
   nodes: string;
+  join?: boolean;
 }
 
 const MAX_NODES = 32;
@@ -45,7 +41,11 @@ export function registerRun(program: Command): void {
       .command("run")
       .description("Run a DAG on this machine with N in-process worker nodes, showing live progress.")
       .argument("<file>", "the DAG document (.json or .toml)")
-      .option("-n, --nodes <n>", `how many in-process nodes run tasks (1-${MAX_NODES})`, "2"),
+      .option("-n, --nodes <n>", `how many in-process nodes run tasks (1-${MAX_NODES})`, "2")
+      .option(
+        "--join",
+        "run even when other live nodes serve the room or it has active schedules: the in-process nodes then join it as full nodes",
+      ),
     "The run is auto-confirmed. With no --config, the package's config/local.toml is used: an engine-only\n" +
       'node with the example actions (echo, sleep, true, fail) and the store "sqlite:./data/dagbot.db"\n' +
       "(its folder is created). Nodes are named <node_id>-1 ... <node_id>-N. Running a DAG whose id is already\n" +
@@ -53,6 +53,9 @@ export function registerRun(program: Command): void {
       "Progress: a task list redrawn in place on a terminal, one line per task change otherwise; then a summary\n" +
       "with durations. Logs go to stderr at level warn unless --log-level or DAGBOT_LOG_LEVEL says otherwise.\n" +
       "Ctrl-C cancels the run (a second Ctrl-C stops at once).\n" +
+      "On a store whose room other live nodes serve, or that has active schedules (a shared store), it refuses\n" +
+      "unless --join is given: its nodes would lead that room, fire its schedules and run its tasks. Hand the\n" +
+      "DAG to that fleet with `dagbot submit FILE --confirm` instead.\n" +
       "Exit status: 0 the run succeeded, 1 it failed, was canceled or could not start, 2 bad file or config.",
   ).action((file: string, options: RunOptions) => runCli("run", () => runDag(file, options)));
 }
@@ -134,7 +137,26 @@ async function runDag(file: string, options: RunOptions): Promise<number> {
   }
   const logger = makeLogger(config, runLogLevel(options));
   const store = await openConfiguredStore(config);
-  const nodes = startNodes(config, store, logger, nodeIds);
+  if (options.join !== true) {
+    const activity = await roomActivity(store, config, roomId, nodeIds).catch(async (err: unknown) => {
+      await store.close();
+      throw err;
+    });
+    if (isShared(activity)) {
+      await store.close();
+      const what = [
+        activity.liveNodes.length === 0 ? null : `live nodes serve it (${activity.liveNodes.join(", ")})`,
+        activity.schedules.length === 0 ? null : `it has active schedules (${activity.schedules.join(", ")})`,
+      ].filter((w) => w !== null);
+      throw new CliError(
+        `room ${roomId} of this store is shared: ${what.join(" and ")}. dagbot run would join it as full nodes ` +
+          "(lead it, fire its schedules, run its tasks). Hand the DAG to that fleet with " +
+          `\`dagbot submit ${file} --confirm\`, or pass --join to run here anyway.`,
+        EXIT_CONFIG,
+      );
+    }
+  }
+  const nodes = startLocalNodes(config, store, logger, nodeIds);
   const stopAll = new AbortController();
   let runId: string | null = null;
   let dagId: string | null = null;
@@ -160,31 +182,12 @@ async function runDag(file: string, options: RunOptions): Promise<number> {
     return run.status === "succeeded" ? 0 : 1;
   } finally {
     // Signals stay handled until the nodes are down: one during the stop kills running actions.
-    const onAbort = (): void => void Promise.all(nodes.map((n) => n.stop({ abortRunning: true })));
+    const onAbort = (): void => void nodes.stop({ abortRunning: true });
     stopAll.signal.addEventListener("abort", onAbort, { once: true });
-    await Promise.all(nodes.map((n) => n.stop({ abortRunning: stopAll.signal.aborted })));
+    await nodes.stop({ abortRunning: stopAll.signal.aborted });
     await store.close();
     stopListening();
   }
-}
-
-function startNodes(
-  config: NodeConfig,
-  store: Store,
-  logger: Logger,
-  nodeIds: readonly string[],
-): EngineNode[] {
-  const executor = createProcessExecutor({ baseEnv: pickBaseEnv(process.env) });
-  const processInbox = commandStep(config, store, logger);
-  return nodeIds.map((nodeId) =>
-    startEngineNode(engineSettings(config, { nodeId }), {
-      store,
-      executor,
-      clock: systemClock,
-      logger,
-      processInbox,
-    }),
-  );
 }
 
 /** Publishes under a free id (racing another publisher moves on to the next id), then confirms. */
@@ -229,8 +232,7 @@ async function follow(
 ): Promise<RunRecord | null> {
   const out = process.stdout;
   const view = createProgress(out, { color: colorFor(out) });
-  const waker = new Waker(systemClock, 50);
-  const unsubscribe = wakeOnChange(store, waker, ["tasks", "runs"], [roomId]);
+  const watch = watchStore(store, roomId, ["tasks", "runs"]);
   // Task times are on the store's clock; durations of running tasks are shown against it.
   const offset = (await store.now()) - Date.now();
   let run: RunRecord | null = null;
@@ -246,11 +248,11 @@ async function follow(
         return run;
       }
       view.update(run, tasks, now);
-      await waker.wait(out.isTTY ? 500 : 2_000, stop);
+      await watch.wait(out.isTTY ? 500 : 2_000, stop);
     }
     return run;
   } finally {
-    unsubscribe();
+    watch.close();
   }
 }
 

@@ -6,7 +6,7 @@ import { outcomeCounts } from "../../domain/run-counts.js";
 import { summarizeTasks } from "../../domain/run-status.js";
 import type { RunRecord, Store, TaskRecord } from "../../ports/store.js";
 import { CliError, runCli } from "../cli-error.js";
-import { openConfiguredStore } from "../store-open.js";
+import { openConfiguredStore } from "../../composition/store-open.js";
 import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
 import type { CommonOptions } from "../config-options.js";
 import { renderSummary, taskDurationMs } from "../progress.js";
@@ -36,7 +36,7 @@ async function status(dagId: string | undefined, options: StatusOptions): Promis
   const config = resolveConfig(options, {}, { storeOnly: true });
   const roomId = pickRoom(config, options.room);
   const limit = parseLimit(options.limit);
-  const store = await openConfiguredStore(config);
+  const store = await openConfiguredStore(config, { existing: true });
   try {
     const now = await store.now();
     if (dagId === undefined) {

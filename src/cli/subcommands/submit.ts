@@ -1,10 +1,10 @@
 /** `dagbot submit FILE`: publish a DAG into the store as a chat command would, and print its run's id. */
 import type { Command } from "commander";
-import { commandPolicy } from "../command-step.js";
-import { command, waitSeconds } from "../leader-room.js";
+import { commandPolicy } from "../../composition/command-step.js";
+import { command, waitSeconds } from "../../composition/leader-room.js";
 import { loadDagFile, publishBody } from "../dag-file.js";
 import { runCli } from "../cli-error.js";
-import { openConfiguredStore } from "../store-open.js";
+import { openConfiguredStore } from "../../composition/store-open.js";
 import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
 import type { CommonOptions } from "../config-options.js";
 

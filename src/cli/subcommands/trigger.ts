@@ -7,8 +7,8 @@ import { COMMAND_ID_PATTERN } from "../../domain/command-grammar.js";
 import { parseCommand } from "../../app/commands/verbs/index.js";
 import { CliError, EXIT_CONFIG, runCli } from "../cli-error.js";
 import { withCommonOptions } from "../config-options.js";
-import type { RoomOptions } from "../leader-room.js";
-import { withLeaderRoom } from "../leader-room.js";
+import type { RoomOptions } from "../../composition/leader-room.js";
+import { withLeaderRoom } from "../../composition/leader-room.js";
 import { terminalText } from "./inbox-verbs.js";
 
 interface TriggerOptions extends RoomOptions {

@@ -4,17 +4,17 @@
  */
 import type { CommandPolicy } from "../app/commands/context.js";
 import type { Store } from "../ports/store.js";
-import { CliError } from "./cli-error.js";
+import { SetupError } from "./setup-error.js";
 import type { CommandAnswer } from "./command-step.js";
 import { awaitLocalCommand, commandPolicy, queueLocalCommand, roomHasLiveNode } from "./command-step.js";
-import type { CommonOptions } from "./config-options.js";
-import { pickRoom, resolveConfig } from "./config-options.js";
+import type { CommonOptions } from "./config-resolve.js";
+import { pickRoom, resolveConfig } from "./config-resolve.js";
 import { openConfiguredStore } from "./store-open.js";
 
 export function waitSeconds(text: string): number {
   const seconds = Number(text);
   if (!Number.isFinite(seconds) || seconds <= 0 || seconds > 3600) {
-    throw new CliError(`--wait must be a number of seconds from 1 to 3600, got "${text.slice(0, 20)}"`);
+    throw new SetupError(`--wait must be a number of seconds from 1 to 3600, got "${text.slice(0, 20)}"`);
   }
   return seconds * 1000;
 }
@@ -41,7 +41,7 @@ export async function command(
   const live = !requireLiveNode || (await roomHasLiveNode(store, roomId, policy.nodeStaleAfterMs));
   const eventId = await queueLocalCommand(store, roomId, body);
   if (!live) {
-    throw new CliError(
+    throw new SetupError(
       `no node of room ${roomId} has a heartbeat; the command is queued and will run when one starts ` +
         "(`dagbot node` or `dagbot start`)",
       EXIT_NO_LIVE_NODE,
@@ -49,7 +49,7 @@ export async function command(
   }
   const answer = await awaitLocalCommand(store, eventId, waitMs, policy);
   if (answer === null) {
-    throw new CliError(
+    throw new SetupError(
       `no leader of room ${roomId} answered within ${waitMs / 1000}s; the command stays in the inbox and ` +
         "is handled when a node of the room runs (start one with `dagbot node`)",
       1,

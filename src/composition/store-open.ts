@@ -6,9 +6,10 @@ import type { OpenStoreOptions } from "../adapters/store-factory.js";
 import { openStore } from "../adapters/store-factory.js";
 import type { NodeConfig } from "../config/node-config.js";
 import { describeStoreLocation } from "../config/store-location.js";
+import { StoreMissingError } from "../ports/errors.js";
 import type { Logger } from "../ports/logger.js";
 import type { Store } from "../ports/store.js";
-import { CliError, EXIT_CONFIG } from "./cli-error.js";
+import { SetupError, EXIT_CONFIG } from "./setup-error.js";
 import { openWithRetry } from "./store-retry.js";
 
 /** What the config says about how to open its store. */
@@ -16,12 +17,25 @@ function storeOptions(config: NodeConfig): OpenStoreOptions {
   return { poolSize: config.storePoolSize, sqliteSynchronous: config.sqliteSynchronous };
 }
 
-/** Opens the config's store; a failure is a CliError (exit 1) whose message holds no password. */
-export async function openConfiguredStore(config: NodeConfig): Promise<Store> {
+/**
+ * Opens the config's store; a failure is a SetupError (exit 1) whose message holds no password.
+ * `existing`: a read-only command's open, which never creates a store (no file, no tables).
+ */
+export async function openConfiguredStore(
+  config: NodeConfig,
+  { existing = false }: { existing?: boolean } = {},
+): Promise<Store> {
   try {
-    return await openStore(config.store, storeOptions(config));
+    return await openStore(config.store, { ...storeOptions(config), existing });
   } catch (err) {
-    throw new CliError(
+    if (err instanceof StoreMissingError) {
+      throw new SetupError(
+        `no dagbot store at ${describeStoreLocation(config.store)} (${err.why}); this command only reads ` +
+          "and creates none: check --store, DAGBOT_STORE or the config's store",
+        1,
+      );
+    }
+    throw new SetupError(
       `cannot open the store ${describeStoreLocation(config.store)}: ${storeErrorText(err)}`,
       1,
     );
@@ -34,7 +48,7 @@ function storeErrorText(err: unknown): string {
 
 /**
  * A node's store: a store that cannot be reached yet is retried with backoff (logged per attempt)
- * until it opens or `stopped` resolves (then null); one that refuses this config is a CliError (exit 2).
+ * until it opens or `stopped` resolves (then null); one that refuses this config is a SetupError (exit 2).
  */
 export async function openNodeStore(
   config: NodeConfig,
@@ -49,7 +63,7 @@ export async function openNodeStore(
       stopped,
     );
   } catch (err) {
-    throw new CliError(
+    throw new SetupError(
       `cannot open the store ${describeStoreLocation(config.store)}: ${storeErrorText(err)}`,
       EXIT_CONFIG,
     );

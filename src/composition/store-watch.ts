@@ -1,0 +1,29 @@
+/**
+ * How a CLI command waits for the store to change (a run's progress, a task's output): woken early
+ * by the store's change feed, else after the caller's poll interval. Wiring of app/wake.ts with the
+ * system clock, so the CLI itself stays argument parsing and printing (docs/architecture.md, "Layers").
+ */
+import { systemClock } from "../adapters/clock/system-clock.js";
+import { Waker, wakeOnChange } from "../app/wake.js";
+import type { ChangeTopic, Store } from "../ports/store.js";
+
+export interface StoreWatch {
+  /** Resolves on a change of the watched tables in the room, after `pollMs`, or when `stop` aborts. */
+  wait(pollMs: number, stop?: AbortSignal): Promise<void>;
+  close(): void;
+}
+
+// A burst of changes (a task finishing and its dependents queued) is one wake-up.
+const DEBOUNCE_MS = 50;
+
+export function watchStore(store: Store, roomId: string, tables: readonly ChangeTopic[]): StoreWatch {
+  const waker = new Waker(systemClock, DEBOUNCE_MS);
+  const unsubscribe = wakeOnChange(store, waker, tables, [roomId]);
+  const never = new AbortController().signal;
+  return {
+    wait: async (pollMs, stop) => {
+      await waker.wait(pollMs, stop ?? never);
+    },
+    close: unsubscribe,
+  };
+}

@@ -1,0 +1,107 @@
+// Issue 23, item 5: `dagbot run` on a store whose room another fleet serves does not join it as full
+// nodes unless asked (--join), and read-only commands never create a store (SQLite file or
+// PostgreSQL tables) where a typo pointed them.
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NodeProcess, Target } from "../support/engine-cluster.js";
+import {
+  ROOM,
+  cli,
+  createTarget,
+  killAll,
+  requireBuild,
+  startNode,
+  writeDag,
+  writeNodeConfig,
+} from "../support/engine-cluster.js";
+import { createTestDatabase } from "../support/postgres.js";
+import { scratchFolder } from "../support/scratch-folder.js";
+import { waitFor } from "../support/store-wait.js";
+
+beforeAll(() => requireBuild());
+
+describe("dagbot run on a shared store", () => {
+  let target: Target;
+  const nodes: NodeProcess[] = [];
+  let failed = false;
+
+  beforeAll(async () => {
+    target = await createTarget("postgres", "shared-run");
+  });
+  afterAll(async () => {
+    await killAll(nodes);
+    await target.cleanup(failed);
+  });
+
+  it("refuses to join a room another live node serves, changing nothing; --join runs there", async () => {
+    try {
+      const fleetConfig = writeNodeConfig(target, { nodeId: "fleet-1" });
+      nodes.push(startNode(target, fleetConfig, "fleet-1"));
+      const store = await target.open();
+      try {
+        await waitFor(
+          "the fleet node's heartbeat",
+          () => store.listNodes(),
+          (list) => list.some((n) => n.session.nodeId === "fleet-1" && n.roomIds.includes(ROOM)),
+          { timeoutMs: 20_000, intervalMs: 100 },
+        );
+        const laptop = writeNodeConfig(target, { nodeId: "laptop" });
+        const dag = writeDag(target, {
+          id: "oneoff",
+          tasks: [{ id: "a", action: "echo", args: { message: "hi" } }],
+        });
+
+        const refused = await cli(["run", dag, "--config", laptop], { cwd: target.dir });
+        expect(refused.code, refused.stdout).toBe(2);
+        expect(refused.stderr).toContain(`room ${ROOM} of this store is shared`);
+        expect(refused.stderr).toContain("fleet-1");
+        expect(refused.stderr).toContain("--join");
+        expect(refused.stderr).toContain("dagbot submit");
+        // Nothing of the run, and no node of the laptop's, reached the store.
+        expect(await store.getRun(ROOM, "oneoff")).toBeNull();
+        expect((await store.listNodes()).map((n) => n.session.nodeId)).toEqual(["fleet-1"]);
+
+        const joined = await cli(["run", dag, "--config", laptop, "--join"], { cwd: target.dir });
+        expect(joined.code, joined.stderr).toBe(0);
+        expect((await store.getRun(ROOM, "oneoff"))?.status).toBe("succeeded");
+      } finally {
+        await store.close();
+      }
+    } catch (e) {
+      failed = true;
+      throw e;
+    }
+  });
+});
+
+describe("read-only commands never create a store", () => {
+  const scratch = scratchFolder("read-only-store");
+
+  it("status, list, logs, nodes and graph on a SQLite path that does not exist: exit 1, no file", async () => {
+    const typo = join(scratch.path, "typo", "dagbot.db");
+    for (const args of [["status"], ["list"], ["logs", "r", "t"], ["nodes"], ["graph", "some-run"]]) {
+      const r = await scratch.track(cli([...args, "--store", `sqlite:${typo}`], { cwd: scratch.path }));
+      expect(r.code, `${args[0]}: ${r.stdout}`).toBe(1);
+      expect(r.stderr).toContain("no dagbot store at");
+      expect(r.stderr).toContain("creates none");
+      expect(existsSync(typo), `${args[0]} created ${typo}`).toBe(false);
+      expect(existsSync(join(scratch.path, "typo")), `${args[0]} created the folder`).toBe(false);
+    }
+  });
+
+  it("status on an empty PostgreSQL database: exit 1, no tables created", async () => {
+    const db = await createTestDatabase();
+    try {
+      const r = await cli(["status", "--store", db.url], { cwd: scratch.path });
+      expect(r.code, r.stdout).toBe(1);
+      expect(r.stderr).toContain("no dagbot store at");
+      const tables = await db.query<{ n: string }>(
+        "SELECT count(*)::text AS n FROM information_schema.tables WHERE table_schema = 'public'",
+      );
+      expect(tables[0]?.n).toBe("0");
+    } finally {
+      await db.drop();
+    }
+  });
+});
