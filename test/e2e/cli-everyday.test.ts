@@ -19,6 +19,7 @@ import {
 } from "../support/engine-cluster.js";
 import { untilNodeBeats, waitFor } from "../support/store-wait.js";
 import { Terminal } from "../support/terminal.js";
+import { openStore } from "../../src/adapters/store-factory.js";
 import { scratchFolder } from "../support/scratch-folder.js";
 
 const scratch = scratchFolder("cli-everyday");
@@ -30,8 +31,14 @@ beforeAll(() => {
   cwd = scratch.path;
 });
 
+/** Makes an empty store at `path`, as a node's first start does: read-only commands create none. */
+async function makeStore(path: string): Promise<void> {
+  await (await openStore({ kind: "sqlite", path })).close();
+}
+
 describe("a closed pipe", () => {
   it("`dagbot status` whose reader has gone ends quietly, with no EPIPE stack", async () => {
+    await makeStore(join(cwd, "pipe.db"));
     // The reader end closes before dagbot writes, as `dagbot status | head -1` does once head has its line.
     const result = await track(
       new Promise<{ code: number | null; stderr: string }>((done) => {
@@ -141,6 +148,7 @@ describe("read-only commands with a bot's config", () => {
         `[matrix]\nhomeserver_url = "http://127.0.0.1:1"\nuser_id = "@bot-a:example.org"\nrooms = ["!room:example.org"]\n`,
     );
     const env = { DAGBOT_ACCESS_TOKEN: "" };
+    await makeStore(join(cwd, "bot.db"));
     const status = await track(cli(["status", "--config", config], { cwd, env }));
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toContain("no runs in room !room:example.org");
