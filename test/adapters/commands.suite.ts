@@ -1092,6 +1092,36 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
+      "!dag graph: a member asks for 3 pictures a minute, is refused once with when to ask again, then not answered; the room's 10 hold across members",
+      track(async () => {
+        const r = await room();
+        expect(await ask(r, OP, publishToml(chainToml("pic")))).toContain("Published `pic`");
+        const graph = async (sender: string): Promise<OutboxMessage | null> => {
+          const eventId = await say(r.roomId, sender, "!dag graph pic");
+          expect(await drain(r.fence)).toBe(1);
+          expect((await store.getInboxEvent(eventId))?.status).toBe("replied");
+          return reply(eventId);
+        };
+        for (let i = 0; i < 3; i++) expect((await graph(LOW))?.eventType).toBe("org.dagbot.picture-request");
+        const refusal = await graph(LOW);
+        expect(refusal?.eventType).toBe("m.room.message");
+        expect(String(refusal?.content["body"])).toMatch(
+          /you asked for 3 pictures per 60 s already.*try again in \d+ s/,
+        );
+        // Told once: the asks after it within that time get no answer at all.
+        expect(await graph(LOW)).toBeNull();
+        expect(await graph(LOW)).toBeNull();
+        // Others still may, up to the room's 10 in the minute.
+        for (let i = 0; i < 7; i++)
+          expect((await graph(`@member${i}:test`))?.eventType).toBe("org.dagbot.picture-request");
+        const roomFull = await graph(OP);
+        expect(String(roomFull?.content["body"])).toContain(
+          "this room asked for 10 pictures per 60 s already",
+        );
+      }),
+    );
+
+    it(
       "the room's stored policy wins over the leader's config, and only operators change it with !dag policy",
       track(async () => {
         const r = await room();

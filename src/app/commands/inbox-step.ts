@@ -42,6 +42,7 @@ import { unwrapOutcome, wrapOutcome } from "./outcome.js";
 import { findRun } from "../run-ref.js";
 import { readCommandResult } from "./command-result.js";
 import { commandErrorOutcome, executeCommand } from "./table.js";
+import { PictureLimiter, pictureRefusal } from "../picture-budget.js";
 
 export interface InboxDeps {
   store: CommandStore &
@@ -54,6 +55,8 @@ export interface InboxDeps {
   policy: CommandPolicy;
   loadDag: DagLibrary;
   logger?: Logger;
+  /** Rate limits of `!dag graph`; by default one limiter per InboxDeps with PICTURE_LIMITS. */
+  pictureLimiter?: PictureLimiter;
   /**
    * Whether anything sends this room's messages (a chat node leads it). False for an engine-only
    * room: replies and cards are not queued, since nothing would ever send them (the CLI renders
@@ -149,6 +152,25 @@ function shouldAnswerUndecryptable(deps: InboxDeps, row: InboxEvent): boolean {
   return true;
 }
 
+const defaultPictureLimiters = new WeakMap<InboxDeps, PictureLimiter>();
+
+/**
+ * A picture ask within the room's and the member's rate limits (picture-budget.ts); over them, a
+ * refusal saying when to try again, once, and no answer to the asks after it until then.
+ */
+async function withinPictureLimits(deps: InboxDeps, row: InboxEvent, outcome: Outcome): Promise<Outcome> {
+  let limiter = deps.pictureLimiter ?? defaultPictureLimiters.get(deps);
+  if (limiter === undefined) {
+    limiter = new PictureLimiter();
+    defaultPictureLimiters.set(deps, limiter);
+  }
+  const ask = limiter.ask(row.roomId, row.sender, await deps.store.now());
+  if (ask.kind === "allowed") return outcome;
+  if (!ask.tell)
+    return { kind: "ignored", why: "over the picture rate limit; its sender was told when to ask again" };
+  return { kind: "refused", verb: "graph", reason: pictureRefusal(ask), helpLine: helpLineFor("graph") };
+}
+
 /**
  * First half: new → handled, with the command's effect in the same transaction where it has one.
  * Whatever the row holds, its start is recorded first (committed before any of its work), so a
@@ -228,7 +250,10 @@ async function runIntent(
   }
   const ctx = await handlerContext(deps, fence, row);
   try {
-    return { outcome: await executeCommand(ctx, command), threadRoot };
+    const outcome = await executeCommand(ctx, command);
+    if (outcome.kind === "graph")
+      return { outcome: await withinPictureLimits(deps, row, outcome), threadRoot };
+    return { outcome, threadRoot };
   } catch (err) {
     // Deposed or store trouble: leave the row for the next pass. Anything else is a bug that this
     // row would hit on every retry; answer it so the commands behind it are not stuck.
