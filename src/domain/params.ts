@@ -12,6 +12,16 @@ export const PARAM_LIMITS = {
   maxParams: 32,
   maxPatternLength: PATTERN_LIMITS.maxSource,
   maxValueLength: 4096,
+  /**
+   * Characters of one task argument once the values are put in: what one argv entry may hold
+   * (action-argv.ts refuses more at run time anyway; this refuses it before the run exists).
+   */
+  maxAppliedArgLength: 64 * 1024,
+  /**
+   * Characters of all of a run's arguments once the values are put in: a 64 KiB document whose
+   * arguments repeat `{params.v}` 5,000 times would otherwise become 20 MB of arguments to check.
+   */
+  maxAppliedTotal: 1024 * 1024,
 } as const;
 
 /**
@@ -68,7 +78,10 @@ export function paramValueProblem(
   return null;
 }
 
-export type ResolveResult = { ok: true; values: Record<string, string> } | { ok: false; message: string };
+export type ResolveResult =
+  | { ok: true; values: Record<string, string> }
+  /** `missing`: a parameter without a default was not given. */
+  | { ok: false; message: string; missing?: true };
 
 /**
  * The values of a new run of `dag`: each given pair must name a declared parameter (once), each
@@ -101,12 +114,39 @@ export function resolveParams(
     if (value === null) {
       return {
         ok: false,
+        missing: true,
         message: `parameter "${name}" is required (it has no default): give ${name}=<value> matching ${spec.pattern}`,
       };
     }
     Object.defineProperty(values, name, { value, enumerable: true, writable: true, configurable: true });
   }
+  const tooLong = appliedSizeProblem(dag, values);
+  if (tooLong !== null) return { ok: false, message: tooLong };
   return { ok: true, values };
+}
+
+/**
+ * Why the run's arguments would be too long once `values` are put in, or null: computed from the
+ * lengths alone, before any string is built.
+ */
+function appliedSizeProblem(dag: ParsedDag, values: Readonly<Record<string, string>>): string | null {
+  let total = 0;
+  for (const [i, task] of dag.tasks.entries()) {
+    for (const [key, raw] of Object.entries(task.args)) {
+      if (typeof raw !== "string") continue;
+      let length = raw.length;
+      for (const m of raw.matchAll(PARAM_REFERENCE)) {
+        const name = m[1] ?? "";
+        if (Object.hasOwn(values, name)) length += values[name]!.length - m[0].length;
+      }
+      if (length > PARAM_LIMITS.maxAppliedArgLength)
+        return `with these parameter values, tasks[${i}].args.${key} would be ${length} characters long; at most ${PARAM_LIMITS.maxAppliedArgLength}`;
+      total += length;
+      if (total > PARAM_LIMITS.maxAppliedTotal)
+        return `with these parameter values, the run's task arguments would come to more than ${PARAM_LIMITS.maxAppliedTotal} characters`;
+    }
+  }
+  return null;
 }
 
 function substitute(value: ArgValue, values: Readonly<Record<string, string>>): ArgValue {

@@ -117,4 +117,42 @@ describe("parameter pattern limits", () => {
       message: 'parameter "a" has an invalid pattern: it is 408 characters long; at most 256',
     });
   });
+
+  it("refuses values that would blow a 64 KiB document up into megabytes of arguments, before building them", () => {
+    const refs = "{params.v}".repeat(400);
+    const tasks = Array.from({ length: 15 }, (_, i) => ({ id: `t${i}`, action: "echo", args: { m: refs } }));
+    const doc = parseDag(JSON.stringify({ id: "amp", params: { v: { pattern: ".*" } }, tasks }), "json");
+    if (!doc.ok) throw new Error("unexpected");
+    expect(resolveParams(doc.dag, [["v", "a".repeat(200)]])).toMatchObject({
+      ok: false,
+      message: "with these parameter values, tasks[0].args.m would be 80000 characters long; at most 65536",
+    });
+    expect(resolveParams(doc.dag, [["v", "a".repeat(4096)]])).toMatchObject({
+      ok: false,
+      message: expect.stringMatching(/tasks\[0\]\.args\.m would be 1638400 characters long/),
+    });
+    expect(resolveParams(doc.dag, [["v", "a".repeat(10)]]).ok).toBe(true);
+    const few = tasks.map((t) => ({ ...t, args: { m: "{params.v}".repeat(6) } }));
+    const many = parseDag(
+      JSON.stringify({
+        id: "amp",
+        params: { v: { pattern: ".*" } },
+        tasks: [...few, ...few.map((t) => ({ ...t, id: `${t.id}b` }))].concat(
+          Array.from({ length: 20 }, (_, i) => ({
+            id: `c${i}`,
+            action: "echo",
+            args: { m: "{params.v}".repeat(6) },
+          })),
+        ),
+      }),
+      "json",
+    );
+    if (!many.ok) throw new Error("unexpected");
+    // 50 arguments of 6 × 4,096 characters: each fits one argv entry, together over 1 MiB.
+    expect(resolveParams(many.dag, [["v", "b".repeat(4096)]])).toMatchObject({
+      ok: false,
+      message:
+        "with these parameter values, the run's task arguments would come to more than 1048576 characters",
+    });
+  });
 });

@@ -186,9 +186,13 @@ async function handlePublish(ctx: HandlerContext, source: PublishSource): Promis
     // Publishing starts the definition's first run, with every parameter at its default.
     const resolved = resolveParams(dag, []);
     if (!resolved.ok) {
+      const why =
+        resolved.missing === true
+          ? ". Publishing starts a run at once, so every parameter of a published DAG needs a default; `!dag run` then gives other values"
+          : "";
       return {
         kind: "command-error",
-        message: `${resolved.message}. Publishing starts a run at once, so every parameter of a published DAG needs a default; \`!dag run\` then gives other values`,
+        message: `${resolved.message}${why}`,
         helpLine: "usage: !dag publish <name> | !dag publish + a code block",
       };
     }
