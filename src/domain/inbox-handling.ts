@@ -3,7 +3,8 @@
  * out while the command runs, or its process dies) would be taken up by every next leader, for
  * ever. Before handling a row the leader records "started at term T" on it, durably; a new leader
  * that finds a row started under another term and still not handled counts one loss. At
- * QUARANTINE_AFTER_LOSSES the row is answered with one error and never handled again.
+ * QUARANTINE_AFTER_LOSSES the row is answered with one error and never handled again
+ * (docs/architecture.md, "Guarantees").
  */
 
 /** Two leaders lost while handling it: a crash or a stall may happen once by chance, not twice. */
