@@ -542,6 +542,8 @@ export interface RoomPolicy {
   autoConfirm: string[];
   /** Who may read task output with `logs`. */
   logs: "operators" | "anyone";
+  /** Who may ask for pictures with `graph`; absent (a policy stored before it existed): anyone. */
+  graph?: "operators" | "anyone";
 }
 
 export interface StoredRoomPolicy {

@@ -1122,6 +1122,41 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
+      "!dag policy graph operators keeps pictures to operators and the allowlist; graph anyone opens them again",
+      track(async () => {
+        const r = await room();
+        await store.initRoomPolicy(
+          r.roomId,
+          { powerLevel: 50, allow: [FRIEND], twoPersonRule: false, autoConfirm: [], logs: "operators" },
+          "first-node",
+        );
+        expect(await ask(r, OP, publishToml(chainToml("pic")))).toContain("Published `pic`");
+        const graph = async (sender: string): Promise<OutboxMessage | null> => {
+          const eventId = await say(r.roomId, sender, "!dag graph pic");
+          expect(await drain(r.fence)).toBe(1);
+          return reply(eventId);
+        };
+        expect(await ask(r, LOW, "!dag policy")).toContain("you need power level 50");
+        expect(await ask(r, OP, "!dag policy")).toContain("graph anyone");
+        expect((await graph(LOW))?.eventType).toBe("org.dagbot.picture-request");
+        expect(await ask(r, LOW, "!dag policy graph operators")).toContain("you need power level 50");
+        expect(await ask(r, OP, "!dag policy graph everyone")).toContain(
+          'bad value "everyone" for graph: expected operators or anyone',
+        );
+        expect(await ask(r, OP, "!dag policy graph operators")).toContain("graph operators");
+        expect((await store.getRoomPolicy(r.roomId))?.policy.graph).toBe("operators");
+        const refused = await graph(LOW);
+        expect(String(refused?.content["body"])).toContain(
+          "this room's policy keeps pictures to operators (graph operators): you need power level 50",
+        );
+        expect((await graph(FRIEND))?.eventType).toBe("org.dagbot.picture-request");
+        expect((await graph(OP2))?.eventType).toBe("org.dagbot.picture-request");
+        expect(await ask(r, OP, "!dag policy graph anyone")).toContain("graph anyone");
+        expect((await graph(LOW))?.eventType).toBe("org.dagbot.picture-request");
+      }),
+    );
+
+    it(
       "the room's stored policy wins over the leader's config, and only operators change it with !dag policy",
       track(async () => {
         const r = await room();

@@ -50,6 +50,8 @@ export interface CommandPolicy {
   autoConfirm: readonly string[];
   /** Who may read task output with `logs`: operators (the default) or anyone in the room. */
   logs?: "operators" | "anyone";
+  /** Who may ask for pictures with `graph`: anyone in the room (the default) or operators. */
+  graph?: "operators" | "anyone";
   /** A pending run expires when nobody confirms it within this time. */
   confirmTimeoutMs: number;
   /**
@@ -93,6 +95,7 @@ export function roomPolicyOf(policy: CommandPolicy): RoomPolicy {
     twoPersonRule: policy.twoPersonRule,
     autoConfirm: [...policy.autoConfirm],
     logs: policy.logs ?? "operators",
+    ...(policy.graph === undefined ? {} : { graph: policy.graph }),
   };
 }
 
@@ -105,5 +108,6 @@ export function withRoomPolicy(policy: CommandPolicy, room: RoomPolicy): Command
     twoPersonRule: room.twoPersonRule,
     autoConfirm: room.autoConfirm,
     logs: room.logs,
+    ...(room.graph === undefined ? {} : { graph: room.graph }),
   };
 }

@@ -6,6 +6,7 @@ import type { Outcome } from "../outcome.js";
 import { summarizeRun } from "../outcome.js";
 import { notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
+import { isOperator } from "../permissions.js";
 import { findRun } from "../../run-ref.js";
 
 export const graph = defineVerb<{ verb: "graph"; id: string }, "graph">({
@@ -13,7 +14,11 @@ export const graph = defineVerb<{ verb: "graph"; id: string }, "graph">({
   args: [RUN_ID_ARG],
   summary: "post a picture of a run: its DAG, each task in its state's colour",
   permission: "open",
-  details: ["The picture goes into the run's thread. `dagbot graph <id>` draws the same on a node."],
+  details: [
+    "The picture goes into the run's thread. `dagbot graph <id>` draws the same on a node.",
+    "Anyone in the room, unless the room's policy says `graph operators` (see `!dag help policy`);",
+    "at most 3 pictures per member and 10 per room a minute.",
+  ],
   handle: (ctx, c) => handleGraph(ctx, c.id),
   render: {
     // In chat the picture itself is the reply (app/pictures.ts); this is its text elsewhere.
@@ -25,6 +30,16 @@ export const graph = defineVerb<{ verb: "graph"; id: string }, "graph">({
 });
 
 async function handleGraph(ctx: HandlerContext, dagId: string): Promise<Outcome> {
+  // Drawing costs the leader more than any other read (issue 24): a room may keep it to operators.
+  if (ctx.policy.graph === "operators" && !isOperator(ctx.standing, ctx.policy)) {
+    const have = ctx.standing.kind === "room-member" ? ctx.standing.powerLevel : 0;
+    return {
+      kind: "refused",
+      verb: "graph",
+      reason: `this room's policy keeps pictures to operators (graph operators): you need power level ${ctx.policy.requiredPowerLevel} (or a place on the allowlist); you have ${have}`,
+      helpLine: "usage: !dag graph <id>",
+    };
+  }
   const run = await findRun(ctx.store, ctx.roomId, dagId);
   if (run === null) return notFoundRun(ctx, dagId);
   return { kind: "graph", run: summarizeRun(run) };

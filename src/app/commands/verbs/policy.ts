@@ -16,7 +16,7 @@ import { defineVerb } from "../verb.js";
 export type PolicyChange =
   | { setting: "power_level"; value: number }
   | { setting: "two_person_rule"; value: boolean }
-  | { setting: "logs"; value: "operators" | "anyone" }
+  | { setting: "logs" | "graph"; value: "operators" | "anyone" }
   | { setting: "allow" | "auto_confirm"; op: "add" | "remove"; user: string };
 
 export interface PolicyCommand {
@@ -31,6 +31,7 @@ export const policy = defineVerb<PolicyCommand, "policy">({
   permission: "operator",
   details: [
     "Settings: power_level <0-100>, two_person_rule on|off, logs operators|anyone,",
+    "graph operators|anyone (who may ask for pictures; anyone by default),",
     "allow +@user:server / -@user:server, auto_confirm +@user:server / -@user:server.",
     "The policy lives in the store: the first node sets it from its [permissions]; a node whose",
     "config then disagrees says so in its log and does not lead. Update the configs to match.",
@@ -46,7 +47,7 @@ export const policy = defineVerb<PolicyCommand, "policy">({
       const p = outcome.policy;
       const users = (list: readonly string[]): string => (list.length === 0 ? "nobody" : list.join(", "));
       const lines = [
-        `power_level ${p.powerLevel} · two_person_rule ${p.twoPersonRule ? "on" : "off"} · logs ${p.logs}`,
+        `power_level ${p.powerLevel} · two_person_rule ${p.twoPersonRule ? "on" : "off"} · logs ${p.logs} · graph ${p.graph ?? "anyone"}`,
         `allow: ${users(p.allow)}`,
         `auto_confirm: ${users(p.autoConfirm)}`,
       ];
@@ -77,6 +78,7 @@ function parsePolicyChange(rawSetting: string, rawValue: string): Parsed<PolicyC
       return on || off ? ok({ verb: "policy", change: { setting, value: on } }) : bad("on or off");
     }
     case "logs":
+    case "graph":
       return value === "operators" || value === "anyone"
         ? ok({ verb: "policy", change: { setting, value } })
         : bad("operators or anyone");
@@ -92,7 +94,7 @@ function parsePolicyChange(rawSetting: string, rawValue: string): Parsed<PolicyC
       return fail(
         "bad-argument",
         "policy",
-        `unknown setting ${quoteInput(rawSetting)}: use power_level, two_person_rule, logs, allow or auto_confirm`,
+        `unknown setting ${quoteInput(rawSetting)}: use power_level, two_person_rule, logs, graph, allow or auto_confirm`,
       );
   }
 }
@@ -105,6 +107,8 @@ export function applyPolicyChange(policy: RoomPolicy, change: PolicyChange): Roo
       return { ...policy, twoPersonRule: change.value };
     case "logs":
       return { ...policy, logs: change.value };
+    case "graph":
+      return { ...policy, graph: change.value };
     case "allow":
     case "auto_confirm": {
       const key = change.setting === "allow" ? "allow" : "autoConfirm";
