@@ -157,18 +157,20 @@ export async function command(store, body, timeoutMs = 60_000) {
   const loaded = loadConfig({ env: {}, hostname: "bench-cli", needsMatrixToken: false });
   if (!loaded.ok) throw new Error("bench: the default config does not load");
   const answer = await sendLocalCommand(store, ROOM, body, timeoutMs, commandPolicy(loaded.config));
-  if (answer === null) throw new Error(`bench: no leader answered "${body.slice(0, 40)}"`);
+  if (answer === null) throw new Error(`bench: no leader answered ${JSON.stringify(body).slice(0, 60)}`);
   return answer;
 }
 
 /** Publishes and confirms a DAG document; returns the run id. */
 export async function publishAndConfirm(store, doc) {
-  const { publishBody } = await load("cli/dag-file.js");
-  const published = await command(store, publishBody(doc));
-  if (published.runId === null) throw new Error(`bench: publish of ${doc.id} refused: ${published.text}`);
-  const confirmed = await command(store, `!dag confirm ${doc.id}`);
+  const { publishCommand } = await load("cli/dag-file.js");
+  const published = await command(store, publishCommand(doc));
+  if (published.runId === null)
+    throw new Error(`bench: publish of ${doc.id} refused: ${published.outcome?.kind ?? "no answer"}`);
+  const confirmed = await command(store, { verb: "confirm", id: doc.id, hash: null });
   const run = await store.getRunById(published.runId);
-  if (run?.status === "pending") throw new Error(`bench: confirm of ${doc.id} refused: ${confirmed.text}`);
+  if (run?.status === "pending")
+    throw new Error(`bench: confirm of ${doc.id} refused: ${confirmed.outcome?.kind ?? "no answer"}`);
   return published.runId;
 }
 

@@ -47,18 +47,19 @@ export async function loadDagFile(file: string): Promise<DagFile> {
 }
 
 /**
- * The `!dag publish` message for a document, optionally under another id. Sent as JSON whatever the
- * file's format, with backticks escaped (they can only occur inside strings) so no value can close
- * the code fence.
+ * The publish command for a document, optionally under another id, given as data: the document
+ * travels as JSON text whatever the file's format, and the leader parses it as a code block's text.
  */
-export function publishBody(document: Record<string, unknown>, dagId?: string): string {
+export function publishCommand(
+  document: Record<string, unknown>,
+  dagId?: string,
+): { verb: "publish"; source: { kind: "inline"; format: "json"; text: string } } {
   const doc = dagId === undefined ? document : { ...document, id: dagId };
-  const json = JSON.stringify(doc).replaceAll("`", "\\u0060");
-  const body = `!dag publish\n\`\`\`json\n${json}\n\`\`\``;
-  if (Buffer.byteLength(body, "utf8") > MAX_COMMAND_BYTES) {
+  const text = JSON.stringify(doc);
+  if (Buffer.byteLength(text, "utf8") > MAX_COMMAND_BYTES) {
     throw new CliError(
-      `the DAG is too large to publish: ${Buffer.byteLength(body, "utf8")} bytes, at most ${MAX_COMMAND_BYTES}`,
+      `the DAG is too large to publish: ${Buffer.byteLength(text, "utf8")} bytes, at most ${MAX_COMMAND_BYTES}`,
     );
   }
-  return body;
+  return { verb: "publish", source: { kind: "inline", format: "json", text } };
 }

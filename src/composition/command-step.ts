@@ -12,19 +12,19 @@ import { lstat, readFile, realpath } from "node:fs/promises";
 import { userInfo } from "node:os";
 import { isAbsolute, join, relative } from "node:path";
 import { inboxStep, readOutcome } from "../app/commands/inbox-step.js";
-import type { CommandPolicy, DagLibrary } from "../app/commands/context.js";
+import { isLocalSender, STRUCTURED_COMMAND_KEY } from "../app/commands/inbox-intent.js";
+import type { CommandPolicy, DagLibrary, HandlerContext } from "../app/commands/context.js";
+import { withRoomPolicy } from "../app/commands/context.js";
+import type { Command } from "../app/commands/verbs/index.js";
 import type { Outcome } from "../app/commands/outcome.js";
 import { readCommandResult } from "../app/commands/command-result.js";
-import { replyContent, replyTxnId } from "../app/render/messages.js";
 import type { InboxStep } from "../app/leader.js";
 import type { NodeConfig } from "../config/node-config.js";
 import type { Logger } from "../ports/logger.js";
 import type { PermissionOracle, SenderStanding } from "../ports/permissions.js";
 import type { InboxEvent, Store } from "../ports/store.js";
 
-export function isLocalSender(sender: string): boolean {
-  return !sender.startsWith("@");
-}
+export { isLocalSender };
 
 /** The sender recorded for commands typed on this machine's CLI, e.g. `local:alice`. */
 export function localSender(): string {
@@ -120,40 +120,76 @@ export function commandStep(config: NodeConfig, store: Store, logger: Logger): I
 
 export interface CommandAnswer {
   row: InboxEvent;
-  /** The reply the chat would show, as plain text (null when the command gets no reply). */
-  text: string | null;
+  /** What the leader answered (each face says it in its own words: outcome-table.ts). */
   outcome: Outcome | null;
   /** The run the command created or acted on, when it names one. */
   runId: string | null;
   dagId: string | null;
 }
 
+/** A command given as data (`{ verb: "confirm", id: "x", hash: null }`), as the CLI and HTTP send them. */
+export type CommandData = Command;
+
+/** The inbox row content of a command: data for the CLI's own commands, or a message's text. */
+export function commandContent(command: string | CommandData): Record<string, unknown> {
+  return typeof command === "string"
+    ? { msgtype: "m.text", body: command }
+    : { msgtype: "m.text", [STRUCTURED_COMMAND_KEY]: command };
+}
+
 /**
- * Writes `body` into the room's inbox as a command from the local operator and waits until the
+ * Writes the command into the room's inbox as one from the local operator and waits until the
  * room's leader has handled and answered it. Null when no leader answered within `timeoutMs`.
  */
 export async function sendLocalCommand(
   store: Store,
   roomId: string,
-  body: string,
+  body: string | CommandData,
   timeoutMs: number,
   policy: CommandPolicy,
 ): Promise<CommandAnswer | null> {
   return awaitLocalCommand(store, await queueLocalCommand(store, roomId, body), timeoutMs, policy);
 }
 
-/** Writes `body` into the room's inbox as a command from the local operator; returns its event id. */
-export async function queueLocalCommand(store: Store, roomId: string, body: string): Promise<string> {
+/** Writes the command into the room's inbox as one from the local operator; returns its event id. */
+export async function queueLocalCommand(
+  store: Store,
+  roomId: string,
+  body: string | CommandData,
+): Promise<string> {
   const eventId = `cli.${randomUUID()}`;
   await store.insertInboxEvent({
     eventId,
     roomId,
     sender: localSender(),
     originServerTs: await store.now(),
-    content: { msgtype: "m.text", body },
+    content: commandContent(body),
     seenBy: "cli",
   });
   return eventId;
+}
+
+/**
+ * The context a read command runs in on the CLI: the local operator, the room's stored policy, no
+ * fence (a read changes nothing, and writes go through the leader's inbox instead).
+ */
+export async function localReadContext(
+  store: Store,
+  roomId: string,
+  config: NodeConfig,
+): Promise<HandlerContext> {
+  const stored = await store.getRoomPolicy(roomId);
+  const policy = commandPolicy(config);
+  return {
+    store,
+    fence: null,
+    roomId,
+    sender: localSender(),
+    eventId: null,
+    standing: { kind: "local-operator" },
+    policy: stored === null ? policy : withRoomPolicy(policy, stored.policy),
+    loadDag: libraryLoader(config.dagLibrary),
+  };
 }
 
 /** Whether some node serving the room has a heartbeat younger than `goneAfterMs` (retention.node_gone_after). */
@@ -171,22 +207,14 @@ export async function awaitLocalCommand(
 ): Promise<CommandAnswer | null> {
   const row = await waitForInbox(store, eventId, timeoutMs);
   if (row === null) return null;
-  // The chat's reply when one was queued; in an engine-only room none is, and the same text is
-  // rendered here from the stored outcome.
-  const reply = await store.getOutbox(replyTxnId(eventId));
-  let text = typeof reply?.content["body"] === "string" ? reply.content["body"] : null;
   // A decision the store marked handled itself records its result, not an outcome: rebuilt here.
   const outcome = await readOutcome({ store, policy }, row);
-  if (reply === null) {
-    const rendered = outcome === null ? null : replyContent(outcome, { kind: "reply", to: eventId });
-    text = typeof rendered?.["body"] === "string" ? rendered["body"] : null;
-  }
   const result = readCommandResult(row.result);
   const fromOutcome = outcome !== null && "run" in outcome ? outcome.run : null;
   const fromStore = result !== null && "runId" in result ? result : null;
   const runId = fromOutcome?.runId ?? fromStore?.runId ?? null;
   const dagId = fromOutcome?.dagId ?? fromStore?.dagId ?? null;
-  return { row, text, outcome, runId, dagId };
+  return { row, outcome, runId, dagId };
 }
 
 async function waitForInbox(store: Store, eventId: string, timeoutMs: number): Promise<InboxEvent | null> {

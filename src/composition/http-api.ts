@@ -91,7 +91,7 @@ export async function startNodeHttpApi(
       const answer = await awaitLocalCommand(store, eventId, timeoutMs, policy);
       if (answer === null) return null;
       // The row's outcome as the reply was rendered from it (publish and decisions store only ids).
-      return { outcome: await readOutcome({ store, policy }, answer.row), text: answer.text };
+      return { outcome: await readOutcome({ store, policy }, answer.row) };
     },
     leaderTerm: (roomId) => node.leading(roomId)?.term ?? null,
     outboxPending: async (roomId) => {

@@ -5,7 +5,7 @@
 import type { CommandPolicy } from "../app/commands/context.js";
 import type { Store } from "../ports/store.js";
 import { SetupError } from "./setup-error.js";
-import type { CommandAnswer } from "./command-step.js";
+import type { CommandAnswer, CommandData } from "./command-step.js";
 import { awaitLocalCommand, commandPolicy, queueLocalCommand, roomHasLiveNode } from "./command-step.js";
 import type { CommonOptions } from "./config-resolve.js";
 import { pickRoom, resolveConfig } from "./config-resolve.js";
@@ -33,7 +33,7 @@ export const EXIT_NO_LIVE_NODE = 3;
 export async function command(
   store: Store,
   roomId: string,
-  body: string,
+  body: string | CommandData,
   waitMs: number,
   policy: CommandPolicy,
   { requireLiveNode = false }: { requireLiveNode?: boolean } = {},
@@ -69,7 +69,7 @@ export interface LeaderRoom {
   readonly roomId: string;
   readonly policy: CommandPolicy;
   /** `command()` in this room, with the subcommand's --wait. */
-  send(body: string, options?: { requireLiveNode?: boolean }): Promise<CommandAnswer>;
+  send(body: CommandData, options?: { requireLiveNode?: boolean }): Promise<CommandAnswer>;
 }
 
 /** Reads --wait, the config and the room, opens the store for `use`, and closes it after. */

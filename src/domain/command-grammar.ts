@@ -119,6 +119,11 @@ export interface VerbGrammar {
   readonly takesCodeBlock?: boolean;
   /** Whether two parses of one message (plain and HTML) say the same; default: equal as JSON. */
   readonly same?: (a: { verb: string }, b: { verb: string }) => boolean;
+  /**
+   * The verb's command given as data (the CLI and HTTP send commands so, never as chat text), for a
+   * verb with its own grammar; a verb whose arguments are declared is read from them.
+   */
+  readonly fromData?: (data: Readonly<Record<string, unknown>>) => Parsed;
 }
 
 export interface GrammarLookup {
@@ -242,9 +247,54 @@ function parseArg(verb: string, spec: ArgSpec, raw: string): string | number | P
   }
 }
 
+/**
+ * A declared verb's command given as data: each argument's field, checked by its kind as a typed
+ * word is, and no other field. A cap may be a number.
+ */
+function declaredFromData(
+  verb: string,
+  specs: readonly ArgSpec[],
+  data: Readonly<Record<string, unknown>>,
+): Parsed {
+  const known = new Set(["verb", ...specs.map((a) => a.name)]);
+  const extra = Object.keys(data).find((k) => !known.has(k));
+  if (extra !== undefined)
+    return fail(
+      "extra-argument",
+      verb,
+      `unexpected field ${quoteInput(extra)}: ${verb} takes ${fieldList(specs)}`,
+    );
+  const fields: Record<string, string | number | null> = {};
+  for (const spec of specs) {
+    const value = data[spec.name];
+    if (value === undefined || value === null) {
+      if (spec.optional === true) {
+        fields[spec.name] = null;
+        continue;
+      }
+      return fail("missing-argument", verb, `missing ${spec.name}, ${spec.about}`);
+    }
+    const raw = typeof value === "number" && spec.kind === "cap" ? String(value) : value;
+    if (typeof raw !== "string")
+      return fail("bad-argument", verb, `${spec.name} must be text, ${spec.about}`);
+    const parsed = parseArg(verb, spec, raw);
+    if (typeof parsed === "object") return parsed;
+    fields[spec.name] = parsed;
+  }
+  return ok({ verb, ...fields });
+}
+
+const fieldList = (specs: readonly ArgSpec[]): string =>
+  specs.length === 0 ? "no arguments" : specs.map((a) => a.name).join(", ");
+
 /** The grammar of a list of verbs: parseCommand and its helpers, bound to that list. */
 export interface Grammar<C extends { verb: string }, V extends string> {
   parseCommand(input: CommandInput): ParseCommandResult<C, V>;
+  /**
+   * A command given as data (`{ verb: "confirm", id: "x", hash: null }`), checked as strictly as
+   * typed text: the same rules per argument, unknown verbs and fields refused.
+   */
+  parseData(data: unknown): Parsed<C>;
   /** The help line a command error carries: the verb's usage, or the general line. */
   helpLineFor(verb: V | null): string;
   generalHelpLine: string;
@@ -347,9 +397,28 @@ export function grammarOf<C extends { verb: string }, V extends string>(
     return plain.kind === "error" ? plain : rich;
   };
 
+  const parseData = (data: unknown): Parsed => {
+    if (typeof data !== "object" || data === null || Array.isArray(data))
+      return fail("missing-command", null, "a command given as data is an object with a verb");
+    const fields = data as Record<string, unknown>;
+    const name = fields["verb"];
+    const grammar = typeof name === "string" ? byName.get(name) : undefined;
+    if (grammar === undefined) return unknownCommand(typeof name === "string" ? name : "(none)");
+    const parsed =
+      grammar.args !== undefined
+        ? declaredFromData(grammar.verb, grammar.args, fields)
+        : grammar.fromData !== undefined
+          ? grammar.fromData(fields)
+          : fail("unknown-command", grammar.verb, `${grammar.verb} cannot be given as data`);
+    return parsed.kind === "command"
+      ? parsed
+      : { kind: "error", error: { ...parsed.error, helpLine: helpLineFor(parsed.error.verb) } };
+  };
+
   return {
     // Each verb's grammar builds its own command shape (the verb files' types say which).
     parseCommand: parseCommand as (input: CommandInput) => ParseCommandResult<C, V>,
+    parseData: parseData as (data: unknown) => Parsed<C>,
     helpLineFor,
     generalHelpLine,
     isVerb,

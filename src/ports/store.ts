@@ -136,6 +136,8 @@ export type StoreCommandResult =
       /** A conflict's two hashes. */
       existingHash?: string;
       hash?: string;
+      /** The verb of the command that created it (publish, run, retry), when recorded. */
+      verb?: string;
     }
   | {
       op: "confirm" | "reject" | "cancel";
@@ -200,6 +202,8 @@ export interface InboxStore {
 export interface CommandContext {
   fence: LeaderFence;
   inboxEventId?: string;
+  /** The command's verb, recorded in the inbox row's result (`run` and `retry` create runs too). */
+  verb?: string;
 }
 
 // ---------------------------------------------------------------------------------------------

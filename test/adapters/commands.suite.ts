@@ -45,7 +45,18 @@ const LOW = "@low:test"; // power 10
 const FRIEND = "@friend:test"; // power 0, on the allowlist
 const AUTO = "@auto:test"; // power 100, on auto_confirm
 
-const POWER: Record<string, number> = { [OP]: 100, [OP2]: 50, [LOW]: 10, [FRIEND]: 0, [AUTO]: 100 };
+const LOCAL = "local:op"; // the CLI's sender (the node's own wiring makes it the local operator)
+const HTTP = "http:ci"; // an HTTP token's sender
+
+const POWER: Record<string, number> = {
+  [OP]: 100,
+  [OP2]: 50,
+  [LOW]: 10,
+  [FRIEND]: 0,
+  [AUTO]: 100,
+  [LOCAL]: 100,
+  [HTTP]: 100,
+};
 
 const policy: CommandPolicy = {
   requiredPowerLevel: 50,
@@ -1194,6 +1205,111 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(await askLax(OP, "!dag policy logs everyone")).toContain(
           'bad value "everyone" for logs: expected operators or anyone',
         );
+      }),
+    );
+
+    it(
+      "a command given as data is honoured only from a local or HTTP sender: a room member's event carrying the field is read as the message it is",
+      track(async () => {
+        const r = await room();
+        const asData = async (sender: string, content: Record<string, unknown>) => {
+          const eventId = await say(r.roomId, sender, content);
+          await drain(r.fence);
+          return readOutcome(deps, (await store.getInboxEvent(eventId))!);
+        };
+        const capBefore = await store.getRoomCap(r.roomId);
+        // A room member (even an operator) cannot smuggle a command as data into an event's content.
+        const smuggled = await asData(OP, {
+          msgtype: "m.text",
+          body: "nice weather",
+          "dagbot.command": { verb: "cap", n: 0 },
+        });
+        expect(smuggled).toMatchObject({ kind: "ignored" });
+        const typed = await asData(OP, {
+          msgtype: "m.text",
+          body: "!dag list",
+          "dagbot.command": { verb: "cap", n: 0 },
+        });
+        expect(typed).toMatchObject({ kind: "list" });
+        expect(await store.getRoomCap(r.roomId)).toBe(capBefore);
+
+        // The CLI's and HTTP's own senders: the data is the command, whatever the body says.
+        expect(
+          await asData(LOCAL, { msgtype: "m.text", "dagbot.command": { verb: "cap", n: 7 } }),
+        ).toMatchObject({
+          kind: "cap",
+          cap: 7,
+        });
+        expect(
+          await asData(HTTP, {
+            msgtype: "m.text",
+            body: "!dag cap 1",
+            "dagbot.command": { verb: "cap", n: 3 },
+          }),
+        ).toMatchObject({ kind: "cap", cap: 3 });
+        expect(await store.getRoomCap(r.roomId)).toBe(3);
+        // Checked by the rules of typed commands: a bad value or an unknown field changes nothing.
+        expect(await asData(LOCAL, { "dagbot.command": { verb: "cap", n: 99_999 } })).toMatchObject({
+          kind: "command-error",
+        });
+        expect(await asData(LOCAL, { "dagbot.command": { verb: "cap", n: 1, sneaky: "x" } })).toMatchObject({
+          kind: "command-error",
+          message: expect.stringContaining("sneaky"),
+        });
+        expect(await asData(LOCAL, { "dagbot.command": "!dag cap 0" })).toMatchObject({
+          kind: "command-error",
+        });
+        expect(await store.getRoomCap(r.roomId)).toBe(3);
+      }),
+    );
+
+    it(
+      "a confirmation by another hash is its own answer, naming the run's hash; nothing starts",
+      track(async () => {
+        const r = await room();
+        await ask(r, OP, publishToml(chainToml("mismatch")));
+        const run = (await store.getRun(r.roomId, "mismatch"))!;
+        const other = run.hash.startsWith("0") ? "1".repeat(12) : "0".repeat(12);
+        const eventId = await say(r.roomId, LOCAL, {
+          "dagbot.command": { verb: "confirm", id: "mismatch", hash: other },
+        });
+        await drain(r.fence);
+        const outcome = await readOutcome(deps, (await store.getInboxEvent(eventId))!);
+        expect(outcome).toMatchObject({ kind: "hash-mismatch", given: other, run: { hash: run.hash } });
+        expect(await store.getRun(r.roomId, "mismatch")).toMatchObject({ status: "pending" });
+      }),
+    );
+
+    it(
+      "a parameter value the action refuses (a leading dash) is reported against the parameter, not the DAG",
+      track(async () => {
+        const r = await room();
+        await store.heartbeat({
+          session: session("dash-node"),
+          labels: [],
+          capacity: 1,
+          actions: ["echo"],
+          roomIds: [r.roomId],
+          actionSpecs: {
+            echo: { name: "echo", argv: ["echo", "{message}"], args: { message: { pattern: ".{0,40}" } } },
+          },
+        });
+        const dag = {
+          id: "dashy",
+          params: { tag: { pattern: ".{1,20}", default: "ok" } },
+          tasks: [{ id: "t", action: "echo", args: { message: "{params.tag}" } }],
+        };
+        await ask(r, OP, publishJson(dag));
+        const eventId = await say(r.roomId, LOCAL, {
+          "dagbot.command": { verb: "run", id: "dashy", params: [["tag", "-rf"]] },
+        });
+        await drain(r.fence);
+        const outcome = await readOutcome(deps, (await store.getInboxEvent(eventId))!);
+        expect(outcome).toMatchObject({ kind: "command-error" });
+        const message = outcome?.kind === "command-error" ? outcome.message : "";
+        expect(message).toMatch(/^parameter "tag" \(value "-rf"\): .*starts with "-"/);
+        expect(message).not.toContain("tasks[0]");
+        expect(await store.getRun(r.roomId, "dashy.2")).toBeNull();
       }),
     );
 

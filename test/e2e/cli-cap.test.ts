@@ -44,7 +44,12 @@ describe("dagbot cap", () => {
       const config = writeNodeConfig(target, { nodeId: "solo" });
       const queued = await track(cli(["cap", "0", "--config", config, "--json"], { cwd: target.dir }));
       expect(queued.code, queued.stderr).toBe(0);
-      expect(JSON.parse(queued.stdout)).toEqual({ room: ROOM, cap: 0, previous: null });
+      expect(JSON.parse(queued.stdout)).toMatchObject({
+        ok: true,
+        answer: "queued",
+        room: ROOM,
+        command: { verb: "cap", n: 0 },
+      });
       node = startNode(target, config, "solo");
       const store = await target.open();
       try {
@@ -59,7 +64,13 @@ describe("dagbot cap", () => {
         );
         const set = await track(cli(["cap", "5", "--config", config, "--json"], { cwd: target.dir }));
         expect(set.code, set.stderr).toBe(0);
-        expect(JSON.parse(set.stdout)).toEqual({ room: ROOM, cap: 5, previous: 0 });
+        expect(JSON.parse(set.stdout)).toMatchObject({
+          ok: true,
+          answer: "cap",
+          room: ROOM,
+          cap: 5,
+          previous: 0,
+        });
         expect(await store.getRoomCap(ROOM)).toBe(5);
         const caps = (await store.readEvents(ROOM, 0)).filter(
           (e) => e.kind === "cap.set" && e.data["initial"] !== true,

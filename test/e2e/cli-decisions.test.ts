@@ -55,6 +55,10 @@ describe("CLI decisions", () => {
         for (const file of [hello, dropped, broken]) {
           const submitted = await run(["submit", file]);
           expect(submitted.code, submitted.stderr).toBe(0);
+          // The CLI's own words: how to confirm on the CLI, with the hash; no chat command, no reaction.
+          expect(submitted.stderr).toMatch(/It awaits confirmation .*: dagbot confirm \S+ [0-9a-f]{12}/);
+          expect(submitted.stderr).not.toContain("!dag");
+          expect(submitted.stderr).not.toContain("✅");
         }
         expect((await store.getRun("local", "hello"))?.status).toBe("pending");
 
@@ -81,21 +85,38 @@ describe("CLI decisions", () => {
         expect(JSON.parse(triggered.stdout)).toMatchObject({ ok: true, dagId: "hello.2", status: "pending" });
         const started = await run(["trigger", "hello.2", "--confirm", "--json"]);
         expect(started.code, started.stderr).toBe(0);
-        expect(JSON.parse(started.stdout)).toMatchObject({ ok: true, dagId: "hello.3" });
+        const startedAnswer = JSON.parse(started.stdout) as { status: string; message: string };
+        expect(startedAnswer).toMatchObject({ ok: true, dagId: "hello.3", confirmed: { result: "done" } });
+        // It was confirmed: the answer says so, not that it awaits confirmation.
+        expect(startedAnswer.status).not.toBe("pending");
+        expect(startedAnswer.message).not.toMatch(/awaits confirmation/);
+        expect(startedAnswer.message).toContain("hello.3 is confirmed");
         await waitForRunStatus(store, "hello.3", (s) => s === "succeeded");
         const sameTasks = (await store.getRun("local", "hello.3"))!.dag.tasks;
         expect(sameTasks).toEqual((await store.getRun("local", "hello"))!.dag.tasks);
-        expect((await run(["trigger", "nosuch"])).code).toBe(1);
+        const refused = await run(["trigger", "nosuch"]);
+        expect(refused.code).toBe(1);
+        expect(refused.stdout).toContain("No run named nosuch");
+        // Not the usage of another command (`dagbot run` is the local runner).
+        expect(refused.stdout + refused.stderr).not.toMatch(/usage|dagbot run\b/);
 
         const rejected = await run(["reject", "dropped", "--json"]);
         expect(rejected.code, rejected.stderr).toBe(0);
         expect(JSON.parse(rejected.stdout)).toMatchObject({ ok: true, dagId: "dropped", status: "rejected" });
 
         // A hash that is not the run's: refused, nothing starts.
-        const wrongHash = await run(["confirm", "broken", "00000000"]);
-        expect(wrongHash.code).toBe(1);
-        expect((await store.getRun("local", "broken"))?.status).toBe("pending");
         const hash = (await store.getRun("local", "broken"))!.hash;
+        const wrongHash = await run(["confirm", "broken", "00000000", "--json"]);
+        expect(wrongHash.code).toBe(1);
+        // Its own answer, naming the hash the run has and how to confirm that one.
+        expect(JSON.parse(wrongHash.stdout)).toMatchObject({
+          ok: false,
+          answer: "hash-mismatch",
+          given: "00000000",
+        });
+        expect(JSON.parse(wrongHash.stdout).message).toContain(`has content hash ${hash.slice(0, 12)}`);
+        expect(JSON.parse(wrongHash.stdout).message).toContain(`dagbot confirm broken ${hash.slice(0, 12)}`);
+        expect((await store.getRun("local", "broken"))?.status).toBe("pending");
         expect((await run(["confirm", "broken", hash.slice(0, 12)])).code).toBe(0);
         await waitForRunStatus(store, "broken", (s) => s === "failed");
 
@@ -117,6 +138,14 @@ describe("CLI decisions", () => {
         expect(unknown.stdout).toMatch(/No run named nosuch/);
         const bad = await run(["confirm", "a b"]);
         expect(bad.code).toBe(2);
+        // Every verb's subcommand answers as JSON: cancel too.
+        const cancelMissing = await run(["cancel", "nosuch", "--json"]);
+        expect(cancelMissing.code).toBe(1);
+        expect(JSON.parse(cancelMissing.stdout)).toMatchObject({
+          ok: false,
+          answer: "not-found",
+          dagId: "nosuch",
+        });
       } finally {
         await store.close();
       }

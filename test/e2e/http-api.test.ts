@@ -131,7 +131,10 @@ describe("commands and reads", () => {
           run: { dagId: "flow", status: "pending", publisher: "http:ops", taskCount: 1 },
         });
         expect(pub.body.commandId).toMatch(/^http\./);
-        expect(pub.body.text).toContain("Published `flow`");
+        // The answer's text is plain and names HTTP routes, not chat commands.
+        expect(pub.body.text).toContain("Published flow");
+        expect(pub.body.text).toContain("POST /v1/runs/flow/confirm");
+        expect(pub.body.text).not.toContain("!dag");
         const again = await call(api.base, "POST", "/v1/dags", { body: hello("flow") });
         expect(again.status).toBe(200);
         expect(again.body.result).toBe("exists");
@@ -139,8 +142,9 @@ describe("commands and reads", () => {
         const wrongHash = await call(api.base, "POST", "/v1/runs/flow/confirm", {
           body: { hash: "00000000" },
         });
-        // Not the content the caller reviewed: refused, and the run does not start.
-        expectProblem(wrongHash, 403, "refused");
+        // Not the content the caller reviewed: its own problem naming the run's hash; nothing starts.
+        expectProblem(wrongHash, 409, "hash-mismatch");
+        expect(wrongHash.body.hash).toBe(pub.body.run.hash);
         expect(wrongHash.body.detail).toContain("content hash");
         expect((await store.getRun(ROOM, "flow"))?.status).toBe("pending");
         const confirm = await call(api.base, "POST", "/v1/runs/flow/confirm", {
@@ -271,10 +275,11 @@ describe("commands and reads", () => {
         const fence = await call(api.base, "POST", "/v1/dags", { body: hello("fence", "a```b") });
         expectProblem(fence, 422, "invalid-dag");
         expect(fence.body.issues.join("\n")).toMatch(/message/);
+        // A text travels as data: a ``` in it is only a TOML error, never the end of a code block.
         expectProblem(
           await call(api.base, "POST", "/v1/dags", { body: { text: 'id = "t"\n```\n', format: "toml" } }),
-          400,
-          "bad-request",
+          422,
+          "invalid-dag",
         );
         expectProblem(
           await call(api.base, "POST", "/v1/dags", { body: { library: "../etc/passwd" } }),

@@ -1,11 +1,11 @@
 /** DAG parameters: declaration checks at parse, `!dag run` grammar, value checks and substitution. */
 import { describe, expect, it } from "vitest";
-import { parseCommand } from "../../src/app/commands/verbs/index.js";
+import { parseCommand, parseCommandData } from "../../src/app/commands/verbs/index.js";
 import { parseDag } from "../../src/domain/dag.js";
 import type { ParsedDag } from "../../src/domain/model.js";
 import { appliedDag, definitionOf, resolveParams, taskArgs } from "../../src/domain/params.js";
 import { renderArgv } from "../../src/domain/action-argv.js";
-import { runCommandText } from "../../src/cli/subcommands/trigger.js";
+import { run } from "../../src/app/commands/verbs/run.js";
 
 const TOML = `id = "nightly"
 [params.day]
@@ -202,10 +202,11 @@ describe("!dag run grammar", () => {
     expect(parseCommand({ body: "!dag list" })).toMatchObject({ command: { verb: "list", id: null } });
   });
 
-  it("dagbot trigger's text carries each value exactly as typed, or refuses it", () => {
-    const text = runCommandText("nightly", ["who='quoted'", 'x="y"', "eq=a=b", "empty="]);
-    const back = parseCommand({ body: text });
-    expect(back).toMatchObject({
+  it("dagbot trigger's command carries each value exactly as typed, as data, or refuses it", () => {
+    const made = (id: string, pairs: string[]) => parseCommandData(run.cli!.command!([id, pairs]));
+    expect(
+      made("nightly", ["who='quoted'", 'x="y"', "eq=a=b", "empty=", "tick=`x", "dash=-rf"]),
+    ).toMatchObject({
       command: {
         verb: "run",
         params: [
@@ -213,15 +214,19 @@ describe("!dag run grammar", () => {
           ["x", '"y"'],
           ["eq", "a=b"],
           ["empty", ""],
+          ["tick", "`x"],
+          ["dash", "-rf"],
         ],
       },
     });
-    expect(() => runCommandText("nightly", ["who=a b"])).toThrow(/one word/);
-    expect(() => runCommandText("nightly", ["noequals"])).toThrow(/name=value/);
-    expect(parseCommand({ body: runCommandText("nightly", ["who=`x"]) })).toMatchObject({
-      command: { params: [["who", "`x"]] },
-    });
-    expect(() => runCommandText("nightly", ["who=`"])).toThrow(/code block/);
-    expect(() => runCommandText("a b", [])).toThrow(/bad DAG id/);
+    const error = (id: string, pairs: string[]): string => {
+      const parsed = made(id, pairs);
+      return parsed.kind === "error" ? parsed.error.message : "";
+    };
+    expect(error("nightly", ["who=a b"])).toMatch(/one word/);
+    expect(error("nightly", ["noequals"])).toMatch(/name=value/);
+    expect(error("a b", [])).toMatch(/bad id/);
+    // Data is read by its own rules, never as text: no field may come from outside the declaration.
+    expect(parseCommandData({ verb: "run", id: "x", params: [], extra: 1 })).toMatchObject({ kind: "error" });
   });
 });

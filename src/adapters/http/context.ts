@@ -7,18 +7,19 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Outcome } from "../../app/commands/outcome.js";
 import type { HttpConfig } from "../../config/node-config.js";
-import type { Command } from "../../app/commands/verbs/index.js";
+import type { Command, VerbRegistry } from "../../app/commands/verbs/index.js";
 import type { Logger } from "../../ports/logger.js";
 import type { Store } from "../../ports/store.js";
 import type { Caller } from "./auth.js";
 import type { EventHub } from "./event-hub.js";
 import type { StreamStats } from "./event-stream.js";
 import { fail } from "./problem.js";
+import { httpAnswerOf, plainTextOf } from "../../app/commands/outcome-table.js";
+import { COMMANDS } from "../../app/commands/verbs/index.js";
+import { httpIdiom } from "./verb-routes.js";
 
 export interface CommandAnswer {
   outcome: Outcome | null;
-  /** The reply as chat shows it, plain text. */
-  text: string | null;
 }
 
 export interface HttpApiDeps {
@@ -38,6 +39,8 @@ export interface HttpApiDeps {
   outboxPending(roomId: string): Promise<number | null>;
   /** Readiness checks beyond the store: name → "ok" or what is wrong. */
   readiness(): Promise<Record<string, string>>;
+  /** The verbs whose routes to serve (default: every verb of verbs/index.ts). */
+  registry?: VerbRegistry;
   /** The room's state for an event stream's snapshot. */
   snapshot(roomId: string, runId: string | null, caller: Caller): Promise<unknown>;
 }
@@ -62,39 +65,13 @@ export interface RouteContext {
   storeError(): void;
 }
 
-/** The problem a read or write outcome that is not a success maps to. */
-export function outcomeProblem(log: Logger, o: Outcome, text: string | null): never {
-  const detail = text ?? undefined;
-  switch (o.kind) {
-    case "not-found":
-      return fail(404, o.taskId === null ? "run-not-found" : "task-not-found", detail, {
-        didYouMean: o.didYouMean,
-        ...(o.taskId === null ? {} : { knownTasks: o.known }),
-      });
-    case "refused":
-      return fail(403, "refused", o.reason);
-    case "conflict":
-      return fail(409, "conflict", detail, {
-        dagId: o.dagId,
-        existing: o.existing,
-        suggestion: o.suggestion,
-      });
-    case "invalid-dag":
-      return fail(422, "invalid-dag", detail, { issues: o.issues, moreIssues: o.moreIssues });
-    case "library-error":
-      return fail(422, "library-error", o.message);
-    case "decision":
-      return fail(409, "wrong-status", detail, { run: o.run });
-    case "nothing-to-retry":
-      return fail(409, "nothing-to-retry", detail, { why: o.why, run: o.run });
-    case "command-error":
-      return fail(400, "command-error", o.message);
-    case "not-leader":
-      return fail(503, "not-leader", detail);
-    case "quarantined":
-      return fail(422, "quarantined", detail, { losses: o.losses });
-    default:
-      log.error({ kind: o.kind }, "http: unexpected command outcome");
-      return fail(500, "internal", "unexpected outcome");
+/** The problem an outcome that is not a success maps to (the outcome table says which). */
+export function outcomeProblem(log: Logger, o: Outcome, _text: string | null): never {
+  const mapped = httpAnswerOf(o);
+  const detail = plainTextOf(o, httpIdiom(COMMANDS));
+  if (mapped.ok) {
+    log.error({ kind: o.kind }, "http: unexpected command outcome");
+    return fail(500, "internal", "unexpected outcome");
   }
+  return fail(mapped.status, mapped.problem, detail, { ...(mapped.extra ?? {}) });
 }

@@ -230,6 +230,7 @@ export class NodeMetrics {
 /** Store-recorded results (publish, decisions, cap) name their op and kind; ours carry the outcome. */
 const STORE_KIND: Record<string, string> = { created: "published", set: "cap" };
 const STORE_OPS = new Set(["publish", "confirm", "reject", "cancel", "cap", "policy"]);
+const CREATING_VERBS = new Set(["publish", "run", "retry"]);
 
 function commandLabels(result: unknown): { verb: string; outcome: string } {
   const r = (typeof result === "object" && result !== null ? result : {}) as Record<string, unknown>;
@@ -240,6 +241,11 @@ function commandLabels(result: unknown): { verb: string; outcome: string } {
     return { verb, outcome: kind };
   }
   const op = typeof r["op"] === "string" && STORE_OPS.has(r["op"]) ? r["op"] : "other";
+  // A run created by `run` or `retry` is recorded with op "publish" and its verb.
+  if (op === "publish" && typeof r["verb"] === "string" && CREATING_VERBS.has(r["verb"])) {
+    const kind = typeof r["kind"] === "string" ? r["kind"] : "other";
+    return { verb: r["verb"], outcome: STORE_KIND[kind] ?? kind.slice(0, 32) };
+  }
   const kind = typeof r["kind"] === "string" ? r["kind"] : "other";
   const decision = ["done", "already", "wrong-status"].includes(kind);
   return { verb: op, outcome: STORE_KIND[kind] ?? (decision ? `decision-${kind}` : kind.slice(0, 32)) };

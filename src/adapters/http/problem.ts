@@ -3,6 +3,7 @@
  * `type` built from an error code (the codes of the command grammar and the command outcomes that
  * chat replies use, plus the HTTP layer's own), and never a stack trace.
  */
+import type { OutcomeProblemCode } from "../../app/commands/outcome-table.js";
 import type { CommandErrorCode } from "../../domain/command-grammar.js";
 
 /** Where the problem types live: a URN, so the type is stable and never fetched. */
@@ -22,16 +23,7 @@ export type ProblemCode =
   | "unsupported-media-type"
   | "idempotency-key-reused"
   | "bad-idempotency-key"
-  | "refused"
-  | "run-not-found"
-  | "task-not-found"
-  | "conflict"
-  | "invalid-dag"
-  | "library-error"
-  | "wrong-status"
-  | "nothing-to-retry"
-  | "not-leader"
-  | "quarantined"
+  | OutcomeProblemCode
   | "leader-timeout"
   | "store-unavailable"
   | "too-many-streams"
@@ -51,6 +43,7 @@ const TITLES: Record<string, string> = {
   "idempotency-key-reused": "This Idempotency-Key was used with another request",
   "bad-idempotency-key": "The Idempotency-Key header is malformed",
   refused: "The room's policy refuses this command",
+  "hash-mismatch": "The run's content hash is not the one given",
   "run-not-found": "No such run",
   "task-not-found": "The run has no such task",
   conflict: "Another DAG was already published under this id",

@@ -1,79 +1,35 @@
 /**
- * The HTTP API's request and response shapes as zod schemas: one source for request validation,
- * response serialisation and the OpenAPI document (/openapi.json).
+ * The HTTP API's own request and response shapes (reads, events, health, problems) as zod schemas;
+ * those of outcomes and commands are in src/app/commands/http-shapes.ts, beside the verbs.
  */
 import { z } from "zod";
-import { MAX_CAP } from "../../domain/command-grammar.js";
-import { COMMAND_ID_PATTERN, LIBRARY_NAME_PATTERN, MAX_COMMAND_BYTES } from "../../domain/command-grammar.js";
-import { RUN_STATUSES, TASK_STATUSES } from "../../domain/model.js";
+import {
+  idParam,
+  roomParam,
+  runSummarySchema,
+  taskLineSchema,
+  taskSummarySchema,
+} from "../../app/commands/http-shapes.js";
 
-export const idParam = z.string().regex(COMMAND_ID_PATTERN, { error: "use 1-64 of A-Z a-z 0-9 _ . -" });
-
-/** Room ids are Matrix ids ("!abc:server") or "local": printable, bounded. */
-export const roomParam = z
-  .string()
-  .min(1)
-  .max(255)
-  .regex(/^[\x21-\x7e]+$/, { error: "a room id is printable ASCII without spaces" });
+// The shapes of outcomes and commands live with the verbs that declare the routes using them.
+export {
+  idParam,
+  roomParam,
+  runParams,
+  taskParams,
+  roomParams,
+  runSummarySchema,
+  taskSummarySchema,
+  taskLineSchema,
+} from "../../app/commands/http-shapes.js";
 
 export const roomQuery = z.strictObject({
   room: roomParam.optional().describe("the room; optional when the node serves one room"),
 });
 
-export const runParams = z.strictObject({ id: idParam });
-export const taskParams = z.strictObject({ id: idParam, task: idParam });
-export const roomParams = z.strictObject({ room: roomParam });
-
 export const listQuery = z.strictObject({
   room: roomParam.optional(),
 });
-
-const runStatus = z.enum(RUN_STATUSES);
-const taskStatus = z.enum(TASK_STATUSES);
-
-export const runSummarySchema = z
-  .object({
-    runId: z.string(),
-    dagId: z.string(),
-    status: runStatus,
-    description: z.string().nullable(),
-    publisher: z.string(),
-    confirmedBy: z.string().nullable(),
-    publishEventId: z.string().nullable(),
-    confirmDeadline: z.number().nullable(),
-    createdAt: z.number(),
-    updatedAt: z.number(),
-    taskCount: z.number(),
-    hash: z.string().optional(),
-    definition: z.string().optional().describe("for a run started by POST /v1/runs: the published DAG"),
-    params: z.record(z.string(), z.string()).optional().describe("the run's parameter values"),
-  })
-  .meta({ id: "RunSummary" });
-
-export const taskSummarySchema = z
-  .object({
-    total: z.number(),
-    byStatus: z.record(z.string(), z.number()),
-    done: z.number(),
-    active: z.number(),
-    percent: z.number(),
-  })
-  .meta({ id: "TaskSummary" });
-
-export const taskLineSchema = z
-  .object({
-    taskId: z.string(),
-    action: z.string(),
-    status: taskStatus,
-    node: z.string().nullable(),
-    attempt: z.number(),
-    maxAttempts: z.number(),
-    startedAt: z.number().nullable(),
-    finishedAt: z.number().nullable(),
-    exitCode: z.number().nullable(),
-    error: z.string().nullable(),
-  })
-  .meta({ id: "TaskLine" });
 
 export const runListSchema = z.object({
   room: z.string(),
@@ -116,87 +72,6 @@ export const nodesSchema = z.object({
   staleAfterMs: z.number(),
   at: z.number(),
 });
-
-/** A DAG to publish: a JSON document, a TOML or JSON text, or a file of the node's library folder. */
-export const publishBody = z
-  .union([
-    z.strictObject({
-      document: z.record(z.string(), z.unknown()).describe("the DAG as a JSON object (DESIGN.md §6)"),
-    }),
-    z.strictObject({
-      text: z.string().min(1).max(MAX_COMMAND_BYTES),
-      format: z.enum(["toml", "json"]),
-    }),
-    z.strictObject({ library: z.string().regex(LIBRARY_NAME_PATTERN) }),
-  ])
-  .describe("exactly one of: document, text + format, library");
-
-export const confirmBody = z
-  .strictObject({
-    hash: z
-      .string()
-      .regex(/^[0-9a-fA-F]{8,64}$/, { error: "8 to 64 hex digits of the run's content hash" })
-      .optional()
-      .describe("a prefix of the content hash you reviewed: the run starts only if it matches"),
-  })
-  .nullish();
-
-export const emptyBody = z.strictObject({}).nullish();
-
-export const capBody = z.strictObject({ cap: z.number().int().min(0).max(MAX_CAP) });
-
-/** Every write answers with the command's id and the reply chat would have shown, beside its data. */
-const commandAnswer = {
-  commandId: z.string().describe("the inbox event id of the command"),
-  text: z.string().nullable().describe("the reply as chat shows it, as plain text"),
-};
-
-/** POST /v1/runs: a new run of a published DAG; each value one word, as `!dag run` takes it. */
-export const triggerBody = z.strictObject({
-  dagId: idParam.describe("the published DAG's id"),
-  params: z
-    .record(
-      z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, { error: "a parameter name: letters, digits, _" }),
-      z
-        .string()
-        .max(4096)
-        .regex(/^[^\s`]*$|^[^\s`][^\s]*[^\s`]$/, {
-          error: "a parameter value is one word: no spaces, and no backtick at either end",
-        }),
-    )
-    .optional()
-    .describe("values for the DAG's declared parameters (name → value); left out ones take their default"),
-});
-
-export const triggeredSchema = z.object({
-  ...commandAnswer,
-  result: z.literal("created"),
-  run: runSummarySchema,
-  needsConfirmation: z.boolean(),
-});
-
-export const publishedSchema = z.object({
-  ...commandAnswer,
-  result: z.enum(["published", "exists"]),
-  run: runSummarySchema,
-  needsConfirmation: z.boolean(),
-});
-
-export const decisionSchema = z.object({
-  ...commandAnswer,
-  result: z.enum(["done", "already"]),
-  run: runSummarySchema,
-});
-
-export const retriedSchema = z.object({
-  ...commandAnswer,
-  from: runSummarySchema,
-  run: runSummarySchema,
-  taskIds: z.array(z.string()),
-  needsConfirmation: z.boolean(),
-});
-
-export const capSchema = z.object({ ...commandAnswer, cap: z.number(), previous: z.number() });
 
 /** Loose: problem details carry extension members (RFC 9457 §3.2), e.g. an invalid DAG's issues. */
 export const problemSchema = z

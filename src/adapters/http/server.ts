@@ -29,7 +29,7 @@ import type { HttpApiDeps, RouteContext } from "./context.js";
 import type { Problem } from "./problem.js";
 import { PROBLEM_CONTENT_TYPE, ProblemError, fail, problem } from "./problem.js";
 import { registerReadRoutes } from "./read-routes.js";
-import { registerWriteRoutes } from "./write-routes.js";
+import { registerVerbRoutes } from "./verb-routes.js";
 import * as s from "./schemas.js";
 
 export interface HttpApi {
@@ -201,7 +201,7 @@ export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
       storeErrors += 1;
     },
   };
-  registerWriteRoutes(app, ctx);
+  registerVerbRoutes(app, ctx, deps.registry);
   registerReadRoutes(app, ctx);
 
   // --- Operations -----------------------------------------------------------------------------

@@ -116,7 +116,13 @@ export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): P
       result = { kind: "created", run: toRun(inserted.rows[0] as Row) };
     }
     if (ctx.inboxEventId !== undefined)
-      await markHandledInTx(db, tx, fence, ctx.inboxEventId, publishOutcome(result, dagId, input.hash));
+      await markHandledInTx(
+        db,
+        tx,
+        fence,
+        ctx.inboxEventId,
+        publishOutcome(result, dagId, input.hash, ctx.verb),
+      );
     return result;
   });
 }

@@ -110,7 +110,7 @@ export function createRun(
       result = { kind: "created", run: runById(c, runId) };
     }
     if (ctx.inboxEventId !== undefined)
-      markHandledInTx(c, tx, fence, ctx.inboxEventId, publishOutcome(result, dagId, input.hash));
+      markHandledInTx(c, tx, fence, ctx.inboxEventId, publishOutcome(result, dagId, input.hash, ctx.verb));
     return result;
   });
 }

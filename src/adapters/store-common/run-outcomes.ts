@@ -32,10 +32,16 @@ export function decisionVerdict(
 }
 
 /** The inbox result of a publish command. */
-export function publishOutcome(result: CreateRunResult, dagId: string, hash: string): StoreCommandResult {
+export function publishOutcome(
+  result: CreateRunResult,
+  dagId: string,
+  hash: string,
+  verb?: string,
+): StoreCommandResult {
   const run = result.kind === "conflict" ? result.existing : result.run;
   return {
     op: "publish",
+    ...(verb === undefined ? {} : { verb }),
     kind: result.kind,
     runId: run.runId,
     dagId,

@@ -41,6 +41,7 @@ function readStoreResult(r: Record<string, unknown>): StoreCommandResult | null 
         status,
         ...(str(r["existingHash"]) ? { existingHash: r["existingHash"] } : {}),
         ...(str(r["hash"]) ? { hash: r["hash"] } : {}),
+        ...(str(r["verb"]) ? { verb: r["verb"] } : {}),
       };
     case "confirm":
     case "reject":

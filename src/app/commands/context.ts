@@ -85,6 +85,8 @@ export interface HandlerContext {
   standing: SenderStanding;
   policy: CommandPolicy;
   loadDag: DagLibrary;
+  /** The verb being run (executeCommand sets it): a store effect records it with its result. */
+  verb?: string;
 }
 
 /** The room policy a CommandPolicy carries (what the store holds for the room). */

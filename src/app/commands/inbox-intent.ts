@@ -11,6 +11,9 @@
  * and a message that carries a reaction's fields is not a reaction.
  * - an edit (`m.replace`) of a command: never applied; the leader answers that it was not.
  * The camelCase message shape of src/ports/chat.ts (IncomingCommand) is read as well.
+ * - a command given as data (STRUCTURED_COMMAND_KEY): how the CLI and the HTTP API send commands,
+ *   never as chat text. Honoured only from a sender that is not a Matrix user: a room member could
+ *   put the same key into an event's content, and intake stores content as the homeserver gave it.
  */
 import type { CommandInput } from "../../domain/command-grammar.js";
 import {
@@ -22,8 +25,22 @@ import {
 } from "../../ports/store.js";
 import { CARD_CONTENT_KEY, cardTxnId } from "../render/messages.js";
 
+/** The content key of a command given as data (`{ verb: "confirm", id: "x", hash: null }`). */
+export const STRUCTURED_COMMAND_KEY = "dagbot.command";
+
+/**
+ * Whether a sender is this deployment's own (the CLI's `local:<user>`, the HTTP API's `http:<token>`):
+ * Matrix user ids always start with "@" (the homeserver guarantees it for every event intake stores),
+ * so a sender without it was written by someone holding the store's own credentials.
+ */
+export function isLocalSender(sender: string): boolean {
+  return !sender.startsWith("@");
+}
+
 export type InboxIntent =
   | { kind: "message"; input: CommandInput; threadRoot: string | null }
+  /** A command given as data by a local sender, to be checked as strictly as typed text. */
+  | { kind: "data"; data: unknown }
   | { kind: "reaction"; targetEventId: string; decision: "confirm" | "reject" }
   | { kind: "edit"; editedEventId: string }
   /** An encrypted event no node of the fleet could decrypt (intake stored it marked so). */
@@ -38,7 +55,12 @@ const str = (v: unknown): string | null => (typeof v === "string" ? v : null);
 const obj = (v: unknown): Record<string, unknown> | null =>
   typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
 
-export function decodeInboxContent(content: Record<string, unknown>): InboxIntent {
+/** `sender`: the row's; without it no command given as data is honoured. */
+export function decodeInboxContent(content: Record<string, unknown>, sender?: string): InboxIntent {
+  // A Matrix user's event never carries a command as data, whatever its content says: it is read as
+  // the message (or reaction) it is.
+  if (sender !== undefined && isLocalSender(sender) && Object.hasOwn(content, STRUCTURED_COMMAND_KEY))
+    return { kind: "data", data: content[STRUCTURED_COMMAND_KEY] };
   const relation = obj(content["m.relates_to"]);
   const camelRelation = obj(content["relatesTo"]);
   const relType = str(relation?.["rel_type"]) ?? str(camelRelation?.["relType"]);

@@ -16,7 +16,7 @@ import type { CommandVerb } from "./verbs/index.js";
 import { helpLineFor } from "./verbs/index.js";
 import { isConflict, StoreError } from "../../ports/errors.js";
 import type { Command } from "./verbs/index.js";
-import { parseCommand } from "./verbs/index.js";
+import { parseCommand, parseCommandData } from "./verbs/index.js";
 import type { Logger } from "../../ports/logger.js";
 import type { PermissionOracle } from "../../ports/permissions.js";
 import { INBOX_EVENT_TYPE_KEY } from "../../ports/store.js";
@@ -36,7 +36,7 @@ import { withRoomPolicy } from "./context.js";
 import { describeDecision } from "./run-decisions.js";
 import { describeCreate } from "./run-creation.js";
 import type { InboxIntent } from "./inbox-intent.js";
-import { decodeInboxContent, findCardRun } from "./inbox-intent.js";
+import { decodeInboxContent, findCardRun, STRUCTURED_COMMAND_KEY } from "./inbox-intent.js";
 import type { Outcome } from "./outcome.js";
 import { unwrapOutcome, wrapOutcome } from "./outcome.js";
 import { findRun } from "../run-ref.js";
@@ -71,6 +71,7 @@ export const KEPT_BODY_CHARS = 200;
 // The event type stays: without it a trimmed reaction would read as a message (inbox-intent.ts).
 const COMMAND_KEYS = [
   INBOX_EVENT_TYPE_KEY,
+  STRUCTURED_COMMAND_KEY,
   "msgtype",
   "body",
   "format",
@@ -94,7 +95,12 @@ export function trimmedContent(content: Record<string, unknown>): Record<string,
       cut = true;
       continue;
     }
-    if (key === "body" && typeof value === "string" && value.length > KEPT_BODY_CHARS) {
+    if (key === STRUCTURED_COMMAND_KEY && JSON.stringify(value).length > KEPT_BODY_CHARS) {
+      // A refused command given as data keeps its verb, as a refused message keeps its first words.
+      const verb = (value as { verb?: unknown } | null)?.verb;
+      out[key] = { verb: typeof verb === "string" ? verb.slice(0, 32) : null };
+      cut = true;
+    } else if (key === "body" && typeof value === "string" && value.length > KEPT_BODY_CHARS) {
       out[key] = `${value.slice(0, KEPT_BODY_CHARS)}…`;
       cut = true;
     } else if (typeof value === "object" && JSON.stringify(value).length > MAX_RELATION_CHARS) {
@@ -188,7 +194,12 @@ export async function handleInboxEvent(deps: InboxDeps, fence: LeaderFence, row:
     outcome = { kind: "quarantined", losses };
     threadRoot = null;
   } else {
-    ({ outcome, threadRoot } = await runIntent(deps, fence, row, decodeInboxContent(row.content)));
+    ({ outcome, threadRoot } = await runIntent(
+      deps,
+      fence,
+      row,
+      decodeInboxContent(row.content, row.sender),
+    ));
   }
   const after = await deps.store.getInboxEvent(row.eventId);
   // Still new: the outcome had no store effect that marked it (a read, an error, a refusal, a cap).
@@ -229,6 +240,17 @@ async function runIntent(
     if (parsed.kind === "not-a-command")
       return { outcome: { kind: "ignored", why: "not a !dag command" }, threadRoot: null };
     threadRoot = intent.threadRoot;
+    if (parsed.kind === "error") {
+      return {
+        outcome: commandErrorOutcome(await handlerContext(deps, fence, row), parsed.error),
+        threadRoot,
+      };
+    }
+    command = parsed.command;
+  } else if (intent.kind === "data") {
+    // The CLI's and HTTP API's commands: data, checked by the same rules as typed text.
+    const parsed = parseCommandData(intent.data);
+    threadRoot = null;
     if (parsed.kind === "error") {
       return {
         outcome: commandErrorOutcome(await handlerContext(deps, fence, row), parsed.error),
@@ -296,7 +318,7 @@ export async function replyToInboxEvent(deps: InboxDeps, fence: LeaderFence, eve
     await deps.store.markInboxReplied(fence, eventId, []);
     return;
   }
-  const intent = decodeInboxContent(row.content);
+  const intent = decodeInboxContent(row.content, row.sender);
   const outcome = (await readOutcome(deps, row)) ?? { kind: "ignored", why: "not handled" };
   const messages: OutboxMessageInput[] = [];
   // A new run's card goes out first: it is what people watch (and react on), the text reply
@@ -368,7 +390,8 @@ export async function readOutcome(
 ): Promise<Outcome | null> {
   if (row.status === "new") return null;
   return (
-    unwrapOutcome(row.result) ?? (await outcomeFromStoreResult(deps, row, decodeInboxContent(row.content)))
+    unwrapOutcome(row.result) ??
+    (await outcomeFromStoreResult(deps, row, decodeInboxContent(row.content, row.sender)))
   );
 }
 
@@ -410,8 +433,8 @@ function unreadable(row: InboxEvent, why: string): Outcome {
 }
 
 function commandVerbOf(intent: InboxIntent): { verb: CommandVerb; id: string } | null {
-  if (intent.kind !== "message") return null;
-  const parsed = parseCommand(intent.input);
+  if (intent.kind !== "message" && intent.kind !== "data") return null;
+  const parsed = intent.kind === "data" ? parseCommandData(intent.data) : parseCommand(intent.input);
   if (parsed.kind !== "command") return null;
   const c = parsed.command;
   return c.verb === "retry" ? { verb: c.verb, id: c.id } : null;

@@ -98,6 +98,8 @@ export type Outcome =
     }
   | { kind: "command-error"; message: string; helpLine: string }
   | { kind: "refused"; verb: Verb; reason: string; helpLine: string }
+  /** A confirmation for other content than the run's: `given` is the hash it named, the run has its own. */
+  | { kind: "hash-mismatch"; run: RunSummary; given: string }
   | { kind: "published"; run: RunSummary; needsConfirmation: boolean; twoPersonRule: boolean }
   | { kind: "exists"; run: RunSummary }
   | { kind: "conflict"; dagId: string; existing: RunSummary; suggestion: string }

@@ -55,9 +55,33 @@ export async function startRun(
     ...(base.params === undefined ? {} : { values: resolved.values }),
   };
   const unknown = await unknownActions(ctx, appliedDag(dag));
-  if (unknown.length > 0) return invalidDag(`for the new run of "${definition.dagId}"`, unknown);
+  if (unknown.length > 0) {
+    // A value the action refuses (a leading "-", its pattern) is the caller's parameter, not the DAG.
+    const blamed = blameParameter(dag, unknown);
+    if (blamed !== null) return { kind: "command-error", message: blamed, helpLine };
+    return invalidDag(`for the new run of "${definition.dagId}"`, unknown);
+  }
   // The run's own hash covers its parameter values: a confirmation by hash confirms those values.
   return createAndDescribe(ctx, dag, dagHash(dag), null);
+}
+
+/**
+ * The first issue found in a task argument that a given parameter fills, said of that parameter:
+ * `parameter "tag" (value "-rf"): ...`. Null when no issue is in such an argument.
+ */
+function blameParameter(dag: ParsedDag, issues: readonly DagIssue[]): string | null {
+  const values = dag.values ?? {};
+  for (const issue of issues) {
+    const at = /^tasks\[(\d+)\]\.args\.([A-Za-z0-9_]+)$/.exec(issue.path);
+    if (at === null) continue;
+    const template = dag.tasks[Number(at[1])]?.args[at[2] ?? ""];
+    if (typeof template !== "string") continue;
+    for (const [name, value] of Object.entries(values)) {
+      if (template.includes(`{params.${name}}`))
+        return `parameter "${name}" (value ${JSON.stringify(value.slice(0, 70))}): ${issue.message}`;
+    }
+  }
+  return null;
 }
 
 export async function createAndDescribe(

@@ -8,6 +8,8 @@ import { isNotFound } from "../../ports/errors.js";
 import type { SenderStanding } from "../../ports/permissions.js";
 import type { RunDecisionResult } from "../../ports/store.js";
 import type { Rendered } from "../render/html.js";
+import { confirmBody, decisionSchema, emptyBody, runParams } from "./http-shapes.js";
+import type { VerbHttp } from "./verb.js";
 import { code, r, text, userPill } from "../render/html.js";
 import { RUN_WORD } from "../render/words.js";
 import type { CommandPolicy, HandlerContext } from "./context.js";
@@ -43,14 +45,9 @@ export async function handleDecision(
     if (run.status === "pending") {
       const rule = checkTwoPersonRule(run.publisher, ctx.sender, ctx.standing, ctx.policy);
       if (!rule.ok) return { kind: "refused", verb, reason: rule.reason, helpLine: `usage: ${usage}` };
-      if (hash !== null && !run.hash.startsWith(hash.toLowerCase())) {
-        return {
-          kind: "refused",
-          verb,
-          reason: `\`${dagId}\` has content hash ${shortHash(run.hash)}, not ${hash.slice(0, SHORT_HASH_LENGTH)}: it is not the DAG you confirmed, so it was not started. Read its status card, then confirm the hash shown there.`,
-          helpLine: `usage: ${usage}`,
-        };
-      }
+      // Its own outcome, not a refusal: the policy allows the confirmer; the content is another.
+      if (hash !== null && !run.hash.startsWith(hash.toLowerCase()))
+        return { kind: "hash-mismatch", run: summarizeRun(run), given: hash.toLowerCase() };
     }
   }
   let result: RunDecisionResult;
@@ -90,9 +87,33 @@ export function checkTwoPersonRule(
   };
 }
 
-/** Whether a decision took effect (or had already): what `dagbot confirm/reject/cancel` exit 0 on. */
-export function decisionTookEffect(outcome: Outcome | null): boolean {
-  return outcome !== null && outcome.kind === "decision" && outcome.result !== "wrong-status";
+/** The HTTP route of a decision: `POST /v1/runs/{id}/<verb>`, answered with the run as it is now. */
+export function decisionRoute<C extends { verb: DecisionVerb }>(
+  verb: DecisionVerb,
+  command: (id: string, body: unknown) => C,
+): VerbHttp<C> {
+  return {
+    method: "POST",
+    path: `/v1/runs/:id/${verb}`,
+    summary: `${verb[0]!.toUpperCase()}${verb.slice(1)} a run`,
+    params: runParams,
+    body: verb === "confirm" ? confirmBody : emptyBody,
+    response: decisionSchema,
+    command: ({ params, body }) => command(params["id"] ?? "", body),
+    answer: (o) =>
+      o.kind === "decision" && o.result !== "wrong-status" ? { result: o.result, run: o.run } : null,
+  };
+}
+
+/** A confirmation by hash that names other content than the run's: nothing was started. */
+export function renderHashMismatch(outcome: Extract<Outcome, { kind: "hash-mismatch" }>): Rendered {
+  const { run } = outcome;
+  return r`⛔ ${code(run.dagId)} has content hash ${shortHash(run.hash ?? "")}, not ${outcome.given.slice(
+    0,
+    SHORT_HASH_LENGTH,
+  )}: it is not the DAG you confirmed, so it was not started. Read its status card, then confirm the hash shown there (${code(
+    `!dag confirm ${run.dagId} ${shortHash(run.hash ?? "")}`,
+  )}).`;
 }
 
 export function renderDecision(outcome: Extract<Outcome, { kind: "decision" }>): Rendered {

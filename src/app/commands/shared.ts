@@ -9,7 +9,11 @@ export const MAX_LISTED_RUNS = 15;
 /** The CommandContext of a state change: the fence, and the inbox row to mark in the same transaction. */
 export function commandContext(ctx: HandlerContext): CommandContext | null {
   if (ctx.fence === null) return null;
-  return ctx.eventId === null ? { fence: ctx.fence } : { fence: ctx.fence, inboxEventId: ctx.eventId };
+  return {
+    fence: ctx.fence,
+    ...(ctx.eventId === null ? {} : { inboxEventId: ctx.eventId }),
+    ...(ctx.verb === undefined ? {} : { verb: ctx.verb }),
+  };
 }
 
 /** "No run named x", with the closest recent id when one is near. */

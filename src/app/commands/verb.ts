@@ -1,12 +1,15 @@
 /**
  * What a command verb is, declared once in its own file under verbs/ (the model is Draupnir's
  * describeCommand): its arguments as data (or its own grammar), usage, summary and help, its
- * permission, its handler, the renderers of the outcomes it answers with, and how the CLI types it.
- * The parser, the handler table, help, the reply renderer and the CLI's inbox subcommands are all
- * built from the list in verbs/index.ts.
+ * permission, its handler, the renderers of the outcomes it answers with (chat), and its CLI
+ * subcommand and HTTP route. The parser, the handler table, help, the reply renderer, the CLI's
+ * subcommands and the HTTP routes (so the OpenAPI document) are all built from the list in
+ * verbs/index.ts; what an outcome means outside chat (exit status, HTTP status, plain text) is the
+ * outcome table's (outcome-table.ts). Adding a verb: its file and one line in VERBS.
  */
 import type { ArgSpec, CommandPermission, GrammarLookup, Parsed } from "../../domain/command-grammar.js";
 import { usageOf } from "../../domain/command-grammar.js";
+import type { z } from "zod";
 import type { Rendered } from "../render/html.js";
 import type { CommandPolicy, HandlerContext } from "./context.js";
 import type { Outcome, OutcomeKind } from "./outcome.js";
@@ -16,20 +19,65 @@ export type OutcomeRenderers<K extends OutcomeKind> = {
   readonly [P in K]: (outcome: Extract<Outcome, { kind: P }>) => Rendered | null;
 };
 
+/** A positional argument of a verb's CLI subcommand (one with its own grammar says its own). */
+export interface CliArg {
+  readonly name: string;
+  readonly about: string;
+  readonly optional?: boolean;
+  /** Takes the rest of the words (`[params...]`); last only. */
+  readonly variadic?: boolean;
+}
+
 /**
- * How `dagbot <verb>` types the command on a node and hands it to the room's leader through the
- * inbox (src/cli/subcommands/inbox-verbs.ts). Only for a verb whose arguments are declared.
+ * `dagbot <verb>` (src/cli/subcommands/verb-commands.ts builds it): its arguments, --help, --json,
+ * --room and, for a verb that writes, --wait; the command it builds goes to the room's leader through
+ * the inbox AS DATA (a verb that writes), or runs against the store (a read). Its answer, exit status
+ * and JSON come from the outcome table (outcome-table.ts).
  */
-export interface VerbCli {
+export interface VerbCli<C> {
+  /** The subcommand's name when it is not the verb's (`run` is `dagbot trigger`). */
+  readonly name?: string;
   readonly description: string;
   /** Help after the options, before the exit statuses. */
   readonly about?: string;
-  /** What exit status 0 means: `0 ${took}`. */
-  readonly took: string;
-  /** Whether the answer means the command took effect (or had already): exit status 0. */
-  readonly tookEffect: (outcome: Outcome | null) => boolean;
-  /** Offers --json (the answer as one JSON object). */
-  readonly json: boolean;
+  /** A verb with its own grammar: its positional arguments, and the command they make. */
+  readonly args?: readonly CliArg[];
+  readonly command?: (values: ReadonlyArray<string | readonly string[] | undefined>) => C;
+  /** Offers --confirm: a new run the answer creates awaiting confirmation is confirmed at once. */
+  readonly confirmOption?: boolean;
+  /**
+   * While no node of the room runs, the command is queued and that is success (exit 0): the first
+   * leader applies it before it schedules anything (cap). Otherwise that is exit 3.
+   */
+  readonly queuesWithoutNode?: boolean;
+}
+
+/** The shape of an HTTP request's parts once its schemas have checked them. */
+export interface HttpInput {
+  readonly params: Readonly<Record<string, string>>;
+  readonly body: unknown;
+  readonly query: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * The verb's HTTP route (src/adapters/http/verb-routes.ts builds it, and so its OpenAPI entry): the
+ * method and path, the schemas of its path parameters, query and body, the command they make, and
+ * the answer's data for each outcome that is a success (the outcome table gives the status; every
+ * other outcome is a problem the table names).
+ */
+export interface VerbHttp<C> {
+  readonly method: "GET" | "POST" | "PUT" | "DELETE";
+  /** Fastify's form: `/v1/runs/:id/confirm`; a `:room` parameter names the room. */
+  readonly path: string;
+  readonly summary: string;
+  readonly params?: z.ZodType;
+  readonly query?: z.ZodType;
+  readonly body?: z.ZodType;
+  /** The success answer's schema (the OpenAPI document shows it). */
+  readonly response: z.ZodType;
+  readonly command: (input: HttpInput) => C;
+  /** The answer's data for a success outcome; null for one that is not (then it is a problem). */
+  readonly answer: (outcome: Outcome) => Record<string, unknown> | null;
 }
 
 interface VerbBase<C extends { verb: string }, K extends OutcomeKind> {
@@ -44,7 +92,10 @@ interface VerbBase<C extends { verb: string }, K extends OutcomeKind> {
   /** `verbs`: the whole list, for the verb that describes the others (help). */
   handle(ctx: HandlerContext, command: C, verbs: readonly AnyVerb[]): Promise<Outcome> | Outcome;
   readonly render: OutcomeRenderers<K>;
-  readonly cli?: VerbCli;
+  /** It changes the room (through the leader's inbox): the CLI and HTTP send it there, never run it. */
+  readonly writes?: boolean;
+  readonly cli?: VerbCli<C>;
+  readonly http?: VerbHttp<C>;
 }
 
 /** A verb with its arguments declared as data: the parser, usage and help read them. */
@@ -59,6 +110,8 @@ interface OwnGrammar<C> {
   readonly parse: (args: string[], after: string, grammar: GrammarLookup) => Parsed<C>;
   readonly takesCodeBlock?: boolean;
   readonly same?: (a: C, b: C) => boolean;
+  /** The command given as data (CLI, HTTP): checked as strictly as its text. */
+  readonly fromData?: (data: Readonly<Record<string, unknown>>) => Parsed<C>;
 }
 
 export type VerbDeclaration<C extends { verb: string }, K extends OutcomeKind> = VerbBase<C, K> &
@@ -71,6 +124,7 @@ export interface Verb<C extends { verb: string }, K extends OutcomeKind> extends
   readonly parse?: (args: string[], after: string, grammar: GrammarLookup) => Parsed;
   readonly takesCodeBlock?: boolean;
   readonly same?: (a: { verb: string }, b: { verb: string }) => boolean;
+  readonly fromData?: (data: Readonly<Record<string, unknown>>) => Parsed;
 }
 
 /** Any verb of the list, as the table and help see it. */

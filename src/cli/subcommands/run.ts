@@ -14,7 +14,9 @@ import { commandPolicy } from "../../composition/command-step.js";
 import { isShared, roomActivity, startLocalNodes } from "../../composition/local-run.js";
 import { watchStore } from "../../composition/store-watch.js";
 import type { DagFile } from "../dag-file.js";
-import { loadDagFile, publishBody } from "../dag-file.js";
+import { loadDagFile, publishCommand } from "../dag-file.js";
+import { plainTextOf } from "../../app/commands/outcome-table.js";
+import { CLI_IDIOM } from "./verb-commands.js";
 import { CliError, EXIT_CONFIG, runCli } from "../cli-error.js";
 import { colorFor } from "../progress.js";
 import { makeLogger } from "../../composition/engine-settings.js";
@@ -163,9 +165,13 @@ async function runDag(file: string, options: RunOptions): Promise<number> {
   const stopListening = onStopSignals((stage) => {
     if (stage === "graceful" && dagId !== null) {
       process.stderr.write("\ncanceling the run (Ctrl-C again to stop at once)\n");
-      void command(store, roomId, `!dag cancel ${dagId}`, COMMAND_WAIT_MS, commandPolicy(config)).catch(
-        () => {},
-      );
+      void command(
+        store,
+        roomId,
+        { verb: "cancel", id: dagId },
+        COMMAND_WAIT_MS,
+        commandPolicy(config),
+      ).catch(() => {});
     } else {
       process.stderr.write("\nstopping now\n");
       stopAll.abort();
@@ -199,7 +205,7 @@ async function publishAndConfirm(
 ): Promise<{ runId: string; dagId: string }> {
   let id = await freeDagId(store, roomId, dag.dag.id);
   for (let attempt = 0; ; attempt++) {
-    const answer = await command(store, roomId, publishBody(dag.document, id), COMMAND_WAIT_MS, policy);
+    const answer = await command(store, roomId, publishCommand(dag.document, id), COMMAND_WAIT_MS, policy);
     const kind = answer.outcome?.kind ?? (answer.runId !== null ? "published" : null);
     if ((kind === "exists" || kind === "conflict") && attempt < 5) {
       id = await freeDagId(store, roomId, dag.dag.id, 2);
@@ -207,16 +213,29 @@ async function publishAndConfirm(
     }
     if (kind !== "published" || answer.runId === null) {
       throw new CliError(
-        `the leader did not start the run:\n${answer.text ?? JSON.stringify(answer.row.result)}`,
+        `the leader did not start the run:\n${
+          answer.outcome === null ? JSON.stringify(answer.row.result) : plainTextOf(answer.outcome, CLI_IDIOM)
+        }`,
         1,
       );
     }
     const run = await store.getRunById(answer.runId);
     if (run?.status === "pending") {
-      const confirmed = await command(store, roomId, `!dag confirm ${id}`, COMMAND_WAIT_MS, policy);
+      const confirmed = await command(
+        store,
+        roomId,
+        { verb: "confirm", id, hash: null },
+        COMMAND_WAIT_MS,
+        policy,
+      );
       const after = await store.getRunById(answer.runId);
       if (after?.status === "pending") {
-        throw new CliError(`the run could not be confirmed:\n${confirmed.text ?? "no answer"}`, 1);
+        throw new CliError(
+          `the run could not be confirmed:\n${
+            confirmed.outcome === null ? "no answer" : plainTextOf(confirmed.outcome, CLI_IDIOM)
+          }`,
+          1,
+        );
       }
     }
     return { runId: answer.runId, dagId: id };

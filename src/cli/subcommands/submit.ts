@@ -2,7 +2,9 @@
 import type { Command } from "commander";
 import { commandPolicy } from "../../composition/command-step.js";
 import { command, waitSeconds } from "../../composition/leader-room.js";
-import { loadDagFile, publishBody } from "../dag-file.js";
+import { loadDagFile, publishCommand } from "../dag-file.js";
+import { plainTextOf } from "../../app/commands/outcome-table.js";
+import { CLI_IDIOM } from "./verb-commands.js";
 import { runCli } from "../cli-error.js";
 import { openConfiguredStore } from "../../composition/store-open.js";
 import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
@@ -19,7 +21,9 @@ export function registerSubmit(program: Command): void {
   withCommonOptions(
     program
       .command("submit")
-      .description("Publish a DAG file into the store as a !dag publish command would, and print its run id.")
+      .description(
+        "Publish a DAG file through the room's leader, as a publish in chat would, and print its run id.",
+      )
       .argument("<file>", "the DAG document (.json or .toml)")
       .option("--room <room>", "the room (default: the config's only room)")
       .option("--confirm", "confirm the run too, so it starts at once")
@@ -27,7 +31,7 @@ export function registerSubmit(program: Command): void {
       .option("--json", "print { runId, dagId, status } as JSON"),
     "The command goes into the room's inbox; the room's leader (a running `dagbot node` or bot) validates\n" +
       "it against the actions live nodes offer and answers. The run id is printed on stdout, the leader's\n" +
-      "reply on stderr. Exit status: 0 published (or already there with the same content), 1 refused or no\n" +
+      "answer on stderr. Exit status: 0 published (or already there with the same content), 1 refused or no\n" +
       "leader answered, 2 bad file or config, 3 no node of the room has a heartbeat (said at once; the\n" +
       "command stays queued and runs when a node starts).",
   ).action((file: string, options: SubmitOptions) => runCli("submit", () => submit(file, options)));
@@ -45,25 +49,28 @@ async function submit(file: string, options: SubmitOptions): Promise<number> {
     const published = await command(
       store,
       roomId,
-      publishBody(dag.document),
+      publishCommand(dag.document),
       waitMs,
       commandPolicy(config),
       LIVE,
     );
-    if (published.text !== null) process.stderr.write(`${published.text}\n`);
-    const kind = published.outcome?.kind ?? null;
+    const outcome = published.outcome;
+    if (outcome !== null) process.stderr.write(`${plainTextOf(outcome, CLI_IDIOM)}\n`);
+    const kind = outcome?.kind ?? null;
     if (published.runId === null || (kind !== null && kind !== "published" && kind !== "exists")) return 1;
     let status = (await store.getRunById(published.runId))?.status ?? null;
     if (options.confirm === true && status === "pending") {
+      const run = outcome?.kind === "published" || outcome?.kind === "exists" ? outcome.run : null;
       const confirmed = await command(
         store,
         roomId,
-        `!dag confirm ${published.dagId ?? dag.dag.id}`,
+        // The hash of what was just published: the confirmation is for exactly that.
+        { verb: "confirm", id: published.dagId ?? dag.dag.id, hash: run?.hash ?? dag.hash },
         waitMs,
         commandPolicy(config),
         LIVE,
       );
-      if (confirmed.text !== null) process.stderr.write(`${confirmed.text}\n`);
+      if (confirmed.outcome !== null) process.stderr.write(`${plainTextOf(confirmed.outcome, CLI_IDIOM)}\n`);
       status = (await store.getRunById(published.runId))?.status ?? null;
       if (status === "pending") return 1;
     }

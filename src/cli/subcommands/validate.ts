@@ -23,7 +23,7 @@ export type ValidateFileResult =
       file: string;
       ok: true;
       format: DagFormat;
-      dag: { id: string; tasks: number; hash: string; levels: string[][] };
+      dag: { id: string; tasks: number; hash: string; levels: string[][]; params?: boolean };
     }
   | { file: string; ok: false; format: DagFormat | null; issues: DagIssue[] }
   | { file: string; ok: false; error: string };
@@ -95,6 +95,12 @@ function writeText(result: ValidateFileResult): void {
     const lines = [
       `${result.file}: dag ${dag.id}: ${dag.tasks} task${dag.tasks === 1 ? "" : "s"} in ${dag.levels.length} level${dag.levels.length === 1 ? "" : "s"}, hash ${dag.hash.slice(0, 12)}`,
       ...dag.levels.map((ids, level) => `  level ${level}: ${ids.join(", ")}`),
+      // The hash covers the run's id and parameter values: `dagbot confirm` of a triggered run needs its own.
+      ...(dag.params
+        ? [
+            "  (the hash of the run publishing starts; each run `dagbot trigger` starts has its own hash, shown in its answer and card: confirm with that one)",
+          ]
+        : []),
     ];
     process.stdout.write(`${lines.join("\n")}\n`);
   } else {
@@ -202,6 +208,7 @@ export async function validateFile(
       tasks: parsed.dag.tasks.length,
       hash: parsed.hash,
       levels: planLevels(parsed.dag),
+      ...(parsed.dag.params === undefined ? {} : { params: true }),
     },
   };
 }

@@ -2,6 +2,7 @@
 import { MAX_CAP } from "../../../domain/command-grammar.js";
 import { r } from "../../render/html.js";
 import { commandContext } from "../shared.js";
+import { capBody, capSchema, roomParams } from "../http-shapes.js";
 import { defineVerb } from "../verb.js";
 
 export const cap = defineVerb<{ verb: "cap"; n: number }, "cap">({
@@ -19,6 +20,24 @@ export const cap = defineVerb<{ verb: "cap"; n: number }, "cap">({
     // The cap and the inbox mark commit together: a crash cannot apply one command twice.
     const { previous } = await ctx.store.setRoomCap(ctx.roomId, c.n, cmd);
     return { kind: "cap", cap: c.n, previous };
+  },
+  writes: true,
+  cli: {
+    description: "Set the room's cap on active (queued or running) tasks, effective at once.",
+    about:
+      "Raising the cap lets the leader queue waiting tasks at once; lowering it never interrupts a running\n" +
+      "task (admission stops until enough tasks finish); 0 pauses the room.",
+    queuesWithoutNode: true,
+  },
+  http: {
+    method: "PUT",
+    path: "/v1/rooms/:room/cap",
+    summary: "Set the room's cap on active tasks (0 pauses the room)",
+    params: roomParams,
+    body: capBody,
+    response: capSchema,
+    command: ({ body }) => ({ verb: "cap", n: (body as { cap: number }).cap }),
+    answer: (o) => (o.kind === "cap" ? { cap: o.cap, previous: o.previous } : null),
   },
   render: {
     cap: (o) =>

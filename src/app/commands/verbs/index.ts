@@ -9,7 +9,8 @@ import type {
   ParseCommandResult as GrammarResult,
 } from "../../../domain/command-grammar.js";
 import { grammarOf } from "../../../domain/command-grammar.js";
-import type { CommandOf } from "../verb.js";
+import type { Parsed } from "../../../domain/command-grammar.js";
+import type { AnyVerb, CommandOf } from "../verb.js";
 import { cancel } from "./cancel.js";
 import { cap } from "./cap.js";
 import { confirm } from "./confirm.js";
@@ -56,10 +57,30 @@ export const COMMAND_VERBS: readonly CommandVerb[] = VERBS.map((v) => v.verb);
 
 const grammar = grammarOf<Command, CommandVerb>(VERBS);
 export const parseCommand = grammar.parseCommand;
+/** A command given as data (the CLI's and HTTP's way), checked by the rules of typed text. */
+export const parseCommandData = grammar.parseData as (
+  data: unknown,
+) => { kind: "command"; command: Command } | { kind: "error"; error: CommandError };
 export const helpLineFor = grammar.helpLineFor;
 export const isCommandVerb = grammar.isVerb;
 export const suggestVerb = grammar.suggestVerb;
 export const GENERAL_HELP_LINE = grammar.generalHelpLine;
+
+/**
+ * A list of verbs with the grammar that reads their commands given as data: what the CLI and HTTP
+ * faces are built from (VERB_REGISTRY; a test builds one with a trial verb added).
+ */
+export interface VerbRegistry {
+  readonly verbs: readonly AnyVerb[];
+  parseData(data: unknown): Parsed;
+}
+
+export function registryOf(verbs: readonly AnyVerb[]): VerbRegistry {
+  const own = grammarOf<{ verb: string }, string>(verbs);
+  return { verbs, parseData: own.parseData };
+}
+
+export const VERB_REGISTRY: VerbRegistry = { verbs: COMMANDS, parseData: grammar.parseData };
 
 export function commandInfo(verb: CommandVerb): (typeof VERBS)[number] {
   // VERBS lists every verb; the fallback only satisfies the type checker.

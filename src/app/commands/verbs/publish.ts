@@ -2,9 +2,11 @@
  * `!dag publish <name> | !dag publish + a code block`: validate a DAG (inline or from the node's
  * library folder), check its actions against what live nodes offer, and create its first run.
  */
+import type { z } from "zod";
 import {
   ID_RULE,
   LIBRARY_NAME_PATTERN,
+  MAX_COMMAND_BYTES,
   arity,
   fail,
   ok,
@@ -12,7 +14,7 @@ import {
   unquote,
 } from "../../../domain/command-grammar.js";
 import type { Parsed } from "../../../domain/command-grammar.js";
-import { quoteInput, readFence } from "../../../domain/command-text.js";
+import { quoteInput, readFence, utf8Length } from "../../../domain/command-text.js";
 import { parseDag } from "../../../domain/dag.js";
 import { appliedDag, resolveParams } from "../../../domain/params.js";
 import { isTerminalRun } from "../../../domain/run-states.js";
@@ -27,6 +29,7 @@ import {
   startRun,
   unknownActions,
 } from "../run-creation.js";
+import { publishBody, publishedSchema } from "../http-shapes.js";
 import { defineVerb } from "../verb.js";
 
 export type PublishSource =
@@ -59,8 +62,26 @@ export const publish = defineVerb<
   ],
   takesCodeBlock: true,
   parse: (_args, after) => parsePublish(after),
+  fromData: (data) => publishFromData(data),
   same: sameCommand,
   handle: (ctx, c) => handlePublish(ctx, c.source),
+  writes: true,
+  http: {
+    method: "POST",
+    path: "/v1/dags",
+    summary: "Publish a DAG (a run that waits for confirmation unless the publisher is on auto_confirm)",
+    body: publishBody,
+    response: publishedSchema,
+    command: ({ body }) => ({ verb: "publish", source: publishSourceOf(body as PublishBody) }),
+    answer: (o) =>
+      o.kind === "published" || o.kind === "exists"
+        ? {
+            result: o.kind,
+            run: o.run,
+            needsConfirmation: o.kind === "published" ? o.needsConfirmation : o.run.status === "pending",
+          }
+        : null,
+  },
   render: {
     ...CREATION_RENDERERS,
     "library-error": (o) =>
@@ -72,6 +93,41 @@ export const publish = defineVerb<
       ]),
   },
 });
+
+type PublishBody = z.output<typeof publishBody>;
+
+/** A document travels as JSON text: the leader parses it as data, as a code block's text. */
+function publishSourceOf(body: PublishBody): PublishSource {
+  if ("library" in body) return { kind: "library", name: body.library };
+  if ("document" in body) return { kind: "inline", format: "json", text: JSON.stringify(body.document) };
+  return { kind: "inline", format: body.format, text: body.text };
+}
+
+/** `{ verb: "publish", source: { kind: "inline", format, text } | { kind: "library", name } }`. */
+function publishFromData(data: Readonly<Record<string, unknown>>): Parsed<PublishCommand> {
+  const extra = Object.keys(data).find((k) => k !== "verb" && k !== "source");
+  if (extra !== undefined)
+    return fail("extra-argument", "publish", `unexpected field ${quoteInput(extra)}: publish takes source`);
+  const source = data["source"];
+  const s = typeof source === "object" && source !== null ? (source as Record<string, unknown>) : {};
+  if (s["kind"] === "library") {
+    const name = s["name"];
+    if (typeof name !== "string" || !LIBRARY_NAME_PATTERN.test(name))
+      return fail("bad-name", "publish", `bad library name: ${ID_RULE}, not starting with . or -`);
+    return ok({ verb: "publish", source: { kind: "library", name } });
+  }
+  const { format, text } = s;
+  if (s["kind"] !== "inline" || (format !== "json" && format !== "toml") || typeof text !== "string")
+    return fail(
+      "missing-source",
+      "publish",
+      "publish needs a source: a library name, or a json or toml text",
+    );
+  if (text.trim() === "") return fail("empty-code-block", "publish", "the DAG document is empty");
+  if (utf8Length(text) > MAX_COMMAND_BYTES)
+    return fail("too-large", "publish", `the DAG document is larger than ${MAX_COMMAND_BYTES} bytes`);
+  return ok({ verb: "publish", source: { kind: "inline", format, text } });
+}
 
 function parsePublish(after: string): Parsed<PublishCommand> {
   const fenceAt = after.indexOf("```");

@@ -1,6 +1,6 @@
 /** `!dag reject`: drop a published DAG run that waits for confirmation. A leader decision (run-decisions.ts). */
 import { RUN_ID_ARG } from "../../../domain/command-grammar.js";
-import { decisionTookEffect, handleDecision, renderDecision } from "../run-decisions.js";
+import { decisionRoute, handleDecision, renderDecision } from "../run-decisions.js";
 import type { Outcome } from "../outcome.js";
 import { defineVerb } from "../verb.js";
 
@@ -12,11 +12,9 @@ export const reject = defineVerb<{ verb: "reject"; id: string }, "decision">({
   details: [],
   handle: (ctx, c): Promise<Outcome> => handleDecision(ctx, "reject", reject.usage, c.id),
   render: { decision: renderDecision },
+  writes: true,
   cli: {
-    description: "Reject a run that awaits confirmation, as `!dag reject` or ❌ on its card would.",
-
-    took: "rejected (or already rejected)",
-    tookEffect: decisionTookEffect,
-    json: true,
+    description: "Reject a run that awaits confirmation: it will not run.",
   },
+  http: decisionRoute("reject", (id) => ({ verb: "reject", id })),
 });

@@ -12,6 +12,7 @@ import type { HandlerContext } from "../context.js";
 import type { Outcome, RunSummary } from "../outcome.js";
 import { summarizeRun } from "../outcome.js";
 import { createAndDescribe, freeId, invalidDag, retryCandidates, unknownActions } from "../run-creation.js";
+import { emptyBody, retriedSchema, runParams } from "../http-shapes.js";
 import { notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
 import { findRun } from "../../run-ref.js";
@@ -27,11 +28,23 @@ export const retry = defineVerb<{ verb: "retry"; id: string }, "retried" | "noth
     retried: renderRetried,
     "nothing-to-retry": (o) => renderNothingToRetry(o.run, o.why),
   },
+  writes: true,
   cli: {
-    description: "Start a new run of the part of an ended run that did not succeed, as `!dag retry` would.",
-    took: "a new run was created",
-    tookEffect: (outcome) => outcome?.kind === "retried",
-    json: true,
+    description: "Start a new run of the part of an ended run that did not succeed.",
+    confirmOption: true,
+  },
+  http: {
+    method: "POST",
+    path: "/v1/runs/:id/retry",
+    summary: "Start a new run of the part of a run that did not succeed",
+    params: runParams,
+    body: emptyBody,
+    response: retriedSchema,
+    command: ({ params }) => ({ verb: "retry", id: params["id"] ?? "" }),
+    answer: (o) =>
+      o.kind === "retried"
+        ? { from: o.from, run: o.run, taskIds: o.taskIds, needsConfirmation: o.needsConfirmation }
+        : null,
   },
 });
 

@@ -6,6 +6,7 @@ import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
 import { startRun } from "../run-creation.js";
 import { notFoundRun } from "../shared.js";
+import { triggerBody, triggeredSchema } from "../http-shapes.js";
 import { defineVerb } from "../verb.js";
 import { findRun } from "../../run-ref.js";
 
@@ -30,10 +31,92 @@ export const run = defineVerb<RunCommand, never>({
     "published DAG does (auto_confirm and the two-person rule apply).",
   ],
   parse: (args) => parseRun(args),
+  fromData: (data) => runFromData(data),
   handle: (ctx, c) => handleRun(ctx, c.id, c.params),
   // Its answers are publish's (a new run, a conflict, an invalid DAG): rendered there.
   render: {},
+  writes: true,
+  cli: {
+    name: "trigger",
+    description: "Start a new run of a published DAG, with values for its parameters.",
+    about:
+      "The run gets the next free id <dag_id>.2, <dag_id>.3, ... and awaits confirmation unless the sender is\n" +
+      "on auto_confirm or --confirm is given, like a published DAG. <dag_id> may name one of its runs. Values\n" +
+      "are checked against the DAG's [params] before anything is stored; a refused value names its parameter.",
+    args: [
+      { name: "dag_id", about: "the published DAG's id" },
+      {
+        name: "params",
+        about: "name=value for a parameter the DAG declares (a value is one word)",
+        variadic: true,
+      },
+    ],
+    command: ([id, pairs]) => ({
+      verb: "run",
+      id: typeof id === "string" ? id : "",
+      params: (Array.isArray(pairs) ? (pairs as readonly string[]) : []).map((p): [string, string] => {
+        const eq = p.indexOf("=");
+        // No "=": refused by fromData, which names the word.
+        return eq < 0 ? [p, NO_VALUE] : [p.slice(0, eq), p.slice(eq + 1)];
+      }),
+    }),
+    confirmOption: true,
+  },
+  http: {
+    method: "POST",
+    path: "/v1/runs",
+    summary: "Start a new run of a published DAG with values for its parameters",
+    body: triggerBody,
+    response: triggeredSchema,
+    command: ({ body }) => {
+      const b = body as { dagId: string; params?: Record<string, string> };
+      return { verb: "run", id: b.dagId, params: Object.entries(b.params ?? {}) };
+    },
+    answer: (o) =>
+      o.kind === "published" && o.run.definition !== undefined
+        ? { result: "created", run: o.run, needsConfirmation: o.needsConfirmation }
+        : null,
+  },
 });
+
+/** What the CLI gives for a word without "=": not a value anyone could send (it has a NUL). */
+const NO_VALUE = "\u0000";
+/** A parameter value is one word, as typed after `!dag run` (README, DAG format). */
+const ONE_WORD = /^[^\s]*$/;
+
+/** `{ verb: "run", id, params: [[name, value], ...] }`, with the rules of the typed command. */
+function runFromData(data: Readonly<Record<string, unknown>>): Parsed<RunCommand> {
+  const extra = Object.keys(data).find((k) => k !== "verb" && k !== "id" && k !== "params");
+  if (extra !== undefined)
+    return fail("extra-argument", "run", `unexpected field ${quoteInput(extra)}: run takes id and params`);
+  const rawId = data["id"];
+  if (typeof rawId !== "string")
+    return fail("missing-argument", "run", "missing id, the id of a published DAG");
+  const id = checkId("run", "id", rawId);
+  if (typeof id !== "string") return id;
+  const given = data["params"] ?? [];
+  if (!Array.isArray(given)) return fail("bad-argument", "run", "params is a list of [name, value] pairs");
+  if (given.length > MAX_RUN_PARAMS)
+    return fail("extra-argument", "run", `${given.length} parameters given; at most ${MAX_RUN_PARAMS}`);
+  const params: Array<[string, string]> = [];
+  for (const pair of given as unknown[]) {
+    const [name, value] = Array.isArray(pair) ? (pair as unknown[]) : [];
+    if (typeof name !== "string" || !PARAM_NAME.test(name) || value === NO_VALUE)
+      return fail(
+        "bad-argument",
+        "run",
+        `bad parameter ${quoteInput(typeof name === "string" ? name : "?")}: write name=value, the name a parameter the DAG declares (letters, digits, _)`,
+      );
+    if (typeof value !== "string" || !ONE_WORD.test(value))
+      return fail(
+        "bad-argument",
+        "run",
+        `bad value for ${name}: a parameter value is one word (no spaces or line breaks)`,
+      );
+    params.push([name, value]);
+  }
+  return ok({ verb: "run", id, params });
+}
 
 /** At most this many name=value pairs after `!dag run <id>` (a DAG declares at most 32 parameters). */
 const MAX_RUN_PARAMS = 32;
