@@ -96,6 +96,11 @@ export interface HttpToken {
   /** SHA-256 of the bearer token, 64 lower-case hex digits: the config never holds the token itself. */
   sha256: string;
   level: HttpTokenLevel;
+  /**
+   * The rooms the token may read and act on (`rooms = [...]`); absent: every room of the node. Another
+   * room is answered like one the node does not serve, so the token does not learn which those are.
+   */
+  rooms?: string[];
 }
 
 export interface HttpConfig {
@@ -117,6 +122,14 @@ export interface HttpConfig {
   heartbeatMs: number;
   /** Event streams this node serves at once; one more is a 503 (each may hold up to sseBufferBytes). */
   maxStreams: number;
+  /** Open connections at once (streams included); one more is closed as soon as it is accepted. */
+  maxConnections: number;
+  /** How long a client may take to send a request's headers (a slow-headers client holds a connection). */
+  headerTimeoutMs: number;
+  /** How long a client may take to send a whole request, headers and body. */
+  requestTimeoutMs: number;
+  /** How long an idle keep-alive connection is kept open between requests. */
+  keepAliveTimeoutMs: number;
 }
 
 export interface NodeConfig {
@@ -397,39 +410,66 @@ const retentionSchema = z
     }
   });
 
-const httpSchema = z.strictObject({
-  listen: z
-    .string()
-    .regex(LISTEN, { error: 'must be HOST:PORT, like "127.0.0.1:8080"' })
-    .refine((text) => Number(LISTEN.exec(text)?.[2] ?? 0) <= 65_535, {
-      error: "the port must be at most 65535",
-    }),
-  tokens: z
-    .array(
-      z.strictObject({
-        name: z.string().regex(ID, { error: ID_HINT }),
-        sha256: z.string().regex(/^[0-9a-f]{64}$/, {
-          error: "must be the token's SHA-256 as 64 lower-case hex digits (printf %s TOKEN | sha256sum)",
-        }),
-        level: z.enum(["read", "operate"], { error: 'must be "read" or "operate"' }),
+const httpSchema = z
+  .strictObject({
+    listen: z
+      .string()
+      .regex(LISTEN, { error: 'must be HOST:PORT, like "127.0.0.1:8080"' })
+      .refine((text) => Number(LISTEN.exec(text)?.[2] ?? 0) <= 65_535, {
+        error: "the port must be at most 65535",
       }),
-    )
-    .min(1, { error: "must hold at least one token" })
-    .superRefine((tokens, ctx) => {
-      const seen = new Set<string>();
-      tokens.forEach((t, i) => {
-        if (seen.has(t.name)) ctx.addIssue({ code: "custom", path: [i, "name"], message: "is used twice" });
-        seen.add(t.name);
+    tokens: z
+      .array(
+        z.strictObject({
+          name: z.string().regex(ID, { error: ID_HINT }),
+          sha256: z.string().regex(/^[0-9a-f]{64}$/, {
+            error: "must be the token's SHA-256 as 64 lower-case hex digits (printf %s TOKEN | sha256sum)",
+          }),
+          level: z.enum(["read", "operate"], { error: 'must be "read" or "operate"' }),
+          // Checked against the node's rooms below (the file's top level knows them).
+          rooms: uniqueList(z.string().min(1))
+            .min(1, { error: "must name at least one room (leave rooms out for every room)" })
+            .optional(),
+        }),
+      )
+      .min(1, { error: "must hold at least one token" })
+      .superRefine((tokens, ctx) => {
+        const seen = new Set<string>();
+        tokens.forEach((t, i) => {
+          if (seen.has(t.name)) ctx.addIssue({ code: "custom", path: [i, "name"], message: "is used twice" });
+          seen.add(t.name);
+        });
+      }),
+    health: z.enum(["open", "token"], { error: 'must be "open" or "token"' }).prefault("open"),
+    metrics: z.enum(["open", "token"], { error: 'must be "open" or "token"' }).prefault("token"),
+    body_limit: byteSize.prefault("256KiB"),
+    sse_buffer: byteSize.prefault("1MiB"),
+    command_timeout: duration(1).prefault("30s"),
+    heartbeat: duration(100).prefault("15s"),
+    max_streams: z.number().int().min(1).max(10_000).prefault(200),
+    // Each connection costs a socket and some memory; the cap keeps a flood of idle or slow clients
+    // from taking the node's descriptors (the event streams count too, hence above max_streams).
+    max_connections: z.number().int().min(2).max(100_000).prefault(512),
+    header_timeout: duration(100).prefault("10s"),
+    request_timeout: duration(100).prefault("30s"),
+    keep_alive_timeout: duration(100).prefault("5s"),
+  })
+  .superRefine((http, ctx) => {
+    if (http.max_connections <= http.max_streams) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["max_connections"],
+        message: "must be larger than http.max_streams (every event stream holds a connection)",
       });
-    }),
-  health: z.enum(["open", "token"], { error: 'must be "open" or "token"' }).prefault("open"),
-  metrics: z.enum(["open", "token"], { error: 'must be "open" or "token"' }).prefault("token"),
-  body_limit: byteSize.prefault("256KiB"),
-  sse_buffer: byteSize.prefault("1MiB"),
-  command_timeout: duration(1).prefault("30s"),
-  heartbeat: duration(100).prefault("15s"),
-  max_streams: z.number().int().min(1).max(10_000).prefault(200),
-});
+    }
+    if (http.header_timeout > http.request_timeout) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["header_timeout"],
+        message: "must be at most http.request_timeout (the headers are part of the request)",
+      });
+    }
+  });
 
 const storeSchema = z.string().transform((text, ctx) => {
   const parsed = parseStoreLocation(text);
@@ -475,6 +515,19 @@ export const nodeConfigFileSchema = z
         )}m here): a command forgotten sooner could be handled twice`,
       });
     }
+    // A token limited to rooms names rooms of this node: a typo would otherwise lock it out silently.
+    const rooms = file.matrix?.rooms ?? [LOCAL_ROOM_ID];
+    file.http?.tokens.forEach((token, i) => {
+      token.rooms?.forEach((room, j) => {
+        if (!rooms.includes(room)) {
+          ctx.addIssue({
+            code: "custom",
+            path: ["http", "tokens", i, "rooms", j],
+            message: `is not one of this node's rooms (${rooms.join(", ")})`,
+          });
+        }
+      });
+    });
     // A node beats once per lease.renew_every: a shorter limit would show live nodes as gone.
     const gone = file.retention.node_gone_after;
     if (gone !== undefined && gone <= 2 * file.lease.renew_every) {
@@ -519,6 +572,8 @@ export function knownKeysAt(path: readonly PropertyKey[]): string[] | null {
     return Object.keys(sections[first].shape);
   }
   if (first === "actions" && path.length === 2) return Object.keys(actionSchema.shape);
+  if (first === "http" && second === "tokens" && path.length === 3)
+    return ["name", "sha256", "level", "rooms"];
   if (
     first === "actions" &&
     third === "args" &&
@@ -611,7 +666,12 @@ export function toNodeConfig(
             listen: file.http.listen,
             host: (listen[1] ?? "").replace(/^\[|\]$/g, ""),
             port: Number(listen[2]),
-            tokens: file.http.tokens,
+            tokens: file.http.tokens.map((t) => ({
+              name: t.name,
+              sha256: t.sha256,
+              level: t.level,
+              ...(t.rooms === undefined ? {} : { rooms: t.rooms }),
+            })),
             openHealth: file.http.health === "open",
             openMetrics: file.http.metrics === "open",
             bodyLimitBytes: file.http.body_limit,
@@ -619,6 +679,10 @@ export function toNodeConfig(
             commandTimeoutMs: file.http.command_timeout,
             heartbeatMs: file.http.heartbeat,
             maxStreams: file.http.max_streams,
+            maxConnections: file.http.max_connections,
+            headerTimeoutMs: file.http.header_timeout,
+            requestTimeoutMs: file.http.request_timeout,
+            keepAliveTimeoutMs: file.http.keep_alive_timeout,
           },
     logLevel: file.log_level,
   };

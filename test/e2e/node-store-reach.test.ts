@@ -6,8 +6,6 @@
  * going down and up is a TCP proxy this test starts and stops in front of the real PostgreSQL.
  */
 import { readFileSync } from "node:fs";
-import { createServer, connect } from "node:net";
-import type { Server, Socket } from "node:net";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/adapters/clock/system-clock.js";
 import { createProcessExecutor } from "../../src/adapters/exec/process-executor.js";
@@ -32,47 +30,10 @@ import type { NodeProcess, Target } from "../support/engine-cluster.js";
 import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
 import type { TestDatabase } from "../support/postgres.js";
 import { waitFor } from "../support/store-wait.js";
+import { freePort, startProxy as proxyTo } from "../support/tcp-proxy.js";
 
 const PG_PORT = 5432;
-
-/** A TCP proxy on `port` to the real server; close() drops every connection, like a server going down. */
-async function startProxy(port: number): Promise<{ close(): Promise<void> }> {
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((inbound) => {
-    const outbound = connect(PG_PORT, "127.0.0.1");
-    for (const s of [inbound, outbound]) {
-      sockets.add(s);
-      s.on("close", () => sockets.delete(s));
-      s.on("error", () => {
-        inbound.destroy();
-        outbound.destroy();
-      });
-    }
-    inbound.pipe(outbound);
-    outbound.pipe(inbound);
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, "127.0.0.1", () => resolve());
-  });
-  return {
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
-}
-
-/** A port nothing listens on (it was free a moment ago). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (address === null || typeof address === "string") throw new Error("no port");
-  return address.port;
-}
+const startProxy = (port: number) => proxyTo(port, PG_PORT);
 
 function logLines(node: NodeProcess): Array<Record<string, unknown>> {
   return readFileSync(node.logPath, "utf8")

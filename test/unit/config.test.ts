@@ -255,6 +255,10 @@ describe("defaults", () => {
       commandTimeoutMs: 30_000,
       heartbeatMs: 15_000,
       maxStreams: 200,
+      maxConnections: 512,
+      headerTimeoutMs: 10_000,
+      requestTimeoutMs: 30_000,
+      keepAliveTimeoutMs: 5_000,
     });
     expect(config.permissions).toEqual({
       powerLevel: 75,

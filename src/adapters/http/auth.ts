@@ -1,7 +1,7 @@
 /**
  * Bearer tokens of the HTTP API: the config holds each token's SHA-256 (never the token), a caller's
  * token is hashed and compared with every configured hash in constant time, and the match gives the
- * token's name (the sender of its commands) and level. The token itself is never stored or logged.
+ * token's name (the sender of its commands), level and rooms. The token itself is never stored or logged.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { HttpToken, HttpTokenLevel } from "../../config/node-config.js";
@@ -10,6 +10,8 @@ export interface Caller {
   /** The configured token's name: commands are sent as `http:<name>`. */
   name: string;
   level: HttpTokenLevel;
+  /** The only rooms the token may use; absent: every room of the node. */
+  rooms?: readonly string[];
 }
 
 export function sha256Hex(text: string): string {
@@ -22,7 +24,10 @@ const MAX_TOKEN_CHARS = 512;
 export function tokenVerifier(
   tokens: readonly HttpToken[],
 ): (authorization: string | undefined) => Caller | null {
-  const known = tokens.map((t) => ({ name: t.name, level: t.level, hash: Buffer.from(t.sha256, "hex") }));
+  const known = tokens.map((t) => ({
+    caller: { name: t.name, level: t.level, ...(t.rooms === undefined ? {} : { rooms: t.rooms }) },
+    hash: Buffer.from(t.sha256, "hex"),
+  }));
   return (authorization) => {
     if (authorization === undefined) return null;
     const match = /^Bearer +([\x21-\x7e]+) *$/i.exec(authorization);
@@ -32,7 +37,7 @@ export function tokenVerifier(
     let found: Caller | null = null;
     // Every hash is compared, so the time taken does not tell which entry (if any) matched.
     for (const k of known) {
-      if (timingSafeEqual(hash, k.hash) && found === null) found = { name: k.name, level: k.level };
+      if (timingSafeEqual(hash, k.hash) && found === null) found = { ...k.caller };
     }
     return found;
   };
@@ -40,4 +45,9 @@ export function tokenVerifier(
 
 export function allows(level: HttpTokenLevel, needed: HttpTokenLevel): boolean {
   return needed === "read" || level === "operate";
+}
+
+/** Whether the caller's token may read or act on the room. */
+export function mayUseRoom(caller: Caller, roomId: string): boolean {
+  return caller.rooms === undefined || caller.rooms.includes(roomId);
 }

@@ -21,7 +21,8 @@ import {
 } from "fastify-type-provider-zod";
 import type { HttpTokenLevel } from "../../config/node-config.js";
 import type { Caller } from "./auth.js";
-import { allows, tokenVerifier } from "./auth.js";
+import { allows, mayUseRoom, tokenVerifier } from "./auth.js";
+import { jsonDepthExceeds } from "./json-depth.js";
 import { EventHub } from "./event-hub.js";
 import type { StreamStats } from "./event-stream.js";
 import { NodeMetrics } from "./metrics.js";
@@ -50,6 +51,9 @@ declare module "fastify" {
 }
 
 export type { CommandAnswer, HttpApiDeps } from "./context.js";
+
+/** Deeper than any DAG document or command body needs (a DAG nests about 6 levels). */
+export const MAX_JSON_DEPTH = 64;
 
 export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
   const { config, store, logger } = deps;
@@ -93,14 +97,35 @@ export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
     logger: false,
     bodyLimit: config.bodyLimitBytes,
     routerOptions: { maxParamLength: 300 },
-    requestTimeout: 30_000,
+    requestTimeout: config.requestTimeoutMs,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
+    http: {
+      headersTimeout: config.headerTimeoutMs,
+      // Node checks the header and request timeouts on this period (30 s by default, which would
+      // let a slow-headers client hold its connection that much longer than header_timeout).
+      connectionsCheckingInterval: Math.min(1_000, Math.max(100, Math.floor(config.headerTimeoutMs / 4))),
+    },
     onProtoPoisoning: "error",
     onConstructorPoisoning: "error",
     return503OnClosing: true,
     forceCloseConnections: true,
   }).withTypeProvider<ZodTypeProvider>();
+  // A connection past the cap is closed as soon as it is accepted (event streams count too).
+  app.server.maxConnections = config.maxConnections;
   // JSON only: Fastify's built-in text/plain parser would hand a string to the routes' schemas.
   app.removeContentTypeParser("text/plain");
+  // The nesting depth is checked before parsing (one pass over the text, no recursion): a deeply
+  // nested body would otherwise overflow the stack of whatever walks the parsed value later.
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
+    const text = typeof body === "string" ? body : body.toString("utf8");
+    if (jsonDepthExceeds(text, MAX_JSON_DEPTH)) {
+      done(new ProblemError(problem(400, "bad-request", `JSON nested deeper than ${MAX_JSON_DEPTH} levels`)));
+      return;
+    }
+    parseJson(req, text, done);
+  });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.decorateRequest("caller", null);
@@ -172,6 +197,22 @@ export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
     req.caller = caller;
     const needed: HttpTokenLevel = access === "operate" ? "operate" : "read";
     if (!allows(caller!.level, needed)) fail(403, "forbidden", `this route needs a token of level ${needed}`);
+    // Metrics cover every room of the node (their labels name them): not for a token limited to some.
+    if (access === "metrics" && caller!.rooms !== undefined)
+      fail(403, "forbidden", "this token is limited to rooms; metrics cover every room of the node");
+  });
+  // A token limited to rooms: every route names its room in `:room` or `?room=` (or the node serves
+  // one room), so this one check, after validation, covers reads, writes and event streams. Another
+  // room is answered exactly like a room the node does not serve.
+  app.addHook("preHandler", async (req) => {
+    const caller = req.caller;
+    if (caller === null || caller.rooms === undefined) return;
+    const named =
+      (req.params as { room?: unknown } | undefined)?.room ??
+      (req.query as { room?: unknown } | undefined)?.room;
+    const room = typeof named === "string" ? named : deps.rooms.length === 1 ? deps.rooms[0] : undefined;
+    if (room !== undefined && !mayUseRoom(caller, room))
+      fail(404, "unknown-room", `this node does not serve room "${room}"`);
   });
   app.addHook("onResponse", async (req, reply) => {
     const route = req.routeOptions.url ?? "unmatched";
@@ -224,7 +265,7 @@ export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
         response: { 200: s.healthSchema, 503: s.healthSchema },
       },
     },
-    async (_req, reply) => {
+    async (req, reply) => {
       const checks: Record<string, string> = {};
       try {
         await store.now();
@@ -241,6 +282,11 @@ export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
         }
       }
       const ok = Object.values(checks).every((v) => v === "ok");
+      // What is wrong (an error's text names the store's address, the homeserver's) only for a
+      // caller with a token; a probe without one learns which checks fail, not why.
+      const detailed = req.caller !== null || verify(req.headers.authorization) !== null;
+      if (!detailed)
+        for (const name of Object.keys(checks)) if (checks[name] !== "ok") checks[name] = "failing";
       return reply.code(ok ? 200 : 503).send({ ok, checks });
     },
   );
