@@ -9,7 +9,6 @@ import { createHash } from "node:crypto";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { systemClock } from "../adapters/clock/system-clock.js";
-import { createProcessExecutor, pickBaseEnv } from "../adapters/exec/process-executor.js";
 import { createPictureRenderer } from "./pictures.js";
 import { matrixHttp } from "../adapters/matrix/http.js";
 import { MatrixMediaUploader } from "../adapters/matrix/media.js";
@@ -26,7 +25,7 @@ import { describeStoreLocation } from "../config/store-location.js";
 import type { PermissionOracle } from "../ports/permissions.js";
 import { commandPolicy, isLocalSender, libraryLoader } from "./command-step.js";
 import { SetupError } from "./setup-error.js";
-import { engineSettings, makeLogger } from "./engine-settings.js";
+import { engineSettings, makeLogger, nodeExecutor } from "./engine-settings.js";
 import { openNodeStore } from "./store-open.js";
 import { resolveConfig } from "./config-resolve.js";
 import type { CommonOptions } from "./config-resolve.js";
@@ -168,7 +167,7 @@ export async function runStart(options: StartOptions): Promise<number> {
 
   const node = startEngineNode(engineSettings(config), {
     store,
-    executor: createProcessExecutor({ baseEnv: pickBaseEnv(process.env) }),
+    executor: nodeExecutor(config, process.env, logger),
     clock: systemClock,
     logger,
     processInbox: inboxStep({

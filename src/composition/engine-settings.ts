@@ -1,8 +1,14 @@
-/** What a node config implies for the engine: its loops' settings and its logger. */
+/** What a node config implies for the engine: its loops' settings, its logger and its executor. */
+import { createProcessExecutor, pickBaseEnv } from "../adapters/exec/process-executor.js";
 import { createLogger } from "../adapters/log/pino-logger.js";
+import { forgetEnvironment } from "../adapters/os/own-environment.js";
 import { DEFAULT_LEADER_TIMINGS } from "../app/leader.js";
+import { maskingExecutor } from "../app/masking-executor.js";
 import type { EngineSettings } from "../app/node.js";
+import { CONSUMED_SECRET_ENV, nodeSecrets } from "../config/node-secrets.js";
 import type { LogLevel, NodeConfig } from "../config/node-config.js";
+import { secretMasker } from "../domain/secret-mask.js";
+import type { Executor } from "../ports/executor.js";
 import type { Logger } from "../ports/logger.js";
 
 export function makeLogger(config: NodeConfig, level?: LogLevel): Logger {
@@ -61,4 +67,22 @@ export function engineSettings(config: NodeConfig, overrides: Partial<EngineSett
     },
     ...overrides,
   };
+}
+
+/**
+ * The executor of a node that loaded `config` from `env`: actions start from a minimal environment,
+ * and what they print is masked of the node's secrets before anything keeps it. Then the secrets the
+ * config has consumed leave the node's own environment (and its /proc/<pid>/environ), so an action
+ * of the node's user cannot read them there; README "Security" says why run_as is still the boundary.
+ */
+export function nodeExecutor(config: NodeConfig, env: NodeJS.ProcessEnv, logger: Logger): Executor {
+  const mask = secretMasker(nodeSecrets(config, env));
+  const executor = maskingExecutor(createProcessExecutor({ baseEnv: pickBaseEnv(env) }), mask);
+  const forgot = forgetEnvironment(CONSUMED_SECRET_ENV, env);
+  if (forgot.removed.length > 0 && !forgot.overwritten)
+    logger.warn(
+      { variables: forgot.removed, why: forgot.why },
+      "removed secrets from the environment, but /proc/<pid>/environ may still show them: use *_FILE or run_as",
+    );
+  return executor;
 }

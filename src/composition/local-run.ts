@@ -5,14 +5,13 @@
  * "Faces"). The CLI parses the options and prints the progress; this starts and stops the nodes.
  */
 import { systemClock } from "../adapters/clock/system-clock.js";
-import { createProcessExecutor, pickBaseEnv } from "../adapters/exec/process-executor.js";
 import { startEngineNode } from "../app/node.js";
 import { isActiveSchedule } from "../app/schedules.js";
 import type { NodeConfig } from "../config/node-config.js";
 import type { Logger } from "../ports/logger.js";
 import type { Store } from "../ports/store.js";
 import { commandStep } from "./command-step.js";
-import { engineSettings } from "./engine-settings.js";
+import { engineSettings, nodeExecutor } from "./engine-settings.js";
 
 export interface LocalNodes {
   /** Stops every node; `abortRunning` kills running actions instead of letting them finish. */
@@ -25,7 +24,7 @@ export function startLocalNodes(
   logger: Logger,
   nodeIds: readonly string[],
 ): LocalNodes {
-  const executor = createProcessExecutor({ baseEnv: pickBaseEnv(process.env) });
+  const executor = nodeExecutor(config, process.env, logger);
   const processInbox = commandStep(config, store, logger);
   const nodes = nodeIds.map((nodeId) =>
     startEngineNode(engineSettings(config, { nodeId }), {

@@ -5,13 +5,12 @@
  * (hand leadership over, stop claiming, let running tasks finish); a second one kills running
  * actions and leaves their tasks to be retried elsewhere once their leases expire.
  */
-import { createProcessExecutor, pickBaseEnv } from "../adapters/exec/process-executor.js";
 import { systemClock } from "../adapters/clock/system-clock.js";
 import { startEngineNode } from "../app/node.js";
 import { describeStoreLocation } from "../config/store-location.js";
 import { commandStep } from "./command-step.js";
 import { engineMetricsRelay, startNodeHttpApi } from "./http-api.js";
-import { engineSettings, makeLogger } from "./engine-settings.js";
+import { engineSettings, makeLogger, nodeExecutor } from "./engine-settings.js";
 import { openNodeStore } from "./store-open.js";
 import { resolveConfig } from "./config-resolve.js";
 import type { CommonOptions } from "./config-resolve.js";
@@ -46,7 +45,7 @@ export async function runNode(options: NodeOptions): Promise<number> {
   const relay = engineMetricsRelay();
   const node = startEngineNode(engineSettings(config), {
     store,
-    executor: createProcessExecutor({ baseEnv: pickBaseEnv(process.env) }),
+    executor: nodeExecutor(config, process.env, logger),
     clock: systemClock,
     logger,
     processInbox: commandStep(config, store, logger),
