@@ -1,7 +1,8 @@
 /**
  * Masks the node's own secrets in text kept from a task (its output tail, its error), as CI systems
  * mask theirs: every occurrence of a secret, and of its URL-encoded, JSON-escaped and base64 forms,
- * becomes `*`s, one per byte, so byte positions in a task's output stay right for `logs --follow`.
+ * becomes `*`s, one per byte, so byte positions in a task's output stay right for `logs --follow`
+ * (docs/architecture.md, "Node config").
  *
  * A tail cuts text at both ends: its start may begin inside a secret (the rest of it was dropped) and,
  * while the action runs, its end may stop inside one (the rest is not written yet). A start that is
