@@ -14,6 +14,14 @@ import type { RunStatus } from "./model.js";
 import { RUN_STATUSES } from "./model.js";
 import { canMove, targetsOf } from "./transition-table.js";
 
+/** The decisions a command takes on a run (confirm, reject, cancel): the one list of them. */
+export const RUN_DECISIONS = ["confirm", "reject", "cancel"] as const;
+export type RunDecision = (typeof RUN_DECISIONS)[number];
+
+export function isRunDecision(value: unknown): value is RunDecision {
+  return (RUN_DECISIONS as readonly unknown[]).includes(value);
+}
+
 export const RUN_ACTORS = ["leader", "reaper"] as const;
 export type RunActor = (typeof RUN_ACTORS)[number];
 

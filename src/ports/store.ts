@@ -15,6 +15,7 @@
  *   version) plus the executor's session is the fencing token of the executing worker.
  */
 import type { ActionTemplate } from "../domain/action-argv.js";
+import type { RunDecision } from "../domain/run-states.js";
 import type { ArgValue, ParsedDag, Placement, RunStatus, TaskStatus } from "../domain/model.js";
 
 /** A node's life: node_id plus a boot id chosen at start. A restart under the same name is a new session. */
@@ -140,7 +141,7 @@ export type StoreCommandResult =
       verb?: string;
     }
   | {
-      op: "confirm" | "reject" | "cancel";
+      op: RunDecision;
       kind: RunDecisionResult["kind"];
       runId: string;
       dagId: string;

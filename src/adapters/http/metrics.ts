@@ -7,6 +7,7 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { EngineObserver } from "../../app/engine-observer.js";
+import { RUN_DECISIONS } from "../../domain/run-states.js";
 import type { LogEvent } from "../../ports/store.js";
 import type { EventListener } from "./event-hub.js";
 
@@ -229,7 +230,7 @@ export class NodeMetrics {
 
 /** Store-recorded results (publish, decisions, cap) name their op and kind; ours carry the outcome. */
 const STORE_KIND: Record<string, string> = { created: "published", set: "cap" };
-const STORE_OPS = new Set(["publish", "confirm", "reject", "cancel", "cap", "policy"]);
+const STORE_OPS = new Set<string>(["publish", ...RUN_DECISIONS, "cap", "policy"]);
 const CREATING_VERBS = new Set(["publish", "run", "retry"]);
 
 function commandLabels(result: unknown): { verb: string; outcome: string } {

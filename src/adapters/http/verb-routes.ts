@@ -215,7 +215,10 @@ export function registerVerbRoutes(
         ...(route.params === undefined ? {} : { params: route.params }),
         querystring: route.query ?? s.roomQuery,
         ...(route.body === undefined ? {} : { body: route.body }),
-        response: { 200: route.response, 201: route.response, ...problems },
+        // A write may create (201); a read answers 200.
+        response: writes
+          ? { 200: route.response, 201: route.response, ...problems }
+          : { 200: route.response, ...problems },
       },
       // The route's types come from its schemas at run time; the reply's schema checks the answer.
       handler: (async (req: FastifyRequest, reply: FastifyReply) => {

@@ -4,9 +4,10 @@
  * stores as its inbox row's result (a StoreCommandResult, the same from either store).
  */
 import type { RunStatus } from "../../domain/model.js";
+import type { RunDecision } from "../../domain/run-states.js";
 import type { CreateRunResult, RoomPolicy, RunRecord, StoreCommandResult } from "../../ports/store.js";
 
-export type RunDecision = "confirm" | "reject" | "cancel";
+export type { RunDecision };
 
 /** Publishing a dag_id the room already has: the same content is "exists", other content a conflict. */
 export function againstExisting(existing: RunRecord, hash: string): CreateRunResult {

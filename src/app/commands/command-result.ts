@@ -3,7 +3,7 @@
  * once, here, instead of probing fields where it is used. Rows written by older versions have the
  * same shapes; anything else is null (the caller says the result cannot be shown).
  */
-import { isRunStatus } from "../../domain/run-states.js";
+import { isRunDecision, isRunStatus } from "../../domain/run-states.js";
 import type { CommandResult, RoomPolicy, StoreCommandResult } from "../../ports/store.js";
 
 const str = (v: unknown): v is string => typeof v === "string";
@@ -43,14 +43,6 @@ function readStoreResult(r: Record<string, unknown>): StoreCommandResult | null 
         ...(str(r["hash"]) ? { hash: r["hash"] } : {}),
         ...(str(r["verb"]) ? { verb: r["verb"] } : {}),
       };
-    case "confirm":
-    case "reject":
-    case "cancel": {
-      const by = r["by"];
-      if (kind !== "done" && kind !== "already" && kind !== "wrong-status") return null;
-      if (!str(runId) || !str(dagId) || !isRunStatus(status) || !str(by)) return null;
-      return { op, kind, runId, dagId, status, by };
-    }
     case "cap": {
       const { cap, previous } = r;
       return kind === "set" && num(cap) && num(previous) ? { op, kind, cap, previous } : null;
@@ -60,7 +52,12 @@ function readStoreResult(r: Record<string, unknown>): StoreCommandResult | null 
       if (kind !== "set" || !obj(policy) || (previous !== null && !obj(previous))) return null;
       return { op, kind, policy: policy as unknown as RoomPolicy, previous: previous as RoomPolicy | null };
     }
-    default:
-      return null;
+    default: {
+      if (!isRunDecision(op)) return null;
+      const by = r["by"];
+      if (kind !== "done" && kind !== "already" && kind !== "wrong-status") return null;
+      if (!str(runId) || !str(dagId) || !isRunStatus(status) || !str(by)) return null;
+      return { op, kind, runId, dagId, status, by };
+    }
   }
 }

@@ -6,6 +6,7 @@
  */
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import type { TaskSummary } from "../../domain/run-status.js";
+import type { RunDecision } from "../../domain/run-states.js";
 import { summarizeTasks } from "../../domain/run-status.js";
 import type { AppCommandResult, NodeRecord, RoomPolicy, RunRecord, TaskRecord } from "../../ports/store.js";
 import { readCommandResult } from "./command-result.js";
@@ -107,7 +108,7 @@ export type Outcome =
   | { kind: "library-error"; name: string; message: string }
   | {
       kind: "decision";
-      verb: "confirm" | "reject" | "cancel";
+      verb: RunDecision;
       result: "done" | "already" | "wrong-status";
       run: RunSummary;
       by: string;

@@ -7,6 +7,7 @@ import { SHORT_HASH_LENGTH, shortHash } from "../../domain/command-grammar.js";
 import { isNotFound } from "../../ports/errors.js";
 import type { SenderStanding } from "../../ports/permissions.js";
 import type { RunDecisionResult } from "../../ports/store.js";
+import type { RunDecision } from "../../domain/run-states.js";
 import type { Rendered } from "../render/html.js";
 import { confirmBody, decisionSchema, emptyBody, runParams } from "./http-shapes.js";
 import type { VerbHttp } from "./verb.js";
@@ -19,7 +20,7 @@ import { findRun } from "../run-ref.js";
 import type { PermissionCheck } from "./permissions.js";
 import { commandContext, notFoundRun } from "./shared.js";
 
-export type DecisionVerb = "confirm" | "reject" | "cancel";
+export type DecisionVerb = RunDecision;
 
 /**
  * `hash` (confirm only): a prefix of the content hash the confirmer saw. A run's content never
