@@ -8,16 +8,20 @@
  *   and the bot's other messages do not;
  * - only the configured fleet accounts are bots: a member copying a bot message is not muted, and
  *   their copy does not count as a send a new leader inherited;
- * - a message carrying a reaction's fields does not confirm; retry does not revive a rejected run.
+ * - a message carrying a reaction's fields does not confirm; retry does not revive a rejected run;
+ * - the node's access token (in its environment, as the fleet gives it) never reaches the room, even
+ *   when an action prints the node's /proc/<pid>/environ or a file holding the token.
  * One homeserver and one node serve the file (the fleet config names a second bot account that is
  * never started: it is only a configured member of the fleet).
  */
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { matrixHttp } from "../../src/adapters/matrix/http.js";
 import { MatrixOutboxTransport } from "../../src/adapters/matrix/outbox-transport.js";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { Store } from "../../src/ports/store.js";
-import { BotFleet } from "../support/bot-fleet.js";
+import { BotFleet, TEST_ACTIONS } from "../support/bot-fleet.js";
 import { bodyOf, cardOf, countByTxn, publishJson, replyTo, roomHistory, txnOf } from "../support/bot-chat.js";
 import { useSynapse } from "../support/matrix-fixture.js";
 import { MatrixUser, type MatrixEvent } from "../support/matrix-user.js";
@@ -77,7 +81,24 @@ beforeAll(async () => {
     hs,
     bots,
     rooms: [roomId],
-    config: { permissions: { power_level: 50, two_person_rule: true } },
+    config: {
+      permissions: { power_level: 50, two_person_rule: true },
+      actions: {
+        ...TEST_ACTIONS,
+        environ: {
+          argv: ["cat", "/proc/{pid}/environ"],
+          args: { pid: { pattern: "[0-9]{1,10}" } },
+          timeout: "1m",
+          kill_grace: "300ms",
+        },
+        show: {
+          argv: ["cat", "{path}"],
+          args: { path: { pattern: "[A-Za-z0-9_./-]{1,200}" } },
+          timeout: "1m",
+          kill_grace: "300ms",
+        },
+      },
+    },
   });
   await fleet.start(0);
   store = await openSqliteStore(fleet.storePath);
@@ -249,5 +270,38 @@ describe("only the configured fleet is the fleet", () => {
     );
     const found = await transport.findSent(roomId, new Set(["sec.fleet", "sec.forged"]), Date.now() - 60_000);
     expect([...found.keys()]).toEqual(["sec.fleet"]);
+  });
+});
+
+describe("the node's secrets never reach the room", () => {
+  it("!dag logs of actions that printed the node's environ and a file holding its access token shows the token masked", async () => {
+    const token = bots[0]!.accessToken;
+    const file = join(fleet.dir, "token-copy.txt");
+    writeFileSync(file, token);
+    const pid = String(fleet.nodes[0]!.process!.pid);
+    await command(
+      alice,
+      publishJson({
+        id: "sec_peek",
+        tasks: [
+          { id: "env", action: "environ", args: { pid } },
+          { id: "file", action: "show", args: { path: file } },
+        ],
+      }),
+    );
+    const run = (await store.getRun(roomId, "sec_peek"))!;
+    await command(bob, `!dag confirm sec_peek ${run.hash.slice(0, 12)}`);
+    const deadline = Date.now() + T;
+    while ((await store.getRun(roomId, "sec_peek"))?.status !== "succeeded") {
+      if (Date.now() > deadline) throw new Error("sec_peek did not succeed");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const env = await command(alice, "!dag logs sec_peek env");
+    const shown = await command(alice, "!dag logs sec_peek file");
+    expect(bodyOf(env.reply)).toContain("DAGBOT_ACCESS_TOKEN=***");
+    expect(bodyOf(shown.reply)).toContain("*".repeat(token.length));
+    const history = await roomHistory(alice, roomId);
+    expect(history.length).toBeGreaterThan(0);
+    for (const event of history) expect(JSON.stringify(event.content ?? {})).not.toContain(token.slice(-16));
   });
 });
