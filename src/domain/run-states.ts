@@ -22,6 +22,24 @@ export function isRunDecision(value: unknown): value is RunDecision {
   return (RUN_DECISIONS as readonly unknown[]).includes(value);
 }
 
+/** Whether a run in `status` takes the decision now ("apply"), has already had it, or cannot have it. */
+export function decisionVerdict(
+  decision: RunDecision,
+  status: RunStatus,
+): "apply" | "already" | "wrong-status" {
+  switch (decision) {
+    case "confirm":
+      if (status === "pending") return "apply";
+      return ["running", "canceling", "succeeded", "failed"].includes(status) ? "already" : "wrong-status";
+    case "reject":
+      if (status === "pending") return "apply";
+      return status === "rejected" ? "already" : "wrong-status";
+    case "cancel":
+      if (status === "canceling" || status === "canceled") return "already";
+      return status === "pending" || status === "running" ? "apply" : "wrong-status";
+  }
+}
+
 export const RUN_ACTORS = ["leader", "reaper"] as const;
 export type RunActor = (typeof RUN_ACTORS)[number];
 

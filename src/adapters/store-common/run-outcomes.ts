@@ -1,10 +1,11 @@
 /**
- * The run commands' answers, shared by both store adapters: how a publish meets an existing run,
- * which answer a confirm, reject or cancel gets for the run's status, and the outcome each command
- * stores as its inbox row's result (a StoreCommandResult, the same from either store).
+ * The run commands' answers, shared by both store adapters: how a publish meets an existing run, and
+ * the outcome each command stores as its inbox row's result (a StoreCommandResult, the same from
+ * either store). Which answer a decision gets for the run's status is the domain's (decisionVerdict).
  */
-import type { RunStatus } from "../../domain/model.js";
 import type { RunDecision } from "../../domain/run-states.js";
+// The rule is the domain's (one place for every decision); both stores apply it.
+export { decisionVerdict } from "../../domain/run-states.js";
 import type { CreateRunResult, RoomPolicy, RunRecord, StoreCommandResult } from "../../ports/store.js";
 
 export type { RunDecision };
@@ -12,24 +13,6 @@ export type { RunDecision };
 /** Publishing a dag_id the room already has: the same content is "exists", other content a conflict. */
 export function againstExisting(existing: RunRecord, hash: string): CreateRunResult {
   return existing.hash === hash ? { kind: "exists", run: existing } : { kind: "conflict", existing };
-}
-
-/** Whether a run in `status` takes the decision now ("apply"), has already had it, or cannot have it. */
-export function decisionVerdict(
-  decision: RunDecision,
-  status: RunStatus,
-): "apply" | "already" | "wrong-status" {
-  switch (decision) {
-    case "confirm":
-      if (status === "pending") return "apply";
-      return ["running", "canceling", "succeeded", "failed"].includes(status) ? "already" : "wrong-status";
-    case "reject":
-      if (status === "pending") return "apply";
-      return status === "rejected" ? "already" : "wrong-status";
-    case "cancel":
-      if (status === "canceling" || status === "canceled") return "already";
-      return status === "pending" || status === "running" ? "apply" : "wrong-status";
-  }
 }
 
 /** The inbox result of a publish command. */
