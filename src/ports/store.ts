@@ -491,6 +491,16 @@ export interface RunOutcome {
   to: RunStatus;
 }
 
+/** What the room's cap counts now, for saying why a task waits (src/domain/wait-reasons.ts). */
+export interface RoomLoad {
+  /** The room's cap on active tasks (getRoomCap). */
+  cap: number;
+  /** Active tasks (queued, running, canceling) of the room. */
+  active: number;
+  /** Each concurrency key an active task of the room holds, with that task and its run's DAG id. */
+  keys: { key: string; dagId: string; taskId: string }[];
+}
+
 export interface Scheduler {
   /**
    * One scheduling step for the fence's room: blocked → skipped where a need ended badly; blocked →
@@ -524,6 +534,8 @@ export interface Scheduler {
    */
   setRoomCap(roomId: string, cap: number, ctx?: CommandContext): Promise<{ previous: number }>;
   getRoomCap(roomId: string): Promise<number>;
+  /** The room's cap, active count and held concurrency keys, read together (one round trip). */
+  roomLoad(roomId: string): Promise<RoomLoad>;
   /**
    * Sets the room's cap only where none was ever set (insert-or-ignore): a node applies its
    * configured `limits.global_cap` at start, and a cap changed at run time is never overwritten by

@@ -132,6 +132,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     deriveRunOutcomes: async (fence) => scheduler.deriveRunOutcomes(db, fence),
     setRoomCap: async (roomId, cap, ctx) => scheduler.setRoomCap(db, roomId, cap, ctx),
     getRoomCap: async (roomId) => scheduler.getRoomCap(db, roomId),
+    roomLoad: async (roomId) => scheduler.roomLoad(db, roomId),
     initRoomCap: async (roomId, cap) => scheduler.initRoomCap(db, roomId, cap),
     initRoomPolicy: async (roomId, policy, setBy) => nodes.initRoomPolicy(db, roomId, policy, setBy),
     getRoomPolicy: async (roomId) => nodes.getRoomPolicy(db, roomId),

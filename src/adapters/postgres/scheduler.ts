@@ -12,6 +12,7 @@ import type {
   CommandContext,
   LeaderFence,
   ReapResult,
+  RoomLoad,
   RunOutcome,
   ScheduleResult,
 } from "../../ports/store.js";
@@ -322,4 +323,27 @@ export async function getRoomCap(db: Db, roomId: string): Promise<number> {
     roomId,
   ]);
   return rows[0]?.cap ?? DEFAULT_ROOM_CAP;
+}
+
+/**
+ * The room's cap, active count and held keys in one statement (one round trip). Its task rows are
+ * the room's active ones, found through tasks_open.
+ */
+export async function roomLoad(db: Db, roomId: string): Promise<RoomLoad> {
+  const rows = await db.one<{ cap: number | null; active: string; keys: RoomLoad["keys"] | null }>(
+    "room load",
+    `WITH active AS (
+       SELECT t.seq, t.concurrency_key, t.task_id, t.run_id FROM tasks t
+        WHERE t.room_id = $1 AND t.status IN ('blocked','queued','running','canceling')
+          AND t.status IN ('queued','running','canceling'))
+     SELECT (SELECT cap FROM room_caps WHERE room_id = $1) AS cap,
+            (SELECT count(*) FROM active) AS active,
+            (SELECT json_agg(json_build_object('key', a.concurrency_key, 'dagId', r.dag_id, 'taskId', a.task_id)
+                             ORDER BY a.seq)
+               FROM active a JOIN runs r ON r.run_id = a.run_id
+              WHERE a.concurrency_key IS NOT NULL) AS keys`,
+    [roomId],
+  );
+  const row = rows[0];
+  return { cap: row?.cap ?? DEFAULT_ROOM_CAP, active: Number(row?.active ?? 0), keys: row?.keys ?? [] };
 }

@@ -117,6 +117,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     deriveRunOutcomes: async (fence) => scheduler.deriveRunOutcomes(c, fence),
     setRoomCap: async (roomId, cap, ctx) => scheduler.setRoomCap(c, roomId, cap, ctx),
     getRoomCap: async (roomId) => scheduler.getRoomCap(c, roomId),
+    roomLoad: async (roomId) => scheduler.roomLoad(c, roomId),
     initRoomCap: async (roomId, cap) => scheduler.initRoomCap(c, roomId, cap),
     initRoomPolicy: async (roomId, policy, setBy) => nodes.initRoomPolicy(c, roomId, policy, setBy),
     getRoomPolicy: async (roomId) => nodes.getRoomPolicy(c, roomId),

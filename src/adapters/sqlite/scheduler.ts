@@ -9,6 +9,7 @@ import type {
   CommandContext,
   LeaderFence,
   ReapResult,
+  RoomLoad,
   RunOutcome,
   ScheduleResult,
 } from "../../ports/store.js";
@@ -297,4 +298,24 @@ export function initRoomCap(c: SqliteConnection, roomId: string, cap: number): P
 
 export function getRoomCap(c: SqliteConnection, roomId: string): Promise<number> {
   return c.read("get room cap", () => roomCap(c, roomId));
+}
+
+// Both name the tasks_open index's own predicate (SQLite uses a partial index only for a query that
+// repeats it), then narrow it to the active statuses: an index search, never a scan of the table.
+const OPEN_ACTIVE = `t.status IN ('blocked','queued','running','canceling') AND t.status IN ('queued','running','canceling')`;
+
+export function roomLoad(c: SqliteConnection, roomId: string): Promise<RoomLoad> {
+  return c.read("room load", () => {
+    const active =
+      c.get<{ n: number }>(`SELECT count(*) AS n FROM tasks t WHERE t.room_id = ? AND ${OPEN_ACTIVE}`, roomId)
+        ?.n ?? 0;
+    const keys = c
+      .all<{ concurrency_key: string; dag_id: string; task_id: string }>(
+        `SELECT t.concurrency_key, r.dag_id, t.task_id FROM tasks t JOIN runs r ON r.run_id = t.run_id
+          WHERE t.room_id = ? AND ${OPEN_ACTIVE} AND t.concurrency_key IS NOT NULL ORDER BY t.seq`,
+        roomId,
+      )
+      .map((k) => ({ key: k.concurrency_key, dagId: k.dag_id, taskId: k.task_id }));
+    return { cap: roomCap(c, roomId), active, keys };
+  });
 }

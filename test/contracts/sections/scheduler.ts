@@ -200,6 +200,34 @@ export function schedulerSection(ctx: ContractContext): void {
     expect((await store.getTask(r2.runId, "s3c"))?.status).toBe("running");
   });
 
+  it("roomLoad: the room's cap, its active tasks and the concurrency keys they hold, with their DAG ids", async () => {
+    const { store, room, fence } = await setup();
+    expect(await store.roomLoad(room)).toEqual({ cap: 16, active: 0, keys: [] });
+    const id1 = ctx.uid("load1");
+    const r1 = await create(
+      store,
+      fence,
+      dag(id1, [task("a", { concurrencyKey: "s3" }), task("b", { concurrencyKey: "s3" }), task("c")]),
+    );
+    await create(store, fence, dag(ctx.uid("load2"), [task("d", { concurrencyKey: "s3" })]));
+    await store.scheduleStep(fence);
+    await store.setRoomCap(room, 5);
+    // a and c are queued; b and d wait behind a's key and are not counted.
+    expect(await store.roomLoad(room)).toEqual({
+      cap: 5,
+      active: 2,
+      keys: [{ key: "s3", dagId: id1, taskId: "a" }],
+    });
+    const c = await store.claimTask(offer(session("w"), [room], { labels: [] }));
+    expect(c?.task.taskId).toBe("a");
+    expect((await store.roomLoad(room)).active).toBe(2);
+    await store.finishTask(c!.token, ok);
+    expect(await store.roomLoad(room)).toEqual({ cap: 5, active: 1, keys: [] });
+    // Another room's tasks never count.
+    expect(await store.roomLoad(ctx.uid("!other"))).toEqual({ cap: 16, active: 0, keys: [] });
+    expect(await statuses(store, r1)).toMatchObject({ a: "succeeded", b: "blocked" });
+  });
+
   it("admits in priority order, then first in first out, when the cap allows one at a time", async () => {
     const { store, room, fence } = await setup();
     await store.setRoomCap(room, 1, { fence: fence });
