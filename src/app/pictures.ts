@@ -13,6 +13,10 @@ import type { RunRecord, Store, TaskRecord } from "../ports/store.js";
 import type { PictureRequest } from "./render/pictures.js";
 import { imageContent, pictureFailureContent } from "./render/pictures.js";
 import { runGraphOf, shortRunId } from "./run-picture.js";
+import type { WaitReader } from "./task-waits.js";
+import { readRoomWaits, waitsOf } from "./task-waits.js";
+import type { WaitReason } from "../domain/wait-reasons.js";
+import { waitText } from "../domain/wait-reasons.js";
 import type { UploadedPicture } from "./render/pictures.js";
 import { PictureCache } from "./picture-budget.js";
 
@@ -24,7 +28,9 @@ export interface MediaCrypto {
 }
 
 export interface PictureDeps {
-  store: Pick<Store, "getRunById" | "listTasks">;
+  store: Pick<Store, "getRunById" | "listTasks"> & WaitReader;
+  /** A node silent longer than this offers nothing to a waiting task (retention.node_gone_after). */
+  nodeLiveWithinMs?: number;
   renderer: GraphRenderer;
   uploader: MediaUploader;
   mediaCrypto?: MediaCrypto;
@@ -51,13 +57,20 @@ export function createPictureMaker(deps: PictureDeps): PictureMaker {
     if (run === null)
       return pictureFailureContent(request.dagId, "the run is no longer in the store", request.relation);
     const tasks = await deps.store.listTasks(run.runId);
-    // What decides the picture: the run (its DAG never changes), its status and each task's.
-    const key = [roomId ?? "", run.runId, run.status, ...tasks.map((t) => `${t.taskId}=${t.status}`)].join(
-      "\u0000",
-    );
+    const room = await readRoomWaits(deps.store, run.roomId, deps.nodeLiveWithinMs ?? 30_000);
+    const waits = waitsOf(run, tasks, room);
+    // What decides the picture: the run (its DAG never changes), its status and each task's, and
+    // why its tasks wait.
+    const key = [
+      roomId ?? "",
+      run.runId,
+      run.status,
+      ...tasks.map((t) => `${t.taskId}=${t.status}`),
+      ...[...waits].map(([id, w]) => `${id}:${waitText(w)}`),
+    ].join("\u0000");
     const drawing = await cache.get(
       key,
-      () => draw(deps, run, tasks, roomId),
+      () => draw(deps, run, tasks, roomId, waits),
       // An upload that failed may work next time; what could not be drawn will not be drawn.
       (d) => d.ok || !d.again,
     );
@@ -71,9 +84,10 @@ async function draw(
   run: RunRecord,
   tasks: readonly TaskRecord[],
   roomId: string | undefined,
+  waits: ReadonlyMap<string, WaitReason>,
 ): Promise<Drawing> {
   const fail = (why: string, again: boolean): Drawing => ({ ok: false, why, again });
-  const graph = runGraphOf(run, tasks);
+  const graph = runGraphOf(run, tasks, waits);
   let picture: Picture;
   try {
     picture = await deps.renderer.render(graph, "png");

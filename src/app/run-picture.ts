@@ -3,16 +3,35 @@ import type { ParsedDag } from "../domain/model.js";
 import type { RunGraph } from "../domain/run-graph.js";
 import { buildRunGraph } from "../domain/run-graph.js";
 import type { RunRecord, TaskRecord } from "../ports/store.js";
+import type { WaitReason } from "../domain/wait-reasons.js";
+import { groupWaits, waitsLine, waitText } from "../domain/wait-reasons.js";
 import { shortRunId } from "./render/words.js";
 
 export { shortRunId };
 
-export function runGraphOf(run: RunRecord, tasks: readonly TaskRecord[]): RunGraph {
+/** `waits`: why tasks wait (task-waits.ts), said in the title and on each waiting task's box. */
+export function runGraphOf(
+  run: RunRecord,
+  tasks: readonly TaskRecord[],
+  waits?: ReadonlyMap<string, WaitReason>,
+): RunGraph {
+  const plain = (name: string): string => name;
+  const boxWait = (taskId: string): { wait: string } | Record<string, never> => {
+    const reason = waits?.get(taskId);
+    return reason === undefined || reason.kind === "needs" ? {} : { wait: waitText(reason, plain) };
+  };
   return buildRunGraph({
     dagId: run.dagId,
     runLabel: shortRunId(run.runId),
     runStatusWord: run.status === "pending" ? "awaiting confirmation" : run.status,
-    tasks: tasks.map((t) => ({ id: t.taskId, action: t.action, needs: t.needs, status: t.status })),
+    tasks: tasks.map((t) => ({
+      id: t.taskId,
+      action: t.action,
+      needs: t.needs,
+      status: t.status,
+      ...boxWait(t.taskId),
+    })),
+    ...(waits === undefined ? {} : { waits: waitsLine(groupWaits(waits, plain)) }),
   });
 }
 

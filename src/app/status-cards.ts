@@ -12,6 +12,7 @@ import type {
   ChangeFeed,
   InboxStore,
   LeaderFence,
+  NodeStore,
   OutboxMessageInput,
   OutboxStore,
   RunRecord,
@@ -21,11 +22,14 @@ import type {
 import { isConflict } from "../ports/errors.js";
 import { cardEditMessage, cardMessage, cardTxnId, cardVersion, finalMessage } from "./render/messages.js";
 import { Waker, wakeOnChange } from "./wake.js";
+import type { RoomWaitFacts } from "./task-waits.js";
+import { readRoomWaits, waitsOf } from "./task-waits.js";
 import { CHAT_PASS_BACKOFF, backoffMs } from "../domain/backoff.js";
 
 export interface StatusCardDeps {
   store: Pick<RunStore, "listRuns" | "getRunById" | "listTasks"> &
-    Pick<Scheduler, "getRoomCap"> &
+    Pick<Scheduler, "getRoomCap" | "roomLoad"> &
+    Pick<NodeStore, "listNodes"> &
     Pick<OutboxStore, "enqueueOutbox" | "getOutbox"> &
     Pick<InboxStore, "getInboxEvent"> &
     ChangeFeed & { now(): Promise<number> };
@@ -40,9 +44,11 @@ export interface StatusCardOptions {
   safetyTickMs?: number;
   /** Recently created runs a new leader checks for a missing final message or edit. */
   recentRuns?: number;
+  /** A node silent longer than this offers nothing to a waiting task (retention.node_gone_after). */
+  nodeLiveWithinMs?: number;
 }
 
-const DEFAULTS = { debounceMs: 100, safetyTickMs: 5_000, recentRuns: 50 };
+const DEFAULTS = { debounceMs: 100, safetyTickMs: 5_000, recentRuns: 50, nodeLiveWithinMs: 30_000 };
 const ACTIVE: RunRecord["status"][] = ["pending", "running", "canceling"];
 
 /** Keeps the room's cards current until `signal` aborts. Never throws. */
@@ -56,7 +62,7 @@ export async function runStatusCardLoop(
   const log = deps.logger.child({ room: fence.roomId, term: fence.term, component: "cards" });
   const waker = new Waker(deps.clock, o.debounceMs);
   const unsubscribe = wakeOnChange(deps.store, waker, ["tasks", "runs", "outbox", "cap"], [fence.roomId]);
-  const keeper = new CardKeeper(deps, fence, log);
+  const keeper = new CardKeeper(deps, fence, log, o.nodeLiveWithinMs);
   let first = true;
   let failures = 0;
   try {
@@ -90,6 +96,7 @@ export class CardKeeper {
     private readonly deps: StatusCardDeps,
     private readonly fence: LeaderFence,
     private readonly log: Logger,
+    private readonly nodeLiveWithinMs = DEFAULTS.nodeLiveWithinMs,
   ) {}
 
   /** `recent` > 0 also looks at that many of the newest runs (a new leader catching up). */
@@ -106,10 +113,10 @@ export class CardKeeper {
       if (run !== null) runs.set(runId, run);
     }
     const unfinished = new Set<string>();
-    // A paused room (cap 0) is said on its active cards; read once per pass.
-    const roomCap = await store.getRoomCap(roomId);
+    // A paused room (cap 0) and why tasks wait are said on its active cards; read once per pass.
+    const room = await readRoomWaits(store, roomId, this.nodeLiveWithinMs);
     for (const run of runs.values()) {
-      const { messages, settled } = await this.update(run, roomCap);
+      const { messages, settled } = await this.update(run, room);
       if (!settled) unfinished.add(run.runId);
       if (messages.length > 0) await store.enqueueOutbox(this.fence, messages);
     }
@@ -123,13 +130,15 @@ export class CardKeeper {
    */
   private async update(
     run: RunRecord,
-    roomCap: number,
+    room: RoomWaitFacts,
   ): Promise<{ messages: OutboxMessageInput[]; settled: boolean }> {
     const { store } = this.deps;
     // A quiet scheduled run (its schedule fires more often than once a minute) stays out of the chat.
     if (run.dag.slot?.quiet === true) return { messages: [], settled: true };
     const tasks = await store.listTasks(run.runId);
-    const version = cardVersion(run, tasks, roomCap);
+    const roomCap = room.load.cap;
+    const waits = waitsOf(run, tasks, room);
+    const version = cardVersion(run, tasks, roomCap, waits);
     const ended = isTerminalRun(run.status);
     if (this.shown.get(run.runId) === version) return { messages: [], settled: ended };
     const messages: OutboxMessageInput[] = [];
@@ -142,14 +151,14 @@ export class CardKeeper {
         const row = await store.getInboxEvent(run.publishEventId);
         if (row !== null && row.status !== "replied") return { messages: [], settled: false };
       }
-      const message = cardMessage(run, tasks, await store.now(), roomCap);
+      const message = cardMessage(run, tasks, await store.now(), roomCap, waits);
       messages.push(message);
       showing = message.txnId;
     } else if (run.status === "pending" && !this.shown.has(run.runId)) {
       // Nothing moves before a confirmation: the card as published is current.
       showing = card.txnId;
     } else {
-      const edit = cardEditMessage(run, tasks, await store.now(), roomCap);
+      const edit = cardEditMessage(run, tasks, await store.now(), roomCap, waits);
       if ((await store.getOutbox(edit.txnId)) === null) messages.push(edit);
       showing = edit.txnId;
     }

@@ -7,6 +7,8 @@ import { exitWords } from "../domain/exit-status.js";
 import { formatDuration } from "../domain/duration.js";
 import type { TaskStatus } from "../domain/model.js";
 import type { RunRecord, TaskRecord } from "../ports/store.js";
+import type { WaitReason } from "../domain/wait-reasons.js";
+import { waitText } from "../domain/wait-reasons.js";
 
 export interface ProgressOutput {
   write(text: string): unknown;
@@ -16,8 +18,12 @@ export interface ProgressOutput {
 }
 
 export interface ProgressView {
-  /** Shows the current state; call it whenever the store may have changed. */
-  update(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number): void;
+  /**
+   * Shows the current state; call it whenever the store may have changed. `waiting`: a line saying
+   * why the run's tasks have waited for a while (WaitNotice), shown under the list on a terminal
+   * and printed once each time it changes otherwise.
+   */
+  update(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number, waiting?: string): void;
   /** Leaves the last state on screen (TTY) and stops redrawing. */
   finish(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number): void;
 }
@@ -92,13 +98,18 @@ function clock(nowMs: number): string {
 class LineProgress implements ProgressView {
   private readonly seen = new Map<string, string>();
   private runStatus: string | null = null;
+  private waiting = "";
 
   constructor(private readonly out: ProgressOutput) {}
 
-  update(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number): void {
+  update(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number, waiting = ""): void {
     if (this.runStatus !== run.status) {
       this.runStatus = run.status;
       this.out.write(`${clock(nowMs)} run ${run.dagId} ${run.status}\n`);
+    }
+    if (waiting !== this.waiting) {
+      this.waiting = waiting;
+      if (waiting !== "") this.out.write(`${clock(nowMs)} ${oneLine(waiting, 400)}\n`);
     }
     for (const t of tasks) {
       const state = `${t.status}#${t.attempt}`;
@@ -125,8 +136,8 @@ class TtyProgress implements ProgressView {
     private readonly color: boolean,
   ) {}
 
-  update(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number): void {
-    this.draw(run, tasks, nowMs);
+  update(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number, waiting = ""): void {
+    this.draw(run, tasks, nowMs, waiting);
   }
 
   finish(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number): void {
@@ -140,10 +151,13 @@ class TtyProgress implements ProgressView {
    * wraps, and no control character from a task's error text. A line too many or one that wraps
    * scrolls the top of the frame into the scrollback, where the next frame cannot erase it.
    */
-  private draw(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number): void {
+  private draw(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number, waiting = ""): void {
     // A size of 0 means unknown (a pseudo-terminal nobody sized): assume the classic 80 × 24.
     const width = Math.max(20, this.out.columns || 80);
-    const budget = Math.max(1, (this.out.rows || 24) - 1);
+    const screen = Math.max(1, (this.out.rows || 24) - 1);
+    // The waiting line takes a row of its own, when there is one to spare.
+    const showWaiting = waiting !== "" && screen >= 2;
+    const budget = showWaiting ? screen - 1 : screen;
     const fitsAll = tasks.length + 1 <= budget;
     const shown = fitsAll ? [...tasks] : pickVisible(tasks, Math.max(0, budget - 2));
     const idWidth = Math.min(32, Math.max(4, ...shown.map((t) => t.taskId.length)));
@@ -156,6 +170,7 @@ class TtyProgress implements ProgressView {
     }
     if (!fitsAll && lines.length < budget)
       lines.push(clip(`  … and ${tasks.length - shown.length} more`, width - 1));
+    if (showWaiting) lines.push(clip(waiting, width - 1));
     const up = this.drawnLines > 0 ? `\x1b[${this.drawnLines}F` : "";
     this.out.write(`${up}\x1b[0J${lines.join("\n")}\n`);
     this.drawnLines = lines.length;
@@ -243,6 +258,11 @@ export function clip(text: string, max: number): string {
   return `${out}…`;
 }
 
+function waitOf(waits: ReadonlyMap<string, WaitReason> | undefined, taskId: string): string {
+  const reason = waits?.get(taskId);
+  return reason === undefined ? "" : `waits: ${waitText(reason)}`;
+}
+
 const ACTIVE: ReadonlySet<TaskStatus> = new Set(["running", "canceling", "queued"]);
 const BAD: ReadonlySet<TaskStatus> = new Set(["failed", "timed_out"]);
 
@@ -255,8 +275,16 @@ export function pickVisible(tasks: readonly TaskRecord[], max: number): TaskReco
   return tasks.filter((t) => keep.has(t));
 }
 
-/** The end-of-run table: every task with its status, attempts, node and duration, then the total. */
-export function renderSummary(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number): string {
+/**
+ * The end-of-run table: every task with its status, attempts, node and duration, then the total.
+ * `waits`: why tasks wait, shown after their status (`dagbot status` of a run in flight).
+ */
+export function renderSummary(
+  run: RunRecord,
+  tasks: readonly TaskRecord[],
+  nowMs: number,
+  waits?: ReadonlyMap<string, WaitReason>,
+): string {
   const idWidth = Math.min(40, Math.max(4, ...tasks.map((t) => t.taskId.length)));
   const lines: string[] = [];
   for (const t of tasks) {
@@ -268,6 +296,7 @@ export function renderSummary(run: RunRecord, tasks: readonly TaskRecord[], nowM
       t.executor === null ? "" : t.executor.nodeId,
       t.attempt > 1 ? `attempts ${t.attempt}` : "",
       BAD.has(t.status) ? oneLine(exitWords(t.exitCode, t.error).join(", "), 100) : "",
+      waitOf(waits, t.taskId),
     ];
     lines.push(`  ${cols.filter((c, i) => i < 3 || c !== "").join("  ")}`.trimEnd());
   }

@@ -114,8 +114,10 @@ export async function runStart(options: StartOptions): Promise<number> {
     logger,
     // With encryption on, an encrypted room is served like any other.
     isEncrypted: (roomId) => !matrix.encryption && (intake?.isEncrypted(roomId) ?? false),
+    cards: { nodeLiveWithinMs: config.retention.nodeGoneAfterMs },
     pictures: createPictureMaker({
       store,
+      nodeLiveWithinMs: config.retention.nodeGoneAfterMs,
       renderer,
       uploader,
       ...(matrix.encryption

@@ -40,6 +40,8 @@ export interface GraphTaskInput {
   action: string;
   needs: readonly string[];
   status: TaskStatus;
+  /** Why it waits, other than for its needs (the edges show those): domain/wait-reasons.ts. */
+  wait?: string;
 }
 
 export interface RunGraphInput {
@@ -49,6 +51,8 @@ export interface RunGraphInput {
   /** The run's status word ("failed", "running"); null for a DAG file. */
   runStatusWord: string | null;
   tasks: readonly GraphTaskInput[];
+  /** One line on why the run's tasks wait (wait-reasons.ts waitsLine); absent or "" when none do. */
+  waits?: string;
 }
 
 export interface GraphBox {
@@ -65,6 +69,8 @@ export interface GraphBox {
   taskIds: string[];
   /** Members per status, zero where none. */
   counts: Record<TaskStatus, number>;
+  /** A task box's reason to wait, when it has one besides its needs. */
+  wait?: string;
 }
 
 export interface RunGraph {
@@ -79,6 +85,8 @@ export interface RunGraph {
   grouped: boolean;
   /** How the picture was reduced to fit the picture budget (graph-budget.ts); absent or null: not. */
   reduction?: GraphReduction;
+  /** Why the run's tasks wait, one line under the counts; absent when none do. */
+  waits?: string;
 }
 
 /** Which member status a group shows as its own when a single colour is needed. */
@@ -251,6 +259,7 @@ function assemble(
         status: task.status,
         taskIds: [task.id],
         counts: countStatuses([task.status]),
+        ...(task.wait === undefined ? {} : { wait: task.wait }),
       });
       return;
     }
@@ -298,5 +307,6 @@ function assemble(
     edges,
     grouped: groups > 0,
     ...(reduction === null ? {} : { reduction }),
+    ...(input.waits === undefined || input.waits === "" ? {} : { waits: input.waits }),
   };
 }

@@ -159,7 +159,7 @@ export function waitWords(reason: WaitReason): WaitWord[] {
     case "confirmation":
       return ["awaits confirmation"];
     case "needs":
-      return ["waits for ", ...names(reason.tasks)];
+      return ["needs ", ...names(reason.tasks)];
     case "paused":
       return ["room paused (cap 0)"];
     case "room-cap":
@@ -199,10 +199,12 @@ function names(list: readonly string[]): WaitWord[] {
   return out;
 }
 
-/** The reason as one line of plain text, names in backticks. */
-export function waitText(reason: WaitReason): string {
+const backticks = (name: string): string => `\`${name}\``;
+
+/** The reason as one line of plain text, names in backticks (or marked by `mark`). */
+export function waitText(reason: WaitReason, mark: (name: string) => string = backticks): string {
   return waitWords(reason)
-    .map((w) => (typeof w === "string" ? w : `\`${w.code}\``))
+    .map((w) => (typeof w === "string" ? w : mark(w.code)))
     .join("");
 }
 
@@ -222,11 +224,14 @@ export interface WaitGroup {
  * The run's waits grouped by their words, most tasks first, for one line about a run. `needs` is
  * left out: waiting for a task of the same run is the run making progress, not being held.
  */
-export function groupWaits(reasons: ReadonlyMap<string, WaitReason>): WaitGroup[] {
+export function groupWaits(
+  reasons: ReadonlyMap<string, WaitReason>,
+  mark: (name: string) => string = backticks,
+): WaitGroup[] {
   const groups = new Map<string, string[]>();
   for (const [taskId, reason] of reasons) {
     if (reason.kind === "needs") continue;
-    const text = waitText(reason);
+    const text = waitText(reason, mark);
     const list = groups.get(text);
     if (list === undefined) groups.set(text, [taskId]);
     else list.push(taskId);

@@ -59,7 +59,7 @@ describe("explainWaits examples", () => {
       task("c"),
       task("d", { needs: ["c", "a", "b"] }),
     ]);
-    expect(texts(f)).toEqual({ d: "waits for `c`, `b`" });
+    expect(texts(f)).toEqual({ d: "needs `c`, `b`" });
     expect(explainWaits(f).get("d")).toEqual({ kind: "needs", tasks: ["c", "b"] });
   });
 

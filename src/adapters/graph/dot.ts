@@ -52,7 +52,8 @@ export function svgIdOfBox(box: GraphBox): string {
 function boxLines(box: GraphBox): string {
   const style = STATE_STYLE[box.status];
   if (box.kind === "task") {
-    return `<<b>${html(box.title)}</b><br/><font point-size="9">${html(box.caption)} · ${style.word}</font>>`;
+    const wait = box.wait === undefined ? "" : `<br/><font point-size="8">waits: ${html(box.wait)}</font>`;
+    return `<<b>${html(box.title)}</b><br/><font point-size="9">${html(box.caption)} · ${style.word}</font>${wait}>`;
   }
   const parts = (Object.keys(box.counts) as TaskStatus[])
     .filter((s) => box.counts[s] > 0)
@@ -112,6 +113,9 @@ function titleLabel(graph: RunGraph): string {
     `<<table border="0" cellspacing="0" cellpadding="2">` +
     `<tr><td align="left"><font point-size="15"><b>${html(graph.title)}</b></font></td></tr>` +
     `<tr><td align="left"><font point-size="12">${html(graph.counts)}</font></td></tr>` +
+    (graph.waits === undefined
+      ? ""
+      : `<tr><td align="left"><font point-size="11">${html(graph.waits)}</font></td></tr>`) +
     `<tr><td align="left"><table border="0" cellspacing="4" cellpadding="0"><tr>${legend}</tr></table></td></tr>` +
     note +
     `</table>>`

@@ -30,7 +30,7 @@ export type CommandStore = Pick<
   | "getTask"
 > &
   Pick<DefinitionStore, "getDefinition" | "listDefinitionRuns" | "listScheduledDefinitions"> &
-  Pick<Scheduler, "setRoomCap" | "getRoomCap"> &
+  Pick<Scheduler, "setRoomCap" | "getRoomCap" | "roomLoad"> &
   Pick<PolicyStore, "getRoomPolicy" | "setRoomPolicy"> &
   Pick<NodeStore, "listNodes"> &
   Pick<LeaseStore, "getLease"> & {

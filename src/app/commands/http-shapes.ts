@@ -59,6 +59,26 @@ export const taskSummarySchema = z
   })
   .meta({ id: "TaskSummary" });
 
+/** Why a task waits (src/domain/wait-reasons.ts), its words in `text`. */
+const waitOf = <K extends string, S extends z.ZodRawShape>(kind: K, shape: S) =>
+  z.object({ kind: z.literal(kind), text: z.string(), ...shape });
+export const taskWaitSchema = z
+  .discriminatedUnion("kind", [
+    waitOf("confirmation", {}),
+    waitOf("needs", { tasks: z.array(z.string()).describe("the needs that have not succeeded") }),
+    waitOf("paused", {}),
+    waitOf("room-cap", { cap: z.number(), active: z.number() }),
+    waitOf("run-cap", { maxParallel: z.number() }),
+    waitOf("concurrency-key", {
+      key: z.string(),
+      holder: z.object({ dagId: z.string(), taskId: z.string() }).nullable(),
+    }),
+    waitOf("no-node", { action: z.string(), labels: z.array(z.string()), node: z.string().nullable() }),
+    waitOf("nodes-busy", { nodes: z.number() }),
+    waitOf("backoff", { until: z.number() }),
+  ])
+  .meta({ id: "TaskWait" });
+
 export const taskLineSchema = z
   .object({
     taskId: z.string(),
@@ -71,6 +91,7 @@ export const taskLineSchema = z
     finishedAt: z.number().nullable(),
     exitCode: z.number().nullable(),
     error: z.string().nullable(),
+    wait: taskWaitSchema.optional().describe("why a blocked or queued task waits; absent when it does not"),
   })
   .meta({ id: "TaskLine" });
 

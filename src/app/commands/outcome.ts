@@ -8,6 +8,8 @@ import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import type { TaskSummary } from "../../domain/run-status.js";
 import type { RunDecision } from "../../domain/run-states.js";
 import { summarizeTasks } from "../../domain/run-status.js";
+import type { ExplainedWait, WaitReason } from "../../domain/wait-reasons.js";
+import { explained } from "../../domain/wait-reasons.js";
 import type { AppCommandResult, NodeRecord, RoomPolicy, RunRecord, TaskRecord } from "../../ports/store.js";
 import { readCommandResult } from "./command-result.js";
 
@@ -47,6 +49,8 @@ export interface TaskLine {
   exitCode: number | null;
   /** The error, cut to one short line. */
   error: string | null;
+  /** Why a blocked or queued task waits (domain/wait-reasons.ts); absent when it does not, or unknown. */
+  wait?: ExplainedWait;
 }
 
 /** A run with its progress counts, for lists. */
@@ -212,7 +216,7 @@ export function summarizeRun(run: RunRecord): RunSummary {
 
 const MAX_ERROR_CHARS = 200;
 
-export function taskLine(task: TaskRecord): TaskLine {
+export function taskLine(task: TaskRecord, wait?: WaitReason): TaskLine {
   const error = task.error === null ? null : firstLine(task.error, MAX_ERROR_CHARS);
   return {
     taskId: task.taskId,
@@ -225,6 +229,7 @@ export function taskLine(task: TaskRecord): TaskLine {
     finishedAt: task.finishedAt,
     exitCode: task.exitCode,
     error,
+    ...(wait === undefined ? {} : { wait: explained(wait) }),
   };
 }
 
@@ -249,8 +254,12 @@ const NOTEWORTHY: ReadonlySet<TaskStatus> = new Set<TaskStatus>([
  * At most `max` task lines, in the DAG's order. When there are more tasks than that, the noteworthy
  * ones (active or failed) are kept first, then the rest fill the remaining places.
  */
-export function selectTaskLines(tasks: readonly TaskRecord[], max: number): TaskLine[] {
-  return selectNoteworthy(tasks, max).map(taskLine);
+export function selectTaskLines(
+  tasks: readonly TaskRecord[],
+  max: number,
+  waits?: ReadonlyMap<string, WaitReason>,
+): TaskLine[] {
+  return selectNoteworthy(tasks, max).map((t) => taskLine(t, waits?.get(t.taskId)));
 }
 
 /** The selection rule of selectTaskLines, for records or lines alike. */

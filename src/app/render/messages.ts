@@ -13,6 +13,8 @@
 import { formatDuration } from "../../domain/duration.js";
 import { outcomeLine } from "../../domain/run-counts.js";
 import { summarizeTasks } from "../../domain/run-status.js";
+import type { WaitReason } from "../../domain/wait-reasons.js";
+import { groupWaits, waitsLine } from "../../domain/wait-reasons.js";
 import type { OutboxMessageInput, RunRecord, TaskRecord } from "../../ports/store.js";
 import type { Rendered } from "./html.js";
 import type { Outcome } from "../commands/outcome.js";
@@ -119,8 +121,9 @@ export function cardMessage(
   tasks: readonly TaskRecord[],
   now: number,
   roomCap?: number,
+  waits?: ReadonlyMap<string, WaitReason>,
 ): OutboxMessageInput {
-  const rendered = fittedCard(runView(run, tasks, now, roomCap));
+  const rendered = fittedCard(runView(run, tasks, now, roomCap, waits));
   return {
     txnId: cardTxnId(run.runId),
     roomId: run.roomId,
@@ -132,10 +135,28 @@ export function cardMessage(
   };
 }
 
-/** The version of a run's state as the card shows it: rises on every task move, and marks a paused room. */
-export function cardVersion(run: RunRecord, tasks: readonly TaskRecord[], roomCap?: number): string {
+/**
+ * The version of a run's state as the card shows it: rises on every task move, marks a paused room,
+ * and names (as a short hash) the reasons its tasks wait, which move with other runs and nodes.
+ */
+export function cardVersion(
+  run: RunRecord,
+  tasks: readonly TaskRecord[],
+  roomCap?: number,
+  waits?: ReadonlyMap<string, WaitReason>,
+): string {
   const versions = tasks.reduce((sum, t) => sum + t.version, 0);
-  return `${versions}.${run.status}${showsPaused(run.status, roomCap) ? ".paused" : ""}`;
+  const held = waits === undefined ? "" : waitsLine(groupWaits(waits));
+  return `${versions}.${run.status}${showsPaused(run.status, roomCap) ? ".paused" : ""}${
+    held === "" ? "" : `.w${shortDigest(held)}`
+  }`;
+}
+
+/** FNV-1a of the text, 8 hex digits: enough to tell one set of wait reasons from the next. */
+function shortDigest(value: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < value.length; i++) h = Math.imul(h ^ value.charCodeAt(i), 0x01000193);
+  return (h >>> 0).toString(16).padStart(8, "0");
 }
 
 export function cardEditMessage(
@@ -143,14 +164,15 @@ export function cardEditMessage(
   tasks: readonly TaskRecord[],
   now: number,
   roomCap?: number,
+  waits?: ReadonlyMap<string, WaitReason>,
 ): OutboxMessageInput {
-  const view = runView(run, tasks, now, roomCap);
+  const view = runView(run, tasks, now, roomCap, waits);
   const rendered = fittedCard(view);
   const newContent = noticeContent(rendered, { kind: "room" });
   // Clients without edits show the fallback as a new message: one line, not a second card.
   const fallback = cardEditFallback(view);
   return {
-    txnId: `${cardTxnId(run.runId)}.${cardVersion(run, tasks, roomCap)}`,
+    txnId: `${cardTxnId(run.runId)}.${cardVersion(run, tasks, roomCap, waits)}`,
     roomId: run.roomId,
     eventType: MESSAGE_EVENT_TYPE,
     content: {

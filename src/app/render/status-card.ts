@@ -12,6 +12,8 @@ import { summarizeTasks } from "../../domain/run-status.js";
 import { shortHash } from "../../domain/command-grammar.js";
 import type { ParsedDag } from "../../domain/model.js";
 import type { RunRecord, TaskRecord } from "../../ports/store.js";
+import type { WaitReason } from "../../domain/wait-reasons.js";
+import { groupWaits, waitWords } from "../../domain/wait-reasons.js";
 import type { RunSummary, TaskLine } from "../commands/outcome.js";
 import { selectTaskLines, summarizeRun } from "../commands/outcome.js";
 import type { Rendered } from "./html.js";
@@ -50,11 +52,12 @@ export function runView(
   tasks: readonly TaskRecord[],
   now: number,
   roomCap?: number,
+  waits?: ReadonlyMap<string, WaitReason>,
 ): RunView {
   return {
     run: summarizeRun(run),
     summary: summarizeTasks(tasks.map((t) => t.status)),
-    tasks: selectTaskLines(tasks, MAX_CARD_TASK_LINES),
+    tasks: selectTaskLines(tasks, MAX_CARD_TASK_LINES, waits),
     at: now,
     ...(roomCap === undefined ? {} : { roomCap }),
     plan: run.status === "pending" ? { dag: appliedDag(run.dag), hash: run.hash } : undefined,
@@ -66,8 +69,9 @@ export function renderStatusCard(
   tasks: readonly TaskRecord[],
   now: number,
   roomCap?: number,
+  waits?: ReadonlyMap<string, WaitReason>,
 ): Rendered {
-  return renderRunView(runView(run, tasks, now, roomCap));
+  return renderRunView(runView(run, tasks, now, roomCap, waits));
 }
 
 /** Whether a run's view should say the room is paused: its cap is 0 and the run still has tasks to start. */
@@ -86,6 +90,7 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
     parts.push(r`Room paused: its cap is 0, so no task starts until ${code("!dag cap <n>")} raises it.`);
   }
   if (run.status === "pending") parts.push(confirmHint(run, view.at, asCard));
+  if (asCard) parts.push(...waitLines(view));
   const plan =
     run.status === "pending" && view.plan !== undefined ? [renderPlan(view.plan.dag, view.plan.hash)] : [];
 
@@ -178,8 +183,37 @@ function confirmHint(run: RunSummary, at: number, asCard: boolean): Rendered {
   )} or ❌ to drop it.${expires}`;
 }
 
+/** Said on the card already: its confirmation hint and its paused-room line. */
+const CARD_SAYS: ReadonlySet<WaitReason["kind"]> = new Set(["confirmation", "paused", "needs"]);
+const WAIT_NAMES = 3;
+
+/**
+ * `⏳ 2 tasks wait (\`a\`, \`b\`): no live node offers action \`deploy\``: one line per reason that
+ * holds tasks of the run back, most tasks first (domain/wait-reasons.ts groupWaits).
+ */
+export function waitLines(view: Pick<RunView, "tasks">): Rendered[] {
+  const byTask = new Map<string, WaitReason>();
+  for (const t of view.tasks)
+    if (t.wait !== undefined && !CARD_SAYS.has(t.wait.kind)) byTask.set(t.taskId, t.wait);
+  return groupWaits(byTask).map((g) => {
+    const reason = byTask.get(g.taskIds[0] ?? "");
+    const n = g.taskIds.length;
+    const names = g.taskIds.slice(0, WAIT_NAMES).map((id) => code(id));
+    const more = n > WAIT_NAMES ? text(` and ${n - WAIT_NAMES} more`) : text("");
+    return r`⏳ ${n === 1 ? "1 task waits" : `${n} tasks wait`} (${join(names, ", ")}${more}): ${
+      reason === undefined ? "" : renderWait(reason)
+    }`;
+  });
+}
+
+/** A reason's words with its names as code. */
+export function renderWait(reason: WaitReason): Rendered {
+  return join(waitWords(reason).map((w) => (typeof w === "string" ? text(w) : code(w.code))));
+}
+
 export function renderTaskLine(task: TaskLine, at: number): Rendered {
   const parts: Rendered[] = [text(TASK_WORD[task.status])];
+  if (task.wait !== undefined) parts.push(renderWait(task.wait));
   if (task.node !== null) parts.push(r`on ${code(task.node)}`);
   if (task.startedAt !== null || task.attempt > 1)
     parts.push(text(`attempt ${task.attempt}/${task.maxAttempts}`));

@@ -5,6 +5,7 @@ import { extname } from "node:path";
 import type { Command } from "commander";
 import { dagGraphOf, runGraphOf } from "../../app/run-picture.js";
 import { findRun } from "../../app/run-ref.js";
+import { readRoomWaits, waitsOf } from "../../app/task-waits.js";
 import type { RunGraph } from "../../domain/run-graph.js";
 import type { PictureFormat } from "../../ports/graph-renderer.js";
 import { RenderError } from "../../ports/graph-renderer.js";
@@ -57,7 +58,9 @@ async function graph(target: string, options: GraphOptions): Promise<number> {
       const run = await findRun(store, roomId, target);
       if (run === null)
         throw new CliError(`no file and no run "${target.slice(0, 70)}" in room ${roomId}`, 1);
-      picture = runGraphOf(run, await store.listTasks(run.runId));
+      const tasks = await store.listTasks(run.runId);
+      const room = await readRoomWaits(store, run.roomId, config.retention.nodeGoneAfterMs);
+      picture = runGraphOf(run, tasks, waitsOf(run, tasks, room));
       name = run.dagId;
     } finally {
       await store.close();

@@ -25,6 +25,9 @@ import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js
 import type { CommonOptions } from "../config-options.js";
 import { createProgress, renderSummary } from "../progress.js";
 import { command } from "../../composition/leader-room.js";
+import { WaitNotice } from "../wait-notice.js";
+import { readRoomWaits, waitsOf } from "../../app/task-waits.js";
+import { groupWaits, waitsLine } from "../../domain/wait-reasons.js";
 import { onStopSignals } from "../../composition/stop-signals.js";
 
 interface RunOptions extends CommonOptions {
@@ -183,7 +186,7 @@ async function runDag(file: string, options: RunOptions): Promise<number> {
     dagId = started.dagId;
     if (dagId !== dag.dag.id)
       process.stderr.write(`dag ${dag.dag.id} is already in the store; running it again as ${dagId}\n`);
-    const run = await follow(store, roomId, runId, stopAll.signal);
+    const run = await follow(store, roomId, runId, stopAll.signal, config.retention.nodeGoneAfterMs);
     if (run === null || !isTerminalRun(run.status)) return 1;
     return run.status === "succeeded" ? 0 : 1;
   } finally {
@@ -242,12 +245,16 @@ async function publishAndConfirm(
   }
 }
 
-/** Shows progress until the run ends (or `stop` aborts), then the summary. Returns the last state. */
+/**
+ * Shows progress until the run ends (or `stop` aborts), then the summary, and a line whenever the
+ * run's tasks have waited a moment for something other than their needs. Returns the last state.
+ */
 async function follow(
   store: Store,
   roomId: string,
   runId: string,
   stop: AbortSignal,
+  liveWithinMs: number,
 ): Promise<RunRecord | null> {
   const out = process.stdout;
   const view = createProgress(out, { color: colorFor(out) });
@@ -255,6 +262,7 @@ async function follow(
   // Task times are on the store's clock; durations of running tasks are shown against it.
   const offset = (await store.now()) - Date.now();
   let run: RunRecord | null = null;
+  const notice = new WaitNotice();
   try {
     while (!stop.aborted) {
       run = await store.getRunById(runId);
@@ -266,8 +274,11 @@ async function follow(
         out.write(out.isTTY ? lastLine(renderSummary(run, tasks, now)) : renderSummary(run, tasks, now));
         return run;
       }
-      view.update(run, tasks, now);
-      await watch.wait(out.isTTY ? 500 : 2_000, stop);
+      const waits = waitsOf(run, tasks, await readRoomWaits(store, roomId, liveWithinMs));
+      const waiting = notice.settle(waitsLine(groupWaits(waits)), now);
+      view.update(run, tasks, now, waiting === "" ? "" : `${run.dagId}: ${waiting}`);
+      const idle = out.isTTY ? 500 : 2_000;
+      await watch.wait(Math.min(idle, notice.dueInMs(now) ?? idle), stop);
     }
     return run;
   } finally {

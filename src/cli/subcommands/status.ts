@@ -4,6 +4,9 @@ import { showsPaused } from "../../app/render/status-card.js";
 import { findRun } from "../../app/run-ref.js";
 import { outcomeCounts } from "../../domain/run-counts.js";
 import { summarizeTasks } from "../../domain/run-status.js";
+import type { WaitReason } from "../../domain/wait-reasons.js";
+import { explained } from "../../domain/wait-reasons.js";
+import { readRoomWaits, waitsOf } from "../../app/task-waits.js";
 import type { RunRecord, Store, TaskRecord } from "../../ports/store.js";
 import { CliError, runCli } from "../cli-error.js";
 import { openConfiguredStore } from "../../composition/store-open.js";
@@ -46,12 +49,18 @@ async function status(dagId: string | undefined, options: StatusOptions): Promis
     const run = await findRun(store, roomId, dagId);
     if (run === null) throw new CliError(`no run "${dagId}" in room ${roomId}`, 1);
     const tasks = await store.listTasks(run.runId);
-    const roomCap = await store.getRoomCap(roomId);
+    const room = await readRoomWaits(store, roomId, config.retention.nodeGoneAfterMs);
+    const roomCap = room.load.cap;
+    const waits = waitsOf(run, tasks, room);
     if (options.json === true) {
-      const out = { run: runJson(run), tasks: tasks.map((t) => taskJson(t, now)), roomCap };
+      const out = {
+        run: runJson(run),
+        tasks: tasks.map((t) => taskJson(t, now, waits.get(t.taskId))),
+        roomCap,
+      };
       process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
     } else {
-      process.stdout.write(renderSummary(run, tasks, now));
+      process.stdout.write(renderSummary(run, tasks, now, waits));
       if (showsPaused(run.status, roomCap)) {
         process.stdout.write(
           `room ${roomId} is paused (cap 0): no task starts until \`dagbot cap N\` raises the cap\n`,
@@ -98,7 +107,12 @@ export function runJson(run: RunRecord): Record<string, unknown> {
   return { ...rest, taskCount: run.dag.tasks.length };
 }
 
-export function taskJson(task: TaskRecord, now: number): Record<string, unknown> {
+/** A task as `--json` prints it; `wait`: why it waits (domain/wait-reasons.ts), when it does. */
+export function taskJson(task: TaskRecord, now: number, wait?: WaitReason): Record<string, unknown> {
   const { output: _output, ...rest } = task;
-  return { ...rest, durationMs: taskDurationMs(task, now) };
+  return {
+    ...rest,
+    durationMs: taskDurationMs(task, now),
+    ...(wait === undefined ? {} : { wait: explained(wait) }),
+  };
 }

@@ -12,6 +12,7 @@ import { progressOf, selectTaskLines, summarizeRun } from "../outcome.js";
 import { MAX_LISTED_RUNS, notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
 import { findRun } from "../../run-ref.js";
+import { readRoomWaits, waitsOf } from "../../task-waits.js";
 
 const ACTIVE_RUN_STATUSES: RunStatus[] = ["pending", "running", "canceling"];
 
@@ -56,12 +57,14 @@ async function handleStatus(ctx: HandlerContext, dagId: string | null): Promise<
   const run = await findRun(ctx.store, ctx.roomId, dagId);
   if (run === null) return notFoundRun(ctx, dagId);
   const tasks = await ctx.store.listTasks(run.runId);
+  // Why tasks wait: the room's load and live nodes, two reads however many tasks the run has.
+  const room = await readRoomWaits(ctx.store, ctx.roomId, ctx.policy.nodeStaleAfterMs);
   return {
     kind: "status",
     run: summarizeRun(run),
     summary: summarizeTasks(tasks.map((t) => t.status)),
-    tasks: selectTaskLines(tasks, MAX_CARD_TASK_LINES),
+    tasks: selectTaskLines(tasks, MAX_CARD_TASK_LINES, waitsOf(run, tasks, room)),
     at,
-    roomCap: await ctx.store.getRoomCap(ctx.roomId),
+    roomCap: room.load.cap,
   };
 }
