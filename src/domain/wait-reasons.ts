@@ -1,6 +1,7 @@
 /**
- * Why a task waits (issue 23): the one rule every face shows (chat card and `!dag status`, the CLI's
- * `status` and `run`, HTTP task objects, pictures), decided from what the store already knows. Pure.
+ * Why a task waits (issue 23; docs/architecture.md, "State machines"): the one rule every face
+ * shows (chat card and `!dag status`, the CLI's `status` and `run`, HTTP task objects, pictures),
+ * decided from what the store already knows. Pure.
  *
  * A task of a pending run awaits confirmation. Of a running run, a blocked task waits, in this order,
  * for its needs (named), for the room (paused by cap 0, or its cap reached), for its run's
