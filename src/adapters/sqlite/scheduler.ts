@@ -300,21 +300,25 @@ export function getRoomCap(c: SqliteConnection, roomId: string): Promise<number>
   return c.read("get room cap", () => roomCap(c, roomId));
 }
 
-// Both name the tasks_open index's own predicate (SQLite uses a partial index only for a query that
-// repeats it), then narrow it to the active statuses: an index search, never a scan of the table.
-const OPEN_ACTIVE = `t.status IN ('blocked','queued','running','canceling') AND t.status IN ('queued','running','canceling')`;
+/**
+ * The room's active tasks, as two halves that each name a partial index's own predicate
+ * (tasks_claim: queued; tasks_executor: running and canceling), as REAP_OPEN_SQL does: SQLite uses a
+ * partial index only for a query that repeats its predicate, so the active tasks are read through
+ * those indexes and never by a scan of every task ever run. `%COLS%` is what each half selects.
+ */
+const ROOM_ACTIVE = `SELECT %COLS% FROM tasks t WHERE t.status = 'queued' AND t.room_id = ?
+  UNION ALL SELECT %COLS% FROM tasks t WHERE t.status IN ('running','canceling') AND t.room_id = ?`;
+export const ROOM_ACTIVE_COUNT_SQL = `SELECT count(*) AS n FROM (${ROOM_ACTIVE.replaceAll("%COLS%", "1")})`;
+export const ROOM_KEYS_SQL = `SELECT a.concurrency_key, r.dag_id, a.task_id
+   FROM (${ROOM_ACTIVE.replaceAll("%COLS%", "t.seq, t.concurrency_key, t.task_id, t.run_id")}) a
+   JOIN runs r ON r.run_id = a.run_id
+  WHERE a.concurrency_key IS NOT NULL ORDER BY a.seq`;
 
 export function roomLoad(c: SqliteConnection, roomId: string): Promise<RoomLoad> {
   return c.read("room load", () => {
-    const active =
-      c.get<{ n: number }>(`SELECT count(*) AS n FROM tasks t WHERE t.room_id = ? AND ${OPEN_ACTIVE}`, roomId)
-        ?.n ?? 0;
+    const active = c.get<{ n: number }>(ROOM_ACTIVE_COUNT_SQL, roomId, roomId)?.n ?? 0;
     const keys = c
-      .all<{ concurrency_key: string; dag_id: string; task_id: string }>(
-        `SELECT t.concurrency_key, r.dag_id, t.task_id FROM tasks t JOIN runs r ON r.run_id = t.run_id
-          WHERE t.room_id = ? AND ${OPEN_ACTIVE} AND t.concurrency_key IS NOT NULL ORDER BY t.seq`,
-        roomId,
-      )
+      .all<{ concurrency_key: string; dag_id: string; task_id: string }>(ROOM_KEYS_SQL, roomId, roomId)
       .map((k) => ({ key: k.concurrency_key, dagId: k.dag_id, taskId: k.task_id }));
     return { cap: roomCap(c, roomId), active, keys };
   });
