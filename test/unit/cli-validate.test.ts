@@ -157,6 +157,22 @@ describe("dagbot validate", () => {
     );
   });
 
+  it("says that a run `dagbot trigger` starts has its own hash, for a DAG with parameters", async () => {
+    const doc = JSON.stringify({
+      id: "nightly",
+      params: { day: { pattern: "[0-9]{1,2}", default: "1" } },
+      tasks: [{ id: "t", action: "echo", args: { message: "{params.day}" } }],
+    });
+    const withParams = await run(["validate", "-"], doc);
+    expect(withParams.code).toBe(0);
+    expect(withParams.stdout).toContain("each run `dagbot trigger` starts has its own hash");
+    const plain = await run(
+      ["validate", "-"],
+      readFileSync(join(root, "config/examples/hello.toml"), "utf8"),
+    );
+    expect(plain.stdout).not.toContain("its own hash");
+  });
+
   it("reports a file over 64 KiB and a file that is not UTF-8, exit 1", async () => {
     const dir = mkdtempSync(join(tmpdir(), "dagbot-validate-"));
     const big = join(dir, "big.json");
