@@ -1,23 +1,35 @@
 /**
  * An executor whose results carry none of the node's secrets: the output so far, the final output
  * tail and the error of every attempt are masked (domain/secret-mask.ts) before the worker stores
- * them or anything sends them, so neither `logs` nor an event nor the room ever sees them.
+ * them or anything sends them, so neither `logs` nor an event nor the room ever sees them
+ * (docs/architecture.md, "Node config").
  */
 import type { Masker } from "../domain/secret-mask.js";
-import type { ExecRequest, ExecResult, Executor } from "../ports/executor.js";
+import type { ExecRequest, ExecResult, Executor, OutputSoFar } from "../ports/executor.js";
 
-export function maskingExecutor(executor: Executor, mask: Masker): Executor {
+/**
+ * `keepChars`: the most of an output's tail anything keeps (the store's limit). Only that much is
+ * masked and passed on: masking costs about 12 ns a character, and an action's output_limit may be
+ * 64 MiB, re-read every second while it runs.
+ */
+export function maskingExecutor(executor: Executor, mask: Masker, keepChars = Infinity): Executor {
+  const tail = (text: string): string => (text.length > keepChars ? text.slice(-keepChars) : text);
   return {
     async run(request: ExecRequest): Promise<ExecResult> {
       const onOutput = request.onOutput;
       const result = await executor.run(
         onOutput === undefined
           ? request
-          : { ...request, onOutput: (soFar) => onOutput({ ...soFar, output: mask(soFar.output) }) },
+          : {
+              ...request,
+              onOutput: (soFar: OutputSoFar) => onOutput({ ...soFar, output: mask(tail(soFar.output)) }),
+            },
       );
+      const output = tail(result.output);
       return {
         ...result,
-        output: mask(result.output),
+        output: mask(output),
+        outputTruncated: result.outputTruncated || output.length < result.output.length,
         ...(result.error === undefined ? {} : { error: mask(result.error) }),
       };
     },

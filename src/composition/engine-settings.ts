@@ -1,6 +1,7 @@
 /** What a node config implies for the engine: its loops' settings, its logger and its executor. */
 import { createProcessExecutor, pickBaseEnv } from "../adapters/exec/process-executor.js";
 import { createLogger } from "../adapters/log/pino-logger.js";
+import { OUTPUT_LIMIT_CHARS } from "../adapters/store-common/checks.js";
 import { forgetEnvironment } from "../adapters/os/own-environment.js";
 import { DEFAULT_LEADER_TIMINGS } from "../app/leader.js";
 import { maskingExecutor } from "../app/masking-executor.js";
@@ -77,7 +78,11 @@ export function engineSettings(config: NodeConfig, overrides: Partial<EngineSett
  */
 export function nodeExecutor(config: NodeConfig, env: NodeJS.ProcessEnv, logger: Logger): Executor {
   const mask = secretMasker(nodeSecrets(config, env));
-  const executor = maskingExecutor(createProcessExecutor({ baseEnv: pickBaseEnv(env) }), mask);
+  const executor = maskingExecutor(
+    createProcessExecutor({ baseEnv: pickBaseEnv(env) }),
+    mask,
+    OUTPUT_LIMIT_CHARS,
+  );
   const forgot = forgetEnvironment(CONSUMED_SECRET_ENV, env);
   if (forgot.removed.length > 0 && !forgot.overwritten)
     logger.warn(

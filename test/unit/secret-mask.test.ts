@@ -110,4 +110,46 @@ describe("maskingExecutor", () => {
     expect(result.error).toBe(`could not use ${"*".repeat(TOKEN.length)}`);
     expect(result.totalOutputBytes).toBe(6 + TOKEN.length);
   });
+
+  it("passes on only the tail anything keeps, masked where it cuts into a secret", async () => {
+    const output = `${"x".repeat(50)} ${TOKEN}`;
+    const executor = maskingExecutor(
+      {
+        run: async (request: ExecRequest): Promise<ExecResult> => {
+          request.onOutput?.({ output, totalBytes: bytes(output) });
+          return {
+            outcome: "succeeded",
+            exitCode: 0,
+            signal: null,
+            output,
+            outputTruncated: false,
+            totalOutputBytes: bytes(output),
+            durationMs: 1,
+          };
+        },
+      },
+      mask,
+      20,
+    );
+    const seen: OutputSoFar[] = [];
+    const result = await executor.run({
+      action: {
+        name: "a",
+        argv: ["x"],
+        args: {},
+        cwd: null,
+        env: {},
+        timeoutMs: 1000,
+        outputLimitBytes: 100,
+        killGraceMs: 10,
+      },
+      args: {},
+      env: { DAGBOT_RUN_ID: "r", DAGBOT_TASK_ID: "t", DAGBOT_ATTEMPT: 1 },
+      onOutput: (s) => seen.push(s),
+    });
+    expect(result.output).toBe("*".repeat(20));
+    expect(result.outputTruncated).toBe(true);
+    expect(result.totalOutputBytes).toBe(bytes(output));
+    expect(seen).toEqual([{ output: "*".repeat(20), totalBytes: bytes(output) }]);
+  });
 });
