@@ -149,7 +149,15 @@ export type StoreCommandResult =
       by: string;
     }
   | { op: "cap"; kind: "set"; cap: number; previous: number }
-  | { op: "policy"; kind: "set"; policy: RoomPolicy; previous: RoomPolicy | null };
+  | {
+      op: "policy";
+      kind: "set";
+      policy: RoomPolicy;
+      previous: RoomPolicy | null;
+      /** Set when the change was a proposal that this command confirmed. */
+      proposal?: { changeId: string; proposedBy: string };
+    }
+  | { op: "policy"; kind: "proposed"; proposal: PolicyProposal };
 
 /** The app's outcome (src/app/commands/outcome.ts owns its shape), with where its reply threads. */
 export type AppCommandResult = {
@@ -585,13 +593,55 @@ export interface PolicyStore {
   /**
    * Replaces the room's policy, fenced by the leader's term; given an inbox event id, that row is
    * marked handled in the same transaction (result `{ op: "policy", kind: "set", policy, previous }`).
+   * Logged as a `policy.set` event with who, from what and to what.
    */
   setRoomPolicy(
     ctx: CommandContext,
     roomId: string,
     policy: RoomPolicy,
     by: string,
-  ): Promise<{ previous: RoomPolicy | null }>;
+    options?: SetPolicyOptions,
+  ): Promise<
+    { kind: "set"; previous: RoomPolicy | null } | { kind: "not-pending"; proposal: PolicyProposal | null }
+  >;
+  /**
+   * Keeps a change a room admin proposed under the two-person rule, fenced by the leader's term; it
+   * waits for another admin's confirmation (setRoomPolicy with `confirms`) until `ttlMs` from now on
+   * the store's clock. Given an inbox event id, that row is marked handled in the same transaction
+   * (result `{ op: "policy", kind: "proposed", proposal }`). Logged as a `policy.proposed` event.
+   */
+  proposePolicyChange(
+    ctx: CommandContext,
+    roomId: string,
+    proposal: { changeId: string; change: Record<string, unknown>; by: string; ttlMs: number },
+  ): Promise<PolicyProposal>;
+  getPolicyProposal(roomId: string, changeId: string): Promise<PolicyProposal | null>;
+}
+
+export interface SetPolicyOptions {
+  /** What changed, as the app describes it (kept in the `policy.set` event with who and from what). */
+  change?: Record<string, unknown>;
+  /**
+   * The proposal this write applies: it must be pending, not expired, and proposed by someone other
+   * than `by`, or nothing is written (`not-pending`); it is marked applied in the same transaction.
+   */
+  confirms?: string;
+}
+
+/** A policy change a room admin proposed under the two-person rule; another admin applies it. */
+export interface PolicyProposal {
+  roomId: string;
+  /** The short id a confirmation names: `!dag policy confirm <id>`. */
+  changeId: string;
+  /** The change as the app describes it; the store keeps it as given. */
+  change: Record<string, unknown>;
+  proposedBy: string;
+  proposedAt: number;
+  /** Store-clock time from which it can no longer be confirmed. */
+  expiresAt: number;
+  status: "pending" | "applied";
+  confirmedBy: string | null;
+  confirmedAt: number | null;
 }
 
 // ---------------------------------------------------------------------------------------------

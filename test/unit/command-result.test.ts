@@ -5,6 +5,7 @@ import {
   capOutcome,
   decisionOutcome,
   policyOutcome,
+  proposalOutcome,
   publishOutcome,
 } from "../../src/adapters/store-common/run-outcomes.js";
 import { readCommandResult } from "../../src/app/commands/command-result.js";
@@ -46,6 +47,21 @@ describe("readCommandResult", () => {
     ["cancel", decisionOutcome("cancel", "done", run, "backup", "@bob:test")],
     ["cap", capOutcome(3, 16)],
     ["policy", policyOutcome(policy, null)],
+    ["confirmed policy", policyOutcome(policy, policy, { changeId: "0a1b2c3d", proposedBy: "@alice:test" })],
+    [
+      "policy proposal",
+      proposalOutcome({
+        roomId: "!room:test",
+        changeId: "0a1b2c3d",
+        change: { setting: "two_person_rule", value: "off" },
+        proposedBy: "@alice:test",
+        proposedAt: 1,
+        expiresAt: 2,
+        status: "pending",
+        confirmedBy: null,
+        confirmedAt: null,
+      }),
+    ],
     ["app outcome", wrapOutcome({ kind: "ignored", why: "not a decision" }, "$card")],
   ])("reads back what %s wrote", (_name, written) => {
     expect(readCommandResult(stored(written))).toEqual(written);

@@ -14,6 +14,7 @@ import * as definitions from "./definitions.js";
 import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
 import { migrate } from "./migrations.js";
+import * as policies from "./policy.js";
 import * as nodes from "./nodes.js";
 import * as outbox from "./outbox.js";
 import * as retention from "./retention.js";
@@ -134,9 +135,13 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     getRoomCap: async (roomId) => scheduler.getRoomCap(db, roomId),
     roomLoad: async (roomId) => scheduler.roomLoad(db, roomId),
     initRoomCap: async (roomId, cap) => scheduler.initRoomCap(db, roomId, cap),
-    initRoomPolicy: async (roomId, policy, setBy) => nodes.initRoomPolicy(db, roomId, policy, setBy),
-    getRoomPolicy: async (roomId) => nodes.getRoomPolicy(db, roomId),
-    setRoomPolicy: async (ctx, roomId, policy, by) => nodes.setRoomPolicy(db, ctx, roomId, policy, by),
+    initRoomPolicy: async (roomId, policy, setBy) => policies.initRoomPolicy(db, roomId, policy, setBy),
+    getRoomPolicy: async (roomId) => policies.getRoomPolicy(db, roomId),
+    setRoomPolicy: async (ctx, roomId, policy, by, options) =>
+      policies.setRoomPolicy(db, ctx, roomId, policy, by, options),
+    proposePolicyChange: async (ctx, roomId, proposal) =>
+      policies.proposePolicyChange(db, ctx, roomId, proposal),
+    getPolicyProposal: async (roomId, changeId) => policies.getPolicyProposal(db, roomId, changeId),
 
     heartbeat: async (beat) => nodes.heartbeat(db, beat),
     listNodes: async () => nodes.listNodes(db),

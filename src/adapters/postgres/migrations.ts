@@ -329,6 +329,25 @@ ALTER TABLE processed_events ADD COLUMN handling_term bigint;
 ALTER TABLE processed_events ADD COLUMN handling_losses integer NOT NULL DEFAULT 0;
 `,
   },
+  {
+    // Issue 24: under the two-person rule a room admin's policy change waits here for a second
+    // admin's confirmation (or its expiry); applied ones stay as the record of who agreed.
+    version: 9,
+    sql: `
+CREATE TABLE policy_proposals (
+  room_id      text NOT NULL,
+  change_id    text NOT NULL,
+  change       jsonb NOT NULL,
+  proposed_by  text NOT NULL,
+  proposed_at  bigint NOT NULL,
+  expires_at   bigint NOT NULL,
+  status       text NOT NULL CHECK (status IN ('pending', 'applied')),
+  confirmed_by text,
+  confirmed_at bigint,
+  PRIMARY KEY (room_id, change_id)
+);
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

@@ -1,21 +1,10 @@
 /** Nodes, idempotency keys and the event log on PostgreSQL: the small tables around the state machines. */
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
-import type {
-  CommandContext,
-  LogEvent,
-  NodeHeartbeat,
-  NodeRecord,
-  RoomPolicy,
-  Session,
-  StoredRoomPolicy,
-} from "../../ports/store.js";
-import { checkRoom } from "../store-common/checks.js";
-import { markHandledInTx } from "./inbox.js";
+import type { LogEvent, NodeHeartbeat, NodeRecord, Session } from "../../ports/store.js";
 import type { Db } from "./db.js";
-import { json, LOG_LOCK, NOW, sessionKey } from "./sql.js";
+import { json, LOG_LOCK, NOW } from "./sql.js";
 import { toLogEvent, toNode } from "./rows.js";
 import { checkCapacity } from "../store-common/checks.js";
-import { policyOutcome } from "../store-common/run-outcomes.js";
 
 export async function heartbeat(db: Db, beat: NodeHeartbeat): Promise<void> {
   checkCapacity(beat.capacity);
@@ -114,77 +103,5 @@ export function readEvents(db: Db, roomId: string, sinceSeq: number, limit?: num
       [roomId, sinceSeq, Math.max(0, Math.floor(limit ?? DEFAULT_EVENTS_LIMIT))],
     );
     return rows.map(toLogEvent);
-  });
-}
-
-type PolicyRow = { room_id: string; policy: RoomPolicy; set_by: string; updated_at: number | string };
-
-function toPolicy(row: PolicyRow): StoredRoomPolicy {
-  return { roomId: row.room_id, policy: row.policy, setBy: row.set_by, updatedAt: Number(row.updated_at) };
-}
-
-export async function initRoomPolicy(
-  db: Db,
-  roomId: string,
-  policy: RoomPolicy,
-  setBy: string,
-): Promise<{ set: boolean; stored: StoredRoomPolicy }> {
-  return db.tx("init room policy", async (tx) => {
-    const { rowCount } = await tx.query(
-      `INSERT INTO room_policies (room_id, policy, set_by, updated_at) VALUES ($1, $2::jsonb, $3, ${NOW.replace("$1", "$4")})
-       ON CONFLICT (room_id) DO NOTHING`,
-      [roomId, json(policy), setBy, db.clockParam()],
-    );
-    const set = rowCount === 1;
-    if (set)
-      tx.log(roomId, {
-        kind: "policy.set",
-        term: null,
-        actor: null,
-        data: { policy, by: setBy, initial: true },
-      });
-    const { rows } = await tx.query<PolicyRow>("SELECT * FROM room_policies WHERE room_id = $1", [roomId]);
-    const row = rows[0];
-    if (row === undefined) throw new NotFoundError("init room policy", { roomId });
-    return { set, stored: toPolicy(row) };
-  });
-}
-
-export async function getRoomPolicy(db: Db, roomId: string): Promise<StoredRoomPolicy | null> {
-  const rows = await db.one<PolicyRow>("get room policy", "SELECT * FROM room_policies WHERE room_id = $1", [
-    roomId,
-  ]);
-  return rows[0] === undefined ? null : toPolicy(rows[0]);
-}
-
-export async function setRoomPolicy(
-  db: Db,
-  ctx: CommandContext,
-  roomId: string,
-  policy: RoomPolicy,
-  by: string,
-): Promise<{ previous: RoomPolicy | null }> {
-  return db.tx("set room policy", async (tx) => {
-    await db.lockFence(tx, "set room policy", ctx.fence);
-    checkRoom("set room policy", ctx, roomId);
-    const { rows } = await tx.query<{ previous: RoomPolicy | null }>(
-      `WITH old AS (SELECT policy FROM room_policies WHERE room_id = $1 FOR UPDATE),
-            upsert AS (INSERT INTO room_policies (room_id, policy, set_by, updated_at)
-                       VALUES ($1, $2::jsonb, $3, ${NOW.replace("$1", "$4")})
-                       ON CONFLICT (room_id) DO UPDATE SET policy = excluded.policy, set_by = excluded.set_by,
-                         updated_at = excluded.updated_at)
-       SELECT (SELECT policy FROM old) AS previous`,
-      [roomId, json(policy), by, db.clockParam()],
-    );
-    const previous = rows[0]?.previous ?? null;
-    tx.log(roomId, {
-      kind: "policy.set",
-      term: ctx.fence.term,
-      actor: sessionKey(ctx.fence.session),
-      data: { policy, by },
-    });
-    if (ctx.inboxEventId !== undefined)
-      await markHandledInTx(db, tx, ctx.fence, ctx.inboxEventId, policyOutcome(policy, previous));
-    return { previous };
   });
 }

@@ -12,6 +12,7 @@ import * as definitions from "./definitions.js";
 import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
 import { currentSchemaVersion, migrate } from "./migrations.js";
+import * as policies from "./policy.js";
 import * as nodes from "./nodes.js";
 import * as outbox from "./outbox.js";
 import * as retention from "./retention.js";
@@ -119,9 +120,13 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     getRoomCap: async (roomId) => scheduler.getRoomCap(c, roomId),
     roomLoad: async (roomId) => scheduler.roomLoad(c, roomId),
     initRoomCap: async (roomId, cap) => scheduler.initRoomCap(c, roomId, cap),
-    initRoomPolicy: async (roomId, policy, setBy) => nodes.initRoomPolicy(c, roomId, policy, setBy),
-    getRoomPolicy: async (roomId) => nodes.getRoomPolicy(c, roomId),
-    setRoomPolicy: async (ctx, roomId, policy, by) => nodes.setRoomPolicy(c, ctx, roomId, policy, by),
+    initRoomPolicy: async (roomId, policy, setBy) => policies.initRoomPolicy(c, roomId, policy, setBy),
+    getRoomPolicy: async (roomId) => policies.getRoomPolicy(c, roomId),
+    setRoomPolicy: async (ctx, roomId, policy, by, options) =>
+      policies.setRoomPolicy(c, ctx, roomId, policy, by, options),
+    proposePolicyChange: async (ctx, roomId, proposal) =>
+      policies.proposePolicyChange(c, ctx, roomId, proposal),
+    getPolicyProposal: async (roomId, changeId) => policies.getPolicyProposal(c, roomId, changeId),
 
     heartbeat: async (beat) => nodes.heartbeat(c, beat),
     listNodes: async () => nodes.listNodes(c),

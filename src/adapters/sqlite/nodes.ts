@@ -1,21 +1,9 @@
 /** Nodes, idempotency keys and the event log on SQLite: the small tables around the state machines. */
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
-import type {
-  CommandContext,
-  LogEvent,
-  NodeHeartbeat,
-  NodeRecord,
-  RoomPolicy,
-  Session,
-  StoredRoomPolicy,
-} from "../../ports/store.js";
-import { checkRoom } from "../store-common/checks.js";
-import { sessionKey } from "../store-common/records.js";
-import { markHandledInTx } from "./inbox.js";
+import type { LogEvent, NodeHeartbeat, NodeRecord, Session } from "../../ports/store.js";
 import type { SqliteConnection } from "./connection.js";
 import { toLogEvent, toNode } from "./rows.js";
 import { checkCapacity } from "../store-common/checks.js";
-import { policyOutcome } from "../store-common/run-outcomes.js";
 
 export function heartbeat(c: SqliteConnection, beat: NodeHeartbeat): Promise<void> {
   checkCapacity(beat.capacity);
@@ -111,89 +99,4 @@ export function readEvents(
       )
       .map(toLogEvent),
   );
-}
-
-function toPolicy(row: {
-  room_id: string;
-  policy: string;
-  set_by: string;
-  updated_at: number;
-}): StoredRoomPolicy {
-  return {
-    roomId: row.room_id,
-    policy: JSON.parse(row.policy) as RoomPolicy,
-    setBy: row.set_by,
-    updatedAt: row.updated_at,
-  };
-}
-
-type PolicyRow = { room_id: string; policy: string; set_by: string; updated_at: number };
-
-export function initRoomPolicy(
-  c: SqliteConnection,
-  roomId: string,
-  policy: RoomPolicy,
-  setBy: string,
-): Promise<{ set: boolean; stored: StoredRoomPolicy }> {
-  return c.write("init room policy", (tx) => {
-    const set =
-      c.run(
-        "INSERT INTO room_policies (room_id, policy, set_by, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (room_id) DO NOTHING",
-        roomId,
-        JSON.stringify(policy),
-        setBy,
-        tx.now,
-      ) === 1;
-    if (set)
-      tx.log({
-        roomId,
-        kind: "policy.set",
-        term: null,
-        actor: null,
-        data: { policy, by: setBy, initial: true },
-      });
-    const row = c.get<PolicyRow>("SELECT * FROM room_policies WHERE room_id = ?", roomId);
-    if (row === undefined) throw new NotFoundError("init room policy", { roomId });
-    return { set, stored: toPolicy(row) };
-  });
-}
-
-export function getRoomPolicy(c: SqliteConnection, roomId: string): Promise<StoredRoomPolicy | null> {
-  return c.read("get room policy", () => {
-    const row = c.get<PolicyRow>("SELECT * FROM room_policies WHERE room_id = ?", roomId);
-    return row === undefined ? null : toPolicy(row);
-  });
-}
-
-export function setRoomPolicy(
-  c: SqliteConnection,
-  ctx: CommandContext,
-  roomId: string,
-  policy: RoomPolicy,
-  by: string,
-): Promise<{ previous: RoomPolicy | null }> {
-  return c.write("set room policy", (tx) => {
-    c.checkFence("set room policy", ctx.fence, tx.now);
-    checkRoom("set room policy", ctx, roomId);
-    const old = c.get<PolicyRow>("SELECT * FROM room_policies WHERE room_id = ?", roomId);
-    const previous = old === undefined ? null : toPolicy(old).policy;
-    c.run(
-      `INSERT INTO room_policies (room_id, policy, set_by, updated_at) VALUES (?, ?, ?, ?)
-       ON CONFLICT (room_id) DO UPDATE SET policy = excluded.policy, set_by = excluded.set_by, updated_at = excluded.updated_at`,
-      roomId,
-      JSON.stringify(policy),
-      by,
-      tx.now,
-    );
-    tx.log({
-      roomId,
-      kind: "policy.set",
-      term: ctx.fence.term,
-      actor: sessionKey(ctx.fence.session),
-      data: { policy, by },
-    });
-    if (ctx.inboxEventId !== undefined)
-      markHandledInTx(c, tx, ctx.fence, ctx.inboxEventId, policyOutcome(policy, previous));
-    return { previous };
-  });
 }

@@ -6,7 +6,14 @@
 import type { RunDecision } from "../../domain/run-states.js";
 // The rule is the domain's (one place for every decision); both stores apply it.
 export { decisionVerdict } from "../../domain/run-states.js";
-import type { CreateRunResult, RoomPolicy, RunRecord, StoreCommandResult } from "../../ports/store.js";
+import type {
+  CreateRunResult,
+  PolicyProposal,
+  RoomPolicy,
+  RunRecord,
+  SetPolicyOptions,
+  StoreCommandResult,
+} from "../../ports/store.js";
 
 export type { RunDecision };
 
@@ -50,7 +57,33 @@ export function capOutcome(cap: number, previous: number): StoreCommandResult {
   return { op: "cap", kind: "set", cap, previous };
 }
 
-/** The inbox result of a `policy` command. */
-export function policyOutcome(policy: RoomPolicy, previous: RoomPolicy | null): StoreCommandResult {
-  return { op: "policy", kind: "set", policy, previous };
+/** The inbox result of a `policy` command that changed the policy (confirming `proposal`, if given). */
+export function policyOutcome(
+  policy: RoomPolicy,
+  previous: RoomPolicy | null,
+  proposal?: { changeId: string; proposedBy: string },
+): StoreCommandResult {
+  return { op: "policy", kind: "set", policy, previous, ...(proposal === undefined ? {} : { proposal }) };
+}
+
+/** The inbox result of a `policy` command that proposed a change under the two-person rule. */
+export function proposalOutcome(proposal: PolicyProposal): StoreCommandResult {
+  return { op: "policy", kind: "proposed", proposal };
+}
+
+/** The `policy.set` event's data: who, from what, to what, and whose proposal it was. */
+export function policySetEvent(
+  policy: RoomPolicy,
+  previous: RoomPolicy | null,
+  by: string,
+  options: SetPolicyOptions,
+  proposal: { changeId: string; proposedBy: string } | undefined,
+): Record<string, unknown> {
+  return {
+    policy,
+    previous,
+    by,
+    ...(options.change === undefined ? {} : { change: options.change }),
+    ...(proposal === undefined ? {} : { proposal }),
+  };
 }

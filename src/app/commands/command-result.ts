@@ -4,7 +4,7 @@
  * same shapes; anything else is null (the caller says the result cannot be shown).
  */
 import { isRunDecision, isRunStatus } from "../../domain/run-states.js";
-import type { CommandResult, RoomPolicy, StoreCommandResult } from "../../ports/store.js";
+import type { CommandResult, PolicyProposal, RoomPolicy, StoreCommandResult } from "../../ports/store.js";
 
 const str = (v: unknown): v is string => typeof v === "string";
 const num = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
@@ -48,9 +48,23 @@ function readStoreResult(r: Record<string, unknown>): StoreCommandResult | null 
       return kind === "set" && num(cap) && num(previous) ? { op, kind, cap, previous } : null;
     }
     case "policy": {
-      const { policy, previous } = r;
+      const { policy, previous, proposal } = r;
+      if (kind === "proposed") {
+        if (!obj(proposal) || !str(proposal["changeId"]) || !obj(proposal["change"])) return null;
+        return { op, kind, proposal: proposal as unknown as PolicyProposal };
+      }
       if (kind !== "set" || !obj(policy) || (previous !== null && !obj(previous))) return null;
-      return { op, kind, policy: policy as unknown as RoomPolicy, previous: previous as RoomPolicy | null };
+      const confirmed =
+        obj(proposal) && str(proposal["changeId"]) && str(proposal["proposedBy"])
+          ? { proposal: { changeId: proposal["changeId"], proposedBy: proposal["proposedBy"] } }
+          : {};
+      return {
+        op,
+        kind,
+        policy: policy as unknown as RoomPolicy,
+        previous: previous as RoomPolicy | null,
+        ...confirmed,
+      };
     }
     default: {
       if (!isRunDecision(op)) return null;

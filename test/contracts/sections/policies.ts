@@ -1,7 +1,9 @@
 /**
  * Store contract: the room policy (issue 10, finding 7). The first node to start sets it; a later
- * node's config never overwrites it; only a fenced leader write (an operator's command) changes it,
- * and that write marks its inbox row handled in the same transaction.
+ * node's config never overwrites it; only a fenced leader write (an admin's command) changes it,
+ * and that write marks its inbox row handled in the same transaction. Under the two-person rule a
+ * change is proposed first and applied by a second person's confirmation (issue 24): only while it
+ * is pending and unexpired, never by its proposer, and once.
  */
 import { expect, it } from "vitest";
 import { ConflictError } from "../../../src/ports/errors.js";
@@ -60,7 +62,7 @@ export function policiesSection(ctx: ContractContext): void {
       changed,
       "@ops:example.org",
     );
-    expect(result.previous).toEqual(strict);
+    expect(result).toEqual({ kind: "set", previous: strict });
     expect(await store.getRoomPolicy(room)).toMatchObject({ policy: changed, setBy: "@ops:example.org" });
     const row = await store.getInboxEvent("$policy-1");
     expect(row?.status).toBe("handled");
@@ -78,5 +80,137 @@ export function policiesSection(ctx: ContractContext): void {
       ConflictError,
     );
     expect((await store.getRoomPolicy(room))?.policy).toEqual(strict);
+  });
+
+  it("every change is logged with who, from what and to what", async () => {
+    const store = await ctx.store();
+    const room = `!${ctx.uid("policy")}:example.org`;
+    await store.initRoomPolicy(room, strict, "node-a");
+    const fence = await becomeLeader(store, room);
+    const change = { setting: "power_level", value: "0" };
+    await store.setRoomPolicy({ fence }, room, lax, "@admin:x", { change });
+    const set = (await store.readEvents(room, 0)).filter((e) => e.kind === "policy.set");
+    expect(set.at(-1)).toMatchObject({
+      term: fence.term,
+      data: { policy: lax, previous: strict, by: "@admin:x", change },
+    });
+    expect(set.at(-1)?.at).toBe(ctx.clock.now());
+  });
+
+  it("a proposed change waits; its proposer cannot confirm it; another person applies it once", async () => {
+    const store = await ctx.store();
+    const room = `!${ctx.uid("policy")}:example.org`;
+    await store.initRoomPolicy(room, strict, "node-a");
+    const fence = await becomeLeader(store, room);
+    await store.insertInboxEvent({
+      eventId: `$${ctx.uid("propose")}`,
+      roomId: room,
+      sender: "@a:x",
+      originServerTs: 1,
+      content: { body: "!dag policy two_person_rule off" },
+      seenBy: "test",
+    });
+    const eventId = (await store.nextInboxEvent(fence))!.eventId;
+    const change = { setting: "two_person_rule", value: "off" };
+    const proposed = await store.proposePolicyChange({ fence, inboxEventId: eventId }, room, {
+      changeId: "0a1b2c3d",
+      change,
+      by: "@a:x",
+      ttlMs: 60_000,
+    });
+    expect(proposed).toMatchObject({
+      roomId: room,
+      changeId: "0a1b2c3d",
+      change,
+      proposedBy: "@a:x",
+      proposedAt: ctx.clock.now(),
+      expiresAt: ctx.clock.now() + 60_000,
+      status: "pending",
+      confirmedBy: null,
+    });
+    // Repeated (a leader handling the command again): the same proposal, nothing new.
+    const again = await store.proposePolicyChange({ fence }, room, {
+      changeId: "0a1b2c3d",
+      change: { setting: "logs", value: "anyone" },
+      by: "@a:x",
+      ttlMs: 60_000,
+    });
+    expect(again).toEqual(proposed);
+    expect((await store.getInboxEvent(eventId))?.result).toMatchObject({
+      op: "policy",
+      kind: "proposed",
+      proposal: { changeId: "0a1b2c3d", proposedBy: "@a:x" },
+    });
+    expect((await store.getRoomPolicy(room))?.policy).toEqual(strict);
+
+    const changed = { ...strict, twoPersonRule: false };
+    const own = await store.setRoomPolicy({ fence }, room, changed, "@a:x", { confirms: "0a1b2c3d" });
+    expect(own).toMatchObject({ kind: "not-pending", proposal: { status: "pending" } });
+    const unknown = await store.setRoomPolicy({ fence }, room, changed, "@b:x", { confirms: "ffffffff" });
+    expect(unknown).toEqual({ kind: "not-pending", proposal: null });
+    expect((await store.getRoomPolicy(room))?.policy).toEqual(strict);
+
+    ctx.clock.advance(1_000);
+    const done = await store.setRoomPolicy({ fence }, room, changed, "@b:x", {
+      change,
+      confirms: "0a1b2c3d",
+    });
+    expect(done).toEqual({ kind: "set", previous: strict });
+    expect(await store.getRoomPolicy(room)).toMatchObject({ policy: changed, setBy: "@b:x" });
+    expect(await store.getPolicyProposal(room, "0a1b2c3d")).toMatchObject({
+      status: "applied",
+      confirmedBy: "@b:x",
+      confirmedAt: ctx.clock.now(),
+    });
+    const twice = await store.setRoomPolicy({ fence }, room, lax, "@c:x", { confirms: "0a1b2c3d" });
+    expect(twice).toMatchObject({ kind: "not-pending", proposal: { status: "applied" } });
+    expect((await store.getRoomPolicy(room))?.policy).toEqual(changed);
+
+    const events = (await store.readEvents(room, 0)).filter((e) => e.kind.startsWith("policy."));
+    expect(events.map((e) => e.kind)).toEqual(["policy.set", "policy.proposed", "policy.set"]);
+    expect(events[2]?.data).toMatchObject({
+      policy: changed,
+      previous: strict,
+      by: "@b:x",
+      change,
+      proposal: { changeId: "0a1b2c3d", proposedBy: "@a:x" },
+    });
+  });
+
+  it("a proposal nobody confirmed in time expires: it can no longer be applied", async () => {
+    const store = await ctx.store();
+    const room = `!${ctx.uid("policy")}:example.org`;
+    await store.initRoomPolicy(room, strict, "node-a");
+    const fence = await becomeLeader(store, room);
+    await store.proposePolicyChange({ fence }, room, {
+      changeId: "12345678",
+      change: { setting: "power_level", value: "0" },
+      by: "@a:x",
+      ttlMs: 500,
+    });
+    ctx.clock.advance(500);
+    const late = await store.setRoomPolicy({ fence }, room, lax, "@b:x", { confirms: "12345678" });
+    expect(late).toMatchObject({
+      kind: "not-pending",
+      proposal: { status: "pending", expiresAt: ctx.clock.now() },
+    });
+    expect((await store.getRoomPolicy(room))?.policy).toEqual(strict);
+  });
+
+  it("a deposed leader cannot propose a change", async () => {
+    const store = await ctx.store();
+    const room = `!${ctx.uid("policy")}:example.org`;
+    const stale = await becomeLeader(store, room, "old");
+    await store.releaseLease(stale);
+    await becomeLeader(store, room, "new");
+    await expect(
+      store.proposePolicyChange({ fence: stale }, room, {
+        changeId: "abcdef01",
+        change: { setting: "logs", value: "anyone" },
+        by: "@a:x",
+        ttlMs: 1_000,
+      }),
+    ).rejects.toBeInstanceOf(ConflictError);
+    expect(await store.getPolicyProposal(room, "abcdef01")).toBeNull();
   });
 }
