@@ -43,7 +43,13 @@ export function localPermissions(config: NodeConfig): PermissionOracle {
     standing: async (_roomId, userId): Promise<SenderStanding> =>
       isLocalSender(userId)
         ? { kind: "local-operator" }
-        : { kind: "room-member", powerLevel: 0, allowlisted: config.permissions.allow.includes(userId) },
+        : {
+            kind: "room-member",
+            powerLevel: 0,
+            allowlisted: config.permissions.allow.includes(userId),
+            // No room state to read: nobody in chat owns an engine-only room (the CLI does).
+            adminLevel: 100,
+          },
   };
 }
 

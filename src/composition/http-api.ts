@@ -21,7 +21,7 @@ import { awaitLocalCommand, commandPolicy, libraryLoader } from "./command-step.
 function standingOf(caller: Caller): SenderStanding {
   return caller.level === "operate"
     ? { kind: "local-operator" }
-    : { kind: "room-member", powerLevel: 0, allowlisted: false };
+    : { kind: "room-member", powerLevel: 0, allowlisted: false, adminLevel: 100 };
 }
 
 /**

@@ -13,6 +13,12 @@ export type SenderStanding =
       powerLevel: number;
       /** The sender's user id is on the node config's allowlist. */
       allowlisted: boolean;
+      /**
+       * The level the room requires to change its power levels: its m.room.power_levels content's
+       * events["m.room.power_levels"], else state_default, else 50 (the spec's defaults). Those at or
+       * above it own the room; they alone may change the room's policy.
+       */
+      adminLevel: number;
     };
 
 export interface PermissionOracle {

@@ -72,6 +72,7 @@ const oracle: PermissionOracle = {
     kind: "room-member",
     powerLevel: POWER[userId] ?? 0,
     allowlisted: policy.allowlist.includes(userId),
+    adminLevel: 100,
   }),
 };
 
@@ -1168,7 +1169,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
-      "the room's stored policy wins over the leader's config, and only operators change it with !dag policy",
+      "the room's stored policy wins over the leader's config, and only room admins change it with !dag policy",
       track(async () => {
         const r = await room();
         // This leader's config is lax (a node added with a minimal config); the room's policy is not.
@@ -1194,13 +1195,36 @@ export function describeCommandSuite(backend: CommandsBackend): void {
 
         expect(await askLax(LOW, "!dag policy two_person_rule off")).toContain("you need power level 50");
         expect((await store.getRoomPolicy(r.roomId))?.policy.twoPersonRule).toBe(true);
-        expect(await askLax(OP, "!dag policy two_person_rule off")).toContain("two_person_rule off");
+        // An operator who does not own the room (power 50; its power levels need 100) changes nothing.
+        expect(await askLax(OP2, "!dag policy two_person_rule off")).toContain(
+          "changing the room's policy needs power level 100",
+        );
+        expect((await store.getRoomPolicy(r.roomId))?.policy.twoPersonRule).toBe(true);
+        // A room admin proposes; under the two-person rule another admin confirms, not the proposer.
+        const proposed = await askLax(OP, "!dag policy two_person_rule off");
+        const id = /!dag policy confirm ([0-9a-f]{8})/.exec(proposed)?.[1] ?? "";
+        expect(proposed).toContain("needs a second room admin");
+        expect((await store.getRoomPolicy(r.roomId))?.policy.twoPersonRule).toBe(true);
+        expect(await askLax(OP, `!dag policy confirm ${id}`)).toContain(
+          `you proposed policy change ${id}; the two-person rule needs another room admin to confirm it`,
+        );
+        expect(await askLax(OP2, `!dag policy confirm ${id}`)).toContain("needs power level 100");
+        expect((await store.getRoomPolicy(r.roomId))?.policy.twoPersonRule).toBe(true);
+        expect(await askLax(AUTO, `!dag policy confirm ${id}`)).toContain(
+          `The room's policy is changed by ${AUTO} (proposed by ${OP} as \`${id}\`): two_person_rule on → off.`,
+        );
         expect(await store.getRoomPolicy(r.roomId)).toMatchObject({
-          setBy: OP,
+          setBy: AUTO,
           policy: { twoPersonRule: false },
         });
+        expect(await askLax(OP, `!dag policy confirm ${id}`)).toContain(
+          `is already applied (confirmed by ${AUTO})`,
+        );
         expect(await askLax(OP, "!dag confirm strict")).not.toContain("two-person rule");
-        expect(await askLax(OP, "!dag policy allow -" + FRIEND)).toContain("allow: nobody");
+        // Without the rule a room admin's change applies at once, and says what it changed.
+        expect(await askLax(OP, "!dag policy allow -" + FRIEND)).toContain(
+          `The room's policy is changed by ${OP}: allow ${FRIEND} → nobody.`,
+        );
         expect(await askLax(FRIEND, "!dag policy")).toContain("you need power level 50");
         expect(await askLax(OP, "!dag policy logs everyone")).toContain(
           'bad value "everyone" for logs: expected operators or anyone',

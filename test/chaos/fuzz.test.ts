@@ -67,7 +67,7 @@ function captureLogger(lines: LogLine[], bindings: Record<string, unknown> = {})
 const standing = async (_room: string, user: string): Promise<SenderStanding> =>
   user === FUZZ_LOCAL
     ? { kind: "local-operator" }
-    : { kind: "room-member", powerLevel: user === FUZZ_ADMIN ? 100 : 0, allowlisted: false };
+    : { kind: "room-member", powerLevel: user === FUZZ_ADMIN ? 100 : 0, allowlisted: false, adminLevel: 100 };
 
 async function counts(store: Store): Promise<{ runs: number; tasks: number; byRun: Map<string, number> }> {
   const runs = await store.listRuns(ROOM, { limit: 100_000 });

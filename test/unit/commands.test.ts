@@ -27,6 +27,7 @@ const member = (powerLevel: number, allowlisted = false): SenderStanding => ({
   kind: "room-member",
   powerLevel,
   allowlisted,
+  adminLevel: 100,
 });
 
 /** handleHelp and commandErrorOutcome read only the standing and the policy; no store is touched. */

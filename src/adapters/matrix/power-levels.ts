@@ -1,6 +1,7 @@
 /**
  * The PermissionOracle for Matrix rooms: a sender's power level from the room's m.room.power_levels
- * (users[id] ?? users_default ?? 0, as the spec defines it) plus the config's allowlist. The state is
+ * (users[id] ?? users_default ?? 0, as the spec defines it) plus the config's allowlist, and the
+ * level that owns the room (the one its power levels need to change). The state is
  * cached per room; intake drops a room's entry as soon as its sync sees a power-levels change, and
  * an entry older than maxAgeMs is fetched again, so a level that changed just before a command is
  * not missed while this node's own sync lags behind another node's.
@@ -17,7 +18,8 @@ export interface PowerLevelOracleOptions {
 }
 
 interface Cached {
-  content: Record<string, unknown>;
+  /** Null: the room has no m.room.power_levels event. */
+  content: Record<string, unknown> | null;
   at: number;
 }
 
@@ -31,9 +33,26 @@ export function powerLevelOf(content: Record<string, unknown>, userId: string): 
   return typeof fallback === "number" && Number.isFinite(fallback) ? fallback : 0;
 }
 
+/**
+ * The level the content requires to change the power levels themselves (who owns the room):
+ * events["m.room.power_levels"], else state_default, else 50, as the spec defines them. A room
+ * without the event (null) lets anyone change its state: 0, as the spec's state_default is then.
+ */
+export function adminLevelOf(content: Record<string, unknown> | null): number {
+  if (content === null) return 0;
+  const events = content["events"];
+  const explicit =
+    events !== null && typeof events === "object"
+      ? (events as Record<string, unknown>)["m.room.power_levels"]
+      : undefined;
+  if (typeof explicit === "number" && Number.isFinite(explicit)) return explicit;
+  const fallback = content["state_default"];
+  return typeof fallback === "number" && Number.isFinite(fallback) ? fallback : 50;
+}
+
 export class PowerLevelOracle implements PermissionOracle {
   private readonly cache = new Map<string, Cached>();
-  private readonly inflight = new Map<string, Promise<Record<string, unknown>>>();
+  private readonly inflight = new Map<string, Promise<Record<string, unknown> | null>>();
   /** Bumped by invalidate(): a fetch that started before a change must not refill the cache. */
   private generation = 0;
   private readonly maxAgeMs: number;
@@ -55,12 +74,13 @@ export class PowerLevelOracle implements PermissionOracle {
     const content = await this.powerLevels(roomId);
     return {
       kind: "room-member",
-      powerLevel: powerLevelOf(content, userId),
+      powerLevel: powerLevelOf(content ?? {}, userId),
       allowlisted: this.options.allowlist.includes(userId),
+      adminLevel: adminLevelOf(content),
     };
   }
 
-  private async powerLevels(roomId: string): Promise<Record<string, unknown>> {
+  private async powerLevels(roomId: string): Promise<Record<string, unknown> | null> {
     const cached = this.cache.get(roomId);
     if (cached !== undefined && this.now() - cached.at <= this.maxAgeMs) return cached.content;
     // Concurrent asks for one room share a request.
@@ -82,7 +102,7 @@ export class PowerLevelOracle implements PermissionOracle {
     return pending;
   }
 
-  private async fetch(roomId: string): Promise<Record<string, unknown>> {
+  private async fetch(roomId: string): Promise<Record<string, unknown> | null> {
     try {
       return await this.options.http.request(
         "GET",
@@ -90,7 +110,7 @@ export class PowerLevelOracle implements PermissionOracle {
       );
     } catch (e) {
       // A room without the event: everyone stands at the spec's default, 0.
-      if (isNotFound(e)) return {};
+      if (isNotFound(e)) return null;
       throw e;
     }
   }

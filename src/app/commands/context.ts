@@ -31,7 +31,7 @@ export type CommandStore = Pick<
 > &
   Pick<DefinitionStore, "getDefinition" | "listDefinitionRuns" | "listScheduledDefinitions"> &
   Pick<Scheduler, "setRoomCap" | "getRoomCap" | "roomLoad"> &
-  Pick<PolicyStore, "getRoomPolicy" | "setRoomPolicy"> &
+  Pick<PolicyStore, "getRoomPolicy" | "setRoomPolicy" | "proposePolicyChange" | "getPolicyProposal"> &
   Pick<NodeStore, "listNodes"> &
   Pick<LeaseStore, "getLease"> & {
     /** The store's clock, so replies show times every node agrees on. */

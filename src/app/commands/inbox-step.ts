@@ -43,6 +43,7 @@ import { findRun } from "../run-ref.js";
 import { readCommandResult } from "./command-result.js";
 import { commandErrorOutcome, executeCommand } from "./table.js";
 import { PictureLimiter, pictureRefusal } from "../picture-budget.js";
+import { describePolicyDiff, proposedOutcome } from "./verbs/policy.js";
 
 export interface InboxDeps {
   store: CommandStore &
@@ -409,7 +410,18 @@ async function outcomeFromStoreResult(
   if (result === null || result.op === undefined)
     return unreadable(row, `unknown result ${JSON.stringify(row.result).slice(0, 200)}`);
   if (result.op === "cap") return { kind: "cap", cap: result.cap, previous: result.previous };
-  if (result.op === "policy") return { kind: "policy", policy: result.policy, changed: null };
+  if (result.op === "policy") {
+    if (result.kind === "proposed") return proposedOutcome(result.proposal);
+    const { policy, previous, proposal } = result;
+    const changed = describePolicyDiff(previous, policy);
+    return {
+      kind: "policy",
+      policy,
+      changed,
+      by: row.sender,
+      ...(proposal === undefined ? {} : { proposal }),
+    };
+  }
   const run = await deps.store.getRunById(result.runId);
   if (run === null) return unreadable(row, "its run is gone");
   const recorded = { ...run, status: result.status };

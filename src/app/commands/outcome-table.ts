@@ -271,12 +271,27 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
       const p = o.policy;
       const users = (list: readonly string[]): string => (list.length === 0 ? "nobody" : list.join(", "));
       return [
-        o.changed === null ? "The room's policy:" : `The room's policy is changed (${o.changed}):`,
-        `power_level ${p.powerLevel} · two_person_rule ${p.twoPersonRule ? "on" : "off"} · logs ${p.logs}`,
+        o.changed === null
+          ? "The room's policy:"
+          : `The room's policy is changed${o.by === undefined ? "" : ` by ${o.by}`}${
+              o.proposal === undefined
+                ? ""
+                : ` (proposed by ${o.proposal.proposedBy} as ${o.proposal.changeId})`
+            }: ${o.changed}.`,
+        `power_level ${p.powerLevel} · two_person_rule ${p.twoPersonRule ? "on" : "off"} · logs ${p.logs} · graph ${p.graph ?? "anyone"}`,
         `allow: ${users(p.allow)}`,
         `auto_confirm: ${users(p.autoConfirm)}`,
       ].join("\n");
     },
+  },
+  "policy-proposed": {
+    http: () => ok200,
+    exit: success,
+    text: (o, say) =>
+      `Policy change proposed by ${o.by}: ${o.change}. It is not applied yet: the two-person rule needs a second room admin to confirm it with ${say.command(
+        "policy",
+        ["confirm", o.changeId],
+      )}. It expires in ${formatDuration(Math.max(0, o.expiresAt - o.proposedAt))}.`,
   },
   "not-leader": {
     http: () => problem(503, "not-leader"),

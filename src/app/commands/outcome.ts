@@ -162,8 +162,27 @@ export type Outcome =
       verbose?: boolean;
     }
   | { kind: "cap"; cap: number; previous: number }
-  /** The room's policy after the command; `changed` names the setting a change touched (null: shown only). */
-  | { kind: "policy"; policy: RoomPolicy; changed: string | null }
+  /**
+   * The room's policy after the command. `changed` says what a change did (`two_person_rule on →
+   * off`; null: shown only), `by` who applied it, `proposal` whose proposal a confirmation applied.
+   */
+  | {
+      kind: "policy";
+      policy: RoomPolicy;
+      changed: string | null;
+      by?: string;
+      proposal?: { changeId: string; proposedBy: string };
+    }
+  /** A room admin's change under the two-person rule: it applies once another admin confirms it. */
+  | {
+      kind: "policy-proposed";
+      changeId: string;
+      /** The change as typed after `!dag policy`, e.g. `two_person_rule off`. */
+      change: string;
+      by: string;
+      proposedAt: number;
+      expiresAt: number;
+    }
   /** A write asked of a node that does not lead the room (CLI/HTTP on a follower). */
   | { kind: "not-leader"; roomId: string }
   /** An edit of a command: edits are never applied (the command ran, or was answered, as first sent). */

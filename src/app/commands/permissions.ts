@@ -39,3 +39,25 @@ export function permissionFor(
     reason: `you need power level ${policy.requiredPowerLevel} in this room (or a place on the allowlist) to use ${verb.verb}; you have ${have}`,
   };
 }
+
+/**
+ * Who may change the room's policy (issue 24): those who own the room, with at least the power
+ * level the room itself requires to change its power levels, and the local operator (who holds the
+ * store's credentials anyway). The policy's own power_level and allowlist grant nothing here: they
+ * are what a change would set, so an operator could otherwise widen their own rights alone.
+ */
+export function mayChangePolicy(standing: SenderStanding): PermissionCheck {
+  if (standing.kind === "local-operator" || standing.powerLevel >= standing.adminLevel) return { ok: true };
+  return {
+    ok: false,
+    reason: `changing the room's policy needs power level ${standing.adminLevel}, the level this room requires to change its power levels (room admins); you have ${standing.powerLevel}`,
+  };
+}
+
+/**
+ * Whether a policy change by this sender waits for a second admin's confirmation: under the
+ * two-person rule, for everyone but the local operator (as for confirming their own run).
+ */
+export function policyChangeNeedsSecondAdmin(standing: SenderStanding, policy: CommandPolicy): boolean {
+  return policy.twoPersonRule && standing.kind !== "local-operator";
+}

@@ -1,15 +1,24 @@
 /**
  * `!dag policy`: show or change the room's permissions (issue 10, finding 7). The policy lives in the
  * store so that every node enforces the same one; only the room's leader writes it, fenced by its term.
+ * It is the room's, so only those who own the room change it (issue 24): a change needs the power
+ * level the room requires to change its power levels (permissions.ts), and under the two-person rule
+ * it waits, kept in the store under a short id, until another room admin confirms it
+ * (`!dag policy confirm <id>`) before it expires like a run awaiting confirmation. Every applied
+ * change is answered in the room and logged as a `policy.set` event with who, from what and to what.
  */
+import { createHash } from "node:crypto";
 import type { Parsed } from "../../../domain/command-grammar.js";
 import { arity, fail, ok, unquote } from "../../../domain/command-grammar.js";
 import { quoteInput } from "../../../domain/command-text.js";
-import type { RoomPolicy } from "../../../ports/store.js";
-import { codeBlock, r } from "../../render/html.js";
+import { formatDuration } from "../../../domain/duration.js";
+import type { PolicyProposal, RoomPolicy } from "../../../ports/store.js";
+import { codeBlock, code, r, text } from "../../render/html.js";
+import type { Rendered } from "../../render/html.js";
 import type { HandlerContext } from "../context.js";
 import { roomPolicyOf } from "../context.js";
 import type { Outcome } from "../outcome.js";
+import { mayChangePolicy, policyChangeNeedsSecondAdmin } from "../permissions.js";
 import { defineVerb } from "../verb.js";
 
 /** One change of the room's policy; each sets a value, so applying it twice changes nothing more. */
@@ -21,27 +30,45 @@ export type PolicyChange =
 
 export interface PolicyCommand {
   verb: "policy";
+  /** Null: show the policy (or confirm, when `confirm` is set). */
   change: PolicyChange | null;
+  /** `!dag policy confirm <id>`: the id of a proposed change to apply. */
+  confirm?: string;
 }
 
-export const policy = defineVerb<PolicyCommand, "policy">({
+const USAGE = "!dag policy | !dag policy <setting> <value> | !dag policy confirm <id>";
+/** A proposal's id: the first hex digits of its command event's hash (policyChangeId). */
+const CHANGE_ID = /^[0-9a-f]{8}$/;
+
+export const policy = defineVerb<PolicyCommand, "policy" | "policy-proposed">({
   verb: "policy",
-  usage: "!dag policy | !dag policy <setting> <value>",
-  summary: "show or change the room's permissions, which every node enforces",
+  usage: USAGE,
+  summary: "show the room's permissions, which every node enforces; room admins change them",
   permission: "operator",
   details: [
     "Settings: power_level <0-100>, two_person_rule on|off, logs operators|anyone,",
     "graph operators|anyone (who may ask for pictures; anyone by default),",
     "allow +@user:server / -@user:server, auto_confirm +@user:server / -@user:server.",
+    "A change needs the power level this room requires to change its power levels (room admins).",
+    "Under the two-person rule it waits for another admin: `!dag policy confirm <id>`; the",
+    "proposer cannot confirm it, and it expires like a run awaiting confirmation.",
     "The policy lives in the store: the first node sets it from its [permissions]; a node whose",
     "config then disagrees says so in its log and does not lead. Update the configs to match.",
   ],
   parse: (args): Parsed<PolicyCommand> => {
     if (args.length === 0) return ok({ verb: "policy", change: null });
     const err = arity("policy", args, 2, 2, "<value> after the setting");
-    return err ?? parsePolicyChange(args[0] ?? "", args[1] ?? "");
+    if (err !== null) return err;
+    const [first, second] = [unquote(args[0] ?? ""), unquote(args[1] ?? "")];
+    if (first.toLowerCase() === "confirm") {
+      const id = second.toLowerCase();
+      return CHANGE_ID.test(id)
+        ? ok({ verb: "policy", change: null, confirm: id })
+        : fail("bad-argument", "policy", `bad change id ${quoteInput(second)}: expected 8 hex digits`);
+    }
+    return parsePolicyChange(args[0] ?? "", args[1] ?? "");
   },
-  handle: (ctx, c) => handlePolicy(ctx, c.change),
+  handle: (ctx, c) => handlePolicy(ctx, c),
   render: {
     policy: (outcome) => {
       const p = outcome.policy;
@@ -51,14 +78,22 @@ export const policy = defineVerb<PolicyCommand, "policy">({
         `allow: ${users(p.allow)}`,
         `auto_confirm: ${users(p.autoConfirm)}`,
       ];
-      const head =
-        outcome.changed === null
-          ? "The room's policy (every node enforces it):"
-          : `The room's policy is changed (${outcome.changed}); every node enforces it now. Update [permissions] in the nodes' configs to match, or they will not lead after a restart:`;
-      return r`${head}${codeBlock(lines.join("\n"))}`;
+      return r`${policyHead(outcome)}${codeBlock(lines.join("\n"))}`;
     },
+    "policy-proposed": (o) =>
+      r`🔐 Policy change proposed by ${o.by}: ${code(o.change)}. It is not applied yet: the two-person rule needs a second room admin to confirm it with ${code(`!dag policy confirm ${o.changeId}`)}. It expires in ${formatDuration(Math.max(0, o.expiresAt - o.proposedAt))}.`,
   },
 });
+
+function policyHead(o: Extract<Outcome, { kind: "policy" }>): Rendered {
+  if (o.changed === null) return text("The room's policy (every node enforces it):");
+  const who = o.by === undefined ? text("") : r` by ${o.by}`;
+  const whose =
+    o.proposal === undefined
+      ? text("")
+      : r` (proposed by ${o.proposal.proposedBy} as ${code(o.proposal.changeId)})`;
+  return r`🔐 The room's policy is changed${who}${whose}: ${o.changed}. Every node enforces it now. Update [permissions] in the nodes' configs to match, or they will not lead after a restart:`;
+}
 
 const POLICY_USER = /^@[^:\s]+:\S+$/;
 
@@ -94,9 +129,33 @@ function parsePolicyChange(rawSetting: string, rawValue: string): Parsed<PolicyC
       return fail(
         "bad-argument",
         "policy",
-        `unknown setting ${quoteInput(rawSetting)}: use power_level, two_person_rule, logs, graph, allow or auto_confirm`,
+        `unknown setting ${quoteInput(rawSetting)}: use power_level, two_person_rule, logs, graph, allow or auto_confirm, or confirm <id>`,
       );
   }
+}
+
+/** The change as typed after `!dag policy`: what a proposal keeps and parses again when confirmed. */
+export function policyChangeArgs(change: PolicyChange): [setting: string, value: string] {
+  switch (change.setting) {
+    case "power_level":
+      return [change.setting, String(change.value)];
+    case "two_person_rule":
+      return [change.setting, change.value ? "on" : "off"];
+    case "logs":
+    case "graph":
+      return [change.setting, change.value];
+    case "allow":
+    case "auto_confirm":
+      return [change.setting, `${change.op === "add" ? "+" : "-"}${change.user}`];
+  }
+}
+
+/** A kept proposal's change, parsed again as it was typed; null when this version cannot read it. */
+function proposedChange(proposal: PolicyProposal): PolicyChange | null {
+  const { setting, value } = proposal.change;
+  if (typeof setting !== "string" || typeof value !== "string") return null;
+  const parsed = parsePolicyChange(setting, value);
+  return parsed.kind === "command" ? parsed.command.change : null;
 }
 
 export function applyPolicyChange(policy: RoomPolicy, change: PolicyChange): RoomPolicy {
@@ -118,14 +177,131 @@ export function applyPolicyChange(policy: RoomPolicy, change: PolicyChange): Roo
   }
 }
 
-async function handlePolicy(ctx: HandlerContext, change: PolicyChange | null): Promise<Outcome> {
+/**
+ * What differs between two policies, setting by setting (`two_person_rule on → off; allow nobody
+ * → @a:x`); read from the values, so a setting added later is described without a case of its own.
+ */
+export function describePolicyDiff(before: RoomPolicy | null, after: RoomPolicy): string {
+  const show = (v: unknown): string =>
+    typeof v === "boolean"
+      ? v
+        ? "on"
+        : "off"
+      : Array.isArray(v)
+        ? v.length === 0
+          ? "nobody"
+          : v.join(", ")
+        : v === undefined
+          ? "unset"
+          : String(v);
+  const old = (before ?? {}) as unknown as Record<string, unknown>;
+  const now = after as unknown as Record<string, unknown>;
+  const parts: string[] = [];
+  for (const key of new Set([...Object.keys(old), ...Object.keys(now)])) {
+    if (JSON.stringify(old[key]) === JSON.stringify(now[key])) continue;
+    const name = key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+    parts.push(`${name} ${show(old[key])} → ${show(now[key])}`);
+  }
+  return parts.length === 0 ? "nothing changed" : parts.join("; ");
+}
+
+/** A proposal's id, fixed by its command event so a repeated command finds the same one. */
+export function policyChangeId(eventId: string): string {
+  return createHash("sha256").update(eventId, "utf8").digest("hex").slice(0, 8);
+}
+
+async function handlePolicy(ctx: HandlerContext, c: PolicyCommand): Promise<Outcome> {
   // The context's policy is the room's stored one (the inbox step reads it per command).
   const current = roomPolicyOf(ctx.policy);
-  if (change === null) return { kind: "policy", policy: current, changed: null };
+  if (c.change === null && c.confirm === undefined) return { kind: "policy", policy: current, changed: null };
+  const admin = mayChangePolicy(ctx.standing);
+  if (!admin.ok)
+    return { kind: "refused", verb: "policy", reason: admin.reason, helpLine: `usage: ${USAGE}` };
   if (ctx.fence === null) return { kind: "not-leader", roomId: ctx.roomId };
+  // Every write below marks the command's inbox row handled in its own transaction.
+  const write = {
+    fence: ctx.fence,
+    ...(ctx.eventId === null ? {} : { inboxEventId: ctx.eventId }),
+  };
+  if (c.confirm !== undefined) return confirmProposal(ctx, write, current, c.confirm);
+  if (c.change === null) return { kind: "policy", policy: current, changed: null };
+  const [setting, value] = policyChangeArgs(c.change);
+  if (policyChangeNeedsSecondAdmin(ctx.standing, ctx.policy)) {
+    const proposal = await ctx.store.proposePolicyChange(write, ctx.roomId, {
+      changeId: policyChangeId(ctx.eventId ?? `${ctx.sender}/${await ctx.store.now()}`),
+      change: { setting, value },
+      by: ctx.sender,
+      ttlMs: ctx.policy.confirmTimeoutMs,
+    });
+    return proposedOutcome(proposal);
+  }
+  const next = applyPolicyChange(current, c.change);
+  await ctx.store.setRoomPolicy(write, ctx.roomId, next, ctx.sender, { change: { setting, value } });
+  return { kind: "policy", policy: next, changed: describePolicyDiff(current, next), by: ctx.sender };
+}
+
+export function proposedOutcome(p: PolicyProposal): Outcome {
+  const { setting, value } = p.change;
+  return {
+    kind: "policy-proposed",
+    changeId: p.changeId,
+    change: `${String(setting)} ${String(value)}`,
+    by: p.proposedBy,
+    proposedAt: p.proposedAt,
+    expiresAt: p.expiresAt,
+  };
+}
+
+async function confirmProposal(
+  ctx: HandlerContext,
+  write: { fence: NonNullable<HandlerContext["fence"]>; inboxEventId?: string },
+  current: RoomPolicy,
+  changeId: string,
+): Promise<Outcome> {
+  const error = (message: string): Outcome => ({
+    kind: "command-error",
+    message,
+    helpLine: `usage: ${USAGE}`,
+  });
+  const proposal = await ctx.store.getPolicyProposal(ctx.roomId, changeId);
+  if (proposal === null) return error(`no proposed policy change ${quoteInput(changeId)} in this room`);
+  const settled = settledProposal(proposal, await ctx.store.now());
+  if (settled !== null) return error(settled);
+  if (proposal.proposedBy === ctx.sender)
+    return {
+      kind: "refused",
+      verb: "policy",
+      reason: `you proposed policy change ${changeId}; the two-person rule needs another room admin to confirm it`,
+      helpLine: `usage: ${USAGE}`,
+    };
+  const change = proposedChange(proposal);
+  if (change === null) return error(`policy change ${changeId} cannot be read by this version of dagbot`);
   const next = applyPolicyChange(current, change);
-  // Not marked handled in the same write: every change sets a value, so a leader that repeats the
-  // command after a crash writes the same policy again and changes nothing more.
-  await ctx.store.setRoomPolicy({ fence: ctx.fence }, ctx.roomId, next, ctx.sender);
-  return { kind: "policy", policy: next, changed: change.setting };
+  const [setting, value] = policyChangeArgs(change);
+  const done = await ctx.store.setRoomPolicy(write, ctx.roomId, next, ctx.sender, {
+    change: { setting, value },
+    confirms: changeId,
+  });
+  if (done.kind === "set")
+    return {
+      kind: "policy",
+      policy: next,
+      changed: describePolicyDiff(current, next),
+      by: ctx.sender,
+      proposal: { changeId, proposedBy: proposal.proposedBy },
+    };
+  // The store's guard refused (the proposal moved on since it was read): say how it stands now.
+  const now = await ctx.store.now();
+  return error(
+    (done.proposal === null ? null : settledProposal(done.proposal, now)) ??
+      `policy change ${changeId} is no longer pending`,
+  );
+}
+
+/** Why a proposal can no longer be confirmed (applied, or expired at `now`); null while it can. */
+function settledProposal(p: PolicyProposal, now: number): string | null {
+  if (p.status === "applied")
+    return `policy change ${p.changeId} is already applied (confirmed by ${p.confirmedBy ?? "someone"})`;
+  if (p.expiresAt <= now) return `policy change ${p.changeId} expired unconfirmed; propose it again`;
+  return null;
 }
