@@ -28,6 +28,7 @@ const VERB_OF_KIND: Record<string, string> = {
   nodes: "nodes",
   cap: "cap",
   policy: "policy",
+  "policy-proposed": "policy",
   help: "help",
 };
 
@@ -249,6 +250,8 @@ function commandLabels(result: unknown): { verb: string; outcome: string } {
   }
   const kind = typeof r["kind"] === "string" ? r["kind"] : "other";
   const decision = ["done", "already", "wrong-status"].includes(kind);
+  // A policy result's kind is "set" like a cap's, or "proposed": named as the app's outcomes are.
+  if (op === "policy") return { verb: op, outcome: kind === "proposed" ? "policy-proposed" : "policy" };
   return { verb: op, outcome: STORE_KIND[kind] ?? (decision ? `decision-${kind}` : kind.slice(0, 32)) };
 }
 
