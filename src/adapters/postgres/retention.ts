@@ -85,6 +85,8 @@ export async function pruneBatch(db: Db, fence: LeaderFence, limits: PruneLimits
                 AND e.seq < coalesce((SELECT seq FROM events WHERE room_id = $1 AND at >= $2
                                        ORDER BY seq LIMIT 1), $4::bigint)
                 AND (e.run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = e.run_id))
+                -- Who changed the room's policy, and who agreed, is kept (issue 24): a few lines per room.
+                AND e.kind NOT LIKE 'policy.%'
               ORDER BY e.seq LIMIT $3)`,
           [room, cutoff, limits.rows, MAX_SEQ],
         )

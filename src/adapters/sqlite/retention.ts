@@ -91,6 +91,8 @@ export function pruneBatch(
          SELECT e.seq FROM events e
           WHERE e.room_id = ? AND e.seq < ? AND e.at < ?
             AND (e.run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = e.run_id))
+            -- Who changed the room's policy, and who agreed, is kept (issue 24): a few lines per room.
+            AND e.kind NOT LIKE 'policy.%'
             -- The newest event stays: the next seq is the largest + 1 (no AUTOINCREMENT, migration 7).
             AND e.seq < (SELECT MAX(seq) FROM events)
           ORDER BY e.seq LIMIT ?)`,

@@ -120,6 +120,41 @@ export function retentionSection(ctx: ContractContext): void {
     expect(events.filter((e) => e.runId === null && e.at < cutoff)).toEqual([]);
   });
 
+  it("keeps the room's policy changes however old: who changed what, and who agreed", async () => {
+    const store = await ctx.store();
+    const room = ctx.uid("!retention");
+    await store.initRoomPolicy(
+      room,
+      { powerLevel: 50, allow: [], twoPersonRule: true, autoConfirm: [], logs: "operators" },
+      "node-a",
+    );
+    let fence = await becomeLeader(store, room);
+    await store.proposePolicyChange({ fence }, room, {
+      changeId: "0a1b2c3d",
+      change: { setting: "logs", value: "anyone" },
+      by: "@a:x",
+      ttlMs: HOUR,
+    });
+    await store.setRoomPolicy(
+      { fence },
+      room,
+      { powerLevel: 50, allow: [], twoPersonRule: true, autoConfirm: [], logs: "anyone" },
+      "@b:x",
+      { confirms: "0a1b2c3d" },
+    );
+    ctx.clock.advance(DAY + HOUR);
+    fence = await becomeLeader(store, room);
+    await pruneAll(store, fence);
+    const events = await store.readEvents(room, 0, 100_000);
+    expect(events.filter((e) => e.kind.startsWith("policy.")).map((e) => e.kind)).toEqual([
+      "policy.set",
+      "policy.proposed",
+      "policy.set",
+    ]);
+    // The room's other old lines (the first lease) went.
+    expect(events.filter((e) => e.kind.startsWith("lease.") && e.at < ctx.clock.now() - DAY)).toEqual([]);
+  });
+
   it("keeps a scheduled definition past the retention (its schedule still fires); its old runs go", async () => {
     const store = await ctx.store();
     const room = ctx.uid("!retention");
