@@ -5,7 +5,8 @@
  * level the room requires to change its power levels (permissions.ts), and under the two-person rule
  * it waits, kept in the store under a short id, until another room admin confirms it
  * (`!dag policy confirm <id>`) before it expires like a run awaiting confirmation. Every applied
- * change is answered in the room and logged as a `policy.set` event with who, from what and to what.
+ * change is answered in the room and logged as a `policy.set` event with who, from what and to what
+ * (docs/architecture.md, section 5).
  */
 import { createHash } from "node:crypto";
 import type { Parsed } from "../../../domain/command-grammar.js";
