@@ -4,7 +4,9 @@
  * it; a picture larger than the homeserver accepts (max_upload_size 80 KiB here) is answered with a
  * notice naming the 413, and the run's card keeps moving meanwhile. A calm room: a run of 20 tasks
  * that needed confirmation puts two bot events in the main timeline (the publish's acknowledgement
- * and the final message); the rest is in its thread.
+ * and the final message); the rest is in its thread. Picture budgets (issue 24): a member over the
+ * rate limit is refused once, saying when to ask again, and not answered after that; the room's
+ * policy `graph operators` keeps pictures to operators.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { STATE_STYLE } from "../../src/adapters/graph/dot.js";
@@ -31,6 +33,7 @@ let store: Store;
 let roomId: string;
 let alice: MatrixUser;
 let bob: MatrixUser;
+let carol: MatrixUser;
 let botUserId: string;
 
 const T = 30_000;
@@ -40,15 +43,18 @@ beforeAll(async () => {
   const bot = await hs.registerUser("graphbot1", { deviceId: "GRAPHBOT1" });
   const a = await hs.registerUser("alice");
   const b = await hs.registerUser("bob");
+  const c = await hs.registerUser("carol");
   alice = new MatrixUser(hs.url, a);
   bob = new MatrixUser(hs.url, b);
+  carol = new MatrixUser(hs.url, c);
   botUserId = bot.userId;
   roomId = await hs.createRoom(a.accessToken, {
     name: "dagbot graph e2e",
-    invite: [bot.userId, b.userId],
+    invite: [bot.userId, b.userId, c.userId],
     powerLevels: { users: { [a.userId]: 100, [b.userId]: 50 } },
   });
   await bob.joinRoom(roomId);
+  await carol.joinRoom(roomId);
   fleet = new BotFleet({
     hs,
     bots: [bot],
@@ -196,5 +202,48 @@ describe("a calm room", () => {
     expect(inThread.map((e) => txnOf(e))).toEqual(
       expect.arrayContaining([`card.${run!.runId}`, `reply.${confirmId}`]),
     );
+  });
+});
+
+describe("picture budgets", () => {
+  it("a member over the rate limit is refused once with when to ask again, then not answered; graph operators keeps pictures to operators", async () => {
+    const dag = { id: "pic_budget", tasks: [{ id: "only", action: "true" }] };
+    await alice.sendText(roomId, publishJson(dag));
+    await runEnded("pic_budget");
+    // carol has power level 0: an ordinary member.
+    for (let i = 0; i < 3; i++) {
+      const asked = await carol.sendText(roomId, "!dag graph pic_budget");
+      const image = await alice.waitFor(replyTo(asked), T, `picture ${i + 1}`);
+      expect(image.content["msgtype"]).toBe("m.image");
+    }
+    const fourth = await carol.sendText(roomId, "!dag graph pic_budget");
+    const refusal = await alice.waitFor(replyTo(fourth), T, "the refusal");
+    expect(refusal.content["msgtype"]).toBe("m.notice");
+    expect(bodyOf(refusal)).toMatch(/you asked for 3 pictures per 60 s already.*try again in \d+ s/);
+    const fifth = await carol.sendText(roomId, "!dag graph pic_budget");
+    // Commands are handled in order: once a later command is answered, the fifth was handled too.
+    const later = await carol.sendText(roomId, "!dag status pic_budget");
+    await alice.waitFor(replyTo(later), T, "the answer to a later command");
+    const row = await waitFor(
+      "the fifth ask handled",
+      () => store.getInboxEvent(fifth),
+      (e) => e?.status === "replied",
+      { timeoutMs: T, intervalMs: 100 },
+    );
+    expect(row?.result).toMatchObject({ dagbotOutcome: { kind: "ignored" } });
+    const history = await roomHistory(alice, roomId);
+    expect(history.filter((e) => e.sender === botUserId && txnOf(e) === `reply.${fifth}`)).toEqual([]);
+
+    // The room keeps pictures to operators: bob (50) may, carol may not, whatever her rate.
+    const set = await alice.sendText(roomId, "!dag policy graph operators");
+    expect(bodyOf(await alice.waitFor(replyTo(set), T, "the policy change"))).toContain("graph operators");
+    const bobAsks = await bob.sendText(roomId, "!dag graph pic_budget");
+    expect((await alice.waitFor(replyTo(bobAsks), T, "bob's picture")).content["msgtype"]).toBe("m.image");
+    // The policy answers before the rate limit: carol hears why, though she was told to wait.
+    const carolAsks = await carol.sendText(roomId, "!dag graph pic_budget");
+    const refused = await alice.waitFor(replyTo(carolAsks), T, "carol's refusal");
+    expect(bodyOf(refused)).toContain("this room's policy keeps pictures to operators (graph operators)");
+    const reset = await alice.sendText(roomId, "!dag policy graph anyone");
+    await alice.waitFor(replyTo(reset), T, "the policy change back");
   });
 });
