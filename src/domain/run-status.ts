@@ -35,6 +35,24 @@ export interface TaskSummary {
   percent: number;
 }
 
+/** The same summary from counts per status (a store's count query), without the task rows. */
+export function summarizeCounts(counts: Partial<Record<TaskStatus, number>>): TaskSummary {
+  const byStatus = Object.fromEntries(TASK_STATUSES.map((s) => [s, counts[s] ?? 0])) as Record<
+    TaskStatus,
+    number
+  >;
+  let done = 0;
+  let active = 0;
+  let total = 0;
+  for (const s of TASK_STATUSES) {
+    total += byStatus[s];
+    if (isTerminalTask(s)) done += byStatus[s];
+    if (ACTIVE_TASK_STATUSES.has(s)) active += byStatus[s];
+  }
+  const percent = total === 0 ? 100 : Math.floor((done * 100) / total);
+  return { total, byStatus, done, active, percent };
+}
+
 export function summarizeTasks(taskStatuses: readonly TaskStatus[]): TaskSummary {
   const byStatus = Object.fromEntries(TASK_STATUSES.map((s) => [s, 0])) as Record<TaskStatus, number>;
   let done = 0;

@@ -318,6 +318,12 @@ export interface RunStore {
   getRunById(runId: string): Promise<RunRecord | null>;
   listRuns(roomId: string, options?: { statuses?: RunStatus[]; limit?: number }): Promise<RunRecord[]>;
   listTasks(runId: string): Promise<TaskRecord[]>;
+  /**
+   * Each run's tasks counted by status, in one query for all of them: what a list of runs shows
+   * (issue 24: `!dag list` read every task row of 15 runs, outputs included, to count them). A run
+   * without tasks, or unknown, is absent from the map.
+   */
+  countTaskStatuses(runIds: readonly string[]): Promise<Map<string, Partial<Record<TaskStatus, number>>>>;
   getTask(runId: string, taskId: string): Promise<TaskRecord | null>;
 }
 

@@ -113,6 +113,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     getRunById: async (runId) => runs.getRunById(db, runId),
     listRuns: async (roomId, opts) => runs.listRuns(db, roomId, opts),
     listTasks: async (runId) => runs.listTasks(db, runId),
+    countTaskStatuses: async (runIds) => runs.countTaskStatuses(db, runIds),
     getTask: async (runId, taskId) => runs.getTask(db, runId, taskId),
     getDefinition: async (roomId, dagId) => definitions.getDefinition(db, roomId, dagId),
     listScheduledDefinitions: async (roomId, opts) => definitions.listScheduledDefinitions(db, roomId, opts),

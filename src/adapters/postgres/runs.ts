@@ -1,6 +1,6 @@
 /** DAG runs on PostgreSQL: all-or-nothing creation deduplicated by (room, dag_id) and hash, and the leader's decisions. */
 import { randomUUID } from "node:crypto";
-import type { RunStatus } from "../../domain/model.js";
+import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import { taskArgs } from "../../domain/params.js";
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type {
@@ -288,6 +288,21 @@ export async function listTasks(db: Db, runId: string): Promise<TaskRecord[]> {
     [runId],
   );
   return rows.map(toTask);
+}
+
+export async function countTaskStatuses(
+  db: Db,
+  runIds: readonly string[],
+): Promise<Map<string, Partial<Record<TaskStatus, number>>>> {
+  const out = new Map<string, Partial<Record<TaskStatus, number>>>();
+  if (runIds.length === 0) return out;
+  const rows = await db.one<{ run_id: string; status: TaskStatus; n: string | number }>(
+    "count task statuses",
+    `SELECT run_id, status, count(*) AS n FROM tasks WHERE run_id = ANY($1::text[]) GROUP BY run_id, status`,
+    [[...runIds]],
+  );
+  for (const row of rows) out.set(row.run_id, { ...out.get(row.run_id), [row.status]: Number(row.n) });
+  return out;
 }
 
 export async function getTask(db: Db, runId: string, taskId: string): Promise<TaskRecord | null> {

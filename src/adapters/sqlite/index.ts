@@ -95,6 +95,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     getRunById: async (runId) => runs.getRunById(c, runId),
     listRuns: async (roomId, opts) => runs.listRuns(c, roomId, opts),
     listTasks: async (runId) => runs.listTasks(c, runId),
+    countTaskStatuses: async (runIds) => runs.countTaskStatuses(c, runIds),
     getTask: async (runId, taskId) => runs.getTask(c, runId, taskId),
     getDefinition: async (roomId, dagId) => definitions.getDefinition(c, roomId, dagId),
     listScheduledDefinitions: async (roomId, opts) => definitions.listScheduledDefinitions(c, roomId, opts),

@@ -1,6 +1,6 @@
 /** DAG runs on SQLite: all-or-nothing creation deduplicated by (room, dag_id) and hash, and the leader's decisions. */
 import { randomUUID } from "node:crypto";
-import type { RunStatus } from "../../domain/model.js";
+import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import { taskArgs } from "../../domain/params.js";
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type {
@@ -291,6 +291,28 @@ export function listTasks(c: SqliteConnection, runId: string): Promise<TaskRecor
   return c.read("list tasks", () =>
     c.all(`SELECT ${TASK_COLUMNS} FROM tasks WHERE run_id = ? ORDER BY seq`, runId).map(toTask),
   );
+}
+
+/** SQLite binds at most 32,766 values per statement; lists of runs are far shorter, chunked anyway. */
+const COUNT_CHUNK = 500;
+
+export function countTaskStatuses(
+  c: SqliteConnection,
+  runIds: readonly string[],
+): Promise<Map<string, Partial<Record<TaskStatus, number>>>> {
+  return c.read("count task statuses", () => {
+    const out = new Map<string, Partial<Record<TaskStatus, number>>>();
+    for (let i = 0; i < runIds.length; i += COUNT_CHUNK) {
+      const chunk = runIds.slice(i, i + COUNT_CHUNK);
+      const rows = c.all(
+        `SELECT run_id, status, count(*) AS n FROM tasks WHERE run_id IN (${chunk.map(() => "?").join(",")})
+          GROUP BY run_id, status`,
+        ...chunk,
+      ) as { run_id: string; status: TaskStatus; n: number }[];
+      for (const row of rows) out.set(row.run_id, { ...out.get(row.run_id), [row.status]: Number(row.n) });
+    }
+    return out;
+  });
 }
 
 export function getTask(c: SqliteConnection, runId: string, taskId: string): Promise<TaskRecord | null> {

@@ -27,6 +27,7 @@ export type CommandStore = Pick<
   | "getRunById"
   | "listRuns"
   | "listTasks"
+  | "countTaskStatuses"
   | "getTask"
 > &
   Pick<DefinitionStore, "getDefinition" | "listDefinitionRuns" | "listScheduledDefinitions"> &

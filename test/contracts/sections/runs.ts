@@ -297,4 +297,23 @@ export function runsSection(ctx: ContractContext): void {
     expect((await store.listRuns(room, { limit: 2 })).map((r) => r.dagId)).toEqual([ids[3], ids[2]]);
     expect(await store.listRuns(ctx.uid("!empty"))).toEqual([]);
   });
+
+  it("counts the tasks of several runs by status in one call, as listTasks would", async () => {
+    const { store, room, fence } = await setup();
+    const a = await publishRunning(store, fence, chainDag(ctx.uid("a"), 4));
+    const b = await store.createRun(
+      cmd(fence),
+      runInput(room, chainDag(ctx.uid("b"), 3), { needsConfirmation: true }),
+    );
+    if (b.kind !== "created") throw new Error(b.kind);
+    const counts = await store.countTaskStatuses([a.runId, b.run.runId, "no-such-run"]);
+    for (const runId of [a.runId, b.run.runId]) {
+      const expected: Record<string, number> = {};
+      for (const t of await store.listTasks(runId)) expected[t.status] = (expected[t.status] ?? 0) + 1;
+      expect(counts.get(runId)).toEqual(expected);
+    }
+    expect(counts.get(a.runId)).toEqual({ queued: 1, blocked: 3 });
+    expect(counts.has("no-such-run")).toBe(false);
+    expect(await store.countTaskStatuses([])).toEqual(new Map());
+  });
 }

@@ -4,7 +4,7 @@ import { code, r } from "../../render/html.js";
 import { plural } from "../../render/words.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
-import { progressOf } from "../outcome.js";
+import { progressOfRuns } from "../outcome.js";
 import { MAX_LISTED_RUNS, notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
 import { findRun } from "../../run-ref.js";
@@ -49,14 +49,8 @@ async function handleList(ctx: HandlerContext, of: string | null = null): Promis
       runs = [run];
       name = run.dagId;
     }
-    const progress = await Promise.all(
-      runs.map(async (run) => progressOf(run, await ctx.store.listTasks(run.runId))),
-    );
-    return { kind: "list", runs: progress, at, of: name };
+    return { kind: "list", runs: await progressOfRuns(ctx.store, runs), at, of: name };
   }
   const runs = await ctx.store.listRuns(ctx.roomId, { limit: MAX_LISTED_RUNS });
-  const progress = await Promise.all(
-    runs.map(async (run) => progressOf(run, await ctx.store.listTasks(run.runId))),
-  );
-  return { kind: "list", runs: progress, at };
+  return { kind: "list", runs: await progressOfRuns(ctx.store, runs), at };
 }

@@ -8,7 +8,7 @@ import { MAX_CARD_TASK_LINES, renderRunView } from "../../render/status-card.js"
 import { plural } from "../../render/words.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
-import { progressOf, selectTaskLines, summarizeRun } from "../outcome.js";
+import { progressOfRuns, selectTaskLines, summarizeRun } from "../outcome.js";
 import { MAX_LISTED_RUNS, notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
 import { findRun } from "../../run-ref.js";
@@ -49,10 +49,7 @@ async function handleStatus(ctx: HandlerContext, dagId: string | null): Promise<
       statuses: ACTIVE_RUN_STATUSES,
       limit: MAX_LISTED_RUNS,
     });
-    const progress = await Promise.all(
-      runs.map(async (run) => progressOf(run, await ctx.store.listTasks(run.runId))),
-    );
-    return { kind: "overview", runs: progress, at };
+    return { kind: "overview", runs: await progressOfRuns(ctx.store, runs), at };
   }
   const run = await findRun(ctx.store, ctx.roomId, dagId);
   if (run === null) return notFoundRun(ctx, dagId);
