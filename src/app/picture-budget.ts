@@ -3,7 +3,8 @@
  * member and one per room, kept by the leader in memory (a new leader starts with a clean slate,
  * which at worst allows one more window's worth). A refused ask is answered once, with when to try
  * again; the asks after it within that time are not answered at all, so a flood of `!dag graph`
- * costs neither drawing nor replies. Times come from the caller (the store's clock).
+ * costs neither drawing nor replies. Times come from the caller (the store's clock). Where the
+ * other picture budgets live: docs/architecture.md §9.
  */
 
 export interface RateLimit {

@@ -9,6 +9,7 @@
  * 2. crowded levels are folded (run-graph.ts);
  * 3. if that is not enough, boxes are folded into at most PICTURE_BUDGET.bands bands of
  *    consecutive levels, one box per band: a picture of the run's shape and its counts.
+ * Where the other picture budgets live: docs/architecture.md §9.
  */
 import type { TaskStatus } from "./model.js";
 import type { GraphBox, RunGraph } from "./run-graph.js";
