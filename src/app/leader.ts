@@ -11,7 +11,7 @@ import type { ChangeFeed, LeaderFence, PruneResult, RetentionStore, Scheduler } 
 import { isConflict } from "../ports/errors.js";
 import { CLAIM_LEFT_MORE, noneDeleted, wakeTarget } from "../ports/store.js";
 import { Waker } from "./wake.js";
-import type { ScheduleStore } from "./schedules.js";
+import type { ScheduleAuthority, ScheduleStore } from "./schedules.js";
 import { runScheduleLoop } from "./schedules.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
 import type { RecentWake } from "./wake-targets.js";
@@ -72,6 +72,8 @@ export interface LeaderDeps {
   processInbox: InboxStep | null;
   /** Where scheduled DAGs' slots become runs (schedules.ts); null or absent fires no schedule. */
   schedules?: ScheduleStore | null;
+  /** Whose authority schedules run on, checked before each slot (schedule-authority.ts); absent: not checked. */
+  scheduleAuthority?: ScheduleAuthority | null;
   /** Null (or absent) keeps everything forever. */
   retention?: RetentionSettings | null;
   /** Observes each failed pass, prune or schedule round that was not a conflict (metrics). */
@@ -202,7 +204,13 @@ export async function runLeaderLoop(
     deps.schedules === undefined || deps.schedules === null
       ? Promise.resolve()
       : runScheduleLoop(
-          { store: deps.schedules, clock: deps.clock, onStoreError: deps.onStoreError, feed: deps.store },
+          {
+            store: deps.schedules,
+            clock: deps.clock,
+            onStoreError: deps.onStoreError,
+            feed: deps.store,
+            authority: deps.scheduleAuthority ?? null,
+          },
           log,
           fence,
           signal,

@@ -11,6 +11,7 @@ import type { ChangeFeed, LeaderFence, LeaseStore, RoomPolicy, Session, Store } 
 import type { EngineLoop, EngineObserver } from "./engine-observer.js";
 import type { LeaseTimings } from "./lease-keeper.js";
 import type { InboxStep, LeaderTimings, RetentionSettings } from "./leader.js";
+import type { ScheduleAuthority } from "./schedules.js";
 import { LeaseBatcher } from "./lease-batcher.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { runLeaderLoop } from "./leader.js";
@@ -84,6 +85,8 @@ export interface EngineDeps {
   undecryptable?: () => number;
   /** Observes failed lease renewals and the loops' store errors (the HTTP API's metrics). */
   observer?: EngineObserver;
+  /** Whose authority schedules run on (app/schedule-authority.ts); absent: a schedule runs on its approval alone. */
+  scheduleAuthority?: ScheduleAuthority | null;
 }
 
 export interface StopOptions {
@@ -175,6 +178,7 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
               processInbox: deps.processInbox,
               retention: settings.retention ?? null,
               schedules: store,
+              scheduleAuthority: deps.scheduleAuthority ?? null,
               onStoreError: storeErrorOf("leader"),
             },
             fence,

@@ -6,6 +6,13 @@
  * gets "exists". Which slots are due is worked out from the store (the definition's newest fired
  * slot, moved in the same transaction as the slot's run), never from memory alone, so a restart or a
  * change of leader neither repeats nor (under run_once) drops one.
+ *
+ * Issue 23/24: a schedule has a state. A paused or deleted one fires nothing. Slots passed over
+ * without a run (the `skip` policy, an owner no longer allowed) are recorded with their reason
+ * (`schedule.skipped`, moving the definition's slotsThrough in the same transaction, so no later
+ * leader considers them again) and logged. Before firing, the schedule's authority is checked
+ * (ScheduleAuthority): when its owner may no longer run it, it pauses itself and says so once.
+ * The schedule's states and where each rule lives: docs/architecture.md, "State machines".
  */
 import { dagHash } from "../domain/canonical-hash.js";
 import type { ParsedDag } from "../domain/model.js";
@@ -15,11 +22,40 @@ import { nextSlot, slotIsQuiet, slotRunId, slotsBetween, slotsToFire } from "../
 import type { Clock } from "../ports/clock.js";
 import { isConflict } from "../ports/errors.js";
 import type { Logger } from "../ports/logger.js";
-import type { ChangeFeed, DefinitionRecord, DefinitionStore, LeaderFence, RunStore } from "../ports/store.js";
+import type {
+  ChangeFeed,
+  DefinitionRecord,
+  DefinitionStore,
+  LeaderFence,
+  OutboxMessageInput,
+  RunStore,
+  SkippedSlots,
+} from "../ports/store.js";
 import { Waker, wakeOnChange } from "./wake.js";
 
-export type ScheduleStore = Pick<DefinitionStore, "listScheduledDefinitions"> &
+export type ScheduleStore = Pick<
+  DefinitionStore,
+  "listScheduledDefinitions" | "changeSchedule" | "skipScheduleSlots"
+> &
   Pick<RunStore, "createRun"> & { now(): Promise<number> };
+
+/**
+ * Whose authority a schedule runs on, checked before each slot fires (issue 24, finding 4). The
+ * node builds it from the same permission oracle and room policy its commands use.
+ */
+export interface ScheduleAuthority {
+  /**
+   * Null while the schedule's owner (its publisher, and its confirmer under the two-person rule)
+   * may still run it; else why not, in a sentence. Throws when it cannot tell (homeserver
+   * unreachable): the round is then tried again, and no slot is fired or skipped on missing data.
+   */
+  refusal(def: DefinitionRecord): Promise<string | null>;
+  /** The room message that says the schedule paused itself; null where nothing sends the room's messages. */
+  notice(def: DefinitionRecord, reason: string, slot: number): OutboxMessageInput | null;
+}
+
+/** The user a schedule's automatic changes are recorded under. */
+export const SCHEDULE_SELF = "dagbot";
 
 /** The least time between two rounds: a burst of run changes costs one round per this. */
 export const SCHEDULE_TICK_MS = 200;
@@ -47,10 +83,30 @@ export function isDroppedSchedule(def: DefinitionRecord): boolean {
 }
 
 /** A definition with a schedule whose first run was approved (confirmed, or auto-confirmed) and not dropped. */
-export function isActiveSchedule(def: DefinitionRecord): boolean {
+export function isApprovedSchedule(def: DefinitionRecord): boolean {
   const origin = def.origin;
   if (origin === null || isDroppedSchedule(def)) return false;
   return origin.confirmedBy !== null || origin.confirmDeadline === null;
+}
+
+/** An approved schedule that is neither paused nor deleted: the leader fires its slots. */
+export function isActiveSchedule(def: DefinitionRecord): boolean {
+  return isApprovedSchedule(def) && def.scheduleState.state === "active";
+}
+
+/**
+ * The slots of `due` that `fire` leaves without a run (oldest first), as one record, or null.
+ * Under run_once none are left (the run stands for them); under skip, all but the fired newest.
+ */
+export function skippedOf(
+  due: readonly number[],
+  fire: readonly SlotInfo[],
+  reason: string,
+): SkippedSlots | null {
+  const firedAt = new Set(fire.flatMap((f) => (f.covers > 1 ? due.filter((t) => t <= f.at) : [f.at])));
+  const left = due.filter((t) => !firedAt.has(t));
+  if (left.length === 0) return null;
+  return { first: left[0]!, last: left.at(-1)!, count: left.length, reason };
 }
 
 /** A scheduled definition's run DAG for one slot: no schedule of its own, defaults for its params. */
@@ -75,7 +131,8 @@ export function slotDag(def: DefinitionRecord, slot: SlotInfo): ParsedDag {
  * run_once catch-up or skipped already, and firing it again is what must never happen.
  */
 export function resumeAfter(def: DefinitionRecord, handled: number | undefined, now: number): number {
-  return handled ?? Math.max(def.createdAt, def.lastSlotAt ?? def.createdAt, now - CATCH_UP_HORIZON_MS);
+  const through = Math.max(def.lastSlotAt ?? def.createdAt, def.slotsThrough ?? def.createdAt);
+  return handled ?? Math.max(def.createdAt, through, now - CATCH_UP_HORIZON_MS);
 }
 
 export async function runScheduleLoop(
@@ -85,6 +142,8 @@ export async function runScheduleLoop(
     onStoreError?: (() => void) | undefined;
     /** Run changes of the room wake the loop (new definitions); without it the loop looks every SCHEDULE_TICK_MS. */
     feed?: ChangeFeed;
+    /** Checked before each slot fires; absent, a schedule runs on its approval alone. */
+    authority?: ScheduleAuthority | null;
   },
   log: Logger,
   fence: LeaderFence,
@@ -123,7 +182,16 @@ export async function runScheduleLoop(
         const after = resumeAfter(def, handled.get(id), now);
         const spec = def.schedule!;
         const due = slotsBetween(spec, after, now, MAX_DUE);
-        for (const slot of slotsToFire(due, spec.missed, now, SKIP_GRACE_MS)) {
+        const refusal = due.length === 0 || !deps.authority ? null : await deps.authority.refusal(def);
+        if (refusal !== null) {
+          await pauseForAuthority(def, due, refusal);
+          handled.set(id, due.at(-1)!);
+          continue;
+        }
+        const fire = slotsToFire(due, spec.missed, now, SKIP_GRACE_MS);
+        const skipped = skippedOf(due, fire, `missed: the schedule's missed policy is skip`);
+        if (skipped !== null) await skip(def, skipped);
+        for (const slot of fire) {
           const dag = slotDag(def, slot);
           const result = await store.createRun(
             { fence },
@@ -165,5 +233,44 @@ export async function runScheduleLoop(
       return SCHEDULE_TICK_MS;
     }
     return waitMs;
+  }
+
+  /** Records slots passed over without a run, with their reason: an event and a log line. */
+  async function skip(def: DefinitionRecord, skipped: SkippedSlots): Promise<void> {
+    await store.skipScheduleSlots(fence, roomId, def.dagId, skipped);
+    log.info(
+      {
+        dag: def.dagId,
+        first: new Date(skipped.first).toISOString(),
+        last: new Date(skipped.last).toISOString(),
+        count: skipped.count,
+        reason: skipped.reason,
+      },
+      "schedule slots skipped",
+    );
+  }
+
+  /**
+   * The owner may no longer run it: the due slots are skipped, and the schedule pauses itself,
+   * saying so in the room once (the notice is enqueued with the pause, only when the state changed).
+   */
+  async function pauseForAuthority(
+    def: DefinitionRecord,
+    due: readonly number[],
+    reason: string,
+  ): Promise<void> {
+    await skip(def, { first: due[0]!, last: due.at(-1)!, count: due.length, reason });
+    const notice = deps.authority?.notice(def, reason, due.at(-1)!) ?? null;
+    const result = await store.changeSchedule(
+      { fence },
+      roomId,
+      def.dagId,
+      { action: "pause", by: SCHEDULE_SELF, reason },
+      notice === null ? [] : [notice],
+    );
+    log.warn(
+      { dag: def.dagId, reason, result: result.kind },
+      "schedule paused: its owner may no longer run it",
+    );
   }
 }

@@ -25,6 +25,7 @@ import { describeStoreLocation } from "../config/store-location.js";
 import type { PermissionOracle } from "../ports/permissions.js";
 import { commandPolicy, isLocalSender, libraryLoader } from "./command-step.js";
 import { SetupError } from "./setup-error.js";
+import { scheduleAuthority } from "../app/schedule-authority.js";
 import { engineSettings, makeLogger, nodeExecutor } from "./engine-settings.js";
 import { openNodeStore } from "./store-open.js";
 import { resolveConfig } from "./config-resolve.js";
@@ -180,6 +181,13 @@ export async function runStart(options: StartOptions): Promise<number> {
       logger,
     }),
     onLeadership: (roomId, fence) => chat.onLeadership(roomId, fence),
+    // Schedules run on the authority of their owner, judged as their commands are (issue 24).
+    scheduleAuthority: scheduleAuthority({
+      store,
+      permissions,
+      policy: commandPolicy(config),
+      queueMessages: true,
+    }),
     undecryptable: () => intake?.undecryptable ?? 0,
     observer: relay.observer,
   });

@@ -8,7 +8,8 @@
 import { systemClock } from "../adapters/clock/system-clock.js";
 import { startEngineNode } from "../app/node.js";
 import { describeStoreLocation } from "../config/store-location.js";
-import { commandStep } from "./command-step.js";
+import { commandPolicy, commandStep, localPermissions } from "./command-step.js";
+import { scheduleAuthority } from "../app/schedule-authority.js";
 import { engineMetricsRelay, startNodeHttpApi } from "./http-api.js";
 import { engineSettings, makeLogger, nodeExecutor } from "./engine-settings.js";
 import { openNodeStore } from "./store-open.js";
@@ -50,6 +51,13 @@ export async function runNode(options: NodeOptions): Promise<number> {
     logger,
     processInbox: commandStep(config, store, logger),
     observer: relay.observer,
+    // The same oracle and policy the node's commands are judged by (issue 24).
+    scheduleAuthority: scheduleAuthority({
+      store,
+      permissions: localPermissions(config),
+      policy: commandPolicy(config),
+      queueMessages: config.matrix !== null,
+    }),
   });
 
   let api;

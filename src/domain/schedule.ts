@@ -8,6 +8,28 @@ import { Cron } from "croner";
 
 export type MissedPolicy = "skip" | "run_once";
 
+/**
+ * A schedule's state (issue 23): active fires its slots; paused fires none until resumed; deleted
+ * never fires again (a later publish that creates the definition anew schedules afresh).
+ */
+export type ScheduleState = "active" | "paused" | "deleted";
+export type ScheduleAction = "pause" | "resume" | "delete";
+
+/**
+ * The one rule of schedule changes: the state an action leads to, or why it changes nothing
+ * (already in that state; a deleted schedule cannot be paused or resumed). The stores apply it
+ * with a guarded UPDATE on the state they read.
+ */
+export function scheduleVerdict(
+  action: ScheduleAction,
+  from: ScheduleState,
+): { kind: "done"; to: ScheduleState } | { kind: "already" | "wrong-state" } {
+  const to: ScheduleState = action === "pause" ? "paused" : action === "resume" ? "active" : "deleted";
+  if (from === to) return { kind: "already" };
+  if (from === "deleted") return { kind: "wrong-state" };
+  return { kind: "done", to };
+}
+
 export interface ScheduleSpec {
   cron: string;
   timezone: string;

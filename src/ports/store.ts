@@ -17,6 +17,7 @@
 import type { ActionTemplate } from "../domain/action-argv.js";
 import type { RunDecision } from "../domain/run-states.js";
 import type { ArgValue, ParsedDag, Placement, RunStatus, TaskStatus } from "../domain/model.js";
+import type { ScheduleAction, ScheduleState } from "../domain/schedule.js";
 
 /** A node's life: node_id plus a boot id chosen at start. A restart under the same name is a new session. */
 export interface Session {
@@ -149,6 +150,15 @@ export type StoreCommandResult =
       by: string;
     }
   | { op: "cap"; kind: "set"; cap: number; previous: number }
+  | {
+      op: "schedule";
+      action: ScheduleAction;
+      kind: ScheduleChangeResult["kind"];
+      dagId: string;
+      /** The schedule's state after the command. */
+      state: ScheduleState;
+      by: string;
+    }
   | {
       op: "policy";
       kind: "set";
@@ -353,16 +363,75 @@ export interface DefinitionRecord {
   origin: Pick<RunRecord, "runId" | "status" | "confirmedBy" | "confirmDeadline"> | null;
   /** The newest slot a run of it was created for (it never goes back); null before the first. */
   lastSlotAt: number | null;
+  /**
+   * The newest slot fired or skipped (never goes back): no slot at or before it fires. Null before
+   * the first; a resume sets it to the resume's time, so the slots of a pause never fire.
+   */
+  slotsThrough: number | null;
+  /** The schedule's state (meaningless without `schedule`): who paused, resumed or deleted it last, when, why. */
+  scheduleState: ScheduleStatus;
   /** The highest N of the `<id>.N` runs started of it; 1 when there are none but the first. */
   lastRunNumber: number;
   createdAt: number;
   updatedAt: number;
 }
 
+/** A schedule's state and the actions on it (src/domain/schedule.ts holds the rule). */
+export type { ScheduleAction, ScheduleState } from "../domain/schedule.js";
+
+export interface ScheduleStatus {
+  state: ScheduleState;
+  /** Who changed it last (a user id, or "dagbot" when the leader paused it); null: never changed. */
+  by: string | null;
+  at: number | null;
+  reason: string | null;
+}
+
+export interface ScheduleChange {
+  action: ScheduleAction;
+  by: string;
+  reason: string | null;
+}
+
+/**
+ * done: the state changed. already: it was in that state (pause of a paused one, delete of a
+ * deleted one). wrong-state: a deleted schedule cannot be paused or resumed.
+ */
+export type ScheduleChangeResult = { kind: "done" | "already" | "wrong-state"; definition: DefinitionRecord };
+
+/** Slots the leader passed over without a run, and why (the missed-slot policy, an owner no longer allowed). */
+export interface SkippedSlots {
+  /** The oldest and newest slot skipped. */
+  first: number;
+  last: number;
+  count: number;
+  reason: string;
+}
+
 export interface DefinitionStore {
   getDefinition(roomId: string, dagId: string): Promise<DefinitionRecord | null>;
   /** The room's definitions that declare a schedule, by dag id; at most `limit` (default 1,000). */
   listScheduledDefinitions(roomId: string, options?: { limit?: number }): Promise<DefinitionRecord[]>;
+  /**
+   * Pause, resume or delete a definition's schedule, fenced; logs `schedule.paused|resumed|deleted`
+   * ({ dagId, by, reason }). A resume moves slotsThrough to now. `notices` are enqueued in the same
+   * transaction, only when the state changed (insert-or-ignore by txnId). Given an inbox event id,
+   * that row is marked handled with `{ op: "schedule", … }` in the same transaction. NotFoundError
+   * when the room has no definition of that id with a schedule.
+   */
+  changeSchedule(
+    ctx: CommandContext,
+    roomId: string,
+    dagId: string,
+    change: ScheduleChange,
+    notices?: OutboxMessageInput[],
+  ): Promise<ScheduleChangeResult>;
+  /**
+   * Record slots passed over without a run: moves slotsThrough to `skipped.last` and logs
+   * `schedule.skipped` ({ dagId, first, last, count, reason }), fenced. A slot run's creation moves
+   * slotsThrough itself and logs `schedule.fired` ({ dagId, slot, covers }) with its run.
+   */
+  skipScheduleSlots(fence: LeaderFence, roomId: string, dagId: string, skipped: SkippedSlots): Promise<void>;
   /** Runs of one definition (its first run included), newest first; at most `limit` (default 100). */
   listDefinitionRuns(roomId: string, dagId: string, options?: { limit?: number }): Promise<RunRecord[]>;
 }

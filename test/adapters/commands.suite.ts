@@ -338,6 +338,44 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
+      "!dag schedule pause|resume|delete: operators only; !dag schedules shows the state with who, when and why",
+      track(async () => {
+        const r = await room();
+        const tick = [
+          'id = "tick"',
+          'schedule = "0 3 * * *"',
+          "[[tasks]]",
+          'id = "a"',
+          'action = "echo"',
+        ].join("\n");
+        expect(await ask(r, AUTO, publishToml(tick))).toContain("`tick`");
+        expect(await ask(r, LOW, "!dag schedule pause tick")).toMatch(/you need power level 50/);
+        expect((await store.getDefinition(r.roomId, "tick"))?.scheduleState.state).toBe("active");
+        expect(await ask(r, OP, "!dag schedule pause tick disk is full")).toContain(
+          "The schedule of `tick` is paused",
+        );
+        const listed = await ask(r, FRIEND, "!dag schedules");
+        expect(listed).toContain(`⏸️ \`tick\``);
+        expect(listed).toMatch(/paused by @op:test at \d{4}-\d{2}-\d{2} [\d:]{8} UTC: disk is full/);
+        expect(listed).toContain("owner @auto:test");
+        expect(await ask(r, OP2, "!dag schedule pause tick")).toContain("was already paused");
+        expect(await ask(r, FRIEND, "!dag schedule resume tick")).toContain("is active again");
+        expect(await ask(r, FRIEND, "!dag schedules")).toMatch(/⏰ `tick` .* · next /);
+        expect(await ask(r, OP, "!dag schedule delete tick")).toContain("is deleted");
+        expect(await ask(r, OP, "!dag schedule resume tick")).toContain("cannot be paused or resumed");
+        expect(await ask(r, FRIEND, "!dag schedules")).toContain("No scheduled DAGs in this room");
+        expect(await ask(r, OP, "!dag schedule pause nosuch")).toContain("`nosuch` has no schedule");
+        expect(await ask(r, OP, "!dag schedule stop tick")).toMatch(/expected pause, resume or delete/);
+        const events = (await store.readEvents(r.roomId, 0)).filter((e) => e.kind.startsWith("schedule."));
+        expect(events.map((e) => [e.kind, e.data["by"]])).toEqual([
+          ["schedule.paused", OP],
+          ["schedule.resumed", FRIEND],
+          ["schedule.deleted", OP],
+        ]);
+      }),
+    );
+
+    it(
       "publish by library name; an unknown name is a clear error",
       track(async () => {
         const r = await room();
@@ -683,7 +721,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(help).toContain("`!dag status [<id>]`");
         expect(help).not.toContain("`!dag cap <n>`");
         expect(help).toContain(
-          "publish, run, confirm, reject, cancel, logs, retry, cap, policy need power level 50",
+          "publish, run, confirm, reject, cancel, schedule, logs, retry, cap, policy need power level 50",
         );
         expect(await ask(r, LOW, "!dag frobnicate")).toContain("unknown command");
         expect(await ask(r, LOW, "!dag stauts seen")).toContain('did you mean "status"');

@@ -24,12 +24,14 @@ import { retentionSection } from "./sections/retention.js";
 import { runsSection } from "./sections/runs.js";
 import { scaleSection } from "./sections/scale.js";
 import { schedulerSection } from "./sections/scheduler.js";
+import { schedulesSection } from "./sections/schedules.js";
 
 const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["leases", leasesSection],
   ["inbox", inboxSection],
   ["runs", runsSection],
   ["definitions", definitionsSection],
+  ["schedules", schedulesSection],
   ["claims", claimsSection],
   ["finish-claim", finishClaimSection],
   ["scheduler", schedulerSection],

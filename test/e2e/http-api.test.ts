@@ -402,6 +402,73 @@ describe("commands and reads", () => {
     }
   });
 
+  it("lists schedules and pauses, resumes and deletes one (issue 23); an unknown one is a 404, a deleted one cannot be resumed", async () => {
+    await track(
+      (async () => {
+        const doc = {
+          document: {
+            id: "nightly",
+            schedule: "0 3 * * *",
+            tasks: [{ id: "a", action: "echo", args: { message: "x" } }],
+          },
+        };
+        expect((await call(api.base, "POST", "/v1/dags", { body: doc })).status).toBe(201);
+        const listed = await call(api.base, "GET", "/v1/schedules");
+        expect(listed.status, listed.text).toBe(200);
+        expect(listed.body.schedules).toEqual([
+          expect.objectContaining({
+            dagId: "nightly",
+            cron: "0 3 * * *",
+            state: "active",
+            owner: "http:ops",
+          }),
+        ]);
+        const paused = await call(api.base, "POST", "/v1/schedules/nightly/pause", {
+          body: { reason: "maintenance" },
+        });
+        expect(paused.status, paused.text).toBe(200);
+        expect(paused.body).toMatchObject({
+          action: "pause",
+          result: "done",
+          state: "paused",
+          by: "http:ops",
+        });
+        expect(paused.body.text).not.toContain("!dag");
+        const shown = (await call(api.base, "GET", "/v1/schedules")).body.schedules[0];
+        expect(shown).toMatchObject({
+          state: "paused",
+          pausedBy: "http:ops",
+          reason: "maintenance",
+          next: null,
+        });
+        const again = await call(api.base, "POST", "/v1/schedules/nightly/pause", { body: null });
+        expect(again.body).toMatchObject({ result: "already", state: "paused" });
+        const resumed = await call(api.base, "POST", "/v1/schedules/nightly/resume", { body: null });
+        expect(resumed.body).toMatchObject({ result: "done", state: "active" });
+        const deleted = await call(api.base, "DELETE", "/v1/schedules/nightly", { body: null });
+        expect(deleted.status, deleted.text).toBe(200);
+        expect(deleted.body).toMatchObject({ action: "delete", state: "deleted" });
+        expectProblem(
+          await call(api.base, "POST", "/v1/schedules/nightly/resume", { body: null }),
+          409,
+          "schedule-deleted",
+        );
+        expectProblem(
+          await call(api.base, "POST", "/v1/schedules/nosuch/pause", { body: null }),
+          404,
+          "schedule-not-found",
+        );
+        expect((await call(api.base, "GET", "/v1/schedules")).body.schedules).toEqual([]);
+        const events = (await allEvents(store)).filter((e) => e.kind.startsWith("schedule."));
+        expect(events.map((e) => e.kind)).toEqual([
+          "schedule.paused",
+          "schedule.resumed",
+          "schedule.deleted",
+        ]);
+      })(),
+    );
+  });
+
   it("serves an OpenAPI 3.1 document generated from the route schemas", async () => {
     const doc = await call(api.base, "GET", "/openapi.json", { token: null });
     expect(doc.status).toBe(200);
@@ -422,6 +489,10 @@ describe("commands and reads", () => {
         "/v1/runs/{id}/reject",
         "/v1/runs/{id}/retry",
         "/v1/runs/{id}/tasks/{task}/logs",
+        "/v1/schedules",
+        "/v1/schedules/{id}",
+        "/v1/schedules/{id}/pause",
+        "/v1/schedules/{id}/resume",
       ].sort(),
     );
     const cap = doc.body.paths["/v1/rooms/{room}/cap"].put;

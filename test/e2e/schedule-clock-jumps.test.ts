@@ -8,6 +8,7 @@
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/adapters/log/pino-logger.js";
 import { cardTxnId, finalTxnId } from "../../src/app/render/messages.js";
+import type { ScheduleAuthority } from "../../src/app/schedules.js";
 import { runScheduleLoop, SCHEDULE_TICK_MS } from "../../src/app/schedules.js";
 import { CardKeeper } from "../../src/app/status-cards.js";
 import type { LeaderFence, RunRecord, Store } from "../../src/ports/store.js";
@@ -52,11 +53,11 @@ describe("schedule loop across clock jumps (SQLite store, store clock set by the
   });
 
   /** Starts the loop on a fake clock; `round` lets the store's clock move by `ms` and one round run. */
-  const start = () => {
+  const start = (authority: ScheduleAuthority | null = null) => {
     const clock = new FakeClock();
     const abort = new AbortController();
     let deposed = false;
-    const done = runScheduleLoop({ store, clock }, silentLogger(), fence, abort.signal, () => {
+    const done = runScheduleLoop({ store, clock, authority }, silentLogger(), fence, abort.signal, () => {
       deposed = true;
     });
     const sleeping = async (): Promise<void> => {
@@ -127,6 +128,112 @@ describe("schedule loop across clock jumps (SQLite store, store clock set by the
       jumped + 2 * SECOND,
     ]);
     expect((await store.getDefinition(room, id))?.lastSlotAt).toBe(jumped + 2 * SECOND);
+  });
+
+  const scheduleEvents = async () =>
+    (await store.readEvents(room, 0)).filter((e) => e.kind.startsWith("schedule."));
+
+  it("skip: the slots a jump passes over leave one schedule.skipped event with their count and why; a new term records them no more", async () => {
+    const id = await publishEverySecond("skip");
+    const loop = start();
+    for (let i = 0; i < 2; i++) await loop.round(SECOND);
+    await loop.round(HOUR);
+    const lastBefore = FIRST_SLOT + SECOND;
+    const skipped = (await scheduleEvents()).filter((e) => e.kind === "schedule.skipped");
+    expect(skipped).toHaveLength(1);
+    expect(skipped[0]?.data).toEqual({
+      dagId: id,
+      first: lastBefore + SECOND,
+      last: lastBefore + HOUR - SECOND,
+      count: HOUR / SECOND - 1,
+      reason: "missed: the schedule's missed policy is skip",
+    });
+    // Each fired slot has its event too, with its run.
+    const fired = (await scheduleEvents()).filter((e) => e.kind === "schedule.fired");
+    expect(fired.map((e) => e.data["slot"])).toEqual((await slotRuns(id)).map((r) => r.dag.slot!.at));
+    await loop.stop();
+    const again = start();
+    await again.round(0);
+    expect((await scheduleEvents()).filter((e) => e.kind === "schedule.skipped")).toHaveLength(1);
+  });
+
+  it("a paused schedule fires nothing; resumed, it fires from the resume on, never the slots of the pause", async () => {
+    const id = await publishEverySecond("run_once");
+    const loop = start();
+    for (let i = 0; i < 2; i++) await loop.round(SECOND);
+    await store.changeSchedule(cmd(fence), room, id, {
+      action: "pause",
+      by: "@ops:example.org",
+      reason: null,
+    });
+    for (let i = 0; i < 5; i++) await loop.round(SECOND);
+    expect(await slotRuns(id)).toHaveLength(2);
+    await store.changeSchedule(cmd(fence), room, id, {
+      action: "resume",
+      by: "@ops:example.org",
+      reason: null,
+    });
+    const resumedAt = now;
+    for (let i = 0; i < 2; i++) await loop.round(SECOND);
+    const runs = await slotRuns(id);
+    // run_once does not catch up a pause: one run per slot after the resume, each covering itself.
+    expect(runs.slice(2).map((r) => r.dag.slot)).toMatchObject(
+      [1, 2].map((k) => {
+        const at = resumedAt - SECOND / 2 + k * SECOND;
+        return { at, covers: 1, firstCovered: at };
+      }),
+    );
+    await store.changeSchedule(cmd(fence), room, id, {
+      action: "delete",
+      by: "@ops:example.org",
+      reason: null,
+    });
+    for (let i = 0; i < 3; i++) await loop.round(SECOND);
+    await loop.stop();
+    const restarted = start();
+    for (let i = 0; i < 3; i++) await restarted.round(SECOND);
+    expect(await slotRuns(id)).toHaveLength(4);
+  });
+
+  it("a schedule whose owner may no longer run it pauses itself instead of firing, says so once, and its slot is skipped with the reason", async () => {
+    const id = await publishEverySecond("skip");
+    let allowed = true;
+    let asked = 0;
+    const authority: ScheduleAuthority = {
+      refusal: async (def) => {
+        asked += 1;
+        expect(def.dagId).toBe(id);
+        return allowed ? null : "@alice:example.org (its publisher) may no longer run it";
+      },
+      notice: (def, reason, slot) => ({
+        txnId: `schedule.paused.${def.dagId}.${slot}`,
+        roomId: def.roomId,
+        eventType: "m.room.message",
+        content: { msgtype: "m.notice", body: reason },
+      }),
+    };
+    const loop = start(authority);
+    for (let i = 0; i < 2; i++) await loop.round(SECOND);
+    expect(await slotRuns(id)).toHaveLength(2);
+    expect(asked).toBeGreaterThanOrEqual(2);
+    allowed = false;
+    for (let i = 0; i < 4; i++) await loop.round(SECOND);
+    expect(await slotRuns(id)).toHaveLength(2);
+    const def = await store.getDefinition(room, id);
+    expect(def?.scheduleState).toMatchObject({
+      state: "paused",
+      by: "dagbot",
+      reason: "@alice:example.org (its publisher) may no longer run it",
+    });
+    const events = await scheduleEvents();
+    expect(events.filter((e) => e.kind === "schedule.paused")).toHaveLength(1);
+    expect(events.filter((e) => e.kind === "schedule.skipped").map((e) => e.data["reason"])).toEqual([
+      "@alice:example.org (its publisher) may no longer run it",
+    ]);
+    const notices = (await store.pendingOutbox(fence, 100)).filter((m) =>
+      m.txnId.startsWith("schedule.paused."),
+    );
+    expect(notices).toHaveLength(1);
   });
 
   it("run_once: a jump forward by an hour fires exactly one catch-up run covering the missed slots", async () => {

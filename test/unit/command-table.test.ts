@@ -26,6 +26,7 @@ describe("COMMANDS", () => {
       "reject",
       "retry",
       "run",
+      "schedule",
     ]);
     const open = COMMANDS.filter((c) => c.permission === "open").map((c) => c.verb);
     expect(open.sort()).toEqual(["graph", "help", "list", "nodes", "schedules", "status"]);
@@ -83,7 +84,7 @@ describe("renderHelp", () => {
         .every((l) => !l.includes(" * — ")),
     ).toBe(true);
     expect(renderHelp("open")).toHaveLength(7);
-    expect(renderHelp("operator")).toHaveLength(10);
+    expect(renderHelp("operator")).toHaveLength(11);
     const cap = renderHelp("cap");
     expect(cap[0]).toBe("!dag cap <n>");
     expect(cap[1]).toContain("operators only");
@@ -115,9 +116,9 @@ describe("suggestVerb", () => {
 });
 
 describe("declared arguments", () => {
-  it("every verb but help, publish, run, nodes and policy declares its arguments, and its usage line is made from them", () => {
+  it("every verb but help, publish, run, nodes, policy and schedule declares its arguments, and its usage line is made from them", () => {
     const own = COMMANDS.filter((c) => c.args === undefined).map((c) => c.verb);
-    expect(own.sort()).toEqual(["help", "nodes", "policy", "publish", "run"]);
+    expect(own.sort()).toEqual(["help", "nodes", "policy", "publish", "run", "schedule"]);
     for (const c of COMMANDS) {
       if (c.args === undefined) continue;
       const shown = c.args.map((a) => (a.optional === true ? `[<${a.name}>]` : `<${a.name}>`));

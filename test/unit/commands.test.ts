@@ -53,7 +53,7 @@ describe("the command table", () => {
     }
   });
 
-  it("operator verbs are exactly publish, run, confirm, reject, cancel, retry, cap, logs and policy", () => {
+  it("operator verbs are exactly publish, run, confirm, reject, cancel, retry, cap, logs, policy and schedule", () => {
     const operator = COMMANDS.filter((c) => COMMAND_HANDLERS[c.verb].permission === "operator").map(
       (c) => c.verb,
     );
@@ -67,6 +67,7 @@ describe("the command table", () => {
       "reject",
       "retry",
       "run",
+      "schedule",
     ]);
   });
 });
@@ -116,6 +117,7 @@ describe("permissions", () => {
       "confirm",
       "reject",
       "cancel",
+      "schedule",
       "logs",
       "retry",
       "cap",

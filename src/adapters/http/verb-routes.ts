@@ -13,6 +13,7 @@ import type { Idiom } from "../../app/commands/outcome-table.js";
 import { createdRunOf, httpAnswerOf, plainTextOf } from "../../app/commands/outcome-table.js";
 import { STRUCTURED_COMMAND_KEY } from "../../app/commands/inbox-intent.js";
 import type { AnyVerb, VerbHttp } from "../../app/commands/verb.js";
+import { httpRoutesOf } from "../../app/commands/verb.js";
 import type { Command, VerbRegistry } from "../../app/commands/verbs/index.js";
 import { VERB_REGISTRY } from "../../app/commands/verbs/index.js";
 import { canonicalJson } from "../../domain/canonical-hash.js";
@@ -38,7 +39,7 @@ export function httpIdiom(verbs: readonly AnyVerb[]): Idiom {
   return {
     command: (verb, args) => {
       const declared = verbs.find((v) => v.verb === verb);
-      const route = declared?.http ?? HAND_WRITTEN[verb];
+      const route = (declared === undefined ? undefined : httpRoutesOf(declared)[0]) ?? HAND_WRITTEN[verb];
       if (route === undefined) return `the ${verb} command`;
       const rest = [...args];
       const names = (declared?.args ?? []).map((a) => a.name);
@@ -270,7 +271,7 @@ export function registerVerbRoutes(
     }
   };
 
-  for (const verb of registry.verbs) if (verb.http !== undefined) routeOf(verb, verb.http);
+  for (const verb of registry.verbs) for (const route of httpRoutesOf(verb)) routeOf(verb, route);
 }
 
 function send(reply: FastifyReply, answer: StoredAnswer): FastifyReply {

@@ -4,10 +4,29 @@
  */
 import type { ParsedDag } from "../../domain/model.js";
 import { definitionOf } from "../../domain/params.js";
+import { scheduleVerdict } from "../../domain/schedule.js";
 import { NotFoundError } from "../../ports/errors.js";
-import type { DefinitionRecord, RunRecord } from "../../ports/store.js";
-import { runNumber } from "../store-common/definitions.js";
+import type {
+  CommandContext,
+  DefinitionRecord,
+  LeaderFence,
+  OutboxMessageInput,
+  RunRecord,
+  ScheduleChange,
+  ScheduleChangeResult,
+  SkippedSlots,
+} from "../../ports/store.js";
+import { checkRoom } from "../store-common/checks.js";
+import {
+  runNumber,
+  scheduleChangeLine,
+  scheduleOutcome,
+  slotFiredLine,
+  slotsSkippedLine,
+} from "../store-common/definitions.js";
 import type { Db, Tx } from "./db.js";
+import { markHandledInTx } from "./inbox.js";
+import { enqueueInTx } from "./outbox.js";
 import { DEFINITION_COLUMNS, DEFINITION_FROM, RUN_COLUMNS, toDefinition, toRun } from "./rows.js";
 import { json, NOW } from "./sql.js";
 
@@ -22,6 +41,7 @@ const DEFAULT_RUNS_LIMIT = 100;
 export async function recordDefinitionInTx(
   tx: Tx,
   roomId: string,
+  fence: LeaderFence,
   runId: string,
   dag: ParsedDag,
   hash: string,
@@ -37,7 +57,9 @@ export async function recordDefinitionInTx(
        ON CONFLICT (room_id, dag_id) DO UPDATE SET hash = excluded.hash, dag = excluded.dag,
          schedule_cron = excluded.schedule_cron, schedule_timezone = excluded.schedule_timezone,
          schedule_missed = excluded.schedule_missed, publisher = excluded.publisher,
-         first_run_id = excluded.first_run_id, created_at = excluded.created_at, updated_at = excluded.updated_at`,
+         first_run_id = excluded.first_run_id, created_at = excluded.created_at, updated_at = excluded.updated_at,
+         schedule_state = 'active', schedule_state_by = NULL, schedule_state_at = NULL,
+         schedule_state_reason = NULL, slots_through = NULL`,
       [
         tx.clockParam,
         roomId,
@@ -55,11 +77,99 @@ export async function recordDefinitionInTx(
   }
   const { rowCount } = await tx.query(
     `UPDATE definitions SET last_slot_at = GREATEST(last_slot_at, $2::bigint),
+            slots_through = GREATEST(slots_through, $2::bigint),
             last_run_number = GREATEST(last_run_number, COALESCE($3::integer, 0)), updated_at = ${NOW}
       WHERE room_id = $4 AND dag_id = $5`,
     [tx.clockParam, dag.slot?.at ?? null, runNumber(dag.id, of), roomId, of],
   );
   if (rowCount !== 1) throw new NotFoundError("create run", { roomId, definition: of });
+  if (dag.slot !== undefined) tx.log(roomId, slotFiredLine(fence, runId, of, dag.slot));
+}
+
+/**
+ * Pause, resume or delete a schedule (DefinitionStore.changeSchedule): the decision is
+ * scheduleVerdict's on the row locked FOR UPDATE, applied with one guarded UPDATE.
+ */
+export async function changeSchedule(
+  db: Db,
+  ctx: CommandContext,
+  roomId: string,
+  dagId: string,
+  change: ScheduleChange,
+  notices: OutboxMessageInput[] = [],
+): Promise<ScheduleChangeResult> {
+  const operation = `${change.action} schedule`;
+  return db.tx(operation, async (tx) => {
+    await db.lockFence(tx, operation, ctx.fence);
+    checkRoom(operation, ctx, roomId);
+    await tx.query("SELECT 1 FROM definitions WHERE room_id = $1 AND dag_id = $2 FOR UPDATE", [
+      roomId,
+      dagId,
+    ]);
+    const before = await readDefinition(tx, roomId, dagId);
+    if (before === null || before.schedule === null) throw new NotFoundError(operation, { roomId, dagId });
+    const verdict = scheduleVerdict(change.action, before.scheduleState.state);
+    if (verdict.kind === "done") {
+      await tx.query(
+        `UPDATE definitions SET schedule_state = $2, schedule_state_by = $3, schedule_state_at = ${NOW},
+                schedule_state_reason = $4, updated_at = ${NOW},
+                slots_through = CASE WHEN $5 THEN GREATEST(slots_through, ${NOW}) ELSE slots_through END
+          WHERE room_id = $6 AND dag_id = $7 AND schedule_state = $8`,
+        [
+          tx.clockParam,
+          verdict.to,
+          change.by,
+          change.reason,
+          change.action === "resume",
+          roomId,
+          dagId,
+          before.scheduleState.state,
+        ],
+      );
+      tx.log(roomId, scheduleChangeLine(ctx.fence, dagId, change));
+      if (notices.length > 0) await enqueueInTx(tx, ctx.fence, notices);
+      tx.touch("runs", roomId);
+    }
+    const definition =
+      verdict.kind === "done" ? ((await readDefinition(tx, roomId, dagId)) ?? before) : before;
+    if (ctx.inboxEventId !== undefined)
+      await markHandledInTx(
+        db,
+        tx,
+        ctx.fence,
+        ctx.inboxEventId,
+        scheduleOutcome(change, verdict.kind, definition),
+      );
+    return { kind: verdict.kind, definition };
+  });
+}
+
+export async function skipScheduleSlots(
+  db: Db,
+  fence: LeaderFence,
+  roomId: string,
+  dagId: string,
+  skipped: SkippedSlots,
+): Promise<void> {
+  await db.tx("skip schedule slots", async (tx) => {
+    await db.lockFence(tx, "skip schedule slots", fence);
+    checkRoom("skip schedule slots", { fence }, roomId);
+    const { rowCount } = await tx.query(
+      `UPDATE definitions SET slots_through = GREATEST(slots_through, $2::bigint), updated_at = ${NOW}
+        WHERE room_id = $3 AND dag_id = $4`,
+      [tx.clockParam, skipped.last, roomId, dagId],
+    );
+    if (rowCount !== 1) throw new NotFoundError("skip schedule slots", { roomId, dagId });
+    tx.log(roomId, slotsSkippedLine(fence, dagId, skipped));
+  });
+}
+
+async function readDefinition(tx: Tx, roomId: string, dagId: string): Promise<DefinitionRecord | null> {
+  const { rows } = await tx.query(
+    `SELECT ${DEFINITION_COLUMNS} FROM ${DEFINITION_FROM} WHERE d.room_id = $1 AND d.dag_id = $2`,
+    [roomId, dagId],
+  );
+  return rows[0] === undefined ? null : toDefinition(rows[0]);
 }
 
 export async function getDefinition(db: Db, roomId: string, dagId: string): Promise<DefinitionRecord | null> {

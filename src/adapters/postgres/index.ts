@@ -117,6 +117,10 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     getTask: async (runId, taskId) => runs.getTask(db, runId, taskId),
     getDefinition: async (roomId, dagId) => definitions.getDefinition(db, roomId, dagId),
     listScheduledDefinitions: async (roomId, opts) => definitions.listScheduledDefinitions(db, roomId, opts),
+    changeSchedule: async (ctx, roomId, dagId, change, notices) =>
+      definitions.changeSchedule(db, ctx, roomId, dagId, change, notices),
+    skipScheduleSlots: async (fence, roomId, dagId, skipped) =>
+      definitions.skipScheduleSlots(db, fence, roomId, dagId, skipped),
     listDefinitionRuns: async (roomId, dagId, opts) =>
       definitions.listDefinitionRuns(db, roomId, dagId, opts),
 

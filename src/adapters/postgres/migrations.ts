@@ -348,6 +348,21 @@ CREATE TABLE policy_proposals (
 );
 `,
   },
+  {
+    // Issue 23: a schedule is an object of its own, with a state (active, paused, deleted), who
+    // changed it last, when and why, and the newest slot it fired or skipped: a skipped slot is
+    // recorded (with an event saying why) so no later leader considers it again.
+    version: 10,
+    sql: `
+ALTER TABLE definitions ADD COLUMN schedule_state text NOT NULL DEFAULT 'active'
+  CHECK (schedule_state IN ('active','paused','deleted'));
+ALTER TABLE definitions ADD COLUMN schedule_state_by text;
+ALTER TABLE definitions ADD COLUMN schedule_state_at bigint;
+ALTER TABLE definitions ADD COLUMN schedule_state_reason text;
+ALTER TABLE definitions ADD COLUMN slots_through bigint;
+UPDATE definitions SET slots_through = last_slot_at;
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

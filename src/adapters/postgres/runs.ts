@@ -71,7 +71,7 @@ export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): P
           input.dag.definition ?? dagId,
         ],
       );
-      await recordDefinitionInTx(tx, input.roomId, runId, input.dag, input.hash, input.publisher);
+      await recordDefinitionInTx(tx, input.roomId, ctx.fence, runId, input.dag, input.hash, input.publisher);
       // One statement for every task; ORDER BY n draws seq in document order (FIFO within a run).
       await tx.query(
         `INSERT INTO tasks (run_id, task_id, room_id, status, version, attempt, max_attempts, action, args, needs, labels,

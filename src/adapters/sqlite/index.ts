@@ -99,6 +99,10 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     getTask: async (runId, taskId) => runs.getTask(c, runId, taskId),
     getDefinition: async (roomId, dagId) => definitions.getDefinition(c, roomId, dagId),
     listScheduledDefinitions: async (roomId, opts) => definitions.listScheduledDefinitions(c, roomId, opts),
+    changeSchedule: async (ctx, roomId, dagId, change, notices) =>
+      definitions.changeSchedule(c, ctx, roomId, dagId, change, notices),
+    skipScheduleSlots: async (fence, roomId, dagId, skipped) =>
+      definitions.skipScheduleSlots(c, fence, roomId, dagId, skipped),
     listDefinitionRuns: async (roomId, dagId, opts) => definitions.listDefinitionRuns(c, roomId, dagId, opts),
 
     claimTask: async (offer) => tasks.claimTask(c, offer),

@@ -74,7 +74,7 @@ export function createRun(
         JSON.stringify(input.dag),
         input.dag.definition ?? dagId,
       );
-      recordDefinitionInTx(c, tx, input.roomId, runId, input.dag, input.hash, input.publisher);
+      recordDefinitionInTx(c, tx, input.roomId, fence, runId, input.dag, input.hash, input.publisher);
       // Document order is insertion order, so seq gives FIFO within a run and across runs.
       for (const t of input.dag.tasks) {
         c.run(

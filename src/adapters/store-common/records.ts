@@ -14,6 +14,7 @@ import type {
   OutboxMessage,
   OutboxStatus,
   RunRecord,
+  ScheduleState,
   Session,
   TaskRecord,
 } from "../../ports/store.js";
@@ -28,7 +29,7 @@ export const RUN_COLUMNS =
 
 /** A definition row with its first run's approval (LEFT JOIN runs o ON o.run_id = d.first_run_id). */
 export const DEFINITION_COLUMNS =
-  "d.room_id, d.dag_id, d.hash, d.dag, d.schedule_cron, d.schedule_timezone, d.schedule_missed, d.publisher, d.last_slot_at, d.last_run_number, d.created_at, d.updated_at, o.run_id AS origin_run_id, o.status AS origin_status, o.confirmed_by AS origin_confirmed_by, o.confirm_deadline AS origin_confirm_deadline";
+  "d.room_id, d.dag_id, d.hash, d.dag, d.schedule_cron, d.schedule_timezone, d.schedule_missed, d.publisher, d.last_slot_at, d.slots_through, d.schedule_state, d.schedule_state_by, d.schedule_state_at, d.schedule_state_reason, d.last_run_number, d.created_at, d.updated_at, o.run_id AS origin_run_id, o.status AS origin_status, o.confirmed_by AS origin_confirmed_by, o.confirm_deadline AS origin_confirm_deadline";
 
 export const DEFINITION_FROM = "definitions d LEFT JOIN runs o ON o.run_id = d.first_run_id";
 
@@ -121,6 +122,13 @@ export function definitionFromRow(r: Row, json: DecodeJson): DefinitionRecord {
             confirmDeadline: numOrNull(r.origin_confirm_deadline),
           },
     lastSlotAt: numOrNull(r.last_slot_at),
+    slotsThrough: numOrNull(r.slots_through),
+    scheduleState: {
+      state: r.schedule_state as ScheduleState,
+      by: strOrNull(r.schedule_state_by),
+      at: numOrNull(r.schedule_state_at),
+      reason: strOrNull(r.schedule_state_reason),
+    },
     lastRunNumber: num(r.last_run_number),
     createdAt: num(r.created_at),
     updatedAt: num(r.updated_at),

@@ -21,11 +21,13 @@ export const PRUNABLE_OUTBOX = `(o.txn_id LIKE 'reply.%'
 /**
  * The runs (alias `r`) pruning keeps whatever their age: a definition's first run while other runs
  * of that definition remain (the definition must outlive them, and publishing compares against its
- * first run) or while its schedule is approved and still fires (the schedule is its record).
+ * first run) or while its schedule is approved and not deleted (the schedule is its record; a
+ * deleted one lets its runs go with age, and the id is free to publish anew once they are gone).
  */
 export const KEPT_FIRST_RUN = `EXISTS (SELECT 1 FROM definitions d
     WHERE d.room_id = r.room_id AND d.dag_id = r.dag_id AND d.first_run_id = r.run_id
-      AND ((d.schedule_cron IS NOT NULL AND r.status NOT IN ('rejected','expired','canceled'))
+      AND ((d.schedule_cron IS NOT NULL AND d.schedule_state <> 'deleted'
+            AND r.status NOT IN ('rejected','expired','canceled'))
            OR EXISTS (SELECT 1 FROM runs x
                        WHERE x.room_id = r.room_id AND x.definition_id = d.dag_id AND x.run_id <> r.run_id)))`;
 

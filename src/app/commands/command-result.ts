@@ -66,6 +66,13 @@ function readStoreResult(r: Record<string, unknown>): StoreCommandResult | null 
         ...confirmed,
       };
     }
+    case "schedule": {
+      const { action, state, by } = r;
+      if (kind !== "done" && kind !== "already" && kind !== "wrong-state") return null;
+      if (action !== "pause" && action !== "resume" && action !== "delete") return null;
+      if (state !== "active" && state !== "paused" && state !== "deleted") return null;
+      return str(dagId) && str(by) ? { op, action, kind, dagId, state, by } : null;
+    }
     default: {
       if (!isRunDecision(op)) return null;
       const by = r["by"];

@@ -30,7 +30,10 @@ export type CommandStore = Pick<
   | "countTaskStatuses"
   | "getTask"
 > &
-  Pick<DefinitionStore, "getDefinition" | "listDefinitionRuns" | "listScheduledDefinitions"> &
+  Pick<
+    DefinitionStore,
+    "getDefinition" | "listDefinitionRuns" | "listScheduledDefinitions" | "changeSchedule"
+  > &
   Pick<Scheduler, "setRoomCap" | "getRoomCap" | "roomLoad"> &
   Pick<PolicyStore, "getRoomPolicy" | "setRoomPolicy" | "proposePolicyChange" | "getPolicyProposal"> &
   Pick<NodeStore, "listNodes"> &

@@ -12,7 +12,7 @@ import {
   MAX_COMMAND_BYTES,
 } from "../../domain/command-grammar.js";
 import { RUN_STATUSES, TASK_STATUSES } from "../../domain/model.js";
-import type { RunSummary, TaskLine } from "./outcome.js";
+import type { RunSummary, ScheduleLine, TaskLine } from "./outcome.js";
 
 export const idParam = z.string().regex(COMMAND_ID_PATTERN, { error: "use 1-64 of A-Z a-z 0-9 _ . -" });
 
@@ -174,7 +174,45 @@ export const retriedSchema = z.object({
 
 export const capSchema = z.object({ ...commandAnswer, cap: z.number(), previous: z.number() });
 
+/** One schedule as `GET /v1/schedules` lists it (the outcome's ScheduleLine). */
+export const scheduleLineSchema = z.object({
+  dagId: z.string(),
+  cron: z.string(),
+  timezone: z.string(),
+  missed: z.enum(["skip", "run_once"]),
+  next: z.number().nullable().describe("the next slot (epoch ms); null while paused or when none is left"),
+  last: z.number().nullable().describe("the newest slot a run was created for"),
+  active: z.boolean().describe("false while its published run awaits confirmation"),
+  state: z.enum(["active", "paused"]).optional(),
+  pausedBy: z.string().nullable().optional(),
+  pausedAt: z.number().nullable().optional(),
+  reason: z.string().nullable().optional(),
+  owner: z.string().optional(),
+});
+
+export const schedulesSchema = z.object({
+  room: z.string(),
+  text: z.string().nullable(),
+  at: z.number(),
+  schedules: z.array(scheduleLineSchema),
+});
+
+export const scheduleParams = z.strictObject({ id: idParam });
+
+/** POST /v1/schedules/{id}/pause, DELETE /v1/schedules/{id}: why, kept with the schedule. */
+export const scheduleReasonBody = z.strictObject({ reason: z.string().max(200).optional() }).nullish();
+
+export const scheduleChangedSchema = z.object({
+  ...commandAnswer,
+  action: z.enum(["pause", "resume", "delete"]),
+  result: z.enum(["done", "already"]),
+  dagId: z.string(),
+  state: z.enum(["active", "paused", "deleted"]),
+  by: z.string(),
+});
+
 // The schemas and the outcome types say the same, both ways.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 const _runSummarySame: Same<z.output<typeof runSummarySchema>, RunSummary> = true;
 const _taskLineSame: Same<z.output<typeof taskLineSchema>, TaskLine> = true;
+const _scheduleLineSame: Same<z.output<typeof scheduleLineSchema>, ScheduleLine> = true;

@@ -422,6 +422,10 @@ async function outcomeFromStoreResult(
       ...(proposal === undefined ? {} : { proposal }),
     };
   }
+  if (result.op === "schedule") {
+    const { action, kind, dagId, state, by } = result;
+    return { kind: "schedule-changed", action, result: kind, dagId, state, by };
+  }
   const run = await deps.store.getRunById(result.runId);
   if (run === null) return unreadable(row, "its run is gone");
   const recorded = { ...run, status: result.status };

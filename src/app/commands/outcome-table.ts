@@ -31,6 +31,8 @@ export type OutcomeProblemCode =
   | "command-error"
   | "not-leader"
   | "quarantined"
+  | "schedule-not-found"
+  | "schedule-deleted"
   | "internal";
 
 export type HttpAnswer =
@@ -209,12 +211,27 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
       o.schedules.length === 0
         ? "no scheduled DAGs"
         : o.schedules
-            .map(
-              (l) =>
-                `${l.dagId}  ${l.cron} ${l.timezone}  missed: ${l.missed}  ` +
-                `${l.next === null ? "no next slot" : `next ${new Date(l.next).toISOString()}`}${l.active ? "" : "  (fires once confirmed)"}`,
-            )
+            .map((l) => `${l.dagId}  ${l.cron} ${l.timezone}  missed: ${l.missed}  ${scheduleState(l)}`)
             .join("\n"),
+  },
+  "schedule-changed": {
+    http: (o) => (o.result === "wrong-state" ? problem(409, "schedule-deleted", { state: o.state }) : ok200),
+    exit: (o) => (o.result === "wrong-state" ? EXIT_REFUSED : EXIT_OK),
+    text: (o) => {
+      const id = o.dagId;
+      if (o.result === "wrong-state")
+        return `The schedule of ${id} is deleted: it cannot be paused or resumed.`;
+      if (o.result === "already") return `The schedule of ${id} was already ${o.state}.`;
+      if (o.action === "pause") return `The schedule of ${id} is paused: no slot fires until it is resumed.`;
+      if (o.action === "resume")
+        return `The schedule of ${id} is active again: its next slot after now fires.`;
+      return `The schedule of ${id} is deleted: it never fires again.`;
+    },
+  },
+  "no-schedule": {
+    http: () => problem(404, "schedule-not-found"),
+    exit: refused,
+    text: (o, say) => `${o.dagId} has no schedule in this room; ${say.command("schedules", [])} lists them.`,
   },
   logs: {
     http: () => ok200,
@@ -316,6 +333,20 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
       `Dropped: handling this command took the room's leader down ${o.losses} times, so it is never handled again.`,
   },
 };
+
+/** A schedule's state in a line: paused (by whom, when, why) or its next slot; its owner. */
+function scheduleState(l: Extract<Outcome, { kind: "schedules" }>["schedules"][number]): string {
+  const owner = l.owner === undefined ? "" : `  owner ${l.owner}`;
+  if (l.state === "paused") {
+    const by = l.pausedBy === null || l.pausedBy === undefined ? "" : ` by ${l.pausedBy}`;
+    const at =
+      l.pausedAt === null || l.pausedAt === undefined ? "" : ` at ${new Date(l.pausedAt).toISOString()}`;
+    const why = l.reason === null || l.reason === undefined ? "" : `: ${l.reason}`;
+    return `paused${by}${at}${why}${owner}`;
+  }
+  const next = l.next === null ? "no next slot" : `next ${new Date(l.next).toISOString()}`;
+  return `${next}${l.active ? "" : "  (fires once confirmed)"}${owner}`;
+}
 
 function runLines(runs: Extract<Outcome, { kind: "list" }>["runs"], none: string): string {
   if (runs.length === 0) return none;

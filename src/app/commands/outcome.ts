@@ -73,6 +73,14 @@ export interface ScheduleLine {
   last: number | null;
   /** False when its definition awaits confirmation: it fires only once confirmed. */
   active: boolean;
+  /** active or paused (deleted ones are not listed); absent in outcomes stored before it was recorded. */
+  state?: "active" | "paused";
+  /** Who paused it, when and why (the leader's own pause says "dagbot"). */
+  pausedBy?: string | null;
+  pausedAt?: number | null;
+  reason?: string | null;
+  /** Who it runs on the authority of: its publisher, and its confirmer under the two-person rule. */
+  owner?: string;
 }
 
 export interface RunProgress {
@@ -169,6 +177,17 @@ export type Outcome =
       verbose?: boolean;
     }
   | { kind: "cap"; cap: number; previous: number }
+  /** `!dag schedule pause|resume|delete`: what the command did to the schedule, and its state after. */
+  | {
+      kind: "schedule-changed";
+      action: "pause" | "resume" | "delete";
+      result: "done" | "already" | "wrong-state";
+      dagId: string;
+      state: "active" | "paused" | "deleted";
+      by: string;
+    }
+  /** A schedule command naming a DAG id that has no schedule in the room. */
+  | { kind: "no-schedule"; dagId: string }
   /**
    * The room's policy after the command. `changed` says what a change did (`two_person_rule on →
    * off`; null: shown only), `by` who applied it, `proposal` whose proposal a confirmation applied.

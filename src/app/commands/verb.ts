@@ -95,7 +95,17 @@ interface VerbBase<C extends { verb: string }, K extends OutcomeKind> {
   /** It changes the room (through the leader's inbox): the CLI and HTTP send it there, never run it. */
   readonly writes?: boolean;
   readonly cli?: VerbCli<C>;
-  readonly http?: VerbHttp<C>;
+  /** Its route; a verb with sub-actions (schedule pause|resume|delete) may have one per action. */
+  readonly http?: VerbHttp<C> | readonly VerbHttp<C>[];
+}
+
+/** The HTTP routes a verb declares, none, one or several. */
+export function httpRoutesOf<C extends { verb: string }>(verb: {
+  readonly http?: VerbHttp<C> | readonly VerbHttp<C>[];
+}): readonly VerbHttp<C>[] {
+  const http = verb.http;
+  if (http === undefined) return [];
+  return Array.isArray(http) ? (http as readonly VerbHttp<C>[]) : [http as VerbHttp<C>];
 }
 
 /** A verb with its arguments declared as data: the parser, usage and help read them. */

@@ -24,6 +24,7 @@ import { publish } from "./publish.js";
 import { reject } from "./reject.js";
 import { retry } from "./retry.js";
 import { run } from "./run.js";
+import { schedule } from "./schedule.js";
 import { schedules } from "./schedules.js";
 import { status } from "./status.js";
 
@@ -37,6 +38,7 @@ export const VERBS = [
   status,
   list,
   schedules,
+  schedule,
   logs,
   graph,
   retry,

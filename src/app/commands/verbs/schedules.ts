@@ -4,22 +4,35 @@ import { paragraphs } from "../../render/blocks.js";
 import type { Rendered } from "../../render/html.js";
 import { code, r } from "../../render/html.js";
 import { plural } from "../../render/words.js";
-import { isActiveSchedule, isDroppedSchedule } from "../../schedules.js";
+import { isApprovedSchedule, isDroppedSchedule } from "../../schedules.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome, ScheduleLine } from "../outcome.js";
 import { MAX_LISTED_RUNS } from "../shared.js";
+import { schedulesSchema } from "../http-shapes.js";
 import { defineVerb } from "../verb.js";
 
 export const schedules = defineVerb<{ verb: "schedules" }, "schedules">({
   verb: "schedules",
   args: [],
-  summary: "list the room's scheduled DAGs and when each fires next",
+  summary: "list the room's schedules: state, owner, when each fires next",
   permission: "open",
   details: [
     'A DAG declares schedule = "<cron>" (5 fields, or 6 with seconds first), timezone (default UTC)',
     'and missed = "skip" or "run_once". Only the leader fires it, each slot once.',
+    "Each shows its state (active or paused, with who paused it, when and why); see !dag schedule.",
   ],
   handle: (ctx) => handleSchedules(ctx),
+  cli: {
+    description: "List the room's schedules: state (paused by whom, when, why), owner, next slot.",
+  },
+  http: {
+    method: "GET",
+    path: "/v1/schedules",
+    summary: "The room's schedules: state, owner, expression, time zone, missed policy, next slot",
+    response: schedulesSchema,
+    command: () => ({ verb: "schedules" }),
+    answer: (o) => (o.kind === "schedules" ? { at: o.at, schedules: o.schedules } : null),
+  },
   render: { schedules: (o) => renderSchedules(o.schedules) },
 });
 
@@ -35,14 +48,22 @@ async function handleSchedules(ctx: HandlerContext): Promise<Outcome> {
     const spec = def.schedule;
     const origin = def.origin;
     if (spec === null || origin === null || isDroppedSchedule(def)) continue;
+    const status = def.scheduleState;
+    if (status.state === "deleted") continue;
+    const paused = status.state === "paused";
     schedules.push({
       dagId: def.dagId,
       cron: spec.cron,
       timezone: spec.timezone,
       missed: spec.missed,
-      next: nextSlot(spec, at),
+      next: paused ? null : nextSlot(spec, at),
       last: def.lastSlotAt,
-      active: isActiveSchedule(def),
+      active: isApprovedSchedule(def),
+      state: status.state,
+      pausedBy: paused ? status.by : null,
+      pausedAt: paused ? status.at : null,
+      reason: paused ? status.reason : null,
+      owner: def.publisher,
     });
   }
   return { kind: "schedules", schedules: schedules.slice(0, MAX_LISTED_RUNS * 2), at };
@@ -57,10 +78,16 @@ function renderSchedules(lines: readonly ScheduleLine[]): Rendered {
   return paragraphs([
     r`${plural(lines.length, "scheduled DAG")}:`,
     ...lines.map((l) => {
-      const next = l.next === null ? "no next slot" : `next ${toSecond(l.next)}`;
+      const paused = l.state === "paused";
+      const next = paused ? "paused" : l.next === null ? "no next slot" : `next ${toSecond(l.next)}`;
       const last = l.last === null ? "" : `, last fired for ${toSecond(l.last)}`;
       const waiting = l.active ? "" : " (fires once confirmed)";
-      return r`⏰ ${code(l.dagId)} — ${code(l.cron)} ${l.timezone}, missed: ${l.missed} · ${next}${last}${waiting}`;
+      const owner = l.owner === undefined ? "" : ` · owner ${l.owner}`;
+      const by = l.pausedBy === null || l.pausedBy === undefined ? "" : ` by ${l.pausedBy}`;
+      const when = l.pausedAt === null || l.pausedAt === undefined ? "" : ` at ${toSecond(l.pausedAt)}`;
+      const why = l.reason === null || l.reason === undefined ? "" : `: ${l.reason}`;
+      const pause = paused ? ` — paused${by}${when}${why}` : "";
+      return r`${paused ? "⏸️" : "⏰"} ${code(l.dagId)} — ${code(l.cron)} ${l.timezone}, missed: ${l.missed} · ${next}${last}${waiting}${pause}${owner}`;
     }),
   ]);
 }
