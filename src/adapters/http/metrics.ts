@@ -229,9 +229,9 @@ export class NodeMetrics {
   }
 }
 
-/** Store-recorded results (publish, decisions, cap) name their op and kind; ours carry the outcome. */
+/** Store-recorded results (publish, decisions, cap, policy, schedule) name their op and kind; ours carry the outcome. */
 const STORE_KIND: Record<string, string> = { created: "published", set: "cap" };
-const STORE_OPS = new Set<string>(["publish", ...RUN_DECISIONS, "cap", "policy"]);
+const STORE_OPS = new Set<string>(["publish", ...RUN_DECISIONS, "cap", "policy", "schedule"]);
 const CREATING_VERBS = new Set(["publish", "run", "retry"]);
 
 function commandLabels(result: unknown): { verb: string; outcome: string } {
@@ -249,6 +249,9 @@ function commandLabels(result: unknown): { verb: string; outcome: string } {
     return { verb: r["verb"], outcome: STORE_KIND[kind] ?? kind.slice(0, 32) };
   }
   const kind = typeof r["kind"] === "string" ? r["kind"] : "other";
+  // A schedule change is counted by its action: schedule-pause-done, schedule-delete-already, ...
+  if (op === "schedule" && typeof r["action"] === "string")
+    return { verb: op, outcome: `schedule-${r["action"]}-${kind}`.slice(0, 32) };
   const decision = ["done", "already", "wrong-status"].includes(kind);
   // A policy result's kind is "set" like a cap's, or "proposed": named as the app's outcomes are.
   if (op === "policy") return { verb: op, outcome: kind === "proposed" ? "policy-proposed" : "policy" };
