@@ -1,4 +1,4 @@
-// Lint rules, including the layer rules of DESIGN.md §2 and STYLE.md "The shape": imports point
+// Lint rules, including the layer rules of docs/architecture.md §2: imports point
 // inward (entry points → adapters → app → ports → domain); the domain is pure; the app imports no
 // driver or SDK and reads no env, argv or signals; only adapters and the entry points touch the
 // outside world, and nothing but the entry points imports them.
@@ -147,7 +147,7 @@ export default tseslint.config(
     },
   },
   {
-    // Signals and exit hooks belong to the entry points (STYLE.md): a library that listens at
+    // Signals and exit hooks belong to the entry points (docs/architecture.md §2): a library that listens at
     // import time, or at all, takes a decision that is the composition root's.
     files: [
       "src/domain/**/*.ts",

@@ -1,5 +1,5 @@
 /**
- * Leadership of one room (DESIGN.md §3): acquire the room's lease, renew it while leading, release
+ * Leadership of one room (docs/architecture.md §3): acquire the room's lease, renew it while leading, release
  * it on a graceful stop. While the lease is held, the leader work runs under an AbortSignal that is
  * aborted the moment leadership is in doubt: a renewal rejected (ConflictError), the leader work
  * reporting a fenced write rejected, or the TTL passing on this process's MONOTONIC clock since the

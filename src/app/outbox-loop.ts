@@ -1,5 +1,5 @@
 /**
- * The leader's outbox sender for one room (DESIGN.md §4): takes pending outbox rows in order and
+ * The leader's outbox sender for one room (docs/architecture.md §4): takes pending outbox rows in order and
  * sends each under its own transaction id, so a retry is deduplicated by the homeserver; an edit's
  * `replacesTxnId` is resolved to the event id its original was sent as; every mark is fenced by the
  * leader's term. Status-card edits (rows with a coalesce key) go out at most once per

@@ -1,5 +1,5 @@
 /**
- * The leader's status-card keeper for one room (DESIGN.md §4 step 7): whenever a run's tasks or
+ * The leader's status-card keeper for one room (docs/architecture.md §4 step 5): whenever a run's tasks or
  * status change, it enqueues an edit of the run's card (render/messages.ts cardEditMessage, whose
  * txnId names the run's state, so one state is one edit however often it is enqueued), and when a
  * run ends, the final message that mentions the publisher (txnId final.<run_id>: once, whichever

@@ -1,5 +1,5 @@
 /**
- * The node config (DESIGN.md §7): one strict zod schema for a TOML or JSON file, turned into the
+ * The node config (docs/architecture.md §7): one strict zod schema for a TOML or JSON file, turned into the
  * NodeConfig every part of a node reads. Durations become milliseconds and sizes bytes here, once.
  */
 import * as z from "zod";

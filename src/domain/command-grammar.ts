@@ -1,5 +1,5 @@
 /**
- * The `!dag` command grammar (DESIGN.md §5), without the verbs: a Matrix message (or a CLI/HTTP
+ * The `!dag` command grammar (docs/architecture.md §5), without the verbs: a Matrix message (or a CLI/HTTP
  * string) parsed into a command by the grammars it is given (one per verb, src/app/commands/verbs),
  * "not a command" for ordinary chat, or a typed error that carries the verb's usage line.
  *

@@ -1,4 +1,4 @@
-/** The DAG document schema (DESIGN.md §6): one zod schema for JSON and TOML, its limits and durations. */
+/** The DAG document schema (docs/architecture.md §6): one zod schema for JSON and TOML, its limits and durations. */
 import * as z from "zod";
 import type { ArgValue, ParsedDag, TaskSpec } from "./model.js";
 import { describeChar, describeValue, quote } from "./dag-issues.js";

@@ -1,6 +1,6 @@
 /** The shared vocabulary of dagbot: the parsed DAG and the state names every layer speaks. */
 
-/** A task's life, DESIGN.md §3. The transition table lives in task-states.ts. */
+/** A task's life, docs/architecture.md §3. The transition table lives in task-states.ts. */
 export const TASK_STATUSES = [
   "blocked",
   "queued",
@@ -14,7 +14,7 @@ export const TASK_STATUSES = [
 ] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];
 
-/** A DAG run's life, DESIGN.md §3. The transition table lives in run-states.ts. */
+/** A DAG run's life, docs/architecture.md §3. The transition table lives in run-states.ts. */
 export const RUN_STATUSES = [
   "pending",
   "running",

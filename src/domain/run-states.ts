@@ -1,5 +1,5 @@
 /**
- * The DAG run state machine of DESIGN.md §3, as data: every legal move with who may make it.
+ * The DAG run state machine of docs/architecture.md §3, as data: every legal move with who may make it.
  *
  *   pending → running | rejected | expired        (the confirmation step)
  *   running → succeeded | failed                  (derived from the task set, see run-status.ts)
@@ -63,7 +63,7 @@ export const RUN_TRANSITIONS: readonly RunTransition[] = [
   },
   { from: "running", to: "canceling", who: ["leader"], condition: "an authorised cancel" },
   // The event-log oracle of the store contract found these two: the stores always did them, the
-  // table (and DESIGN.md §3) left them out. A cancel with nothing running has nothing to wait for.
+  // table (and the design it was written from) left them out. A cancel with nothing running has nothing to wait for.
   {
     from: "pending",
     to: "canceled",

@@ -1,5 +1,5 @@
 /**
- * A run's status derived from its task set (DESIGN.md §3: "a run's outcome is always derived from
+ * A run's status derived from its task set (docs/architecture.md §3: "a run's outcome is always derived from
  * its task set, never written at the end of a loop"), and the progress counts of its status card.
  */
 import type { RunStatus, TaskStatus } from "./model.js";
@@ -11,8 +11,8 @@ import { ACTIVE_TASK_STATUSES, isTerminalTask } from "./task-states.js";
  * applies. Only `running` and `canceling` runs have derived moves:
  * - running → succeeded when every task is terminal and every one succeeded;
  * - running → failed when every task is terminal and some task did not succeed;
- * - canceling → canceled when every task is terminal. DESIGN.md says "once no task is running or
- *   canceling"; cancel has already canceled the blocked and queued ones, but a task claimed between
+ * - canceling → canceled when every task is terminal. the first design said "once no task is running
+ *   or canceling"; cancel has already canceled the blocked and queued ones, but a task claimed between
  *   cancel's read and its write is running again, so we wait for every task rather than orphan it.
  * An empty task set counts as all succeeded (parseDag never produces one).
  */

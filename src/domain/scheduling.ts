@@ -1,5 +1,5 @@
 /**
- * The scheduler's decisions for one room, as a pure function of a snapshot (DESIGN.md §4 step 5):
+ * The scheduler's decisions for one room, as a pure function of a snapshot (docs/architecture.md §4 step 4):
  * which blocked tasks become queued and which become skipped. The store adapters implement the same
  * rules in SQL; this is the reference they are property-tested against.
  *

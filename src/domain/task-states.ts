@@ -1,5 +1,5 @@
 /**
- * The task state machine of DESIGN.md §3, as data: every legal move with who may make it.
+ * The task state machine of docs/architecture.md §3, as data: every legal move with who may make it.
  *
  *   blocked → queued → running → succeeded | failed | timed_out      (the happy and unhappy paths)
  *   blocked → skipped, blocked | queued → canceled, queued → timed_out (never ran)

@@ -1,5 +1,5 @@
 /**
- * The chat capabilities the app needs (DESIGN.md §4): sending and editing replies idempotently, and
+ * The chat capabilities the app needs (docs/architecture.md §4): sending and editing replies idempotently, and
  * the shape of the command and reaction events that intake hands over. Matrix details stay in
  * src/adapters/matrix.
  */

@@ -2,7 +2,7 @@
  * Typed errors that cross the port boundary. A lost compare-and-set is a normal outcome
  * (ConflictError, logged at debug, never retried blindly); a missing row is NotFoundError; anything
  * else from a store (connection refused, SQL error, disk full) is StoreError and is the only kind
- * that loops back off on (DESIGN.md §3).
+ * that loops back off on (docs/architecture.md §3).
  */
 
 /** Someone else moved first: the row was not in the state the caller expected. */

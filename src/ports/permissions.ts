@@ -1,5 +1,5 @@
 /**
- * Who a command's sender is, as far as permissions go (DESIGN.md §5). Types only: the Matrix
+ * Who a command's sender is, as far as permissions go (docs/architecture.md §5). Types only: the Matrix
  * adapter answers from the room's m.room.power_levels state and the config's allowlist; the CLI and
  * the HTTP API (behind its token) answer "local operator".
  */

@@ -1,5 +1,5 @@
 /**
- * The shared store, as capabilities (DESIGN.md §3, §4, §8). Types only: the SQLite and PostgreSQL
+ * The shared store, as capabilities (docs/architecture.md §3, §4, §8). Types only: the SQLite and PostgreSQL
  * adapters implement all of them and one contract suite (test/contracts/store.contract.ts) proves
  * that they behave alike. Loops take the narrow capability they need, not the whole Store.
  *

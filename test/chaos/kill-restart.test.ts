@@ -252,7 +252,7 @@ describe("chaos: kill -9 and a PostgreSQL restart under a running DAG", () => {
       expect((await s.getInboxEvent(confirm.eventId))?.status).toBe("replied");
       expect((await s.getInboxEvent(last.eventId))?.status).toBe("replied");
       // A refused cap never changes the cap; an allowed one sets it once (twice only across a crash
-      // between the set and the inbox mark, which DESIGN.md accepts as harmless).
+      // between the set and the inbox mark, harmless: setting the same cap twice changes nothing more).
       expect(capSets).toBeGreaterThanOrEqual(capCommands.length);
       expect(f.crashes).toEqual([]);
       expect(errors).toEqual([]);

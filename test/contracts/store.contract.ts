@@ -1,5 +1,5 @@
 /**
- * The one Store contract suite (DESIGN.md §3, §4, §8), written once and run against every adapter:
+ * The one Store contract suite (docs/architecture.md §3, §4, §8), written once and run against every adapter:
  * test/adapters/sqlite.store.test.ts and test/adapters/postgres.store.test.ts call
  * describeStoreContract with a harness that reaches their database. Each section lives in
  * test/contracts/sections/ and is registered from the list below.

@@ -1,6 +1,6 @@
 /**
  * The guarantees the chaos scenarios check, read from the store's event log and rows after the fact
- * (DESIGN.md §8): leader terms that never overlap, each task recorded succeeded once, each inbox
+ * (docs/architecture.md §8): leader terms that never overlap, each task recorded succeeded once, each inbox
  * event handled and answered once. Each check returns the violations it found (empty when it holds),
  * so a failure lists every offending entry instead of the first.
  */

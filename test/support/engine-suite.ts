@@ -152,7 +152,7 @@ export function describeEngineSuite(kind: StoreKind): void {
     it("kill -9 of the leader: another node leads within TTL + 1 s of its last renewal and the run still succeeds", async () => {
       const c = await setup("leader-kill");
       const [configA] = spawnNodes(c, ["node-a", "node-b", "node-c"], { capacity: 2 });
-      // A crash costs the tasks the dead node was running one attempt (DESIGN.md §3): allow a retry.
+      // A crash costs the tasks the dead node was running one attempt (docs/architecture.md §3): allow a retry.
       const tasks = Array.from({ length: 40 }, (_, i) => ({
         id: `w${i}`,
         action: "work",

@@ -1,4 +1,4 @@
-// The command table as data: every verb once, the permission split of DESIGN.md §5, help rendered from it.
+// The command table as data: every verb once, the permission split of docs/architecture.md §5, help rendered from it.
 import { describe, expect, it } from "vitest";
 import {
   COMMANDS,

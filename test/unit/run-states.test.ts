@@ -1,4 +1,4 @@
-// The run state machine against DESIGN.md §3, and the run outcome derived from the task set.
+// The run state machine against docs/architecture.md §3, and the run outcome derived from the task set.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { RUN_STATUSES, TASK_STATUSES } from "../../src/domain/model.js";

@@ -1,4 +1,4 @@
-// The task state machine against DESIGN.md §3, written out here independently of the table.
+// The task state machine against docs/architecture.md §3, written out here independently of the table.
 import { describe, expect, it } from "vitest";
 import { TASK_STATUSES } from "../../src/domain/model.js";
 import type { TaskStatus } from "../../src/domain/model.js";

@@ -1,5 +1,5 @@
 /**
- * Which timeline events intake puts into the inbox (DESIGN.md §4 step 1): `!dag` messages from
+ * Which timeline events intake puts into the inbox (docs/architecture.md §4 step 1): `!dag` messages from
  * people, reactions (the leader maps ✅/❌ on a card to confirm/reject) and edits of commands (the
  * leader answers that edits are not applied). Redacted events, notices, the fleet's own messages,
  * other messages and events older than the command window are not commands. Pure: the caller

@@ -1,5 +1,5 @@
 /**
- * Matrix intake (DESIGN.md §4 step 1, §8): every node syncs its configured rooms and inserts each
+ * Matrix intake (docs/architecture.md §4 step 1, §8): every node syncs its configured rooms and inserts each
  * `!dag` command and each reaction into the shared inbox (insert-or-ignore by event id); only the
  * leader handles them. The sync loop is our own (plain-sync.ts) while every room is in the clear,
  * and matrix-bot-sdk's (sdk-client.ts, for its crypto) once one is encrypted; either way intake is

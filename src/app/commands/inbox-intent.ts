@@ -1,5 +1,5 @@
 /**
- * What an inbox row asks for, read from the event content that intake stored (DESIGN.md §4):
+ * What an inbox row asks for, read from the event content that intake stored (docs/architecture.md §4):
  * - a message: `body`, `formatted_body`, `format`, and `m.relates_to` when it was sent in a thread
  *   (the reply then goes into the same thread);
  * - a reaction (`m.relates_to.rel_type` = "m.annotation"): ✅ confirms and ❌ rejects the run whose

@@ -1,5 +1,5 @@
 /**
- * The leader's inbox step (DESIGN.md §4, §8): take the room's next inbox row and carry it through
+ * The leader's inbox step (docs/architecture.md §4, §8): take the room's next inbox row and carry it through
  *   new → handled: run the command; a state-changing handler passes { fence, inboxEventId } so its
  *                  effect and the mark commit in one transaction (the store records its result);
  *                  every other outcome is stored with markInboxHandled;

@@ -20,7 +20,7 @@ import type {
 } from "../../ports/store.js";
 import { readCommandResult } from "./command-result.js";
 
-/** A verb of DESIGN.md §5 (verbs/index.ts), as stored in an outcome. */
+/** A verb of docs/architecture.md §5 (verbs/index.ts), as stored in an outcome. */
 export type Verb = string;
 
 export interface RunSummary {

@@ -1,5 +1,5 @@
 /**
- * Who may run which command (DESIGN.md §5): `operator` verbs need the room's power level or a place
+ * Who may run which command (docs/architecture.md §5): `operator` verbs need the room's power level or a place
  * on the allowlist; `open` verbs anyone in the room may use. Each verb declares its permission in its
  * verb file, so help, chat, CLI and HTTP agree.
  */

@@ -1,5 +1,5 @@
 /**
- * The status card of a run (DESIGN.md §4 step 7): one message per run, edited in place as tasks
+ * The status card of a run (docs/architecture.md §4 step 5): one message per run, edited in place as tasks
  * move. `!dag status <id>` renders the same view as a reply. Pure: the time is passed in.
  */
 import { appliedDag } from "../../domain/params.js";

@@ -7,7 +7,7 @@
  * classes into that module's exports (the SDK reads them off the module object at call time).
  *
  * Where the two bindings differ, and what this file does about it (each has its own unit test in
- * test/unit/crypto-wasm-binding.test.ts; shared/notes/e2ee-facts.md has the table):
+ * test/unit/crypto-wasm-binding.test.ts):
  * 1. initialize(user, device, storePath, passphrase, storeType): WASM wants an IndexedDB database
  *    name and no store type; the path goes to the caller's openStore, the name it returns to WASM.
  * 2. To-device requests: WASM names the fields txn_id / event_type and its body holds only

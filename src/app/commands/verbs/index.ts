@@ -1,5 +1,5 @@
 /**
- * The `!dag` command verbs (DESIGN.md §5), one file each. A new verb is its file and one line in
+ * The `!dag` command verbs (docs/architecture.md §5), one file each. A new verb is its file and one line in
  * VERBS: the grammar, help, the handler table (table.ts), the reply renderer (render/reply.ts) and
  * the CLI's inbox subcommands are all built from this list, in its order.
  */
