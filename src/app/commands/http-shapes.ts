@@ -99,7 +99,9 @@ export const taskLineSchema = z
 export const publishBody = z
   .union([
     z.strictObject({
-      document: z.record(z.string(), z.unknown()).describe("the DAG as a JSON object (docs/architecture.md §6)"),
+      document: z
+        .record(z.string(), z.unknown())
+        .describe("the DAG as a JSON object (docs/architecture.md §6)"),
     }),
     z.strictObject({
       text: z.string().min(1).max(MAX_COMMAND_BYTES),
