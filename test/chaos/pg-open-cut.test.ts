@@ -17,7 +17,7 @@ import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
 import { waitFor } from "../support/store-wait.js";
 
 const ADAPTER = pathToFileURL(join(REPO, "dist", "adapters", "postgres", "index.js")).href;
-const RETRY = pathToFileURL(join(REPO, "dist", "cli", "store-retry.js")).href;
+const RETRY = pathToFileURL(join(REPO, "dist", "composition", "store-retry.js")).href;
 
 describe("chaos on postgres: the connection cut while a node opens the store", () => {
   let db: TestDatabase | null = null;
