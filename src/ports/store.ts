@@ -307,6 +307,35 @@ export type RunDecisionResult =
   | { kind: "already"; run: RunRecord }
   | { kind: "wrong-status"; run: RunRecord };
 
+/**
+ * Where a page of runs ended, in the order lists use (newest first: created_at, then insertion
+ * order). The next page starts after it, so runs created meanwhile neither shift nor repeat a page.
+ */
+export interface RunPosition {
+  createdAt: number;
+  /** The run's insertion order in the store. */
+  seq: number;
+}
+
+export interface RunPageQuery {
+  statuses?: RunStatus[];
+  /** Only the runs of this definition (a published DAG's id): its first run and every later run of it. */
+  definition?: string;
+  /** Only runs after this position (the previous page's `next`). */
+  after?: RunPosition;
+  /** At most this many; the store caps it at MAX_RUN_PAGE. */
+  limit: number;
+}
+
+export interface RunPage {
+  runs: RunRecord[];
+  /** Where the next page starts; null when this page holds the last of the runs asked for. */
+  next: RunPosition | null;
+}
+
+/** The largest page a store reads at once, whatever a caller asks for. */
+export const MAX_RUN_PAGE = 500;
+
 export interface RunStore {
   /**
    * All-or-nothing; deduplicated on (room, dag_id) and content hash. A DAG without `definition`
@@ -327,6 +356,11 @@ export interface RunStore {
   getRun(roomId: string, dagId: string): Promise<RunRecord | null>;
   getRunById(runId: string): Promise<RunRecord | null>;
   listRuns(roomId: string, options?: { statuses?: RunStatus[]; limit?: number }): Promise<RunRecord[]>;
+  /**
+   * One page of the room's runs, newest first, filtered by status and definition. A keyset read:
+   * each filter has an index ordered like the list, so a page costs its own rows, not the room's.
+   */
+  pageRuns(roomId: string, query: RunPageQuery): Promise<RunPage>;
   listTasks(runId: string): Promise<TaskRecord[]>;
   /**
    * Each run's tasks counted by status, in one query for all of them: what a list of runs shows

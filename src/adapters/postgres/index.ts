@@ -112,6 +112,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     getRun: async (roomId, dagId) => runs.getRun(db, roomId, dagId),
     getRunById: async (runId) => runs.getRunById(db, runId),
     listRuns: async (roomId, opts) => runs.listRuns(db, roomId, opts),
+    pageRuns: async (roomId, query) => runs.pageRuns(db, roomId, query),
     listTasks: async (runId) => runs.listTasks(db, runId),
     countTaskStatuses: async (runIds) => runs.countTaskStatuses(db, runIds),
     getTask: async (runId, taskId) => runs.getTask(db, runId, taskId),

@@ -363,6 +363,15 @@ ALTER TABLE definitions ADD COLUMN slots_through bigint;
 UPDATE definitions SET slots_through = last_slot_at;
 `,
   },
+  {
+    // Issue 23: run lists are paged newest first by (created_at, seq), filtered by status. The room's
+    // list has runs_room_created and a definition's runs_definition; a status filter gets its own, in
+    // list order, so a page of e.g. failed runs reads that page, not every run of the room since.
+    version: 11,
+    sql: `
+CREATE INDEX runs_room_status_created ON runs (room_id, status, created_at DESC, seq DESC);
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

@@ -8,6 +8,8 @@ import type {
   CreateRunInput,
   CreateRunResult,
   RunDecisionResult,
+  RunPage,
+  RunPageQuery,
   RunRecord,
   TaskRecord,
 } from "../../ports/store.js";
@@ -21,6 +23,7 @@ import {
   decisionVerdict,
   publishOutcome,
 } from "../store-common/run-outcomes.js";
+import { cutPage, pageReadLimit, pageRunsWhere } from "../store-common/run-pages.js";
 import { recordDefinitionInTx } from "./definitions.js";
 import { markHandledInTx } from "./inbox.js";
 import { RUN_COLUMNS, TASK_COLUMNS, toRun, toTask } from "./rows.js";
@@ -279,6 +282,29 @@ export async function listRuns(
     [roomId, options.statuses ?? null, Math.max(0, Math.floor(options.limit ?? DEFAULT_LIST_LIMIT))],
   );
   return rows.map(toRun);
+}
+
+/** The statement of a page of runs (its plan is tested: test/adapters/run-page-plans.test.ts). */
+export function pageRunsStatement(roomId: string, query: RunPageQuery): { sql: string; values: unknown[] } {
+  const values: unknown[] = [];
+  const param = (v: unknown): string => {
+    values.push(v);
+    return `$${values.length}`;
+  };
+  const where = pageRunsWhere(roomId, query, {
+    param,
+    seq: "seq",
+    statusIn: (statuses) => `status = ANY(${param([...statuses])}::text[])`,
+  });
+  const limit = param(pageReadLimit(query));
+  const sql = `SELECT ${RUN_COLUMNS}, seq AS page_seq FROM runs WHERE ${where}
+    ORDER BY created_at DESC, seq DESC LIMIT ${limit}`;
+  return { sql, values };
+}
+
+export async function pageRuns(db: Db, roomId: string, query: RunPageQuery): Promise<RunPage> {
+  const { sql, values } = pageRunsStatement(roomId, query);
+  return cutPage(await db.one("page runs", sql, values), query, toRun);
 }
 
 export async function listTasks(db: Db, runId: string): Promise<TaskRecord[]> {

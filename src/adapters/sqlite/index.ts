@@ -94,6 +94,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     getRun: async (roomId, dagId) => runs.getRun(c, roomId, dagId),
     getRunById: async (runId) => runs.getRunById(c, runId),
     listRuns: async (roomId, opts) => runs.listRuns(c, roomId, opts),
+    pageRuns: async (roomId, query) => runs.pageRuns(c, roomId, query),
     listTasks: async (runId) => runs.listTasks(c, runId),
     countTaskStatuses: async (runIds) => runs.countTaskStatuses(c, runIds),
     getTask: async (runId, taskId) => runs.getTask(c, runId, taskId),

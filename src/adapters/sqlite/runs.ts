@@ -8,6 +8,8 @@ import type {
   CreateRunInput,
   CreateRunResult,
   RunDecisionResult,
+  RunPage,
+  RunPageQuery,
   RunRecord,
   TaskRecord,
 } from "../../ports/store.js";
@@ -21,6 +23,7 @@ import {
   decisionVerdict,
   publishOutcome,
 } from "../store-common/run-outcomes.js";
+import { cutPage, pageReadLimit, pageRunsWhere } from "../store-common/run-pages.js";
 import { recordDefinitionInTx } from "./definitions.js";
 import { markHandledInTx } from "./inbox.js";
 import { RUN_COLUMNS, toRun, toTask } from "./rows.js";
@@ -285,6 +288,29 @@ export function listRuns(
       )
       .map(toRun),
   );
+}
+
+/** The statement of a page of runs (its plan is tested: test/adapters/run-page-plans.test.ts). */
+export function pageRunsStatement(roomId: string, query: RunPageQuery): { sql: string; values: unknown[] } {
+  const values: unknown[] = [];
+  const param = (v: unknown): string => {
+    values.push(v);
+    return "?";
+  };
+  const where = pageRunsWhere(roomId, query, {
+    param,
+    seq: "rowid",
+    statusIn: (statuses) => `status IN (${statuses.map(param).join(", ")})`,
+  });
+  const limit = param(pageReadLimit(query));
+  const sql = `SELECT ${RUN_COLUMNS}, rowid AS page_seq FROM runs WHERE ${where}
+    ORDER BY created_at DESC, rowid DESC LIMIT ${limit}`;
+  return { sql, values };
+}
+
+export function pageRuns(c: SqliteConnection, roomId: string, query: RunPageQuery): Promise<RunPage> {
+  const { sql, values } = pageRunsStatement(roomId, query);
+  return c.read("page runs", () => cutPage(c.all(sql, ...values), query, toRun));
 }
 
 export function listTasks(c: SqliteConnection, runId: string): Promise<TaskRecord[]> {

@@ -5,7 +5,10 @@
  * not-found paths; the command's inbox row marked handled in the same transaction.
  */
 import { expect, it } from "vitest";
+import type { ParsedDag } from "../../../src/domain/model.js";
 import { ConflictError, NotFoundError, StoreError } from "../../../src/ports/errors.js";
+import type { RunPageQuery, RunPosition, RunRecord } from "../../../src/ports/store.js";
+import { MAX_RUN_PAGE } from "../../../src/ports/store.js";
 import {
   becomeLeader,
   chainDag,
@@ -315,5 +318,69 @@ export function runsSection(ctx: ContractContext): void {
     expect(counts.get(a.runId)).toEqual({ queued: 1, blocked: 3 });
     expect(counts.has("no-such-run")).toBe(false);
     expect(await store.countTaskStatuses([])).toEqual(new Map());
+  });
+
+  it("pages a room's runs newest first from a position: filtered by status and definition, unmoved by runs created between pages, capped", async () => {
+    const { store, room, fence } = await setup();
+    const create = async (d: ParsedDag, needsConfirmation: boolean): Promise<RunRecord> => {
+      const r = await store.createRun(cmd(fence), runInput(room, d, { needsConfirmation }));
+      if (r.kind !== "created") throw new Error(r.kind);
+      return r.run;
+    };
+    const a = ctx.uid("a");
+    const made = [await create(dag(a, [task("t")]), false), await create(chainDag(ctx.uid("b"), 1), true)];
+    ctx.clock.advance(1);
+    // Two runs in the same millisecond: the order they were created in breaks the tie.
+    made.push(await create({ ...dag(`${a}.2`, [task("t")]), definition: a }, true));
+    made.push(await create(chainDag(ctx.uid("c"), 1), false));
+    ctx.clock.advance(1);
+    made.push(await create({ ...dag(`${a}.3`, [task("t")]), definition: a }, false));
+    const newest = made.map((r) => r.dagId).reverse();
+
+    const walk = async (query: RunPageQuery): Promise<string[][]> => {
+      const pages: string[][] = [];
+      let after: RunPosition | undefined;
+      for (;;) {
+        const page = await store.pageRuns(room, after === undefined ? query : { ...query, after });
+        pages.push(page.runs.map((r) => r.dagId));
+        if (page.next === null) return pages;
+        after = page.next;
+      }
+    };
+    expect(await walk({ limit: 2 })).toEqual([newest.slice(0, 2), newest.slice(2, 4), newest.slice(4)]);
+    // A page that holds the last run says so: no next page to ask for.
+    expect(await walk({ limit: 5 })).toEqual([newest]);
+    expect(await walk({ limit: 1, definition: a })).toEqual([[`${a}.3`], [`${a}.2`], [a]]);
+    expect((await walk({ limit: 10, statuses: ["pending"] })).flat()).toEqual([
+      made[2]!.dagId,
+      made[1]!.dagId,
+    ]);
+    expect((await walk({ limit: 2, statuses: ["pending", "running"], definition: a })).flat()).toEqual([
+      `${a}.3`,
+      `${a}.2`,
+      a,
+    ]);
+    expect((await walk({ limit: 10, statuses: ["failed"] })).flat()).toEqual([]);
+    expect(await walk({ limit: 3, definition: ctx.uid("none") })).toEqual([[]]);
+
+    // Runs created after the first page was read do not shift the next one.
+    const first = await store.pageRuns(room, { limit: 2 });
+    ctx.clock.advance(1);
+    await create(chainDag(ctx.uid("late"), 1), false);
+    await create(chainDag(ctx.uid("late"), 1), true);
+    const second = await store.pageRuns(room, { limit: 2, after: first.next! });
+    expect(second.runs.map((r) => r.dagId)).toEqual(newest.slice(2, 4));
+    expect(second.runs[0]).toEqual(made[2]);
+
+    // However many are asked for, one read returns at most MAX_RUN_PAGE runs.
+    ctx.clock.advance(1);
+    await ctx.capabilities.insertFinishedRuns(room, ctx.uid("many"), MAX_RUN_PAGE + 5, ctx.clock.now());
+    const big = await store.pageRuns(room, { limit: 1_000_000 });
+    expect(big.runs).toHaveLength(MAX_RUN_PAGE);
+    expect(big.next).not.toBeNull();
+    const rest = await store.pageRuns(room, { limit: 1_000_000, after: big.next! });
+    expect(rest.runs.map((r) => r.dagId).slice(-5)).toEqual(newest);
+    expect(new Set([...big.runs, ...rest.runs].map((r) => r.runId)).size).toBe(MAX_RUN_PAGE + 5 + 7);
+    expect(await store.pageRuns(ctx.uid("!empty"), { limit: 10 })).toEqual({ runs: [], next: null });
   });
 }
