@@ -1,7 +1,7 @@
 // The CLI on day two, as real processes: a closed pipe, NO_COLOR and terminals, read-only commands
 // with a bot's config but no token, `submit` with no live node, and task output from the shell.
 import { spawn } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { NodeProcess } from "../support/engine-cluster.js";
@@ -308,6 +308,55 @@ describe("task output from the CLI", () => {
       throw e;
     }
   });
+});
+
+describe("run lists from the CLI", () => {
+  it("`list [DAG_ID] --status --limit --cursor --json` pages the room's runs, filtered; a bad option exits 2", async () => {
+    const dir = join(cwd, "lists");
+    mkdirSync(dir);
+    const store = ["--store", "sqlite:./lists.db"];
+    const dag = (id: string, action: string) => {
+      const path = join(dir, `${id}.json`);
+      writeFileSync(path, JSON.stringify({ id, tasks: [{ id: "t", action, args: {} }] }));
+      return path;
+    };
+    for (const [id, action, code] of [
+      ["a", "true", 0],
+      ["b", "fail", 1],
+      ["c", "true", 0],
+    ] as const) {
+      const ran = await track(cli(["run", dag(id, action), ...store, "--nodes", "1"], { cwd: dir }));
+      expect(ran.code, ran.stderr).toBe(code);
+    }
+    const page = async (...args: string[]) => {
+      const r = await track(cli(["list", ...args, ...store, "--json"], { cwd: dir }));
+      expect(r.code, r.stderr).toBe(0);
+      const view = JSON.parse(r.stdout) as { runs: Array<{ dagId: string }>; next: string | null };
+      return { ids: view.runs.map((x) => x.dagId), next: view.next };
+    };
+    const first = await page("--limit", "2");
+    expect(first.ids).toEqual(["c", "b"]);
+    expect(first.next).toEqual(expect.any(String));
+    expect(await page("--limit", "2", "--cursor", first.next!)).toEqual({ ids: ["a"], next: null });
+    expect((await page("--status", "failed")).ids).toEqual(["b"]);
+    expect((await page("--status", "failed,succeeded")).ids).toEqual(["c", "b", "a"]);
+    expect((await page("a")).ids).toEqual(["a"]);
+    expect((await page("b", "--status", "succeeded")).ids).toEqual([]);
+    const plain = await track(cli(["list", "--limit", "1", ...store], { cwd: dir }));
+    expect(plain.stdout).toMatch(/^c\s+succeeded\s+1\/1 succeeded\n$/);
+    expect(plain.stderr).toMatch(/--cursor [A-Za-z0-9_-]+\n$/);
+    const unknown = await track(cli(["list", "nope", ...store], { cwd: dir }));
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('no DAG or run "nope"');
+    for (const bad of [
+      ["--limit", "101"],
+      ["--status", "bogus"],
+      ["--cursor", "xyz"],
+    ]) {
+      const refused = await track(cli(["list", ...bad, ...store], { cwd: dir }));
+      expect(refused.code, refused.stderr).toBe(2);
+    }
+  }, 90_000);
 });
 
 describe("a paused room", () => {

@@ -590,6 +590,66 @@ describe("run ids", () => {
   });
 });
 
+describe("run lists", () => {
+  it("pages runs with limit and an opaque cursor (in the body and a Link header), unmoved by new runs; filters by status and DAG; refuses bad values", async () => {
+    await track(
+      (async () => {
+        expect((await call(api.base, "POST", "/v1/dags", { body: hello("pages") })).status).toBe(201);
+        for (let i = 0; i < 3; i++) {
+          const more = await call(api.base, "POST", "/v1/runs", { body: { dagId: "pages" } });
+          expect(more.status, more.text).toBe(201);
+        }
+        const ids = (r: JsonResponse): string[] => r.body.runs.map((x: any) => x.run.dagId);
+        const first = await call(api.base, "GET", "/v1/runs?dag=pages&limit=2", { token: READ_TOKEN });
+        expect(first.status, first.text).toBe(200);
+        expect(ids(first)).toEqual(["pages.4", "pages.3"]);
+        expect(first.body.next).toEqual(expect.any(String));
+        const link = first.headers.get("link") ?? "";
+        expect(link).toMatch(/^<\/v1\/runs\?[^>]*cursor=[^>]+>; rel="next"$/);
+        // A run created between two pages does not shift the next one.
+        expect((await call(api.base, "POST", "/v1/runs", { body: { dagId: "pages" } })).status).toBe(201);
+        const second = await call(api.base, "GET", link.slice(1, link.indexOf(">")), { token: READ_TOKEN });
+        expect(second.status, second.text).toBe(200);
+        expect(ids(second)).toEqual(["pages.2", "pages"]);
+        expect(second.body.next).toBeNull();
+        expect(second.headers.get("link")).toBeNull();
+        const fromBody = await call(api.base, "GET", `/v1/runs?dag=pages&limit=2&cursor=${first.body.next}`, {
+          token: READ_TOKEN,
+        });
+        expect(ids(fromBody)).toEqual(["pages.2", "pages"]);
+
+        const pending = await call(api.base, "GET", "/v1/runs?dag=pages&status=pending,running&limit=100", {
+          token: READ_TOKEN,
+        });
+        expect(ids(pending)).toEqual(["pages.5", "pages.4", "pages.3", "pages.2", "pages"]);
+        expect(
+          ids(await call(api.base, "GET", "/v1/runs?dag=pages&status=failed", { token: READ_TOKEN })),
+        ).toEqual([]);
+        const all = await call(api.base, "GET", "/v1/runs?limit=100&status=pending", { token: READ_TOKEN });
+        expect(ids(all).slice(0, 5)).toEqual(["pages.5", "pages.4", "pages.3", "pages.2", "pages"]);
+        expect(all.body.runs.every((x: any) => x.run.status === "pending")).toBe(true);
+
+        for (const bad of ["limit=0", "limit=101", "limit=x", "status=bogus", "status=pending,", "dag=a%20b"])
+          expectProblem(
+            await call(api.base, "GET", `/v1/runs?${bad}`, { token: READ_TOKEN }),
+            400,
+            "bad-request",
+          );
+        expectProblem(
+          await call(api.base, "GET", "/v1/runs?cursor=bm90LWEtY3Vyc29y", { token: READ_TOKEN }),
+          400,
+          "command-error",
+        );
+        expectProblem(
+          await call(api.base, "GET", "/v1/runs?dag=nope", { token: READ_TOKEN }),
+          404,
+          "run-not-found",
+        );
+      })(),
+    );
+  });
+});
+
 describe("a write no leader answers in time", () => {
   it("is a 504 with its command id; retried with the same Idempotency-Key once a leader is there, it gets the answer", async () => {
     const t = await createTarget("sqlite", "http-timeout");

@@ -26,6 +26,7 @@ export type CommandStore = Pick<
   | "getRun"
   | "getRunById"
   | "listRuns"
+  | "pageRuns"
   | "listTasks"
   | "countTaskStatuses"
   | "getTask"

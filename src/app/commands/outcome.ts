@@ -154,7 +154,14 @@ export type Outcome =
   | { kind: "overview"; runs: RunProgress[]; at: number }
   | { kind: "schedules"; schedules: ScheduleLine[]; at: number }
   /** `of`: the published DAG whose runs these are (`!dag list <id>`); absent for the room's latest. */
-  | { kind: "list"; runs: RunProgress[]; at: number; of?: string }
+  | {
+      kind: "list";
+      runs: RunProgress[];
+      at: number;
+      of?: string;
+      /** The cursor of the next page (CLI --cursor, HTTP ?cursor=); absent on the last page. */
+      next?: string;
+    }
   | { kind: "logs"; run: RunSummary; task: TaskLine; output: string | null; omittedChars: number; at: number }
   /** The picture itself is drawn and posted by the outbox (app/pictures.ts), from the run as it is then. */
   | { kind: "graph"; run: RunSummary }

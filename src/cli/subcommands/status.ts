@@ -2,6 +2,8 @@
 import type { Command } from "commander";
 import { showsPaused } from "../../app/render/status-card.js";
 import { findRun } from "../../app/run-ref.js";
+import type { RunListRequest } from "../../app/run-list.js";
+import { listRunPage, MAX_LIST_LIMIT } from "../../app/run-list.js";
 import { outcomeCounts } from "../../domain/run-counts.js";
 import { summarizeTasks } from "../../domain/run-status.js";
 import type { WaitReason } from "../../domain/wait-reasons.js";
@@ -43,7 +45,7 @@ async function status(dagId: string | undefined, options: StatusOptions): Promis
   try {
     const now = await store.now();
     if (dagId === undefined) {
-      await printRuns(store, roomId, limit, options.json === true);
+      await printRuns(store, roomId, { limit }, options.json === true);
       return 0;
     }
     const run = await findRun(store, roomId, dagId);
@@ -73,18 +75,32 @@ async function status(dagId: string | undefined, options: StatusOptions): Promis
   }
 }
 
-/** The room's latest runs, one line each (or JSON); shared by `status` without an id and `list`. */
-export async function printRuns(store: Store, roomId: string, limit: number, json: boolean): Promise<void> {
-  const runs = await store.listRuns(roomId, { limit });
+/** A page of the room's runs, one line each (or JSON); shared by `status` without an id and `list`. */
+export async function printRuns(
+  store: Store,
+  roomId: string,
+  request: RunListRequest,
+  json: boolean,
+): Promise<void> {
+  const answer = await listRunPage(store, roomId, request);
+  if (answer.kind === "bad-cursor")
+    throw new CliError("--cursor is not a cursor a list printed: start again without it");
+  if (answer.kind === "no-such-dag") throw new CliError(`no DAG or run "${answer.ref}" in room ${roomId}`, 1);
+  const { runs, next } = answer;
   const rows = await Promise.all(runs.map(async (run) => ({ run, tasks: await store.listTasks(run.runId) })));
   if (json) {
     const out = rows.map(({ run, tasks }) => ({
       ...runJson(run),
       summary: summarizeTasks(tasks.map((t) => t.status)),
     }));
-    process.stdout.write(`${JSON.stringify({ room: roomId, runs: out }, null, 2)}\n`);
-  } else if (rows.length === 0) {
-    process.stdout.write(`no runs in room ${roomId}\n`);
+    process.stdout.write(`${JSON.stringify({ room: roomId, runs: out, next }, null, 2)}\n`);
+    return;
+  }
+  if (rows.length === 0) {
+    const filtered = [request.dag, request.statuses, request.cursor].some(
+      (v) => v !== undefined && v !== null,
+    );
+    process.stdout.write(filtered ? "no runs\n" : `no runs in room ${roomId}\n`);
   } else {
     for (const { run, tasks } of rows) {
       // What succeeded over the total, then the rest: a failed run never reads as complete.
@@ -93,12 +109,15 @@ export async function printRuns(store: Store, roomId: string, limit: number, jso
       process.stdout.write(`${run.dagId.padEnd(24)} ${run.status.padEnd(10)} ${counts}\n`);
     }
   }
+  // On stderr, so that stdout stays one line per run for scripts.
+  if (next !== null) process.stderr.write(`more: the next page with --cursor ${next}\n`);
 }
 
-/** `--limit` of the run listings. */
+/** `--limit` of the run listings: a page, at most MAX_LIST_LIMIT (go on with --cursor). */
 export function parseLimit(text: string | undefined): number {
   const limit = Number(text ?? "20");
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new CliError("--limit must be 1 to 1000");
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT)
+    throw new CliError(`--limit must be 1 to ${MAX_LIST_LIMIT} (go on with --cursor)`);
   return limit;
 }
 

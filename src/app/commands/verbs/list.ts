@@ -5,17 +5,27 @@ import { plural } from "../../render/words.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
 import { progressOfRuns } from "../outcome.js";
+import type { RunStatus } from "../../../domain/model.js";
+import { listRunPage } from "../../run-list.js";
 import { MAX_LISTED_RUNS, notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
-import { findRun } from "../../run-ref.js";
 
-export const list = defineVerb<{ verb: "list"; id?: string | null }, "list">({
+/** The list as chat types it (`id` only) or as the CLI and HTTP ask for it (filters and a page). */
+export interface ListCommand {
+  verb: "list";
+  id?: string | null;
+  status?: RunStatus[] | null;
+  limit?: number;
+  cursor?: string | null;
+}
+
+export const list = defineVerb<ListCommand, "list">({
   verb: "list",
   args: [{ name: "id", kind: "run-id", about: "the id of a published DAG", optional: true }],
   summary: "list the room's recent DAG runs, or the runs of one published DAG",
   permission: "open",
   details: ["With <id>, the runs of that published DAG: the one publishing started and each `!dag run`."],
-  handle: (ctx, c) => handleList(ctx, c.id ?? null),
+  handle: (ctx, c) => handleList(ctx, c),
   render: {
     list: (o) => {
       if (o.of !== undefined)
@@ -32,25 +42,27 @@ export const list = defineVerb<{ verb: "list"; id?: string | null }, "list">({
   },
 });
 
-async function handleList(ctx: HandlerContext, of: string | null = null): Promise<Outcome> {
+async function handleList(ctx: HandlerContext, c: ListCommand): Promise<Outcome> {
   const at = await ctx.store.now();
-  if (of !== null) {
-    // A definition's runs through its index, however many newer runs of other DAGs the room has;
-    // a run that is no definition (`x.2`) lists itself.
-    const definition = await ctx.store.getDefinition(ctx.roomId, of);
-    let runs =
-      definition === null
-        ? []
-        : await ctx.store.listDefinitionRuns(ctx.roomId, of, { limit: MAX_LISTED_RUNS });
-    let name = of;
-    if (definition === null) {
-      const run = await findRun(ctx.store, ctx.roomId, of);
-      if (run === null) return notFoundRun(ctx, of);
-      runs = [run];
-      name = run.dagId;
-    }
-    return { kind: "list", runs: await progressOfRuns(ctx.store, runs), at, of: name };
-  }
-  const runs = await ctx.store.listRuns(ctx.roomId, { limit: MAX_LISTED_RUNS });
-  return { kind: "list", runs: await progressOfRuns(ctx.store, runs), at };
+  const dag = c.id ?? null;
+  const answer = await listRunPage(ctx.store, ctx.roomId, {
+    dag,
+    statuses: c.status ?? null,
+    limit: c.limit ?? MAX_LISTED_RUNS,
+    cursor: c.cursor ?? null,
+  });
+  if (answer.kind === "no-such-dag") return notFoundRun(ctx, answer.ref);
+  if (answer.kind === "bad-cursor")
+    return {
+      kind: "command-error",
+      message: "the cursor is not one a list gave: start again without it",
+      helpLine: `usage: ${list.usage}`,
+    };
+  return {
+    kind: "list",
+    runs: await progressOfRuns(ctx.store, answer.runs),
+    at,
+    ...(answer.of === null ? {} : { of: answer.of }),
+    ...(answer.next === null ? {} : { next: answer.next }),
+  };
 }
