@@ -566,6 +566,9 @@ describe("run ids", () => {
         expect(byName.events.length).toBeGreaterThan(2);
         // Each line names the run by its canonical id as well as its uuid.
         expect(byName.events.every((e) => e.data.runId === uuid && e.data.dagId === "ids")).toBe(true);
+        // Every line is named by its kind (EventSource listeners by kind), its id the log's seq.
+        expect(byName.events.map((e) => e.event)).toEqual(byName.events.map((e) => e.data.kind));
+        expect(byName.events.every((e) => typeof e.id === "number" && e.id > 0)).toBe(true);
         const snapshot = new SseClient(api.port, `/v1/events?run=${uuid}`, auth);
         await waitFor(
           "a snapshot of the run by its uuid",
@@ -585,6 +588,31 @@ describe("run ids", () => {
           404,
           "run-not-found",
         );
+      })(),
+    );
+  });
+});
+
+describe("HTTP conventions", () => {
+  it("answers a wrong method on a known path with 405 and an Allow header; an unknown path stays a 404", async () => {
+    await track(
+      (async () => {
+        const cases: Array<[string, string, string]> = [
+          ["DELETE", "/v1/runs", "GET, HEAD, POST"],
+          ["POST", "/v1/runs/flow", "GET, HEAD"],
+          ["GET", "/v1/dags", "POST"],
+          ["GET", "/v1/runs/flow/confirm", "POST"],
+          ["POST", "/v1/events", "GET, HEAD"],
+          ["DELETE", `/v1/rooms/${encodeURIComponent(ROOM)}/cap`, "PUT"],
+        ];
+        for (const [method, path, allow] of cases) {
+          const r = await call(api.base, method, path);
+          expectProblem(r, 405, "method-not-allowed");
+          expect(r.headers.get("allow"), `${method} ${path}`).toBe(allow);
+        }
+        const missing = await call(api.base, "GET", "/v1/nothing-here");
+        expectProblem(missing, 404, "not-found");
+        expect(missing.headers.get("allow")).toBeNull();
       })(),
     );
   });

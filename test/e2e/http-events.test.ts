@@ -117,7 +117,9 @@ describe.each(["sqlite", "postgres"] as const)("event stream on %s", (kind) => {
         const second = new SseClient(a.port, "/v1/events", { ...auth, "last-event-id": String(seen.at(-1)) });
         await waitForEvent(second, "run.succeeded", run3);
         second.close();
-        expect(second.events[0]?.event).toBe("message");
+        // A log line first (no snapshot), each named by its kind so EventSource listeners by kind work.
+        expect(second.events[0]?.event).toBe(second.events[0]?.data.kind);
+        expect(second.events.every((e) => e.event === e.data.kind)).toBe(true);
         const got = [...seen, ...second.seqs()];
         const log = (await allEvents(store)).map((e) => e.seq).filter((s) => s <= got.at(-1)!);
         expect(got).toEqual(log);

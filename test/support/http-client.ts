@@ -187,8 +187,8 @@ export class SseClient {
     this.socket.destroy();
   }
 
-  /** The ids of plain (log) events received. */
+  /** The ids of the log's events received (each named by its kind; not a snapshot or a drop notice). */
   seqs(): number[] {
-    return this.events.filter((e) => e.event === "message").map((e) => e.id!);
+    return this.events.filter((e) => e.event !== "snapshot" && e.event !== "dropped").map((e) => e.id!);
   }
 }

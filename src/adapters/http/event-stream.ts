@@ -127,7 +127,8 @@ export async function streamEvents(
     if (e.seq <= lastSent) return true;
     lastSent = e.seq;
     if (runId !== null && e.runId !== runId) return true;
-    return write(frame(null, e.seq, publicEvent(e, hub.runNames.of(e.runId))));
+    // Named by its kind, so an EventSource listens by kind (addEventListener("task.failed", …)).
+    return write(frame(e.kind, e.seq, publicEvent(e, hub.runNames.of(e.runId))));
   };
   const listener: EventListener = {
     onEvents(events) {

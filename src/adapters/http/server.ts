@@ -23,6 +23,7 @@ import type { HttpTokenLevel } from "../../config/node-config.js";
 import type { Caller } from "./auth.js";
 import { allows, mayUseRoom, tokenVerifier } from "./auth.js";
 import { jsonDepthExceeds } from "./json-depth.js";
+import { allowedMethods } from "./allowed-methods.js";
 import { EventHub } from "./event-hub.js";
 import type { StreamStats } from "./event-stream.js";
 import { NodeMetrics } from "./metrics.js";
@@ -183,9 +184,16 @@ export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
     );
     return sendProblem(reply, problem(500, "internal", "see the node's log"));
   });
-  app.setNotFoundHandler((req, reply) =>
-    sendProblem(reply, problem(404, "not-found", `${req.method} ${req.url.split("?")[0]}`)),
-  );
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split("?")[0];
+    const allow = allowedMethods(app, req.url);
+    if (allow.length === 0) return sendProblem(reply, problem(404, "not-found", `${req.method} ${path}`));
+    reply.header("allow", allow.join(", "));
+    return sendProblem(
+      reply,
+      problem(405, "method-not-allowed", `${path} takes ${allow.join(", ")}, not ${req.method}`),
+    );
+  });
 
   app.addHook("onRequest", async (req) => {
     const access = req.routeOptions.config.access;
