@@ -1,7 +1,8 @@
 /**
  * A page of a room's runs, for every face (`!dag list`, `dagbot list`, GET /v1/runs): newest first,
  * filtered by status and by DAG, continued with an opaque cursor. The cursor is a position in the
- * list, not an offset, so runs created while someone pages neither shift nor repeat a page.
+ * list, not an offset, so runs created while someone pages neither shift nor repeat a page
+ * (docs/architecture.md §1, "Run ids and lists").
  */
 import type { RunStatus } from "../domain/model.js";
 import type { DefinitionStore, RunPosition, RunRecord, RunStore } from "../ports/store.js";

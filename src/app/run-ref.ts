@@ -1,7 +1,7 @@
 /**
  * A run named by a user, in any face (chat, CLI, HTTP, the event stream). A run has one canonical
  * id, its name in the room (`<dag>`, `<dag>.<n>`, `<dag>.s<slot>`), which every output shows; its
- * store uuid is accepted as input too.
+ * store uuid is accepted as input too (docs/architecture.md §1, "Run ids and lists").
  */
 import type { RunRecord, RunStore } from "../ports/store.js";
 
