@@ -11,7 +11,6 @@ import { registerNode } from "./subcommands/node.js";
 import { registerNodes } from "./subcommands/nodes.js";
 import { registerRun } from "./subcommands/run.js";
 import { registerStart } from "./subcommands/start.js";
-import { registerStatus } from "./subcommands/status.js";
 import { registerSubmit } from "./subcommands/submit.js";
 import { registerValidate } from "./subcommands/validate.js";
 import { registerVerbCommands } from "./subcommands/verb-commands.js";
@@ -22,7 +21,6 @@ export function registerCommands(program: Command): void {
   registerNode(program);
   registerStart(program);
   registerSubmit(program);
-  registerStatus(program);
   registerList(program);
   registerLogs(program);
   registerNodes(program);

@@ -124,7 +124,16 @@ export interface VerbGrammar {
    * verb with its own grammar; a verb whose arguments are declared is read from them.
    */
   readonly fromData?: (data: Readonly<Record<string, unknown>>) => Parsed;
+  /**
+   * Fields only data may carry (a read's page size, or "every task"), beside a declared verb's
+   * arguments: each is checked by its function (an error message, or null when the value is
+   * right). Chat text never sets them.
+   */
+  readonly dataFields?: Readonly<Record<string, DataFieldCheck>>;
 }
+
+/** Checks one data-only field of a command: an error message, or null when the value is right. */
+export type DataFieldCheck = (value: unknown) => string | null;
 
 export interface GrammarLookup {
   isVerb(word: string): boolean;
@@ -255,8 +264,9 @@ function declaredFromData(
   verb: string,
   specs: readonly ArgSpec[],
   data: Readonly<Record<string, unknown>>,
+  dataFields: Readonly<Record<string, DataFieldCheck>> = {},
 ): Parsed {
-  const known = new Set(["verb", ...specs.map((a) => a.name)]);
+  const known = new Set(["verb", ...specs.map((a) => a.name), ...Object.keys(dataFields)]);
   const extra = Object.keys(data).find((k) => !known.has(k));
   if (extra !== undefined)
     return fail(
@@ -281,7 +291,15 @@ function declaredFromData(
     if (typeof parsed === "object") return parsed;
     fields[spec.name] = parsed;
   }
-  return ok({ verb, ...fields });
+  const given: Record<string, unknown> = {};
+  for (const [name, check] of Object.entries(dataFields)) {
+    const value = data[name];
+    if (value === undefined) continue;
+    const wrong = check(value);
+    if (wrong !== null) return fail("bad-argument", verb, `${name}: ${wrong}`);
+    given[name] = value;
+  }
+  return ok({ verb, ...fields, ...given });
 }
 
 const fieldList = (specs: readonly ArgSpec[]): string =>
@@ -406,7 +424,7 @@ export function grammarOf<C extends { verb: string }, V extends string>(
     if (grammar === undefined) return unknownCommand(typeof name === "string" ? name : "(none)");
     const parsed =
       grammar.args !== undefined
-        ? declaredFromData(grammar.verb, grammar.args, fields)
+        ? declaredFromData(grammar.verb, grammar.args, fields, grammar.dataFields)
         : grammar.fromData !== undefined
           ? grammar.fromData(fields)
           : fail("unknown-command", grammar.verb, `${grammar.verb} cannot be given as data`);

@@ -1,4 +1,7 @@
-/** The HTTP API's reads (run list, one run, task logs, nodes) through the command table, and the event stream. */
+/**
+ * The HTTP API's reads not yet made from their verb files (run list, task logs, nodes), through the
+ * command table, and the event stream. One run (GET /v1/runs/{id}) is the status verb's route.
+ */
 import type { Outcome } from "../../app/commands/outcome.js";
 import type { Command } from "../../app/commands/verbs/index.js";
 import { findRun } from "../../app/run-ref.js";
@@ -64,31 +67,6 @@ export function registerReadRoutes(app: ZodApp, ctx: RouteContext): void {
         reply.header("link", `</v1/runs?${query.toString()}>; rel="next"`);
       }
       return { room: roomId, runs: o.runs, next, at: o.at };
-    },
-  );
-  app.get(
-    "/v1/runs/:id",
-    {
-      config: { access: "read" },
-      schema: {
-        summary: "One run with its tasks",
-        params: s.runParams,
-        querystring: s.roomQuery,
-        response: { 200: s.runStatusSchema, ...problems },
-      },
-    },
-    async (req) => {
-      const roomId = pickRoom(req.query.room);
-      const o = await read(roomId, { verb: "status", id: req.params.id }, callerOf(req));
-      if (o.kind !== "status") return outcomeProblem(log, o, null);
-      return {
-        room: roomId,
-        run: o.run,
-        summary: o.summary,
-        tasks: o.tasks,
-        ...(o.roomCap === undefined ? {} : { roomCap: o.roomCap }),
-        at: o.at,
-      };
     },
   );
   app.get(

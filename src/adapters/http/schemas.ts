@@ -23,6 +23,7 @@ export {
   runSummarySchema,
   taskSummarySchema,
   taskLineSchema,
+  runStatusSchema,
 } from "../../app/commands/http-shapes.js";
 
 export const roomQuery = z.strictObject({
@@ -58,15 +59,6 @@ export const runListSchema = z.object({
   runs: z.array(z.object({ run: runSummarySchema, summary: taskSummarySchema })),
   /** The cursor of the next page; null on the last. */
   next: z.string().nullable(),
-  at: z.number(),
-});
-
-export const runStatusSchema = z.object({
-  room: z.string(),
-  run: runSummarySchema,
-  summary: taskSummarySchema,
-  tasks: z.array(taskLineSchema),
-  roomCap: z.number().optional(),
   at: z.number(),
 });
 

@@ -25,7 +25,6 @@ import * as s from "./schemas.js";
 
 /** Routes written by hand for verbs (read-routes.ts), so answers can name them. */
 const HAND_WRITTEN: Readonly<Record<string, { method: string; path: string }>> = {
-  status: { method: "GET", path: "/v1/runs/:id" },
   list: { method: "GET", path: "/v1/runs" },
   logs: { method: "GET", path: "/v1/runs/:id/tasks/:task/logs" },
   nodes: { method: "GET", path: "/v1/nodes" },

@@ -96,6 +96,16 @@ export const taskLineSchema = z
   .meta({ id: "TaskLine" });
 
 /** A DAG to publish: a JSON document, a TOML or JSON text, or a file of the node's library folder. */
+/** GET /v1/runs/{id}: one run with every task (the status verb's answer). */
+export const runStatusSchema = z.object({
+  room: z.string(),
+  run: runSummarySchema,
+  summary: taskSummarySchema,
+  tasks: z.array(taskLineSchema),
+  roomCap: z.number().optional(),
+  at: z.number(),
+});
+
 export const publishBody = z
   .union([
     z.strictObject({

@@ -9,6 +9,9 @@
 import { outcomeLine } from "../../domain/run-counts.js";
 import { shortHash } from "../../domain/command-grammar.js";
 import { formatDuration } from "../../domain/duration.js";
+import { exitWords } from "../../domain/exit-status.js";
+import { TASK_STATUSES } from "../../domain/model.js";
+import { showsPaused } from "../render/status-card.js";
 import { plural, RUN_WORD, shortRunId, TASK_WORD } from "../render/words.js";
 import type { Outcome, OutcomeKind, RunSummary } from "./outcome.js";
 
@@ -187,23 +190,18 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
         : `Run ${o.dagId} has no task named ${o.taskId}.${guess} Its tasks: ${o.known.join(", ")}.`;
     },
   },
-  status: {
-    http: () => ok200,
-    exit: success,
-    text: (o) =>
-      [
-        `${o.run.dagId}: ${RUN_WORD[o.run.status]}, ${outcomeLine(o.summary.byStatus, o.summary.total)}`,
-        ...o.tasks.map(
-          (t) => `  ${t.taskId}: ${TASK_WORD[t.status]}${t.error === null ? "" : ` (${t.error})`}`,
-        ),
-      ].join("\n"),
-  },
+  status: { http: () => ok200, exit: success, text: statusText },
   overview: {
     http: () => ok200,
     exit: success,
     text: (o) => runLines(o.runs, "nothing is pending or running"),
   },
-  list: { http: () => ok200, exit: success, text: (o) => runLines(o.runs, "no runs") },
+  list: {
+    http: () => ok200,
+    exit: success,
+    text: (o) =>
+      runLines(o.runs, o.of === undefined && o.room !== undefined ? `no runs in room ${o.room}` : "no runs"),
+  },
   schedules: {
     http: () => ok200,
     exit: success,
@@ -348,14 +346,47 @@ function scheduleState(l: Extract<Outcome, { kind: "schedules" }>["schedules"][n
   return `${next}${l.active ? "" : "  (fires once confirmed)"}${owner}`;
 }
 
+/** One line per run: its id (its name; the uuid is in the data as runId), status and task counts. */
 function runLines(runs: Extract<Outcome, { kind: "list" }>["runs"], none: string): string {
   if (runs.length === 0) return none;
   return runs
     .map(
       ({ run, summary }) =>
-        `${run.dagId.padEnd(24)} ${run.status.padEnd(10)} ${outcomeLine(summary.byStatus, summary.total)}  ${run.runId}`,
+        `${run.dagId.padEnd(24)} ${run.status.padEnd(10)} ${outcomeLine(summary.byStatus, summary.total)}`,
     )
     .join("\n");
+}
+
+/**
+ * One run with its tasks: a line per task (state, how long, its node, attempts, how a failed one
+ * ended, why a waiting one waits), the run's line, and whether the room is paused.
+ */
+function statusText(o: Extract<Outcome, { kind: "status" }>, say: Idiom): string {
+  const idWidth = Math.min(40, Math.max(4, ...o.tasks.map((t) => t.taskId.length)));
+  const lines = o.tasks.map((t) => {
+    const took = t.startedAt === null ? null : (t.finishedAt ?? o.at) - t.startedAt;
+    const cols = [
+      t.taskId.padEnd(idWidth),
+      t.status.padEnd(9),
+      (took === null ? "-" : formatDuration(took)).padStart(8),
+      t.node ?? "",
+      t.attempt > 1 ? `attempts ${t.attempt}` : "",
+      t.status === "failed" || t.status === "timed_out" ? exitWords(t.exitCode, t.error).join(", ") : "",
+      t.wait === undefined ? "" : `waits: ${t.wait.text}`,
+    ];
+    return `  ${cols.filter((c, i) => i < 3 || c !== "").join("  ")}`.trimEnd();
+  });
+  const run = o.run;
+  const took = (run.status === "running" ? o.at : run.updatedAt) - run.createdAt;
+  const counts = TASK_STATUSES.filter((st) => (o.summary.byStatus[st] ?? 0) > 0)
+    .map((st) => `${o.summary.byStatus[st]} ${st.replace("_", " ")}`)
+    .join(", ");
+  lines.push(`run ${run.dagId} (${run.runId}) ${run.status} in ${formatDuration(took)}: ${counts}`);
+  if (showsPaused(run.status, o.roomCap))
+    lines.push(
+      `room ${o.room ?? "this room"} is paused (cap 0): no task starts until \`${say.command("cap", ["N"])}\` raises the cap`,
+    );
+  return lines.join("\n");
 }
 
 type AnyEntry = {

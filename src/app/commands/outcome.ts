@@ -150,6 +150,8 @@ export type Outcome =
       at: number;
       /** The room's cap when the status was read (absent in outcomes stored before it was recorded). */
       roomCap?: number;
+      /** The room the run is in (absent in outcomes stored before it was recorded). */
+      room?: string;
     }
   | { kind: "overview"; runs: RunProgress[]; at: number }
   | { kind: "schedules"; schedules: ScheduleLine[]; at: number }
@@ -161,6 +163,8 @@ export type Outcome =
       of?: string;
       /** The cursor of the next page (CLI --cursor, HTTP ?cursor=); absent on the last page. */
       next?: string;
+      /** The room listed (absent in outcomes stored before it was recorded). */
+      room?: string;
     }
   | { kind: "logs"; run: RunSummary; task: TaskLine; output: string | null; omittedChars: number; at: number }
   /** The picture itself is drawn and posted by the outbox (app/pictures.ts), from the run as it is then. */

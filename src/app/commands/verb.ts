@@ -7,7 +7,13 @@
  * verbs/index.ts; what an outcome means outside chat (exit status, HTTP status, plain text) is the
  * outcome table's (outcome-table.ts). Adding a verb: its file and one line in VERBS.
  */
-import type { ArgSpec, CommandPermission, GrammarLookup, Parsed } from "../../domain/command-grammar.js";
+import type {
+  ArgSpec,
+  CommandPermission,
+  DataFieldCheck,
+  GrammarLookup,
+  Parsed,
+} from "../../domain/command-grammar.js";
 import { usageOf } from "../../domain/command-grammar.js";
 import type { z } from "zod";
 import type { Rendered } from "../render/html.js";
@@ -28,11 +34,19 @@ export interface CliArg {
   readonly variadic?: boolean;
 }
 
+/** An option of a verb's CLI subcommand besides the common ones (`--limit <n>`). */
+export interface CliOption {
+  /** Commander's form: `--limit <n>`. */
+  readonly flags: string;
+  readonly about: string;
+  readonly default?: string;
+}
+
 /**
  * `dagbot <verb>` (src/cli/subcommands/verb-commands.ts builds it): its arguments, --help, --json,
  * --room and, for a verb that writes, --wait; the command it builds goes to the room's leader through
- * the inbox AS DATA (a verb that writes), or runs against the store (a read). Its answer, exit status
- * and JSON come from the outcome table (outcome-table.ts).
+ * the inbox AS DATA (a verb that writes), or runs against the store (a read, opened only if it
+ * exists). Its exit status and text come from the outcome table (outcome-table.ts).
  */
 export interface VerbCli<C> {
   /** The subcommand's name when it is not the verb's (`run` is `dagbot trigger`). */
@@ -40,9 +54,22 @@ export interface VerbCli<C> {
   readonly description: string;
   /** Help after the options, before the exit statuses. */
   readonly about?: string;
-  /** A verb with its own grammar: its positional arguments, and the command they make. */
+  /** Its own positional arguments, and the command they and its options make. */
   readonly args?: readonly CliArg[];
-  readonly command?: (values: ReadonlyArray<string | readonly string[] | undefined>) => C;
+  readonly options?: readonly CliOption[];
+  /**
+   * The command (checked by the grammar's rules for data). A read may make another read verb's
+   * command (`dagbot status` without a run is the list): that verb handles it.
+   */
+  readonly command?: (
+    values: ReadonlyArray<string | readonly string[] | undefined>,
+    options?: Readonly<Record<string, unknown>>,
+  ) => C | { verb: string };
+  /**
+   * The JSON data of a success outcome, when it is not the outcome's own (kept field names); the
+   * CLI adds `ok`, `answer` and `room`. A failure's JSON is always the outcome's own data.
+   */
+  readonly json?: (outcome: Outcome) => Record<string, unknown> | null;
   /** Offers --confirm: a new run the answer creates awaiting confirmation is confirmed at once. */
   readonly confirmOption?: boolean;
   /**
@@ -111,6 +138,8 @@ export function httpRoutesOf<C extends { verb: string }>(verb: {
 /** A verb with its arguments declared as data: the parser, usage and help read them. */
 interface DeclaredArgs {
   readonly args: readonly ArgSpec[];
+  /** Fields only the CLI and HTTP give (a page size, every task), each with its check. */
+  readonly dataFields?: Readonly<Record<string, DataFieldCheck>>;
 }
 
 /** A verb with a grammar of its own (help, publish, run, nodes, policy). */
@@ -131,6 +160,7 @@ export type VerbDeclaration<C extends { verb: string }, K extends OutcomeKind> =
 export interface Verb<C extends { verb: string }, K extends OutcomeKind> extends VerbBase<C, K> {
   readonly usage: string;
   readonly args?: readonly ArgSpec[];
+  readonly dataFields?: Readonly<Record<string, DataFieldCheck>>;
   readonly parse?: (args: string[], after: string, grammar: GrammarLookup) => Parsed;
   readonly takesCodeBlock?: boolean;
   readonly same?: (a: { verb: string }, b: { verb: string }) => boolean;

@@ -6,8 +6,12 @@ import { RUN_STATUSES } from "../../domain/model.js";
 import type { RunStatus } from "../../domain/model.js";
 import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
 import { CliError, runCli } from "../cli-error.js";
+import type { RunListRequest } from "../../app/run-list.js";
+import { listRunPage } from "../../app/run-list.js";
+import { outcomeCounts } from "../../domain/run-counts.js";
+import { summarizeTasks } from "../../domain/run-status.js";
+import type { RunRecord, Store } from "../../ports/store.js";
 import type { CommonOptions } from "../config-options.js";
-import { parseLimit, printRuns } from "./status.js";
 
 interface ListOptions extends CommonOptions {
   room?: string;
@@ -68,4 +72,55 @@ async function list(dagId: string | undefined, options: ListOptions): Promise<nu
   } finally {
     await store.close();
   }
+}
+
+/** A page of the room's runs, one line each (or JSON); `dagbot list`. */
+export async function printRuns(
+  store: Store,
+  roomId: string,
+  request: RunListRequest,
+  json: boolean,
+): Promise<void> {
+  const answer = await listRunPage(store, roomId, request);
+  if (answer.kind === "bad-cursor")
+    throw new CliError("--cursor is not a cursor a list printed: start again without it");
+  if (answer.kind === "no-such-dag") throw new CliError(`no DAG or run "${answer.ref}" in room ${roomId}`, 1);
+  const { runs, next } = answer;
+  const rows = await Promise.all(runs.map(async (run) => ({ run, tasks: await store.listTasks(run.runId) })));
+  if (json) {
+    const out = rows.map(({ run, tasks }) => ({
+      ...runJson(run),
+      summary: summarizeTasks(tasks.map((t) => t.status)),
+    }));
+    process.stdout.write(`${JSON.stringify({ room: roomId, runs: out, next }, null, 2)}\n`);
+    return;
+  }
+  if (rows.length === 0) {
+    const filtered = [request.dag, request.statuses, request.cursor].some(
+      (v) => v !== undefined && v !== null,
+    );
+    process.stdout.write(filtered ? "no runs\n" : `no runs in room ${roomId}\n`);
+  } else {
+    for (const { run, tasks } of rows) {
+      // What succeeded over the total, then the rest: a failed run never reads as complete.
+      const counts = outcomeCounts(tasks.map((t) => t.status));
+      // The run's one id, its name; its uuid is in --json (runId) and accepted as input too.
+      process.stdout.write(`${run.dagId.padEnd(24)} ${run.status.padEnd(10)} ${counts}\n`);
+    }
+  }
+  // On stderr, so that stdout stays one line per run for scripts.
+  if (next !== null) process.stderr.write(`more: the next page with --cursor ${next}\n`);
+}
+
+/** `--limit` of the run listings: a page, at most MAX_LIST_LIMIT (go on with --cursor). */
+export function parseLimit(text: string | undefined): number {
+  const limit = Number(text ?? "20");
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT)
+    throw new CliError(`--limit must be 1 to ${MAX_LIST_LIMIT} (go on with --cursor)`);
+  return limit;
+}
+
+export function runJson(run: RunRecord): Record<string, unknown> {
+  const { dag: _dag, ...rest } = run;
+  return { ...rest, taskCount: run.dag.tasks.length };
 }

@@ -63,9 +63,10 @@ function commandOf(
   verb: AnyVerb,
   cli: VerbCli<{ verb: string }>,
   values: ReadonlyArray<string | readonly string[] | undefined>,
+  options: Readonly<Record<string, unknown>>,
 ): CommandData {
   let data: Record<string, unknown>;
-  if (cli.command !== undefined) data = { ...cli.command(values) };
+  if (cli.command !== undefined) data = { ...cli.command(values, options) };
   else {
     data = { verb: verb.verb };
     for (const [i, spec] of (verb.args ?? []).entries()) data[spec.name] = values[i] ?? null;
@@ -90,6 +91,7 @@ export function registerVerbCommands(program: Program, registry: VerbRegistry = 
     if (verb.writes === true)
       cmd.option("--wait <seconds>", "how long to wait for the room's leader to answer", "30");
     if (cli.confirmOption === true) cmd.option("--confirm", "confirm the new run too, so it starts at once");
+    for (const o of cli.options ?? []) cmd.option(o.flags, o.about, o.default);
     cmd.option("--json", "print the answer as one JSON object: ok, answer (its kind), its data, message");
     const how =
       verb.writes === true
@@ -99,14 +101,21 @@ export function registerVerbCommands(program: Program, registry: VerbRegistry = 
           (cli.queuesWithoutNode === true
             ? "and 0 when no node of the room runs: the command is queued and the\nfirst leader applies it."
             : "3 no node of the room has a heartbeat (the command is queued and runs\nwhen a node starts).")
-        : "Reads the store. Exit status: 0 shown, 1 not found or store error, 2 bad arguments or config.";
+        : "Reads the store (and never creates one). Exit status: 0 shown, 1 not found or store error, 2 bad\n" +
+          "arguments or config.";
     withCommonOptions(cmd, `${cli.about === undefined ? "" : `${cli.about}\n\n`}${how}`).action(
       (...given: unknown[]) => {
         const values = given.slice(0, args.length) as Array<string | string[] | undefined>;
         const options = given[args.length] as VerbOptions;
         const name = cli.name ?? verb.verb;
         return runCli(name, () => {
-          const command = commandOf(registry, verb, cli, values);
+          const command = commandOf(
+            registry,
+            verb,
+            cli,
+            values,
+            options as unknown as Record<string, unknown>,
+          );
           return verb.writes === true
             ? sendVerb(command, options, cli.queuesWithoutNode === true)
             : readVerb(registry, verb, command, options);
@@ -135,15 +144,20 @@ function dataOf(outcome: Outcome): Record<string, unknown> {
   return data;
 }
 
+/**
+ * A read: the handler of the command's verb (the declaring verb's, or the read it made) runs on the
+ * store, which is opened only if it exists; the declaring verb's `json` shapes a success's data.
+ */
 async function readVerb(
   registry: VerbRegistry,
-  verb: AnyVerb,
+  declaring: AnyVerb,
   command: CommandData,
   options: VerbOptions,
 ): Promise<number> {
   const config = resolveConfig(options, {}, { storeOnly: true });
   const roomId = pickRoom(config, options.room);
-  const store = await openConfiguredStore(config);
+  const verb = registry.verbs.find((v) => v.verb === command.verb) ?? declaring;
+  const store = await openConfiguredStore(config, { existing: true });
   try {
     const ctx = await localReadContext(store, roomId, config);
     const check = permissionFor(verb, ctx.standing, ctx.policy);
@@ -151,11 +165,12 @@ async function readVerb(
       ? await verb.handle({ ...ctx, verb: verb.verb }, command, registry.verbs)
       : { kind: "refused", verb: verb.verb, reason: check.reason, helpLine: "" };
     const exit = exitStatusOf(outcome);
+    const data = (exit === 0 ? declaring.cli?.json?.(outcome) : null) ?? dataOf(outcome);
     return print(
       {
         ok: exit === 0,
         exit,
-        json: { ok: exit === 0, answer: outcome.kind, room: roomId, ...dataOf(outcome) },
+        json: { ok: exit === 0, answer: outcome.kind, room: roomId, ...data },
         text: plainTextOf(outcome, CLI_IDIOM),
       },
       options.json === true,

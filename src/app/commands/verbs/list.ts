@@ -6,7 +6,9 @@ import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
 import { progressOfRuns } from "../outcome.js";
 import type { RunStatus } from "../../../domain/model.js";
-import { listRunPage } from "../../run-list.js";
+import { RUN_STATUSES } from "../../../domain/model.js";
+import { isRunStatus } from "../../../domain/run-states.js";
+import { listRunPage, MAX_LIST_LIMIT } from "../../run-list.js";
 import { MAX_LISTED_RUNS, notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
 
@@ -22,6 +24,17 @@ export interface ListCommand {
 export const list = defineVerb<ListCommand, "list">({
   verb: "list",
   args: [{ name: "id", kind: "run-id", about: "the id of a published DAG", optional: true }],
+  dataFields: {
+    status: (v) =>
+      v === null || (Array.isArray(v) && v.length > 0 && v.every((x) => isRunStatus(x)))
+        ? null
+        : `a list of run statuses (${RUN_STATUSES.join(", ")})`,
+    limit: (v) =>
+      typeof v === "number" && Number.isInteger(v) && v >= 1 && v <= MAX_LIST_LIMIT
+        ? null
+        : `a whole number from 1 to ${MAX_LIST_LIMIT}`,
+    cursor: (v) => (v === null || typeof v === "string" ? null : "the cursor a list gave"),
+  },
   summary: "list the room's recent DAG runs, or the runs of one published DAG",
   permission: "open",
   details: ["With <id>, the runs of that published DAG: the one publishing started and each `!dag run`."],
@@ -64,5 +77,11 @@ async function handleList(ctx: HandlerContext, c: ListCommand): Promise<Outcome>
     at,
     ...(answer.of === null ? {} : { of: answer.of }),
     ...(answer.next === null ? {} : { next: answer.next }),
+    room: ctx.roomId,
   };
+}
+
+/** The runs of a list as the CLI's --json prints them: each run's fields with its task summary, and `next`. */
+export function runsJson(o: Extract<Outcome, { kind: "list" }>): Record<string, unknown> {
+  return { runs: o.runs.map((p) => ({ ...p.run, summary: p.summary })), next: o.next ?? null };
 }

@@ -11,18 +11,60 @@ import type { Outcome } from "../outcome.js";
 import { progressOfRuns, selectTaskLines, summarizeRun } from "../outcome.js";
 import { MAX_LISTED_RUNS, notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
+import { runParams, runStatusSchema } from "../http-shapes.js";
+import { runsJson } from "./list.js";
 import { findRun } from "../../run-ref.js";
 import { readRoomWaits, waitsOf } from "../../task-waits.js";
 
 const ACTIVE_RUN_STATUSES: RunStatus[] = ["pending", "running", "canceling"];
 
-export const status = defineVerb<{ verb: "status"; id: string | null }, "status" | "overview">({
+/** `every`: every task, not the card's selection (the CLI and HTTP, whose answers no inbox row keeps). */
+export interface StatusCommand {
+  verb: "status";
+  id: string | null;
+  every?: boolean;
+}
+
+export const status = defineVerb<StatusCommand, "status" | "overview">({
   verb: "status",
   args: [{ ...RUN_ID_ARG, optional: true }],
+  dataFields: { every: (v) => (typeof v === "boolean" ? null : "true or false") },
   summary: "show one run's tasks, or the room's active runs",
   permission: "open",
   details: [],
-  handle: (ctx, c) => handleStatus(ctx, c.id),
+  handle: (ctx, c) => handleStatus(ctx, c.id, c.every === true),
+  cli: {
+    description: "Show the runs of the room, or one run and its tasks.",
+    about:
+      "With RUN: every task with its state, duration, node and attempts, and why a waiting task waits;\n" +
+      "without: the room's latest runs (as `dagbot list`).",
+    args: [{ name: "run", about: "the run: its id or uuid", optional: true }],
+    options: [{ flags: "--limit <n>", about: "how many recent runs to list (without RUN)", default: "20" }],
+    // Without a run, the room's latest runs: the list's handler answers.
+    command: ([id], options) =>
+      typeof id === "string"
+        ? { verb: "status", id, every: true }
+        : { verb: "list", id: null, limit: Number(options?.["limit"] ?? 20) },
+    json: (o) => (o.kind === "list" ? runsJson(o) : null),
+  },
+  http: {
+    method: "GET",
+    path: "/v1/runs/:id",
+    summary: "One run with every task (a waiting one says why it waits)",
+    params: runParams,
+    response: runStatusSchema,
+    command: ({ params }) => ({ verb: "status", id: params["id"] ?? "", every: true }),
+    answer: (o) =>
+      o.kind === "status"
+        ? {
+            run: o.run,
+            summary: o.summary,
+            tasks: o.tasks,
+            ...(o.roomCap === undefined ? {} : { roomCap: o.roomCap }),
+            at: o.at,
+          }
+        : null,
+  },
   render: {
     status: (o) =>
       renderRunView(
@@ -42,7 +84,7 @@ export const status = defineVerb<{ verb: "status"; id: string | null }, "status"
   },
 });
 
-async function handleStatus(ctx: HandlerContext, dagId: string | null): Promise<Outcome> {
+async function handleStatus(ctx: HandlerContext, dagId: string | null, every: boolean): Promise<Outcome> {
   const at = await ctx.store.now();
   if (dagId === null) {
     const runs = await ctx.store.listRuns(ctx.roomId, {
@@ -60,8 +102,11 @@ async function handleStatus(ctx: HandlerContext, dagId: string | null): Promise<
     kind: "status",
     run: summarizeRun(run),
     summary: summarizeTasks(tasks.map((t) => t.status)),
-    tasks: selectTaskLines(tasks, MAX_CARD_TASK_LINES, waitsOf(run, tasks, room)),
+    // The card's selection keeps an inbox row and a chat message small; a read of the CLI or HTTP
+    // is stored nowhere and shows every task.
+    tasks: selectTaskLines(tasks, every ? tasks.length : MAX_CARD_TASK_LINES, waitsOf(run, tasks, room)),
     at,
     roomCap: room.load.cap,
+    room: ctx.roomId,
   };
 }
