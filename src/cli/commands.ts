@@ -5,7 +5,6 @@
 import type { Command } from "commander";
 import { registerDemo } from "./subcommands/demo.js";
 import { registerGraph } from "./subcommands/graph.js";
-import { registerList } from "./subcommands/list.js";
 import { registerLogs } from "./subcommands/logs.js";
 import { registerNode } from "./subcommands/node.js";
 import { registerNodes } from "./subcommands/nodes.js";
@@ -21,7 +20,6 @@ export function registerCommands(program: Command): void {
   registerNode(program);
   registerStart(program);
   registerSubmit(program);
-  registerList(program);
   registerLogs(program);
   registerNodes(program);
   // trigger, confirm, reject, cancel, retry, cap, ...: from the verb files that declare a CLI form.

@@ -1,12 +1,14 @@
 // The read verbs are served from their declarations as the writes are (issue 23, "CLI reads bypass
-// the verb table"): `dagbot status` is made by the same builder as the writes' subcommands, and
-// GET /v1/runs/{id} by the same builder as their routes, both from src/app/commands/verbs/status.ts.
+// the verb table"): `dagbot status` and `dagbot list` are made by the same builder as the writes'
+// subcommands, and GET /v1/runs/{id} and GET /v1/runs by the same builder as their routes, from
+// src/app/commands/verbs/status.ts and list.ts.
 // A read of the CLI or HTTP is stored nowhere, so it shows every task, not the chat card's selection.
 import { createHash } from "node:crypto";
 import { Command } from "commander";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { executeCommand } from "../../src/app/commands/table.js";
 import { httpRoutesOf } from "../../src/app/commands/verb.js";
+import { list } from "../../src/app/commands/verbs/list.js";
 import { status } from "../../src/app/commands/verbs/status.js";
 import { VERB_REGISTRY } from "../../src/app/commands/verbs/index.js";
 import { MAX_CARD_TASK_LINES } from "../../src/app/render/status-card.js";
@@ -25,7 +27,7 @@ afterAll(() => db.cleanup(failed));
 const TASKS = MAX_CARD_TASK_LINES + 10;
 
 describe("the read verbs, from their declarations", () => {
-  it("status is a CLI subcommand with --json and an OpenAPI route made from its verb file, showing every task", async () => {
+  it("status and list are CLI subcommands with --json and OpenAPI routes made from their verb files; status shows every task", async () => {
     const store = await db.open();
     try {
       const tasks = Array.from({ length: TASKS }, (_, i) => ({ id: `t${i}`, action: "true" }));
@@ -63,14 +65,30 @@ describe("the read verbs, from their declarations", () => {
           from: "user",
         });
         await program.parseAsync(["status", "--json", "--store", `sqlite:${db.path}`], { from: "user" });
+        await program.parseAsync(
+          ["list", "wide", "--status", "running", "--json", "--store", `sqlite:${db.path}`],
+          {
+            from: "user",
+          },
+        );
       } finally {
         write.mockRestore();
       }
-      const [one, latest] = out.map((line) => JSON.parse(line) as Record<string, unknown>);
+      const [one, latest, listed] = out.map((line) => JSON.parse(line) as Record<string, unknown>);
       expect(one).toMatchObject({ ok: true, answer: "status", room: "local", run: { dagId: "wide" } });
       expect((one?.["tasks"] as unknown[]).length).toBe(TASKS);
       // Without a run, the room's latest runs (the list verb answers), in the fields they always had.
       expect(latest).toMatchObject({ ok: true, answer: "list", runs: [{ dagId: "wide" }], next: null });
+
+      const listCli = program.commands.find((c) => c.name() === "list");
+      expect(listCli, "dagbot list is made from the list verb's declaration").toBeDefined();
+      for (const option of ["--json", "--status <statuses>", "--limit <n>", "--cursor <cursor>"])
+        expect(listCli!.helpInformation()).toContain(option);
+      expect(listed).toMatchObject({
+        ok: true,
+        answer: "list",
+        runs: [{ dagId: "wide", status: "running" }],
+      });
 
       // HTTP: the route and its OpenAPI entry are the declaration's.
       const token = "t".repeat(32);
@@ -124,6 +142,9 @@ describe("the read verbs, from their declarations", () => {
         const declared = httpRoutesOf(status)[0];
         expect(declared?.path).toBe("/v1/runs/:id");
         expect(doc.paths["/v1/runs/{id}"]?.["get"]?.summary).toBe(declared?.summary);
+        const listRoute = httpRoutesOf(list)[0];
+        expect(listRoute?.path).toBe("/v1/runs");
+        expect(doc.paths["/v1/runs"]?.["get"]?.summary).toBe(listRoute?.summary);
         const answer = await fetch(`${base}/v1/runs/wide`, { headers: { authorization: `Bearer ${token}` } });
         expect(answer.status).toBe(200);
         const body = (await answer.json()) as { room: string; tasks: unknown[] };

@@ -1,12 +1,11 @@
 /**
- * The HTTP API's reads not yet made from their verb files (run list, task logs, nodes), through the
- * command table, and the event stream. One run (GET /v1/runs/{id}) is the status verb's route.
+ * The HTTP API's reads not yet made from their verb files (task logs, nodes), through the command
+ * table, and the event stream. The run list and one run (GET /v1/runs, /v1/runs/{id}) are the list
+ * and status verbs' routes (verb-routes.ts).
  */
 import type { Outcome } from "../../app/commands/outcome.js";
 import type { Command } from "../../app/commands/verbs/index.js";
 import { findRun } from "../../app/run-ref.js";
-import { MAX_LISTED_RUNS } from "../../app/commands/shared.js";
-import type { RunStatus } from "../../domain/model.js";
 import type { RunRecord } from "../../ports/store.js";
 import type { Caller } from "./auth.js";
 import type { RouteContext, ZodApp } from "./context.js";
@@ -32,43 +31,6 @@ export function registerReadRoutes(app: ZodApp, ctx: RouteContext): void {
 
   // --- Reads ----------------------------------------------------------------------------------
 
-  app.get(
-    "/v1/runs",
-    {
-      config: { access: "read" },
-      schema: {
-        summary:
-          "The room's runs, newest first, a page at a time: filtered by status and DAG; the next page's cursor is `next` and the Link header",
-        querystring: s.listQuery,
-        response: { 200: s.runListSchema, ...problems },
-      },
-    },
-    async (req, reply) => {
-      const { room, limit, cursor, status, dag } = req.query;
-      const roomId = pickRoom(room);
-      const o = await read(
-        roomId,
-        {
-          verb: "list",
-          id: dag ?? null,
-          status: status === undefined ? null : (status.split(",") as RunStatus[]),
-          limit: limit ?? MAX_LISTED_RUNS,
-          cursor: cursor ?? null,
-        },
-        callerOf(req),
-      );
-      if (o.kind !== "list") return outcomeProblem(log, o, null);
-      const next = o.next ?? null;
-      if (next !== null) {
-        const query = new URLSearchParams();
-        for (const [k, v] of Object.entries({ room, limit, status, dag }))
-          if (v !== undefined) query.set(k, String(v));
-        query.set("cursor", next);
-        reply.header("link", `</v1/runs?${query.toString()}>; rel="next"`);
-      }
-      return { room: roomId, runs: o.runs, next, at: o.at };
-    },
-  );
   app.get(
     "/v1/runs/:id/tasks/:task/logs",
     {

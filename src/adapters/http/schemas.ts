@@ -3,15 +3,7 @@
  * those of outcomes and commands are in src/app/commands/http-shapes.ts, beside the verbs.
  */
 import { z } from "zod";
-import {
-  idParam,
-  roomParam,
-  runSummarySchema,
-  taskLineSchema,
-  taskSummarySchema,
-} from "../../app/commands/http-shapes.js";
-import { MAX_LIST_LIMIT } from "../../app/run-list.js";
-import { RUN_STATUSES } from "../../domain/model.js";
+import { idParam, roomParam, runSummarySchema, taskLineSchema } from "../../app/commands/http-shapes.js";
 
 // The shapes of outcomes and commands live with the verbs that declare the routes using them.
 export {
@@ -24,42 +16,12 @@ export {
   taskSummarySchema,
   taskLineSchema,
   runStatusSchema,
+  listQuery,
+  runListSchema,
 } from "../../app/commands/http-shapes.js";
 
 export const roomQuery = z.strictObject({
   room: roomParam.optional().describe("the room; optional when the node serves one room"),
-});
-
-const STATUS_LIST = new RegExp(`^(${RUN_STATUSES.join("|")})(,(${RUN_STATUSES.join("|")}))*$`);
-
-export const listQuery = z.strictObject({
-  room: roomParam.optional(),
-  limit: z.coerce
-    .number()
-    .int()
-    .min(1)
-    .max(MAX_LIST_LIMIT)
-    .optional()
-    .describe(`how many runs (1 to ${MAX_LIST_LIMIT}; default 15)`),
-  cursor: z
-    .string()
-    .max(80)
-    .optional()
-    .describe("where to go on: the `next` of the previous page (or its Link rel=next)"),
-  status: z
-    .string()
-    .regex(STATUS_LIST, { error: `comma-separated run statuses: ${RUN_STATUSES.join(", ")}` })
-    .optional()
-    .describe("only runs in these statuses (comma-separated)"),
-  dag: idParam.optional().describe("only the runs of this published DAG"),
-});
-
-export const runListSchema = z.object({
-  room: z.string(),
-  runs: z.array(z.object({ run: runSummarySchema, summary: taskSummarySchema })),
-  /** The cursor of the next page; null on the last. */
-  next: z.string().nullable(),
-  at: z.number(),
 });
 
 export const logsSchema = z.object({

@@ -12,7 +12,7 @@ import type { Outcome } from "../../app/commands/outcome.js";
 import type { Idiom } from "../../app/commands/outcome-table.js";
 import { createdRunOf, httpAnswerOf, plainTextOf } from "../../app/commands/outcome-table.js";
 import { STRUCTURED_COMMAND_KEY } from "../../app/commands/inbox-intent.js";
-import type { AnyVerb, VerbHttp } from "../../app/commands/verb.js";
+import type { AnyVerb, HttpInput, VerbHttp } from "../../app/commands/verb.js";
 import { httpRoutesOf } from "../../app/commands/verb.js";
 import type { Command, VerbRegistry } from "../../app/commands/verbs/index.js";
 import { VERB_REGISTRY } from "../../app/commands/verbs/index.js";
@@ -25,7 +25,6 @@ import * as s from "./schemas.js";
 
 /** Routes written by hand for verbs (read-routes.ts), so answers can name them. */
 const HAND_WRITTEN: Readonly<Record<string, { method: string; path: string }>> = {
-  list: { method: "GET", path: "/v1/runs" },
   logs: { method: "GET", path: "/v1/runs/:id/tasks/:task/logs" },
   nodes: { method: "GET", path: "/v1/nodes" },
 };
@@ -167,11 +166,7 @@ export function registerVerbRoutes(
 
   /** The command a request makes, checked by the grammar's rules for data before anything is stored. */
   const commandOf = (route: VerbHttp<{ verb: string }>, req: FastifyRequest): Command => {
-    const made = route.command({
-      params: (req.params ?? {}) as Record<string, string>,
-      body: req.body,
-      query: (req.query ?? {}) as Record<string, unknown>,
-    });
+    const made = route.command(inputOf(req));
     const parsed = registry.parseData(made);
     if (parsed.kind === "error") fail(400, `command-error.${parsed.error.code}`, parsed.error.message);
     // The registry's grammar made it: a command of one of its verbs.
@@ -229,6 +224,9 @@ export function registerVerbRoutes(
         if (!writes) {
           const outcome = await readFor(roomId, command, req);
           const result = answerOf(route, outcome, { room: roomId });
+          if (result.status < 400 && route.headers !== undefined)
+            for (const [name, value] of Object.entries(route.headers(outcome, inputOf(req))))
+              reply.header(name, value);
           return send(
             reply,
             result.status >= 400 ? { ...result, body: { ...result.body, instance } } : result,
@@ -271,6 +269,15 @@ export function registerVerbRoutes(
   };
 
   for (const verb of registry.verbs) for (const route of httpRoutesOf(verb)) routeOf(verb, route);
+}
+
+/** A request's parts once its schemas have checked them. */
+function inputOf(req: FastifyRequest): HttpInput {
+  return {
+    params: (req.params ?? {}) as Record<string, string>,
+    body: req.body,
+    query: (req.query ?? {}) as Record<string, unknown>,
+  };
 }
 
 function send(reply: FastifyReply, answer: StoredAnswer): FastifyReply {

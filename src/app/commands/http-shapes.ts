@@ -13,6 +13,7 @@ import {
 } from "../../domain/command-grammar.js";
 import { RUN_STATUSES, TASK_STATUSES } from "../../domain/model.js";
 import type { RunSummary, ScheduleLine, TaskLine } from "./outcome.js";
+import { MAX_LIST_LIMIT } from "../run-list.js";
 
 export const idParam = z.string().regex(COMMAND_ID_PATTERN, { error: "use 1-64 of A-Z a-z 0-9 _ . -" });
 
@@ -96,6 +97,39 @@ export const taskLineSchema = z
   .meta({ id: "TaskLine" });
 
 /** A DAG to publish: a JSON document, a TOML or JSON text, or a file of the node's library folder. */
+/** GET /v1/runs: a page of the room's runs (the list verb's query and answer). */
+const STATUS_LIST = new RegExp(`^(${RUN_STATUSES.join("|")})(,(${RUN_STATUSES.join("|")}))*$`);
+
+export const listQuery = z.strictObject({
+  room: roomParam.optional(),
+  limit: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_LIST_LIMIT)
+    .optional()
+    .describe(`how many runs (1 to ${MAX_LIST_LIMIT}; default 15)`),
+  cursor: z
+    .string()
+    .max(80)
+    .optional()
+    .describe("where to go on: the `next` of the previous page (or its Link rel=next)"),
+  status: z
+    .string()
+    .regex(STATUS_LIST, { error: `comma-separated run statuses: ${RUN_STATUSES.join(", ")}` })
+    .optional()
+    .describe("only runs in these statuses (comma-separated)"),
+  dag: idParam.optional().describe("only the runs of this published DAG"),
+});
+
+export const runListSchema = z.object({
+  room: z.string(),
+  runs: z.array(z.object({ run: runSummarySchema, summary: taskSummarySchema })),
+  /** The cursor of the next page; null on the last. */
+  next: z.string().nullable(),
+  at: z.number(),
+});
+
 /** GET /v1/runs/{id}: one run with every task (the status verb's answer). */
 export const runStatusSchema = z.object({
   room: z.string(),

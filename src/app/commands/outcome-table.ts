@@ -55,6 +55,8 @@ interface Entry<K extends OutcomeKind> {
   http(o: Extract<Outcome, { kind: K }>): HttpAnswer;
   exit(o: Extract<Outcome, { kind: K }>): number;
   text(o: Extract<Outcome, { kind: K }>, say: Idiom): string;
+  /** A line beside the answer (the CLI prints it on stderr, so stdout stays the answer): a next page. */
+  aside?(o: Extract<Outcome, { kind: K }>, say: Idiom): string | null;
 }
 
 const ok200: HttpAnswer = { ok: true, status: 200 };
@@ -185,6 +187,7 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
     exit: refused,
     text: (o) => {
       const guess = o.didYouMean === null ? "" : ` Did you mean ${o.didYouMean}?`;
+      if (o.dag === true) return `There is no DAG or run "${o.dagId}" in this room.${guess}`;
       return o.taskId === null
         ? `No run named ${o.dagId} in this room.${guess}`
         : `Run ${o.dagId} has no task named ${o.taskId}.${guess} Its tasks: ${o.known.join(", ")}.`;
@@ -201,6 +204,8 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
     exit: success,
     text: (o) =>
       runLines(o.runs, o.of === undefined && o.room !== undefined ? `no runs in room ${o.room}` : "no runs"),
+    aside: (o, say) =>
+      o.next === undefined ? null : `more: the next page with ${say.command("list", ["--cursor", o.next])}`,
   },
   schedules: {
     http: () => ok200,
@@ -393,6 +398,7 @@ type AnyEntry = {
   http(o: Outcome): HttpAnswer;
   exit(o: Outcome): number;
   text(o: Outcome, say: Idiom): string;
+  aside?(o: Outcome, say: Idiom): string | null;
 };
 const entryOf = (o: Outcome): AnyEntry => TABLE[o.kind] as unknown as AnyEntry;
 
@@ -409,6 +415,11 @@ export function exitStatusOf(o: Outcome): number {
 /** The outcome as plain text, naming other commands in the face's idiom. */
 export function plainTextOf(o: Outcome, say: Idiom): string {
   return entryOf(o).text(o, say);
+}
+
+/** A line beside the outcome's text (a next page), or null. */
+export function asideOf(o: Outcome, say: Idiom): string | null {
+  return entryOf(o).aside?.(o, say) ?? null;
 }
 
 /** Where a created run can be read over HTTP (the Location of a 201). */

@@ -141,6 +141,8 @@ export type Outcome =
       didYouMean: string | null;
       /** For a missing task: the run's task ids (the first few). */
       known: string[];
+      /** A published DAG's id was asked for (a list of its runs): neither a DAG nor a run has it. */
+      dag?: boolean;
     }
   | {
       kind: "status";

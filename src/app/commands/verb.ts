@@ -70,6 +70,8 @@ export interface VerbCli<C> {
    * CLI adds `ok`, `answer` and `room`. A failure's JSON is always the outcome's own data.
    */
   readonly json?: (outcome: Outcome) => Record<string, unknown> | null;
+  /** A usage error in the command it made, found before the store is read (exit 2), or null. */
+  readonly check?: (command: { verb: string }) => string | null;
   /** Offers --confirm: a new run the answer creates awaiting confirmation is confirmed at once. */
   readonly confirmOption?: boolean;
   /**
@@ -105,6 +107,8 @@ export interface VerbHttp<C> {
   readonly command: (input: HttpInput) => C;
   /** The answer's data for a success outcome; null for one that is not (then it is a problem). */
   readonly answer: (outcome: Outcome) => Record<string, unknown> | null;
+  /** Headers of a success answer (a read's Link to its next page). */
+  readonly headers?: (outcome: Outcome, input: HttpInput) => Readonly<Record<string, string>>;
 }
 
 interface VerbBase<C extends { verb: string }, K extends OutcomeKind> {

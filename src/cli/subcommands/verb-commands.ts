@@ -6,7 +6,7 @@
  */
 import type { Command as Program } from "commander";
 import type { Outcome } from "../../app/commands/outcome.js";
-import { exitStatusOf, plainTextOf } from "../../app/commands/outcome-table.js";
+import { asideOf, exitStatusOf, plainTextOf } from "../../app/commands/outcome-table.js";
 import type { Idiom } from "../../app/commands/outcome-table.js";
 import type { AnyVerb, CliArg, VerbCli } from "../../app/commands/verb.js";
 import type { Command, VerbRegistry } from "../../app/commands/verbs/index.js";
@@ -73,6 +73,8 @@ function commandOf(
   }
   const parsed = registry.parseData(data);
   if (parsed.kind === "error") throw new CliError(parsed.error.message, EXIT_CONFIG);
+  const wrong = cli.check?.(parsed.command) ?? null;
+  if (wrong !== null) throw new CliError(wrong, EXIT_CONFIG);
   // The registry's grammar made it: a command of one of its verbs.
   return parsed.command as Command;
 }
@@ -101,8 +103,8 @@ export function registerVerbCommands(program: Program, registry: VerbRegistry = 
           (cli.queuesWithoutNode === true
             ? "and 0 when no node of the room runs: the command is queued and the\nfirst leader applies it."
             : "3 no node of the room has a heartbeat (the command is queued and runs\nwhen a node starts).")
-        : "Reads the store (and never creates one). Exit status: 0 shown, 1 not found or store error, 2 bad\n" +
-          "arguments or config.";
+        : "Reads the store (and never creates one): the answer on stdout, a failure on stderr. Exit status: 0\n" +
+          "shown, 1 not found or store error, 2 bad arguments or config.";
     withCommonOptions(cmd, `${cli.about === undefined ? "" : `${cli.about}\n\n`}${how}`).action(
       (...given: unknown[]) => {
         const values = given.slice(0, args.length) as Array<string | string[] | undefined>;
@@ -166,15 +168,19 @@ async function readVerb(
       : { kind: "refused", verb: verb.verb, reason: check.reason, helpLine: "" };
     const exit = exitStatusOf(outcome);
     const data = (exit === 0 ? declaring.cli?.json?.(outcome) : null) ?? dataOf(outcome);
-    return print(
-      {
-        ok: exit === 0,
-        exit,
-        json: { ok: exit === 0, answer: outcome.kind, room: roomId, ...data },
-        text: plainTextOf(outcome, CLI_IDIOM),
-      },
-      options.json === true,
-    );
+    if (options.json === true) {
+      process.stdout.write(
+        `${JSON.stringify({ ok: exit === 0, answer: outcome.kind, room: roomId, ...data })}\n`,
+      );
+      return exit;
+    }
+    // What was read goes to stdout (one line per run, for scripts); a failure and an aside to stderr.
+    const text = `${plainTextOf(outcome, CLI_IDIOM)}\n`;
+    if (exit === 0) process.stdout.write(text);
+    else process.stderr.write(text);
+    const aside = asideOf(outcome, CLI_IDIOM);
+    if (aside !== null) process.stderr.write(`${aside}\n`);
+    return exit;
   } finally {
     await store.close();
   }

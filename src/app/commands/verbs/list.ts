@@ -8,7 +8,8 @@ import { progressOfRuns } from "../outcome.js";
 import type { RunStatus } from "../../../domain/model.js";
 import { RUN_STATUSES } from "../../../domain/model.js";
 import { isRunStatus } from "../../../domain/run-states.js";
-import { listRunPage, MAX_LIST_LIMIT } from "../../run-list.js";
+import { decodeCursor, listRunPage, MAX_LIST_LIMIT } from "../../run-list.js";
+import { listQuery, runListSchema } from "../http-shapes.js";
 import { MAX_LISTED_RUNS, notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
 
@@ -39,6 +40,72 @@ export const list = defineVerb<ListCommand, "list">({
   permission: "open",
   details: ["With <id>, the runs of that published DAG: the one publishing started and each `!dag run`."],
   handle: (ctx, c) => handleList(ctx, c),
+  cli: {
+    description:
+      "List the room's runs, newest first: run id, status, tasks succeeded and what else happened. " +
+      "With DAG_ID, the runs of that published DAG.",
+    about:
+      "A page with more after it ends with the next page's cursor (on stderr; `next` with --json); runs\n" +
+      "created meanwhile do not shift the pages.",
+    args: [
+      {
+        name: "dag_id",
+        about: "only the runs of this published DAG (a run's id or uuid: that run)",
+        optional: true,
+      },
+    ],
+    options: [
+      {
+        flags: "--status <statuses>",
+        about: `only runs in these statuses, comma-separated (${RUN_STATUSES.join(", ")})`,
+      },
+      { flags: "--limit <n>", about: `how many runs on a page (1 to ${MAX_LIST_LIMIT})`, default: "20" },
+      { flags: "--cursor <cursor>", about: "the next page: the cursor the previous page printed" },
+    ],
+    command: ([id], options = {}) => ({
+      verb: "list",
+      id: typeof id === "string" ? id : null,
+      status:
+        typeof options["status"] === "string" ? options["status"].split(",").map((s) => s.trim()) : null,
+      limit: Number(options["limit"] ?? 20),
+      cursor: typeof options["cursor"] === "string" ? options["cursor"] : null,
+    }),
+    check: (c) => {
+      const cursor = (c as ListCommand).cursor;
+      return typeof cursor === "string" && decodeCursor(cursor) === null
+        ? "--cursor is not a cursor a list printed: start again without it"
+        : null;
+    },
+    json: (o) => (o.kind === "list" ? runsJson(o) : null),
+  },
+  http: {
+    method: "GET",
+    path: "/v1/runs",
+    summary:
+      "The room's runs, newest first, a page at a time: filtered by status and DAG; the next page's cursor is `next` and the Link header",
+    query: listQuery,
+    response: runListSchema,
+    command: ({ query }) => {
+      const q = query as { limit?: number; cursor?: string; status?: string; dag?: string };
+      return {
+        verb: "list",
+        id: q.dag ?? null,
+        status: q.status === undefined ? null : (q.status.split(",") as RunStatus[]),
+        limit: q.limit ?? MAX_LISTED_RUNS,
+        cursor: q.cursor ?? null,
+      };
+    },
+    answer: (o) => (o.kind === "list" ? { runs: o.runs, next: o.next ?? null, at: o.at } : null),
+    // The next page, with the same filters.
+    headers: (o, { query }): Record<string, string> => {
+      if (o.kind !== "list" || o.next === undefined) return {};
+      const next = new URLSearchParams();
+      for (const k of ["room", "limit", "status", "dag"])
+        if (query[k] !== undefined) next.set(k, String(query[k]));
+      next.set("cursor", o.next);
+      return { link: `</v1/runs?${next.toString()}>; rel="next"` };
+    },
+  },
   render: {
     list: (o) => {
       if (o.of !== undefined)
@@ -64,7 +131,10 @@ async function handleList(ctx: HandlerContext, c: ListCommand): Promise<Outcome>
     limit: c.limit ?? MAX_LISTED_RUNS,
     cursor: c.cursor ?? null,
   });
-  if (answer.kind === "no-such-dag") return notFoundRun(ctx, answer.ref);
+  if (answer.kind === "no-such-dag") {
+    const missing = await notFoundRun(ctx, answer.ref);
+    return missing.kind === "not-found" ? { ...missing, dag: true } : missing;
+  }
   if (answer.kind === "bad-cursor")
     return {
       kind: "command-error",
