@@ -16,7 +16,7 @@ import type { StreamStats } from "./event-stream.js";
 import { fail } from "./problem.js";
 import { httpAnswerOf, plainTextOf } from "../../app/commands/outcome-table.js";
 import { COMMANDS } from "../../app/commands/verbs/index.js";
-import { httpIdiom } from "./verb-routes.js";
+import { httpIdiom } from "./http-idiom.js";
 
 export interface CommandAnswer {
   outcome: Outcome | null;

@@ -9,7 +9,6 @@
 import { randomUUID } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Outcome } from "../../app/commands/outcome.js";
-import type { Idiom } from "../../app/commands/outcome-table.js";
 import { createdRunOf, httpAnswerOf, plainTextOf } from "../../app/commands/outcome-table.js";
 import { STRUCTURED_COMMAND_KEY } from "../../app/commands/inbox-intent.js";
 import type { AnyVerb, HttpInput, VerbHttp } from "../../app/commands/verb.js";
@@ -18,42 +17,11 @@ import type { Command, VerbRegistry } from "../../app/commands/verbs/index.js";
 import { VERB_REGISTRY } from "../../app/commands/verbs/index.js";
 import { canonicalJson } from "../../domain/canonical-hash.js";
 import { sha256Hex } from "./auth.js";
+import { httpIdiom } from "./http-idiom.js";
 import type { CommandAnswer, RouteContext, ZodApp } from "./context.js";
 import type { ProblemCode } from "./problem.js";
 import { PROBLEM_CONTENT_TYPE, ProblemError, fail, problem } from "./problem.js";
 import * as s from "./schemas.js";
-
-/** Routes written by hand for verbs (read-routes.ts), so answers can name them. */
-const HAND_WRITTEN: Readonly<Record<string, { method: string; path: string }>> = {
-  logs: { method: "GET", path: "/v1/runs/:id/tasks/:task/logs" },
-  nodes: { method: "GET", path: "/v1/nodes" },
-};
-
-/**
- * How the HTTP API names a command in its answers: its route, path parameters filled in, and the
- * other arguments as the body's fields (`POST /v1/runs/x/confirm {"hash":"4847e234d56d"}`).
- */
-export function httpIdiom(verbs: readonly AnyVerb[]): Idiom {
-  return {
-    command: (verb, args) => {
-      const declared = verbs.find((v) => v.verb === verb);
-      const route = (declared === undefined ? undefined : httpRoutesOf(declared)[0]) ?? HAND_WRITTEN[verb];
-      if (route === undefined) return `the ${verb} command`;
-      const rest = [...args];
-      const names = (declared?.args ?? []).map((a) => a.name);
-      const used = new Set<string>();
-      const path = route.path.replace(/:([A-Za-z]+)/g, (_m, name: string) => {
-        const at = names.indexOf(name);
-        used.add(name);
-        return encodeURIComponent((at >= 0 ? args[at] : rest.shift()) ?? `{${name}}`);
-      });
-      const fields = Object.fromEntries(
-        names.map((n, i) => [n, args[i]] as const).filter(([n, v]) => !used.has(n) && v !== undefined),
-      );
-      return `${route.method} ${path}${Object.keys(fields).length === 0 ? "" : ` ${JSON.stringify(fields)}`}`;
-    },
-  };
-}
 
 /** Printable ASCII, as an HTTP header value safely is; long enough for a UUID or a hash. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
