@@ -12,7 +12,7 @@
  * Where the other picture budgets live: docs/architecture.md §9.
  */
 import type { TaskStatus } from "./model.js";
-import type { GraphBox, RunGraph } from "./run-graph.js";
+import type { GraphBox, GraphReduction, RunGraph } from "./run-graph-shapes.js";
 
 export const PICTURE_BUDGET = {
   /** Boxes a picture may hold; run-graph.ts already folds past MAX_BOXES, this is the hard stop. */
@@ -25,8 +25,8 @@ export const PICTURE_BUDGET = {
 
 export type PictureBudget = { readonly maxBoxes: number; readonly maxEdges: number; readonly bands: number };
 
-/** How a picture was reduced to fit its budget; null when it is drawn as built. */
-export type GraphReduction = "implied-edges" | "bands" | null;
+/** How a picture was reduced to fit its budget; null when it is drawn as built (run-graph-shapes.ts). */
+export type { GraphReduction };
 
 export function overBudget(graph: Pick<RunGraph, "boxes" | "edges">, budget: PictureBudget): boolean {
   return graph.boxes.length > budget.maxBoxes || graph.edges.length > budget.maxEdges;

@@ -19,7 +19,8 @@
 import type { TaskStatus } from "./model.js";
 import { TASK_STATUSES } from "./model.js";
 import { countStatuses, outcomeCounts } from "./run-counts.js";
-import type { GraphReduction } from "./graph-budget.js";
+export type { GraphBox, GraphReduction, RunGraph } from "./run-graph-shapes.js";
+import type { GraphBox, GraphReduction, RunGraph } from "./run-graph-shapes.js";
 import { fitToBudget, overBudget, PICTURE_BUDGET, withoutImpliedEdges } from "./graph-budget.js";
 
 export const FAN_LIMIT = 8;
@@ -52,40 +53,6 @@ export interface RunGraphInput {
   runStatusWord: string | null;
   tasks: readonly GraphTaskInput[];
   /** One line on why the run's tasks wait (wait-reasons.ts waitsLine); absent or "" when none do. */
-  waits?: string;
-}
-
-export interface GraphBox {
-  /** Stable key of the box: `t:<task id>` or `g:<n>`. */
-  key: string;
-  kind: "task" | "group";
-  /** Task id, or the first and last member of a group. */
-  title: string;
-  /** The action for a task; `N tasks` for a group. */
-  caption: string;
-  /** A task's status; for a group, its most urgent member status. */
-  status: TaskStatus;
-  /** Members in document order (one for a task box). */
-  taskIds: string[];
-  /** Members per status, zero where none. */
-  counts: Record<TaskStatus, number>;
-  /** A task box's reason to wait, when it has one besides its needs. */
-  wait?: string;
-}
-
-export interface RunGraph {
-  title: string;
-  counts: string;
-  /** Statuses that occur, in TASK_STATUSES order: the legend. */
-  legend: TaskStatus[];
-  boxes: GraphBox[];
-  /** Box keys, deduplicated, in a stable order. */
-  edges: [string, string][];
-  /** True when some box groups several tasks. */
-  grouped: boolean;
-  /** How the picture was reduced to fit the picture budget (graph-budget.ts); absent or null: not. */
-  reduction?: GraphReduction;
-  /** Why the run's tasks wait, one line under the counts; absent when none do. */
   waits?: string;
 }
 
