@@ -6,6 +6,7 @@
  * Neither the stored output (while the action runs and after), nor the error, nor `dagbot logs`
  * shows the token or the password; the environ block shows the variable with its value overwritten.
  */
+import { randomBytes } from "node:crypto";
 import { spawn } from "node:child_process";
 import { mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,7 +19,8 @@ import type { TestDatabase } from "../support/postgres.js";
 import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
 import { waitFor } from "../support/store-wait.js";
 
-const TOKEN = "syt_ZGFnYm90_sEcReTaCcEsStOkEn_4f1c9e";
+// Made afresh per run: no token-shaped literal in the repository.
+const TOKEN = `syt_${randomBytes(12).toString("hex")}_test`;
 const PASSWORD = "store-pw-7d2a61b0c4";
 const ROOM = "!room:example.org";
 let dir: string;
