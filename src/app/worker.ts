@@ -1,5 +1,5 @@
 /**
- * The worker of one node (docs/architecture.md §3, §4 step 6): claims queued tasks that fit its labels, actions
+ * The worker of one node (docs/architecture.md §3, §4 step 4): claims queued tasks that fit its labels, actions
  * and free slots, runs each with the executor, renews the task's lease while it runs, and records
  * the end of the attempt with its fencing token. A renewal that is rejected means the task is no
  * longer ours: the action is killed and nothing is written. A renewal that reports `canceling` kills
