@@ -3,7 +3,6 @@
 // subcommands, and GET /v1/runs/{id} and GET /v1/runs by the same builder as their routes, from
 // src/app/commands/verbs/status.ts and list.ts.
 // A read of the CLI or HTTP is stored nowhere, so it shows every task, not the chat card's selection.
-import { createHash } from "node:crypto";
 import { Command } from "commander";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { executeCommand } from "../../src/app/commands/table.js";
@@ -16,6 +15,7 @@ import { silentLogger } from "../../src/adapters/log/pino-logger.js";
 import { startHttpApi } from "../../src/adapters/http/server.js";
 import { registerVerbCommands } from "../../src/cli/subcommands/verb-commands.js";
 import { parseDag } from "../../src/domain/dag.js";
+import { inProcessHttpConfig } from "../support/http-client.js";
 import { sqliteTestDb } from "../support/sqlite-harness.js";
 import { becomeLeader } from "../support/store-fixtures.js";
 
@@ -93,23 +93,7 @@ describe("the read verbs, from their declarations", () => {
       // HTTP: the route and its OpenAPI entry are the declaration's.
       const token = "t".repeat(32);
       const api = await startHttpApi({
-        config: {
-          listen: "127.0.0.1:0",
-          host: "127.0.0.1",
-          port: 0,
-          tokens: [{ name: "ci", sha256: createHash("sha256").update(token).digest("hex"), level: "read" }],
-          openHealth: true,
-          openMetrics: true,
-          bodyLimitBytes: 65_536,
-          sseBufferBytes: 65_536,
-          commandTimeoutMs: 1_000,
-          heartbeatMs: 15_000,
-          maxStreams: 2,
-          maxConnections: 16,
-          headerTimeoutMs: 10_000,
-          requestTimeoutMs: 30_000,
-          keepAliveTimeoutMs: 5_000,
-        },
+        config: inProcessHttpConfig(token),
         session: "test/boot",
         rooms: ["local"],
         store,

@@ -2,7 +2,6 @@
 // verb list through the same functions the real list goes through, appears in chat help and the
 // chat grammar, as a CLI subcommand with --help and --json (run against a real SQLite store), and
 // as an HTTP route in the OpenAPI document (a real server on a free port), with nothing else added.
-import { createHash } from "node:crypto";
 import { Command } from "commander";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import type { HandlerContext } from "../../src/app/commands/context.js";
@@ -19,6 +18,7 @@ import { startHttpApi } from "../../src/adapters/http/server.js";
 import { registerVerbCommands } from "../../src/cli/subcommands/verb-commands.js";
 import { z } from "zod";
 import { parseDag } from "../../src/domain/dag.js";
+import { inProcessHttpConfig } from "../support/http-client.js";
 import { sqliteTestDb } from "../support/sqlite-harness.js";
 import { becomeLeader } from "../support/store-fixtures.js";
 
@@ -110,23 +110,7 @@ describe("a verb declared once", () => {
       // HTTP: a route in the OpenAPI document, served from the same declaration.
       const token = "t".repeat(32);
       const api = await startHttpApi({
-        config: {
-          listen: "127.0.0.1:0",
-          host: "127.0.0.1",
-          port: 0,
-          tokens: [{ name: "ci", sha256: createHash("sha256").update(token).digest("hex"), level: "read" }],
-          openHealth: true,
-          openMetrics: true,
-          bodyLimitBytes: 65_536,
-          sseBufferBytes: 65_536,
-          commandTimeoutMs: 1_000,
-          heartbeatMs: 15_000,
-          maxStreams: 2,
-          maxConnections: 16,
-          headerTimeoutMs: 10_000,
-          requestTimeoutMs: 30_000,
-          keepAliveTimeoutMs: 5_000,
-        },
+        config: inProcessHttpConfig(token),
         session: "test/boot",
         rooms: ["local"],
         store,

@@ -4,6 +4,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { connect } from "node:net";
 import type { Socket } from "node:net";
+import type { HttpConfig } from "../../src/config/node-config.js";
 import type { NodeProcess, Target } from "./engine-cluster.js";
 import { startNode, writeNodeConfig } from "./engine-cluster.js";
 import { waitFor } from "./store-wait.js";
@@ -12,6 +13,30 @@ export const OPERATE_TOKEN = "operate-token-0123456789abcdef-test";
 export const READ_TOKEN = "read-token-0123456789abcdef-test";
 
 const sha = (t: string): string => createHash("sha256").update(t).digest("hex");
+
+/**
+ * The HTTP config of an API started in the test's own process (startHttpApi), on an ephemeral port,
+ * with one read token.
+ */
+export function inProcessHttpConfig(token: string): HttpConfig {
+  return {
+    listen: "127.0.0.1:0",
+    host: "127.0.0.1",
+    port: 0,
+    tokens: [{ name: "ci", sha256: sha(token), level: "read" }],
+    openHealth: true,
+    openMetrics: true,
+    bodyLimitBytes: 65_536,
+    sseBufferBytes: 65_536,
+    commandTimeoutMs: 1_000,
+    heartbeatMs: 15_000,
+    maxStreams: 2,
+    maxConnections: 16,
+    headerTimeoutMs: 10_000,
+    requestTimeoutMs: 30_000,
+    keepAliveTimeoutMs: 5_000,
+  };
+}
 
 /** The [http] section of a test node: both tokens, an ephemeral port unless one is given. */
 export function httpSection(options: { port?: number; extra?: string } = {}): string {
