@@ -6,7 +6,7 @@
  * stops everything it started.
  */
 import { randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -35,6 +35,14 @@ function packagePath(relative: string): string {
 }
 
 export async function runDemo(options: DemoOptions): Promise<number> {
+  // The demo installs Synapse with the repository's script (and Python); the container image ships
+  // neither, so there it says so before starting anything.
+  const installScript = packagePath("scripts/install-synapse.sh");
+  if (!existsSync(installScript))
+    throw new SetupError(
+      `the demo installs a local Synapse with ${installScript}, which this installation does not have ` +
+        "(the container image ships no scripts/ and no Python): run `dagbot demo` from a checkout of the repository",
+    );
   // Synapse and the demo's node die with this process, however it ends.
   installChildReaper();
   out(

@@ -1,7 +1,10 @@
 // The container image without a container engine: the final stage of docker/Dockerfile is read
-// (its WORKDIR, COPY lines and ENTRYPOINT), exactly the files it copies are assembled into an empty
-// folder standing for /app, and the entrypoint runs from there with nothing else: `--version`,
-// `validate`, the bot's modules loading for `start`, and a `node` on SQLite that runs a DAG.
+// (its WORKDIR, COPY lines, ENTRYPOINT and HEALTHCHECK), exactly the files it copies are assembled
+// into an empty folder standing for /app, and the entrypoint runs from there with nothing else:
+// `--version`, `validate`, the bot's modules loading for `start`, a `node` on SQLite that runs a DAG
+// and which the image's HEALTHCHECK command finds healthy (and unhealthy once stopped), and `demo`
+// saying it cannot run there. What cannot run without an engine is read: the pinned base and
+// Synapse images, and compose publishing ports on 127.0.0.1 only.
 //
 // Where a COPY takes from the build stage, the build stage's /app is this checkout after
 // `npm ci && npm run build && npm prune --omit=dev`: `dist` is the checkout's build, and
@@ -126,8 +129,32 @@ function productionNodeModules(dst: string): number {
   return count;
 }
 
-/** Builds the image's /app (and anything else it copies) under `root`; returns the entrypoint argv. */
-function assembleImage(root: string): { app: string; entrypoint: string[]; copied: string[] } {
+/** `HEALTHCHECK [--option=value ...] CMD ["node", ...]` → its options and the command's argv. */
+function parseHealthcheck(args: string): { options: Record<string, string>; argv: string[] } {
+  const m = /^((?:--[a-z-]+=\S+\s+)*)CMD\s+(\[.*\])$/.exec(args.trim());
+  if (m === null) throw new Error(`HEALTHCHECK this test does not model (exec-form CMD expected): ${args}`);
+  const options: Record<string, string> = {};
+  for (const opt of m[1]!
+    .trim()
+    .split(/\s+/)
+    .filter((w) => w !== "")) {
+    const [key, value] = opt.slice(2).split("=");
+    options[key!] = value!;
+  }
+  return { options, argv: parseExecForm(m[2]!) };
+}
+
+interface Image {
+  app: string;
+  entrypoint: string[];
+  healthcheck: { options: Record<string, string>; argv: string[] } | null;
+  /** Each stage's FROM image (the `AS name` left out). */
+  bases: string[];
+  copied: string[];
+}
+
+/** Builds the image's /app (and anything else it copies) under `root`; returns what the final stage runs. */
+function assembleImage(root: string): Image {
   const stages = readStages(readFileSync(join(REPO, "docker", "Dockerfile"), "utf8"));
   const final = stages[stages.length - 1];
   const build = stages[0];
@@ -149,11 +176,14 @@ function assembleImage(root: string): { app: string; entrypoint: string[]; copie
 
   let workdir = "/";
   let entrypoint: string[] | null = null;
+  let healthcheck: Image["healthcheck"] = null;
+  const bases = stages.map((stage) => stage[0]!.args.trim().split(/\s+/)[0]!);
   const copied: string[] = [];
   const inRoot = (p: string): string => join(root, p);
   for (const ins of final) {
     if (ins.op === "WORKDIR") workdir = posix.resolve(workdir, ins.args.trim());
     if (ins.op === "ENTRYPOINT") entrypoint = parseExecForm(ins.args);
+    if (ins.op === "HEALTHCHECK") healthcheck = parseHealthcheck(ins.args);
     if (ins.op !== "COPY" && ins.op !== "ADD") continue;
     if (ins.op === "ADD") throw new Error("ADD in the final stage: this test models COPY only");
     const copy = parseCopy(ins.args);
@@ -180,11 +210,11 @@ function assembleImage(root: string): { app: string; entrypoint: string[]; copie
     }
   }
   if (entrypoint === null) throw new Error("the final stage has no ENTRYPOINT");
-  return { app: inRoot(workdir), entrypoint, copied };
+  return { app: inRoot(workdir), entrypoint, healthcheck, bases, copied };
 }
 
 let root: string;
-let image: { app: string; entrypoint: string[]; copied: string[] };
+let image: Image;
 let failed = false;
 
 beforeAll(() => {
@@ -241,17 +271,14 @@ function run(args: string[], env: Record<string, string> = {}, timeoutMs = 30_00
 }
 
 /**
- * The node healthcheck of docker/compose.yaml (its `x-node` block), run as the container would: the
- * image's paths under the assembled folder, /config/node.toml standing for the mounted node file
- * (here the image's own config/local.toml).
+ * The image's HEALTHCHECK command, run as the container would: the image's paths under the assembled
+ * folder, /config/node.toml standing for the mounted node file (here the image's own
+ * config/local.toml), the container's environment.
  */
 function runHealthcheck(env: Record<string, string>): Promise<CliResult> {
-  const compose = readFileSync(join(REPO, "docker", "compose.yaml"), "utf8");
-  const block = compose.slice(compose.indexOf("x-node:"), compose.indexOf("\nservices:"));
-  const m = /healthcheck:\s*\n(?:\s*#.*\n)*\s*test:\s*(\[.*\])/.exec(block);
-  if (m === null) throw new Error("docker/compose.yaml: x-node has no healthcheck test");
-  const [kind, program, entry, ...args] = JSON.parse(m[1]!) as string[];
-  expect([kind, program, entry]).toEqual(["CMD", ...image.entrypoint]);
+  if (image.healthcheck === null) throw new Error("docker/Dockerfile: the final stage has no HEALTHCHECK");
+  const [program, entry, ...args] = image.healthcheck.argv;
+  expect([program, entry]).toEqual(image.entrypoint);
   const config = join(root, "config", "node.toml");
   mkdirSync(dirname(config), { recursive: true });
   copyFileSync(join(image.app, "config", "local.toml"), config);
@@ -278,6 +305,73 @@ describe("the container image's final stage", () => {
     expect(existsSync(join(image.app, "node_modules", "vitest"))).toBe(false);
     expect(existsSync(join(image.app, "node_modules", "typescript"))).toBe(false);
     expect(existsSync(join(image.app, "src"))).toBe(false);
+    // No scripts/ (nor Python): `dagbot demo` cannot install its Synapse there, and says so (below).
+    expect(existsSync(join(image.app, "scripts"))).toBe(false);
+  });
+
+  it("has a HEALTHCHECK of its own that runs `dagbot nodes --check` on the node file CMD starts", () => {
+    const final = readStages(readFileSync(join(REPO, "docker", "Dockerfile"), "utf8")).pop()!;
+    const cmd = parseExecForm(final.find((i) => i.op === "CMD")!.args);
+    expect(image.healthcheck).not.toBeNull();
+    const { options, argv } = image.healthcheck!;
+    expect(argv).toEqual([...image.entrypoint, "nodes", "--check", "--config", "/config/node.toml"]);
+    // The node file the healthcheck reads is the one the default command starts.
+    expect(cmd.slice(cmd.indexOf("--config"), cmd.indexOf("--config") + 2)).toEqual([
+      "--config",
+      "/config/node.toml",
+    ]);
+    // Every option is a duration, and the check gives up before the next one starts.
+    for (const key of ["interval", "timeout", "start-period"]) expect(options[key]).toMatch(/^\d+s$/);
+    expect(Number(options["retries"])).toBeGreaterThan(0);
+    expect(parseInt(options["timeout"]!, 10)).toBeLessThan(parseInt(options["interval"]!, 10));
+    // compose inherits it rather than defining a second, drifting one for the nodes.
+    const compose = readFileSync(join(REPO, "docker", "compose.yaml"), "utf8");
+    const xNode = compose.slice(compose.indexOf("x-node:"), compose.indexOf("\nservices:"));
+    expect(xNode).not.toMatch(/^\s*healthcheck:/m);
+  });
+
+  it("is built on a pinned Node 24 release, which package.json's engines accept", () => {
+    const pkg = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as {
+      engines: { node: string };
+    };
+    expect(image.bases.length).toBeGreaterThanOrEqual(2);
+    for (const base of image.bases) expect(base).toMatch(/^node:24\.\d+\.\d+-[a-z]+-slim$/);
+    // Both stages the same Node: better-sqlite3 is compiled for the Node that loads it.
+    expect(new Set(image.bases).size).toBe(1);
+    const floor = /^>=(\d+)$/.exec(pkg.engines.node);
+    expect(floor).not.toBeNull();
+    expect(24).toBeGreaterThanOrEqual(Number(floor![1]));
+  });
+
+  it("compose pins every image to a version and publishes ports on 127.0.0.1 only", () => {
+    const compose = readFileSync(join(REPO, "docker", "compose.yaml"), "utf8");
+    const images = [...compose.matchAll(/^\s*image:\s*(\S+)/gm)].map((m) => m[1]!);
+    expect(images.length).toBeGreaterThan(0);
+    for (const ref of images) {
+      const tag = ref.split(":")[1];
+      expect(tag, ref).toBeDefined();
+      expect(tag, ref).not.toBe("latest");
+    }
+    // Synapse is the release the chat tests run.
+    const pinned = /^SYNAPSE_VERSION="([^"]+)"/m.exec(
+      readFileSync(join(REPO, "scripts", "install-synapse.sh"), "utf8"),
+    )![1]!;
+    expect(images).toContain(`matrixdotorg/synapse:v${pinned}`);
+    const ports = [...compose.matchAll(/^\s*ports:\s*(\[.*\])/gm)].flatMap(
+      (m) => JSON.parse(m[1]!) as string[],
+    );
+    expect(ports.length).toBeGreaterThan(0);
+    for (const port of ports) expect(port).toMatch(/^127\.0\.0\.1:\d+:\d+$/);
+    // Every `ports:` is in the one-line form read above.
+    expect(compose.match(/^\s*ports:/gm)?.length).toBe(compose.match(/^\s*ports:\s*\[/gm)?.length);
+  });
+
+  it("says `dagbot demo` cannot run in it, before starting anything", async () => {
+    const r = await track(run(["demo"]));
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("scripts/install-synapse.sh, which this installation does not have");
+    expect(r.stderr).toContain("run `dagbot demo` from a checkout of the repository");
+    expect(r.stdout).not.toContain("Starting a local Synapse");
   });
 
   it("prints its version", async () => {
@@ -356,7 +450,7 @@ describe("the container image's final stage", () => {
       expect(done?.status, log).toBe("succeeded");
       const tasks = await store.listTasks(runId);
       expect(tasks.map((t) => t.executor?.nodeId)).toEqual(tasks.map(() => "img-node"));
-      // The compose file's node healthcheck, run in the image: healthy while the node beats, not after.
+      // The image's HEALTHCHECK command, run in the image: healthy while the node beats, not after.
       const health = await track(runHealthcheck(env));
       expect(health.code, health.stdout + health.stderr).toBe(0);
       node.kill("SIGTERM");
