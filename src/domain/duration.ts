@@ -42,3 +42,12 @@ export function formatDuration(ms: number): string {
   }
   return `${Math.floor(totalMinutes / 1_440)}d${String(Math.floor((totalMinutes % 1_440) / 60)).padStart(2, "0")}h`;
 }
+
+/**
+ * A duration as chat shows it on a task or a run (issue 29): null under a second (not worth a
+ * word), else rounded to the second: `3s`, `59s`, `1m05s`, `1h02m`.
+ */
+export function shownDuration(ms: number): string | null {
+  if (!Number.isFinite(ms) || ms < 1_000) return null;
+  return formatDuration(Math.round(ms / 1_000) * 1_000);
+}

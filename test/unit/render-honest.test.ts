@@ -110,7 +110,8 @@ describe("quieter words", () => {
   });
 
   it("an exit status is said once", () => {
-    expect(renderTaskLine(line(), T0).body).toBe("❌ `t` — failed · on `n1` · attempt 1/1 · 1s · exit 1");
+    // No retries: "attempt 1/1" is not said either.
+    expect(renderTaskLine(line(), T0).body).toBe("❌ `t` — failed · on `n1` · 1s · exit 1");
     // Other errors stay.
     expect(renderTaskLine(line({ exitCode: null, error: "killed by signal SIGKILL" }), T0).body).toContain(
       "killed by signal SIGKILL",

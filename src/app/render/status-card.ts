@@ -4,6 +4,8 @@
  */
 import { appliedDag } from "../../domain/params.js";
 import { exitWords } from "../../domain/exit-status.js";
+import { shownDuration } from "../../domain/duration.js";
+import { fitList } from "../../domain/name-list.js";
 import type { TaskSummary } from "../../domain/run-status.js";
 import type { TaskStatus } from "../../domain/model.js";
 import { TASK_STATUSES } from "../../domain/model.js";
@@ -12,7 +14,7 @@ import { summarizeTasks } from "../../domain/run-status.js";
 import { shortHash } from "../../domain/command-grammar.js";
 import type { ParsedDag } from "../../domain/model.js";
 import type { RunRecord, TaskRecord } from "../../ports/store.js";
-import type { WaitReason } from "../../domain/wait-reasons.js";
+import type { WaitReason, WaitWord } from "../../domain/wait-reasons.js";
 import { groupWaits, waitWords } from "../../domain/wait-reasons.js";
 import type { RunSummary, TaskLine } from "../commands/outcome.js";
 import { selectTaskLines, summarizeRun } from "../commands/outcome.js";
@@ -137,18 +139,22 @@ const NEEDS_EYES: ReadonlySet<TaskStatus> = new Set<TaskStatus>([
 ]);
 /** The order of the folded lines: what ended first, then what has yet to start. */
 const FOLDED: readonly TaskStatus[] = ["succeeded", "canceled", "skipped", "queued", "blocked"];
-const FOLDED_NAMES = 3;
+/** Characters of the names on one of a card's summary lines (a folded state, a wait reason). */
+const CARD_NAME_CHARS = 40;
 
-/** `✅ 14 succeeded: a, b, c and 11 more`: one line per state that does not need eyes. */
+/**
+ * `✅ 14 succeeded: a, b, c, d and 10 more`: one line per state that does not need eyes, naming
+ * as many as fit one line (domain/name-list.ts: "and 1 more" never replaces a name).
+ */
 function foldedLines(view: RunView): Rendered[] {
   return FOLDED.filter((s) => view.summary.byStatus[s] > 0).map((s) => {
     const n = view.summary.byStatus[s];
-    const names = view.tasks.filter((t) => t.status === s).slice(0, FOLDED_NAMES);
-    const more = n - names.length > 0 ? text(` and ${n - names.length} more`) : text("");
+    const known = view.tasks.filter((t) => t.status === s).map((t) => t.taskId);
+    const { shown, more } = fitList(known, n, (id) => id.length + 2, CARD_NAME_CHARS);
     return r`${TASK_EMOJI[s]} ${String(n)} ${TASK_WORD[s]}: ${join(
-      names.map((t) => code(t.taskId)),
+      shown.map((id) => code(id)),
       ", ",
-    )}${more}`;
+    )}${more > 0 ? text(` and ${more} more`) : text("")}`;
   });
 }
 
@@ -185,7 +191,6 @@ function confirmHint(run: RunSummary, at: number, asCard: boolean): Rendered {
 
 /** Said on the card already: its confirmation hint and its paused-room line. */
 const CARD_SAYS: ReadonlySet<WaitReason["kind"]> = new Set(["confirmation", "paused", "needs"]);
-const WAIT_NAMES = 3;
 
 /**
  * `⏳ 2 tasks wait (\`a\`, \`b\`): no live node offers action \`deploy\``: one line per reason that
@@ -198,8 +203,9 @@ export function waitLines(view: Pick<RunView, "tasks">): Rendered[] {
   return groupWaits(byTask).map((g) => {
     const reason = byTask.get(g.taskIds[0] ?? "");
     const n = g.taskIds.length;
-    const names = g.taskIds.slice(0, WAIT_NAMES).map((id) => code(id));
-    const more = n > WAIT_NAMES ? text(` and ${n - WAIT_NAMES} more`) : text("");
+    const fitted = fitList(g.taskIds, n, (id) => id.length + 2, CARD_NAME_CHARS);
+    const names = fitted.shown.map((id) => code(id));
+    const more = fitted.more > 0 ? text(` and ${fitted.more} more`) : text("");
     return r`⏳ ${n === 1 ? "1 task waits" : `${n} tasks wait`} (${join(names, ", ")}${more}): ${
       reason === undefined ? "" : renderWait(reason)
     }`;
@@ -208,15 +214,23 @@ export function waitLines(view: Pick<RunView, "tasks">): Rendered[] {
 
 /** A reason's words with its names as code. */
 export function renderWait(reason: WaitReason): Rendered {
-  return join(waitWords(reason).map((w) => (typeof w === "string" ? text(w) : code(w.code))));
+  return renderWords(waitWords(reason));
+}
+
+/** Words with names apart (domain/wait-reasons.ts, domain/failure-words.ts), the names as code. */
+export function renderWords(words: readonly WaitWord[]): Rendered {
+  return join(words.map((w) => (typeof w === "string" ? text(w) : code(w.code))));
 }
 
 export function renderTaskLine(task: TaskLine, at: number): Rendered {
   const parts: Rendered[] = [text(TASK_WORD[task.status])];
   if (task.wait !== undefined) parts.push(renderWait(task.wait));
   if (task.node !== null) parts.push(r`on ${code(task.node)}`);
-  if (task.startedAt !== null || task.attempt > 1)
-    parts.push(text(`attempt ${task.attempt}/${task.maxAttempts}`));
+  // Attempts are news only where there are retries: "attempt 1/1" says nothing.
+  if (task.maxAttempts > 1 || task.attempt > 1) {
+    if (task.startedAt !== null || task.attempt > 1)
+      parts.push(text(`attempt ${task.attempt}/${task.maxAttempts}`));
+  }
   const took = duration(task, at);
   if (took !== null) parts.push(text(took));
   if (task.status !== "succeeded") {
@@ -225,10 +239,13 @@ export function renderTaskLine(task: TaskLine, at: number): Rendered {
   return r`${TASK_EMOJI[task.status]} ${code(task.taskId)} — ${join(parts, " · ")}`;
 }
 
+/** How long it took, or has been running: not shown under a second (domain/duration.ts shownDuration). */
 function duration(task: TaskLine, at: number): string | null {
   if (task.startedAt === null) return null;
-  if (task.finishedAt !== null) return formatDuration(task.finishedAt - task.startedAt);
-  if (task.status === "running" || task.status === "canceling")
-    return `for ${formatDuration(at - task.startedAt)}`;
+  if (task.finishedAt !== null) return shownDuration(task.finishedAt - task.startedAt);
+  if (task.status === "running" || task.status === "canceling") {
+    const took = shownDuration(at - task.startedAt);
+    return took === null ? null : `for ${took}`;
+  }
   return null;
 }
