@@ -215,6 +215,44 @@ describe("submit with no live node", () => {
 });
 
 describe("task output from the CLI", () => {
+  it("`status` of a failed run names the failed task with its exit status and its skipped dependents", async () => {
+    const target = await createTarget("sqlite", "failure-words");
+    try {
+      const say = join(target.dir, "exit.mjs");
+      writeFileSync(say, "process.exit(Number(process.argv[2]));\n");
+      const extra =
+        `[actions.exits]\nargv = [${JSON.stringify(process.execPath)}, ${JSON.stringify(say)}, "{code}"]\n` +
+        `args = { code = { pattern = '[0-9]{1,3}' } }\nkill_grace = "300ms"\n`;
+      const config = writeNodeConfig(target, { nodeId: "solo", extra });
+      const dag = writeDag(target, {
+        id: "deploy_prod",
+        tasks: [
+          { id: "fetch", action: "exits", args: { code: "0" } },
+          { id: "migrate", action: "exits", args: { code: "1" }, needs: ["fetch"] },
+          { id: "rollout", action: "exits", args: { code: "0" }, needs: ["migrate"] },
+          { id: "smoke_test", action: "exits", args: { code: "0" }, needs: ["rollout"] },
+        ],
+      });
+      const ran = await track(cli(["run", dag, "--config", config, "--nodes", "1"], { cwd: target.dir }));
+      expect(ran.code, ran.stderr).toBe(1);
+      const plain = await track(cli(["status", "deploy_prod", "--config", config], { cwd: target.dir }));
+      expect(plain.code, plain.stderr).toBe(0);
+      expect(plain.stdout).toMatch(
+        /^run deploy_prod .* failed in .*\n {2}`migrate` failed \(exit 1\); `rollout`, `smoke_test` skipped$/m,
+      );
+      const json = await track(
+        cli(["status", "deploy_prod", "--json", "--config", config], { cwd: target.dir }),
+      );
+      expect(JSON.parse(json.stdout)).toMatchObject({
+        failure: "`migrate` failed (exit 1); `rollout`, `smoke_test` skipped",
+      });
+      await target.cleanup(false);
+    } catch (e) {
+      await target.cleanup(true);
+      throw e;
+    }
+  });
+
   it("`logs` shows a failed task's kept output and exit status, `--follow` waits for a running one, `list` lists runs", async () => {
     const target = await createTarget("sqlite", "logs");
     let node: NodeProcess | null = null;

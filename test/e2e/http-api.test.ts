@@ -194,6 +194,38 @@ describe("commands and reads", () => {
     );
   }, 30_000);
 
+  it("a failed run's status names the failed task with how it ended, and its skipped dependents", async () => {
+    await track(
+      (async () => {
+        // `stubborn` ignores SIGTERM and outlives its 1 s timeout; `after` needs it.
+        const document = {
+          id: "stalls",
+          tasks: [
+            { id: "stall", action: "stubborn" },
+            { id: "after", action: "echo", args: { message: "never" }, needs: ["stall"] },
+          ],
+        };
+        const pub = await call(api.base, "POST", "/v1/dags", { body: { document } });
+        expect(pub.status, pub.text).toBe(201);
+        const confirm = await call(api.base, "POST", "/v1/runs/stalls/confirm", {
+          body: { hash: pub.body.run.hash.slice(0, 12) },
+        });
+        expect(confirm.status, confirm.text).toBe(200);
+        const ended = await waitFor(
+          "stalls failed",
+          () => call(api.base, "GET", "/v1/runs/stalls", { token: READ_TOKEN }),
+          (r) => r.body?.run?.status === "failed",
+          { timeoutMs: 20_000 },
+        );
+        expect(ended.body.failure).toBe("`stall` timed out after 1s; `after` skipped");
+        // A run that did not fail says nothing of the kind.
+        const flow = await call(api.base, "GET", "/v1/runs/flow", { token: READ_TOKEN });
+        expect(flow.body.run.status).toBe("succeeded");
+        expect(flow.body).not.toHaveProperty("failure");
+      })(),
+    );
+  }, 30_000);
+
   it("answers every error as problem+json with a stable type, and leaves the store as it was", async () => {
     await track(
       (async () => {

@@ -313,7 +313,7 @@ describe("outbox messages", () => {
     expect(m.content["msgtype"]).toBe("m.text");
     expect(m.content["m.relates_to"]).toEqual({ "m.in_reply_to": { event_id: "$publish" } });
     expect(m.content["body"]).toBe(
-      "@alice:test: ❌ `backup` failed in 1m05s — 1/3 succeeded · 1 failed · 1 skipped. See `!dag logs backup b`; `!dag retry backup` runs the rest again.",
+      "@alice:test: ❌ `backup` failed in 1m05s — 1/3 succeeded · `b` failed; `c` skipped. See `!dag logs backup b`; `!dag retry backup` runs the rest again.",
     );
     expect(String(m.content["formatted_body"])).toContain(
       '<a href="https://matrix.to/#/%40alice%3Atest">@alice:test</a>',

@@ -138,6 +138,10 @@ export const runStatusSchema = z.object({
   tasks: z.array(taskLineSchema),
   roomCap: z.number().optional(),
   at: z.number(),
+  failure: z
+    .string()
+    .optional()
+    .describe("a failed run only: its failed tasks with how each ended, then its skipped ones, in words"),
 });
 
 export const publishBody = z

@@ -387,6 +387,7 @@ function statusText(o: Extract<Outcome, { kind: "status" }>, say: Idiom): string
     .map((st) => `${o.summary.byStatus[st]} ${st.replace("_", " ")}`)
     .join(", ");
   lines.push(`run ${run.dagId} (${run.runId}) ${run.status} in ${formatDuration(took)}: ${counts}`);
+  if (o.failure !== undefined && o.failure !== "") lines.push(`  ${o.failure}`);
   if (showsPaused(run.status, o.roomCap))
     lines.push(
       `room ${o.room ?? "this room"} is paused (cap 0): no task starts until \`${say.command("cap", ["N"])}\` raises the cap`,

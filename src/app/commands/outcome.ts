@@ -154,6 +154,11 @@ export type Outcome =
       roomCap?: number;
       /** The room the run is in (absent in outcomes stored before it was recorded). */
       room?: string;
+      /**
+       * A failed run's failures in words, from every task (domain/failure-words.ts): "`migrate`
+       * failed (exit 1); `rollout`, `smoke_test` skipped". Absent for any other run.
+       */
+      failure?: string;
     }
   | { kind: "overview"; runs: RunProgress[]; at: number }
   | { kind: "schedules"; schedules: ScheduleLine[]; at: number }

@@ -10,7 +10,8 @@
  * Edits carry `replacesTxnId` and `m.relates_to: { rel_type: "m.replace" }` without an event id:
  * the sender fills in `event_id` with the event it sent under `replacesTxnId`.
  */
-import { formatDuration } from "../../domain/duration.js";
+import { shownDuration } from "../../domain/duration.js";
+import { failureWords } from "../../domain/failure-words.js";
 import { outcomeLine } from "../../domain/run-counts.js";
 import { summarizeTasks } from "../../domain/run-status.js";
 import type { WaitReason } from "../../domain/wait-reasons.js";
@@ -27,6 +28,7 @@ import {
   longestFittingTail,
   MAX_EVENT_CONTENT_BYTES,
   r,
+  text,
   userPill,
 } from "./html.js";
 import { fitLogs } from "../commands/verbs/logs.js";
@@ -34,7 +36,7 @@ import type { Placement } from "./notice.js";
 import { HTML_FORMAT, noticeContent } from "./notice.js";
 import { renderOutcome } from "./reply.js";
 import type { RunView } from "./status-card.js";
-import { cardEditFallback, renderRunView, runView, showsPaused } from "./status-card.js";
+import { cardEditFallback, renderRunView, renderWords, runView, showsPaused } from "./status-card.js";
 import { RUN_EMOJI, RUN_WORD } from "./words.js";
 
 export type { Placement } from "./notice.js";
@@ -218,16 +220,25 @@ export function finalMessage(run: RunRecord, tasks: readonly TaskRecord[]): Outb
   const finished = tasks.map((t) => t.finishedAt).filter((t): t is number => t !== null);
   const took =
     started.length > 0 && finished.length > 0
-      ? ` in ${formatDuration(Math.max(...finished) - Math.min(...started))}`
-      : "";
+      ? shownDuration(Math.max(...finished) - Math.min(...started))
+      : null;
   // The same honest counts as the card: what succeeded over the total, then what else happened.
   const counts = outcomeLine(summary.byStatus, summary.total);
   const failedTask = tasks.find((t) => t.status === "failed" || t.status === "timed_out");
-  const next =
-    run.status === "failed" && failedTask !== undefined
-      ? r` See ${code(`!dag logs ${run.dagId} ${failedTask.taskId}`)}; ${code(`!dag retry ${run.dagId}`)} runs the rest again.`
-      : r``;
-  const rendered = r`${userPill(run.publisher)}: ${RUN_EMOJI[run.status]} ${code(run.dagId)} ${RUN_WORD[run.status]}${took} — ${counts}.${next}`;
+  const failed = run.status === "failed" && failedTask !== undefined;
+  // A failed run names its failures in words instead of counting them (domain/failure-words.ts),
+  // then says where to look.
+  const what = failed
+    ? r`${outcomeLine({ ...summary.byStatus, failed: 0, timed_out: 0, skipped: 0 }, summary.total)} · ${renderWords(
+        failureWords(tasks),
+      )}`
+    : text(counts);
+  const next = failed
+    ? r` See ${code(`!dag logs ${run.dagId} ${failedTask.taskId}`)}; ${code(`!dag retry ${run.dagId}`)} runs the rest again.`
+    : r``;
+  const rendered = r`${userPill(run.publisher)}: ${RUN_EMOJI[run.status]} ${code(run.dagId)} ${RUN_WORD[run.status]}${
+    took === null ? "" : ` in ${took}`
+  } — ${what}.${next}`;
   const mentions = isMatrixUserId(run.publisher)
     ? { msgtype: "m.text", "m.mentions": { user_ids: [run.publisher] } }
     : {};

@@ -1,5 +1,6 @@
 /** `!dag status [<id>]`: one run's tasks, or the room's active runs. */
 import { RUN_ID_ARG } from "../../../domain/command-grammar.js";
+import { failureText } from "../../../domain/failure-words.js";
 import type { RunStatus } from "../../../domain/model.js";
 import { summarizeTasks } from "../../../domain/run-status.js";
 import { listing } from "../../render/blocks.js";
@@ -62,6 +63,7 @@ export const status = defineVerb<StatusCommand, "status" | "overview">({
             tasks: o.tasks,
             ...(o.roomCap === undefined ? {} : { roomCap: o.roomCap }),
             at: o.at,
+            ...(o.failure === undefined ? {} : { failure: o.failure }),
           }
         : null,
   },
@@ -108,5 +110,6 @@ async function handleStatus(ctx: HandlerContext, dagId: string | null, every: bo
     at,
     roomCap: room.load.cap,
     room: ctx.roomId,
+    ...(run.status === "failed" ? { failure: failureText(tasks) } : {}),
   };
 }

@@ -1,0 +1,213 @@
+// Issue 29's words inside lines: a failed run's failures named with how each ended (points 4), card
+// lines without noise (point 7): no "attempt 1/1", no durations under a second, and a fourth name
+// where "and 1 more" would take the same space.
+import { describe, expect, it } from "vitest";
+import type { TaskLine } from "../../src/app/commands/outcome.js";
+import { finalMessage } from "../../src/app/render/messages.js";
+import { renderStatusCard, renderTaskLine } from "../../src/app/render/status-card.js";
+import { shownDuration } from "../../src/domain/duration.js";
+import { endedWords, failureText } from "../../src/domain/failure-words.js";
+import type { TaskStatus } from "../../src/domain/model.js";
+import { fitList, nameLine } from "../../src/domain/name-list.js";
+import type { RunRecord, TaskRecord } from "../../src/ports/store.js";
+
+const T0 = Date.UTC(2024, 4, 1, 12, 0, 0);
+
+function run(extra: Partial<RunRecord> = {}): RunRecord {
+  return {
+    runId: "run-1",
+    roomId: "!room:test",
+    dagId: "deploy_prod",
+    hash: "h",
+    status: "failed",
+    description: null,
+    maxParallel: null,
+    publisher: "@alice:test",
+    publishEventId: "$publish",
+    confirmedBy: "@bob:test",
+    confirmDeadline: null,
+    createdAt: T0,
+    updatedAt: T0,
+    dag: { id: "deploy_prod", description: null, maxParallel: null, tasks: [] },
+    ...extra,
+  };
+}
+
+function task(taskId: string, status: TaskStatus, extra: Partial<TaskRecord> = {}): TaskRecord {
+  return {
+    runId: "run-1",
+    taskId,
+    seq: 1,
+    status,
+    version: 1,
+    attempt: 1,
+    maxAttempts: 1,
+    action: "echo",
+    args: {},
+    needs: [],
+    on: { labels: [], node: null },
+    priority: 0,
+    concurrencyKey: null,
+    timeoutMs: null,
+    queueTimeoutMs: null,
+    retryBackoffMs: 1000,
+    executor: null,
+    leaseExpiresAt: null,
+    notBefore: null,
+    deadline: null,
+    queuedAt: null,
+    startedAt: null,
+    finishedAt: null,
+    exitCode: null,
+    output: null,
+    outputBytes: null,
+    error: null,
+    ...extra,
+  };
+}
+
+const line = (over: Partial<TaskLine> = {}): TaskLine => ({
+  taskId: "t",
+  action: "echo",
+  status: "running",
+  node: "n1",
+  attempt: 1,
+  maxAttempts: 1,
+  startedAt: T0,
+  finishedAt: null,
+  exitCode: null,
+  error: null,
+  ...over,
+});
+
+const exit = (code: number) => ({ exitCode: code, error: `exited with status ${code}` });
+
+describe("a failed run's failures in words", () => {
+  it("the issue's example: the failed task with its exit status, then its skipped dependents", () => {
+    const tasks = [
+      task("fetch", "succeeded"),
+      task("migrate", "failed", exit(1)),
+      task("rollout", "skipped"),
+      task("smoke_test", "skipped"),
+    ];
+    expect(failureText(tasks)).toBe("`migrate` failed (exit 1); `rollout`, `smoke_test` skipped");
+  });
+
+  it("each recorded way a task ends is said in words", () => {
+    const said = (status: TaskStatus, exitCode: number | null, error: string | null) =>
+      endedWords({ taskId: "x", status, exitCode, error });
+    expect(said("failed", 1, "exited with status 1")).toBe("failed (exit 1)");
+    expect(said("failed", null, "killed by signal SIGKILL")).toBe("failed (killed by signal SIGKILL)");
+    expect(said("timed_out", null, "timed out after 5s")).toBe("timed out after 5s");
+    expect(said("timed_out", 143, "timed out after 5s")).toBe("timed out after 5s (exit 143)");
+    expect(said("failed", null, "lease expired")).toBe("failed (its node was lost)");
+    expect(said("timed_out", null, "deadline passed")).toBe("timed out (its deadline passed)");
+    expect(said("timed_out", null, "queue timeout")).toBe(
+      "timed out (no node took it within its queue timeout)",
+    );
+    expect(said("failed", null, 'executable "deploy" not found')).toBe(
+      'failed (executable "deploy" not found)',
+    );
+    expect(said("failed", null, null)).toBe("failed");
+    // A long or many-line error is cut to one short line; the rest is in the logs.
+    const long = said("failed", null, `${"e".repeat(300)}\nsecond line`);
+    expect(long).toBe(`failed (${"e".repeat(80)}…)`);
+  });
+
+  it("many failures and skips: each list is one bounded line that says how many it leaves out", () => {
+    const tasks = [
+      ...Array.from({ length: 30 }, (_, i) => task(`shard_${i}`, "failed", exit(2))),
+      ...Array.from({ length: 1000 }, (_, i) => task(`after_${i}`, "skipped")),
+    ];
+    const text = failureText(tasks);
+    const [failed, skipped] = text.split("; ");
+    const failedNamed = [...(failed ?? "").matchAll(/`shard_\d+` failed \(exit 2\)/g)].length;
+    const skippedNamed = [...(skipped ?? "").matchAll(/`after_\d+`/g)].length;
+    expect(failedNamed).toBeGreaterThan(0);
+    expect(failed).toMatch(new RegExp(` and ${30 - failedNamed} more$`));
+    expect(skipped).toMatch(new RegExp(` and ${1000 - skippedNamed} more skipped$`));
+    expect(text.length).toBeLessThan(250);
+  });
+
+  it("the final message of a failed run names them, then points to the logs", () => {
+    const tasks = [
+      task("fetch", "succeeded", { startedAt: T0, finishedAt: T0 + 2_000 }),
+      task("migrate", "failed", { startedAt: T0 + 2_000, finishedAt: T0 + 3_000, ...exit(1) }),
+      task("rollout", "skipped"),
+      task("smoke_test", "skipped"),
+    ];
+    expect(finalMessage(run(), tasks).content["body"]).toBe(
+      "@alice:test: ❌ `deploy_prod` failed in 3s — 1/4 succeeded · `migrate` failed (exit 1); `rollout`, `smoke_test` skipped. " +
+        "See `!dag logs deploy_prod migrate`; `!dag retry deploy_prod` runs the rest again.",
+    );
+    expect(String(finalMessage(run(), tasks).content["formatted_body"])).toContain(
+      "<code>migrate</code> failed (exit 1); <code>rollout</code>, <code>smoke_test</code> skipped",
+    );
+  });
+
+  it("a run that ended within a second does not say how long it took", () => {
+    const tasks = [task("a", "succeeded", { startedAt: T0, finishedAt: T0 + 59 })];
+    expect(finalMessage(run({ status: "succeeded" }), tasks).content["body"]).toBe(
+      "@alice:test: ✅ `deploy_prod` succeeded — 1/1 succeeded.",
+    );
+  });
+});
+
+describe("card lines without noise", () => {
+  it("no attempts without retries; attempts with retries, or after a retry", () => {
+    expect(renderTaskLine(line({ startedAt: T0 - 5_000 }), T0).body).toBe(
+      "🔄 `t` — running · on `n1` · for 5s",
+    );
+    expect(renderTaskLine(line({ maxAttempts: 3, startedAt: T0 - 5_000 }), T0).body).toBe(
+      "🔄 `t` — running · on `n1` · attempt 1/3 · for 5s",
+    );
+    expect(renderTaskLine(line({ attempt: 2, maxAttempts: 2, startedAt: T0 - 5_000 }), T0).body).toContain(
+      "attempt 2/2",
+    );
+  });
+
+  it("durations under a second are not shown; longer ones are rounded to the second", () => {
+    expect(renderTaskLine(line({ startedAt: T0 - 59 }), T0).body).toBe("🔄 `t` — running · on `n1`");
+    expect(
+      renderTaskLine(line({ status: "succeeded", startedAt: T0, finishedAt: T0 + 850 }), T0 + 1_000).body,
+    ).toBe("✅ `t` — succeeded · on `n1`");
+    expect(shownDuration(999)).toBeNull();
+    expect(shownDuration(1_000)).toBe("1s");
+    expect(shownDuration(2_600)).toBe("3s");
+    expect(shownDuration(65_400)).toBe("1m05s");
+    expect(shownDuration(3_725_000)).toBe("1h02m");
+  });
+
+  it("a fourth name instead of 'and 1 more'; more names than fit are counted", () => {
+    const four = ["fetch", "build", "test", "deploy"].map((id) => task(id, "succeeded"));
+    const card = renderStatusCard(run({ status: "succeeded" }), four, T0).body;
+    expect(card).toContain("✅ 4 succeeded: `fetch`, `build`, `test`, `deploy`");
+    expect(card).not.toContain("and 1 more");
+    const many = Array.from({ length: 40 }, (_, i) => task(`step_${i}`, "succeeded"));
+    const folded = renderStatusCard(run({ status: "succeeded" }), many, T0).body.split("\n");
+    const succeeded = folded.find((l) => l.startsWith("✅ 40 succeeded: ")) ?? "";
+    const named = [...succeeded.matchAll(/`step_\d+`/g)].length;
+    expect(named).toBeGreaterThan(1);
+    expect(succeeded).toMatch(new RegExp(` and ${40 - named} more$`));
+  });
+});
+
+describe("fitList", () => {
+  it("names every item that fits, never leaves exactly one known name out, and counts the rest", () => {
+    const w = (s: string) => s.length;
+    expect(fitList(["a", "b", "c"], 3, w, 20)).toEqual({ shown: ["a", "b", "c"], more: 0 });
+    for (let n = 1; n <= 60; n += 1) {
+      const items = Array.from({ length: n }, (_, i) => `name_${i}`);
+      for (const budget of [10, 30, 72]) {
+        const { shown, more } = fitList(items, n, w, budget);
+        expect(shown.length + more).toBe(n);
+        expect(shown.length).toBeGreaterThan(0);
+        expect(more).not.toBe(1);
+        expect(shown).toEqual(items.slice(0, shown.length));
+      }
+    }
+    // Fewer known than counted: the unknown ones are counted.
+    expect(fitList(["a"], 2, w, 20)).toEqual({ shown: ["a"], more: 1 });
+    expect(nameLine(["x", "y"], 5)).toBe("`x`, `y` and 3 more");
+  });
+});
