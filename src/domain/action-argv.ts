@@ -100,10 +100,13 @@ export interface ArgProblem {
  * Checks `args` against an action's declared arguments without building a command line: the same
  * checks renderArgv makes, one problem per argument, so a DAG can be refused when it is published
  * rather than when its task comes up (issue 10, finding 9). The values that pass are in `values`.
+ * `deferred` names arguments whose values are known only when the task runs (they refer to another
+ * task's output): only whether the action accepts them is checked; renderArgv checks their values.
  */
 export function checkArgs(
   action: ActionTemplate,
   args: Readonly<Record<string, ArgValue>>,
+  deferred: ReadonlySet<string> = new Set(),
 ): { problems: ArgProblem[]; values: Map<string, string> } {
   const problems: ArgProblem[] = [];
   const values = new Map<string, string>();
@@ -120,6 +123,7 @@ export function checkArgs(
       fail(name, `is missing (action "${action.name}" requires it)`);
       continue;
     }
+    if (deferred.has(name)) continue;
     const raw = args[name];
     if (typeof raw !== "string" && typeof raw !== "number" && typeof raw !== "boolean") {
       fail(name, "must be a string, number or boolean");

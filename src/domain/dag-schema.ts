@@ -4,6 +4,7 @@ import type { ArgValue, ParsedDag, TaskSpec } from "./model.js";
 import { describeChar, describeValue, quote } from "./dag-issues.js";
 import { parseDuration } from "./duration.js";
 import { compileParamPattern } from "./param-pattern.js";
+import { OUTPUT_LIMITS, outputReferences } from "./outputs.js";
 import { newCheckBudget, PARAM_LIMITS, paramReferences, paramValueProblem } from "./params.js";
 import { scheduleProblem } from "./schedule.js";
 
@@ -130,7 +131,7 @@ function isTable(value: unknown): value is Record<string, unknown> {
 function namedEntries(
   raw: unknown,
   ctx: z.RefinementCtx,
-  what: "argument" | "parameter",
+  what: "argument" | "parameter" | "output",
   max: number,
 ): Array<[string, unknown]> {
   if (!isTable(raw)) {
@@ -235,6 +236,35 @@ const paramsSchema = z
     return out;
   });
 
+/**
+ * `outputs = { NAME = "PATTERN" }`: what a task publishes for its dependents (outputs.ts). Names as
+ * argument names; each pattern compiled with RE2 within the limits of param-pattern.ts.
+ */
+const outputsSchema = z
+  .unknown()
+  .superRefine((raw, ctx) => {
+    for (const [key, value] of namedEntries(raw, ctx, "output", OUTPUT_LIMITS.maxOutputs)) {
+      if (typeof value !== "string" || value.length === 0) {
+        ctx.addIssue({
+          code: "custom",
+          path: [key],
+          message: `expected the output's pattern (a non-empty string, RE2, matched against the whole value), got ${describeValue(value)}`,
+        });
+        continue;
+      }
+      const compiled = compileParamPattern(value);
+      if (typeof compiled === "string") ctx.addIssue({ code: "custom", path: [key], message: compiled });
+    }
+  })
+  .transform((raw) => {
+    const out: Record<string, string> = {};
+    for (const key of Object.keys(raw as Record<string, unknown>)) {
+      const value = Object.getOwnPropertyDescriptor(raw, key)?.value as string;
+      Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+    }
+    return out;
+  });
+
 const placementSchema = z.strictObject({
   labels: z.array(idSchema).max(DAG_LIMITS.maxLabels).optional(),
   node: idSchema.optional(),
@@ -252,6 +282,7 @@ const taskSchema = z.strictObject({
   retries: integer(0, DAG_LIMITS.maxRetries).optional(),
   concurrency_key: idSchema.optional(),
   priority: integer(DAG_LIMITS.minPriority, DAG_LIMITS.maxPriority).optional(),
+  outputs: outputsSchema.optional(),
 });
 
 const documentSchema = z.strictObject({
@@ -274,7 +305,7 @@ const documentSchema = z.strictObject({
 type TaskDocument = z.output<typeof taskSchema>;
 
 function toTaskSpec(task: TaskDocument): TaskSpec {
-  return {
+  const spec: TaskSpec = {
     id: task.id,
     action: task.action,
     args: task.args ?? {},
@@ -287,6 +318,55 @@ function toTaskSpec(task: TaskDocument): TaskSpec {
     concurrencyKey: task.concurrency_key ?? null,
     priority: task.priority ?? 0,
   };
+  // Absent when none are declared, so a DAG without outputs keeps the hash it always had.
+  if (task.outputs !== undefined && Object.keys(task.outputs).length > 0) spec.outputs = task.outputs;
+  return spec;
+}
+
+/** Each task's ancestors (through `needs`, transitively); unknown needs and cycles end the walk. */
+function ancestorsOf(tasks: readonly TaskDocument[]): Map<string, Set<string>> {
+  const needs = new Map(tasks.map((t) => [t.id, t.needs ?? []]));
+  const found = new Map<string, Set<string>>();
+  for (const t of tasks) {
+    const seen = new Set<string>();
+    const stack = [...(needs.get(t.id) ?? [])];
+    while (stack.length > 0) {
+      const id = stack.pop()!;
+      if (seen.has(id) || !needs.has(id)) continue;
+      seen.add(id);
+      stack.push(...(needs.get(id) ?? []));
+    }
+    found.set(t.id, seen);
+  }
+  return found;
+}
+
+/**
+ * Why `{tasks.PRODUCER.outputs.NAME}` in an argument of task `taskId` cannot be resolved when it
+ * runs, or null: the producer must exist, be an ancestor (so it has succeeded before the task
+ * starts), and declare NAME.
+ */
+function outputReferenceProblem(
+  taskId: string,
+  producer: string,
+  name: string,
+  byId: ReadonlyMap<string, TaskDocument>,
+  ancestors: ReadonlySet<string>,
+): string | null {
+  const ref = `{tasks.${producer}.outputs.${name}}`;
+  const task = byId.get(producer);
+  if (task === undefined) return `refers to ${ref}, but the DAG has no task "${producer}"`;
+  if (producer === taskId)
+    return `refers to ${ref}, the task's own output; only a task it needs can give it one`;
+  if (!ancestors.has(producer))
+    return `refers to ${ref}, but "${producer}" is not among the tasks "${taskId}" needs (directly or through others), so it may not have run yet: add it to needs`;
+  const declared = task.outputs ?? {};
+  if (!Object.hasOwn(declared, name)) {
+    const names = Object.keys(declared);
+    const has = names.length === 0 ? "it declares no outputs" : `it declares ${names.join(", ")}`;
+    return `refers to ${ref}, but task "${producer}" declares no output "${name}" (${has})`;
+  }
+  return null;
 }
 
 /**
@@ -318,11 +398,33 @@ export const dagSchema = documentSchema
           });
       }
     }
-    // Every {params.NAME} a task argument says must be declared: a typo is caught at publish.
+    // Every {params.NAME} a task argument says must be declared, and every
+    // {tasks.ID.outputs.NAME} must name an ancestor's declared output: a typo is caught at publish.
     const declared = doc.params ?? {};
+    const byId = new Map(doc.tasks.map((t) => [t.id, t]));
+    let ancestors: Map<string, Set<string>> | null = null;
     doc.tasks.forEach((task, i) => {
       for (const [key, value] of Object.entries(task.args ?? {})) {
         if (typeof value !== "string") continue;
+        const refs = outputReferences(value);
+        if (value.split("{tasks.").length - 1 > refs.length)
+          ctx.addIssue({
+            code: "custom",
+            path: ["tasks", i, "args", key],
+            message: `says "{tasks." but not as an output reference: write {tasks.TASK_ID.outputs.NAME}`,
+          });
+        for (const ref of refs) {
+          ancestors ??= ancestorsOf(doc.tasks);
+          const problem = outputReferenceProblem(
+            task.id,
+            ref.taskId,
+            ref.name,
+            byId,
+            ancestors.get(task.id) ?? new Set(),
+          );
+          if (problem !== null)
+            ctx.addIssue({ code: "custom", path: ["tasks", i, "args", key], message: problem });
+        }
         for (const name of paramReferences(value)) {
           if (Object.hasOwn(declared, name)) continue;
           ctx.addIssue({

@@ -8,6 +8,7 @@ import { checkArgs } from "./action-argv.js";
 import type { ParsedDag } from "./model.js";
 import { dagHash } from "./canonical-hash.js";
 import { checkGraph, graphView } from "./dag-graph.js";
+import { deferredArgs } from "./outputs.js";
 import type { DagIssue } from "./dag-issues.js";
 import { describeValue, formatPath, quote, suggestion } from "./dag-issues.js";
 import { DOCUMENT_KEYS, PLACEMENT_KEYS, TASK_KEYS, dagSchema } from "./dag-schema.js";
@@ -94,7 +95,7 @@ export interface ActionOffer {
  * Issues for task arguments that the action's definition refuses (missing, unknown, not matching
  * the pattern, an option-like value): every definition the room's nodes registered for the action is
  * checked, since the task may run on any of them. Tasks whose action nobody defines are left to
- * checkActions.
+ * checkActions. An argument that refers to another task's output is checked when the task runs.
  */
 export function checkTaskArguments(
   dag: ParsedDag,
@@ -106,7 +107,7 @@ export function checkTaskArguments(
     const seen = new Set<string>();
     for (const offer of defined) {
       const where = defined.length > 1 ? ` (as ${offer.nodes.slice(0, 3).join(", ")} define it)` : "";
-      for (const problem of checkArgs(offer.template, task.args).problems) {
+      for (const problem of checkArgs(offer.template, task.args, deferredArgs(task.args)).problems) {
         const path = problem.arg === null ? `tasks[${i}].action` : `tasks[${i}].args.${problem.arg}`;
         const key = `${path}\0${problem.message}`;
         if (seen.has(key)) continue;

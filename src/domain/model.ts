@@ -54,6 +54,11 @@ export interface TaskSpec {
   concurrencyKey: string | null;
   /** Higher is claimed first; ties go first in, first out. */
   priority: number;
+  /**
+   * The values it publishes for its dependents (outputs.ts): name → RE2 pattern of the whole value.
+   * Absent when it declares none, so older DAGs keep their hash.
+   */
+  outputs?: Record<string, string>;
 }
 
 /** A DAG that passed the schema and the graph checks. Tasks keep the document's order. */

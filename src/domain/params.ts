@@ -7,6 +7,7 @@
  */
 import type { ArgValue, ParamSpec, ParsedDag, TaskSpec } from "./model.js";
 import { checkCost, compileParamPattern, PATTERN_LIMITS } from "./param-pattern.js";
+import { holdsOutputReference, PARAM_REFERENCE } from "./references.js";
 
 export const PARAM_LIMITS = {
   maxParams: 32,
@@ -37,8 +38,7 @@ export function newCheckBudget(): CheckBudget {
   return { spent: 0 };
 }
 
-/** `{params.NAME}` in a task argument's string value. */
-export const PARAM_REFERENCE = /\{params\.([A-Za-z_][A-Za-z0-9_]*)\}/g;
+export { PARAM_REFERENCE } from "./references.js";
 
 /** The parameter names a string refers to. */
 export function paramReferences(text: string): string[] {
@@ -63,6 +63,10 @@ export function paramValueProblem(
   if (value.length > PARAM_LIMITS.maxValueLength)
     return `parameter "${name}" is ${value.length} characters long; at most ${PARAM_LIMITS.maxValueLength}`;
   if (value.includes("\0")) return `parameter "${name}" contains a NUL byte`;
+  // Outputs are put in after parameters: a value saying {tasks.x.outputs.y} would become a
+  // reference nobody checked.
+  if (holdsOutputReference(value))
+    return `parameter "${name}" holds an output reference ({tasks.…}), which a value may not`;
   const pattern = compileParamPattern(spec.pattern);
   if (typeof pattern === "string") return `parameter "${name}" has an invalid pattern: it ${pattern}`;
   const cost = checkCost(pattern, value);
