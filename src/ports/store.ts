@@ -284,6 +284,13 @@ export interface TaskRecord {
   /** Bytes the attempt wrote in all (kept or not), of which `output` is the end; null with no output. */
   outputBytes: number | null;
   error: string | null;
+  /** The outputs the task declares (name → pattern, src/domain/outputs.ts); null when none. */
+  outputPatterns: Record<string, string> | null;
+  /**
+   * The values it published for its dependents, written in the same fenced finish as its success
+   * (so exactly once, and never by a stale attempt); null until then, and for a task declaring none.
+   */
+  outputValues: Record<string, string> | null;
 }
 
 export interface CreateRunInput {
@@ -503,6 +510,11 @@ export interface TaskResult {
   /** Bytes the action wrote in all, of which `output` is the end; default: the output's own size. */
   outputBytes?: number;
   error: string | null;
+  /**
+   * The values the attempt published (checked against the task's declared outputs by the worker):
+   * kept only when the finish makes the task succeeded, in the same fenced write.
+   */
+  outputs?: Record<string, string>;
 }
 
 /** What one batch claim took, and what it saw left for this node. */

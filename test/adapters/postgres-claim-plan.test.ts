@@ -125,6 +125,7 @@ it("the whole claim and finish statements reach their rows by index only: no seq
       null,
       "node/boot",
       3,
+      '{"version":"1.2.3"}',
     ];
     const [claim, finishClaim, finish] = await explainWrites([
       [CLAIM_SQL, [null, ...claimArgs]],

@@ -19,6 +19,7 @@ import { idempotencySection } from "./sections/idempotency.js";
 import { migrationsSection } from "./sections/migrations.js";
 import { nodesSection } from "./sections/nodes.js";
 import { outboxSection } from "./sections/outbox.js";
+import { outputsSection } from "./sections/outputs.js";
 import { policiesSection } from "./sections/policies.js";
 import { retentionSection } from "./sections/retention.js";
 import { runsSection } from "./sections/runs.js";
@@ -34,6 +35,7 @@ const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["schedules", schedulesSection],
   ["claims", claimsSection],
   ["finish-claim", finishClaimSection],
+  ["outputs", outputsSection],
   ["scheduler", schedulerSection],
   ["outbox", outboxSection],
   ["nodes", nodesSection],

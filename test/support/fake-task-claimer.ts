@@ -49,6 +49,8 @@ export function taskRecord(runId: string, taskId: string, action: string): TaskR
     output: null,
     outputBytes: null,
     error: null,
+    outputPatterns: null,
+    outputValues: null,
   };
 }
 

@@ -372,6 +372,15 @@ UPDATE definitions SET slots_through = last_slot_at;
 CREATE INDEX runs_room_status_created ON runs (room_id, status, created_at DESC, seq DESC);
 `,
   },
+  {
+    // Issue 25: a task's declared outputs (name → pattern; NULL when none), for its worker to check
+    // what the action published, and the values it published (written with its success).
+    version: 12,
+    sql: `
+ALTER TABLE tasks ADD COLUMN output_patterns jsonb;
+ALTER TABLE tasks ADD COLUMN output_values jsonb;
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

@@ -78,12 +78,14 @@ export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): P
       // One statement for every task; ORDER BY n draws seq in document order (FIFO within a run).
       await tx.query(
         `INSERT INTO tasks (run_id, task_id, room_id, status, version, attempt, max_attempts, action, args, needs, labels,
-                            node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms)
+                            node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms,
+                            output_patterns)
          SELECT $1, x.id, $2, 'blocked', 1, 1, x.retries + 1, x.action, x.args, x.needs, x.labels,
-                x.node, x.priority, x.concurrency_key, x.timeout_ms, x.queue_timeout_ms, x.retry_backoff_ms
+                x.node, x.priority, x.concurrency_key, x.timeout_ms, x.queue_timeout_ms, x.retry_backoff_ms,
+                x.output_patterns
            FROM jsonb_to_recordset($3::jsonb) AS x(n int, id text, action text, args jsonb, needs text[], labels text[],
                 node text, priority int, concurrency_key text, timeout_ms bigint, queue_timeout_ms bigint,
-                retry_backoff_ms bigint, retries int)
+                retry_backoff_ms bigint, retries int, output_patterns jsonb)
           ORDER BY x.n`,
         [
           runId,
@@ -103,6 +105,7 @@ export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): P
               queue_timeout_ms: t.queueTimeoutMs,
               retry_backoff_ms: t.retryBackoffMs,
               retries: t.retries,
+              output_patterns: t.outputs ?? null,
             })),
           ),
         ],

@@ -11,7 +11,13 @@ import type { Db, Row } from "./db.js";
 import { explainMiss, LOG_CTES } from "./guards.js";
 import { cleanText, NOW, sessionKey } from "./sql.js";
 import { TASK_COLUMNS, toTask } from "./rows.js";
-import { checkClaim, checkTaskLease, outputBytes, outputTail } from "../store-common/checks.js";
+import {
+  checkClaim,
+  checkTaskLease,
+  outputBytes,
+  outputTail,
+  outputValuesJson,
+} from "../store-common/checks.js";
 import { MAX_TASK_RETRY_BACKOFF_MS, TASK_RETRY_MAX_DOUBLINGS } from "../../domain/backoff.js";
 import { checkTaskOutcome } from "../../domain/task-states.js";
 
@@ -200,7 +206,10 @@ const RETRY = `($7::text IN ('failed','timed_out') AND status = 'running' AND at
 export const BACKOFF = `least(retry_backoff_ms * power(2::numeric, least(greatest(attempt - 1, 0), ${TASK_RETRY_MAX_DOUBLINGS})),
                        greatest(retry_backoff_ms, ${MAX_TASK_RETRY_BACKOFF_MS}))::bigint`;
 
-/** The finish's CTE `fin` and its log line's source; parameters $1 clock, $2–$12 (finishArgs). */
+/**
+ * The finish's CTE `fin` and its log line's source; parameters $1 clock, $2–$13 (finishArgs). The
+ * outputs ($13) land with a success only, in this fenced statement: a stale attempt's never do.
+ */
 const FINISH_CTE = `fin AS (
     UPDATE tasks SET
       status = CASE WHEN ${RETRY} THEN 'queued' ELSE $7::text END,
@@ -213,7 +222,8 @@ const FINISH_CTE = `fin AS (
       not_before = CASE WHEN ${RETRY} THEN ${NOW} + ${BACKOFF} ELSE not_before END,
       queued_at = CASE WHEN ${RETRY} THEN ${NOW} ELSE queued_at END,
       finished_at = CASE WHEN ${RETRY} THEN NULL ELSE ${NOW} END,
-      lease_expires_at = NULL, exit_code = $8::int, output = $9::text, output_bytes = $12::bigint, error = $10::text
+      lease_expires_at = NULL, exit_code = $8::int, output = $9::text, output_bytes = $12::bigint, error = $10::text,
+      output_values = CASE WHEN $7::text = 'succeeded' THEN $13::jsonb ELSE output_values END
     WHERE ${HELD} AND ($7::text <> 'canceled' OR status = 'canceling')
     RETURNING room_id, run_id, task_id, status, attempt, not_before)`;
 const FINISH_LOG = `SELECT room_id, 1 AS ord, 'task.' || status AS kind, run_id, task_id, NULL::bigint AS term, $11::text AS actor,
@@ -233,10 +243,10 @@ export const FINISH_SQL = `WITH ${FINISH_CTE},
  * finishTask and claimTasks as ONE statement (one round trip, one commit). The pick waits for the
  * finish (`gate`): a token that no longer holds its task claims nothing, and the statement returns
  * no row. Like every statement it reads the tasks as they were when it began, so a failure the
- * finish sends back to the queue is not picked by it. Parameters: $1 clock, $2–$12 as FINISH_SQL,
- * then claimParams(13).
+ * finish sends back to the queue is not picked by it. Parameters: $1 clock, $2–$13 as FINISH_SQL,
+ * then claimParams(14).
  */
-const FINISH_CLAIM = claimCtes(13, "EXISTS (SELECT 1 FROM fin)");
+const FINISH_CLAIM = claimCtes(14, "EXISTS (SELECT 1 FROM fin)");
 export const FINISH_CLAIM_SQL = `WITH ${FINISH_CTE},
   ${FINISH_CLAIM.ctes},
   src AS (${FINISH_LOG}
@@ -254,6 +264,7 @@ const finishArgs = (token: TaskToken, result: TaskResult): unknown[] => [
   cleanText(result.error),
   sessionKey(token.session),
   outputBytes(result.output, result.outputBytes),
+  outputValuesJson(result),
 ];
 
 /** The finish's change notes, after the commit. */

@@ -347,6 +347,15 @@ DROP INDEX runs_room_status;
 CREATE INDEX runs_room_status ON runs (room_id, status, created_at);
 `,
   },
+  {
+    // Issue 25: a task's declared outputs (name → pattern, JSON; NULL when none), for its worker to
+    // check what the action published, and the values it published (JSON; written with its success).
+    version: 13,
+    sql: `
+ALTER TABLE tasks ADD COLUMN output_patterns TEXT;
+ALTER TABLE tasks ADD COLUMN output_values TEXT;
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

@@ -7,7 +7,13 @@ import type { LogEntry, SqliteConnection, Tx } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { toTask } from "./rows.js";
 import { TASK_COLUMNS } from "./runs.js";
-import { checkClaim, checkTaskLease, outputBytes, outputTail } from "../store-common/checks.js";
+import {
+  checkClaim,
+  checkTaskLease,
+  outputBytes,
+  outputTail,
+  outputValuesJson,
+} from "../store-common/checks.js";
 import { checkTaskOutcome, decideFinish } from "../../domain/task-states.js";
 import { holderKey } from "../store-common/records.js";
 
@@ -217,8 +223,9 @@ export function finishTask(
 ): Promise<{ status: TaskStatus }> {
   // Checked before the transaction, as PostgreSQL does: an outcome like "running" is bad input.
   const outcome = checkTaskOutcome("finish task", result.outcome);
+  const values = outputValuesJson(result);
   return c.write("finish task", (tx) => ({
-    status: finishInTx(c, tx, token, result, outcome, fenced(c, "finish task", token)),
+    status: finishInTx(c, tx, token, result, outcome, values, fenced(c, "finish task", token)),
   }));
 }
 
@@ -235,12 +242,13 @@ export function finishAndClaim(
   max: number,
 ): Promise<{ status: TaskStatus; batch: ClaimBatch }> {
   const outcome = checkTaskOutcome("finish task", result.outcome);
+  const values = outputValuesJson(result);
   checkClaim(offer, max);
   return c.write("finish task", (tx) => {
     // Fenced first, so a refused finish claims nothing; the claim cannot move this running row.
     const row = fenced(c, "finish task", token);
     const claim = claimInTx(c, tx, offer, max);
-    const status = finishInTx(c, tx, token, result, outcome, row);
+    const status = finishInTx(c, tx, token, result, outcome, values, row);
     claim.record();
     return { status, batch: claim.batch };
   });
@@ -252,6 +260,7 @@ function finishInTx(
   token: TaskToken,
   result: TaskResult,
   outcome: TaskResult["outcome"],
+  values: string | null,
   row: FenceRow,
 ): TaskStatus {
   const decision = decideFinish(
@@ -290,9 +299,11 @@ function finishInTx(
       row.version,
     );
   } else {
+    // Outputs land with the success only, in this fenced write: a stale attempt's never do.
     c.run(
       `UPDATE tasks SET status = ?, version = version + 1, lease_expires_at = NULL, finished_at = ?,
-              exit_code = ?, output = ?, output_bytes = ?, error = ?
+              exit_code = ?, output = ?, output_bytes = ?, error = ?,
+              output_values = CASE WHEN ? = 'succeeded' THEN ? ELSE output_values END
         WHERE seq = ? AND version = ?`,
       to,
       tx.now,
@@ -300,6 +311,8 @@ function finishInTx(
       output,
       bytes,
       result.error,
+      to,
+      values,
       row.seq,
       row.version,
     );

@@ -23,6 +23,42 @@ export function outputBytes(output: string, written: number | undefined): number
   return Math.max(own, written);
 }
 
+/** Defence in depth behind the worker's checks (src/domain/outputs.ts): what a finish may keep as outputs. */
+const MAX_OUTPUTS = 32;
+const MAX_OUTPUT_NAME = 64;
+const MAX_OUTPUT_VALUE_BYTES = 4 * 1024;
+
+/**
+ * A finish's outputs as the JSON the store keeps, or null when it keeps none: only a success keeps
+ * them. A RangeError (before any transaction) for anything the worker could not have accepted.
+ */
+export function outputValuesJson(result: {
+  outcome: string;
+  outputs?: Record<string, string>;
+}): string | null {
+  const outputs = result.outputs;
+  if (outputs === undefined || result.outcome !== "succeeded") return null;
+  if (typeof outputs !== "object" || outputs === null || Array.isArray(outputs))
+    throw new RangeError("finish task: outputs must be a table of names to strings");
+  const names = Object.keys(outputs);
+  if (names.length > MAX_OUTPUTS)
+    throw new RangeError(`finish task: ${names.length} outputs; at most ${MAX_OUTPUTS}`);
+  for (const name of names) {
+    const value: unknown = outputs[name];
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || name.length > MAX_OUTPUT_NAME)
+      throw new RangeError(`finish task: ${JSON.stringify(name.slice(0, 80))} is not an output name`);
+    if (
+      typeof value !== "string" ||
+      Buffer.byteLength(value) > MAX_OUTPUT_VALUE_BYTES ||
+      value.includes("\0")
+    )
+      throw new RangeError(
+        `finish task: output "${name}" must be text of at most ${MAX_OUTPUT_VALUE_BYTES} bytes without NUL`,
+      );
+  }
+  return JSON.stringify(outputs);
+}
+
 export function checkLeaseTtl(ttlMs: number): void {
   if (!Number.isFinite(ttlMs) || ttlMs <= 0)
     throw new RangeError(`lease ttl must be a positive number of ms, got ${ttlMs}`);

@@ -164,6 +164,14 @@ export function taskFromRow(r: Row, json: DecodeJson): TaskRecord {
     output: strOrNull(r.output),
     outputBytes: numOrNull(r.output_bytes),
     error: strOrNull(r.error),
+    outputPatterns:
+      r.output_patterns === null || r.output_patterns === undefined
+        ? null
+        : json<Record<string, string>>(r.output_patterns),
+    outputValues:
+      r.output_values === null || r.output_values === undefined
+        ? null
+        : json<Record<string, string>>(r.output_values),
   };
 }
 
