@@ -62,6 +62,8 @@ function task(taskId: string, status: TaskStatus, extra: Partial<TaskRecord> = {
     output: null,
     outputBytes: null,
     error: null,
+    outputPatterns: null,
+    outputValues: null,
     ...extra,
   };
 }
