@@ -8,7 +8,7 @@
  * more than `bufferBytes` unread is sent a `dropped` event naming where to resume, and disconnected.
  *
  * Hand-rolled rather than @fastify/sse: the stream needs the socket's unread byte count to bound each
- * client, and the plugin asks for a newer Node 20 release than the project's engines.
+ * client.
  */
 import type { ServerResponse } from "node:http";
 import type { LogEvent } from "../../ports/store.js";

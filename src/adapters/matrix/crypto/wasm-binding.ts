@@ -2,7 +2,7 @@
  * The crypto binding matrix-bot-sdk 0.8.0 calls (the API of the native
  * @matrix-org/matrix-sdk-crypto-nodejs), implemented over the WebAssembly build of the same Rust
  * crypto (@matrix-org/matrix-sdk-crypto-wasm), which installs from the npm registry without a download
- * and runs on Node 20. The SDK requires the native package at load time; npm `overrides` point it at
+ * step of its own. The SDK requires the native package at load time; npm `overrides` point it at
  * stubs/matrix-sdk-crypto-nodejs, which throws on any use until installWasmCryptoBinding() puts these
  * classes into that module's exports (the SDK reads them off the module object at call time).
  *
