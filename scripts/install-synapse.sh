@@ -50,7 +50,8 @@ if command -v flock >/dev/null 2>&1; then
   fi
 fi
 
-echo "install-synapse: installing matrix-synapse==$SYNAPSE_VERSION into $venv" >&2
+echo "install-synapse: installing matrix-synapse==$SYNAPSE_VERSION and about 60 Python packages (~240 MB) into $venv;" >&2
+echo "install-synapse: the first time takes a few minutes (pip names each package as it goes)" >&2
 if [[ ! -x "$venv_python" ]]; then
   if ! "$python" -m venv "$venv" >&2; then
     echo "install-synapse: could not create a venv at $venv (Debian: apt-get install python3-venv python3-pip)." >&2
@@ -62,7 +63,8 @@ if ! "$venv_python" -m pip --version >/dev/null 2>&1; then
   echo "install-synapse: pip is not available in the venv at $venv (Debian: apt-get install python3-pip python3-venv)." >&2
   exit 2
 fi
-"$venv_python" -m pip install --quiet --disable-pip-version-check "matrix-synapse==$SYNAPSE_VERSION" >&2
+# Not --quiet: pip's "Collecting …" / "Installing collected packages" lines are the progress.
+"$venv_python" -m pip install --progress-bar off --disable-pip-version-check "matrix-synapse==$SYNAPSE_VERSION" >&2
 
 if [[ "$(installed_version)" != "$SYNAPSE_VERSION" ]]; then
   echo "install-synapse: pip finished but matrix-synapse $SYNAPSE_VERSION is not importable from $venv" >&2
