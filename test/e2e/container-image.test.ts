@@ -9,9 +9,10 @@
 // Where a COPY takes from the build stage, the build stage's /app is this checkout after
 // `npm ci && npm run build && npm prune --omit=dev`: `dist` is the checkout's build, and
 // `node_modules` is the checkout's node_modules cut to what `npm prune --omit=dev` keeps, i.e. the
-// package-lock entries not marked `dev` (hard links, so it takes well under a second; `npm ci
-// --omit=dev` would need the network and a compile of better-sqlite3). The test checks that the
-// build stage does run those commands, so the stand-in cannot silently drift from the image.
+// installed packages (npm's record of them, node_modules/.package-lock.json) not marked `dev` (hard
+// links, so it takes well under a second; `npm ci --omit=dev` would need the network). The test
+// checks that the build stage does run those commands, so the stand-in cannot silently drift from
+// the image.
 import { spawn } from "node:child_process";
 import {
   copyFileSync,
@@ -113,9 +114,11 @@ function linkTree(src: string, dst: string, skipNodeModules: boolean): void {
   }
 }
 
-/** What `npm prune --omit=dev` leaves: every package-lock entry not marked dev, each without its nested packages. */
+/** What `npm prune --omit=dev` leaves: every installed package not marked dev, each without its nested packages. */
 function productionNodeModules(dst: string): number {
-  const lock = JSON.parse(readFileSync(join(REPO, "package-lock.json"), "utf8")) as {
+  // npm's record of this node_modules (what `npm prune` works from), not package-lock.json: a
+  // node_modules installed from an older lock is cut by what it holds.
+  const lock = JSON.parse(readFileSync(join(REPO, "node_modules", ".package-lock.json"), "utf8")) as {
     packages: Record<string, { dev?: boolean; link?: boolean; optional?: boolean }>;
   };
   let count = 0;
@@ -336,7 +339,7 @@ describe("the container image's final stage", () => {
     };
     expect(image.bases.length).toBeGreaterThanOrEqual(2);
     for (const base of image.bases) expect(base).toMatch(/^node:24\.\d+\.\d+-[a-z]+-slim$/);
-    // Both stages the same Node: better-sqlite3 is compiled for the Node that loads it.
+    // Both stages the same Node release: what the build stage installs is what the final one runs.
     expect(new Set(image.bases).size).toBe(1);
     const floor = /^>=(\d+)$/.exec(pkg.engines.node);
     expect(floor).not.toBeNull();
