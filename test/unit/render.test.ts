@@ -218,12 +218,19 @@ describe("status card", () => {
     expect(reply?.body).toContain("Room paused: its cap is 0");
   });
 
-  it("a pending card says how to confirm, by command or reaction, and when it expires", () => {
+  it("a pending card says how to confirm, by command or reaction, and when it expires (a time, not a countdown that would freeze)", () => {
     const card = renderStatusCard(run({ status: "pending", confirmDeadline: T0 + 600_000 }), tasks, T0);
     expect(card.body).toContain("!dag confirm backup");
     expect(card.body).toContain("react ✅ to this message");
     expect(card.body).toContain("❌");
-    expect(card.body).toContain("expires in 10m00s");
+    expect(card.body).toContain(`expires at ${new Date(T0 + 600_000).toISOString().slice(11, 19)} UTC.`);
+    expect(card.body).not.toMatch(/expires in/);
+    const later = renderStatusCard(
+      run({ status: "pending", confirmDeadline: T0 + 600_000 }),
+      tasks,
+      T0 + 60_000,
+    );
+    expect(later.body).toContain(`expires at ${new Date(T0 + 600_000).toISOString().slice(11, 19)} UTC.`);
   });
 
   it("escapes hostile ids, descriptions, errors and publishers", () => {

@@ -23,6 +23,7 @@ import { renderPlan } from "./dag-plan.js";
 import { code, join, r, text, userPill } from "./html.js";
 import {
   clockTime,
+  dateTime,
   formatDuration,
   plural,
   progressBar,
@@ -99,7 +100,9 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
   // A card shows each task that needs eyes and folds the others into one line per state; a
   // `!dag status` reply (asked for) shows every task line.
   const eyes = asCard ? view.tasks.filter((t) => NEEDS_EYES.has(t.status)) : view.tasks;
-  const taskLines = [...eyes.map((t) => renderTaskLine(t, view.at)), ...(asCard ? foldedLines(view) : [])];
+  // Awaiting confirmation, the plan lists every task already: no second list of them waiting.
+  const folded = asCard && plan.length === 0 ? foldedLines(view) : [];
+  const taskLines = [...eyes.map((t) => renderTaskLine(t, view.at)), ...folded];
   const shownCount = asCard
     ? TASK_STATUSES.filter((s) => !NEEDS_EYES.has(s)).reduce((n, s) => n + summary.byStatus[s], eyes.length)
     : view.tasks.length;
@@ -178,10 +181,15 @@ export function honestProgress(summary: TaskSummary): string {
 }
 
 function confirmHint(run: RunSummary, at: number, asCard: boolean): Rendered {
+  // A time, not a countdown: the card is not edited while it waits, and a countdown would freeze.
   const expires =
     run.confirmDeadline === null
       ? ""
-      : ` It expires in ${formatDuration(Math.max(0, run.confirmDeadline - at))}.`;
+      : ` It expires at ${
+          run.confirmDeadline - at < 20 * 3_600_000
+            ? clockTime(run.confirmDeadline)
+            : dateTime(run.confirmDeadline)
+        }.`;
   const where = asCard ? "to this message" : "on its status card";
   const confirm = run.hash === undefined ? run.dagId : `${run.dagId} ${shortHash(run.hash)}`;
   return r`Awaiting confirmation: send ${code(`!dag confirm ${confirm}`)} or react ✅ ${where} to start it, ${code(
