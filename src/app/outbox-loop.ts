@@ -17,6 +17,7 @@ import { isChatSendError } from "../ports/chat.js";
 import { isConflict } from "../ports/errors.js";
 import type { PictureEvent, PictureMaker } from "./pictures.js";
 import { PICTURE_REQUEST_TYPE, pictureFailureContent, readPictureRequest } from "./render/pictures.js";
+import { FALLBACK_TXN_KEY } from "./render/notice.js";
 import { Waker, wakeOnChange } from "./wake.js";
 import { CHAT_PASS_BACKOFF, backoffMs } from "../domain/backoff.js";
 
@@ -184,8 +185,10 @@ async function contentToSend(
   row: OutboxMessage,
   log: Logger,
 ): Promise<Record<string, unknown> | null> {
+  const resolved = await withFallback(deps, row.content);
+  if (resolved === null) return null;
   const content: Record<string, unknown> = withMentions(row.eventType, {
-    ...row.content,
+    ...resolved,
     [TXN_CONTENT_KEY]: row.txnId,
   });
   if (!row.replacesTxnId) return content;
@@ -228,7 +231,10 @@ async function sendPicture(
       deps.pictures === undefined
         ? pictureFailureContent(request.dagId, "this node cannot draw pictures", request.relation)
         : await deps.pictures(request, row.roomId);
-    const content = withMentions(event.eventType, { ...event.content, [TXN_CONTENT_KEY]: row.txnId });
+    const resolved = await withFallback(deps, { ...event.content, ...fallbackOf(row.content) });
+    // Its fallback target is still on its way (older, so it goes first): draw again on a later pass.
+    if (resolved === null) return;
+    const content = withMentions(event.eventType, { ...resolved, [TXN_CONTENT_KEY]: row.txnId });
     let eventId: string;
     try {
       eventId = await deps.transport.sendEvent(row.roomId, event.eventType, content, row.txnId);
@@ -246,6 +252,39 @@ async function sendPicture(
     if (isConflict(err)) log.debug({ txn: row.txnId, reason: err.message }, "picture mark rejected");
     else log.warn({ txn: row.txnId, err: String(err) }, "picture not sent; retrying on a later pass");
   }
+}
+
+/** The picture request's fallback target, carried over to the m.image (or its failure notice). */
+function fallbackOf(content: Record<string, unknown>): Record<string, unknown> {
+  const txn = content[FALLBACK_TXN_KEY];
+  return typeof txn === "string" ? { [FALLBACK_TXN_KEY]: txn } : {};
+}
+
+/**
+ * A thread message's reply fallback (render/notice.ts FALLBACK_TXN_KEY) pointed at the event its
+ * target message was sent as: `m.in_reply_to` with `is_falling_back`, so clients without threads
+ * show it as a reply to that bot message. Null while the target is still pending; a target that was
+ * never sent leaves the message without a fallback.
+ */
+async function withFallback(
+  deps: OutboxLoopDeps,
+  content: Record<string, unknown>,
+): Promise<Record<string, unknown> | null> {
+  const txn = content[FALLBACK_TXN_KEY];
+  if (txn === undefined) return content;
+  const { [FALLBACK_TXN_KEY]: _, ...rest } = content;
+  const target = typeof txn === "string" ? await deps.store.getOutbox(txn) : null;
+  if (target?.status === "pending") return null;
+  const relation = rest["m.relates_to"];
+  if (target?.sentEventId == null || relation === null || typeof relation !== "object") return rest;
+  return {
+    ...rest,
+    "m.relates_to": {
+      ...relation,
+      is_falling_back: true,
+      "m.in_reply_to": { event_id: target.sentEventId },
+    },
+  };
 }
 
 /**

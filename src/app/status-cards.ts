@@ -2,8 +2,8 @@
  * The leader's status-card keeper for one room (docs/architecture.md §4 step 5): whenever a run's tasks or
  * status change, it enqueues an edit of the run's card (render/messages.ts cardEditMessage, whose
  * txnId names the run's state, so one state is one edit however often it is enqueued), and when a
- * run ends, the final message that mentions the publisher (txnId final.<run_id>: once, whichever
- * leader gets there). The outbox coalesces a burst of edits and paces them (outbox-loop.ts).
+ * run ends, the final message that mentions the publisher, last in the run's thread (txnId
+ * final.<run_id>: once, whichever leader gets there). The outbox coalesces a burst of edits and paces them (outbox-loop.ts).
  */
 import { isTerminalRun } from "../domain/run-states.js";
 import type { Clock } from "../ports/clock.js";
@@ -31,7 +31,7 @@ export interface StatusCardDeps {
     Pick<Scheduler, "getRoomCap" | "roomLoad"> &
     Pick<NodeStore, "listNodes"> &
     Pick<OutboxStore, "enqueueOutbox" | "getOutbox"> &
-    Pick<InboxStore, "getInboxEvent"> &
+    Pick<InboxStore, "getInboxEvent" | "nextInboxEvent"> &
     ChangeFeed & { now(): Promise<number> };
   clock: Clock;
   logger: Logger;
@@ -162,10 +162,14 @@ export class CardKeeper {
       if ((await store.getOutbox(edit.txnId)) === null) messages.push(edit);
       showing = edit.txnId;
     }
-    // A rejected run was answered by its reject command; every other end is news to the publisher.
-    if (ended && run.status !== "rejected") {
+    // Every end gets one final message, the last word of the run's thread. A reject or cancel answered
+    // in that thread is that word itself (inbox-step.ts answerTxnId): while a handled command waits
+    // for its answer, that answer may be it.
+    if (ended) {
       const final = finalMessage(run, tasks);
       if ((await store.getOutbox(final.txnId)) === null) {
+        if ((await store.nextInboxEvent(this.fence))?.status === "handled")
+          return { messages, settled: false };
         const shown = messages.some((m) => m.txnId === showing) ? null : await store.getOutbox(showing);
         if (shown === null || shown.status === "pending") return { messages, settled: false };
         messages.push(final);

@@ -153,6 +153,18 @@ export function describeCommandSuite(backend: CommandsBackend): void {
       return n;
     }
 
+    /**
+     * A picture asked for in the main timeline goes into the run's thread (picture.<event id>), and
+     * the command's one answer (reply.<event id>) points to it; without a picture, the answer itself.
+     */
+    async function pictureOrReply(eventId: string): Promise<OutboxMessage | null> {
+      const picture = await store.getOutbox(`picture.${eventId}`);
+      const answer = await reply(eventId);
+      if (picture === null) return answer;
+      expect(String(answer?.content["body"])).toMatch(/^🖼️ The picture of `.+` goes into its thread\.$/);
+      return picture;
+    }
+
     async function reply(eventId: string): Promise<OutboxMessage | null> {
       return store.getOutbox(`reply.${eventId}`);
     }
@@ -190,12 +202,16 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         const m = await reply(eventId);
         expect(m?.content["m.relates_to"]).toEqual({ "m.in_reply_to": { event_id: eventId } });
         expect(m?.content["msgtype"]).toBe("m.notice");
-        expect(String(m?.content["body"])).toContain(
-          `📥 Published \`nightly\` (3 tasks, run \`${run?.runId.slice(0, 8)}\`, content hash \`${run?.hash.slice(0, 12)}\`)`,
+        // One line: the card (in the thread) says how to confirm, with the hash.
+        expect(String(m?.content["body"])).toBe(
+          "📥 Published `nightly` (3 tasks) for confirmation. Its card is in the thread.",
         );
-        expect(String(m?.content["body"])).toContain(`\`!dag confirm nightly ${run?.hash.slice(0, 12)}\``);
         const card = await store.getOutbox(`card.${run?.runId}`);
-        expect(card?.content["m.relates_to"]).toMatchObject({ rel_type: "m.thread", event_id: eventId });
+        expect(card?.content["m.relates_to"]).toEqual({ rel_type: "m.thread", event_id: eventId });
+        expect(card?.content["org.dagbot.fallback_txn"]).toBe(`reply.${eventId}`);
+        expect(String(card?.content["body"])).toContain(`\`!dag confirm nightly ${run?.hash.slice(0, 12)}\``);
+        // The acknowledgement goes out before the card that points at it.
+        expect(m!.seq).toBeLessThan(card!.seq);
         expect(String(card?.content["body"])).toContain("0/3 succeeded · 3 waiting");
         const row = await store.getInboxEvent(eventId);
         expect(row?.status).toBe("replied");
@@ -575,7 +591,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         await ask(r, OP, publishToml(chainToml("tp")));
         expect(await ask(r, OP, "!dag confirm tp")).toContain("two-person rule");
         expect((await store.getRun(r.roomId, "tp"))?.status).toBe("pending");
-        expect(await ask(r, OP2, "!dag confirm tp")).toBe("▶️ @op2:test confirmed `tp`; it is running now.");
+        expect(await ask(r, OP2, "!dag confirm tp")).toBe("▶️ @op2:test confirmed `tp`; it started.");
         expect(await store.getRun(r.roomId, "tp")).toMatchObject({ status: "running", confirmedBy: OP2 });
         expect(await ask(r, OP, "!dag confirm tp")).toBe(
           "`tp` is already confirmed by @op2:test; it is running.",
@@ -618,7 +634,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(await store.getRun(r.roomId, "seen")).toMatchObject({ status: "pending", confirmedBy: null });
         expect(await ask(r, OP2, "!dag confirm seen abc")).toContain("bad content hash");
         expect(await ask(r, OP2, `!dag confirm seen ${run.hash.slice(0, 8).toUpperCase()}`)).toBe(
-          "▶️ @op2:test confirmed `seen`; it is running now.",
+          "▶️ @op2:test confirmed `seen`; it started.",
         );
         expect(await store.getRun(r.roomId, "seen")).toMatchObject({ status: "running", confirmedBy: OP2 });
       }),
@@ -672,7 +688,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
       track(async () => {
         const r = await room();
         const body = await ask(r, AUTO, publishToml(chainToml("fast")));
-        expect(body).toContain("It starts now");
+        expect(body).toBe("📥 Published `fast` (3 tasks); it started. Its card is in the thread.");
         expect((await store.getRun(r.roomId, "fast"))?.status).toBe("running");
       }),
     );
@@ -686,7 +702,9 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect((await store.getRun(r.roomId, "r1"))?.status).toBe("rejected");
         expect(await ask(r, OP2, "!dag reject r1")).toBe("`r1` is already rejected.");
         await ask(r, AUTO, publishToml(chainToml("c1")));
-        expect(await ask(r, OP, "!dag cancel c1")).toMatch(/^(🚫 `c1` is canceled|🛑 Canceling `c1`)/);
+        expect(await ask(r, OP, "!dag cancel c1")).toMatch(
+          /^(🚫 @op:test canceled `c1`; none|🛑 @op:test canceled `c1`: tasks)/,
+        );
         expect(["canceling", "canceled"]).toContain((await store.getRun(r.roomId, "c1"))?.status);
         expect(await ask(r, OP, "!dag cancel c1")).toMatch(/^`c1` is already cancel/);
       }),
@@ -968,7 +986,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         await drain(r.fence);
         expect(await store.getRun(r.roomId, "react")).toMatchObject({ status: "running", confirmedBy: OP2 });
         const answer = await reply(yes);
-        expect(answer?.content["body"]).toBe("▶️ @op2:test confirmed `react`; it is running now.");
+        expect(answer?.content["body"]).toBe("▶️ @op2:test confirmed `react`; it started.");
         // The answer goes to the card, in the publish event's thread.
         expect(answer?.content["m.relates_to"]).toEqual({
           rel_type: "m.thread",
@@ -987,7 +1005,12 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         const no = await react(OP2, "❌", "$card-nah");
         await drain(r.fence);
         expect((await store.getRun(r.roomId, "nah"))?.status).toBe("rejected");
-        expect((await reply(no))?.content["body"]).toBe("✋ @op2:test rejected `nah`; it will not run.");
+        // The ❌ ended the run in its thread: its answer is that thread's last word, the run's final
+        // message (no second one follows), and says which reaction it answers.
+        expect(await reply(no)).toBeNull();
+        const final = await store.getOutbox(`final.${nah!.runId}`);
+        expect(final?.content["body"]).toBe("✋ @op2:test rejected `nah`; it will not run.");
+        expect(final?.content["org.dagbot.answers"]).toBe(no);
       }),
     );
 
@@ -1020,9 +1043,12 @@ export function describeCommandSuite(backend: CommandsBackend): void {
           crashReplies.push(String(m?.content["body"]));
         }
         const normalize = (s: string) =>
-          s.replace(/run `[^`]+`/g, "run `ID`").replace(/as of [0-9:]+ UTC/, "");
+          s
+            .replace(/run `[^`]+`/g, "run `ID`")
+            .replace(/as of [0-9:]+ UTC/, "")
+            .replace(/expires at [0-9:]+ UTC/, "expires at TIME");
         expect(crashReplies.slice(0, 2).map(normalize)).toEqual(normalReplies.slice(0, 2).map(normalize));
-        expect(crashReplies[2]).toBe("▶️ @op:test confirmed `once`; it is running now.");
+        expect(crashReplies[2]).toBe("▶️ @op:test confirmed `once`; it started.");
         // One run with its 3 tasks; three replies and one card; the confirm happened once.
         expect(await counts()).toEqual({
           runs: before.runs + 1,
@@ -1150,7 +1176,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
           const eventId = await say(r.roomId, sender, "!dag graph pic");
           expect(await drain(r.fence)).toBe(1);
           expect((await store.getInboxEvent(eventId))?.status).toBe("replied");
-          return reply(eventId);
+          return pictureOrReply(eventId);
         };
         for (let i = 0; i < 3; i++) expect((await graph(LOW))?.eventType).toBe("org.dagbot.picture-request");
         const refusal = await graph(LOW);
@@ -1184,7 +1210,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         const graph = async (sender: string): Promise<OutboxMessage | null> => {
           const eventId = await say(r.roomId, sender, "!dag graph pic");
           expect(await drain(r.fence)).toBe(1);
-          return reply(eventId);
+          return pictureOrReply(eventId);
         };
         expect(await ask(r, LOW, "!dag policy")).toContain("you need power level 50");
         expect(await ask(r, OP, "!dag policy")).toContain("graph anyone");

@@ -125,7 +125,7 @@ describe("the Matrix bot in a room of three nodes", () => {
     const published = await command(alice, publishJson(twoTasks("e2e_first")));
     expect(published.reply.content["msgtype"]).toBe("m.notice");
     expect(published.reply.content["format"]).toBe("org.matrix.custom.html");
-    expect(bodyOf(published.reply)).toMatch(/awaits confirmation/);
+    expect(bodyOf(published.reply)).toMatch(/for confirmation\. Its card is in the thread\.$/);
     const card = await alice.waitFor(cardOf("e2e_first"), T, "the status card");
     // The card is a threaded reply to the publish event.
     expect(card.content["m.relates_to"]).toMatchObject({ rel_type: "m.thread", event_id: published.id });
@@ -196,7 +196,7 @@ describe("the Matrix bot in a room of three nodes", () => {
 
     const started = await command(alice, "!dag run e2e_params who=ann");
     expect(bodyOf(started.reply)).toMatch(/New run of e2e_params: `e2e_params\.2`.*who=ann/s);
-    expect(bodyOf(started.reply)).toMatch(/awaits confirmation/);
+    expect(bodyOf(started.reply)).toMatch(/for confirmation\. Its card is in the thread\.$/);
     const card = await alice.waitFor(cardOf("e2e_params.2"), T, "the new run's card");
     expect(bodyOf(card)).toContain("hi ann");
     expect(bodyOf((await command(alice, "!dag confirm e2e_params.2")).reply)).toMatch(/⛔/);

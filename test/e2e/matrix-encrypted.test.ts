@@ -13,7 +13,15 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { Store } from "../../src/ports/store.js";
 import { BotFleet } from "../support/bot-fleet.js";
-import { cardEditSaying, cardOf, publishJson, replyTo, roomHistory, txnOf } from "../support/bot-chat.js";
+import {
+  cardEditSaying,
+  cardOf,
+  pictureFor,
+  publishJson,
+  replyTo,
+  roomHistory,
+  txnOf,
+} from "../support/bot-chat.js";
 import { EncryptedPerson, type PersonEvent } from "../support/encrypted-person.js";
 import { useSynapse } from "../support/matrix-fixture.js";
 import { MatrixUser } from "../support/matrix-user.js";
@@ -95,7 +103,7 @@ describe("the bot in an encrypted room, with a person on matrix-js-sdk", () => {
     };
     const published = await command(publishJson(dag));
     expect(published.reply.encrypted).toBe(true);
-    expect(body(published.reply)).toMatch(/awaits confirmation/);
+    expect(body(published.reply)).toMatch(/for confirmation\. Its card is in the thread\.$/);
     const card = await erin.waitFor(cardOf("enc_first"), T, "the status card");
     expect(card.encrypted).toBe(true);
     expect(card.content["m.relates_to"]).toMatchObject({ rel_type: "m.thread", event_id: published.id });
@@ -143,8 +151,10 @@ describe("the bot in an encrypted room, with a person on matrix-js-sdk", () => {
   });
 
   it("!dag graph in the encrypted room: an encrypted m.image whose upload is ciphertext that decrypts to the PNG", async () => {
+    // Typed in the main timeline: answered there; the picture goes into the run's thread.
     const asked = await command("!dag graph enc_first");
-    const image = asked.reply;
+    expect(body(asked.reply)).toBe("🖼️ The picture of `enc_first` goes into its thread.");
+    const image = await erin.waitFor(pictureFor(asked.id), T, "the picture");
     expect(image.encrypted).toBe(true);
     expect(image.content["msgtype"]).toBe("m.image");
     expect(image.content["url"]).toBeUndefined();

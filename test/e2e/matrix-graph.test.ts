@@ -2,9 +2,10 @@
  * What a room shows of its runs, against a real Synapse. `!dag graph`: the picture is an m.image in the run's thread whose media
  * downloads from the homeserver and decodes as a PNG of the stated size, with the run's states in
  * it; a picture larger than the homeserver accepts (max_upload_size 80 KiB here) is answered with a
- * notice naming the 413, and the run's card keeps moving meanwhile. A calm room: a run of 20 tasks
- * that needed confirmation puts two bot events in the main timeline (the publish's acknowledgement
- * and the final message); the rest is in its thread. Picture budgets (issue 24): a member over the
+ * notice naming the 413, and the run's card keeps moving meanwhile; typed in the main timeline, the
+ * command is answered there with a line pointing to the thread. A calm room: a run of 20 tasks that
+ * needed confirmation puts two bot events in the main timeline (the answers to the publish and the
+ * confirm typed there); the card and the final message are in its thread. Picture budgets (issue 24): a member over the
  * rate limit is refused once, saying when to ask again, and not answered after that; the room's
  * policy `graph operators` keeps pictures to operators.
  */
@@ -17,6 +18,7 @@ import {
   bodyOf,
   cardEditSaying,
   cardOf,
+  pictureFor,
   publishJson,
   replyTo,
   roomHistory,
@@ -101,13 +103,20 @@ describe("!dag graph", () => {
     const publishId = await alice.sendText(roomId, publishJson(dag));
     await runEnded("pic_small");
 
+    const card = await alice.waitFor(cardOf("pic_small"), T, "the card");
     const commandId = await alice.sendText(roomId, "!dag graph pic_small");
-    const image = await alice.waitFor(replyTo(commandId), T, "the picture");
+    // Typed in the main timeline: answered there, pointing to the picture in the run's thread.
+    const answer = await alice.waitFor(replyTo(commandId), T, "the answer");
+    expect(bodyOf(answer)).toBe("🖼️ The picture of `pic_small` goes into its thread.");
+    expect(answer.content["m.relates_to"]).toEqual({ "m.in_reply_to": { event_id: commandId } });
+    const image = await alice.waitFor(pictureFor(commandId), T, "the picture");
     expect(image.content["msgtype"]).toBe("m.image");
-    expect(image.content["m.relates_to"]).toMatchObject({
+    // Clients without threads show it as a reply to the card, not to the publish (the whole DAG).
+    expect(image.content["m.relates_to"]).toEqual({
       rel_type: "m.thread",
       event_id: publishId,
-      "m.in_reply_to": { event_id: commandId },
+      is_falling_back: true,
+      "m.in_reply_to": { event_id: card.event_id },
     });
     expect(bodyOf(image)).toContain("pic_small");
     expect(bodyOf(image)).toContain("1/3 succeeded · 1 failed · 1 skipped");
@@ -146,7 +155,7 @@ describe("!dag graph", () => {
     await alice.sendText(roomId, publishJson({ id: "pic_wide", tasks }));
     const card = await alice.waitFor(cardOf("pic_wide"), T, "the card");
     const commandId = await alice.sendText(roomId, "!dag graph pic_wide");
-    const reply = await alice.waitFor(replyTo(commandId), T, "the answer to !dag graph");
+    const reply = await alice.waitFor(pictureFor(commandId), T, "what went where the picture would be");
     expect(reply.content["msgtype"]).toBe("m.notice");
     expect(bodyOf(reply)).toMatch(
       /No picture of `pic_wide`: the homeserver refused the \d+ KiB picture as too large \(413\)/,
@@ -163,7 +172,7 @@ describe("!dag graph", () => {
 });
 
 describe("a calm room", () => {
-  it("a confirmed run of 20 tasks puts two bot events in the main timeline: the acknowledgement and the outcome", async () => {
+  it("a confirmed run of 20 tasks puts two bot events in the main timeline, each answering a command typed there; the rest is in its thread, which ends with the final message", async () => {
     // bob is not on auto_confirm: his publish waits for alice's confirmation.
     const tasks = Array.from({ length: 20 }, (_, i) => ({
       id: `t${i}`,
@@ -172,11 +181,12 @@ describe("a calm room", () => {
     }));
     const publishId = await bob.sendText(roomId, publishJson({ id: "calm20", tasks }));
     const ack = await alice.waitFor(replyTo(publishId), T, "the publish's acknowledgement");
-    expect(bodyOf(ack)).toMatch(/awaits confirmation/);
+    expect(bodyOf(ack)).toBe("📥 Published `calm20` (20 tasks) for confirmation. Its card is in the thread.");
     const confirmId = await alice.sendText(roomId, "!dag confirm calm20");
     const confirmed = await alice.waitFor(replyTo(confirmId), T, "the confirmation's answer");
-    // Said in the run's thread, answering the command.
-    expect(confirmed.content["m.relates_to"]).toMatchObject({ rel_type: "m.thread", event_id: publishId });
+    // Answered where it was typed (the main timeline), in words that stay true once the run ends.
+    expect(confirmed.content["m.relates_to"]).toEqual({ "m.in_reply_to": { event_id: confirmId } });
+    expect(bodyOf(confirmed)).toBe("▶️ @alice:localhost confirmed `calm20`; it started.");
     await runEnded("calm20");
     const run = await store.getRun(roomId, "calm20");
     await alice.waitFor((e) => txnOf(e) === `final.${run!.runId}`, T, "the final message");
@@ -192,16 +202,14 @@ describe("a calm room", () => {
     const relType = (e: MatrixEvent): unknown =>
       (e.content["m.relates_to"] as { rel_type?: string } | undefined)?.rel_type;
     const main = bots.filter((e) => relType(e) !== "m.thread" && relType(e) !== "m.replace");
-    expect(main.map((e) => txnOf(e))).toEqual([`reply.${publishId}`, `final.${run!.runId}`]);
-    // Everything else about the run is in its thread (the card and its edits, the confirmation).
+    expect(main.map((e) => txnOf(e))).toEqual([`reply.${publishId}`, `reply.${confirmId}`]);
+    // The card and its final message are in its thread; the final message is its latest event.
     const inThread = bots.filter(
       (e) =>
         relType(e) === "m.thread" &&
         (e.content["m.relates_to"] as { event_id?: string }).event_id === publishId,
     );
-    expect(inThread.map((e) => txnOf(e))).toEqual(
-      expect.arrayContaining([`card.${run!.runId}`, `reply.${confirmId}`]),
-    );
+    expect(inThread.map((e) => txnOf(e))).toEqual([`card.${run!.runId}`, `final.${run!.runId}`]);
   });
 });
 
@@ -213,7 +221,7 @@ describe("picture budgets", () => {
     // carol has power level 0: an ordinary member.
     for (let i = 0; i < 3; i++) {
       const asked = await carol.sendText(roomId, "!dag graph pic_budget");
-      const image = await alice.waitFor(replyTo(asked), T, `picture ${i + 1}`);
+      const image = await alice.waitFor(pictureFor(asked), T, `picture ${i + 1}`);
       expect(image.content["msgtype"]).toBe("m.image");
     }
     const fourth = await carol.sendText(roomId, "!dag graph pic_budget");
@@ -238,7 +246,7 @@ describe("picture budgets", () => {
     const set = await alice.sendText(roomId, "!dag policy graph operators");
     expect(bodyOf(await alice.waitFor(replyTo(set), T, "the policy change"))).toContain("graph operators");
     const bobAsks = await bob.sendText(roomId, "!dag graph pic_budget");
-    expect((await alice.waitFor(replyTo(bobAsks), T, "bob's picture")).content["msgtype"]).toBe("m.image");
+    expect((await alice.waitFor(pictureFor(bobAsks), T, "bob's picture")).content["msgtype"]).toBe("m.image");
     // The policy answers before the rate limit: carol hears why, though she was told to wait.
     const carolAsks = await carol.sendText(roomId, "!dag graph pic_budget");
     const refused = await alice.waitFor(replyTo(carolAsks), T, "carol's refusal");

@@ -137,7 +137,8 @@ describe("what the confirmer sees is what runs", () => {
     const published = await command(alice, publishJson(oneTask("sec_seen", "echo", hostile)));
     const run = (await store.getRun(roomId, "sec_seen"))!;
     const short = run.hash.slice(0, 12);
-    expect(bodyOf(published.reply)).toContain(`content hash \`${short}\``);
+    // The acknowledgement is one line pointing to the card; the card shows the hash.
+    expect(bodyOf(published.reply)).toMatch(/Its card is in the thread\.$/);
     const card = await alice.waitFor(cardOf("sec_seen"), T, "the card");
     expect(bodyOf(card)).toContain(`What runs if confirmed (content hash \`${short}\`):`);
     expect(bodyOf(card)).toContain('t: echo message="hi <b>@room</b> \\"quoted\\"\\u{202e}"');

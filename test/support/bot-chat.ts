@@ -62,3 +62,10 @@ export function countByTxn(events: readonly MatrixEvent[]): Map<string, number> 
 export function publishJson(dag: unknown): string {
   return `!dag publish\n\`\`\`json\n${JSON.stringify(dag, null, 2)}\n\`\`\``;
 }
+
+/**
+ * Predicate: the picture a `!dag graph` typed outside the run's thread put into that thread (the
+ * command's answer, a reply where it was typed, points to it).
+ */
+export const pictureFor = (commandEventId: string) => (e: MatrixEvent) =>
+  txnOf(e) === `picture.${commandEventId}`;

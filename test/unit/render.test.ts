@@ -270,12 +270,9 @@ describe("outbox messages", () => {
     expect(m.replacesTxnId).toBeUndefined();
     expect(m.content["msgtype"]).toBe("m.notice");
     expect(m.content["format"]).toBe("org.matrix.custom.html");
-    expect(m.content["m.relates_to"]).toEqual({
-      rel_type: "m.thread",
-      event_id: "$publish",
-      is_falling_back: true,
-      "m.in_reply_to": { event_id: "$publish" },
-    });
+    // Its reply fallback is the publish's acknowledgement (filled in by the outbox), never the publish.
+    expect(m.content["m.relates_to"]).toEqual({ rel_type: "m.thread", event_id: "$publish" });
+    expect(m.content["org.dagbot.fallback_txn"]).toBe("reply.$publish");
     expect(m.content["org.dagbot.card"]).toEqual({ runId: "run-1", dagId: "backup", hash: "h" });
   });
 
@@ -320,7 +317,9 @@ describe("outbox messages", () => {
     expect(m.content["m.mentions"]).toEqual({ user_ids: ["@alice:test"] });
     // An m.text: default push rules silence every notice before a mention counts.
     expect(m.content["msgtype"]).toBe("m.text");
-    expect(m.content["m.relates_to"]).toEqual({ "m.in_reply_to": { event_id: "$publish" } });
+    // The last word of the run's thread; clients without threads show it as a reply to the card.
+    expect(m.content["m.relates_to"]).toEqual({ rel_type: "m.thread", event_id: "$publish" });
+    expect(m.content["org.dagbot.fallback_txn"]).toBe("card.run-1");
     expect(m.content["body"]).toBe(
       "@alice:test: ❌ `backup` failed in 1m05s — 1/3 succeeded · `b` failed; `c` skipped. See `!dag logs backup b`; `!dag retry backup` runs the rest again.",
     );
@@ -387,25 +386,31 @@ const line = (over: Partial<TaskLine> = {}): TaskLine => ({
 });
 
 describe("replies", () => {
-  it("published: says it awaits confirmation, how, and within how long", () => {
+  it("published: one line saying what was stored and that its card is in the thread, not the card's instructions", () => {
     const out = renderOutcome({
-      kind: "published",
-      run: summary(),
-      needsConfirmation: true,
-      twoPersonRule: true,
-    });
-    expect(out?.body).toBe(
-      "📥 Published `backup` (3 tasks, run `run-1`).\nIt awaits confirmation within 1h00m: someone other than the publisher reads its status card (it shows what will run) and sends `!dag confirm backup` or reacts ✅ on it (`!dag reject backup` or ❌ drops it).",
-    );
-    // With the content hash: the reply shows it and the confirm command names it.
-    const hashed = renderOutcome({
       kind: "published",
       run: summary({ hash: "0123456789abcdef".repeat(4) }),
       needsConfirmation: true,
       twoPersonRule: true,
     });
-    expect(hashed?.body).toContain("(3 tasks, run `run-1`, content hash `0123456789ab`)");
-    expect(hashed?.body).toContain("sends `!dag confirm backup 0123456789ab`");
+    expect(out?.body).toBe("📥 Published `backup` (3 tasks) for confirmation. Its card is in the thread.");
+    const atOnce = renderOutcome({
+      kind: "published",
+      run: summary(),
+      needsConfirmation: false,
+      twoPersonRule: false,
+    });
+    expect(atOnce?.body).toBe("📥 Published `backup` (3 tasks); it started. Its card is in the thread.");
+    const newRun = renderOutcome({
+      kind: "published",
+      run: summary({ dagId: "backup.2", definition: "backup", params: { who: "ann" } }),
+      needsConfirmation: true,
+      twoPersonRule: true,
+    });
+    expect(newRun?.body).toBe(
+      "📥 New run of backup: `backup.2` (3 tasks; `who=ann`), for confirmation. Its card is in the thread.",
+    );
+    for (const o of [out, atOnce, newRun]) expect(o?.body.split("\n")).toHaveLength(1);
   });
 
   it("conflict: says nothing was stored and how to publish under a new id", () => {
@@ -445,7 +450,7 @@ describe("replies", () => {
       "`backup` cannot be rejected: it is running. To stop it, use `!dag cancel backup`.",
     );
     expect(renderOutcome({ ...base, verb: "confirm", result: "done" })?.body).toBe(
-      "▶️ @carol:test confirmed `backup`; it is running now.",
+      "▶️ @carol:test confirmed `backup`; it started.",
     );
   });
 

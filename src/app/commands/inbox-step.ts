@@ -29,7 +29,8 @@ import type {
   OutboxStore,
 } from "../../ports/store.js";
 import type { Placement } from "../render/messages.js";
-import { cardMessage, replyMessage } from "../render/messages.js";
+import { cardMessage, finalTxnId, replyMessage, replyTxnId } from "../render/messages.js";
+import { isTerminalRun } from "../../domain/run-states.js";
 import { pictureRequestMessage, picturePlacement } from "../render/pictures.js";
 import type { CommandPolicy, CommandStore, DagLibrary, HandlerContext } from "./context.js";
 import { withRoomPolicy } from "./context.js";
@@ -322,32 +323,61 @@ export async function replyToInboxEvent(deps: InboxDeps, fence: LeaderFence, eve
   const intent = decodeInboxContent(row.content, row.sender);
   const outcome = (await readOutcome(deps, row)) ?? { kind: "ignored", why: "not handled" };
   const messages: OutboxMessageInput[] = [];
-  // A new run's card goes out first: it is what people watch (and react on), the text reply
-  // only acknowledges the command. The outbox sends in this order.
+  const placement = placementOf(row, intent, outcome);
+  if (outcome.kind === "graph") {
+    // The picture is drawn and uploaded when the outbox sends it (app/pictures.ts): the answer itself
+    // where it was asked in the run's thread, else in the thread with a short answer here.
+    const picture = picturePlacement(outcome.run, eventId, placement);
+    if (picture.pointer) {
+      const reply = replyMessage(row.roomId, eventId, outcome, placement);
+      if (reply !== null) messages.push(reply);
+    }
+    messages.push(
+      pictureRequestMessage(row.roomId, eventId, outcome.run, picture.placement, picture.pointer),
+    );
+  } else {
+    const reply = replyMessage(
+      row.roomId,
+      eventId,
+      outcome,
+      placement,
+      answerTxnId(eventId, outcome, placement),
+    );
+    if (reply !== null) messages.push(reply);
+  }
+  // A new run's card follows the acknowledgement, in the publish's thread: clients without threads
+  // show it as a reply to the acknowledgement. The outbox sends in this order.
   if (outcome.kind === "published" || outcome.kind === "retried") {
     const run = await deps.store.getRunById(outcome.run.runId);
     if (run !== null)
       messages.push(cardMessage(run, await deps.store.listTasks(run.runId), await deps.store.now()));
   }
-  const placement = placementOf(row, intent, outcome);
-  if (outcome.kind === "graph") {
-    // The picture is the reply: drawn and uploaded when the outbox sends it (app/pictures.ts).
-    messages.push(
-      pictureRequestMessage(
-        row.roomId,
-        eventId,
-        outcome.run,
-        picturePlacement(outcome.run, eventId, placement),
-      ),
-    );
-  } else {
-    const reply = replyMessage(row.roomId, eventId, outcome, placement);
-    if (reply !== null) messages.push(reply);
-  }
   await deps.store.markInboxReplied(fence, eventId, messages);
 }
 
-/** Replies go where the command was: its thread, or a reply to it; a reaction's answer goes to the card. */
+/**
+ * The answer's txnId: `reply.<event id>`, except for a decision that ended its run at once (a reject,
+ * a cancel with nothing running) answered in the run's own thread — a ❌ on the card, a command typed
+ * there. That answer is the thread's last word on the run, so it is also the run's final message
+ * (`final.<run id>`), and the status-card keeper sends no second one.
+ */
+function answerTxnId(eventId: string, outcome: Outcome, placement: Placement): string {
+  if (
+    outcome.kind === "decision" &&
+    outcome.result === "done" &&
+    isTerminalRun(outcome.run.status) &&
+    placement.kind === "thread" &&
+    placement.root === outcome.run.publishEventId
+  )
+    return finalTxnId(outcome.run.runId);
+  return replyTxnId(eventId);
+}
+
+/**
+ * Every command is answered where it was typed: in its thread, or as a reply in the main timeline; a
+ * reaction in the thread of the message it reacts to. A new run's card, its final message and a
+ * picture asked for in the main timeline live in the run's thread, and the answer here points there.
+ */
 function placementOf(row: InboxEvent, intent: InboxIntent, outcome: Outcome): Placement {
   const stored = readCommandResult(row.result);
   const storedRoot = stored?.op === undefined ? stored?.threadRoot : undefined;
@@ -363,22 +393,8 @@ function placementOf(row: InboxEvent, intent: InboxIntent, outcome: Outcome): Pl
       : { kind: "thread", root, to: intent.targetEventId };
   }
   if (intent.kind === "edit") return { kind: "reply", to: intent.editedEventId };
-  const runRoot = runThreadOf(outcome);
-  if (runRoot !== null) return { kind: "thread", root: runRoot, to: row.eventId };
   const root = intent.kind === "message" ? intent.threadRoot : null;
   return root === null ? { kind: "reply", to: row.eventId } : { kind: "thread", root, to: row.eventId };
-}
-
-/**
- * A calm room (issue 15): what only tells how a run goes lives in the run's thread, beside its
- * card — the acknowledgement of a publish that starts at once, and a decision that took effect.
- * The main timeline keeps what needs a person (a publish awaiting confirmation, errors and
- * refusals where they were typed) and the one final message per run.
- */
-function runThreadOf(outcome: Outcome): string | null {
-  if (outcome.kind === "published" && !outcome.needsConfirmation) return outcome.run.publishEventId;
-  if (outcome.kind === "decision" && outcome.result === "done") return outcome.run.publishEventId;
-  return null;
 }
 
 /**

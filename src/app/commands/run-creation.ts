@@ -5,8 +5,6 @@
  * to these outcomes.
  */
 import { dagHash } from "../../domain/canonical-hash.js";
-import { shortHash } from "../../domain/command-grammar.js";
-import { formatDuration } from "../../domain/duration.js";
 import type { ActionOffer, DagIssue } from "../../domain/dag.js";
 import { checkActions, checkTaskArguments, formatIssue } from "../../domain/dag.js";
 import type { ParsedDag } from "../../domain/model.js";
@@ -204,12 +202,7 @@ export async function freeId(
 /** The replies to a new run (published, or a new run of a published DAG), an existing one, a conflict and an invalid DAG. */
 export const CREATION_RENDERERS = {
   published: (o: Extract<Outcome, { kind: "published" }>): Rendered =>
-    renderPublished(
-      o.run,
-      o.needsConfirmation,
-      o.twoPersonRule,
-      o.run.definition === undefined ? "Published" : `New run of ${o.run.definition}:`,
-    ),
+    renderPublished(o.run, o.needsConfirmation, o.run.definition),
   exists: (o: Extract<Outcome, { kind: "exists" }>): Rendered =>
     paragraphs([
       r`${code(o.run.dagId)} already exists with the same content: nothing new was stored.`,
@@ -230,30 +223,23 @@ export const CREATION_RENDERERS = {
     renderInvalidDag(o.source, o.issues, o.moreIssues),
 } as const;
 
-function renderPublished(
-  run: RunSummary,
-  needsConfirmation: boolean,
-  twoPersonRule: boolean,
-  verb: string,
-): Rendered {
-  const hash = run.hash === undefined ? "" : r`, content hash ${code(shortHash(run.hash))}`;
+/**
+ * One line: what was stored, and that its card is in this message's thread. The card says what to
+ * do (confirm with its hash, react ✅) and keeps saying what is true; this line stays true too.
+ */
+function renderPublished(run: RunSummary, needsConfirmation: boolean, definition?: string): Rendered {
   const values = Object.entries(run.params ?? {});
   const given = values.length === 0 ? "" : r`; ${code(values.map(([n, v]) => `${n}=${v}`).join(" "))}`;
-  const head = r`📥 ${verb} ${code(run.dagId)} (${plural(run.taskCount, "task")}, run ${code(shortRunId(run.runId))}${hash}${given}).`;
-  if (!needsConfirmation) {
-    return paragraphs([head, text("It starts now; the status card in this thread follows its progress.")]);
-  }
-  const expiry =
-    run.confirmDeadline === null
-      ? ""
-      : ` within ${formatDuration(Math.max(0, run.confirmDeadline - run.createdAt))}`;
-  const who = twoPersonRule ? "someone other than the publisher" : "an authorised member";
-  return paragraphs([
-    head,
-    r`It awaits confirmation${expiry}: ${who} reads its status card (it shows what will run) and sends ${code(
-      `!dag confirm ${run.hash === undefined ? run.dagId : `${run.dagId} ${shortHash(run.hash)}`}`,
-    )} or reacts ✅ on it (${code(`!dag reject ${run.dagId}`)} or ❌ drops it).`,
-  ]);
+  const what = r`${code(run.dagId)} (${plural(run.taskCount, "task")}${given})`;
+  const head =
+    definition === undefined
+      ? needsConfirmation
+        ? r`Published ${what} for confirmation`
+        : r`Published ${what}; it started`
+      : needsConfirmation
+        ? r`New run of ${definition}: ${what}, for confirmation`
+        : r`New run of ${definition}: ${what}; it started`;
+  return r`📥 ${head}. Its card is in the thread.`;
 }
 
 const MAX_SHOWN_ISSUES = 20;

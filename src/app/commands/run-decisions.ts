@@ -121,12 +121,14 @@ export function renderDecision(outcome: Extract<Outcome, { kind: "decision" }>):
   const { run, verb, result } = outcome;
   const id = code(run.dagId);
   const now = RUN_WORD[run.status];
+  // Said as what happened, not as a state: an answer in the main timeline stays true after the run
+  // moves on, and the run's card (in its thread) says where it is now.
   if (result === "done") {
-    if (verb === "confirm") return r`▶️ ${userPill(outcome.by)} confirmed ${id}; it is running now.`;
+    if (verb === "confirm") return r`▶️ ${userPill(outcome.by)} confirmed ${id}; it started.`;
     if (verb === "reject") return r`✋ ${userPill(outcome.by)} rejected ${id}; it will not run.`;
     return run.status === "canceled"
-      ? r`🚫 ${id} is canceled; none of its tasks was running.`
-      : r`🛑 Canceling ${id}: tasks that had not started are canceled, running ones are being stopped.`;
+      ? r`🚫 ${userPill(outcome.by)} canceled ${id}; none of its tasks was running.`
+      : r`🛑 ${userPill(outcome.by)} canceled ${id}: tasks that had not started were canceled, running ones were told to stop.`;
   }
   if (result === "already") {
     if (verb === "confirm") {

@@ -2,11 +2,13 @@
  * Outbox messages (Matrix event content) for replies, status cards, card edits and final messages.
  * Transaction ids are derived from what caused each message, so a retry or a crash re-enqueues the
  * same id and the outbox (insert-or-ignore) and the homeserver (txnId dedup) send it once:
- *   reply.<event_id>              the one reply to a command event
- *   card.<run_id>                 a run's status card (a threaded reply to the publish event)
+ *   reply.<event_id>              the one reply to a command event, where it was typed
+ *   picture.<event_id>            a picture asked for outside its run's thread (render/pictures.ts)
+ *   card.<run_id>                 a run's status card (first in the thread of the publish event)
  *   card.<run_id>.<v>.<status>    one edit of that card; v is the sum of its tasks' versions, which
  *                                 rises on every task move, so one state of the run is one edit
- *   final.<run_id>                the message that tells the publisher the run ended
+ *   final.<run_id>                the message that tells the publisher the run ended, last in its
+ *                                 thread (or the answer to the reject or cancel that ended it there)
  * Edits carry `replacesTxnId` and `m.relates_to: { rel_type: "m.replace" }` without an event id:
  * the sender fills in `event_id` with the event it sent under `replacesTxnId`.
  */
@@ -40,7 +42,7 @@ import { cardEditFallback, renderRunView, renderWords, runView, showsPaused } fr
 import { RUN_EMOJI, RUN_WORD } from "./words.js";
 
 export type { Placement } from "./notice.js";
-export { HTML_FORMAT, noticeContent, relatesTo } from "./notice.js";
+export { FALLBACK_TXN_KEY, HTML_FORMAT, noticeContent, relatesTo } from "./notice.js";
 
 export const MESSAGE_EVENT_TYPE = "m.room.message";
 /** Custom content key that names the run a card shows, for clients, tests and debugging. */
@@ -85,23 +87,50 @@ function longestFittingHead(text: string): string {
   return `${Array.from(kept).reverse().join("")}\n… (cut to fit one message)`;
 }
 
+/** Custom content key of a command's answer: the command (or reaction) event it answers. */
+export const ANSWERS_CONTENT_KEY = "org.dagbot.answers";
+
+/**
+ * A command's one answer, under `reply.<event id>`, or under `txnId` when the answer is also another
+ * message (the final message of a run the command ended, in the run's thread).
+ */
 export function replyMessage(
   roomId: string,
   commandEventId: string,
   outcome: Outcome,
   placement: Placement,
+  txnId: string = replyTxnId(commandEventId),
 ): OutboxMessageInput | null {
   const content = replyContent(outcome, placement);
   return content === null
     ? null
-    : { txnId: replyTxnId(commandEventId), roomId, eventType: MESSAGE_EVENT_TYPE, content };
+    : {
+        txnId,
+        roomId,
+        eventType: MESSAGE_EVENT_TYPE,
+        content: { ...content, [ANSWERS_CONTENT_KEY]: commandEventId },
+      };
 }
 
-/** The card's place: a threaded reply to the publish event, or a plain message for CLI/HTTP runs. */
+/**
+ * The card's place: the first bot message of the publish's thread, or a plain message for CLI/HTTP
+ * runs. Clients without threads show it as a reply to the publish's acknowledgement (one line), not
+ * to the publish (the whole DAG).
+ */
 function cardPlacement(run: RunRecord): Placement {
   return run.publishEventId === null
     ? { kind: "room" }
-    : { kind: "thread", root: run.publishEventId, to: run.publishEventId };
+    : { kind: "thread", root: run.publishEventId, fallbackTxn: replyTxnId(run.publishEventId) };
+}
+
+/**
+ * A later bot message of a run's thread that answers no command there (the final message, a picture
+ * asked for in the main timeline): clients without threads show it as a reply to the card.
+ */
+export function runThreadPlacement(run: { runId: string; publishEventId: string | null }): Placement | null {
+  return run.publishEventId === null
+    ? null
+    : { kind: "thread", root: run.publishEventId, fallbackTxn: cardTxnId(run.runId) };
 }
 
 /**
@@ -242,8 +271,8 @@ export function finalMessage(run: RunRecord, tasks: readonly TaskRecord[]): Outb
   const mentions = isMatrixUserId(run.publisher)
     ? { msgtype: "m.text", "m.mentions": { user_ids: [run.publisher] } }
     : {};
-  const placement: Placement =
-    run.publishEventId === null ? { kind: "room" } : { kind: "reply", to: run.publishEventId };
+  // The thread's last word: its summary under the publish then says how the run ended (§4 step 5).
+  const placement: Placement = runThreadPlacement(run) ?? { kind: "room" };
   return {
     txnId: finalTxnId(run.runId),
     roomId: run.roomId,

@@ -8,8 +8,21 @@ export type Placement =
   | { kind: "room" }
   /** A reply (m.in_reply_to) in the main timeline. */
   | { kind: "reply"; to: string }
-  /** In the thread rooted at `root`, answering `to` (the root itself when it starts the thread). */
-  | { kind: "thread"; root: string; to: string };
+  /**
+   * In the thread rooted at `root`. `to`: the event it answers there (a command or reaction of that
+   * thread). Without `to`, `fallbackTxn` names the bot message (by its outbox txnId: the card, the
+   * acknowledgement) that clients without threads show it as a reply to; the outbox fills in that
+   * message's event id when it sends (FALLBACK_TXN_KEY). Never the root: the root is a publish, and a
+   * reply to it would show the whole DAG again under every bot message.
+   */
+  | { kind: "thread"; root: string; to: string; fallbackTxn?: undefined }
+  | { kind: "thread"; root: string; to?: undefined; fallbackTxn: string | null };
+
+/**
+ * Custom content key of an unsent thread message: the outbox txnId of the message its reply fallback
+ * points at. The outbox replaces it with `m.in_reply_to` (that message's event id) before sending.
+ */
+export const FALLBACK_TXN_KEY = "org.dagbot.fallback_txn";
 
 /**
  * An m.notice with both bodies; `extra` adds keys (custom keys, or mentions and msgtype for the one
@@ -28,6 +41,8 @@ export function noticeContent(rendered: Rendered, placement: Placement, extra: R
   };
   const relation = relatesTo(placement);
   if (relation !== null) content["m.relates_to"] = relation;
+  if (placement.kind === "thread" && placement.to === undefined && placement.fallbackTxn != null)
+    content[FALLBACK_TXN_KEY] = placement.fallbackTxn;
   return content;
 }
 
@@ -38,12 +53,14 @@ export function relatesTo(placement: Placement): Record<string, unknown> | null 
     case "reply":
       return { "m.in_reply_to": { event_id: placement.to } };
     case "thread":
-      // is_falling_back: clients without threads show it as a reply to `to`.
-      return {
-        rel_type: "m.thread",
-        event_id: placement.root,
-        is_falling_back: placement.to === placement.root,
-        "m.in_reply_to": { event_id: placement.to },
-      };
+      // A real reply within the thread; or, without one, the fallback the outbox fills in (or none).
+      return placement.to !== undefined
+        ? {
+            rel_type: "m.thread",
+            event_id: placement.root,
+            is_falling_back: false,
+            "m.in_reply_to": { event_id: placement.to },
+          }
+        : { rel_type: "m.thread", event_id: placement.root };
   }
 }

@@ -1,13 +1,21 @@
 /**
  * The messages of `!dag graph`: the request the leader queues (the picture is drawn and uploaded
  * when the outbox sends it, from the run as it is then), the m.image it becomes, and the one-line
- * notice that replaces it when the picture cannot be drawn or uploaded. All three go out under the
- * command's reply txnId, so the command gets exactly one answer.
+ * notice that replaces it when the picture cannot be drawn or uploaded. All three go out under one
+ * txnId: the command's reply txnId when the picture is its answer, else `picture.<event id>` beside a
+ * short answer that points to it (picturePlacement), so the command gets exactly one answer.
  */
 import type { OutboxMessageInput } from "../../ports/store.js";
 import type { RunSummary } from "../commands/outcome.js";
 import type { Placement } from "./messages.js";
-import { MESSAGE_EVENT_TYPE, noticeContent, relatesTo, replyTxnId } from "./messages.js";
+import {
+  FALLBACK_TXN_KEY,
+  MESSAGE_EVENT_TYPE,
+  noticeContent,
+  relatesTo,
+  replyTxnId,
+  runThreadPlacement,
+} from "./messages.js";
 import { code, r } from "./html.js";
 
 /** The outbox row type of a picture to draw; never sent as such. */
@@ -20,25 +28,43 @@ export interface PictureRequest {
   relation: Record<string, unknown> | null;
 }
 
-/** The picture goes into the run's thread (answering the command); a run without one: a reply. */
-export function picturePlacement(run: RunSummary, commandEventId: string, fallback: Placement): Placement {
-  return run.publishEventId === null
-    ? fallback
-    : { kind: "thread", root: run.publishEventId, to: commandEventId };
+/**
+ * Where a picture goes and whether it is the command's answer. Asked in the run's thread (or of a run
+ * without a thread), the picture itself answers the command there. Asked elsewhere, it goes into the
+ * run's thread (clients without threads see it as a reply to the card) and the command gets a short
+ * answer where it was typed, pointing to it (`pointer`).
+ */
+export function picturePlacement(
+  run: RunSummary,
+  commandEventId: string,
+  asked: Placement,
+): { placement: Placement; pointer: boolean } {
+  if (run.publishEventId === null) return { placement: asked, pointer: false };
+  if (asked.kind === "thread" && asked.root === run.publishEventId)
+    return { placement: { kind: "thread", root: run.publishEventId, to: commandEventId }, pointer: false };
+  return { placement: runThreadPlacement(run) ?? asked, pointer: true };
 }
+
+/** `reply.<event id>` when the picture is the answer, `picture.<event id>` when a pointer answers. */
+export const pictureTxnId = (commandEventId: string): string => `picture.${commandEventId}`;
 
 export function pictureRequestMessage(
   roomId: string,
   commandEventId: string,
   run: RunSummary,
   placement: Placement,
+  pointer = false,
 ): OutboxMessageInput {
   const request: PictureRequest = { runId: run.runId, dagId: run.dagId, relation: relatesTo(placement) };
+  const fallback =
+    placement.kind === "thread" && placement.to === undefined && placement.fallbackTxn != null
+      ? { [FALLBACK_TXN_KEY]: placement.fallbackTxn }
+      : {};
   return {
-    txnId: replyTxnId(commandEventId),
+    txnId: pointer ? pictureTxnId(commandEventId) : replyTxnId(commandEventId),
     roomId,
     eventType: PICTURE_REQUEST_TYPE,
-    content: { ...request },
+    content: { ...request, ...fallback },
   };
 }
 

@@ -21,11 +21,9 @@ export const graph = defineVerb<{ verb: "graph"; id: string }, "graph">({
   ],
   handle: (ctx, c) => handleGraph(ctx, c.id),
   render: {
-    // In chat the picture itself is the reply (app/pictures.ts); this is its text elsewhere.
-    graph: (o) =>
-      r`A picture of ${code(o.run.dagId)} is posted in its thread; ${code(
-        `dagbot graph ${o.run.dagId}`,
-      )} draws it on a node.`,
+    // Asked in the main timeline, the picture goes into the run's thread and this answers here;
+    // asked in the thread, the picture itself is the answer (inbox-step.ts, render/pictures.ts).
+    graph: (o) => r`🖼️ The picture of ${code(o.run.dagId)} goes into its thread.`,
   },
 });
 
