@@ -7,12 +7,21 @@
  */
 import type { Clock } from "../ports/clock.js";
 import type { Logger } from "../ports/logger.js";
-import type { ChangeFeed, LeaderFence, PruneResult, RetentionStore, Scheduler } from "../ports/store.js";
+import type {
+  AfterStore,
+  ChangeFeed,
+  LeaderFence,
+  PruneResult,
+  RetentionStore,
+  Scheduler,
+} from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
 import { CLAIM_LEFT_MORE, noneDeleted, wakeTarget } from "../ports/store.js";
 import { Waker } from "./wake.js";
 import type { ScheduleAuthority, ScheduleStore } from "./schedules.js";
 import { runScheduleLoop } from "./schedules.js";
+import type { OutputsReader } from "./after.js";
+import { runAfterLoop } from "./after.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
 import type { RecentWake } from "./wake-targets.js";
 import { planWake, SELF_SERVE_MS, WAKE_DEPRIORITIZE_MS, WAKE_HOLD_MS } from "./wake-targets.js";
@@ -72,7 +81,11 @@ export interface LeaderDeps {
   processInbox: InboxStep | null;
   /** Where scheduled DAGs' slots become runs (schedules.ts); null or absent fires no schedule. */
   schedules?: ScheduleStore | null;
-  /** Whose authority schedules run on, checked before each slot (schedule-authority.ts); absent: not checked. */
+  /** Where definitions declaring `after` are fired (after.ts); null or absent fires none. */
+  afters?: AfterStore | null;
+  /** Where an upstream run's task outputs are read for an `after` mapping; absent: none are. */
+  afterOutputs?: OutputsReader | null;
+  /** Whose authority schedules (and `after` firings) run on, checked before each slot (schedule-authority.ts); absent: not checked. */
   scheduleAuthority?: ScheduleAuthority | null;
   /** Null (or absent) keeps everything forever. */
   retention?: RetentionSettings | null;
@@ -216,6 +229,23 @@ export async function runLeaderLoop(
           signal,
           deposed,
         );
+  const triggering =
+    deps.afters === undefined || deps.afters === null
+      ? Promise.resolve()
+      : runAfterLoop(
+          {
+            store: deps.afters,
+            clock: deps.clock,
+            onStoreError: deps.onStoreError,
+            feed: deps.store,
+            authority: deps.scheduleAuthority ?? null,
+            outputs: deps.afterOutputs ?? null,
+          },
+          log,
+          fence,
+          signal,
+          deposed,
+        );
   let failures = 0;
   let backToBack = 0;
   let tickMs = deps.timings.safetyTickMs;
@@ -265,6 +295,7 @@ export async function runLeaderLoop(
     unsubscribe();
     await pruning;
     await scheduling;
+    await triggering;
   }
 }
 

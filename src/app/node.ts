@@ -178,6 +178,7 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
               processInbox: deps.processInbox,
               retention: settings.retention ?? null,
               schedules: store,
+              afters: store,
               scheduleAuthority: deps.scheduleAuthority ?? null,
               onStoreError: storeErrorOf("leader"),
             },

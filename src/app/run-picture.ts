@@ -1,4 +1,5 @@
 /** The picture of a run or of a DAG that has not run: what `!dag graph` and `dagbot graph` draw. */
+import { triggerWords } from "../domain/after.js";
 import type { ParsedDag } from "../domain/model.js";
 import type { RunGraph } from "../domain/run-graph.js";
 import { buildRunGraph } from "../domain/run-graph.js";
@@ -24,6 +25,7 @@ export function runGraphOf(
     dagId: run.dagId,
     runLabel: shortRunId(run.runId),
     runStatusWord: run.status === "pending" ? "awaiting confirmation" : run.status,
+    ...(run.dag.trigger === undefined ? {} : { startedBy: triggerWords(run.dag.trigger) }),
     tasks: tasks.map((t) => ({
       id: t.taskId,
       action: t.action,

@@ -7,6 +7,7 @@ import { compileParamPattern } from "./param-pattern.js";
 import { OUTPUT_LIMITS, outputReferences } from "./outputs.js";
 import { newCheckBudget, PARAM_LIMITS, paramReferences, paramValueProblem } from "./params.js";
 import { scheduleProblem } from "./schedule.js";
+import { AFTER_STATUSES, parseAfterSource } from "./after.js";
 
 /** Every limit a DAG document is held to; messages quote these numbers. */
 export const DAG_LIMITS = {
@@ -285,6 +286,20 @@ const taskSchema = z.strictObject({
   outputs: outputsSchema.optional(),
 });
 
+const AFTER_STATUS_RULE = `must be one of ${AFTER_STATUSES.map((s) => `"${s}"`).join(", ")} (or a list of them)`;
+const afterStatusSchema = z.enum(AFTER_STATUSES, { error: () => AFTER_STATUS_RULE });
+
+/** `after = { dag = "build", status = "succeeded", params = { version = "params.version" } }` (after.ts). */
+const afterSchema = z.strictObject({
+  dag: idSchema,
+  status: z
+    .union([afterStatusSchema, z.array(afterStatusSchema).min(1).max(AFTER_STATUSES.length)], {
+      error: () => AFTER_STATUS_RULE,
+    })
+    .optional(),
+  params: z.record(z.string().max(64), z.string().max(200)).optional(),
+});
+
 const documentSchema = z.strictObject({
   id: idSchema,
   description: z.string().max(DAG_LIMITS.maxDescriptionLength).optional(),
@@ -293,6 +308,7 @@ const documentSchema = z.strictObject({
   schedule: z.string().min(1).max(200).optional(),
   timezone: z.string().min(1).max(64).optional(),
   missed: z.enum(["skip", "run_once"]).optional(),
+  after: afterSchema.optional(),
   tasks: z
     .array(taskSchema)
     .min(1, { error: "a DAG needs at least one task" })
@@ -398,9 +414,35 @@ export const dagSchema = documentSchema
           });
       }
     }
+    const declared = doc.params ?? {};
+    if (doc.after !== undefined) {
+      if (doc.after.dag === doc.id)
+        ctx.addIssue({ code: "custom", path: ["after", "dag"], message: "a DAG cannot run after itself" });
+      const mapped = Object.entries(doc.after.params ?? {});
+      if (mapped.length > PARAM_LIMITS.maxParams)
+        ctx.addIssue({
+          code: "custom",
+          path: ["after", "params"],
+          message: `maps ${mapped.length} parameters; at most ${PARAM_LIMITS.maxParams}`,
+        });
+      for (const [name, source] of mapped.slice(0, PARAM_LIMITS.maxParams)) {
+        if (!Object.hasOwn(declared, name))
+          ctx.addIssue({
+            code: "custom",
+            path: ["after", "params", name],
+            message: `maps a parameter this DAG does not declare (declare it as [params.${name.slice(0, 64)}] with a pattern)`,
+          });
+        const parsed = parseAfterSource(source);
+        if (typeof parsed === "string")
+          ctx.addIssue({
+            code: "custom",
+            path: ["after", "params", name],
+            message: `"${source.slice(0, 80)}" ${parsed}`,
+          });
+      }
+    }
     // Every {params.NAME} a task argument says must be declared, and every
     // {tasks.ID.outputs.NAME} must name an ancestor's declared output: a typo is caught at publish.
-    const declared = doc.params ?? {};
     const byId = new Map(doc.tasks.map((t) => [t.id, t]));
     let ancestors: Map<string, Set<string>> | null = null;
     doc.tasks.forEach((task, i) => {
@@ -447,6 +489,15 @@ export const dagSchema = documentSchema
     if (doc.params !== undefined && Object.keys(doc.params).length > 0) dag.params = doc.params;
     if (doc.schedule !== undefined)
       dag.schedule = { cron: doc.schedule, timezone: doc.timezone ?? "UTC", missed: doc.missed ?? "skip" };
+    if (doc.after !== undefined) {
+      const status = doc.after.status ?? "succeeded";
+      const listed = [...new Set(typeof status === "string" ? [status] : status)];
+      dag.after = {
+        dag: doc.after.dag,
+        status: listed.includes("finished") ? ["finished"] : listed,
+        params: { ...(doc.after.params ?? {}) },
+      };
+    }
     return dag;
   });
 

@@ -1,4 +1,5 @@
 /** The shared vocabulary of dagbot: the parsed DAG and the state names every layer speaks. */
+import type { AfterSpec, RunTrigger } from "./after.js";
 
 /** A task's life, docs/architecture.md §3. The transition table lives in task-states.ts. */
 export const TASK_STATUSES = [
@@ -87,6 +88,10 @@ export interface ParsedDag {
    * has no status card or final message in chat (its schedule fires more often than once a minute).
    */
   slot?: { at: number; covers: number; firstCovered: number; quiet?: true };
+  /** A definition's `after` declaration (after.ts): it runs when a run of another DAG ends so. */
+  after?: AfterSpec;
+  /** For a run the leader started after another DAG's run: which run, how it ended (after.ts). */
+  trigger?: RunTrigger;
 }
 
 /** One declared parameter: the whole value must match `pattern` (RE2); no default means required. */

@@ -51,6 +51,8 @@ export interface RunGraphInput {
   runLabel: string | null;
   /** The run's status word ("failed", "running"); null for a DAG file. */
   runStatusWord: string | null;
+  /** What started the run when another run did ("after build.3 succeeded", after.ts triggerWords). */
+  startedBy?: string;
   tasks: readonly GraphTaskInput[];
   /** One line on why the run's tasks wait (wait-reasons.ts waitsLine); absent or "" when none do. */
   waits?: string;
@@ -266,6 +268,7 @@ function assemble(
   const head = [input.dagId];
   if (input.runLabel !== null) head.push(`run ${input.runLabel}`);
   if (input.runStatusWord !== null) head.push(input.runStatusWord);
+  if (input.startedBy !== undefined && input.startedBy !== "") head.push(input.startedBy);
   return {
     title: head.join(" · "),
     counts: input.runStatusWord === null ? `${tasks.length} tasks, not run` : outcomeCounts(statuses),

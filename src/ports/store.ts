@@ -991,9 +991,83 @@ export interface ChangeFeed {
 export const HOT_TOPICS: readonly ChangeTopic[] = ["tasks", "done", "ready"];
 
 // ---------------------------------------------------------------------------------------------
+// Triggers (issue 26): a definition declaring `after` is fired by the leader once per upstream run
+// that ended. The store's key (room, definition, upstream run) holds it to once, whoever leads.
+
+/** One upstream run considered for a definition: fired (a run of it) or skipped (why not). */
+export interface AfterFiringRecord {
+  roomId: string;
+  /** The downstream definition. */
+  dagId: string;
+  upstreamRunId: string;
+  /** The upstream run's name (`build.3`) and the status it ended in. */
+  upstreamDagId: string;
+  upstreamStatus: RunStatus;
+  /** The run it started (uuid and name); null when skipped. */
+  runId: string | null;
+  runDagId: string | null;
+  /** Why it was skipped; null when fired. */
+  reason: string | null;
+  at: number;
+  term: number;
+}
+
+export interface AfterFiringInput {
+  roomId: string;
+  /** The downstream definition. */
+  dagId: string;
+  upstream: Pick<RunRecord, "runId" | "dagId" | "status">;
+  /**
+   * The run to start: its DAG without an id (the store names it `<dagId>.N`, the next free number,
+   * and takes its hash), and the user it runs on the authority of. Null: skipped, for `reason`.
+   */
+  fire: { dag: Omit<ParsedDag, "id">; publisher: string } | null;
+  reason: string | null;
+}
+
+/**
+ * fired: the run was created, the firing recorded, `after.fired` logged on both runs. skipped: the
+ * firing recorded with its reason, `after.skipped` logged on the upstream run. exists: this
+ * definition already had a firing for that upstream run (another leader's, or a repeat): nothing
+ * was written.
+ */
+export type AfterFiringResult =
+  | { kind: "fired"; run: RunRecord; firing: AfterFiringRecord }
+  | { kind: "skipped"; firing: AfterFiringRecord }
+  | { kind: "exists"; firing: AfterFiringRecord };
+
+export interface AfterStore {
+  /** The room's definitions whose document declares `after`, by dag id; at most `limit` (default 1,000). */
+  listAfterDefinitions(roomId: string, options?: { limit?: number }): Promise<DefinitionRecord[]>;
+  /**
+   * Runs of definition `upstream` that ended (succeeded, failed, canceled) at or after `since` and
+   * have no firing recorded for `dagId` yet, the earliest ended first; at most `limit` (default 100).
+   */
+  unfiredUpstreamRuns(
+    roomId: string,
+    dagId: string,
+    upstream: string,
+    since: number,
+    options?: { limit?: number },
+  ): Promise<RunRecord[]>;
+  /**
+   * Fenced, in one transaction: records the firing under its key (room, dagId, upstream run) and,
+   * when `fire` is given, creates the run (running at once: the definition's approval and its
+   * owner's authority stand for a confirmation, as for a schedule's slot).
+   */
+  recordAfterFiring(fence: LeaderFence, input: AfterFiringInput): Promise<AfterFiringResult>;
+  /** The room's firings, newest first, optionally of one definition; at most `limit` (default 100). */
+  listAfterFirings(
+    roomId: string,
+    options?: { dagId?: string; limit?: number },
+  ): Promise<AfterFiringRecord[]>;
+}
+
+// ---------------------------------------------------------------------------------------------
 
 export interface Store
   extends
+    AfterStore,
     LeaseStore,
     InboxStore,
     RunStore,

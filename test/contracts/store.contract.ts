@@ -26,6 +26,7 @@ import { runsSection } from "./sections/runs.js";
 import { scaleSection } from "./sections/scale.js";
 import { schedulerSection } from "./sections/scheduler.js";
 import { schedulesSection } from "./sections/schedules.js";
+import { triggersSection } from "./sections/triggers.js";
 
 const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["leases", leasesSection],
@@ -33,6 +34,7 @@ const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["runs", runsSection],
   ["definitions", definitionsSection],
   ["schedules", schedulesSection],
+  ["triggers", triggersSection],
   ["claims", claimsSection],
   ["finish-claim", finishClaimSection],
   ["outputs", outputsSection],

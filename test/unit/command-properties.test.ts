@@ -261,6 +261,7 @@ function render(c: Command, sep: string, flips: number): string {
       return c.verbose ? `${head}${sep}${randomCase("verbose", flips >> 11)}` : head;
     case "policy":
     case "schedules":
+    case "triggers":
       return head;
     default:
       return `${head}${sep}${c.id}`;

@@ -29,7 +29,7 @@ describe("COMMANDS", () => {
       "schedule",
     ]);
     const open = COMMANDS.filter((c) => c.permission === "open").map((c) => c.verb);
-    expect(open.sort()).toEqual(["graph", "help", "list", "nodes", "schedules", "status"]);
+    expect(open.sort()).toEqual(["graph", "help", "list", "nodes", "schedules", "status", "triggers"]);
   });
 
   it("gives each verb a usage that starts with its own spelling", () => {
@@ -83,7 +83,7 @@ describe("renderHelp", () => {
         .slice(1)
         .every((l) => !l.includes(" * — ")),
     ).toBe(true);
-    expect(renderHelp("open")).toHaveLength(7);
+    expect(renderHelp("open")).toHaveLength(8);
     expect(renderHelp("operator")).toHaveLength(11);
     const cap = renderHelp("cap");
     expect(cap[0]).toBe("!dag cap <n>");

@@ -110,7 +110,15 @@ describe("permissions", () => {
     const low = handleHelp(ctx(member(0)), null);
     expect(low.kind).toBe("help");
     if (low.kind !== "help") return;
-    expect(low.entries.map((e) => e.verb)).toEqual(["help", "status", "list", "schedules", "graph", "nodes"]);
+    expect(low.entries.map((e) => e.verb)).toEqual([
+      "help",
+      "status",
+      "list",
+      "schedules",
+      "triggers",
+      "graph",
+      "nodes",
+    ]);
     expect(low.hiddenVerbs).toEqual([
       "publish",
       "run",

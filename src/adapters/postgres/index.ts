@@ -10,6 +10,7 @@ import { ChangeFeed } from "./change-feed.js";
 import { Db } from "./db.js";
 import { mapError, NOW, quoteIdent } from "./sql.js";
 import { claimDemand, wakeNodes } from "./demand.js";
+import * as after from "./after.js";
 import * as definitions from "./definitions.js";
 import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
@@ -124,6 +125,11 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       definitions.skipScheduleSlots(db, fence, roomId, dagId, skipped),
     listDefinitionRuns: async (roomId, dagId, opts) =>
       definitions.listDefinitionRuns(db, roomId, dagId, opts),
+    listAfterDefinitions: async (roomId, opts) => after.listAfterDefinitions(db, roomId, opts),
+    unfiredUpstreamRuns: async (roomId, dagId, upstream, since, opts) =>
+      after.unfiredUpstreamRuns(db, roomId, dagId, upstream, since, opts),
+    recordAfterFiring: async (fence, input) => after.recordAfterFiring(db, fence, input),
+    listAfterFirings: async (roomId, opts) => after.listAfterFirings(db, roomId, opts),
 
     claimTask: async (offer) => tasks.claimTask(db, offer),
     claimTasks: async (offer, max) => tasks.claimTasks(db, offer, max),

@@ -7,6 +7,7 @@ import type {
   CommandContext,
   CreateRunInput,
   CreateRunResult,
+  LeaderFence,
   RunDecisionResult,
   RunPage,
   RunPageQuery,
@@ -49,77 +50,7 @@ export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): P
     if (existing !== undefined) {
       result = againstExisting(existing, input.hash);
     } else {
-      const runId = randomUUID();
-      const status: RunStatus = input.needsConfirmation ? "pending" : "running";
-      const inserted = await tx.query(
-        `INSERT INTO runs (run_id, room_id, dag_id, hash, status, description, max_parallel, publisher, publish_event_id,
-                           confirm_deadline, created_at, updated_at, dag, definition_id)
-         VALUES ($2, $3, $4, $5, $6, $7, $8, $9, $10,
-                 CASE WHEN $11::boolean THEN ${NOW} + $12::bigint END, ${NOW}, ${NOW}, $13::jsonb, $14)
-         RETURNING ${RUN_COLUMNS}`,
-        [
-          tx.clockParam,
-          runId,
-          input.roomId,
-          dagId,
-          input.hash,
-          status,
-          input.dag.description,
-          input.dag.maxParallel,
-          input.publisher,
-          input.publishEventId,
-          input.needsConfirmation,
-          Math.ceil(input.confirmTimeoutMs),
-          json(input.dag),
-          input.dag.definition ?? dagId,
-        ],
-      );
-      await recordDefinitionInTx(tx, input.roomId, ctx.fence, runId, input.dag, input.hash, input.publisher);
-      // One statement for every task; ORDER BY n draws seq in document order (FIFO within a run).
-      await tx.query(
-        `INSERT INTO tasks (run_id, task_id, room_id, status, version, attempt, max_attempts, action, args, needs, labels,
-                            node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms,
-                            output_patterns)
-         SELECT $1, x.id, $2, 'blocked', 1, 1, x.retries + 1, x.action, x.args, x.needs, x.labels,
-                x.node, x.priority, x.concurrency_key, x.timeout_ms, x.queue_timeout_ms, x.retry_backoff_ms,
-                x.output_patterns
-           FROM jsonb_to_recordset($3::jsonb) AS x(n int, id text, action text, args jsonb, needs text[], labels text[],
-                node text, priority int, concurrency_key text, timeout_ms bigint, queue_timeout_ms bigint,
-                retry_backoff_ms bigint, retries int, output_patterns jsonb)
-          ORDER BY x.n`,
-        [
-          runId,
-          input.roomId,
-          json(
-            input.dag.tasks.map((t, n) => ({
-              n,
-              id: t.id,
-              action: t.action,
-              args: taskArgs(input.dag, t),
-              needs: t.needs,
-              labels: t.on.labels,
-              node: t.on.node,
-              priority: t.priority,
-              concurrency_key: t.concurrencyKey,
-              timeout_ms: t.timeoutMs,
-              queue_timeout_ms: t.queueTimeoutMs,
-              retry_backoff_ms: t.retryBackoffMs,
-              retries: t.retries,
-              output_patterns: t.outputs ?? null,
-            })),
-          ),
-        ],
-      );
-      tx.log(input.roomId, {
-        kind: "run.created",
-        runId,
-        term: fence.term,
-        actor: sessionKey(fence.session),
-        data: { dagId, hash: input.hash, status, tasks: input.dag.tasks.length, publisher: input.publisher },
-      });
-      tx.touch("runs", input.roomId);
-      tx.touch("tasks", input.roomId);
-      result = { kind: "created", run: toRun(inserted.rows[0] as Row) };
+      result = { kind: "created", run: await insertRunInTx(tx, fence, input) };
     }
     if (ctx.inboxEventId !== undefined)
       await markHandledInTx(
@@ -131,6 +62,82 @@ export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): P
       );
     return result;
   });
+}
+
+/** Inside a transaction: a new run, its definition's row and its tasks, and `run.created`. */
+export async function insertRunInTx(tx: Tx, fence: LeaderFence, input: CreateRunInput): Promise<RunRecord> {
+  const dagId = input.dag.id;
+  const runId = randomUUID();
+  const status: RunStatus = input.needsConfirmation ? "pending" : "running";
+  const inserted = await tx.query(
+    `INSERT INTO runs (run_id, room_id, dag_id, hash, status, description, max_parallel, publisher, publish_event_id,
+                       confirm_deadline, created_at, updated_at, dag, definition_id)
+     VALUES ($2, $3, $4, $5, $6, $7, $8, $9, $10,
+             CASE WHEN $11::boolean THEN ${NOW} + $12::bigint END, ${NOW}, ${NOW}, $13::jsonb, $14)
+     RETURNING ${RUN_COLUMNS}`,
+    [
+      tx.clockParam,
+      runId,
+      input.roomId,
+      dagId,
+      input.hash,
+      status,
+      input.dag.description,
+      input.dag.maxParallel,
+      input.publisher,
+      input.publishEventId,
+      input.needsConfirmation,
+      Math.ceil(input.confirmTimeoutMs),
+      json(input.dag),
+      input.dag.definition ?? dagId,
+    ],
+  );
+  await recordDefinitionInTx(tx, input.roomId, fence, runId, input.dag, input.hash, input.publisher);
+  // One statement for every task; ORDER BY n draws seq in document order (FIFO within a run).
+  await tx.query(
+    `INSERT INTO tasks (run_id, task_id, room_id, status, version, attempt, max_attempts, action, args, needs, labels,
+                        node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms,
+                        output_patterns)
+     SELECT $1, x.id, $2, 'blocked', 1, 1, x.retries + 1, x.action, x.args, x.needs, x.labels,
+            x.node, x.priority, x.concurrency_key, x.timeout_ms, x.queue_timeout_ms, x.retry_backoff_ms,
+            x.output_patterns
+       FROM jsonb_to_recordset($3::jsonb) AS x(n int, id text, action text, args jsonb, needs text[], labels text[],
+            node text, priority int, concurrency_key text, timeout_ms bigint, queue_timeout_ms bigint,
+            retry_backoff_ms bigint, retries int, output_patterns jsonb)
+      ORDER BY x.n`,
+    [
+      runId,
+      input.roomId,
+      json(
+        input.dag.tasks.map((t, n) => ({
+          n,
+          id: t.id,
+          action: t.action,
+          args: taskArgs(input.dag, t),
+          needs: t.needs,
+          labels: t.on.labels,
+          node: t.on.node,
+          priority: t.priority,
+          concurrency_key: t.concurrencyKey,
+          timeout_ms: t.timeoutMs,
+          queue_timeout_ms: t.queueTimeoutMs,
+          retry_backoff_ms: t.retryBackoffMs,
+          retries: t.retries,
+          output_patterns: t.outputs ?? null,
+        })),
+      ),
+    ],
+  );
+  tx.log(input.roomId, {
+    kind: "run.created",
+    runId,
+    term: fence.term,
+    actor: sessionKey(fence.session),
+    data: { dagId, hash: input.hash, status, tasks: input.dag.tasks.length, publisher: input.publisher },
+  });
+  tx.touch("runs", input.roomId);
+  tx.touch("tasks", input.roomId);
+  return toRun(inserted.rows[0] as Row);
 }
 
 /**

@@ -8,6 +8,7 @@ import type { Store, StoreOptions } from "../../ports/store.js";
 import { ChangeFeed } from "./change-feed.js";
 import { SqliteConnection } from "./connection.js";
 import { claimDemand } from "./demand.js";
+import * as after from "./after.js";
 import * as definitions from "./definitions.js";
 import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
@@ -105,6 +106,11 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     skipScheduleSlots: async (fence, roomId, dagId, skipped) =>
       definitions.skipScheduleSlots(c, fence, roomId, dagId, skipped),
     listDefinitionRuns: async (roomId, dagId, opts) => definitions.listDefinitionRuns(c, roomId, dagId, opts),
+    listAfterDefinitions: async (roomId, opts) => after.listAfterDefinitions(c, roomId, opts),
+    unfiredUpstreamRuns: async (roomId, dagId, upstream, since, opts) =>
+      after.unfiredUpstreamRuns(c, roomId, dagId, upstream, since, opts),
+    recordAfterFiring: async (fence, input) => after.recordAfterFiring(c, fence, input),
+    listAfterFirings: async (roomId, opts) => after.listAfterFirings(c, roomId, opts),
 
     claimTask: async (offer) => tasks.claimTask(c, offer),
     claimTasks: async (offer, max) => tasks.claimTasks(c, offer, max),

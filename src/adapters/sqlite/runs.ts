@@ -7,6 +7,7 @@ import type {
   CommandContext,
   CreateRunInput,
   CreateRunResult,
+  LeaderFence,
   RunDecisionResult,
   RunPage,
   RunPageQuery,
@@ -59,65 +60,76 @@ export function createRun(
     if (existing !== undefined) {
       result = againstExisting(existing, input.hash);
     } else {
-      const runId = randomUUID();
-      const status: RunStatus = input.needsConfirmation ? "pending" : "running";
-      c.run(
-        `INSERT INTO runs (${RUN_COLUMNS}, definition_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)`,
-        runId,
-        input.roomId,
-        dagId,
-        input.hash,
-        status,
-        input.dag.description,
-        input.dag.maxParallel,
-        input.publisher,
-        input.publishEventId,
-        input.needsConfirmation ? tx.now + input.confirmTimeoutMs : null,
-        tx.now,
-        tx.now,
-        JSON.stringify(input.dag),
-        input.dag.definition ?? dagId,
-      );
-      recordDefinitionInTx(c, tx, input.roomId, fence, runId, input.dag, input.hash, input.publisher);
-      // Document order is insertion order, so seq gives FIFO within a run and across runs.
-      for (const t of input.dag.tasks) {
-        c.run(
-          `INSERT INTO tasks (run_id, task_id, room_id, status, version, attempt, max_attempts, action, args, needs, labels,
-             node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, output_patterns)
-           VALUES (?, ?, ?, 'blocked', 1, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-          runId,
-          t.id,
-          input.roomId,
-          t.retries + 1,
-          t.action,
-          JSON.stringify(taskArgs(input.dag, t)),
-          JSON.stringify(t.needs),
-          JSON.stringify(t.on.labels),
-          t.on.node,
-          t.priority,
-          t.concurrencyKey,
-          t.timeoutMs,
-          t.queueTimeoutMs,
-          t.retryBackoffMs,
-          t.outputs === undefined ? null : JSON.stringify(t.outputs),
-        );
-      }
-      tx.log({
-        roomId: input.roomId,
-        kind: "run.created",
-        runId,
-        term: fence.term,
-        actor: sessionKey(fence.session),
-        data: { dagId, hash: input.hash, status, tasks: input.dag.tasks.length, publisher: input.publisher },
-      });
-      tx.touch("runs", input.roomId);
-      tx.touch("tasks", input.roomId);
-      result = { kind: "created", run: runById(c, runId) };
+      result = { kind: "created", run: insertRunInTx(c, tx, fence, input) };
     }
     if (ctx.inboxEventId !== undefined)
       markHandledInTx(c, tx, fence, ctx.inboxEventId, publishOutcome(result, dagId, input.hash, ctx.verb));
     return result;
   });
+}
+
+/** Inside a write: a new run, its definition's row and its tasks, and `run.created`. */
+export function insertRunInTx(
+  c: SqliteConnection,
+  tx: Tx,
+  fence: LeaderFence,
+  input: CreateRunInput,
+): RunRecord {
+  const dagId = input.dag.id;
+  const runId = randomUUID();
+  const status: RunStatus = input.needsConfirmation ? "pending" : "running";
+  c.run(
+    `INSERT INTO runs (${RUN_COLUMNS}, definition_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)`,
+    runId,
+    input.roomId,
+    dagId,
+    input.hash,
+    status,
+    input.dag.description,
+    input.dag.maxParallel,
+    input.publisher,
+    input.publishEventId,
+    input.needsConfirmation ? tx.now + input.confirmTimeoutMs : null,
+    tx.now,
+    tx.now,
+    JSON.stringify(input.dag),
+    input.dag.definition ?? dagId,
+  );
+  recordDefinitionInTx(c, tx, input.roomId, fence, runId, input.dag, input.hash, input.publisher);
+  // Document order is insertion order, so seq gives FIFO within a run and across runs.
+  for (const t of input.dag.tasks) {
+    c.run(
+      `INSERT INTO tasks (run_id, task_id, room_id, status, version, attempt, max_attempts, action, args, needs, labels,
+         node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, output_patterns)
+       VALUES (?, ?, ?, 'blocked', 1, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      runId,
+      t.id,
+      input.roomId,
+      t.retries + 1,
+      t.action,
+      JSON.stringify(taskArgs(input.dag, t)),
+      JSON.stringify(t.needs),
+      JSON.stringify(t.on.labels),
+      t.on.node,
+      t.priority,
+      t.concurrencyKey,
+      t.timeoutMs,
+      t.queueTimeoutMs,
+      t.retryBackoffMs,
+      t.outputs === undefined ? null : JSON.stringify(t.outputs),
+    );
+  }
+  tx.log({
+    roomId: input.roomId,
+    kind: "run.created",
+    runId,
+    term: fence.term,
+    actor: sessionKey(fence.session),
+    data: { dagId, hash: input.hash, status, tasks: input.dag.tasks.length, publisher: input.publisher },
+  });
+  tx.touch("runs", input.roomId);
+  tx.touch("tasks", input.roomId);
+  return runById(c, runId);
 }
 
 /**

@@ -6,6 +6,7 @@
 import type { DagFormat } from "../../domain/dag.js";
 import type { SenderStanding } from "../../ports/permissions.js";
 import type {
+  AfterStore,
   DefinitionStore,
   LeaderFence,
   LeaseStore,
@@ -35,6 +36,7 @@ export type CommandStore = Pick<
     DefinitionStore,
     "getDefinition" | "listDefinitionRuns" | "listScheduledDefinitions" | "changeSchedule"
   > &
+  Pick<AfterStore, "listAfterDefinitions" | "listAfterFirings"> &
   Pick<Scheduler, "setRoomCap" | "getRoomCap" | "roomLoad"> &
   Pick<PolicyStore, "getRoomPolicy" | "setRoomPolicy" | "proposePolicyChange" | "getPolicyProposal"> &
   Pick<NodeStore, "listNodes"> &

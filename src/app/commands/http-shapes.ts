@@ -247,6 +247,33 @@ export const schedulesSchema = z.object({
   schedules: z.array(scheduleLineSchema),
 });
 
+/** One DAG declaring `after` as `GET /v1/triggers` lists it (the outcome's TriggerLine). */
+export const triggerLineSchema = z.object({
+  dagId: z.string(),
+  after: z.string().describe("the upstream DAG"),
+  status: z.array(z.string()).describe('the statuses of its runs that fire this DAG ("finished": any end)'),
+  params: z.record(z.string(), z.string()).describe("parameter → source in the upstream run"),
+  active: z.boolean().describe("false while its published run awaits confirmation"),
+  owner: z.string(),
+  last: z
+    .object({
+      upstream: z.string(),
+      status: z.string(),
+      run: z.string().nullable().describe("the run it started; null when skipped"),
+      reason: z.string().nullable().describe("why it was skipped"),
+      at: z.number(),
+    })
+    .nullable(),
+});
+
+export const triggersSchema = z.object({
+  room: z.string(),
+  text: z.string().nullable(),
+  at: z.number(),
+  triggers: z.array(triggerLineSchema),
+  schedules: z.number().describe("how many schedules the room has: GET /v1/schedules lists them"),
+});
+
 export const scheduleParams = z.strictObject({ id: idParam });
 
 /** POST /v1/schedules/{id}/pause, DELETE /v1/schedules/{id}: why, kept with the schedule. */

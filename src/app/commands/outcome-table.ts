@@ -217,6 +217,28 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
             .map((l) => `${l.dagId}  ${l.cron} ${l.timezone}  missed: ${l.missed}  ${scheduleState(l)}`)
             .join("\n"),
   },
+  triggers: {
+    http: () => ok200,
+    exit: success,
+    text: (o, say) => {
+      const lines = o.triggers.map((t) => {
+        const last =
+          t.last === null
+            ? "not fired yet"
+            : t.last.run !== null
+              ? `last: ${t.last.run} after ${t.last.upstream} ${t.last.status}`
+              : `last: skipped after ${t.last.upstream} ${t.last.status}: ${t.last.reason ?? ""}`;
+        const waiting = t.active ? "" : "  (fires once confirmed)";
+        return `${t.dagId}  after ${t.after} ${t.status.join("|")}  ${last}${waiting}  owner ${t.owner}`;
+      });
+      const schedules =
+        o.schedules === 0 ? [] : [`${o.schedules} schedule(s): ${say.command("schedules", [])} lists them`];
+      return [
+        ...(lines.length === 0 ? ["no DAG runs after another in this room"] : lines),
+        ...schedules,
+      ].join("\n");
+    },
+  },
   "schedule-changed": {
     http: (o) => (o.result === "wrong-state" ? problem(409, "schedule-deleted", { state: o.state }) : ok200),
     exit: (o) => (o.result === "wrong-state" ? EXIT_REFUSED : EXIT_OK),

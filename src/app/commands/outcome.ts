@@ -83,6 +83,28 @@ export interface ScheduleLine {
   owner?: string;
 }
 
+/** One DAG declaring `after` as `!dag triggers` shows it, with its newest firing. */
+export interface TriggerLine {
+  dagId: string;
+  /** The upstream DAG and the statuses that fire it ("succeeded", "failed", "canceled", "finished"). */
+  after: string;
+  status: string[];
+  /** This DAG's parameter → its source in the upstream run. */
+  params: Record<string, string>;
+  /** False while its published run awaits confirmation: it fires only once confirmed. */
+  active: boolean;
+  /** Who its runs run on the authority of. */
+  owner: string;
+  /** Its newest firing: the upstream run, how it ended, the run it started or why none; null before the first. */
+  last: {
+    upstream: string;
+    status: string;
+    run: string | null;
+    reason: string | null;
+    at: number;
+  } | null;
+}
+
 export interface RunProgress {
   run: RunSummary;
   summary: TaskSummary;
@@ -162,6 +184,8 @@ export type Outcome =
     }
   | { kind: "overview"; runs: RunProgress[]; at: number }
   | { kind: "schedules"; schedules: ScheduleLine[]; at: number }
+  /** `schedules`: how many schedules the room has (listed by `!dag schedules`). */
+  | { kind: "triggers"; triggers: TriggerLine[]; schedules: number; at: number }
   /** `of`: the published DAG whose runs these are (`!dag list <id>`); absent for the room's latest. */
   | {
       kind: "list";

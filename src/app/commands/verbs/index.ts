@@ -27,6 +27,7 @@ import { run } from "./run.js";
 import { schedule } from "./schedule.js";
 import { schedules } from "./schedules.js";
 import { status } from "./status.js";
+import { triggers } from "./triggers.js";
 
 export const VERBS = [
   help,
@@ -39,6 +40,7 @@ export const VERBS = [
   list,
   schedules,
   schedule,
+  triggers,
   logs,
   graph,
   retry,

@@ -15,7 +15,10 @@ import {
 } from "../../../domain/command-grammar.js";
 import type { Parsed } from "../../../domain/command-grammar.js";
 import { quoteInput, readFence, utf8Length } from "../../../domain/command-text.js";
+import { afterCycle, afterMappingProblems } from "../../../domain/after.js";
+import type { DagIssue } from "../../../domain/dag.js";
 import { parseDag } from "../../../domain/dag.js";
+import type { ParsedDag } from "../../../domain/model.js";
 import { appliedDag, resolveParams } from "../../../domain/params.js";
 import { isTerminalRun } from "../../../domain/run-states.js";
 import { paragraphs, usage } from "../../render/blocks.js";
@@ -237,6 +240,8 @@ async function handlePublish(ctx: HandlerContext, source: PublishSource): Promis
     )
       return startRun(ctx, existing, [], `usage: ${publish.usage}`);
   }
+  const afterIssues = await afterProblems(ctx, parsed.dag);
+  if (afterIssues.length > 0) return invalidDag(where, afterIssues);
   let dag = parsed.dag;
   if (dag.params !== undefined) {
     // Publishing starts the definition's first run, with every parameter at its default.
@@ -257,4 +262,33 @@ async function handlePublish(ctx: HandlerContext, source: PublishSource): Promis
   const unknown = await unknownActions(ctx, appliedDag(dag));
   if (unknown.length > 0) return invalidDag(where, unknown);
   return createAndDescribe(ctx, dag, parsed.hash, null);
+}
+
+/**
+ * What the room's published definitions tell of an `after` declaration (issue 26): a cycle of
+ * `after` links it would close is refused (so no chain loops), and a mapping to a parameter or task
+ * the upstream definition does not have, when it is published; one published later is checked when
+ * it fires.
+ */
+async function afterProblems(ctx: HandlerContext, dag: ParsedDag): Promise<DagIssue[]> {
+  const after = dag.after;
+  if (after === undefined) return [];
+  const cycle = await afterCycle(
+    dag.id,
+    after.dag,
+    async (id) => (await ctx.store.getDefinition(ctx.roomId, id))?.dag.after?.dag,
+  );
+  if (cycle !== null)
+    return [
+      {
+        path: "after.dag",
+        message: `would close a cycle of after links (${cycle.join(" → ")}): a DAG cannot run after its own runs`,
+      },
+    ];
+  const upstream = await ctx.store.getDefinition(ctx.roomId, after.dag);
+  if (upstream === null) return [];
+  return afterMappingProblems(after, upstream.dag).map((p) => ({
+    path: `after.params.${p.param}`,
+    message: p.message,
+  }));
 }
