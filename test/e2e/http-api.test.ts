@@ -501,6 +501,56 @@ describe("commands and reads", () => {
     );
   });
 
+  it("lists the DAGs that run after another (issue 26); publishing refuses a cycle of after links and a mapping to a parameter the upstream does not declare", async () => {
+    await track(
+      (async () => {
+        const publish = (document: Record<string, unknown>) =>
+          call(api.base, "POST", "/v1/dags", { body: { document } });
+        const tasks = [{ id: "a", action: "echo", args: { message: "x" } }];
+        expect(
+          (await publish({ id: "up", params: { v: { pattern: "[0-9]+", default: "1" } }, tasks })).status,
+        ).toBe(201);
+        const down = await publish({
+          id: "down",
+          params: { version: { pattern: "[0-9]+", default: "0" } },
+          after: { dag: "up", status: ["succeeded", "failed"], params: { version: "params.v" } },
+          tasks,
+        });
+        expect(down.status, down.text).toBe(201);
+        const wrong = await publish({
+          id: "wrong",
+          params: { version: { pattern: "[0-9]+", default: "0" } },
+          after: { dag: "up", params: { version: "params.nope" } },
+          tasks,
+        });
+        expectProblem(wrong, 422, "invalid-dag");
+        expect(JSON.stringify(wrong.body.issues)).toContain('up declares no parameter \\"nope\\"');
+        // p after q is allowed before q exists; q after p would close the cycle p → q → p.
+        expect((await publish({ id: "p", after: { dag: "q" }, tasks })).status).toBe(201);
+        const cycle = await publish({ id: "q", after: { dag: "p" }, tasks });
+        expectProblem(cycle, 422, "invalid-dag");
+        expect(JSON.stringify(cycle.body.issues)).toContain("q → p → q");
+        expect(await store.getDefinition(ROOM, "q")).toBeNull();
+
+        const listed = await call(api.base, "GET", "/v1/triggers");
+        expect(listed.status, listed.text).toBe(200);
+        expect(listed.body.triggers).toEqual([
+          expect.objectContaining({
+            dagId: "down",
+            after: "up",
+            status: ["succeeded", "failed"],
+            params: { version: "params.v" },
+            owner: "http:ops",
+            // Its published run awaits confirmation: it fires once confirmed.
+            active: false,
+          }),
+          expect.objectContaining({ dagId: "p", after: "q", status: ["succeeded"], last: null }),
+        ]);
+        expect(listed.body.text).not.toContain("!dag");
+      })(),
+    );
+  });
+
   it("serves an OpenAPI 3.1 document generated from the route schemas", async () => {
     const doc = await call(api.base, "GET", "/openapi.json", { token: null });
     expect(doc.status).toBe(200);
@@ -525,6 +575,7 @@ describe("commands and reads", () => {
         "/v1/schedules/{id}",
         "/v1/schedules/{id}/pause",
         "/v1/schedules/{id}/resume",
+        "/v1/triggers",
       ].sort(),
     );
     const cap = doc.body.paths["/v1/rooms/{room}/cap"].put;
