@@ -29,6 +29,7 @@ import type {
   DefinitionRecord,
   LeaderFence,
   RunRecord,
+  RunStore,
 } from "../ports/store.js";
 import type { ScheduleAuthority } from "./schedules.js";
 import { Waker, wakeOnChange } from "./wake.js";
@@ -40,11 +41,19 @@ export const AFTER_IDLE_MS = 10_000;
 /** Upstream runs looked at for one definition in one round; more are left for the next. */
 const RUNS_PER_ROUND = 50;
 
-/**
- * Where the outputs of an upstream run's tasks are read (the outputs feature); absent, a mapping to
- * an output is skipped with its reason.
- */
-export type OutputsReader = (run: RunRecord) => Promise<UpstreamOutputs>;
+/** What the loop reads and writes: the triggers, and an upstream run's tasks for their published outputs. */
+export type TriggerStore = AfterStore & Pick<RunStore, "listTasks">;
+
+/** The values an upstream run's tasks published (task → name → value), read once a firing needs them. */
+export async function upstreamOutputs(
+  store: Pick<RunStore, "listTasks">,
+  run: RunRecord,
+): Promise<UpstreamOutputs> {
+  const tasks = await store.listTasks(run.runId);
+  return new Map(
+    tasks.flatMap((t) => (t.outputValues === null ? [] : [[t.taskId, t.outputValues] as const])),
+  );
+}
 
 /** A definition whose first run (publishing's) was approved and not dropped: its `after` is in force. */
 export function isApprovedAfter(def: DefinitionRecord): boolean {
@@ -99,14 +108,13 @@ export function afterFiring(
 
 export async function runAfterLoop(
   deps: {
-    store: AfterStore;
+    store: TriggerStore;
     clock: Clock;
     onStoreError?: (() => void) | undefined;
     /** Run changes of the room wake the loop; without it the loop looks every AFTER_TICK_MS. */
     feed?: ChangeFeed;
     /** Asked before a run is started; absent, a definition runs on its approval alone. */
     authority?: ScheduleAuthority | null;
-    outputs?: OutputsReader | null;
   },
   log: Logger,
   fence: LeaderFence,
@@ -161,7 +169,8 @@ export async function runAfterLoop(
     const matches = afterMatches(def.dag.after!, upstream.status);
     // The owner's standing is asked only for a run that would start; a throw (cannot tell) retries the round.
     const refusal = matches && deps.authority ? await deps.authority.refusal(def) : null;
-    const outputs = matches && deps.outputs ? await deps.outputs(upstream) : null;
+    const mapsOutputs = Object.values(def.dag.after!.params).some((v) => v.startsWith("tasks."));
+    const outputs = matches && mapsOutputs ? await upstreamOutputs(deps.store, upstream) : null;
     const input = afterFiring(def, upstream, outputs, refusal);
     const result = await deps.store.recordAfterFiring(fence, input);
     log.info(

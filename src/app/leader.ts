@@ -7,20 +7,13 @@
  */
 import type { Clock } from "../ports/clock.js";
 import type { Logger } from "../ports/logger.js";
-import type {
-  AfterStore,
-  ChangeFeed,
-  LeaderFence,
-  PruneResult,
-  RetentionStore,
-  Scheduler,
-} from "../ports/store.js";
+import type { ChangeFeed, LeaderFence, PruneResult, RetentionStore, Scheduler } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
 import { CLAIM_LEFT_MORE, noneDeleted, wakeTarget } from "../ports/store.js";
 import { Waker } from "./wake.js";
 import type { ScheduleAuthority, ScheduleStore } from "./schedules.js";
 import { runScheduleLoop } from "./schedules.js";
-import type { OutputsReader } from "./after.js";
+import type { TriggerStore } from "./after.js";
 import { runAfterLoop } from "./after.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
 import type { RecentWake } from "./wake-targets.js";
@@ -82,9 +75,7 @@ export interface LeaderDeps {
   /** Where scheduled DAGs' slots become runs (schedules.ts); null or absent fires no schedule. */
   schedules?: ScheduleStore | null;
   /** Where definitions declaring `after` are fired (after.ts); null or absent fires none. */
-  afters?: AfterStore | null;
-  /** Where an upstream run's task outputs are read for an `after` mapping; absent: none are. */
-  afterOutputs?: OutputsReader | null;
+  afters?: TriggerStore | null;
   /** Whose authority schedules (and `after` firings) run on, checked before each slot (schedule-authority.ts); absent: not checked. */
   scheduleAuthority?: ScheduleAuthority | null;
   /** Null (or absent) keeps everything forever. */
@@ -239,7 +230,6 @@ export async function runLeaderLoop(
             onStoreError: deps.onStoreError,
             feed: deps.store,
             authority: deps.scheduleAuthority ?? null,
-            outputs: deps.afterOutputs ?? null,
           },
           log,
           fence,

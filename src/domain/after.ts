@@ -134,7 +134,8 @@ export function afterValues(
 
 /**
  * Problems of a mapping against the upstream definition, as far as its document tells (publish):
- * a parameter it does not declare, a task it does not have. Outputs are known only once it ran.
+ * a parameter it does not declare, a task it does not have, an output that task does not declare.
+ * The values themselves are known only once it ran.
  */
 export function afterMappingProblems(
   spec: AfterSpec,
@@ -149,8 +150,15 @@ export function afterMappingProblems(
         param,
         message: `maps to ${text}, but ${upstream.id} declares no parameter "${source.name}"`,
       });
-    if (source.kind === "output" && !upstream.tasks.some((t) => t.id === source.task))
+    if (source.kind !== "output") continue;
+    const task = upstream.tasks.find((t) => t.id === source.task);
+    if (task === undefined)
       out.push({ param, message: `maps to ${text}, but ${upstream.id} has no task "${source.task}"` });
+    else if (!Object.hasOwn(task.outputs ?? {}, source.name))
+      out.push({
+        param,
+        message: `maps to ${text}, but task ${source.task} of ${upstream.id} declares no output "${source.name}"`,
+      });
   }
   return out;
 }

@@ -5,7 +5,7 @@
  * its reason; both runs' logs say what happened; a deposed leader's firing is refused.
  */
 import { expect, it } from "vitest";
-import { afterFiring } from "../../../src/app/after.js";
+import { afterFiring, upstreamOutputs } from "../../../src/app/after.js";
 import type { ParsedDag } from "../../../src/domain/model.js";
 import { ConflictError } from "../../../src/ports/errors.js";
 import type { LeaderFence, RunRecord, Store } from "../../../src/ports/store.js";
@@ -173,6 +173,54 @@ export function triggersSection(ctx: ContractContext): void {
     ]);
     expect((await store.listDefinitionRuns(room, deploy)).map((r) => r.dagId)).toEqual([deploy]);
     expect(await store.unfiredUpstreamRuns(room, deploy, build, def.createdAt)).toEqual([]);
+  });
+
+  it("maps an output the upstream run's task published (kept with its success) to a parameter, checked against its pattern", async () => {
+    const store = await ctx.store();
+    const room = `!${ctx.uid("after")}:example.org`;
+    const fence = await becomeLeader(store, room);
+    const build = ctx.uid("build");
+    const deploy = ctx.uid("deploy");
+    await create(store, fence, dag(build, [task("pack", { outputs: { version: "[0-9a-z.]+" } })]));
+    await finishAll(store, fence, { ...ok, outputs: { version: "1.0" } });
+    ctx.clock.advance(10);
+    await create(
+      store,
+      fence,
+      dag(deploy, [task("d")], {
+        params: { version: { pattern: "[0-9.]+", default: "0" } },
+        values: { version: "0" },
+        after: { dag: build, status: ["finished"], params: { version: "tasks.pack.outputs.version" } },
+      }),
+    );
+    await finishAll(store, fence);
+    const def = (await store.getDefinition(room, deploy))!;
+    const runOf = async (n: number, version: string): Promise<RunRecord> => {
+      ctx.clock.advance(10);
+      const r = await create(
+        store,
+        fence,
+        dag(`${build}.${n}`, [task("pack", { outputs: { version: "[0-9a-z.]+" } })], { definition: build }),
+      );
+      await finishAll(store, fence, { ...ok, outputs: { version } });
+      return (await store.getRunById(r.runId))!;
+    };
+    const good = await runOf(2, "2.5");
+    const outputs = await upstreamOutputs(store, good);
+    expect(outputs?.get("pack")).toEqual({ version: "2.5" });
+    const fired = await store.recordAfterFiring(fence, afterFiring(def, good, outputs, null));
+    expect(fired.kind === "fired" ? fired.run.dag.values : null).toEqual({ version: "2.5" });
+    // A value this DAG's pattern refuses: the firing is skipped, saying so.
+    const bad = await runOf(3, "2.5x");
+    const skipped = await store.recordAfterFiring(
+      fence,
+      afterFiring(def, bad, await upstreamOutputs(store, bad), null),
+    );
+    expect(skipped.kind).toBe("skipped");
+    expect(skipped.firing.reason).toMatch(/parameter "version": "2\.5x" does not match its pattern/);
+    expect((await store.listDefinitionRuns(room, deploy)).map((r) => r.dagId).sort()).toEqual(
+      [deploy, `${deploy}.2`].sort(),
+    );
   });
 
   it("refuses a deposed leader's firing and writes nothing; the next leader fires it once", async () => {
