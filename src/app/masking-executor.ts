@@ -1,8 +1,9 @@
 /**
  * An executor whose results carry none of the node's secrets: the output so far, the final output
- * tail and the error of every attempt are masked (domain/secret-mask.ts) before the worker stores
- * them or anything sends them, so neither `logs` nor an event nor the room ever sees them
- * (docs/architecture.md, "Node config").
+ * tail, the error and what the action published in DAGBOT_OUTPUT of every attempt are masked
+ * (domain/secret-mask.ts) before the worker checks or stores them or anything sends them, so neither
+ * `logs` nor an event, the room or a dependent's argv ever sees them (docs/architecture.md, "Node
+ * config"). A masked output value is `*` where the secret was, so its pattern usually refuses it.
  */
 import type { Masker } from "../domain/secret-mask.js";
 import type { ExecRequest, ExecResult, Executor, OutputSoFar } from "../ports/executor.js";
@@ -31,6 +32,14 @@ export function maskingExecutor(executor: Executor, mask: Masker, keepChars = In
         output: mask(output),
         outputTruncated: result.outputTruncated || output.length < result.output.length,
         ...(result.error === undefined ? {} : { error: mask(result.error) }),
+        ...(result.published === undefined
+          ? {}
+          : {
+              published:
+                "text" in result.published
+                  ? { text: mask(result.published.text) }
+                  : { problem: mask(result.published.problem) },
+            }),
       };
     },
   };

@@ -28,6 +28,12 @@ export interface ExecIdentityEnv {
   DAGBOT_ATTEMPT: string | number;
 }
 
+/**
+ * What an action published in its DAGBOT_OUTPUT file (src/domain/outputs.ts says what it may hold):
+ * the file's text, or why it could not be read (too large, not a regular file, not UTF-8).
+ */
+export type PublishedFile = { text: string } | { problem: string };
+
 export interface ExecRequest {
   action: ActionDefinition;
   args: Readonly<Record<string, ArgValue>>;
@@ -94,6 +100,11 @@ export interface ExecResult {
   durationMs: number;
   /** Why it did not succeed, in words for a person (bad argument, executable not found, timeout…). */
   error?: string;
+  /**
+   * After a success only: what the action wrote to the file named by DAGBOT_OUTPUT, a fresh file of
+   * this attempt's (removed once read). Absent when the executor gives actions no such file.
+   */
+  published?: PublishedFile;
 }
 
 export interface Executor {

@@ -6,13 +6,24 @@
  */
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
-import { statSync } from "node:fs";
+import { constants, statSync } from "node:fs";
+import { chown, mkdtemp, open, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { renderArgv } from "../../domain/action-argv.js";
 import { formatDuration } from "../../domain/duration.js";
-import type { ExecOutcome, ExecRequest, ExecResult, Executor, OutputSoFar } from "../../ports/executor.js";
+import { OUTPUT_LIMITS } from "../../domain/outputs.js";
+import type {
+  ExecOutcome,
+  ExecRequest,
+  ExecResult,
+  Executor,
+  OutputSoFar,
+  PublishedFile,
+} from "../../ports/executor.js";
 import { TailBuffer } from "./tail-buffer.js";
 
 export interface ProcessExecutorOptions {
@@ -21,6 +32,11 @@ export interface ProcessExecutorOptions {
    * node's composition root passes `pickBaseEnv(process.env)`; the node's secrets are never inherited.
    */
   baseEnv?: Record<string, string>;
+  /**
+   * Where each attempt's DAGBOT_OUTPUT file is made, in a directory of its own (mode 0700, the
+   * action's user's when it runs as another); default the node's temporary directory.
+   */
+  outputDir?: string;
 }
 
 /** Variables an ordinary program expects; everything else in the node's environment stays private. */
@@ -47,7 +63,65 @@ const SUPERVISOR = fileURLToPath(new URL("./action-supervisor.js", import.meta.u
 export function createProcessExecutor(options: ProcessExecutorOptions = {}): Executor {
   const baseEnv = { PATH: DEFAULT_PATH, ...options.baseEnv };
   const supervisor = new SupervisorLink();
-  return { run: (request) => runAction(request, baseEnv, supervisor) };
+  const outputDir = options.outputDir ?? tmpdir();
+  return { run: (request) => runAction(request, baseEnv, supervisor, outputDir) };
+}
+
+/**
+ * A fresh file for one attempt's outputs: its own directory (mkdtemp, 0700), an empty file in it
+ * (0600), both given to the action's user when it runs as another. `remove` deletes them both.
+ */
+async function outputFile(
+  parent: string,
+  runAs: { uid: number; gid: number } | null | undefined,
+): Promise<{ path: string; remove: () => Promise<void> }> {
+  const dir = await mkdtemp(join(parent, "dagbot-output-"));
+  const remove = (): Promise<void> => rm(dir, { recursive: true, force: true }).catch(() => {});
+  try {
+    const path = join(dir, "outputs");
+    await (await open(path, "wx", 0o600)).close();
+    if (runAs !== undefined && runAs !== null) {
+      await chown(dir, runAs.uid, runAs.gid);
+      await chown(path, runAs.uid, runAs.gid);
+    }
+    return { path, remove };
+  } catch (err) {
+    await remove();
+    throw err;
+  }
+}
+
+/**
+ * What the action left in its DAGBOT_OUTPUT file, read within OUTPUT_LIMITS.maxFileBytes. The action
+ * owns the directory, so the path is opened without following a link and without waiting on a pipe,
+ * and must be a regular file; a file it removed published nothing.
+ */
+export async function readPublished(path: string): Promise<PublishedFile> {
+  const max = OUTPUT_LIMITS.maxFileBytes;
+  let handle;
+  try {
+    handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === "ENOENT") return { text: "" };
+    if (code === "ELOOP") return { problem: "$DAGBOT_OUTPUT was replaced by a symbolic link" };
+    return { problem: `$DAGBOT_OUTPUT could not be read (${code ?? String(err)})` };
+  }
+  try {
+    const info = await handle.stat();
+    if (!info.isFile()) return { problem: "$DAGBOT_OUTPUT is no longer a regular file" };
+    if (info.size > max) return { problem: `$DAGBOT_OUTPUT holds ${info.size} bytes; at most ${max}` };
+    const buffer = Buffer.alloc(max + 1);
+    const { bytesRead } = await handle.read(buffer, 0, max + 1, 0);
+    if (bytesRead > max) return { problem: `$DAGBOT_OUTPUT holds more than ${max} bytes` };
+    try {
+      return { text: new TextDecoder("utf-8", { fatal: true }).decode(buffer.subarray(0, bytesRead)) };
+    } catch {
+      return { problem: "$DAGBOT_OUTPUT is not UTF-8 text" };
+    }
+  } finally {
+    await handle.close();
+  }
 }
 
 /**
@@ -120,6 +194,7 @@ async function runAction(
   request: ExecRequest,
   baseEnv: Record<string, string>,
   supervisor: SupervisorLink,
+  outputDir: string,
 ): Promise<ExecResult> {
   const startedAt = performance.now();
   const { action, signal, claim } = request;
@@ -133,23 +208,45 @@ async function runAction(
   const cwdProblem = checkCwd(action.cwd);
   if (cwdProblem !== null) return failedBeforeStart("failed", cwdProblem, startedAt);
 
-  const [file = "", ...args] = rendered.argv;
-  const spec: SpawnSpec = {
-    file,
-    args,
-    cwd: action.cwd,
-    env: {
-      ...baseEnv,
-      ...action.env,
-      DAGBOT_RUN_ID: request.env.DAGBOT_RUN_ID,
-      DAGBOT_TASK_ID: request.env.DAGBOT_TASK_ID,
-      DAGBOT_ATTEMPT: String(request.env.DAGBOT_ATTEMPT),
-    },
-    ...(action.runAs === undefined || action.runAs === null
-      ? {}
-      : { uid: action.runAs.uid, gid: action.runAs.gid }),
-  };
-  return supervise(supervisor, spec, request, startedAt);
+  let published: { path: string; remove: () => Promise<void> };
+  try {
+    published = await outputFile(outputDir, action.runAs);
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    return failedBeforeStart(
+      "failed",
+      `could not make the action's DAGBOT_OUTPUT file: ${message}`,
+      startedAt,
+    );
+  }
+  try {
+    // Making the file took a moment: a deadline that passed meanwhile still counts (an abort that
+    // came meanwhile stops the action as soon as it starts, see supervise).
+    if (claim !== undefined && claim.msLeft() <= action.killGraceMs)
+      return failedBeforeStart("expired", NOT_STARTED_EXPIRED, startedAt);
+    const [file = "", ...args] = rendered.argv;
+    const spec: SpawnSpec = {
+      file,
+      args,
+      cwd: action.cwd,
+      env: {
+        ...baseEnv,
+        ...action.env,
+        DAGBOT_RUN_ID: request.env.DAGBOT_RUN_ID,
+        DAGBOT_TASK_ID: request.env.DAGBOT_TASK_ID,
+        DAGBOT_ATTEMPT: String(request.env.DAGBOT_ATTEMPT),
+        DAGBOT_OUTPUT: published.path,
+      },
+      ...(action.runAs === undefined || action.runAs === null
+        ? {}
+        : { uid: action.runAs.uid, gid: action.runAs.gid }),
+    };
+    const result = await supervise(supervisor, spec, request, startedAt);
+    if (result.outcome !== "succeeded") return result;
+    return { ...result, published: await readPublished(published.path) };
+  } finally {
+    await published.remove();
+  }
 }
 
 const NOT_STARTED_EXPIRED = "not started: the claim's deadline had passed";
@@ -395,6 +492,7 @@ function supervise(
     );
     const deadline = setTimeout(() => stop("timeout"), timeoutMs);
     signal?.addEventListener("abort", onAbort, { once: true });
+    if (signal?.aborted === true) onAbort();
     const unsubscribeClaim = claim?.onMove(() => link.send({ stopBy: stopBy() }));
   });
 }

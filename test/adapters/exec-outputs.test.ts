@@ -1,0 +1,92 @@
+/**
+ * The DAGBOT_OUTPUT file with real processes (issue 25): each attempt gets a fresh file of its own
+ * in a private directory, read back after a success only, within its size, never through a link
+ * or a pipe the action put in its place, and removed afterwards whatever happened; secrets are
+ * masked in what was published as in the output.
+ */
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { createProcessExecutor, pickBaseEnv } from "../../src/adapters/exec/process-executor.js";
+import { maskingExecutor } from "../../src/app/masking-executor.js";
+import { secretMasker } from "../../src/domain/secret-mask.js";
+import type { ActionDefinition, ExecResult } from "../../src/ports/executor.js";
+
+const parent = mkdtempSync(join(tmpdir(), "dagbot-exec-outputs-"));
+afterAll(() => rmSync(parent, { recursive: true, force: true }));
+
+const executor = createProcessExecutor({ baseEnv: pickBaseEnv(process.env), outputDir: parent });
+const identity = { DAGBOT_RUN_ID: "run-1", DAGBOT_TASK_ID: "build", DAGBOT_ATTEMPT: 1 };
+
+function sh(script: string): ActionDefinition {
+  return {
+    name: "sh",
+    argv: ["sh", "-c", script],
+    args: {},
+    cwd: null,
+    env: {},
+    timeoutMs: 20_000,
+    outputLimitBytes: 64 * 1024,
+    killGraceMs: 500,
+  };
+}
+
+const run = (script: string, exec = executor): Promise<ExecResult> =>
+  exec.run({ action: sh(script), args: {}, env: identity });
+
+describe("DAGBOT_OUTPUT", () => {
+  it("is a fresh empty file in a private directory; what the action appended comes back after a success, and the file is gone", async () => {
+    const r = await run(
+      'ls -ld "$(dirname "$DAGBOT_OUTPUT")" | cut -c1-10; wc -c < "$DAGBOT_OUTPUT"; echo "$DAGBOT_OUTPUT"; echo "version=1.2.3" >> "$DAGBOT_OUTPUT"; printf "note=a b\\n" >> "$DAGBOT_OUTPUT"',
+    );
+    expect(r.outcome).toBe("succeeded");
+    const [mode, size, path] = r.output.trim().split("\n");
+    expect(mode).toBe("drwx------");
+    expect(size?.trim()).toBe("0");
+    expect(path).toMatch(new RegExp(`^${parent}/dagbot-output-[^/]+/outputs$`));
+    expect(r.published).toEqual({ text: "version=1.2.3\nnote=a b\n" });
+    expect(existsSync(path!)).toBe(false);
+    expect(readdirSync(parent)).toEqual([]);
+  });
+
+  it("each attempt has its own file", async () => {
+    const a = await run('echo "$DAGBOT_OUTPUT"');
+    const b = await run('echo "$DAGBOT_OUTPUT"');
+    expect(a.output).not.toBe(b.output);
+  });
+
+  it("is not read after a failure, and still removed", async () => {
+    const r = await run('echo "version=1.2.3" >> "$DAGBOT_OUTPUT"; echo "$DAGBOT_OUTPUT"; exit 3');
+    expect(r.outcome).toBe("failed");
+    expect(r.published).toBeUndefined();
+    expect(existsSync(r.output.trim())).toBe(false);
+    expect(readdirSync(parent)).toEqual([]);
+  });
+
+  it("refuses a file over 64 KiB, a link or a pipe in its place, and bytes that are not UTF-8; a removed file published nothing", async () => {
+    const big = await run('head -c 70000 /dev/zero | tr "\\0" a >> "$DAGBOT_OUTPUT"');
+    expect(big.published).toEqual({ problem: "$DAGBOT_OUTPUT holds 70000 bytes; at most 65536" });
+    const link = await run('rm "$DAGBOT_OUTPUT"; ln -s /etc/passwd "$DAGBOT_OUTPUT"');
+    expect(link.published).toEqual({ problem: "$DAGBOT_OUTPUT was replaced by a symbolic link" });
+    const fifo = await run('rm "$DAGBOT_OUTPUT"; mkfifo "$DAGBOT_OUTPUT"');
+    expect(fifo.published).toEqual({ problem: "$DAGBOT_OUTPUT is no longer a regular file" });
+    const binary = await run('printf "v=\\377\\n" >> "$DAGBOT_OUTPUT"');
+    expect(binary.published).toEqual({ problem: "$DAGBOT_OUTPUT is not UTF-8 text" });
+    const gone = await run('rm "$DAGBOT_OUTPUT"');
+    expect(gone.published).toEqual({ text: "" });
+    expect(readdirSync(parent)).toEqual([]);
+  });
+
+  it("is masked of the node's secrets, as the output is", async () => {
+    const secret = `s3cr3t-${Math.random().toString(36).slice(2, 10)}`;
+    const masked = maskingExecutor(executor, secretMasker([secret]));
+    const r = await masked.run({
+      action: { ...sh('echo "token=$T" >> "$DAGBOT_OUTPUT"'), env: { T: secret } },
+      args: {},
+      env: identity,
+    });
+    expect(r.published).toEqual({ text: `token=${"*".repeat(secret.length)}\n` });
+    expect(JSON.stringify(r)).not.toContain(secret);
+  });
+});
