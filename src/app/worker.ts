@@ -14,6 +14,12 @@
  * time it stops the action (SIGTERM at termAt, SIGKILL at stopBy) and writes nothing. The executor's
  * supervisor holds the same deadline, so it also holds while this process is stopped.
  *
+ * Outputs (domain/outputs.ts): before the action starts, a task whose arguments say
+ * `{tasks.ID.outputs.NAME}` gets its producers' published values put in (substituteOutputs); after
+ * a successful exit, what the action wrote to DAGBOT_OUTPUT is checked against the task's declared
+ * outputs (parseOutputFile), and a refusal fails the attempt with the reason as its error. The
+ * values go to the store with the finish, which keeps them only with the success.
+ *
  * A slot that frees while the last claim (fresh, see SELF_SERVE_MS) left fitting tasks behind is
  * handed straight to the next task: the finish and a claim of one task go in one commit
  * (finishAndClaim, issue 17) instead of a finish and a claim of their own.
@@ -47,6 +53,9 @@ import { OutputWriter } from "./output-writer.js";
 import { Waker } from "./wake.js";
 import { SELF_SERVE_MS } from "./wake-targets.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
+import type { ArgValue } from "../domain/model.js";
+import type { ProducerOutputs } from "../domain/outputs.js";
+import { outputReferences, parseOutputFile, substituteOutputs } from "../domain/outputs.js";
 
 export interface WorkerSettings {
   session: Session;
@@ -558,6 +567,13 @@ export class Worker {
           })()
         : Promise.resolve();
 
+    let args: Readonly<Record<string, ArgValue>> = task.args;
+    if (exec === null && r.reason === null && action !== undefined) {
+      const put = await this.withOutputs(r, log);
+      if (put.ok) args = put.args;
+      else exec = failedToStart(put.message);
+    }
+
     if (exec === null && r.reason === null && action !== undefined) {
       const output = new OutputWriter(
         (soFar) => store.writeTaskOutput(token, soFar.output, soFar.totalBytes),
@@ -565,7 +581,7 @@ export class Worker {
       );
       exec = await executor.run({
         action,
-        args: task.args,
+        args,
         env: { DAGBOT_RUN_ID: task.runId, DAGBOT_TASK_ID: task.taskId, DAGBOT_ATTEMPT: task.attempt },
         ...(task.timeoutMs !== null
           ? { timeoutMs: this.localTimeoutMs(r, task.timeoutMs, killGraceMs) }
@@ -586,8 +602,42 @@ export class Worker {
       log.info({ why: r.reason }, "attempt abandoned; the lease will expire and the leader requeues it");
       return;
     }
-    const result = toTaskResult(exec, r.reason);
+    const result = withPublished(toTaskResult(exec, r.reason), exec, r.claimed);
+    if (result.outcome === "failed" && exec.outcome === "succeeded")
+      log.info({ error: result.error }, "the action succeeded but its outputs were refused");
     await this.finish(r, result, log, () => term);
+  }
+
+  /**
+   * The task's arguments with the outputs they refer to put in: each producer (an ancestor, so it
+   * has succeeded) read once from the store, a read that fails tried again a few times.
+   */
+  private async withOutputs(
+    r: Running,
+    log: Logger,
+  ): Promise<{ ok: true; args: Readonly<Record<string, ArgValue>> } | { ok: false; message: string }> {
+    const { task } = r.claimed;
+    const producers = new Set<string>();
+    for (const value of Object.values(task.args))
+      if (typeof value === "string") for (const ref of outputReferences(value)) producers.add(ref.taskId);
+    if (producers.size === 0) return { ok: true, args: task.args };
+    const found = new Map<string, ProducerOutputs>();
+    for (const id of producers) {
+      for (let failures = 0; ; failures += 1) {
+        try {
+          const t = await this.deps.store.getTask(task.runId, id);
+          if (t !== null) found.set(id, { declared: t.outputPatterns ?? {}, values: t.outputValues });
+          break;
+        } catch (err) {
+          this.deps.onStoreError?.();
+          if (failures >= 2 || r.controller.signal.aborted)
+            return { ok: false, message: `could not read the outputs of task ${id}: ${String(err)}` };
+          log.warn({ err: String(err), producer: id }, "reading a producer's outputs failed");
+          await this.deps.clock.sleep(backoffMs(STORE_CALL_BACKOFF, failures), r.controller.signal);
+        }
+      }
+    }
+    return substituteOutputs(task.taskId, task.args, found);
   }
 
   /**
@@ -663,6 +713,26 @@ function failedToStart(error: string): ExecResult {
     durationMs: 0,
     error,
   };
+}
+
+/**
+ * A success's result with the values its action published, checked against what the task declares;
+ * a refusal makes it a failure whose error names the output and the rule. A task that declares no
+ * outputs and whose action wrote nothing publishes nothing.
+ */
+export function withPublished(result: TaskResult, exec: ExecResult, claimed: ClaimedTask): TaskResult {
+  if (result.outcome !== "succeeded" || exec.published === undefined) return result;
+  const declared = claimed.task.outputPatterns ?? {};
+  const published = exec.published;
+  const parsed =
+    "problem" in published
+      ? { ok: false as const, message: published.problem }
+      : published.text.trim() === "" && Object.keys(declared).length === 0
+        ? null
+        : parseOutputFile(claimed.task.taskId, declared, published.text);
+  if (parsed === null) return result;
+  if (!parsed.ok) return { ...result, outcome: "failed", error: `outputs refused: ${parsed.message}` };
+  return { ...result, outputs: parsed.values };
 }
 
 /** Maps the executor's outcome to the attempt's recorded outcome. */

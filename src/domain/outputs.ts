@@ -189,3 +189,28 @@ export function substituteOutputs(
   }
   return { ok: true, args: out };
 }
+
+/**
+ * A retry's task arguments (`!dag retry`): each reference to a task the retry does not run again is
+ * replaced by the value that task published in the run retried (`published`, by task id), in one
+ * pass; references to tasks it runs again stay, for its worker. A value the producer did not
+ * publish leaves its reference, which the worker then refuses naming it.
+ */
+export function carryOutputs(
+  args: Readonly<Record<string, ArgValue>>,
+  published: ReadonlyMap<string, Readonly<Record<string, string>>>,
+): Record<string, ArgValue> {
+  const out: Record<string, ArgValue> = {};
+  for (const key of Object.keys(args)) {
+    const raw = args[key]!;
+    const value =
+      typeof raw !== "string"
+        ? raw
+        : raw.replace(OUTPUT_REFERENCE, (whole, producer: string, name: string) => {
+            const values = published.get(producer);
+            return values !== undefined && Object.hasOwn(values, name) ? values[name]! : whole;
+          });
+    Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}

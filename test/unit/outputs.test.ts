@@ -10,6 +10,10 @@ import { checkTaskArguments } from "../../src/domain/dag.js";
 import type { ParsedDag } from "../../src/domain/model.js";
 import { OUTPUT_LIMITS, parseOutputFile, substituteOutputs } from "../../src/domain/outputs.js";
 import { resolveParams } from "../../src/domain/params.js";
+import { withPublished } from "../../src/app/worker.js";
+import type { ExecResult } from "../../src/ports/executor.js";
+import type { ClaimedTask, TaskResult } from "../../src/ports/store.js";
+import { taskRecord } from "../support/fake-task-claimer.js";
 
 const RELEASE = `id = "release"
 
@@ -286,5 +290,55 @@ args = { m = "{params.v}" }
       message: 'parameter "v" holds an output reference ({tasks.…}), which a value may not',
     });
     expect(resolveParams(dag, [["v", "{params.v}"]])).toMatchObject({ ok: true });
+  });
+});
+
+describe("the worker's reading of an attempt's file (withPublished)", () => {
+  const exec = (published?: { text: string } | { problem: string }): ExecResult => ({
+    outcome: "succeeded",
+    exitCode: 0,
+    signal: null,
+    output: "",
+    outputTruncated: false,
+    totalOutputBytes: 0,
+    durationMs: 1,
+    ...(published === undefined ? {} : { published }),
+  });
+  const claimed = (outputPatterns: Record<string, string> | null): ClaimedTask => {
+    const task = taskRecord("run-1", "build", "build");
+    return {
+      token: { runId: "run-1", taskId: "build", version: 2, session: { nodeId: "n", bootId: "b" } },
+      task: { ...task, outputPatterns },
+    };
+  };
+  const success: TaskResult = { outcome: "succeeded", exitCode: 0, output: "", error: null };
+
+  it("keeps the checked values with the success", () => {
+    expect(
+      withPublished(success, exec({ text: "version=1.2.3\n" }), claimed({ version: "[0-9.]+" })),
+    ).toEqual({
+      ...success,
+      outputs: { version: "1.2.3" },
+    });
+  });
+
+  it("a task that declares none and wrote nothing publishes nothing; one that wrote something fails", () => {
+    expect(withPublished(success, exec({ text: "\n" }), claimed(null))).toEqual(success);
+    expect(withPublished(success, exec({ text: "v=1\n" }), claimed(null))).toEqual({
+      ...success,
+      outcome: "failed",
+      error: 'outputs refused: output "v" is not declared by task build (it declares no outputs)',
+    });
+  });
+
+  it("a file the executor could not read fails the success; a failure is left as it is", () => {
+    expect(
+      withPublished(success, exec({ problem: "$DAGBOT_OUTPUT is not UTF-8 text" }), claimed({ v: "." })),
+    ).toMatchObject({
+      outcome: "failed",
+      error: "outputs refused: $DAGBOT_OUTPUT is not UTF-8 text",
+    });
+    const failed: TaskResult = { outcome: "failed", exitCode: 1, output: "", error: "exited with status 1" };
+    expect(withPublished(failed, exec({ text: "v=x" }), claimed({ v: "[0-9]" }))).toEqual(failed);
   });
 });

@@ -2,6 +2,7 @@
 import { RUN_ID_ARG } from "../../../domain/command-grammar.js";
 import type { ParsedDag } from "../../../domain/model.js";
 import { dagHash } from "../../../domain/canonical-hash.js";
+import { carryOutputs } from "../../../domain/outputs.js";
 import { appliedDag } from "../../../domain/params.js";
 import { isTerminalRun } from "../../../domain/run-states.js";
 import { paragraphs } from "../../render/blocks.js";
@@ -59,6 +60,12 @@ async function handleRetry(ctx: HandlerContext, dagId: string): Promise<Outcome>
     return { kind: "nothing-to-retry", run: summarizeRun(from), why: "never-confirmed" };
   const tasks = await ctx.store.listTasks(from.runId);
   const again = new Set(tasks.filter((t) => t.status !== "succeeded").map((t) => t.taskId));
+  // What the tasks that are not run again published feeds their dependents in the retry.
+  const published = new Map(
+    tasks.flatMap((t) =>
+      t.status === "succeeded" && t.outputValues !== null ? [[t.taskId, t.outputValues]] : [],
+    ),
+  );
   if (again.size === 0) return { kind: "nothing-to-retry", run: summarizeRun(from), why: "succeeded" };
   const newId = await freeId(ctx.store, ctx.roomId, retryCandidates(from.dagId));
   if (newId === null) {
@@ -75,10 +82,15 @@ async function handleRetry(ctx: HandlerContext, dagId: string): Promise<Outcome>
     ...base,
     definition: from.dag.definition ?? from.dagId,
     id: newId,
-    // Needs on tasks that already succeeded are met: dropping them lets those tasks start at once.
+    // Needs on tasks that already succeeded are met: dropping them lets those tasks start at once,
+    // and the outputs they published are put into the arguments that refer to them.
     tasks: from.dag.tasks
       .filter((t) => again.has(t.id))
-      .map((t) => ({ ...t, needs: t.needs.filter((n) => again.has(n)) })),
+      .map((t) => ({
+        ...t,
+        args: carryOutputs(t.args, published),
+        needs: t.needs.filter((n) => again.has(n)),
+      })),
   };
   const unknown = await unknownActions(ctx, appliedDag(dag));
   if (unknown.length > 0) return invalidDag(`for the retry of "${dagId}"`, unknown);
