@@ -736,7 +736,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(nodes).toContain("`leader` leads this room");
         expect(nodes).toContain("🟢 `worker-b` · labels `gpu` · 0/4 slots busy · 1 action");
         const help = await ask(r, LOW, "!dag help");
-        expect(help).toContain("`!dag status [<id>]`");
+        expect(help).toContain("`!dag status [<id>] [<task>]`");
         expect(help).not.toContain("`!dag cap <n>`");
         expect(help).toContain(
           "publish, run, confirm, reject, cancel, schedule, logs, retry, cap, policy need power level 50",

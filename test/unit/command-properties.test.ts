@@ -165,7 +165,7 @@ describe("parseCommand never throws", () => {
     for (const input of inputs) expectWellFormed(parseCommand(input));
     expect(parseCommand({ body: "> a\n".repeat(1000) + "!dag status" })).toEqual({
       kind: "command",
-      command: { verb: "status", id: null },
+      command: { verb: "status", id: null, task: null },
     });
   });
 });
@@ -211,7 +211,9 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
   fc
     .tuple(id, fc.option(fc.stringMatching(/^[0-9a-f]{8,64}$/), { nil: null }))
     .map(([i, hash]) => ({ verb: "confirm" as const, id: i, hash })),
-  fc.option(id, { nil: null }).map((i) => ({ verb: "status" as const, id: i })),
+  fc
+    .option(fc.tuple(id, fc.option(id, { nil: null })), { nil: null })
+    .map((it) => ({ verb: "status" as const, id: it?.[0] ?? null, task: it?.[1] ?? null })),
   fc.option(id, { nil: null }).map((i) => ({ verb: "list" as const, id: i })),
   fc
     .tuple(
@@ -246,7 +248,11 @@ function render(c: Command, sep: string, flips: number): string {
         ? `${head}${sep}${c.source.name}`
         : `${head}\n\`\`\`${c.source.format}\n${c.source.text}\n\`\`\``;
     case "status":
-      return c.id === null ? head : `${head}${sep}${c.id}`;
+      return [
+        head,
+        ...(c.id === null ? [] : [c.id]),
+        ...(c.task === null || c.task === undefined ? [] : [c.task]),
+      ].join(sep);
     case "logs":
       return `${head}${sep}${c.id}${sep}${c.task}`;
     case "cap":

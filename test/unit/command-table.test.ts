@@ -47,6 +47,7 @@ describe("COMMANDS", () => {
       "<id>": "r1",
       "[<id>]": "",
       "<task>": "t1",
+      "[<task>]": "",
       "<n>": "3",
       "[<command>]": "cap",
       "<name>": "lib",
@@ -138,7 +139,8 @@ describe("declared arguments", () => {
       id: "nightly",
       hash: "abcdef0123",
     });
-    expect(parsed("!dag status")).toEqual({ verb: "status", id: null });
+    expect(parsed("!dag status")).toEqual({ verb: "status", id: null, task: null });
+    expect(parsed("!dag status nightly build")).toEqual({ verb: "status", id: "nightly", task: "build" });
     expect(parsed("!dag cap 7")).toEqual({ verb: "cap", n: 7 });
     expect(parsed("!dag logs")).toBe("missing <id> and <task>: !dag logs needs it");
     expect(parsed("!dag logs nightly")).toBe("missing <task>, the id of a task: !dag logs needs it");

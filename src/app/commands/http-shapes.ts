@@ -93,6 +93,10 @@ export const taskLineSchema = z
     exitCode: z.number().nullable(),
     error: z.string().nullable(),
     wait: taskWaitSchema.optional().describe("why a blocked or queued task waits; absent when it does not"),
+    outputs: z
+      .record(z.string(), z.string())
+      .optional()
+      .describe("the values the task published for its dependents (DAGBOT_OUTPUT); absent while it has none"),
   })
   .meta({ id: "TaskLine" });
 

@@ -401,7 +401,10 @@ function statusText(o: Extract<Outcome, { kind: "status" }>, say: Idiom): string
       t.status === "failed" || t.status === "timed_out" ? exitWords(t.exitCode, t.error).join(", ") : "",
       t.wait === undefined ? "" : `waits: ${t.wait.text}`,
     ];
-    return `  ${cols.filter((c, i) => i < 3 || c !== "").join("  ")}`.trimEnd();
+    const line = `  ${cols.filter((c, i) => i < 3 || c !== "").join("  ")}`.trimEnd();
+    // What it published for its dependents, one NAME=value a line under it.
+    const published = Object.entries(t.outputs ?? {}).map(([name, value]) => `      output ${name}=${value}`);
+    return [line, ...published].join("\n");
   });
   const run = o.run;
   const took = (run.status === "running" ? o.at : run.updatedAt) - run.createdAt;

@@ -58,6 +58,11 @@ export interface TaskLine {
   error: string | null;
   /** Why a blocked or queued task waits (domain/wait-reasons.ts); absent when it does not, or unknown. */
   wait?: ExplainedWait;
+  /**
+   * The values it published for its dependents (domain/outputs.ts), where the answer shows them (a
+   * task's logs, its status, a CLI or HTTP status); absent otherwise and while it has none.
+   */
+  outputs?: Record<string, string>;
 }
 
 /** A run with its progress counts, for lists. */
@@ -303,7 +308,7 @@ export function summarizeRun(run: RunRecord): RunSummary {
 
 const MAX_ERROR_CHARS = 200;
 
-export function taskLine(task: TaskRecord, wait?: WaitReason): TaskLine {
+export function taskLine(task: TaskRecord, wait?: WaitReason, withOutputs = false): TaskLine {
   const error = task.error === null ? null : firstLine(task.error, MAX_ERROR_CHARS);
   return {
     taskId: task.taskId,
@@ -317,6 +322,7 @@ export function taskLine(task: TaskRecord, wait?: WaitReason): TaskLine {
     exitCode: task.exitCode,
     error,
     ...(wait === undefined ? {} : { wait: explained(wait) }),
+    ...(withOutputs && task.outputValues !== null ? { outputs: task.outputValues } : {}),
   };
 }
 
@@ -345,8 +351,9 @@ export function selectTaskLines(
   tasks: readonly TaskRecord[],
   max: number,
   waits?: ReadonlyMap<string, WaitReason>,
+  withOutputs = false,
 ): TaskLine[] {
-  return selectNoteworthy(tasks, max).map((t) => taskLine(t, waits?.get(t.taskId)));
+  return selectNoteworthy(tasks, max).map((t) => taskLine(t, waits?.get(t.taskId), withOutputs));
 }
 
 /** The selection rule of selectTaskLines, for records or lines alike. */

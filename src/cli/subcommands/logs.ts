@@ -180,7 +180,9 @@ function stateLine(run: RunRecord, task: TaskRecord, now: number): string {
   const head = parts.join(", ");
   // The error on a line of its own, unless it only says the exit status again.
   const more = task.exitCode === null ? [exit, ...error] : error;
-  return [head, ...more.filter((e) => e !== undefined)].join("\n");
+  // What it published for its dependents, one NAME=value a line.
+  const outputs = Object.entries(task.outputValues ?? {}).map(([name, value]) => `output ${name}=${value}`);
+  return [head, ...more.filter((e) => e !== undefined), ...outputs].join("\n");
 }
 
 function logsJson(run: RunRecord, task: TaskRecord, now: number): Record<string, unknown> {
@@ -199,6 +201,8 @@ function logsJson(run: RunRecord, task: TaskRecord, now: number): Record<string,
     durationMs: taskDurationMs(task, now),
     output: task.output,
     outputBytes: task.outputBytes,
+    /** The values it published for its dependents (DAGBOT_OUTPUT); null while it has none. */
+    outputs: task.outputValues,
     /** True while the task may still write: the output is what it wrote so far. */
     partial: !isTerminalTask(task.status),
   };

@@ -8,6 +8,7 @@ import {
   jsonBytes,
   longestFittingTail,
   MAX_EVENT_CONTENT_BYTES,
+  join,
   r,
   text,
 } from "../../render/html.js";
@@ -16,7 +17,7 @@ import { noticeContent } from "../../render/notice.js";
 import { renderTaskLine } from "../../render/status-card.js";
 import { plural, TASK_WORD } from "../../render/words.js";
 import type { HandlerContext } from "../context.js";
-import type { Outcome } from "../outcome.js";
+import type { Outcome, TaskLine } from "../outcome.js";
 import { summarizeRun, taskLine } from "../outcome.js";
 import { notFoundRun, notFoundTask } from "../shared.js";
 import { defineVerb } from "../verb.js";
@@ -47,7 +48,7 @@ async function handleLogs(ctx: HandlerContext, dagId: string, taskId: string): P
   const base = {
     kind: "logs" as const,
     run: summarizeRun(run),
-    task: taskLine(task),
+    task: taskLine(task, undefined, true),
     at: await ctx.store.now(),
   };
   // Cut here, so the inbox row keeps only what the reply shows.
@@ -57,9 +58,10 @@ async function handleLogs(ctx: HandlerContext, dagId: string, taskId: string): P
 function renderLogs(outcome: Extract<Outcome, { kind: "logs" }>): Rendered {
   const { run, task } = outcome;
   const head = r`Output of ${code(task.taskId)} in ${code(run.dagId)}: ${renderTaskLine(task, outcome.at)}`;
+  const published = outputsLine(task);
   if (outcome.output === null || outcome.output === "") {
     const why = task.finishedAt === null ? `no output yet (it is ${TASK_WORD[task.status]}).` : "no output.";
-    return paragraphs([head, text(why)]);
+    return paragraphs([head, ...published, text(why)]);
   }
   const cut =
     outcome.omittedChars > 0
@@ -73,10 +75,23 @@ function renderLogs(outcome: Extract<Outcome, { kind: "logs" }>): Rendered {
         ? [text(`(from attempt ${task.attempt - 1}; attempt ${task.attempt} has not started)`)]
         : [];
   const block = codeBlock(outcome.output);
+  const notes = [...published, ...partial, ...cut];
   return {
-    body: [head.body, ...partial.map((c) => c.body), ...cut.map((c) => c.body), block.body].join("\n"),
-    html: paragraphs([head, ...partial, ...cut]).html + block.html,
+    body: [head.body, ...notes.map((c) => c.body), block.body].join("\n"),
+    html: paragraphs([head, ...notes]).html + block.html,
   };
+}
+
+/** "Outputs: `version=1.2.3`, `commit=abc1234`": what the task published, when it did. */
+export function outputsLine(task: TaskLine): Rendered[] {
+  const entries = Object.entries(task.outputs ?? {});
+  if (entries.length === 0) return [];
+  return [
+    r`Outputs: ${join(
+      entries.map(([name, value]) => code(`${name}=${value}`)),
+      ", ",
+    )}`,
+  ];
 }
 
 type LogsOutcome = Extract<Outcome, { kind: "logs" }>;

@@ -1,16 +1,20 @@
-/** `!dag status [<id>]`: one run's tasks, or the room's active runs. */
+/** `!dag status [<id> [<task>]]`: one run's tasks (or one task, with its outputs), or the room's active runs. */
 import { RUN_ID_ARG } from "../../../domain/command-grammar.js";
 import { failureText } from "../../../domain/failure-words.js";
 import type { RunStatus } from "../../../domain/model.js";
 import { summarizeTasks } from "../../../domain/run-status.js";
 import { listing } from "../../render/blocks.js";
+import { paragraphs } from "../../render/blocks.js";
+import type { Rendered } from "../../render/html.js";
 import { code, r } from "../../render/html.js";
 import { MAX_CARD_TASK_LINES, renderRunView } from "../../render/status-card.js";
 import { plural } from "../../render/words.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
-import { progressOfRuns, selectTaskLines, summarizeRun } from "../outcome.js";
-import { MAX_LISTED_RUNS, notFoundRun } from "../shared.js";
+import type { TaskLine } from "../outcome.js";
+import { progressOfRuns, selectTaskLines, summarizeRun, taskLine } from "../outcome.js";
+import { MAX_LISTED_RUNS, notFoundRun, notFoundTask } from "../shared.js";
+import { outputsLine } from "./logs.js";
 import { defineVerb } from "../verb.js";
 import { runParams, runStatusSchema } from "../http-shapes.js";
 import { runsJson } from "./list.js";
@@ -23,28 +27,37 @@ const ACTIVE_RUN_STATUSES: RunStatus[] = ["pending", "running", "canceling"];
 export interface StatusCommand {
   verb: "status";
   id: string | null;
+  /** One task of the run: its line with the values it published (outputs). */
+  task?: string | null;
   every?: boolean;
 }
 
 export const status = defineVerb<StatusCommand, "status" | "overview">({
   verb: "status",
-  args: [{ ...RUN_ID_ARG, optional: true }],
+  args: [
+    { ...RUN_ID_ARG, optional: true },
+    { name: "task", kind: "task-id", about: "one task of the run, shown with its outputs", optional: true },
+  ],
   dataFields: { every: (v) => (typeof v === "boolean" ? null : "true or false") },
-  summary: "show one run's tasks, or the room's active runs",
+  summary: "show one run's tasks (or one task with its outputs), or the room's active runs",
   permission: "open",
-  details: [],
-  handle: (ctx, c) => handleStatus(ctx, c.id, c.every === true),
+  details: ["With a task: that task's line and the values it published for its dependents (its outputs)."],
+  handle: (ctx, c) => handleStatus(ctx, c.id, c.every === true, c.task ?? null),
   cli: {
     description: "Show the runs of the room, or one run and its tasks.",
     about:
-      "With RUN: every task with its state, duration, node and attempts, and why a waiting task waits;\n" +
-      "without: the room's latest runs (as `dagbot list`).",
-    args: [{ name: "run", about: "the run: its id or uuid", optional: true }],
+      "With RUN: every task with its state, duration, node and attempts, why a waiting task waits, and\n" +
+      "the outputs each published; with TASK too, that task only; without: the room's latest runs\n" +
+      "(as `dagbot list`).",
+    args: [
+      { name: "run", about: "the run: its id or uuid", optional: true },
+      { name: "task", about: "one task of the run", optional: true },
+    ],
     options: [{ flags: "--limit <n>", about: "how many recent runs to list (without RUN)", default: "20" }],
     // Without a run, the room's latest runs: the list's handler answers.
-    command: ([id], options) =>
+    command: ([id, task], options) =>
       typeof id === "string"
-        ? { verb: "status", id, every: true }
+        ? { verb: "status", id, every: true, ...(typeof task === "string" ? { task } : {}) }
         : { verb: "list", id: null, limit: Number(options?.["limit"] ?? 20) },
     json: (o) => (o.kind === "list" ? runsJson(o) : null),
   },
@@ -69,15 +82,18 @@ export const status = defineVerb<StatusCommand, "status" | "overview">({
   },
   render: {
     status: (o) =>
-      renderRunView(
-        {
-          run: o.run,
-          summary: o.summary,
-          tasks: o.tasks,
-          at: o.at,
-          ...(o.roomCap === undefined ? {} : { roomCap: o.roomCap }),
-        },
-        false,
+      withOutputs(
+        renderRunView(
+          {
+            run: o.run,
+            summary: o.summary,
+            tasks: o.tasks,
+            at: o.at,
+            ...(o.roomCap === undefined ? {} : { roomCap: o.roomCap }),
+          },
+          false,
+        ),
+        o.tasks,
       ),
     overview: (o) =>
       o.runs.length === 0
@@ -86,7 +102,20 @@ export const status = defineVerb<StatusCommand, "status" | "overview">({
   },
 });
 
-async function handleStatus(ctx: HandlerContext, dagId: string | null, every: boolean): Promise<Outcome> {
+/** A run view followed by what its shown tasks published: "`build` outputs: `version=1.2.3`". */
+function withOutputs(view: Rendered, tasks: readonly TaskLine[]): Rendered {
+  const lines = tasks.flatMap((t) => outputsLine(t).map((l) => r`${code(t.taskId)} ${l}`));
+  if (lines.length === 0) return view;
+  const more = paragraphs(lines);
+  return { body: [view.body, more.body].join("\n"), html: view.html + more.html };
+}
+
+async function handleStatus(
+  ctx: HandlerContext,
+  dagId: string | null,
+  every: boolean,
+  taskId: string | null,
+): Promise<Outcome> {
   const at = await ctx.store.now();
   if (dagId === null) {
     const runs = await ctx.store.listRuns(ctx.roomId, {
@@ -98,15 +127,27 @@ async function handleStatus(ctx: HandlerContext, dagId: string | null, every: bo
   const run = await findRun(ctx.store, ctx.roomId, dagId);
   if (run === null) return notFoundRun(ctx, dagId);
   const tasks = await ctx.store.listTasks(run.runId);
+  const one = taskId === null ? null : (tasks.find((t) => t.taskId === taskId) ?? null);
+  if (taskId !== null && one === null)
+    return notFoundTask(
+      run.dagId,
+      taskId,
+      tasks.map((t) => t.taskId),
+    );
   // Why tasks wait: the room's load and live nodes, two reads however many tasks the run has.
   const room = await readRoomWaits(ctx.store, ctx.roomId, ctx.policy.nodeStaleAfterMs);
+  const waits = waitsOf(run, tasks, room);
   return {
     kind: "status",
     run: summarizeRun(run),
     summary: summarizeTasks(tasks.map((t) => t.status)),
     // The card's selection keeps an inbox row and a chat message small; a read of the CLI or HTTP
     // is stored nowhere and shows every task.
-    tasks: selectTaskLines(tasks, every ? tasks.length : MAX_CARD_TASK_LINES, waitsOf(run, tasks, room)),
+    // Outputs are shown for one task, or every task where no inbox row keeps the answer.
+    tasks:
+      one !== null
+        ? [taskLine(one, waits.get(one.taskId), true)]
+        : selectTaskLines(tasks, every ? tasks.length : MAX_CARD_TASK_LINES, waits, every),
     at,
     roomCap: room.load.cap,
     room: ctx.roomId,
