@@ -406,6 +406,13 @@ CREATE INDEX runs_definition_ended ON runs (room_id, definition_id, updated_at)
   WHERE status IN ('succeeded','failed','canceled');
 `,
   },
+  {
+    // Issue 26: retention deletes a pruned upstream run's firings by the run.
+    version: 14,
+    sql: `
+CREATE INDEX after_firings_upstream ON after_firings (room_id, upstream_run_id);
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

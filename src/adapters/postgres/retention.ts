@@ -40,6 +40,11 @@ export async function pruneBatch(db: Db, fence: LeaderFence, limits: PruneLimits
         (await tx.query("DELETE FROM tasks WHERE run_id = ANY($1::text[])", [runIds])).rowCount ?? 0;
       result.runs =
         (await tx.query("DELETE FROM runs WHERE run_id = ANY($1::text[])", [runIds])).rowCount ?? 0;
+      // A firing's key names its upstream run: once that run is gone nothing can fire for it again.
+      await tx.query("DELETE FROM after_firings WHERE room_id = $1 AND upstream_run_id = ANY($2::text[])", [
+        room,
+        runIds,
+      ]);
       result.definitions =
         (
           await tx.query(

@@ -41,6 +41,12 @@ export function pruneBatch(
       const ids = JSON.stringify(pruned.map((r) => r.run_id));
       result.tasks = c.run("DELETE FROM tasks WHERE run_id IN (SELECT value FROM json_each(?))", ids);
       result.runs = c.run("DELETE FROM runs WHERE run_id IN (SELECT value FROM json_each(?))", ids);
+      // A firing's key names its upstream run: once that run is gone nothing can fire for it again.
+      c.run(
+        "DELETE FROM after_firings WHERE room_id = ? AND upstream_run_id IN (SELECT value FROM json_each(?))",
+        room,
+        ids,
+      );
       result.definitions = c.run(
         `DELETE FROM definitions AS d
           WHERE d.room_id = ? AND d.dag_id IN (SELECT value FROM json_each(?)) AND ${ORPHAN_DEFINITION}`,

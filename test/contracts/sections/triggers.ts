@@ -24,6 +24,8 @@ import {
 } from "../../support/store-fixtures.js";
 import type { ContractContext } from "../context.js";
 
+const DAY = 24 * 3_600_000;
+
 export function triggersSection(ctx: ContractContext): void {
   const create = async (store: Store, fence: LeaderFence, d: ParsedDag): Promise<RunRecord> => {
     const r = await store.createRun(cmd(fence), runInput(fence.roomId, d));
@@ -221,6 +223,25 @@ export function triggersSection(ctx: ContractContext): void {
     expect((await store.listDefinitionRuns(room, deploy)).map((r) => r.dagId).sort()).toEqual(
       [deploy, `${deploy}.2`].sort(),
     );
+  });
+
+  it("retention takes a pruned upstream run's firings with it; the fired run stays", async () => {
+    const { store, room, fence, deploy, def, upstream } = await setup();
+    const fired = await store.recordAfterFiring(fence, afterFiring(def, upstream, null, null));
+    expect(fired.kind).toBe("fired");
+    ctx.clock.advance(2 * DAY);
+    const kept = await becomeLeader(store, room, "keeper");
+    const pruned = await store.pruneBatch(kept, {
+      olderThanMs: DAY,
+      nodesOlderThanMs: DAY,
+      keysOlderThanMs: DAY,
+      runs: 50,
+      rows: 500,
+    });
+    expect(pruned.runs).toBeGreaterThanOrEqual(1);
+    expect(await store.getRunById(upstream.runId)).toBeNull();
+    expect(await store.listAfterFirings(room)).toEqual([]);
+    expect((await store.getRun(room, `${deploy}.2`))?.status).toBe("running");
   });
 
   it("refuses a deposed leader's firing and writes nothing; the next leader fires it once", async () => {
