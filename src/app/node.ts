@@ -48,13 +48,15 @@ export interface EngineSettings {
   policy?: { wanted: RoomPolicy; stated: readonly PolicySetting[] } | null;
 }
 
-export type PolicySetting = "power_level" | "allow" | "two_person_rule" | "auto_confirm" | "logs";
+export type PolicySetting =
+  "power_level" | "allow" | "two_person_rule" | "auto_confirm" | "hook_auto_confirm" | "logs";
 
 const POLICY_FIELD: Record<PolicySetting, keyof RoomPolicy> = {
   power_level: "powerLevel",
   allow: "allow",
   two_person_rule: "twoPersonRule",
   auto_confirm: "autoConfirm",
+  hook_auto_confirm: "hookAutoConfirm",
   logs: "logs",
 };
 
@@ -64,7 +66,9 @@ export function policyDisagreements(
   stated: readonly PolicySetting[],
   room: RoomPolicy,
 ): string[] {
-  const norm = (v: unknown): string => JSON.stringify(Array.isArray(v) ? [...(v as string[])].sort() : v);
+  // A list absent from a policy stored before it existed (hook_auto_confirm) is an empty one.
+  const norm = (v: unknown): string =>
+    JSON.stringify(Array.isArray(v) ? [...(v as string[])].sort() : v === undefined ? [] : v);
   return stated
     .filter((key) => norm(wanted[POLICY_FIELD[key]]) !== norm(room[POLICY_FIELD[key]]))
     .map((key) => `${key}: config ${norm(wanted[POLICY_FIELD[key]])}, room ${norm(room[POLICY_FIELD[key]])}`);

@@ -59,6 +59,7 @@ export function commandPolicy(config: NodeConfig): CommandPolicy {
     allowlist: config.permissions.allow,
     twoPersonRule: config.permissions.twoPersonRule,
     autoConfirm: config.permissions.autoConfirm,
+    hookAutoConfirm: config.permissions.hookAutoConfirm,
     logs: config.permissions.logs,
     confirmTimeoutMs: config.limits.confirmTimeoutMs,
     nodeStaleAfterMs: config.retention.nodeGoneAfterMs,

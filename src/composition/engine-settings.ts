@@ -6,7 +6,7 @@ import { forgetEnvironment } from "../adapters/os/own-environment.js";
 import { DEFAULT_LEADER_TIMINGS } from "../app/leader.js";
 import { maskingExecutor } from "../app/masking-executor.js";
 import type { EngineSettings } from "../app/node.js";
-import { CONSUMED_SECRET_ENV, nodeSecrets } from "../config/node-secrets.js";
+import { consumedSecretEnv, nodeSecrets } from "../config/node-secrets.js";
 import type { LogLevel, NodeConfig } from "../config/node-config.js";
 import { secretMasker } from "../domain/secret-mask.js";
 import type { Executor } from "../ports/executor.js";
@@ -62,6 +62,7 @@ export function engineSettings(config: NodeConfig, overrides: Partial<EngineSett
         allow: config.permissions.allow,
         twoPersonRule: config.permissions.twoPersonRule,
         autoConfirm: config.permissions.autoConfirm,
+        hookAutoConfirm: config.permissions.hookAutoConfirm,
         logs: config.permissions.logs,
       },
       stated: config.permissions.stated,
@@ -83,7 +84,7 @@ export function nodeExecutor(config: NodeConfig, env: NodeJS.ProcessEnv, logger:
     mask,
     OUTPUT_LIMIT_CHARS,
   );
-  const forgot = forgetEnvironment(CONSUMED_SECRET_ENV, env);
+  const forgot = forgetEnvironment(consumedSecretEnv(config), env);
   if (forgot.removed.length > 0 && !forgot.overwritten)
     logger.warn(
       { variables: forgot.removed, why: forgot.why },

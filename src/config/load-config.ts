@@ -265,6 +265,49 @@ function systemUsers(): Map<string, { uid: number; gid: number }> {
   return users;
 }
 
+/** A webhook secret shorter than this could be guessed; generate one with `openssl rand -hex 32`. */
+const MIN_WEBHOOK_SECRET = 16;
+
+/**
+ * Each webhook's secret, from its owner-only file (the one reader of secret files) or the named
+ * environment variable, into the config; the messages name where, never the content.
+ */
+function readWebhookSecrets(
+  config: NodeConfig,
+  env: Readonly<Record<string, string | undefined>>,
+): ConfigIssue[] {
+  const issues: ConfigIssue[] = [];
+  config.webhooks.forEach((hook, i) => {
+    const from = hook.secretFrom;
+    const path = `webhooks[${i}].${"file" in from ? "secret_file" : "secret_env"}`;
+    let secret: string;
+    if ("file" in from) {
+      const read = readPrivateFile(from.file);
+      if (typeof read !== "string") {
+        issues.push({ path, message: read.error });
+        return;
+      }
+      secret = read;
+    } else {
+      const value = env[from.env];
+      if (value === undefined || value === "") {
+        issues.push({ path, message: `the environment variable ${from.env} is not set` });
+        return;
+      }
+      secret = value;
+    }
+    if (secret.length < MIN_WEBHOOK_SECRET) {
+      issues.push({
+        path,
+        message: `the secret is shorter than ${MIN_WEBHOOK_SECRET} characters; use openssl rand -hex 32`,
+      });
+      return;
+    }
+    hook.secret = secret;
+  });
+  return issues;
+}
+
 /** Reads, merges and validates a node config. Never throws for bad input; reads nothing at import. */
 export function loadConfig(options: LoadConfigOptions): LoadConfigResult {
   let raw: unknown = {};
@@ -387,7 +430,10 @@ export function parseConfig(raw: unknown, options: Omit<LoadConfigOptions, "file
         })),
       };
     }
-    return { ok: true, config: toNodeConfig(parsed.data, stated, users) };
+    const config = toNodeConfig(parsed.data, stated, users);
+    const hookIssues = readWebhookSecrets(config, options.env);
+    if (hookIssues.length > 0) return { ok: false, issues: hookIssues };
+    return { ok: true, config };
   }
 
   const issues: ConfigIssue[] = [];

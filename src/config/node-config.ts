@@ -6,6 +6,9 @@ import * as z from "zod";
 import { compileArgPattern, placeholdersOf } from "../domain/action-argv.js";
 import { claimTimingProblem, defaultMarginMs } from "../domain/claim-deadline.js";
 import { parseDuration } from "../domain/duration.js";
+import { compileParamPattern } from "../domain/param-pattern.js";
+import type { WebhookSpec } from "../domain/webhook.js";
+import { WEBHOOK_KINDS, pointerProblem } from "../domain/webhook.js";
 import type { ActionDefinition } from "../ports/executor.js";
 import { parseByteSize } from "./byte-size.js";
 import { DEFAULT_STORE, parseStoreLocation } from "./store-location.js";
@@ -48,13 +51,15 @@ export interface PermissionsConfig {
   twoPersonRule: boolean;
   /** Publishers whose runs start without a confirmation step. */
   autoConfirm: string[];
+  /** Webhooks (hook ids) whose deliveries start runs without a confirmation step. */
+  hookAutoConfirm: string[];
   /** Who may read task output with `logs`. */
   logs: "operators" | "anyone";
   /**
    * The settings the file states (keys of `[permissions]`). The room's policy in the store wins; a
    * stated setting that disagrees with it keeps this node from leading (issue 10, finding 7).
    */
-  stated: Array<"power_level" | "allow" | "two_person_rule" | "auto_confirm" | "logs">;
+  stated: Array<"power_level" | "allow" | "two_person_rule" | "auto_confirm" | "hook_auto_confirm" | "logs">;
 }
 
 export interface LeaseConfig {
@@ -132,6 +137,18 @@ export interface HttpConfig {
   keepAliveTimeoutMs: number;
 }
 
+/**
+ * A webhook endpoint (`[[webhooks]]`, docs/architecture.md §10): POST /v1/hooks/<id> starts a run of
+ * `dag` in `room` from a verified delivery. The secret is read from a file or an environment
+ * variable when the config is loaded, never written in the config itself.
+ */
+export interface WebhookConfig extends WebhookSpec {
+  /** Secret: never log it; redactConfig() replaces it. */
+  secret: string;
+  /** Where the secret came from (`secret_file` or `secret_env`, without the value), for messages. */
+  secretFrom: { file: string } | { env: string };
+}
+
 export interface NodeConfig {
   nodeId: string;
   labels: string[];
@@ -154,6 +171,8 @@ export interface NodeConfig {
   limits: LimitsConfig;
   retention: RetentionConfig;
   http: HttpConfig | null;
+  /** Webhook endpoints served on the HTTP API; empty without `[[webhooks]]`. */
+  webhooks: WebhookConfig[];
   logLevel: LogLevel;
 }
 
@@ -353,6 +372,7 @@ const permissionsSchema = z.strictObject({
   allow: uniqueList(userId).prefault([]),
   two_person_rule: z.boolean().prefault(false),
   auto_confirm: uniqueList(userId).prefault([]),
+  hook_auto_confirm: uniqueList(id).prefault([]),
   logs: z.enum(["operators", "anyone"]).prefault("operators"),
 });
 
@@ -471,6 +491,68 @@ const httpSchema = z
     }
   });
 
+/** A header name as a hook names one (compared in lower case, as Node gives them). */
+const headerName = z
+  .string()
+  .regex(/^[A-Za-z0-9-]{1,64}$/, { error: "must be a header name (letters, digits, -)" })
+  .transform((h) => h.toLowerCase());
+
+const jsonPointer = z.string().superRefine((text, ctx) => {
+  const problem = pointerProblem(text);
+  if (problem !== null) ctx.addIssue({ code: "custom", message: problem });
+});
+
+const webhookSchema = z
+  .strictObject({
+    id,
+    /** The room it starts runs in; default: the node's only room. */
+    room: z.string().min(1).optional(),
+    dag: id,
+    kind: z.enum(WEBHOOK_KINDS, { error: 'must be "github", "gitlab", "hmac" or "bearer"' }),
+    /** Read by the loader after validation (an owner-only file, like store_file). */
+    secret_file: z.string().min(1).optional(),
+    /** The name of an environment variable holding the secret (taken out of the node's environment). */
+    secret_env: z.string().regex(ENV_NAME, { error: "must be an environment variable's name" }).optional(),
+    params: z
+      .record(z.string().regex(ARG_NAME, { error: "parameter names are letters, digits and _" }), jsonPointer)
+      .prefault({}),
+    filter: z
+      .array(
+        z.strictObject({
+          pointer: jsonPointer,
+          pattern: z
+            .string()
+            .max(1000)
+            .superRefine((text, ctx) => {
+              const compiled = compileParamPattern(text);
+              if (typeof compiled === "string")
+                ctx.addIssue({ code: "custom", message: `is not a usable RE2 pattern: it ${compiled}` });
+            }),
+        }),
+      )
+      .max(16)
+      .prefault([]),
+    events: uniqueList(z.string().min(1).max(100)).min(1).optional(),
+    link: z.array(jsonPointer).min(1).max(8).optional(),
+    delivery_from: z.array(jsonPointer).min(1).max(8).optional(),
+    body_limit: byteSize.prefault("1MiB"),
+    replay_window: duration(1_000).prefault("5m"),
+    timestamp_header: headerName.prefault("X-Dagbot-Timestamp"),
+    signature_header: headerName.prefault("X-Dagbot-Signature"),
+    delivery_header: headerName.prefault("X-Dagbot-Delivery"),
+    event_header: headerName.optional(),
+  })
+  .superRefine((hook, ctx) => {
+    if ((hook.secret_file === undefined) === (hook.secret_env === undefined))
+      ctx.addIssue({
+        code: "custom",
+        path: ["secret_file"],
+        message: "set secret_file or secret_env (one of them)",
+      });
+    if (Object.keys(hook.params).length > 32)
+      ctx.addIssue({ code: "custom", path: ["params"], message: "at most 32 parameters" });
+  });
+
 const storeSchema = z.string().transform((text, ctx) => {
   const parsed = parseStoreLocation(text);
   if (parsed.ok) return parsed.store;
@@ -499,6 +581,7 @@ export const nodeConfigFileSchema = z
     limits: limitsSchema.prefault({}),
     retention: retentionSchema.prefault({}),
     http: httpSchema.optional(),
+    webhooks: z.array(webhookSchema).max(100).prefault([]),
     log_level: z.enum(LOG_LEVELS).prefault("info"),
   })
   .superRefine((file, ctx) => {
@@ -527,6 +610,31 @@ export const nodeConfigFileSchema = z
           });
         }
       });
+    });
+    // Webhooks are served on the HTTP API, in one of the node's rooms, each under its own id.
+    const hookIds = new Set<string>();
+    file.webhooks.forEach((hook, i) => {
+      if (file.http === undefined)
+        ctx.addIssue({
+          code: "custom",
+          path: ["webhooks", i],
+          message: "needs an [http] section: hooks are served on the HTTP API",
+        });
+      if (hook.room !== undefined && !rooms.includes(hook.room))
+        ctx.addIssue({
+          code: "custom",
+          path: ["webhooks", i, "room"],
+          message: `is not one of this node's rooms (${rooms.join(", ")})`,
+        });
+      if (hook.room === undefined && rooms.length > 1)
+        ctx.addIssue({
+          code: "custom",
+          path: ["webhooks", i, "room"],
+          message: "required: this node serves several rooms",
+        });
+      if (hookIds.has(hook.id))
+        ctx.addIssue({ code: "custom", path: ["webhooks", i, "id"], message: "is used twice" });
+      hookIds.add(hook.id);
     });
     // A node beats once per lease.renew_every: a shorter limit would show live nodes as gone.
     const gone = file.retention.node_gone_after;
@@ -574,6 +682,8 @@ export function knownKeysAt(path: readonly PropertyKey[]): string[] | null {
   if (first === "actions" && path.length === 2) return Object.keys(actionSchema.shape);
   if (first === "http" && second === "tokens" && path.length === 3)
     return ["name", "sha256", "level", "rooms"];
+  if (first === "webhooks" && path.length === 2) return Object.keys(webhookSchema.shape);
+  if (first === "webhooks" && third === "filter" && path.length === 4) return ["pointer", "pattern"];
   if (
     first === "actions" &&
     third === "args" &&
@@ -640,10 +750,11 @@ export function toNodeConfig(
       allow: file.permissions.allow,
       twoPersonRule: file.permissions.two_person_rule,
       autoConfirm: file.permissions.auto_confirm,
+      hookAutoConfirm: file.permissions.hook_auto_confirm,
       logs: file.permissions.logs,
-      stated: (["power_level", "allow", "two_person_rule", "auto_confirm", "logs"] as const).filter((k) =>
-        statedPermissions.includes(k),
-      ),
+      stated: (
+        ["power_level", "allow", "two_person_rule", "auto_confirm", "hook_auto_confirm", "logs"] as const
+      ).filter((k) => statedPermissions.includes(k)),
     },
     actions,
     lease: {
@@ -684,6 +795,26 @@ export function toNodeConfig(
             requestTimeoutMs: file.http.request_timeout,
             keepAliveTimeoutMs: file.http.keep_alive_timeout,
           },
+    webhooks: file.webhooks.map((h) => ({
+      id: h.id,
+      room: h.room ?? (matrix === null ? LOCAL_ROOM_ID : (matrix.rooms[0] ?? LOCAL_ROOM_ID)),
+      dag: h.dag,
+      kind: h.kind,
+      params: h.params,
+      filters: h.filter,
+      events: h.events ?? null,
+      link: h.link ?? null,
+      deliveryFrom: h.delivery_from ?? null,
+      bodyLimitBytes: h.body_limit,
+      replayWindowMs: h.replay_window,
+      timestampHeader: h.timestamp_header,
+      signatureHeader: h.signature_header,
+      deliveryHeader: h.delivery_header,
+      eventHeader: h.event_header ?? null,
+      // Read by the loader (loadConfig) once the file is valid; never part of the file.
+      secret: "",
+      secretFrom: h.secret_file !== undefined ? { file: h.secret_file } : { env: h.secret_env ?? "" },
+    })),
     logLevel: file.log_level,
   };
 }

@@ -14,7 +14,13 @@ import type { NodeConfig } from "./node-config.js";
  */
 export const CONSUMED_SECRET_ENV = ["DAGBOT_ACCESS_TOKEN", "DAGBOT_STORE"] as const;
 
-/** Every secret of the node: the Matrix access token, the store's password, the HTTP token hashes, PGPASSWORD. */
+/** The variables this config has consumed: the fixed ones and each webhook's `secret_env`. */
+export function consumedSecretEnv(config: NodeConfig): string[] {
+  const named = config.webhooks.flatMap((h) => ("env" in h.secretFrom ? [h.secretFrom.env] : []));
+  return [...new Set([...CONSUMED_SECRET_ENV, ...named])];
+}
+
+/** Every secret of the node: the Matrix access token, the store's password, the HTTP token hashes, the webhooks' secrets, PGPASSWORD. */
 export function nodeSecrets(config: NodeConfig, env: Readonly<Record<string, string | undefined>>): string[] {
   const secrets: string[] = [];
   const token = config.matrix?.accessToken;
@@ -22,6 +28,7 @@ export function nodeSecrets(config: NodeConfig, env: Readonly<Record<string, str
   if (config.store.kind === "postgres") secrets.push(...urlSecrets(config.store.url));
   // Only hashes are configured, but a hash of a short token can be brute-forced.
   for (const t of config.http?.tokens ?? []) secrets.push(t.sha256);
+  for (const hook of config.webhooks) if (hook.secret !== "") secrets.push(hook.secret);
   const pgPassword = env["PGPASSWORD"];
   if (pgPassword !== undefined && pgPassword !== "") secrets.push(pgPassword);
   return [...new Set(secrets)];

@@ -92,6 +92,8 @@ export interface ParsedDag {
   after?: AfterSpec;
   /** For a run the leader started after another DAG's run: which run, how it ended (after.ts). */
   trigger?: RunTrigger;
+  /** For a run a webhook delivery started: the hook, the delivery id, a link from its payload (webhook.ts). */
+  hook?: { id: string; delivery: string; link?: string };
 }
 
 /** One declared parameter: the whole value must match `pattern` (RE2); no default means required. */

@@ -181,6 +181,13 @@ export function appliedDag(dag: ParsedDag): ParsedDag {
 
 /** The definition part of a stored run's DAG: what its hash covers (no run values or origin). */
 export function definitionOf(dag: ParsedDag): ParsedDag {
-  const { values: _values, definition: _definition, slot: _slot, trigger: _trigger, ...rest } = dag;
+  const {
+    values: _values,
+    definition: _definition,
+    slot: _slot,
+    trigger: _trigger,
+    hook: _hook,
+    ...rest
+  } = dag;
   return rest;
 }

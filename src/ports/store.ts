@@ -686,6 +686,11 @@ export interface RoomPolicy {
   twoPersonRule: boolean;
   /** Publishers whose runs start without a confirmation step. */
   autoConfirm: string[];
+  /**
+   * Webhooks (hook ids) whose deliveries start runs without a confirmation step; absent (a policy
+   * stored before it existed) or empty: every webhook's run awaits confirmation.
+   */
+  hookAutoConfirm?: string[];
   /** Who may read task output with `logs`. */
   logs: "operators" | "anyone";
   /** Who may ask for pictures with `graph`; absent (a policy stored before it existed): anyone. */

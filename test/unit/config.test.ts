@@ -197,6 +197,7 @@ describe("defaults", () => {
         allow: [],
         twoPersonRule: false,
         autoConfirm: [],
+        hookAutoConfirm: [],
         logs: "operators",
         stated: [],
       },
@@ -210,6 +211,7 @@ describe("defaults", () => {
         forgetKeysAfterMs: 30 * 86_400_000,
       },
       http: null,
+      webhooks: [],
       logLevel: "info",
     } satisfies NodeConfig);
   });
@@ -265,6 +267,7 @@ describe("defaults", () => {
       allow: ["@alice:example.org"],
       twoPersonRule: true,
       autoConfirm: ["@bob:example.org"],
+      hookAutoConfirm: [],
       logs: "anyone",
       stated: ["power_level", "allow", "two_person_rule", "auto_confirm", "logs"],
     });

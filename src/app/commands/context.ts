@@ -55,6 +55,8 @@ export interface CommandPolicy {
   twoPersonRule: boolean;
   /** Publishers whose runs start without a confirmation step. */
   autoConfirm: readonly string[];
+  /** Webhooks (by hook id) whose runs start without a confirmation step; absent: none. */
+  hookAutoConfirm?: readonly string[];
   /** Who may read task output with `logs`: operators (the default) or anyone in the room. */
   logs?: "operators" | "anyone";
   /** Who may ask for pictures with `graph`: anyone in the room (the default) or operators. */
@@ -103,6 +105,7 @@ export function roomPolicyOf(policy: CommandPolicy): RoomPolicy {
     allow: [...policy.allowlist],
     twoPersonRule: policy.twoPersonRule,
     autoConfirm: [...policy.autoConfirm],
+    ...(policy.hookAutoConfirm === undefined ? {} : { hookAutoConfirm: [...policy.hookAutoConfirm] }),
     logs: policy.logs ?? "operators",
     ...(policy.graph === undefined ? {} : { graph: policy.graph }),
   };
@@ -116,6 +119,7 @@ export function withRoomPolicy(policy: CommandPolicy, room: RoomPolicy): Command
     allowlist: room.allow,
     twoPersonRule: room.twoPersonRule,
     autoConfirm: room.autoConfirm,
+    ...(room.hookAutoConfirm === undefined ? {} : { hookAutoConfirm: room.hookAutoConfirm }),
     logs: room.logs,
     ...(room.graph === undefined ? {} : { graph: room.graph }),
   };

@@ -47,6 +47,10 @@ export const runSummarySchema = z
     hash: z.string().optional(),
     definition: z.string().optional().describe("for a run started by POST /v1/runs: the published DAG"),
     params: z.record(z.string(), z.string()).optional().describe("the run's parameter values"),
+    hook: z
+      .object({ id: z.string(), delivery: z.string(), link: z.string().optional() })
+      .optional()
+      .describe("the webhook delivery that started the run: hook id, delivery id, a link from its payload"),
   })
   .meta({ id: "RunSummary" });
 

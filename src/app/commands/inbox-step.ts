@@ -19,6 +19,7 @@ import type { Command } from "./verbs/index.js";
 import { parseCommand, parseCommandData } from "./verbs/index.js";
 import type { Logger } from "../../ports/logger.js";
 import type { PermissionOracle } from "../../ports/permissions.js";
+import { hookPermission } from "./permissions.js";
 import { INBOX_EVENT_TYPE_KEY } from "../../ports/store.js";
 import type {
   CreateRunResult,
@@ -260,6 +261,17 @@ async function runIntent(
       };
     }
     command = parsed.command;
+    const allowed = hookPermission(row.sender, command.verb);
+    if (!allowed.ok)
+      return {
+        outcome: {
+          kind: "refused",
+          verb: command.verb,
+          reason: allowed.reason,
+          helpLine: helpLineFor(command.verb),
+        },
+        threadRoot,
+      };
   } else {
     const found = await findCardRun(deps.store, row.roomId, intent.targetEventId);
     if (found === null)

@@ -323,6 +323,7 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
         `power_level ${p.powerLevel} · two_person_rule ${p.twoPersonRule ? "on" : "off"} · logs ${p.logs} · graph ${p.graph ?? "anyone"}`,
         `allow: ${users(p.allow)}`,
         `auto_confirm: ${users(p.autoConfirm)}`,
+        `hook_auto_confirm: ${users(p.hookAutoConfirm ?? [])}`,
       ].join("\n");
     },
   },

@@ -41,6 +41,8 @@ export interface RunSummary {
   definition?: string;
   /** The run's parameter values, when its DAG declares parameters. */
   params?: Record<string, string>;
+  /** The webhook delivery that started the run (hook id, delivery id, a link from its payload). */
+  hook?: { id: string; delivery: string; link?: string };
 }
 
 export interface TaskLine {
@@ -303,6 +305,7 @@ export function summarizeRun(run: RunRecord): RunSummary {
     hash: run.hash,
     ...(run.dag.definition === undefined ? {} : { definition: run.dag.definition }),
     ...(run.dag.values === undefined ? {} : { params: run.dag.values }),
+    ...(run.dag.hook === undefined ? {} : { hook: run.dag.hook }),
   };
 }
 

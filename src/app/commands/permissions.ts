@@ -4,6 +4,7 @@
  * verb file, so help, chat, CLI and HTTP agree.
  */
 import type { CommandPermission } from "../../domain/command-grammar.js";
+import { hookOfSender } from "../../domain/webhook.js";
 import type { SenderStanding } from "../../ports/permissions.js";
 import type { CommandPolicy } from "./context.js";
 
@@ -60,4 +61,15 @@ export function mayChangePolicy(standing: SenderStanding): PermissionCheck {
  */
 export function policyChangeNeedsSecondAdmin(standing: SenderStanding, policy: CommandPolicy): boolean {
   return policy.twoPersonRule && standing.kind !== "local-operator";
+}
+
+/**
+ * A webhook (sender `hook:<id>`) is a principal of its own: it may only start runs (the HTTP API
+ * builds its one command, `run` of the hook's DAG); whether they await confirmation is the room's
+ * policy line `hook_auto_confirm` (run-creation.ts). Every other verb is refused to it.
+ */
+export function hookPermission(sender: string, verb: string): PermissionCheck {
+  const hook = hookOfSender(sender);
+  if (hook === null || verb === "run") return { ok: true };
+  return { ok: false, reason: `webhook ${hook} may only start runs, not use ${verb}` };
 }

@@ -9,6 +9,8 @@ import type { ActionOffer, DagIssue } from "../../domain/dag.js";
 import { checkActions, checkTaskArguments, formatIssue } from "../../domain/dag.js";
 import type { ParsedDag } from "../../domain/model.js";
 import { appliedDag, resolveParams } from "../../domain/params.js";
+import type { HookOrigin } from "../../domain/webhook.js";
+import { hookOfSender } from "../../domain/webhook.js";
 import type { CreateRunResult, DefinitionRecord, RunRecord } from "../../ports/store.js";
 import { paragraphs } from "../render/blocks.js";
 import type { Rendered } from "../render/html.js";
@@ -29,6 +31,8 @@ export async function startRun(
   definition: DefinitionRecord,
   params: ReadonlyArray<readonly [string, string]>,
   helpLine: string,
+  /** The webhook delivery that asked for the run, kept on it for its card. */
+  hook?: HookOrigin,
 ): Promise<Outcome> {
   const base = definition.dag;
   const resolved = resolveParams(base, params);
@@ -51,6 +55,7 @@ export async function startRun(
     id: newId,
     definition: definition.dagId,
     ...(base.params === undefined ? {} : { values: resolved.values }),
+    ...(hook === undefined ? {} : { hook }),
   };
   const unknown = await unknownActions(ctx, appliedDag(dag));
   if (unknown.length > 0) {
@@ -97,10 +102,21 @@ export async function createAndDescribe(
     publisher: ctx.sender,
     // Only a chat event can root the status card's thread; a command typed on the CLI has a local id.
     publishEventId: ctx.eventId !== null && ctx.eventId.startsWith("$") ? ctx.eventId : null,
-    needsConfirmation: !ctx.policy.autoConfirm.includes(ctx.sender),
+    needsConfirmation: needsConfirmation(ctx.policy, ctx.sender),
     confirmTimeoutMs: ctx.policy.confirmTimeoutMs,
   });
   return describeCreate(ctx.store, ctx.roomId, ctx.policy, result, retryOf);
+}
+
+/**
+ * Whether a new run of this sender awaits confirmation: not for a person on auto_confirm, nor for a
+ * webhook on hook_auto_confirm (a webhook is a principal of its own: its runs await confirmation
+ * like anyone's unless the room's policy says otherwise).
+ */
+export function needsConfirmation(policy: CommandPolicy, sender: string): boolean {
+  const hook = hookOfSender(sender);
+  if (hook !== null) return !(policy.hookAutoConfirm ?? []).includes(hook);
+  return !policy.autoConfirm.includes(sender);
 }
 
 /**

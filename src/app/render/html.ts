@@ -45,6 +45,15 @@ export function userPill(userId: string): Rendered {
   return { body: userId, html: `<a href="${escapeHtml(href)}">${escapeHtml(userId)}</a>` };
 }
 
+/**
+ * A link from outside (a webhook payload's URL): only http(s), printable, at most 500 characters;
+ * the body shows the URL, the HTML an escaped anchor. Anything else is shown as code, never linked.
+ */
+export function link(url: string): Rendered {
+  if (!/^https?:\/\/[\x21-\x7e]{1,500}$/.test(url)) return code(url.slice(0, 100));
+  return { body: url, html: `<a href="${escapeHtml(url)}">${escapeHtml(url)}</a>` };
+}
+
 /** Plain text as both forms. */
 export function text(value: string): Rendered {
   return { body: value, html: escapeHtml(value) };

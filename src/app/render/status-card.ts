@@ -20,7 +20,7 @@ import type { RunSummary, TaskLine } from "../commands/outcome.js";
 import { selectTaskLines, summarizeRun } from "../commands/outcome.js";
 import type { Rendered } from "./html.js";
 import { renderPlan } from "./dag-plan.js";
-import { code, join, r, text, userPill } from "./html.js";
+import { code, join, link, r, text, userPill } from "./html.js";
 import {
   clockTime,
   dateTime,
@@ -107,7 +107,7 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
     ? TASK_STATUSES.filter((s) => !NEEDS_EYES.has(s)).reduce((n, s) => n + summary.byStatus[s], eyes.length)
     : view.tasks.length;
   const hidden = summary.total - shownCount;
-  const footer = r`Published by ${userPill(run.publisher)}${
+  const footer = r`${startedBy(run)}${
     run.confirmedBy !== null && run.confirmedBy !== run.publisher
       ? r` · confirmed by ${userPill(run.confirmedBy)}`
       : ""
@@ -256,4 +256,12 @@ function duration(task: TaskLine, at: number): string | null {
     return took === null ? null : `for ${took}`;
   }
   return null;
+}
+
+/** Who started the run: its publisher, or the webhook delivery (hook, delivery id, the payload's link). */
+function startedBy(run: RunSummary): Rendered {
+  const hook = run.hook;
+  if (hook === undefined) return r`Published by ${userPill(run.publisher)}`;
+  const where = hook.link === undefined ? text("") : r`, ${link(hook.link)}`;
+  return r`Started by webhook ${code(hook.id)} (delivery ${code(hook.delivery)}${where})`;
 }

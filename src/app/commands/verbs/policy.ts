@@ -27,7 +27,9 @@ export type PolicyChange =
   | { setting: "power_level"; value: number }
   | { setting: "two_person_rule"; value: boolean }
   | { setting: "logs" | "graph"; value: "operators" | "anyone" }
-  | { setting: "allow" | "auto_confirm"; op: "add" | "remove"; user: string };
+  | { setting: "allow" | "auto_confirm"; op: "add" | "remove"; user: string }
+  /** A webhook (by hook id) whose deliveries start runs without confirmation. */
+  | { setting: "hook_auto_confirm"; op: "add" | "remove"; user: string };
 
 export interface PolicyCommand {
   verb: "policy";
@@ -49,7 +51,8 @@ export const policy = defineVerb<PolicyCommand, "policy" | "policy-proposed">({
   details: [
     "Settings: power_level <0-100>, two_person_rule on|off, logs operators|anyone,",
     "graph operators|anyone (who may ask for pictures; anyone by default),",
-    "allow +@user:server / -@user:server, auto_confirm +@user:server / -@user:server.",
+    "allow +@user:server / -@user:server, auto_confirm +@user:server / -@user:server,",
+    "hook_auto_confirm +<hook id> / -<hook id> (a webhook whose runs start without confirmation).",
     "A change needs the power level this room requires to change its power levels (room admins).",
     "Under the two-person rule it waits for another admin: `!dag policy confirm <id>`; the",
     "proposer cannot confirm it, and it expires like a run awaiting confirmation.",
@@ -78,6 +81,7 @@ export const policy = defineVerb<PolicyCommand, "policy" | "policy-proposed">({
         `power_level ${p.powerLevel} · two_person_rule ${p.twoPersonRule ? "on" : "off"} · logs ${p.logs} · graph ${p.graph ?? "anyone"}`,
         `allow: ${users(p.allow)}`,
         `auto_confirm: ${users(p.autoConfirm)}`,
+        `hook_auto_confirm: ${users(p.hookAutoConfirm ?? [])}`,
       ];
       return r`${policyHead(outcome)}${codeBlock(lines.join("\n"))}`;
     },
@@ -97,6 +101,8 @@ function policyHead(o: Extract<Outcome, { kind: "policy" }>): Rendered {
 }
 
 const POLICY_USER = /^@[^:\s]+:\S+$/;
+/** A webhook's id, as [[webhooks]] declares it. */
+const HOOK_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 
 function parsePolicyChange(rawSetting: string, rawValue: string): Parsed<PolicyCommand> {
   const setting = unquote(rawSetting).toLowerCase();
@@ -126,11 +132,18 @@ function parsePolicyChange(rawSetting: string, rawValue: string): Parsed<PolicyC
         ? ok({ verb: "policy", change: { setting, op, user } })
         : bad("+@user:server or -@user:server");
     }
+    case "hook_auto_confirm": {
+      const op = value.startsWith("+") ? "add" : value.startsWith("-") ? "remove" : null;
+      const hook = value.slice(1);
+      return op !== null && HOOK_ID.test(hook)
+        ? ok({ verb: "policy", change: { setting, op, user: hook } })
+        : bad("+<hook id> or -<hook id>");
+    }
     default:
       return fail(
         "bad-argument",
         "policy",
-        `unknown setting ${quoteInput(rawSetting)}: use power_level, two_person_rule, logs, graph, allow or auto_confirm, or confirm <id>`,
+        `unknown setting ${quoteInput(rawSetting)}: use power_level, two_person_rule, logs, graph, allow, auto_confirm or hook_auto_confirm, or confirm <id>`,
       );
   }
 }
@@ -147,6 +160,7 @@ export function policyChangeArgs(change: PolicyChange): [setting: string, value:
       return [change.setting, change.value];
     case "allow":
     case "auto_confirm":
+    case "hook_auto_confirm":
       return [change.setting, `${change.op === "add" ? "+" : "-"}${change.user}`];
   }
 }
@@ -174,6 +188,10 @@ export function applyPolicyChange(policy: RoomPolicy, change: PolicyChange): Roo
       const key = change.setting === "allow" ? "allow" : "autoConfirm";
       const rest = policy[key].filter((u) => u !== change.user);
       return { ...policy, [key]: change.op === "add" ? [...rest, change.user] : rest };
+    }
+    case "hook_auto_confirm": {
+      const rest = (policy.hookAutoConfirm ?? []).filter((h) => h !== change.user);
+      return { ...policy, hookAutoConfirm: change.op === "add" ? [...rest, change.user] : rest };
     }
   }
 }

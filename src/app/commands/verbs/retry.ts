@@ -76,8 +76,9 @@ async function handleRetry(ctx: HandlerContext, dagId: string): Promise<Outcome>
     };
   }
   // A retry is one more run of the same definition, started by hand: no schedule of its own (it
-  // would fire beside the definition's) and no slot (it is no slot's record, and gets its card).
-  const { schedule: _schedule, slot: _slot, ...base } = from.dag;
+  // would fire beside the definition's), no slot (it is no slot's record, and gets its card) and no
+  // webhook origin (a person started it).
+  const { schedule: _schedule, slot: _slot, hook: _hook, ...base } = from.dag;
   const dag: ParsedDag = {
     ...base,
     definition: from.dag.definition ?? from.dagId,

@@ -9,12 +9,19 @@ import { notFoundRun } from "../shared.js";
 import { triggerBody, triggeredSchema } from "../http-shapes.js";
 import { defineVerb } from "../verb.js";
 import { findRun } from "../../run-ref.js";
+import type { HookOrigin } from "../../../domain/webhook.js";
+import { hookSender } from "../../../domain/webhook.js";
 
 export interface RunCommand {
   verb: "run";
   id: string;
   /** name=value pairs in the order given (checked against the DAG's declarations later). */
   params: Array<[string, string]>;
+  /**
+   * Set by the HTTP API for a webhook delivery (data only, never typed): which hook and delivery
+   * started the run, kept on the run for its card. Honoured only from that hook's own sender.
+   */
+  hook?: HookOrigin;
 }
 
 export const run = defineVerb<RunCommand, never>({
@@ -32,7 +39,7 @@ export const run = defineVerb<RunCommand, never>({
   ],
   parse: (args) => parseRun(args),
   fromData: (data) => runFromData(data),
-  handle: (ctx, c) => handleRun(ctx, c.id, c.params),
+  handle: (ctx, c) => handleRun(ctx, c.id, c.params, c.hook),
   // Its answers are publish's (a new run, a conflict, an invalid DAG): rendered there.
   render: {},
   writes: true,
@@ -86,9 +93,11 @@ const ONE_WORD = /^[^\s]*$/;
 
 /** `{ verb: "run", id, params: [[name, value], ...] }`, with the rules of the typed command. */
 function runFromData(data: Readonly<Record<string, unknown>>): Parsed<RunCommand> {
-  const extra = Object.keys(data).find((k) => k !== "verb" && k !== "id" && k !== "params");
+  const extra = Object.keys(data).find((k) => k !== "verb" && k !== "id" && k !== "params" && k !== "hook");
   if (extra !== undefined)
     return fail("extra-argument", "run", `unexpected field ${quoteInput(extra)}: run takes id and params`);
+  const hook = data["hook"] === undefined ? undefined : hookFromData(data["hook"]);
+  if (hook === null) return fail("bad-argument", "run", "hook is { id, delivery, link? }");
   const rawId = data["id"];
   if (typeof rawId !== "string")
     return fail("missing-argument", "run", "missing id, the id of a published DAG");
@@ -115,7 +124,23 @@ function runFromData(data: Readonly<Record<string, unknown>>): Parsed<RunCommand
       );
     params.push([name, value]);
   }
-  return ok({ verb: "run", id, params });
+  return ok({ verb: "run", id, params, ...(hook === undefined ? {} : { hook }) });
+}
+
+const HOOK_ID = /^[A-Za-z0-9_.-]{1,64}$/;
+const DELIVERY_ID = /^[\x21-\x7e]{1,128}$/;
+const LINK = /^https?:\/\/[\x21-\x7e]{1,500}$/;
+
+/** A webhook origin given as data, checked field by field; null when it is not one. */
+function hookFromData(value: unknown): HookOrigin | null {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return null;
+  const v = value as Record<string, unknown>;
+  if (Object.keys(v).some((k) => k !== "id" && k !== "delivery" && k !== "link")) return null;
+  const { id, delivery, link } = v;
+  if (typeof id !== "string" || !HOOK_ID.test(id)) return null;
+  if (typeof delivery !== "string" || !DELIVERY_ID.test(delivery)) return null;
+  if (link !== undefined && (typeof link !== "string" || !LINK.test(link))) return null;
+  return { id, delivery, ...(link === undefined ? {} : { link }) };
 }
 
 /** At most this many name=value pairs after `!dag run <id>` (a DAG declares at most 32 parameters). */
@@ -153,7 +178,15 @@ async function handleRun(
   ctx: HandlerContext,
   dagId: string,
   params: ReadonlyArray<readonly [string, string]>,
+  hook?: HookOrigin,
 ): Promise<Outcome> {
+  // Only the hook itself says that a delivery started a run: no other sender can claim one.
+  if (hook !== undefined && ctx.sender !== hookSender(hook.id))
+    return {
+      kind: "command-error",
+      message: "only a webhook's own delivery names its hook",
+      helpLine: `usage: ${run.usage}`,
+    };
   let definition = await ctx.store.getDefinition(ctx.roomId, dagId);
   if (definition === null) {
     // A run started by `!dag run` names its published DAG: another run of that one (`x.2` → `x.3`);
@@ -164,5 +197,5 @@ async function handleRun(
     definition = await ctx.store.getDefinition(ctx.roomId, of);
     if (definition === null) return notFoundRun(ctx, of);
   }
-  return startRun(ctx, definition, params, `usage: ${run.usage}`);
+  return startRun(ctx, definition, params, `usage: ${run.usage}`, hook);
 }
