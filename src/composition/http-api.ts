@@ -84,6 +84,7 @@ export async function startNodeHttpApi(
     config: http,
     session: `${node.session.nodeId}/${node.session.bootId}`,
     rooms: config.rooms,
+    webhooks: config.webhooks,
     store,
     logger,
     read: async (roomId, command, caller) => executeCommand(await contextFor(roomId, caller), command),

@@ -6,7 +6,7 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyRequest, RawServerDefau
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Outcome } from "../../app/commands/outcome.js";
-import type { HttpConfig } from "../../config/node-config.js";
+import type { HttpConfig, WebhookConfig } from "../../config/node-config.js";
 import type { Command, VerbRegistry } from "../../app/commands/verbs/index.js";
 import type { Logger } from "../../ports/logger.js";
 import type { Store } from "../../ports/store.js";
@@ -41,6 +41,8 @@ export interface HttpApiDeps {
   readiness(): Promise<Record<string, string>>;
   /** The verbs whose routes to serve (default: every verb of verbs/index.ts). */
   registry?: VerbRegistry;
+  /** The webhook endpoints to serve at POST /v1/hooks/{id} (none by default). */
+  webhooks?: readonly WebhookConfig[];
   /** The room's state for an event stream's snapshot. */
   snapshot(roomId: string, runId: string | null, caller: Caller): Promise<unknown>;
 }

@@ -63,6 +63,8 @@ export class NodeMetrics {
   readonly httpDuration: Histogram<"route" | "method">;
   readonly leaseRenewFailures: Counter<"room" | "reason">;
   readonly loopStoreErrors: Counter<"loop">;
+  readonly webhookDeliveries: Counter<"hook" | "result">;
+  readonly webhookRefusals: Counter<"hook" | "reason">;
 
   constructor(
     private readonly session: string,
@@ -123,6 +125,18 @@ export class NodeMetrics {
       name: "dagbot_loop_store_errors_total",
       help: "Failed store calls of this node's engine loops (lease, leader, worker, heartbeat, outbox), retried with backoff; conflicts not counted",
       labelNames: ["loop"],
+      registers,
+    });
+    this.webhookDeliveries = new Counter({
+      name: "dagbot_webhook_deliveries_total",
+      help: "Verified webhook deliveries this node took, by hook and result (accepted, ignored, refused, timeout)",
+      labelNames: ["hook", "result"],
+      registers,
+    });
+    this.webhookRefusals = new Counter({
+      name: "dagbot_webhook_refused_total",
+      help: "Webhook deliveries this node refused before reading them, by hook and reason (bad-signature, stale-timestamp, too-large, ...)",
+      labelNames: ["hook", "reason"],
       registers,
     });
     new Gauge({

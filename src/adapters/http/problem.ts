@@ -23,6 +23,8 @@ export type ProblemCode =
   | "unsupported-media-type"
   | "idempotency-key-reused"
   | "bad-idempotency-key"
+  | "webhook-refused"
+  | "webhook-mapping"
   | OutcomeProblemCode
   | "leader-timeout"
   | "store-unavailable"
@@ -42,6 +44,8 @@ const TITLES: Record<string, string> = {
   "unsupported-media-type": "Send application/json",
   "idempotency-key-reused": "This Idempotency-Key was used with another request",
   "bad-idempotency-key": "The Idempotency-Key header is malformed",
+  "webhook-refused": "The delivery's signature, secret or timestamp is not valid for this hook",
+  "webhook-mapping": "The delivery's payload does not give what this hook maps",
   refused: "The room's policy refuses this command",
   "hash-mismatch": "The run's content hash is not the one given",
   "run-not-found": "No such run",

@@ -32,6 +32,7 @@ import type { Problem } from "./problem.js";
 import { PROBLEM_CONTENT_TYPE, ProblemError, fail, problem } from "./problem.js";
 import { registerReadRoutes } from "./read-routes.js";
 import { registerVerbRoutes } from "./verb-routes.js";
+import { registerHookRoutes } from "./hook-routes.js";
 import * as s from "./schemas.js";
 
 export interface HttpApi {
@@ -252,6 +253,7 @@ export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
   };
   registerVerbRoutes(app, ctx, deps.registry);
   registerReadRoutes(app, ctx);
+  await registerHookRoutes(app, ctx, deps.webhooks ?? [], metrics, deps.registry);
 
   // --- Operations -----------------------------------------------------------------------------
 
