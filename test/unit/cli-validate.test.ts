@@ -10,7 +10,10 @@ import { planLevels } from "../../src/domain/plan.js";
 
 const root = join(import.meta.dirname, "../..");
 const cli = join(root, "dist/cli.js");
-const examples = readdirSync(join(root, "config/examples")).map((name) => `config/examples/${name}`);
+// The example DAGs (the folders beside them hold other examples, such as webhooks' node configs).
+const examples = readdirSync(join(root, "config/examples"), { withFileTypes: true })
+  .filter((entry) => entry.isFile())
+  .map((entry) => `config/examples/${entry.name}`);
 const fixtureDir = "test/fixtures/dags";
 const expected = JSON.parse(readFileSync(join(root, fixtureDir, "expected.json"), "utf8")) as Record<
   string,
