@@ -808,8 +808,9 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect((await store.getRun(r.roomId, "flaky"))?.status).toBe("failed");
 
         const body = await ask(r, OP, "!dag retry flaky");
-        expect(body).toContain(
-          "🔁 Retrying the part of `flaky` that did not succeed as `flaky.retry1`: 2 tasks (`b`, `c`).",
+        // One line pointing to the card in the thread (the answer is in the main timeline now).
+        expect(body).toBe(
+          "🔁 Retrying the part of `flaky` that did not succeed as `flaky.retry1`: 2 tasks (`b`, `c`), for confirmation. Its card is in the thread.",
         );
         const retry = await store.getRun(r.roomId, "flaky.retry1");
         expect(retry).toMatchObject({ status: "pending", publisher: OP });

@@ -5,7 +5,6 @@ import { dagHash } from "../../../domain/canonical-hash.js";
 import { carryOutputs } from "../../../domain/outputs.js";
 import { appliedDag } from "../../../domain/params.js";
 import { isTerminalRun } from "../../../domain/run-states.js";
-import { paragraphs } from "../../render/blocks.js";
 import type { Rendered } from "../../render/html.js";
 import { code, join, r, text } from "../../render/html.js";
 import { plural, RUN_WORD } from "../../render/words.js";
@@ -104,16 +103,12 @@ function renderRetried(outcome: Extract<Outcome, { kind: "retried" }>): Rendered
     outcome.taskIds.length > shown.length
       ? text(` and ${outcome.taskIds.length - shown.length} more`)
       : text("");
-  const next = outcome.needsConfirmation
-    ? r`It awaits confirmation: ${code(`!dag confirm ${outcome.run.dagId}`)} or ✅ on its status card.`
-    : text("It starts now; the status card in this thread follows its progress.");
-  return paragraphs([
-    r`🔁 Retrying the part of ${code(outcome.from.dagId)} that did not succeed as ${code(outcome.run.dagId)}: ${plural(
-      outcome.taskIds.length,
-      "task",
-    )} (${join(shown, ", ")}${more}).`,
-    next,
-  ]);
+  // One line, like a publish's answer: the card (in this message's thread) says what to do next.
+  const how = outcome.needsConfirmation ? ", for confirmation" : "; it started";
+  return r`🔁 Retrying the part of ${code(outcome.from.dagId)} that did not succeed as ${code(outcome.run.dagId)}: ${plural(
+    outcome.taskIds.length,
+    "task",
+  )} (${join(shown, ", ")}${more})${how}. Its card is in the thread.`;
 }
 
 function renderNothingToRetry(
