@@ -8,6 +8,7 @@ import { silentLogger } from "../../src/adapters/log/pino-logger.js";
 import { systemClock } from "../../src/adapters/clock/system-clock.js";
 import { runOutboxLoop, TXN_CONTENT_KEY, type OutboxLoopOptions } from "../../src/app/outbox-loop.js";
 import type { LeaderFence, OutboxMessageInput, Store } from "../../src/ports/store.js";
+import { FALLBACK_TXN_KEY } from "../../src/app/render/notice.js";
 import { RecordingTransport } from "../support/bot-transport-fake.js";
 import { sqliteTestDb, type SqliteTestDb } from "../support/sqlite-harness.js";
 import { waitFor } from "../support/store-wait.js";
@@ -107,6 +108,44 @@ describe("runOutboxLoop", () => {
       rel_type: "m.replace",
       event_id: cardEvent,
     });
+  });
+
+  it("fills a thread message's reply fallback with the event its target was sent as, once that is sent", async () => {
+    const fence = await leadNewRoom();
+    const transport = new RecordingTransport();
+    transport.failTimes("fb-ack", 2);
+    const inThread = (txnId: string, target: string) =>
+      msg(fence, txnId, {
+        content: {
+          msgtype: "m.notice",
+          body: txnId,
+          "m.relates_to": { rel_type: "m.thread", event_id: "$publish" },
+          [FALLBACK_TXN_KEY]: target,
+        },
+      });
+    // The card names the acknowledgement; one message names a row that was never queued.
+    await store.enqueueOutbox(fence, [
+      msg(fence, "fb-ack"),
+      inThread("fb-card", "fb-ack"),
+      inThread("fb-lost", "fb-nowhere"),
+    ]);
+    start(fence, transport);
+    await untilStatus("fb-lost", "sent");
+    await untilStatus("fb-card", "sent");
+    // The card waited for the acknowledgement it points at (sent after two failed tries).
+    expect(transport.sentTxnIds()).toEqual(["fb-ack", "fb-card", "fb-lost"]);
+    const ack = (await store.getOutbox("fb-ack"))?.sentEventId;
+    const card = transport.sends.find((x) => x.txnId === "fb-card")!.content;
+    expect(card["m.relates_to"]).toEqual({
+      rel_type: "m.thread",
+      event_id: "$publish",
+      is_falling_back: true,
+      "m.in_reply_to": { event_id: ack },
+    });
+    expect(card[FALLBACK_TXN_KEY]).toBeUndefined();
+    const lost = transport.sends.find((x) => x.txnId === "fb-lost")!.content;
+    expect(lost["m.relates_to"]).toEqual({ rel_type: "m.thread", event_id: "$publish" });
+    expect(lost[FALLBACK_TXN_KEY]).toBeUndefined();
   });
 
   it("holds a card's edits back for the interval: newer ones supersede them, other messages pass", async () => {
