@@ -1,5 +1,6 @@
 // DAGs that run after another DAG's runs (issue 26) on a real fleet of three `dagbot node` processes,
-// on SQLite and PostgreSQL: a chain a → b → c where every run succeeds starts each exactly once;
+// on SQLite and PostgreSQL: a chain a → b → c where every run succeeds starts each exactly once
+// (b takes its parameters from a's run: an output its action published and a parameter of it);
 // where the middle one fails, the third does not start (its firing is recorded as skipped, with the
 // reason); and a leader killed (kill -9) while the upstream run's last task runs, so that the run
 // ends with no leader, is fired by the next leader exactly once. Counted from the store and from the
@@ -49,9 +50,19 @@ describe.each(["sqlite", "postgres"] as const)("after another DAG on %s: a fleet
     target = await createTarget(kind, label);
     const records = join(target.dir, "records.txt");
     const script = "require('fs').appendFileSync(process.argv[1], process.env.DAGBOT_RUN_ID + '\\n')";
+    const release =
+      "const fs = require('fs'); fs.appendFileSync(process.argv[1], process.env.DAGBOT_RUN_ID + '\\n'); " +
+      "fs.appendFileSync(process.env.DAGBOT_OUTPUT, 'version=' + process.argv[2] + '\\n')";
     const extra = [
       "[actions.stamp]",
       `argv = [${JSON.stringify(process.execPath)}, "-e", ${JSON.stringify(script)}, ${JSON.stringify(records)}]`,
+      'timeout = "10s"',
+      'kill_grace = "300ms"',
+      "",
+      // Records its run like stamp, and publishes version=<v> as its output (DAGBOT_OUTPUT).
+      "[actions.release]",
+      `argv = [${JSON.stringify(process.execPath)}, "-e", ${JSON.stringify(release)}, ${JSON.stringify(records)}, "{v}"]`,
+      "args = { v = { pattern = '[0-9.]{1,20}' } }",
       'timeout = "10s"',
       'kill_grace = "300ms"',
       "",
@@ -103,13 +114,27 @@ describe.each(["sqlite", "postgres"] as const)("after another DAG on %s: a fleet
     const { s, configs, recorded, t } = await fleet(`after-ok-${kind}`);
     await publish(s, t, configs[0]!, {
       id: "a",
-      params: { v: { pattern: "[0-9.]+", default: "1.0" } },
-      tasks: [{ id: "stamp", action: "stamp" }],
+      params: { v: { pattern: "[0-9.]+", default: "1.0.0" } },
+      tasks: [
+        {
+          id: "stamp",
+          action: "release",
+          args: { v: "{params.v}" },
+          outputs: { version: "[0-9]+\\.[0-9]+\\.[0-9]+" },
+        },
+      ],
     });
     await publish(s, t, configs[0]!, {
       id: "b",
-      params: { version: { pattern: "[0-9.]+", default: "0" } },
-      after: { dag: "a", status: "succeeded", params: { version: "params.v" } },
+      params: {
+        version: { pattern: "[0-9.]+", default: "0" },
+        from: { pattern: "[0-9.]+", default: "0" },
+      },
+      after: {
+        dag: "a",
+        status: "succeeded",
+        params: { version: "tasks.stamp.outputs.version", from: "params.v" },
+      },
       tasks: [{ id: "stamp", action: "stamp" }],
     });
     await publish(s, t, configs[0]!, {
@@ -118,20 +143,23 @@ describe.each(["sqlite", "postgres"] as const)("after another DAG on %s: a fleet
       tasks: [{ id: "stamp", action: "stamp" }],
     });
     const before = recorded().length;
-    const trig = await cli(["trigger", "a", "v=2.5", "--confirm", "--config", configs[1]!], { cwd: t.dir });
+    const trig = await cli(["trigger", "a", "v=2.5.1", "--confirm", "--config", configs[1]!], { cwd: t.dir });
     expect(trig.code, trig.stderr).toBe(0);
     expect(await waitForRunStatus(s, "c.2", ENDED)).toBe("succeeded");
     // Time for a second firing to show itself, were there one.
     await new Promise((done) => setTimeout(done, 2_000));
 
     const [a, b, c] = await Promise.all(["a", "b", "c"].map((id) => runsOf(s, id)));
+    // Publishing a ran it with its defaults, which its action published as a valid output.
+    expect(a![0]!.status).toBe("succeeded");
     expect(a!.map((r) => r.dagId)).toEqual(["a", "a.2"]);
     expect(b!.map((r) => r.dagId)).toEqual(["b", "b.2"]);
     expect(c!.map((r) => r.dagId)).toEqual(["c", "c.2"]);
     const b2 = b![1]!;
     const c2 = c![1]!;
     expect(b2.dag.trigger).toMatchObject({ run: "a.2", runId: a![1]!.runId, status: "succeeded", depth: 1 });
-    expect(b2.dag.values).toEqual({ version: "2.5" });
+    // One value from the output a.2's action published, one from a.2's own parameter.
+    expect(b2.dag.values).toEqual({ version: "2.5.1", from: "2.5.1" });
     expect(c2.dag.trigger).toMatchObject({ run: "b.2", runId: b2.runId, status: "succeeded", depth: 2 });
     expect(b2.createdAt).toBeGreaterThanOrEqual(a![1]!.updatedAt);
     expect(c2.createdAt).toBeGreaterThanOrEqual(b2.updatedAt);
