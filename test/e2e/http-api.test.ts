@@ -29,6 +29,15 @@ beforeAll(async () => {
   target = await createTarget("sqlite", "http-api");
   api = await startHttpNode(target, "h1", {
     extra: 'body_limit = "8KiB"\ncommand_timeout = "20s"\nmax_streams = 2',
+    // Publishes its argument as the output `version` (issue 25).
+    tables: [
+      "",
+      "[actions.emit]",
+      `argv = ["sh", "-c", 'echo "version=$0" >> "$DAGBOT_OUTPUT"', "{v}"]`,
+      "args = { v = { pattern = '[0-9.]{1,20}' } }",
+      'kill_grace = "300ms"',
+      "",
+    ].join("\n"),
   });
   store = await target.open();
   await waitFor(
@@ -190,6 +199,43 @@ describe("commands and reads", () => {
         expect(cap.status, cap.text).toBe(200);
         expect(cap.body).toMatchObject({ cap: 7 });
         expect(await store.getRoomCap(ROOM)).toBe(7);
+      })(),
+    );
+  }, 30_000);
+
+  it("shows a task's outputs in the run's status and the task's logs, and its dependent got the value", async () => {
+    await track(
+      (async () => {
+        const document = {
+          id: "handoff",
+          tasks: [
+            { id: "make", action: "emit", args: { v: "4.5.6" }, outputs: { version: "[0-9]+(\\.[0-9]+)*" } },
+            {
+              id: "use",
+              action: "echo",
+              needs: ["make"],
+              args: { message: "got {tasks.make.outputs.version}" },
+            },
+          ],
+        };
+        const pub = await call(api.base, "POST", "/v1/dags", { body: { document } });
+        expect(pub.status, pub.text).toBe(201);
+        const confirm = await call(api.base, "POST", "/v1/runs/handoff/confirm");
+        expect(confirm.status, confirm.text).toBe(200);
+        const done = await waitFor(
+          "handoff succeeded",
+          () => call(api.base, "GET", "/v1/runs/handoff", { token: READ_TOKEN }),
+          (r) => r.body?.run?.status === "succeeded" || r.body?.run?.status === "failed",
+        );
+        expect(done.body.run.status, done.text).toBe("succeeded");
+        expect(done.body.tasks).toEqual([
+          expect.objectContaining({ taskId: "make", outputs: { version: "4.5.6" } }),
+          expect.not.objectContaining({ outputs: expect.anything() }),
+        ]);
+        const make = await call(api.base, "GET", "/v1/runs/handoff/tasks/make/logs");
+        expect(make.body.task.outputs).toEqual({ version: "4.5.6" });
+        const use = await call(api.base, "GET", "/v1/runs/handoff/tasks/use/logs");
+        expect(use.body.output).toBe("got 4.5.6\n");
       })(),
     );
   }, 30_000);

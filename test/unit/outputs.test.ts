@@ -11,6 +11,9 @@ import type { ParsedDag } from "../../src/domain/model.js";
 import { OUTPUT_LIMITS, parseOutputFile, substituteOutputs } from "../../src/domain/outputs.js";
 import { resolveParams } from "../../src/domain/params.js";
 import { withPublished } from "../../src/app/worker.js";
+import type { RunSummary, TaskLine } from "../../src/app/commands/outcome.js";
+import { renderOutcome } from "../../src/app/render/reply.js";
+import { summarizeTasks } from "../../src/domain/run-status.js";
 import type { ExecResult } from "../../src/ports/executor.js";
 import type { ClaimedTask, TaskResult } from "../../src/ports/store.js";
 import { taskRecord } from "../support/fake-task-claimer.js";
@@ -340,5 +343,65 @@ describe("the worker's reading of an attempt's file (withPublished)", () => {
     });
     const failed: TaskResult = { outcome: "failed", exitCode: 1, output: "", error: "exited with status 1" };
     expect(withPublished(failed, exec({ text: "v=x" }), claimed({ v: "[0-9]" }))).toEqual(failed);
+  });
+});
+
+describe("chat shows a task's outputs", () => {
+  const T0 = Date.UTC(2030, 0, 1, 12);
+  const run: RunSummary = {
+    runId: "run-1",
+    dagId: "release",
+    status: "succeeded",
+    description: null,
+    publisher: "@alice:test",
+    confirmedBy: null,
+    publishEventId: "$p",
+    confirmDeadline: null,
+    createdAt: T0,
+    updatedAt: T0 + 2_000,
+    taskCount: 2,
+  };
+  const build: TaskLine = {
+    taskId: "build",
+    action: "build",
+    status: "succeeded",
+    node: "n1",
+    attempt: 1,
+    maxAttempts: 1,
+    startedAt: T0,
+    finishedAt: T0 + 1_000,
+    exitCode: 0,
+    error: null,
+    outputs: { version: "1.2.3", commit: "abc1234" },
+  };
+
+  it("in !dag status <run> <task> and !dag logs, as NAME=value", () => {
+    const status = renderOutcome({
+      kind: "status",
+      run,
+      summary: summarizeTasks(["succeeded", "succeeded"]),
+      tasks: [build],
+      at: T0 + 2_000,
+    })!;
+    expect(status.body).toContain("`build` Outputs: `version=1.2.3`, `commit=abc1234`");
+    expect(status.html).toContain("<code>version=1.2.3</code>");
+    const logs = renderOutcome({
+      kind: "logs",
+      run,
+      task: build,
+      output: "built\n",
+      omittedChars: 0,
+      at: T0,
+    })!;
+    expect(logs.body).toContain("Outputs: `version=1.2.3`, `commit=abc1234`");
+    const none = renderOutcome({
+      kind: "logs",
+      run,
+      task: { ...build, outputs: undefined } as TaskLine,
+      output: "built\n",
+      omittedChars: 0,
+      at: T0,
+    })!;
+    expect(none.body).not.toContain("Outputs");
   });
 });
