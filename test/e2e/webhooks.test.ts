@@ -193,6 +193,8 @@ describe.each<StoreKind>(["sqlite", "postgres"])("webhooks on %s", (kind) => {
     });
     const shown = await call(follower.base, "GET", "/v1/runs/release.2");
     expect(shown.body.run.hook).toEqual(run.dag.hook);
+    const metrics = (await call(follower.base, "GET", "/metrics")).text;
+    expect(metrics).toMatch(/^dagbot_webhook_deliveries_total\{hook="tag-push",result="accepted"\} 1$/m);
     failed = false;
   }, 60_000);
 
@@ -241,6 +243,13 @@ describe.each<StoreKind>(["sqlite", "postgres"])("webhooks on %s", (kind) => {
     expect(count("tag-push", "missing-signature")).toBe(1);
     expect(count("generic", "stale-timestamp")).toBe(1);
     expect(count("tag-push", "too-large")).toBe(1);
+    // Neither secret is in any node's log (the refusals are logged by hook and reason only).
+    for (const n of nodes) {
+      const log = readFileSync(n.node.logPath, "utf8");
+      if (n === node) expect(log).toContain("webhook delivery refused");
+      expect(log).not.toContain(githubSecret);
+      expect(log).not.toContain(genericSecret);
+    }
     failed = false;
   }, 60_000);
 
