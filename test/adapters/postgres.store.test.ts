@@ -104,6 +104,14 @@ describe("PostgreSQL store specifics", () => {
     const heard: string[] = [];
     // Like a follower's worker and lease keeper: wake and lease only.
     const offCold = b.onChange((t, r) => heard.push(`${t}:${r ?? "*"}`), ["wake", "lease", "runs"]);
+    // Wait until b's LISTEN is in place (its connect wakes it once with no room): a commit before
+    // that sends a notification b never sees, and the step below would wait for it in vain.
+    await new Promise<void>((resolve) => {
+      const off = b.onChange(() => {
+        off();
+        resolve();
+      });
+    });
     // Prove b listens (a runs change it wants) before the claim and the finish.
     const ready = hear(b, "runs", room, ["runs"]);
     await publishRunning(a, fence, dag("h1", [task("t"), task("u")]));
