@@ -48,3 +48,12 @@ export function nameLine(names: readonly string[], total = names.length, budget 
   const { shown, more } = fitList(names, total, (n) => n.length + 2, budget);
   return `${shown.map((n) => `\`${n}\``).join(", ")}${more > 0 ? ` and ${more} more` : ""}`;
 }
+
+/** Characters of a plan level's ids on one line of `dagbot validate`. */
+export const LEVEL_LINE_CHARS = 100;
+
+/** `a, b, c, … 997 more`: the ids of a plan level that fit one line, and how many it leaves out. */
+export function idLine(ids: readonly string[], budget = LEVEL_LINE_CHARS): string {
+  const { shown, more } = fitList(ids, ids.length, (id) => id.length, budget);
+  return `${shown.join(", ")}${more > 0 ? `, … ${more} more` : ""}`;
+}

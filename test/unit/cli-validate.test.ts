@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { detectFormat, formatIssue, parseDag } from "../../src/domain/dag.js";
+import { idLine } from "../../src/domain/name-list.js";
 import { planLevels } from "../../src/domain/plan.js";
 
 const root = join(import.meta.dirname, "../..");
@@ -49,7 +50,8 @@ function planLines(file: string): string[] {
   const count = result.dag.tasks.length;
   return [
     `${file}: dag ${result.dag.id}: ${count} task${count === 1 ? "" : "s"} in ${levels.length} level${levels.length === 1 ? "" : "s"}, hash ${result.hash.slice(0, 12)}`,
-    ...levels.map((ids, level) => `  level ${level}: ${ids.join(", ")}`),
+    // A level longer than one line (fan-out's 20 shards) names its first ids and counts the rest.
+    ...levels.map((ids, level) => `  level ${level}: ${idLine(ids)}`),
   ];
 }
 
@@ -158,6 +160,28 @@ describe("dagbot validate", () => {
     expect(result.stdout).toMatch(
       /^-: dag hello: 3 tasks in 3 levels, hash [0-9a-f]{12}\n {2}level 0: greet\n/,
     );
+  });
+
+  it("prints a level of 999 tasks as one bounded line: its first ids and how many more (--json has them all)", async () => {
+    // 1,000 tasks is the limit: one to start, 999 after it (compact, under the 64 KiB document limit).
+    const ids = Array.from({ length: 999 }, (_, i) => `shard_${String(i).padStart(4, "0")}`);
+    const doc = JSON.stringify({
+      id: "wide",
+      tasks: [{ id: "a", action: "true" }, ...ids.map((id) => ({ id, action: "true", needs: ["a"] }))],
+    });
+    const result = await run(["validate", "-"], doc);
+    expect(result.code, result.stderr).toBe(0);
+    const level = result.stdout.split("\n").find((l) => l.startsWith("  level 1: ")) ?? "";
+    const named = [...level.matchAll(/shard_\d{4}/g)].map((m) => m[0]);
+    expect(named.length).toBeGreaterThan(1);
+    expect(named).toEqual(ids.slice(0, named.length));
+    expect(level).toMatch(new RegExp(`, … ${999 - named.length} more$`));
+    expect(level.length).toBeLessThanOrEqual(120);
+    expect(result.stdout.split("\n").every((l) => l.length <= 200)).toBe(true);
+    const json = JSON.parse((await run(["validate", "--json", "-"], doc)).stdout) as {
+      files: Array<{ dag: { levels: string[][] } }>;
+    };
+    expect(json.files[0]?.dag.levels[1]).toHaveLength(999);
   });
 
   it("says that a run `dagbot trigger` starts has its own hash, for a DAG with parameters", async () => {

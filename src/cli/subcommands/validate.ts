@@ -13,6 +13,7 @@ import {
 } from "../../domain/dag.js";
 import { DAG_LIMITS } from "../../domain/dag-schema.js";
 import { documentTooLarge } from "../../domain/dag-text.js";
+import { idLine } from "../../domain/name-list.js";
 import { planLevels } from "../../domain/plan.js";
 import type { ActionDefinition } from "../../ports/executor.js";
 import { formatConfigIssues, loadConfig } from "../../config/load-config.js";
@@ -94,7 +95,8 @@ function writeText(result: ValidateFileResult): void {
     const { dag } = result;
     const lines = [
       `${result.file}: dag ${dag.id}: ${dag.tasks} task${dag.tasks === 1 ? "" : "s"} in ${dag.levels.length} level${dag.levels.length === 1 ? "" : "s"}, hash ${dag.hash.slice(0, 12)}`,
-      ...dag.levels.map((ids, level) => `  level ${level}: ${ids.join(", ")}`),
+      // A level of 1,000 tasks is one line of its first ids and a count, not 1,000 ids (--json has all).
+      ...dag.levels.map((ids, level) => `  level ${level}: ${idLine(ids)}`),
       // The hash covers the run's id and parameter values: `dagbot confirm` of a triggered run needs its own.
       ...(dag.params
         ? [
