@@ -84,6 +84,11 @@ export interface CommandError<V extends string = string> {
   helpLine: string;
   /** The verb when it was recognised, so a handler can still apply its permission rule. */
   verb: V | null;
+  /**
+   * For a mistyped verb close to one: the command as it was meant, to copy (`!dag confirm x 4847e2`);
+   * `partial` when only its start is shown (the rest spans lines or holds backticks: send it again).
+   */
+  corrected?: { command: string; partial: boolean };
 }
 
 export interface CommandInput {
@@ -137,7 +142,30 @@ export type DataFieldCheck = (value: unknown) => string | null;
 
 export interface GrammarLookup {
   isVerb(word: string): boolean;
-  unknownCommand(raw: string): Parsed<never>;
+  /** `rewrite`: the whole command with a suggested verb in place of `raw`, to offer as a correction. */
+  unknownCommand(raw: string, rewrite?: (verb: string) => Corrected): Parsed<never>;
+}
+
+export type Corrected = NonNullable<CommandError["corrected"]>;
+
+/** The help line of an error whose verb is unknown: short; `!dag help` lists the commands, grouped. */
+export const GENERAL_HELP_LINE = "usage: !dag <command> [<arguments>]; !dag help lists the commands";
+
+/** Characters of the rest of a mistyped command shown in its correction. */
+const MAX_CORRECTED_CHARS = 200;
+
+/**
+ * `!dag <verb> <rest>`: the rest as typed (spaces collapsed), when it is one short line a person can
+ * copy from inline code; else only `!dag <verb>`, marked partial.
+ */
+export function correctedCommand(verb: string, rest: string): Corrected {
+  const words = rest.trim().replace(/[ \t]+/g, " ");
+  if (words === "") return { command: `!dag ${verb}`, partial: false };
+  const plain =
+    !/[`\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u.test(words) && Array.from(words).length <= MAX_CORRECTED_CHARS;
+  return plain
+    ? { command: `!dag ${verb} ${words}`, partial: false }
+    : { command: `!dag ${verb}`, partial: true };
 }
 
 /** Index just past `!dag` when the text (after leading whitespace) starts with it, else -1. */
@@ -326,17 +354,26 @@ export function grammarOf<C extends { verb: string }, V extends string>(
 ): Grammar<C, V> {
   const names = verbs.map((v) => v.verb);
   const byName = new Map(verbs.map((v) => [v.verb, v]));
-  const generalHelpLine = `usage: !dag <command> — commands: ${names.join(", ")}; !dag help <command> explains one`;
+  // Short: the commands are `!dag help`'s to list, grouped, not a line of every verb.
+  const generalHelpLine = GENERAL_HELP_LINE;
   const isVerb = (word: string): word is V => byName.has(word);
   const helpLineFor = (verb: string | null): string => {
     const v = verb === null ? undefined : byName.get(verb);
     return v === undefined ? generalHelpLine : `usage: ${v.usage}`;
   };
   const suggestVerb = (word: string): V | null => suggest(word, names) as V | null;
-  const unknownCommand = (raw: string): Parsed<never> => {
+  const unknownCommand = (raw: string, rewrite?: (verb: string) => Corrected): Parsed<never> => {
     const suggestion = suggestVerb(raw);
-    const hint = suggestion === null ? "" : ` — did you mean "${suggestion}"?`;
-    return fail("unknown-command", null, `unknown command ${quoteInput(raw)}${hint}`);
+    const unknown = `unknown command ${quoteInput(raw)}`;
+    if (suggestion === null) return fail("unknown-command", null, unknown);
+    // With the command as it was meant, the answer offers that to copy instead of the verb alone.
+    if (rewrite === undefined)
+      return fail("unknown-command", null, `${unknown} — did you mean "${suggestion}"?`);
+    const corrected = rewrite(suggestion);
+    return {
+      kind: "error",
+      error: { code: "unknown-command", message: unknown, helpLine: "", verb: null, corrected },
+    };
   };
   const lookup: GrammarLookup = { isVerb, unknownCommand };
 
@@ -361,7 +398,7 @@ export function grammarOf<C extends { verb: string }, V extends string>(
       return ok({ verb: "help", topic: null });
     }
     const grammar = byName.get(verbRaw.toLowerCase());
-    if (grammar === undefined) return unknownCommand(verbRaw);
+    if (grammar === undefined) return unknownCommand(verbRaw, (verb) => correctedCommand(verb, after));
     const verb = grammar.verb;
     if (grammar.takesCodeBlock !== true && after.includes("```")) {
       return fail("unexpected-code-block", verb, `!dag ${verb} takes no code block; only publish does`);

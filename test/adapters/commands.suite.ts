@@ -735,14 +735,32 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         const nodes = await ask(r, LOW, "!dag nodes");
         expect(nodes).toContain("`leader` leads this room");
         expect(nodes).toContain("🟢 `worker-b` · labels `gpu` · 0/4 slots busy · 1 action");
+        // Help is a few lines by what people do, each operator's verb marked, saying the sender is
+        // not one (it listed only her verbs, one line each, before issue 29).
         const help = await ask(r, LOW, "!dag help");
-        expect(help).toContain("`!dag status [<id>] [<task>]`");
-        expect(help).not.toContain("`!dag cap <n>`");
-        expect(help).toContain(
-          "publish, run, confirm, reject, cancel, schedule, logs, retry, cap, policy need power level 50",
+        expect(help.split("\n")).toEqual([
+          "🔒 needs an operator (power level 50 or a place on the allowlist; you are not one).",
+          "Run DAGs: `publish` 🔒, `run` 🔒, `confirm` 🔒, `reject` 🔒, `cancel` 🔒, `retry` 🔒",
+          "Follow runs: `status`, `list`, `logs` 🔒, `graph`, `nodes`",
+          "Schedules and the room: `schedules`, `schedule` 🔒, `cap` 🔒, `policy` 🔒",
+          "`!dag help <command>` explains one, e.g. `!dag help publish`.",
+        ]);
+        expect(await ask(r, OP, "!dag help")).toContain("you are one)");
+        const capHelp = await ask(r, LOW, "!dag help cap");
+        expect(capHelp).toContain("`!dag cap <n>`");
+        expect(capHelp).toContain(
+          "🔒 Operators only here: power level 50 or a place on the allowlist; you are not one.",
         );
-        expect(await ask(r, LOW, "!dag frobnicate")).toContain("unknown command");
-        expect(await ask(r, LOW, "!dag stauts seen")).toContain('did you mean "status"');
+        expect(await ask(r, LOW, "!dag help status")).toContain("Anyone in the room may use it.");
+        const unknown = await ask(r, LOW, "!dag frobnicate");
+        expect(unknown).toBe('⚠️ unknown command "frobnicate"\n`!dag help` lists the commands.');
+        // A typo gets the command as meant, to copy, not the verb alone and a line of every verb.
+        expect(await ask(r, LOW, "!dag stauts seen")).toBe(
+          '⚠️ unknown command "stauts"\nDid you mean `!dag status seen`?',
+        );
+        expect(await ask(r, LOW, "!dag help stauts")).toBe(
+          '⚠️ unknown command "stauts"\nDid you mean `!dag help status`?',
+        );
         const chatter = await say(r.roomId, LOW, "good morning");
         expect(await drain(r.fence)).toBe(1);
         expect(await reply(chatter)).toBeNull();
@@ -977,7 +995,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(await reply(stranger)).toBeNull();
         expect(await reply(thumbs)).toBeNull();
         expect(await reply(fake)).toBeNull();
-        expect(String((await reply(camel))?.content["body"])).toContain("Commands you may use");
+        expect(String((await reply(camel))?.content["body"])).toContain("`!dag help <command>` explains one");
         expect((await store.getRun(r.roomId, "react"))?.status).toBe("pending");
 
         // A ✅ confirms the hash its card showed: a card that showed other content confirms nothing.

@@ -1,7 +1,8 @@
 /**
  * The words inside the room's lines (issue 29), read from a real Synapse's history: a failed run's
  * final message names the failed task with its exit status and the dependents it kept from running,
- * then points to the logs; its card lines say no "attempt 1/1" and no duration under a second.
+ * then points to the logs; its card lines say no "attempt 1/1" and no duration under a second. A
+ * typo is answered with the command as meant, to copy, and no line of every verb; help is short.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
@@ -108,5 +109,28 @@ describe("failures in words", () => {
       expect(body).not.toMatch(/attempt 1\/1/);
       expect(body).not.toMatch(/\d+ms\b/);
     }
+  });
+});
+
+describe("help and mistakes", () => {
+  it("a mistyped verb is answered once, in the room, with the whole command as meant to copy", async () => {
+    const typo = await alice.sendText(roomId, "!dag confrim deploy_prod 4847e234");
+    const answer = await alice.waitFor(replyTo(typo), T, "the answer to the typo");
+    expect(bodyOf(answer)).toBe(
+      '⚠️ unknown command "confrim"\nDid you mean `!dag confirm deploy_prod 4847e234`?',
+    );
+    expect(String(answer.content["formatted_body"])).toContain(
+      "<code>!dag confirm deploy_prod 4847e234</code>",
+    );
+    // Not the list of every verb.
+    expect(bodyOf(answer)).not.toMatch(/publish|schedules|policy/);
+    const help = await alice.sendText(roomId, "!dag help");
+    const helpAnswer = await alice.waitFor(replyTo(help), T, "the answer to help");
+    const lines = bodyOf(helpAnswer).split("\n");
+    expect(lines.length).toBeLessThanOrEqual(6);
+    expect(lines[0]).toMatch(/🔒 needs an operator .*you are one/);
+    expect(bodyOf(helpAnswer)).toMatch(/`cancel` 🔒/);
+    const history = await roomHistory(alice, roomId);
+    expect(history.filter((e) => txnOf(e) === `reply.${typo}`)).toHaveLength(1);
   });
 });

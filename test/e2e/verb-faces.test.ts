@@ -27,6 +27,7 @@ const trial = defineVerb<{ verb: "trial"; id: string }, "graph">({
   verb: "trial",
   args: [RUN_ID_ARG],
   summary: "a trial verb: one run's summary",
+  group: "follow",
   permission: "open",
   details: [],
   handle: async (ctx: HandlerContext, c) => {

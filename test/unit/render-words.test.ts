@@ -1,10 +1,13 @@
 // Issue 29's words inside lines: a failed run's failures named with how each ended (points 4), card
 // lines without noise (point 7): no "attempt 1/1", no durations under a second, and a fourth name
-// where "and 1 more" would take the same space.
+// where "and 1 more" would take the same space; a typo's answer gives the command to copy (point 8).
 import { describe, expect, it } from "vitest";
 import type { TaskLine } from "../../src/app/commands/outcome.js";
+import { parseCommand } from "../../src/app/commands/verbs/index.js";
 import { finalMessage } from "../../src/app/render/messages.js";
+import { renderOutcome } from "../../src/app/render/reply.js";
 import { renderStatusCard, renderTaskLine } from "../../src/app/render/status-card.js";
+import { correctedCommand } from "../../src/domain/command-grammar.js";
 import { shownDuration } from "../../src/domain/duration.js";
 import { endedWords, failureText } from "../../src/domain/failure-words.js";
 import type { TaskStatus } from "../../src/domain/model.js";
@@ -211,5 +214,45 @@ describe("fitList", () => {
     // Fewer known than counted: the unknown ones are counted.
     expect(fitList(["a"], 2, w, 20)).toEqual({ shown: ["a"], more: 1 });
     expect(nameLine(["x", "y"], 5)).toBe("`x`, `y` and 3 more");
+  });
+});
+
+describe("the answer to a mistyped verb", () => {
+  it("offers the whole command as meant when it is one plain line, else its start and to send the rest again", () => {
+    expect(correctedCommand("confirm", " deploy_prod   4847e234 ")).toEqual({
+      command: "!dag confirm deploy_prod 4847e234",
+      partial: false,
+    });
+    expect(correctedCommand("status", "")).toEqual({ command: "!dag status", partial: false });
+    for (const rest of ["\n```json\n{}\n```", " a `b` c", ` ${"x".repeat(201)}`, " a\u202eb"])
+      expect(correctedCommand("publish", rest)).toEqual({ command: "!dag publish", partial: true });
+    const parsed = parseCommand({ body: "!dag pubish\n```json\n{}\n```" });
+    expect(parsed.kind === "error" && parsed.error.corrected).toEqual({
+      command: "!dag publish",
+      partial: true,
+    });
+    const partial = renderOutcome({
+      kind: "command-error",
+      message: 'unknown command "pubish"',
+      helpLine: "",
+      corrected: { command: "!dag publish", partial: true },
+    });
+    expect(partial?.body).toBe(
+      '⚠️ unknown command "pubish"\nDid you mean `!dag publish`? Send it again with the rest of your message.',
+    );
+  });
+
+  it("escapes what was typed in the HTML of the correction", () => {
+    const parsed = parseCommand({ body: "!dag stauts <b>x</b>" });
+    expect(parsed.kind).toBe("error");
+    if (parsed.kind !== "error") return;
+    const out = renderOutcome({
+      kind: "command-error",
+      message: parsed.error.message,
+      helpLine: parsed.error.helpLine,
+      ...(parsed.error.corrected === undefined ? {} : { corrected: parsed.error.corrected }),
+    });
+    expect(out?.html).toContain("<code>!dag status &lt;b&gt;x&lt;/b&gt;</code>");
+    expect(out?.html).not.toContain("<b>x</b>");
   });
 });

@@ -102,7 +102,8 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
   "command-error": {
     http: () => problem(400, "command-error"),
     exit: refused,
-    text: (o) => o.message,
+    text: (o) =>
+      o.corrected === undefined ? o.message : `${o.message} — did you mean "${o.corrected.command}"?`,
   },
   refused: { http: () => problem(403, "refused"), exit: refused, text: (o) => o.reason },
   "hash-mismatch": {

@@ -117,6 +117,12 @@ export interface RunProgress {
   summary: TaskSummary;
 }
 
+/** One line of `!dag help`: a group's title and its verbs. */
+export interface HelpGroup {
+  title: string;
+  verbs: Array<{ verb: Verb; operator: boolean }>;
+}
+
 export interface HelpEntry {
   verb: Verb;
   usage: string;
@@ -144,8 +150,23 @@ export type Outcome =
       /** Verbs left out (or, for one command, not allowed) because the sender lacks the power level. */
       hiddenVerbs: Verb[];
       requiredPowerLevel: number;
+      /**
+       * The list: every verb by what people do with it, each marked when the room keeps it to
+       * operators (absent in outcomes stored before help was grouped, which list `entries`).
+       */
+      groups?: HelpGroup[];
+      /** Whether the sender is an operator of the room. */
+      operator?: boolean;
+      /** One command explained: whether the room keeps it to operators. */
+      operatorOnly?: boolean;
     }
-  | { kind: "command-error"; message: string; helpLine: string }
+  | {
+      kind: "command-error";
+      message: string;
+      helpLine: string;
+      /** A mistyped verb's correction: the whole command as meant, to copy (domain/command-grammar.ts). */
+      corrected?: { command: string; partial: boolean };
+    }
   | { kind: "refused"; verb: Verb; reason: string; helpLine: string }
   /** A confirmation for other content than the run's: `given` is the hash it named, the run has its own. */
   | { kind: "hash-mismatch"; run: RunSummary; given: string }

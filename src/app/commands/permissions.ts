@@ -20,6 +20,14 @@ export interface VerbPermission {
   readonly verb: string;
   readonly permission: CommandPermission;
   readonly openWhen?: (policy: CommandPolicy) => boolean;
+  readonly closedWhen?: (policy: CommandPolicy) => boolean;
+}
+
+/** Whether the room's policy keeps the verb to operators (what `!dag help` marks). */
+export function needsOperator(verb: VerbPermission, policy: CommandPolicy): boolean {
+  if (verb.openWhen?.(policy) === true) return false;
+  if (verb.closedWhen?.(policy) === true) return true;
+  return verb.permission === "operator";
 }
 
 export function mayUse(verb: VerbPermission, standing: SenderStanding, policy: CommandPolicy): boolean {

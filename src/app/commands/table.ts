@@ -67,7 +67,14 @@ export async function executeCommand(ctx: HandlerContext, command: Command): Pro
  */
 export function commandErrorOutcome(ctx: HandlerContext, error: CommandError): Outcome {
   const refused = error.verb === null ? null : refusal(ctx, error.verb);
-  return refused ?? { kind: "command-error", message: error.message, helpLine: error.helpLine };
+  return (
+    refused ?? {
+      kind: "command-error",
+      message: error.message,
+      helpLine: error.helpLine,
+      ...(error.corrected === undefined ? {} : { corrected: error.corrected }),
+    }
+  );
 }
 
 /** Parses and runs one message; null when it is not a `!dag` command at all. */

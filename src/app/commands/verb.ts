@@ -111,13 +111,32 @@ export interface VerbHttp<C> {
   readonly headers?: (outcome: Outcome, input: HttpInput) => Readonly<Record<string, string>>;
 }
 
+/**
+ * What people do with a verb: `!dag help` lists the verbs by these, in this order (the help verb's
+ * own group is said by help's last line).
+ */
+export const VERB_GROUPS = {
+  run: "Run DAGs",
+  follow: "Follow runs",
+  room: "Schedules and the room",
+  help: "Help",
+} as const;
+export type VerbGroup = keyof typeof VERB_GROUPS;
+
 interface VerbBase<C extends { verb: string }, K extends OutcomeKind> {
   readonly verb: C["verb"];
   /** The help line: what it does. */
   readonly summary: string;
+  /** Where `!dag help` lists it. */
+  readonly group: VerbGroup;
   readonly permission: CommandPermission;
   /** An operator verb that the room's policy may open to everyone (logs: `!dag policy logs anyone`). */
   readonly openWhen?: (policy: CommandPolicy) => boolean;
+  /**
+   * An open verb that the room's policy may keep to operators (graph: `!dag policy graph operators`);
+   * its handler refuses with its own reason, help marks it as an operator's.
+   */
+  readonly closedWhen?: (policy: CommandPolicy) => boolean;
   /** Extra lines for `!dag help <verb>`. */
   readonly details: readonly string[];
   /** `verbs`: the whole list, for the verb that describes the others (help). */

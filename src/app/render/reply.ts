@@ -6,13 +6,14 @@
  */
 import type { Outcome, OutcomeKind } from "../commands/outcome.js";
 import type { OutcomeRenderers, RenderedKindOf } from "../commands/verb.js";
+import { GENERAL_HELP_LINE } from "../../domain/command-grammar.js";
 import { VERBS } from "../commands/verbs/index.js";
 import { paragraphs, usage } from "./blocks.js";
 import type { Rendered } from "./html.js";
 import { code, join, r, text } from "./html.js";
 
 const COMMON_RENDERERS = {
-  "command-error": (o) => paragraphs([r`⚠️ ${o.message}`, usage(o.helpLine)]),
+  "command-error": renderCommandError,
   refused: (o) => paragraphs([r`⛔ ${o.reason}`, usage(o.helpLine)]),
   "not-found": renderNotFound,
   "not-leader": (o) =>
@@ -70,4 +71,20 @@ function renderNotFound(outcome: Extract<Outcome, { kind: "not-found" }>): Rende
     ", ",
   );
   return r`Run ${code(outcome.dagId)} has no task named ${code(outcome.taskId)}.${guess} Its tasks: ${known}.`;
+}
+
+/**
+ * A malformed command's answer: what is wrong, then how to fix it. A mistyped verb gets the command
+ * as it was meant, to copy; an unknown one the pointer to `!dag help` rather than every verb.
+ */
+function renderCommandError(o: Extract<Outcome, { kind: "command-error" }>): Rendered {
+  const fix =
+    o.corrected === undefined
+      ? o.helpLine === GENERAL_HELP_LINE
+        ? r`${code("!dag help")} lists the commands.`
+        : usage(o.helpLine)
+      : o.corrected.partial
+        ? r`Did you mean ${code(o.corrected.command)}? Send it again with the rest of your message.`
+        : r`Did you mean ${code(o.corrected.command)}?`;
+  return paragraphs([r`⚠️ ${o.message}`, fix]);
 }

@@ -8,6 +8,7 @@ export const cancel = defineVerb<{ verb: "cancel"; id: string }, "decision">({
   verb: "cancel",
   args: [RUN_ID_ARG],
   summary: "cancel a running DAG run; running tasks are stopped",
+  group: "run",
   permission: "operator",
   details: [],
   handle: (ctx, c): Promise<Outcome> => handleDecision(ctx, "cancel", cancel.usage, c.id),

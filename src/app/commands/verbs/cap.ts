@@ -9,6 +9,7 @@ export const cap = defineVerb<{ verb: "cap"; n: number }, "cap">({
   verb: "cap",
   args: [{ name: "n", kind: "cap", about: `a whole number from 0 to ${MAX_CAP}` }],
   summary: "set the room's cap on active tasks",
+  group: "room",
   permission: "operator",
   details: [
     `<n> is a whole number from 0 to ${MAX_CAP}; 0 pauses the room (nothing new starts).`,

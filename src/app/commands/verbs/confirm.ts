@@ -11,6 +11,7 @@ export const confirm = defineVerb<
   verb: "confirm",
   args: [RUN_ID_ARG, { name: "hash", kind: "hash", about: "the content hash", optional: true }],
   summary: "start a published DAG run",
+  group: "run",
   permission: "operator",
   details: [
     "<hash> is the content hash its status card shows (8 or more of its first hex digits).",

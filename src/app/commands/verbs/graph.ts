@@ -1,7 +1,7 @@
 /** `!dag graph <id>`: a picture of a run, posted in its thread. */
 import { RUN_ID_ARG } from "../../../domain/command-grammar.js";
 import { code, r } from "../../render/html.js";
-import type { HandlerContext } from "../context.js";
+import type { CommandPolicy, HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
 import { summarizeRun } from "../outcome.js";
 import { notFoundRun } from "../shared.js";
@@ -9,11 +9,18 @@ import { defineVerb } from "../verb.js";
 import { isOperator } from "../permissions.js";
 import { findRun } from "../../run-ref.js";
 
+/** The room's policy `graph operators`. */
+function picturesForOperators(policy: CommandPolicy): boolean {
+  return policy.graph === "operators";
+}
+
 export const graph = defineVerb<{ verb: "graph"; id: string }, "graph">({
   verb: "graph",
   args: [RUN_ID_ARG],
   summary: "post a picture of a run: its DAG, each task in its state's colour",
+  group: "follow",
   permission: "open",
+  closedWhen: picturesForOperators,
   details: [
     "The picture goes into the run's thread. `dagbot graph <id>` draws the same on a node.",
     "Anyone in the room, unless the room's policy says `graph operators` (see `!dag help policy`);",
@@ -29,7 +36,7 @@ export const graph = defineVerb<{ verb: "graph"; id: string }, "graph">({
 
 async function handleGraph(ctx: HandlerContext, dagId: string): Promise<Outcome> {
   // Drawing costs the leader more than any other read (issue 24): a room may keep it to operators.
-  if (ctx.policy.graph === "operators" && !isOperator(ctx.standing, ctx.policy)) {
+  if (picturesForOperators(ctx.policy) && !isOperator(ctx.standing, ctx.policy)) {
     const have = ctx.standing.kind === "room-member" ? ctx.standing.powerLevel : 0;
     return {
       kind: "refused",

@@ -37,6 +37,7 @@ export const list = defineVerb<ListCommand, "list">({
     cursor: (v) => (v === null || typeof v === "string" ? null : "the cursor a list gave"),
   },
   summary: "list the room's recent DAG runs, or the runs of one published DAG",
+  group: "follow",
   permission: "open",
   details: ["With <id>, the runs of that published DAG: the one publishing started and each `!dag run`."],
   handle: (ctx, c) => handleList(ctx, c),

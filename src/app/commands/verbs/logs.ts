@@ -27,6 +27,7 @@ export const logs = defineVerb<{ verb: "logs"; id: string; task: string }, "logs
   verb: "logs",
   args: [RUN_ID_ARG, { name: "task", kind: "task-id", about: "the id of a task" }],
   summary: "show the captured output of a task",
+  group: "follow",
   // Output can hold what an action printed about its host; `!dag policy logs anyone` opens it.
   permission: "operator",
   openWhen: (policy) => (policy.logs ?? "operators") === "anyone",

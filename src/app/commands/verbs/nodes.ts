@@ -22,6 +22,7 @@ export const nodes = defineVerb<NodesCommand, "nodes">({
   verb: "nodes",
   usage: "!dag nodes [verbose]",
   summary: "show nodes, labels, heartbeats, running tasks and the leader",
+  group: "follow",
   permission: "open",
   details: ["`verbose` adds the leader's term and how long its lease is valid."],
   parse: (args): Parsed<NodesCommand> => {

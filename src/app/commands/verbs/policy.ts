@@ -47,6 +47,7 @@ export const policy = defineVerb<PolicyCommand, "policy" | "policy-proposed">({
   verb: "policy",
   usage: USAGE,
   summary: "show the room's permissions, which every node enforces; room admins change them",
+  group: "room",
   permission: "operator",
   details: [
     "Settings: power_level <0-100>, two_person_rule on|off, logs operators|anyone,",

@@ -50,6 +50,7 @@ export const publish = defineVerb<
   verb: "publish",
   usage: "!dag publish <name> | !dag publish + a ```json or ```toml code block",
   summary: "publish a DAG from the library folder or inline; it waits for confirm",
+  group: "run",
   permission: "operator",
   details: [
     "The code block goes after the command, in the same message:",

@@ -8,6 +8,7 @@ export const reject = defineVerb<{ verb: "reject"; id: string }, "decision">({
   verb: "reject",
   args: [RUN_ID_ARG],
   summary: "drop a published DAG run that waits for confirmation",
+  group: "run",
   permission: "operator",
   details: [],
   handle: (ctx, c): Promise<Outcome> => handleDecision(ctx, "reject", reject.usage, c.id),

@@ -21,6 +21,7 @@ export const retry = defineVerb<{ verb: "retry"; id: string }, "retried" | "noth
   verb: "retry",
   args: [RUN_ID_ARG],
   summary: "start a new run of the part of a run that did not succeed",
+  group: "run",
   permission: "operator",
   details: [],
   handle: (ctx, c): Promise<Outcome> => handleRetry(ctx, c.id),

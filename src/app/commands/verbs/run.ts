@@ -28,6 +28,7 @@ export const run = defineVerb<RunCommand, never>({
   verb: "run",
   usage: "!dag run <id> [<name>=<value> ...]",
   summary: "start a new run of a published DAG, with values for its parameters",
+  group: "run",
   permission: "operator",
   details: [
     "The run gets its own id (<id>.2, <id>.3, ...), status card and history (`!dag list <id>`);",

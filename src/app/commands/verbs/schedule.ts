@@ -35,6 +35,7 @@ export const schedule = defineVerb<ScheduleCommand, "schedule-changed" | "no-sch
   usage:
     "!dag schedule pause <id> [<reason>] | !dag schedule resume <id> | !dag schedule delete <id> [<reason>]",
   summary: "pause, resume or delete a DAG's schedule",
+  group: "room",
   permission: "operator",
   details: [
     "pause: no slot fires until resumed; resume: the next slot after now fires (slots that fell",

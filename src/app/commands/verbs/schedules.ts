@@ -15,6 +15,7 @@ export const schedules = defineVerb<{ verb: "schedules" }, "schedules">({
   verb: "schedules",
   args: [],
   summary: "list the room's schedules: state, owner, when each fires next",
+  group: "room",
   permission: "open",
   details: [
     'A DAG declares schedule = "<cron>" (5 fields, or 6 with seconds first), timezone (default UTC)',

@@ -40,6 +40,7 @@ export const status = defineVerb<StatusCommand, "status" | "overview">({
   ],
   dataFields: { every: (v) => (typeof v === "boolean" ? null : "true or false") },
   summary: "show one run's tasks (or one task with its outputs), or the room's active runs",
+  group: "follow",
   permission: "open",
   details: ["With a task: that task's line and the values it published for its dependents (its outputs)."],
   handle: (ctx, c) => handleStatus(ctx, c.id, c.every === true, c.task ?? null),
