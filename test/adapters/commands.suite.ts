@@ -742,7 +742,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
           "🔒 needs an operator (power level 50 or a place on the allowlist; you are not one).",
           "Run DAGs: `publish` 🔒, `run` 🔒, `confirm` 🔒, `reject` 🔒, `cancel` 🔒, `retry` 🔒",
           "Follow runs: `status`, `list`, `logs` 🔒, `graph`, `nodes`",
-          "Schedules and the room: `schedules`, `schedule` 🔒, `cap` 🔒, `policy` 🔒",
+          "Schedules and the room: `schedules`, `schedule` 🔒, `triggers`, `cap` 🔒, `policy` 🔒",
           "`!dag help <command>` explains one, e.g. `!dag help publish`.",
         ]);
         expect(await ask(r, OP, "!dag help")).toContain("you are one)");

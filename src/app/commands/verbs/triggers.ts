@@ -18,6 +18,7 @@ export const triggers = defineVerb<{ verb: "triggers" }, "triggers">({
   verb: "triggers",
   args: [],
   summary: "list the DAGs that run after another DAG's runs, and what each did last",
+  group: "room",
   permission: "open",
   details: [
     'A DAG declares after = { dag = "build", status = "succeeded" } (status: succeeded, failed,',
