@@ -1,7 +1,7 @@
 /**
  * A failed run in words (issue 29): "`migrate` failed (exit 1); `rollout`, `smoke_test` skipped".
  * Each task that did not succeed is named with how it ended, as its record says: its exit status,
- * the signal that killed it, its timeout, its node lost, a start that failed. Each list fits one
+ * the signal that killed it, its timeout, its node lost, a start that failed, its outputs refused. Each list fits one
  * line (name-list.ts) and says how many it does not name.
  */
 import { exitWords } from "./exit-status.js";
@@ -41,7 +41,8 @@ export function endedWords(task: EndedTask): string {
   if (error !== null && error.startsWith(`${word} `)) {
     return task.exitCode === null ? error : `${error} (exit ${task.exitCode})`;
   }
-  const reason = exitWords(task.exitCode, error);
+  // An action that exited 0 but whose outputs were refused failed for that reason alone.
+  const reason = task.exitCode === 0 && error !== null ? [error] : exitWords(task.exitCode, error);
   return reason.length === 0 ? word : `${word} (${reason.join(", ")})`;
 }
 

@@ -114,6 +114,10 @@ describe("a failed run's failures in words", () => {
       'failed (executable "deploy" not found)',
     );
     expect(said("failed", null, null)).toBe("failed");
+    // Exit 0 with outputs that break their rule (domain/outputs.ts): the rule, not "exit 0".
+    expect(said("failed", 0, 'outputs refused: output "v" is not declared by task build')).toBe(
+      'failed (outputs refused: output "v" is not declared by task build)',
+    );
     // A long or many-line error is cut to one short line; the rest is in the logs.
     const long = said("failed", null, `${"e".repeat(300)}\nsecond line`);
     expect(long).toBe(`failed (${"e".repeat(80)}…)`);
