@@ -297,7 +297,29 @@ const afterSchema = z.strictObject({
       error: () => AFTER_STATUS_RULE,
     })
     .optional(),
-  params: z.record(z.string().max(64), z.string().max(200)).optional(),
+  params: z
+    .unknown()
+    .superRefine((raw, ctx) => {
+      // By hand, as arguments: z.record would drop an own `__proto__` key without a word.
+      for (const [key, value] of namedEntries(raw, ctx, "parameter", PARAM_LIMITS.maxParams)) {
+        if (typeof value !== "string" || value.length === 0 || value.length > 200)
+          ctx.addIssue({
+            code: "custom",
+            path: [key],
+            message: `expected where the value comes from ("params.NAME" or "tasks.TASK.outputs.NAME", at most 200 characters), got ${describeValue(value)}`,
+          });
+      }
+    })
+    .transform((raw) => {
+      const out: Record<string, string> = {};
+      for (const key of Object.keys(raw as Record<string, unknown>)) {
+        if (RESERVED_NAMES.has(key)) continue; // refused above
+        const value = Object.getOwnPropertyDescriptor(raw, key)?.value as string;
+        Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+      }
+      return out;
+    })
+    .optional(),
 });
 
 const documentSchema = z.strictObject({
@@ -419,13 +441,8 @@ export const dagSchema = documentSchema
       if (doc.after.dag === doc.id)
         ctx.addIssue({ code: "custom", path: ["after", "dag"], message: "a DAG cannot run after itself" });
       const mapped = Object.entries(doc.after.params ?? {});
-      if (mapped.length > PARAM_LIMITS.maxParams)
-        ctx.addIssue({
-          code: "custom",
-          path: ["after", "params"],
-          message: `maps ${mapped.length} parameters; at most ${PARAM_LIMITS.maxParams}`,
-        });
       for (const [name, source] of mapped.slice(0, PARAM_LIMITS.maxParams)) {
+        if (RESERVED_NAMES.has(name) || typeof source !== "string") continue; // refused by afterSchema
         if (!Object.hasOwn(declared, name))
           ctx.addIssue({
             code: "custom",

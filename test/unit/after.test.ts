@@ -49,6 +49,20 @@ describe("after: the declaration", () => {
     expect(issues(doc('after = { dag = "b", params = { version = "env.HOME" } }')).join("\n")).toMatch(
       /is not a value of the upstream run/,
     );
+    // z.record would drop an own __proto__ key silently; it is refused by name, from JSON and TOML.
+    const json = parseDag(
+      '{"id":"d","params":{"v":{"pattern":".*","default":"1"}},"after":{"dag":"b","params":{"__proto__":"params.v"}},"tasks":[{"id":"t","action":"echo"}]}',
+      "json",
+    );
+    expect(json.ok ? [] : json.issues.map((i) => `${i.path}: ${i.message}`)).toEqual([
+      'after.params.__proto__: "__proto__" is a reserved name',
+    ]);
+    expect(issues(doc('after = { dag = "b", params = { __proto__ = "params.v" } }')).join("\n")).toMatch(
+      /after\.params\.__proto__: .*reserved name/,
+    );
+    expect(issues(doc('after = { dag = "b", params = { version = 3 } }')).join("\n")).toMatch(
+      /after\.params\.version: expected where the value comes from/,
+    );
     expect(
       parsed(doc('after = { dag = "b", params = { version = "tasks.pack.age.outputs.v" } }')).after?.params,
     ).toEqual({ version: "tasks.pack.age.outputs.v" });
