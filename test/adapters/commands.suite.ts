@@ -1316,6 +1316,69 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
+      "a webhook's run awaits confirmation until !dag policy hook_auto_confirm lists it; a webhook may only start runs, and only it names its deliveries",
+      track(async () => {
+        const r = await room();
+        await store.initRoomPolicy(
+          r.roomId,
+          { powerLevel: 50, allow: [], twoPersonRule: false, autoConfirm: [], logs: "operators" },
+          "first-node",
+        );
+        // The node's wiring: a sender that is not a Matrix user is the deployment's own.
+        const wired: InboxDeps = {
+          ...deps,
+          permissions: {
+            standing: async (roomId, sender) =>
+              sender.startsWith("@") ? oracle.standing(roomId, sender) : { kind: "local-operator" },
+          },
+        };
+        const hook = "hook:tags";
+        const deliver = async (sender: string, data: Record<string, unknown>): Promise<string> => {
+          const eventId = await say(r.roomId, sender, { msgtype: "m.text", "dagbot.command": data });
+          while ((await processNextInboxEvent(wired, r.fence)) === "processed");
+          return String((await reply(eventId))?.content["body"] ?? "");
+        };
+        expect(await ask(r, OP, publishToml(chainToml("chain")))).toContain("Published `chain`");
+        const origin = (delivery: string) => ({ id: "tags", delivery, link: "https://git.example/c/1" });
+        await deliver(hook, { verb: "run", id: "chain", params: [], hook: origin("d-1") });
+        const first = await store.getRun(r.roomId, "chain.2");
+        expect(first).toMatchObject({ status: "pending", publisher: hook });
+        expect(first?.dag.hook).toEqual(origin("d-1"));
+
+        expect(await ask(r, LOW, "!dag policy hook_auto_confirm +tags")).toContain("you need power level 50");
+        expect(await ask(r, OP, "!dag policy hook_auto_confirm +tags")).toContain(
+          "hook_auto_confirm unset → tags",
+        );
+        expect((await store.getRoomPolicy(r.roomId))?.policy.hookAutoConfirm).toEqual(["tags"]);
+        expect(await ask(r, OP, "!dag policy")).toContain("hook_auto_confirm: tags");
+        await deliver(hook, { verb: "run", id: "chain", params: [], hook: origin("d-2") });
+        expect((await store.getRun(r.roomId, "chain.3"))?.status).toBe("running");
+        // Another hook is not covered by this one's line.
+        await deliver("hook:other", {
+          verb: "run",
+          id: "chain",
+          params: [],
+          hook: { id: "other", delivery: "x" },
+        });
+        expect((await store.getRun(r.roomId, "chain.4"))?.status).toBe("pending");
+
+        const before = (await store.listRuns(r.roomId, { limit: 100 })).length;
+        expect(await deliver(hook, { verb: "cap", n: 0 })).toContain("webhook tags may only start runs");
+        expect(await store.getRoomCap(r.roomId)).not.toBe(0);
+        expect(await deliver(HTTP, { verb: "run", id: "chain", params: [], hook: origin("d-3") })).toContain(
+          "only a webhook's own delivery names its hook",
+        );
+        expect(
+          await deliver("hook:other", { verb: "run", id: "chain", params: [], hook: origin("d-4") }),
+        ).toContain("only a webhook's own delivery names its hook");
+        expect((await store.listRuns(r.roomId, { limit: 100 })).length).toBe(before);
+        expect(await ask(r, OP, "!dag policy hook_auto_confirm -tags")).toContain(
+          "hook_auto_confirm tags → nobody",
+        );
+      }),
+    );
+
+    it(
       "a command given as data is honoured only from a local or HTTP sender: a room member's event carrying the field is read as the message it is",
       track(async () => {
         const r = await room();
