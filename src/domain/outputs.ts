@@ -41,11 +41,6 @@ export function outputReferences(text: string): OutputReference[] {
   return [...text.matchAll(OUTPUT_REFERENCE)].map((m) => ({ taskId: m[1] ?? "", name: m[2] ?? "" }));
 }
 
-/** Whether a task's arguments refer to any output (the worker reads its producers' values only then). */
-export function refersToOutputs(args: Readonly<Record<string, ArgValue>>): boolean {
-  return Object.values(args).some((v) => typeof v === "string" && outputReferences(v).length > 0);
-}
-
 /** The argument names whose values refer to an output: known only when the task runs. */
 export function deferredArgs(args: Readonly<Record<string, ArgValue>>): Set<string> {
   const names = new Set<string>();
