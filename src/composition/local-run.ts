@@ -6,6 +6,7 @@
  */
 import { systemClock } from "../adapters/clock/system-clock.js";
 import { startEngineNode } from "../app/node.js";
+import { isApprovedAfter } from "../app/after.js";
 import { isActiveSchedule } from "../app/schedules.js";
 import type { NodeConfig } from "../config/node-config.js";
 import type { Logger } from "../ports/logger.js";
@@ -42,10 +43,14 @@ export function startLocalNodes(
   };
 }
 
-/** What else lives in a room: nodes other than ours with a fresh heartbeat, and active schedules. */
+/**
+ * What else lives in a room: nodes other than ours with a fresh heartbeat, active schedules, and
+ * approved DAGs that run after another DAG's runs (a leader fires those too).
+ */
 export interface RoomActivity {
   liveNodes: string[];
   schedules: string[];
+  triggers: string[];
 }
 
 /**
@@ -70,9 +75,15 @@ export async function roomActivity(
     .map((n) => n.session.nodeId);
   const definitions = await store.listScheduledDefinitions(roomId, { limit: 100 });
   const schedules = definitions.filter(isActiveSchedule).map((d) => d.dagId);
-  return { liveNodes: [...new Set(liveNodes)].sort(), schedules: schedules.sort() };
+  const afters = await store.listAfterDefinitions(roomId, { limit: 100 });
+  const triggers = afters.filter(isApprovedAfter).map((d) => d.dagId);
+  return {
+    liveNodes: [...new Set(liveNodes)].sort(),
+    schedules: schedules.sort(),
+    triggers: triggers.sort(),
+  };
 }
 
 export function isShared(activity: RoomActivity): boolean {
-  return activity.liveNodes.length > 0 || activity.schedules.length > 0;
+  return activity.liveNodes.length > 0 || activity.schedules.length > 0 || activity.triggers.length > 0;
 }

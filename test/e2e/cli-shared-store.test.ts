@@ -73,6 +73,44 @@ describe("dagbot run on a shared store", () => {
       throw e;
     }
   });
+
+  it("refuses a room with a DAG that runs after another DAG's runs, with no live node: its nodes would fire it", async () => {
+    try {
+      await killAll(nodes);
+      const store = await target.open();
+      try {
+        const laptop = writeNodeConfig(target, { nodeId: "laptop" });
+        const downstream = writeDag(target, {
+          id: "follow",
+          after: { dag: "oneoff" },
+          tasks: [{ id: "a", action: "echo", args: { message: "after" } }],
+        });
+        // The fleet's node is gone (its heartbeat ages past two lease TTLs); only --join may publish here.
+        await waitFor(
+          "the fleet node gone",
+          () => store.listNodes(),
+          (list) => list.every((n) => n.session.nodeId !== "fleet-1" || n.heartbeatAgeMs > 4_500),
+          { timeoutMs: 20_000, intervalMs: 200 },
+        );
+        const joined = await cli(["run", downstream, "--config", laptop, "--join"], { cwd: target.dir });
+        expect(joined.code, joined.stderr).toBe(0);
+        const dag = writeDag(target, {
+          id: "another",
+          tasks: [{ id: "a", action: "echo", args: { message: "hi" } }],
+        });
+        const refused = await cli(["run", dag, "--config", laptop], { cwd: target.dir });
+        expect(refused.code, refused.stdout).toBe(2);
+        expect(refused.stderr).toContain("it has DAGs that run after another DAG's runs (follow)");
+        expect(refused.stderr).not.toContain("live nodes serve it");
+        expect(await store.getRun(ROOM, "another")).toBeNull();
+      } finally {
+        await store.close();
+      }
+    } catch (e) {
+      failed = true;
+      throw e;
+    }
+  });
 });
 
 describe("read-only commands never create a store", () => {

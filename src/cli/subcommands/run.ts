@@ -152,10 +152,13 @@ async function runDag(file: string, options: RunOptions): Promise<number> {
       const what = [
         activity.liveNodes.length === 0 ? null : `live nodes serve it (${activity.liveNodes.join(", ")})`,
         activity.schedules.length === 0 ? null : `it has active schedules (${activity.schedules.join(", ")})`,
+        activity.triggers.length === 0
+          ? null
+          : `it has DAGs that run after another DAG's runs (${activity.triggers.join(", ")})`,
       ].filter((w) => w !== null);
       throw new CliError(
         `room ${roomId} of this store is shared: ${what.join(" and ")}. dagbot run would join it as full nodes ` +
-          "(lead it, fire its schedules, run its tasks). Hand the DAG to that fleet with " +
+          "(lead it, fire its schedules and triggers, run its tasks). Hand the DAG to that fleet with " +
           `\`dagbot submit ${file} --confirm\`, or pass --join to run here anyway.`,
         EXIT_CONFIG,
       );
