@@ -1,6 +1,7 @@
 /** The DAG document schema (docs/architecture.md §6): one zod schema for JSON and TOML, its limits and durations. */
 import * as z from "zod";
 import type { ArgValue, ParsedDag, TaskSpec } from "./model.js";
+import type { GateSpec, GateWho } from "./gates.js";
 import { describeChar, describeValue, quote } from "./dag-issues.js";
 import { parseDuration } from "./duration.js";
 import { compileParamPattern } from "./param-pattern.js";
@@ -132,7 +133,7 @@ function isTable(value: unknown): value is Record<string, unknown> {
 function namedEntries(
   raw: unknown,
   ctx: z.RefinementCtx,
-  what: "argument" | "parameter" | "output",
+  what: "argument" | "parameter" | "output" | "field",
   max: number,
 ): Array<[string, unknown]> {
   if (!isTable(raw)) {
@@ -266,6 +267,121 @@ const outputsSchema = z
     return out;
   });
 
+/** The limits of an approval gate (`approve = { ... }`). */
+export const GATE_LIMITS = {
+  maxApprovers: 10,
+  maxUsers: 50,
+  maxUserIdLength: 255,
+  maxPowerLevel: 1_000_000,
+} as const;
+
+const USER_ID = /^@[^\s:]+:[^\s]+$/;
+
+/** `who`: "operators", a list of Matrix user ids, or a power level. */
+const gateWhoSchema = z.unknown().transform((raw, ctx): GateWho => {
+  if (raw === "operators") return raw;
+  if (typeof raw === "number") {
+    if (Number.isInteger(raw) && raw >= 0 && raw <= GATE_LIMITS.maxPowerLevel) return raw;
+    ctx.addIssue({
+      code: "custom",
+      message: `a power level is an integer from 0 to ${GATE_LIMITS.maxPowerLevel}, got ${raw}`,
+    });
+    return z.NEVER;
+  }
+  if (Array.isArray(raw)) {
+    if (raw.length === 0 || raw.length > GATE_LIMITS.maxUsers) {
+      ctx.addIssue({
+        code: "custom",
+        message: `a list of approvers holds 1 to ${GATE_LIMITS.maxUsers} user ids, got ${raw.length}`,
+      });
+      return z.NEVER;
+    }
+    raw.forEach((u: unknown, i) => {
+      if (typeof u !== "string" || u.length > GATE_LIMITS.maxUserIdLength || !USER_ID.test(u))
+        ctx.addIssue({
+          code: "custom",
+          path: [i],
+          message: `expected a Matrix user id like "@alice:example.org", got ${typeof u === "string" ? quote(u, 64) : describeValue(u)}`,
+        });
+    });
+    const users = raw as string[];
+    if (new Set(users).size !== users.length)
+      ctx.addIssue({ code: "custom", message: "names someone twice" });
+    return [...users];
+  }
+  ctx.addIssue({
+    code: "custom",
+    message: `expected "operators", a list of user ids or a power level, got ${typeof raw === "string" ? quote(raw, 64) : describeValue(raw)}`,
+  });
+  return z.NEVER;
+});
+
+/** `form = { NAME = "PATTERN" }`: names as argument names, each pattern compiled like a parameter's. */
+const gateFormSchema = z
+  .unknown()
+  .superRefine((raw, ctx) => {
+    for (const [key, value] of namedEntries(raw, ctx, "field", PARAM_LIMITS.maxParams)) {
+      if (typeof value !== "string" || value.length === 0) {
+        ctx.addIssue({
+          code: "custom",
+          path: [key],
+          message: `expected the field's pattern (a string), got ${describeValue(value)}`,
+        });
+        continue;
+      }
+      const compiled = compileParamPattern(value);
+      if (typeof compiled === "string") ctx.addIssue({ code: "custom", path: [key], message: compiled });
+    }
+  })
+  .transform((raw) => {
+    const out: Record<string, string> = {};
+    for (const key of Object.keys(raw as Record<string, unknown>)) {
+      const value = Object.getOwnPropertyDescriptor(raw, key)?.value as string;
+      Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+    }
+    return out;
+  });
+
+const gateSchema = z.strictObject({
+  who: gateWhoSchema.optional(),
+  approvers: integer(1, GATE_LIMITS.maxApprovers).optional(),
+  publisher_may_approve: z.boolean().optional(),
+  timeout: durationSchema.optional(),
+  on_timeout: z.enum(["fail", "skip"]).optional(),
+  description: z.string().max(DAG_LIMITS.maxDescriptionLength).optional(),
+  form: gateFormSchema.optional(),
+});
+
+type GateDocument = z.output<typeof gateSchema>;
+
+function toGateSpec(gate: GateDocument): GateSpec {
+  return {
+    who: gate.who ?? "operators",
+    approvers: gate.approvers ?? 1,
+    publisherMayApprove: gate.publisher_may_approve ?? false,
+    timeoutMs: gate.timeout ?? null,
+    onTimeout: gate.on_timeout ?? "fail",
+    description: gate.description ?? null,
+    form: gate.form ?? {},
+  };
+}
+
+/** What a gate task's action is called where a task's action is shown. */
+export const GATE_ACTION = "approve";
+
+/** Keys of a task that mean running something: a gate (which runs nothing) may not say them. */
+const ACTION_ONLY_KEYS = [
+  "args",
+  "on",
+  "timeout",
+  "queue_timeout",
+  "retry_backoff",
+  "retries",
+  "concurrency_key",
+  "priority",
+  "outputs",
+] as const;
+
 const placementSchema = z.strictObject({
   labels: z.array(idSchema).max(DAG_LIMITS.maxLabels).optional(),
   node: idSchema.optional(),
@@ -273,7 +389,8 @@ const placementSchema = z.strictObject({
 
 const taskSchema = z.strictObject({
   id: idSchema,
-  action: idSchema,
+  action: idSchema.optional(),
+  approve: gateSchema.optional(),
   args: argsSchema.optional(),
   needs: z.array(idSchema).max(DAG_LIMITS.maxTasks).optional(),
   on: placementSchema.optional(),
@@ -345,7 +462,7 @@ type TaskDocument = z.output<typeof taskSchema>;
 function toTaskSpec(task: TaskDocument): TaskSpec {
   const spec: TaskSpec = {
     id: task.id,
-    action: task.action,
+    action: task.action ?? GATE_ACTION,
     args: task.args ?? {},
     needs: [...(task.needs ?? [])],
     on: { labels: [...(task.on?.labels ?? [])], node: task.on?.node ?? null },
@@ -358,6 +475,12 @@ function toTaskSpec(task: TaskDocument): TaskSpec {
   };
   // Absent when none are declared, so a DAG without outputs keeps the hash it always had.
   if (task.outputs !== undefined && Object.keys(task.outputs).length > 0) spec.outputs = task.outputs;
+  // Only a gate carries the key, so a DAG without gates keeps the hash it always had. Its form's
+  // fields are its outputs: the approved values are what dependents read as {tasks.ID.outputs.NAME}.
+  if (task.approve !== undefined) {
+    spec.gate = toGateSpec(task.approve);
+    if (Object.keys(spec.gate.form).length > 0) spec.outputs = { ...spec.gate.form };
+  }
   return spec;
 }
 
@@ -398,7 +521,8 @@ function outputReferenceProblem(
     return `refers to ${ref}, the task's own output; only a task it needs can give it one`;
   if (!ancestors.has(producer))
     return `refers to ${ref}, but "${producer}" is not among the tasks "${taskId}" needs (directly or through others), so it may not have run yet: add it to needs`;
-  const declared = task.outputs ?? {};
+  // An approval gate's outputs are its form's fields.
+  const declared = task.outputs ?? task.approve?.form ?? {};
   if (!Object.hasOwn(declared, name)) {
     const names = Object.keys(declared);
     const has = names.length === 0 ? "it declares no outputs" : `it declares ${names.join(", ")}`;
@@ -458,6 +582,46 @@ export const dagSchema = documentSchema
           });
       }
     }
+    // A task runs an action or is an approval gate, never both; a gate says nothing about running.
+    doc.tasks.forEach((task, i) => {
+      if (task.action === undefined && task.approve === undefined)
+        ctx.addIssue({
+          code: "custom",
+          path: ["tasks", i, "action"],
+          message: 'is required (or "approve", to make the task an approval gate)',
+        });
+      if (task.action !== undefined && task.approve !== undefined)
+        ctx.addIssue({
+          code: "custom",
+          path: ["tasks", i, "approve"],
+          message: 'a task is an action or an approval gate, not both: drop "action" or "approve"',
+        });
+      const gate = task.approve;
+      if (gate === undefined) return;
+      for (const key of ACTION_ONLY_KEYS) {
+        if (task[key] !== undefined)
+          ctx.addIssue({
+            code: "custom",
+            path: ["tasks", i, key],
+            message:
+              key === "outputs"
+                ? "an approval gate's outputs are the fields of its form (approve.form)"
+                : `means nothing on an approval gate (it runs nothing); its time limit is approve.timeout`,
+          });
+      }
+      if (gate.on_timeout !== undefined && gate.timeout === undefined)
+        ctx.addIssue({
+          code: "custom",
+          path: ["tasks", i, "approve", "on_timeout"],
+          message: "only means something with a timeout",
+        });
+      if (Array.isArray(gate.who) && gate.approvers !== undefined && gate.approvers > gate.who.length)
+        ctx.addIssue({
+          code: "custom",
+          path: ["tasks", i, "approve", "approvers"],
+          message: `asks for ${gate.approvers} approvers, but only ${gate.who.length} ${gate.who.length === 1 ? "person is" : "people are"} listed in who`,
+        });
+    });
     // Every {params.NAME} a task argument says must be declared, and every
     // {tasks.ID.outputs.NAME} must name an ancestor's declared output: a typo is caught at publish.
     const byId = new Map(doc.tasks.map((t) => [t.id, t]));
@@ -522,3 +686,4 @@ export const dagSchema = documentSchema
 export const DOCUMENT_KEYS: readonly string[] = Object.keys(documentSchema.shape);
 export const TASK_KEYS: readonly string[] = Object.keys(taskSchema.shape);
 export const PLACEMENT_KEYS: readonly string[] = Object.keys(placementSchema.shape);
+export const GATE_KEYS: readonly string[] = Object.keys(gateSchema.shape);

@@ -11,7 +11,7 @@ import { checkGraph, graphView } from "./dag-graph.js";
 import { deferredArgs } from "./outputs.js";
 import type { DagIssue } from "./dag-issues.js";
 import { describeValue, formatPath, quote, suggestion } from "./dag-issues.js";
-import { DOCUMENT_KEYS, PLACEMENT_KEYS, TASK_KEYS, dagSchema } from "./dag-schema.js";
+import { DOCUMENT_KEYS, GATE_KEYS, PLACEMENT_KEYS, TASK_KEYS, dagSchema } from "./dag-schema.js";
 import type { DagFormat } from "./dag-text.js";
 import { parseDocumentText } from "./dag-text.js";
 
@@ -72,7 +72,7 @@ function neverThrow(validate: () => ParseDagResult): ParseDagResult {
 export function checkActions(dag: ParsedDag, knownActions: ReadonlySet<string>): DagIssue[] {
   const issues: DagIssue[] = [];
   dag.tasks.forEach((task, i) => {
-    if (knownActions.has(task.action)) return;
+    if (task.gate !== undefined || knownActions.has(task.action)) return;
     const known = [...knownActions].sort();
     const listed =
       known.length === 0 ? "no node offers any action" : `known: ${known.slice(0, 20).join(", ")}`;
@@ -103,6 +103,7 @@ export function checkTaskArguments(
 ): DagIssue[] {
   const issues: DagIssue[] = [];
   dag.tasks.forEach((task, i) => {
+    if (task.gate !== undefined) return;
     const defined = offers.get(task.action) ?? [];
     const seen = new Set<string>();
     for (const offer of defined) {
@@ -179,6 +180,7 @@ function allowedKeysAt(path: readonly PropertyKey[]): readonly string[] {
   if (path.length === 0) return DOCUMENT_KEYS;
   if (path.length === 2 && path[0] === "tasks") return TASK_KEYS;
   if (path.length === 3 && path[0] === "tasks" && path[2] === "on") return PLACEMENT_KEYS;
+  if (path.length === 3 && path[0] === "tasks" && path[2] === "approve") return GATE_KEYS;
   return [];
 }
 

@@ -1,5 +1,6 @@
 /** The shared vocabulary of dagbot: the parsed DAG and the state names every layer speaks. */
 import type { AfterSpec, RunTrigger } from "./after.js";
+import type { GateSpec } from "./gates.js";
 
 /** A task's life, docs/architecture.md §3. The transition table lives in task-states.ts. */
 export const TASK_STATUSES = [
@@ -60,6 +61,12 @@ export interface TaskSpec {
    * Absent when it declares none, so older DAGs keep their hash.
    */
   outputs?: Record<string, string>;
+  /**
+   * Set on an approval gate (`approve = { ... }`, gates.ts): it runs no action (`action` is
+   * "approve"), it waits for people; its form's fields are its `outputs`. Absent on every other
+   * task, so their DAGs keep their hash.
+   */
+  gate?: GateSpec;
 }
 
 /** A DAG that passed the schema and the graph checks. Tasks keep the document's order. */

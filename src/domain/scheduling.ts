@@ -24,6 +24,8 @@
  *   ascending (creation order: first in, first out), then run id and task id for determinism. A task
  *   held back by its run's cap or its key does not hold back later tasks of other runs or keys; the
  *   global cap stops admission outright.
+ * - Gates (gates.ts): a ready approval gate is opened (`toOpen`) instead of queued; it stays blocked
+ *   while open, holds no slot and no key, and is never queued. Its skip follows the rule above.
  */
 import type { RunStatus, TaskStatus } from "./model.js";
 import { ACTIVE_TASK_STATUSES, SKIPPING_TASK_STATUSES } from "./task-states.js";
@@ -43,6 +45,10 @@ export interface ScheduleTask {
   /** Creation order in the room (e.g. the row id): lower was published first. */
   seq: number;
   concurrencyKey: string | null;
+  /** An approval gate: absent or false for a task that runs an action. */
+  isGate?: boolean;
+  /** The gate has opened (its state is set); it waits for people, not for the scheduler. */
+  gateOpen?: boolean;
 }
 
 export interface ScheduleRun {
@@ -68,6 +74,8 @@ export interface ScheduleDecision {
   toQueue: TaskRef[];
   /** In seq order. */
   toSkip: TaskRef[];
+  /** Approval gates whose needs all succeeded and that are not open yet, in seq order. */
+  toOpen: TaskRef[];
 }
 
 /** Total order in which ready tasks are admitted: priority desc, seq asc, then run id, task id. */
@@ -127,14 +135,17 @@ export function decideSchedule(snapshot: ScheduleSnapshot, caps: ScheduleCaps): 
     if (t.concurrencyKey !== null) keysHeld.add(t.concurrencyKey);
   }
 
-  const ready = snapshot.tasks
-    .filter(
-      (t) =>
-        isMovable(t) &&
-        !skipped.has(key(t.runId, t.taskId)) &&
-        t.needs.every((n) => byKey.get(key(t.runId, n))?.status === "succeeded"),
-    )
-    .sort(comparePickOrder);
+  const satisfied = snapshot.tasks.filter(
+    (t) =>
+      isMovable(t) &&
+      !skipped.has(key(t.runId, t.taskId)) &&
+      t.needs.every((n) => byKey.get(key(t.runId, n))?.status === "succeeded"),
+  );
+  const toOpen = satisfied
+    .filter((t) => t.isGate === true && t.gateOpen !== true)
+    .sort(compareSeq)
+    .map((t) => ({ runId: t.runId, taskId: t.taskId }));
+  const ready = satisfied.filter((t) => t.isGate !== true).sort(comparePickOrder);
 
   const toQueue: TaskRef[] = [];
   for (const t of ready) {
@@ -153,5 +164,5 @@ export function decideSchedule(snapshot: ScheduleSnapshot, caps: ScheduleCaps): 
     .filter((t) => skipped.has(key(t.runId, t.taskId)))
     .sort(compareSeq)
     .map((t) => ({ runId: t.runId, taskId: t.taskId }));
-  return { toQueue, toSkip };
+  return { toQueue, toSkip, toOpen };
 }

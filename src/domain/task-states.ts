@@ -4,6 +4,10 @@
  *   blocked → queued → running → succeeded | failed | timed_out      (the happy and unhappy paths)
  *   blocked → skipped, blocked | queued → canceled, queued → timed_out (never ran)
  *   running → queued (retry), running → canceling → canceled          (retries and cancels)
+ *   blocked → succeeded | failed | timed_out | skipped               (an approval gate, gates.ts)
+ *
+ * An approval gate runs nothing: once its needs succeeded the scheduler opens it (its gate state is
+ * set; it stays blocked, never queued), and a decision or its timeout ends it from blocked.
  *
  * Actors name the loop that writes the row, as the "who" column does: `scheduler`, `leader` (the
  * command handlers, e.g. cancel) and `reaper` all run on the room's leader and are fenced by its term;
@@ -36,6 +40,25 @@ export const TASK_TRANSITIONS: readonly TaskTransition[] = [
     condition: "some needs task ended failed, timed_out, canceled or skipped",
   },
   { from: "blocked", to: "canceled", who: ["leader"], condition: "cancel; status unchanged since read" },
+  {
+    from: "blocked",
+    to: "succeeded",
+    who: ["leader"],
+    condition: "an open approval gate: the last approval it asks for (approve); version=v",
+  },
+  { from: "blocked", to: "failed", who: ["leader"], condition: "an open approval gate: denied; version=v" },
+  {
+    from: "blocked",
+    to: "timed_out",
+    who: ["reaper"],
+    condition: 'an open approval gate past its timeout, on_timeout = "fail"; version=v',
+  },
+  {
+    from: "blocked",
+    to: "skipped",
+    who: ["reaper"],
+    condition: 'an open approval gate past its timeout, on_timeout = "skip"; version=v',
+  },
   { from: "queued", to: "canceled", who: ["leader"], condition: "cancel; status unchanged since read" },
   {
     from: "queued",

@@ -14,6 +14,8 @@
  */
 import type { Placement, RunStatus, TaskStatus } from "./model.js";
 import { ACTIVE_TASK_STATUSES } from "./task-states.js";
+import type { GateSpec, GateState } from "./gates.js";
+import { whoWords } from "./gates.js";
 
 export type WaitReason =
   | { kind: "confirmation" }
@@ -29,7 +31,9 @@ export type WaitReason =
   /** Live nodes fit it but none has a free slot. */
   | { kind: "nodes-busy"; nodes: number }
   /** A retry waits until `until` (the store's clock). */
-  | { kind: "backoff"; until: number };
+  | { kind: "backoff"; until: number }
+  /** An open approval gate (gates.ts): who may decide, who approved so far, how many it asks for. */
+  | { kind: "approval"; who: string; approvedBy: string[]; approvers: number };
 
 export type WaitKind = WaitReason["kind"];
 export const WAIT_KINDS = [
@@ -42,6 +46,7 @@ export const WAIT_KINDS = [
   "no-node",
   "nodes-busy",
   "backoff",
+  "approval",
 ] as const satisfies readonly WaitKind[];
 
 /** What of a task the rule reads; a store's task record fits as it is. */
@@ -53,6 +58,9 @@ export interface WaitTask {
   on: Placement;
   concurrencyKey: string | null;
   notBefore: number | null;
+  /** An approval gate's spec and state (a task record carries both; null or absent otherwise). */
+  gate?: GateSpec | null;
+  gateState?: GateState | null;
 }
 
 /** A live node serving the room, from its heartbeat. */
@@ -116,6 +124,17 @@ function blockedReason(
 ): WaitReason | null {
   const unmet = t.needs.filter((n) => statusOf.get(n) !== "succeeded");
   if (unmet.length > 0) return { kind: "needs", tasks: unmet };
+  // A gate holds no slot: no cap or key holds it, only people (once the scheduler opened it).
+  if (t.gate !== undefined && t.gate !== null) {
+    const state = t.gateState ?? null;
+    if (state === null || state.decision !== null) return null;
+    return {
+      kind: "approval",
+      who: whoWords(t.gate.who),
+      approvedBy: state.approvals.map((a) => a.by),
+      approvers: t.gate.approvers,
+    };
+  }
   if (facts.roomCap === 0) return { kind: "paused" };
   if (facts.roomActive >= facts.roomCap)
     return { kind: "room-cap", cap: facts.roomCap, active: facts.roomActive };
@@ -188,6 +207,15 @@ export function waitWords(reason: WaitReason): WaitWord[] {
       ];
     case "backoff":
       return ["retry backoff"];
+    case "approval": {
+      const words: WaitWord[] = [`awaits approval by ${reason.who}`];
+      if (reason.approvers > 1 || reason.approvedBy.length > 0) {
+        words.push(` (${reason.approvedBy.length} of ${reason.approvers}`);
+        if (reason.approvedBy.length > 0) words.push(": ", ...names(reason.approvedBy));
+        words.push(")");
+      }
+      return words;
+    }
   }
 }
 

@@ -18,6 +18,7 @@ import type { ActionTemplate } from "../domain/action-argv.js";
 import type { RunDecision } from "../domain/run-states.js";
 import type { ArgValue, ParsedDag, Placement, RunStatus, TaskStatus } from "../domain/model.js";
 import type { ScheduleAction, ScheduleState } from "../domain/schedule.js";
+import type { GateDecisionInput, GateSpec, GateState, GateVerdict } from "../domain/gates.js";
 
 /** A node's life: node_id plus a boot id chosen at start. A restart under the same name is a new session. */
 export interface Session {
@@ -167,7 +168,22 @@ export type StoreCommandResult =
       /** Set when the change was a proposal that this command confirmed. */
       proposal?: { changeId: string; proposedBy: string };
     }
-  | { op: "policy"; kind: "proposed"; proposal: PolicyProposal };
+  | { op: "policy"; kind: "proposed"; proposal: PolicyProposal }
+  | {
+      op: "gate";
+      decision: GateDecisionInput["decision"];
+      kind: GateVerdict["kind"];
+      runId: string;
+      dagId: string;
+      taskId: string;
+      by: string;
+      /** Approvals still needed after a recorded one. */
+      missing?: number;
+      /** Why a form refused the approval. */
+      message?: string;
+      /** The form's values once approved. */
+      values?: Record<string, string>;
+    };
 
 /** The app's outcome (src/app/commands/outcome.ts owns its shape), with where its reply threads. */
 export type AppCommandResult = {
@@ -291,6 +307,10 @@ export interface TaskRecord {
    * (so exactly once, and never by a stale attempt); null until then, and for a task declaring none.
    */
   outputValues: Record<string, string> | null;
+  /** An approval gate's spec (src/domain/gates.ts); null for a task that runs an action. */
+  gate: GateSpec | null;
+  /** An approval gate's state once it opened: approvals, form values, decision; null before. */
+  gateState: GateState | null;
 }
 
 export interface CreateRunInput {
@@ -343,6 +363,13 @@ export interface RunPage {
 /** The largest page a store reads at once, whatever a caller asks for. */
 export const MAX_RUN_PAGE = 500;
 
+/** What a decision on an approval gate did: the domain's verdict, and the run and task after it. */
+export interface GateDecisionResult {
+  verdict: GateVerdict;
+  run: RunRecord;
+  task: TaskRecord;
+}
+
 export interface RunStore {
   /**
    * All-or-nothing; deduplicated on (room, dag_id) and content hash. A DAG without `definition`
@@ -376,6 +403,19 @@ export interface RunStore {
    */
   countTaskStatuses(runIds: readonly string[]): Promise<Map<string, Partial<Record<TaskStatus, number>>>>;
   getTask(runId: string, taskId: string): Promise<TaskRecord | null>;
+  /**
+   * Approve or deny an open approval gate (task `taskId` of run `dagId`, by its name): the domain's
+   * decideGate on the task as read in the transaction, applied with a guarded UPDATE (open → still
+   * open with one more approval, succeeded, or failed), its events logged, and the inbox row marked
+   * with the result, all in one fenced transaction. NotFoundError when there is no such run or task.
+   */
+  decideGate(
+    ctx: CommandContext,
+    roomId: string,
+    dagId: string,
+    taskId: string,
+    input: GateDecisionInput,
+  ): Promise<GateDecisionResult>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -594,6 +634,8 @@ export interface TaskClaimer {
 export interface ScheduleResult {
   queued: number;
   skipped: number;
+  /** Approval gates opened (src/domain/gates.ts): they stay blocked, awaiting people. */
+  opened?: number;
 }
 
 export interface ReapResult {

@@ -12,6 +12,7 @@ import { illegalMoves, readWholeLog } from "./event-log-oracle.js";
 import { claimsSection } from "./sections/claims.js";
 import { definitionsSection } from "./sections/definitions.js";
 import { finishClaimSection } from "./sections/finish-claim.js";
+import { gatesSection } from "./sections/gates.js";
 import { inboxSection } from "./sections/inbox.js";
 import { leasesSection } from "./sections/leases.js";
 import { eventlogSection } from "./sections/eventlog.js";
@@ -39,6 +40,7 @@ const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["finish-claim", finishClaimSection],
   ["outputs", outputsSection],
   ["scheduler", schedulerSection],
+  ["gates", gatesSection],
   ["outbox", outboxSection],
   ["nodes", nodesSection],
   ["policies", policiesSection],

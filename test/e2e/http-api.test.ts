@@ -614,6 +614,8 @@ describe("commands and reads", () => {
         "/v1/runs/{id}",
         "/v1/runs/{id}/cancel",
         "/v1/runs/{id}/confirm",
+        "/v1/runs/{id}/gates/{task}/approve",
+        "/v1/runs/{id}/gates/{task}/deny",
         "/v1/runs/{id}/reject",
         "/v1/runs/{id}/retry",
         "/v1/runs/{id}/tasks/{task}/logs",

@@ -51,6 +51,8 @@ export function taskRecord(runId: string, taskId: string, action: string): TaskR
     error: null,
     outputPatterns: null,
     outputValues: null,
+    gate: null,
+    gateState: null,
   };
 }
 

@@ -29,7 +29,18 @@ describe("COMMANDS", () => {
       "schedule",
     ]);
     const open = COMMANDS.filter((c) => c.permission === "open").map((c) => c.verb);
-    expect(open.sort()).toEqual(["graph", "help", "list", "nodes", "schedules", "status", "triggers"]);
+    // approve and deny are open: the gate's own `who` decides, in the handler.
+    expect(open.sort()).toEqual([
+      "approve",
+      "deny",
+      "graph",
+      "help",
+      "list",
+      "nodes",
+      "schedules",
+      "status",
+      "triggers",
+    ]);
   });
 
   it("gives each verb a usage that starts with its own spelling", () => {
@@ -56,11 +67,14 @@ describe("COMMANDS", () => {
       "[<hash>]": "",
       "[verbose]": "",
       "[<name>=<value> ...]": "day=2026-01-01",
+      "<run>": "r1",
+      "<gate>": "g1",
+      "[<reason> ...]": "",
     };
     for (const c of COMMANDS) {
       const first = c.usage.split(" | ")[0]!;
       const typed = first.replace(
-        /\[<name>=<value> \.\.\.\]|\[?<[a-z]+>\]?|\[[a-z]+\]/g,
+        /\[<name>=<value> \.\.\.\]|\[<reason> \.\.\.\]|\[?<[a-z]+>\]?|\[[a-z]+\]/g,
         (m) => examples[m] ?? m,
       );
       const r = parseCommand({ body: typed });
@@ -86,7 +100,7 @@ describe("renderHelp", () => {
         .slice(1)
         .every((l) => !l.includes(" * — ")),
     ).toBe(true);
-    expect(renderHelp("open")).toHaveLength(8);
+    expect(renderHelp("open")).toHaveLength(10);
     expect(renderHelp("operator")).toHaveLength(11);
     const cap = renderHelp("cap");
     expect(cap[0]).toBe("!dag cap <n>");
@@ -119,9 +133,9 @@ describe("suggestVerb", () => {
 });
 
 describe("declared arguments", () => {
-  it("every verb but help, publish, run, nodes, policy and schedule declares its arguments, and its usage line is made from them", () => {
+  it("every verb but help, publish, run, approve, deny, nodes, policy and schedule declares its arguments, and its usage line is made from them", () => {
     const own = COMMANDS.filter((c) => c.args === undefined).map((c) => c.verb);
-    expect(own.sort()).toEqual(["help", "nodes", "policy", "publish", "run", "schedule"]);
+    expect(own.sort()).toEqual(["approve", "deny", "help", "nodes", "policy", "publish", "run", "schedule"]);
     for (const c of COMMANDS) {
       if (c.args === undefined) continue;
       const shown = c.args.map((a) => (a.optional === true ? `[<${a.name}>]` : `<${a.name}>`));

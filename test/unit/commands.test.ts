@@ -112,6 +112,8 @@ describe("permissions", () => {
     if (low.kind !== "help") return;
     expect(low.entries.map((e) => e.verb)).toEqual([
       "help",
+      "approve",
+      "deny",
       "status",
       "list",
       "schedules",

@@ -176,7 +176,7 @@ const cases: Case[] = [
     format: "json",
     text: doc({ id: "a" }),
     path: "tasks[0].action",
-    message: "is required",
+    message: 'is required (or "approve", to make the task an approval gate)',
   },
   {
     name: "action is a number",

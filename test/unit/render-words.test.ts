@@ -67,6 +67,8 @@ function task(taskId: string, status: TaskStatus, extra: Partial<TaskRecord> = {
     error: null,
     outputPatterns: null,
     outputValues: null,
+    gate: null,
+    gateState: null,
     ...extra,
   };
 }

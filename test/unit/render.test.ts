@@ -80,6 +80,8 @@ function task(taskId: string, status: TaskStatus, extra: Partial<TaskRecord> = {
     error: null,
     outputPatterns: null,
     outputValues: null,
+    gate: null,
+    gateState: null,
     ...extra,
   };
 }

@@ -54,6 +54,7 @@ describe("decideSchedule examples", () => {
     expect(decideSchedule(snap, { globalCap: null })).toEqual({
       toQueue: [{ runId: "r", taskId: "b" }],
       toSkip: [],
+      toOpen: [],
     });
   });
 
@@ -79,6 +80,23 @@ describe("decideSchedule examples", () => {
     expect(ids(decideSchedule(snap, { globalCap: null }).toSkip)).toEqual(["r/b"]);
   });
 
+  it("opens a ready approval gate instead of queueing it, outside every cap, and once", () => {
+    const snap: ScheduleSnapshot = {
+      runs: [run("r")],
+      tasks: [
+        task("r", "a", { status: "succeeded" }),
+        task("r", "g", { needs: ["a"], isGate: true }),
+        task("r", "h", { needs: ["a"], isGate: true, gateOpen: true }),
+        task("r", "w", { needs: ["g"] }),
+        task("r", "b", { needs: ["a"] }),
+      ],
+    };
+    const d = decideSchedule(snap, { globalCap: 0 });
+    expect(ids(d.toOpen)).toEqual(["r/g"]);
+    expect(d.toQueue).toEqual([]);
+    expect(ids(decideSchedule(snap, { globalCap: null }).toQueue)).toEqual(["r/b"]);
+  });
+
   it("moves nothing in runs that are not running", () => {
     const statuses = RUN_STATUSES.filter((s) => s !== "running");
     for (const status of statuses) {
@@ -86,7 +104,11 @@ describe("decideSchedule examples", () => {
         runs: [run("r", { status })],
         tasks: [task("r", "a", { status: "failed" }), task("r", "b", { needs: ["a"] }), task("r", "c")],
       };
-      expect(decideSchedule(snap, { globalCap: null }), status).toEqual({ toQueue: [], toSkip: [] });
+      expect(decideSchedule(snap, { globalCap: null }), status).toEqual({
+        toQueue: [],
+        toSkip: [],
+        toOpen: [],
+      });
     }
     expect(decideSchedule({ runs: [], tasks: [task("ghost", "a")] }, { globalCap: null }).toQueue).toEqual(
       [],
@@ -95,7 +117,7 @@ describe("decideSchedule examples", () => {
 
   it("keeps a task with a need missing from the snapshot blocked", () => {
     const snap = { runs: [run("r")], tasks: [task("r", "b", { needs: ["nope"] })] };
-    expect(decideSchedule(snap, { globalCap: null })).toEqual({ toQueue: [], toSkip: [] });
+    expect(decideSchedule(snap, { globalCap: null })).toEqual({ toQueue: [], toSkip: [], toOpen: [] });
   });
 
   it("admits by priority first, then first in first out, up to the global cap", () => {

@@ -19,6 +19,11 @@ const LEGAL: ReadonlyArray<readonly [TaskStatus, TaskStatus, TaskActor]> = [
   ["blocked", "queued", "scheduler"],
   ["blocked", "skipped", "scheduler"],
   ["blocked", "canceled", "leader"],
+  // An approval gate (gates.ts) ends from blocked: decided by a command, or timed out by the reaper.
+  ["blocked", "succeeded", "leader"],
+  ["blocked", "failed", "leader"],
+  ["blocked", "timed_out", "reaper"],
+  ["blocked", "skipped", "reaper"],
   ["queued", "canceled", "leader"],
   ["queued", "running", "worker"],
   ["queued", "timed_out", "reaper"],
@@ -84,7 +89,14 @@ describe("task transitions", () => {
     expect(taskTargets("running", "worker").sort()).toEqual(["failed", "queued", "succeeded", "timed_out"]);
     expect(taskTargets("running", "reaper").sort()).toEqual(["failed", "queued", "timed_out"]);
     expect(taskTargets("running", "scheduler")).toEqual([]);
-    expect(taskTargets("blocked").sort()).toEqual(["canceled", "queued", "skipped"]);
+    expect(taskTargets("blocked").sort()).toEqual([
+      "canceled",
+      "failed",
+      "queued",
+      "skipped",
+      "succeeded",
+      "timed_out",
+    ]);
     expect(taskTargets("canceling").sort()).toEqual(["canceled", "failed", "succeeded", "timed_out"]);
   });
 

@@ -20,6 +20,7 @@ import * as nodes from "./nodes.js";
 import * as outbox from "./outbox.js";
 import * as retention from "./retention.js";
 import * as runs from "./runs.js";
+import * as gates from "./gates.js";
 import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
 
@@ -110,6 +111,8 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     confirmRun: async (ctx, roomId, dagId, by) => runs.confirmRun(db, ctx, roomId, dagId, by),
     rejectRun: async (ctx, roomId, dagId, by) => runs.rejectRun(db, ctx, roomId, dagId, by),
     cancelRun: async (ctx, roomId, dagId, by) => runs.cancelRun(db, ctx, roomId, dagId, by),
+    decideGate: async (ctx, roomId, dagId, taskId, input) =>
+      gates.decideGate(db, ctx, roomId, dagId, taskId, input),
     getRun: async (roomId, dagId) => runs.getRun(db, roomId, dagId),
     getRunById: async (runId) => runs.getRunById(db, runId),
     listRuns: async (roomId, opts) => runs.listRuns(db, roomId, opts),

@@ -5,6 +5,9 @@
  */
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import { decideSchedule } from "../../domain/scheduling.js";
+import type { GateSpec } from "../../domain/gates.js";
+import type { GateState } from "../../domain/gates.js";
+import { gateOpenedData, gateTimeoutError, openGateState, timeOutGate } from "../../domain/gates.js";
 import { queueTimedOut } from "../../domain/task-states.js";
 import type { ReapRow } from "../store-common/reap.js";
 import { reapDecision } from "../store-common/reap.js";
@@ -38,7 +41,8 @@ export function scheduleStep(db: Db, fence: LeaderFence): Promise<ScheduleResult
                     FROM runs WHERE room_id = $1 AND status IN ('pending','running','canceling')),
          'tasks', (SELECT json_agg(json_build_object('runId', t.run_id, 'taskId', t.task_id, 'status', t.status,
                                                      'needs', t.needs, 'priority', t.priority, 'seq', t.seq,
-                                                     'concurrencyKey', t.concurrency_key))
+                                                     'concurrencyKey', t.concurrency_key,
+                                                     'isGate', t.gate IS NOT NULL, 'gateOpen', t.gate_state IS NOT NULL))
                      FROM runs r JOIN tasks t ON t.run_id = r.run_id
                     WHERE r.room_id = $1 AND r.status IN ('pending','running','canceling')),
          'cap', coalesce((SELECT cap FROM room_caps WHERE room_id = $1), $2::int)) AS snapshot`,
@@ -66,8 +70,34 @@ export function scheduleStep(db: Db, fence: LeaderFence): Promise<ScheduleResult
     };
     const skipped = await move("skipped", decision.toSkip);
     const queued = await move("queued", decision.toQueue);
-    if (queued + skipped > 0) tx.touch("tasks", roomId);
-    return { queued, skipped };
+    let opened = 0;
+    for (const t of decision.toOpen) {
+      const { rows: specRows } = await tx.query<{ gate: GateSpec }>(
+        "SELECT gate FROM tasks WHERE run_id = $1 AND task_id = $2 AND status = 'blocked' AND gate_state IS NULL",
+        [t.runId, t.taskId],
+      );
+      const spec = specRows[0]?.gate;
+      if (spec === undefined) continue;
+      const { rows: nowRows } = await tx.query<{ now: string }>(`SELECT ${NOW} AS now`, [tx.clockParam]);
+      const state = openGateState(Number(nowRows[0]?.now), spec);
+      const moved = await tx.query(
+        `UPDATE tasks SET gate_state = $3::jsonb, deadline = $4, version = version + 1
+          WHERE run_id = $1 AND task_id = $2 AND status = 'blocked' AND gate_state IS NULL`,
+        [t.runId, t.taskId, JSON.stringify(state), state.deadline],
+      );
+      if ((moved.rowCount ?? 0) === 0) continue;
+      opened += 1;
+      tx.log(roomId, {
+        kind: "gate.opened",
+        runId: t.runId,
+        taskId: t.taskId,
+        term: fence.term,
+        actor,
+        data: gateOpenedData(spec, state),
+      });
+    }
+    if (queued + skipped + opened > 0) tx.touch("tasks", roomId);
+    return opened > 0 ? { queued, skipped, opened } : { queued, skipped };
   });
 }
 
@@ -85,6 +115,8 @@ interface SnapTask {
   priority: number;
   seq: number;
   concurrencyKey: string | null;
+  isGate: boolean;
+  gateOpen: boolean;
 }
 
 // Running past its deadline, or running/canceling with a lease nobody renewed.
@@ -92,6 +124,8 @@ const OVERDUE = `room_id = $2::text AND status IN ('running','canceling')
   AND (lease_expires_at <= ${NOW} OR (status = 'running' AND deadline IS NOT NULL AND deadline <= ${NOW}))`;
 const STALE = `room_id = $2::text AND status = 'queued' AND queue_timeout_ms IS NOT NULL
   AND queued_at + queue_timeout_ms <= ${NOW}`;
+const GATE_DUE = `room_id = $2::text AND status = 'blocked' AND gate_state IS NOT NULL
+  AND deadline IS NOT NULL AND deadline <= ${NOW}`;
 const EXPIRED = `room_id = $2::text AND status = 'pending' AND confirm_deadline IS NOT NULL
   AND confirm_deadline <= ${NOW}`;
 
@@ -102,10 +136,12 @@ const EXPIRED = `room_id = $2::text AND status = 'pending' AND confirm_deadline 
 const REAP_DUE_SQL = `SELECT EXISTS (SELECT 1 FROM room_leases
            WHERE room_id = $2 AND holder_node = $3 AND holder_boot = $4 AND term = $5 AND expires_at > ${NOW}) AS fenced,
          EXISTS (SELECT 1 FROM tasks WHERE ${OVERDUE}) OR EXISTS (SELECT 1 FROM tasks WHERE ${STALE})
-           OR EXISTS (SELECT 1 FROM runs WHERE ${EXPIRED}) AS due,
+           OR EXISTS (SELECT 1 FROM runs WHERE ${EXPIRED}) OR EXISTS (SELECT 1 FROM tasks WHERE ${GATE_DUE}) AS due,
          EXISTS (SELECT 1 FROM tasks WHERE room_id = $2 AND status IN ('queued','running','canceling'))
            OR EXISTS (SELECT 1 FROM runs WHERE room_id = $2 AND status = 'pending'
-                                           AND confirm_deadline IS NOT NULL) AS open`;
+                                           AND confirm_deadline IS NOT NULL)
+           OR EXISTS (SELECT 1 FROM tasks WHERE room_id = $2 AND status = 'blocked' AND gate_state IS NOT NULL
+                                            AND deadline IS NOT NULL) AS open`;
 
 /**
  * The reaper on PostgreSQL: the domain decides (decideReap for each overdue running or canceling
@@ -200,6 +236,26 @@ export async function reap(db: Db, fence: LeaderFence): Promise<ReapResult> {
       }
     }
 
+    // Open approval gates past their timeout: timed_out or skipped, as the gate declares.
+    const gates = await tx.query<ReapRow & { gate: GateSpec; gate_state: GateState }>(
+      `SELECT run_id, task_id, status, version, gate, gate_state FROM tasks WHERE ${GATE_DUE} FOR UPDATE`,
+      room,
+    );
+    for (const r of gates.rows) {
+      const verdict = timeOutGate(r.gate, r.gate_state, now);
+      const set = "status = $4, gate_state = $5::jsonb, deadline = NULL, finished_at = $6, error = $7";
+      if (await apply(r, set, [verdict.to, JSON.stringify(verdict.state), now, gateTimeoutError(r.gate)])) {
+        if (verdict.to === "timed_out") result.timedOut++;
+        lines.push({
+          runId: r.run_id,
+          taskId: r.task_id,
+          kind: "gate.timed_out",
+          data: { onTimeout: r.gate.onTimeout },
+        });
+        moved(r, verdict.to, { reason: "gate timeout" });
+      }
+    }
+
     const expired = await tx.query<{ run_id: string }>(
       `UPDATE runs SET status = 'expired', updated_at = ${NOW} WHERE ${EXPIRED} RETURNING run_id`,
       room,
@@ -238,7 +294,7 @@ const DERIVE_SQL = `WITH ${fenceCte(2)},
   up AS (
     UPDATE runs r SET updated_at = ${NOW},
            status = CASE WHEN r.status = 'canceling' THEN 'canceled'
-                         WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = r.run_id AND t.status <> 'succeeded')
+                         WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = r.run_id AND t.status NOT IN ('succeeded','skipped'))
                          THEN 'failed' ELSE 'succeeded' END
      WHERE r.room_id = $2::text AND r.status IN ('running','canceling') AND EXISTS (SELECT 1 FROM fence)
        AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = r.run_id

@@ -32,7 +32,7 @@ import { RUN_COLUMNS, toRun, toTask } from "./rows.js";
 export const TASK_COLUMNS = `seq, run_id, task_id, status, version, attempt, max_attempts, action, args, needs, labels,
   node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, executor_node, executor_boot,
   lease_expires_at, not_before, deadline, queued_at, started_at, finished_at, exit_code, output, output_bytes, error,
-  output_patterns, output_values`;
+  output_patterns, output_values, gate, gate_state`;
 
 const DEFAULT_LIST_LIMIT = 100;
 
@@ -100,8 +100,8 @@ export function insertRunInTx(
   for (const t of input.dag.tasks) {
     c.run(
       `INSERT INTO tasks (run_id, task_id, room_id, status, version, attempt, max_attempts, action, args, needs, labels,
-         node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, output_patterns)
-       VALUES (?, ?, ?, 'blocked', 1, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, output_patterns, gate)
+       VALUES (?, ?, ?, 'blocked', 1, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       runId,
       t.id,
       input.roomId,
@@ -117,6 +117,7 @@ export function insertRunInTx(
       t.queueTimeoutMs,
       t.retryBackoffMs,
       t.outputs === undefined ? null : JSON.stringify(t.outputs),
+      t.gate === undefined ? null : JSON.stringify(t.gate),
     );
   }
   tx.log({

@@ -5,6 +5,9 @@
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import { deriveRunOutcome } from "../../domain/run-status.js";
 import { decideSchedule } from "../../domain/scheduling.js";
+import type { GateSpec } from "../../domain/gates.js";
+import type { GateState } from "../../domain/gates.js";
+import { gateOpenedData, gateTimeoutError, openGateState, timeOutGate } from "../../domain/gates.js";
 import type {
   CommandContext,
   LeaderFence,
@@ -50,8 +53,11 @@ export function scheduleStep(c: SqliteConnection, fence: LeaderFence): Promise<S
         priority: number;
         seq: number;
         concurrency_key: string | null;
+        gate: number;
+        gate_open: number;
       }>(
-        `SELECT t.run_id, t.task_id, t.status, t.needs, t.priority, t.seq, t.concurrency_key
+        `SELECT t.run_id, t.task_id, t.status, t.needs, t.priority, t.seq, t.concurrency_key,
+                t.gate IS NOT NULL AS gate, t.gate_state IS NOT NULL AS gate_open
            FROM runs r JOIN tasks t ON t.run_id = r.run_id
           WHERE r.room_id = ? AND r.status IN ('pending','running','canceling')`,
         roomId,
@@ -64,6 +70,8 @@ export function scheduleStep(c: SqliteConnection, fence: LeaderFence): Promise<S
         priority: t.priority,
         seq: t.seq,
         concurrencyKey: t.concurrency_key,
+        isGate: t.gate === 1,
+        gateOpen: t.gate_open === 1,
       }));
     const decision = decideSchedule({ runs, tasks }, { globalCap: roomCap(c, roomId) });
     const actor = sessionKey(fence.session);
@@ -84,8 +92,36 @@ export function scheduleStep(c: SqliteConnection, fence: LeaderFence): Promise<S
     };
     const skipped = move("skipped", decision.toSkip);
     const queued = move("queued", decision.toQueue);
-    if (queued + skipped > 0) tx.touch("tasks", roomId);
-    return { queued, skipped };
+    let opened = 0;
+    for (const t of decision.toOpen) {
+      const row = c.get<{ gate: string }>(
+        "SELECT gate FROM tasks WHERE run_id = ? AND task_id = ? AND status = 'blocked' AND gate_state IS NULL",
+        t.runId,
+        t.taskId,
+      );
+      if (row === undefined) continue;
+      const spec = JSON.parse(row.gate) as GateSpec;
+      const state = openGateState(tx.now, spec);
+      opened += c.run(
+        `UPDATE tasks SET gate_state = ?, deadline = ?, version = version + 1
+          WHERE run_id = ? AND task_id = ? AND status = 'blocked' AND gate_state IS NULL`,
+        JSON.stringify(state),
+        state.deadline,
+        t.runId,
+        t.taskId,
+      );
+      tx.log({
+        roomId,
+        kind: "gate.opened",
+        runId: t.runId,
+        taskId: t.taskId,
+        term: fence.term,
+        actor,
+        data: gateOpenedData(spec, state),
+      });
+    }
+    if (queued + skipped + opened > 0) tx.touch("tasks", roomId);
+    return opened > 0 ? { queued, skipped, opened } : { queued, skipped };
   });
 }
 
@@ -100,7 +136,8 @@ interface ReapRow extends CommonReapRow {
  */
 export const REAP_OPEN_SQL = `SELECT EXISTS (SELECT 1 FROM tasks WHERE status = 'queued' AND room_id = ?)
     OR EXISTS (SELECT 1 FROM tasks WHERE status IN ('running','canceling') AND room_id = ?)
-    OR EXISTS (SELECT 1 FROM runs WHERE room_id = ? AND status = 'pending' AND confirm_deadline IS NOT NULL) AS open`;
+    OR EXISTS (SELECT 1 FROM runs WHERE room_id = ? AND status = 'pending' AND confirm_deadline IS NOT NULL)
+    OR EXISTS (SELECT 1 FROM tasks WHERE status = 'blocked' AND gate_state IS NOT NULL AND room_id = ? AND deadline IS NOT NULL) AS open`;
 
 export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResult> {
   return c.write("reap", (tx) => {
@@ -108,7 +145,9 @@ export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResul
     const roomId = fence.roomId;
     const term = fence.term;
     const actor = sessionKey(fence.session);
-    const open = c.get<{ open: number }>(REAP_OPEN_SQL, fence.roomId, fence.roomId, fence.roomId)?.open === 1;
+    const open =
+      c.get<{ open: number }>(REAP_OPEN_SQL, fence.roomId, fence.roomId, fence.roomId, fence.roomId)?.open ===
+      1;
     const result: ReapResult = { requeued: 0, failed: 0, timedOut: 0, canceled: 0, expiredRuns: 0, open };
     const logTask = (r: ReapRow, to: TaskStatus, data: Record<string, unknown>): void => {
       tx.log({ roomId, kind: `task.${to}`, runId: r.run_id, taskId: r.task_id, term, actor, data });
@@ -185,6 +224,40 @@ export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResul
         r.version,
       );
       logTask(r, "timed_out", { reason: "queue timeout" });
+    }
+
+    // Open approval gates past their timeout: timed_out or skipped, as the gate declares.
+    const gates = c.all<ReapRow & { gate: string; gate_state: string }>(
+      `SELECT seq, run_id, task_id, status, version, gate, gate_state FROM tasks
+        WHERE room_id = ? AND status = 'blocked' AND gate_state IS NOT NULL AND deadline IS NOT NULL AND deadline <= ?`,
+      roomId,
+      tx.now,
+    );
+    for (const r of gates) {
+      const spec = JSON.parse(r.gate) as GateSpec;
+      const verdict = timeOutGate(spec, JSON.parse(r.gate_state) as GateState, tx.now);
+      const n = c.run(
+        `UPDATE tasks SET status = ?, version = version + 1, gate_state = ?, deadline = NULL, finished_at = ?, error = ?
+          WHERE seq = ? AND version = ? AND status = 'blocked'`,
+        verdict.to,
+        JSON.stringify(verdict.state),
+        tx.now,
+        gateTimeoutError(spec),
+        r.seq,
+        r.version,
+      );
+      if (n === 0) continue;
+      if (verdict.to === "timed_out") result.timedOut += 1;
+      tx.log({
+        roomId,
+        kind: "gate.timed_out",
+        runId: r.run_id,
+        taskId: r.task_id,
+        term,
+        actor,
+        data: { onTimeout: spec.onTimeout },
+      });
+      logTask(r, verdict.to, { reason: "gate timeout" });
     }
 
     const expired = c.all<{ run_id: string }>(

@@ -3,6 +3,7 @@
  * decoding of structured columns (SQLite: JSON text to parse; PostgreSQL: jsonb and text[] that the
  * driver has already parsed); everything after that decoding is the same for both.
  */
+import type { GateSpec, GateState } from "../../domain/gates.js";
 import type { ParsedDag, RunStatus, TaskStatus } from "../../domain/model.js";
 import type {
   DefinitionRecord,
@@ -172,6 +173,8 @@ export function taskFromRow(r: Row, json: DecodeJson): TaskRecord {
       r.output_values === null || r.output_values === undefined
         ? null
         : json<Record<string, string>>(r.output_values),
+    gate: r.gate === null || r.gate === undefined ? null : json<GateSpec>(r.gate),
+    gateState: r.gate_state === null || r.gate_state === undefined ? null : json<GateState>(r.gate_state),
   };
 }
 

@@ -11,6 +11,18 @@ const num = (v: unknown): v is number => typeof v === "number" && Number.isFinit
 const obj = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v);
 
+const GATE_VERDICT_KINDS = [
+  "recorded",
+  "approved",
+  "denied",
+  "already",
+  "closed",
+  "not-open",
+  "form",
+] as const;
+const isGateVerdictKind = (v: unknown): v is (typeof GATE_VERDICT_KINDS)[number] =>
+  typeof v === "string" && (GATE_VERDICT_KINDS as readonly string[]).includes(v);
+
 export function readCommandResult(json: Record<string, unknown> | null): CommandResult | null {
   if (json === null) return null;
   const op = json["op"];
@@ -72,6 +84,25 @@ function readStoreResult(r: Record<string, unknown>): StoreCommandResult | null 
       if (action !== "pause" && action !== "resume" && action !== "delete") return null;
       if (state !== "active" && state !== "paused" && state !== "deleted") return null;
       return str(dagId) && str(by) ? { op, action, kind, dagId, state, by } : null;
+    }
+    case "gate": {
+      const { decision, taskId, by, missing, message, values } = r;
+      if (decision !== "approve" && decision !== "deny") return null;
+      if (!str(runId) || !str(dagId) || !str(taskId) || !str(by) || !isGateVerdictKind(kind)) return null;
+      return {
+        op,
+        decision,
+        kind,
+        runId,
+        dagId,
+        taskId,
+        by,
+        ...(num(missing) ? { missing } : {}),
+        ...(str(message) ? { message } : {}),
+        ...(obj(values) && Object.values(values).every(str)
+          ? { values: values as Record<string, string> }
+          : {}),
+      };
     }
     default: {
       if (!isRunDecision(op)) return null;

@@ -31,6 +31,7 @@ export type CommandStore = Pick<
   | "listTasks"
   | "countTaskStatuses"
   | "getTask"
+  | "decideGate"
 > &
   Pick<
     DefinitionStore,

@@ -81,6 +81,11 @@ export const taskWaitSchema = z
     waitOf("no-node", { action: z.string(), labels: z.array(z.string()), node: z.string().nullable() }),
     waitOf("nodes-busy", { nodes: z.number() }),
     waitOf("backoff", { until: z.number() }),
+    waitOf("approval", {
+      who: z.string().describe("who may decide, in words"),
+      approvedBy: z.array(z.string()).describe("who approved so far"),
+      approvers: z.number().describe("distinct approvals the gate asks for"),
+    }),
   ])
   .meta({ id: "TaskWait" });
 
@@ -220,6 +225,41 @@ export const decisionSchema = z.object({
   ...commandAnswer,
   result: z.enum(["done", "already"]),
   run: runSummarySchema,
+});
+
+/** POST /v1/runs/{id}/gates/{task}/approve (the form's values) and …/deny (a reason). */
+export function gateBody(verb: "approve" | "deny") {
+  return verb === "approve"
+    ? z
+        .strictObject({
+          values: z
+            .record(
+              z
+                .string()
+                .regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, { error: "a field name: letters, digits, _" }),
+              z
+                .string()
+                .max(4096)
+                .regex(/^[^\s]*$/, { error: "a form value is one word: no spaces or line breaks" }),
+            )
+            .optional()
+            .describe("values for the gate's form (field → value); they become the gate's outputs"),
+        })
+        .nullish()
+    : z
+        .strictObject({ reason: z.string().max(500).optional().describe("why, kept in the run's history") })
+        .nullish();
+}
+
+export const gateDecisionSchema = z.object({
+  ...commandAnswer,
+  result: z.enum(["recorded", "approved", "denied", "already"]),
+  runId: z.string(),
+  dagId: z.string(),
+  gate: z.string(),
+  by: z.string(),
+  missing: z.number().optional().describe("approvals the gate still waits for"),
+  values: z.record(z.string(), z.string()).optional().describe("the form's values once approved"),
 });
 
 export const retriedSchema = z.object({

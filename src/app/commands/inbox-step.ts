@@ -36,6 +36,7 @@ import { pictureRequestMessage, picturePlacement } from "../render/pictures.js";
 import type { CommandPolicy, CommandStore, DagLibrary, HandlerContext } from "./context.js";
 import { withRoomPolicy } from "./context.js";
 import { describeDecision } from "./run-decisions.js";
+import { gateOutcomeFromStored } from "./gate-decisions.js";
 import { describeCreate } from "./run-creation.js";
 import type { InboxIntent } from "./inbox-intent.js";
 import { decodeInboxContent, findCardRun, STRUCTURED_COMMAND_KEY } from "./inbox-intent.js";
@@ -456,6 +457,7 @@ async function outcomeFromStoreResult(
   }
   const run = await deps.store.getRunById(result.runId);
   if (run === null) return unreadable(row, "its run is gone");
+  if (result.op === "gate") return gateOutcomeFromStored(result, run.publishEventId);
   const recorded = { ...run, status: result.status };
   if (result.op === "publish") {
     const verb = commandVerbOf(intent);

@@ -14,6 +14,7 @@ import { TASK_STATUSES } from "../../domain/model.js";
 import { showsPaused } from "../render/status-card.js";
 import { plural, RUN_WORD, shortRunId, TASK_WORD } from "../render/words.js";
 import type { Outcome, OutcomeKind, RunSummary } from "./outcome.js";
+import { gateSucceeded, gateText } from "./gate-decisions.js";
 
 /** How a face names a command: `dagbot confirm x h` on the CLI, `POST /v1/runs/x/confirm` over HTTP. */
 export interface Idiom {
@@ -178,6 +179,16 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
           : "";
       return `${id} cannot be ${o.verb === "cancel" ? "canceled" : `${o.verb}ed`}: it is ${now}.${hint}`;
     },
+  },
+  gate: {
+    http: (o) =>
+      gateSucceeded(o)
+        ? ok200
+        : o.result === "form"
+          ? problem(422, "command-error", { message: o.message ?? null })
+          : problem(409, "wrong-status", { gate: o.gate, result: o.result }),
+    exit: (o) => (gateSucceeded(o) ? EXIT_OK : EXIT_REFUSED),
+    text: (o) => gateText(o),
   },
   "not-found": {
     http: (o) =>

@@ -182,6 +182,24 @@ export type Outcome =
       run: RunSummary;
       by: string;
     }
+  /** approve / deny on an approval gate: the domain's verdict (gates.ts) and what it needs still. */
+  | {
+      kind: "gate";
+      verb: "approve" | "deny";
+      result: "recorded" | "approved" | "denied" | "already" | "closed" | "not-open" | "form";
+      runId: string;
+      dagId: string;
+      /** The run's thread in chat, where the answer goes. */
+      publishEventId: string | null;
+      gate: string;
+      by: string;
+      /** Approvals still needed after a recorded one. */
+      missing?: number;
+      /** Why the form refused the approval. */
+      message?: string;
+      /** The form's values once approved: the gate's outputs. */
+      values?: Record<string, string>;
+    }
   | {
       kind: "not-found";
       dagId: string;

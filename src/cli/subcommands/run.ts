@@ -91,6 +91,7 @@ export function unplaceable(dag: DagFile, config: NodeConfig, nodeIds: readonly 
   const problems: string[] = [];
   for (const [i, t] of dag.dag.tasks.entries()) {
     const where = `tasks[${i}] (${t.id})`;
+    if (t.gate !== undefined) continue;
     if (config.actions[t.action] === undefined) {
       problems.push(
         `${where}: action "${t.action}" is not defined in the node config (it has: ${Object.keys(config.actions).sort().join(", ") || "none"})`,

@@ -11,8 +11,10 @@ import type {
 import { grammarOf } from "../../../domain/command-grammar.js";
 import type { Parsed } from "../../../domain/command-grammar.js";
 import type { AnyVerb, CommandOf } from "../verb.js";
+import { approve } from "./approve.js";
 import { cancel } from "./cancel.js";
 import { cap } from "./cap.js";
+import { deny } from "./deny.js";
 import { confirm } from "./confirm.js";
 import { graph } from "./graph.js";
 import { help } from "./help.js";
@@ -36,6 +38,8 @@ export const VERBS = [
   confirm,
   reject,
   cancel,
+  approve,
+  deny,
   status,
   list,
   schedules,

@@ -1,0 +1,317 @@
+/**
+ * What approve and deny share (docs/architecture.md §3, "Gate"): find the run and its gate, judge
+ * the sender with the gate's own rule (gates.ts: who, the two-person rule) on the standing the
+ * permission oracle gave, check the form's values, then one fenced store call that applies the
+ * domain's verdict and marks the inbox row. Refusals change nothing.
+ */
+import type { Parsed } from "../../domain/command-grammar.js";
+import { checkId, fail, ok, unquote } from "../../domain/command-grammar.js";
+import { quoteInput } from "../../domain/command-text.js";
+import type { Decider, GateVerdict } from "../../domain/gates.js";
+import { faceOfSender, gateDeciderProblem, gateValuesProblem } from "../../domain/gates.js";
+import { isNotFound } from "../../ports/errors.js";
+import type { StoreCommandResult } from "../../ports/store.js";
+import type { Rendered } from "../render/html.js";
+import { code, r, userPill } from "../render/html.js";
+import { findRun } from "../run-ref.js";
+import type { HandlerContext } from "./context.js";
+import { gateBody, gateDecisionSchema, taskParams } from "./http-shapes.js";
+import type { Outcome } from "./outcome.js";
+import { isOperator } from "./permissions.js";
+import { commandContext, notFoundRun, notFoundTask } from "./shared.js";
+import type { VerbHttp } from "./verb.js";
+
+export type GateVerb = "approve" | "deny";
+
+export interface GateCommand {
+  verb: GateVerb;
+  id: string;
+  gate: string;
+  /** approve: name=value pairs in the order given (checked against the gate's form later). */
+  values: Array<[string, string]>;
+  /** deny: why, as typed (at most MAX_REASON characters). */
+  reason: string | null;
+}
+
+export const MAX_GATE_VALUES = 32;
+export const MAX_REASON = 500;
+const FIELD_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+const ONE_WORD = /^[^\s]*$/;
+
+/** `!dag approve <run> <gate> [name=value ...]` / `!dag deny <run> <gate> [reason ...]`. */
+export function parseGateCommand(verb: GateVerb, args: string[], after: string): Parsed<GateCommand> {
+  const [rawId, rawGate, ...rest] = args;
+  if (rawId === undefined)
+    return fail("missing-argument", verb, `missing <run>, the id of a DAG run: !dag ${verb} needs it`);
+  if (rawGate === undefined)
+    return fail("missing-argument", verb, `missing <gate>, the id of the gate task: !dag ${verb} needs it`);
+  const id = checkId(verb, "run id", rawId);
+  if (typeof id !== "string") return id;
+  const gate = checkId(verb, "gate id", rawGate);
+  if (typeof gate !== "string") return gate;
+  if (verb === "deny") {
+    // The reason is the rest of the text as typed, spaces and all.
+    const text = rest.length === 0 ? null : after.trim().split(/\s+/).slice(2).join(" ");
+    return reasonOf(text, id, gate);
+  }
+  return valuesOf(rest.map(unquote), id, gate);
+}
+
+function reasonOf(text: string | null, id: string, gate: string): Parsed<GateCommand> {
+  if (text !== null && text.length > MAX_REASON)
+    return fail(
+      "bad-argument",
+      "deny",
+      `the reason is ${text.length} characters long; at most ${MAX_REASON}`,
+    );
+  return ok({ verb: "deny", id, gate, values: [], reason: text === null || text === "" ? null : text });
+}
+
+function valuesOf(words: readonly string[], id: string, gate: string): Parsed<GateCommand> {
+  if (words.length > MAX_GATE_VALUES)
+    return fail("extra-argument", "approve", `${words.length} values given; at most ${MAX_GATE_VALUES}`);
+  const values: Array<[string, string]> = [];
+  for (const token of words) {
+    const eq = token.indexOf("=");
+    const name = eq < 0 ? token : token.slice(0, eq);
+    if (eq < 0 || !FIELD_NAME.test(name))
+      return fail(
+        "bad-argument",
+        "approve",
+        `bad value ${quoteInput(token)}: write name=value, the name a field of the gate's form (letters, digits, _)`,
+      );
+    if (values.some(([n]) => n === name))
+      return fail("bad-argument", "approve", `${name} is given twice: give each field once`);
+    values.push([name, token.slice(eq + 1)]);
+  }
+  return ok({ verb: "approve", id, gate, values, reason: null });
+}
+
+/** The command given as data (CLI, HTTP), by the same rules as the typed one. */
+export function gateCommandFromData(
+  verb: GateVerb,
+  data: Readonly<Record<string, unknown>>,
+): Parsed<GateCommand> {
+  const allowed = verb === "approve" ? ["verb", "id", "gate", "values"] : ["verb", "id", "gate", "reason"];
+  // The command's other field travels empty (a deny's values, an approval's reason).
+  const other = verb === "approve" ? "reason" : "values";
+  const empty = (v: unknown): boolean =>
+    v === null || v === undefined || (Array.isArray(v) && v.length === 0);
+  const extra = Object.keys(data).find((k) => !allowed.includes(k) && !(k === other && empty(data[k])));
+  if (extra !== undefined)
+    return fail(
+      "extra-argument",
+      verb,
+      `unexpected field ${quoteInput(extra)}: ${verb} takes ${allowed.slice(1).join(", ")}`,
+    );
+  const { id: rawId, gate: rawGate } = data;
+  if (typeof rawId !== "string") return fail("missing-argument", verb, "missing id, the id of a DAG run");
+  if (typeof rawGate !== "string")
+    return fail("missing-argument", verb, "missing gate, the id of the gate task");
+  const id = checkId(verb, "run id", rawId);
+  if (typeof id !== "string") return id;
+  const gate = checkId(verb, "gate id", rawGate);
+  if (typeof gate !== "string") return gate;
+  if (verb === "deny") {
+    const reason = data["reason"] ?? null;
+    if (reason !== null && typeof reason !== "string")
+      return fail("bad-argument", verb, "reason is a string");
+    return reasonOf(reason, id, gate);
+  }
+  const given = data["values"] ?? [];
+  if (!Array.isArray(given)) return fail("bad-argument", verb, "values is a list of [name, value] pairs");
+  const words: string[] = [];
+  for (const pair of given as unknown[]) {
+    const [name, value] = Array.isArray(pair) ? (pair as unknown[]) : [];
+    if (typeof name !== "string" || typeof value !== "string")
+      return fail("bad-argument", verb, "values is a list of [name, value] pairs of strings");
+    if (!ONE_WORD.test(value))
+      return fail(
+        "bad-argument",
+        verb,
+        `bad value for ${name}: a form value is one word (no spaces or line breaks)`,
+      );
+    words.push(`${name}=${value}`);
+  }
+  return valuesOf(words, id, gate);
+}
+
+/** The handler of approve and deny. */
+export async function handleGateDecision(
+  ctx: HandlerContext,
+  c: GateCommand,
+  usage: string,
+): Promise<Outcome> {
+  const cmd = commandContext(ctx);
+  if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
+  const run = await findRun(ctx.store, ctx.roomId, c.id);
+  if (run === null) return notFoundRun(ctx, c.id);
+  const task = await ctx.store.getTask(run.runId, c.gate);
+  if (task === null)
+    return notFoundTask(
+      run.dagId,
+      c.gate,
+      run.dag.tasks.map((t) => t.id),
+    );
+  const helpLine = `usage: ${usage}`;
+  if (task.gate === null) {
+    const gates = run.dag.tasks.filter((t) => t.gate !== undefined).map((t) => t.id);
+    const hint = gates.length === 0 ? "this run has no gates" : `its gates: ${gates.join(", ")}`;
+    return { kind: "refused", verb: c.verb, reason: `${c.gate} is not an approval gate (${hint})`, helpLine };
+  }
+  const decider: Decider =
+    ctx.standing.kind === "local-operator"
+      ? { kind: "local-operator", id: ctx.sender }
+      : {
+          kind: "room-member",
+          id: ctx.sender,
+          powerLevel: ctx.standing.powerLevel,
+          operator: isOperator(ctx.standing, ctx.policy),
+        };
+  const problem = gateDeciderProblem(task.gate, decider, {
+    publisher: run.publisher,
+    confirmedBy: run.confirmedBy,
+    twoPersonRule: ctx.policy.twoPersonRule,
+  });
+  if (problem !== null) return { kind: "refused", verb: c.verb, reason: problem, helpLine };
+  const values = Object.fromEntries(c.values);
+  const bad = gateValuesProblem(task.gate, values);
+  if (bad !== null) return { kind: "command-error", message: bad, helpLine };
+  try {
+    const result = await ctx.store.decideGate(cmd, ctx.roomId, run.dagId, c.gate, {
+      decision: c.verb,
+      by: ctx.sender,
+      face: faceOfSender(ctx.sender),
+      values,
+      reason: c.reason,
+    });
+    return gateOutcomeOf(c.verb, result.verdict, run, c.gate, ctx.sender);
+  } catch (err) {
+    if (isNotFound(err)) return notFoundRun(ctx, c.id);
+    throw err;
+  }
+}
+
+export function gateOutcomeOf(
+  verb: GateVerb,
+  verdict: GateVerdict,
+  run: { runId: string; dagId: string; publishEventId: string | null },
+  gate: string,
+  by: string,
+): Outcome {
+  return {
+    kind: "gate",
+    verb,
+    result: verdict.kind,
+    runId: run.runId,
+    dagId: run.dagId,
+    publishEventId: run.publishEventId,
+    gate,
+    by,
+    ...(verdict.kind === "recorded" ? { missing: verdict.missing } : {}),
+    ...(verdict.kind === "form" ? { message: verdict.message } : {}),
+    ...(verdict.kind === "approved" ? { values: verdict.state.values } : {}),
+  };
+}
+
+/** The outcome again from what the store kept on the inbox row (a restart between handled and replied). */
+export function gateOutcomeFromStored(
+  stored: Extract<StoreCommandResult, { op: "gate" }>,
+  publishEventId: string | null,
+): Outcome {
+  return {
+    kind: "gate",
+    verb: stored.decision,
+    result: stored.kind,
+    runId: stored.runId,
+    dagId: stored.dagId,
+    publishEventId,
+    gate: stored.taskId,
+    by: stored.by,
+    ...(stored.missing === undefined ? {} : { missing: stored.missing }),
+    ...(stored.message === undefined ? {} : { message: stored.message }),
+    ...(stored.values === undefined ? {} : { values: stored.values }),
+  };
+}
+
+type GateOutcome = Extract<Outcome, { kind: "gate" }>;
+
+/** Whether the gate outcome is a success on the CLI and over HTTP (it counted, or was already counted). */
+export function gateSucceeded(o: GateOutcome): boolean {
+  return (
+    o.result === "recorded" || o.result === "approved" || o.result === "denied" || o.result === "already"
+  );
+}
+
+/** The plain text of a gate outcome (CLI, HTTP). */
+export function gateText(o: GateOutcome): string {
+  const gate = `${o.dagId}/${o.gate}`;
+  switch (o.result) {
+    case "recorded":
+      return `${o.by} approved ${gate}; it waits for ${o.missing ?? 1} more ${o.missing === 1 ? "approval" : "approvals"}.`;
+    case "approved": {
+      const values = Object.entries(o.values ?? {});
+      const given = values.length === 0 ? "" : ` with ${values.map(([n, v]) => `${n}=${v}`).join(" ")}`;
+      return `${o.by} approved ${gate}${given}: the gate is open, what needs it runs now.`;
+    }
+    case "denied":
+      return `${o.by} denied ${gate}: the gate failed, and what needs it is skipped.`;
+    case "already":
+      return `${o.by} already approved ${gate}; an approval counts once per person.`;
+    case "closed":
+      return `${gate} is decided already (or its run ended): nothing changed.`;
+    case "not-open":
+      return `${gate} is not open yet: what it needs has not all succeeded. Nothing changed.`;
+    case "form":
+      return `${gate} was not approved: ${o.message ?? "its form is incomplete"}.`;
+  }
+}
+
+export function renderGate(o: GateOutcome): Rendered {
+  const gate = code(`${o.dagId}/${o.gate}`);
+  switch (o.result) {
+    case "recorded":
+      return r`👍 ${userPill(o.by)} approved ${gate}; it waits for ${String(o.missing ?? 1)} more.`;
+    case "approved":
+      return r`✅ ${userPill(o.by)} approved ${gate}: what needs it runs now.`;
+    case "denied":
+      return r`❌ ${userPill(o.by)} denied ${gate}: what needs it is skipped.`;
+    default:
+      return r`${gateText(o)}`;
+  }
+}
+
+/** The HTTP route of approve and deny: `POST /v1/runs/{id}/gates/{task}/approve|deny`. */
+export function gateRoute(verb: GateVerb): VerbHttp<GateCommand> {
+  return {
+    method: "POST",
+    path: `/v1/runs/:id/gates/:task/${verb}`,
+    summary:
+      verb === "approve" ? "Approve an open approval gate of a run" : "Deny an open approval gate of a run",
+    params: taskParams,
+    body: gateBody(verb),
+    response: gateDecisionSchema,
+    command: ({ params, body }) => {
+      const b = (body ?? {}) as { values?: Record<string, string>; reason?: string };
+      return {
+        verb,
+        id: params["id"] ?? "",
+        gate: params["task"] ?? "",
+        values: Object.entries(b.values ?? {}),
+        reason: b.reason ?? null,
+      };
+    },
+    answer: (o) =>
+      o.kind === "gate" && gateSucceeded(o)
+        ? {
+            result: o.result,
+            runId: o.runId,
+            dagId: o.dagId,
+            gate: o.gate,
+            by: o.by,
+            ...(o.missing === undefined ? {} : { missing: o.missing }),
+            ...(o.values === undefined ? {} : { values: o.values }),
+          }
+        : null,
+  };
+}

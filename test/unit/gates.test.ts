@@ -1,0 +1,218 @@
+import { describe, expect, it } from "vitest";
+import { parseDag } from "../../src/domain/dag.js";
+import type { GateSpec, GateState } from "../../src/domain/gates.js";
+import {
+  decideGate,
+  gateDeciderProblem,
+  gateValuesProblem,
+  openGateState,
+  timeOutGate,
+} from "../../src/domain/gates.js";
+
+const GATED = `id = "rel"
+[[tasks]]
+id = "build"
+action = "echo"
+[[tasks]]
+id = "ok"
+needs = ["build"]
+approve = { who = ["@a:x", "@b:x"], approvers = 2, timeout = "1h", on_timeout = "skip", description = "roll out", form = { ticket = "^[A-Z]+-[0-9]+$" } }
+`;
+
+function issuesOf(text: string): string[] {
+  const r = parseDag(text, "toml");
+  if (r.ok) throw new Error("expected issues");
+  return r.issues.map((i) => `${i.path}: ${i.message}`);
+}
+
+describe("a gate in the DAG format", () => {
+  it("parses approve = { ... } into a gate with its defaults", () => {
+    const r = parseDag(GATED, "toml");
+    expect(r.ok).toBe(true);
+    if (!r.ok) return;
+    const gate = r.dag.tasks[1]!;
+    expect(gate.action).toBe("approve");
+    expect(gate.gate).toEqual({
+      who: ["@a:x", "@b:x"],
+      approvers: 2,
+      publisherMayApprove: false,
+      timeoutMs: 3_600_000,
+      onTimeout: "skip",
+      description: "roll out",
+      form: { ticket: "^[A-Z]+-[0-9]+$" },
+    });
+    expect(r.dag.tasks[0]!.gate).toBeUndefined();
+    // The form's fields are the gate's outputs: a dependent reads {tasks.ok.outputs.ticket}.
+    expect(gate.outputs).toEqual({ ticket: "^[A-Z]+-[0-9]+$" });
+    const using = parseDag(
+      `${GATED}[[tasks]]\nid = "deploy"\naction = "echo"\nneeds = ["ok"]\nargs = { t = "{tasks.ok.outputs.ticket}" }\n`,
+      "toml",
+    );
+    expect(using.ok).toBe(true);
+    const typo = parseDag(
+      `${GATED}[[tasks]]\nid = "deploy"\naction = "echo"\nneeds = ["ok"]\nargs = { t = "{tasks.ok.outputs.tiket}" }\n`,
+      "toml",
+    );
+    expect(typo.ok ? [] : typo.issues.map((i) => i.message).join("\n")).toMatch(
+      /declares no output "tiket" \(it declares ticket\)/,
+    );
+    const minimal = parseDag(`id = "m"\n[[tasks]]\nid = "g"\napprove = {}\n`, "toml");
+    expect(minimal.ok && minimal.dag.tasks[0]!.gate).toEqual({
+      who: "operators",
+      approvers: 1,
+      publisherMayApprove: false,
+      timeoutMs: null,
+      onTimeout: "fail",
+      description: null,
+      form: {},
+    });
+  });
+
+  it("names each mistake of a gate at its place", () => {
+    // Mistakes inside a gate come first (the document's own checks run once each part parses).
+    const inner = issuesOf(`id = "rel"
+[[tasks]]
+id = "g"
+approve = { who = "ops", approverz = 3, form = { "bad name" = "x", t = "(" } }
+[[tasks]]
+id = "who"
+approve = { who = ["alice"] }
+`).join("\n");
+    expect(inner).toContain(
+      'tasks[0].approve.who: expected "operators", a list of user ids or a power level, got "ops"',
+    );
+    expect(inner).toMatch(/tasks\[0\]\.approve\.approverz: unknown key \(did you mean "approvers"\?\)/);
+    expect(inner).toMatch(/tasks\[0\]\.approve\.form\["bad name"\]: field name contains/);
+    expect(inner).toMatch(/tasks\[0\]\.approve\.form\.t: is not a valid RE2 pattern/);
+    expect(inner).toContain(
+      'tasks[1].approve.who[0]: expected a Matrix user id like "@alice:example.org", got "alice"',
+    );
+    const issues = issuesOf(`id = "rel"
+[[tasks]]
+id = "g"
+retries = 2
+approve = { on_timeout = "skip" }
+[[tasks]]
+id = "both"
+action = "echo"
+approve = { who = 50 }
+[[tasks]]
+id = "none"
+[[tasks]]
+id = "many"
+approve = { who = ["@a:x"], approvers = 2 }
+`);
+    const text = issues.join("\n");
+    expect(text).toContain("tasks[0].retries: means nothing on an approval gate");
+    expect(text).toContain("tasks[0].approve.on_timeout: only means something with a timeout");
+    expect(text).toContain("tasks[1].approve: a task is an action or an approval gate, not both");
+    expect(text).toContain('tasks[2].action: is required (or "approve", to make the task an approval gate)');
+    expect(text).toContain(
+      "tasks[3].approve.approvers: asks for 2 approvers, but only 1 person is listed in who",
+    );
+  });
+});
+
+const SPEC: GateSpec = {
+  who: "operators",
+  approvers: 2,
+  publisherMayApprove: false,
+  timeoutMs: 60_000,
+  onTimeout: "fail",
+  description: null,
+  form: { ticket: "^[A-Z]+-[0-9]+$" },
+};
+const RUN = { publisher: "@pub:x", confirmedBy: "@conf:x", twoPersonRule: true };
+const member = (id: string, operator: boolean, powerLevel = operator ? 50 : 0) =>
+  ({ kind: "room-member", id, operator, powerLevel }) as const;
+
+describe("who may decide on a gate", () => {
+  it("reads operators, lists and power levels, and keeps the publisher and confirmer out under two-person", () => {
+    expect(gateDeciderProblem(SPEC, member("@a:x", true), RUN)).toBeNull();
+    expect(gateDeciderProblem(SPEC, member("@c:x", false), RUN)).toBe(
+      "only the room's operators may decide on this gate",
+    );
+    expect(gateDeciderProblem(SPEC, member("@pub:x", true), RUN)).toMatch(
+      /you published this run, and the two-person rule is on/,
+    );
+    expect(gateDeciderProblem(SPEC, member("@conf:x", true), RUN)).toMatch(/you confirmed this run/);
+    // publisher_may_approve cannot loosen the room's rule; without the rule it lets them in.
+    const open = { ...SPEC, publisherMayApprove: true };
+    expect(gateDeciderProblem(open, member("@pub:x", true), RUN)).not.toBeNull();
+    expect(gateDeciderProblem(open, member("@pub:x", true), { ...RUN, twoPersonRule: false })).toBeNull();
+    expect(gateDeciderProblem(SPEC, member("@pub:x", true), { ...RUN, twoPersonRule: false })).toMatch(
+      /publisher_may_approve/,
+    );
+    const listed = { ...SPEC, who: ["@b:x"] };
+    expect(gateDeciderProblem(listed, member("@b:x", false), RUN)).toBeNull();
+    expect(gateDeciderProblem(listed, member("@a:x", true), RUN)).toBe("only @b:x may decide on this gate");
+    const level = { ...SPEC, who: 75 };
+    expect(gateDeciderProblem(level, member("@a:x", true, 75), RUN)).toBeNull();
+    expect(gateDeciderProblem(level, member("@a:x", true, 74), RUN)).toMatch(/power level 75 or more/);
+    expect(gateDeciderProblem(level, { kind: "local-operator", id: "local:x" }, RUN)).toBeNull();
+  });
+});
+
+describe("what a decision does to a gate", () => {
+  const approve = (by: string, values: Record<string, string> = {}) =>
+    ({ decision: "approve", by, face: "chat", values, reason: null }) as const;
+
+  it("counts distinct approvers, merges the form and approves at the Nth with every field filled", () => {
+    const open: GateState = openGateState(1000, SPEC);
+    expect(open.deadline).toBe(61_000);
+    expect(decideGate(SPEC, "blocked", null, approve("@a:x"), 1)).toEqual({ kind: "not-open" });
+    const first = decideGate(SPEC, "blocked", open, approve("@a:x", { ticket: "OPS-1" }), 2000);
+    expect(first.kind).toBe("recorded");
+    if (first.kind !== "recorded") return;
+    expect(first.missing).toBe(1);
+    expect(decideGate(SPEC, "blocked", first.state, approve("@a:x"), 2100).kind).toBe("already");
+    const other = decideGate(SPEC, "blocked", first.state, approve("@b:x", { ticket: "OPS-2" }), 2200);
+    expect(other).toEqual({
+      kind: "form",
+      message: expect.stringContaining("@a:x approved with ticket=OPS-1"),
+    });
+    const second = decideGate(SPEC, "blocked", first.state, approve("@b:x"), 3000);
+    expect(second.kind).toBe("approved");
+    if (second.kind !== "approved") return;
+    expect(second.state.values).toEqual({ ticket: "OPS-1" });
+    expect(second.state.approvals.map((a) => a.by)).toEqual(["@a:x", "@b:x"]);
+    expect(second.state.decision).toMatchObject({ kind: "approved", by: "@b:x", at: 3000 });
+    expect(decideGate(SPEC, "succeeded", second.state, approve("@c:x"), 4000).kind).toBe("closed");
+  });
+
+  it("refuses the last approval while a field is empty, and a deny ends it at once", () => {
+    const open = openGateState(0, SPEC);
+    const first = decideGate(SPEC, "blocked", open, approve("@a:x"), 1);
+    if (first.kind !== "recorded") throw new Error(first.kind);
+    const last = decideGate(SPEC, "blocked", first.state, approve("@b:x"), 2);
+    expect(last).toEqual({ kind: "form", message: expect.stringContaining("its form still needs ticket=…") });
+    const deny = decideGate(
+      SPEC,
+      "blocked",
+      first.state,
+      { decision: "deny", by: "@b:x", face: "cli", values: {}, reason: "not today" },
+      3,
+    );
+    expect(deny.kind).toBe("denied");
+    expect(deny.kind === "denied" && deny.state.decision).toEqual({
+      kind: "denied",
+      by: "@b:x",
+      face: "cli",
+      at: 3,
+      reason: "not today",
+    });
+    expect(timeOutGate(SPEC, open, 9).to).toBe("timed_out");
+    expect(timeOutGate({ ...SPEC, onTimeout: "skip" }, open, 9).to).toBe("skipped");
+  });
+
+  it("checks form values against their patterns and names unknown fields", () => {
+    expect(gateValuesProblem(SPEC, { ticket: "OPS-12" })).toBeNull();
+    expect(gateValuesProblem(SPEC, { ticket: "-rf" })).toMatch(
+      /field "ticket": .* does not match its pattern/,
+    );
+    expect(gateValuesProblem(SPEC, { tciket: "OPS-1" })).toBe(
+      'this gate\'s form has no field "tciket"; its fields: ticket',
+    );
+    expect(gateValuesProblem({ ...SPEC, form: {} }, { a: "b" })).toMatch(/this gate has no form/);
+  });
+});
