@@ -42,7 +42,13 @@ describe("approval gates on a fleet", () => {
             needs: ["build"],
             approve: { who: "operators", description: "roll out", form: { ticket: "^[A-Z]+-[0-9]+$" } },
           },
-          { id: "deploy", action: "echo", args: { message: "deployed" }, needs: ["ok"] },
+          // The form's value is the gate's output: it reaches this task's argv.
+          {
+            id: "deploy",
+            action: "echo",
+            args: { message: "deploying {tasks.ok.outputs.ticket}" },
+            needs: ["ok"],
+          },
         ],
       });
       nodes.push(startNode(target, configs[0]!, "g1"));
@@ -89,6 +95,9 @@ describe("approval gates on a fleet", () => {
         expect(okDone).toHaveLength(1);
         const gate = (await store.getTask(runRecord.runId, "ok"))!;
         expect(gate.gateState!.values).toEqual({ ticket: "OPS-42" });
+        expect(gate.outputValues).toEqual({ ticket: "OPS-42" });
+        // What the action itself printed: echo got the approver's value as its argument.
+        expect((await store.getTask(runRecord.runId, "deploy"))!.output).toBe("deploying OPS-42\n");
         failed = false;
       } finally {
         await store.close();
