@@ -740,7 +740,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         const help = await ask(r, LOW, "!dag help");
         expect(help.split("\n")).toEqual([
           "🔒 needs an operator (power level 50 or a place on the allowlist; you are not one).",
-          "Run DAGs: `publish` 🔒, `run` 🔒, `confirm` 🔒, `reject` 🔒, `cancel` 🔒, `retry` 🔒",
+          "Run DAGs: `publish` 🔒, `run` 🔒, `confirm` 🔒, `reject` 🔒, `cancel` 🔒, `approve`, `deny`, `retry` 🔒",
           "Follow runs: `status`, `list`, `logs` 🔒, `graph`, `nodes`",
           "Schedules and the room: `schedules`, `schedule` 🔒, `triggers`, `cap` 🔒, `policy` 🔒",
           "`!dag help <command>` explains one, e.g. `!dag help publish`.",

@@ -13,6 +13,7 @@ const USAGE = "!dag approve <run> <gate> [<name>=<value> ...]";
 
 export const approve = defineVerb<GateCommand & { verb: "approve" }, "gate">({
   verb: "approve",
+  group: "run",
   usage: USAGE,
   summary: "approve an open approval gate of a run, with values for its form",
   // Anyone may ask; the gate's own `who` decides (checked in the handler, on the oracle's standing).

@@ -13,6 +13,7 @@ const USAGE = "!dag deny <run> <gate> [<reason> ...]";
 
 export const deny = defineVerb<GateCommand & { verb: "deny" }, "gate">({
   verb: "deny",
+  group: "run",
   usage: USAGE,
   summary: "deny an open approval gate of a run: it fails and what needs it is skipped",
   permission: "open",
