@@ -24,7 +24,6 @@ import { code, join, link, r, text, userPill } from "./html.js";
 import {
   clockTime,
   dateTime,
-  formatDuration,
   plural,
   progressBar,
   RUN_EMOJI,
