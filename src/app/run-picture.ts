@@ -32,6 +32,7 @@ export function runGraphOf(
       needs: t.needs,
       status: t.status,
       ...boxWait(t.taskId),
+      ...(t.gate === null ? {} : { gate: true as const }),
     })),
     ...(waits === undefined ? {} : { waits: waitsLine(groupWaits(waits, plain)) }),
   });
@@ -43,6 +44,12 @@ export function dagGraphOf(dag: ParsedDag): RunGraph {
     dagId: dag.id,
     runLabel: null,
     runStatusWord: null,
-    tasks: dag.tasks.map((t) => ({ id: t.id, action: t.action, needs: t.needs, status: "blocked" })),
+    tasks: dag.tasks.map((t) => ({
+      id: t.id,
+      action: t.action,
+      needs: t.needs,
+      status: "blocked" as const,
+      ...(t.gate === undefined ? {} : { gate: true as const }),
+    })),
   });
 }

@@ -23,6 +23,8 @@ export interface GraphBox {
   counts: Record<TaskStatus, number>;
   /** A task box's reason to wait, when it has one besides its needs. */
   wait?: string;
+  /** A task box of an approval gate: people decide it, so it has a shape of its own. */
+  gate?: true;
 }
 
 export interface RunGraph {

@@ -43,6 +43,8 @@ export interface GraphTaskInput {
   status: TaskStatus;
   /** Why it waits, other than for its needs (the edges show those): domain/wait-reasons.ts. */
   wait?: string;
+  /** An approval gate (gates.ts): drawn in a shape of its own. */
+  gate?: true;
 }
 
 export interface RunGraphInput {
@@ -224,11 +226,12 @@ function assemble(
         key: keyOf(i),
         kind: "task",
         title: task.id,
-        caption: task.action,
+        caption: task.gate === true ? "approval gate" : task.action,
         status: task.status,
         taskIds: [task.id],
         counts: countStatuses([task.status]),
         ...(task.wait === undefined ? {} : { wait: task.wait }),
+        ...(task.gate === true ? { gate: true as const } : {}),
       });
       return;
     }

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseDag } from "../../src/domain/dag.js";
+import { toDot } from "../../src/adapters/graph/dot.js";
+import { dagGraphOf } from "../../src/app/run-picture.js";
 import type { GateSpec, GateState } from "../../src/domain/gates.js";
 import {
   decideGate,
@@ -214,5 +216,20 @@ describe("what a decision does to a gate", () => {
       'this gate\'s form has no field "tciket"; its fields: ticket',
     );
     expect(gateValuesProblem({ ...SPEC, form: {} }, { a: "b" })).toMatch(/this gate has no form/);
+  });
+});
+
+describe("a gate in a picture", () => {
+  it("is a hexagon captioned approval gate; an action's box is not", () => {
+    const r = parseDag(GATED, "toml");
+    if (!r.ok) throw new Error("invalid");
+    const graph = dagGraphOf(r.dag);
+    const box = graph.boxes.find((b) => b.title === "ok")!;
+    expect(box).toMatchObject({ gate: true, caption: "approval gate" });
+    expect(graph.boxes.find((b) => b.title === "build")!.gate).toBeUndefined();
+    const dot = toDot(graph);
+    const line = (id: string) => dot.split("\n").find((l) => l.includes(`id="task-${id}"`)) ?? "";
+    expect(line("ok")).toContain("shape=hexagon");
+    expect(line("build")).not.toContain("hexagon");
   });
 });

@@ -7,6 +7,7 @@ import { cardVersion } from "../../src/app/render/messages.js";
 import { renderStatusCard, runView } from "../../src/app/render/status-card.js";
 import type { TaskStatus } from "../../src/domain/model.js";
 import type { WaitReason } from "../../src/domain/wait-reasons.js";
+import { explainWaits } from "../../src/domain/wait-reasons.js";
 import type { RunRecord, TaskRecord } from "../../src/ports/store.js";
 
 const T0 = Date.UTC(2024, 4, 1, 12, 0, 0);
@@ -108,5 +109,66 @@ describe("wait reasons in chat", () => {
     freed.set("eu", { kind: "nodes-busy", nodes: 1 });
     expect(cardVersion(run, tasks, 16, waits)).not.toBe(cardVersion(run, tasks, 16, freed));
     expect(cardVersion(run, tasks, 16, waits)).toBe(cardVersion(run, tasks, 16, new Map(waits)));
+  });
+});
+
+describe("an open approval gate in chat", () => {
+  it("the card names the open gate and who is awaited, with who approved so far", () => {
+    const gate = {
+      who: "operators" as const,
+      approvers: 2,
+      publisherMayApprove: false,
+      timeoutMs: null,
+      onTimeout: "fail" as const,
+      description: null,
+      form: {},
+    };
+    const state = {
+      openedAt: T0,
+      deadline: null,
+      approvals: [{ by: "@ann:example.org", face: "chat" as const, at: T0, values: {} }],
+      values: {},
+      decision: null,
+    };
+    const gated = [
+      task("build", "succeeded"),
+      task("ok", "blocked", { action: "approve", needs: ["build"], gate, gateState: state }),
+    ];
+    const reasons = explainWaits({
+      runStatus: "running",
+      maxParallel: null,
+      tasks: gated,
+      roomCap: 16,
+      roomActive: 0,
+      keysHeld: [],
+      nodes: [],
+      now: T0,
+    });
+    expect(reasons.get("ok")).toEqual({
+      kind: "approval",
+      who: "the room's operators",
+      approvedBy: ["@ann:example.org"],
+      approvers: 2,
+    });
+    const card = renderStatusCard(run, gated, T0, 16, reasons);
+    expect(card.body).toContain(
+      "⏳ 1 task waits (`ok`): awaits approval by the room's operators (1 of 2: `@ann:example.org`)",
+    );
+    // Decided: no longer awaited.
+    const decided = {
+      ...state,
+      decision: { kind: "approved" as const, by: "@bo:x", face: "chat" as const, at: T0, reason: null },
+    };
+    const after = explainWaits({
+      runStatus: "running",
+      maxParallel: null,
+      tasks: [gated[0]!, { ...gated[1]!, gateState: decided }],
+      roomCap: 16,
+      roomActive: 0,
+      keysHeld: [],
+      nodes: [],
+      now: T0,
+    });
+    expect(after.has("ok")).toBe(false);
   });
 });

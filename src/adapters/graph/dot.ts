@@ -68,9 +68,10 @@ function boxAttributes(box: GraphBox): string {
   attrs.push(`color=${q(style.border)}`, `fontcolor=${q(style.text)}`, `penwidth=${alarm ? 3 : 1.2}`);
   if (box.kind === "task") {
     attrs.push(`fillcolor=${q(style.fill)}`);
-    attrs.push(
-      `style=${q(box.status === "skipped" || box.status === "blocked" ? "rounded,filled,dashed" : "rounded,filled")}`,
-    );
+    const dashed = box.status === "skipped" || box.status === "blocked";
+    // An approval gate is a hexagon: a decision by people, not a program that runs.
+    if (box.gate === true) attrs.push(`shape=hexagon`, `style=${q(dashed ? "filled,dashed" : "filled")}`);
+    else attrs.push(`style=${q(dashed ? "rounded,filled,dashed" : "rounded,filled")}`);
   } else {
     // A group's stripes show the share of each state among its members; a double border says "many".
     const total = box.taskIds.length;
