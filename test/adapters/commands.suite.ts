@@ -244,6 +244,70 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
+      "!dag approve and !dag deny: judged by the gate's who on the oracle's standing, refused without a change, counted once per person, the form's values checked",
+      track(async () => {
+        const r = await room();
+        const gated = [
+          'id = "gated"',
+          "[[tasks]]",
+          'id = "ok"',
+          'approve = { who = "operators", approvers = 2, form = { ticket = "^[A-Z]+-[0-9]+$" } }',
+          "[[tasks]]",
+          'id = "other"',
+          'approve = { who = ["@low:test"] }',
+        ].join("\n");
+        // AUTO's publish starts at once; the gates have no needs, so the first step opens them.
+        expect(await ask(r, AUTO, publishToml(gated))).toContain("`gated`");
+        const run = (await store.getRun(r.roomId, "gated"))!;
+        expect(run.status).toBe("running");
+        expect(await ask(r, OP, "!dag approve gated ok ticket=OPS-1")).toMatch(/not open yet/);
+        expect((await store.scheduleStep(r.fence)).opened).toBe(2);
+        const status = await ask(r, LOW, "!dag status gated");
+        expect(status).toContain("awaits approval by the room's operators");
+        // Not allowed: a member below the level, the publisher under the two-person rule.
+        expect(await ask(r, LOW, "!dag approve gated ok ticket=OPS-1")).toMatch(
+          /only the room's operators may decide on this gate/,
+        );
+        expect(await ask(r, AUTO, "!dag approve gated ok ticket=OPS-1")).toMatch(/you published this run/);
+        expect(await ask(r, OP, "!dag approve gated ok ticket=ops-1")).toMatch(/does not match its pattern/);
+        expect(await ask(r, OP, "!dag approve gated nosuch")).toMatch(/has no task named/);
+        expect((await store.getTask(run.runId, "ok"))!.gateState!.approvals).toEqual([]);
+        expect(await ask(r, OP, "!dag approve gated ok ticket=OPS-1")).toMatch(
+          /approved `gated\/ok`; it waits for 1 more/,
+        );
+        expect(await ask(r, OP, "!dag approve gated ok")).toMatch(/already approved/);
+        expect(await ask(r, OP2, "!dag approve gated ok ticket=OPS-2")).toMatch(
+          /@op:test approved with ticket=OPS-1/,
+        );
+        expect(await ask(r, OP2, "!dag approve gated ok")).toMatch(
+          /approved `gated\/ok`: what needs it runs now/,
+        );
+        const gate = (await store.getTask(run.runId, "ok"))!;
+        expect(gate.status).toBe("succeeded");
+        expect(gate.outputValues).toEqual({ ticket: "OPS-1" });
+        expect(gate.gateState!.approvals.map((a) => [a.by, a.face])).toEqual([
+          [OP, "chat"],
+          [OP2, "chat"],
+        ]);
+        // A list names who may decide, whatever their power level; a deny takes its reason.
+        expect(await ask(r, OP, "!dag deny gated other")).toMatch(/only @low:test may decide/);
+        expect(await ask(r, LOW, "!dag deny gated other not this week")).toMatch(/denied `gated\/other`/);
+        const other = (await store.getTask(run.runId, "other"))!;
+        expect(other.status).toBe("failed");
+        expect(other.error).toBe("denied by @low:test: not this week");
+        const events = (await store.readEvents(r.roomId, 0)).filter((e) => e.kind.startsWith("gate."));
+        expect(events.map((e) => [e.kind, e.taskId, e.data["by"] ?? null])).toEqual([
+          ["gate.opened", "ok", null],
+          ["gate.opened", "other", null],
+          ["gate.approval", "ok", OP],
+          ["gate.approval", "ok", OP2],
+          ["gate.approved", "ok", OP2],
+          ["gate.denied", "other", LOW],
+        ]);
+      }),
+    );
+
+    it(
       "a run is named by its id or its uuid in every command; replies name it by its id, and another room's uuid is no run here",
       track(async () => {
         const r = await room();
