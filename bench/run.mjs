@@ -2,7 +2,7 @@
  * `npm run bench`: builds nothing itself (the npm script runs `npm run build` first), runs every
  * section against dist/, and writes bench/results/latest.json and the results part of
  * bench/README.md. Quick mode by default (about 3 minutes on 2 cores); `--full` for more rounds;
- * `--only claim-pg,claim-sqlite,dag,failover,chat,retention,http` to run some sections (results are then partial).
+ * `--only claim-pg,claim-sqlite,dag,floor,failover,chat,retention,http` to run some sections (results are then partial).
  */
 import { loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
@@ -14,6 +14,7 @@ import { benchClaimPostgres } from "./claim-pg.mjs";
 import { benchClaimSqlite } from "./claim-sqlite.mjs";
 import { benchDagOverhead, SCENARIOS } from "./dag-overhead.mjs";
 import { benchFailover, FAILOVER_TTL_MS } from "./failover.mjs";
+import { benchFloor, FLOOR_SHAPES } from "./floor.mjs";
 import { benchHttp } from "./http.mjs";
 import { benchRetention } from "./retention.mjs";
 import { machineInfo } from "./lib/machine.mjs";
@@ -24,13 +25,14 @@ import { STORE_KINDS } from "./lib/stores.mjs";
 import { judge } from "./lib/targets.mjs";
 
 const BENCH_DIR = fileURLToPath(new URL(".", import.meta.url));
-const SECTIONS = ["claim-pg", "claim-sqlite", "dag", "failover", "chat", "retention", "http"];
+const SECTIONS = ["claim-pg", "claim-sqlite", "dag", "floor", "failover", "chat", "retention", "http"];
 
 const MODES = {
   quick: {
     claimPg: { rounds: 3, jobs: 500, workerCounts: [1, 4, 8], graphileJobs: 20_000, backlog: 10_000 },
     claimSqlite: { rounds: 3, jobs: 300, processCounts: [1, 2, 4] },
     dag: { rounds: 1, chainRounds: 3 },
+    floor: { rounds: 2 },
     failover: { kills: 2, stops: 3 },
     chat: { samples: 50 },
     // The figure is "after 10,000 commands and 1,000 runs"; on PostgreSQL each command costs about
@@ -43,6 +45,7 @@ const MODES = {
     claimPg: { rounds: 5, jobs: 2000, workerCounts: [1, 4, 8], graphileJobs: 20_000, backlog: 10_000 },
     claimSqlite: { rounds: 5, jobs: 1000, processCounts: [1, 2, 4] },
     dag: { rounds: 3, chainRounds: 5 },
+    floor: { rounds: 5 },
     failover: { kills: 5, stops: 5 },
     chat: { samples: 100 },
     retention: { commands: { sqlite: 10_000, postgres: 10_000 } },
@@ -174,6 +177,25 @@ function dagSummary(r) {
   };
 }
 
+/** Per shape: each variant's wall times, and the ratios to ninja taken per round. */
+function floorSummary(r) {
+  const shapes = {};
+  for (const s of FLOOR_SHAPES) {
+    const v = r.rounds[s.key];
+    if (v === undefined) continue;
+    const ratio = (x) =>
+      v[x] === undefined || v.ninja === undefined ? undefined : summarize(ratios(v[x], v.ninja));
+    shapes[s.key] = {
+      label: s.label,
+      ...Object.fromEntries(Object.entries(v).map(([k, xs]) => [k, summarize(xs)])),
+      makeRatio: ratio("make"),
+      sqliteRatio: ratio("sqlite"),
+      postgresRatio: ratio("postgres"),
+    };
+  }
+  return { slots: r.slots, shapes, loadAverages: r.loadAverages };
+}
+
 function failoverSummary(r) {
   return {
     ttlMs: FAILOVER_TTL_MS,
@@ -234,6 +256,9 @@ async function main() {
     await section("dag", async () => {
       for (const kind of STORE_KINDS)
         (results.dag ??= {})[kind] = dagSummary(await benchDagOverhead(scratch, kind, { ...cfg.dag, log }));
+    });
+    await section("floor", async () => {
+      results.floor = floorSummary(await benchFloor(scratch, { ...cfg.floor, log }));
     });
     await section("failover", async () => {
       for (const kind of STORE_KINDS)

@@ -216,6 +216,41 @@ function dagSection(r) {
   return out.join("\n");
 }
 
+function floorSection(r) {
+  const f = r.floor;
+  if (f === undefined) return "";
+  const rows = Object.values(f.shapes).map((s) => [
+    s.label,
+    fmtSummary(s.ninja, "ms"),
+    fmtSummary(s.make, "ms"),
+    fmtSummary(s.sqlite, "ms"),
+    fmtSummary(s.postgres, "ms"),
+    fmtSummary(s.makeRatio, "×"),
+    fmtSummary(s.sqliteRatio, "×"),
+    fmtSummary(s.postgresRatio, "×"),
+  ]);
+  return [
+    `### DAG of processes beside the floor (section 9: every task \`true\`, ${f.slots} slots each)`,
+    "",
+    table(
+      [
+        "DAG",
+        "ninja -j8",
+        "make -j8",
+        "dagbot run --nodes 2 (SQLite)",
+        "3 nodes (PostgreSQL)",
+        "make / ninja",
+        "SQLite / ninja",
+        "PostgreSQL / ninja",
+      ],
+      rows,
+    ),
+    "",
+    `Load average (1 min) at each round's start and at the end: ${f.loadAverages.map((x) => fmt(x)).join(", ")}.`,
+    "",
+  ].join("\n");
+}
+
 function failoverSection(r) {
   const rows = [];
   for (const kind of ["sqlite", "postgres"]) {
@@ -365,6 +400,7 @@ export function renderResults(r) {
     targetsSection(r.targets),
     claimSection(r),
     dagSection(r),
+    floorSection(r),
     failoverSection(r),
     chatSection(r),
     retentionSection(r),

@@ -107,6 +107,24 @@ export function judge(results) {
       row(`${kind}: node RSS during the 1,000-task run (max of 3 nodes)`, d.busyRssMB?.max, "MB", "≤", 200),
     );
   }
+  // Issue 28: a DAG of `true` processes, 8 slots each, beside ninja -j8 in the same rounds.
+  for (const [key, f] of Object.entries(results.floor?.shapes ?? {})) {
+    rows.push(
+      row(`floor: ${f.label}, dagbot run (SQLite) / ninja -j8`, f.sqliteRatio?.median, "×", "≤", 1.5),
+      row(`floor: ${f.label}, 3 nodes on PostgreSQL / ninja -j8`, f.postgresRatio?.median, "×", "≤", 2),
+    );
+    if (key === "independent")
+      rows.push(
+        row(
+          `floor: ${f.label}, make -j8 / ninja -j8`,
+          f.makeRatio?.median,
+          "×",
+          "≤",
+          1.5,
+          "info: the other floor",
+        ),
+      );
+  }
   for (const kind of ["sqlite", "postgres"]) {
     const f = results.failover?.[kind];
     if (f === undefined) continue;
