@@ -26,6 +26,8 @@ export interface ChatLoopsDeps {
   pictures?: PictureMaker;
   /** Observes the outbox loops' failed passes (metrics). */
   observer?: EngineObserver;
+  /** The room's members at or above a power level: whom a gate's message mentions. */
+  members?: (roomId: string, level: number) => Promise<string[]>;
 }
 
 export interface ChatLoops {
@@ -96,7 +98,15 @@ export function createChatLoops(deps: ChatLoopsDeps): ChatLoops {
       ),
     ];
     if (deps.isEncrypted(fence.roomId)) loops.push(postE2eeNotice(fence));
-    else loops.push(runStatusCardLoop(roomDeps, fence, abort.signal, deps.cards));
+    else
+      loops.push(
+        runStatusCardLoop(
+          deps.members === undefined ? roomDeps : { ...roomDeps, members: deps.members },
+          fence,
+          abort.signal,
+          deps.cards,
+        ),
+      );
     const done = Promise.all(loops).then(
       () => undefined,
       (err: unknown) => log.error({ room: fence.roomId, err: String(err) }, "chat loop crashed"),

@@ -15,12 +15,17 @@ import type {
   NodeStore,
   OutboxMessageInput,
   OutboxStore,
+  PolicyStore,
   RunRecord,
   RunStore,
   Scheduler,
+  TaskRecord,
 } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
 import { cardEditMessage, cardMessage, cardTxnId, cardVersion, finalMessage } from "./render/messages.js";
+import { gateDecidedMessage, gateOpenMessage, gateTxnId } from "./render/gate-messages.js";
+import type { GateSpec, GateState } from "../domain/gates.js";
+import { isMatrixUserId } from "./render/html.js";
 import { Waker, wakeOnChange } from "./wake.js";
 import type { RoomWaitFacts } from "./task-waits.js";
 import { readRoomWaits, waitsOf } from "./task-waits.js";
@@ -32,9 +37,15 @@ export interface StatusCardDeps {
     Pick<NodeStore, "listNodes"> &
     Pick<OutboxStore, "enqueueOutbox" | "getOutbox"> &
     Pick<InboxStore, "getInboxEvent" | "nextInboxEvent"> &
+    Pick<PolicyStore, "getRoomPolicy"> &
     ChangeFeed & { now(): Promise<number> };
   clock: Clock;
   logger: Logger;
+  /**
+   * The room's members at or above a power level (from its m.room.power_levels), for the people a
+   * gate's message mentions; absent (no Matrix) or failing, the message names them in words.
+   */
+  members?: (roomId: string, level: number) => Promise<string[]>;
 }
 
 export interface StatusCardOptions {
@@ -89,6 +100,8 @@ export async function runStatusCardLoop(
 export class CardKeeper {
   /** runId → the card version last enqueued (or found current) in this term. */
   private readonly shown = new Map<string, string>();
+  /** Gate messages (open, decided) already queued by this leader: (run, task, phase). */
+  private readonly gatesDone = new Set<string>();
   /** Runs that were active at the last pass: when one is gone from the active list, it has ended. */
   private active = new Set<string>();
 
@@ -98,6 +111,57 @@ export class CardKeeper {
     private readonly log: Logger,
     private readonly nodeLiveWithinMs = DEFAULTS.nodeLiveWithinMs,
   ) {}
+
+  /**
+   * Each opened gate's message (once: insert-or-ignore by its txnId) and, once it is decided or timed
+   * out, that message's edit. Only gates whose message is not queued yet cost a read.
+   */
+  private async gateMessages(run: RunRecord, tasks: readonly TaskRecord[]): Promise<OutboxMessageInput[]> {
+    const { store } = this.deps;
+    const out: OutboxMessageInput[] = [];
+    for (const t of tasks) {
+      if (t.gate === null || t.gateState === null) continue;
+      const gate = t as TaskRecord & { gate: GateSpec; gateState: GateState };
+      const key = `${run.runId}\u0000${t.taskId}\u0000${gate.gateState.decision === null ? "open" : "decided"}`;
+      if (this.gatesDone.has(key)) continue;
+      const txn = gateTxnId(run.runId, t.taskId);
+      const opened = await store.getOutbox(txn);
+      if (opened === null) {
+        // A gate decided before its message went out still gets one, edited at once after it.
+        const after = tasks.filter((d) => d.needs.includes(t.taskId)).map((d) => d.taskId);
+        out.push(gateOpenMessage(run, gate, after, await this.approversOf(run, gate.gate)));
+      }
+      const decided = gateDecidedMessage(run, gate);
+      if (decided !== null && (await store.getOutbox(decided.txnId)) === null) out.push(decided);
+      this.gatesDone.add(key);
+    }
+    return out;
+  }
+
+  /** Exactly the people who may decide on the gate, as far as the room says (gates.ts rules). */
+  private async approversOf(run: RunRecord, spec: GateSpec): Promise<string[]> {
+    const { store, members } = this.deps;
+    const stored = await store.getRoomPolicy(run.roomId);
+    const policy = stored?.policy;
+    let people: string[] = [];
+    try {
+      if (Array.isArray(spec.who)) people = [...(spec.who as readonly string[])];
+      else if (spec.who === "operators")
+        people = [
+          ...((await members?.(run.roomId, policy?.powerLevel ?? 50)) ?? []),
+          ...(policy?.allow ?? []),
+        ];
+      else people = (await members?.(run.roomId, spec.who as number)) ?? [];
+    } catch (err) {
+      this.log.warn({ room: run.roomId, err: String(err) }, "could not read who may approve a gate");
+    }
+    const ownersMay = spec.publisherMayApprove && policy?.twoPersonRule !== true;
+    const owners = new Set([run.publisher, ...(run.confirmedBy === null ? [] : [run.confirmedBy])]);
+    return [...new Set(people)]
+      .filter((u) => isMatrixUserId(u) && (ownersMay || !owners.has(u)))
+      .sort()
+      .slice(0, 50);
+  }
 
   /** `recent` > 0 also looks at that many of the newest runs (a new leader catching up). */
   async pass(recent: number): Promise<void> {
@@ -136,6 +200,8 @@ export class CardKeeper {
     // A quiet scheduled run (its schedule fires more often than once a minute) stays out of the chat.
     if (run.dag.slot?.quiet === true) return { messages: [], settled: true };
     const tasks = await store.listTasks(run.runId);
+    const gateMessages = await this.gateMessages(run, tasks);
+    if (gateMessages.length > 0) await store.enqueueOutbox(this.fence, gateMessages);
     const roomCap = room.load.cap;
     const waits = waitsOf(run, tasks, room);
     const version = cardVersion(run, tasks, roomCap, waits);

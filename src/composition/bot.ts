@@ -116,6 +116,7 @@ export async function runStart(options: StartOptions): Promise<number> {
     // With encryption on, an encrypted room is served like any other.
     isEncrypted: (roomId) => !matrix.encryption && (intake?.isEncrypted(roomId) ?? false),
     cards: { nodeLiveWithinMs: config.retention.nodeGoneAfterMs },
+    members: (roomId, level) => oracle.membersAtLevel(roomId, level),
     pictures: createPictureMaker({
       store,
       nodeLiveWithinMs: config.retention.nodeGoneAfterMs,

@@ -70,6 +70,16 @@ export class PowerLevelOracle implements PermissionOracle {
     this.inflight.delete(roomId);
   }
 
+  /** The users the room's power levels list at or above `level` (those a gate's message mentions). */
+  async membersAtLevel(roomId: string, level: number): Promise<string[]> {
+    const users = (await this.powerLevels(roomId))?.["users"];
+    if (users === null || typeof users !== "object") return [];
+    return Object.entries(users as Record<string, unknown>)
+      .filter(([, v]) => typeof v === "number" && v >= level)
+      .map(([u]) => u)
+      .sort();
+  }
+
   async standing(roomId: string, userId: string): Promise<SenderStanding> {
     const content = await this.powerLevels(roomId);
     return {

@@ -14,7 +14,9 @@ import type { StoreCommandResult } from "../../ports/store.js";
 import type { Rendered } from "../render/html.js";
 import { code, r, userPill } from "../render/html.js";
 import { findRun } from "../run-ref.js";
-import type { HandlerContext } from "./context.js";
+import type { CommandStore, HandlerContext } from "./context.js";
+import type { RunRecord } from "../../ports/store.js";
+import { gateTxnId } from "../render/gate-messages.js";
 import { gateBody, gateDecisionSchema, taskParams } from "./http-shapes.js";
 import type { Outcome } from "./outcome.js";
 import { isOperator } from "./permissions.js";
@@ -134,6 +136,29 @@ export function gateCommandFromData(
     words.push(`${name}=${value}`);
   }
   return valuesOf(words, id, gate);
+}
+
+/**
+ * The open gate whose chat message `targetEventId` is (render/gate-messages.ts), among the room's
+ * running runs; null when it is no open gate's message (a decided gate's reactions do nothing).
+ */
+export async function findGateMessage(
+  store: Pick<CommandStore, "listRuns" | "listTasks"> & {
+    getOutbox(txnId: string): Promise<{ sentEventId: string | null } | null>;
+  },
+  roomId: string,
+  targetEventId: string,
+): Promise<{ run: RunRecord; taskId: string } | null> {
+  for (const run of await store.listRuns(roomId, { statuses: ["running"], limit: 50 })) {
+    if (!run.dag.tasks.some((t) => t.gate !== undefined)) continue;
+    for (const t of await store.listTasks(run.runId)) {
+      if (t.gate === null || t.gateState === null || t.gateState.decision !== null || t.status !== "blocked")
+        continue;
+      const message = await store.getOutbox(gateTxnId(run.runId, t.taskId));
+      if (message?.sentEventId === targetEventId) return { run, taskId: t.taskId };
+    }
+  }
+  return null;
 }
 
 /** The handler of approve and deny. */

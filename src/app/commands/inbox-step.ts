@@ -36,7 +36,7 @@ import { pictureRequestMessage, picturePlacement } from "../render/pictures.js";
 import type { CommandPolicy, CommandStore, DagLibrary, HandlerContext } from "./context.js";
 import { withRoomPolicy } from "./context.js";
 import { describeDecision } from "./run-decisions.js";
-import { gateOutcomeFromStored } from "./gate-decisions.js";
+import { findGateMessage, gateOutcomeFromStored } from "./gate-decisions.js";
 import { describeCreate } from "./run-creation.js";
 import type { InboxIntent } from "./inbox-intent.js";
 import { decodeInboxContent, findCardRun, STRUCTURED_COMMAND_KEY } from "./inbox-intent.js";
@@ -275,8 +275,7 @@ async function runIntent(
       };
   } else {
     const found = await findCardRun(deps.store, row.roomId, intent.targetEventId);
-    if (found === null)
-      return { outcome: { kind: "ignored", why: "not a card awaiting confirmation" }, threadRoot: null };
+    if (found === null) return gateReaction(deps, fence, row, intent);
     const { run, shownHash } = found;
     // A ✅ confirms the content the card showed, as `!dag confirm <id> <hash>` would.
     command =
@@ -302,6 +301,45 @@ async function runIntent(
     const message = `internal error while handling !dag ${command.verb}; the node's log has the details`;
     return { outcome: { kind: "command-error", message, helpLine: helpLineFor(command.verb) }, threadRoot };
   }
+}
+
+const gateRefusals = new WeakMap<InboxDeps, Set<string>>();
+
+/**
+ * ✅ / ❌ on a gate's message: approve or deny it, as the sender's own command would. A reaction on
+ * a decided gate's message does nothing; one from someone the gate does not let decide is refused
+ * once per person and gate (this leader's memory), then ignored.
+ */
+async function gateReaction(
+  deps: InboxDeps,
+  fence: LeaderFence,
+  row: InboxEvent,
+  intent: Extract<InboxIntent, { kind: "reaction" }>,
+): Promise<{ outcome: Outcome; threadRoot: string | null }> {
+  const gate = await findGateMessage(deps.store, row.roomId, intent.targetEventId);
+  if (gate === null)
+    return {
+      outcome: { kind: "ignored", why: "not a card awaiting confirmation, nor an open gate's message" },
+      threadRoot: null,
+    };
+  const threadRoot = gate.run.publishEventId;
+  const command = {
+    verb: intent.decision === "confirm" ? ("approve" as const) : ("deny" as const),
+    id: gate.run.dagId,
+    gate: gate.taskId,
+    values: [] as Array<[string, string]>,
+    reason: null,
+  };
+  const ctx = await handlerContext(deps, fence, row);
+  const outcome = await executeCommand(ctx, command);
+  if (outcome.kind === "refused") {
+    let told = gateRefusals.get(deps);
+    if (told === undefined) gateRefusals.set(deps, (told = new Set()));
+    const key = `${row.roomId}\u0000${row.sender}\u0000${gate.run.runId}\u0000${gate.taskId}`;
+    if (told.has(key)) return { outcome: { kind: "ignored", why: "refused once already" }, threadRoot };
+    told.add(key);
+  }
+  return { outcome, threadRoot };
 }
 
 async function handlerContext(deps: InboxDeps, fence: LeaderFence, row: InboxEvent): Promise<HandlerContext> {
@@ -400,7 +438,9 @@ function placementOf(row: InboxEvent, intent: InboxIntent, outcome: Outcome): Pl
         ? storedRoot
         : outcome.kind === "decision"
           ? outcome.run.publishEventId
-          : null;
+          : outcome.kind === "gate"
+            ? outcome.publishEventId
+            : null;
     return root === null
       ? { kind: "reply", to: intent.targetEventId }
       : { kind: "thread", root, to: intent.targetEventId };

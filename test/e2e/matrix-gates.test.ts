@@ -1,0 +1,178 @@
+/**
+ * Approval gates in chat (issue 25), against a real Synapse and two `dagbot start` processes: alice
+ * publishes a release whose gate needs two operators and a ticket, bob confirms it. The gate's
+ * message in the run's thread mentions exactly carol and erin (the operators other than the run's
+ * publisher and confirmer); dave (power 10) reacts ✅ and is refused once, visibly; carol approves
+ * with ✅, erin with `!dag approve … ticket=OPS-7`; the ticket reaches deploy's argv (what echo
+ * printed), and the gate's message is edited to say who approved and when.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
+import type { Store } from "../../src/ports/store.js";
+import { BotFleet } from "../support/bot-fleet.js";
+import { bodyOf, publishJson, replyTo } from "../support/bot-chat.js";
+import { useSynapse } from "../support/matrix-fixture.js";
+import { MatrixUser } from "../support/matrix-user.js";
+import { waitFor } from "../support/store-wait.js";
+
+const fx = useSynapse();
+let fleet: BotFleet;
+let store: Store;
+let roomId: string;
+let alice: MatrixUser; // publisher, power 100
+let bob: MatrixUser; // confirmer, power 50
+let carol: MatrixUser; // operator, power 50
+let erin: MatrixUser; // operator, power 50
+let dave: MatrixUser; // member, power 10
+const T = 30_000;
+
+beforeAll(async () => {
+  const { hs } = fx;
+  const bots = [];
+  for (const n of [1, 2]) bots.push(await hs.registerUser(`gatebot${n}`, { deviceId: `GATEBOT${n}` }));
+  const people = [];
+  for (const name of ["gate-alice", "gate-bob", "gate-carol", "gate-erin", "gate-dave"])
+    people.push(await hs.registerUser(name));
+  const [a, b, c, e, d] = people as [(typeof people)[number], ...(typeof people)[number][]];
+  [alice, bob, carol, erin, dave] = [a, b!, c!, e!, d!].map((u) => new MatrixUser(hs.url, u)) as [
+    MatrixUser,
+    MatrixUser,
+    MatrixUser,
+    MatrixUser,
+    MatrixUser,
+  ];
+  roomId = await hs.createRoom(a.accessToken, {
+    name: "approval gates",
+    invite: [...bots.map((x) => x.userId), b!.userId, c!.userId, e!.userId, d!.userId],
+    powerLevels: {
+      users: { [a.userId]: 100, [b!.userId]: 50, [c!.userId]: 50, [e!.userId]: 50, [d!.userId]: 10 },
+    },
+  });
+  for (const u of [bob, carol, erin, dave]) await u.joinRoom(roomId);
+  fleet = new BotFleet({
+    hs,
+    bots,
+    rooms: [roomId],
+    config: { permissions: { power_level: 50 } },
+    matrix: { encryption: false },
+  });
+  await fleet.startAll();
+  store = await openSqliteStore(fleet.storePath);
+  alice.startSync();
+}, 120_000);
+
+afterEach((ctx) => {
+  if (ctx.task.result?.state === "fail") {
+    fleet?.keepDir();
+    console.error(fleet?.tails());
+  }
+});
+
+afterAll(async () => {
+  await alice?.stopSync();
+  await store?.close();
+  await fleet?.dispose();
+});
+
+async function say(user: MatrixUser, text: string, what: string): Promise<string> {
+  const sent = await user.sendText(roomId, text);
+  return bodyOf(await alice.waitFor(replyTo(sent), T, what));
+}
+
+describe("an approval gate in chat", () => {
+  it("mentions exactly who may approve, refuses a member once, passes with a reaction and a command, and its form value reaches the next task", async () => {
+    const dag = {
+      id: "release",
+      tasks: [
+        { id: "build", action: "echo", args: { message: "built" } },
+        {
+          id: "ok",
+          needs: ["build"],
+          approve: {
+            who: "operators",
+            approvers: 2,
+            description: "roll out to production",
+            form: { ticket: "^[A-Z]+-[0-9]+$" },
+          },
+        },
+        {
+          id: "deploy",
+          action: "echo",
+          args: { message: "deploying {tasks.ok.outputs.ticket}" },
+          needs: ["ok"],
+        },
+      ],
+    };
+    await say(alice, publishJson(dag), "publish release");
+    await say(bob, "!dag confirm release", "confirm release");
+    const run = (await store.getRun(roomId, "release"))!;
+
+    const gateMessage = await alice.waitFor(
+      (e) => bodyOf(e).includes("Approval needed for `release/ok`"),
+      T,
+      "the gate's message",
+    );
+    expect(gateMessage.content["m.mentions"]).toEqual({ user_ids: [carol.userId, erin.userId].sort() });
+    expect(bodyOf(gateMessage)).toContain("roll out to production");
+    expect(bodyOf(gateMessage)).toContain("Then runs: `deploy`");
+    // In the run's thread, under the publish.
+    expect(gateMessage.content["m.relates_to"]?.rel_type).toBe("m.thread");
+    expect(gateMessage.content["m.relates_to"]?.event_id).toBe(run.publishEventId);
+
+    // Dave may not decide: refused once, visibly; a second reaction of his is not answered again.
+    await dave.sendReaction(roomId, gateMessage.event_id, "✅");
+    await alice.waitFor(
+      (e) => bodyOf(e).includes("only the room's operators may decide on this gate"),
+      T,
+      "dave's refusal",
+    );
+    await dave.sendReaction(roomId, gateMessage.event_id, "❌");
+
+    await carol.sendReaction(roomId, gateMessage.event_id, "✅");
+    await waitFor(
+      "carol's approval",
+      () => store.getTask(run.runId, "ok"),
+      (t) => (t?.gateState?.approvals.length ?? 0) === 1,
+      { timeoutMs: T, intervalMs: 100 },
+    );
+    const answer = await say(erin, "!dag approve release ok ticket=OPS-7", "erin's approval");
+    expect(answer).toContain("approved `release/ok`");
+
+    const ended = await waitFor(
+      "release to end",
+      () => store.getRun(roomId, "release"),
+      (r) => r?.status === "succeeded" || r?.status === "failed",
+      { timeoutMs: T, intervalMs: 100 },
+    );
+    expect(ended!.status).toBe("succeeded");
+    const gate = (await store.getTask(run.runId, "ok"))!;
+    expect(gate.gateState!.approvals.map((a) => [a.by, a.face])).toEqual([
+      [carol.userId, "chat"],
+      [erin.userId, "chat"],
+    ]);
+    // The value reached deploy's argv: what the action itself printed.
+    expect((await store.getTask(run.runId, "deploy"))!.output).toBe("deploying OPS-7\n");
+
+    // The message is edited to say who decided and when.
+    const edit = await alice.waitFor(
+      (e) =>
+        e.content["m.relates_to"]?.rel_type === "m.replace" &&
+        e.content["m.relates_to"]?.event_id === gateMessage.event_id,
+      T,
+      "the gate message's edit",
+    );
+    expect(String(edit.content["m.new_content"]?.body)).toMatch(/approved by .*gate-carol.*gate-erin/);
+    // Dave was told once only.
+    const refusals = alice
+      .events(roomId)
+      .filter((e) => bodyOf(e).includes("only the room's operators may decide on this gate"));
+    expect(refusals).toHaveLength(1);
+    const events = (await store.readEvents(roomId, 0)).filter((e) => e.kind.startsWith("gate."));
+    expect(events.map((e) => e.kind)).toEqual([
+      "gate.opened",
+      "gate.approval",
+      "gate.approval",
+      "gate.approved",
+    ]);
+  }, 180_000);
+});
