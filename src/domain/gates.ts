@@ -238,6 +238,21 @@ export function timeOutGate(
   };
 }
 
+const hhmm = (at: number): string => new Date(at).toISOString().slice(11, 16);
+
+/**
+ * A decided gate in words, for status lines: `approved by @a:x (chat 21:50), local:op (cli 21:51)`,
+ * `denied by @b:x (chat 21:50): not today`, `timed out at 21:50 UTC`.
+ */
+export function gateDecisionWords(state: GateState): string {
+  const d = state.decision;
+  if (d === null) return "";
+  if (d.kind === "timed_out") return `timed out at ${hhmm(d.at)} UTC`;
+  if (d.kind === "denied")
+    return `denied by ${d.by ?? "?"} (${d.face ?? "?"} ${hhmm(d.at)} UTC)${d.reason === null ? "" : `: ${d.reason}`}`;
+  return `approved by ${state.approvals.map((a) => `${a.by} (${a.face} ${hhmm(a.at)} UTC)`).join(", ")}`;
+}
+
 /** The face a sender's command came from: a Matrix user id is chat; the CLI's `local:`, HTTP's `http:`. */
 export function faceOfSender(sender: string): GateFace {
   if (sender.startsWith("@")) return "chat";

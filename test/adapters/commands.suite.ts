@@ -295,6 +295,12 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         const other = (await store.getTask(run.runId, "other"))!;
         expect(other.status).toBe("failed");
         expect(other.error).toBe("denied by @low:test: not this week");
+        // !dag status says who decided, from which face and when.
+        const shown = await ask(r, LOW, "!dag status gated");
+        expect(shown).toMatch(
+          /`ok` — .*approved by @op:test \(chat \d\d:\d\d UTC\), @op2:test \(chat \d\d:\d\d UTC\)/,
+        );
+        expect(shown).toMatch(/`other` — .*denied by @low:test \(chat \d\d:\d\d UTC\): not this week/);
         const events = (await store.readEvents(r.roomId, 0)).filter((e) => e.kind.startsWith("gate."));
         expect(events.map((e) => [e.kind, e.taskId, e.data["by"] ?? null])).toEqual([
           ["gate.opened", "ok", null],

@@ -89,6 +89,8 @@ describe("approval gates on a fleet", () => {
         expect(String(approval.data["by"])).toMatch(/^local:/);
         // A leader of a later term recorded it (the killed one held the term before).
         expect(approval.term).toBeGreaterThan(lease.term);
+        const shown = await run(["status", "release"]);
+        expect(shown.stdout).toMatch(/ok\s+succeeded.*approved by local:\S+ \(cli \d\d:\d\d UTC\)/);
         const okDone = events.filter(
           (e) => e.runId === runRecord.runId && e.taskId === "ok" && e.kind === "task.succeeded",
         );

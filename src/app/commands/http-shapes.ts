@@ -106,6 +106,12 @@ export const taskLineSchema = z
       .record(z.string(), z.string())
       .optional()
       .describe("the values the task published for its dependents (DAGBOT_OUTPUT); absent while it has none"),
+    decided: z
+      .string()
+      .optional()
+      .describe(
+        "an approval gate's decision: who (from which face, when) approved or denied it, or its timeout",
+      ),
   })
   .meta({ id: "TaskLine" });
 

@@ -411,7 +411,11 @@ function statusText(o: Extract<Outcome, { kind: "status" }>, say: Idiom): string
       (took === null ? "-" : formatDuration(took)).padStart(8),
       t.node ?? "",
       t.attempt > 1 ? `attempts ${t.attempt}` : "",
-      t.status === "failed" || t.status === "timed_out" ? exitWords(t.exitCode, t.error).join(", ") : "",
+      t.decided !== undefined
+        ? t.decided
+        : t.status === "failed" || t.status === "timed_out"
+          ? exitWords(t.exitCode, t.error).join(", ")
+          : "",
       t.wait === undefined ? "" : `waits: ${t.wait.text}`,
     ];
     const line = `  ${cols.filter((c, i) => i < 3 || c !== "").join("  ")}`.trimEnd();

@@ -10,6 +10,7 @@ import type { RunDecision } from "../../domain/run-states.js";
 import { summarizeCounts } from "../../domain/run-status.js";
 import type { ExplainedWait, WaitReason } from "../../domain/wait-reasons.js";
 import { explained } from "../../domain/wait-reasons.js";
+import { gateDecisionWords } from "../../domain/gates.js";
 import type {
   AppCommandResult,
   NodeRecord,
@@ -60,6 +61,8 @@ export interface TaskLine {
   error: string | null;
   /** Why a blocked or queued task waits (domain/wait-reasons.ts); absent when it does not, or unknown. */
   wait?: ExplainedWait;
+  /** An approval gate's decision in words (gates.ts gateDecisionWords); absent until it is decided. */
+  decided?: string;
   /**
    * The values it published for its dependents (domain/outputs.ts), where the answer shows them (a
    * task's logs, its status, a CLI or HTTP status); absent otherwise and while it has none.
@@ -365,6 +368,7 @@ export function taskLine(task: TaskRecord, wait?: WaitReason, withOutputs = fals
     error,
     ...(wait === undefined ? {} : { wait: explained(wait) }),
     ...(withOutputs && task.outputValues !== null ? { outputs: task.outputValues } : {}),
+    ...(task.gateState?.decision == null ? {} : { decided: gateDecisionWords(task.gateState) }),
   };
 }
 

@@ -240,7 +240,8 @@ export function renderTaskLine(task: TaskLine, at: number): Rendered {
   }
   const took = duration(task, at);
   if (took !== null) parts.push(text(took));
-  if (task.status !== "succeeded") {
+  if (task.decided !== undefined) parts.push(text(task.decided));
+  else if (task.status !== "succeeded") {
     for (const words of exitWords(task.exitCode, task.error)) parts.push(text(words));
   }
   return r`${TASK_EMOJI[task.status]} ${code(task.taskId)} — ${join(parts, " · ")}`;
