@@ -24,9 +24,9 @@ beforeAll(() => {
 const gateKinds = (events: { kind: string; runId: string | null }[], runId: string): string[] =>
   events.filter((e) => e.runId === runId && e.kind.startsWith("gate.")).map((e) => e.kind);
 
-describe("approval gates on a fleet", () => {
+describe.each(["sqlite", "postgres"] as const)("an approval gate on a fleet on %s", (kind) => {
   it("a leader killed while a gate is open: the approval is recorded once, and the run goes on", async () => {
-    const target = await createTarget("sqlite", "gates-failover");
+    const target = await createTarget(kind, "gates-failover");
     const nodes: NodeProcess[] = [];
     let failed = true;
     try {
@@ -109,7 +109,9 @@ describe("approval gates on a fleet", () => {
       await target.cleanup(failed);
     }
   }, 180_000);
+});
 
+describe("approval gates on a node", () => {
   it("a deny skips what needs the gate while a parallel branch finishes; timeouts fail or skip", async () => {
     const target = await createTarget("sqlite", "gates-deny");
     const nodes: NodeProcess[] = [];
