@@ -119,6 +119,15 @@ describe("an approval gate in chat", () => {
     expect(gateMessage.content["m.relates_to"]?.rel_type).toBe("m.thread");
     expect(gateMessage.content["m.relates_to"]?.event_id).toBe(run.publishEventId);
 
+    // The run's card says the gate is open and whom it awaits.
+    await alice.waitFor(
+      (e) =>
+        String(e.content["m.new_content"]?.body ?? e.content["body"] ?? "").includes(
+          "awaits approval by the room's operators (0 of 2)",
+        ),
+      T,
+      "the card naming the open gate",
+    );
     // Dave may not decide: refused once, visibly; a second reaction of his is not answered again.
     await dave.sendReaction(roomId, gateMessage.event_id, "✅");
     await alice.waitFor(
