@@ -2,6 +2,8 @@ import { describe, expect, it } from "vitest";
 import { parseDag } from "../../src/domain/dag.js";
 import { toDot } from "../../src/adapters/graph/dot.js";
 import { dagGraphOf } from "../../src/app/run-picture.js";
+import { gateDecidedMessage, gateOpenMessage } from "../../src/app/render/gate-messages.js";
+import type { RunRecord, TaskRecord } from "../../src/ports/store.js";
 import type { GateSpec, GateState } from "../../src/domain/gates.js";
 import {
   decideGate,
@@ -231,5 +233,60 @@ describe("a gate in a picture", () => {
     const line = (id: string) => dot.split("\n").find((l) => l.includes(`id="task-${id}"`)) ?? "";
     expect(line("ok")).toContain("shape=hexagon");
     expect(line("build")).not.toContain("hexagon");
+  });
+});
+
+describe("a gate's message in chat", () => {
+  const run = {
+    runId: "r-1",
+    roomId: "!room:x",
+    dagId: "rel",
+    hash: "h",
+    status: "running",
+    description: null,
+    maxParallel: null,
+    publisher: "@pub:x",
+    publishEventId: "$pub",
+    confirmedBy: "@conf:x",
+    confirmDeadline: null,
+    createdAt: 0,
+    updatedAt: 0,
+    dag: { id: "rel", description: null, maxParallel: null, tasks: [] },
+  } as unknown as RunRecord;
+  const task = (state: GateState) =>
+    ({
+      taskId: "ok",
+      gate: { ...SPEC, description: "roll out", timeoutMs: 60_000 },
+      gateState: state,
+    }) as unknown as TaskRecord & {
+      gate: GateSpec;
+      gateState: GateState;
+    };
+
+  it("mentions exactly the approvers given, in the run's thread, and its edit says who decided or that it timed out", () => {
+    const open = openGateState(Date.UTC(2026, 10, 26, 21, 0), { ...SPEC, timeoutMs: 60_000 });
+    const message = gateOpenMessage(run, task(open), ["deploy"], ["@a:x", "@b:x"]);
+    expect(message.txnId).toBe("gate.r-1.ok");
+    expect(message.content["m.mentions"]).toEqual({ user_ids: ["@a:x", "@b:x"] });
+    expect(message.content["m.relates_to"]).toMatchObject({ rel_type: "m.thread", event_id: "$pub" });
+    expect(String(message.content["body"])).toContain(
+      "Approval needed for `rel/ok` — roll out. Then runs: `deploy`.",
+    );
+    expect(String(message.content["body"])).toContain("The form needs ticket.");
+    expect(gateDecidedMessage(run, task(open))).toBeNull();
+    const at = Date.UTC(2026, 10, 26, 21, 5);
+    const denied = gateDecidedMessage(
+      run,
+      task({ ...open, decision: { kind: "denied", by: "@a:x", face: "chat", at, reason: "no" } }),
+    )!;
+    expect(denied.replacesTxnId).toBe("gate.r-1.ok");
+    expect(denied.content["m.mentions"]).toEqual({});
+    expect(String((denied.content["m.new_content"] as Record<string, unknown>)["body"])).toBe(
+      "❌ `rel/ok` was denied by @a:x at 2026-11-26 21:05 UTC: no.",
+    );
+    const late = gateDecidedMessage(run, task(timeOutGate(SPEC, open, at).state))!;
+    expect(String((late.content["m.new_content"] as Record<string, unknown>)["body"])).toBe(
+      "⌛ `rel/ok` timed out at 2026-11-26 21:05 UTC: nobody decided in time.",
+    );
   });
 });
