@@ -186,7 +186,7 @@ describe("the bot in an encrypted room, with a person on matrix-js-sdk", () => {
   it("a plain room next to it works as before (answers in the clear)", async () => {
     const help = await command("!dag help", plainRoomId);
     expect(help.reply.encrypted).toBe(false);
-    expect(body(help.reply)).toMatch(/!dag status/);
+    expect(body(help.reply)).toMatch(/Follow runs: `status`/);
   });
 
   it("an undecryptable message gets one answer asking to re-send (rate-limited), and `!dag nodes` counts them", async () => {
