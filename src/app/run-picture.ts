@@ -23,7 +23,7 @@ export function runGraphOf(
   };
   return buildRunGraph({
     dagId: run.dagId,
-    runLabel: shortRunId(run.runId),
+    runLabel: null,
     runStatusWord: run.status === "pending" ? "awaiting confirmation" : run.status,
     ...(run.dag.trigger === undefined ? {} : { startedBy: triggerWords(run.dag.trigger) }),
     tasks: tasks.map((t) => ({

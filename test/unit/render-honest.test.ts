@@ -1,6 +1,6 @@
 // Issue 15's honest counts and quieter words, in the card, `!dag status` and `!dag list`: what
 // succeeded over the total, then what else happened; a full bar only when every task succeeded;
-// short run ids; one way to say an exit status; one "Usage"; a neutral glyph for waiting.
+// runs named by their id only; one way to say an exit status; one "Usage"; a neutral glyph for waiting.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Outcome, RunSummary, TaskLine } from "../../src/app/commands/outcome.js";
@@ -102,11 +102,11 @@ describe("honest counts", () => {
 });
 
 describe("quieter words", () => {
-  it("cards show the short run id", () => {
+  it("cards name the run by its id (the title), never by a piece of its uuid, which no command accepts", () => {
     const view = { run: summary(), summary: summarizeTasks(["failed"]), tasks: [], at: T0 };
     const card = renderRunView(view);
-    expect(card.body).toContain("run `3f2a9c1d`");
-    expect(card.body).not.toContain(RUN_ID);
+    expect(card.body.split("\n")[0]).toContain("`backup`");
+    expect(card.body).not.toContain("3f2a9c1d");
   });
 
   it("an exit status is said once", () => {

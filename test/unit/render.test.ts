@@ -142,7 +142,7 @@ describe("status card", () => {
       "🔄 `upload` — running · on `n1` · attempt 2/3 · for 5s",
       "✅ 1 succeeded: `dump`",
       "⚪ 1 waiting: `notify`",
-      "Published by @alice:test · confirmed by @bob:test · run `run-1` · as of 12:00:08 UTC",
+      "Published by @alice:test · confirmed by @bob:test · as of 12:00:08 UTC",
     ]);
     expect(card.html).toContain(
       "<li>🔄 <code>upload</code> — running · on <code>n1</code> · attempt 2/3 · for 5s</li>",
@@ -173,7 +173,7 @@ describe("status card", () => {
       "🔄 `t16` — running · on `n1` · attempt 1/3 · for 8s",
       "✅ 14 succeeded: `t0`, `t1`, `t2`, `t3`, `t4` and 9 more",
       "⏭️ 3 skipped: `t17`, `t18`, `t19`",
-      "Published by @alice:test · confirmed by @bob:test · run `run-1` · as of 12:00:08 UTC",
+      "Published by @alice:test · confirmed by @bob:test · as of 12:00:08 UTC",
     ]);
     // `!dag status` (asked for) still lists every task.
     const asked = renderOutcome({

@@ -12,7 +12,7 @@ import { formatDuration } from "../../domain/duration.js";
 import { exitWords } from "../../domain/exit-status.js";
 import { TASK_STATUSES } from "../../domain/model.js";
 import { showsPaused } from "../render/status-card.js";
-import { plural, RUN_WORD, shortRunId, TASK_WORD } from "../render/words.js";
+import { plural, RUN_WORD, TASK_WORD } from "../render/words.js";
 import type { Outcome, OutcomeKind, RunSummary } from "./outcome.js";
 import { gateSucceeded, gateText } from "./gate-decisions.js";
 
@@ -79,7 +79,7 @@ function created(run: RunSummary, what: string): string {
   const hash = run.hash === undefined ? "" : `, content hash ${shortHash(run.hash)}`;
   const values = Object.entries(run.params ?? {});
   const given = values.length === 0 ? "" : `; ${values.map(([n, v]) => `${n}=${v}`).join(" ")}`;
-  return `${what} ${run.dagId} (${plural(run.taskCount, "task")}, run ${shortRunId(run.runId)}${hash}${given}).`;
+  return `${what} ${run.dagId} (${plural(run.taskCount, "task")}${hash}${given}).`;
 }
 
 function awaiting(run: RunSummary, twoPersonRule: boolean, say: Idiom): string {
@@ -131,8 +131,8 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
     http: () => ok200,
     exit: success,
     text: (o, say) =>
-      `${o.run.dagId} already exists with the same content: nothing new was stored. It is ${RUN_WORD[o.run.status]} ` +
-      `(run ${shortRunId(o.run.runId)}); ${say.command("status", [o.run.dagId])} shows it.`,
+      `${o.run.dagId} already exists with the same content: nothing new was stored. It is ${RUN_WORD[o.run.status]}; ` +
+      `${say.command("status", [o.run.dagId])} shows it.`,
   },
   conflict: {
     http: (o) => problem(409, "conflict", { dagId: o.dagId, existing: o.existing, suggestion: o.suggestion }),

@@ -28,7 +28,6 @@ import {
   progressBar,
   RUN_EMOJI,
   RUN_WORD,
-  shortRunId,
   TASK_EMOJI,
   TASK_WORD,
 } from "./words.js";
@@ -110,7 +109,7 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
     run.confirmedBy !== null && run.confirmedBy !== run.publisher
       ? r` · confirmed by ${userPill(run.confirmedBy)}`
       : ""
-  } · run ${code(shortRunId(run.runId))} · as of ${clockTime(view.at)}`;
+  } · as of ${clockTime(view.at)}`;
 
   const hiddenNote = hidden > 0 ? [text(`… and ${plural(hidden, "more task")} (counted above)`)] : [];
   return {
