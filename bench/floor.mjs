@@ -32,7 +32,12 @@ export const FLOOR_SHAPES = [
     make: (id) => layered(id, 10, 100),
   },
 ];
-export const FLOOR_VARIANTS = ["ninja", "make", "sqlite", "postgres"];
+/**
+ * DAGBOT_BENCH_DIST_B names a second build (an experiment's copy of dist/): its `dagbot run` then
+ * runs in the same rounds as the variant "sqlite-b", for A/B figures taken side by side.
+ */
+const DIST_B = process.env.DAGBOT_BENCH_DIST_B;
+export const FLOOR_VARIANTS = ["ninja", "make", "sqlite", ...(DIST_B ? ["sqlite-b"] : []), "postgres"];
 const TERMINAL = new Set(["succeeded", "failed", "canceled", "rejected", "expired"]);
 
 /** build.ninja for a shape: one edge per task, its needs as inputs, the command `true`. */
@@ -138,14 +143,23 @@ export async function benchFloor(scratch, { rounds, log, variants = FLOOR_VARIAN
           let ms;
           if (v === "ninja") ms = await timed("ninja", [`-j${SLOTS}`], f.ninjaDir);
           else if (v === "make") ms = await timed("make", [`-j${SLOTS}`, "-s"], f.makeDir);
-          else if (v === "sqlite") {
+          else if (v === "sqlite" || v === "sqlite-b") {
             // A fresh store each run, as a first `dagbot run` in a folder has it.
             const runDir = scratch.dir(`floor-run-${sqliteN++}`);
             const cfg = join(runDir, "node.toml");
             writeFileSync(cfg, runConfig(join(runDir, "dagbot.db")));
             ms = await timed(
               process.execPath,
-              [...cliNodeFlags(), CLI, "run", f.dagPath, "--nodes", "2", "--config", cfg],
+              [
+                ...cliNodeFlags(),
+                v === "sqlite" ? CLI : join(DIST_B, "cli.js"),
+                "run",
+                f.dagPath,
+                "--nodes",
+                "2",
+                "--config",
+                cfg,
+              ],
               runDir,
             );
           } else {

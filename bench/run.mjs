@@ -190,6 +190,10 @@ function floorSummary(r) {
       ...Object.fromEntries(Object.entries(v).map(([k, xs]) => [k, summarize(xs)])),
       makeRatio: ratio("make"),
       sqliteRatio: ratio("sqlite"),
+      // DAGBOT_BENCH_DIST_B's build beside this one, per round (an A/B run).
+      ...(v["sqlite-b"] === undefined
+        ? {}
+        : { sqliteBRatio: ratio("sqlite-b"), bOverA: summarize(ratios(v["sqlite-b"], v.sqlite)) }),
       postgresRatio: ratio("postgres"),
     };
   }
