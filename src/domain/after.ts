@@ -6,40 +6,17 @@
  * from the upstream run. The rules of the declaration, of a firing and of a chain's length are
  * here; docs/architecture.md §3 ("Trigger") tells where each is applied.
  */
-import type { ParsedDag, RunStatus } from "./model.js";
+import type { AfterSpec, ParsedDag, RunStatus, RunTrigger } from "./model.js";
 
-/** What a declaration may name: an end status, or `finished` for any of them. */
-export const AFTER_STATUSES = ["succeeded", "failed", "canceled", "finished"] as const;
-export type AfterStatus = (typeof AFTER_STATUSES)[number];
+// The declaration's shapes live with the rest of the model (model.ts); they are named here too.
+export { AFTER_STATUSES } from "./model.js";
+export type { AfterSpec, AfterStatus, RunTrigger } from "./model.js";
 
 /** The end statuses a run can fire on: a rejected or expired run never ran, and fires nothing. */
 export const FIRING_STATUSES: readonly RunStatus[] = ["succeeded", "failed", "canceled"];
 
-/** A definition's `after` declaration, defaults filled in. */
-export interface AfterSpec {
-  /** The upstream definition's DAG id (in the same room). */
-  dag: string;
-  /** The statuses that fire it, in the order given; `finished` stands for every end status. */
-  status: AfterStatus[];
-  /** This DAG's parameter → where its value comes from in the upstream run (`params.X`, `tasks.T.outputs.N`). */
-  params: Record<string, string>;
-}
-
 /** Where a mapped value comes from in the upstream run. */
 export type AfterSource = { kind: "param"; name: string } | { kind: "output"; task: string; name: string };
-
-/** What started a run the leader fired after another (kept in the run's DAG, shown in its picture's title). */
-export interface RunTrigger {
-  /** The upstream definition's id. */
-  dag: string;
-  /** The upstream run's name (`build.3`) and uuid. */
-  run: string;
-  runId: string;
-  /** The status it ended in. */
-  status: RunStatus;
-  /** How many `after` links lead to this run: 1 after a run started otherwise (MAX_AFTER_DEPTH bounds it). */
-  depth: number;
-}
 
 /**
  * The longest chain of runs started one after another. Publishing refuses a cycle of `after`

@@ -1,6 +1,4 @@
 /** The shared vocabulary of dagbot: the parsed DAG and the state names every layer speaks. */
-import type { AfterSpec, RunTrigger } from "./after.js";
-import type { GateSpec } from "./gates.js";
 
 /** A task's life, docs/architecture.md §3. The transition table lives in task-states.ts. */
 export const TASK_STATUSES = [
@@ -107,4 +105,52 @@ export interface ParsedDag {
 export interface ParamSpec {
   pattern: string;
   default: string | null;
+}
+
+/** What a declaration may name: an end status, or `finished` for any of them. */
+export const AFTER_STATUSES = ["succeeded", "failed", "canceled", "finished"] as const;
+export type AfterStatus = (typeof AFTER_STATUSES)[number];
+
+/** A definition's `after` declaration, defaults filled in. */
+export interface AfterSpec {
+  /** The upstream definition's DAG id (in the same room). */
+  dag: string;
+  /** The statuses that fire it, in the order given; `finished` stands for every end status. */
+  status: AfterStatus[];
+  /** This DAG's parameter → where its value comes from in the upstream run (`params.X`, `tasks.T.outputs.N`). */
+  params: Record<string, string>;
+}
+
+/** What started a run the leader fired after another (kept in the run's DAG, shown in its picture's title). */
+export interface RunTrigger {
+  /** The upstream definition's id. */
+  dag: string;
+  /** The upstream run's name (`build.3`) and uuid. */
+  run: string;
+  runId: string;
+  /** The status it ended in. */
+  status: RunStatus;
+  /** How many `after` links lead to this run: 1 after a run started otherwise (MAX_AFTER_DEPTH bounds it). */
+  depth: number;
+}
+
+/** Who may approve: the room's operators, a list of user ids, or everyone at or above a power level. */
+export type GateWho = "operators" | readonly string[] | number;
+
+/** A gate as the DAG declares it, every default filled in. Durations in milliseconds. */
+export interface GateSpec {
+  who: GateWho;
+  /** Distinct approvals needed. */
+  approvers: number;
+  /**
+   * The run's publisher and confirmer may approve only when this is true AND the room's two-person
+   * rule is off; the document cannot loosen the room's rule.
+   */
+  publisherMayApprove: boolean;
+  /** Null: the gate waits until someone decides (or the run is canceled). */
+  timeoutMs: number | null;
+  onTimeout: "fail" | "skip";
+  description: string | null;
+  /** Field name → RE2 pattern the whole value must match; the approved values are the gate's outputs. */
+  form: Record<string, string>;
 }
