@@ -13,27 +13,13 @@
  */
 import type { CheckBudget } from "./params.js";
 import { newCheckBudget, paramValueProblem, PARAM_LIMITS } from "./params.js";
+import type { GateSpec, GateWho } from "./model.js";
 
-/** Who may approve: the room's operators, a list of user ids, or everyone at or above a power level. */
-export type GateWho = "operators" | readonly string[] | number;
+// The declaration's shapes live with the rest of the model (model.ts); they are named here too.
+export type { GateSpec, GateWho } from "./model.js";
 
-/** A gate as the DAG declares it, every default filled in. Durations in milliseconds. */
-export interface GateSpec {
-  who: GateWho;
-  /** Distinct approvals needed. */
-  approvers: number;
-  /**
-   * The run's publisher and confirmer may approve only when this is true AND the room's two-person
-   * rule is off; the document cannot loosen the room's rule.
-   */
-  publisherMayApprove: boolean;
-  /** Null: the gate waits until someone decides (or the run is canceled). */
-  timeoutMs: number | null;
-  onTimeout: "fail" | "skip";
-  description: string | null;
-  /** Field name → RE2 pattern the whole value must match; the approved values are the gate's outputs. */
-  form: Record<string, string>;
-}
+/** The outbox txnId of a gate's message: one per (run, gate), whichever leader queues it. */
+export const gateTxnId = (runId: string, taskId: string): string => `gate.${runId}.${taskId}`;
 
 /** The face a decision came from. */
 export type GateFace = "chat" | "cli" | "http";

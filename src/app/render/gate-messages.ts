@@ -5,7 +5,7 @@
  * (inbox-step.ts, findGateMessage).
  */
 import type { GateSpec, GateState } from "../../domain/gates.js";
-import { whoWords } from "../../domain/gates.js";
+import { gateTxnId, whoWords } from "../../domain/gates.js";
 import { formatDuration } from "../../domain/duration.js";
 import type { OutboxMessageInput, RunRecord, TaskRecord } from "../../ports/store.js";
 import type { Rendered } from "./html.js";
@@ -13,8 +13,7 @@ import { code, join, r, text, userPill } from "./html.js";
 import { MESSAGE_EVENT_TYPE, runThreadPlacement } from "./messages.js";
 import { noticeContent } from "./notice.js";
 
-/** The outbox txnId of a gate's message: one per (run, gate), whichever leader queues it. */
-export const gateTxnId = (runId: string, taskId: string): string => `gate.${runId}.${taskId}`;
+export { gateTxnId };
 
 const utc = (at: number): string => `${new Date(at).toISOString().slice(0, 16).replace("T", " ")} UTC`;
 
