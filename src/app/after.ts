@@ -20,7 +20,6 @@ import {
 } from "../domain/after.js";
 import { resolveParams } from "../domain/params.js";
 import type { Clock } from "../ports/clock.js";
-import { isConflict } from "../ports/errors.js";
 import type { Logger } from "../ports/logger.js";
 import type {
   AfterFiringInput,
@@ -32,7 +31,7 @@ import type {
   RunStore,
 } from "../ports/store.js";
 import type { ScheduleAuthority } from "./schedules.js";
-import { Waker, wakeOnChange } from "./wake.js";
+import { runFencedRounds } from "./fenced-rounds.js";
 
 /** The least time between two rounds: a burst of run ends costs one round per this. */
 export const AFTER_TICK_MS = 200;
@@ -122,45 +121,25 @@ export async function runAfterLoop(
   deposed: () => void,
 ): Promise<void> {
   const roomId = fence.roomId;
-  const waker = new Waker(deps.clock, AFTER_TICK_MS);
-  const unsubscribe = deps.feed === undefined ? () => {} : wakeOnChange(deps.feed, waker, ["runs"], [roomId]);
-  try {
-    while (!signal.aborted) {
-      const waitMs = await round();
-      if (waitMs === null) return;
-      await waker.wait(waitMs, signal);
-    }
-  } finally {
-    unsubscribe();
-  }
+  const rounds = { roomId, tickMs: AFTER_TICK_MS, name: "trigger" };
+  await runFencedRounds(deps, rounds, log, signal, deposed, round);
 
   async function round(): Promise<number | null> {
     let waitMs = deps.feed === undefined ? AFTER_TICK_MS : AFTER_IDLE_MS;
-    try {
-      const defs = (await deps.store.listAfterDefinitions(roomId)).filter(isApprovedAfter);
-      for (const def of defs) {
-        if (signal.aborted) return null;
-        const runs = await deps.store.unfiredUpstreamRuns(
-          roomId,
-          def.dagId,
-          def.dag.after!.dag,
-          def.createdAt,
-          {
-            limit: RUNS_PER_ROUND,
-          },
-        );
-        if (runs.length === RUNS_PER_ROUND) waitMs = AFTER_TICK_MS;
-        for (const upstream of runs) await fire(def, upstream);
-      }
-    } catch (err) {
-      if (isConflict(err)) {
-        log.info({ reason: err.message }, "deposed: a fenced trigger write was rejected");
-        deposed();
-        return null;
-      }
-      deps.onStoreError?.();
-      log.warn({ err: String(err) }, "trigger round failed; trying again");
-      return AFTER_TICK_MS;
+    const defs = (await deps.store.listAfterDefinitions(roomId)).filter(isApprovedAfter);
+    for (const def of defs) {
+      if (signal.aborted) return null;
+      const runs = await deps.store.unfiredUpstreamRuns(
+        roomId,
+        def.dagId,
+        def.dag.after!.dag,
+        def.createdAt,
+        {
+          limit: RUNS_PER_ROUND,
+        },
+      );
+      if (runs.length === RUNS_PER_ROUND) waitMs = AFTER_TICK_MS;
+      for (const upstream of runs) await fire(def, upstream);
     }
     return waitMs;
   }

@@ -20,7 +20,6 @@ import { resolveParams } from "../domain/params.js";
 import type { SlotInfo } from "../domain/schedule.js";
 import { nextSlot, slotIsQuiet, slotRunId, slotsBetween, slotsToFire } from "../domain/schedule.js";
 import type { Clock } from "../ports/clock.js";
-import { isConflict } from "../ports/errors.js";
 import type { Logger } from "../ports/logger.js";
 import type {
   ChangeFeed,
@@ -31,7 +30,7 @@ import type {
   RunStore,
   SkippedSlots,
 } from "../ports/store.js";
-import { Waker, wakeOnChange } from "./wake.js";
+import { runFencedRounds } from "./fenced-rounds.js";
 
 export type ScheduleStore = Pick<
   DefinitionStore,
@@ -155,82 +154,62 @@ export async function runScheduleLoop(
   /** The newest slot handled (fired, found fired, or skipped) per definition, this term. */
   const handled = new Map<string, number>();
 
-  const waker = new Waker(deps.clock, SCHEDULE_TICK_MS);
-  const unsubscribe = deps.feed === undefined ? () => {} : wakeOnChange(deps.feed, waker, ["runs"], [roomId]);
-  try {
-    while (!signal.aborted) {
-      const waitMs = await round();
-      if (waitMs === null) return;
-      await waker.wait(waitMs, signal);
-    }
-  } finally {
-    unsubscribe();
-  }
+  const rounds = { roomId, tickMs: SCHEDULE_TICK_MS, name: "schedule" };
+  await runFencedRounds(deps, rounds, log, signal, deposed, round);
 
   /** One look at the room's schedules; returns how long to wait before the next (unless woken). */
   async function round(): Promise<number | null> {
     let waitMs = deps.feed === undefined ? SCHEDULE_TICK_MS : SCHEDULE_IDLE_MS;
-    try {
-      const now = await store.now();
-      // One indexed read per round: the room's scheduled definitions, each with its first run's
-      // approval and newest fired slot, however many runs the room has.
-      const active = (await store.listScheduledDefinitions(roomId)).filter(isActiveSchedule);
-      const ids = new Set(active.map((d) => d.dagId));
-      for (const id of [...handled.keys()]) if (!ids.has(id)) handled.delete(id);
-      for (const def of active) {
-        const id = def.dagId;
-        const after = resumeAfter(def, handled.get(id), now);
-        const spec = def.schedule!;
-        const due = slotsBetween(spec, after, now, MAX_DUE);
-        const refusal = due.length === 0 || !deps.authority ? null : await deps.authority.refusal(def);
-        if (refusal !== null) {
-          await pauseForAuthority(def, due, refusal);
-          handled.set(id, due.at(-1)!);
-          continue;
-        }
-        const fire = slotsToFire(due, spec.missed, now, SKIP_GRACE_MS);
-        const skipped = skippedOf(due, fire, `missed: the schedule's missed policy is skip`);
-        if (skipped !== null) await skip(def, skipped);
-        for (const slot of fire) {
-          const dag = slotDag(def, slot);
-          const result = await store.createRun(
-            { fence },
-            {
-              roomId,
-              dag,
-              hash: dagHash(dag),
-              publisher: def.publisher,
-              publishEventId: null,
-              needsConfirmation: false,
-              confirmTimeoutMs: 0,
-            },
-          );
-          log.info(
-            {
-              dag: id,
-              run: dag.id,
-              slot: new Date(slot.at).toISOString(),
-              covers: slot.covers,
-              result: result.kind,
-            },
-            result.kind === "created" ? "schedule fired" : "schedule slot already taken",
-          );
-        }
-        const last = due.length > 0 ? due.at(-1)! : after;
-        handled.set(id, last);
-        // Wake for this definition's next slot (store clock; the round began at `now`).
-        const next = nextSlot(spec, last);
-        if (next !== null) waitMs = Math.min(waitMs, Math.max(0, next - now) + SLOT_SLACK_MS);
+    const now = await store.now();
+    // One indexed read per round: the room's scheduled definitions, each with its first run's
+    // approval and newest fired slot, however many runs the room has.
+    const active = (await store.listScheduledDefinitions(roomId)).filter(isActiveSchedule);
+    const ids = new Set(active.map((d) => d.dagId));
+    for (const id of [...handled.keys()]) if (!ids.has(id)) handled.delete(id);
+    for (const def of active) {
+      const id = def.dagId;
+      const after = resumeAfter(def, handled.get(id), now);
+      const spec = def.schedule!;
+      const due = slotsBetween(spec, after, now, MAX_DUE);
+      const refusal = due.length === 0 || !deps.authority ? null : await deps.authority.refusal(def);
+      if (refusal !== null) {
+        await pauseForAuthority(def, due, refusal);
+        handled.set(id, due.at(-1)!);
+        continue;
       }
-    } catch (err) {
-      if (isConflict(err)) {
-        log.info({ reason: err.message }, "deposed: a fenced schedule write was rejected");
-        deposed();
-        return null;
+      const fire = slotsToFire(due, spec.missed, now, SKIP_GRACE_MS);
+      const skipped = skippedOf(due, fire, `missed: the schedule's missed policy is skip`);
+      if (skipped !== null) await skip(def, skipped);
+      for (const slot of fire) {
+        const dag = slotDag(def, slot);
+        const result = await store.createRun(
+          { fence },
+          {
+            roomId,
+            dag,
+            hash: dagHash(dag),
+            publisher: def.publisher,
+            publishEventId: null,
+            needsConfirmation: false,
+            confirmTimeoutMs: 0,
+          },
+        );
+        log.info(
+          {
+            dag: id,
+            run: dag.id,
+            slot: new Date(slot.at).toISOString(),
+            covers: slot.covers,
+            result: result.kind,
+          },
+          result.kind === "created" ? "schedule fired" : "schedule slot already taken",
+        );
       }
-      deps.onStoreError?.();
-      log.warn({ err: String(err) }, "schedule round failed; trying again");
-      return SCHEDULE_TICK_MS;
+      const last = due.length > 0 ? due.at(-1)! : after;
+      handled.set(id, last);
+      // Wake for this definition's next slot (store clock; the round began at `now`).
+      const next = nextSlot(spec, last);
+      if (next !== null) waitMs = Math.min(waitMs, Math.max(0, next - now) + SLOT_SLACK_MS);
     }
     return waitMs;
   }
