@@ -204,38 +204,21 @@ export async function runLeaderLoop(
   );
   const stepDeps = { ...deps, logger: log };
   const pruning = runPruneLoop(deps, log, fence, signal, deposed);
+  // What the schedule and trigger loops share; each adds its own store.
+  const roundDeps = {
+    clock: deps.clock,
+    onStoreError: deps.onStoreError,
+    feed: deps.store,
+    authority: deps.scheduleAuthority ?? null,
+  };
   const scheduling =
     deps.schedules === undefined || deps.schedules === null
       ? Promise.resolve()
-      : runScheduleLoop(
-          {
-            store: deps.schedules,
-            clock: deps.clock,
-            onStoreError: deps.onStoreError,
-            feed: deps.store,
-            authority: deps.scheduleAuthority ?? null,
-          },
-          log,
-          fence,
-          signal,
-          deposed,
-        );
+      : runScheduleLoop({ ...roundDeps, store: deps.schedules }, log, fence, signal, deposed);
   const triggering =
     deps.afters === undefined || deps.afters === null
       ? Promise.resolve()
-      : runAfterLoop(
-          {
-            store: deps.afters,
-            clock: deps.clock,
-            onStoreError: deps.onStoreError,
-            feed: deps.store,
-            authority: deps.scheduleAuthority ?? null,
-          },
-          log,
-          fence,
-          signal,
-          deposed,
-        );
+      : runAfterLoop({ ...roundDeps, store: deps.afters }, log, fence, signal, deposed);
   let failures = 0;
   let backToBack = 0;
   let tickMs = deps.timings.safetyTickMs;
