@@ -156,6 +156,43 @@ function namedEntries(
 }
 
 /**
+ * A copy of a checked map's own keys, each an own data property whatever its name (defineProperty:
+ * nothing is ever assigned through a prototype setter), its value through `value`.
+ */
+function ownRecord<T>(raw: unknown, value: (v: unknown) => T = (v) => v as T): Record<string, T> {
+  const out: Record<string, T> = {};
+  for (const key of Object.keys(raw as Record<string, unknown>)) {
+    const v = value(Object.getOwnPropertyDescriptor(raw, key)?.value);
+    Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}
+
+/**
+ * `{ NAME = "PATTERN" }` (a task's outputs, a gate's form): names as argument names, each pattern
+ * compiled with RE2 within the limits of param-pattern.ts, like a parameter's.
+ */
+function patternsSchema(noun: "output" | "field", max: number, expected: string) {
+  return z
+    .unknown()
+    .superRefine((raw, ctx) => {
+      for (const [key, value] of namedEntries(raw, ctx, noun, max)) {
+        if (typeof value !== "string" || value.length === 0) {
+          ctx.addIssue({
+            code: "custom",
+            path: [key],
+            message: `expected ${expected}, got ${describeValue(value)}`,
+          });
+          continue;
+        }
+        const compiled = compileParamPattern(value);
+        if (typeof compiled === "string") ctx.addIssue({ code: "custom", path: [key], message: compiled });
+      }
+    })
+    .transform((raw) => ownRecord<string>(raw));
+}
+
+/**
  * Arguments are checked by hand rather than with z.record: z.record silently drops an own
  * `__proto__` key (which JSON.parse creates), and a dropped key must be an error, not a surprise.
  */
@@ -180,16 +217,7 @@ const argsSchema = z
       }
     }
   })
-  .transform((raw) => {
-    // defineProperty makes each argument an own data property whatever its name; nothing is
-    // ever assigned through a prototype setter.
-    const out: Record<string, ArgValue> = {};
-    for (const key of Object.keys(raw as Record<string, unknown>)) {
-      const value = Object.getOwnPropertyDescriptor(raw, key)?.value as ArgValue;
-      Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
-    }
-    return out;
-  });
+  .transform((raw) => ownRecord<ArgValue>(raw));
 
 const paramSchema = z.strictObject({
   // Its length and complexity are checked with its compilation (param-pattern.ts), in one message.
@@ -224,48 +252,22 @@ const paramsSchema = z
       }
     }
   })
-  .transform((raw) => {
-    const out: Record<string, { pattern: string; default: string | null }> = {};
-    for (const key of Object.keys(raw as Record<string, unknown>)) {
-      const spec = Object.getOwnPropertyDescriptor(raw, key)?.value as { pattern: string; default?: string };
-      Object.defineProperty(out, key, {
-        value: { pattern: spec.pattern, default: spec.default ?? null },
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    }
-    return out;
-  });
+  .transform((raw) =>
+    ownRecord(raw, (v) => {
+      const spec = v as { pattern: string; default?: string };
+      return { pattern: spec.pattern, default: spec.default ?? null };
+    }),
+  );
 
 /**
  * `outputs = { NAME = "PATTERN" }`: what a task publishes for its dependents (outputs.ts). Names as
  * argument names; each pattern compiled with RE2 within the limits of param-pattern.ts.
  */
-const outputsSchema = z
-  .unknown()
-  .superRefine((raw, ctx) => {
-    for (const [key, value] of namedEntries(raw, ctx, "output", OUTPUT_LIMITS.maxOutputs)) {
-      if (typeof value !== "string" || value.length === 0) {
-        ctx.addIssue({
-          code: "custom",
-          path: [key],
-          message: `expected the output's pattern (a non-empty string, RE2, matched against the whole value), got ${describeValue(value)}`,
-        });
-        continue;
-      }
-      const compiled = compileParamPattern(value);
-      if (typeof compiled === "string") ctx.addIssue({ code: "custom", path: [key], message: compiled });
-    }
-  })
-  .transform((raw) => {
-    const out: Record<string, string> = {};
-    for (const key of Object.keys(raw as Record<string, unknown>)) {
-      const value = Object.getOwnPropertyDescriptor(raw, key)?.value as string;
-      Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
-    }
-    return out;
-  });
+const outputsSchema = patternsSchema(
+  "output",
+  OUTPUT_LIMITS.maxOutputs,
+  "the output's pattern (a non-empty string, RE2, matched against the whole value)",
+);
 
 /** The limits of an approval gate (`approve = { ... }`). */
 export const GATE_LIMITS = {
@@ -317,30 +319,7 @@ const gateWhoSchema = z.unknown().transform((raw, ctx): GateWho => {
 });
 
 /** `form = { NAME = "PATTERN" }`: names as argument names, each pattern compiled like a parameter's. */
-const gateFormSchema = z
-  .unknown()
-  .superRefine((raw, ctx) => {
-    for (const [key, value] of namedEntries(raw, ctx, "field", PARAM_LIMITS.maxParams)) {
-      if (typeof value !== "string" || value.length === 0) {
-        ctx.addIssue({
-          code: "custom",
-          path: [key],
-          message: `expected the field's pattern (a string), got ${describeValue(value)}`,
-        });
-        continue;
-      }
-      const compiled = compileParamPattern(value);
-      if (typeof compiled === "string") ctx.addIssue({ code: "custom", path: [key], message: compiled });
-    }
-  })
-  .transform((raw) => {
-    const out: Record<string, string> = {};
-    for (const key of Object.keys(raw as Record<string, unknown>)) {
-      const value = Object.getOwnPropertyDescriptor(raw, key)?.value as string;
-      Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
-    }
-    return out;
-  });
+const gateFormSchema = patternsSchema("field", PARAM_LIMITS.maxParams, "the field's pattern (a string)");
 
 const gateSchema = z.strictObject({
   who: gateWhoSchema.optional(),
