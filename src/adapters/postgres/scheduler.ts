@@ -7,7 +7,8 @@ import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import { decideSchedule } from "../../domain/scheduling.js";
 import type { GateSpec } from "../../domain/gates.js";
 import type { GateState } from "../../domain/gates.js";
-import { gateOpenedData, gateTimeoutError, openGateState, timeOutGate } from "../../domain/gates.js";
+import { gateTimeoutError, openGateState, timeOutGate } from "../../domain/gates.js";
+import { gateOpenedLine } from "../store-common/gate-writes.js";
 import { queueTimedOut } from "../../domain/task-states.js";
 import type { ReapRow } from "../store-common/reap.js";
 import { reapDecision } from "../store-common/reap.js";
@@ -87,14 +88,7 @@ export function scheduleStep(db: Db, fence: LeaderFence): Promise<ScheduleResult
       );
       if ((moved.rowCount ?? 0) === 0) continue;
       opened += 1;
-      tx.log(roomId, {
-        kind: "gate.opened",
-        runId: t.runId,
-        taskId: t.taskId,
-        term: fence.term,
-        actor,
-        data: gateOpenedData(spec, state),
-      });
+      tx.log(roomId, gateOpenedLine(fence, t, spec, state));
     }
     if (queued + skipped + opened > 0) tx.touch("tasks", roomId);
     return opened > 0 ? { queued, skipped, opened } : { queued, skipped };

@@ -7,7 +7,8 @@ import { deriveRunOutcome } from "../../domain/run-status.js";
 import { decideSchedule } from "../../domain/scheduling.js";
 import type { GateSpec } from "../../domain/gates.js";
 import type { GateState } from "../../domain/gates.js";
-import { gateOpenedData, gateTimeoutError, openGateState, timeOutGate } from "../../domain/gates.js";
+import { gateTimeoutError, openGateState, timeOutGate } from "../../domain/gates.js";
+import { gateOpenedLine } from "../store-common/gate-writes.js";
 import type {
   CommandContext,
   LeaderFence,
@@ -110,15 +111,7 @@ export function scheduleStep(c: SqliteConnection, fence: LeaderFence): Promise<S
         t.runId,
         t.taskId,
       );
-      tx.log({
-        roomId,
-        kind: "gate.opened",
-        runId: t.runId,
-        taskId: t.taskId,
-        term: fence.term,
-        actor,
-        data: gateOpenedData(spec, state),
-      });
+      tx.log({ roomId, ...gateOpenedLine(fence, t, spec, state) });
     }
     if (queued + skipped + opened > 0) tx.touch("tasks", roomId);
     return opened > 0 ? { queued, skipped, opened } : { queued, skipped };

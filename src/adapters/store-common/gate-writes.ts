@@ -4,10 +4,29 @@
  * lines and the inbox row's result. The stores apply it with one guarded UPDATE in the command's
  * fenced transaction.
  */
-import type { GateDecisionInput, GateVerdict } from "../../domain/gates.js";
+import type { GateDecisionInput, GateSpec, GateState, GateVerdict } from "../../domain/gates.js";
+import { gateOpenedData } from "../../domain/gates.js";
 import type { TaskStatus } from "../../domain/model.js";
-import type { StoreCommandResult } from "../../ports/store.js";
+import type { LeaderFence, StoreCommandResult } from "../../ports/store.js";
 import type { LogLine } from "./records.js";
+import { sessionKey } from "./records.js";
+
+/** `gate.opened` on the gate's task, written by the scheduler when what it needs has succeeded. */
+export function gateOpenedLine(
+  fence: LeaderFence,
+  gate: { runId: string; taskId: string },
+  spec: GateSpec,
+  state: GateState,
+): LogLine {
+  return {
+    kind: "gate.opened",
+    runId: gate.runId,
+    taskId: gate.taskId,
+    term: fence.term,
+    actor: sessionKey(fence.session),
+    data: gateOpenedData(spec, state),
+  };
+}
 
 export interface GateWrite {
   /** The task's status after the write; null when nothing is written. */
