@@ -4,9 +4,7 @@
  * firing of the same pair waits on the key and then writes nothing; the definition's row is locked
  * while the new run's number is chosen.
  */
-import { dagHash } from "../../domain/canonical-hash.js";
 import { numberedRunId } from "../../domain/after.js";
-import type { ParsedDag } from "../../domain/model.js";
 import { NotFoundError } from "../../ports/errors.js";
 import type {
   AfterFiringInput,
@@ -17,9 +15,13 @@ import type {
   RunRecord,
 } from "../../ports/store.js";
 import {
+  DEFAULT_DEFINITIONS_LIMIT,
+  DEFAULT_LIMIT,
   FIRING_COLUMNS,
   firedLines,
+  firedRunInput,
   firingFromRow,
+  limitOf,
   MAX_FIRED_RUN_NUMBER,
   skippedLine,
 } from "../store-common/after.js";
@@ -27,11 +29,6 @@ import type { Db, Tx } from "./db.js";
 import { DEFINITION_COLUMNS, DEFINITION_FROM, RUN_COLUMNS, toDefinition, toRun } from "./rows.js";
 import { insertRunInTx } from "./runs.js";
 import { NOW } from "./sql.js";
-
-const DEFAULT_DEFINITIONS_LIMIT = 1000;
-const DEFAULT_LIMIT = 100;
-
-const limitOf = (n: number | undefined, d: number): number => Math.max(0, Math.floor(n ?? d));
 
 export async function listAfterDefinitions(
   db: Db,
@@ -125,16 +122,7 @@ export function recordAfterFiring(
     const names = new Set(taken.rows.map((r) => r.dag_id));
     let n = from;
     while (names.has(numberedRunId(dagId, n)) && n < MAX_FIRED_RUN_NUMBER) n++;
-    const dag: ParsedDag = { ...input.fire.dag, id: numberedRunId(dagId, n), definition: dagId };
-    const run = await insertRunInTx(tx, fence, {
-      roomId,
-      dag,
-      hash: dagHash(dag),
-      publisher: input.fire.publisher,
-      publishEventId: null,
-      needsConfirmation: false,
-      confirmTimeoutMs: 0,
-    });
+    const run = await insertRunInTx(tx, fence, firedRunInput(roomId, dagId, input.fire, n));
     await tx.query(
       "UPDATE after_firings SET run_id = $1, run_dag_id = $2 WHERE room_id = $3 AND dag_id = $4 AND upstream_run_id = $5",
       [run.runId, run.dagId, roomId, dagId, upstream.runId],

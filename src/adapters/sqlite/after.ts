@@ -3,9 +3,7 @@
  * (room, definition, upstream run), written in the same transaction as the run it starts, so a
  * second firing of the same pair (a repeated round, another leader) finds it and writes nothing.
  */
-import { dagHash } from "../../domain/canonical-hash.js";
 import { numberedRunId } from "../../domain/after.js";
-import type { ParsedDag } from "../../domain/model.js";
 import type {
   AfterFiringInput,
   AfterFiringRecord,
@@ -15,9 +13,13 @@ import type {
   RunRecord,
 } from "../../ports/store.js";
 import {
+  DEFAULT_DEFINITIONS_LIMIT,
+  DEFAULT_LIMIT,
   FIRING_COLUMNS,
   firedLines,
+  firedRunInput,
   firingFromRow,
+  limitOf,
   MAX_FIRED_RUN_NUMBER,
   skippedLine,
 } from "../store-common/after.js";
@@ -25,11 +27,6 @@ import type { SqliteConnection } from "./connection.js";
 import { NotFoundError } from "../../ports/errors.js";
 import { DEFINITION_COLUMNS, DEFINITION_FROM, RUN_COLUMNS, toDefinition, toRun } from "./rows.js";
 import { insertRunInTx } from "./runs.js";
-
-const DEFAULT_DEFINITIONS_LIMIT = 1000;
-const DEFAULT_LIMIT = 100;
-
-const limitOf = (n: number | undefined, d: number): number => Math.max(0, Math.floor(n ?? d));
 
 export function listAfterDefinitions(
   c: SqliteConnection,
@@ -127,16 +124,7 @@ export function recordAfterFiring(
     const taken = (id: string): boolean =>
       c.get("SELECT 1 AS x FROM runs WHERE room_id = ? AND dag_id = ?", roomId, id) !== undefined;
     while (taken(numberedRunId(dagId, n)) && n < MAX_FIRED_RUN_NUMBER) n++;
-    const dag: ParsedDag = { ...input.fire.dag, id: numberedRunId(dagId, n), definition: dagId };
-    const run = insertRunInTx(c, tx, fence, {
-      roomId,
-      dag,
-      hash: dagHash(dag),
-      publisher: input.fire.publisher,
-      publishEventId: null,
-      needsConfirmation: false,
-      confirmTimeoutMs: 0,
-    });
+    const run = insertRunInTx(c, tx, fence, firedRunInput(roomId, dagId, input.fire, n));
     c.run(
       "UPDATE after_firings SET run_id = ?, run_dag_id = ? WHERE room_id = ? AND dag_id = ? AND upstream_run_id = ?",
       run.runId,

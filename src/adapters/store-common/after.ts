@@ -2,8 +2,10 @@
  * What both stores' triggers share (issue 26): a firing's row as a record, its event-log lines, and
  * the columns they read. The rule of a firing is src/domain/after.ts; the store holds it to once.
  */
-import type { RunStatus } from "../../domain/model.js";
-import type { AfterFiringRecord, LeaderFence } from "../../ports/store.js";
+import { numberedRunId } from "../../domain/after.js";
+import { dagHash } from "../../domain/canonical-hash.js";
+import type { ParsedDag, RunStatus } from "../../domain/model.js";
+import type { AfterFiringInput, AfterFiringRecord, CreateRunInput, LeaderFence } from "../../ports/store.js";
 import type { LogLine, Row } from "./records.js";
 import { sessionKey } from "./records.js";
 
@@ -12,6 +14,36 @@ export const FIRING_COLUMNS =
 
 /** Runs at or past this number are not given to a firing (`!dag run` stops at 9999 too). */
 export const MAX_FIRED_RUN_NUMBER = 999_999;
+
+/** Definitions with an `after` read at most, when the caller gives no limit. */
+export const DEFAULT_DEFINITIONS_LIMIT = 1000;
+/** Upstream runs or firings read at most, when the caller gives no limit. */
+export const DEFAULT_LIMIT = 100;
+
+/** A caller's limit (or the default) as a whole number of rows, never negative. */
+export const limitOf = (n: number | undefined, d: number): number => Math.max(0, Math.floor(n ?? d));
+
+/**
+ * The run a firing starts: its definition's DAG as `<id>.N` (`n`), on the authority of the
+ * definition's publisher, with no confirmation to wait for.
+ */
+export function firedRunInput(
+  roomId: string,
+  dagId: string,
+  fire: NonNullable<AfterFiringInput["fire"]>,
+  n: number,
+): CreateRunInput {
+  const dag: ParsedDag = { ...fire.dag, id: numberedRunId(dagId, n), definition: dagId };
+  return {
+    roomId,
+    dag,
+    hash: dagHash(dag),
+    publisher: fire.publisher,
+    publishEventId: null,
+    needsConfirmation: false,
+    confirmTimeoutMs: 0,
+  };
+}
 
 export function firingFromRow(r: Row): AfterFiringRecord {
   return {
