@@ -71,6 +71,9 @@ export async function registerHookRoutes(
     log.warn({ hook: hook.id, reason }, "webhook delivery refused");
     return sendProblem(reply, problem(status, code, detail, { hook: hook.id, reason }));
   };
+  /** A body past the hook's own limit, whether the parser or the handler found it. */
+  const refuseTooLarge = (reply: FastifyReply, hook: WebhookConfig): FastifyReply =>
+    refuse(reply, hook, 413, "too-large", "body-too-large", `at most ${hook.bodyLimitBytes} bytes`);
 
   await app.register(async (scope) => {
     // The raw bytes, whatever the content type: a signature is over the body exactly as sent.
@@ -80,15 +83,7 @@ export async function registerHookRoutes(
     );
     scope.setErrorHandler((err: FastifyError, req, reply) => {
       const hook = byId.get((req.params as { id?: string } | undefined)?.id ?? "");
-      if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE" && hook !== undefined)
-        return refuse(
-          reply,
-          hook,
-          413,
-          "too-large",
-          "body-too-large",
-          `at most ${hook.bodyLimitBytes} bytes`,
-        );
+      if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE" && hook !== undefined) return refuseTooLarge(reply, hook);
       if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE")
         return sendProblem(reply, problem(413, "body-too-large", `at most ${largest} bytes`));
       if (typeof err.statusCode === "number" && err.statusCode >= 400 && err.statusCode < 500)
@@ -115,15 +110,7 @@ export async function registerHookRoutes(
         if (hook === undefined)
           return sendProblem(reply, problem(404, "not-found", `no webhook "${id}" on this node`));
         const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-        if (raw.length > hook.bodyLimitBytes)
-          return refuse(
-            reply,
-            hook,
-            413,
-            "too-large",
-            "body-too-large",
-            `at most ${hook.bodyLimitBytes} bytes`,
-          );
+        if (raw.length > hook.bodyLimitBytes) return refuseTooLarge(reply, hook);
         const verified = verifyDelivery(hook, hook.secret, req.headers, raw, Date.now());
         if (!verified.ok)
           return refuse(
