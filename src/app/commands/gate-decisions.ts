@@ -339,3 +339,19 @@ export function gateRoute(verb: GateVerb): VerbHttp<GateCommand> {
         : null,
   };
 }
+
+/**
+ * What approve's and deny's declarations share: the chat grammar, the command as data, the handler,
+ * the rendering and the HTTP route, each for `verb`. Both write (a fenced decision).
+ */
+export function gateVerbParts<V extends GateVerb>(verb: V, usage: string) {
+  type C = GateCommand & { verb: V };
+  return {
+    parse: (args: string[], after: string) => parseGateCommand(verb, args, after) as Parsed<C>,
+    fromData: (data: Readonly<Record<string, unknown>>) => gateCommandFromData(verb, data) as Parsed<C>,
+    handle: (ctx: HandlerContext, c: C) => handleGateDecision(ctx, c, usage),
+    render: { gate: renderGate },
+    writes: true,
+    http: gateRoute(verb) as unknown as VerbHttp<C>,
+  } as const;
+}

@@ -1,11 +1,5 @@
 /** `!dag approve <run> <gate> [name=value ...]`: approve an open approval gate (gate-decisions.ts). */
-import {
-  gateCommandFromData,
-  gateRoute,
-  handleGateDecision,
-  parseGateCommand,
-  renderGate,
-} from "../gate-decisions.js";
+import { gateVerbParts } from "../gate-decisions.js";
 import type { GateCommand } from "../gate-decisions.js";
 import { defineVerb } from "../verb.js";
 
@@ -25,11 +19,7 @@ export const approve = defineVerb<GateCommand & { verb: "approve" }, "gate">({
     "the gate's form; a value is one word matching the field's pattern, and becomes the gate's output",
     "{tasks.<gate>.outputs.<name>}. A ✅ on the gate's message approves as well.",
   ],
-  parse: (args, after) => parseGateCommand("approve", args, after) as never,
-  fromData: (data) => gateCommandFromData("approve", data) as never,
-  handle: (ctx, c) => handleGateDecision(ctx, c, USAGE),
-  render: { gate: renderGate },
-  writes: true,
+  ...gateVerbParts("approve", USAGE),
   cli: {
     description: "Approve an open approval gate of a run, with values for its form.",
     about: "Counts once per person; the gate passes when as many people as it asks for approved.",
@@ -52,5 +42,4 @@ export const approve = defineVerb<GateCommand & { verb: "approve" }, "gate">({
       }),
     }),
   },
-  http: gateRoute("approve") as never,
 });

@@ -1,11 +1,5 @@
 /** `!dag deny <run> <gate> [reason]`: deny an open approval gate; what needs it is skipped (gate-decisions.ts). */
-import {
-  gateCommandFromData,
-  gateRoute,
-  handleGateDecision,
-  parseGateCommand,
-  renderGate,
-} from "../gate-decisions.js";
+import { gateVerbParts } from "../gate-decisions.js";
 import type { GateCommand } from "../gate-decisions.js";
 import { defineVerb } from "../verb.js";
 
@@ -22,11 +16,7 @@ export const deny = defineVerb<GateCommand & { verb: "deny" }, "gate">({
     "other branches of the run go on. The reason (optional, the rest of the line) is kept in the run's",
     "history. A ❌ on the gate's message denies as well.",
   ],
-  parse: (args, after) => parseGateCommand("deny", args, after) as never,
-  fromData: (data) => gateCommandFromData("deny", data) as never,
-  handle: (ctx, c) => handleGateDecision(ctx, c, USAGE),
-  render: { gate: renderGate },
-  writes: true,
+  ...gateVerbParts("deny", USAGE),
   cli: {
     description: "Deny an open approval gate of a run: it fails and what needs it is skipped.",
     args: [
@@ -45,5 +35,4 @@ export const deny = defineVerb<GateCommand & { verb: "deny" }, "gate">({
       };
     },
   },
-  http: gateRoute("deny") as never,
 });
