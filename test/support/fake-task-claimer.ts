@@ -19,41 +19,10 @@ import type {
 import type { TaskStatus } from "../../src/domain/model.js";
 import type { FakeClock } from "./fake-clock.js";
 import type { RenewalMode } from "./fake-lease-store.js";
+import { taskFixture } from "./task-record.js";
 
 export function taskRecord(runId: string, taskId: string, action: string): TaskRecord {
-  return {
-    runId,
-    taskId,
-    seq: 1,
-    status: "running",
-    version: 2,
-    attempt: 1,
-    maxAttempts: 1,
-    action,
-    args: {},
-    needs: [],
-    on: { labels: [], node: null },
-    priority: 0,
-    concurrencyKey: null,
-    timeoutMs: null,
-    queueTimeoutMs: null,
-    retryBackoffMs: 1000,
-    executor: null,
-    leaseExpiresAt: null,
-    notBefore: null,
-    deadline: null,
-    queuedAt: null,
-    startedAt: null,
-    finishedAt: null,
-    exitCode: null,
-    output: null,
-    outputBytes: null,
-    error: null,
-    outputPatterns: null,
-    outputValues: null,
-    gate: null,
-    gateState: null,
-  };
+  return taskFixture({ runId, taskId, status: "running", version: 2, action });
 }
 
 export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, "getTask"> {

@@ -9,6 +9,7 @@ import type { TaskStatus } from "../../src/domain/model.js";
 import type { WaitReason } from "../../src/domain/wait-reasons.js";
 import { explainWaits } from "../../src/domain/wait-reasons.js";
 import type { RunRecord, TaskRecord } from "../../src/ports/store.js";
+import { taskFixture } from "../support/task-record.js";
 
 const T0 = Date.UTC(2024, 4, 1, 12, 0, 0);
 
@@ -30,40 +31,7 @@ const run: RunRecord = {
 };
 
 function task(taskId: string, status: TaskStatus, extra: Partial<TaskRecord> = {}): TaskRecord {
-  return {
-    runId: "run-1",
-    taskId,
-    seq: 1,
-    status,
-    version: 1,
-    attempt: 1,
-    maxAttempts: 1,
-    action: "deploy",
-    args: {},
-    needs: [],
-    on: { labels: [], node: null },
-    priority: 0,
-    concurrencyKey: null,
-    timeoutMs: null,
-    queueTimeoutMs: null,
-    retryBackoffMs: 1000,
-    executor: null,
-    leaseExpiresAt: null,
-    notBefore: null,
-    deadline: null,
-    queuedAt: null,
-    startedAt: null,
-    finishedAt: null,
-    exitCode: null,
-    output: null,
-    outputBytes: null,
-    error: null,
-    outputPatterns: null,
-    outputValues: null,
-    gate: null,
-    gateState: null,
-    ...extra,
-  };
+  return taskFixture({ taskId, status, action: "deploy", ...extra });
 }
 
 const tasks = [

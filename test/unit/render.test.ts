@@ -24,6 +24,7 @@ import { renderStatusCard } from "../../src/app/render/status-card.js";
 import type { TaskStatus } from "../../src/domain/model.js";
 import { summarizeTasks } from "../../src/domain/run-status.js";
 import type { RunRecord, TaskRecord } from "../../src/ports/store.js";
+import { taskFixture } from "../support/task-record.js";
 import { parseCommand } from "../../src/app/commands/verbs/index.js";
 
 const HOSTILE = `<script>alert("x")</script> & 'q' <img src=x onerror=alert(1)>`;
@@ -50,40 +51,7 @@ function run(extra: Partial<RunRecord> = {}): RunRecord {
 }
 
 function task(taskId: string, status: TaskStatus, extra: Partial<TaskRecord> = {}): TaskRecord {
-  return {
-    runId: "run-1",
-    taskId,
-    seq: 1,
-    status,
-    version: 1,
-    attempt: 1,
-    maxAttempts: 3,
-    action: "echo",
-    args: {},
-    needs: [],
-    on: { labels: [], node: null },
-    priority: 0,
-    concurrencyKey: null,
-    timeoutMs: null,
-    queueTimeoutMs: null,
-    retryBackoffMs: 1000,
-    executor: null,
-    leaseExpiresAt: null,
-    notBefore: null,
-    deadline: null,
-    queuedAt: null,
-    startedAt: null,
-    finishedAt: null,
-    exitCode: null,
-    output: null,
-    outputBytes: null,
-    error: null,
-    outputPatterns: null,
-    outputValues: null,
-    gate: null,
-    gateState: null,
-    ...extra,
-  };
+  return taskFixture({ taskId, status, maxAttempts: 3, ...extra });
 }
 
 const n1 = { nodeId: "n1", bootId: "b" };
