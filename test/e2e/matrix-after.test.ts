@@ -5,10 +5,10 @@
  * says so. Then alice lowers her own power level: the next run of build (bob's) starts no deploy,
  * and the skipped firing says that alice may no longer run it — the schedule's rule.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { Store } from "../../src/ports/store.js";
-import { BotFleet } from "../support/bot-fleet.js";
+import { BotFleet, fleetHooks } from "../support/bot-fleet.js";
 import { bodyOf, publishJson, replyTo } from "../support/bot-chat.js";
 import { useSynapse } from "../support/matrix-fixture.js";
 import { MatrixUser } from "../support/matrix-user.js";
@@ -47,18 +47,7 @@ beforeAll(async () => {
   alice.startSync();
 }, 120_000);
 
-afterEach((ctx) => {
-  if (ctx.task.result?.state === "fail") {
-    fleet?.keepDir();
-    console.error(fleet?.tails());
-  }
-});
-
-afterAll(async () => {
-  await alice?.stopSync();
-  await store?.close();
-  await fleet?.dispose();
-});
+fleetHooks(() => ({ fleet, person: alice, store }));
 
 const ended = (s: string | undefined): boolean => s === "succeeded" || s === "failed";
 

@@ -9,11 +9,11 @@
  * rate limit is refused once, saying when to ask again, and not answered after that; the room's
  * policy `graph operators` keeps pictures to operators.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { STATE_STYLE } from "../../src/adapters/graph/dot.js";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { Store } from "../../src/ports/store.js";
-import { BotFleet } from "../support/bot-fleet.js";
+import { BotFleet, fleetHooks } from "../support/bot-fleet.js";
 import {
   bodyOf,
   cardEditSaying,
@@ -68,18 +68,7 @@ beforeAll(async () => {
   alice.startSync();
 }, 120_000);
 
-afterEach((ctx) => {
-  if (ctx.task.result?.state === "fail") {
-    fleet?.keepDir();
-    console.error(fleet?.tails());
-  }
-});
-
-afterAll(async () => {
-  await alice?.stopSync();
-  await store?.close();
-  await fleet?.dispose();
-});
+fleetHooks(() => ({ fleet, person: alice, store }));
 
 async function runEnded(dagId: string): Promise<void> {
   await waitFor(

@@ -5,10 +5,10 @@
  * the schedule pauses itself instead of firing, and the room gets exactly one message saying so.
  * Then an operator deletes it in chat, and it stays quiet.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { RunRecord, Store } from "../../src/ports/store.js";
-import { BotFleet } from "../support/bot-fleet.js";
+import { BotFleet, fleetHooks } from "../support/bot-fleet.js";
 import { bodyOf, publishJson, replyTo, roomHistory } from "../support/bot-chat.js";
 import { useSynapse } from "../support/matrix-fixture.js";
 import { MatrixUser } from "../support/matrix-user.js";
@@ -50,18 +50,7 @@ beforeAll(async () => {
   alice.startSync();
 }, 120_000);
 
-afterEach((ctx) => {
-  if (ctx.task.result?.state === "fail") {
-    fleet?.keepDir();
-    console.error(fleet?.tails());
-  }
-});
-
-afterAll(async () => {
-  await alice?.stopSync();
-  await store?.close();
-  await fleet?.dispose();
-});
+fleetHooks(() => ({ fleet, person: alice, store }));
 
 describe("a schedule whose publisher loses their power level", () => {
   it("pauses itself instead of firing and says so in the room exactly once", async () => {

@@ -4,10 +4,10 @@
  * then points to the logs; its card lines say no "attempt 1/1" and no duration under a second. A
  * typo is answered with the command as meant, to copy, and no line of every verb; help is short.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { Store } from "../../src/ports/store.js";
-import { BotFleet } from "../support/bot-fleet.js";
+import { BotFleet, fleetHooks } from "../support/bot-fleet.js";
 import {
   bodyOf,
   cardEditSaying,
@@ -49,18 +49,7 @@ beforeAll(async () => {
   alice.startSync();
 }, 120_000);
 
-afterEach((ctx) => {
-  if (ctx.task.result?.state === "fail") {
-    fleet?.keepDir();
-    console.error(fleet?.tails());
-  }
-});
-
-afterAll(async () => {
-  await alice?.stopSync();
-  await store?.close();
-  await fleet?.dispose();
-});
+fleetHooks(() => ({ fleet, person: alice, store }));
 
 describe("failures in words", () => {
   it("a failed run's final message names the failed task with its exit status and its skipped dependents", async () => {

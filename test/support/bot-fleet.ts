@@ -18,6 +18,7 @@ import {
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { afterAll, afterEach } from "vitest";
 import type { RegisteredUser, SynapseHandle } from "./synapse.js";
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -263,4 +264,31 @@ export class BotFleet {
     if (node === undefined) throw new Error(`no node ${i}`);
     return node;
   }
+}
+
+/**
+ * The hooks a chat test file's fleet needs: a failed test keeps the fleet's folder and prints the
+ * tails of its logs; after the file, the person stops syncing, the store closes and the fleet goes.
+ * `parts` is read when a hook runs (the file's beforeAll sets them).
+ */
+export function fleetHooks(
+  parts: () => {
+    fleet: BotFleet | undefined;
+    person: { stopSync(): Promise<void> } | undefined;
+    store: { close(): Promise<void> } | undefined;
+  },
+): void {
+  afterEach((ctx) => {
+    if (ctx.task.result?.state === "fail") {
+      const { fleet } = parts();
+      fleet?.keepDir();
+      console.error(fleet?.tails());
+    }
+  });
+  afterAll(async () => {
+    const { fleet, person, store } = parts();
+    await person?.stopSync();
+    await store?.close();
+    await fleet?.dispose();
+  });
 }
