@@ -10,6 +10,7 @@ import {
   cli,
   createTarget,
   killAll,
+  LOCAL_POLICY,
   requireBuild,
   startNode,
   waitForRunStatus,
@@ -21,15 +22,6 @@ import { untilNodeBeats } from "../support/store-wait.js";
 beforeAll(() => {
   requireBuild();
 });
-
-const POLICY = {
-  requiredPowerLevel: 50,
-  allowlist: [],
-  twoPersonRule: false,
-  autoConfirm: [],
-  confirmTimeoutMs: 3_600_000,
-  nodeStaleAfterMs: 30_000,
-};
 
 describe.each(["sqlite", "postgres"] as const)("dagbot trigger on %s", (kind) => {
   it("runs a published DAG again with parameters: new run ids, each action once per run, bad values store nothing", async () => {
@@ -131,7 +123,7 @@ describe.each(["sqlite", "postgres"] as const)("dagbot trigger on %s", (kind) =>
         expect(existsSync(join(target.dir, "pwned"))).toBe(false);
 
         // The definition's history: the run publishing started and each triggered one.
-        const history = await sendLocalCommand(store, "local", "!dag list nightly", 30_000, POLICY);
+        const history = await sendLocalCommand(store, "local", "!dag list nightly", 30_000, LOCAL_POLICY);
         expect(history?.outcome).toMatchObject({ kind: "list", of: "nightly" });
         const listed = history?.outcome?.kind === "list" ? history.outcome.runs.map((r) => r.run.dagId) : [];
         expect([...listed].sort()).toEqual(["nightly", "nightly.2", "nightly.3", "nightly.4"]);

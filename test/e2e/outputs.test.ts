@@ -16,6 +16,7 @@ import {
   cli,
   createTarget,
   killAll,
+  LOCAL_POLICY,
   requireBuild,
   startNode,
   waitForRunStatus,
@@ -27,15 +28,6 @@ import { untilNodeBeats } from "../support/store-wait.js";
 beforeAll(() => {
   requireBuild();
 });
-
-const POLICY = {
-  requiredPowerLevel: 50,
-  allowlist: [],
-  twoPersonRule: false,
-  autoConfirm: [],
-  confirmTimeoutMs: 3_600_000,
-  nodeStaleAfterMs: 30_000,
-};
 
 const VERSION = "[0-9]+\\.[0-9]+\\.[0-9]+";
 
@@ -176,7 +168,13 @@ describe.each(["sqlite", "postgres"] as const)("task outputs on %s", (kind) => {
         expect(status.code, status.stderr).toBe(0);
         expect(status.stdout).toMatch(/build\s+succeeded[^\n]*\n\s+output version=1\.2\.3/);
         expect(status.stdout).not.toMatch(/^\s+deploy/m);
-        const chat = await sendLocalCommand(store, "local", "!dag status release build", 30_000, POLICY);
+        const chat = await sendLocalCommand(
+          store,
+          "local",
+          "!dag status release build",
+          30_000,
+          LOCAL_POLICY,
+        );
         expect(chat?.outcome).toMatchObject({
           kind: "status",
           tasks: [{ taskId: "build", outputs: { version: "1.2.3" } }],

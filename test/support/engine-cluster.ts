@@ -19,6 +19,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { openStore } from "../../src/adapters/store-factory.js";
 import { parseStoreLocation } from "../../src/config/store-location.js";
+import type { CommandPolicy } from "../../src/app/commands/context.js";
 import type { LogEvent, Store, TaskRecord } from "../../src/ports/store.js";
 import { createTestDatabase, dropOrKeep } from "./postgres.js";
 import { waitFor } from "./store-wait.js";
@@ -88,6 +89,16 @@ export interface NodeConfigOptions {
   acquireEvery?: string;
   extra?: string;
 }
+
+/** The room policy a test's local command (sendLocalCommand) is judged by: power 50 to write, no two-person rule. */
+export const LOCAL_POLICY: CommandPolicy = {
+  requiredPowerLevel: 50,
+  allowlist: [],
+  twoPersonRule: false,
+  autoConfirm: [],
+  confirmTimeoutMs: 3_600_000,
+  nodeStaleAfterMs: 30_000,
+};
 
 /** A node config (TOML) for a test node: short leases and the test actions; returns its path. */
 export function writeNodeConfig(target: Target, o: NodeConfigOptions): string {
