@@ -156,33 +156,24 @@ export function substituteOutputs(
   producers: ReadonlyMap<string, ProducerOutputs>,
 ): SubstituteResult {
   const budget: CheckBudget = { spent: 0 };
-  const out: Record<string, ArgValue> = {};
   let problem: string | null = null;
-  for (const key of Object.keys(args)) {
-    const raw = args[key]!;
-    const value =
-      typeof raw !== "string"
-        ? raw
-        : raw.replace(OUTPUT_REFERENCE, (whole, producer: string, name: string) => {
-            if (problem !== null) return whole;
-            const p = producers.get(producer);
-            const values = p?.values ?? null;
-            if (p === undefined || values === null || !Object.hasOwn(values, name)) {
-              problem = `argument "${key}" of task ${taskId} refers to ${whole}, but task ${producer} has published no output "${name}"`;
-              return whole;
-            }
-            const v = values[name]!;
-            const pattern = Object.hasOwn(p.declared, name) ? p.declared[name]! : null;
-            problem =
-              pattern === null
-                ? `argument "${key}" of task ${taskId} refers to ${whole}, but task ${producer} declares no output "${name}"`
-                : outputValueProblem(producer, name, pattern, v, budget);
-            return v;
-          });
-    if (problem !== null) return { ok: false, message: problem };
-    Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
-  }
-  return { ok: true, args: out };
+  const out = replaceReferences(args, (key, whole, producer, name) => {
+    if (problem !== null) return whole;
+    const p = producers.get(producer);
+    const values = p?.values ?? null;
+    if (p === undefined || values === null || !Object.hasOwn(values, name)) {
+      problem = `argument "${key}" of task ${taskId} refers to ${whole}, but task ${producer} has published no output "${name}"`;
+      return whole;
+    }
+    const v = values[name]!;
+    const pattern = Object.hasOwn(p.declared, name) ? p.declared[name]! : null;
+    problem =
+      pattern === null
+        ? `argument "${key}" of task ${taskId} refers to ${whole}, but task ${producer} declares no output "${name}"`
+        : outputValueProblem(producer, name, pattern, v, budget);
+    return v;
+  });
+  return problem === null ? { ok: true, args: out } : { ok: false, message: problem };
 }
 
 /**
@@ -195,16 +186,29 @@ export function carryOutputs(
   args: Readonly<Record<string, ArgValue>>,
   published: ReadonlyMap<string, Readonly<Record<string, string>>>,
 ): Record<string, ArgValue> {
+  return replaceReferences(args, (_key, whole, producer, name) => {
+    const values = published.get(producer);
+    return values !== undefined && Object.hasOwn(values, name) ? values[name]! : whole;
+  });
+}
+
+/**
+ * `args` with each `{tasks.ID.outputs.NAME}` in a string value replaced by what `by` gives for it,
+ * in one pass; each argument an own data property of the copy whatever its name.
+ */
+function replaceReferences(
+  args: Readonly<Record<string, ArgValue>>,
+  by: (key: string, whole: string, producer: string, name: string) => string,
+): Record<string, ArgValue> {
   const out: Record<string, ArgValue> = {};
   for (const key of Object.keys(args)) {
     const raw = args[key]!;
     const value =
       typeof raw !== "string"
         ? raw
-        : raw.replace(OUTPUT_REFERENCE, (whole, producer: string, name: string) => {
-            const values = published.get(producer);
-            return values !== undefined && Object.hasOwn(values, name) ? values[name]! : whole;
-          });
+        : raw.replace(OUTPUT_REFERENCE, (whole, producer: string, name: string) =>
+            by(key, whole, producer, name),
+          );
     Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
   }
   return out;
