@@ -4,6 +4,7 @@
 // semi-spaces while a node loads its modules and keeps them, idle; 4 MB ones cost an idle chat node
 // 15 MB less RSS (bench/README.md, Memory). V8 reads it only at start, so it cannot be set here.
 import { readFileSync } from "node:fs";
+import { tooOldNode } from "./cli/node-floor.js";
 
 // A reader that went away (`dagbot status | head -1`) has all it wanted: end quietly, not with an
 // EPIPE stack trace. Other write errors are real and keep their default (a crash with the cause).
@@ -12,19 +13,30 @@ process.stdout.on("error", (err: NodeJS.ErrnoException) => {
   process.exit(typeof process.exitCode === "number" ? process.exitCode : 0);
 });
 
-/** The version of the package this file was installed from (package.json is shipped beside dist/). */
-function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+/** The package this file was installed from (package.json is shipped beside dist/). */
+function packageJson(): { version?: unknown; engines?: { node?: unknown } } {
+  return JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
     version?: unknown;
+    engines?: { node?: unknown };
   };
-  return typeof pkg.version === "string" ? pkg.version : "unknown";
+}
+
+function packageVersion(): string {
+  const { version } = packageJson();
+  return typeof version === "string" ? version : "unknown";
 }
 
 // `dagbot --version` answers before the subcommands' modules load (they take most of a start-up:
 // 0.5–0.7 s on a loaded 2-core machine against 0.15 s for node alone).
+// On a Node older than package.json's engines the SQLite driver crashes as it loads (a segfault,
+// no message): say what is needed instead, before anything loads it.
 const args = process.argv.slice(2);
+const tooOld = tooOldNode(process.versions.node, packageJson().engines?.node);
 if (args.length === 1 && (args[0] === "--version" || args[0] === "-V")) {
   process.stdout.write(`${packageVersion()}\n`);
+} else if (tooOld !== null) {
+  process.stderr.write(`${tooOld}\n`);
+  process.exitCode = 2;
 } else {
   await runCommand();
 }
