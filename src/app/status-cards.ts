@@ -61,6 +61,8 @@ export interface StatusCardOptions {
 
 const DEFAULTS = { debounceMs: 100, safetyTickMs: 5_000, recentRuns: 50, nodeLiveWithinMs: 30_000 };
 const ACTIVE: RunRecord["status"][] = ["pending", "running", "canceling"];
+/** How many of the room's newest runs each pass looks at besides the active ones (see CardKeeper.done). */
+const NEWEST = 8;
 
 /** Keeps the room's cards current until `signal` aborts. Never throws. */
 export async function runStatusCardLoop(
@@ -104,6 +106,13 @@ export class CardKeeper {
   private readonly gatesDone = new Set<string>();
   /** Runs that were active at the last pass: when one is gone from the active list, it has ended. */
   private active = new Set<string>();
+  /**
+   * Ended runs whose card and final message are done. Every pass also looks at the room's newest
+   * runs (NEWEST), which catches a run created and ended between two passes (an auto-confirmed run of
+   * quick tasks ends within milliseconds): it was never active when a pass looked, yet needs its
+   * card's last edit and its final message. The runs already done are skipped without a read.
+   */
+  private readonly done = new Set<string>();
 
   constructor(
     private readonly deps: StatusCardDeps,
@@ -169,8 +178,8 @@ export class CardKeeper {
     const roomId = this.fence.roomId;
     const runs = new Map<string, RunRecord>();
     for (const run of await store.listRuns(roomId, { statuses: ACTIVE })) runs.set(run.runId, run);
-    if (recent > 0)
-      for (const run of await store.listRuns(roomId, { limit: recent })) runs.set(run.runId, run);
+    for (const run of await store.listRuns(roomId, { limit: Math.max(recent, NEWEST) }))
+      if (!this.done.has(run.runId)) runs.set(run.runId, run);
     for (const runId of this.active) {
       if (runs.has(runId)) continue;
       const run = await store.getRunById(runId);
@@ -183,8 +192,17 @@ export class CardKeeper {
       const { messages, settled } = await this.update(run, room);
       if (!settled) unfinished.add(run.runId);
       if (messages.length > 0) await store.enqueueOutbox(this.fence, messages);
+      if (settled && isTerminalRun(run.status)) this.remember(run.runId);
     }
     this.active = unfinished;
+  }
+
+  private remember(runId: string): void {
+    this.done.add(runId);
+    // Bounded: the oldest entries go first (a Set keeps insertion order); a run forgotten here is
+    // read again only while it is among the NEWEST, and found settled.
+    if (this.done.size > 4 * NEWEST)
+      for (const id of [...this.done].slice(0, 2 * NEWEST)) this.done.delete(id);
   }
 
   /**
