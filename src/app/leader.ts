@@ -132,7 +132,8 @@ export async function leaderPass(
     }
   }
   const reaped = options.scheduleOnly === true ? NOTHING_REAPED : await store.reap(fence);
-  const scheduled = await store.scheduleStep(fence);
+  // After nothing but finished tasks, the store may decide from what it kept of its last step.
+  const scheduled = await store.scheduleStep(fence, options.scheduleOnly === true);
   const pass: LeaderPass = {
     commands,
     ...reaped,

@@ -677,9 +677,12 @@ export interface Scheduler {
    * One scheduling step for the fence's room: blocked → skipped where a need ended badly; blocked →
    * queued where every need succeeded, in priority then FIFO order, while the number of active
    * (queued + running + canceling) tasks stays within the room's global cap and the run's
-   * max_parallel, and at most one active task per concurrency_key.
+   * max_parallel, and at most one active task per concurrency_key. `incremental`: only workers'
+   * claims and finishes may have changed the room since this fence's last step, so the store may
+   * decide from what it kept of that step (src/domain/schedule-view.ts) where that still explains
+   * the room; a store may always read the whole room instead.
    */
-  scheduleStep(fence: LeaderFence): Promise<ScheduleResult>;
+  scheduleStep(fence: LeaderFence, incremental?: boolean): Promise<ScheduleResult>;
   /**
    * The room's ready queued tasks and, when there are any, the live nodes serving the room with
    * their free slots and how many of the ready tasks each could run: whom the leader should wake.

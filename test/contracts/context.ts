@@ -71,6 +71,11 @@ export interface ContractCapabilities {
    * created at `createdAt`, with the definition row: in one statement, for a long history in little time.
    */
   insertFinishedRuns(roomId: string, dagId: string, count: number, createdAt: number): Promise<void>;
+  /**
+   * Set one task's status behind every store call's back: a writer the leader's scheduling view
+   * does not follow (it proves the view cannot be fooled into starting a task early).
+   */
+  setTaskStatus(runId: string, taskId: string, status: string): Promise<void>;
 }
 
 /** What the adapter's test file hands to describeStoreContract: how to reach its database. */

@@ -162,6 +162,13 @@ export function postgresCapabilities(db: () => TestDatabase): ContractCapabiliti
         [roomId, dagId, count, createdAt],
       );
     },
+    setTaskStatus: async (runId, taskId, status) => {
+      await db().query("UPDATE tasks SET status = $3 WHERE run_id = $1 AND task_id = $2", [
+        runId,
+        taskId,
+        status,
+      ]);
+    },
     explainClaim: async () => (await explainClaimPick(db())).text,
   };
 }

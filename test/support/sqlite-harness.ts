@@ -135,6 +135,12 @@ export function sqliteCapabilities(db: () => SqliteTestDb): ContractCapabilities
           .run(at);
       })();
     },
+    setTaskStatus: async (runId, taskId, status) => {
+      db()
+        .raw()
+        .prepare("UPDATE tasks SET status = ? WHERE run_id = ? AND task_id = ?")
+        .run(status, runId, taskId);
+    },
     explainClaim: async () => {
       const rows = db()
         .raw()

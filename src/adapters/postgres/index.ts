@@ -143,7 +143,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     finishTask: async (token, result) => tasks.finishTask(db, token, result),
     finishAndClaim: async (token, result, offer, max) => tasks.finishAndClaim(db, token, result, offer, max),
 
-    scheduleStep: async (fence) => scheduler.scheduleStep(db, fence),
+    scheduleStep: async (fence, incremental) => scheduler.scheduleStep(db, fence, incremental),
     reap: async (fence) => scheduler.reap(db, fence),
     deriveRunOutcomes: async (fence) => scheduler.deriveRunOutcomes(db, fence),
     setRoomCap: async (roomId, cap, ctx) => scheduler.setRoomCap(db, roomId, cap, ctx),

@@ -128,7 +128,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     finishTask: async (token, result) => tasks.finishTask(c, token, result),
     finishAndClaim: async (token, result, offer, max) => tasks.finishAndClaim(c, token, result, offer, max),
 
-    scheduleStep: async (fence) => scheduler.scheduleStep(c, fence),
+    scheduleStep: async (fence, incremental) => scheduler.scheduleStep(c, fence, incremental),
     reap: async (fence) => scheduler.reap(c, fence),
     deriveRunOutcomes: async (fence) => scheduler.deriveRunOutcomes(c, fence),
     setRoomCap: async (roomId, cap, ctx) => scheduler.setRoomCap(c, roomId, cap, ctx),

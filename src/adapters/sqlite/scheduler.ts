@@ -4,7 +4,10 @@
  */
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import { deriveRunOutcome } from "../../domain/run-status.js";
+import type { ScheduleDecision } from "../../domain/scheduling.js";
 import { decideSchedule } from "../../domain/scheduling.js";
+import { ScheduleView } from "../../domain/schedule-view.js";
+import { ScheduleViews, SQLITE_NEEDS_MET } from "../store-common/schedule-views.js";
 import type { GateSpec } from "../../domain/gates.js";
 import type { GateState } from "../../domain/gates.js";
 import { gateTimeoutError, openGateState, timeOutGate } from "../../domain/gates.js";
@@ -34,88 +37,155 @@ function roomCap(c: SqliteConnection, roomId: string): number {
   );
 }
 
-export function scheduleStep(c: SqliteConnection, fence: LeaderFence): Promise<ScheduleResult> {
-  return c.write("schedule step", (tx) => {
-    c.checkFence("schedule step", fence, tx.now);
-    const roomId = fence.roomId;
-    const runs = c
-      .all<{ run_id: string; status: RunStatus; max_parallel: number | null }>(
-        "SELECT run_id, status, max_parallel FROM runs WHERE room_id = ? AND status IN ('pending','running','canceling')",
-        roomId,
-      )
-      .map((r) => ({ runId: r.run_id, status: r.status, maxParallel: r.max_parallel }));
-    if (runs.length === 0) return { queued: 0, skipped: 0 };
-    const tasks = c
-      .all<{
-        run_id: string;
-        task_id: string;
-        status: TaskStatus;
-        needs: string;
-        priority: number;
-        seq: number;
-        concurrency_key: string | null;
-        gate: number;
-        gate_open: number;
-      }>(
-        `SELECT t.run_id, t.task_id, t.status, t.needs, t.priority, t.seq, t.concurrency_key,
-                t.gate IS NOT NULL AS gate, t.gate_state IS NOT NULL AS gate_open
-           FROM runs r JOIN tasks t ON t.run_id = r.run_id
-          WHERE r.room_id = ? AND r.status IN ('pending','running','canceling')`,
-        roomId,
-      )
-      .map((t) => ({
-        runId: t.run_id,
-        taskId: t.task_id,
-        status: t.status,
-        needs: JSON.parse(t.needs) as string[],
-        priority: t.priority,
-        seq: t.seq,
-        concurrencyKey: t.concurrency_key,
-        isGate: t.gate === 1,
-        gateOpen: t.gate_open === 1,
-      }));
-    const decision = decideSchedule({ runs, tasks }, { globalCap: roomCap(c, roomId) });
-    const actor = sessionKey(fence.session);
-    const move = (to: "skipped" | "queued", refs: { runId: string; taskId: string }[]): number => {
-      const stamp = to === "queued" ? "queued_at" : "finished_at";
-      let moved = 0;
-      for (const t of refs) {
-        moved += c.run(
-          `UPDATE tasks SET status = '${to}', version = version + 1, ${stamp} = ?
-          WHERE run_id = ? AND task_id = ? AND status = 'blocked'`,
-          tx.now,
+const views = new WeakMap<SqliteConnection, ScheduleViews>();
+
+type ScheduleRow = {
+  run_id: string;
+  task_id: string;
+  status: TaskStatus;
+  needs: string;
+  priority: number;
+  seq: number;
+  concurrency_key: string | null;
+  gate: number;
+  gate_open: number;
+};
+
+/**
+ * One scheduling step (docs/architecture.md §4, "Scheduling without rereading the room"): with
+ * `incremental`, from the view the last step left under this fence when it still explains the room;
+ * otherwise from a read of every task of the room's open runs.
+ */
+export function scheduleStep(
+  c: SqliteConnection,
+  fence: LeaderFence,
+  incremental = false,
+): Promise<ScheduleResult> {
+  let held = views.get(c);
+  if (held === undefined) {
+    held = new ScheduleViews();
+    views.set(c, held);
+  }
+  const kept = held;
+  return c
+    .write("schedule step", (tx) => {
+      c.checkFence("schedule step", fence, tx.now);
+      const roomId = fence.roomId;
+      const runs = c
+        .all<{ run_id: string; status: RunStatus; max_parallel: number | null }>(
+          "SELECT run_id, status, max_parallel FROM runs WHERE room_id = ? AND status IN ('pending','running','canceling')",
+          roomId,
+        )
+        .map((r) => ({ runId: r.run_id, status: r.status, maxParallel: r.max_parallel }));
+      if (runs.length === 0) {
+        kept.drop(fence);
+        return { queued: 0, skipped: 0 };
+      }
+      const caps = { globalCap: roomCap(c, roomId) };
+      const previous = incremental ? kept.get(fence) : undefined;
+      let planned: { decision: ScheduleDecision; view: ScheduleView } | null = null;
+      if (previous !== undefined && previous.sameRuns(runs)) {
+        const view = previous;
+        const active = c
+          .all<{ run_id: string; task_id: string; concurrency_key: string | null }>(
+            ACTIVE_ROWS_SQL,
+            roomId,
+            roomId,
+          )
+          .map((a) => ({ runId: a.run_id, taskId: a.task_id, concurrencyKey: a.concurrency_key }));
+        const left = view.left(active);
+        const ended =
+          left?.map((t) => ({
+            ...t,
+            status:
+              c.get<{ status: TaskStatus }>(
+                "SELECT status FROM tasks WHERE run_id = ? AND task_id = ?",
+                t.runId,
+                t.taskId,
+              )?.status ?? ("blocked" as TaskStatus),
+          })) ?? null;
+        if (ended !== null && view.ended(ended)) planned = { decision: view.decide(active, caps), view };
+      }
+      if (planned === null) {
+        const tasks = c
+          .all<ScheduleRow>(
+            `SELECT t.run_id, t.task_id, t.status, t.needs, t.priority, t.seq, t.concurrency_key,
+                    t.gate IS NOT NULL AS gate, t.gate_state IS NOT NULL AS gate_open
+               FROM runs r JOIN tasks t ON t.run_id = r.run_id
+              WHERE r.room_id = ? AND r.status IN ('pending','running','canceling')`,
+            roomId,
+          )
+          .map((t) => ({
+            runId: t.run_id,
+            taskId: t.task_id,
+            status: t.status,
+            needs: JSON.parse(t.needs) as string[],
+            priority: t.priority,
+            seq: t.seq,
+            concurrencyKey: t.concurrency_key,
+            isGate: t.gate === 1,
+            gateOpen: t.gate_open === 1,
+          }));
+        planned = {
+          decision: decideSchedule({ runs, tasks }, caps),
+          view: new ScheduleView({ runs, tasks }),
+        };
+      }
+      const { decision, view } = planned;
+      const actor = sessionKey(fence.session);
+      const move = (to: "skipped" | "queued", refs: { runId: string; taskId: string }[]): number => {
+        const stamp = to === "queued" ? "queued_at" : "finished_at";
+        const guard = to === "queued" ? ` AND ${SQLITE_NEEDS_MET}` : "";
+        let moved = 0;
+        for (const t of refs) {
+          const n = c.run(
+            `UPDATE tasks SET status = '${to}', version = version + 1, ${stamp} = ?
+            WHERE run_id = ? AND task_id = ? AND status = 'blocked'${guard}`,
+            tx.now,
+            t.runId,
+            t.taskId,
+          );
+          if (n === 0) continue;
+          moved += n;
+          tx.log({ roomId, kind: `task.${to}`, runId: t.runId, taskId: t.taskId, term: fence.term, actor });
+        }
+        return moved;
+      };
+      const skipped = move("skipped", decision.toSkip);
+      const queued = move("queued", decision.toQueue);
+      let opened = 0;
+      for (const t of decision.toOpen) {
+        const row = c.get<{ gate: string }>(
+          "SELECT gate FROM tasks WHERE run_id = ? AND task_id = ? AND status = 'blocked' AND gate_state IS NULL",
           t.runId,
           t.taskId,
         );
-        tx.log({ roomId, kind: `task.${to}`, runId: t.runId, taskId: t.taskId, term: fence.term, actor });
+        if (row === undefined) continue;
+        const spec = JSON.parse(row.gate) as GateSpec;
+        const state = openGateState(tx.now, spec);
+        opened += c.run(
+          `UPDATE tasks SET gate_state = ?, deadline = ?, version = version + 1
+            WHERE run_id = ? AND task_id = ? AND status = 'blocked' AND gate_state IS NULL`,
+          JSON.stringify(state),
+          state.deadline,
+          t.runId,
+          t.taskId,
+        );
+        tx.log({ roomId, ...gateOpenedLine(fence, t, spec, state) });
       }
-      return moved;
-    };
-    const skipped = move("skipped", decision.toSkip);
-    const queued = move("queued", decision.toQueue);
-    let opened = 0;
-    for (const t of decision.toOpen) {
-      const row = c.get<{ gate: string }>(
-        "SELECT gate FROM tasks WHERE run_id = ? AND task_id = ? AND status = 'blocked' AND gate_state IS NULL",
-        t.runId,
-        t.taskId,
-      );
-      if (row === undefined) continue;
-      const spec = JSON.parse(row.gate) as GateSpec;
-      const state = openGateState(tx.now, spec);
-      opened += c.run(
-        `UPDATE tasks SET gate_state = ?, deadline = ?, version = version + 1
-          WHERE run_id = ? AND task_id = ? AND status = 'blocked' AND gate_state IS NULL`,
-        JSON.stringify(state),
-        state.deadline,
-        t.runId,
-        t.taskId,
-      );
-      tx.log({ roomId, ...gateOpenedLine(fence, t, spec, state) });
-    }
-    if (queued + skipped + opened > 0) tx.touch("tasks", roomId);
-    return opened > 0 ? { queued, skipped, opened } : { queued, skipped };
-  });
+      // A view follows only what was written as it decided; anything else starts the next step over.
+      const all = decision.toQueue.length + decision.toSkip.length + decision.toOpen.length;
+      if (queued + skipped + opened === all) {
+        view.applied(decision);
+        kept.set(fence, view);
+      } else kept.drop(fence);
+      if (queued + skipped + opened > 0) tx.touch("tasks", roomId);
+      return opened > 0 ? { queued, skipped, opened } : { queued, skipped };
+    })
+    .catch((e: unknown) => {
+      kept.drop(fence);
+      throw e;
+    });
 }
 
 interface ReapRow extends CommonReapRow {
@@ -379,6 +449,8 @@ export const ROOM_KEYS_SQL = `SELECT a.concurrency_key, r.dag_id, a.task_id
    FROM (${ROOM_ACTIVE.replaceAll("%COLS%", "t.seq, t.concurrency_key, t.task_id, t.run_id")}) a
    JOIN runs r ON r.run_id = a.run_id
   WHERE a.concurrency_key IS NOT NULL ORDER BY a.seq`;
+/** The room's active tasks, for the caps of an incremental scheduling step. */
+const ACTIVE_ROWS_SQL = ROOM_ACTIVE.replaceAll("%COLS%", "t.run_id, t.task_id, t.concurrency_key");
 
 export function roomLoad(c: SqliteConnection, roomId: string): Promise<RoomLoad> {
   return c.read("room load", () => {

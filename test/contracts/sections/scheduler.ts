@@ -284,6 +284,88 @@ export function schedulerSection(ctx: ContractContext): void {
     expect(c?.finishedAt).toBe(ctx.clock.now());
   });
 
+  it("incremental steps between claims and finishes decide exactly as whole steps do (twin rooms, same story)", async () => {
+    const store = await ctx.store();
+    const shape = (id: string): ParsedDag =>
+      dag(
+        id,
+        [
+          task("a", { priority: 1 }),
+          task("b", { needs: ["a"] }),
+          task("c"),
+          task("d", { needs: ["b", "c"] }),
+          task("e", { concurrencyKey: ctx.uid("k") }),
+          task("f", { needs: ["c"], priority: 2 }),
+          task("g", { needs: ["e"] }),
+          task("h", { needs: ["g"] }),
+          task("i", { needs: ["d", "f"] }),
+          task("j"),
+          task("k", { needs: ["j"] }),
+        ],
+        { maxParallel: 2 },
+      );
+    const story = async (incremental: boolean): Promise<string[]> => {
+      const room = ctx.uid(incremental ? "!twin-inc" : "!twin-whole");
+      const fence = await becomeLeader(store, room);
+      await store.renewLease(fence, LONG_LEASE);
+      await store.setRoomCap(room, 3, { fence });
+      const run = await create(store, fence, shape(ctx.uid("twin")));
+      // The second run of the room: the caps are shared, the keys held across runs.
+      const other = await create(
+        store,
+        fence,
+        dag(ctx.uid("twin2"), [task("x"), task("y", { needs: ["x"] })]),
+      );
+      const w = session("w");
+      const trace: string[] = [];
+      // The first step of a leader is always whole; then one task ends per step.
+      let step = await store.scheduleStep(fence);
+      for (let i = 0; i < 30; i++) {
+        const all = { ...(await statuses(store, run)), ...(await statuses(store, other)) };
+        trace.push(`${JSON.stringify(step)} ${JSON.stringify(all)}`);
+        const c = await store.claimTask(offer(w, [room]));
+        if (c === null) break;
+        // e fails: g and h are skipped behind it; everything else succeeds.
+        await store.finishTask(c.token, c.task.taskId === "e" ? failed : ok);
+        step = await store.scheduleStep(fence, incremental);
+      }
+      return trace;
+    };
+    const whole = await story(false);
+    const incremental = await story(true);
+    expect(whole.length).toBeGreaterThan(10);
+    expect(incremental).toEqual(whole);
+    expect(whole.at(-1)).toContain('"g":"skipped","h":"skipped"');
+  });
+
+  it("an incremental step never queues a task whose needs have not all succeeded, whatever a writer behind its back did", async () => {
+    const { store, room, fence } = await setup();
+    await store.setRoomCap(room, 1, { fence });
+    const run = await create(
+      store,
+      fence,
+      dag(ctx.uid("guard"), [task("a"), task("z"), task("b", { needs: ["a"] })]),
+    );
+    expect(await store.scheduleStep(fence)).toEqual({ queued: 1, skipped: 0 });
+    const w = session("w");
+    const first = await store.claimTask(offer(w, [room]));
+    expect(first?.task.taskId).toBe("a");
+    await store.finishTask(first!.token, ok);
+    // The step after a's end queues z (cap 1); b is ready in the leader's view.
+    expect(await store.scheduleStep(fence, true)).toEqual({ queued: 1, skipped: 0 });
+    expect(await statuses(store, run)).toEqual({ a: "succeeded", z: "queued", b: "blocked" });
+    // Behind every store call's back, a is no longer succeeded.
+    await ctx.capabilities.setTaskStatus(run.runId, "a", "failed");
+    const second = await store.claimTask(offer(w, [room]));
+    await store.finishTask(second!.token, ok);
+    // b's need is not met: no step queues it (the write itself checks the needs); a view that
+    // thought b ready reads the whole room at the next step, which skips b.
+    const steps = [await store.scheduleStep(fence, true), await store.scheduleStep(fence, true)];
+    expect(steps.map((r) => r.queued)).toEqual([0, 0]);
+    expect(steps.reduce((n, r) => n + r.skipped, 0)).toBe(1);
+    expect((await store.getTask(run.runId, "b"))?.status).toBe("skipped");
+  });
+
   it("reap: an expired lease with attempts left → queued after the backoff; without → failed; the stale executor is fenced out", async () => {
     const { store, room, fence } = await setup();
     const run = await create(

@@ -1,0 +1,43 @@
+/**
+ * The scheduling views a store keeps for the leaders it serves, one per room and term
+ * (src/domain/schedule-view.ts; docs/architecture.md §4, "Scheduling without rereading the room").
+ * A view belongs to one fence: a new term, another holder or a failed step starts from a whole read.
+ */
+import type { ScheduleView } from "../../domain/schedule-view.js";
+import type { LeaderFence } from "../../ports/store.js";
+import { sessionKey } from "./records.js";
+
+/**
+ * What one scheduling step queues under: the task is still blocked and every need has succeeded,
+ * checked by the write itself, so no view, however stale, can start a task before its needs.
+ * SQLite form: `needs` is a JSON array of task ids.
+ */
+export const SQLITE_NEEDS_MET = `NOT EXISTS (SELECT 1 FROM json_each(tasks.needs) n
+  LEFT JOIN tasks d ON d.run_id = tasks.run_id AND d.task_id = n.value
+  WHERE d.status IS NOT 'succeeded')`;
+/** The same on PostgreSQL, for an UPDATE whose target is aliased `t` (`needs` is text[]). */
+export const PG_NEEDS_MET = `NOT EXISTS (SELECT 1 FROM unnest(t.needs) AS n(task_id)
+  LEFT JOIN tasks d ON d.run_id = t.run_id AND d.task_id = n.task_id
+  WHERE d.status IS DISTINCT FROM 'succeeded')`;
+
+export class ScheduleViews {
+  private readonly views = new Map<string, { fence: string; view: ScheduleView }>();
+
+  private static fenceKey(fence: LeaderFence): string {
+    return `${fence.term}\u0000${sessionKey(fence.session)}`;
+  }
+
+  /** The room's view, if it was made under this very fence. */
+  get(fence: LeaderFence): ScheduleView | undefined {
+    const held = this.views.get(fence.roomId);
+    return held !== undefined && held.fence === ScheduleViews.fenceKey(fence) ? held.view : undefined;
+  }
+
+  set(fence: LeaderFence, view: ScheduleView): void {
+    this.views.set(fence.roomId, { fence: ScheduleViews.fenceKey(fence), view });
+  }
+
+  drop(fence: LeaderFence): void {
+    this.views.delete(fence.roomId);
+  }
+}
