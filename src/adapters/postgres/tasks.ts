@@ -98,7 +98,7 @@ const claimArgs = (offer: NodeOffer, max: number): unknown[] => [
 ];
 
 /** The claim's answer from the statement's rows (claimed rows carry run_id; rest_* on every row). */
-function claimBatch(db: Db, offer: NodeOffer, rows: Row[]): ClaimBatch {
+function claimBatch(db: Db, offer: NodeOffer, rows: Row[], finishedIn?: string): ClaimBatch {
   const claimed: ClaimedTask[] = [];
   const rooms = new Set<string>();
   for (const row of rows) {
@@ -114,7 +114,10 @@ function claimBatch(db: Db, offer: NodeOffer, rows: Row[]): ClaimBatch {
   const nextIn = head?.rest_next_in;
   const more = Number(head?.rest_ready ?? 0) > 0;
   // The claimer is named, so the leader knows the node it woke has acted (and whether it goes on).
+  // A finish names it in its task's room even when the claim took nothing there: a node that stops
+  // serving itself must say so, or the leader would count its free slots as taken.
   const claimer = `${more ? CLAIM_LEFT_MORE : ""}${offer.session.nodeId}`;
+  if (finishedIn !== undefined) rooms.add(finishedIn);
   for (const room of rooms) db.committedHot("tasks", room, [claimer]);
   return {
     claimed,
@@ -318,5 +321,5 @@ export async function finishAndClaim(
   if (head === undefined) throw await finishMiss(db, token, result);
   const status = head.fin_status as TaskStatus;
   finished(db, status, String(head.fin_room));
-  return { status, batch: claimBatch(db, offer, rows) };
+  return { status, batch: claimBatch(db, offer, rows, String(head.fin_room)) };
 }

@@ -67,7 +67,7 @@ function claimInTx(
   tx: Tx,
   offer: NodeOffer,
   max: number,
-): { batch: ClaimBatch; record: () => void } {
+): { batch: ClaimBatch; record: (finishedIn?: string) => void } {
   const rooms = JSON.stringify(offer.roomIds);
   const actions = JSON.stringify(offer.actions);
   const labels = JSON.stringify(offer.labels);
@@ -125,11 +125,14 @@ function claimInTx(
   const next = more ? null : (c.get<{ next: number | null }>(NEXT_SQL, ...fits, tx.now)?.next ?? null);
   return {
     batch: { claimed, more, nextReadyInMs: next === null ? null : Math.max(0, next - tx.now) },
-    record: () => {
+    record: (finishedIn) => {
       for (const line of lines) tx.log(line);
       // The claimer is named, so this process's leader knows the node it woke has acted (and
-      // whether it goes on by itself).
+      // whether it goes on by itself). A finish names it in its task's room even when the claim
+      // took nothing there: a node that stops serving itself must say so, or the leader would
+      // count its free slots as taken and wake nobody for them.
       const claimer = `${more ? CLAIM_LEFT_MORE : ""}${offer.session.nodeId}`;
+      if (finishedIn !== undefined) claimedRooms.add(finishedIn);
       for (const room of claimedRooms) tx.touch("tasks", room, [claimer]);
     },
   };
@@ -249,7 +252,7 @@ export function finishAndClaim(
     const row = fenced(c, "finish task", token);
     const claim = claimInTx(c, tx, offer, max);
     const status = finishInTx(c, tx, token, result, outcome, values, row);
-    claim.record();
+    claim.record(row.room_id);
     return { status, batch: claim.batch };
   });
 }

@@ -66,6 +66,31 @@ export function finishClaimSection(ctx: ContractContext): void {
     expect(end).toEqual({ status: "succeeded", batch: { claimed: [], more: false, nextReadyInMs: null } });
   });
 
+  it("a finish whose claim takes nothing still names its node, without 'more', in its room: a node that stops serving itself says so", async () => {
+    const { store, room, fence } = await setup();
+    await publishRunning(store, fence, dag(ctx.uid("d"), [task("a"), task("b")]));
+    const w = session("w");
+    const mine = await store.claimTasks(offer(w, [room]), 1);
+    expect(mine.more).toBe(true);
+    // Another node takes what was left: w's next claim finds nothing.
+    expect((await store.claimTasks(offer(session("x"), [room]), 1)).claimed).toHaveLength(1);
+    const heard: string[][] = [];
+    const off = store.onChange(
+      (topic, roomId, nodes) => {
+        if (topic === "tasks" && roomId === room && nodes !== undefined) heard.push([...nodes]);
+      },
+      ["tasks"],
+    );
+    try {
+      const r = await store.finishAndClaim(mine.claimed[0]!.token, ok, offer(w, [room]), 1);
+      expect(r.batch).toEqual({ claimed: [], more: false, nextReadyInMs: null });
+      // Heard by this connection's own listeners (the leader of this process) at once.
+      expect(heard).toEqual([[w.nodeId]]);
+    } finally {
+      off();
+    }
+  });
+
   it("a refused finish (stale token, unknown task, unasked cancel) throws finishTask's error and claims nothing", async () => {
     const { store, room, fence } = await setup();
     const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("a"), task("b")]));
