@@ -590,6 +590,7 @@ export class Worker {
         claim,
         onOutput: (soFar) => output.offer(soFar),
         outputEveryMs: this.settings.outputEveryMs ?? 1_000,
+        publishes: task.outputPatterns !== null && Object.keys(task.outputPatterns).length > 0,
       });
       await output.close();
       // The supervisor stopped it (or never started it) for the claim's deadline: no longer ours.

@@ -55,6 +55,12 @@ export interface ExecRequest {
    */
   onOutput?: (soFar: OutputSoFar) => void;
   outputEveryMs?: number;
+  /**
+   * Whether the task declares outputs: only then does the action get a DAGBOT_OUTPUT file (made,
+   * read and removed around every attempt, a cost a task that publishes nothing need not pay).
+   * Absent: true.
+   */
+  publishes?: boolean;
 }
 
 /** An action's output while it runs: the kept tail (whole UTF-8 characters) and the bytes it ends at. */

@@ -50,6 +50,25 @@ describe("DAGBOT_OUTPUT", () => {
     expect(readdirSync(parent)).toEqual([]);
   });
 
+  it("is not given to a task that declares no outputs: no variable, no file made, nothing read", async () => {
+    const r = await executor.run({
+      action: sh(`echo "[\${DAGBOT_OUTPUT-unset}]"; ls -A "${parent}" | wc -l`),
+      args: {},
+      env: identity,
+      publishes: false,
+    });
+    expect(r.outcome).toBe("succeeded");
+    // While the action runs, the node's output directory holds nothing for it.
+    expect(
+      r.output
+        .trim()
+        .split("\n")
+        .map((l) => l.trim()),
+    ).toEqual(["[unset]", "0"]);
+    expect(r.published).toBeUndefined();
+    expect(readdirSync(parent)).toEqual([]);
+  });
+
   it("each attempt has its own file", async () => {
     const a = await run('echo "$DAGBOT_OUTPUT"');
     const b = await run('echo "$DAGBOT_OUTPUT"');

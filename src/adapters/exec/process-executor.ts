@@ -208,9 +208,9 @@ async function runAction(
   const cwdProblem = checkCwd(action.cwd);
   if (cwdProblem !== null) return failedBeforeStart("failed", cwdProblem, startedAt);
 
-  let published: { path: string; remove: () => Promise<void> };
+  let published: { path: string; remove: () => Promise<void> } | null = null;
   try {
-    published = await outputFile(outputDir, action.runAs);
+    if (request.publishes !== false) published = await outputFile(outputDir, action.runAs);
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     return failedBeforeStart(
@@ -235,17 +235,17 @@ async function runAction(
         DAGBOT_RUN_ID: request.env.DAGBOT_RUN_ID,
         DAGBOT_TASK_ID: request.env.DAGBOT_TASK_ID,
         DAGBOT_ATTEMPT: String(request.env.DAGBOT_ATTEMPT),
-        DAGBOT_OUTPUT: published.path,
+        ...(published === null ? {} : { DAGBOT_OUTPUT: published.path }),
       },
       ...(action.runAs === undefined || action.runAs === null
         ? {}
         : { uid: action.runAs.uid, gid: action.runAs.gid }),
     };
     const result = await supervise(supervisor, spec, request, startedAt);
-    if (result.outcome !== "succeeded") return result;
+    if (result.outcome !== "succeeded" || published === null) return result;
     return { ...result, published: await readPublished(published.path) };
   } finally {
-    await published.remove();
+    await published?.remove();
   }
 }
 
