@@ -142,4 +142,31 @@ describe("action supervisor", () => {
       },
     );
   });
+
+  it("lets its supervisor go once idle, and starts a new one for the next action", async () => {
+    const quick = createProcessExecutor({ baseEnv: pickBaseEnv(process.env), supervisorIdleMs: 200 });
+    const parentOf = async (): Promise<number> => {
+      // The action's parent is the supervisor that started it.
+      const r = await quick.run({
+        action: action({ argv: ["sh", "-c", "echo $PPID"] }),
+        args: {},
+        env: identity,
+      });
+      expect(r.outcome).toBe("succeeded");
+      return Number(r.output.trim());
+    };
+    const first = await parentOf();
+    expect(isRunning(first)).toBe(true);
+    // Busy back to back: the same supervisor.
+    expect(await parentOf()).toBe(first);
+    await waitFor(
+      "the idle supervisor gone",
+      () => isRunning(first),
+      (running) => !running,
+      { timeoutMs: 5_000 },
+    );
+    const second = await parentOf();
+    expect(second).not.toBe(first);
+    started.push(second);
+  });
 });
