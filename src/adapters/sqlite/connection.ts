@@ -3,6 +3,7 @@
  * BEGIN IMMEDIATE with a bounded retry on SQLITE_BUSY, errors mapped to the port's types at the
  * edge, and change notifications fired only after a commit.
  */
+import { setImmediate as immediate } from "node:timers";
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
 import { ConflictError } from "../../ports/errors.js";
@@ -29,6 +30,17 @@ export interface LogEntry extends LogLine {
 }
 
 type Notify = (topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]) => void;
+type Touched = [ChangeTopic, string | null, (readonly string[])?];
+
+interface PendingWrite {
+  operation: string;
+  fn: (tx: Tx) => unknown;
+  resolve: (value: unknown) => void;
+  reject: (reason: unknown) => void;
+}
+
+type WriteOutcome =
+  { ok: true; value: unknown; touched: Touched[] } | { ok: false; value: unknown; touched: [] };
 
 // Retries after busy_timeout already waited: a few more chances with jitter, then a StoreError.
 const BUSY_RETRIES = 8;
@@ -108,40 +120,107 @@ export class SqliteConnection {
     return this.stmt(sql).run(...params).changes;
   }
 
-  /** A multi-statement write under BEGIN IMMEDIATE; listeners hear of it after the commit. */
-  async write<T>(operation: string, fn: (tx: Tx) => T): Promise<T> {
+  /**
+   * A multi-statement write under BEGIN IMMEDIATE; listeners hear of it after the commit, and the
+   * promise settles only once the commit is durable. Group commit (docs/architecture.md §8,
+   * "Commits"): the writes asked for in one turn of the event loop share one transaction, each in a
+   * savepoint of its own, so each succeeds or fails alone exactly as a transaction of its own would,
+   * and they pay for one commit (one fsync at `synchronous = FULL`) together.
+   */
+  write<T>(operation: string, fn: (tx: Tx) => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.pending.push({ operation, fn, resolve: resolve as (value: unknown) => void, reject });
+      if (this.pending.length === 1) immediate(() => void this.flush());
+    });
+  }
+
+  private pending: PendingWrite[] = [];
+  /** Commits made and writes they carried (group commit's measure: bench and tests read it). */
+  readonly counts = { commits: 0, writes: 0 };
+
+  /** Commits the writes asked for so far in one transaction; retried whole on SQLITE_BUSY. */
+  private async flush(): Promise<void> {
+    const batch = this.pending;
+    this.pending = [];
+    if (batch.length === 0) return;
     for (let attempt = 0; ; attempt++) {
-      const touched: Array<[ChangeTopic, string | null, (readonly string[])?]> = [];
-      try {
-        const result = this.inTransaction.immediate(() => {
-          const now = this.clock();
-          const tx: Tx = {
-            now,
-            touch: (topic, roomId, nodes) => touched.push([topic, roomId, nodes]),
-            log: (entry) => this.appendEvent(now, entry),
-          };
-          return fn(tx);
-        }) as T;
-        const seen = new Set<string>();
-        for (const [topic, roomId, nodes] of touched) {
-          const k = `${topic}\u0000${roomId ?? ""}\u0000${(nodes ?? []).join("\u0000")}`;
-          if (seen.has(k)) continue;
-          seen.add(k);
-          this.notify(topic, roomId, nodes);
-        }
-        return result;
-      } catch (e) {
-        if (isBusy(e) && attempt < BUSY_RETRIES) {
-          await backoff(attempt);
-          continue;
-        }
-        throw mapError(operation, e);
+      const busy = this.commitBatch(batch, attempt < BUSY_RETRIES);
+      if (!busy) return;
+      await backoff(attempt);
+    }
+  }
+
+  /**
+   * Writes asked for before a read are committed before it, as they were asked first: a caller
+   * that reads in a loop of resolved promises (no timer, so no turn of the event loop) still lets
+   * the writes before it land. A batch that finds the file locked stays for its scheduled flush.
+   */
+  private flushBeforeRead(): void {
+    if (this.pending.length === 0) return;
+    const batch = this.pending;
+    this.pending = [];
+    if (this.commitBatch(batch, true)) this.pending = [...batch, ...this.pending];
+  }
+
+  /**
+   * One attempt at committing a batch; settles every write of it unless the lock was busy and
+   * `mayRetry`, in which case nothing was changed and it returns true.
+   */
+  private commitBatch(batch: PendingWrite[], mayRetry: boolean): boolean {
+    const outcomes: WriteOutcome[] = [];
+    try {
+      this.inTransaction.immediate(() => {
+        outcomes.length = 0;
+        for (const op of batch) outcomes.push(this.inSavepoint(op));
+      });
+    } catch (e) {
+      if (isBusy(e) && mayRetry) return true;
+      for (const op of batch) op.reject(mapError(op.operation, e));
+      return false;
+    }
+    this.counts.commits += 1;
+    this.counts.writes += batch.length;
+    const seen = new Set<string>();
+    for (const o of outcomes) {
+      for (const [topic, roomId, nodes] of o.touched) {
+        const k = `${topic}\u0000${roomId ?? ""}\u0000${(nodes ?? []).join("\u0000")}`;
+        if (seen.has(k)) continue;
+        seen.add(k);
+        this.notify(topic, roomId, nodes);
       }
+    }
+    batch.forEach((op, n) => {
+      const o = outcomes[n];
+      if (o?.ok === true) op.resolve(o.value);
+      else op.reject(mapError(op.operation, o?.value));
+    });
+    return false;
+  }
+
+  /** One write of a batch in its own savepoint: a failure undoes only its own changes. */
+  private inSavepoint(op: PendingWrite): WriteOutcome {
+    const touched: Touched[] = [];
+    try {
+      const value = this.inTransaction(() => {
+        const now = this.clock();
+        const tx: Tx = {
+          now,
+          touch: (topic, roomId, nodes) => touched.push([topic, roomId, nodes]),
+          log: (entry) => this.appendEvent(now, entry),
+        };
+        return op.fn(tx);
+      });
+      return { ok: true, value, touched };
+    } catch (e) {
+      // Busy inside the lock cannot happen; if it does, the whole batch retries.
+      if (isBusy(e)) throw e;
+      return { ok: false, value: e, touched: [] };
     }
   }
 
   /** A read; one statement or a deferred transaction, so it sees one snapshot. */
   async read<T>(operation: string, fn: (now: number) => T): Promise<T> {
+    this.flushBeforeRead();
     for (let attempt = 0; ; attempt++) {
       try {
         return this.inTransaction.deferred(() => fn(this.clock())) as T;
@@ -207,6 +286,10 @@ export class SqliteConnection {
   }
 
   close(): void {
+    // Writes asked for and not yet committed fail rather than run on a closed database.
+    const left = this.pending;
+    this.pending = [];
+    for (const op of left) op.reject(mapError(op.operation, new Error("the store was closed")));
     this.statements.clear();
     if (this.db.open) this.db.close();
   }

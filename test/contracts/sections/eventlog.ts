@@ -158,6 +158,8 @@ export function eventlogSection(ctx: ContractContext): void {
           seen.push(e);
         }
         if (done && batch.length === 0) return;
+        // A poller waits between looks (a store may commit its writers' work at the next turn).
+        await new Promise((r) => setImmediate(r));
       }
     };
     const polling = poll();
