@@ -17,7 +17,7 @@ import process from "node:process";
 import { clearInterval, setInterval, setTimeout } from "node:timers";
 import { track } from "./lib/children.mjs";
 import { CLI, cliNodeFlags, load } from "./lib/dist.mjs";
-import { rssKb, waitFor } from "./lib/cluster.mjs";
+import { rssKb, treeRssKb, waitFor } from "./lib/cluster.mjs";
 import { BenchClient } from "./lib/matrix.mjs";
 import { percentile } from "./lib/stats.mjs";
 
@@ -269,6 +269,10 @@ export async function benchChat(scratch, { samples, log }) {
       botIds,
       id: "calm_at_once",
     });
+    // Issue 28: a node's idle memory with its action supervisor, after it ran actions (the calm runs
+    // above): the supervisor is let go 10 s after the last action, V8 shrinks its heap meanwhile.
+    await new Promise((resolve) => setTimeout(resolve, IDLE_SETTLE_MS));
+    const nodeIdleAfterWorkRssKb = Math.max(...plainBots.map((c) => treeRssKb(c.pid)));
     const out = {
       oneWay: pct(oneWay),
       echo: pct(echo),
@@ -279,6 +283,7 @@ export async function benchChat(scratch, { samples, log }) {
       botReadyEncryptedRssMB: Math.round(readyEncRssKb / 1024),
       botIdleEncryptedRssMB: Math.round(idleEncRssKb / 1024),
       botBusyRssMB: Math.round(busyRssKb / 1024),
+      nodeIdleAfterWorkRssMB: Math.round(nodeIdleAfterWorkRssKb / 1024),
       calm: { confirmed: calmConfirmed, atOnce: calmAtOnce },
     };
     log(
@@ -287,7 +292,8 @@ export async function benchChat(scratch, { samples, log }) {
         `card p50 ${out.card.p50.toFixed(1)} p95 ${out.card.p95.toFixed(1)} ms; ` +
         `main-timeline bot events per 20-task run: ${calmConfirmed.main} confirmed, ${calmAtOnce.main} started at once; ` +
         `idle bot RSS ${out.botIdleRssMB} MB (${out.botReadyRssMB} MB 1 s after ready), ` +
-        `in an encrypted room ${out.botIdleEncryptedRssMB} MB (${out.botReadyEncryptedRssMB} MB)`,
+        `in an encrypted room ${out.botIdleEncryptedRssMB} MB (${out.botReadyEncryptedRssMB} MB); ` +
+        `idle after running actions, with its supervisor ${out.nodeIdleAfterWorkRssMB} MB`,
     );
     return out;
   } finally {

@@ -4,7 +4,7 @@
  * from /proc, and commands written into the inbox as `dagbot submit` writes them.
  */
 import { spawn } from "node:child_process";
-import { closeSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { closeSync, openSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import process from "node:process";
 import { clearTimeout, setTimeout } from "node:timers";
@@ -56,6 +56,29 @@ export function rssKb(pid) {
   } catch {
     return null;
   }
+}
+
+/** VmRSS (kB) of a process and every process below it (a node and its action supervisor). */
+export function treeRssKb(pid) {
+  const children = new Map();
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (!children.has(ppid)) children.set(ppid, []);
+      children.get(ppid).push(Number(name));
+    } catch {
+      // it ended while we looked
+    }
+  }
+  let total = 0;
+  for (const todo = [pid]; todo.length > 0;) {
+    const p = todo.pop();
+    total += rssKb(p) ?? 0;
+    todo.push(...(children.get(p) ?? []));
+  }
+  return total;
 }
 
 export class Cluster {

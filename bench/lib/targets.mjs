@@ -182,6 +182,14 @@ export function judge(results) {
             row("chat: idle `dagbot start` bot RSS, encrypted room", c.botIdleEncryptedRssMB, "MB", "≤", 150),
           ]),
       row("chat: `dagbot start` bot RSS during the commands (max of 3)", c.botBusyRssMB, "MB", "≤", 200),
+      // Issue 28: the node and its action supervisor together, idle after it ran actions.
+      row(
+        "chat: idle `dagbot start` node with its action supervisor, after running actions (max of 3)",
+        c.nodeIdleAfterWorkRssMB,
+        "MB",
+        "≤",
+        100,
+      ),
     );
     if (c.calm !== undefined)
       rows.push(
