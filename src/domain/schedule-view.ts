@@ -81,6 +81,11 @@ export class ScheduleView {
     this.ready.sort((a, b) => comparePickOrder(a.task, b.task));
   }
 
+  /** A task's needs (task ids of its run), for a store that checks them before it queues. */
+  needsOf(runId: string, taskId: string): readonly string[] {
+    return this.entries.get(keyOf(runId, taskId))?.task.needs ?? [];
+  }
+
   /** Whether the store's open runs are exactly the view's, with the same status and cap. */
   sameRuns(runs: readonly ScheduleRun[]): boolean {
     if (runs.length !== this.runs.size) return false;

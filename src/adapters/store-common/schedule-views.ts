@@ -13,13 +13,8 @@ import { sessionKey } from "./records.js";
  * SQLite form: `needs` is a JSON array of task ids.
  */
 export const SQLITE_NEEDS_MET = `NOT EXISTS (SELECT 1 FROM json_each(tasks.needs) n
-  LEFT JOIN tasks d ON d.run_id = tasks.run_id AND d.task_id = n.value
-  WHERE d.status IS NOT 'succeeded')`;
-/** The same on PostgreSQL, for an UPDATE whose target is aliased `t` (`needs` is text[]). */
-export const PG_NEEDS_MET = `NOT EXISTS (SELECT 1 FROM unnest(t.needs) AS n(task_id)
-  LEFT JOIN tasks d ON d.run_id = t.run_id AND d.task_id = n.task_id
-  WHERE d.status IS DISTINCT FROM 'succeeded')`;
-
+  WHERE NOT EXISTS (SELECT 1 FROM tasks d
+                     WHERE d.run_id = tasks.run_id AND d.task_id = n.value AND d.status = 'succeeded'))`;
 export class ScheduleViews {
   private readonly views = new Map<string, { fence: string; view: ScheduleView }>();
 
