@@ -12,6 +12,7 @@ import { spawn } from "node:child_process";
 import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { performance } from "node:perf_hooks";
 import process from "node:process";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -37,7 +38,16 @@ export const FLOOR_SHAPES = [
  * runs in the same rounds as the variant "sqlite-b", for A/B figures taken side by side.
  */
 const DIST_B = process.env.DAGBOT_BENCH_DIST_B;
-export const FLOOR_VARIANTS = ["ninja", "make", "sqlite", ...(DIST_B ? ["sqlite-b"] : []), "postgres"];
+export const FLOOR_VARIANTS = [
+  "ninja",
+  "make",
+  "node",
+  "sqlite",
+  ...(DIST_B ? ["sqlite-b"] : []),
+  "postgres",
+];
+/** The Node floor: the same DAG, 8 slots, child_process.spawn of `true`, nothing else (floor-spawn.mjs). */
+const NODE_FLOOR = fileURLToPath(new URL("./floor-spawn.mjs", import.meta.url));
 const TERMINAL = new Set(["succeeded", "failed", "canceled", "rejected", "expired"]);
 
 /** build.ninja for a shape: one edge per task, its needs as inputs, the command `true`. */
@@ -143,6 +153,8 @@ export async function benchFloor(scratch, { rounds, log, variants = FLOOR_VARIAN
           let ms;
           if (v === "ninja") ms = await timed("ninja", [`-j${SLOTS}`], f.ninjaDir);
           else if (v === "make") ms = await timed("make", [`-j${SLOTS}`, "-s"], f.makeDir);
+          else if (v === "node")
+            ms = await timed(process.execPath, [NODE_FLOOR, f.dagPath, String(SLOTS)], f.ninjaDir);
           else if (v === "sqlite" || v === "sqlite-b") {
             // A fresh store each run, as a first `dagbot run` in a folder has it.
             const runDir = scratch.dir(`floor-run-${sqliteN++}`);

@@ -189,7 +189,10 @@ function floorSummary(r) {
       label: s.label,
       ...Object.fromEntries(Object.entries(v).map(([k, xs]) => [k, summarize(xs)])),
       makeRatio: ratio("make"),
+      nodeRatio: ratio("node"),
       sqliteRatio: ratio("sqlite"),
+      // dagbot beside the Node floor: what dagbot itself adds to starting the processes from Node.
+      sqliteOverNode: v.node === undefined ? undefined : summarize(ratios(v.sqlite, v.node)),
       // DAGBOT_BENCH_DIST_B's build beside this one, per round (an A/B run).
       ...(v["sqlite-b"] === undefined
         ? {}

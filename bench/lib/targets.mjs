@@ -113,6 +113,16 @@ export function judge(results) {
       row(`floor: ${f.label}, dagbot run (SQLite) / ninja -j8`, f.sqliteRatio?.median, "×", "≤", 1.5),
       row(`floor: ${f.label}, 3 nodes on PostgreSQL / ninja -j8`, f.postgresRatio?.median, "×", "≤", 2),
     );
+    rows.push(
+      row(
+        `floor: ${f.label}, Node spawn floor / ninja -j8`,
+        f.nodeRatio?.median,
+        "×",
+        "≤",
+        1.5,
+        "info: no runner hosted in Node starts processes faster here",
+      ),
+    );
     if (key === "independent")
       rows.push(
         row(
