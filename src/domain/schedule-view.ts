@@ -25,7 +25,7 @@ import type {
   ScheduleTask,
   TaskRef,
 } from "./scheduling.js";
-import { comparePickOrder } from "./scheduling.js";
+import { admit, comparePickOrder } from "./scheduling.js";
 import { ACTIVE_TASK_STATUSES, SKIPPING_TASK_STATUSES } from "./task-states.js";
 
 /** An active task as the store reports it: what the caps count. */
@@ -144,27 +144,16 @@ export class ScheduleView {
         this.seeds.push(d);
       }
     }
-    let globalActive = storeActive.length;
-    const runActive = new Map<string, number>();
-    const keysHeld = new Set<string>();
-    for (const a of storeActive) {
-      runActive.set(a.runId, (runActive.get(a.runId) ?? 0) + 1);
-      if (a.concurrencyKey !== null) keysHeld.add(a.concurrencyKey);
-    }
-    const toQueue: TaskRef[] = [];
-    for (const e of this.ready) {
-      if (caps.globalCap !== null && globalActive >= caps.globalCap) break;
-      const t = e.task;
-      if (marked.has(e) || t.status !== "blocked") continue;
-      const maxParallel = this.runs.get(t.runId)?.maxParallel ?? null;
-      const inRun = runActive.get(t.runId) ?? 0;
-      if (maxParallel !== null && inRun >= maxParallel) continue;
-      if (t.concurrencyKey !== null && keysHeld.has(t.concurrencyKey)) continue;
-      toQueue.push({ runId: t.runId, taskId: t.taskId });
-      globalActive += 1;
-      runActive.set(t.runId, inRun + 1);
-      if (t.concurrencyKey !== null) keysHeld.add(t.concurrencyKey);
-    }
+    const ready = this.ready;
+    const candidates = function* (): Generator<ScheduleTask> {
+      for (const e of ready) if (!marked.has(e) && e.task.status === "blocked") yield e.task;
+    };
+    const toQueue = admit(
+      candidates(),
+      storeActive,
+      (runId) => this.runs.get(runId)?.maxParallel ?? null,
+      caps,
+    );
     const bySeq = (a: Entry, b: Entry): number => {
       if (a.task.seq !== b.task.seq) return a.task.seq - b.task.seq;
       if (a.task.runId !== b.task.runId) return a.task.runId < b.task.runId ? -1 : 1;

@@ -125,15 +125,7 @@ export function decideSchedule(snapshot: ScheduleSnapshot, caps: ScheduleCaps): 
     }
   }
 
-  let globalActive = 0;
-  const runActive = new Map<string, number>();
-  const keysHeld = new Set<string>();
-  for (const t of snapshot.tasks) {
-    if (!ACTIVE_TASK_STATUSES.has(t.status)) continue;
-    globalActive += 1;
-    runActive.set(t.runId, (runActive.get(t.runId) ?? 0) + 1);
-    if (t.concurrencyKey !== null) keysHeld.add(t.concurrencyKey);
-  }
+  const active = snapshot.tasks.filter((t) => ACTIVE_TASK_STATUSES.has(t.status));
 
   const satisfied = snapshot.tasks.filter(
     (t) =>
@@ -147,10 +139,37 @@ export function decideSchedule(snapshot: ScheduleSnapshot, caps: ScheduleCaps): 
     .map((t) => ({ runId: t.runId, taskId: t.taskId }));
   const ready = satisfied.filter((t) => t.isGate !== true).sort(comparePickOrder);
 
+  const toQueue = admit(ready, active, (runId) => runs.get(runId)?.maxParallel ?? null, caps);
+
+  const toSkip = snapshot.tasks
+    .filter((t) => skipped.has(key(t.runId, t.taskId)))
+    .sort(compareSeq)
+    .map((t) => ({ runId: t.runId, taskId: t.taskId }));
+  return { toQueue, toSkip, toOpen };
+}
+
+/**
+ * Admission, shared by decideSchedule and the leader's view (schedule-view.ts): `ready` in pick
+ * order, each admitted unless its run is at its max_parallel or its key is held, until the room's
+ * cap is reached; `active` (queued, running, canceling) counts against the caps.
+ */
+export function admit(
+  ready: Iterable<ScheduleTask>,
+  active: ReadonlyArray<Pick<ScheduleTask, "runId" | "concurrencyKey">>,
+  maxParallelOf: (runId: string) => number | null,
+  caps: ScheduleCaps,
+): TaskRef[] {
+  let globalActive = active.length;
+  const runActive = new Map<string, number>();
+  const keysHeld = new Set<string>();
+  for (const a of active) {
+    runActive.set(a.runId, (runActive.get(a.runId) ?? 0) + 1);
+    if (a.concurrencyKey !== null) keysHeld.add(a.concurrencyKey);
+  }
   const toQueue: TaskRef[] = [];
   for (const t of ready) {
     if (caps.globalCap !== null && globalActive >= caps.globalCap) break;
-    const maxParallel = runs.get(t.runId)?.maxParallel ?? null;
+    const maxParallel = maxParallelOf(t.runId);
     const inRun = runActive.get(t.runId) ?? 0;
     if (maxParallel !== null && inRun >= maxParallel) continue;
     if (t.concurrencyKey !== null && keysHeld.has(t.concurrencyKey)) continue;
@@ -159,10 +178,5 @@ export function decideSchedule(snapshot: ScheduleSnapshot, caps: ScheduleCaps): 
     runActive.set(t.runId, inRun + 1);
     if (t.concurrencyKey !== null) keysHeld.add(t.concurrencyKey);
   }
-
-  const toSkip = snapshot.tasks
-    .filter((t) => skipped.has(key(t.runId, t.taskId)))
-    .sort(compareSeq)
-    .map((t) => ({ runId: t.runId, taskId: t.taskId }));
-  return { toQueue, toSkip, toOpen };
+  return toQueue;
 }

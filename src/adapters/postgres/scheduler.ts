@@ -36,6 +36,11 @@ export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
 const views = new WeakMap<Db, ScheduleViews>();
 
+/** The room's ($1) open runs as JSON, and its cap ($2 when never set): what every step reads. */
+const OPEN_RUNS_JSON = `(SELECT json_agg(json_build_object('runId', run_id, 'status', status, 'maxParallel', max_parallel))
+   FROM runs WHERE room_id = $1 AND status IN ('pending','running','canceling'))`;
+const ROOM_CAP_SQL = "coalesce((SELECT cap FROM room_caps WHERE room_id = $1), $2::int)";
+
 /**
  * One scheduling step (docs/architecture.md §4, "Scheduling without rereading the room"): with
  * `incremental`, from the view the last step left under this fence when it still explains the room;
@@ -48,8 +53,9 @@ export function scheduleStep(db: Db, fence: LeaderFence, incremental = false): P
     views.set(db, held);
   }
   const kept = held;
-  return db
-    .tx("schedule step", async (tx) => {
+  return kept.guard(
+    fence,
+    db.tx("schedule step", async (tx) => {
       await db.lockFence(tx, "schedule step", fence);
       const roomId = fence.roomId;
       const previous = incremental ? kept.get(fence) : undefined;
@@ -60,12 +66,11 @@ export function scheduleStep(db: Db, fence: LeaderFence, incremental = false): P
           look: { runs: SnapRun[] | null; active: ActiveTask[] | null; cap: number };
         }>(
           `SELECT json_build_object(
-             'runs', (SELECT json_agg(json_build_object('runId', run_id, 'status', status, 'maxParallel', max_parallel))
-                        FROM runs WHERE room_id = $1 AND status IN ('pending','running','canceling')),
+             'runs', ${OPEN_RUNS_JSON},
              'active', (SELECT json_agg(json_build_object('runId', run_id, 'taskId', task_id,
                                                           'concurrencyKey', concurrency_key))
                           FROM tasks WHERE room_id = $1 AND status IN ('queued','running','canceling')),
-             'cap', coalesce((SELECT cap FROM room_caps WHERE room_id = $1), $2::int)) AS look`,
+             'cap', ${ROOM_CAP_SQL}) AS look`,
           [roomId, DEFAULT_ROOM_CAP],
         );
         const look = rows[0]?.look;
@@ -95,15 +100,14 @@ export function scheduleStep(db: Db, fence: LeaderFence, incremental = false): P
           snapshot: { runs: SnapRun[] | null; tasks: SnapTask[] | null; cap: number };
         }>(
           `SELECT json_build_object(
-             'runs', (SELECT json_agg(json_build_object('runId', run_id, 'status', status, 'maxParallel', max_parallel))
-                        FROM runs WHERE room_id = $1 AND status IN ('pending','running','canceling')),
+             'runs', ${OPEN_RUNS_JSON},
              'tasks', (SELECT json_agg(json_build_object('runId', t.run_id, 'taskId', t.task_id, 'status', t.status,
                                                          'needs', t.needs, 'priority', t.priority, 'seq', t.seq,
                                                          'concurrencyKey', t.concurrency_key,
                                                          'isGate', t.gate IS NOT NULL, 'gateOpen', t.gate_state IS NOT NULL))
                          FROM runs r JOIN tasks t ON t.run_id = r.run_id
                         WHERE r.room_id = $1 AND r.status IN ('pending','running','canceling')),
-             'cap', coalesce((SELECT cap FROM room_caps WHERE room_id = $1), $2::int)) AS snapshot`,
+             'cap', ${ROOM_CAP_SQL}) AS snapshot`,
           [roomId, DEFAULT_ROOM_CAP],
         );
         const snap = rows[0]?.snapshot;
@@ -157,19 +161,11 @@ export function scheduleStep(db: Db, fence: LeaderFence, incremental = false): P
         opened += 1;
         tx.log(roomId, gateOpenedLine(fence, t, spec, state));
       }
-      // A view follows only what was written as it decided; anything else starts the next step over.
-      const all = decision.toQueue.length + decision.toSkip.length + decision.toOpen.length;
-      if (queued + skipped + opened === all) {
-        view.applied(decision);
-        kept.set(fence, view);
-      } else kept.drop(fence);
+      kept.settled(fence, view, decision, queued + skipped + opened);
       if (queued + skipped + opened > 0) tx.touch("tasks", roomId);
       return opened > 0 ? { queued, skipped, opened } : { queued, skipped };
-    })
-    .catch((e: unknown) => {
-      kept.drop(fence);
-      throw e;
-    });
+    }),
+  );
 }
 
 /** Of `refs`, those whose every need is succeeded in the store now. */

@@ -67,8 +67,9 @@ export function scheduleStep(
     views.set(c, held);
   }
   const kept = held;
-  return c
-    .write("schedule step", (tx) => {
+  return kept.guard(
+    fence,
+    c.write("schedule step", (tx) => {
       c.checkFence("schedule step", fence, tx.now);
       const roomId = fence.roomId;
       const runs = c
@@ -173,19 +174,11 @@ export function scheduleStep(
         );
         tx.log({ roomId, ...gateOpenedLine(fence, t, spec, state) });
       }
-      // A view follows only what was written as it decided; anything else starts the next step over.
-      const all = decision.toQueue.length + decision.toSkip.length + decision.toOpen.length;
-      if (queued + skipped + opened === all) {
-        view.applied(decision);
-        kept.set(fence, view);
-      } else kept.drop(fence);
+      kept.settled(fence, view, decision, queued + skipped + opened);
       if (queued + skipped + opened > 0) tx.touch("tasks", roomId);
       return opened > 0 ? { queued, skipped, opened } : { queued, skipped };
-    })
-    .catch((e: unknown) => {
-      kept.drop(fence);
-      throw e;
-    });
+    }),
+  );
 }
 
 interface ReapRow extends CommonReapRow {

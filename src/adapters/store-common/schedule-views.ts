@@ -4,6 +4,7 @@
  * A view belongs to one fence: a new term, another holder or a failed step starts from a whole read.
  */
 import type { ScheduleView } from "../../domain/schedule-view.js";
+import type { ScheduleDecision } from "../../domain/scheduling.js";
 import type { LeaderFence } from "../../ports/store.js";
 import { sessionKey } from "./records.js";
 
@@ -34,5 +35,29 @@ export class ScheduleViews {
 
   drop(fence: LeaderFence): void {
     this.views.delete(fence.roomId);
+  }
+
+  /**
+   * After a step wrote `written` of its decision's moves: the view follows the decision when all of
+   * it was written, and is dropped otherwise (the next step reads the whole room).
+   */
+  settled(fence: LeaderFence, view: ScheduleView, decision: ScheduleDecision, written: number): void {
+    const all = decision.toQueue.length + decision.toSkip.length + decision.toOpen.length;
+    if (written !== all) {
+      this.drop(fence);
+      return;
+    }
+    view.applied(decision);
+    this.set(fence, view);
+  }
+
+  /** A step that failed (deposed, a store error) may have changed the view without writing: drop it. */
+  async guard<T>(fence: LeaderFence, step: Promise<T>): Promise<T> {
+    try {
+      return await step;
+    } catch (e) {
+      this.drop(fence);
+      throw e;
+    }
   }
 }
