@@ -34,8 +34,6 @@ import { capOutcome } from "../store-common/run-outcomes.js";
 
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
-const views = new WeakMap<Db, ScheduleViews>();
-
 /** The room's ($1) open runs as JSON, and its cap ($2 when never set): what every step reads. */
 const OPEN_RUNS_JSON = `(SELECT json_agg(json_build_object('runId', run_id, 'status', status, 'maxParallel', max_parallel))
    FROM runs WHERE room_id = $1 AND status IN ('pending','running','canceling'))`;
@@ -47,12 +45,7 @@ const ROOM_CAP_SQL = "coalesce((SELECT cap FROM room_caps WHERE room_id = $1), $
  * otherwise from one snapshot of every task of the room's open runs.
  */
 export function scheduleStep(db: Db, fence: LeaderFence, incremental = false): Promise<ScheduleResult> {
-  let held = views.get(db);
-  if (held === undefined) {
-    held = new ScheduleViews();
-    views.set(db, held);
-  }
-  const kept = held;
+  const kept = ScheduleViews.of(db);
   return kept.guard(
     fence,
     db.tx("schedule step", async (tx) => {

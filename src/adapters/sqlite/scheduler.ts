@@ -37,8 +37,6 @@ function roomCap(c: SqliteConnection, roomId: string): number {
   );
 }
 
-const views = new WeakMap<SqliteConnection, ScheduleViews>();
-
 type ScheduleRow = {
   run_id: string;
   task_id: string;
@@ -61,12 +59,7 @@ export function scheduleStep(
   fence: LeaderFence,
   incremental = false,
 ): Promise<ScheduleResult> {
-  let held = views.get(c);
-  if (held === undefined) {
-    held = new ScheduleViews();
-    views.set(c, held);
-  }
-  const kept = held;
+  const kept = ScheduleViews.of(c);
   return kept.guard(
     fence,
     c.write("schedule step", (tx) => {

@@ -17,6 +17,18 @@ export const SQLITE_NEEDS_MET = `NOT EXISTS (SELECT 1 FROM json_each(tasks.needs
   WHERE NOT EXISTS (SELECT 1 FROM tasks d
                      WHERE d.run_id = tasks.run_id AND d.task_id = n.value AND d.status = 'succeeded'))`;
 export class ScheduleViews {
+  private static readonly byOwner = new WeakMap<object, ScheduleViews>();
+
+  /** The views kept for one store connection (or pool): made on first use, gone with it. */
+  static of(owner: object): ScheduleViews {
+    let views = ScheduleViews.byOwner.get(owner);
+    if (views === undefined) {
+      views = new ScheduleViews();
+      ScheduleViews.byOwner.set(owner, views);
+    }
+    return views;
+  }
+
   private readonly views = new Map<string, { fence: string; view: ScheduleView }>();
 
   private static fenceKey(fence: LeaderFence): string {
