@@ -900,6 +900,8 @@ export interface IdempotencyStore {
     key: string,
     result: Record<string, unknown>,
   ): Promise<{ kind: "new" } | { kind: "existing"; result: Record<string, unknown> }>;
+  /** The result stored under the key, or null when none is: a read that stores nothing. */
+  readIdempotencyKey(scope: string, key: string): Promise<Record<string, unknown> | null>;
 }
 
 // ---------------------------------------------------------------------------------------------

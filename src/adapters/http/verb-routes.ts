@@ -26,9 +26,14 @@ import * as s from "./schemas.js";
 /** Printable ASCII, as an HTTP header value safely is; long enough for a UUID or a hash. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
+/**
+ * A `{ pending: true }` row that an earlier dagbot stored in place of an answer (kept until
+ * retention forgets the key): never an answer.
+ */
+const isPlaceholder = (kept: Record<string, unknown>): boolean => kept["pending"] === true;
+
 /** The HTTP answer kept for an Idempotency-Key: the first one given is every repeat's. */
 type StoredAnswer = { status: number; body: Record<string, unknown>; location?: string };
-const PENDING_ANSWER = { pending: true };
 
 const problems = { "4xx": s.problemSchema, "5xx": s.problemSchema };
 
@@ -73,15 +78,17 @@ export function registerVerbRoutes(
       if (remembered.kind === "existing") {
         const row = await storeCall("read the inbox", () => store.getInboxEvent(eventId));
         if (row === null) {
-          // The key was used but its inbox row is gone: pruned by retention after it was answered (or
-          // never written, a crash between the two writes). Writing it again would run the command a
-          // second time; the kept answer is the answer. (The probe leaves a placeholder when there is
-          // none, which a later answer never takes for a real one.)
+          // The key was used but its inbox row is gone: pruned by retention after it was answered
+          // (then the kept answer is the answer: writing the row again would run the command a
+          // second time), or not written yet by a request with the same key still in flight, or
+          // never (a crash between the two writes): then the row is written below, once, and this
+          // request waits for its answer like the first. A read only: a placeholder stored here
+          // kept the first request's real answer from ever being stored.
           const kept = await storeCall("read an answer", () =>
-            store.rememberIdempotencyKey(`http-answer:${caller.name}`, key!, PENDING_ANSWER),
+            store.readIdempotencyKey(`http-answer:${caller.name}`, key!),
           );
-          if (kept.kind === "existing" && kept.result["pending"] !== true)
-            return { commandId: eventId, stored: kept.result as StoredAnswer, key };
+          if (kept !== null && !isPlaceholder(kept))
+            return { commandId: eventId, stored: kept as StoredAnswer, key };
         }
       }
     }
@@ -217,8 +224,7 @@ export function registerVerbRoutes(
           const kept = await storeCall("store an answer", () =>
             store.rememberIdempotencyKey(`http-answer:${callerOf(req).name}`, key, result),
           );
-          if (kept.kind === "existing" && kept.result["pending"] !== true)
-            result = kept.result as StoredAnswer;
+          if (kept.kind === "existing" && !isPlaceholder(kept.result)) result = kept.result as StoredAnswer;
         }
         return send(reply, result);
       }) as never,

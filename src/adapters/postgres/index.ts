@@ -170,6 +170,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
 
     rememberIdempotencyKey: async (scope, key, result) =>
       nodes.rememberIdempotencyKey(db, scope, key, result),
+    readIdempotencyKey: async (scope, key) => nodes.readIdempotencyKey(db, scope, key),
     readEvents: async (roomId, sinceSeq, limit) => nodes.readEvents(db, roomId, sinceSeq, limit),
 
     pruneBatch: async (fence, limits) => retention.pruneBatch(db, fence, limits),

@@ -86,6 +86,19 @@ export async function rememberIdempotencyKey(
   return { kind: "existing", result: rows[0]?.result ?? {} };
 }
 
+export async function readIdempotencyKey(
+  db: Db,
+  scope: string,
+  key: string,
+): Promise<Record<string, unknown> | null> {
+  const rows = await db.one<{ result: Record<string, unknown> }>(
+    "read idempotency key",
+    "SELECT result FROM idempotency_keys WHERE scope = $1 AND key = $2",
+    [scope, key],
+  );
+  return rows[0]?.result ?? null;
+}
+
 /** Default page of readEvents: enough for a status card, small enough to stream. */
 export const DEFAULT_EVENTS_LIMIT = 1000;
 

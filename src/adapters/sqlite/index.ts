@@ -154,6 +154,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     getOutbox: async (txnId) => outbox.getOutbox(c, txnId),
 
     rememberIdempotencyKey: async (scope, key, result) => nodes.rememberIdempotencyKey(c, scope, key, result),
+    readIdempotencyKey: async (scope, key) => nodes.readIdempotencyKey(c, scope, key),
     readEvents: async (roomId, sinceSeq, limit) => nodes.readEvents(c, roomId, sinceSeq, limit),
 
     pruneBatch: async (fence, limits) => retention.pruneBatch(c, fence, limits),

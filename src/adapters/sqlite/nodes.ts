@@ -80,6 +80,21 @@ export function rememberIdempotencyKey(
   });
 }
 
+export function readIdempotencyKey(
+  c: SqliteConnection,
+  scope: string,
+  key: string,
+): Promise<Record<string, unknown> | null> {
+  return c.read("read idempotency key", () => {
+    const row = c.get<{ result: string }>(
+      "SELECT result FROM idempotency_keys WHERE scope = ? AND key = ?",
+      scope,
+      key,
+    );
+    return row === undefined ? null : (JSON.parse(row.result) as Record<string, unknown>);
+  });
+}
+
 /** Default page of readEvents: enough for a status card, small enough to stream. */
 export const DEFAULT_EVENTS_LIMIT = 1000;
 

@@ -26,6 +26,16 @@ export function idempotencySection(ctx: ContractContext): void {
     });
   });
 
+  it("readIdempotencyKey reads what is stored under a key and stores nothing itself", async () => {
+    const store = await ctx.store();
+    const key = ctx.uid("key");
+    expect(await store.readIdempotencyKey("http-answer", key)).toBeNull();
+    // The read left nothing behind: the first real result is still the one kept.
+    expect(await store.rememberIdempotencyKey("http-answer", key, { status: 201 })).toEqual({ kind: "new" });
+    expect(await store.readIdempotencyKey("http-answer", key)).toEqual({ status: 201 });
+    expect(await store.readIdempotencyKey("other", key)).toBeNull();
+  });
+
   it(`${RACERS} connections racing on one key: exactly one "new", everyone else reads the winner's result`, async () => {
     const key = ctx.uid("race");
     const stores = await Promise.all(Array.from({ length: RACERS }, () => ctx.open()));
