@@ -11,12 +11,18 @@ import {
   allEvents,
   createTarget,
   killAll,
-  requireBuild,
   startNode,
   writeNodeConfig,
 } from "../support/engine-cluster.js";
 import type { HttpNode, JsonResponse } from "../support/http-client.js";
-import { READ_TOKEN, SseClient, call, startHttpNode } from "../support/http-client.js";
+import {
+  READ_TOKEN,
+  SseClient,
+  call,
+  startHttpNode,
+  startLeadingHttpNode,
+  stopLeadingHttpNode,
+} from "../support/http-client.js";
 import { waitFor } from "../support/store-wait.js";
 
 let target: Target;
@@ -25,9 +31,7 @@ let api: HttpNode;
 let failed = false;
 
 beforeAll(async () => {
-  requireBuild();
-  target = await createTarget("sqlite", "http-api");
-  api = await startHttpNode(target, "h1", {
+  ({ target, store, api } = await startLeadingHttpNode("http-api", {
     extra: 'body_limit = "8KiB"\ncommand_timeout = "20s"\nmax_streams = 2',
     // Publishes its argument as the output `version` (issue 25).
     tables: [
@@ -38,19 +42,11 @@ beforeAll(async () => {
       'kill_grace = "300ms"',
       "",
     ].join("\n"),
-  });
-  store = await target.open();
-  await waitFor(
-    "h1 leading",
-    () => store.getLease(ROOM),
-    (l) => l?.holder?.nodeId === "h1",
-  );
+  }));
 }, 30_000);
 
 afterAll(async () => {
-  await killAll([api.node]);
-  await store?.close();
-  await target?.cleanup(failed);
+  await stopLeadingHttpNode({ target, store, api }, failed);
 });
 
 const track = async <T>(p: Promise<T>): Promise<T> => {

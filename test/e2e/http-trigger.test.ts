@@ -3,10 +3,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Store } from "../../src/ports/store.js";
 import type { Target } from "../support/engine-cluster.js";
-import { ROOM, createTarget, killAll, requireBuild, waitForRunStatus } from "../support/engine-cluster.js";
+import { ROOM, waitForRunStatus } from "../support/engine-cluster.js";
 import type { HttpNode } from "../support/http-client.js";
-import { call, startHttpNode } from "../support/http-client.js";
-import { waitFor } from "../support/store-wait.js";
+import { call, startLeadingHttpNode, stopLeadingHttpNode } from "../support/http-client.js";
 
 let target: Target;
 let store: Store;
@@ -14,21 +13,11 @@ let api: HttpNode;
 let failed = true;
 
 beforeAll(async () => {
-  requireBuild();
-  target = await createTarget("sqlite", "http-trigger");
-  api = await startHttpNode(target, "h1", { extra: 'command_timeout = "20s"' });
-  store = await target.open();
-  await waitFor(
-    "h1 leading",
-    () => store.getLease(ROOM),
-    (l) => l?.holder?.nodeId === "h1",
-  );
+  ({ target, store, api } = await startLeadingHttpNode("http-trigger", { extra: 'command_timeout = "20s"' }));
 }, 30_000);
 
 afterAll(async () => {
-  await killAll([api.node]);
-  await store?.close();
-  await target?.cleanup(failed);
+  await stopLeadingHttpNode({ target, store, api }, failed);
 });
 
 async function confirmed(dagId: string): Promise<void> {

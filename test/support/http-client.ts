@@ -5,8 +5,9 @@ import { join } from "node:path";
 import { connect } from "node:net";
 import type { Socket } from "node:net";
 import type { HttpConfig } from "../../src/config/node-config.js";
+import type { Store } from "../../src/ports/store.js";
 import type { NodeProcess, Target } from "./engine-cluster.js";
-import { startNode, writeNodeConfig } from "./engine-cluster.js";
+import { ROOM, createTarget, killAll, requireBuild, startNode, writeNodeConfig } from "./engine-cluster.js";
 import { waitFor } from "./store-wait.js";
 
 export const OPERATE_TOKEN = "operate-token-0123456789abcdef-test";
@@ -94,6 +95,39 @@ export async function startHttpNode(
   const listen = (JSON.parse(line!) as { listen: string }).listen;
   const port = Number(listen.split(":").at(-1));
   return { node, base: `http://127.0.0.1:${port}`, port };
+}
+
+/** One `dagbot node` "h1" with the HTTP API on a fresh SQLite target, leading ROOM, and a store on it. */
+export interface LeadingHttpNode {
+  target: Target;
+  store: Store;
+  api: HttpNode;
+}
+
+export async function startLeadingHttpNode(
+  label: string,
+  options: Parameters<typeof startHttpNode>[2],
+): Promise<LeadingHttpNode> {
+  requireBuild();
+  const target = await createTarget("sqlite", label);
+  const api = await startHttpNode(target, "h1", options);
+  const store = await target.open();
+  await waitFor(
+    "h1 leading",
+    () => store.getLease(ROOM),
+    (l) => l?.holder?.nodeId === "h1",
+  );
+  return { target, store, api };
+}
+
+/** Stops what startLeadingHttpNode started; a failed file keeps its folder. */
+export async function stopLeadingHttpNode(
+  started: Partial<LeadingHttpNode> | undefined,
+  failed: boolean,
+): Promise<void> {
+  if (started?.api !== undefined) await killAll([started.api.node]);
+  await started?.store?.close();
+  await started?.target?.cleanup(failed);
 }
 
 export interface JsonResponse {
