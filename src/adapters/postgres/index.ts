@@ -8,6 +8,7 @@ import { StoreMissingError } from "../../ports/errors.js";
 import type { Store, StoreOptions } from "../../ports/store.js";
 import { ChangeFeed } from "./change-feed.js";
 import { Db } from "./db.js";
+import { Finishes } from "./finishes.js";
 import { mapError, NOW, quoteIdent } from "./sql.js";
 import { claimDemand, wakeNodes } from "./demand.js";
 import * as after from "./after.js";
@@ -47,6 +48,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
   const schema = options.schema ?? "public";
   if (schema === "") throw new RangeError("postgres store: schema must not be empty");
   const db = new Db({ url, poolSize, schema, clock: options.clock });
+  const finishes = new Finishes(db);
   try {
     const client = await db.pool.connect();
     // The server may end this connection mid-migration (a restart, an administrator): the query
@@ -140,8 +142,8 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     wakeNodes: async (roomId, nodeIds) => wakeNodes(db, roomId, nodeIds),
     renewTaskLease: async (token, leaseMs) => tasks.renewTaskLease(db, token, leaseMs),
     writeTaskOutput: async (token, output, bytes) => tasks.writeTaskOutput(db, token, output, bytes),
-    finishTask: async (token, result) => tasks.finishTask(db, token, result),
-    finishAndClaim: async (token, result, offer, max) => tasks.finishAndClaim(db, token, result, offer, max),
+    finishTask: async (token, result) => finishes.finish(token, result),
+    finishAndClaim: async (token, result, offer, max) => finishes.finishAndClaim(token, result, offer, max),
 
     scheduleStep: async (fence, incremental) => scheduler.scheduleStep(db, fence, incremental),
     reap: async (fence) => scheduler.reap(db, fence),

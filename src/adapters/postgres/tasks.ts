@@ -34,19 +34,34 @@ export const CLAIM_PICK_SQL = `SELECT run_id, task_id FROM claim_pick(${NOW}, $2
  * The claim's parameters in order (rooms, node id, actions, labels, boot id, lease ms, actor, max),
  * numbered from $`first`; the clock is $1 in every statement.
  */
-function claimParams(first: number): string[] {
-  const types = ["text[]", "text", "text[]", "text[]", "text", "bigint", "text", "int"];
-  return types.map((t, i) => `$${first + i}::${t}`);
+function claimParams(first: number): [string, string, string, string, string, string, string, string] {
+  const p = (i: number, t: string): string => `$${first + i}::${t}`;
+  return [
+    p(0, "text[]"),
+    p(1, "text"),
+    p(2, "text[]"),
+    p(3, "text[]"),
+    p(4, "text"),
+    p(5, "bigint"),
+    p(6, "text"),
+    p(7, "int"),
+  ];
 }
 
 /**
  * A batch claim's CTEs (pick, up, more, rest): up to `max` rows picked as CLAIM_PICK_SQL picks one
  * (claim_pick also says whether the batch left a fitting ready task behind) and moved. Only when
  * none was left is the soonest not_before of the fitting tasks still waiting read. `gate`, when
- * given, is a condition the pick needs (the finish that frees the slot took effect).
+ * given, is a condition the pick needs (the finish that frees the slot took effect); `maxOf` makes
+ * the pick's limit from the `max` parameter (a batch of finishes claims only for those that held).
  */
-function claimCtes(first: number, gate?: string): { ctes: string; logSource: string } {
-  const [rooms, node, actions, labels, boot, lease, actor, max] = claimParams(first);
+function claimCtes(
+  first: number,
+  gate?: string,
+  maxOf: (maxParam: string) => string = (m) => m,
+): { ctes: string; logSource: string } {
+  const [rooms, node, actions, labels, boot, lease, actor, maxParam] = claimParams(first);
+  const max = maxOf(maxParam);
   const fits = `FROM tasks q
      WHERE q.status = 'queued'
        AND q.room_id = ANY(${rooms})
@@ -98,7 +113,7 @@ const claimArgs = (offer: NodeOffer, max: number): unknown[] => [
 ];
 
 /** The claim's answer from the statement's rows (claimed rows carry run_id; rest_* on every row). */
-function claimBatch(db: Db, offer: NodeOffer, rows: Row[], finishedIn?: string): ClaimBatch {
+function claimBatch(db: Db, offer: NodeOffer, rows: Row[], finishedIn: readonly string[] = []): ClaimBatch {
   const claimed: ClaimedTask[] = [];
   const rooms = new Set<string>();
   for (const row of rows) {
@@ -117,7 +132,7 @@ function claimBatch(db: Db, offer: NodeOffer, rows: Row[], finishedIn?: string):
   // A finish names it in its task's room even when the claim took nothing there: a node that stops
   // serving itself must say so, or the leader would count its free slots as taken.
   const claimer = `${more ? CLAIM_LEFT_MORE : ""}${offer.session.nodeId}`;
-  if (finishedIn !== undefined) rooms.add(finishedIn);
+  for (const room of finishedIn) rooms.add(room);
   for (const room of rooms) db.committedHot("tasks", room, [claimer]);
   return {
     claimed,
@@ -199,9 +214,42 @@ export async function writeTaskOutput(
   if (rows[0] === undefined) throw await tokenMiss(db, "write task output", token);
 }
 
+/**
+ * Where a finish statement takes each value of a finish: parameters for one task, the columns of
+ * the `b` rows (unnest of parameter arrays) for a batch. `held` is the fence; `from` joins `b` in.
+ */
+interface FinishSource {
+  held: string;
+  from: string;
+  outcome: string;
+  exitCode: string;
+  output: string;
+  error: string;
+  actor: string;
+  bytes: string;
+  values: string;
+  /** More of `b` for the caller, after the task's columns. */
+  returning: string;
+}
+
+/** One finish, from parameters $2–$13 (finishArgs). */
+const ONE: FinishSource = {
+  held: HELD,
+  from: "",
+  outcome: "$7::text",
+  exitCode: "$8::int",
+  output: "$9::text",
+  error: "$10::text",
+  actor: "$11::text",
+  bytes: "$12::bigint",
+  values: "$13::jsonb",
+  returning: "",
+};
+
 // A failure or timeout of a running task with attempts left goes back to the queue: the domain's
 // decideFinish (task-states.ts) as one statement, which SQLite applies row by row.
-const RETRY = `($7::text IN ('failed','timed_out') AND status = 'running' AND attempt < max_attempts)`;
+const retry = (v: FinishSource): string =>
+  `(${v.outcome} IN ('failed','timed_out') AND status = 'running' AND attempt < max_attempts)`;
 /**
  * A retry's wait in SQL, kept in the finish statement (one round trip on the hot path): the domain's
  * taskRetryWaitMs with the same constants; the contract suite checks both stores wait the same.
@@ -210,12 +258,14 @@ export const BACKOFF = `least(retry_backoff_ms * power(2::numeric, least(greates
                        greatest(retry_backoff_ms, ${MAX_TASK_RETRY_BACKOFF_MS}))::bigint`;
 
 /**
- * The finish's CTE `fin` and its log line's source; parameters $1 clock, $2–$13 (finishArgs). The
- * outputs ($13) land with a success only, in this fenced statement: a stale attempt's never do.
+ * The finish's CTE `fin` and its log line's source. The outputs land with a success only, in this
+ * fenced statement: a stale attempt's never do.
  */
-const FINISH_CTE = `fin AS (
+function finishCte(v: FinishSource): string {
+  const RETRY = retry(v);
+  return `fin AS (
     UPDATE tasks SET
-      status = CASE WHEN ${RETRY} THEN 'queued' ELSE $7::text END,
+      status = CASE WHEN ${RETRY} THEN 'queued' ELSE ${v.outcome} END,
       version = version + 1,
       attempt = CASE WHEN ${RETRY} THEN attempt + 1 ELSE attempt END,
       claim_version = CASE WHEN ${RETRY} THEN NULL ELSE claim_version END,
@@ -225,17 +275,24 @@ const FINISH_CTE = `fin AS (
       not_before = CASE WHEN ${RETRY} THEN ${NOW} + ${BACKOFF} ELSE not_before END,
       queued_at = CASE WHEN ${RETRY} THEN ${NOW} ELSE queued_at END,
       finished_at = CASE WHEN ${RETRY} THEN NULL ELSE ${NOW} END,
-      lease_expires_at = NULL, exit_code = $8::int, output = $9::text, output_bytes = $12::bigint, error = $10::text,
-      output_values = CASE WHEN $7::text = 'succeeded' THEN $13::jsonb ELSE output_values END
-    WHERE ${HELD} AND ($7::text <> 'canceled' OR status = 'canceling')
-    RETURNING room_id, run_id, task_id, status, attempt, not_before)`;
-const FINISH_LOG = `SELECT room_id, 1 AS ord, 'task.' || status AS kind, run_id, task_id, NULL::bigint AS term, $11::text AS actor,
-           jsonb_build_object('outcome', $7::text,
+      lease_expires_at = NULL, exit_code = ${v.exitCode}, output = ${v.output}, output_bytes = ${v.bytes}, error = ${v.error},
+      output_values = CASE WHEN ${v.outcome} = 'succeeded' THEN ${v.values} ELSE output_values END${v.from}
+    WHERE ${v.held} AND (${v.outcome} <> 'canceled' OR status = 'canceling')
+    RETURNING room_id, run_id, task_id, status, attempt, not_before${v.returning})`;
+}
+
+function finishLog(v: FinishSource): string {
+  return `SELECT room_id, 1 AS ord, 'task.' || status AS kind, run_id, task_id, NULL::bigint AS term, ${v.actor} AS actor,
+           jsonb_build_object('outcome', ${v.outcome},
                               'attempt', CASE WHEN status = 'queued' THEN attempt - 1 ELSE attempt END,
-                              'exitCode', $8::int,
+                              'exitCode', ${v.exitCode},
                               'notBefore', CASE WHEN status = 'queued' THEN not_before END,
-                              'error', $10::text) AS data
+                              'error', ${v.error}) AS data
       FROM fin`;
+}
+
+const FINISH_CTE = finishCte(ONE);
+const FINISH_LOG = finishLog(ONE);
 
 export const FINISH_SQL = `WITH ${FINISH_CTE},
   src AS (${FINISH_LOG}),
@@ -321,5 +378,129 @@ export async function finishAndClaim(
   if (head === undefined) throw await finishMiss(db, token, result);
   const status = head.fin_status as TaskStatus;
   finished(db, status, String(head.fin_room));
-  return { status, batch: claimBatch(db, offer, rows, String(head.fin_room)) };
+  return { status, batch: claimBatch(db, offer, rows, [String(head.fin_room)]) };
+}
+
+/**
+ * Many finishes as ONE statement (Finishes, finishes.ts): the `b` rows are the finishes, unnested
+ * from parameter arrays $2–$14 (finishArgs' columns, then how many tasks each asks to claim), each
+ * fenced by its own token exactly as FINISH_SQL fences one; a refused one moves nothing and the
+ * others go on. The statement's one commit and its log lock are shared.
+ */
+const MANY: FinishSource = {
+  held: `run_id = b_run AND task_id = b_task AND claim_version = b_version AND executor_node = b_node
+  AND executor_boot = b_boot AND status IN ('running','canceling')`,
+  from: `
+    FROM b`,
+  outcome: "b_outcome",
+  exitCode: "b_exit",
+  output: "b_output",
+  error: "b_error",
+  actor: "b_actor",
+  bytes: "b_bytes",
+  values: "b_values",
+  returning: ", b_i, b_outcome, b_exit, b_error, b_actor, b_wants",
+};
+const MANY_ROWS = `b AS (
+    SELECT * FROM finish_rows($2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[], $8::int[],
+                              $9::text[], $10::text[], $11::text[], $12::bigint[], $13::jsonb[], $14::int[]))`;
+
+export const FINISH_MANY_SQL = `WITH ${MANY_ROWS},
+  ${finishCte(MANY)},
+  src AS (${finishLog(MANY)}),
+  ${LOG_CTES}
+  SELECT b_i AS i, status, room_id FROM fin`;
+
+/**
+ * Many finishes and one claim for those of them that held and asked for one (all with one offer),
+ * as ONE statement: the claim takes at most the sum of their asks. Parameters: $1 clock, $2–$14 as
+ * FINISH_MANY_SQL, then claimParams(15) (its max: the sum of all the asks).
+ */
+const MANY_CLAIM = claimCtes(
+  15,
+  undefined,
+  (max) => `least(${max}, (SELECT coalesce(sum(b_wants), 0) FROM fin))::int`,
+);
+export const FINISH_MANY_CLAIM_SQL = `WITH ${MANY_ROWS},
+  ${finishCte(MANY)},
+  ${MANY_CLAIM.ctes},
+  src AS (${finishLog(MANY)}
+          UNION ALL
+          ${MANY_CLAIM.logSource}),
+  ${LOG_CTES}
+  SELECT (SELECT json_agg(json_build_array(b_i, status, room_id)) FROM fin) AS fins,
+         rest.rest_ready, rest.rest_next_in, up.*
+    FROM rest LEFT JOIN up ON true`;
+
+/** One finish of a batch: its token and result, and the claim it asks for (max 0: none). */
+export interface FinishOrder {
+  token: TaskToken;
+  result: TaskResult;
+  claim: number;
+}
+
+/** What became of one finish of a batch: its task's status, or the error it alone gets. */
+export type FinishAnswer =
+  { ok: true; status: TaskStatus; batch: ClaimBatch | null } | { ok: false; error: Error };
+
+/** Checks a finish before it joins a batch, as finishTask would (it throws to its own caller). */
+export function finishColumns(token: TaskToken, result: TaskResult): unknown[] {
+  checkTaskOutcome("finish task", result.outcome);
+  return finishArgs(token, result);
+}
+
+/**
+ * Runs finishes as one statement and answers each (in order). `offer`: the one offer of every
+ * finish that asks to claim (null when none does). Throws only when the statement as a whole
+ * failed, and then nothing was written.
+ */
+export async function finishMany(
+  db: Db,
+  orders: readonly FinishOrder[],
+  columns: readonly unknown[][],
+  offer: NodeOffer | null,
+): Promise<FinishAnswer[]> {
+  const arrays: unknown[][] = Array.from({ length: 13 }, () => []);
+  orders.forEach((o, k) => {
+    const c = columns[k] ?? [];
+    for (let i = 0; i < 12; i++) arrays[i]?.push(c[i]);
+    arrays[12]?.push(o.claim);
+  });
+  const held = new Map<number, { status: TaskStatus; room: string }>();
+  let claimed: ClaimBatch | null = null;
+  if (offer === null) {
+    const rows = await db.one("finish task", FINISH_MANY_SQL, [db.clockParam(), ...arrays]);
+    for (const r of rows) held.set(Number(r.i), { status: r.status as TaskStatus, room: String(r.room_id) });
+  } else {
+    const wants = orders.reduce((n, o) => n + o.claim, 0);
+    checkClaim(offer, wants);
+    const rows = await db.one("finish task", FINISH_MANY_CLAIM_SQL, [
+      db.clockParam(),
+      ...arrays,
+      ...claimArgs(offer, wants),
+    ]);
+    const fins = (rows[0]?.fins ?? []) as [number, TaskStatus, string][];
+    for (const [i, status, room] of fins) held.set(Number(i), { status, room });
+    const rooms = orders.flatMap((o, k) => {
+      const h = held.get(k + 1);
+      return o.claim > 0 && h !== undefined ? [h.room] : [];
+    });
+    claimed = claimBatch(db, offer, rows, rooms);
+  }
+  let next = 0;
+  const answers = orders.map((o, k): FinishAnswer | null => {
+    const h = held.get(k + 1);
+    if (h === undefined) return null;
+    finished(db, h.status, h.room);
+    if (claimed === null || o.claim === 0) return { ok: true, status: h.status, batch: null };
+    const mine = claimed.claimed.slice(next, next + o.claim);
+    next += mine.length;
+    return { ok: true, status: h.status, batch: { ...claimed, claimed: mine } };
+  });
+  return Promise.all(
+    answers.map(
+      async (a, k): Promise<FinishAnswer> =>
+        a ?? { ok: false, error: await finishMiss(db, orders[k]!.token, orders[k]!.result) },
+    ),
+  );
 }

@@ -3,7 +3,9 @@
  * finish is fenced and decided exactly as finishTask; a refused finish claims nothing and changes
  * nothing; the claim picks from the tasks as they were before the finish; the finish's log line
  * comes before the claim's; racing workers that hand their slot on this way still run each task
- * exactly once.
+ * exactly once. The slots of one node that finish at once (which a store may carry in one
+ * statement, as PostgreSQL's does: docs/architecture.md §8) each get their own answer: a refused
+ * finish alone is refused, and no task is claimed twice.
  */
 import { expect, it } from "vitest";
 import { ConflictError, NotFoundError } from "../../../src/ports/errors.js";
@@ -160,6 +162,122 @@ export function finishClaimSection(ctx: ContractContext): void {
       stores.map((s, i) => async () => {
         const mine: string[] = [];
         const o = offer(session(`w${i}`), [room]);
+        let held = (await s.claimTasks(o, 1)).claimed[0];
+        while (held !== undefined) {
+          mine.push(held.task.taskId);
+          const r = await s.finishAndClaim(held.token, ok, o, 1);
+          expect(r.status).toBe("succeeded");
+          held = r.batch.claimed[0];
+        }
+        return mine;
+      }),
+    );
+    expect(errors).toEqual([]);
+    expect(values.flat().sort()).toEqual([...ids].sort());
+    const log = await store.readEvents(room, 0);
+    for (const id of ids) {
+      expect(log.filter((e) => e.taskId === id && e.kind === "task.running")).toHaveLength(1);
+      expect(log.filter((e) => e.taskId === id && e.kind === "task.succeeded")).toHaveLength(1);
+    }
+    const tasks = await Promise.all(ids.map((id) => store.getTask(run.runId, id)));
+    expect(tasks.every((t) => t?.status === "succeeded")).toBe(true);
+  });
+
+  it("a node's slots finishing at once each get their own answer: the refused ones alone, no task claimed twice, one log line each", async () => {
+    const { store, room, fence } = await setup();
+    const ids = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+    await store.setRoomCap(room, ids.length, { fence });
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(
+        ctx.uid("d"),
+        ids.map((id, k) => task(id, { priority: 20 - k })),
+      ),
+    );
+    const w = session("w");
+    const o = offer(w, [room]);
+    const held = (await store.claimTasks(o, 6)).claimed;
+    expect(held.map((c) => c.task.taskId)).toEqual(["a", "b", "c", "d", "e", "f"]);
+    const [a, b, c, d, e, f] = held as [
+      ClaimedTask,
+      ClaimedTask,
+      ClaimedTask,
+      ClaimedTask,
+      ClaimedTask,
+      ClaimedTask,
+    ];
+    const after = (await store.readEvents(room, 0)).at(-1)!.seq;
+    const cancel: TaskResult = { outcome: "canceled", exitCode: null, output: "", error: null };
+    // All asked for in one turn, as slots ending together ask: four hand their slot on, one only
+    // finishes, one is stale, one is an unasked cancel, and one finishes a task a second time.
+    const answers = await Promise.allSettled([
+      store.finishAndClaim(a.token, ok, o, 1),
+      store.finishAndClaim({ ...b.token, version: b.token.version + 3 }, ok, o, 1),
+      store.finishAndClaim(c.token, failed, o, 1),
+      store.finishTask(d.token, ok),
+      store.finishAndClaim(e.token, cancel, o, 1),
+      store.finishAndClaim(f.token, ok, o, 1),
+      store.finishAndClaim(a.token, ok, o, 1),
+    ]);
+    const [ra, rb, rc, rd, re, rf, ra2] = answers;
+    expect(ra).toMatchObject({ status: "fulfilled", value: { status: "succeeded" } });
+    expect(rb).toMatchObject({ status: "rejected", reason: expect.any(ConflictError) });
+    expect(rc).toMatchObject({ status: "fulfilled", value: { status: "failed" } });
+    expect(rd).toMatchObject({ status: "fulfilled", value: { status: "succeeded" } });
+    expect(re).toMatchObject({ status: "rejected", reason: expect.any(ConflictError) });
+    expect(rf).toMatchObject({ status: "fulfilled", value: { status: "succeeded" } });
+    expect(ra2).toMatchObject({ status: "rejected", reason: expect.any(ConflictError) });
+    // Three of the finishes that held asked for one each, and three tasks were ready: each got one.
+    const got = [ra, rc, rf].flatMap((r) =>
+      r.status === "fulfilled" && "batch" in r.value ? r.value.batch.claimed : [],
+    );
+    expect(got.map((x) => x.task.taskId).sort()).toEqual(["g", "h", "i"]);
+    for (const r of [ra, rc, rf])
+      if (r.status === "fulfilled" && "batch" in r.value) expect(r.value.batch.claimed.length).toBe(1);
+    const lines = (await store.readEvents(room, after)).map((x) => `${x.kind} ${x.taskId}`);
+    expect(lines.sort()).toEqual(
+      [
+        "task.succeeded a",
+        "task.failed c",
+        "task.succeeded d",
+        "task.succeeded f",
+        "task.running g",
+        "task.running h",
+        "task.running i",
+      ].sort(),
+    );
+    // The refused ones changed nothing.
+    expect(await store.getTask(run.runId, "b")).toMatchObject({
+      status: "running",
+      version: b.token.version,
+    });
+    expect(await store.getTask(run.runId, "e")).toMatchObject({
+      status: "running",
+      version: e.token.version,
+    });
+  });
+
+  it(`${RACERS / 2} nodes of 4 slots each, every slot handing itself on at once: each of 80 tasks runs exactly once`, async () => {
+    const { store, room, fence } = await setup();
+    const ids = Array.from({ length: 80 }, (_, i) => `t${i}`);
+    await store.setRoomCap(room, ids.length, { fence });
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(
+        ctx.uid("d"),
+        ids.map((id) => task(id)),
+      ),
+    );
+    const stores = await Promise.all(Array.from({ length: RACERS / 2 }, () => ctx.open()));
+    const slots = stores.flatMap((s, i) => {
+      const o = offer(session(`n${i}`), [room]);
+      return Array.from({ length: 4 }, () => ({ s, o }));
+    });
+    const { values, errors } = await race(
+      slots.map(({ s, o }) => async () => {
+        const mine: string[] = [];
         let held = (await s.claimTasks(o, 1)).claimed[0];
         while (held !== undefined) {
           mine.push(held.task.taskId);
