@@ -2,9 +2,14 @@
  * The SQLite claim query keeps its cost flat as the queue's history grows: with 20 000 finished
  * tasks and a handful queued, the plan walks the partial index of queued tasks in claim order (no
  * table scan, no sort), and that index holds the queued rows only. The plans are recorded in
- * docs/query-plans.md.
+ * docs/query-plans.md. No statement binds a bare `LIMIT ?` (see LIMIT in connection.ts).
  */
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { LIMIT } from "../../src/adapters/sqlite/connection.js";
+import { CLAIM_SQL } from "../../src/adapters/sqlite/tasks.js";
 import { NEXT_INBOX_SQL } from "../../src/adapters/sqlite/inbox.js";
 import { REAP_OPEN_SQL, ROOM_ACTIVE_COUNT_SQL, ROOM_KEYS_SQL } from "../../src/adapters/sqlite/scheduler.js";
 import type { Store } from "../../src/ports/store.js";
@@ -175,5 +180,22 @@ describe("SQLite inbox take on a store that never ran ANALYZE", () => {
     ).map((r) => r.detail);
     expect(plan).toEqual(["SEARCH processed_events USING INDEX processed_events_open (room_id=?)"]);
     expect((await s.nextInboxEvent(fence))?.eventId).toBe("$new");
+  });
+});
+
+describe("SQLite statements and their row limits", () => {
+  it("no statement binds a bare `LIMIT ?`: the planner would look at the value and plan again at every execution", () => {
+    const dir = join(dirname(fileURLToPath(import.meta.url)), "../../src/adapters/sqlite");
+    const bare = readdirSync(dir)
+      .filter((f) => f.endsWith(".ts"))
+      .flatMap((f) =>
+        readFileSync(join(dir, f), "utf8")
+          .split("\n")
+          .map((line, i) => ({ at: `${f}:${i + 1}`, line }))
+          .filter(({ line }) => /LIMIT\s+\?(?!\s*\+)/.test(line) && !line.trim().startsWith("*")),
+      );
+    expect(bare.map((b) => b.at)).toEqual([]);
+    expect(LIMIT).toBe("LIMIT ? + 0");
+    expect(CLAIM_SQL).toContain(LIMIT);
   });
 });

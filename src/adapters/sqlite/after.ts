@@ -24,6 +24,7 @@ import {
   skippedLine,
 } from "../store-common/after.js";
 import type { SqliteConnection } from "./connection.js";
+import { LIMIT } from "./connection.js";
 import { NotFoundError } from "../../ports/errors.js";
 import { DEFINITION_COLUMNS, DEFINITION_FROM, RUN_COLUMNS, toDefinition, toRun } from "./rows.js";
 import { insertRunInTx } from "./runs.js";
@@ -37,7 +38,7 @@ export function listAfterDefinitions(
     c
       .all(
         `SELECT ${DEFINITION_COLUMNS} FROM ${DEFINITION_FROM}
-          WHERE d.room_id = ? AND json_extract(d.dag, '$.after.dag') IS NOT NULL ORDER BY d.dag_id LIMIT ?`,
+          WHERE d.room_id = ? AND json_extract(d.dag, '$.after.dag') IS NOT NULL ORDER BY d.dag_id ${LIMIT}`,
         roomId,
         limitOf(options.limit, DEFAULT_DEFINITIONS_LIMIT),
       )
@@ -61,7 +62,7 @@ export function unfiredUpstreamRuns(
             AND r.updated_at >= ?
             AND NOT EXISTS (SELECT 1 FROM after_firings f
                              WHERE f.room_id = r.room_id AND f.dag_id = ? AND f.upstream_run_id = r.run_id)
-          ORDER BY r.updated_at, r.rowid LIMIT ?`,
+          ORDER BY r.updated_at, r.rowid ${LIMIT}`,
         roomId,
         upstream,
         since,
@@ -148,7 +149,7 @@ export function listAfterFirings(
     c
       .all(
         `SELECT ${FIRING_COLUMNS} FROM after_firings
-          WHERE room_id = ? AND (? IS NULL OR dag_id = ?) ORDER BY fired_at DESC, rowid DESC LIMIT ?`,
+          WHERE room_id = ? AND (? IS NULL OR dag_id = ?) ORDER BY fired_at DESC, rowid DESC ${LIMIT}`,
         roomId,
         options.dagId ?? null,
         options.dagId ?? null,

@@ -25,6 +25,7 @@ import {
   slotsSkippedLine,
 } from "../store-common/definitions.js";
 import type { SqliteConnection, Tx } from "./connection.js";
+import { LIMIT } from "./connection.js";
 import { markHandledInTx } from "./inbox.js";
 import { enqueueInTx } from "./outbox.js";
 import { DEFINITION_COLUMNS, DEFINITION_FROM, RUN_COLUMNS, toDefinition, toRun } from "./rows.js";
@@ -194,7 +195,7 @@ export function listScheduledDefinitions(
     c
       .all(
         `SELECT ${DEFINITION_COLUMNS} FROM ${DEFINITION_FROM}
-          WHERE d.room_id = ? AND d.schedule_cron IS NOT NULL ORDER BY d.dag_id LIMIT ?`,
+          WHERE d.room_id = ? AND d.schedule_cron IS NOT NULL ORDER BY d.dag_id ${LIMIT}`,
         roomId,
         Math.max(0, Math.floor(options.limit ?? DEFAULT_SCHEDULED_LIMIT)),
       )
@@ -212,7 +213,7 @@ export function listDefinitionRuns(
     c
       .all(
         `SELECT ${RUN_COLUMNS} FROM runs INDEXED BY runs_definition
-          WHERE room_id = ? AND definition_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+          WHERE room_id = ? AND definition_id = ? ORDER BY created_at DESC, rowid DESC ${LIMIT}`,
         roomId,
         dagId,
         Math.max(0, Math.floor(options.limit ?? DEFAULT_RUNS_LIMIT)),

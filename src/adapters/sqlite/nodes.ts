@@ -2,6 +2,7 @@
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type { LogEvent, NodeHeartbeat, NodeRecord, Session } from "../../ports/store.js";
 import type { SqliteConnection } from "./connection.js";
+import { LIMIT } from "./connection.js";
 import { toLogEvent, toNode } from "./rows.js";
 import { checkCapacity } from "../store-common/checks.js";
 
@@ -107,7 +108,7 @@ export function readEvents(
   return c.read("read events", () =>
     c
       .all(
-        "SELECT seq, room_id, at, kind, run_id, task_id, term, actor, data FROM events WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        `SELECT seq, room_id, at, kind, run_id, task_id, term, actor, data FROM events WHERE room_id = ? AND seq > ? ORDER BY seq ${LIMIT}`,
         roomId,
         sinceSeq,
         limit ?? DEFAULT_EVENTS_LIMIT,

@@ -2,6 +2,7 @@
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type { LeaderFence, OutboxMessage, OutboxMessageInput } from "../../ports/store.js";
 import type { SqliteConnection, Tx } from "./connection.js";
+import { LIMIT } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { OUTBOX_COLUMNS, toOutbox } from "./rows.js";
 import { checkMessageRooms } from "../store-common/checks.js";
@@ -70,7 +71,7 @@ export function pendingOutbox(
     c.checkFence("pending outbox", fence, now);
     return c
       .all(
-        `SELECT ${OUTBOX_COLUMNS} FROM outbox WHERE room_id = ? AND status = 'pending' ORDER BY seq LIMIT ?`,
+        `SELECT ${OUTBOX_COLUMNS} FROM outbox WHERE room_id = ? AND status = 'pending' ORDER BY seq ${LIMIT}`,
         fence.roomId,
         limit,
       )

@@ -2,6 +2,7 @@
 import type { LeaderFence, PruneLimits, PruneResult } from "../../ports/store.js";
 import { noneDeleted } from "../../ports/store.js";
 import type { SqliteConnection } from "./connection.js";
+import { LIMIT } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import {
   checkPruneLimits,
@@ -32,7 +33,7 @@ export function pruneBatch(
     const pruned = c.all<{ run_id: string; definition_id: string }>(
       `SELECT r.run_id, r.definition_id FROM runs r
         WHERE r.room_id = ? AND r.status IN ${TERMINAL_RUN_LIST} AND r.updated_at < ? AND NOT ${KEPT_FIRST_RUN}
-        LIMIT ?`,
+        ${LIMIT}`,
       room,
       cutoff,
       limits.runs,
@@ -58,7 +59,7 @@ export function pruneBatch(
     result.inbox = c.run(
       `DELETE FROM processed_events WHERE event_id IN (
          SELECT event_id FROM processed_events
-          WHERE room_id = ? AND origin_server_ts < ? AND status = 'replied' AND received_at < ? LIMIT ?)`,
+          WHERE room_id = ? AND origin_server_ts < ? AND status = 'replied' AND received_at < ? ${LIMIT})`,
       room,
       cutoff,
       cutoff,
@@ -76,7 +77,7 @@ export function pruneBatch(
          SELECT o.seq FROM outbox o
           WHERE o.room_id = ? AND o.seq < ? AND o.status IN ('sent','superseded','failed')
             AND o.created_at < ? AND o.updated_at < ? AND ${PRUNABLE_OUTBOX}
-          ORDER BY o.seq LIMIT ?)`,
+          ORDER BY o.seq ${LIMIT})`,
       room,
       outboxBound,
       cutoff,
@@ -101,7 +102,7 @@ export function pruneBatch(
             AND e.kind NOT LIKE 'policy.%'
             -- The newest event stays: the next seq is the largest + 1 (no AUTOINCREMENT, migration 7).
             AND e.seq < (SELECT MAX(seq) FROM events)
-          ORDER BY e.seq LIMIT ?)`,
+          ORDER BY e.seq ${LIMIT})`,
       room,
       eventBound,
       cutoff,
@@ -109,14 +110,14 @@ export function pruneBatch(
     );
 
     result.nodes = c.run(
-      "DELETE FROM nodes WHERE node_id IN (SELECT node_id FROM nodes WHERE heartbeat_at < ? LIMIT ?)",
+      `DELETE FROM nodes WHERE node_id IN (SELECT node_id FROM nodes WHERE heartbeat_at < ? ${LIMIT})`,
       tx.now - limits.nodesOlderThanMs,
       limits.rows,
     );
 
     result.keys = c.run(
       `DELETE FROM idempotency_keys WHERE rowid IN (
-         SELECT rowid FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ?)`,
+         SELECT rowid FROM idempotency_keys WHERE created_at < ? ORDER BY created_at ${LIMIT})`,
       tx.now - limits.keysOlderThanMs,
       limits.rows,
     );

@@ -15,6 +15,7 @@ import type {
   TaskRecord,
 } from "../../ports/store.js";
 import type { Row, SqliteConnection, Tx } from "./connection.js";
+import { LIMIT } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { checkRoom } from "../store-common/checks.js";
 import type { RunDecision } from "../store-common/run-outcomes.js";
@@ -295,7 +296,7 @@ export function listRuns(
       .all(
         `SELECT ${RUN_COLUMNS} FROM runs
           WHERE room_id = ? AND (? IS NULL OR status IN (SELECT value FROM json_each(?)))
-          ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+          ORDER BY created_at DESC, rowid DESC ${LIMIT}`,
         roomId,
         options.statuses === undefined ? null : 1,
         JSON.stringify(options.statuses ?? []),

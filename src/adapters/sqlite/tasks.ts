@@ -4,6 +4,7 @@ import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type { ClaimBatch, ClaimedTask, NodeOffer, TaskResult, TaskToken } from "../../ports/store.js";
 import { CLAIM_LEFT_MORE } from "../../ports/store.js";
 import type { LogEntry, SqliteConnection, Tx } from "./connection.js";
+import { LIMIT } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { toTask } from "./rows.js";
 import { TASK_COLUMNS } from "./runs.js";
@@ -30,7 +31,7 @@ export const CLAIM_SQL = `SELECT seq, version FROM tasks INDEXED BY tasks_claim
     AND NOT EXISTS (SELECT 1 FROM json_each(tasks.labels) AS need
                      WHERE need.value NOT IN (SELECT value FROM json_each(?)))
   ORDER BY priority DESC, seq
-  LIMIT ?`;
+  ${LIMIT}`;
 
 /** The queued tasks that fit this node: the claim's filter, on the same partial index. */
 const FITS = `FROM tasks INDEXED BY tasks_claim
