@@ -9,7 +9,7 @@
  */
 import { expect, it } from "vitest";
 import { ConflictError, NotFoundError } from "../../../src/ports/errors.js";
-import type { ClaimedTask, LeaderFence, Store, TaskResult } from "../../../src/ports/store.js";
+import type { ClaimedTask, LeaderFence, NodeOffer, Store, TaskResult } from "../../../src/ports/store.js";
 import {
   becomeLeader,
   dag,
@@ -30,6 +30,50 @@ export function finishClaimSection(ctx: ContractContext): void {
     const store = await ctx.store();
     const room = ctx.uid("!fc");
     return { store, room, fence: await becomeLeader(store, room) };
+  };
+
+  /**
+   * `count` tasks queued at once (no scheduling step runs while the slots race), then every slot
+   * (a Store and its node's offer) claims one and hands itself on with finishAndClaim until nothing
+   * is left: each task must run and succeed exactly once, by the slots' own lists and the log.
+   */
+  const raceToTheEnd = async (
+    count: number,
+    slots: (room: string) => Promise<Array<{ s: Store; o: NodeOffer }>>,
+  ): Promise<void> => {
+    const { store, room, fence } = await setup();
+    const ids = Array.from({ length: count }, (_, i) => `t${i}`);
+    await store.setRoomCap(room, ids.length, { fence });
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(
+        ctx.uid("d"),
+        ids.map((id) => task(id)),
+      ),
+    );
+    const { values, errors } = await race(
+      (await slots(room)).map(({ s, o }) => async () => {
+        const mine: string[] = [];
+        let held = (await s.claimTasks(o, 1)).claimed[0];
+        while (held !== undefined) {
+          mine.push(held.task.taskId);
+          const r = await s.finishAndClaim(held.token, ok, o, 1);
+          expect(r.status).toBe("succeeded");
+          held = r.batch.claimed[0];
+        }
+        return mine;
+      }),
+    );
+    expect(errors).toEqual([]);
+    expect(values.flat().sort()).toEqual([...ids].sort());
+    const log = await store.readEvents(room, 0);
+    for (const id of ids) {
+      expect(log.filter((e) => e.taskId === id && e.kind === "task.running")).toHaveLength(1);
+      expect(log.filter((e) => e.taskId === id && e.kind === "task.succeeded")).toHaveLength(1);
+    }
+    const tasks = await Promise.all(ids.map((id) => store.getTask(run.runId, id)));
+    expect(tasks.every((t) => t?.status === "succeeded")).toBe(true);
   };
 
   it("finishes the task and claims the next ones in claim order, in one transaction, finish logged first", async () => {
@@ -145,42 +189,8 @@ export function finishClaimSection(ctx: ContractContext): void {
   });
 
   it(`${RACERS} connections finishing and claiming 60 tasks: each task runs and succeeds exactly once`, async () => {
-    const { store, room, fence } = await setup();
-    const ids = Array.from({ length: 60 }, (_, i) => `t${i}`);
-    // Every task queued at once: no scheduling step runs while the workers race.
-    await store.setRoomCap(room, ids.length, { fence });
-    const run = await publishRunning(
-      store,
-      fence,
-      dag(
-        ctx.uid("d"),
-        ids.map((id) => task(id)),
-      ),
-    );
     const stores = await Promise.all(Array.from({ length: RACERS }, () => ctx.open()));
-    const { values, errors } = await race(
-      stores.map((s, i) => async () => {
-        const mine: string[] = [];
-        const o = offer(session(`w${i}`), [room]);
-        let held = (await s.claimTasks(o, 1)).claimed[0];
-        while (held !== undefined) {
-          mine.push(held.task.taskId);
-          const r = await s.finishAndClaim(held.token, ok, o, 1);
-          expect(r.status).toBe("succeeded");
-          held = r.batch.claimed[0];
-        }
-        return mine;
-      }),
-    );
-    expect(errors).toEqual([]);
-    expect(values.flat().sort()).toEqual([...ids].sort());
-    const log = await store.readEvents(room, 0);
-    for (const id of ids) {
-      expect(log.filter((e) => e.taskId === id && e.kind === "task.running")).toHaveLength(1);
-      expect(log.filter((e) => e.taskId === id && e.kind === "task.succeeded")).toHaveLength(1);
-    }
-    const tasks = await Promise.all(ids.map((id) => store.getTask(run.runId, id)));
-    expect(tasks.every((t) => t?.status === "succeeded")).toBe(true);
+    await raceToTheEnd(60, async (room) => stores.map((s, i) => ({ s, o: offer(session(`w${i}`), [room]) })));
   });
 
   it("a node's slots finishing at once each get their own answer: the refused ones alone, no task claimed twice, one log line each", async () => {
@@ -259,43 +269,12 @@ export function finishClaimSection(ctx: ContractContext): void {
   });
 
   it(`${RACERS / 2} nodes of 4 slots each, every slot handing itself on at once: each of 80 tasks runs exactly once`, async () => {
-    const { store, room, fence } = await setup();
-    const ids = Array.from({ length: 80 }, (_, i) => `t${i}`);
-    await store.setRoomCap(room, ids.length, { fence });
-    const run = await publishRunning(
-      store,
-      fence,
-      dag(
-        ctx.uid("d"),
-        ids.map((id) => task(id)),
-      ),
-    );
     const stores = await Promise.all(Array.from({ length: RACERS / 2 }, () => ctx.open()));
-    const slots = stores.flatMap((s, i) => {
-      const o = offer(session(`n${i}`), [room]);
-      return Array.from({ length: 4 }, () => ({ s, o }));
-    });
-    const { values, errors } = await race(
-      slots.map(({ s, o }) => async () => {
-        const mine: string[] = [];
-        let held = (await s.claimTasks(o, 1)).claimed[0];
-        while (held !== undefined) {
-          mine.push(held.task.taskId);
-          const r = await s.finishAndClaim(held.token, ok, o, 1);
-          expect(r.status).toBe("succeeded");
-          held = r.batch.claimed[0];
-        }
-        return mine;
+    await raceToTheEnd(80, async (room) =>
+      stores.flatMap((s, i) => {
+        const o = offer(session(`n${i}`), [room]);
+        return Array.from({ length: 4 }, () => ({ s, o }));
       }),
     );
-    expect(errors).toEqual([]);
-    expect(values.flat().sort()).toEqual([...ids].sort());
-    const log = await store.readEvents(room, 0);
-    for (const id of ids) {
-      expect(log.filter((e) => e.taskId === id && e.kind === "task.running")).toHaveLength(1);
-      expect(log.filter((e) => e.taskId === id && e.kind === "task.succeeded")).toHaveLength(1);
-    }
-    const tasks = await Promise.all(ids.map((id) => store.getTask(run.runId, id)));
-    expect(tasks.every((t) => t?.status === "succeeded")).toBe(true);
   });
 }
