@@ -39,7 +39,7 @@ const keyOf = (o: FinishOrder): string => `${o.token.runId}\u0000${o.token.taskI
 export class Finishes {
   private waiting: Waiting[] = [];
   private sending = 0;
-  /** Statements sent and finishes carried (the bench reads them). */
+  /** Statements sent and finishes carried (test/adapters/postgres-finishes.test.ts reads them). */
   readonly counts = { statements: 0, finishes: 0 };
 
   constructor(private readonly db: Db) {}
