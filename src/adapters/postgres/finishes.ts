@@ -13,13 +13,12 @@
  */
 import type { TaskStatus } from "../../domain/model.js";
 import type { ClaimBatch, NodeOffer, TaskResult, TaskToken } from "../../ports/store.js";
-import { checkClaim } from "../store-common/checks.js";
 import type { Db } from "./db.js";
 import type { FinishAnswer, FinishOrder } from "./tasks.js";
-import { finishAndClaim, finishColumns, finishMany, finishTask } from "./tasks.js";
+import { finishAndClaim, finishMany, finishOrder, finishTask } from "./tasks.js";
 
 /** The most finishes one statement carries (its parameter arrays stay small). */
-export const MAX_FINISHES_PER_STATEMENT = 64;
+const MAX_FINISHES_PER_STATEMENT = 64;
 /**
  * Batches of one Store on their way at once. One would serialize the slots: half of them would
  * wait for the other half's statement (a lockstep of two alternating batches); two let a batch
@@ -28,7 +27,6 @@ export const MAX_FINISHES_PER_STATEMENT = 64;
 const IN_FLIGHT = 2;
 
 interface Waiting extends FinishOrder {
-  columns: unknown[];
   offer: NodeOffer | null;
   offerKey: string | null;
   answer: (a: FinishAnswer) => void;
@@ -45,7 +43,7 @@ export class Finishes {
   constructor(private readonly db: Db) {}
 
   async finish(token: TaskToken, result: TaskResult): Promise<{ status: TaskStatus }> {
-    const a = await this.enqueue(token, result, null, 0);
+    const a = await this.enqueue(finishOrder(token, result, null), null);
     if (!a.ok) throw a.error;
     return { status: a.status };
   }
@@ -56,26 +54,16 @@ export class Finishes {
     offer: NodeOffer,
     max: number,
   ): Promise<{ status: TaskStatus; batch: ClaimBatch }> {
-    const a = await this.enqueue(token, result, offer, max);
+    const a = await this.enqueue(finishOrder(token, result, { offer, max }), offer);
     if (!a.ok) throw a.error;
     return { status: a.status, batch: a.batch ?? { claimed: [], more: false, nextReadyInMs: null } };
   }
 
-  private enqueue(
-    token: TaskToken,
-    result: TaskResult,
-    offer: NodeOffer | null,
-    claim: number,
-  ): Promise<FinishAnswer> {
-    // Checked here, so a bad finish throws to its own caller and never joins a batch.
-    const columns = finishColumns(token, result);
-    if (offer !== null) checkClaim(offer, claim);
+  /** `order` was checked by finishOrder, so a bad finish threw to its own caller and never joins a batch. */
+  private enqueue(order: FinishOrder, offer: NodeOffer | null): Promise<FinishAnswer> {
     return new Promise((answer) => {
       this.waiting.push({
-        token,
-        result,
-        claim: offer === null ? 0 : claim,
-        columns,
+        ...order,
         offer,
         offerKey: offer === null ? null : JSON.stringify(offer),
         answer,
@@ -132,12 +120,7 @@ export class Finishes {
     const offer = batch.find((w) => w.offer !== null)?.offer ?? null;
     let answers: FinishAnswer[];
     try {
-      answers = await finishMany(
-        this.db,
-        batch,
-        batch.map((w) => w.columns),
-        offer,
-      );
+      answers = await finishMany(this.db, batch, offer);
     } catch {
       // Nothing was written: each goes again alone, and gets its own answer.
       await Promise.all(batch.map((w) => this.alone(w)));
@@ -152,10 +135,10 @@ export class Finishes {
   private async alone(w: Waiting): Promise<void> {
     try {
       if (w.offer === null) {
-        const { status } = await finishTask(this.db, w.token, w.result);
+        const { status } = await finishTask(this.db, w);
         w.answer({ ok: true, status, batch: null });
       } else {
-        const { status, batch } = await finishAndClaim(this.db, w.token, w.result, w.offer, w.claim);
+        const { status, batch } = await finishAndClaim(this.db, w, w.offer);
         w.answer({ ok: true, status, batch });
       }
     } catch (e) {

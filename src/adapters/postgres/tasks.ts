@@ -151,10 +151,19 @@ export async function claimTasks(db: Db, offer: NodeOffer, max: number): Promise
   return claimBatch(db, offer, rows);
 }
 
-/** The token still holds the task; its five parameters (tokenParams) start at $first. */
+/** The fence: the token (run, task, claim version, node, boot) still holds the task. */
+const heldBy = (run: string, task: string, version: string, node: string, boot: string): string =>
+  `run_id = ${run} AND task_id = ${task} AND claim_version = ${version}
+  AND executor_node = ${node} AND executor_boot = ${boot} AND status IN ('running','canceling')`;
+/** The fence from a token's five parameters (tokenParams), starting at $first. */
 const heldAt = (first: number): string =>
-  `run_id = $${first}::text AND task_id = $${first + 1}::text AND claim_version = $${first + 2}::int
-  AND executor_node = $${first + 3}::text AND executor_boot = $${first + 4}::text AND status IN ('running','canceling')`;
+  heldBy(
+    `$${first}::text`,
+    `$${first + 1}::text`,
+    `$${first + 2}::int`,
+    `$${first + 3}::text`,
+    `$${first + 4}::text`,
+  );
 const HELD = heldAt(2);
 
 const tokenParams = (t: TaskToken): unknown[] => [
@@ -344,15 +353,12 @@ async function finishMiss(db: Db, token: TaskToken, result: TaskResult): Promise
   return miss;
 }
 
-export async function finishTask(
-  db: Db,
-  token: TaskToken,
-  result: TaskResult,
-): Promise<{ status: TaskStatus }> {
-  checkTaskOutcome("finish task", result.outcome);
+/** One finish, checked (finishOrder), in its own statement. */
+export async function finishTask(db: Db, order: FinishOrder): Promise<{ status: TaskStatus }> {
+  const { token, result } = order;
   const rows = await db.one<{ status: TaskStatus; room_id: string }>("finish task", FINISH_SQL, [
     db.clockParam(),
-    ...finishArgs(token, result),
+    ...order.columns,
   ]);
   const r = rows[0];
   if (r === undefined) throw await finishMiss(db, token, result);
@@ -360,19 +366,17 @@ export async function finishTask(
   return { status: r.status };
 }
 
+/** One finish, checked (finishOrder), and a claim of up to its `claim` tasks, in one statement. */
 export async function finishAndClaim(
   db: Db,
-  token: TaskToken,
-  result: TaskResult,
+  order: FinishOrder,
   offer: NodeOffer,
-  max: number,
 ): Promise<{ status: TaskStatus; batch: ClaimBatch }> {
-  checkTaskOutcome("finish task", result.outcome);
-  checkClaim(offer, max);
+  const { token, result } = order;
   const rows = await db.one("finish task", FINISH_CLAIM_SQL, [
     db.clockParam(),
-    ...finishArgs(token, result),
-    ...claimArgs(offer, max),
+    ...order.columns,
+    ...claimArgs(offer, order.claim),
   ]);
   const head = rows[0];
   if (head === undefined) throw await finishMiss(db, token, result);
@@ -388,8 +392,7 @@ export async function finishAndClaim(
  * others go on. The statement's one commit and its log lock are shared.
  */
 const MANY: FinishSource = {
-  held: `run_id = b_run AND task_id = b_task AND claim_version = b_version AND executor_node = b_node
-  AND executor_boot = b_boot AND status IN ('running','canceling')`,
+  held: heldBy("b_run", "b_task", "b_version", "b_node", "b_boot"),
   from: `
     FROM b`,
   outcome: "b_outcome",
@@ -432,10 +435,13 @@ export const FINISH_MANY_CLAIM_SQL = `WITH ${MANY_ROWS},
          rest.rest_ready, rest.rest_next_in, up.*
     FROM rest LEFT JOIN up ON true`;
 
-/** One finish of a batch: its token and result, and the claim it asks for (max 0: none). */
+/** A finish as the statements take it: checked, its parameter columns made once (finishOrder). */
 export interface FinishOrder {
   token: TaskToken;
   result: TaskResult;
+  /** finishArgs: the finish's parameters, in FINISH_SQL's order. */
+  columns: readonly unknown[];
+  /** How many tasks it asks to claim with its offer (0: none). */
   claim: number;
 }
 
@@ -443,10 +449,18 @@ export interface FinishOrder {
 export type FinishAnswer =
   { ok: true; status: TaskStatus; batch: ClaimBatch | null } | { ok: false; error: Error };
 
-/** Checks a finish before it joins a batch, as finishTask would (it throws to its own caller). */
-export function finishColumns(token: TaskToken, result: TaskResult): unknown[] {
+/**
+ * A finish checked and made ready for a statement, alone or in a batch; bad input throws here, to
+ * its own caller, before anything is sent. `offer`/`max`: the claim it asks for, if any.
+ */
+export function finishOrder(
+  token: TaskToken,
+  result: TaskResult,
+  claim: { offer: NodeOffer; max: number } | null,
+): FinishOrder {
   checkTaskOutcome("finish task", result.outcome);
-  return finishArgs(token, result);
+  if (claim !== null) checkClaim(claim.offer, claim.max);
+  return { token, result, columns: finishArgs(token, result), claim: claim?.max ?? 0 };
 }
 
 /**
@@ -457,15 +471,13 @@ export function finishColumns(token: TaskToken, result: TaskResult): unknown[] {
 export async function finishMany(
   db: Db,
   orders: readonly FinishOrder[],
-  columns: readonly unknown[][],
   offer: NodeOffer | null,
 ): Promise<FinishAnswer[]> {
-  const arrays: unknown[][] = Array.from({ length: 13 }, () => []);
-  orders.forEach((o, k) => {
-    const c = columns[k] ?? [];
-    for (let i = 0; i < 12; i++) arrays[i]?.push(c[i]);
-    arrays[12]?.push(o.claim);
-  });
+  // finish_rows' arrays: each parameter of finishArgs across the finishes, then their claims.
+  const arrays = [
+    ...(orders[0]?.columns ?? []).map((_, i) => orders.map((o) => o.columns[i])),
+    orders.map((o) => o.claim),
+  ];
   const held = new Map<number, { status: TaskStatus; room: string }>();
   let claimed: ClaimBatch | null = null;
   if (offer === null) {
