@@ -164,6 +164,19 @@ describe("after: firing", () => {
     expect(await afterCycle("a", "z", of)).toBeNull();
   });
 
+  it("finds a cycle of any length: 300 links back to the DAG being published", async () => {
+    // d1 → d2 → ... → d300 → a: publishing a after d1 closes a cycle of 302 DAGs.
+    const of = async (id: string): Promise<string | undefined> => {
+      const n = Number(id.slice(1));
+      return n === 300 ? "a" : n >= 1 && n < 300 ? `d${n + 1}` : undefined;
+    };
+    const cycle = await afterCycle("a", "d1", of);
+    expect(cycle?.length).toBe(302);
+    expect(cycle?.at(0)).toBe("a");
+    expect(cycle?.at(-1)).toBe("a");
+    expect(await afterCycle("b", "d1", of)).toBeNull();
+  });
+
   it("names the upstream run in the picture's title", () => {
     const words = triggerWords({ dag: "build", run: "build.3", runId: "u", status: "succeeded", depth: 1 });
     const g = buildRunGraph({
