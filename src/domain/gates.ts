@@ -14,6 +14,7 @@
 import type { CheckBudget } from "./params.js";
 import { newCheckBudget, paramValueProblem, PARAM_LIMITS } from "./params.js";
 import type { GateSpec, GateWho } from "./model.js";
+import { holdsReference } from "./references.js";
 
 // The declaration's shapes live with the rest of the model (model.ts); they are named here too.
 export type { GateSpec, GateWho } from "./model.js";
@@ -119,12 +120,14 @@ export function gateValuesProblem(
         ? `this gate has no form, so "${name}=…" means nothing; approve without values`
         : `this gate's form has no field "${name}"; its fields: ${fields.join(", ")}`;
     }
-    const problem = paramValueProblem(
-      name,
-      { pattern: spec.form[name]!, default: null },
-      values[name]!,
-      budget,
-    );
+    const value = values[name]!;
+    // A form value is the gate's output, and an output may hold no reference at all: a {params.…}
+    // approved as text would become another parameter's value where a retry carries it into an
+    // argument, past every pattern (docs/architecture.md §6, "Outputs", step 5).
+    if (holdsReference(value))
+      return `field "${name}" holds a {params.…} or {tasks.…} reference, which a form value may not: it becomes the gate's output`;
+    if (/[\r\n]/.test(value)) return `field "${name}" spans more than one line; a value is one line`;
+    const problem = paramValueProblem(name, { pattern: spec.form[name]!, default: null }, value, budget);
     if (problem !== null) return problem.replace(/^parameter /, "field ");
   }
   return null;

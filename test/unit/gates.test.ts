@@ -219,6 +219,16 @@ describe("what a decision does to a gate", () => {
     );
     expect(gateValuesProblem({ ...SPEC, form: {} }, { a: "b" })).toMatch(/this gate has no form/);
   });
+
+  it("refuses a form value holding a reference, as an output's, whatever its pattern admits", () => {
+    const open = { ...SPEC, form: { note: ".*" } };
+    for (const value of ["{params.p}", "x{tasks.build.outputs.v}y"])
+      expect(gateValuesProblem(open, { note: value })).toBe(
+        'field "note" holds a {params.…} or {tasks.…} reference, which a form value may not: it becomes the gate\'s output',
+      );
+    expect(gateValuesProblem(open, { note: "a\nb" })).toMatch(/more than one line/);
+    expect(gateValuesProblem(open, { note: "{params}" })).toBeNull();
+  });
 });
 
 describe("a gate in a picture", () => {
