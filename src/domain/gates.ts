@@ -141,8 +141,11 @@ export type GateVerdict =
   | { kind: "denied"; state: GateState }
   /** This person approved already; nothing changes. */
   | { kind: "already"; state: GateState }
-  /** The gate is decided (or timed out, or its run canceled): nothing changes. */
-  | { kind: "closed"; state: GateState | null }
+  /**
+   * The gate is decided (or timed out, or its run canceled), or its deadline passed: nothing
+   * changes. `message` says which when it is not the plain "decided already".
+   */
+  | { kind: "closed"; state: GateState | null; message?: string }
   /** Its needs have not all succeeded yet: nothing to decide. */
   | { kind: "not-open" }
   /** A value differs from one another approver gave, or the last approval leaves fields empty. */
@@ -174,6 +177,16 @@ export function decideGate(
   if (input.decision === "approve" && state.approvals.some((a) => a.by === input.by))
     return { kind: "already", state };
   if (state.decision !== null || status !== "blocked") return { kind: "closed", state };
+  // The deadline is judged here, on the store's clock of the decision's own transaction, not by
+  // whether the reaper came first: a leader that handles its inbox before it reaps (or was paused
+  // across the deadline) must not pass a gate on an approval that came too late. The reaper then
+  // times it out, as it would have.
+  if (state.deadline !== null && now >= state.deadline)
+    return {
+      kind: "closed",
+      state,
+      message: `its deadline passed at ${hhmm(state.deadline)} UTC; it times out`,
+    };
   if (input.decision === "deny") {
     return {
       kind: "denied",

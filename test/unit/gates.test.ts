@@ -184,6 +184,22 @@ describe("what a decision does to a gate", () => {
     expect(decideGate(SPEC, "succeeded", second.state, approve("@c:x"), 4000).kind).toBe("closed");
   });
 
+  it("judges the deadline on the decision's clock: at or after it, nothing passes, even before the reaper", () => {
+    const open = openGateState(1000, SPEC);
+    const first = decideGate(SPEC, "blocked", open, approve("@a:x", { ticket: "OPS-1" }), 60_999);
+    if (first.kind !== "recorded") throw new Error(first.kind);
+    expect(decideGate(SPEC, "blocked", first.state, approve("@b:x"), 61_000)).toEqual({
+      kind: "closed",
+      state: first.state,
+      message: "its deadline passed at 00:01 UTC; it times out",
+    });
+    const deny = { decision: "deny", by: "@b:x", face: "chat", values: {}, reason: null } as const;
+    expect(decideGate(SPEC, "blocked", first.state, deny, 70_000).kind).toBe("closed");
+    // Without a timeout there is no deadline.
+    const endless = openGateState(1000, { ...SPEC, timeoutMs: null });
+    expect(decideGate(SPEC, "blocked", endless, approve("@a:x"), 9e12).kind).toBe("recorded");
+  });
+
   it("refuses the last approval while a field is empty, and a deny ends it at once", () => {
     const open = openGateState(0, SPEC);
     const first = decideGate(SPEC, "blocked", open, approve("@a:x"), 1);

@@ -233,7 +233,9 @@ export function gateOutcomeOf(
     gate,
     by,
     ...(verdict.kind === "recorded" ? { missing: verdict.missing } : {}),
-    ...(verdict.kind === "form" ? { message: verdict.message } : {}),
+    ...(verdict.kind === "form" || (verdict.kind === "closed" && verdict.message !== undefined)
+      ? { message: verdict.message }
+      : {}),
     ...(verdict.kind === "approved" ? { values: verdict.state.values } : {}),
   };
 }
@@ -283,7 +285,9 @@ export function gateText(o: GateOutcome): string {
     case "already":
       return `${o.by} already approved ${gate}; an approval counts once per person.`;
     case "closed":
-      return `${gate} is decided already (or its run ended): nothing changed.`;
+      return o.message === undefined
+        ? `${gate} is decided already (or its run ended): nothing changed.`
+        : `${gate} is closed: ${o.message}. Nothing changed.`;
     case "not-open":
       return `${gate} is not open yet: what it needs has not all succeeded. Nothing changed.`;
     case "form":

@@ -219,6 +219,34 @@ export function gatesSection(ctx: ContractContext): void {
     expect((await store.deriveRunOutcomes(fence)).map((o) => o.to)).toEqual([runTo]);
   });
 
+  it("an approval applied at or after the deadline does not pass the gate, though the reaper has not come yet", async () => {
+    const { store, room, fence, run } = await setup({ timeoutMs: 5_000, approvers: 1 });
+    await finish(store, room, ["build", "side"]);
+    await store.scheduleStep(fence);
+    // The leader handles its inbox before it reaps: the store's clock is past the deadline.
+    ctx.clock.advance(5_000);
+    const row = await inboxRow(store, room);
+    const late = await store.decideGate(
+      cmd(fence, row),
+      room,
+      run.dagId,
+      "ok",
+      approve("local:a", { ticket: "OPS-1" }),
+    );
+    expect(late.verdict).toMatchObject({ kind: "closed", message: expect.stringContaining("deadline passed") });
+    const gate = (await store.getTask(run.runId, "ok"))!;
+    expect(gate.status).toBe("blocked");
+    expect(gate.gateState).toMatchObject({ approvals: [], decision: null });
+    expect(gate.outputValues).toBeNull();
+    expect((await store.getInboxEvent(row))?.result).toMatchObject({ op: "gate", kind: "closed" });
+    // The reaper then times it out, and what needs it never runs.
+    await store.reap(fence);
+    await store.scheduleStep(fence);
+    expect(await statuses(store, run.runId)).toMatchObject({ ok: "timed_out", deploy: "skipped" });
+    const kinds = (await store.readEvents(room, 0)).map((e) => e.kind).filter((k) => k.startsWith("gate."));
+    expect(kinds).toEqual(["gate.opened", "gate.timed_out"]);
+  });
+
   it("refuses the last approval while the form has an empty field, and another value for a given field", async () => {
     const { store, room, fence, run } = await setup();
     await finish(store, room, ["build", "side"]);
