@@ -133,6 +133,19 @@ export function gateValuesProblem(
   return null;
 }
 
+/**
+ * Whether two senders are one approver. A room member is one person per Matrix user id. The CLI
+ * (`local:<user>`) and every HTTP token (`http:<name>`) are the local operator, who holds the
+ * store's or the node's credentials: whatever the user or token name, they are one principal and
+ * count as one approver, so `approvers = 2` always means two people, at least one of them a room
+ * member (docs/architecture.md §3, "Gate").
+ */
+export function sameApprover(a: string, b: string): boolean {
+  return isPersonId(a) || isPersonId(b) ? a === b : true;
+}
+
+const isPersonId = (sender: string): boolean => sender.startsWith("@");
+
 export type GateVerdict =
   /** The approval counts; the gate still waits for `missing` more. */
   | { kind: "recorded"; state: GateState; missing: number }
@@ -174,7 +187,7 @@ export function decideGate(
 ): GateVerdict {
   if (state === null) return status === "blocked" ? { kind: "not-open" } : { kind: "closed", state };
   // Whoever approved already hears so, even once the gate is decided: their approval counted.
-  if (input.decision === "approve" && state.approvals.some((a) => a.by === input.by))
+  if (input.decision === "approve" && state.approvals.some((a) => sameApprover(a.by, input.by)))
     return { kind: "already", state };
   if (state.decision !== null || status !== "blocked") return { kind: "closed", state };
   // The deadline is judged here, on the store's clock of the decision's own transaction, not by

@@ -200,6 +200,18 @@ describe("what a decision does to a gate", () => {
     expect(decideGate(SPEC, "blocked", endless, approve("@a:x"), 9e12).kind).toBe("recorded");
   });
 
+  it("counts the CLI and every HTTP token as one approver, the local operator; each room member as one", () => {
+    const byCli = decideGate(SPEC, "blocked", openGateState(0, SPEC), approve("local:root", { ticket: "A-1" }), 1);
+    if (byCli.kind !== "recorded") throw new Error(byCli.kind);
+    expect(decideGate(SPEC, "blocked", byCli.state, approve("http:ops"), 2).kind).toBe("already");
+    expect(decideGate(SPEC, "blocked", byCli.state, approve("local:other"), 2).kind).toBe("already");
+    expect(decideGate(SPEC, "blocked", byCli.state, approve("@a:x"), 2).kind).toBe("approved");
+    const byMember = decideGate(SPEC, "blocked", openGateState(0, SPEC), approve("@a:x", { ticket: "A-1" }), 1);
+    if (byMember.kind !== "recorded") throw new Error(byMember.kind);
+    expect(decideGate(SPEC, "blocked", byMember.state, approve("http:ops"), 2).kind).toBe("approved");
+    expect(decideGate(SPEC, "blocked", byMember.state, approve("@b:x"), 2).kind).toBe("approved");
+  });
+
   it("refuses the last approval while a field is empty, and a deny ends it at once", () => {
     const open = openGateState(0, SPEC);
     const first = decideGate(SPEC, "blocked", open, approve("@a:x"), 1);

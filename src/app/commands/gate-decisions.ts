@@ -283,7 +283,9 @@ export function gateText(o: GateOutcome): string {
     case "denied":
       return `${o.by} denied ${gate}: the gate failed, and what needs it is skipped.`;
     case "already":
-      return `${o.by} already approved ${gate}; an approval counts once per person.`;
+      return o.by.startsWith("@")
+        ? `${o.by} already approved ${gate}; an approval counts once per person.`
+        : `the local operator already approved ${gate}; the CLI and every HTTP token are the local operator and count as one approver, so another must be a room member.`;
     case "closed":
       return o.message === undefined
         ? `${gate} is decided already (or its run ended): nothing changed.`

@@ -133,7 +133,13 @@ export function gatesSection(ctx: ContractContext): void {
     // The same person again, by another command: already counted.
     const again = await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("local:a"));
     expect(again.verdict.kind).toBe("already");
-    const second = await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("http:b"));
+    // The CLI and an HTTP token are one principal, the local operator: one approver, not two.
+    const token = await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("http:b"));
+    expect(token.verdict.kind).toBe("already");
+    const second = await store.decideGate(cmd(fence), room, run.dagId, "ok", {
+      ...approve("@b:x"),
+      face: "chat",
+    });
     expect(second.verdict.kind).toBe("approved");
     const gate = (await store.getTask(run.runId, "ok"))!;
     expect(gate.status).toBe("succeeded");
@@ -144,7 +150,7 @@ export function gatesSection(ctx: ContractContext): void {
     expect(gate.outputValues).toEqual({ ticket: "OPS-7" });
     expect(gate.gateState!.approvals.map((a) => [a.by, a.face])).toEqual([
       ["local:a", "cli"],
-      ["http:b", "cli"],
+      ["@b:x", "chat"],
     ]);
     const late = await store.decideGate(cmd(fence), room, run.dagId, "ok", {
       ...approve("local:c"),
@@ -157,8 +163,8 @@ export function gatesSection(ctx: ContractContext): void {
     expect(events.map((e) => [e.kind, e.data["by"] ?? null])).toEqual([
       ["gate.opened", null],
       ["gate.approval", "local:a"],
-      ["gate.approval", "http:b"],
-      ["gate.approved", "http:b"],
+      ["gate.approval", "@b:x"],
+      ["gate.approved", "@b:x"],
     ]);
     expect(events[1]!.data["values"]).toEqual({ ticket: "OPS-7" });
     expect(events.every((e) => e.term === fence.term)).toBe(true);
@@ -254,11 +260,11 @@ export function gatesSection(ctx: ContractContext): void {
     expect((await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("local:a"))).verdict.kind).toBe(
       "recorded",
     );
-    const empty = await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("local:b"));
+    const empty = await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("@b:x"));
     expect(empty.verdict).toMatchObject({ kind: "form", message: expect.stringContaining("ticket=…") });
     expect((await store.getTask(run.runId, "ok"))!.gateState!.approvals).toHaveLength(1);
     expect(
-      (await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("local:b", { ticket: "X-1" })))
+      (await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("@b:x", { ticket: "X-1" })))
         .verdict.kind,
     ).toBe("approved");
   });
