@@ -93,7 +93,8 @@ export function afterFiring(
   // The firing carries the definition's content and the upstream run's values: both must have been
   // approved, so a run canceled (or rejected) before anyone confirmed it starts nothing.
   const authority = runStartVerdict(true, [definitionSource(def), runSource(upstream)]);
-  if (authority.kind !== "start") return skip(`${authority.reason}; ${def.dagId} runs only after approved runs`);
+  if (authority.kind !== "start")
+    return skip(`${authority.reason}; ${def.dagId} runs only after approved runs`);
   const mapped = afterValues(spec, { name: upstream.dagId, dag: upstream.dag }, outputs);
   if (!mapped.ok) return skip(mapped.reason);
   let values: Record<string, string> | null = null;

@@ -183,7 +183,9 @@ describe("the room's rules on every path that starts a run", () => {
     );
     const firing = skipped!.find((f) => f.upstreamDagId === "up.2")!;
     expect(firing).toMatchObject({ runId: null, upstreamStatus: "canceled" });
-    expect(firing.reason).toBe('the run "up.2" ended before anyone confirmed it; down runs only after approved runs');
+    expect(firing.reason).toBe(
+      'the run "up.2" ended before anyone confirmed it; down runs only after approved runs',
+    );
     const downRuns = await store.listDefinitionRuns(ROOM, "down");
     expect(downRuns.map((r) => r.dagId)).toEqual(["down"]);
 

@@ -80,7 +80,10 @@ describe("after: firing", () => {
   const upstream = (
     status: RunRecord["status"],
     dag: ParsedDag = upstreamDag,
-    approval: Pick<RunRecord, "confirmedBy" | "confirmDeadline"> = { confirmedBy: null, confirmDeadline: null },
+    approval: Pick<RunRecord, "confirmedBy" | "confirmDeadline"> = {
+      confirmedBy: null,
+      confirmDeadline: null,
+    },
   ): RunRecord => ({ runId: "u-1", roomId: "r", dagId: "build.3", status, dag, ...approval }) as RunRecord;
   const def = (after: string): DefinitionRecord =>
     ({
@@ -129,7 +132,10 @@ describe("after: firing", () => {
     const confirmed = { confirmedBy: "@c:x", confirmDeadline: 5_000 };
     expect(afterFiring(d, upstream("canceled", upstreamDag, confirmed), null, null).fire).not.toBeNull();
     // The declaring definition's own published run must be approved too.
-    const pending = { ...d, origin: { runId: "d-1", status: "pending" as const, confirmedBy: null, confirmDeadline: 9 } };
+    const pending = {
+      ...d,
+      origin: { runId: "d-1", status: "pending" as const, confirmedBy: null, confirmDeadline: 9 },
+    };
     expect(afterFiring(pending, upstream("succeeded"), null, null).reason).toMatch(
       /the published run "deploy" still awaits confirmation/,
     );

@@ -201,12 +201,24 @@ describe("what a decision does to a gate", () => {
   });
 
   it("counts the CLI and every HTTP token as one approver, the local operator; each room member as one", () => {
-    const byCli = decideGate(SPEC, "blocked", openGateState(0, SPEC), approve("local:root", { ticket: "A-1" }), 1);
+    const byCli = decideGate(
+      SPEC,
+      "blocked",
+      openGateState(0, SPEC),
+      approve("local:root", { ticket: "A-1" }),
+      1,
+    );
     if (byCli.kind !== "recorded") throw new Error(byCli.kind);
     expect(decideGate(SPEC, "blocked", byCli.state, approve("http:ops"), 2).kind).toBe("already");
     expect(decideGate(SPEC, "blocked", byCli.state, approve("local:other"), 2).kind).toBe("already");
     expect(decideGate(SPEC, "blocked", byCli.state, approve("@a:x"), 2).kind).toBe("approved");
-    const byMember = decideGate(SPEC, "blocked", openGateState(0, SPEC), approve("@a:x", { ticket: "A-1" }), 1);
+    const byMember = decideGate(
+      SPEC,
+      "blocked",
+      openGateState(0, SPEC),
+      approve("@a:x", { ticket: "A-1" }),
+      1,
+    );
     if (byMember.kind !== "recorded") throw new Error(byMember.kind);
     expect(decideGate(SPEC, "blocked", byMember.state, approve("http:ops"), 2).kind).toBe("approved");
     expect(decideGate(SPEC, "blocked", byMember.state, approve("@b:x"), 2).kind).toBe("approved");

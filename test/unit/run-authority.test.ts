@@ -59,7 +59,9 @@ describe("run authority", () => {
       expect(needsConfirmation(policy, sender, [definitionSource({ dagId: "rel", origin: confirmed })])).toBe(
         false,
       );
-      expect(needsConfirmation(policy, sender, [definitionSource({ dagId: "rel", origin: auto })])).toBe(false);
+      expect(needsConfirmation(policy, sender, [definitionSource({ dagId: "rel", origin: auto })])).toBe(
+        false,
+      );
       for (const origin of [rejected, pending, expired, canceledWaiting, null])
         expect(needsConfirmation(policy, sender, [definitionSource({ dagId: "rel", origin })])).toBe(true);
     }

@@ -239,7 +239,10 @@ export function gatesSection(ctx: ContractContext): void {
       "ok",
       approve("local:a", { ticket: "OPS-1" }),
     );
-    expect(late.verdict).toMatchObject({ kind: "closed", message: expect.stringContaining("deadline passed") });
+    expect(late.verdict).toMatchObject({
+      kind: "closed",
+      message: expect.stringContaining("deadline passed"),
+    });
     const gate = (await store.getTask(run.runId, "ok"))!;
     expect(gate.status).toBe("blocked");
     expect(gate.gateState).toMatchObject({ approvals: [], decision: null });
@@ -264,8 +267,8 @@ export function gatesSection(ctx: ContractContext): void {
     expect(empty.verdict).toMatchObject({ kind: "form", message: expect.stringContaining("ticket=…") });
     expect((await store.getTask(run.runId, "ok"))!.gateState!.approvals).toHaveLength(1);
     expect(
-      (await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("@b:x", { ticket: "X-1" })))
-        .verdict.kind,
+      (await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("@b:x", { ticket: "X-1" }))).verdict
+        .kind,
     ).toBe("approved");
   });
 }
