@@ -4,6 +4,7 @@
 //   published run: a delivery for a DAG still pending, or rejected, waits for a person;
 // - a run canceled before anyone confirmed it fires no `after` DAG (the firing is recorded as
 //   skipped, with the reason), where a confirmed run canceled the same way does;
+// - an approval the leader applies after a gate's deadline (it was paused across it) passes nothing;
 // - a hook's body_limit is applied while the bytes arrive: a small hook answers 413 to a declared
 //   length, or a chunked body, over its own limit before the body is sent, however large another
 //   hook's limit is.
@@ -207,6 +208,61 @@ describe("the room's rules on every path that starts a run", () => {
     expect((await store.getRun(ROOM, run.runDagId!))?.dag.values).toEqual({ v: "Y" });
     failed = false;
   }, 90_000);
+
+  it("an approval the leader applies after the gate's deadline does not pass it, though the reaper had not come", async () => {
+    failed = true;
+    const document = {
+      id: "gated",
+      tasks: [
+        { id: "ok", approve: { who: "operators", approvers: 1, timeout: "1500ms" } },
+        { id: "next", action: "echo", needs: ["ok"], args: { message: "past the gate" } },
+      ],
+    };
+    await publish(document);
+    expect((await call(api.base, "POST", "/v1/runs/gated/confirm", { body: {} })).status).toBe(200);
+    const run = (await store.getRun(ROOM, "gated"))!;
+    const opened = await waitFor(
+      "the gate open",
+      () => store.getTask(run.runId, "ok"),
+      (t) => t?.gateState !== null && t?.gateState !== undefined,
+      { timeoutMs: 15_000, intervalMs: 20 },
+    );
+    const deadline = opened!.deadline!;
+    // The leader paused across the deadline; the approval is in its inbox when it wakes, as the
+    // CLI puts it there, so the leader may handle it before its reaper looks at the gate.
+    api.node.kill("SIGSTOP");
+    try {
+      await waitFor(
+        "the store's clock past the deadline",
+        () => store.now(),
+        (now) => now > deadline + 200,
+        {
+          timeoutMs: 10_000,
+          intervalMs: 50,
+        },
+      );
+      await store.insertInboxEvent({
+        eventId: `cli.${randomUUID()}`,
+        roomId: ROOM,
+        sender: "local:tester",
+        originServerTs: await store.now(),
+        content: {
+          msgtype: "m.text",
+          "dagbot.command": { verb: "approve", id: "gated", gate: "ok", values: [] },
+        },
+        seenBy: "cli",
+      });
+    } finally {
+      api.node.kill("SIGCONT");
+    }
+    await waitForRunStatus(store, "gated", (s) => s === "failed" || s === "succeeded");
+    const gate = (await store.getTask(run.runId, "ok"))!;
+    expect(gate.status).toBe("timed_out");
+    expect(gate.gateState?.approvals).toEqual([]);
+    expect((await store.getTask(run.runId, "next"))?.status).toBe("skipped");
+    expect((await store.getRun(ROOM, "gated"))?.status).toBe("failed");
+    failed = false;
+  }, 60_000);
 
   it("a hook's body_limit is applied as the bytes arrive: 413 before the body is sent, declared or chunked", async () => {
     failed = true;
