@@ -19,6 +19,7 @@ import {
   MAX_AFTER_DEPTH,
 } from "../domain/after.js";
 import { resolveParams } from "../domain/params.js";
+import { definitionSource, runSource, runStartVerdict } from "../domain/run-authority.js";
 import type { Clock } from "../ports/clock.js";
 import type { Logger } from "../ports/logger.js";
 import type {
@@ -54,13 +55,16 @@ export async function upstreamOutputs(
   );
 }
 
-/** A definition whose first run (publishing's) was approved and not dropped: its `after` is in force. */
+/**
+ * A definition whose first run (publishing's) was approved and not dropped: its `after` is in force.
+ * Approved by the rule every new run asks (docs/architecture.md §3, "Authority").
+ */
 export function isApprovedAfter(def: DefinitionRecord): boolean {
   const origin = def.origin;
   if (def.dag.after === undefined || origin === null) return false;
   if (origin.status === "rejected" || origin.status === "expired" || origin.status === "canceled")
     return false;
-  return origin.confirmedBy !== null || origin.confirmDeadline === null;
+  return runStartVerdict(true, [definitionSource(def)]).kind === "start";
 }
 
 /**
@@ -86,6 +90,11 @@ export function afterFiring(
       `${upstream.dagId} is the ${depth - 1}th run of a chain of runs started one after another; at most ${MAX_AFTER_DEPTH}`,
     );
   if (refusal !== null) return skip(refusal);
+  // The firing carries the definition's content and the upstream run's values: both must have been
+  // approved, so a run canceled (or rejected) before anyone confirmed it starts nothing.
+  const authority = runStartVerdict(true, [definitionSource(def), runSource(upstream)]);
+  if (authority.kind !== "start")
+    return skip(`${authority.reason}; ${def.dagId} runs only after approved runs`);
   const mapped = afterValues(spec, { name: upstream.dagId, dag: upstream.dag }, outputs);
   if (!mapped.ok) return skip(mapped.reason);
   let values: Record<string, string> | null = null;

@@ -17,6 +17,7 @@
 import { dagHash } from "../domain/canonical-hash.js";
 import type { ParsedDag } from "../domain/model.js";
 import { resolveParams } from "../domain/params.js";
+import { definitionSource, runStartVerdict } from "../domain/run-authority.js";
 import type { SlotInfo } from "../domain/schedule.js";
 import { nextSlot, slotIsQuiet, slotRunId, slotsBetween, slotsToFire } from "../domain/schedule.js";
 import type { Clock } from "../ports/clock.js";
@@ -81,11 +82,14 @@ export function isDroppedSchedule(def: DefinitionRecord): boolean {
   return origin.status === "rejected" || origin.status === "expired" || origin.status === "canceled";
 }
 
-/** A definition with a schedule whose first run was approved (confirmed, or auto-confirmed) and not dropped. */
+/**
+ * A definition with a schedule whose first run was approved (confirmed, or auto-confirmed) and not
+ * dropped: its slots run on that approval, by the rule every new run asks (docs/architecture.md §3,
+ * "Authority"); the owner's living authority is asked besides (ScheduleAuthority).
+ */
 export function isApprovedSchedule(def: DefinitionRecord): boolean {
-  const origin = def.origin;
-  if (origin === null || isDroppedSchedule(def)) return false;
-  return origin.confirmedBy !== null || origin.confirmDeadline === null;
+  if (isDroppedSchedule(def)) return false;
+  return runStartVerdict(true, [definitionSource(def)]).kind === "start";
 }
 
 /** An approved schedule that is neither paused nor deleted: the leader fires its slots. */

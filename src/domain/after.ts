@@ -142,7 +142,10 @@ export function afterMappingProblems(
 
 /**
  * The cycle publishing `dagId` (declaring `after.dag`) would close, as its path
- * (`a → b → a`), or null. `afterOf` gives a published definition's upstream id.
+ * (`a → b → a`), or null. `afterOf` gives a published definition's upstream id. The walk follows
+ * the links until it reaches `dagId` (a cycle), a definition without one (none), or one it saw
+ * already (a cycle not through `dagId`, refused when it was published); it has no step limit, so a
+ * cycle of any length is found: each definition has one upstream, and each is read once.
  */
 export async function afterCycle(
   dagId: string,
@@ -150,16 +153,18 @@ export async function afterCycle(
   afterOf: (id: string) => Promise<string | undefined>,
 ): Promise<string[] | null> {
   const path = [dagId, upstream];
+  const seen = new Set(path);
   let at = upstream;
-  for (let i = 0; i < MAX_AFTER_DEPTH * 4; i++) {
-    if (at === dagId) return path;
+  while (at !== dagId) {
     const next = await afterOf(at);
     if (next === undefined) return null;
-    if (path.slice(1).includes(next) && next !== dagId) return null; // a cycle not through dagId: not ours to refuse
     path.push(next);
+    if (next === dagId) return path;
+    if (seen.has(next)) return null; // a cycle not through dagId: not ours to refuse
+    seen.add(next);
     at = next;
   }
-  return null;
+  return path;
 }
 
 /** The run id of the n-th run of a definition (`<id>.N`, the id shortened to fit 64). */

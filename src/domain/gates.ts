@@ -14,6 +14,7 @@
 import type { CheckBudget } from "./params.js";
 import { newCheckBudget, paramValueProblem, PARAM_LIMITS } from "./params.js";
 import type { GateSpec, GateWho } from "./model.js";
+import { holdsReference } from "./references.js";
 
 // The declaration's shapes live with the rest of the model (model.ts); they are named here too.
 export type { GateSpec, GateWho } from "./model.js";
@@ -119,16 +120,31 @@ export function gateValuesProblem(
         ? `this gate has no form, so "${name}=…" means nothing; approve without values`
         : `this gate's form has no field "${name}"; its fields: ${fields.join(", ")}`;
     }
-    const problem = paramValueProblem(
-      name,
-      { pattern: spec.form[name]!, default: null },
-      values[name]!,
-      budget,
-    );
+    const value = values[name]!;
+    // A form value is the gate's output, and an output may hold no reference at all: a {params.…}
+    // approved as text would become another parameter's value where a retry carries it into an
+    // argument, past every pattern (docs/architecture.md §6, "Outputs", step 5).
+    if (holdsReference(value))
+      return `field "${name}" holds a {params.…} or {tasks.…} reference, which a form value may not: it becomes the gate's output`;
+    if (/[\r\n]/.test(value)) return `field "${name}" spans more than one line; a value is one line`;
+    const problem = paramValueProblem(name, { pattern: spec.form[name]!, default: null }, value, budget);
     if (problem !== null) return problem.replace(/^parameter /, "field ");
   }
   return null;
 }
+
+/**
+ * Whether two senders are one approver. A room member is one person per Matrix user id. The CLI
+ * (`local:<user>`) and every HTTP token (`http:<name>`) are the local operator, who holds the
+ * store's or the node's credentials: whatever the user or token name, they are one principal and
+ * count as one approver, so `approvers = 2` always means two people, at least one of them a room
+ * member (docs/architecture.md §3, "Gate").
+ */
+export function sameApprover(a: string, b: string): boolean {
+  return isPersonId(a) || isPersonId(b) ? a === b : true;
+}
+
+const isPersonId = (sender: string): boolean => sender.startsWith("@");
 
 export type GateVerdict =
   /** The approval counts; the gate still waits for `missing` more. */
@@ -138,8 +154,11 @@ export type GateVerdict =
   | { kind: "denied"; state: GateState }
   /** This person approved already; nothing changes. */
   | { kind: "already"; state: GateState }
-  /** The gate is decided (or timed out, or its run canceled): nothing changes. */
-  | { kind: "closed"; state: GateState | null }
+  /**
+   * The gate is decided (or timed out, or its run canceled), or its deadline passed: nothing
+   * changes. `message` says which when it is not the plain "decided already".
+   */
+  | { kind: "closed"; state: GateState | null; message?: string }
   /** Its needs have not all succeeded yet: nothing to decide. */
   | { kind: "not-open" }
   /** A value differs from one another approver gave, or the last approval leaves fields empty. */
@@ -168,9 +187,19 @@ export function decideGate(
 ): GateVerdict {
   if (state === null) return status === "blocked" ? { kind: "not-open" } : { kind: "closed", state };
   // Whoever approved already hears so, even once the gate is decided: their approval counted.
-  if (input.decision === "approve" && state.approvals.some((a) => a.by === input.by))
+  if (input.decision === "approve" && state.approvals.some((a) => sameApprover(a.by, input.by)))
     return { kind: "already", state };
   if (state.decision !== null || status !== "blocked") return { kind: "closed", state };
+  // The deadline is judged here, on the store's clock of the decision's own transaction, not by
+  // whether the reaper came first: a leader that handles its inbox before it reaps (or was paused
+  // across the deadline) must not pass a gate on an approval that came too late. The reaper then
+  // times it out, as it would have.
+  if (state.deadline !== null && now >= state.deadline)
+    return {
+      kind: "closed",
+      state,
+      message: `its deadline passed at ${hhmm(state.deadline)} UTC; it times out`,
+    };
   if (input.decision === "deny") {
     return {
       kind: "denied",

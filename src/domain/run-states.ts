@@ -40,6 +40,21 @@ export function decisionVerdict(
   }
 }
 
+/**
+ * A run's status as of `now` (the store's clock of the transaction deciding on it): a pending run
+ * whose confirmation deadline passed is expired, whether or not the reaper wrote it yet. A leader
+ * that handles its inbox before it reaps (or was paused across the deadline) so judges a late
+ * confirmation as one of an expired run, and the reaper then writes the expiry as always.
+ */
+export function runStatusAt(
+  run: { status: RunStatus; confirmDeadline: number | null },
+  now: number,
+): RunStatus {
+  return run.status === "pending" && run.confirmDeadline !== null && now >= run.confirmDeadline
+    ? "expired"
+    : run.status;
+}
+
 export const RUN_ACTORS = ["leader", "reaper"] as const;
 export type RunActor = (typeof RUN_ACTORS)[number];
 

@@ -272,6 +272,10 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         );
         expect(await ask(r, AUTO, "!dag approve gated ok ticket=OPS-1")).toMatch(/you published this run/);
         expect(await ask(r, OP, "!dag approve gated ok ticket=ops-1")).toMatch(/does not match its pattern/);
+        // A form value is the gate's output: no reference, whatever the pattern.
+        expect(await ask(r, OP, "!dag approve gated ok ticket={params.p}")).toMatch(
+          /field "ticket" holds a \{params\.…\} or \{tasks\.…\} reference/,
+        );
         expect(await ask(r, OP, "!dag approve gated nosuch")).toMatch(/has no task named/);
         expect((await store.getTask(run.runId, "ok"))!.gateState!.approvals).toEqual([]);
         expect(await ask(r, OP, "!dag approve gated ok ticket=OPS-1")).toMatch(
@@ -390,10 +394,15 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(await ask(r, OP, "!dag confirm nightly.2")).toContain("two-person rule");
         expect(await ask(r, OP2, "!dag confirm nightly.2")).toMatch(/confirm/i);
         expect((await store.getRun(r.roomId, "nightly.2"))?.status).toBe("running");
-        // auto_confirm: started at once.
+        // auto_confirm covers approved content only: nobody confirmed the published run yet, so a
+        // run of it waits for someone allowed to confirm it ...
         expect(await ask(r, AUTO, "!dag run nightly")).toContain("`nightly.3`");
-        expect((await store.getRun(r.roomId, "nightly.3"))?.status).toBe("running");
-        expect(await ask(r, FRIEND, "!dag list nightly")).toMatch(/3 runs of `nightly`/);
+        expect((await store.getRun(r.roomId, "nightly.3"))?.status).toBe("pending");
+        // ... and once someone did, starts at once.
+        expect(await ask(r, OP2, "!dag confirm nightly")).toMatch(/confirm/i);
+        expect(await ask(r, AUTO, "!dag run nightly")).toContain("`nightly.4`");
+        expect((await store.getRun(r.roomId, "nightly.4"))?.status).toBe("running");
+        expect(await ask(r, FRIEND, "!dag list nightly")).toMatch(/4 runs of `nightly`/);
         expect(await ask(r, FRIEND, "!dag list nosuch")).toMatch(/No run named `nosuch`/);
       }),
     );
@@ -1423,8 +1432,18 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         );
         expect((await store.getRoomPolicy(r.roomId))?.policy.hookAutoConfirm).toEqual(["tags"]);
         expect(await ask(r, OP, "!dag policy")).toContain("hook_auto_confirm: tags");
+        // The policy line covers approved content only: nobody confirmed `chain` yet, so its run waits.
         await deliver(hook, { verb: "run", id: "chain", params: [], hook: origin("d-2") });
-        expect((await store.getRun(r.roomId, "chain.3"))?.status).toBe("running");
+        expect((await store.getRun(r.roomId, "chain.3"))?.status).toBe("pending");
+        // Nor content someone rejected.
+        expect(await ask(r, OP, publishToml(chainToml("refused")))).toContain("Published `refused`");
+        expect(await ask(r, OP2, "!dag reject refused")).toMatch(/reject/i);
+        await deliver(hook, { verb: "run", id: "refused", params: [], hook: origin("d-2r") });
+        expect((await store.getRun(r.roomId, "refused.2"))?.status).toBe("pending");
+        // Once someone confirmed it, a delivery starts its run at once.
+        expect(await ask(r, OP2, "!dag confirm chain")).toMatch(/confirm/i);
+        await deliver(hook, { verb: "run", id: "chain", params: [], hook: origin("d-2c") });
+        expect((await store.getRun(r.roomId, "chain.4"))?.status).toBe("running");
         // Another hook is not covered by this one's line.
         await deliver("hook:other", {
           verb: "run",
@@ -1432,7 +1451,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
           params: [],
           hook: { id: "other", delivery: "x" },
         });
-        expect((await store.getRun(r.roomId, "chain.4"))?.status).toBe("pending");
+        expect((await store.getRun(r.roomId, "chain.5"))?.status).toBe("pending");
 
         const before = (await store.listRuns(r.roomId, { limit: 100 })).length;
         expect(await deliver(hook, { verb: "cap", n: 0 })).toContain("webhook tags may only start runs");

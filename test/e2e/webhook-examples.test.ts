@@ -112,6 +112,9 @@ beforeAll(async () => {
     const text = readFileSync(join(EXAMPLES, `${dag}.toml`), "utf8");
     const published = await call(base, "POST", "/v1/dags", { body: { text, format: "toml" } });
     expect(published.status, published.text).toBe(201);
+    // hook_auto_confirm starts runs of confirmed content only: someone confirms each published run.
+    const confirmed = await call(base, "POST", `/v1/runs/${dag}/confirm`, { body: {} });
+    expect(confirmed.status, confirmed.text).toBe(200);
   }
 }, 60_000);
 

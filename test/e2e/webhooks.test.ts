@@ -154,6 +154,9 @@ describe.each<StoreKind>(["sqlite", "postgres"])("webhooks on %s", (kind) => {
     await leaderOf();
     const published = await call(nodes[0]!.base, "POST", "/v1/dags", { body: { document: RELEASE } });
     expect(published.status, published.text).toBe(201);
+    // hook_auto_confirm starts runs of confirmed content only: someone confirms the published run.
+    const confirmed = await call(nodes[0]!.base, "POST", "/v1/runs/release/confirm", { body: {} });
+    expect(confirmed.status, confirmed.text).toBe(200);
   }, 60_000);
 
   afterAll(async () => {

@@ -76,10 +76,23 @@ describe("after: firing", () => {
     ),
     values: { v: "1.2" },
   };
-  const upstream = (status: RunRecord["status"], dag: ParsedDag = upstreamDag): RunRecord =>
-    ({ runId: "u-1", roomId: "r", dagId: "build.3", status, dag }) as RunRecord;
+  // Started at once (nobody had to confirm it), as a run on auto_confirm or a slot's.
+  const upstream = (
+    status: RunRecord["status"],
+    dag: ParsedDag = upstreamDag,
+    approval: Pick<RunRecord, "confirmedBy" | "confirmDeadline"> = {
+      confirmedBy: null,
+      confirmDeadline: null,
+    },
+  ): RunRecord => ({ runId: "u-1", roomId: "r", dagId: "build.3", status, dag, ...approval }) as RunRecord;
   const def = (after: string): DefinitionRecord =>
-    ({ roomId: "r", dagId: "deploy", dag: parsed(doc(after)), publisher: "@o:x" }) as DefinitionRecord;
+    ({
+      roomId: "r",
+      dagId: "deploy",
+      dag: parsed(doc(after)),
+      publisher: "@o:x",
+      origin: { runId: "d-1", status: "succeeded", confirmedBy: "@c:x", confirmDeadline: 1 },
+    }) as DefinitionRecord;
 
   it("matches the statuses named; finished is any end, never rejected or expired", () => {
     expect(afterMatches({ status: ["succeeded"] }, "succeeded")).toBe(true);
@@ -105,6 +118,27 @@ describe("after: firing", () => {
     );
     expect(bad.fire).toBeNull();
     expect(bad.reason).toMatch(/does not match its pattern/);
+  });
+
+  it("starts nothing after a run nobody confirmed: canceled or rejected while it waited", () => {
+    const d = def('after = { dag = "build", status = "finished", params = { version = "params.v" } }');
+    const waited = { confirmedBy: null, confirmDeadline: 5_000 };
+    const canceled = afterFiring(d, upstream("canceled", upstreamDag, waited), null, null);
+    expect(canceled.fire).toBeNull();
+    expect(canceled.reason).toBe(
+      'the run "build.3" ended before anyone confirmed it; deploy runs only after approved runs',
+    );
+    // Confirmed by someone, then canceled: it ran on that confirmation, and fires.
+    const confirmed = { confirmedBy: "@c:x", confirmDeadline: 5_000 };
+    expect(afterFiring(d, upstream("canceled", upstreamDag, confirmed), null, null).fire).not.toBeNull();
+    // The declaring definition's own published run must be approved too.
+    const pending = {
+      ...d,
+      origin: { runId: "d-1", status: "pending" as const, confirmedBy: null, confirmDeadline: 9 },
+    };
+    expect(afterFiring(pending, upstream("succeeded"), null, null).reason).toMatch(
+      /the published run "deploy" still awaits confirmation/,
+    );
   });
 
   it("skips with the reason: another status, a missing value or output, a refusal, a chain too long", () => {
@@ -134,6 +168,19 @@ describe("after: firing", () => {
     expect(await afterCycle("a", "b", of)).toEqual(["a", "b", "c", "a"]);
     expect(await afterCycle("a", "x", of)).toBeNull();
     expect(await afterCycle("a", "z", of)).toBeNull();
+  });
+
+  it("finds a cycle of any length: 300 links back to the DAG being published", async () => {
+    // d1 → d2 → ... → d300 → a: publishing a after d1 closes a cycle of 302 DAGs.
+    const of = async (id: string): Promise<string | undefined> => {
+      const n = Number(id.slice(1));
+      return n === 300 ? "a" : n >= 1 && n < 300 ? `d${n + 1}` : undefined;
+    };
+    const cycle = await afterCycle("a", "d1", of);
+    expect(cycle?.length).toBe(302);
+    expect(cycle?.at(0)).toBe("a");
+    expect(cycle?.at(-1)).toBe("a");
+    expect(await afterCycle("b", "d1", of)).toBeNull();
   });
 
   it("names the upstream run in the picture's title", () => {

@@ -184,6 +184,46 @@ describe("what a decision does to a gate", () => {
     expect(decideGate(SPEC, "succeeded", second.state, approve("@c:x"), 4000).kind).toBe("closed");
   });
 
+  it("judges the deadline on the decision's clock: at or after it, nothing passes, even before the reaper", () => {
+    const open = openGateState(1000, SPEC);
+    const first = decideGate(SPEC, "blocked", open, approve("@a:x", { ticket: "OPS-1" }), 60_999);
+    if (first.kind !== "recorded") throw new Error(first.kind);
+    expect(decideGate(SPEC, "blocked", first.state, approve("@b:x"), 61_000)).toEqual({
+      kind: "closed",
+      state: first.state,
+      message: "its deadline passed at 00:01 UTC; it times out",
+    });
+    const deny = { decision: "deny", by: "@b:x", face: "chat", values: {}, reason: null } as const;
+    expect(decideGate(SPEC, "blocked", first.state, deny, 70_000).kind).toBe("closed");
+    // Without a timeout there is no deadline.
+    const endless = openGateState(1000, { ...SPEC, timeoutMs: null });
+    expect(decideGate(SPEC, "blocked", endless, approve("@a:x"), 9e12).kind).toBe("recorded");
+  });
+
+  it("counts the CLI and every HTTP token as one approver, the local operator; each room member as one", () => {
+    const byCli = decideGate(
+      SPEC,
+      "blocked",
+      openGateState(0, SPEC),
+      approve("local:root", { ticket: "A-1" }),
+      1,
+    );
+    if (byCli.kind !== "recorded") throw new Error(byCli.kind);
+    expect(decideGate(SPEC, "blocked", byCli.state, approve("http:ops"), 2).kind).toBe("already");
+    expect(decideGate(SPEC, "blocked", byCli.state, approve("local:other"), 2).kind).toBe("already");
+    expect(decideGate(SPEC, "blocked", byCli.state, approve("@a:x"), 2).kind).toBe("approved");
+    const byMember = decideGate(
+      SPEC,
+      "blocked",
+      openGateState(0, SPEC),
+      approve("@a:x", { ticket: "A-1" }),
+      1,
+    );
+    if (byMember.kind !== "recorded") throw new Error(byMember.kind);
+    expect(decideGate(SPEC, "blocked", byMember.state, approve("http:ops"), 2).kind).toBe("approved");
+    expect(decideGate(SPEC, "blocked", byMember.state, approve("@b:x"), 2).kind).toBe("approved");
+  });
+
   it("refuses the last approval while a field is empty, and a deny ends it at once", () => {
     const open = openGateState(0, SPEC);
     const first = decideGate(SPEC, "blocked", open, approve("@a:x"), 1);
@@ -218,6 +258,16 @@ describe("what a decision does to a gate", () => {
       'this gate\'s form has no field "tciket"; its fields: ticket',
     );
     expect(gateValuesProblem({ ...SPEC, form: {} }, { a: "b" })).toMatch(/this gate has no form/);
+  });
+
+  it("refuses a form value holding a reference, as an output's, whatever its pattern admits", () => {
+    const open = { ...SPEC, form: { note: ".*" } };
+    for (const value of ["{params.p}", "x{tasks.build.outputs.v}y"])
+      expect(gateValuesProblem(open, { note: value })).toBe(
+        'field "note" holds a {params.…} or {tasks.…} reference, which a form value may not: it becomes the gate\'s output',
+      );
+    expect(gateValuesProblem(open, { note: "a\nb" })).toMatch(/more than one line/);
+    expect(gateValuesProblem(open, { note: "{params}" })).toBeNull();
   });
 });
 

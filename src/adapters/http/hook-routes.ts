@@ -76,11 +76,14 @@ export async function registerHookRoutes(
     refuse(reply, hook, 413, "too-large", "body-too-large", `at most ${hook.bodyLimitBytes} bytes`);
 
   await app.register(async (scope) => {
-    // The raw bytes, whatever the content type: a signature is over the body exactly as sent.
+    // The raw bytes, whatever the content type: a signature is over the body exactly as sent. Read
+    // under the addressed hook's own body_limit while the bytes arrive: one route serves every
+    // hook, and a limit per route would let anyone make a small hook buffer the largest's.
     scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: largest }, (_req, body, done) =>
-      done(null, body),
-    );
+    scope.addContentTypeParser("*", (req, payload, done) => {
+      const hook = byId.get(hookIdOf(req));
+      readBounded(payload, hook?.bodyLimitBytes ?? 0, done);
+    });
     scope.setErrorHandler((err: FastifyError, req, reply) => {
       const hook = byId.get((req.params as { id?: string } | undefined)?.id ?? "");
       if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE" && hook !== undefined) return refuseTooLarge(reply, hook);
@@ -97,6 +100,22 @@ export async function registerHookRoutes(
       "/v1/hooks/:id",
       {
         bodyLimit: largest,
+        // Before a byte of the body is read: an unknown hook, and a declared length over the hook's limit.
+        onRequest: (req, reply, done) => {
+          const hook = byId.get(hookIdOf(req));
+          if (hook === undefined) {
+            reply.header("connection", "close");
+            sendProblem(reply, problem(404, "not-found", `no webhook "${hookIdOf(req)}" on this node`));
+            return;
+          }
+          const declared = Number(req.headers["content-length"]);
+          if (Number.isFinite(declared) && declared > hook.bodyLimitBytes) {
+            reply.header("connection", "close");
+            refuseTooLarge(reply, hook);
+            return;
+          }
+          done();
+        },
         schema: {
           summary:
             "A webhook delivery (GitHub, GitLab or generic HMAC signed): starts a run of the hook's DAG, once per delivery id",
@@ -235,6 +254,53 @@ export async function registerHookRoutes(
     );
   };
 }
+
+/** The hook id a request addresses (its route parameter), "" when none. */
+function hookIdOf(req: FastifyRequest): string {
+  return (req.params as { id?: string } | undefined)?.id ?? "";
+}
+
+/**
+ * Reads a body as bytes, at most `limit` of them: the byte past it stops the read with Fastify's
+ * own "too large" error (answered 413 by the scope's error handler, the connection then closed),
+ * so nothing past a hook's limit is ever buffered, whatever the request declared.
+ */
+function readBounded(
+  payload: NodeJS.ReadableStream,
+  limit: number,
+  done: (err: Error | null, body?: Buffer) => void,
+): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const stop = (): void => {
+    payload.removeListener("data", onData);
+    payload.removeListener("end", onEnd);
+    payload.removeListener("error", onError);
+  };
+  function onData(chunk: Buffer | string): void {
+    const bytes = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
+    size += bytes.length;
+    if (size > limit) {
+      stop();
+      done(Object.assign(new Error(`the body is over ${limit} bytes`), { code: TOO_LARGE, statusCode: 413 }));
+      return;
+    }
+    chunks.push(bytes);
+  }
+  function onEnd(): void {
+    stop();
+    done(null, Buffer.concat(chunks, size));
+  }
+  function onError(err: Error): void {
+    stop();
+    done(Object.assign(err, { statusCode: 400 }));
+  }
+  payload.on("data", onData);
+  payload.on("end", onEnd);
+  payload.on("error", onError);
+}
+
+const TOO_LARGE = "FST_ERR_CTP_BODY_TOO_LARGE";
 
 function sendProblem(reply: FastifyReply, p: Problem): FastifyReply {
   return reply.code(p.status).type(PROBLEM_CONTENT_TYPE).send(p);

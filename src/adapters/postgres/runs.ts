@@ -22,6 +22,7 @@ import {
   againstExisting,
   decisionOutcome,
   decisionVerdict,
+  runStatusAt,
   publishOutcome,
 } from "../store-common/run-outcomes.js";
 import { cutPage, pageReadLimit, pageRunsWhere } from "../store-common/run-pages.js";
@@ -160,9 +161,12 @@ function decide(
     checkRoom(operation, ctx, roomId);
     const before = await runByDag(tx, roomId, dagId, true);
     if (before === undefined) throw new NotFoundError(operation, { roomId, dagId });
-    const verdict = decisionVerdict(decision, before.status);
+    // Judged on the store's clock now: past its confirmation deadline a pending run is expired.
+    const { rows: nowRows } = await tx.query<{ now: string }>(`SELECT ${NOW} AS now`, [tx.clockParam]);
+    const status = runStatusAt(before, Number(nowRows[0]?.now));
+    const verdict = decisionVerdict(decision, status);
     const kind = verdict === "apply" ? "done" : verdict;
-    const run = verdict === "apply" ? await apply(tx, before) : before;
+    const run = verdict === "apply" ? await apply(tx, before) : { ...before, status };
     if (kind === "done") tx.touch("runs", roomId);
     if (ctx.inboxEventId !== undefined)
       await markHandledInTx(

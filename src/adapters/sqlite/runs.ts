@@ -23,6 +23,7 @@ import {
   againstExisting,
   decisionOutcome,
   decisionVerdict,
+  runStatusAt,
   publishOutcome,
 } from "../store-common/run-outcomes.js";
 import { cutPage, pageReadLimit, pageRunsWhere } from "../store-common/run-pages.js";
@@ -153,10 +154,12 @@ function decide(
     checkRoom(operation, ctx, roomId);
     const before = runByDag(c, roomId, dagId);
     if (before === undefined) throw new NotFoundError(operation, { roomId, dagId });
-    const verdict = decisionVerdict(decision, before.status);
+    // Judged on the store's clock now: past its confirmation deadline a pending run is expired.
+    const status = runStatusAt(before, tx.now);
+    const verdict = decisionVerdict(decision, status);
     const kind = verdict === "apply" ? "done" : verdict;
     if (verdict === "apply") apply(tx, before);
-    const run = kind === "done" ? runById(c, before.runId) : before;
+    const run = kind === "done" ? runById(c, before.runId) : { ...before, status };
     if (kind === "done") tx.touch("runs", roomId);
     if (ctx.inboxEventId !== undefined)
       markHandledInTx(c, tx, ctx.fence, ctx.inboxEventId, decisionOutcome(decision, kind, run, dagId, by));

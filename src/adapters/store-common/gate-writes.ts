@@ -104,7 +104,9 @@ export function gateOutcome(
     taskId,
     by: input.by,
     ...(verdict.kind === "recorded" ? { missing: verdict.missing } : {}),
-    ...(verdict.kind === "form" ? { message: verdict.message } : {}),
+    ...(verdict.kind === "form" || (verdict.kind === "closed" && verdict.message !== undefined)
+      ? { message: verdict.message }
+      : {}),
     ...(verdict.kind === "approved" ? { values: verdict.state.values } : {}),
   };
 }

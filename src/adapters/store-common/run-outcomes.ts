@@ -5,7 +5,7 @@
  */
 import type { RunDecision } from "../../domain/run-states.js";
 // The rule is the domain's (one place for every decision); both stores apply it.
-export { decisionVerdict } from "../../domain/run-states.js";
+export { decisionVerdict, runStatusAt } from "../../domain/run-states.js";
 import type {
   CreateRunResult,
   PolicyProposal,

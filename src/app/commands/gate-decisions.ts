@@ -233,7 +233,9 @@ export function gateOutcomeOf(
     gate,
     by,
     ...(verdict.kind === "recorded" ? { missing: verdict.missing } : {}),
-    ...(verdict.kind === "form" ? { message: verdict.message } : {}),
+    ...(verdict.kind === "form" || (verdict.kind === "closed" && verdict.message !== undefined)
+      ? { message: verdict.message }
+      : {}),
     ...(verdict.kind === "approved" ? { values: verdict.state.values } : {}),
   };
 }
@@ -281,9 +283,13 @@ export function gateText(o: GateOutcome): string {
     case "denied":
       return `${o.by} denied ${gate}: the gate failed, and what needs it is skipped.`;
     case "already":
-      return `${o.by} already approved ${gate}; an approval counts once per person.`;
+      return o.by.startsWith("@")
+        ? `${o.by} already approved ${gate}; an approval counts once per person.`
+        : `the local operator already approved ${gate}; the CLI and every HTTP token are the local operator and count as one approver, so another must be a room member.`;
     case "closed":
-      return `${gate} is decided already (or its run ended): nothing changed.`;
+      return o.message === undefined
+        ? `${gate} is decided already (or its run ended): nothing changed.`
+        : `${gate} is closed: ${o.message}. Nothing changed.`;
     case "not-open":
       return `${gate} is not open yet: what it needs has not all succeeded. Nothing changed.`;
     case "form":

@@ -9,6 +9,8 @@ import type { ActionOffer, DagIssue } from "../../domain/dag.js";
 import { checkActions, checkTaskArguments, formatIssue } from "../../domain/dag.js";
 import type { ParsedDag } from "../../domain/model.js";
 import { appliedDag, resolveParams } from "../../domain/params.js";
+import type { ContentSource } from "../../domain/run-authority.js";
+import { definitionSource, runStartVerdict } from "../../domain/run-authority.js";
 import type { HookOrigin } from "../../domain/webhook.js";
 import { hookOfSender } from "../../domain/webhook.js";
 import type { CreateRunResult, DefinitionRecord, RunRecord } from "../../ports/store.js";
@@ -65,7 +67,8 @@ export async function startRun(
     return invalidDag(`for the new run of "${definition.dagId}"`, unknown);
   }
   // The run's own hash covers its parameter values: a confirmation by hash confirms those values.
-  return createAndDescribe(ctx, dag, dagHash(dag), null);
+  // It carries the definition's content: auto-confirmation holds only where that was approved.
+  return createAndDescribe(ctx, dag, dagHash(dag), null, [definitionSource(definition)]);
 }
 
 /**
@@ -92,6 +95,8 @@ export async function createAndDescribe(
   dag: ParsedDag,
   hash: string,
   retryOf: RunRecord | null,
+  /** The runs whose content the new run carries (none for newly published content). */
+  sources: readonly ContentSource[],
 ): Promise<Outcome> {
   const cmd = commandContext(ctx);
   if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
@@ -102,21 +107,33 @@ export async function createAndDescribe(
     publisher: ctx.sender,
     // Only a chat event can root the status card's thread; a command typed on the CLI has a local id.
     publishEventId: ctx.eventId !== null && ctx.eventId.startsWith("$") ? ctx.eventId : null,
-    needsConfirmation: needsConfirmation(ctx.policy, ctx.sender),
+    needsConfirmation: needsConfirmation(ctx.policy, ctx.sender, sources),
     confirmTimeoutMs: ctx.policy.confirmTimeoutMs,
   });
   return describeCreate(ctx.store, ctx.roomId, ctx.policy, result, retryOf);
 }
 
 /**
- * Whether a new run of this sender awaits confirmation: not for a person on auto_confirm, nor for a
- * webhook on hook_auto_confirm (a webhook is a principal of its own: its runs await confirmation
- * like anyone's unless the room's policy says otherwise).
+ * Whether the room's policy auto-confirms this principal: a person on auto_confirm, a webhook on
+ * hook_auto_confirm (a webhook is a principal of its own: its runs await confirmation like anyone's
+ * unless the room's policy says otherwise).
  */
-export function needsConfirmation(policy: CommandPolicy, sender: string): boolean {
+export function isAutoConfirmed(policy: CommandPolicy, sender: string): boolean {
   const hook = hookOfSender(sender);
-  if (hook !== null) return !(policy.hookAutoConfirm ?? []).includes(hook);
-  return !policy.autoConfirm.includes(sender);
+  if (hook !== null) return (policy.hookAutoConfirm ?? []).includes(hook);
+  return policy.autoConfirm.includes(sender);
+}
+
+/**
+ * Whether a new run of this sender, carrying the content of `sources`, awaits confirmation: the
+ * one authority rule (runStartVerdict; docs/architecture.md §3, "Authority").
+ */
+export function needsConfirmation(
+  policy: CommandPolicy,
+  sender: string,
+  sources: readonly ContentSource[] = [],
+): boolean {
+  return runStartVerdict(isAutoConfirmed(policy, sender), sources).kind !== "start";
 }
 
 /**

@@ -133,7 +133,13 @@ export function gatesSection(ctx: ContractContext): void {
     // The same person again, by another command: already counted.
     const again = await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("local:a"));
     expect(again.verdict.kind).toBe("already");
-    const second = await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("http:b"));
+    // The CLI and an HTTP token are one principal, the local operator: one approver, not two.
+    const token = await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("http:b"));
+    expect(token.verdict.kind).toBe("already");
+    const second = await store.decideGate(cmd(fence), room, run.dagId, "ok", {
+      ...approve("@b:x"),
+      face: "chat",
+    });
     expect(second.verdict.kind).toBe("approved");
     const gate = (await store.getTask(run.runId, "ok"))!;
     expect(gate.status).toBe("succeeded");
@@ -144,7 +150,7 @@ export function gatesSection(ctx: ContractContext): void {
     expect(gate.outputValues).toEqual({ ticket: "OPS-7" });
     expect(gate.gateState!.approvals.map((a) => [a.by, a.face])).toEqual([
       ["local:a", "cli"],
-      ["http:b", "cli"],
+      ["@b:x", "chat"],
     ]);
     const late = await store.decideGate(cmd(fence), room, run.dagId, "ok", {
       ...approve("local:c"),
@@ -157,8 +163,8 @@ export function gatesSection(ctx: ContractContext): void {
     expect(events.map((e) => [e.kind, e.data["by"] ?? null])).toEqual([
       ["gate.opened", null],
       ["gate.approval", "local:a"],
-      ["gate.approval", "http:b"],
-      ["gate.approved", "http:b"],
+      ["gate.approval", "@b:x"],
+      ["gate.approved", "@b:x"],
     ]);
     expect(events[1]!.data["values"]).toEqual({ ticket: "OPS-7" });
     expect(events.every((e) => e.term === fence.term)).toBe(true);
@@ -219,6 +225,37 @@ export function gatesSection(ctx: ContractContext): void {
     expect((await store.deriveRunOutcomes(fence)).map((o) => o.to)).toEqual([runTo]);
   });
 
+  it("an approval applied at or after the deadline does not pass the gate, though the reaper has not come yet", async () => {
+    const { store, room, fence, run } = await setup({ timeoutMs: 5_000, approvers: 1 });
+    await finish(store, room, ["build", "side"]);
+    await store.scheduleStep(fence);
+    // The leader handles its inbox before it reaps: the store's clock is past the deadline.
+    ctx.clock.advance(5_000);
+    const row = await inboxRow(store, room);
+    const late = await store.decideGate(
+      cmd(fence, row),
+      room,
+      run.dagId,
+      "ok",
+      approve("local:a", { ticket: "OPS-1" }),
+    );
+    expect(late.verdict).toMatchObject({
+      kind: "closed",
+      message: expect.stringContaining("deadline passed"),
+    });
+    const gate = (await store.getTask(run.runId, "ok"))!;
+    expect(gate.status).toBe("blocked");
+    expect(gate.gateState).toMatchObject({ approvals: [], decision: null });
+    expect(gate.outputValues).toBeNull();
+    expect((await store.getInboxEvent(row))?.result).toMatchObject({ op: "gate", kind: "closed" });
+    // The reaper then times it out, and what needs it never runs.
+    await store.reap(fence);
+    await store.scheduleStep(fence);
+    expect(await statuses(store, run.runId)).toMatchObject({ ok: "timed_out", deploy: "skipped" });
+    const kinds = (await store.readEvents(room, 0)).map((e) => e.kind).filter((k) => k.startsWith("gate."));
+    expect(kinds).toEqual(["gate.opened", "gate.timed_out"]);
+  });
+
   it("refuses the last approval while the form has an empty field, and another value for a given field", async () => {
     const { store, room, fence, run } = await setup();
     await finish(store, room, ["build", "side"]);
@@ -226,12 +263,12 @@ export function gatesSection(ctx: ContractContext): void {
     expect((await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("local:a"))).verdict.kind).toBe(
       "recorded",
     );
-    const empty = await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("local:b"));
+    const empty = await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("@b:x"));
     expect(empty.verdict).toMatchObject({ kind: "form", message: expect.stringContaining("ticket=…") });
     expect((await store.getTask(run.runId, "ok"))!.gateState!.approvals).toHaveLength(1);
     expect(
-      (await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("local:b", { ticket: "X-1" })))
-        .verdict.kind,
+      (await store.decideGate(cmd(fence), room, run.dagId, "ok", approve("@b:x", { ticket: "X-1" }))).verdict
+        .kind,
     ).toBe("approved");
   });
 }

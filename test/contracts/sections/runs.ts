@@ -213,6 +213,26 @@ export function runsSection(ctx: ContractContext): void {
     expect((await store.getRun(room, d2.id))?.status).toBe("rejected");
   });
 
+  it("confirm past the confirmation deadline, before the reaper came: judged on the store's clock as expired, nothing starts", async () => {
+    const { store, room, fence } = await setup();
+    const d = chainDag(ctx.uid("d"), 1);
+    await store.createRun(
+      cmd(fence),
+      runInput(room, d, { needsConfirmation: true, confirmTimeoutMs: 5_000 }),
+    );
+    ctx.clock.advance(5_000);
+    const eventId = await inboxRow(store, room);
+    const late = await store.confirmRun(cmd(fence, eventId), room, d.id, "@bob:x");
+    expect(late.kind).toBe("wrong-status");
+    expect(late.run).toMatchObject({ status: "expired", confirmedBy: null });
+    expect(await store.getInboxEvent(eventId)).toMatchObject({ result: { kind: "wrong-status" } });
+    const stored = (await store.getRun(room, d.id))!;
+    expect(stored).toMatchObject({ status: "pending", confirmedBy: null });
+    expect((await store.listTasks(stored.runId)).map((t) => t.status)).toEqual(["blocked"]);
+    await store.reap(fence);
+    expect((await store.getRun(room, d.id))?.status).toBe("expired");
+  });
+
   it("reject: pending → rejected with its tasks canceled, then 'already'; a running run is 'wrong-status'", async () => {
     const { store, room, fence } = await setup();
     const d = chainDag(ctx.uid("d"), 3);

@@ -262,7 +262,7 @@ async function handlePublish(ctx: HandlerContext, source: PublishSource): Promis
   }
   const unknown = await unknownActions(ctx, appliedDag(dag));
   if (unknown.length > 0) return invalidDag(where, unknown);
-  return createAndDescribe(ctx, dag, parsed.hash, null);
+  return createAndDescribe(ctx, dag, parsed.hash, null, []);
 }
 
 /**

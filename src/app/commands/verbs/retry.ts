@@ -4,6 +4,7 @@ import type { ParsedDag } from "../../../domain/model.js";
 import { dagHash } from "../../../domain/canonical-hash.js";
 import { carryOutputs } from "../../../domain/outputs.js";
 import { appliedDag } from "../../../domain/params.js";
+import { runSource, runStartVerdict } from "../../../domain/run-authority.js";
 import { isTerminalRun } from "../../../domain/run-states.js";
 import type { Rendered } from "../../render/html.js";
 import { code, join, r, text } from "../../render/html.js";
@@ -55,8 +56,10 @@ async function handleRetry(ctx: HandlerContext, dagId: string): Promise<Outcome>
   if (!isTerminalRun(from.status))
     return { kind: "nothing-to-retry", run: summarizeRun(from), why: "not-ended" };
   // Rejected, expired, or canceled before anyone confirmed it: nobody approved it, and a retry (a
-  // new run its author may then confirm) would get round the confirmation it never had.
-  if (from.confirmDeadline !== null && from.confirmedBy === null)
+  // new run its author may then confirm) would get round the confirmation it never had. The same
+  // rule as every new run's (docs/architecture.md §3, "Authority"), asked of the run it repeats.
+  const source = runSource(from);
+  if (runStartVerdict(true, [source]).kind !== "start")
     return { kind: "nothing-to-retry", run: summarizeRun(from), why: "never-confirmed" };
   const tasks = await ctx.store.listTasks(from.runId);
   const again = new Set(tasks.filter((t) => t.status !== "succeeded").map((t) => t.taskId));
@@ -95,7 +98,7 @@ async function handleRetry(ctx: HandlerContext, dagId: string): Promise<Outcome>
   };
   const unknown = await unknownActions(ctx, appliedDag(dag));
   if (unknown.length > 0) return invalidDag(`for the retry of "${dagId}"`, unknown);
-  return createAndDescribe(ctx, dag, dagHash(dag), from);
+  return createAndDescribe(ctx, dag, dagHash(dag), from, [source]);
 }
 
 function renderRetried(outcome: Extract<Outcome, { kind: "retried" }>): Rendered {

@@ -36,7 +36,8 @@ export const run = defineVerb<RunCommand, never>({
     "Each <name> is a parameter the DAG declares ([params.NAME] with a pattern and maybe a default);",
     "a value is one word (no spaces) that must match the whole pattern. Parameters with a default",
     "may be left out. Nothing is stored when a value is refused. The run awaits confirmation as a",
-    "published DAG does (auto_confirm and the two-person rule apply).",
+    "published DAG does (auto_confirm and the two-person rule apply); auto_confirm starts it at once",
+    "only when someone confirmed the DAG's published run (or it never needed confirming).",
   ],
   parse: (args) => parseRun(args),
   fromData: (data) => runFromData(data),
@@ -49,8 +50,9 @@ export const run = defineVerb<RunCommand, never>({
     description: "Start a new run of a published DAG, with values for its parameters.",
     about:
       "The run gets the next free id <dag_id>.2, <dag_id>.3, ... and awaits confirmation unless the sender is\n" +
-      "on auto_confirm or --confirm is given, like a published DAG. <dag_id> may name one of its runs. Values\n" +
-      "are checked against the DAG's [params] before anything is stored; a refused value names its parameter.",
+      "on auto_confirm (and the DAG's published run was confirmed) or --confirm is given, like a published DAG.\n" +
+      "<dag_id> may name one of its runs. Values are checked against the DAG's [params] before anything is\n" +
+      "stored; a refused value names its parameter.",
     args: [
       { name: "dag_id", about: "the published DAG's id" },
       {
