@@ -18,6 +18,7 @@ import { RustSdkCryptoStorageProvider, type MatrixClient } from "matrix-bot-sdk"
 import type { Logger } from "../../../ports/logger.js";
 import type { TimelineEvent } from "../classify.js";
 import { type MatrixHttp } from "../http.js";
+import { decryptionReason } from "./decryption-reason.js";
 import { IdbSnapshotFile } from "./idb-snapshot.js";
 import { installWasmCryptoBinding } from "./wasm-binding.js";
 
@@ -175,7 +176,7 @@ export class RoomCrypto {
       return { ok: true, event: { ...clear, content } };
     } catch (e) {
       this.stats.undecryptable += 1;
-      return { ok: false, reason: e instanceof Error ? e.message : String(e) };
+      return { ok: false, reason: decryptionReason(e) };
     }
   }
 
