@@ -51,6 +51,26 @@ function defaultStateDir(env: NodeJS.ProcessEnv): string {
   return join(base, "dagbot");
 }
 
+/** How long a message this node could not decrypt keeps its `crypto` readiness check failing. */
+const UNDECRYPTABLE_SHOWN_MS = 10 * 60_000;
+
+/**
+ * The `crypto` readiness check of a chat node: "ok" while no room is encrypted, or while its device
+ * is cross-signed by its account and read everything people sent in the last 10 minutes; otherwise
+ * why not, with the last decryption failure's reason (docs/architecture.md §11).
+ */
+export function cryptoCheck(intake: MatrixIntake, now: number): string {
+  const crypto = intake.crypto;
+  const problems: string[] = [];
+  if (crypto !== null && crypto.signing !== null && !crypto.signing.signed) problems.push(crypto.signing.why);
+  const last = intake.lastUndecryptable;
+  if (last !== null && now - last.at < UNDECRYPTABLE_SHOWN_MS) {
+    const ago = Math.round((now - last.at) / 1000);
+    problems.push(`an event from ${last.sender} ${ago} s ago could not be decrypted: ${last.reason}`);
+  }
+  return problems.length === 0 ? "ok" : problems.join("; ");
+}
+
 export async function runStart(options: StartOptions): Promise<number> {
   const config = resolveConfig(options, options.nodeId === undefined ? {} : { nodeId: options.nodeId });
   const matrix = config.matrix;
@@ -165,6 +185,7 @@ export async function runStart(options: StartOptions): Promise<number> {
       ? {
           cryptoDir: (deviceId: string) =>
             cryptoStateDir(stateDir, config.nodeId, accountHash(matrix.userId), deviceId),
+          recoveryKey: matrix.recoveryKey,
         }
       : {}),
   });
@@ -229,14 +250,17 @@ export async function runStart(options: StartOptions): Promise<number> {
 
   try {
     api = await startNodeHttpApi(config, store, node, logger, async () => {
+      const checks: Record<string, string> = {};
       try {
         const res = await fetch(new URL("/_matrix/client/versions", matrix.homeserverUrl), {
           signal: AbortSignal.timeout(3000),
         });
-        return res.ok ? "ok" : `the homeserver answered ${res.status}`;
+        checks["homeserver"] = res.ok ? "ok" : `the homeserver answered ${res.status}`;
       } catch (err) {
-        return `the homeserver cannot be reached: ${String(err).slice(0, 120)}`;
+        checks["homeserver"] = `the homeserver cannot be reached: ${String(err).slice(0, 120)}`;
       }
+      if (matrix.encryption && intake !== null) checks["crypto"] = cryptoCheck(intake, Date.now());
+      return checks;
     });
     relay.attach(api);
   } catch (err) {
