@@ -57,6 +57,8 @@ export interface FleetOptions {
   config?: Record<string, unknown>;
   /** Extra keys of the [matrix] section (e.g. encryption), merged over the defaults. */
   matrix?: Record<string, unknown>;
+  /** Extra keys of node i's [matrix] section only, merged over `matrix`. */
+  nodeMatrix?: (i: number) => Record<string, unknown>;
   /** Files of the DAG library folder: name → text. */
   library?: Record<string, string>;
   /** Node flags before dist/cli.js (e.g. `--import` of test/support/module-trace.mjs). */
@@ -111,8 +113,10 @@ export class BotFleet {
           rooms: o.rooms,
           command_window: "1h",
           // Every node's account: only these count as bots (and prove a send when leadership moves).
-          fleet: o.bots.map((b) => b.userId),
+          // One account with a device per node lists that account once.
+          fleet: [...new Set(o.bots.map((b) => b.userId))],
           ...o.matrix,
+          ...o.nodeMatrix?.(i),
         },
         actions: TEST_ACTIONS,
         lease: FAST_LEASE,
