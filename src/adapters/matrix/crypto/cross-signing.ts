@@ -186,11 +186,16 @@ export async function signOwnDevice(o: SignOwnDeviceOptions): Promise<DeviceSign
   try {
     if (device.isCrossSignedByOwner()) return { signed: true, justSigned: false };
     const unsigned = `device ${o.deviceId} is not cross-signed by ${o.userId}, so clients that exclude insecure devices (Element since April 2026) neither send it room keys nor show its messages`;
-    if ((await publishedMasterKey(o.http, o.userId)) === null) {
+    // The crypto's own view of the account (its keys query at start), not another round trip: a
+    // node in a room of legacy clients starts as fast as before. Asked again at later batches, so a
+    // set-up made while the node runs is seen.
+    const identity = await o.machine.getIdentity(userId.clone());
+    identity?.free();
+    if (identity === undefined) {
       return {
         signed: false,
         why: `${unsigned}: the account has no cross-signing keys; run \`dagbot crypto setup --config …\` once for the account`,
-        retry: false,
+        retry: true,
       };
     }
     if (o.recoveryKey === null) {
