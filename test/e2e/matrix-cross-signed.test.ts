@@ -10,6 +10,8 @@
  * the person's client excludes and which says why.
  */
 import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
+import { createServer } from "node:net";
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -63,6 +65,28 @@ async function command(text: string): Promise<{ id: string; reply: PersonEvent }
   return { id, reply };
 }
 
+const OPS_TOKEN = "cross-signed-test-ops-token-0123456789";
+const sha = (t: string): string => createHash("sha256").update(t).digest("hex");
+let httpPort: number;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0));
+    });
+  });
+}
+
+async function readyz(token?: string): Promise<{ status: number; checks: Record<string, string> }> {
+  const res = await fetch(`http://127.0.0.1:${httpPort}/readyz`, {
+    headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+  });
+  return { status: res.status, checks: ((await res.json()) as { checks: Record<string, string> }).checks };
+}
+
 const SIGNED_LINE = "end-to-end encryption ready; this device is cross-signed by its account";
 const UNSIGNED_LINE = "end-to-end encryption ready; this device is NOT cross-signed by its account";
 
@@ -82,6 +106,7 @@ beforeAll(async () => {
     ],
   });
   roomId = created.room_id;
+  httpPort = await freePort();
   secretsDir = mkdtempSync(join(tmpdir(), "dagbot-secrets-"));
   recoveryKeyFile = join(secretsDir, "dagbot.recovery-key");
   fleet = new BotFleet({
@@ -90,6 +115,16 @@ beforeAll(async () => {
     rooms: [roomId],
     config: { permissions: { power_level: 50 } },
     nodeMatrix: (i) => (i < 2 ? { recovery_key_file: recoveryKeyFile } : {}),
+    // The unsigned node serves /readyz, whose detail (for a token) says why it is not ready.
+    nodeConfig: (i) =>
+      i === 2
+        ? {
+            http: {
+              listen: `127.0.0.1:${httpPort}`,
+              tokens: [{ name: "ops", sha256: sha(OPS_TOKEN), level: "read" }],
+            },
+          }
+        : {},
   });
 
   // README, Encryption: the one-time set-up, with node 1's token in an owner-only file.
@@ -238,6 +273,8 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
       T,
       "the signed start line again",
     );
+    // Restarted, the same device is still signed: nothing to sign again.
+    expect(fleet.logLines(leader, "signed this device with the account's self-signing key")).toHaveLength(1);
   });
 
   it("a node whose device is not signed says so at start, cannot read the person, and logs why", async () => {
@@ -249,6 +286,11 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     expect(loud).toHaveLength(1);
     expect(loud[0]!["level"]).toBe("error");
     expect(String(loud[0]!["err"])).toMatch(/no recovery key is configured/);
+    // Not ready, and why, for a caller with a token; only "failing" without one.
+    const unsigned = await readyz(OPS_TOKEN);
+    expect(unsigned.status).toBe(503);
+    expect(unsigned.checks["crypto"]).toMatch(/^device DAGBOT3 is not cross-signed by @dagbot:localhost/);
+    expect((await readyz()).checks["crypto"]).toBe("failing");
 
     const help = await erin.sendText(roomId, "!dag help");
     // Retried for its grace time, then given up at the next batch: chatter makes one.
@@ -263,6 +305,10 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     const failure = fleet.logLines(2, "cannot decrypt an event").find((l) => l["event"] === help);
     expect(String(failure?.["err"])).toMatch(
       /^withheld: the sender encrypts only to verified devices.*withheld_code=m\.unverified/,
+    );
+    // The last failure's reason is in the node's readiness detail too.
+    expect((await readyz(OPS_TOKEN)).checks["crypto"]).toMatch(
+      /could not be decrypted: withheld: the sender encrypts only to verified devices/,
     );
     // What the unsigned node answers, the person's client does not show: it reports the device.
     await waitFor(

@@ -59,6 +59,8 @@ export interface FleetOptions {
   matrix?: Record<string, unknown>;
   /** Extra keys of node i's [matrix] section only, merged over `matrix`. */
   nodeMatrix?: (i: number) => Record<string, unknown>;
+  /** Extra top-level keys of node i's config only (e.g. [http]), merged over `config`. */
+  nodeConfig?: (i: number) => Record<string, unknown>;
   /** Files of the DAG library folder: name → text. */
   library?: Record<string, string>;
   /** Node flags before dist/cli.js (e.g. `--import` of test/support/module-trace.mjs). */
@@ -122,6 +124,7 @@ export class BotFleet {
         lease: FAST_LEASE,
         log_level: "info",
         ...o.config,
+        ...o.nodeConfig?.(i),
       };
       writeFileSync(configPath, JSON.stringify(config, null, 2));
       return {
