@@ -12,7 +12,7 @@
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createServer } from "node:net";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -184,6 +184,49 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
       expect(status?.signedByOwner, d).toBe(true);
     }
     expect(fleet.logLines(0, "signed this device with the account's self-signing key")).toHaveLength(1);
+  });
+
+  it("the set-up runs once per account: a second run changes nothing; a password works too and its sign-in goes again", async () => {
+    const setup = (args: string[]) =>
+      run(process.execPath, [CLI, "crypto", "setup", "--config", fleet.nodes[0]!.configPath, ...args]).then(
+        (r) => ({ code: 0, ...r }),
+        (e: { code: number; stdout: string; stderr: string }) => e,
+      );
+    const again = join(secretsDir, "again.recovery-key");
+    const tokenFile = join(secretsDir, "node1.token");
+    const second = await setup(["--token-file", tokenFile, "--recovery-key-file", again]);
+    expect(second.code).toBe(1);
+    expect(second.stderr).toMatch(/already has cross-signing keys; nothing was changed/);
+    expect(existsSync(again)).toBe(false);
+    const existing = await setup(["--token-file", tokenFile, "--recovery-key-file", recoveryKeyFile]);
+    expect(existing.code).toBe(2);
+    expect(existing.stderr).toMatch(/exists; the recovery key is written once/);
+
+    // Another account, set up with its password (read from a file); its config names that account.
+    const other = await fx.hs.registerUser("dagbotpw", { deviceId: "PWBOT1" });
+    const config = JSON.parse(readFileSync(fleet.nodes[0]!.configPath, "utf8")) as {
+      matrix: Record<string, unknown>;
+    };
+    config.matrix["user_id"] = other.userId;
+    const otherConfig = join(secretsDir, "other.json");
+    writeFileSync(otherConfig, JSON.stringify(config));
+    const passwordFile = join(secretsDir, "password");
+    writeFileSync(passwordFile, `${other.password}\n`, { mode: 0o600 });
+    const otherKey = join(secretsDir, "other.recovery-key");
+    const withPassword = await run(process.execPath, [
+      CLI,
+      "crypto",
+      "setup",
+      "--config",
+      otherConfig,
+      "--password-file",
+      passwordFile,
+      "--recovery-key-file",
+      otherKey,
+    ]);
+    expect(withPassword.stdout).toMatch(/@dagbotpw:localhost has cross-signing keys now/);
+    const devices = await new MatrixUser(fx.hs.url, other).request("GET", "/_matrix/client/v3/devices");
+    expect((devices.devices as { device_id: string }[]).map((d) => d.device_id)).toEqual(["PWBOT1"]);
   });
 
   it("publish → confirm → gate approved → succeeded: replies, card, gate message and final message all readable", async () => {
