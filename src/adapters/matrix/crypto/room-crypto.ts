@@ -10,6 +10,8 @@
  *   before the sync position moves on, the store is saved.
  * - timeline events of type m.room.encrypted are decrypted (sync and gap backfill alike).
  * - sends to an encrypted room are encrypted (room key shared with the members' devices first).
+ * - after the first sync batch, the device signs itself with the account's self-signing key
+ *   (cross-signing.ts; docs/architecture.md §11), so clients that exclude insecure devices read it.
  * Crypto calls that change state run one at a time (a sync batch, an encryption).
  */
 import { mkdirSync } from "node:fs";
