@@ -114,6 +114,7 @@ beforeAll(async () => {
     bots: devices,
     rooms: [roomId],
     config: { permissions: { power_level: 50 } },
+    tokenFiles: true,
     nodeMatrix: (i) => (i < 2 ? { recovery_key_file: recoveryKeyFile } : {}),
     // The unsigned node serves /readyz, whose detail (for a token) says why it is not ready.
     nodeConfig: (i) =>
@@ -127,7 +128,8 @@ beforeAll(async () => {
         : {},
   });
 
-  // README, Encryption: the one-time set-up, with node 1's token in an owner-only file.
+  // README, Encryption: the one-time set-up, with node 1's token in an owner-only file (the one its
+  // config names as access_token_file).
   const tokenFile = join(secretsDir, "node1.token");
   writeFileSync(tokenFile, `${account.accessToken}\n`, { mode: 0o600 });
   const setup = await run(process.execPath, [
@@ -362,4 +364,18 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     );
     expect(erin.events(roomId).some((e) => txnOf(e) === `reply.${help}`)).toBe(false);
   }, 120_000);
+
+  it("no node's log holds the recovery key or a token", () => {
+    const recoveryKey = readFileSync(recoveryKeyFile, "utf8").trim();
+    const secrets = [
+      recoveryKey,
+      recoveryKey.replace(/ /g, ""),
+      ...fleet.nodes.map((n) => n.bot.accessToken),
+    ];
+    const logs = fleet.nodes.map((n) => fleet.logText(n.index));
+    expect(logs.join("").length).toBeGreaterThan(0);
+    for (const [i, log] of logs.entries()) {
+      for (const secret of secrets) expect(log.includes(secret), `node${i + 1}'s log`).toBe(false);
+    }
+  });
 });

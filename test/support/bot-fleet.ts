@@ -59,6 +59,11 @@ export interface FleetOptions {
   matrix?: Record<string, unknown>;
   /** Extra keys of node i's [matrix] section only, merged over `matrix`. */
   nodeMatrix?: (i: number) => Record<string, unknown>;
+  /**
+   * Give each node its token as an owner-only file named by `matrix.access_token_file` (written at
+   * each start from `bot.accessToken`), as the README's set-up does, instead of DAGBOT_ACCESS_TOKEN.
+   */
+  tokenFiles?: boolean;
   /** Extra top-level keys of node i's config only (e.g. [http]), merged over `config`. */
   nodeConfig?: (i: number) => Record<string, unknown>;
   /** Files of the DAG library folder: name → text. */
@@ -117,6 +122,7 @@ export class BotFleet {
           // Every node's account: only these count as bots (and prove a send when leadership moves).
           // One account with a device per node lists that account once.
           fleet: [...new Set(o.bots.map((b) => b.userId))],
+          ...(o.tokenFiles === true ? { access_token_file: this.tokenFile(`node${i + 1}`) } : {}),
           ...o.matrix,
           ...o.nodeMatrix?.(i),
         },
@@ -143,6 +149,9 @@ export class BotFleet {
   async start(i: number, timeoutMs = 60_000): Promise<void> {
     const node = this.node(i);
     if (node.process !== null) throw new Error(`${node.nodeId} is already running`);
+    if (this.o.tokenFiles === true) {
+      writeFileSync(this.tokenFile(node.nodeId), `${node.bot.accessToken}\n`, { mode: 0o600 });
+    }
     const logFd = openSync(node.logPath, "a");
     const child = spawn(
       process.execPath,
@@ -158,7 +167,7 @@ export class BotFleet {
       {
         env: {
           ...process.env,
-          DAGBOT_ACCESS_TOKEN: node.bot.accessToken,
+          ...(this.o.tokenFiles === true ? {} : { DAGBOT_ACCESS_TOKEN: node.bot.accessToken }),
           DAGBOT_LOG_LEVEL: "debug",
           ...this.o.env,
         },
@@ -206,6 +215,11 @@ export class BotFleet {
     node.process.kill("SIGKILL");
     await node.exited;
     node.process = null;
+  }
+
+  /** Where node `nodeId`'s token file is (with `tokenFiles`). */
+  tokenFile(nodeId: string): string {
+    return join(this.dir, `${nodeId}.token`);
   }
 
   running(i: number): boolean {
