@@ -9,7 +9,7 @@
  * leader (another device of the same account) edits; and a node whose device is not signed, which
  * the person's client excludes and which says why.
  */
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createServer } from "node:net";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -229,6 +229,28 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     expect(withPassword.stdout).toMatch(/@dagbotpw:localhost has cross-signing keys now/);
     const devices = await new MatrixUser(fx.hs.url, other).request("GET", "/_matrix/client/v3/devices");
     expect((devices.devices as { device_id: string }[]).map((d) => d.device_id)).toEqual(["PWBOT1"]);
+
+    // Without a file, the token is read from stdin (the prompt's input on a terminal).
+    const third = await fx.hs.registerUser("dagbotstdin", { deviceId: "STDINBOT1" });
+    config.matrix["user_id"] = third.userId;
+    writeFileSync(otherConfig, JSON.stringify(config));
+    const stdinKey = join(secretsDir, "stdin.recovery-key");
+    const child = spawn(process.execPath, [
+      CLI,
+      "crypto",
+      "setup",
+      "--config",
+      otherConfig,
+      "--recovery-key-file",
+      stdinKey,
+    ]);
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stdin.end(`${third.accessToken}\n`);
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    expect(code).toBe(0);
+    expect(out).toMatch(/@dagbotstdin:localhost has cross-signing keys now/);
+    expect(out).not.toContain(third.accessToken);
   });
 
   it("publish → confirm → gate approved → succeeded: replies, card, gate message and final message all readable", async () => {
