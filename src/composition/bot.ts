@@ -32,6 +32,7 @@ import { resolveConfig } from "./config-resolve.js";
 import type { CommonOptions } from "./config-resolve.js";
 import { engineMetricsRelay, startNodeHttpApi } from "./http-api.js";
 import { STOP_MESSAGES, onStopSignals } from "./stop-signals.js";
+import { cryptoCheck } from "./crypto-check.js";
 
 export interface StartOptions extends CommonOptions {
   nodeId?: string;
@@ -49,26 +50,6 @@ const accountHash = (userId: string): string =>
 function defaultStateDir(env: NodeJS.ProcessEnv): string {
   const base = env["XDG_STATE_HOME"] ?? join(homedir(), ".local", "state");
   return join(base, "dagbot");
-}
-
-/** How long a message this node could not decrypt keeps its `crypto` readiness check failing. */
-const UNDECRYPTABLE_SHOWN_MS = 10 * 60_000;
-
-/**
- * The `crypto` readiness check of a chat node: "ok" while no room is encrypted, or while its device
- * is cross-signed by its account and read everything people sent in the last 10 minutes; otherwise
- * why not, with the last decryption failure's reason (docs/architecture.md §11).
- */
-export function cryptoCheck(intake: MatrixIntake, now: number): string {
-  const crypto = intake.crypto;
-  const problems: string[] = [];
-  if (crypto !== null && crypto.signing !== null && !crypto.signing.signed) problems.push(crypto.signing.why);
-  const last = intake.lastUndecryptable;
-  if (last !== null && now - last.at < UNDECRYPTABLE_SHOWN_MS) {
-    const ago = Math.round((now - last.at) / 1000);
-    problems.push(`an event from ${last.sender} ${ago} s ago could not be decrypted: ${last.reason}`);
-  }
-  return problems.length === 0 ? "ok" : problems.join("; ");
 }
 
 export async function runStart(options: StartOptions): Promise<number> {
