@@ -251,7 +251,8 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     expect(code).toBe(0);
     expect(out).toMatch(/@dagbotstdin:localhost has cross-signing keys now/);
     expect(out).not.toContain(third.accessToken);
-  });
+    // Three set-ups, each a node process loading the crypto: slow on a busy 2-core machine.
+  }, 90_000);
 
   it("publish → confirm → gate approved → succeeded: replies, card, gate message and final message all readable", async () => {
     const dag = {
@@ -342,7 +343,7 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     );
     // Restarted, the same device is still signed: nothing to sign again.
     expect(fleet.logLines(leader, "signed this device with the account's self-signing key")).toHaveLength(1);
-  });
+  }, 90_000);
 
   it("a node whose device is not signed says so at start, cannot read the person, and logs why", async () => {
     await fleet.stop(0);
