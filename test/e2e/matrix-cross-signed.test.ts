@@ -20,7 +20,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { Store } from "../../src/ports/store.js";
 import { BotFleet, CLI } from "../support/bot-fleet.js";
-import { cardEditSaying, cardOf, publishJson, replyTo, txnOf } from "../support/bot-chat.js";
+import { cardEditSaying, cardOf, pictureFor, publishJson, replyTo, txnOf } from "../support/bot-chat.js";
 import { EncryptedPerson, type PersonEvent } from "../support/encrypted-person.js";
 import { useSynapse } from "../support/matrix-fixture.js";
 import { MatrixUser } from "../support/matrix-user.js";
@@ -254,7 +254,7 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     // Three set-ups, each a node process loading the crypto: slow on a busy 2-core machine.
   }, 90_000);
 
-  it("publish → confirm → gate approved → succeeded: replies, card, gate message and final message all readable", async () => {
+  it("publish → confirm → gate approved → succeeded: replies, card, gate message, final message and picture all readable", async () => {
     const dag = {
       id: "signed_release",
       tasks: [
@@ -289,6 +289,11 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     );
     expect(final.encrypted).toBe(true);
     expect((await store.getRun(roomId, "signed_release"))?.status).toBe("succeeded");
+    // The run's picture: an encrypted m.image the person's client decrypts.
+    const asked = await command("!dag graph signed_release");
+    const image = await erin.waitFor(pictureFor(asked.id), T, "the picture");
+    expect(image.encrypted).toBe(true);
+    expect(image.content["msgtype"]).toBe("m.image");
     // Nothing the fleet sent was hidden from the person.
     const hidden = [...erin.undecryptable.values()];
     expect(hidden).toEqual([]);
