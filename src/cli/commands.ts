@@ -3,6 +3,7 @@
  * src/cli/subcommands/; every verb whose file declares `cli` is made from it (verb-commands.ts).
  */
 import type { Command } from "commander";
+import { registerCrypto } from "./subcommands/crypto.js";
 import { registerDemo } from "./subcommands/demo.js";
 import { registerGraph } from "./subcommands/graph.js";
 import { registerLogs } from "./subcommands/logs.js";
@@ -28,4 +29,5 @@ export function registerCommands(program: Command): void {
   registerVerbCommands(program);
   registerGraph(program);
   registerDemo(program);
+  registerCrypto(program);
 }

@@ -32,6 +32,7 @@ import { resolveConfig } from "./config-resolve.js";
 import type { CommonOptions } from "./config-resolve.js";
 import { engineMetricsRelay, startNodeHttpApi } from "./http-api.js";
 import { STOP_MESSAGES, onStopSignals } from "./stop-signals.js";
+import { cryptoCheck } from "./crypto-check.js";
 
 export interface StartOptions extends CommonOptions {
   nodeId?: string;
@@ -165,6 +166,7 @@ export async function runStart(options: StartOptions): Promise<number> {
       ? {
           cryptoDir: (deviceId: string) =>
             cryptoStateDir(stateDir, config.nodeId, accountHash(matrix.userId), deviceId),
+          recoveryKey: matrix.recoveryKey,
         }
       : {}),
   });
@@ -229,14 +231,17 @@ export async function runStart(options: StartOptions): Promise<number> {
 
   try {
     api = await startNodeHttpApi(config, store, node, logger, async () => {
+      const checks: Record<string, string> = {};
       try {
         const res = await fetch(new URL("/_matrix/client/versions", matrix.homeserverUrl), {
           signal: AbortSignal.timeout(3000),
         });
-        return res.ok ? "ok" : `the homeserver answered ${res.status}`;
+        checks["homeserver"] = res.ok ? "ok" : `the homeserver answered ${res.status}`;
       } catch (err) {
-        return `the homeserver cannot be reached: ${String(err).slice(0, 120)}`;
+        checks["homeserver"] = `the homeserver cannot be reached: ${String(err).slice(0, 120)}`;
       }
+      if (matrix.encryption && intake !== null) checks["crypto"] = cryptoCheck(intake, Date.now());
+      return checks;
     });
     relay.attach(api);
   } catch (err) {

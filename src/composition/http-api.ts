@@ -58,8 +58,11 @@ export async function startNodeHttpApi(
   store: Store,
   node: EngineNode,
   logger: Logger,
-  /** A chat node's check that its homeserver answers ("ok" or what is wrong). */
-  homeserverCheck?: () => Promise<string>,
+  /**
+   * A chat node's own checks, each "ok" or what is wrong: its homeserver answers; its device is
+   * cross-signed and reads what people send (docs/architecture.md §12).
+   */
+  chatChecks?: () => Promise<Record<string, string>>,
 ): Promise<HttpApi | null> {
   const http = config.http;
   if (http === null) return null;
@@ -111,7 +114,7 @@ export async function startNodeHttpApi(
               ? "ok"
               : `the last heartbeat is ${mine.heartbeatAgeMs} ms old`,
       };
-      if (homeserverCheck !== undefined) checks["homeserver"] = await homeserverCheck();
+      if (chatChecks !== undefined) Object.assign(checks, await chatChecks());
       return checks;
     },
     snapshot: async (roomId, runId, caller) => {

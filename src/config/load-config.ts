@@ -48,6 +48,11 @@ export const TOKEN_NOT_LOADED = "(not loaded: this command uses only the store)"
 export const CONFIG_ENV_VARS = [
   { name: "DAGBOT_STORE", key: "store", description: 'store location: "sqlite:PATH" or a postgres:// URL' },
   { name: "DAGBOT_ACCESS_TOKEN", key: "matrix.access_token", description: "Matrix access token (secret)" },
+  {
+    name: "DAGBOT_RECOVERY_KEY",
+    key: "matrix.recovery_key",
+    description: "the bot account's recovery key, to cross-sign this node's device (secret)",
+  },
   { name: "DAGBOT_NODE_ID", key: "node_id", description: "this node's id (default: from the hostname)" },
   {
     name: "DAGBOT_LOG_LEVEL",
@@ -57,7 +62,7 @@ export const CONFIG_ENV_VARS = [
 ] as const;
 
 /** The secrets that may also come from a file named by `<NAME>_FILE` (e.g. /run/secrets/...). */
-export const SECRET_FILE_VARS = ["DAGBOT_STORE", "DAGBOT_ACCESS_TOKEN"] as const;
+export const SECRET_FILE_VARS = ["DAGBOT_STORE", "DAGBOT_ACCESS_TOKEN", "DAGBOT_RECOVERY_KEY"] as const;
 
 /** One paragraph for `--help`: where values come from and which wins. */
 export const CONFIG_PRECEDENCE_HELP =
@@ -377,6 +382,24 @@ export function parseConfig(raw: unknown, options: Omit<LoadConfigOptions, "file
       const read = readPrivateFile(file);
       if (typeof read === "string") doc.matrix.access_token = read;
       else secretIssues.push({ path: "matrix.access_token_file", message: read.error });
+    }
+  }
+  const envRecoveryKey = env("DAGBOT_RECOVERY_KEY");
+  if (isTable(doc.matrix)) {
+    const matrix = doc.matrix;
+    const file = matrix.recovery_key_file;
+    delete matrix.recovery_key_file;
+    if (envRecoveryKey !== undefined) {
+      matrix.recovery_key = envRecoveryKey;
+    } else if (file !== undefined && matrix.recovery_key !== undefined) {
+      secretIssues.push({
+        path: "matrix.recovery_key_file",
+        message: "set recovery_key or recovery_key_file, not both",
+      });
+    } else if (file !== undefined && options.needsMatrixToken !== false) {
+      const read = readPrivateFile(file);
+      if (typeof read === "string") matrix.recovery_key = read;
+      else secretIssues.push({ path: "matrix.recovery_key_file", message: read.error });
     }
   }
   if (doc.store_file !== undefined) {

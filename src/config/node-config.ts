@@ -40,6 +40,11 @@ export interface MatrixConfig {
    * this device's crypto state kept in the node's state folder. False: encrypted rooms get one notice.
    */
   encryption: boolean;
+  /**
+   * Secret: the bot account's recovery key (matrix.recovery_key_file, DAGBOT_RECOVERY_KEY[_FILE]),
+   * with which the node signs its own device at start (docs/architecture.md §12). Null: not given.
+   */
+  recoveryKey: string | null;
 }
 
 export interface PermissionsConfig {
@@ -370,6 +375,10 @@ const matrixSchema = z.strictObject({
   /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
   access_token_file: z.string().optional(),
   device_id: z.string().min(1).optional(),
+  /** The account's recovery key (`dagbot crypto setup` wrote it), to cross-sign this node's device. */
+  recovery_key: z.string().min(1, { error: "must not be empty" }).optional(),
+  /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
+  recovery_key_file: z.string().optional(),
   rooms: uniqueList(roomId).min(1, { error: "must list at least one room id" }),
   command_window: duration(1).prefault("1h"),
   fleet: uniqueList(userId).prefault([]),
@@ -743,6 +752,7 @@ export function toNodeConfig(
           commandWindowMs: file.matrix.command_window,
           fleet: file.matrix.fleet.filter((id) => id !== file.matrix?.user_id),
           encryption: file.matrix.encryption,
+          recoveryKey: file.matrix.recovery_key ?? null,
         };
   const listen = file.http === undefined ? null : LISTEN.exec(file.http.listen);
   return {

@@ -12,7 +12,7 @@ import type { NodeConfig } from "./node-config.js";
  * /proc/<node pid>/environ. (PGPASSWORD is not among them: the PostgreSQL driver reads it for every
  * new connection.)
  */
-export const CONSUMED_SECRET_ENV = ["DAGBOT_ACCESS_TOKEN", "DAGBOT_STORE"] as const;
+export const CONSUMED_SECRET_ENV = ["DAGBOT_ACCESS_TOKEN", "DAGBOT_STORE", "DAGBOT_RECOVERY_KEY"] as const;
 
 /** The variables this config has consumed: the fixed ones and each webhook's `secret_env`. */
 export function consumedSecretEnv(config: NodeConfig): string[] {
@@ -20,11 +20,16 @@ export function consumedSecretEnv(config: NodeConfig): string[] {
   return [...new Set([...CONSUMED_SECRET_ENV, ...named])];
 }
 
-/** Every secret of the node: the Matrix access token, the store's password, the HTTP token hashes, the webhooks' secrets, PGPASSWORD. */
+/** Every secret of the node: the Matrix access token and recovery key, the store's password, the HTTP token hashes, the webhooks' secrets, PGPASSWORD. */
 export function nodeSecrets(config: NodeConfig, env: Readonly<Record<string, string | undefined>>): string[] {
   const secrets: string[] = [];
   const token = config.matrix?.accessToken;
   if (token !== undefined && token !== TOKEN_NOT_LOADED) secrets.push(token);
+  const recoveryKey = config.matrix?.recoveryKey;
+  if (recoveryKey !== undefined && recoveryKey !== null) {
+    // As written (groups of 4 with spaces) and as one run, the two ways it is copied around.
+    secrets.push(recoveryKey, recoveryKey.replace(/\s+/g, ""));
+  }
   if (config.store.kind === "postgres") secrets.push(...urlSecrets(config.store.url));
   // Only hashes are configured, but a hash of a short token can be brute-forced.
   for (const t of config.http?.tokens ?? []) secrets.push(t.sha256);

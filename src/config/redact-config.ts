@@ -5,12 +5,15 @@ import { REDACTED, redactPostgresUrl } from "./store-location.js";
 export { REDACTED };
 
 /**
- * Replaces the Matrix access token, a password in the PostgreSQL URL, the HTTP token hashes, the webhooks' secrets and the values
+ * Replaces the Matrix access token and recovery key, a password in the PostgreSQL URL, the HTTP token hashes, the webhooks' secrets and the values
  * of every action's env (operators put credentials such as PGPASSWORD there) with "[redacted]".
  */
 export function redactConfig(config: NodeConfig): NodeConfig {
   const copy = structuredClone(config);
-  if (copy.matrix !== null) copy.matrix.accessToken = REDACTED;
+  if (copy.matrix !== null) {
+    copy.matrix.accessToken = REDACTED;
+    if (copy.matrix.recoveryKey !== null) copy.matrix.recoveryKey = REDACTED;
+  }
   if (copy.store.kind === "postgres") copy.store.url = redactPostgresUrl(copy.store.url);
   // Only hashes are configured, but a hash of a short token can be brute-forced: keep them out of logs too.
   if (copy.http !== null) copy.http.tokens = copy.http.tokens.map((t) => ({ ...t, sha256: REDACTED }));

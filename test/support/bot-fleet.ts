@@ -57,6 +57,15 @@ export interface FleetOptions {
   config?: Record<string, unknown>;
   /** Extra keys of the [matrix] section (e.g. encryption), merged over the defaults. */
   matrix?: Record<string, unknown>;
+  /** Extra keys of node i's [matrix] section only, merged over `matrix`. */
+  nodeMatrix?: (i: number) => Record<string, unknown>;
+  /**
+   * Give each node its token as an owner-only file named by `matrix.access_token_file` (written at
+   * each start from `bot.accessToken`), as the README's set-up does, instead of DAGBOT_ACCESS_TOKEN.
+   */
+  tokenFiles?: boolean;
+  /** Extra top-level keys of node i's config only (e.g. [http]), merged over `config`. */
+  nodeConfig?: (i: number) => Record<string, unknown>;
   /** Files of the DAG library folder: name → text. */
   library?: Record<string, string>;
   /** Node flags before dist/cli.js (e.g. `--import` of test/support/module-trace.mjs). */
@@ -111,13 +120,17 @@ export class BotFleet {
           rooms: o.rooms,
           command_window: "1h",
           // Every node's account: only these count as bots (and prove a send when leadership moves).
-          fleet: o.bots.map((b) => b.userId),
+          // One account with a device per node lists that account once.
+          fleet: [...new Set(o.bots.map((b) => b.userId))],
+          ...(o.tokenFiles === true ? { access_token_file: this.tokenFile(`node${i + 1}`) } : {}),
           ...o.matrix,
+          ...o.nodeMatrix?.(i),
         },
         actions: TEST_ACTIONS,
         lease: FAST_LEASE,
         log_level: "info",
         ...o.config,
+        ...o.nodeConfig?.(i),
       };
       writeFileSync(configPath, JSON.stringify(config, null, 2));
       return {
@@ -136,6 +149,9 @@ export class BotFleet {
   async start(i: number, timeoutMs = 60_000): Promise<void> {
     const node = this.node(i);
     if (node.process !== null) throw new Error(`${node.nodeId} is already running`);
+    if (this.o.tokenFiles === true) {
+      writeFileSync(this.tokenFile(node.nodeId), `${node.bot.accessToken}\n`, { mode: 0o600 });
+    }
     const logFd = openSync(node.logPath, "a");
     const child = spawn(
       process.execPath,
@@ -151,7 +167,7 @@ export class BotFleet {
       {
         env: {
           ...process.env,
-          DAGBOT_ACCESS_TOKEN: node.bot.accessToken,
+          ...(this.o.tokenFiles === true ? {} : { DAGBOT_ACCESS_TOKEN: node.bot.accessToken }),
           DAGBOT_LOG_LEVEL: "debug",
           ...this.o.env,
         },
@@ -199,6 +215,11 @@ export class BotFleet {
     node.process.kill("SIGKILL");
     await node.exited;
     node.process = null;
+  }
+
+  /** Where node `nodeId`'s token file is (with `tokenFiles`). */
+  tokenFile(nodeId: string): string {
+    return join(this.dir, `${nodeId}.token`);
   }
 
   running(i: number): boolean {

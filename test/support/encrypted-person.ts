@@ -12,6 +12,7 @@ import {
   type MatrixClient,
   type MatrixEvent as SdkEvent,
 } from "matrix-js-sdk";
+import { OnlySignedDevicesIsolationMode } from "matrix-js-sdk/lib/crypto-api/index.js";
 import type { MatrixEvent } from "./matrix-user.js";
 import type { RegisteredUser } from "./synapse.js";
 
@@ -46,7 +47,16 @@ export class EncryptedPerson {
     readonly userId: string,
   ) {}
 
-  static async start(baseUrl: string, user: RegisteredUser): Promise<EncryptedPerson> {
+  /**
+   * `mode: "2026"` runs the client as Element does since April 2026: its account cross-signed (its
+   * first cross-signing keys need no interactive auth) and devices not cross-signed by their owner
+   * excluded (OnlySignedDevicesIsolationMode: no room keys for them, nothing shown from them).
+   */
+  static async start(
+    baseUrl: string,
+    user: RegisteredUser,
+    { mode = "legacy" }: { mode?: "legacy" | "2026" } = {},
+  ): Promise<EncryptedPerson> {
     const client = createClient({
       baseUrl,
       accessToken: user.accessToken,
@@ -56,6 +66,17 @@ export class EncryptedPerson {
       logger: silentLogger,
     });
     await client.initRustCrypto({ useIndexedDB: false });
+    if (mode === "2026") {
+      const crypto = client.getCrypto();
+      if (crypto === undefined) throw new Error("matrix-js-sdk has no crypto after initRustCrypto");
+      await crypto.bootstrapCrossSigning({
+        setupNewCrossSigning: true,
+        authUploadDeviceSigningKeys: async (makeRequest) => {
+          await makeRequest(null);
+        },
+      });
+      crypto.setDeviceIsolationMode(new OnlySignedDevicesIsolationMode());
+    }
     const person = new EncryptedPerson(client, user.userId);
     client.on(RoomEvent.Timeline, (event) => person.note(event));
     client.on(MatrixEventEvent.Decrypted, (event) => person.note(event));

@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { formatConfigIssues, loadConfig, parseConfig } from "../../src/config/load-config.js";
 import type { ConfigIssue, LoadConfigResult } from "../../src/config/load-config.js";
 import type { NodeConfig } from "../../src/config/node-config.js";
+import { nodeSecrets } from "../../src/config/node-secrets.js";
 import { redactConfig } from "../../src/config/redact-config.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
@@ -233,6 +234,7 @@ describe("defaults", () => {
       // Its own account is not repeated among the others.
       fleet: ["@bot-b:example.org"],
       encryption: false,
+      recoveryKey: null,
     });
     expect(config.actions.upload).toMatchObject({
       cwd: "/var/backups",
@@ -649,6 +651,40 @@ describe("redactConfig", () => {
     expect(redacted.nodeId).toBe("json-node");
     // The original stays usable.
     expect(config.matrix?.accessToken).toBe("fake-file-token-value");
+  });
+
+  it("reads the recovery key from matrix.recovery_key_file or DAGBOT_RECOVERY_KEY[_FILE], redacts and masks it", () => {
+    const dir = mkdtempSync(join(tmpdir(), "dagbot-recovery-"));
+    try {
+      const key = "EsTD RwHE qzSK vWVe RVqi tTSc PDrx 8Wca RhsE Qe2b TG1f qds6";
+      const keyFile = join(dir, "recovery-key");
+      writeFileSync(keyFile, `${key}\n`, { mode: 0o600 });
+      const matrix = {
+        homeserver_url: "http://127.0.0.1:8008",
+        user_id: "@dagbot:example.org",
+        access_token: "fake-token-value",
+        rooms: ["!r:example.org"],
+      };
+      const fromFile = ok(
+        parseConfig({ node_id: "n1", matrix: { ...matrix, recovery_key_file: keyFile } }, { env: {} }),
+      );
+      expect(fromFile.matrix?.recoveryKey).toBe(key);
+      expect(JSON.stringify(redactConfig(fromFile))).not.toContain("qzSK");
+      expect(nodeSecrets(fromFile, {})).toEqual(expect.arrayContaining([key, key.replace(/ /g, "")]));
+      const fromEnvFile = ok(
+        parseConfig({ node_id: "n1", matrix }, { env: { DAGBOT_RECOVERY_KEY_FILE: keyFile } }),
+      );
+      expect(fromEnvFile.matrix?.recoveryKey).toBe(key);
+      expect(ok(parseConfig({ node_id: "n1", matrix }, { env: {} })).matrix?.recoveryKey).toBeNull();
+      chmodSync(keyFile, 0o644);
+      expect(
+        lines(parseConfig({ node_id: "n1", matrix: { ...matrix, recovery_key_file: keyFile } }, { env: {} })),
+      ).toEqual([
+        `matrix.recovery_key_file: ${keyFile} is readable or writable by group or others (mode 0644); run chmod 600 on it`,
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("redacts a token that came from the environment", () => {

@@ -80,6 +80,8 @@ export interface MatrixIntakeOptions {
    * encrypted rooms are reported through onEncrypted and not read).
    */
   cryptoDir?: (deviceId: string) => string;
+  /** The account's recovery key, with which a node signs its own device (cross-signing.ts). */
+  recoveryKey?: string | null;
   /** An encrypted event in a configured room that could not be decrypted (after its retries). */
   onUndecryptable?: (roomId: string, event: TimelineEvent, reason: string) => void;
   /**
@@ -128,6 +130,8 @@ export class MatrixIntake {
   >();
   /** Encrypted events of configured rooms that this node gave up decrypting (for `!dag nodes`). */
   undecryptable = 0;
+  /** The last of them: when (this node's clock), from whom and why (for /readyz detail and the log). */
+  lastUndecryptable: { at: number; sender: string; reason: string } | null = null;
   private readonly now: () => number;
   private readonly stopping = new AbortController();
   /** This device's id (whoami), for loading its crypto. */
@@ -245,6 +249,7 @@ export class MatrixIntake {
         deviceId: this.deviceId,
         http: this.http,
         logger: this.log,
+        recoveryKey: this.o.recoveryKey ?? null,
       });
       try {
         await crypto.load();
@@ -489,6 +494,7 @@ export class MatrixIntake {
       if (now - p.firstFailedAt < UNDECRYPTABLE_GRACE_MS) continue;
       this.pendingDecryption.delete(eventId);
       this.undecryptable += 1;
+      this.lastUndecryptable = { at: now, sender: String(p.ev.sender), reason: result.reason };
       this.log.warn(
         { room: p.roomId, event: eventId, sender: p.ev.sender, err: result.reason },
         "cannot decrypt an event",

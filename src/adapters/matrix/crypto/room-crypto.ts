@@ -10,14 +10,19 @@
  *   before the sync position moves on, the store is saved.
  * - timeline events of type m.room.encrypted are decrypted (sync and gap backfill alike).
  * - sends to an encrypted room are encrypted (room key shared with the members' devices first).
+ * - after the first sync batch, the device signs itself with the account's self-signing key
+ *   (cross-signing.ts; docs/architecture.md §12), so clients that exclude insecure devices read it.
  * Crypto calls that change state run one at a time (a sync batch, an encryption).
  */
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
+import type { OlmMachine } from "@matrix-org/matrix-sdk-crypto-wasm";
 import { RustSdkCryptoStorageProvider, type MatrixClient } from "matrix-bot-sdk";
 import type { Logger } from "../../../ports/logger.js";
 import type { TimelineEvent } from "../classify.js";
 import { type MatrixHttp } from "../http.js";
+import { signOwnDevice, type DeviceSigning } from "./cross-signing.js";
+import { decryptionReason } from "./decryption-reason.js";
 import { IdbSnapshotFile } from "./idb-snapshot.js";
 import { installWasmCryptoBinding } from "./wasm-binding.js";
 
@@ -36,6 +41,13 @@ const obj = (v: unknown): Json =>
 
 /** The store paths the binding gets from the SDK, mapped to their snapshot files. */
 const snapshots = new Map<string, IdbSnapshotFile>();
+/** The machines the SDK made, by store path: cross-signing goes to them directly. */
+const machines = new Map<string, OlmMachine>();
+const noteMachine = (storePath: string | undefined, machine: OlmMachine): void => {
+  if (storePath !== undefined) machines.set(storePath, machine);
+};
+/** How many sync batches a node tries again to sign its device when the answer may change. */
+const SIGNING_ATTEMPTS = 10;
 
 async function openStore(storePath: string): Promise<string> {
   const snapshot = snapshots.get(storePath);
@@ -50,6 +62,8 @@ export interface RoomCryptoOptions {
   deviceId: string;
   http: MatrixHttp;
   logger: Logger;
+  /** The account's recovery key (matrix.recovery_key_file), to sign this device; null: not configured. */
+  recoveryKey: string | null;
 }
 
 export class RoomCrypto {
@@ -62,6 +76,9 @@ export class RoomCrypto {
   /** Resolves once the client's crypto is prepared (keys uploaded). */
   readonly ready: Promise<void>;
   readonly stats = { decrypted: 0, undecryptable: 0, encrypted: 0 };
+  /** Whether this device is cross-signed by its account (null until the first sync batch). */
+  signing: DeviceSigning | null = null;
+  private signingAttempts = 0;
 
   constructor(private readonly o: RoomCryptoOptions) {
     // Owner-only before anything is written into it (issue 10, finding 3).
@@ -77,7 +94,7 @@ export class RoomCrypto {
    * unreadable, or missing for a device the homeserver already has keys for.
    */
   async load(): Promise<"loaded" | "new device"> {
-    await installWasmCryptoBinding({ openStore });
+    await installWasmCryptoBinding({ openStore, onMachine: noteMachine });
     let loaded: "loaded" | "missing";
     try {
       loaded = await this.snapshot.load();
@@ -129,15 +146,6 @@ export class RoomCrypto {
   /** The crypto part of a sync batch (what matrix-bot-sdk's processSync does), before its timeline. */
   async onSync(raw: Json): Promise<void> {
     const crypto = this.crypto;
-    if (!this.announced) {
-      this.announced = true;
-      // The fingerprint an operator compares when verifying this device by hand.
-      this.o.logger.info(
-        { device: this.o.deviceId, ed25519: crypto.clientDeviceEd25519 },
-        "end-to-end encryption ready",
-      );
-    }
-    this.markReady();
     const toDevice = Array.isArray(obj(raw["to_device"])["events"])
       ? (obj(raw["to_device"])["events"] as [])
       : [];
@@ -156,6 +164,62 @@ export class RoomCrypto {
         strings(lists["left"]),
       ),
     );
+    // After the batch: the crypto has asked for this account's keys by then (its own device, its
+    // cross-signing identity).
+    if (this.signing === null || (!this.signing.signed && this.signing.retry)) await this.sign();
+    if (!this.announced) {
+      this.announced = true;
+      const signed = this.signing?.signed === true;
+      // The fingerprint an operator compares when verifying this device by hand, and whether people's
+      // clients will trust it without that.
+      this.o.logger.info(
+        { device: this.o.deviceId, ed25519: crypto.clientDeviceEd25519, crossSigned: signed },
+        signed
+          ? "end-to-end encryption ready; this device is cross-signed by its account"
+          : "end-to-end encryption ready; this device is NOT cross-signed by its account",
+      );
+    }
+    this.markReady();
+  }
+
+  /** Signs this device with the account's self-signing key if it is not signed (cross-signing.ts). */
+  private async sign(): Promise<void> {
+    const machine = machines.get(this.o.dir);
+    if (machine === undefined || this.signingAttempts >= SIGNING_ATTEMPTS) return;
+    this.signingAttempts += 1;
+    let outcome: DeviceSigning;
+    try {
+      outcome = await this.serial(() =>
+        signOwnDevice({
+          machine,
+          http: this.o.http,
+          userId: this.o.userId,
+          deviceId: this.o.deviceId,
+          recoveryKey: this.o.recoveryKey,
+        }),
+      );
+    } catch (e) {
+      outcome = {
+        signed: false,
+        why: `signing device ${this.o.deviceId} failed: ${e instanceof Error ? e.message : String(e)}`,
+        retry: true,
+      };
+    }
+    const before = this.signing;
+    this.signing = outcome;
+    if (outcome.signed) {
+      if (outcome.justSigned) {
+        this.o.logger.info(
+          { device: this.o.deviceId },
+          "signed this device with the account's self-signing key",
+        );
+      }
+      return;
+    }
+    // Loud once per reason: people whose clients exclude insecure devices cannot use this node.
+    if (before === null || before.signed || before.why !== outcome.why) {
+      this.o.logger.error({ device: this.o.deviceId, err: outcome.why }, "this device is not cross-signed");
+    }
   }
 
   /** Saves the crypto store (skipped when unchanged); before the sync position moves on. */
@@ -175,7 +239,7 @@ export class RoomCrypto {
       return { ok: true, event: { ...clear, content } };
     } catch (e) {
       this.stats.undecryptable += 1;
-      return { ok: false, reason: e instanceof Error ? e.message : String(e) };
+      return { ok: false, reason: decryptionReason(e) };
     }
   }
 

@@ -34,6 +34,8 @@ export interface WasmBindingOptions {
    * the database name to give WASM; undefined keeps the machine in memory.
    */
   openStore?: (storePath: string) => Promise<string | undefined>;
+  /** Told of each machine the SDK makes, by its store path: what the SDK cannot do (cross-signing). */
+  onMachine?: (storePath: string | undefined, machine: wasm.OlmMachine) => void;
 }
 
 /** The request shapes the SDK reads (RustEngine): type, id, body, and for to-device txnId/eventType. */
@@ -96,6 +98,7 @@ export class SdkOlmMachine {
       storeName,
       storeName !== undefined && passphrase !== undefined && passphrase !== "" ? passphrase : undefined,
     );
+    options.onMachine?.(storePath, inner);
     return new SdkOlmMachine(inner);
   }
 
