@@ -10,6 +10,7 @@ import type { Clock } from "../ports/clock.js";
 import type { Logger } from "../ports/logger.js";
 import type {
   ChangeFeed,
+  EventLogStore,
   InboxStore,
   LeaderFence,
   NodeStore,
@@ -38,6 +39,7 @@ export interface StatusCardDeps {
     Pick<OutboxStore, "enqueueOutbox" | "getOutbox"> &
     Pick<InboxStore, "getInboxEvent" | "nextInboxEvent"> &
     Pick<PolicyStore, "getRoomPolicy"> &
+    Pick<EventLogStore, "runEndedBy"> &
     ChangeFeed & { now(): Promise<number> };
   clock: Clock;
   logger: Logger;
@@ -256,7 +258,12 @@ export class CardKeeper {
           return { messages, settled: false };
         const shown = messages.some((m) => m.txnId === showing) ? null : await store.getOutbox(showing);
         if (shown === null || shown.status === "pending") return { messages, settled: false };
-        messages.push(final);
+        // Who canceled or rejected it, read once, when its final message is due.
+        const by =
+          run.status === "canceled" || run.status === "rejected"
+            ? await store.runEndedBy(run.roomId, run.runId)
+            : null;
+        messages.push(by === null ? final : finalMessage(run, tasks, by));
         this.log.info(
           { run: run.runId, dag: run.dagId, status: run.status },
           "run ended: final message queued",

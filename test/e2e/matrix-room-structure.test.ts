@@ -203,6 +203,8 @@ describe("the room's structure, from its history", () => {
     const backupFinal = messages().filter((e) => txnOf(e) === `final.${backup.run.runId}`);
     expect(backupFinal).toHaveLength(1);
     expect(backupFinal[0]!.content["org.dagbot.answers"]).toBeUndefined();
+    // It says who canceled the run, which never started.
+    expect(bodyOf(backupFinal[0]!)).toMatch(/^🚫 `backup` canceled by @bob:localhost — 0\/3 succeeded/);
   });
 
   it("after each run ends, its thread summary (the thread's latest event) says how it ended", async () => {
@@ -227,6 +229,13 @@ describe("the room's structure, from its history", () => {
       expect(latest?.event_id).toBe(inThread.at(-1)?.event_id);
       expect([p.dagId, bodyOf(latest!)]).toEqual([p.dagId, expect.stringMatching(words[p.dagId]!)]);
       expect(bodyOf(latest!)).not.toMatch(/running|awaiting|awaits/);
+      // Outcome first: what a cut summary, a threads list or a notification keeps is how it ended,
+      // never a mention; the publisher is reached through m.mentions.
+      expect(bodyOf(latest!)).toMatch(/^(✅|❌|🚫|✋) /);
+      if (p.dagId !== "cleanup") {
+        expect(bodyOf(latest!)).toMatch(new RegExp(`^\\S+ \`${p.dagId}\` `));
+        expect(latest!.content["m.mentions"]).toEqual({ user_ids: [p.run.publisher] });
+      }
       // Its own final message, or (❌ on the card) the answer that ended it, sent as the final message.
       expect(txnOf(latest!)).toBe(`final.${p.run.runId}`);
     }

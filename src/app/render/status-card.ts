@@ -242,6 +242,7 @@ export function renderTaskLine(task: TaskLine, at: number): Rendered {
   if (task.decided !== undefined) parts.push(text(task.decided));
   else if (task.status !== "succeeded") {
     for (const words of exitWords(task.exitCode, task.error)) parts.push(text(words));
+    if (task.lastLine !== undefined) parts.push(text(task.lastLine));
   }
   return r`${TASK_EMOJI[task.status]} ${code(task.taskId)} — ${join(parts, " · ")}`;
 }
