@@ -195,12 +195,31 @@ describe("card lines without noise", () => {
     const card = renderStatusCard(run({ status: "succeeded" }), four, T0).body;
     expect(card).toContain("✅ 4 succeeded: `fetch`, `build`, `test`, `deploy`");
     expect(card).not.toContain("and 1 more");
+    // While the run goes on, a line names what fits one short line and counts the rest.
     const many = Array.from({ length: 40 }, (_, i) => task(`step_${i}`, "succeeded"));
-    const folded = renderStatusCard(run({ status: "succeeded" }), many, T0).body.split("\n");
+    const folded = renderStatusCard(run({ status: "running" }), many, T0).body.split("\n");
     const succeeded = folded.find((l) => l.startsWith("✅ 40 succeeded: ")) ?? "";
     const named = [...succeeded.matchAll(/`step_\d+`/g)].length;
     expect(named).toBeGreaterThan(1);
     expect(succeeded).toMatch(new RegExp(` and ${40 - named} more$`));
+  });
+
+  it("an ended run's card names every task it lists: no name hides behind 'and N more'", () => {
+    const tasks = [
+      ...["build", "migrate_database_schema", "package", "publish_artifacts"].map((id) =>
+        task(id, "succeeded"),
+      ),
+      task("rollout", "failed", exit(1)),
+      ...["smoke_test_eu_west", "smoke_test_us_east", "notify_release_channel"].map((id) =>
+        task(id, "skipped"),
+      ),
+    ];
+    const card = renderStatusCard(run({ status: "failed" }), tasks, T0).body;
+    expect(card).not.toMatch(/and \d+ more/);
+    for (const t of tasks) expect(card).toContain(`\`${t.taskId}\``);
+    expect(card).toContain(
+      "⏭️ 3 skipped: `smoke_test_eu_west`, `smoke_test_us_east`, `notify_release_channel`",
+    );
   });
 });
 
