@@ -48,6 +48,8 @@ export interface StatusCardDeps {
    * gate's message mentions; absent (no Matrix) or failing, the message names them in words.
    */
   members?: (roomId: string, level: number) => Promise<string[]>;
+  /** The fleet's bot accounts: never named as a gate's approvers, whatever power they hold. */
+  bots?: ReadonlySet<string>;
 }
 
 export interface StatusCardOptions {
@@ -168,8 +170,10 @@ export class CardKeeper {
     }
     const ownersMay = spec.publisherMayApprove && policy?.twoPersonRule !== true;
     const owners = new Set([run.publisher, ...(run.confirmedBy === null ? [] : [run.confirmedBy])]);
+    // The fleet's own accounts may hold operator power, but a bot never approves its own gates.
+    const bots = this.deps.bots ?? new Set<string>();
     return [...new Set(people)]
-      .filter((u) => isMatrixUserId(u) && (ownersMay || !owners.has(u)))
+      .filter((u) => isMatrixUserId(u) && !bots.has(u) && (ownersMay || !owners.has(u)))
       .sort()
       .slice(0, 50);
   }
