@@ -375,6 +375,12 @@ export async function replyToInboxEvent(deps: InboxDeps, fence: LeaderFence, eve
   const outcome = (await readOutcome(deps, row)) ?? { kind: "ignored", why: "not handled" };
   const messages: OutboxMessageInput[] = [];
   const placement = placementOf(row, intent, outcome);
+  if (intent.kind === "reaction" && answeredOnGateMessage(outcome)) {
+    // A ✅ / ❌ on a gate's message is answered by that message's edit (status-cards.ts): who
+    // approved so far, or the decision. A reply beside it would announce it twice.
+    await deps.store.markInboxReplied(fence, eventId, []);
+    return;
+  }
   if (outcome.kind === "graph") {
     // The picture is drawn and uploaded when the outbox sends it (app/pictures.ts): the answer itself
     // where it was asked in the run's thread, else in the thread with a short answer here.
@@ -404,6 +410,17 @@ export async function replyToInboxEvent(deps: InboxDeps, fence: LeaderFence, eve
       messages.push(cardMessage(run, await deps.store.listTasks(run.runId), await deps.store.now()));
   }
   await deps.store.markInboxReplied(fence, eventId, messages);
+}
+
+/** A gate outcome that the gate message's own edit shows: an approval counted, a decision. */
+function answeredOnGateMessage(outcome: Outcome): boolean {
+  return (
+    outcome.kind === "gate" &&
+    (outcome.result === "recorded" ||
+      outcome.result === "approved" ||
+      outcome.result === "denied" ||
+      outcome.result === "already")
+  );
 }
 
 /**
