@@ -193,7 +193,9 @@ describe("the room's structure, from its history", () => {
     );
     const picture = messages().filter((e) => txnOf(e) === `picture.${graph.id}`);
     expect(picture).toHaveLength(1);
-    expect(picture[0]!.content["msgtype"]).toBe("m.image");
+    // A notice showing the upload inline: it notifies no bystander, as an m.image would.
+    expect(picture[0]!.content["msgtype"]).toBe("m.notice");
+    expect(String(picture[0]!.content["url"])).toMatch(/^mxc:/);
     expect(threadOf(picture[0]!)).toBe(published[0]!.publishId);
     // `!dag cancel` of a run awaiting confirmation: one bot message anywhere says it was canceled by
     // the command (its answer); the run's thread ends with its final message, which answers nothing.
@@ -352,7 +354,7 @@ function transcript(events: readonly MatrixEvent[]): string {
   const name = (e: MatrixEvent) => e.sender.replace(/^@/, "").replace(/:.*$/, "");
   const text = (e: MatrixEvent) => {
     const body = bodyOf(e);
-    if (e.content["msgtype"] === "m.image") return `[picture] ${body}`;
+    if (typeof e.content["url"] === "string") return `[picture] ${body}`;
     const id = /^!dag publish\n```json\n\{\n {2}"id": "([^"]+)"/.exec(body)?.[1];
     if (id !== undefined) return `!dag publish + a \`\`\`json block (the DAG \`${id}\`, its 3 tasks)`;
     return body;
