@@ -122,7 +122,7 @@ export function gateOpenMessage(
   inputs: Readonly<Record<string, string>> = {},
 ): OutboxMessageInput {
   const rendered = gateOpenWords(run, gate, after, approvers, inputs);
-  const placement = runThreadPlacement(run) ?? { kind: "room" as const };
+  const placement = runThreadPlacement(run);
   return {
     txnId: gateTxnId(run.runId, gate.taskId),
     roomId: run.roomId,

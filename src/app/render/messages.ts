@@ -43,7 +43,7 @@ import { cardEditFallback, renderRunView, renderWords, runView, showsPaused } fr
 import { RUN_EMOJI, RUN_WORD } from "./words.js";
 
 export type { Placement } from "./notice.js";
-export { FALLBACK_TXN_KEY, HTML_FORMAT, noticeContent, relatesTo } from "./notice.js";
+export { FALLBACK_TXN_KEY, HTML_FORMAT, noticeContent, relatesTo, THREAD_ROOT_TXN_KEY } from "./notice.js";
 
 export const MESSAGE_EVENT_TYPE = "m.room.message";
 /** Custom content key that names the run a card shows, for clients, tests and debugging. */
@@ -125,12 +125,14 @@ function cardPlacement(run: RunRecord): Placement {
 }
 
 /**
- * A later bot message of a run's thread that answers no command there (the final message, a picture
- * asked for in the main timeline): clients without threads show it as a reply to the card.
+ * A later bot message of a run's thread that answers no command there (the final message, a gate's
+ * message, a picture asked for in the main timeline): clients without threads show it as a reply
+ * to the card.
  */
-export function runThreadPlacement(run: { runId: string; publishEventId: string | null }): Placement | null {
+export function runThreadPlacement(run: { runId: string; publishEventId: string | null }): Placement {
+  // A run without a publish message (webhook, schedule, `after`, CLI, HTTP): its card is the root.
   return run.publishEventId === null
-    ? null
+    ? { kind: "card-thread", cardTxn: cardTxnId(run.runId) }
     : { kind: "thread", root: run.publishEventId, fallbackTxn: cardTxnId(run.runId) };
 }
 
@@ -258,7 +260,7 @@ export function finalMessage(
   const mentions = reach ? { msgtype: "m.text", "m.mentions": { user_ids: [run.publisher] } } : {};
   const withPill = reach ? r`${rendered} cc ${userPill(run.publisher)}` : rendered;
   // The thread's last word: its summary under the publish then says how the run ended (§4 step 5).
-  const placement: Placement = runThreadPlacement(run) ?? { kind: "room" };
+  const placement: Placement = runThreadPlacement(run);
   return {
     txnId: finalTxnId(run.runId),
     roomId: run.roomId,

@@ -15,6 +15,7 @@ import {
   relatesTo,
   replyTxnId,
   runThreadPlacement,
+  THREAD_ROOT_TXN_KEY,
 } from "./messages.js";
 import { code, escapeHtml, r } from "./html.js";
 import { HTML_FORMAT } from "./notice.js";
@@ -30,8 +31,8 @@ export interface PictureRequest {
 }
 
 /**
- * Where a picture goes and whether it is the command's answer. Asked in the run's thread (or of a run
- * without a thread), the picture itself answers the command there. Asked elsewhere, it goes into the
+ * Where a picture goes and whether it is the command's answer. Asked in the run's thread, the picture
+ * itself answers the command there. Asked elsewhere, it goes into the
  * run's thread (clients without threads see it as a reply to the card) and the command gets a short
  * answer where it was typed, pointing to it (`pointer`).
  */
@@ -40,10 +41,9 @@ export function picturePlacement(
   commandEventId: string,
   asked: Placement,
 ): { placement: Placement; pointer: boolean } {
-  if (run.publishEventId === null) return { placement: asked, pointer: false };
   if (asked.kind === "thread" && asked.root === run.publishEventId)
     return { placement: { kind: "thread", root: run.publishEventId, to: commandEventId }, pointer: false };
-  return { placement: runThreadPlacement(run) ?? asked, pointer: true };
+  return { placement: runThreadPlacement(run), pointer: true };
 }
 
 /** `reply.<event id>` when the picture is the answer, `picture.<event id>` when a pointer answers. */
@@ -60,7 +60,9 @@ export function pictureRequestMessage(
   const fallback =
     placement.kind === "thread" && placement.to === undefined && placement.fallbackTxn != null
       ? { [FALLBACK_TXN_KEY]: placement.fallbackTxn }
-      : {};
+      : placement.kind === "card-thread"
+        ? { [THREAD_ROOT_TXN_KEY]: placement.cardTxn, [FALLBACK_TXN_KEY]: placement.cardTxn }
+        : {};
   return {
     txnId: pointer ? pictureTxnId(commandEventId) : replyTxnId(commandEventId),
     roomId,
