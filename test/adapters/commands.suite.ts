@@ -808,11 +808,13 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         // Help is a few lines by what people do, each operator's verb marked, saying the sender is
         // not one (it listed only her verbs, one line each, before issue 29).
         const help = await ask(r, LOW, "!dag help");
+        // Its first line is a title: what a preview or a reply's quote shows.
         expect(help.split("\n")).toEqual([
-          "🔒 needs an operator (power level 50 or a place on the allowlist; you are not one).",
+          "dagbot commands",
           "Run DAGs: `publish` 🔒, `run` 🔒, `confirm` 🔒, `reject` 🔒, `cancel` 🔒, `approve`, `deny`, `retry` 🔒",
           "Follow runs: `status`, `list`, `logs` 🔒, `graph`, `nodes`",
           "Schedules and the room: `schedules`, `schedule` 🔒, `triggers`, `cap` 🔒, `policy` 🔒",
+          "🔒 needs an operator (power level 50 or a place on the allowlist; you are not one).",
           "`!dag help <command>` explains one, e.g. `!dag help publish`.",
         ]);
         expect(await ask(r, OP, "!dag help")).toContain("you are one)");
