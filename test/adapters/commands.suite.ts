@@ -796,8 +796,9 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(status).toContain("⏳ `seen` — awaiting confirmation");
         expect(status).toContain("`a` — waiting");
         expect(status).toContain("or react ✅ on its status card");
-        expect(await ask(r, LOW, "!dag status")).toContain(
-          "1 active run:\n⏳ `seen` — awaiting confirmation",
+        // A reply is not edited: it says when it was true.
+        expect(await ask(r, LOW, "!dag status")).toMatch(
+          /^1 active run as of \d\d:\d\d:\d\d UTC:\n⏳ `seen` — awaiting confirmation/,
         );
         expect(await ask(r, LOW, "!dag list")).toContain(
           "`seen` — awaiting confirmation · ▱▱▱▱▱▱▱▱▱▱ 0/3 succeeded · 3 waiting",
