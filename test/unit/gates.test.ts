@@ -294,7 +294,10 @@ describe("a gate's message in chat", () => {
     const open = openGateState(opened, { ...SPEC, timeoutMs: 60_000 });
     expect(gateDecidedMessage(run, task(open))).toBeNull();
     expect(gateProgressMessage(run, task(open), [], ["@a:x", "@b:x"])).toBeNull();
-    const one = { ...open, approvals: [{ by: "@a:x", face: "chat" as const, at: opened + 1_000, values: {} }] };
+    const one = {
+      ...open,
+      approvals: [{ by: "@a:x", face: "chat" as const, at: opened + 1_000, values: {} }],
+    };
     const progress = gateProgressMessage(run, task(one), [], ["@a:x", "@b:x"])!;
     expect(progress.txnId).toBe("gate.r-1.ok.a1");
     expect(progress.replacesTxnId).toBe("gate.r-1.ok");
