@@ -1426,6 +1426,32 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(await ask(r, OP, "!dag policy")).toContain("hook_auto_confirm: tags");
         await deliver(hook, { verb: "run", id: "chain", params: [], hook: origin("d-2") });
         expect((await store.getRun(r.roomId, "chain.3"))?.status).toBe("running");
+
+        // A delivery's command is no Matrix event (`hook:<id>:<delivery>`): the run it started has no
+        // publish message, so its card is its thread's root and the answer goes under the card.
+        const deliveryId = "hook:tags:d-9";
+        await store.insertInboxEvent({
+          eventId: deliveryId,
+          roomId: r.roomId,
+          sender: hook,
+          originServerTs: Date.now(),
+          content: {
+            msgtype: "m.text",
+            "dagbot.command": { verb: "run", id: "chain", params: [], hook: origin("d-9") },
+          },
+          seenBy: "test",
+        });
+        while ((await processNextInboxEvent(wired, r.fence)) === "processed");
+        const hookRun = (await store.getRun(r.roomId, "chain.4"))!;
+        expect(hookRun.publishEventId).toBeNull();
+        const hookCard = (await store.getOutbox(`card.${hookRun.runId}`))!;
+        const hookAnswer = (await store.getOutbox(`reply.${deliveryId}`))!;
+        expect(hookCard.content["m.relates_to"]).toBeUndefined();
+        expect(hookAnswer.content["m.relates_to"]).toEqual({ rel_type: "m.thread" });
+        expect(hookAnswer.content["org.dagbot.thread_root_txn"]).toBe(`card.${hookRun.runId}`);
+        expect(hookAnswer.content["body"]).toBe("📥 New run of chain: `chain.4` (3 tasks); it started.");
+        // The card goes first: its event id is the answer's thread root.
+        expect(hookCard.seq).toBeLessThan(hookAnswer.seq);
         // Another hook is not covered by this one's line.
         await deliver("hook:other", {
           verb: "run",
@@ -1433,7 +1459,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
           params: [],
           hook: { id: "other", delivery: "x" },
         });
-        expect((await store.getRun(r.roomId, "chain.4"))?.status).toBe("pending");
+        expect((await store.getRun(r.roomId, "chain.5"))?.status).toBe("pending");
 
         const before = (await store.listRuns(r.roomId, { limit: 100 })).length;
         expect(await deliver(hook, { verb: "cap", n: 0 })).toContain("webhook tags may only start runs");
