@@ -28,6 +28,7 @@ import type {
   ChangeFeed,
   DefinitionRecord,
   LeaderFence,
+  OutboxStore,
   RunRecord,
   RunStore,
 } from "../ports/store.js";
@@ -42,7 +43,7 @@ export const AFTER_IDLE_MS = 10_000;
 const RUNS_PER_ROUND = 50;
 
 /** What the loop reads and writes: the triggers, and an upstream run's tasks for their published outputs. */
-export type TriggerStore = AfterStore & Pick<RunStore, "listTasks">;
+export type TriggerStore = AfterStore & Pick<RunStore, "listTasks"> & Pick<OutboxStore, "enqueueOutbox">;
 
 /** The values an upstream run's tasks published (task → name → value), read once a firing needs them. */
 export async function upstreamOutputs(
@@ -161,6 +162,12 @@ export async function runAfterLoop(
     const outputs = matches && mapsOutputs ? await upstreamOutputs(deps.store, upstream) : null;
     const input = afterFiring(def, upstream, outputs, refusal);
     const result = await deps.store.recordAfterFiring(fence, input);
+    // A skip is said once, in the upstream run's thread (insert-or-ignore by its txnId). It is queued
+    // after the firing's own transaction: a leader killed between the two leaves it unsaid.
+    if (result.kind === "skipped" && input.reason !== null) {
+      const notice = deps.authority?.afterSkippedNotice?.(def, upstream, input.reason) ?? null;
+      if (notice !== null) await deps.store.enqueueOutbox(fence, [notice]);
+    }
     log.info(
       {
         dag: def.dagId,

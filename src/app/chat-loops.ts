@@ -28,6 +28,8 @@ export interface ChatLoopsDeps {
   observer?: EngineObserver;
   /** The room's members at or above a power level: whom a gate's message mentions. */
   members?: (roomId: string, level: number) => Promise<string[]>;
+  /** The fleet's bot accounts: never named as a gate's approvers. */
+  bots?: ReadonlySet<string>;
 }
 
 export interface ChatLoops {
@@ -101,7 +103,11 @@ export function createChatLoops(deps: ChatLoopsDeps): ChatLoops {
     else
       loops.push(
         runStatusCardLoop(
-          deps.members === undefined ? roomDeps : { ...roomDeps, members: deps.members },
+          {
+            ...roomDeps,
+            ...(deps.members === undefined ? {} : { members: deps.members }),
+            ...(deps.bots === undefined ? {} : { bots: deps.bots }),
+          },
           fence,
           abort.signal,
           deps.cards,

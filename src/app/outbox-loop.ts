@@ -17,7 +17,7 @@ import { isChatSendError } from "../ports/chat.js";
 import { isConflict } from "../ports/errors.js";
 import type { PictureEvent, PictureMaker } from "./pictures.js";
 import { PICTURE_REQUEST_TYPE, pictureFailureContent, readPictureRequest } from "./render/pictures.js";
-import { FALLBACK_TXN_KEY } from "./render/notice.js";
+import { FALLBACK_TXN_KEY, THREAD_ROOT_TXN_KEY } from "./render/notice.js";
 import { Waker, wakeOnChange } from "./wake.js";
 import { CHAT_PASS_BACKOFF, backoffMs } from "../domain/backoff.js";
 
@@ -254,10 +254,14 @@ async function sendPicture(
   }
 }
 
-/** The picture request's fallback target, carried over to the m.image (or its failure notice). */
+/** The picture request's thread root and fallback target, carried over to the picture (or its failure notice). */
 function fallbackOf(content: Record<string, unknown>): Record<string, unknown> {
-  const txn = content[FALLBACK_TXN_KEY];
-  return typeof txn === "string" ? { [FALLBACK_TXN_KEY]: txn } : {};
+  const out: Record<string, unknown> = {};
+  for (const key of [THREAD_ROOT_TXN_KEY, FALLBACK_TXN_KEY]) {
+    const txn = content[key];
+    if (typeof txn === "string") out[key] = txn;
+  }
+  return out;
 }
 
 /**
@@ -268,8 +272,10 @@ function fallbackOf(content: Record<string, unknown>): Record<string, unknown> {
  */
 async function withFallback(
   deps: OutboxLoopDeps,
-  content: Record<string, unknown>,
+  withRoot: Record<string, unknown>,
 ): Promise<Record<string, unknown> | null> {
+  const content = await withThreadRoot(deps, withRoot);
+  if (content === null) return null;
   const txn = content[FALLBACK_TXN_KEY];
   if (txn === undefined) return content;
   const { [FALLBACK_TXN_KEY]: _, ...rest } = content;
@@ -299,4 +305,27 @@ function withMentions(eventType: string, content: Record<string, unknown>): Reco
   if (inner !== null && typeof inner === "object" && !("m.mentions" in inner))
     return { ...out, "m.new_content": { ...inner, "m.mentions": {} } };
   return out;
+}
+
+/**
+ * A message in the thread of a card (render/notice.ts THREAD_ROOT_TXN_KEY: a run without a publish
+ * message, whose card is its thread's root) gets the card's event id as its thread root. Null while
+ * the card is still pending (it is older, so it goes first); a card that was never sent leaves the
+ * message in the main timeline, without the thread relation.
+ */
+async function withThreadRoot(
+  deps: OutboxLoopDeps,
+  content: Record<string, unknown>,
+): Promise<Record<string, unknown> | null> {
+  const txn = content[THREAD_ROOT_TXN_KEY];
+  if (txn === undefined) return content;
+  const { [THREAD_ROOT_TXN_KEY]: _, ...rest } = content;
+  const root = typeof txn === "string" ? await deps.store.getOutbox(txn) : null;
+  if (root?.status === "pending") return null;
+  const relation = rest["m.relates_to"];
+  if (root?.sentEventId == null || relation === null || typeof relation !== "object") {
+    const { "m.relates_to": _relation, [FALLBACK_TXN_KEY]: _fallback, ...plain } = rest;
+    return plain;
+  }
+  return { ...rest, "m.relates_to": { ...relation, event_id: root.sentEventId } };
 }

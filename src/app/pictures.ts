@@ -19,6 +19,8 @@ import type { WaitReason } from "../domain/wait-reasons.js";
 import { waitText } from "../domain/wait-reasons.js";
 import type { UploadedPicture } from "./render/pictures.js";
 import { PictureCache } from "./picture-budget.js";
+import { isTerminalRun } from "../domain/run-states.js";
+import { finalWords } from "./render/messages.js";
 
 /** Encrypted rooms get an encrypted upload (the key travels in the encrypted m.image event). */
 export interface MediaCrypto {
@@ -128,7 +130,18 @@ async function draw(
       height: picture.height,
       size: picture.data.byteLength,
       filename,
-      caption: `${graph.title} — ${graph.counts}`,
+      ...captionOf(run, tasks, `${graph.title} — ${graph.counts}`),
     },
   };
+}
+
+/** An ended run's picture says how it ended, as its final message does; a live one, its title and counts. */
+function captionOf(
+  run: RunRecord,
+  tasks: readonly TaskRecord[],
+  live: string,
+): { caption: string; captionHtml?: string } {
+  if (!isTerminalRun(run.status)) return { caption: live };
+  const words = finalWords(run, tasks);
+  return { caption: words.body, captionHtml: words.html };
 }

@@ -5,12 +5,13 @@
  * (power level, allowlist) and their standing from the same permission oracle the commands use.
  */
 import type { PermissionOracle } from "../ports/permissions.js";
-import type { DefinitionRecord, OutboxMessageInput, PolicyStore } from "../ports/store.js";
+import type { DefinitionRecord, OutboxMessageInput, PolicyStore, RunRecord } from "../ports/store.js";
 import type { CommandPolicy } from "./commands/context.js";
 import { withRoomPolicy } from "./commands/context.js";
 import { isOperator } from "./commands/permissions.js";
 import { code, r, userPill } from "./render/html.js";
-import { MESSAGE_EVENT_TYPE, noticeContent } from "./render/messages.js";
+import { MESSAGE_EVENT_TYPE, noticeContent, runThreadPlacement } from "./render/messages.js";
+import { RUN_EMOJI, RUN_WORD } from "./render/words.js";
 import type { ScheduleAuthority } from "./schedules.js";
 
 export interface AuthorityDeps {
@@ -48,6 +49,28 @@ export function scheduleAuthority(deps: AuthorityDeps): ScheduleAuthority {
       return null;
     },
     notice: (def, reason, slot) => (deps.queueMessages ? pausedNotice(def, reason, slot) : null),
+    afterSkippedNotice: (def, upstream, reason) =>
+      deps.queueMessages ? afterSkippedNotice(def, upstream, reason) : null,
+  };
+}
+
+/** The txnId of the one message that says `dagId` did not start after the upstream run. */
+export const afterSkippedTxnId = (dagId: string, upstreamRunId: string): string =>
+  `after.skipped.${dagId}.${upstreamRunId}`;
+
+/**
+ * Said once, in the upstream run's thread, after its end: outcome first (it may be the thread's last
+ * event, which its summary shows), then which DAG did not start after it and why.
+ */
+function afterSkippedNotice(def: DefinitionRecord, upstream: RunRecord, reason: string): OutboxMessageInput {
+  const rendered = r`${RUN_EMOJI[upstream.status]} ${code(upstream.dagId)} ${RUN_WORD[upstream.status]} · ⏭️ ${code(
+    def.dagId,
+  )} (after ${code(def.dag.after?.dag ?? upstream.dagId)}) did not start: ${reason}.`;
+  return {
+    txnId: afterSkippedTxnId(def.dagId, upstream.runId),
+    roomId: def.roomId,
+    eventType: MESSAGE_EVENT_TYPE,
+    content: noticeContent(rendered, runThreadPlacement(upstream)),
   };
 }
 

@@ -28,6 +28,7 @@ import type {
   DefinitionStore,
   LeaderFence,
   OutboxMessageInput,
+  RunRecord,
   RunStore,
   SkippedSlots,
 } from "../ports/store.js";
@@ -52,6 +53,11 @@ export interface ScheduleAuthority {
   refusal(def: DefinitionRecord): Promise<string | null>;
   /** The room message that says the schedule paused itself; null where nothing sends the room's messages. */
   notice(def: DefinitionRecord, reason: string, slot: number): OutboxMessageInput | null;
+  /**
+   * The message, in the upstream run's thread, that a definition declared `after` it did not start
+   * and why; null (or absent) where nothing sends the room's messages.
+   */
+  afterSkippedNotice?(def: DefinitionRecord, upstream: RunRecord, reason: string): OutboxMessageInput | null;
 }
 
 /** The user a schedule's automatic changes are recorded under. */

@@ -10,6 +10,7 @@ import type { Clock } from "../ports/clock.js";
 import type { Logger } from "../ports/logger.js";
 import type {
   ChangeFeed,
+  EventLogStore,
   InboxStore,
   LeaderFence,
   NodeStore,
@@ -23,7 +24,12 @@ import type {
 } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
 import { cardEditMessage, cardMessage, cardTxnId, cardVersion, finalMessage } from "./render/messages.js";
-import { gateDecidedMessage, gateOpenMessage, gateTxnId } from "./render/gate-messages.js";
+import {
+  gateDecidedMessage,
+  gateOpenMessage,
+  gateProgressMessage,
+  gateTxnId,
+} from "./render/gate-messages.js";
 import type { GateSpec, GateState } from "../domain/gates.js";
 import { isMatrixUserId } from "./render/html.js";
 import { Waker, wakeOnChange } from "./wake.js";
@@ -38,6 +44,7 @@ export interface StatusCardDeps {
     Pick<OutboxStore, "enqueueOutbox" | "getOutbox"> &
     Pick<InboxStore, "getInboxEvent" | "nextInboxEvent"> &
     Pick<PolicyStore, "getRoomPolicy"> &
+    Pick<EventLogStore, "runEndedBy"> &
     ChangeFeed & { now(): Promise<number> };
   clock: Clock;
   logger: Logger;
@@ -46,6 +53,8 @@ export interface StatusCardDeps {
    * gate's message mentions; absent (no Matrix) or failing, the message names them in words.
    */
   members?: (roomId: string, level: number) => Promise<string[]>;
+  /** The fleet's bot accounts: never named as a gate's approvers, whatever power they hold. */
+  bots?: ReadonlySet<string>;
 }
 
 export interface StatusCardOptions {
@@ -122,8 +131,9 @@ export class CardKeeper {
   ) {}
 
   /**
-   * Each opened gate's message (once: insert-or-ignore by its txnId) and, once it is decided or timed
-   * out, that message's edit. Only gates whose message is not queued yet cost a read.
+   * Each opened gate's message (once: insert-or-ignore by its txnId), its edit after each approval
+   * that did not pass it, and its edit once it is decided or timed out. Only gates whose state moved
+   * since this leader looked cost a read.
    */
   private async gateMessages(run: RunRecord, tasks: readonly TaskRecord[]): Promise<OutboxMessageInput[]> {
     const { store } = this.deps;
@@ -131,15 +141,20 @@ export class CardKeeper {
     for (const t of tasks) {
       if (t.gate === null || t.gateState === null) continue;
       const gate = t as TaskRecord & { gate: GateSpec; gateState: GateState };
-      const key = `${run.runId}\u0000${t.taskId}\u0000${gate.gateState.decision === null ? "open" : "decided"}`;
+      const state = gate.gateState;
+      const phase = state.decision === null ? `open.${state.approvals.length}` : "decided";
+      const key = `${run.runId}\u0000${t.taskId}\u0000${phase}`;
       if (this.gatesDone.has(key)) continue;
       const txn = gateTxnId(run.runId, t.taskId);
+      const after = tasks.filter((d) => d.needs.includes(t.taskId)).map((d) => d.taskId);
+      const inputs = inputsOf(gate, tasks);
       const opened = await store.getOutbox(txn);
-      if (opened === null) {
-        // A gate decided before its message went out still gets one, edited at once after it.
-        const after = tasks.filter((d) => d.needs.includes(t.taskId)).map((d) => d.taskId);
-        out.push(gateOpenMessage(run, gate, after, await this.approversOf(run, gate.gate)));
-      }
+      const approvers =
+        opened === null || state.decision === null ? await this.approversOf(run, gate.gate) : [];
+      // A gate decided before its message went out still gets one, edited at once after it.
+      if (opened === null) out.push(gateOpenMessage(run, gate, after, approvers, inputs));
+      const progress = gateProgressMessage(run, gate, after, approvers, inputs);
+      if (progress !== null && (await store.getOutbox(progress.txnId)) === null) out.push(progress);
       const decided = gateDecidedMessage(run, gate);
       if (decided !== null && (await store.getOutbox(decided.txnId)) === null) out.push(decided);
       this.gatesDone.add(key);
@@ -166,8 +181,10 @@ export class CardKeeper {
     }
     const ownersMay = spec.publisherMayApprove && policy?.twoPersonRule !== true;
     const owners = new Set([run.publisher, ...(run.confirmedBy === null ? [] : [run.confirmedBy])]);
+    // The fleet's own accounts may hold operator power, but a bot never approves its own gates.
+    const bots = this.deps.bots ?? new Set<string>();
     return [...new Set(people)]
-      .filter((u) => isMatrixUserId(u) && (ownersMay || !owners.has(u)))
+      .filter((u) => isMatrixUserId(u) && !bots.has(u) && (ownersMay || !owners.has(u)))
       .sort()
       .slice(0, 50);
   }
@@ -256,7 +273,12 @@ export class CardKeeper {
           return { messages, settled: false };
         const shown = messages.some((m) => m.txnId === showing) ? null : await store.getOutbox(showing);
         if (shown === null || shown.status === "pending") return { messages, settled: false };
-        messages.push(final);
+        // Who canceled or rejected it, read once, when its final message is due.
+        const by =
+          run.status === "canceled" || run.status === "rejected"
+            ? await store.runEndedBy(run.roomId, run.runId)
+            : null;
+        messages.push(by === null ? final : finalMessage(run, tasks, by));
         this.log.info(
           { run: run.runId, dag: run.dagId, status: run.status },
           "run ended: final message queued",
@@ -266,4 +288,20 @@ export class CardKeeper {
     this.shown.set(run.runId, version);
     return { messages, settled: ended };
   }
+}
+
+/**
+ * What a gate's approvers approve, as far as it is known when it opens: the values its needs
+ * published (`version=2.7.0`), each named by itself, or `task.name` where two needs publish one name.
+ */
+export function inputsOf(gate: TaskRecord, tasks: readonly TaskRecord[]): Record<string, string> {
+  const needs = tasks.filter((t) => gate.needs.includes(t.taskId) && t.outputValues !== null);
+  const count = new Map<string, number>();
+  for (const t of needs)
+    for (const k of Object.keys(t.outputValues ?? {})) count.set(k, (count.get(k) ?? 0) + 1);
+  const out: Record<string, string> = {};
+  for (const t of needs)
+    for (const [k, v] of Object.entries(t.outputValues ?? {}))
+      out[(count.get(k) ?? 0) > 1 ? `${t.taskId}.${k}` : k] = v;
+  return out;
 }

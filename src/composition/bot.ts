@@ -118,6 +118,7 @@ export async function runStart(options: StartOptions): Promise<number> {
     isEncrypted: (roomId) => !matrix.encryption && (intake?.isEncrypted(roomId) ?? false),
     cards: { nodeLiveWithinMs: config.retention.nodeGoneAfterMs },
     members: (roomId, level) => oracle.membersAtLevel(roomId, level),
+    bots: fleet,
     pictures: createPictureMaker({
       store,
       nodeLiveWithinMs: config.retention.nodeGoneAfterMs,

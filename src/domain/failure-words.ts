@@ -15,6 +15,8 @@ export interface EndedTask {
   status: TaskStatus;
   exitCode: number | null;
   error: string | null;
+  /** The last line its action printed (domain/last-line.ts), when known. */
+  lastLine?: string | null;
 }
 
 /** Characters of a recorded error shown in a sentence; the rest is in `!dag logs`. */
@@ -80,6 +82,61 @@ export function failureWords(tasks: readonly EndedTask[]): WaitWord[] {
   if (skipped.length > 0) {
     if (words.length > 0) words.push("; ");
     const fitted = fitList(skipped, skipped.length, (t) => t.taskId.length + 2, SKIPPED_LINE_CHARS);
+    fitted.shown.forEach((t, i) => {
+      if (i > 0) words.push(", ");
+      words.push({ code: t.taskId });
+    });
+    words.push(`${fitted.more > 0 ? ` and ${fitted.more} more` : ""} skipped`);
+  }
+  return words;
+}
+
+/** Characters of a failed run's headline: its failures with their last lines, then what they skipped. */
+const HEADLINE_FAILED_CHARS = 280;
+const HEADLINE_SKIPPED_CHARS = 120;
+
+/**
+ * Why a failed task failed, without the word "failed" the run's own status already says: `exit 1,
+ * ERROR: relation "orders" does not exist`, `timed out after 5s`, `its node was lost`.
+ */
+export function whyWords(task: EndedTask): string {
+  const error = task.error === null ? null : (REASON_WORDS[task.error] ?? oneLine(task.error));
+  let why: string[];
+  if (task.status !== "failed") why = [endedWords(task)];
+  else if (task.exitCode === 0 && error !== null) why = [error];
+  else why = exitWords(task.exitCode, error);
+  const last = task.lastLine ?? null;
+  if (last !== null && !why.some((w) => w.includes(last))) why.push(last);
+  return why.length === 0 ? "failed" : why.join(", ");
+}
+
+/**
+ * The headline of a failed run, outcome first (what a thread summary or a notification keeps when it
+ * cuts the line): each failed task and why, with the last line it printed, then the tasks its failure
+ * skipped — `migrate`: exit 1, ERROR: relation "orders" does not exist · `deploy`, `smoke_test`
+ * skipped. Each list is bounded and says how many it does not name.
+ */
+export function failureHeadWords(tasks: readonly EndedTask[]): WaitWord[] {
+  const failed = tasks.filter((t) => FAILED.has(t.status));
+  const skipped = tasks.filter((t) => t.status === "skipped");
+  const words: WaitWord[] = [];
+  if (failed.length > 0) {
+    const fitted = fitList(
+      failed,
+      failed.length,
+      (t) => t.taskId.length + 4 + whyWords(t).length,
+      HEADLINE_FAILED_CHARS,
+      3,
+    );
+    fitted.shown.forEach((t, i) => {
+      if (i > 0) words.push("; ");
+      words.push({ code: t.taskId }, `: ${whyWords(t)}`);
+    });
+    if (fitted.more > 0) words.push(` and ${fitted.more} more failed`);
+  }
+  if (skipped.length > 0) {
+    if (words.length > 0) words.push(" · ");
+    const fitted = fitList(skipped, skipped.length, (t) => t.taskId.length + 2, HEADLINE_SKIPPED_CHARS);
     fitted.shown.forEach((t, i) => {
       if (i > 0) words.push(", ");
       words.push({ code: t.taskId });

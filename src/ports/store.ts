@@ -930,6 +930,12 @@ export interface LogEvent {
 
 export interface EventLogStore {
   readEvents(roomId: string, sinceSeq: number, limit?: number): Promise<LogEvent[]>;
+  /**
+   * Who canceled or rejected the run (the `by` of its latest run.canceling, run.canceled or
+   * run.rejected event), for the words that say how it ended; null when no person did (it expired,
+   * or its events were pruned).
+   */
+  runEndedBy(roomId: string, runId: string): Promise<string | null>;
 }
 
 // ---------------------------------------------------------------------------------------------

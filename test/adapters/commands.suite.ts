@@ -807,8 +807,9 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(status).toContain("⏳ `seen` — awaiting confirmation");
         expect(status).toContain("`a` — waiting");
         expect(status).toContain("or react ✅ on its status card");
-        expect(await ask(r, LOW, "!dag status")).toContain(
-          "1 active run:\n⏳ `seen` — awaiting confirmation",
+        // A reply is not edited: it says when it was true.
+        expect(await ask(r, LOW, "!dag status")).toMatch(
+          /^1 active run as of \d\d:\d\d:\d\d UTC:\n⏳ `seen` — awaiting confirmation/,
         );
         expect(await ask(r, LOW, "!dag list")).toContain(
           "`seen` — awaiting confirmation · ▱▱▱▱▱▱▱▱▱▱ 0/3 succeeded · 3 waiting",
@@ -819,11 +820,13 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         // Help is a few lines by what people do, each operator's verb marked, saying the sender is
         // not one (it listed only her verbs, one line each, before issue 29).
         const help = await ask(r, LOW, "!dag help");
+        // Its first line is a title: what a preview or a reply's quote shows.
         expect(help.split("\n")).toEqual([
-          "🔒 needs an operator (power level 50 or a place on the allowlist; you are not one).",
+          "dagbot commands",
           "Run DAGs: `publish` 🔒, `run` 🔒, `confirm` 🔒, `reject` 🔒, `cancel` 🔒, `approve`, `deny`, `retry` 🔒",
           "Follow runs: `status`, `list`, `logs` 🔒, `graph`, `nodes`",
           "Schedules and the room: `schedules`, `schedule` 🔒, `triggers`, `cap` 🔒, `policy` 🔒",
+          "🔒 needs an operator (power level 50 or a place on the allowlist; you are not one).",
           "`!dag help <command>` explains one, e.g. `!dag help publish`.",
         ]);
         expect(await ask(r, OP, "!dag help")).toContain("you are one)");
@@ -1444,6 +1447,32 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(await ask(r, OP2, "!dag confirm chain")).toMatch(/confirm/i);
         await deliver(hook, { verb: "run", id: "chain", params: [], hook: origin("d-2c") });
         expect((await store.getRun(r.roomId, "chain.4"))?.status).toBe("running");
+
+        // A delivery's command is no Matrix event (`hook:<id>:<delivery>`): the run it started has no
+        // publish message, so its card is its thread's root and the answer goes under the card.
+        const deliveryId = "hook:tags:d-9";
+        await store.insertInboxEvent({
+          eventId: deliveryId,
+          roomId: r.roomId,
+          sender: hook,
+          originServerTs: Date.now(),
+          content: {
+            msgtype: "m.text",
+            "dagbot.command": { verb: "run", id: "chain", params: [], hook: origin("d-9") },
+          },
+          seenBy: "test",
+        });
+        while ((await processNextInboxEvent(wired, r.fence)) === "processed");
+        const hookRun = (await store.getRun(r.roomId, "chain.5"))!;
+        expect(hookRun.publishEventId).toBeNull();
+        const hookCard = (await store.getOutbox(`card.${hookRun.runId}`))!;
+        const hookAnswer = (await store.getOutbox(`reply.${deliveryId}`))!;
+        expect(hookCard.content["m.relates_to"]).toBeUndefined();
+        expect(hookAnswer.content["m.relates_to"]).toEqual({ rel_type: "m.thread" });
+        expect(hookAnswer.content["org.dagbot.thread_root_txn"]).toBe(`card.${hookRun.runId}`);
+        expect(hookAnswer.content["body"]).toBe("📥 New run of chain: `chain.5` (3 tasks); it started.");
+        // The card goes first: its event id is the answer's thread root.
+        expect(hookCard.seq).toBeLessThan(hookAnswer.seq);
         // Another hook is not covered by this one's line.
         await deliver("hook:other", {
           verb: "run",
@@ -1451,7 +1480,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
           params: [],
           hook: { id: "other", delivery: "x" },
         });
-        expect((await store.getRun(r.roomId, "chain.5"))?.status).toBe("pending");
+        expect((await store.getRun(r.roomId, "chain.6"))?.status).toBe("pending");
 
         const before = (await store.listRuns(r.roomId, { limit: 100 })).length;
         expect(await deliver(hook, { verb: "cap", n: 0 })).toContain("webhook tags may only start runs");

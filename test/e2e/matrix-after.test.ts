@@ -3,15 +3,17 @@
  * start` processes: alice publishes `build` and `deploy` (after build succeeded) and confirms them;
  * a run of build started in chat starts deploy.2 at once, on alice's authority, and `!dag triggers`
  * says so. Then alice lowers her own power level: the next run of build (bob's) starts no deploy,
- * and the skipped firing says that alice may no longer run it — the schedule's rule.
+ * and the skipped firing says that alice may no longer run it — the schedule's rule — once, in
+ * build.3's thread. deploy.2, which no message published, has its card as its own thread's root in
+ * the main timeline and its final message in that thread.
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { Store } from "../../src/ports/store.js";
 import { BotFleet, fleetHooks } from "../support/bot-fleet.js";
-import { bodyOf, publishJson, replyTo } from "../support/bot-chat.js";
+import { bodyOf, publishJson, replyTo, roomHistory, txnOf } from "../support/bot-chat.js";
 import { useSynapse } from "../support/matrix-fixture.js";
-import { MatrixUser } from "../support/matrix-user.js";
+import { MatrixUser, type MatrixEvent } from "../support/matrix-user.js";
 import { waitFor } from "../support/store-wait.js";
 
 const fx = useSynapse();
@@ -116,5 +118,38 @@ describe("a DAG after another, in chat", () => {
     expect(await store.getRun(roomId, "deploy.3")).toBeNull();
     const again = await say(bob, "!dag triggers", "the second triggers reply");
     expect(again).toContain("last: skipped after build.3 succeeded");
+
+    // The skip is said once, in build.3's thread, outcome first.
+    const build3 = (await store.getRun(roomId, "build.3"))!;
+    const skipTxn = `after.skipped.deploy.${build3.runId}`;
+    await alice.waitFor((e) => txnOf(e) === skipTxn, T, "the skip's notice");
+    await alice.waitFor((e) => txnOf(e) === `final.${deploy2.runId}`, T, "deploy.2's final message");
+    const history = await roomHistory(alice, roomId);
+    const said = history.filter((e) => txnOf(e) === skipTxn);
+    expect(said).toHaveLength(1);
+    expect(said[0]!.content["m.relates_to"]?.rel_type).toBe("m.thread");
+    expect(said[0]!.content["m.relates_to"]?.event_id).toBe(build3.publishEventId);
+    expect(bodyOf(said[0]!)).toMatch(
+      /^✅ `build\.3` succeeded · ⏭️ `deploy` \(after `build`\) did not start: .* may no longer run it/,
+    );
+
+    // deploy.2 has no publish message: its card is its own thread's root in the main timeline, and
+    // every other message of the run is in that thread.
+    const ofDeploy2 = history.filter((e) => (txnOf(e) ?? "").includes(deploy2.runId));
+    const card = ofDeploy2.find((e) => txnOf(e) === `card.${deploy2.runId}`)!;
+    expect(card.content["m.relates_to"]).toBeUndefined();
+    const rest = ofDeploy2.filter((e) => e !== card && e.content["m.relates_to"]?.rel_type !== "m.replace");
+    expect(rest.map((e) => txnOf(e))).toEqual([`final.${deploy2.runId}`]);
+    for (const e of rest) {
+      expect(e.content["m.relates_to"]?.rel_type).toBe("m.thread");
+      expect(e.content["m.relates_to"]?.event_id).toBe(card.event_id);
+    }
+    // What a client shows under the card: the homeserver's thread summary, ending with the outcome.
+    const root = (await alice.request(
+      "GET",
+      `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/event/${encodeURIComponent(card.event_id)}`,
+    )) as MatrixEvent;
+    const latest = root.unsigned?.["m.relations"]?.["m.thread"]?.latest_event as MatrixEvent | undefined;
+    expect(bodyOf(latest!)).toMatch(/^✅ `deploy\.2` succeeded/);
   }, 180_000);
 });

@@ -24,7 +24,7 @@ describe("dagbot demo", () => {
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-    const finalLine = /@alice:localhost: ✅ `hello` succeeded/;
+    const finalLine = /✅ `hello` succeeded.* cc @alice:localhost/;
     try {
       const deadline = Date.now() + 120_000;
       while (!finalLine.test(stdout)) {

@@ -9,10 +9,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { Store } from "../../src/ports/store.js";
-import { BotFleet } from "../support/bot-fleet.js";
+import { BotFleet, TEST_ACTIONS } from "../support/bot-fleet.js";
 import { bodyOf, publishJson, replyTo } from "../support/bot-chat.js";
 import { useSynapse } from "../support/matrix-fixture.js";
-import { MatrixUser } from "../support/matrix-user.js";
+import { MatrixUser, type MatrixEvent } from "../support/matrix-user.js";
 import { waitFor } from "../support/store-wait.js";
 
 const fx = useSynapse();
@@ -45,7 +45,15 @@ beforeAll(async () => {
     name: "approval gates",
     invite: [...bots.map((x) => x.userId), b!.userId, c!.userId, e!.userId, d!.userId],
     powerLevels: {
-      users: { [a.userId]: 100, [b!.userId]: 50, [c!.userId]: 50, [e!.userId]: 50, [d!.userId]: 10 },
+      users: {
+        [a.userId]: 100,
+        [b!.userId]: 50,
+        [c!.userId]: 50,
+        [e!.userId]: 50,
+        [d!.userId]: 10,
+        // The bots hold operator power too: they are still never named as approvers.
+        ...Object.fromEntries(bots.map((x) => [x.userId, 50])),
+      },
     },
   });
   for (const u of [bob, carol, erin, dave]) await u.joinRoom(roomId);
@@ -53,7 +61,19 @@ beforeAll(async () => {
     hs,
     bots,
     rooms: [roomId],
-    config: { permissions: { power_level: 50 } },
+    config: {
+      permissions: { power_level: 50 },
+      actions: {
+        ...TEST_ACTIONS,
+        // Publishes version=<v> for its dependents: what the gate's message says is approved.
+        stamp: {
+          argv: ["sh", "-c", 'echo "version=$0" >> "$DAGBOT_OUTPUT"', "{v}"],
+          args: { v: { pattern: "[0-9.]{1,20}" } },
+          timeout: "1m",
+          kill_grace: "300ms",
+        },
+      },
+    },
     matrix: { encryption: false },
   });
   await fleet.startAll();
@@ -84,7 +104,7 @@ describe("an approval gate in chat", () => {
     const dag = {
       id: "release",
       tasks: [
-        { id: "build", action: "echo", args: { message: "built" } },
+        { id: "build", action: "stamp", args: { v: "2.7.0" }, outputs: { version: "[0-9.]+" } },
         {
           id: "ok",
           needs: ["build"],
@@ -92,6 +112,7 @@ describe("an approval gate in chat", () => {
             who: "operators",
             approvers: 2,
             description: "roll out to production",
+            timeout: "4h",
             form: { ticket: "^[A-Z]+-[0-9]+$" },
           },
         },
@@ -108,13 +129,24 @@ describe("an approval gate in chat", () => {
     const run = (await store.getRun(roomId, "release"))!;
 
     const gateMessage = await alice.waitFor(
-      (e) => bodyOf(e).includes("Approval needed for `release/ok`"),
+      (e) => bodyOf(e).startsWith("🚦") && bodyOf(e).includes("approve `release/ok`"),
       T,
       "the gate's message",
     );
     expect(gateMessage.content["m.mentions"]).toEqual({ user_ids: [carol.userId, erin.userId].sort() });
-    expect(bodyOf(gateMessage)).toContain("roll out to production");
-    expect(bodyOf(gateMessage)).toContain("Then runs: `deploy`");
+    // Three short lines, what to do first: who must act on what, how, until when and what runs after.
+    const gateLines = bodyOf(gateMessage).split("\n");
+    expect(gateLines).toHaveLength(3);
+    expect(gateLines[0]).toMatch(
+      /^🚦 @gate-(carol|erin):localhost, @gate-(carol|erin):localhost: approve `release\/ok` — roll out to production · `version=2\.7\.0`$/,
+    );
+    expect(gateLines[1]).toMatch(
+      /^React ✅ to approve or ❌ to deny, or send `!dag approve release ok ticket=…`/,
+    );
+    expect(gateLines[2]).toMatch(
+      /^Expires at \d\d:\d\d UTC \(in 4h\): then it fails; once approved, `deploy` runs$/,
+    );
+    expect(bodyOf(gateMessage)).not.toMatch(/gatebot/);
     // In the run's thread, under the publish.
     expect(gateMessage.content["m.relates_to"]?.rel_type).toBe("m.thread");
     expect(gateMessage.content["m.relates_to"]?.event_id).toBe(run.publishEventId);
@@ -137,12 +169,23 @@ describe("an approval gate in chat", () => {
     );
     await dave.sendReaction(roomId, gateMessage.event_id, "❌");
 
-    await carol.sendReaction(roomId, gateMessage.event_id, "✅");
+    const carolsOk = await carol.sendReaction(roomId, gateMessage.event_id, "✅");
     await waitFor(
       "carol's approval",
       () => store.getTask(run.runId, "ok"),
       (t) => (t?.gateState?.approvals.length ?? 0) === 1,
       { timeoutMs: T, intervalMs: 100 },
+    );
+    // Her ✅ is answered on the message she reacted to: its edit says who approved so far.
+    await alice.waitFor(
+      (e) =>
+        e.content["m.relates_to"]?.rel_type === "m.replace" &&
+        e.content["m.relates_to"]?.event_id === gateMessage.event_id &&
+        String(e.content["m.new_content"]?.body).includes(
+          "approved so far by @gate-carol:localhost (1 of 2)",
+        ),
+      T,
+      "the gate message's edit after carol's approval",
     );
     const answer = await say(erin, "!dag approve release ok ticket=OPS-7", "erin's approval");
     expect(answer).toContain("approved `release/ok`");
@@ -166,11 +209,26 @@ describe("an approval gate in chat", () => {
     const edit = await alice.waitFor(
       (e) =>
         e.content["m.relates_to"]?.rel_type === "m.replace" &&
-        e.content["m.relates_to"]?.event_id === gateMessage.event_id,
+        e.content["m.relates_to"]?.event_id === gateMessage.event_id &&
+        String(e.content["m.new_content"]?.body).startsWith("✅"),
       T,
-      "the gate message's edit",
+      "the gate message's edit once approved",
     );
-    expect(String(edit.content["m.new_content"]?.body)).toMatch(/approved by .*gate-carol.*gate-erin/);
+    expect(String(edit.content["m.new_content"]?.body)).toMatch(
+      /^✅ `release\/ok` approved by @gate-carol:localhost, @gate-erin:localhost, the last at \d\d:\d\d UTC · `ticket=OPS-7`\.$/,
+    );
+    // One announcement per decision: no bot message replies to carol's ✅ (erin typed a command,
+    // and her command has its one answer where she typed it).
+    expect(alice.events(roomId).filter((e) => e.content["org.dagbot.txn"] === `reply.${carolsOk}`)).toEqual(
+      [],
+    );
+    // What a client shows: the gate message with its latest edit bundled by the homeserver.
+    const shown = (await alice.request(
+      "GET",
+      `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/event/${encodeURIComponent(gateMessage.event_id)}`,
+    )) as MatrixEvent;
+    const bundled = shown.unsigned?.["m.relations"]?.["m.replace"] as MatrixEvent | undefined;
+    expect(String(bundled?.content["m.new_content"]?.body)).toMatch(/^✅ `release\/ok` approved by/);
     // Dave was told once only.
     const refusals = alice
       .events(roomId)

@@ -1,5 +1,5 @@
 /**
- * What a room shows of its runs, against a real Synapse. `!dag graph`: the picture is an m.image in the run's thread whose media
+ * What a room shows of its runs, against a real Synapse. `!dag graph`: the picture is a notice showing its upload inline (it notifies nobody) in the run's thread whose media
  * downloads from the homeserver and decodes as a PNG of the stated size, with the run's states in
  * it; a picture larger than the homeserver accepts (max_upload_size 80 KiB here) is answered with a
  * notice naming the 413, and the run's card keeps moving meanwhile; typed in the main timeline, the
@@ -80,7 +80,7 @@ async function runEnded(dagId: string): Promise<void> {
 }
 
 describe("!dag graph", () => {
-  it("posts the run as an m.image in its thread; the media downloads and decodes as that PNG", async () => {
+  it("posts the run's picture in its thread without notifying anyone; the media downloads and decodes as that PNG", async () => {
     const dag = {
       id: "pic_small",
       tasks: [
@@ -99,7 +99,11 @@ describe("!dag graph", () => {
     expect(bodyOf(answer)).toBe("🖼️ The picture of `pic_small` goes into its thread.");
     expect(answer.content["m.relates_to"]).toEqual({ "m.in_reply_to": { event_id: commandId } });
     const image = await alice.waitFor(pictureFor(commandId), T, "the picture");
-    expect(image.content["msgtype"]).toBe("m.image");
+    // A notice showing the upload inline, so it notifies nobody (push rules silence notices); the
+    // m.image keys stay on it.
+    expect(image.content["msgtype"]).toBe("m.notice");
+    expect(image.content["m.mentions"]).toEqual({});
+    expect(String(image.content["formatted_body"])).toContain(`<img src="${String(image.content["url"])}"`);
     // Clients without threads show it as a reply to the card, not to the publish (the whole DAG).
     expect(image.content["m.relates_to"]).toEqual({
       rel_type: "m.thread",
@@ -107,8 +111,18 @@ describe("!dag graph", () => {
       is_falling_back: true,
       "m.in_reply_to": { event_id: card.event_id },
     });
-    expect(bodyOf(image)).toContain("pic_small");
-    expect(bodyOf(image)).toContain("1/3 succeeded · 1 failed · 1 skipped");
+    // Asked after the run ended, it is its thread's last event: its text says how the run ended,
+    // outcome first, as the final message does, and so does the thread summary under the publish.
+    expect(bodyOf(image)).toMatch(
+      /^❌ `pic_small` failed — `second`: exit 1 · `third` skipped · 1\/3 succeeded/,
+    );
+    const root = (await alice.request(
+      "GET",
+      `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/event/${encodeURIComponent(publishId)}`,
+    )) as MatrixEvent;
+    const latest = root.unsigned?.["m.relations"]?.["m.thread"]?.latest_event as MatrixEvent | undefined;
+    expect(latest?.event_id).toBe(image.event_id);
+    expect(bodyOf(latest!)).toMatch(/^❌ `pic_small` failed — /);
     expect(image.content["filename"]).toMatch(/^pic_small-[0-9a-f]{8}\.png$/);
     const info = image.content["info"] as { w: number; h: number; size: number; mimetype: string };
     expect(info.mimetype).toBe("image/png");
@@ -211,7 +225,7 @@ describe("picture budgets", () => {
     for (let i = 0; i < 3; i++) {
       const asked = await carol.sendText(roomId, "!dag graph pic_budget");
       const image = await alice.waitFor(pictureFor(asked), T, `picture ${i + 1}`);
-      expect(image.content["msgtype"]).toBe("m.image");
+      expect(image.content["msgtype"]).toBe("m.notice");
     }
     const fourth = await carol.sendText(roomId, "!dag graph pic_budget");
     const refusal = await alice.waitFor(replyTo(fourth), T, "the refusal");
@@ -235,7 +249,7 @@ describe("picture budgets", () => {
     const set = await alice.sendText(roomId, "!dag policy graph operators");
     expect(bodyOf(await alice.waitFor(replyTo(set), T, "the policy change"))).toContain("graph operators");
     const bobAsks = await bob.sendText(roomId, "!dag graph pic_budget");
-    expect((await alice.waitFor(pictureFor(bobAsks), T, "bob's picture")).content["msgtype"]).toBe("m.image");
+    expect((await alice.waitFor(pictureFor(bobAsks), T, "bob's picture")).content["url"]).toMatch(/^mxc:/);
     // The policy answers before the rate limit: carol hears why, though she was told to wait.
     const carolAsks = await carol.sendText(roomId, "!dag graph pic_budget");
     const refused = await alice.waitFor(replyTo(carolAsks), T, "carol's refusal");

@@ -193,7 +193,9 @@ describe("the room's structure, from its history", () => {
     );
     const picture = messages().filter((e) => txnOf(e) === `picture.${graph.id}`);
     expect(picture).toHaveLength(1);
-    expect(picture[0]!.content["msgtype"]).toBe("m.image");
+    // A notice showing the upload inline: it notifies no bystander, as an m.image would.
+    expect(picture[0]!.content["msgtype"]).toBe("m.notice");
+    expect(String(picture[0]!.content["url"])).toMatch(/^mxc:/);
     expect(threadOf(picture[0]!)).toBe(published[0]!.publishId);
     // `!dag cancel` of a run awaiting confirmation: one bot message anywhere says it was canceled by
     // the command (its answer); the run's thread ends with its final message, which answers nothing.
@@ -203,6 +205,8 @@ describe("the room's structure, from its history", () => {
     const backupFinal = messages().filter((e) => txnOf(e) === `final.${backup.run.runId}`);
     expect(backupFinal).toHaveLength(1);
     expect(backupFinal[0]!.content["org.dagbot.answers"]).toBeUndefined();
+    // It says who canceled the run, which never started.
+    expect(bodyOf(backupFinal[0]!)).toMatch(/^🚫 `backup` canceled by @bob:localhost — 0\/3 succeeded/);
   });
 
   it("after each run ends, its thread summary (the thread's latest event) says how it ended", async () => {
@@ -227,6 +231,13 @@ describe("the room's structure, from its history", () => {
       expect(latest?.event_id).toBe(inThread.at(-1)?.event_id);
       expect([p.dagId, bodyOf(latest!)]).toEqual([p.dagId, expect.stringMatching(words[p.dagId]!)]);
       expect(bodyOf(latest!)).not.toMatch(/running|awaiting|awaits/);
+      // Outcome first: what a cut summary, a threads list or a notification keeps is how it ended,
+      // never a mention; the publisher is reached through m.mentions.
+      expect(bodyOf(latest!)).toMatch(/^(✅|❌|🚫|✋) /);
+      if (p.dagId !== "cleanup") {
+        expect(bodyOf(latest!)).toMatch(new RegExp(`^\\S+ \`${p.dagId}\` `));
+        expect(latest!.content["m.mentions"]).toEqual({ user_ids: [p.run.publisher] });
+      }
       // Its own final message, or (❌ on the card) the answer that ended it, sent as the final message.
       expect(txnOf(latest!)).toBe(`final.${p.run.runId}`);
     }
@@ -343,7 +354,7 @@ function transcript(events: readonly MatrixEvent[]): string {
   const name = (e: MatrixEvent) => e.sender.replace(/^@/, "").replace(/:.*$/, "");
   const text = (e: MatrixEvent) => {
     const body = bodyOf(e);
-    if (e.content["msgtype"] === "m.image") return `[picture] ${body}`;
+    if (typeof e.content["url"] === "string") return `[picture] ${body}`;
     const id = /^!dag publish\n```json\n\{\n {2}"id": "([^"]+)"/.exec(body)?.[1];
     if (id !== undefined) return `!dag publish + a \`\`\`json block (the DAG \`${id}\`, its 3 tasks)`;
     return body;

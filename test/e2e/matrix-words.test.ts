@@ -75,14 +75,17 @@ describe("failures in words", () => {
     const finals = history.filter((e) => txnOf(e) === `final.${run.runId}`);
     expect(finals).toHaveLength(1);
     const final = bodyOf(finals[0]!);
-    expect(final).toContain("`migrate` failed (exit 1); `rollout`, `smoke_test` skipped");
+    // Outcome first: the run, the failed task and why, what it skipped; then the counts.
+    expect(final).toMatch(
+      /^❌ `deploy_prod` failed — `migrate`: exit 1 · `rollout`, `smoke_test` skipped · /,
+    );
     expect(final).toContain("1/4 succeeded");
     // Then where to look: the failed task's logs, named after its failure.
-    expect(final.indexOf("`migrate` failed (exit 1)")).toBeLessThan(
+    expect(final.indexOf("`migrate`: exit 1")).toBeLessThan(
       final.indexOf("See `!dag logs deploy_prod migrate`"),
     );
     expect(String(finals[0]!.content["formatted_body"])).toContain(
-      "<code>migrate</code> failed (exit 1); <code>rollout</code>, <code>smoke_test</code> skipped",
+      "<code>migrate</code>: exit 1 · <code>rollout</code>, <code>smoke_test</code> skipped",
     );
 
     // The card's last state: the tasks have no retries, so no "attempt 1/1"; these tasks end
@@ -117,7 +120,9 @@ describe("help and mistakes", () => {
     const helpAnswer = await alice.waitFor(replyTo(help), T, "the answer to help");
     const lines = bodyOf(helpAnswer).split("\n");
     expect(lines.length).toBeLessThanOrEqual(6);
-    expect(lines[0]).toMatch(/🔒 needs an operator .*you are one/);
+    // A title first (what previews and reply quotes show), then the commands, then the key.
+    expect(lines[0]).toBe("dagbot commands");
+    expect(bodyOf(helpAnswer)).toMatch(/🔒 needs an operator .*you are one/);
     expect(bodyOf(helpAnswer)).toMatch(/`cancel` 🔒/);
     const history = await roomHistory(alice, roomId);
     expect(history.filter((e) => txnOf(e) === `reply.${typo}`)).toHaveLength(1);

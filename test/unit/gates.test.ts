@@ -2,7 +2,12 @@ import { describe, expect, it } from "vitest";
 import { parseDag } from "../../src/domain/dag.js";
 import { toDot } from "../../src/adapters/graph/dot.js";
 import { dagGraphOf } from "../../src/app/run-picture.js";
-import { gateDecidedMessage, gateOpenMessage } from "../../src/app/render/gate-messages.js";
+import {
+  gateDecidedMessage,
+  gateOpenMessage,
+  gateProgressMessage,
+} from "../../src/app/render/gate-messages.js";
+import { inputsOf } from "../../src/app/status-cards.js";
 import type { RunRecord, TaskRecord } from "../../src/ports/store.js";
 import type { GateSpec, GateState } from "../../src/domain/gates.js";
 import {
@@ -313,17 +318,44 @@ describe("a gate's message in chat", () => {
       gateState: GateState;
     };
 
-  it("mentions exactly the approvers given, in the run's thread, and its edit says who decided or that it timed out", () => {
-    const open = openGateState(Date.UTC(2026, 10, 26, 21, 0), { ...SPEC, timeoutMs: 60_000 });
-    const message = gateOpenMessage(run, task(open), ["deploy"], ["@a:x", "@b:x"]);
+  it("at most three short lines: who must act on what, how, until when and what runs after", () => {
+    const opened = Date.UTC(2026, 10, 28, 7, 21);
+    const open = openGateState(opened, { ...SPEC, timeoutMs: 4 * 3_600_000 });
+    const message = gateOpenMessage(run, task(open), ["deploy"], ["@a:x", "@b:x"], { version: "2.7.0" });
     expect(message.txnId).toBe("gate.r-1.ok");
     expect(message.content["m.mentions"]).toEqual({ user_ids: ["@a:x", "@b:x"] });
     expect(message.content["m.relates_to"]).toMatchObject({ rel_type: "m.thread", event_id: "$pub" });
-    expect(String(message.content["body"])).toContain(
-      "Approval needed for `rel/ok` — roll out. Then runs: `deploy`.",
-    );
-    expect(String(message.content["body"])).toContain("The form needs ticket.");
+    expect(String(message.content["body"]).split("\n")).toEqual([
+      "🚦 @a:x, @b:x: approve `rel/ok` — roll out · `version=2.7.0`",
+      "React ✅ to approve or ❌ to deny, or send `!dag approve rel ok ticket=…` · 2 approvals by different people · the form needs `ticket`",
+      "Expires at 11:21 UTC (in 4h): then it fails; once approved, `deploy` runs",
+    ]);
+    expect(String(message.content["formatted_body"])).toContain("<br/>");
+    // Without a deadline or anything after it: two lines.
+    const plain = gateOpenMessage(run, task(openGateState(opened, { ...SPEC, timeoutMs: null })), [], []);
+    expect(String(plain.content["body"]).split("\n")).toEqual([
+      "🚦 the room's operators: approve `rel/ok` — roll out",
+      "React ✅ to approve or ❌ to deny, or send `!dag approve rel ok ticket=…` · 2 approvals by different people · the form needs `ticket`",
+    ]);
+  });
+
+  it("is edited after an approval that did not pass it, and once decided: who, when; nobody is pinged again", () => {
+    const opened = Date.UTC(2026, 10, 26, 21, 0);
+    const open = openGateState(opened, { ...SPEC, timeoutMs: 60_000 });
     expect(gateDecidedMessage(run, task(open))).toBeNull();
+    expect(gateProgressMessage(run, task(open), [], ["@a:x", "@b:x"])).toBeNull();
+    const one = {
+      ...open,
+      approvals: [{ by: "@a:x", face: "chat" as const, at: opened + 1_000, values: {} }],
+    };
+    const progress = gateProgressMessage(run, task(one), [], ["@a:x", "@b:x"])!;
+    expect(progress.txnId).toBe("gate.r-1.ok.a1");
+    expect(progress.replacesTxnId).toBe("gate.r-1.ok");
+    expect(progress.content["m.mentions"]).toEqual({});
+    const newBody = String((progress.content["m.new_content"] as Record<string, unknown>)["body"]);
+    expect(newBody).toContain("approved so far by @a:x (1 of 2)");
+    expect(String(progress.content["body"])).toBe("* 🚦 @a:x, @b:x: approve `rel/ok` — roll out");
+
     const at = Date.UTC(2026, 10, 26, 21, 5);
     const denied = gateDecidedMessage(
       run,
@@ -332,11 +364,41 @@ describe("a gate's message in chat", () => {
     expect(denied.replacesTxnId).toBe("gate.r-1.ok");
     expect(denied.content["m.mentions"]).toEqual({});
     expect(String((denied.content["m.new_content"] as Record<string, unknown>)["body"])).toBe(
-      "❌ `rel/ok` was denied by @a:x at 2026-11-26 21:05 UTC: no.",
+      "❌ `rel/ok` denied by @a:x at 21:05 UTC: no.",
+    );
+    const approvedBy = (approvals: string[]) =>
+      String(
+        (
+          gateDecidedMessage(
+            run,
+            task({
+              ...open,
+              approvals: approvals.map((by) => ({ by, face: "chat" as const, at, values: {} })),
+              values: { ticket: "OPS-7" },
+              decision: { kind: "approved", by: approvals.at(-1)!, face: "chat", at, reason: null },
+            }),
+          )!.content["m.new_content"] as Record<string, unknown>
+        )["body"],
+      );
+    expect(approvedBy(["@a:x"])).toBe("✅ `rel/ok` approved by @a:x at 21:05 UTC · `ticket=OPS-7`.");
+    expect(approvedBy(["@a:x", "@b:x"])).toBe(
+      "✅ `rel/ok` approved by @a:x, @b:x, the last at 21:05 UTC · `ticket=OPS-7`.",
     );
     const late = gateDecidedMessage(run, task(timeOutGate(SPEC, open, at).state))!;
     expect(String((late.content["m.new_content"] as Record<string, unknown>)["body"])).toBe(
-      "⌛ `rel/ok` timed out at 2026-11-26 21:05 UTC: nobody decided in time.",
+      "⌛ `rel/ok` timed out at 21:05 UTC: nobody decided in time, so it failed.",
     );
+  });
+
+  it("what is approved: the values its needs published, named by task where two share a name", () => {
+    const need = (taskId: string, outputValues: Record<string, string> | null) =>
+      ({ taskId, needs: [], outputValues }) as unknown as TaskRecord;
+    const gate = { taskId: "ok", needs: ["build", "scan"], outputValues: null } as unknown as TaskRecord;
+    expect(inputsOf(gate, [need("build", { version: "2.7.0" }), need("other", { x: "1" })])).toEqual({
+      version: "2.7.0",
+    });
+    expect(
+      inputsOf(gate, [need("build", { version: "2.7.0", sha: "abc" }), need("scan", { version: "ok" })]),
+    ).toEqual({ "build.version": "2.7.0", sha: "abc", "scan.version": "ok" });
   });
 });

@@ -108,26 +108,59 @@ describe("a failed run's failures in words", () => {
     expect(text.length).toBeLessThan(250);
   });
 
-  it("the final message of a failed run names them, then points to the logs", () => {
+  it("the final message starts with the outcome: each failure with why and its last printed line, then what it skipped", () => {
     const tasks = [
       task("fetch", "succeeded", { startedAt: T0, finishedAt: T0 + 2_000 }),
-      task("migrate", "failed", { startedAt: T0 + 2_000, finishedAt: T0 + 3_000, ...exit(1) }),
+      task("migrate", "failed", {
+        startedAt: T0 + 2_000,
+        finishedAt: T0 + 3_000,
+        ...exit(1),
+        output: 'applying 0042_orders.sql\n\u001b[31mERROR: relation "orders" does not exist\u001b[0m\n\n',
+      }),
       task("rollout", "skipped"),
       task("smoke_test", "skipped"),
     ];
-    expect(finalMessage(run(), tasks).content["body"]).toBe(
-      "@alice:test: ❌ `deploy_prod` failed in 3s — 1/4 succeeded · `migrate` failed (exit 1); `rollout`, `smoke_test` skipped. " +
-        "See `!dag logs deploy_prod migrate`; `!dag retry deploy_prod` runs the rest again.",
+    const message = finalMessage(run(), tasks);
+    expect(message.content["body"]).toBe(
+      '❌ `deploy_prod` failed — `migrate`: exit 1, ERROR: relation "orders" does not exist · `rollout`, `smoke_test` skipped · 1/4 succeeded in 3s. ' +
+        "See `!dag logs deploy_prod migrate`; `!dag retry deploy_prod` runs the rest again. cc @alice:test",
     );
-    expect(String(finalMessage(run(), tasks).content["formatted_body"])).toContain(
-      "<code>migrate</code> failed (exit 1); <code>rollout</code>, <code>smoke_test</code> skipped",
+    // The publisher is reached through m.mentions; their pill comes last, after the outcome.
+    expect(message.content["m.mentions"]).toEqual({ user_ids: ["@alice:test"] });
+    expect(String(message.content["formatted_body"])).toMatch(/^❌ <code>deploy_prod<\/code> failed — /);
+    expect(String(message.content["formatted_body"])).toContain(
+      "<code>migrate</code>: exit 1, ERROR: relation &quot;orders&quot; does not exist · <code>rollout</code>, <code>smoke_test</code> skipped",
+    );
+  });
+
+  it("a failed task's last line is one short line, and a timeout or a lost node says so", () => {
+    const long = task("load", "failed", { ...exit(2), output: `${"x".repeat(500)}\n` });
+    const body = String(finalMessage(run(), [long]).content["body"]);
+    expect(body).toContain(`\`load\`: exit 2, ${"x".repeat(119)}… · 0/1 succeeded`);
+    const late = task("load", "timed_out", { error: "timed out after 5s", output: "still loading\n" });
+    expect(String(finalMessage(run(), [late]).content["body"])).toMatch(
+      /^❌ `deploy_prod` failed — `load`: timed out after 5s, still loading · 0\/1 succeeded\./,
+    );
+    const lost = task("load", "failed", { error: "lease expired" });
+    expect(String(finalMessage(run(), [lost]).content["body"])).toMatch(
+      /^❌ `deploy_prod` failed — `load`: its node was lost · 0\/1 succeeded\./,
+    );
+  });
+
+  it("a run canceled or rejected by a person says who", () => {
+    const tasks = [task("a", "canceled"), task("b", "canceled")];
+    expect(finalMessage(run({ status: "canceled" }), tasks, "@bob:test").content["body"]).toBe(
+      "🚫 `deploy_prod` canceled by @bob:test — 0/2 succeeded · 2 canceled. cc @alice:test",
+    );
+    expect(finalMessage(run({ status: "expired" }), tasks).content["body"]).toMatch(
+      /^⌛ `deploy_prod` expired \(not confirmed in time\) — 0\/2 succeeded/,
     );
   });
 
   it("a run that ended within a second does not say how long it took", () => {
     const tasks = [task("a", "succeeded", { startedAt: T0, finishedAt: T0 + 59 })];
     expect(finalMessage(run({ status: "succeeded" }), tasks).content["body"]).toBe(
-      "@alice:test: ✅ `deploy_prod` succeeded — 1/1 succeeded.",
+      "✅ `deploy_prod` succeeded — 1/1 succeeded. cc @alice:test",
     );
   });
 });
@@ -162,12 +195,31 @@ describe("card lines without noise", () => {
     const card = renderStatusCard(run({ status: "succeeded" }), four, T0).body;
     expect(card).toContain("✅ 4 succeeded: `fetch`, `build`, `test`, `deploy`");
     expect(card).not.toContain("and 1 more");
+    // While the run goes on, a line names what fits one short line and counts the rest.
     const many = Array.from({ length: 40 }, (_, i) => task(`step_${i}`, "succeeded"));
-    const folded = renderStatusCard(run({ status: "succeeded" }), many, T0).body.split("\n");
+    const folded = renderStatusCard(run({ status: "running" }), many, T0).body.split("\n");
     const succeeded = folded.find((l) => l.startsWith("✅ 40 succeeded: ")) ?? "";
     const named = [...succeeded.matchAll(/`step_\d+`/g)].length;
     expect(named).toBeGreaterThan(1);
     expect(succeeded).toMatch(new RegExp(` and ${40 - named} more$`));
+  });
+
+  it("an ended run's card names every task it lists: no name hides behind 'and N more'", () => {
+    const tasks = [
+      ...["build", "migrate_database_schema", "package", "publish_artifacts"].map((id) =>
+        task(id, "succeeded"),
+      ),
+      task("rollout", "failed", exit(1)),
+      ...["smoke_test_eu_west", "smoke_test_us_east", "notify_release_channel"].map((id) =>
+        task(id, "skipped"),
+      ),
+    ];
+    const card = renderStatusCard(run({ status: "failed" }), tasks, T0).body;
+    expect(card).not.toMatch(/and \d+ more/);
+    for (const t of tasks) expect(card).toContain(`\`${t.taskId}\``);
+    expect(card).toContain(
+      "⏭️ 3 skipped: `smoke_test_eu_west`, `smoke_test_us_east`, `notify_release_channel`",
+    );
   });
 });
 

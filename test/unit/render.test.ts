@@ -225,8 +225,11 @@ describe("status card", () => {
     const body = String((edit.content["m.new_content"] as Record<string, unknown>)["body"]);
     expect(body).toContain("▰▰▰▰▰▰▰▰▰▱ 990/1000 succeeded · 10 failed");
     for (let i = 7; i < 1000; i += 100) expect(body).toContain(`-${i}\` — failed`);
-    // Names as many as fit one short line: one name this long.
-    expect(body).toMatch(/✅ 990 succeeded: `task-x+-0` and 989 more/);
+    // An ended run's card names every task it lists (60 lines: the 10 failed, then 50 of the others)
+    // and counts the ones it does not list.
+    const succeeded = body.split("\n").find((l) => l.startsWith("✅ 990 succeeded: ")) ?? "";
+    expect([...succeeded.matchAll(/`task-x+-\d+`/g)]).toHaveLength(50);
+    expect(succeeded).toMatch(/ and 940 more$/);
     expect(body).not.toMatch(/— succeeded/);
   });
 });
@@ -276,7 +279,7 @@ describe("outbox messages", () => {
     expect(cardUpdateMessages(true, run(), tasks, T0).map((m) => m.txnId)).toEqual(["card.run-1.3.running"]);
   });
 
-  it("the final message mentions the publisher with a pill and m.mentions, once by txnId", () => {
+  it("the final message mentions the publisher through m.mentions and a pill after the outcome, once by txnId", () => {
     const failedTasks = [
       task("a", "succeeded", { startedAt: T0, finishedAt: T0 + 1_000 }),
       task("b", "failed", { startedAt: T0 + 1_000, finishedAt: T0 + 65_000 }),
@@ -291,7 +294,7 @@ describe("outbox messages", () => {
     expect(m.content["m.relates_to"]).toEqual({ rel_type: "m.thread", event_id: "$publish" });
     expect(m.content["org.dagbot.fallback_txn"]).toBe("card.run-1");
     expect(m.content["body"]).toBe(
-      "@alice:test: ❌ `backup` failed in 1m05s — 1/3 succeeded · `b` failed; `c` skipped. See `!dag logs backup b`; `!dag retry backup` runs the rest again.",
+      "❌ `backup` failed — `b`: failed · `c` skipped · 1/3 succeeded in 1m05s. See `!dag logs backup b`; `!dag retry backup` runs the rest again. cc @alice:test",
     );
     expect(String(m.content["formatted_body"])).toContain(
       '<a href="https://matrix.to/#/%40alice%3Atest">@alice:test</a>',

@@ -174,6 +174,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       nodes.rememberIdempotencyKey(db, scope, key, result),
     readIdempotencyKey: async (scope, key) => nodes.readIdempotencyKey(db, scope, key),
     readEvents: async (roomId, sinceSeq, limit) => nodes.readEvents(db, roomId, sinceSeq, limit),
+    runEndedBy: async (roomId, runId) => nodes.runEndedBy(db, roomId, runId),
 
     pruneBatch: async (fence, limits) => retention.pruneBatch(db, fence, limits),
   };

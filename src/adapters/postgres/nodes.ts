@@ -121,3 +121,20 @@ export function readEvents(db: Db, roomId: string, sinceSeq: number, limit?: num
     return rows.map(toLogEvent);
   });
 }
+
+/** The run-ending decisions whose event names a person (`data.by`). */
+const ENDED_BY_KINDS = ["run.canceling", "run.canceled", "run.rejected"];
+
+/**
+ * Who canceled or rejected a run: its newest deciding event. The room's events are walked newest
+ * first (by room and seq) and the decision is among the newest when the final message asks.
+ */
+export async function runEndedBy(db: Db, roomId: string, runId: string): Promise<string | null> {
+  const rows = await db.one<{ by: string | null }>(
+    "read who ended a run",
+    `SELECT data->>'by' AS by FROM events WHERE room_id = $1 AND run_id = $2 AND kind = ANY($3::text[])
+      ORDER BY seq DESC LIMIT 3`,
+    [roomId, runId, ENDED_BY_KINDS],
+  );
+  return rows.find((r) => typeof r.by === "string")?.by ?? null;
+}

@@ -160,6 +160,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     rememberIdempotencyKey: async (scope, key, result) => nodes.rememberIdempotencyKey(c, scope, key, result),
     readIdempotencyKey: async (scope, key) => nodes.readIdempotencyKey(c, scope, key),
     readEvents: async (roomId, sinceSeq, limit) => nodes.readEvents(c, roomId, sinceSeq, limit),
+    runEndedBy: async (roomId, runId) => nodes.runEndedBy(c, roomId, runId),
 
     pruneBatch: async (fence, limits) => retention.pruneBatch(c, fence, limits),
   };

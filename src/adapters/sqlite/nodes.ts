@@ -119,3 +119,27 @@ export function readEvents(
       .map(toLogEvent),
   );
 }
+
+/** The run-ending decisions whose event names a person (`data.by`). */
+const ENDED_BY_KINDS = ["run.canceling", "run.canceled", "run.rejected"];
+
+/**
+ * Who canceled or rejected a run: its newest deciding event. The room's events are walked newest
+ * first (events_room_seq) and the decision is among the newest when the final message asks.
+ */
+export function runEndedBy(c: SqliteConnection, roomId: string, runId: string): Promise<string | null> {
+  return c.read("read who ended a run", () => {
+    const rows = c.all<{ data: string }>(
+      `SELECT data FROM events WHERE room_id = ? AND run_id = ? AND kind IN (${ENDED_BY_KINDS.map(() => "?").join(", ")})
+        ORDER BY seq DESC LIMIT 3`,
+      roomId,
+      runId,
+      ...ENDED_BY_KINDS,
+    );
+    for (const row of rows) {
+      const by = (JSON.parse(row.data) as Record<string, unknown>)["by"];
+      if (typeof by === "string") return by;
+    }
+    return null;
+  });
+}

@@ -101,6 +101,10 @@ export const taskLineSchema = z
     finishedAt: z.number().nullable(),
     exitCode: z.number().nullable(),
     error: z.string().nullable(),
+    lastLine: z
+      .string()
+      .optional()
+      .describe("a failed or timed-out task's last printed line (masked, cut to one short line)"),
     wait: taskWaitSchema.optional().describe("why a blocked or queued task waits; absent when it does not"),
     outputs: z
       .record(z.string(), z.string())

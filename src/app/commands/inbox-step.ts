@@ -30,7 +30,7 @@ import type {
   OutboxStore,
 } from "../../ports/store.js";
 import type { Placement } from "../render/messages.js";
-import { cardMessage, finalTxnId, replyMessage, replyTxnId } from "../render/messages.js";
+import { cardMessage, cardTxnId, finalTxnId, replyMessage, replyTxnId } from "../render/messages.js";
 import { isTerminalRun } from "../../domain/run-states.js";
 import { pictureRequestMessage, picturePlacement } from "../render/pictures.js";
 import type { CommandPolicy, CommandStore, DagLibrary, HandlerContext } from "./context.js";
@@ -387,6 +387,12 @@ export async function replyToInboxEvent(deps: InboxDeps, fence: LeaderFence, eve
   const outcome = (await readOutcome(deps, row)) ?? { kind: "ignored", why: "not handled" };
   const messages: OutboxMessageInput[] = [];
   const placement = placementOf(row, intent, outcome);
+  if (intent.kind === "reaction" && answeredOnGateMessage(outcome)) {
+    // A ✅ / ❌ on a gate's message is answered by that message's edit (status-cards.ts): who
+    // approved so far, or the decision. A reply beside it would announce it twice.
+    await deps.store.markInboxReplied(fence, eventId, []);
+    return;
+  }
   if (outcome.kind === "graph") {
     // The picture is drawn and uploaded when the outbox sends it (app/pictures.ts): the answer itself
     // where it was asked in the run's thread, else in the thread with a short answer here.
@@ -409,13 +415,28 @@ export async function replyToInboxEvent(deps: InboxDeps, fence: LeaderFence, eve
     if (reply !== null) messages.push(reply);
   }
   // A new run's card follows the acknowledgement, in the publish's thread: clients without threads
-  // show it as a reply to the acknowledgement. The outbox sends in this order.
+  // show it as a reply to the acknowledgement. A run without a publish message has its card as the
+  // root of its thread, so the card goes first and the answer under it. The outbox sends in order.
   if (outcome.kind === "published" || outcome.kind === "retried") {
     const run = await deps.store.getRunById(outcome.run.runId);
-    if (run !== null)
-      messages.push(cardMessage(run, await deps.store.listTasks(run.runId), await deps.store.now()));
+    if (run !== null) {
+      const card = cardMessage(run, await deps.store.listTasks(run.runId), await deps.store.now());
+      if (placement.kind === "card-thread") messages.unshift(card);
+      else messages.push(card);
+    }
   }
   await deps.store.markInboxReplied(fence, eventId, messages);
+}
+
+/** A gate outcome that the gate message's own edit shows: an approval counted, a decision. */
+function answeredOnGateMessage(outcome: Outcome): boolean {
+  return (
+    outcome.kind === "gate" &&
+    (outcome.result === "recorded" ||
+      outcome.result === "approved" ||
+      outcome.result === "denied" ||
+      outcome.result === "already")
+  );
 }
 
 /**
@@ -453,9 +474,21 @@ function placementOf(row: InboxEvent, intent: InboxIntent, outcome: Outcome): Pl
           : outcome.kind === "gate"
             ? outcome.publishEventId
             : null;
-    return root === null
-      ? { kind: "reply", to: intent.targetEventId }
-      : { kind: "thread", root, to: intent.targetEventId };
+    if (root !== null) return { kind: "thread", root, to: intent.targetEventId };
+    // A run without a publish message: its card is its thread's root. A ✅ / ❌ on the card is
+    // answered in that thread; one on a gate's message (in the card's thread) there too.
+    if (outcome.kind === "decision")
+      return { kind: "thread", root: intent.targetEventId, to: intent.targetEventId };
+    if (outcome.kind === "gate")
+      return { kind: "card-thread", cardTxn: cardTxnId(outcome.runId), to: intent.targetEventId };
+    return { kind: "reply", to: intent.targetEventId };
+  }
+  // A command that is no Matrix event (a webhook's delivery, the CLI, HTTP) cannot be replied to. A
+  // run it started is answered in that run's thread, under its card; anything else in the room.
+  if (!row.eventId.startsWith("$")) {
+    if ((outcome.kind === "published" || outcome.kind === "retried") && outcome.run.publishEventId === null)
+      return { kind: "card-thread", cardTxn: cardTxnId(outcome.run.runId) };
+    return { kind: "room" };
   }
   if (intent.kind === "edit") return { kind: "reply", to: intent.editedEventId };
   const root = intent.kind === "message" ? intent.threadRoot : null;

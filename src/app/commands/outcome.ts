@@ -4,6 +4,7 @@
  * Outcomes hold compact summaries (never a whole DAG) and everything the reply shows, including the
  * time it was taken at, so rendering needs no store.
  */
+import { lastOutputLine } from "../../domain/last-line.js";
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import type { TaskSummary } from "../../domain/run-status.js";
 import type { RunDecision } from "../../domain/run-states.js";
@@ -59,6 +60,11 @@ export interface TaskLine {
   exitCode: number | null;
   /** The error, cut to one short line. */
   error: string | null;
+  /**
+   * A failed or timed-out task's last printed line (domain/last-line.ts: masked where it ran, one
+   * short line); absent for other tasks and when it printed nothing.
+   */
+  lastLine?: string;
   /** Why a blocked or queued task waits (domain/wait-reasons.ts); absent when it does not, or unknown. */
   wait?: ExplainedWait;
   /** An approval gate's decision in words (gates.ts gateDecisionWords); absent until it is decided. */
@@ -359,6 +365,8 @@ const MAX_ERROR_CHARS = 200;
 
 export function taskLine(task: TaskRecord, wait?: WaitReason, withOutputs = false): TaskLine {
   const error = task.error === null ? null : firstLine(task.error, MAX_ERROR_CHARS);
+  const lastLine =
+    task.status === "failed" || task.status === "timed_out" ? lastOutputLine(task.output) : null;
   return {
     taskId: task.taskId,
     action: task.action,
@@ -370,6 +378,7 @@ export function taskLine(task: TaskRecord, wait?: WaitReason, withOutputs = fals
     finishedAt: task.finishedAt,
     exitCode: task.exitCode,
     error,
+    ...(lastLine === null ? {} : { lastLine }),
     ...(wait === undefined ? {} : { wait: explained(wait) }),
     ...(withOutputs && task.outputValues !== null ? { outputs: task.outputValues } : {}),
     ...(task.gateState?.decision == null ? {} : { decided: gateDecisionWords(task.gateState) }),

@@ -272,7 +272,8 @@ function renderPublished(run: RunSummary, needsConfirmation: boolean, definition
       : needsConfirmation
         ? r`New run of ${definition}: ${what}, for confirmation`
         : r`New run of ${definition}: ${what}; it started`;
-  return r`📥 ${head}. Its card is in the thread.`;
+  // A run without a publish message (a webhook's) is answered under its card, in the card's thread.
+  return run.publishEventId === null ? r`📥 ${head}.` : r`📥 ${head}. Its card is in the thread.`;
 }
 
 const MAX_SHOWN_ISSUES = 20;

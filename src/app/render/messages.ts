@@ -13,7 +13,8 @@
  * the sender fills in `event_id` with the event it sent under `replacesTxnId`.
  */
 import { shownDuration } from "../../domain/duration.js";
-import { failureWords } from "../../domain/failure-words.js";
+import { failureHeadWords } from "../../domain/failure-words.js";
+import { lastOutputLine } from "../../domain/last-line.js";
 import { outcomeLine } from "../../domain/run-counts.js";
 import { summarizeTasks } from "../../domain/run-status.js";
 import type { WaitReason } from "../../domain/wait-reasons.js";
@@ -42,7 +43,7 @@ import { cardEditFallback, renderRunView, renderWords, runView, showsPaused } fr
 import { RUN_EMOJI, RUN_WORD } from "./words.js";
 
 export type { Placement } from "./notice.js";
-export { FALLBACK_TXN_KEY, HTML_FORMAT, noticeContent, relatesTo } from "./notice.js";
+export { FALLBACK_TXN_KEY, HTML_FORMAT, noticeContent, relatesTo, THREAD_ROOT_TXN_KEY } from "./notice.js";
 
 export const MESSAGE_EVENT_TYPE = "m.room.message";
 /** Custom content key that names the run a card shows, for clients, tests and debugging. */
@@ -124,12 +125,14 @@ function cardPlacement(run: RunRecord): Placement {
 }
 
 /**
- * A later bot message of a run's thread that answers no command there (the final message, a picture
- * asked for in the main timeline): clients without threads show it as a reply to the card.
+ * A later bot message of a run's thread that answers no command there (the final message, a gate's
+ * message, a picture asked for in the main timeline): clients without threads show it as a reply
+ * to the card.
  */
-export function runThreadPlacement(run: { runId: string; publishEventId: string | null }): Placement | null {
+export function runThreadPlacement(run: { runId: string; publishEventId: string | null }): Placement {
+  // A run without a publish message (webhook, schedule, `after`, CLI, HTTP): its card is the root.
   return run.publishEventId === null
-    ? null
+    ? { kind: "card-thread", cardTxn: cardTxnId(run.runId) }
     : { kind: "thread", root: run.publishEventId, fallbackTxn: cardTxnId(run.runId) };
 }
 
@@ -238,12 +241,43 @@ export function cardUpdateMessages(
 }
 
 /**
- * The one message that tells the publisher their run ended, mentioning them (m.mentions + pill). It
- * is an m.text, not a notice: the default push rules silence every m.notice before a mention is
- * looked at, so a notice would never reach the publisher. Everything else the bot says stays a
- * notice, quiet. Without a Matrix publisher (a CLI run) there is nobody to reach: a notice.
+ * The one message that tells the publisher their run ended. It starts with the outcome, since that
+ * is what a thread summary, a threads list and a notification keep when they cut the line: a failed
+ * run names each failed task, why (its exit status and the last line it printed) and what it skipped
+ * before anything else. The publisher is mentioned through m.mentions, their pill last. It is an
+ * m.text, not a notice: the default push rules silence every m.notice before a mention is looked at,
+ * so a notice would never reach the publisher. Everything else the bot says stays a notice, quiet.
+ * Without a Matrix publisher (a CLI run) there is nobody to reach: a notice. `endedBy`: who canceled
+ * or rejected the run, when a person did.
  */
-export function finalMessage(run: RunRecord, tasks: readonly TaskRecord[]): OutboxMessageInput {
+export function finalMessage(
+  run: RunRecord,
+  tasks: readonly TaskRecord[],
+  endedBy: string | null = null,
+): OutboxMessageInput {
+  const rendered = finalWords(run, tasks, endedBy);
+  const reach = isMatrixUserId(run.publisher);
+  const mentions = reach ? { msgtype: "m.text", "m.mentions": { user_ids: [run.publisher] } } : {};
+  const withPill = reach ? r`${rendered} cc ${userPill(run.publisher)}` : rendered;
+  // The thread's last word: its summary under the publish then says how the run ended (§4 step 5).
+  const placement: Placement = runThreadPlacement(run);
+  return {
+    txnId: finalTxnId(run.runId),
+    roomId: run.roomId,
+    eventType: MESSAGE_EVENT_TYPE,
+    content: noticeContent(withPill, placement, mentions),
+  };
+}
+
+/**
+ * How a run ended, outcome first: `❌ \`deploy\` failed — \`migrate\`: exit 1, ERROR: … · \`smoke\`
+ * skipped · 1/3 succeeded in 3s. See …`, `✅ \`deploy\` succeeded in 7s — 5/5 succeeded.`
+ */
+export function finalWords(
+  run: RunRecord,
+  tasks: readonly TaskRecord[],
+  endedBy: string | null = null,
+): Rendered {
   const summary = summarizeTasks(tasks.map((t) => t.status));
   const started = tasks.map((t) => t.startedAt).filter((t): t is number => t !== null);
   const finished = tasks.map((t) => t.finishedAt).filter((t): t is number => t !== null);
@@ -251,32 +285,22 @@ export function finalMessage(run: RunRecord, tasks: readonly TaskRecord[]): Outb
     started.length > 0 && finished.length > 0
       ? shownDuration(Math.max(...finished) - Math.min(...started))
       : null;
-  // The same honest counts as the card: what succeeded over the total, then what else happened.
-  const counts = outcomeLine(summary.byStatus, summary.total);
   const failedTask = tasks.find((t) => t.status === "failed" || t.status === "timed_out");
-  const failed = run.status === "failed" && failedTask !== undefined;
-  // A failed run names its failures in words instead of counting them (domain/failure-words.ts),
-  // then says where to look.
-  const what = failed
-    ? r`${outcomeLine({ ...summary.byStatus, failed: 0, timed_out: 0, skipped: 0 }, summary.total)} · ${renderWords(
-        failureWords(tasks),
-      )}`
-    : text(counts);
-  const next = failed
-    ? r` See ${code(`!dag logs ${run.dagId} ${failedTask.taskId}`)}; ${code(`!dag retry ${run.dagId}`)} runs the rest again.`
-    : r``;
-  const rendered = r`${userPill(run.publisher)}: ${RUN_EMOJI[run.status]} ${code(run.dagId)} ${RUN_WORD[run.status]}${
-    took === null ? "" : ` in ${took}`
-  } — ${what}.${next}`;
-  const mentions = isMatrixUserId(run.publisher)
-    ? { msgtype: "m.text", "m.mentions": { user_ids: [run.publisher] } }
-    : {};
-  // The thread's last word: its summary under the publish then says how the run ended (§4 step 5).
-  const placement: Placement = runThreadPlacement(run) ?? { kind: "room" };
-  return {
-    txnId: finalTxnId(run.runId),
-    roomId: run.roomId,
-    eventType: MESSAGE_EVENT_TYPE,
-    content: noticeContent(rendered, placement, mentions),
-  };
+  const title = r`${RUN_EMOJI[run.status]} ${code(run.dagId)} ${RUN_WORD[run.status]}`;
+  if (run.status === "failed" && failedTask !== undefined) {
+    // The failures in words (domain/failure-words.ts), then the rest of the counts, then where to look.
+    const ended = tasks.map((t) => ({ ...t, lastLine: lastLineOf(t) }));
+    const rest = outcomeLine({ ...summary.byStatus, failed: 0, timed_out: 0, skipped: 0 }, summary.total);
+    return r`${title} — ${renderWords(failureHeadWords(ended))} · ${rest}${
+      took === null ? "" : ` in ${took}`
+    }. See ${code(`!dag logs ${run.dagId} ${failedTask.taskId}`)}; ${code(`!dag retry ${run.dagId}`)} runs the rest again.`;
+  }
+  // The same honest counts as the card: what succeeded over the total, then what else happened.
+  const by = endedBy === null ? text("") : r` by ${userPill(endedBy)}`;
+  return r`${title}${by}${took === null ? "" : ` in ${took}`} — ${outcomeLine(summary.byStatus, summary.total)}.`;
+}
+
+/** The last line a failed task printed (masked where it ran), for the words that say why. */
+export function lastLineOf(task: Pick<TaskRecord, "status" | "output">): string | null {
+  return task.status === "failed" || task.status === "timed_out" ? lastOutputLine(task.output) : null;
 }

@@ -16,7 +16,21 @@ export type Placement =
    * reply to it would show the whole DAG again under every bot message.
    */
   | { kind: "thread"; root: string; to: string; fallbackTxn?: undefined }
-  | { kind: "thread"; root: string; to?: undefined; fallbackTxn: string | null };
+  | { kind: "thread"; root: string; to?: undefined; fallbackTxn: string | null }
+  /**
+   * In the thread of a run that has no publish message (started by a webhook, a schedule, `after`,
+   * the CLI or HTTP): its card, sent in the main timeline, is the root. The card's event id is known
+   * only once it is sent, so the outbox fills it in (THREAD_ROOT_TXN_KEY); `to`: the event answered
+   * there, else the card is the reply fallback.
+   */
+  | { kind: "card-thread"; cardTxn: string; to?: string };
+
+/**
+ * Custom content key of an unsent message in the thread of a card: the card's outbox txnId. The
+ * outbox puts the card's event id into the m.thread relation before sending; a card that was never
+ * sent leaves the message in the main timeline.
+ */
+export const THREAD_ROOT_TXN_KEY = "org.dagbot.thread_root_txn";
 
 /**
  * Custom content key of an unsent thread message: the outbox txnId of the message its reply fallback
@@ -43,6 +57,10 @@ export function noticeContent(rendered: Rendered, placement: Placement, extra: R
   if (relation !== null) content["m.relates_to"] = relation;
   if (placement.kind === "thread" && placement.to === undefined && placement.fallbackTxn != null)
     content[FALLBACK_TXN_KEY] = placement.fallbackTxn;
+  if (placement.kind === "card-thread") {
+    content[THREAD_ROOT_TXN_KEY] = placement.cardTxn;
+    if (placement.to === undefined) content[FALLBACK_TXN_KEY] = placement.cardTxn;
+  }
   return content;
 }
 
@@ -62,5 +80,10 @@ export function relatesTo(placement: Placement): Record<string, unknown> | null 
             "m.in_reply_to": { event_id: placement.to },
           }
         : { rel_type: "m.thread", event_id: placement.root };
+    case "card-thread":
+      // The root's event id is filled in by the outbox (THREAD_ROOT_TXN_KEY).
+      return placement.to !== undefined
+        ? { rel_type: "m.thread", is_falling_back: false, "m.in_reply_to": { event_id: placement.to } }
+        : { rel_type: "m.thread" };
   }
 }

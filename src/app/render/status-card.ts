@@ -3,6 +3,7 @@
  * move. `!dag status <id>` renders the same view as a reply. Pure: the time is passed in.
  */
 import { appliedDag } from "../../domain/params.js";
+import { isTerminalRun } from "../../domain/run-states.js";
 import { exitWords } from "../../domain/exit-status.js";
 import { shownDuration } from "../../domain/duration.js";
 import { fitList } from "../../domain/name-list.js";
@@ -145,13 +146,16 @@ const CARD_NAME_CHARS = 40;
 
 /**
  * `✅ 14 succeeded: a, b, c, d and 10 more`: one line per state that does not need eyes, naming
- * as many as fit one line (domain/name-list.ts: "and 1 more" never replaces a name).
+ * as many as fit one line (domain/name-list.ts: "and 1 more" never replaces a name). An ended run's
+ * card is its record and is not edited again, so it names every task it lists (the card's
+ * MAX_CARD_TASK_LINES, failed and canceled first: outcome.ts selectNoteworthy).
  */
 function foldedLines(view: RunView): Rendered[] {
+  const budget = isTerminalRun(view.run.status) ? Infinity : CARD_NAME_CHARS;
   return FOLDED.filter((s) => view.summary.byStatus[s] > 0).map((s) => {
     const n = view.summary.byStatus[s];
     const known = view.tasks.filter((t) => t.status === s).map((t) => t.taskId);
-    const { shown, more } = fitList(known, n, (id) => id.length + 2, CARD_NAME_CHARS);
+    const { shown, more } = fitList(known, n, (id) => id.length + 2, budget);
     return r`${TASK_EMOJI[s]} ${String(n)} ${TASK_WORD[s]}: ${join(
       shown.map((id) => code(id)),
       ", ",
@@ -242,6 +246,7 @@ export function renderTaskLine(task: TaskLine, at: number): Rendered {
   if (task.decided !== undefined) parts.push(text(task.decided));
   else if (task.status !== "succeeded") {
     for (const words of exitWords(task.exitCode, task.error)) parts.push(text(words));
+    if (task.lastLine !== undefined) parts.push(text(task.lastLine));
   }
   return r`${TASK_EMOJI[task.status]} ${code(task.taskId)} — ${join(parts, " · ")}`;
 }

@@ -246,7 +246,10 @@ export function runsSection(ctx: ContractContext): void {
       "canceled",
     ]);
     expect((await store.rejectRun(cmd(fence), room, d.id, "@bob:x")).kind).toBe("already");
+    // Who rejected it, for the words that say how it ended.
+    expect(await store.runEndedBy(room, done.run.runId)).toBe("@bob:x");
     const live = await publishRunning(store, fence, chainDag(ctx.uid("d"), 1));
+    expect(await store.runEndedBy(room, live.runId)).toBeNull();
     expect((await store.rejectRun(cmd(fence), room, live.dagId, "@bob:x")).kind).toBe("wrong-status");
     await expect(store.rejectRun(cmd(fence), room, "nope", "@bob:x")).rejects.toBeInstanceOf(NotFoundError);
   });
@@ -283,6 +286,9 @@ export function runsSection(ctx: ContractContext): void {
     ]);
     expect((await store.getRun(room, d.id))?.status).toBe("canceled");
     expect((await store.cancelRun(cmd(fence), room, d.id, "@bob:x")).kind).toBe("already");
+    // The run.canceled the worker's stop brought names nobody; the cancel that asked for it does.
+    expect(await store.runEndedBy(room, run.runId)).toBe("@bob:x");
+    expect(await store.runEndedBy(ctx.uid("!other"), run.runId)).toBeNull();
   });
 
   it("cancel with nothing running ends canceled at once; finished runs are 'wrong-status'; unknown is not found", async () => {

@@ -118,7 +118,9 @@ function renderHelp(outcome: Extract<Outcome, { kind: "help" }>): Rendered {
  */
 function renderGroups(outcome: Extract<Outcome, { kind: "help" }>, groups: readonly HelpGroup[]): Rendered {
   const you = outcome.operator === true ? "you are one" : "you are not one";
-  const head = text(
+  // A title first: it is what a preview, a notification and a reply's quote show.
+  const title = text("dagbot commands");
+  const key = text(
     `${LOCK} needs an operator (power level ${outcome.requiredPowerLevel} or a place on the allowlist; ${you}).`,
   );
   const lines = groups.map(
@@ -130,10 +132,11 @@ function renderGroups(outcome: Extract<Outcome, { kind: "help" }>, groups: reado
   );
   const tail = r`${code("!dag help <command>")} explains one, e.g. ${code("!dag help publish")}.`;
   return {
-    body: [head, ...lines, tail].map((p) => p.body).join("\n"),
+    body: [title, ...lines, key, tail].map((p) => p.body).join("\n"),
     html:
-      `<p>${head.html}</p>` +
+      `<p><b>${title.html}</b></p>` +
       `<ul>${lines.map((l) => `<li>${l.html}</li>`).join("")}</ul>` +
+      `<p>${key.html}</p>` +
       `<p>${tail.html}</p>`,
   };
 }

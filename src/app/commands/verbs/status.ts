@@ -8,7 +8,7 @@ import { paragraphs } from "../../render/blocks.js";
 import type { Rendered } from "../../render/html.js";
 import { code, r } from "../../render/html.js";
 import { MAX_CARD_TASK_LINES, renderRunView } from "../../render/status-card.js";
-import { plural } from "../../render/words.js";
+import { clockTime, plural } from "../../render/words.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
 import type { TaskLine } from "../outcome.js";
@@ -96,10 +96,11 @@ export const status = defineVerb<StatusCommand, "status" | "overview">({
         ),
         o.tasks,
       ),
+    // "as of": a reply is not edited, so what it says is dated (a "running" here may be long over).
     overview: (o) =>
       o.runs.length === 0
-        ? r`Nothing is pending or running in this room. ${code("!dag list")} shows recent runs.`
-        : listing(r`${plural(o.runs.length, "active run")}:`, o.runs),
+        ? r`Nothing is pending or running in this room as of ${clockTime(o.at)}. ${code("!dag list")} shows recent runs.`
+        : listing(r`${plural(o.runs.length, "active run")} as of ${clockTime(o.at)}:`, o.runs),
   },
 });
 
