@@ -112,10 +112,11 @@ describe("createPictureMaker", () => {
       const second = await pictures(request("$two"), "!cache:hs");
       expect(renders.length).toBe(1);
       expect(uploads.length).toBe(1);
-      expect(first.content).toMatchObject({ msgtype: "m.image", url: "mxc://hs/1" });
+      // An unencrypted room gets a quiet notice showing the upload inline, not an m.image that notifies.
+      expect(first.content).toMatchObject({ msgtype: "m.notice", url: "mxc://hs/1" });
       // The same upload, answering the second ask where it was made.
       expect(second.content).toMatchObject({
-        msgtype: "m.image",
+        msgtype: "m.notice",
         url: "mxc://hs/1",
         "m.relates_to": { "m.in_reply_to": { event_id: "$two" } },
       });
