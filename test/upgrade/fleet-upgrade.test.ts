@@ -1,0 +1,470 @@
+// Upgrade day (issue 35): a fleet of the previous release (0.1.0, commit 633923a, built from this
+// repository's history) is upgraded to today's one node at a time, on PostgreSQL and on SQLite,
+// through the README's upgrade procedure, with runs in flight:
+//
+//   1. two 0.1.0 nodes run a DAG whose two long tasks (one per node) are running when the upgrade
+//      begins, and whose next tasks wait on them;
+//   2. a read-only command of today's release refuses the older store and leaves it as it was (a
+//      quiet copy of the SQLite file byte-for-byte; the schema of the live store);
+//   3. back up; `dagbot migrate --dry-run` prints the plan and changes nothing; `dagbot migrate`;
+//   4. the old nodes are replaced one at a time; while one old node still runs (offering an action
+//      named `approve`, and the producer's action, with a free slot), a DAG with an approval gate and
+//      an output reference is published through today's CLI and approved through it.
+//
+// Every action execution is counted from the actions' own records (test/upgrade/fixtures/act.mjs),
+// never from the store: the runs in flight run each task once, no gate passes without an approval,
+// no `{tasks.…}` reference reaches an action as text, every command sent during the mixed phase
+// gets its outcome, and `dagbot nodes` shows both releases side by side.
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { describe, expect, it } from "vitest";
+import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
+import type { TestDatabase } from "../support/postgres.js";
+import { waitFor } from "../support/store-wait.js";
+import { Fleet } from "./fleet.js";
+import type { ActionRecord } from "./fleet.js";
+import type { CliResult, NodeProcess, Release } from "./releases.js";
+import { currentRelease, killAll, previousRelease, runCli, said } from "./releases.js";
+import { fileDigest, postgresProbe, sqliteProbe } from "./store-probe.js";
+import type { StoreKind, StoreProbe } from "./store-probe.js";
+
+/** The schema each release needs. */
+const OLD_SCHEMA: Record<StoreKind, number> = { postgres: 7, sqlite: 8 };
+const NEW_SCHEMA = 17;
+const NEW_VERSION = "0.2.0";
+
+const VERSION_PATTERN = "[0-9]+\\.[0-9]+\\.[0-9]+";
+
+/** Fails with `what` first, so the message says which part of the upgrade went wrong. */
+async function step<T>(what: string, fn: () => Promise<T> | T): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    const message = e instanceof Error ? e.message : String(e);
+    const err = new Error(`${what}: ${message}`);
+    if (e instanceof Error && e.stack !== undefined)
+      err.stack = `${err.message}\n${e.stack.split("\n").slice(1).join("\n")}`;
+    throw err;
+  }
+}
+
+function check(ok: boolean, message: string): void {
+  if (!ok) throw new Error(message);
+}
+
+function parseJson(r: CliResult): Record<string, unknown> {
+  try {
+    return JSON.parse(r.stdout) as Record<string, unknown>;
+  } catch {
+    throw new Error(`expected JSON on stdout from ${said(r)}`);
+  }
+}
+
+describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
+  it("0.1.0 → today's, one node at a time: runs in flight once, gates wait for approval, outputs are values, commands answered, both releases in `dagbot nodes`", async () => {
+    const old = await step("building the previous release 633923a (cached after the first run)", () =>
+      previousRelease(),
+    );
+    const now = currentRelease();
+    const dir = mkdtempSync(join(tmpdir(), `dagbot-upgrade-${kind}-`));
+    let db: TestDatabase | null = null;
+    let fleet: Fleet | null = null;
+    let failed = true;
+    try {
+      db = kind === "postgres" ? await createTestDatabase() : null;
+      const probe: StoreProbe = db !== null ? postgresProbe(db.url) : sqliteProbe(join(dir, "store.db"));
+      const f = new Fleet(dir, probe.store);
+      fleet = f;
+      const config = (nodeId: string): string => f.configPath(nodeId);
+      const dagbot = (release: Release, args: string[], viaNode: string, timeoutMs = 60_000) =>
+        runCli(release, [...args, "--config", config(viaNode)], { cwd: dir, timeoutMs });
+      const writeDag = (dag: Record<string, unknown>): string => {
+        const path = join(dir, `${String(dag["id"])}.json`);
+        writeFileSync(path, JSON.stringify(dag, null, 1));
+        return path;
+      };
+
+      // ---- 1. The previous release's fleet, with a run in flight.
+      const oldA = f.start(old, "old-a");
+      const oldB = f.start(old, "old-b");
+      await step("the two 0.1.0 nodes start and beat", () =>
+        waitFor(
+          "heartbeats of old-a and old-b in the nodes table",
+          async () =>
+            (await probe.query("SELECT node_id FROM nodes ORDER BY node_id").catch(() => [])).map((r) =>
+              String(r["node_id"]),
+            ),
+          (ids) => ids.includes("old-a") && ids.includes("old-b"),
+          { timeoutMs: 30_000, intervalMs: 100 },
+        ).catch((e: unknown) => {
+          throw new Error(`${String(e)}\nold-a log:\n${tail(oldA)}\nold-b log:\n${tail(oldB)}`);
+        }),
+      );
+      check(
+        (await probe.schemaVersion()) === OLD_SCHEMA[kind],
+        `0.1.0 made a ${kind} store of schema ${await probe.schemaVersion()}, expected ${OLD_SCHEMA[kind]}`,
+      );
+      const inflight = writeDag({
+        id: "inflight",
+        tasks: [
+          { id: "long_a", action: "hold", args: { name: "long_a" }, on: { node: "old-a" } },
+          { id: "long_b", action: "hold", args: { name: "long_b" }, on: { node: "old-b" } },
+          { id: "after_a", action: "note", args: { text: "after_a" }, needs: ["long_a"] },
+          { id: "after_b", action: "note", args: { text: "after_b" }, needs: ["long_b"] },
+          { id: "last", action: "note", args: { text: "last" }, needs: ["after_a", "after_b"] },
+        ],
+      });
+      const published = await dagbot(old, ["submit", inflight, "--confirm", "--json"], "old-a");
+      check(published.code === 0, `0.1.0 could not publish the in-flight run: ${said(published)}`);
+      const inflightRun = String(parseJson(published)["runId"]);
+      await step("the two long tasks run on the 0.1.0 nodes before the upgrade begins", () =>
+        waitFor(
+          "long_a on old-a and long_b on old-b started (action records)",
+          () => f.read().filter((r) => r.phase === "start"),
+          (rs) =>
+            rs.some((r) => r.task === "long_a" && r.node === "old-a") &&
+            rs.some((r) => r.task === "long_b" && r.node === "old-b"),
+          { timeoutMs: 30_000, intervalMs: 100 },
+        ),
+      );
+
+      // ---- 2. A read-only command of today's release on the older store changes nothing.
+      await step("today's read-only commands on the 0.1.0 store", async () => {
+        const before = await probe.schemaDigest();
+        const read = await dagbot(now, ["list"], "old-a");
+        check(
+          read.code !== 0 && /dagbot migrate/.test(read.stdout + read.stderr),
+          `\`dagbot list\` of today's release on a schema-${OLD_SCHEMA[kind]} store should refuse, naming \`dagbot migrate\`: ${said(read)}`,
+        );
+        check(
+          (await probe.schemaVersion()) === OLD_SCHEMA[kind],
+          `\`dagbot list\` moved the live store's schema to ${await probe.schemaVersion()}`,
+        );
+        check((await probe.schemaDigest()) === before, "`dagbot list` changed the live store's schema");
+        if (kind === "sqlite") {
+          // The live file changes with every heartbeat; a quiet copy (SQLite's online backup) does not.
+          const copy = join(dir, "quiet-copy.db");
+          await sqliteBackup(join(dir, "store.db"), copy);
+          const files = (): string =>
+            readdirSync(dir)
+              .filter((n) => n.startsWith("quiet-copy"))
+              .sort()
+              .join(", ");
+          const bytes = fileDigest(copy);
+          const around = files();
+          for (const args of [["list"], ["status", "inflight"], ["nodes"], ["migrate", "--dry-run"]]) {
+            const r = await runCli(now, [...args, "--store", `sqlite:${copy}`], { cwd: dir });
+            check(
+              fileDigest(copy) === bytes,
+              `\`dagbot ${args.join(" ")}\` of today's release changed the bytes of a quiet schema-8 SQLite file: ${said(r)}`,
+            );
+            check(
+              files() === around,
+              `\`dagbot ${args.join(" ")}\` left files beside it: ${files()} (before: ${around})`,
+            );
+          }
+        }
+      });
+
+      // ---- 3. The README's procedure: back up, dry run, migrate.
+      const backup = await step("backing up the store (README: back up first)", async () => {
+        if (kind === "postgres") {
+          const file = join(dir, "backup.dump");
+          execFileSync(pgBin("pg_dump"), ["--format=custom", `--file=${file}`, db!.url]);
+          check(statSync(file).size > 0, `pg_dump wrote an empty ${file}`);
+          return file;
+        }
+        return null; // `dagbot migrate` backs a SQLite store up itself, and prints where.
+      });
+      await step("`dagbot migrate --dry-run` prints the plan and changes nothing", async () => {
+        const before = await probe.schemaDigest();
+        const dry = await dagbot(now, ["migrate", "--dry-run"], "old-a");
+        check(dry.code === 0, `dry run failed: ${said(dry)}`);
+        const text = dry.stdout + dry.stderr;
+        check(
+          text.includes(String(OLD_SCHEMA[kind])) && text.includes(String(NEW_SCHEMA)),
+          `the plan should name the schemas from ${OLD_SCHEMA[kind]} to ${NEW_SCHEMA}: ${said(dry)}`,
+        );
+        check(
+          (await probe.schemaVersion()) === OLD_SCHEMA[kind],
+          `--dry-run moved the schema to ${await probe.schemaVersion()}`,
+        );
+        check((await probe.schemaDigest()) === before, "--dry-run changed the store's schema");
+      });
+      const migrated = await step("`dagbot migrate`", async () => {
+        const r = await dagbot(now, ["migrate"], "old-a", 120_000);
+        check(r.code === 0, `migrate failed: ${said(r)}`);
+        check(
+          (await probe.schemaVersion()) === NEW_SCHEMA,
+          `after migrate the schema is ${await probe.schemaVersion()}, expected ${NEW_SCHEMA}: ${said(r)}`,
+        );
+        return r;
+      });
+      if (kind === "sqlite") {
+        await step("the SQLite backup `dagbot migrate` printed", async () => {
+          const text = migrated.stdout + migrated.stderr;
+          const path = /(\/\S+\.(?:db|sqlite|bak|backup)\S*)/.exec(text)?.[1]?.replace(/[.,;:)]+$/, "");
+          check(
+            path !== undefined && existsSync(path),
+            `no backup file named in the output: ${said(migrated)}`,
+          );
+          check(
+            (await sqliteProbe(path!).schemaVersion()) === OLD_SCHEMA[kind],
+            `the backup ${path} is not of schema ${OLD_SCHEMA[kind]}`,
+          );
+        });
+      } else {
+        check(backup !== null && existsSync(backup), "the PostgreSQL backup is gone");
+      }
+
+      // ---- 4. Roll the nodes one at a time.
+      const nodesJson = async (): Promise<NodesView> => {
+        const r = await dagbot(now, ["nodes", "--json"], "old-a");
+        check(r.code === 0, `dagbot nodes --json failed: ${said(r)}`);
+        return parseJson(r) as unknown as NodesView;
+      };
+      const newC = f.start(now, "new-c");
+      await step("today's first node (new-c) takes the lead from the 0.1.0 nodes", () =>
+        waitFor(
+          "new-c alive and leading room local (dagbot nodes --json)",
+          nodesJson,
+          (v) =>
+            v.nodes.some((n) => n.nodeId === "new-c" && n.state === "alive") &&
+            v.leaders.some((l) => l.room === "local" && l.nodeId === "new-c"),
+          { timeoutMs: 30_000, intervalMs: 250 },
+        ).catch((e: unknown) => {
+          throw new Error(`${String(e)}\nnew-c log:\n${tail(newC)}`);
+        }),
+      );
+      // old-a goes first: a graceful stop lets its running task (long_a) finish, then it exits.
+      oldA.child.kill("SIGTERM");
+      f.release("long_a");
+      await step("old-a stops gracefully once long_a finished", () =>
+        withTimeout(oldA.exited, 60_000, `old-a did not exit within 60 s of SIGTERM\n${tail(oldA)}`),
+      );
+      f.start(now, "new-d");
+
+      // ---- The mixed phase: new-c, new-d (today's) and old-b (0.1.0, a free slot, offers approve and build).
+      const mixed = await step("`dagbot nodes` shows the mixed phase", async () => {
+        const view = await waitFor(
+          "new-c, new-d and old-b alive",
+          nodesJson,
+          (v) =>
+            ["new-c", "new-d", "old-b"].every((id) =>
+              v.nodes.some((n) => n.nodeId === id && n.state === "alive"),
+            ),
+          { timeoutMs: 30_000, intervalMs: 250 },
+        );
+        const entry = (id: string): string => JSON.stringify(view.nodes.find((n) => n.nodeId === id));
+        check(
+          entry("new-c").includes(NEW_VERSION),
+          `new-c should show release ${NEW_VERSION}: ${entry("new-c")}`,
+        );
+        check(
+          !entry("old-b").includes(NEW_VERSION) && /0\.1\.0|older|unknown/i.test(entry("old-b")),
+          `old-b should show an older or unknown release: ${entry("old-b")}`,
+        );
+        const text = await dagbot(now, ["nodes"], "old-a");
+        const line = (id: string): string =>
+          text.stdout.split("\n").find((l) => l.startsWith(id)) ?? "(no line)";
+        check(
+          line("new-c").includes(NEW_VERSION),
+          `\`dagbot nodes\` should show ${NEW_VERSION} for new-c: ${said(text)}`,
+        );
+        check(
+          /0\.1\.0|older|unknown/i.test(line("old-b")),
+          `\`dagbot nodes\` should show old-b as older or unknown: ${said(text)}`,
+        );
+        return text.stdout;
+      });
+      check(oldB.running(), `old-b stopped during the upgrade:\n${tail(oldB)}`);
+
+      const answered: CliResult[] = [];
+      const command = async (args: string[], expectCode = 0): Promise<CliResult> => {
+        const r = await dagbot(now, args, "new-c", 90_000);
+        answered.push(r);
+        check(
+          r.code === expectCode && !/no body/i.test(r.stdout + r.stderr),
+          `a command sent during the mixed phase did not get its outcome: ${said(r)}`,
+        );
+        return r;
+      };
+      const releaseDag = writeDag({
+        id: "release",
+        tasks: [
+          // The producer: old-b offers `build` too, with a free slot.
+          { id: "build", action: "build", args: { v: "1.2.3" }, outputs: { version: VERSION_PATTERN } },
+          { id: "side", action: "note", args: { text: "side" }, needs: ["build"] },
+          { id: "ok", needs: ["build"], approve: { who: "operators", description: "roll out 1.2.3" } },
+          {
+            id: "deploy",
+            action: "deploy",
+            args: { version: "{tasks.build.outputs.version}" },
+            needs: ["ok"],
+          },
+        ],
+      });
+      await step("publishing a gated DAG with an output reference through today's CLI", async () => {
+        await command(["submit", releaseDag]);
+        await command(["confirm", "release"]);
+        await command(["cap", "8"]);
+      });
+      await step("the gate waits for an approval while old-b runs", async () => {
+        await waitFor(
+          "build and side ran and the gate is open (dagbot status release)",
+          async () => ({
+            records: f.read(),
+            status: (await dagbot(now, ["status", "release"], "new-c")).stdout,
+          }),
+          (s) =>
+            s.records.some((r) => r.task === "side") &&
+            s.records.some((r) => r.task === "build") &&
+            /awaits approval/.test(s.status),
+          { timeoutMs: 60_000, intervalMs: 250 },
+        );
+        const ran = f.read();
+        check(
+          !ran.some((r) => r.kind === "approve"),
+          `an action named approve ran: the gate was taken for a task\n${lines(ran.filter((r) => r.kind === "approve"))}`,
+        );
+        check(
+          !ran.some((r) => r.kind === "deploy"),
+          `deploy ran before anyone approved the gate\n${lines(ran.filter((r) => r.kind === "deploy"))}`,
+        );
+        const builds = ran.filter((r) => r.kind === "build");
+        check(builds.length === 1, `build ran ${builds.length} times:\n${lines(builds)}`);
+        check(
+          typeof builds[0]!.output === "string" && builds[0]!.node.startsWith("new-"),
+          `build ran without DAGBOT_OUTPUT (on ${builds[0]!.node}): a node that cannot publish outputs claimed the producer`,
+        );
+      });
+      await step("approving through today's CLI", async () => {
+        const r = await command(["approve", "release", "ok"]);
+        check(/approved release\/ok/.test(r.stdout + r.stderr), `unexpected answer to approve: ${said(r)}`);
+      });
+      await step("the gated run ends, its dependent got the value", async () => {
+        await waitForRun(now, dir, config("new-c"), "release", 60_000);
+        const deploys = f.read().filter((r) => r.kind === "deploy");
+        check(deploys.length === 1, `deploy ran ${deploys.length} times:\n${lines(deploys)}`);
+        check(
+          deploys[0]!.arg === "1.2.3" && !String(deploys[0]!.arg).includes("{tasks."),
+          `deploy received ${JSON.stringify(deploys[0]!.arg)}, expected the value 1.2.3`,
+        );
+      });
+      await command(["status", "release"]);
+
+      // ---- old-b goes last; then only today's nodes remain.
+      oldB.child.kill("SIGTERM");
+      f.release("long_b");
+      await step("old-b stops gracefully once long_b finished", () =>
+        withTimeout(oldB.exited, 60_000, `old-b did not exit within 60 s of SIGTERM\n${tail(oldB)}`),
+      );
+      f.start(now, "new-e");
+      await step("the run in flight at the upgrade ends, each task run once", async () => {
+        await waitForRun(now, dir, config("new-c"), "inflight", 60_000);
+        const all = f.read().filter((r) => r.run === inflightRun || r.kind === "hold");
+        for (const task of ["long_a", "long_b", "after_a", "after_b", "last"]) {
+          const runs = all.filter((r) => r.task === task && r.phase !== "end");
+          check(runs.length === 1, `${task} ran ${runs.length} times, expected once:\n${lines(runs)}`);
+        }
+        for (const task of ["long_a", "long_b"]) {
+          const ends = all.filter((r) => r.task === task && r.phase === "end");
+          check(ends.length === 1, `${task} ended ${ends.length} times:\n${lines(ends)}`);
+        }
+        check(!f.read().some((r) => r.kind === "approve"), "an action named approve ran");
+      });
+      expect(answered.every((r) => r.code === 0)).toBe(true);
+      expect(mixed).toContain("old-b");
+      failed = false;
+    } finally {
+      if (fleet !== null) {
+        await killAll(fleet.nodes);
+        if (failed)
+          for (const n of fleet.nodes)
+            console.warn(`--- ${n.nodeId} (${n.release.label}) log tail:\n${tail(n)}`);
+      }
+      if (db !== null) await dropOrKeep(db, failed);
+      if (failed) console.warn(`kept the upgrade test folder ${dir} (configs, node logs, records.jsonl)`);
+      else rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+interface NodesView {
+  nodes: Array<{ nodeId: string; state: string } & Record<string, unknown>>;
+  leaders: Array<{ room: string; nodeId: string }>;
+}
+
+/** Waits until `dagbot status RUN --json` of today's release says the run ended, and that it succeeded. */
+async function waitForRun(
+  now: Release,
+  dir: string,
+  config: string,
+  run: string,
+  timeoutMs: number,
+): Promise<void> {
+  const ended = await waitFor(
+    `run ${run} to end`,
+    async () => {
+      const r = await runCli(now, ["status", run, "--json", "--config", config], { cwd: dir });
+      return { r, status: runStatus(r) };
+    },
+    (s) =>
+      s.status !== null && !["pending", "running", "awaiting", "awaiting_confirmation"].includes(s.status),
+    { timeoutMs, intervalMs: 250 },
+  );
+  check(ended.status === "succeeded", `run ${run} ended ${ended.status}: ${said(ended.r)}`);
+}
+
+function runStatus(r: CliResult): string | null {
+  try {
+    const o = JSON.parse(r.stdout) as Record<string, unknown>;
+    const run = (o["run"] ?? o) as Record<string, unknown>;
+    return typeof run["status"] === "string" ? run["status"] : null;
+  } catch {
+    return null;
+  }
+}
+
+function lines(rs: readonly ActionRecord[]): string {
+  return rs.map((r) => JSON.stringify(r)).join("\n");
+}
+
+function tail(n: NodeProcess, count = 25): string {
+  return n.log().trimEnd().split("\n").slice(-count).join("\n");
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, fail) => {
+      timer = setTimeout(() => fail(new Error(message)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** SQLite's online backup of a live file into `to` (a consistent copy no process writes to). */
+async function sqliteBackup(from: string, to: string): Promise<void> {
+  const src = new Database(from, { readonly: true, fileMustExist: true });
+  try {
+    await src.backup(to);
+  } finally {
+    src.close();
+  }
+}
+
+/** A PostgreSQL client program: from the PATH, else the newest /usr/lib/postgresql/N/bin. */
+function pgBin(name: string): string {
+  try {
+    return execFileSync("sh", ["-c", `command -v ${name}`], { encoding: "utf8" }).trim();
+  } catch {
+    const root = "/usr/lib/postgresql";
+    const versions = existsSync(root) ? readdirSync(root).sort((a, b) => Number(b) - Number(a)) : [];
+    for (const v of versions) if (existsSync(join(root, v, "bin", name))) return join(root, v, "bin", name);
+    throw new Error(`${name} not found on the PATH nor under ${root}`);
+  }
+}
