@@ -194,6 +194,7 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         );
         check((await probe.schemaDigest()) === before, "--dry-run changed the store's schema");
       });
+      const migratedAt = Date.now();
       const migrated = await step("`dagbot migrate`", async () => {
         const r = await dagbot(now, ["migrate"], "old-a", 120_000);
         check(r.code === 0, `migrate failed: ${said(r)}`);
@@ -355,6 +356,17 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         );
       });
       await command(["status", "release"]);
+      await step("old-b's log shows the statements the migrated store refused it", () =>
+        waitFor(
+          "a warning or error in old-b's log after `dagbot migrate`",
+          () => complaints(oldB, migratedAt),
+          (ls) => ls.length > 0,
+          {
+            timeoutMs: 20_000,
+            intervalMs: 250,
+          },
+        ),
+      );
 
       // ---- old-b goes last; then only today's nodes remain.
       oldB.child.kill("SIGTERM");
@@ -376,6 +388,15 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         }
         check(!f.read().some((r) => r.kind === "approve"), "an action named approve ran");
       });
+      // What the 0.1.0 nodes said once the store was migrated under them (for the reader of the run).
+      for (const n of [oldA, oldB]) {
+        const said = [
+          ...new Set(complaints(n, migratedAt).map((l) => `${l.msg}: ${l.err ?? l.reason ?? ""}`)),
+        ];
+        console.log(
+          `${n.nodeId} (0.1.0) after migrate, exit ${JSON.stringify(await n.exited)}:\n  ${said.join("\n  ")}`,
+        );
+      }
       expect(answered.every((r) => r.code === 0)).toBe(true);
       expect(mixed).toContain("old-b");
       failed = false;
@@ -427,6 +448,30 @@ function runStatus(r: CliResult): string | null {
   } catch {
     return null;
   }
+}
+
+interface LogLine {
+  level: string;
+  time: string;
+  msg: string;
+  err?: string;
+  reason?: string;
+}
+
+/** The warnings and errors a node logged since `sinceMs`. */
+function complaints(n: NodeProcess, sinceMs: number): LogLine[] {
+  const out: LogLine[] = [];
+  for (const text of n.log().split("\n")) {
+    if (!text.startsWith("{")) continue;
+    try {
+      const l = JSON.parse(text) as LogLine;
+      if ((l.level === "warn" || l.level === "error" || l.level === "fatal") && Date.parse(l.time) >= sinceMs)
+        out.push(l);
+    } catch {
+      // a line cut short by a kill
+    }
+  }
+  return out;
 }
 
 function lines(rs: readonly ActionRecord[]): string {
