@@ -227,6 +227,10 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         check(r.code === 0, `dagbot nodes --json failed: ${said(r)}`);
         return parseJson(r) as unknown as NodesView;
       };
+      // A command sent while only 0.1.0 nodes are live (none of which may lead the migrated store):
+      // it waits for today's leader, and gets its outcome then.
+      const sentBeforeLeader = dagbot(now, ["cap", "12"], "old-a", 90_000);
+      sentBeforeLeader.catch(() => {}); // awaited below; a failure before then is not unhandled
       const newC = f.start(now, "new-c");
       await step("today's first node (new-c) takes the lead from the 0.1.0 nodes", () =>
         waitFor(
@@ -307,6 +311,14 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
             needs: ["ok"],
           },
         ],
+      });
+      await step("the command sent before today's first node started gets its outcome", async () => {
+        const r = await sentBeforeLeader;
+        answered.push(r);
+        check(
+          r.code === 0 && /12/.test(r.stdout + r.stderr) && !/no body/i.test(r.stdout + r.stderr),
+          `\`dagbot cap 12\` sent while only 0.1.0 nodes were live: ${said(r)}`,
+        );
       });
       await step("publishing a gated DAG with an output reference through today's CLI", async () => {
         await command(["submit", releaseDag]);
