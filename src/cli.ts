@@ -5,6 +5,7 @@
 // 15 MB less RSS (bench/README.md, Memory). V8 reads it only at start, so it cannot be set here.
 import { readFileSync } from "node:fs";
 import { tooOldNode } from "./cli/node-floor.js";
+import { releaseLine } from "./domain/release.js";
 
 // A reader that went away (`dagbot status | head -1`) has all it wanted: end quietly, not with an
 // EPIPE stack trace. Other write errors are real and keep their default (a crash with the cause).
@@ -14,16 +15,10 @@ process.stdout.on("error", (err: NodeJS.ErrnoException) => {
 });
 
 /** The package this file was installed from (package.json is shipped beside dist/). */
-function packageJson(): { version?: unknown; engines?: { node?: unknown } } {
+function packageJson(): { engines?: { node?: unknown } } {
   return JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
-    version?: unknown;
     engines?: { node?: unknown };
   };
-}
-
-function packageVersion(): string {
-  const { version } = packageJson();
-  return typeof version === "string" ? version : "unknown";
 }
 
 // `dagbot --version` answers before the subcommands' modules load (they take most of a start-up:
@@ -33,7 +28,7 @@ function packageVersion(): string {
 const args = process.argv.slice(2);
 const tooOld = tooOldNode(process.versions.node, packageJson().engines?.node);
 if (args.length === 1 && (args[0] === "--version" || args[0] === "-V")) {
-  process.stdout.write(`${packageVersion()}\n`);
+  process.stdout.write(`${releaseLine()}\n`);
 } else if (tooOld !== null) {
   process.stderr.write(`${tooOld}\n`);
   process.exitCode = 2;
@@ -47,7 +42,7 @@ async function runCommand(): Promise<void> {
   const program = new Command()
     .name("dagbot")
     .description("Run DAGs of tasks across a fleet of bots that share a Matrix room and a database.")
-    .version(packageVersion(), "-V, --version", "print the version and exit")
+    .version(releaseLine(), "-V, --version", "print the release, the store schema it needs and the fleet protocol it speaks, and exit")
     .showHelpAfterError()
     .exitOverride();
   registerCommands(program);

@@ -6,7 +6,7 @@ import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { StoreLocation } from "../config/store-location.js";
 import { StoreMissingError } from "../ports/errors.js";
-import type { Store, StoreOptions } from "../ports/store.js";
+import type { Store, StoreInspection, StoreOptions } from "../ports/store.js";
 
 export interface OpenStoreOptions extends StoreOptions {
   /** A PostgreSQL store's pool size (ignored for SQLite). */
@@ -36,4 +36,49 @@ export async function openStore(location: StoreLocation, options: OpenStoreOptio
   }
   const { openPostgresStore } = await import("./postgres/index.js");
   return openPostgresStore(location.url, options);
+}
+
+/**
+ * What the store holds before anything changes it: its schema, the steps to this release's and the
+ * nodes it has heard of (docs/architecture.md §11). A SQLite file that does not exist is an empty store.
+ */
+export async function inspectStore(location: StoreLocation): Promise<StoreInspection> {
+  if (location.kind === "sqlite") {
+    const path = resolve(location.path);
+    const { inspectSqliteStore } = await import("./sqlite/upgrade.js");
+    if (!existsSync(path)) {
+      const { LATEST_SCHEMA_VERSION } = await import("./sqlite/migrations.js");
+      return { schema: 0, latest: LATEST_SCHEMA_VERSION, steps: [], nodes: [] };
+    }
+    return inspectSqliteStore(path);
+  }
+  const { inspectPostgresStore } = await import("./postgres/upgrade.js");
+  return inspectPostgresStore(location.url);
+}
+
+/** Where a SQLite store's backup before migrating from `from` goes: beside it, named by schema and time. */
+export function sqliteBackupPath(path: string, from: number, now: Date): string {
+  const stamp = now.toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
+  return `${resolve(path)}.schema${from}-${stamp}.bak`;
+}
+
+/**
+ * Migrates the store to this release's schema. A SQLite store of an older schema is copied first
+ * (online, owner-only) to `backup`; PostgreSQL is backed up by its operator (README "Upgrading").
+ */
+export async function migrateStore(
+  location: StoreLocation,
+  options: OpenStoreOptions & { backup?: string },
+): Promise<{ from: number; to: number; backup: string | null }> {
+  const before = await inspectStore(location);
+  let backup: string | null = null;
+  if (location.kind === "sqlite" && options.backup !== undefined && before.schema > 0 && before.steps.length > 0) {
+    const { backupSqliteStore } = await import("./sqlite/upgrade.js");
+    await backupSqliteStore(resolve(location.path), options.backup);
+    backup = options.backup;
+  }
+  const { backup: _unused, ...open } = options;
+  const store = await openStore(location, { ...open, migrate: true });
+  await store.close();
+  return { from: before.schema, to: before.latest, backup };
 }

@@ -7,6 +7,7 @@ import { registerDemo } from "./subcommands/demo.js";
 import { registerGraph } from "./subcommands/graph.js";
 import { registerLogs } from "./subcommands/logs.js";
 import { registerNode } from "./subcommands/node.js";
+import { registerMigrate } from "./subcommands/migrate.js";
 import { registerNodes } from "./subcommands/nodes.js";
 import { registerRun } from "./subcommands/run.js";
 import { registerStart } from "./subcommands/start.js";
@@ -22,6 +23,7 @@ export function registerCommands(program: Command): void {
   registerSubmit(program);
   registerLogs(program);
   registerNodes(program);
+  registerMigrate(program);
   // trigger, confirm, reject, cancel, retry, cap, ...: from the verb files that declare a CLI form.
   registerVerbCommands(program);
   registerGraph(program);

@@ -149,6 +149,9 @@ export interface WebhookConfig extends WebhookSpec {
   secretFrom: { file: string } | { env: string };
 }
 
+export const STORE_MIGRATE = ["when_alone", "always", "never"] as const;
+export type StoreMigrate = (typeof STORE_MIGRATE)[number];
+
 export interface NodeConfig {
   nodeId: string;
   labels: string[];
@@ -159,6 +162,12 @@ export interface NodeConfig {
   storePoolSize: number;
   /** A SQLite store's durability (README "Node configuration"); ignored for PostgreSQL. */
   sqliteSynchronous: SqliteSynchronous;
+  /**
+   * When a node that finds its store at an older schema migrates it (README "Upgrading"):
+   * `when_alone` (default) only if no other node has a live heartbeat; `always`; `never` (only
+   * `dagbot migrate` does).
+   */
+  storeMigrate: StoreMigrate;
   /** Folder of DAG files for `!dag publish <name>`; null when the node has none. */
   dagLibrary: string | null;
   /** Null for an engine-only node. */
@@ -569,6 +578,7 @@ export const nodeConfigFileSchema = z
     store: storeSchema.prefault(DEFAULT_STORE),
     store_pool_size: z.int().min(1).max(100).prefault(DEFAULT_STORE_POOL_SIZE),
     sqlite_synchronous: z.enum(["full", "normal"]).prefault("full"),
+    store_migrate: z.enum(STORE_MIGRATE).prefault("when_alone"),
     /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
     store_file: z.string().optional(),
     dag_library: z.string().min(1).optional(),
@@ -742,6 +752,7 @@ export function toNodeConfig(
     store: file.store,
     storePoolSize: file.store_pool_size,
     sqliteSynchronous: file.sqlite_synchronous,
+    storeMigrate: file.store_migrate,
     dagLibrary: file.dag_library ?? null,
     matrix,
     rooms: matrix === null ? [LOCAL_ROOM_ID] : matrix.rooms,

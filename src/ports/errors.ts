@@ -57,6 +57,23 @@ export class SchemaTooNewError extends Error {
 }
 
 /**
+ * The store holds an older schema than this dagbot's, and this open may not migrate it: only
+ * `dagbot migrate`, or a node that finds itself alone, does (docs/architecture.md §11).
+ */
+export class SchemaTooOldError extends Error {
+  override readonly name = "SchemaTooOldError";
+  constructor(
+    readonly found: number,
+    readonly wanted: number,
+  ) {
+    super(
+      `the store's schema is version ${found}, older than this dagbot's (${wanted}); nothing was changed. ` +
+        "Run 'dagbot migrate --dry-run' to see the migration and 'dagbot migrate' to apply it (README, Upgrading)",
+    );
+  }
+}
+
+/**
  * A store opened as existing holds no dagbot store (no such file, an empty database, another
  * program's file): nothing was created. Read-only commands open so, so a typo never makes a store.
  */

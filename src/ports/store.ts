@@ -1139,6 +1139,25 @@ export interface Store
   close(): Promise<void>;
 }
 
+/** A node as a store's nodes table shows it to `dagbot migrate`, whatever release wrote the row. */
+export interface StoreNodeSeen {
+  nodeId: string;
+  /** Null for a node of a release before 0.2.0, which recorded neither. */
+  release: string | null;
+  protocol: number | null;
+  heartbeatAgeMs: number;
+}
+
+/** What a store holds before a migration: its schema, the steps to this release's, the nodes it has heard of. */
+export interface StoreInspection {
+  /** 0: no dagbot tables yet. */
+  schema: number;
+  /** This release's schema. */
+  latest: number;
+  steps: { version: number; summary: string; fleetProtocol: number | null }[];
+  nodes: StoreNodeSeen[];
+}
+
 /** Options every adapter's open function accepts. */
 export interface StoreOptions {
   /**
@@ -1147,6 +1166,12 @@ export interface StoreOptions {
    * "Faces"): `dagbot status --store sqlite:./typo.db` must not leave an empty store behind.
    */
   existing?: boolean;
+  /**
+   * Bring a store of an older schema up to this release's. Without it such a store is refused
+   * (SchemaTooOldError) and left as it was: only `dagbot migrate`, or a node that finds no other node
+   * live, migrates (docs/architecture.md §11). An empty store is always given the schema.
+   */
+  migrate?: boolean;
   /**
    * Replaces the store's clock (tests of lease expiry and takeover). Production leaves it unset so
    * PostgreSQL's now() is the one clock all hosts agree on.

@@ -189,6 +189,7 @@ describe("defaults", () => {
       store: { kind: "sqlite", path: "./data/dagbot.db" },
       storePoolSize: 2,
       sqliteSynchronous: "full",
+      storeMigrate: "when_alone",
       dagLibrary: null,
       matrix: null,
       rooms: ["local"],

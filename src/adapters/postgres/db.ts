@@ -5,6 +5,7 @@
  */
 import { createHash } from "node:crypto";
 import pg from "pg";
+import { FLEET_PROTOCOL } from "../../domain/release.js";
 import { ConflictError } from "../../ports/errors.js";
 import type { ChangeTopic, LeaderFence } from "../../ports/store.js";
 import { HOT_TOPICS } from "../../ports/store.js";
@@ -41,12 +42,19 @@ export interface PgOptions {
  */
 export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 2_000;
 
+/** The startup option that says a connection speaks this release's fleet protocol. */
+export const FLEET_PROTOCOL_OPTION = `-c dagbot.protocol=${FLEET_PROTOCOL}`;
+
 export function clientConfig(o: PgOptions): pg.ClientConfig {
   return {
     connectionString: o.url,
     types,
     // Every connection resolves our tables in the chosen schema, so one database can hold several stores.
-    options: `-c search_path=${quoteIdent(o.schema)} -c idle_in_transaction_session_timeout=${IDLE_IN_TRANSACTION_TIMEOUT_MS}`,
+    // dagbot.protocol: the fleet protocol this connection speaks, which the store's fence triggers
+    // read (migrations.ts, version 17; docs/architecture.md §11). An older release never sets it.
+    options:
+      `-c search_path=${quoteIdent(o.schema)} -c idle_in_transaction_session_timeout=${IDLE_IN_TRANSACTION_TIMEOUT_MS} ` +
+      FLEET_PROTOCOL_OPTION,
     application_name: "dagbot",
   };
 }

@@ -61,7 +61,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     try {
       if (options.existing === true && !(await hasSchema(client, schema)))
         throw new StoreMissingError(`the database holds no dagbot tables in schema "${schema}"`);
-      await migrate(client, schema);
+      await migrate(client, schema, options.migrate === true);
     } finally {
       client.off("error", onLost);
       client.release(lost);

@@ -4,7 +4,7 @@
  * released one. A schema whose recorded version is newer than the last entry here is refused.
  */
 import type pg from "pg";
-import { SchemaTooNewError } from "../../ports/errors.js";
+import { SchemaTooNewError, SchemaTooOldError } from "../../ports/errors.js";
 import { quoteIdent } from "./sql.js";
 import type { Migration } from "../store-common/schema.js";
 import { latestVersion, RUN_STATUS_LIST, TASK_STATUS_LIST } from "../store-common/schema.js";
@@ -12,6 +12,7 @@ import { latestVersion, RUN_STATUS_LIST, TASK_STATUS_LIST } from "../store-commo
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
+    summary: "the first schema: leases, inbox, runs, tasks, nodes, outbox, events",
     sql: `
 CREATE TABLE room_leases (
   room_id     text PRIMARY KEY,
@@ -170,6 +171,7 @@ CREATE TABLE events (
     // Issue 10: nodes register what their actions accept, so the leader checks arguments at publish;
     // the room's permissions live in the store so that every node enforces the same ones.
     version: 2,
+    summary: "nodes register their actions' argument rules; room permissions in the store",
     sql: `
 ALTER TABLE nodes ADD COLUMN action_specs jsonb NOT NULL DEFAULT '{}'::jsonb;
 
@@ -185,6 +187,7 @@ CREATE TABLE room_policies (
     // Issue 12: a running task's output tail is written while it runs (dagbot logs --follow); with
     // the bytes written in all, a reader knows which part of a new tail it has not shown yet.
     version: 3,
+    summary: "a running task's output tail and its byte count",
     sql: `
 ALTER TABLE tasks ADD COLUMN output_bytes bigint;
 `,
@@ -192,6 +195,7 @@ ALTER TABLE tasks ADD COLUMN output_bytes bigint;
   {
     // Issue 13: each node reports how many encrypted events it could not decrypt (`!dag nodes`).
     version: 4,
+    summary: "nodes count the encrypted events they could not decrypt",
     sql: `
 ALTER TABLE nodes ADD COLUMN undecryptable bigint NOT NULL DEFAULT 0;
 `,
@@ -199,6 +203,7 @@ ALTER TABLE nodes ADD COLUMN undecryptable bigint NOT NULL DEFAULT 0;
   {
     // Idempotency keys are forgotten after retention.idempotency_keys; the oldest are found first.
     version: 5,
+    summary: "idempotency keys are found by age for retention",
     sql: `
 CREATE INDEX idempotency_keys_age ON idempotency_keys (created_at);
 `,
@@ -210,6 +215,7 @@ CREATE INDEX idempotency_keys_age ON idempotency_keys (created_at);
     // runs of a definition whose first run was already pruned rebuild it from their oldest, with an
     // empty hash (content unknown: the next publish of that id adopts it).
     version: 6,
+    summary: "published DAGs get a table of their own (definitions), back-filled from the runs",
     sql: `
 ALTER TABLE runs ADD COLUMN definition_id text;
 UPDATE runs SET definition_id = COALESCE(dag->>'definition', dag_id);
@@ -271,6 +277,7 @@ UPDATE definitions d SET
     // (room, 'queued') entries of every task ever queued it would read in heap order. ROWS 1: with
     // the default estimate (1,000 rows) the claim's UPDATE joins its rows to a scan of all tasks.
     version: 7,
+    summary: "the claim's pick in a function with a fixed plan",
     sql: `
 CREATE FUNCTION claim_pick(p_now bigint, p_rooms text[], p_node text, p_actions text[], p_labels text[],
                            p_limit integer)
@@ -324,6 +331,7 @@ $fn$;
     // Poison commands (issue 24, src/domain/inbox-handling.ts): the term of the leader that started
     // handling a new row, and how many leaders started it and lost their lease before finishing.
     version: 8,
+    summary: "poison commands: the term that started handling an inbox row, and its losses",
     sql: `
 ALTER TABLE processed_events ADD COLUMN handling_term bigint;
 ALTER TABLE processed_events ADD COLUMN handling_losses integer NOT NULL DEFAULT 0;
@@ -333,6 +341,7 @@ ALTER TABLE processed_events ADD COLUMN handling_losses integer NOT NULL DEFAULT
     // Issue 24: under the two-person rule a room admin's policy change waits here for a second
     // admin's confirmation (or its expiry); applied ones stay as the record of who agreed.
     version: 9,
+    summary: "policy changes waiting for a second admin",
     sql: `
 CREATE TABLE policy_proposals (
   room_id      text NOT NULL,
@@ -353,6 +362,7 @@ CREATE TABLE policy_proposals (
     // changed it last, when and why, and the newest slot it fired or skipped: a skipped slot is
     // recorded (with an event saying why) so no later leader considers it again.
     version: 10,
+    summary: "schedules with a state, an owner and the newest slot considered",
     sql: `
 ALTER TABLE definitions ADD COLUMN schedule_state text NOT NULL DEFAULT 'active'
   CHECK (schedule_state IN ('active','paused','deleted'));
@@ -368,6 +378,7 @@ UPDATE definitions SET slots_through = last_slot_at;
     // list has runs_room_created and a definition's runs_definition; a status filter gets its own, in
     // list order, so a page of e.g. failed runs reads that page, not every run of the room since.
     version: 11,
+    summary: "run lists paged by creation time, by status",
     sql: `
 CREATE INDEX runs_room_status_created ON runs (room_id, status, created_at DESC, seq DESC);
 `,
@@ -376,6 +387,7 @@ CREATE INDEX runs_room_status_created ON runs (room_id, status, created_at DESC,
     // Issue 25: a task's declared outputs (name → pattern; NULL when none), for its worker to check
     // what the action published, and the values it published (written with its success).
     version: 12,
+    summary: "tasks' declared outputs and published values",
     sql: `
 ALTER TABLE tasks ADD COLUMN output_patterns jsonb;
 ALTER TABLE tasks ADD COLUMN output_values jsonb;
@@ -386,6 +398,7 @@ ALTER TABLE tasks ADD COLUMN output_values jsonb;
     // (room, definition, upstream run) is what holds it to once across leaders; a skipped firing
     // keeps its reason. Upstream runs are found by definition and end time.
     version: 13,
+    summary: "after triggers: one firing per upstream run",
     sql: `
 CREATE TABLE after_firings (
   room_id          text NOT NULL,
@@ -409,6 +422,7 @@ CREATE INDEX runs_definition_ended ON runs (room_id, definition_id, updated_at)
   {
     // Issue 26: retention deletes a pruned upstream run's firings by the run.
     version: 14,
+    summary: "after firings found by upstream run",
     sql: `
 CREATE INDEX after_firings_upstream ON after_firings (room_id, upstream_run_id);
 `,
@@ -418,6 +432,7 @@ CREATE INDEX after_firings_upstream ON after_firings (room_id, upstream_run_id);
     // gate_state: set when it opens (approvals, form values, decision). Its timeout is the row's
     // deadline while it is open; tasks_gates_open finds the open ones for the reaper.
     version: 15,
+    summary: "approval gates",
     sql: `
 ALTER TABLE tasks ADD COLUMN gate jsonb;
 ALTER TABLE tasks ADD COLUMN gate_state jsonb;
@@ -431,6 +446,7 @@ CREATE INDEX tasks_gates_open ON tasks (room_id, deadline) WHERE status = 'block
     // plan above its custom one and planned it afresh at every execution (1.5–2 ms each); with
     // the estimate the generic plan (index lookups by primary key) is kept.
     version: 16,
+    summary: "batched finishes: the rows of a batch from a function with a small row estimate",
     sql: `
 CREATE FUNCTION finish_rows(p_runs text[], p_tasks text[], p_versions integer[], p_nodes text[], p_boots text[],
                             p_outcomes text[], p_exits integer[], p_outputs text[], p_errors text[],
@@ -447,6 +463,40 @@ END
 $fn$;
 `,
   },
+  {
+    // Upgrade day (docs/architecture.md §11): nodes say which release and fleet protocol they run,
+    // and the store refuses what a node of protocol 1 (before 0.2.0) would do wrong beside this
+    // schema: a claim (it would run a gate as an action, or a task without checking its outputs),
+    // a lease (it would lead and queue gates as tasks), a new run, task or inbox row. Its renewals,
+    // output writes and finishes still pass, so what it runs ends once. A connection is of protocol
+    // 2 when it set dagbot.protocol = 2 (db.ts, clientConfig); an older one did not and reads this
+    // message from its failed statement. Statement triggers: one check a statement, none a row.
+    // The leases are handed back, with a new term, so an old leader's next fenced write fails and
+    // a protocol-2 node takes over.
+    version: 17,
+    summary: "nodes record release and protocol; the store refuses claims, leases and new runs of nodes before 0.2.0",
+    fleetProtocol: 2,
+    sql: `
+ALTER TABLE nodes ADD COLUMN release text;
+ALTER TABLE nodes ADD COLUMN protocol integer;
+UPDATE room_leases SET holder_node = NULL, holder_boot = NULL, expires_at = 0, term = term + 1;
+CREATE FUNCTION fleet_fence_refuse() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  RAISE EXCEPTION 'this store needs dagbot 0.2.0 or later (fleet protocol 2) to lead, claim or start runs, and this node runs an older release: it may still finish the tasks it runs; upgrade it (README, Upgrading)';
+END
+$fn$;
+CREATE TRIGGER fleet_fence_claim BEFORE UPDATE OF started_at ON tasks FOR EACH STATEMENT
+  WHEN (current_setting('dagbot.protocol', true) IS DISTINCT FROM '2') EXECUTE FUNCTION fleet_fence_refuse();
+CREATE TRIGGER fleet_fence_task BEFORE INSERT ON tasks FOR EACH STATEMENT
+  WHEN (current_setting('dagbot.protocol', true) IS DISTINCT FROM '2') EXECUTE FUNCTION fleet_fence_refuse();
+CREATE TRIGGER fleet_fence_run BEFORE INSERT ON runs FOR EACH STATEMENT
+  WHEN (current_setting('dagbot.protocol', true) IS DISTINCT FROM '2') EXECUTE FUNCTION fleet_fence_refuse();
+CREATE TRIGGER fleet_fence_inbox BEFORE INSERT ON processed_events FOR EACH STATEMENT
+  WHEN (current_setting('dagbot.protocol', true) IS DISTINCT FROM '2') EXECUTE FUNCTION fleet_fence_refuse();
+CREATE TRIGGER fleet_fence_lease BEFORE INSERT OR UPDATE ON room_leases FOR EACH STATEMENT
+  WHEN (current_setting('dagbot.protocol', true) IS DISTINCT FROM '2') EXECUTE FUNCTION fleet_fence_refuse();
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);
@@ -456,7 +506,11 @@ export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);
  * schema) makes a second opener wait and then find the work done; a failing migration leaves the
  * schema as it was.
  */
-export async function migrate(client: pg.PoolClient, schema: string): Promise<{ from: number; to: number }> {
+export async function migrate(
+  client: pg.PoolClient,
+  schema: string,
+  allowUpgrade = true,
+): Promise<{ from: number; to: number }> {
   await client.query("BEGIN");
   try {
     await client.query("SELECT pg_advisory_xact_lock(hashtext('dagbot.migrate'), hashtext($1))", [schema]);
@@ -470,6 +524,12 @@ export async function migrate(client: pg.PoolClient, schema: string): Promise<{ 
     );
     const from = rows[0]?.v ?? 0;
     if (from > LATEST_SCHEMA_VERSION) throw new SchemaTooNewError(from, LATEST_SCHEMA_VERSION);
+    if (from > 0 && from < LATEST_SCHEMA_VERSION && !allowUpgrade)
+      throw new SchemaTooOldError(from, LATEST_SCHEMA_VERSION);
+    if (from === LATEST_SCHEMA_VERSION) {
+      await client.query("ROLLBACK");
+      return { from, to: from };
+    }
     await client.query(`SET LOCAL search_path TO ${quoteIdent(schema)}`);
     for (const m of MIGRATIONS) {
       if (m.version <= from) continue;

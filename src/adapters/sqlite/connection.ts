@@ -13,8 +13,12 @@ import type { LogLine } from "../store-common/records.js";
 import { holderKey, sessionKey } from "../store-common/records.js";
 import type { Backoff } from "../../domain/backoff.js";
 import { backoffMs } from "../../domain/backoff.js";
+import { FLEET_PROTOCOL } from "../../domain/release.js";
 
 export type Row = Record<string, unknown>;
+
+/** The temp view by which a connection says it speaks this release's fleet protocol (docs/architecture.md §11). */
+export const FLEET_PROTOCOL_VIEW = `dagbot_fleet_protocol_${FLEET_PROTOCOL}`;
 
 /** What a write transaction collects for after its commit. */
 export interface Tx {
@@ -81,6 +85,9 @@ export class SqliteConnection {
       // commits, and the WAL stays consistent either way.
       this.db.pragma(`synchronous = ${synchronous === "normal" ? "NORMAL" : "FULL"}`);
       this.db.pragma("foreign_keys = ON");
+      // This connection speaks FLEET_PROTOCOL: the store's fence triggers (migrations.ts, version 17)
+      // look for this view in the connection's own temp schema, which an older release never made.
+      this.db.exec(`CREATE TEMP VIEW IF NOT EXISTS ${FLEET_PROTOCOL_VIEW} AS SELECT ${FLEET_PROTOCOL} AS protocol`);
       this.inTransaction = this.db.transaction((body: () => unknown) => body());
     } catch (e) {
       this.db.close();

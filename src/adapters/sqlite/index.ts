@@ -12,7 +12,7 @@ import * as after from "./after.js";
 import * as definitions from "./definitions.js";
 import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
-import { currentSchemaVersion, migrate } from "./migrations.js";
+import { checkSchemaVersion, currentSchemaVersion, LATEST_SCHEMA_VERSION, migrate } from "./migrations.js";
 import * as policies from "./policy.js";
 import * as nodes from "./nodes.js";
 import * as outbox from "./outbox.js";
@@ -53,9 +53,12 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
   );
   const changes = new ChangeFeed(() => c.dataVersion(), onError);
   try {
-    if (options.existing === true && currentSchemaVersion(c.db) === 0)
-      throw new StoreMissingError(`${path} holds no dagbot tables`);
-    await c.write(`migrate sqlite store ${path}`, (tx) => migrate(c.db, tx.now));
+    const found = currentSchemaVersion(c.db);
+    if (options.existing === true && found === 0) throw new StoreMissingError(`${path} holds no dagbot tables`);
+    // Refused before the write transaction, so a refused store is not touched at all.
+    checkSchemaVersion(found, options.migrate === true);
+    if (found !== LATEST_SCHEMA_VERSION)
+      await c.write(`migrate sqlite store ${path}`, (tx) => migrate(c.db, tx.now, options.migrate === true));
   } catch (e) {
     c.close();
     throw e;

@@ -4,13 +4,14 @@
  * the last entry here was written by a newer dagbot and is refused.
  */
 import type Database from "better-sqlite3";
-import { SchemaTooNewError } from "../../ports/errors.js";
+import { SchemaTooNewError, SchemaTooOldError } from "../../ports/errors.js";
 import type { Migration } from "../store-common/schema.js";
 import { latestVersion, RUN_STATUS_LIST, TASK_STATUS_LIST } from "../store-common/schema.js";
 
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
+    summary: "the first schema: leases, inbox, runs, tasks, nodes, outbox, events",
     sql: `
 CREATE TABLE room_leases (
   room_id     TEXT PRIMARY KEY,
@@ -163,6 +164,7 @@ CREATE INDEX events_room_seq ON events (room_id, seq);
     // Issue 10: nodes register what their actions accept, so the leader checks arguments at publish;
     // the room's permissions live in the store so that every node enforces the same ones.
     version: 2,
+    summary: "nodes register their actions' argument rules; room permissions in the store",
     sql: `
 ALTER TABLE nodes ADD COLUMN action_specs TEXT NOT NULL DEFAULT '{}';
 
@@ -178,6 +180,7 @@ CREATE TABLE room_policies (
     // Issue 12: a running task's output tail is written while it runs (dagbot logs --follow); with
     // the bytes written in all, a reader knows which part of a new tail it has not shown yet.
     version: 3,
+    summary: "a running task's output tail and its byte count",
     sql: `
 ALTER TABLE tasks ADD COLUMN output_bytes INTEGER;
 `,
@@ -185,6 +188,7 @@ ALTER TABLE tasks ADD COLUMN output_bytes INTEGER;
   {
     // Issue 13: each node reports how many encrypted events it could not decrypt (`!dag nodes`).
     version: 4,
+    summary: "nodes count the encrypted events they could not decrypt",
     sql: `
 ALTER TABLE nodes ADD COLUMN undecryptable INTEGER NOT NULL DEFAULT 0;
 `,
@@ -192,6 +196,7 @@ ALTER TABLE nodes ADD COLUMN undecryptable INTEGER NOT NULL DEFAULT 0;
   {
     // Idempotency keys are forgotten after retention.idempotency_keys; the oldest are found first.
     version: 5,
+    summary: "idempotency keys are found by age for retention",
     sql: `
 CREATE INDEX idempotency_keys_age ON idempotency_keys (created_at);
 `,
@@ -203,6 +208,7 @@ CREATE INDEX idempotency_keys_age ON idempotency_keys (created_at);
     // runs of a definition whose first run was already pruned rebuild it from their oldest, with an
     // empty hash (content unknown: the next publish of that id adopts it).
     version: 6,
+    summary: "published DAGs get a table of their own (definitions), back-filled from the runs",
     sql: `
 ALTER TABLE runs ADD COLUMN definition_id TEXT;
 UPDATE runs SET definition_id = COALESCE(json_extract(dag, '$.definition'), dag_id);
@@ -260,6 +266,7 @@ UPDATE definitions SET
     // + 1, which never goes back while the largest row stays: retention keeps the newest event, and
     // a seq handed out before whose row is gone is kept by a mark (no room, so no reader sees it).
     version: 7,
+    summary: "the event log without AUTOINCREMENT",
     sql: `
 CREATE TABLE events_next (
   seq     INTEGER PRIMARY KEY,
@@ -289,6 +296,7 @@ CREATE INDEX events_room_seq ON events (room_id, seq);
     // (out of the queued entries, into the running ones) and every finish one: three WAL pages per
     // claim+finish pair for nothing. The reads use tasks_claim (queued) and tasks_executor (running).
     version: 8,
+    summary: "drops an index no query used (tasks_open)",
     sql: `
 DROP INDEX tasks_open;
 `,
@@ -297,6 +305,7 @@ DROP INDEX tasks_open;
     // Poison commands (issue 24, src/domain/inbox-handling.ts): the term of the leader that started
     // handling a new row, and how many leaders started it and lost their lease before finishing.
     version: 9,
+    summary: "poison commands: the term that started handling an inbox row, and its losses",
     sql: `
 ALTER TABLE processed_events ADD COLUMN handling_term INTEGER;
 ALTER TABLE processed_events ADD COLUMN handling_losses INTEGER NOT NULL DEFAULT 0;
@@ -306,6 +315,7 @@ ALTER TABLE processed_events ADD COLUMN handling_losses INTEGER NOT NULL DEFAULT
     // Issue 24: under the two-person rule a room admin's policy change waits here for a second
     // admin's confirmation (or its expiry); applied ones stay as the record of who agreed.
     version: 10,
+    summary: "policy changes waiting for a second admin",
     sql: `
 CREATE TABLE policy_proposals (
   room_id      TEXT NOT NULL,
@@ -326,6 +336,7 @@ CREATE TABLE policy_proposals (
     // changed it last, when and why, and the newest slot it fired or skipped: a skipped slot is
     // recorded (with an event saying why) so no later leader considers it again.
     version: 11,
+    summary: "schedules with a state, an owner and the newest slot considered",
     sql: `
 ALTER TABLE definitions ADD COLUMN schedule_state TEXT NOT NULL DEFAULT 'active'
   CHECK (schedule_state IN ('active','paused','deleted'));
@@ -341,6 +352,7 @@ UPDATE definitions SET slots_through = last_slot_at;
     // definition (runs_definition). An index entry ends with the rowid, so each of these is in list
     // order and a page reads its own rows. The status index replaces (room_id, status), a prefix of it.
     version: 12,
+    summary: "run lists paged by creation time",
     sql: `
 CREATE INDEX runs_room_created ON runs (room_id, created_at);
 DROP INDEX runs_room_status;
@@ -351,6 +363,7 @@ CREATE INDEX runs_room_status ON runs (room_id, status, created_at);
     // Issue 25: a task's declared outputs (name → pattern, JSON; NULL when none), for its worker to
     // check what the action published, and the values it published (JSON; written with its success).
     version: 13,
+    summary: "tasks' declared outputs and published values",
     sql: `
 ALTER TABLE tasks ADD COLUMN output_patterns TEXT;
 ALTER TABLE tasks ADD COLUMN output_values TEXT;
@@ -361,6 +374,7 @@ ALTER TABLE tasks ADD COLUMN output_values TEXT;
     // (room, definition, upstream run) is what holds it to once across leaders; a skipped firing
     // keeps its reason. Upstream runs are found by definition and end time.
     version: 14,
+    summary: "after triggers: one firing per upstream run",
     sql: `
 CREATE TABLE after_firings (
   room_id          TEXT NOT NULL,
@@ -383,6 +397,7 @@ CREATE INDEX runs_definition_ended ON runs (room_id, definition_id, updated_at)
   {
     // Issue 26: retention deletes a pruned upstream run's firings by the run.
     version: 15,
+    summary: "after firings found by upstream run",
     sql: `
 CREATE INDEX after_firings_upstream ON after_firings (room_id, upstream_run_id);
 `,
@@ -392,10 +407,47 @@ CREATE INDEX after_firings_upstream ON after_firings (room_id, upstream_run_id);
     // action); gate_state: set when it opens (approvals, form values, decision). Its timeout is the
     // row's deadline while it is open; tasks_gates_open finds the open ones for the reaper.
     version: 16,
+    summary: "approval gates",
     sql: `
 ALTER TABLE tasks ADD COLUMN gate TEXT;
 ALTER TABLE tasks ADD COLUMN gate_state TEXT;
 CREATE INDEX tasks_gates_open ON tasks (room_id, deadline) WHERE status = 'blocked' AND gate_state IS NOT NULL;
+`,
+  },
+  {
+    // Upgrade day (docs/architecture.md §11): nodes say which release and fleet protocol they run,
+    // and the store refuses what a node of protocol 1 (before 0.2.0) would do wrong beside this
+    // schema: a claim (it would run a gate as an action, or a task without checking its outputs),
+    // a lease (it would lead and queue gates as tasks), a new run, task or inbox row. Its renewals,
+    // output writes and finishes still pass, so what it runs ends once. A connection is of protocol
+    // 2 when it made the temp view dagbot_fleet_protocol_2 (connection.ts); an older one has none
+    // and reads this message from its failed statement. The leases are handed back, with a new
+    // term, so an old leader's next fenced write fails and a protocol-2 node takes over.
+    version: 17,
+    summary: "nodes record release and protocol; the store refuses claims, leases and new runs of nodes before 0.2.0",
+    fleetProtocol: 2,
+    sql: `
+ALTER TABLE nodes ADD COLUMN release TEXT;
+ALTER TABLE nodes ADD COLUMN protocol INTEGER;
+UPDATE room_leases SET holder_node = NULL, holder_boot = NULL, expires_at = 0, term = term + 1;
+CREATE TRIGGER fleet_fence_claim BEFORE UPDATE OF started_at ON tasks
+  WHEN NOT EXISTS (SELECT 1 FROM pragma_table_info('dagbot_fleet_protocol_2', 'temp'))
+  BEGIN SELECT RAISE(ABORT, 'this store needs dagbot 0.2.0 or later (fleet protocol 2) to lead, claim or start runs, and this node runs an older release: it may still finish the tasks it runs; upgrade it (README, Upgrading)'); END;
+CREATE TRIGGER fleet_fence_task BEFORE INSERT ON tasks
+  WHEN NOT EXISTS (SELECT 1 FROM pragma_table_info('dagbot_fleet_protocol_2', 'temp'))
+  BEGIN SELECT RAISE(ABORT, 'this store needs dagbot 0.2.0 or later (fleet protocol 2) to lead, claim or start runs, and this node runs an older release: it may still finish the tasks it runs; upgrade it (README, Upgrading)'); END;
+CREATE TRIGGER fleet_fence_run BEFORE INSERT ON runs
+  WHEN NOT EXISTS (SELECT 1 FROM pragma_table_info('dagbot_fleet_protocol_2', 'temp'))
+  BEGIN SELECT RAISE(ABORT, 'this store needs dagbot 0.2.0 or later (fleet protocol 2) to lead, claim or start runs, and this node runs an older release: it may still finish the tasks it runs; upgrade it (README, Upgrading)'); END;
+CREATE TRIGGER fleet_fence_inbox BEFORE INSERT ON processed_events
+  WHEN NOT EXISTS (SELECT 1 FROM pragma_table_info('dagbot_fleet_protocol_2', 'temp'))
+  BEGIN SELECT RAISE(ABORT, 'this store needs dagbot 0.2.0 or later (fleet protocol 2) to lead, claim or start runs, and this node runs an older release: it may still finish the tasks it runs; upgrade it (README, Upgrading)'); END;
+CREATE TRIGGER fleet_fence_lease_new BEFORE INSERT ON room_leases
+  WHEN NOT EXISTS (SELECT 1 FROM pragma_table_info('dagbot_fleet_protocol_2', 'temp'))
+  BEGIN SELECT RAISE(ABORT, 'this store needs dagbot 0.2.0 or later (fleet protocol 2) to lead, claim or start runs, and this node runs an older release: it may still finish the tasks it runs; upgrade it (README, Upgrading)'); END;
+CREATE TRIGGER fleet_fence_lease BEFORE UPDATE ON room_leases
+  WHEN NOT EXISTS (SELECT 1 FROM pragma_table_info('dagbot_fleet_protocol_2', 'temp'))
+  BEGIN SELECT RAISE(ABORT, 'this store needs dagbot 0.2.0 or later (fleet protocol 2) to lead, claim or start runs, and this node runs an older release: it may still finish the tasks it runs; upgrade it (README, Upgrading)'); END;
 `,
   },
 ];
@@ -413,15 +465,26 @@ export function currentSchemaVersion(db: Database.Database): number {
 }
 
 /**
+ * Whether a store at `found` may be opened by this release: a newer schema never, an older one only
+ * when the caller may migrate (`migrate`); an empty one (0) always. Checked before anything is
+ * written, so a refused store is left byte for byte as it was.
+ */
+export function checkSchemaVersion(found: number, migrate: boolean): void {
+  if (found > LATEST_SCHEMA_VERSION) throw new SchemaTooNewError(found, LATEST_SCHEMA_VERSION);
+  if (found > 0 && found < LATEST_SCHEMA_VERSION && !migrate)
+    throw new SchemaTooOldError(found, LATEST_SCHEMA_VERSION);
+}
+
+/**
  * Bring the schema to LATEST_SCHEMA_VERSION. Runs inside the caller's write transaction, so
  * several processes opening one new file at once apply each migration exactly once.
  */
-export function migrate(db: Database.Database, now: number): { from: number; to: number } {
+export function migrate(db: Database.Database, now: number, allowUpgrade = true): { from: number; to: number } {
+  checkSchemaVersion(currentSchemaVersion(db), allowUpgrade);
   db.exec(
     "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT",
   );
   const from = currentSchemaVersion(db);
-  if (from > LATEST_SCHEMA_VERSION) throw new SchemaTooNewError(from, LATEST_SCHEMA_VERSION);
   const record = db.prepare("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)");
   for (const m of MIGRATIONS) {
     if (m.version <= from) continue;

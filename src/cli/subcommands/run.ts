@@ -145,7 +145,7 @@ async function runDag(file: string, options: RunOptions): Promise<number> {
     );
   }
   const logger = makeLogger(config, runLogLevel(options));
-  const store = await openConfiguredStore(config);
+  const store = await openConfiguredStore(config, { node: logger });
   if (options.join !== true) {
     const activity = await roomActivity(store, config, roomId, nodeIds).catch(async (err: unknown) => {
       await store.close();

@@ -1,0 +1,31 @@
+/**
+ * This release's identity and the fleet's skew rule (docs/architecture.md §11).
+ *
+ * - RELEASE: the semver of this build, the same as package.json's `version` (a unit test holds
+ *   them equal); bumped per release, with a CHANGELOG.md entry.
+ * - STORE_SCHEMA: the schema version both stores' migrations end at.
+ * - FLEET_PROTOCOL: what a node must understand to lead, claim or change runs in a store. Releases
+ *   of one protocol may run side by side in any order; a migration that changes what a stored run
+ *   means raises it, and from then on the store refuses the writes of older protocols' nodes.
+ */
+
+export const RELEASE = "0.2.0";
+export const STORE_SCHEMA = 17;
+export const FLEET_PROTOCOL = 2;
+
+/** The first release of each protocol, to name it in messages ("dagbot 0.2.0 or later"). */
+export const PROTOCOL_RELEASES: Readonly<Record<number, string>> = { 1: "0.1.0", 2: "0.2.0" };
+
+/** `dagbot 0.2.0 (store schema 17, fleet protocol 2)`: what `--version` prints. */
+export function releaseLine(): string {
+  return `dagbot ${RELEASE} (store schema ${STORE_SCHEMA}, fleet protocol ${FLEET_PROTOCOL})`;
+}
+
+/**
+ * How a node's heartbeat names its release. A node of a release before 0.2.0 wrote neither: it
+ * speaks protocol 1.
+ */
+export function describeRelease(release: string | null, protocol: number | null): string {
+  if (release === null) return `before 0.2.0 (protocol ${protocol ?? 1})`;
+  return `${release} (protocol ${protocol ?? 1})`;
+}
