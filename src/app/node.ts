@@ -3,6 +3,7 @@
  * and its worker, over an injected Store, Executor, Clock and Logger. No chat here: a chat adapter
  * feeds the inbox and drains the outbox beside it.
  */
+import { FLEET_PROTOCOL, RELEASE } from "../domain/release.js";
 import { publicTemplate } from "../domain/action-argv.js";
 import type { Clock } from "../ports/clock.js";
 import type { ActionDefinition, Executor } from "../ports/executor.js";
@@ -131,6 +132,8 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
         roomIds: settings.roomIds,
         actionSpecs,
         undecryptable: deps.undecryptable?.() ?? 0,
+        release: RELEASE,
+        protocol: FLEET_PROTOCOL,
       });
     } catch (err) {
       deps.observer?.storeError?.("heartbeat");

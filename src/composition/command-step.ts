@@ -12,7 +12,7 @@ import { lstat, readFile, realpath } from "node:fs/promises";
 import { userInfo } from "node:os";
 import { isAbsolute, join, relative } from "node:path";
 import { inboxStep, readOutcome } from "../app/commands/inbox-step.js";
-import { isLocalSender, STRUCTURED_COMMAND_KEY } from "../app/commands/inbox-intent.js";
+import { isLocalSender, structuredCommandContent } from "../app/commands/inbox-intent.js";
 import type { CommandPolicy, DagLibrary, HandlerContext } from "../app/commands/context.js";
 import { withRoomPolicy } from "../app/commands/context.js";
 import type { Command } from "../app/commands/verbs/index.js";
@@ -141,7 +141,7 @@ export type CommandData = Command;
 export function commandContent(command: string | CommandData): Record<string, unknown> {
   return typeof command === "string"
     ? { msgtype: "m.text", body: command }
-    : { msgtype: "m.text", [STRUCTURED_COMMAND_KEY]: command };
+    : structuredCommandContent(command);
 }
 
 /**

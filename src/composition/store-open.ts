@@ -96,7 +96,7 @@ export async function migrateIfAlone(config: NodeConfig, logger: Logger): Promis
     (n) => n.nodeId !== config.nodeId && n.heartbeatAgeMs <= config.retention.nodeGoneAfterMs,
   );
   if (config.storeMigrate === "when_alone" && live.length > 0) {
-    const names = live.map((n) => `${n.nodeId} (${describeRelease(n.release, n.protocol)})`).join(", ");
+    const names = live.map((n) => `${n.nodeId}: ${describeRelease(n.release, n.protocol)}`).join("; ");
     throw new SetupError(
       `the store ${where} is at schema ${seen.schema} and this dagbot needs ${seen.latest}; other nodes are live ` +
         `(${names}), so this node does not migrate it on its own: ${command}, or set store_migrate = "always"`,

@@ -22,10 +22,9 @@ export function releaseLine(): string {
 }
 
 /**
- * How a node's heartbeat names its release. A node of a release before 0.2.0 wrote neither: it
- * speaks protocol 1.
+ * How a node's heartbeat names its release: `dagbot 0.2.0, protocol 2`. A node of a release before
+ * 0.2.0 recorded neither: it speaks protocol 1.
  */
 export function describeRelease(release: string | null, protocol: number | null): string {
-  if (release === null) return `before 0.2.0 (protocol ${protocol ?? 1})`;
-  return `${release} (protocol ${protocol ?? 1})`;
+  return `dagbot ${release ?? "before 0.2.0"}, protocol ${protocol ?? 1}`;
 }

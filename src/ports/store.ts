@@ -831,11 +831,17 @@ export interface NodeHeartbeat {
   actionSpecs?: Record<string, ActionTemplate>;
   /** Encrypted events in its rooms this life of the node could not decrypt (absent: 0). */
   undecryptable?: number;
+  /** The release the node runs and the fleet protocol it speaks (src/domain/release.ts). */
+  release?: string | null;
+  protocol?: number | null;
 }
 
 export interface NodeRecord extends NodeHeartbeat {
   actionSpecs: Record<string, ActionTemplate>;
   undecryptable: number;
+  /** Null for a node of a release before 0.2.0, which recorded neither (docs/architecture.md §11). */
+  release: string | null;
+  protocol: number | null;
   heartbeatAt: number;
   /** Store clock minus heartbeatAt at read time. */
   heartbeatAgeMs: number;

@@ -67,7 +67,7 @@ describe("SQLite migrations", () => {
     // The newest two were pruned: AUTOINCREMENT still remembered 5.
     raw.prepare("DELETE FROM events WHERE seq > 3").run();
     raw.close();
-    const store = await openSqliteStore(path);
+    const store = await openSqliteStore(path, { migrate: true });
     try {
       const fence = await becomeLeader(store, "!new");
       await publishRunning(store, fence, chainDag("after", 2));

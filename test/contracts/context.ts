@@ -54,6 +54,11 @@ export interface ContractCapabilities {
   injectTaskInsertFailure(taskId: string): Promise<() => Promise<void>>;
   /** The highest migration version recorded in the database. */
   schemaVersion(): Promise<number>;
+  /**
+   * Run SQL (no parameters) on a connection of the shared store as a release before 0.2.0 makes
+   * one: without declaring a fleet protocol (docs/architecture.md §11).
+   */
+  asOlderRelease(sql: string): Promise<void>;
   /** Overwrite the recorded schema version (e.g. to a version newer than the code knows). */
   forceSchemaVersion(version: number): Promise<void>;
   /** The plan the store's claim query gets, as text lines (EXPLAIN QUERY PLAN / EXPLAIN). */

@@ -12,6 +12,7 @@ import { illegalMoves, readWholeLog } from "./event-log-oracle.js";
 import { claimsSection } from "./sections/claims.js";
 import { definitionsSection } from "./sections/definitions.js";
 import { finishClaimSection } from "./sections/finish-claim.js";
+import { fleetSection } from "./sections/fleet.js";
 import { gatesSection } from "./sections/gates.js";
 import { inboxSection } from "./sections/inbox.js";
 import { leasesSection } from "./sections/leases.js";
@@ -38,6 +39,7 @@ const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["triggers", triggersSection],
   ["claims", claimsSection],
   ["finish-claim", finishClaimSection],
+  ["fleet", fleetSection],
   ["outputs", outputsSection],
   ["scheduler", schedulerSection],
   ["gates", gatesSection],

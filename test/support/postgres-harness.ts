@@ -84,6 +84,18 @@ export async function explainClaimPick(db: TestDatabase, max = 1): Promise<Claim
 
 export function postgresCapabilities(db: () => TestDatabase): ContractCapabilities {
   return {
+    asOlderRelease: async (sql) => {
+      // A connection as a release before 0.2.0 opened it: no dagbot.protocol setting.
+      const url = new URL(db().url);
+      url.searchParams.delete("options");
+      const older = new pg.Client({ connectionString: url.toString() });
+      await older.connect();
+      try {
+        await older.query(sql);
+      } finally {
+        await older.end().catch(() => {});
+      }
+    },
     injectTaskInsertFailure: async (taskId) => {
       const n = ++trapCounter;
       await db().query(

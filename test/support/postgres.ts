@@ -3,6 +3,7 @@
  * (default the local trust-auth server), dropped afterwards unless a test failed, so a failure
  * leaves its data to look at. A server that cannot be reached fails the test; it never skips.
  */
+import { FLEET_PROTOCOL_OPTION } from "../../src/adapters/postgres/db.js";
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 
@@ -61,6 +62,9 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   await withAdmin((c) => c.query(`CREATE DATABASE ${name}`));
   const u = new URL(adminUrl());
   u.pathname = `/${name}`;
+  // Every connection to it speaks this release's fleet protocol, as a node's does (db.ts): the
+  // store's fence triggers refuse claims and new runs from connections that do not (§11).
+  u.searchParams.set("options", FLEET_PROTOCOL_OPTION);
   const url = u.toString();
   return {
     name,

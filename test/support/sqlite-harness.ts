@@ -3,6 +3,7 @@
  * printed when a test failed), and the contract's capabilities done through a separate raw
  * better-sqlite3 connection to the same file.
  */
+import { declareFleetProtocol } from "../../src/adapters/sqlite/connection.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -36,6 +37,8 @@ export function sqliteTestDb(label: string): SqliteTestDb {
       if (raw === undefined) {
         raw = new Database(path);
         raw.pragma("busy_timeout = 5000");
+        // Arranges as this release does: the fence triggers (docs/architecture.md §11) let it write.
+        declareFleetProtocol(raw);
       }
       return raw;
     },
@@ -54,6 +57,16 @@ const quote = (s: string): string => `'${s.replaceAll("'", "''")}'`;
 
 export function sqliteCapabilities(db: () => SqliteTestDb): ContractCapabilities {
   return {
+    asOlderRelease: async (sql) => {
+      // A connection as a release before 0.2.0 opened it: no fleet protocol view.
+      const older = new Database(db().path);
+      try {
+        older.pragma("busy_timeout = 5000");
+        older.exec(sql);
+      } finally {
+        older.close();
+      }
+    },
     injectTaskInsertFailure: async (taskId) => {
       const name = `inject_task_failure_${++trapCounter}`;
       db()

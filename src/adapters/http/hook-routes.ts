@@ -22,7 +22,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import * as z from "zod";
 import type { Outcome } from "../../app/commands/outcome.js";
 import { httpAnswerOf, plainTextOf } from "../../app/commands/outcome-table.js";
-import { STRUCTURED_COMMAND_KEY } from "../../app/commands/inbox-intent.js";
+import { structuredCommandContent } from "../../app/commands/inbox-intent.js";
 import type { VerbRegistry } from "../../app/commands/verbs/index.js";
 import { VERB_REGISTRY } from "../../app/commands/verbs/index.js";
 import type { WebhookConfig } from "../../config/node-config.js";
@@ -178,7 +178,7 @@ export async function registerHookRoutes(
             roomId: hook.room,
             sender: hookSender(hook.id),
             originServerTs: await deps.store.now(),
-            content: { msgtype: "m.text", [STRUCTURED_COMMAND_KEY]: data },
+            content: structuredCommandContent(data),
             seenBy: `http:${deps.session}`,
           });
         } catch (err) {

@@ -44,6 +44,8 @@ export const nodesSchema = z.object({
       actions: z.array(z.string()),
       heartbeatAgeMs: z.number(),
       serves: z.boolean(),
+      release: z.string().nullable().describe("the node's dagbot release; null: a release before 0.2.0"),
+      protocol: z.number().describe("the fleet protocol it speaks (1 before 0.2.0)"),
     }),
   ),
   leader: z.object({ nodeId: z.string(), term: z.number(), expiresInMs: z.number() }).nullable(),

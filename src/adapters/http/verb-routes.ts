@@ -10,7 +10,7 @@ import { randomUUID } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Outcome } from "../../app/commands/outcome.js";
 import { createdRunOf, httpAnswerOf, plainTextOf } from "../../app/commands/outcome-table.js";
-import { STRUCTURED_COMMAND_KEY } from "../../app/commands/inbox-intent.js";
+import { structuredCommandContent } from "../../app/commands/inbox-intent.js";
 import type { AnyVerb, HttpInput, VerbHttp } from "../../app/commands/verb.js";
 import { httpRoutesOf } from "../../app/commands/verb.js";
 import type { Command, VerbRegistry } from "../../app/commands/verbs/index.js";
@@ -98,7 +98,7 @@ export function registerVerbRoutes(
         roomId,
         sender: `http:${caller.name}`,
         originServerTs: await store.now(),
-        content: { msgtype: "m.text", [STRUCTURED_COMMAND_KEY]: command },
+        content: structuredCommandContent(command),
         seenBy: `http:${deps.session}`,
       }),
     );

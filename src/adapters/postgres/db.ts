@@ -46,15 +46,34 @@ export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 2_000;
 export const FLEET_PROTOCOL_OPTION = `-c dagbot.protocol=${FLEET_PROTOCOL}`;
 
 export function clientConfig(o: PgOptions): pg.ClientConfig {
+  // node-postgres lets a URL's `options` parameter replace the config's: it is taken out of the URL
+  // and goes first, so ours (later, so they win for the same setting) are never lost.
+  let url = o.url;
+  let theirs = "";
+  try {
+    const parsed = new URL(o.url);
+    theirs = parsed.searchParams.get("options") ?? "";
+    if (theirs !== "") {
+      parsed.searchParams.delete("options");
+      url = parsed.toString();
+    }
+  } catch {
+    // Not a URL node-postgres parses as one either: left as it is.
+  }
   return {
-    connectionString: o.url,
+    connectionString: url,
     types,
     // Every connection resolves our tables in the chosen schema, so one database can hold several stores.
     // dagbot.protocol: the fleet protocol this connection speaks, which the store's fence triggers
     // read (migrations.ts, version 17; docs/architecture.md §11). An older release never sets it.
-    options:
-      `-c search_path=${quoteIdent(o.schema)} -c idle_in_transaction_session_timeout=${IDLE_IN_TRANSACTION_TIMEOUT_MS} ` +
+    options: [
+      theirs,
+      `-c search_path=${quoteIdent(o.schema)}`,
+      `-c idle_in_transaction_session_timeout=${IDLE_IN_TRANSACTION_TIMEOUT_MS}`,
       FLEET_PROTOCOL_OPTION,
+    ]
+      .filter((x) => x !== "")
+      .join(" "),
     application_name: "dagbot",
   };
 }

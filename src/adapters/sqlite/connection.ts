@@ -20,6 +20,11 @@ export type Row = Record<string, unknown>;
 /** The temp view by which a connection says it speaks this release's fleet protocol (docs/architecture.md §11). */
 export const FLEET_PROTOCOL_VIEW = `dagbot_fleet_protocol_${FLEET_PROTOCOL}`;
 
+/** Says, on this connection only, that it speaks this release's fleet protocol (its temp schema). */
+export function declareFleetProtocol(db: Database.Database): void {
+  db.exec(`CREATE TEMP VIEW IF NOT EXISTS ${FLEET_PROTOCOL_VIEW} AS SELECT ${FLEET_PROTOCOL} AS protocol`);
+}
+
 /** What a write transaction collects for after its commit. */
 export interface Tx {
   readonly now: number;
@@ -87,7 +92,7 @@ export class SqliteConnection {
       this.db.pragma("foreign_keys = ON");
       // This connection speaks FLEET_PROTOCOL: the store's fence triggers (migrations.ts, version 17)
       // look for this view in the connection's own temp schema, which an older release never made.
-      this.db.exec(`CREATE TEMP VIEW IF NOT EXISTS ${FLEET_PROTOCOL_VIEW} AS SELECT ${FLEET_PROTOCOL} AS protocol`);
+      declareFleetProtocol(this.db);
       this.inTransaction = this.db.transaction((body: () => unknown) => body());
     } catch (e) {
       this.db.close();

@@ -252,5 +252,7 @@ export function nodeFromRow(r: Row, json: DecodeJson): NodeRecord {
     runningTasks: num(r.running_tasks),
     startedAt: num(r.started_at),
     undecryptable: r.undecryptable === undefined || r.undecryptable === null ? 0 : num(r.undecryptable),
+    release: r.release === undefined || r.release === null ? null : str(r.release),
+    protocol: r.protocol === undefined || r.protocol === null ? null : num(r.protocol),
   };
 }

@@ -23,10 +23,51 @@ import {
   type RunRecord,
   type RunStore,
 } from "../../ports/store.js";
+import { FLEET_PROTOCOL, RELEASE } from "../../domain/release.js";
 import { CARD_CONTENT_KEY, cardTxnId } from "../render/messages.js";
 
 /** The content key of a command given as data (`{ verb: "confirm", id: "x", hash: null }`). */
 export const STRUCTURED_COMMAND_KEY = "dagbot.command";
+
+/**
+ * The content key of the release that wrote a command given as data (`{ release, protocol }`), so a
+ * leader of another release can say why it cannot read it (docs/architecture.md §11).
+ */
+export const SENDER_RELEASE_KEY = "dagbot.release";
+
+/** Which release wrote a command given as data: absent in rows written before 0.2.0. */
+export interface SenderRelease {
+  release: string;
+  protocol: number;
+}
+
+/** The inbox content of a command given as data by this release (the CLI, the HTTP API, a webhook). */
+export function structuredCommandContent(data: unknown): Record<string, unknown> {
+  const from: SenderRelease = { release: RELEASE, protocol: FLEET_PROTOCOL };
+  return { msgtype: "m.text", [STRUCTURED_COMMAND_KEY]: data, [SENDER_RELEASE_KEY]: from };
+}
+
+function senderRelease(content: Record<string, unknown>): SenderRelease | null {
+  const v = obj(content[SENDER_RELEASE_KEY]);
+  const release = str(v?.["release"]);
+  const protocol = v?.["protocol"];
+  if (release === null || typeof protocol !== "number" || !Number.isInteger(protocol)) return null;
+  return { release: release.slice(0, 64), protocol };
+}
+
+/**
+ * Why this leader cannot read a command given as data, or null when it can: a command of a newer
+ * fleet protocol is refused with the two releases named (a leader never guesses at it); one of the
+ * same protocol from another release is read, and a failure to parse it names both releases.
+ */
+export function unreadableFrom(from: SenderRelease | null): string | null {
+  if (from === null || from.protocol <= FLEET_PROTOCOL) return null;
+  return (
+    `this command came from dagbot ${from.release} (fleet protocol ${from.protocol}), and the leader runs ` +
+    `dagbot ${RELEASE} (fleet protocol ${FLEET_PROTOCOL}), which cannot read it: nothing was done. ` +
+    "Upgrade the leading node's release (README, Upgrading), or send it with this release's dagbot"
+  );
+}
 
 /**
  * Whether a sender is this deployment's own (the CLI's `local:<user>`, the HTTP API's `http:<token>`):
@@ -39,8 +80,8 @@ export function isLocalSender(sender: string): boolean {
 
 export type InboxIntent =
   | { kind: "message"; input: CommandInput; threadRoot: string | null }
-  /** A command given as data by a local sender, to be checked as strictly as typed text. */
-  | { kind: "data"; data: unknown }
+  /** A command given as data by a local sender, to be checked as strictly as typed text; `from`: the release that wrote it. */
+  | { kind: "data"; data: unknown; from: SenderRelease | null }
   | { kind: "reaction"; targetEventId: string; decision: "confirm" | "reject" }
   | { kind: "edit"; editedEventId: string }
   /** An encrypted event no node of the fleet could decrypt (intake stored it marked so). */
@@ -60,7 +101,7 @@ export function decodeInboxContent(content: Record<string, unknown>, sender?: st
   // A Matrix user's event never carries a command as data, whatever its content says: it is read as
   // the message (or reaction) it is.
   if (sender !== undefined && isLocalSender(sender) && Object.hasOwn(content, STRUCTURED_COMMAND_KEY))
-    return { kind: "data", data: content[STRUCTURED_COMMAND_KEY] };
+    return { kind: "data", data: content[STRUCTURED_COMMAND_KEY], from: senderRelease(content) };
   const relation = obj(content["m.relates_to"]);
   const camelRelation = obj(content["relatesTo"]);
   const relType = str(relation?.["rel_type"]) ?? str(camelRelation?.["relType"]);

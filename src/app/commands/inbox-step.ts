@@ -39,7 +39,14 @@ import { describeDecision } from "./run-decisions.js";
 import { findGateMessage, gateOutcomeFromStored } from "./gate-decisions.js";
 import { describeCreate } from "./run-creation.js";
 import type { InboxIntent } from "./inbox-intent.js";
-import { decodeInboxContent, findCardRun, STRUCTURED_COMMAND_KEY } from "./inbox-intent.js";
+import {
+  decodeInboxContent,
+  findCardRun,
+  SENDER_RELEASE_KEY,
+  STRUCTURED_COMMAND_KEY,
+  unreadableFrom,
+} from "./inbox-intent.js";
+import { RELEASE } from "../../domain/release.js";
 import type { Outcome } from "./outcome.js";
 import { unwrapOutcome, wrapOutcome } from "./outcome.js";
 import { findRun } from "../run-ref.js";
@@ -76,6 +83,7 @@ export const KEPT_BODY_CHARS = 200;
 const COMMAND_KEYS = [
   INBOX_EVENT_TYPE_KEY,
   STRUCTURED_COMMAND_KEY,
+  SENDER_RELEASE_KEY,
   "msgtype",
   "body",
   "format",
@@ -253,13 +261,17 @@ async function runIntent(
     command = parsed.command;
   } else if (intent.kind === "data") {
     // The CLI's and HTTP API's commands: data, checked by the same rules as typed text.
-    const parsed = parseCommandData(intent.data);
     threadRoot = null;
+    const unreadable = unreadableFrom(intent.from);
+    if (unreadable !== null)
+      return { outcome: { kind: "command-error", message: unreadable, helpLine: "" }, threadRoot };
+    const parsed = parseCommandData(intent.data);
     if (parsed.kind === "error") {
-      return {
-        outcome: commandErrorOutcome(await handlerContext(deps, fence, row), parsed.error),
-        threadRoot,
-      };
+      const outcome = commandErrorOutcome(await handlerContext(deps, fence, row), parsed.error);
+      // Written by another release of the same protocol (a verb this one lacks): say which.
+      if (outcome.kind === "command-error" && intent.from !== null && intent.from.release !== RELEASE)
+        outcome.message += ` (the command came from dagbot ${intent.from.release}; the leader runs dagbot ${RELEASE})`;
+      return { outcome, threadRoot };
     }
     command = parsed.command;
     const allowed = hookPermission(row.sender, command.verb);

@@ -6,6 +6,7 @@
  * confirm x` on the CLI, `POST /v1/runs/x/confirm` over HTTP): the face passes its Idiom, built from
  * the verb declarations (docs/architecture.md, "verbs").
  */
+import { describeRelease } from "../../domain/release.js";
 import { outcomeLine } from "../../domain/run-counts.js";
 import { shortHash } from "../../domain/command-grammar.js";
 import { formatDuration } from "../../domain/duration.js";
@@ -309,7 +310,7 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
       o.nodes
         .map(
           (n) =>
-            `${n.nodeId}${o.leader?.nodeId === n.nodeId ? " (leader)" : ""}: ${n.runningTasks}/${n.capacity} busy`,
+            `${n.nodeId}${o.leader?.nodeId === n.nodeId ? " (leader)" : ""}: ${n.runningTasks}/${n.capacity} busy, ${describeRelease(n.release ?? null, n.protocol ?? null)}`,
         )
         .join("\n") || "no nodes",
   },

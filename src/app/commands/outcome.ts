@@ -142,6 +142,10 @@ export interface NodeLine {
   serves: boolean;
   /** Encrypted events this node could not decrypt since it started. */
   undecryptable: number;
+  /** Its dagbot release; null for one before 0.2.0, which did not say (docs/architecture.md §11). */
+  release: string | null;
+  /** The fleet protocol it speaks (1 before 0.2.0). */
+  protocol: number;
 }
 
 export type Outcome =
@@ -436,5 +440,7 @@ export function nodeLine(node: NodeRecord, roomId: string): NodeLine {
     heartbeatAgeMs: node.heartbeatAgeMs,
     serves: node.roomIds.includes(roomId),
     undecryptable: node.undecryptable,
+    release: node.release,
+    protocol: node.protocol ?? 1,
   };
 }

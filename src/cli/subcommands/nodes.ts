@@ -1,6 +1,7 @@
 /** `dagbot nodes`: every node in the store with its labels, heartbeat age and running tasks, and who leads each room. */
 import type { Command } from "commander";
 import { formatDuration } from "../../domain/duration.js";
+import { describeRelease } from "../../domain/release.js";
 import type { LeaseState } from "../../ports/store.js";
 import { openConfiguredStore } from "../../composition/store-open.js";
 import { resolveConfig, withCommonOptions } from "../config-options.js";
@@ -17,7 +18,7 @@ export function registerNodes(program: Command): void {
     program
       .command("nodes")
       .description(
-        "List the nodes of the store: labels, capacity, heartbeat age, running tasks, and the leader of each room.",
+        "List the nodes of the store: labels, capacity, heartbeat age, running tasks, release and fleet protocol, and the leader of each room.",
       )
       .option(
         "--json",
@@ -77,6 +78,8 @@ async function nodes(options: NodesOptions): Promise<number> {
           heartbeatAgeMs: n.heartbeatAgeMs,
           runningTasks: n.runningTasks,
           startedAt: n.startedAt,
+          release: n.release,
+          protocol: n.protocol ?? 1,
           leads: leads(n.session.nodeId, n.session.bootId),
         })),
         leaders: leases.map((l) => ({
@@ -103,10 +106,21 @@ async function nodes(options: NodesOptions): Promise<number> {
         `labels [${n.labels.join(", ")}]`.padEnd(24),
         `running ${n.runningTasks}/${n.capacity}`.padEnd(12),
         `heartbeat ${formatDuration(n.heartbeatAgeMs)} ago`.padEnd(22),
+        describeRelease(n.release, n.protocol).padEnd(30),
         led.length > 0 ? `leads ${led.join(", ")}` : "",
       ];
       process.stdout.write(`${cols.join(" ").trimEnd()}\n`);
     }
+    // An upgrade in progress: say so, with each release's nodes (README, Upgrading).
+    const releases = new Map<string, string[]>();
+    for (const n of list.filter((x) => !isGone(x.heartbeatAgeMs))) {
+      const key = describeRelease(n.release, n.protocol);
+      releases.set(key, [...(releases.get(key) ?? []), n.session.nodeId]);
+    }
+    if (releases.size > 1)
+      process.stdout.write(
+        `mixed releases: ${[...releases].map(([rel, ids]) => `${rel} (${ids.join(", ")})`).join("; ")}\n`,
+      );
     for (const room of rooms) {
       const lease = leases.find((l) => l.roomId === room);
       process.stdout.write(

@@ -286,7 +286,7 @@ export function definitionsSection(ctx: ContractContext): void {
       legacy("plain", dag("plain", [task("a")])),
     ];
     const { open } = await ctx.capabilities.legacyStore(4, runs);
-    const store = await open({ clock: ctx.clock.now });
+    const store = await open({ clock: ctx.clock.now, migrate: true });
     try {
       const def = await store.getDefinition(room, "nightly");
       expect(def).toMatchObject({

@@ -3,12 +3,14 @@ import type { Parsed } from "../../../domain/command-grammar.js";
 import { arity, fail, ok, unquote } from "../../../domain/command-grammar.js";
 import { quoteInput } from "../../../domain/command-text.js";
 import { formatDuration } from "../../../domain/duration.js";
+import { describeRelease } from "../../../domain/release.js";
 import { bulleted } from "../../render/blocks.js";
 import type { Rendered } from "../../render/html.js";
 import { code, join, r, text } from "../../render/html.js";
 import { plural } from "../../render/words.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
+import type { NodeLine } from "../outcome.js";
 import { nodeLine } from "../outcome.js";
 import { defineVerb } from "../verb.js";
 
@@ -88,7 +90,15 @@ function renderNodes(outcome: Extract<Outcome, { kind: "nodes" }>): Rendered {
       n.capacity,
     )} slots busy · ${plural(n.actions.length, "action")} · heartbeat ${formatDuration(n.heartbeatAgeMs)} ago${
       n.undecryptable > 0 ? ` · ${plural(n.undecryptable, "undecryptable event")}` : ""
-    }${n.serves ? "" : " · not serving this room"}`;
+    }${n.serves ? "" : " · not serving this room"} · ${describeRelease(n.release ?? null, n.protocol ?? null)}`;
   });
-  return bulleted(head, items);
+  return bulleted(mixedReleases(outcome.nodes, outcome.staleAfterMs, head), items);
+}
+
+/** Live nodes of more than one release (an upgrade in progress): said in the head, with each release's nodes. */
+function mixedReleases(nodes: NodeLine[], staleAfterMs: number, head: Rendered): Rendered {
+  const live = nodes.filter((n) => n.heartbeatAgeMs <= staleAfterMs);
+  const releases = [...new Set(live.map((n) => describeRelease(n.release ?? null, n.protocol ?? null)))];
+  if (releases.length < 2) return head;
+  return r`${head} ⚠️ Nodes of ${String(releases.length)} releases are live: ${releases.join("; ")} (an upgrade in progress: README, Upgrading).`;
 }
