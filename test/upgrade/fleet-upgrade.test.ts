@@ -73,6 +73,8 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
     let db: TestDatabase | null = null;
     let fleet: Fleet | null = null;
     let failed = true;
+    // Checks that later steps do not depend on are collected (soft), so one run names every problem.
+    const problems: string[] = [];
     try {
       db = kind === "postgres" ? await createTestDatabase() : null;
       const probe: StoreProbe =
@@ -235,6 +237,13 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
       }
 
       // ---- 4. Roll the nodes one at a time.
+      const soft = async (what: string, fn: () => Promise<unknown>): Promise<void> => {
+        try {
+          await fn();
+        } catch (e) {
+          problems.push(`${what}: ${e instanceof Error ? e.message : String(e)}`);
+        }
+      };
       const nodesJson = async (): Promise<NodesView> => {
         const r = await dagbot(now, ["nodes", "--json"], "old-a");
         check(r.code === 0, `dagbot nodes --json failed: ${said(r)}`);
@@ -245,7 +254,7 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
       const sentBeforeLeader = dagbot(now, ["cap", "12"], "old-a", 90_000);
       sentBeforeLeader.catch(() => {}); // awaited below; a failure before then is not unhandled
       const newC = f.start(now, "new-c");
-      await step("today's first node (new-c) takes the lead from the 0.1.0 nodes", () =>
+      await soft("today's first node (new-c) takes the lead from the 0.1.0 nodes", () =>
         waitFor(
           "new-c alive and leading room local (dagbot nodes --json)",
           nodesJson,
@@ -266,15 +275,6 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
       f.start(now, "new-d");
 
       // ---- The mixed phase: new-c, new-d (today's) and old-b (0.1.0, a free slot, offers approve and build).
-      // Checks that later steps do not depend on are collected, so one run names every problem.
-      const problems: string[] = [];
-      const soft = async (what: string, fn: () => Promise<unknown>): Promise<void> => {
-        try {
-          await fn();
-        } catch (e) {
-          problems.push(`${what}: ${e instanceof Error ? e.message : String(e)}`);
-        }
-      };
       await step("new-c, new-d and old-b all live", () =>
         waitFor(
           "new-c, new-d and old-b alive",
@@ -343,7 +343,7 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
           },
         ],
       });
-      await step("the command sent before today's first node started gets its outcome", async () => {
+      await soft("the command sent before today's first node started gets its outcome", async () => {
         const r = await sentBeforeLeader;
         answered.push(r);
         check(
@@ -459,6 +459,10 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
       expect(answered.every((r) => r.code === 0)).toBe(true);
       expect(problems, problems.join("\n\n")).toEqual([]);
       failed = false;
+    } catch (e) {
+      if (problems.length === 0 || !(e instanceof Error)) throw e;
+      e.message = `${e.message}\n\nand before that:\n${problems.join("\n\n")}`;
+      throw e;
     } finally {
       if (fleet !== null) {
         await killAll(fleet.nodes);
