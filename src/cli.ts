@@ -42,7 +42,11 @@ async function runCommand(): Promise<void> {
   const program = new Command()
     .name("dagbot")
     .description("Run DAGs of tasks across a fleet of bots that share a Matrix room and a database.")
-    .version(releaseLine(), "-V, --version", "print the release, the store schema it needs and the fleet protocol it speaks, and exit")
+    .version(
+      releaseLine(),
+      "-V, --version",
+      "print the release, the store schema it needs and the fleet protocol it speaks, and exit",
+    )
     .showHelpAfterError()
     .exitOverride();
   registerCommands(program);

@@ -58,7 +58,10 @@ export async function inspectStore(location: StoreLocation): Promise<StoreInspec
 
 /** Where a SQLite store's backup before migrating from `from` goes: beside it, named by schema and time. */
 export function sqliteBackupPath(path: string, from: number, now: Date): string {
-  const stamp = now.toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
+  const stamp = now
+    .toISOString()
+    .replace(/[-:]/g, "")
+    .replace(/\.\d+Z$/, "Z");
   return `${resolve(path)}.schema${from}-${stamp}.bak`;
 }
 
@@ -72,7 +75,12 @@ export async function migrateStore(
 ): Promise<{ from: number; to: number; backup: string | null }> {
   const before = await inspectStore(location);
   let backup: string | null = null;
-  if (location.kind === "sqlite" && options.backup !== undefined && before.schema > 0 && before.steps.length > 0) {
+  if (
+    location.kind === "sqlite" &&
+    options.backup !== undefined &&
+    before.schema > 0 &&
+    before.steps.length > 0
+  ) {
     const { backupSqliteStore } = await import("./sqlite/upgrade.js");
     await backupSqliteStore(resolve(location.path), options.backup);
     backup = options.backup;

@@ -86,7 +86,8 @@ export async function migrateIfAlone(config: NodeConfig, logger: Logger): Promis
   const seen = await inspectStore(config.store);
   if (seen.schema === 0 || seen.schema >= seen.latest) return;
   const where = describeStoreLocation(config.store);
-  const command = "run 'dagbot migrate --dry-run' and then 'dagbot migrate' with this config (README, Upgrading)";
+  const command =
+    "run 'dagbot migrate --dry-run' and then 'dagbot migrate' with this config (README, Upgrading)";
   if (config.storeMigrate === "never")
     throw new SetupError(
       `the store ${where} is at schema ${seen.schema} and this dagbot needs ${seen.latest}; store_migrate = "never": ${command}`,
@@ -103,8 +104,12 @@ export async function migrateIfAlone(config: NodeConfig, logger: Logger): Promis
       EXIT_CONFIG,
     );
   }
-  const backup = config.store.kind === "sqlite" ? sqliteBackupPath(config.store.path, seen.schema, new Date()) : undefined;
-  const done = await migrateStore(config.store, { ...storeOptions(config), ...(backup === undefined ? {} : { backup }) });
+  const backup =
+    config.store.kind === "sqlite" ? sqliteBackupPath(config.store.path, seen.schema, new Date()) : undefined;
+  const done = await migrateStore(config.store, {
+    ...storeOptions(config),
+    ...(backup === undefined ? {} : { backup }),
+  });
   logger.warn(
     { from: done.from, to: done.to, backup: done.backup, alone: live.length === 0 },
     "store migrated to this release's schema",
@@ -132,9 +137,13 @@ export async function migrateConfiguredStore(
   config: NodeConfig,
   from: number,
 ): Promise<{ from: number; to: number; backup: string | null }> {
-  const backup = config.store.kind === "sqlite" ? sqliteBackupPath(config.store.path, from, new Date()) : undefined;
+  const backup =
+    config.store.kind === "sqlite" ? sqliteBackupPath(config.store.path, from, new Date()) : undefined;
   try {
-    return await migrateStore(config.store, { ...storeOptions(config), ...(backup === undefined ? {} : { backup }) });
+    return await migrateStore(config.store, {
+      ...storeOptions(config),
+      ...(backup === undefined ? {} : { backup }),
+    });
   } catch (err) {
     throw new SetupError(
       `cannot migrate the store ${describeStoreLocation(config.store)}: ${storeErrorText(err)}; nothing was changed`,

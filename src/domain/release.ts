@@ -13,9 +13,6 @@ export const RELEASE = "0.2.0";
 export const STORE_SCHEMA = 17;
 export const FLEET_PROTOCOL = 2;
 
-/** The first release of each protocol, to name it in messages ("dagbot 0.2.0 or later"). */
-export const PROTOCOL_RELEASES: Readonly<Record<number, string>> = { 1: "0.1.0", 2: "0.2.0" };
-
 /** `dagbot 0.2.0 (store schema 17, fleet protocol 2)`: what `--version` prints. */
 export function releaseLine(): string {
   return `dagbot ${RELEASE} (store schema ${STORE_SCHEMA}, fleet protocol ${FLEET_PROTOCOL})`;

@@ -4,6 +4,8 @@
  * nothing, reactions on cards, and exactly-once handling across a crash between "handled" and
  * "replied". Only the PermissionOracle is a stand-in (it is Matrix's part); the store is real.
  */
+import { structuredCommandContent } from "../../src/app/commands/inbox-intent.js";
+import { FLEET_PROTOCOL, RELEASE } from "../../src/domain/release.js";
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CommandPolicy, DagLibrary } from "../../src/app/commands/context.js";
@@ -1445,6 +1447,45 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(await ask(r, OP, "!dag policy hook_auto_confirm -tags")).toContain(
           "hook_auto_confirm tags → nobody",
         );
+      }),
+    );
+
+    it(
+      "a command written by a release of a newer fleet protocol is refused with both releases named; one of the same protocol that this leader cannot parse names them too",
+      track(async () => {
+        const r = await room();
+        const asData = async (content: Record<string, unknown>) => {
+          const eventId = await say(r.roomId, LOCAL, content);
+          await drain(r.fence);
+          return readOutcome(deps, (await store.getInboxEvent(eventId))!);
+        };
+        const capBefore = await store.getRoomCap(r.roomId);
+        const newer = await asData({
+          msgtype: "m.text",
+          "dagbot.command": { verb: "cap", n: 0 },
+          "dagbot.release": { release: "0.9.0", protocol: FLEET_PROTOCOL + 1 },
+        });
+        expect(newer).toMatchObject({ kind: "command-error" });
+        const text = JSON.stringify(newer);
+        expect(text).toContain(`dagbot 0.9.0 (fleet protocol ${FLEET_PROTOCOL + 1})`);
+        expect(text).toContain(`the leader runs dagbot ${RELEASE} (fleet protocol ${FLEET_PROTOCOL})`);
+        expect(text).toContain("nothing was done");
+        expect(await store.getRoomCap(r.roomId)).toBe(capBefore);
+        // A verb this release lacks, from another release of the same protocol.
+        const unknown = await asData({
+          msgtype: "m.text",
+          "dagbot.command": { verb: "frobnicate" },
+          "dagbot.release": { release: "0.2.9", protocol: FLEET_PROTOCOL },
+        });
+        expect(unknown).toMatchObject({ kind: "command-error" });
+        expect(JSON.stringify(unknown)).toContain(
+          `the command came from dagbot 0.2.9; the leader runs dagbot ${RELEASE}`,
+        );
+        // This release's own commands carry its release and are read as before.
+        expect(await asData(structuredCommandContent({ verb: "cap", n: 5 }))).toMatchObject({
+          kind: "cap",
+          cap: 5,
+        });
       }),
     );
 

@@ -381,7 +381,11 @@ describe("the container image's final stage", () => {
     const r = await track(run(["--version"]));
     const pkg = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { version: string };
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(new RegExp(`^dagbot ${pkg.version.replace(/\./g, "\\.")} \\(store schema \\d+, fleet protocol \\d+\\)\n$`));
+    expect(r.stdout).toMatch(
+      new RegExp(
+        `^dagbot ${pkg.version.replace(/\./g, "\\.")} \\(store schema \\d+, fleet protocol \\d+\\)\n$`,
+      ),
+    );
   });
 
   it("validates the example DAGs it ships", async () => {

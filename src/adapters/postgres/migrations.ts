@@ -474,7 +474,8 @@ $fn$;
     // The leases are handed back, with a new term, so an old leader's next fenced write fails and
     // a protocol-2 node takes over.
     version: 17,
-    summary: "nodes record release and protocol; the store refuses claims, leases and new runs of nodes before 0.2.0",
+    summary:
+      "nodes record release and protocol; the store refuses claims, leases and new runs of nodes before 0.2.0",
     fleetProtocol: 2,
     sql: `
 ALTER TABLE nodes ADD COLUMN release text;

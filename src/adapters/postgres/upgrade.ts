@@ -14,10 +14,14 @@ export async function inspectPostgresStore(url: string, schema = "public"): Prom
   client.on("error", () => {});
   try {
     await client.connect();
-    const version = await client.query<{ t: string | null }>("SELECT to_regclass('schema_version')::text AS t");
+    const version = await client.query<{ t: string | null }>(
+      "SELECT to_regclass('schema_version')::text AS t",
+    );
     let found = 0;
     if (version.rows[0]?.t !== null && version.rows[0]?.t !== undefined) {
-      const { rows } = await client.query<{ v: number | null }>("SELECT max(version) AS v FROM schema_version");
+      const { rows } = await client.query<{ v: number | null }>(
+        "SELECT max(version) AS v FROM schema_version",
+      );
       found = rows[0]?.v ?? 0;
     }
     return {
@@ -46,10 +50,7 @@ async function nodesSeen(client: pg.Client): Promise<StoreNodeSeen[]> {
     age_ms: string;
     release: string | null;
     protocol: number | null;
-  }>(
-    `SELECT node_id, ${NOW} - heartbeat_at AS age_ms, ${extra} FROM nodes ORDER BY node_id`,
-    [null],
-  );
+  }>(`SELECT node_id, ${NOW} - heartbeat_at AS age_ms, ${extra} FROM nodes ORDER BY node_id`, [null]);
   return rows.map((r) => ({
     nodeId: r.node_id,
     release: r.release,

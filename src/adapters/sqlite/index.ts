@@ -54,7 +54,8 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
   const changes = new ChangeFeed(() => c.dataVersion(), onError);
   try {
     const found = currentSchemaVersion(c.db);
-    if (options.existing === true && found === 0) throw new StoreMissingError(`${path} holds no dagbot tables`);
+    if (options.existing === true && found === 0)
+      throw new StoreMissingError(`${path} holds no dagbot tables`);
     // Refused before the write transaction, so a refused store is not touched at all.
     checkSchemaVersion(found, options.migrate === true);
     if (found !== LATEST_SCHEMA_VERSION)

@@ -424,7 +424,8 @@ CREATE INDEX tasks_gates_open ON tasks (room_id, deadline) WHERE status = 'block
     // and reads this message from its failed statement. The leases are handed back, with a new
     // term, so an old leader's next fenced write fails and a protocol-2 node takes over.
     version: 17,
-    summary: "nodes record release and protocol; the store refuses claims, leases and new runs of nodes before 0.2.0",
+    summary:
+      "nodes record release and protocol; the store refuses claims, leases and new runs of nodes before 0.2.0",
     fleetProtocol: 2,
     sql: `
 ALTER TABLE nodes ADD COLUMN release TEXT;
@@ -479,7 +480,11 @@ export function checkSchemaVersion(found: number, migrate: boolean): void {
  * Bring the schema to LATEST_SCHEMA_VERSION. Runs inside the caller's write transaction, so
  * several processes opening one new file at once apply each migration exactly once.
  */
-export function migrate(db: Database.Database, now: number, allowUpgrade = true): { from: number; to: number } {
+export function migrate(
+  db: Database.Database,
+  now: number,
+  allowUpgrade = true,
+): { from: number; to: number } {
   checkSchemaVersion(currentSchemaVersion(db), allowUpgrade);
   db.exec(
     "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT",

@@ -29,13 +29,18 @@ export function inspectSqliteStore(path: string, now = Date.now()): StoreInspect
 /** The nodes table as any release wrote it: release and protocol only where the schema has them. */
 function nodesSeen(db: Database.Database, now: number): StoreNodeSeen[] {
   const columns = new Set(
-    (db.prepare("SELECT name FROM pragma_table_info('nodes')").all() as { name: string }[]).map((c) => c.name),
+    (db.prepare("SELECT name FROM pragma_table_info('nodes')").all() as { name: string }[]).map(
+      (c) => c.name,
+    ),
   );
   if (!columns.has("node_id")) return [];
   const extra = columns.has("release") ? "release, protocol" : "NULL AS release, NULL AS protocol";
-  const rows = db
-    .prepare(`SELECT node_id, heartbeat_at, ${extra} FROM nodes ORDER BY node_id`)
-    .all() as { node_id: string; heartbeat_at: number; release: string | null; protocol: number | null }[];
+  const rows = db.prepare(`SELECT node_id, heartbeat_at, ${extra} FROM nodes ORDER BY node_id`).all() as {
+    node_id: string;
+    heartbeat_at: number;
+    release: string | null;
+    protocol: number | null;
+  }[];
   return rows.map((r) => ({
     nodeId: r.node_id,
     release: r.release,

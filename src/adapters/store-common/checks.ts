@@ -3,7 +3,13 @@
  * any transaction starts, so bad input changes nothing), the fence's room, the limits on stored
  * output, the default room cap, and the mapping of driver errors to the port's.
  */
-import { ConflictError, NotFoundError, SchemaTooNewError, SchemaTooOldError, StoreError } from "../../ports/errors.js";
+import {
+  ConflictError,
+  NotFoundError,
+  SchemaTooNewError,
+  SchemaTooOldError,
+  StoreError,
+} from "../../ports/errors.js";
 import type { CommandContext, LeaderFence, OutboxMessageInput } from "../../ports/store.js";
 
 /** The room's cap on active tasks until `!dag cap` sets one. */

@@ -58,7 +58,8 @@ async function migrate(options: MigrateOptions): Promise<number> {
       ? "the file is copied first (SQLite's online backup) beside it, as <file>.schema<from>-<time>.bak"
       : "back up the database first (pg_dump; README, Upgrading): dagbot migrate does not copy a PostgreSQL database";
   const current = seen.steps.length === 0;
-  const applied = current || options.dryRun === true ? null : await migrateConfiguredStore(config, seen.schema);
+  const applied =
+    current || options.dryRun === true ? null : await migrateConfiguredStore(config, seen.schema);
 
   if (options.json === true) {
     const out = {
@@ -107,7 +108,9 @@ async function migrate(options: MigrateOptions): Promise<number> {
       const beside = n.mayRunBeside
         ? "may run beside it"
         : `may not run beside it: replace it with dagbot ${RELEASE} or later`;
-      out.push(`  ${n.nodeId.padEnd(16)} ${describeRelease(n.release, n.protocol).padEnd(28)} ${state}; ${beside}`);
+      out.push(
+        `  ${n.nodeId.padEnd(16)} ${describeRelease(n.release, n.protocol).padEnd(28)} ${state}; ${beside}`,
+      );
     }
   }
   out.push(`backup: ${backupNote}`);

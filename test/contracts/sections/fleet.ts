@@ -36,9 +36,9 @@ export function fleetSection(ctx: ContractContext): void {
     expect(await store.getTask(run.runId, "a")).toMatchObject({ status: "queued", executor: null });
 
     // Its lease: neither a takeover nor a renewal nor a new room's lease.
-    expect(String(await refused(`UPDATE room_leases SET expires_at = expires_at WHERE room_id = ${q(room)}`))).toMatch(
-      NEEDS,
-    );
+    expect(
+      String(await refused(`UPDATE room_leases SET expires_at = expires_at WHERE room_id = ${q(room)}`)),
+    ).toMatch(NEEDS);
     expect(
       String(
         await refused(
@@ -70,13 +70,20 @@ export function fleetSection(ctx: ContractContext): void {
     const claimed = await store.claimTask(offer(w, [room]));
     expect(claimed).not.toBeNull();
     const where = `run_id = ${q(run.runId)} AND task_id = ${q(claimed!.task.taskId)}`;
-    await ctx.capabilities.asOlderRelease(`UPDATE tasks SET lease_expires_at = lease_expires_at + 1000 WHERE ${where}`);
-    await ctx.capabilities.asOlderRelease(`UPDATE tasks SET output = 'half', output_bytes = 4 WHERE ${where}`);
+    await ctx.capabilities.asOlderRelease(
+      `UPDATE tasks SET lease_expires_at = lease_expires_at + 1000 WHERE ${where}`,
+    );
+    await ctx.capabilities.asOlderRelease(
+      `UPDATE tasks SET output = 'half', output_bytes = 4 WHERE ${where}`,
+    );
     await ctx.capabilities.asOlderRelease(
       `UPDATE tasks SET status = 'succeeded', version = version + 1, lease_expires_at = NULL, finished_at = 2,
               exit_code = 0, output = 'done', output_bytes = 4 WHERE ${where}`,
     );
-    expect(await store.getTask(run.runId, claimed!.task.taskId)).toMatchObject({ status: "succeeded", exitCode: 0 });
+    expect(await store.getTask(run.runId, claimed!.task.taskId)).toMatchObject({
+      status: "succeeded",
+      exitCode: 0,
+    });
     // This release's nodes go on as before beside it.
     const next = await store.claimTask(offer(session("new"), [room]));
     expect(next).not.toBeNull();
