@@ -64,7 +64,7 @@ function parseJson(r: CliResult): Record<string, unknown> {
 }
 
 describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
-  it("0.1.0 → today's, one node at a time: runs in flight once, gates wait for approval, outputs are values, commands answered, both releases in `dagbot nodes`", async () => {
+  it("0.1.0 → today's through the README's procedure: runs in flight once, gates wait for approval, outputs are values, commands answered, both releases in `dagbot nodes`", async () => {
     const old = await step("building the previous release 633923a (cached after the first run)", () =>
       previousRelease(),
     );
@@ -75,35 +75,46 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
     let failed = true;
     // Checks that later steps do not depend on are collected (soft), so one run names every problem.
     const problems: string[] = [];
+    const soft = async (what: string, fn: () => Promise<unknown>): Promise<void> => {
+      try {
+        await fn();
+      } catch (e) {
+        problems.push(`${what}: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    };
     try {
       db = kind === "postgres" ? await createTestDatabase() : null;
       const probe: StoreProbe =
         db !== null ? postgresProbe(plainUrl(db.url)) : sqliteProbe(join(dir, "store.db"));
       const f = new Fleet(dir, probe.store);
       fleet = f;
-      const config = (nodeId: string): string => f.configPath(nodeId);
-      const dagbot = (release: Release, args: string[], viaNode: string, timeoutMs = 60_000) =>
-        runCli(release, [...args, "--config", config(viaNode)], { cwd: dir, timeoutMs });
+      // Machine a and machine b: each keeps its node id (and so its config) across the upgrade.
+      f.config("a", now);
+      f.config("b", now);
+      const dagbot = (release: Release, args: string[], timeoutMs = 60_000) =>
+        runCli(release, [...args, "--config", f.configPath("a", release)], { cwd: dir, timeoutMs });
       const writeDag = (dag: Record<string, unknown>): string => {
         const path = join(dir, `${String(dag["id"])}.json`);
         writeFileSync(path, JSON.stringify(dag, null, 1));
         return path;
       };
+      const OLD = `@${old.version}`;
+      const NEW = `@${now.version}`;
 
-      // ---- 1. The previous release's fleet, with a run in flight.
-      const oldA = f.start(old, "old-a");
-      const oldB = f.start(old, "old-b");
+      // ---- The previous release's fleet, with a run in flight.
+      const oldA = f.start(old, "a");
+      const oldB = f.start(old, "b");
       await step("the two 0.1.0 nodes start and beat", () =>
         waitFor(
-          "heartbeats of old-a and old-b in the nodes table",
+          "heartbeats of a and b in the nodes table",
           async () =>
             (await probe.query("SELECT node_id FROM nodes ORDER BY node_id").catch(() => [])).map((r) =>
               String(r["node_id"]),
             ),
-          (ids) => ids.includes("old-a") && ids.includes("old-b"),
+          (ids) => ids.includes("a") && ids.includes("b"),
           { timeoutMs: 30_000, intervalMs: 100 },
         ).catch((e: unknown) => {
-          throw new Error(`${String(e)}\nold-a log:\n${tail(oldA)}\nold-b log:\n${tail(oldB)}`);
+          throw new Error(`${String(e)}\na (0.1.0) log:\n${tail(oldA)}\nb (0.1.0) log:\n${tail(oldB)}`);
         }),
       );
       check(
@@ -113,31 +124,31 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
       const inflight = writeDag({
         id: "inflight",
         tasks: [
-          { id: "long_a", action: "hold", args: { name: "long_a" }, on: { node: "old-a" } },
-          { id: "long_b", action: "hold", args: { name: "long_b" }, on: { node: "old-b" } },
+          { id: "long_a", action: "hold", args: { name: "long_a" }, on: { node: "a" } },
+          { id: "long_b", action: "hold", args: { name: "long_b" }, on: { node: "b" } },
           { id: "after_a", action: "note", args: { text: "after_a" }, needs: ["long_a"] },
           { id: "after_b", action: "note", args: { text: "after_b" }, needs: ["long_b"] },
           { id: "last", action: "note", args: { text: "last" }, needs: ["after_a", "after_b"] },
         ],
       });
-      const published = await dagbot(old, ["submit", inflight, "--confirm", "--json"], "old-a");
+      const published = await dagbot(old, ["submit", inflight, "--confirm", "--json"]);
       check(published.code === 0, `0.1.0 could not publish the in-flight run: ${said(published)}`);
       const inflightRun = String(parseJson(published)["runId"]);
       await step("the two long tasks run on the 0.1.0 nodes before the upgrade begins", () =>
         waitFor(
-          "long_a on old-a and long_b on old-b started (action records)",
+          "long_a on a and long_b on b started (action records)",
           () => f.read().filter((r) => r.phase === "start"),
           (rs) =>
-            rs.some((r) => r.task === "long_a" && r.node === "old-a") &&
-            rs.some((r) => r.task === "long_b" && r.node === "old-b"),
+            rs.some((r) => r.task === "long_a" && r.node === `a${OLD}`) &&
+            rs.some((r) => r.task === "long_b" && r.node === `b${OLD}`),
           { timeoutMs: 30_000, intervalMs: 100 },
         ),
       );
 
-      // ---- 2. A read-only command of today's release on the older store changes nothing.
+      // ---- A read-only command of today's release on the older store changes nothing.
       await step("today's read-only commands on the 0.1.0 store", async () => {
         const before = await probe.schemaDigest();
-        const read = await dagbot(now, ["list"], "old-a");
+        const read = await dagbot(now, ["list"]);
         check(
           read.code !== 0 && /dagbot migrate/.test(read.stdout + read.stderr),
           `\`dagbot list\` of today's release on a schema-${OLD_SCHEMA[kind]} store should refuse, naming \`dagbot migrate\`: ${said(read)}`,
@@ -172,22 +183,22 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         }
       });
 
-      // ---- 3. The README's procedure: back up, dry run, migrate.
-      const backup = await step("backing up the store (README: back up first)", async () => {
+      // ---- README, Upgrading, "The procedure".
+      // 1. Back up the store (SQLite: `dagbot migrate` does, and prints where).
+      const backup = await step("1. backing up the store", async () => {
         if (kind === "postgres") {
-          const file = join(dir, "backup.dump");
-          const dump = spawnSync(pgBin("pg_dump"), ["--format=custom", `--file=${file}`, probe.store], {
-            encoding: "utf8",
-          });
+          const file = join(dir, "dagbot.dump");
+          const dump = spawnSync(pgBin("pg_dump"), ["-Fc", "-f", file, probe.store], { encoding: "utf8" });
           check(dump.status === 0, `pg_dump exit ${dump.status}: ${dump.stderr}`);
           check(statSync(file).size > 0, `pg_dump wrote an empty ${file}`);
           return file;
         }
-        return null; // `dagbot migrate` backs a SQLite store up itself, and prints where.
+        return null;
       });
-      await step("`dagbot migrate --dry-run` prints the plan and changes nothing", async () => {
+      // 2. On the first machine (a), the plan, which changes nothing.
+      await step("2. `dagbot migrate --dry-run` prints the plan and changes nothing", async () => {
         const before = await probe.schemaDigest();
-        const dry = await dagbot(now, ["migrate", "--dry-run"], "old-a");
+        const dry = await dagbot(now, ["migrate", "--dry-run"]);
         check(dry.code === 0, `dry run failed: ${said(dry)}`);
         const text = dry.stdout + dry.stderr;
         check(
@@ -200,8 +211,8 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
             `the plan does not show step ${v}: ${said(dry)}`,
           );
         check(
-          /old-a/.test(text) && /old-b/.test(text),
-          `the plan should say whether the live 0.1.0 nodes may run beside it: ${said(dry)}`,
+          /^\s*a\s.*0\.2\.0/m.test(text) && /^\s*b\s.*0\.2\.0/m.test(text),
+          `the plan should say whether the live 0.1.0 nodes a and b may run beside it: ${said(dry)}`,
         );
         check(
           (await probe.schemaVersion()) === OLD_SCHEMA[kind],
@@ -209,9 +220,17 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         );
         check((await probe.schemaDigest()) === before, "--dry-run changed the store's schema");
       });
+      // 3. Stop a's node (SIGTERM: it finishes its running action, long_a), then migrate. long_b
+      // still runs on b: it is in flight across the migration.
+      oldA.child.kill("SIGTERM");
+      f.release("long_a");
+      await step("3. a (0.1.0) stops gracefully once long_a finished", () =>
+        withTimeout(oldA.exited, 60_000, `a (0.1.0) did not exit within 60 s of SIGTERM\n${tail(oldA)}`),
+      );
+      check(oldB.running(), `b (0.1.0) stopped by itself:\n${tail(oldB)}`);
       const migratedAt = Date.now();
-      const migrated = await step("`dagbot migrate`", async () => {
-        const r = await dagbot(now, ["migrate"], "old-a", 120_000);
+      const migrated = await step("3. `dagbot migrate`", async () => {
+        const r = await dagbot(now, ["migrate"], 120_000);
         check(r.code === 0, `migrate failed: ${said(r)}`);
         check(
           (await probe.schemaVersion()) === NEW_SCHEMA,
@@ -220,9 +239,8 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         return r;
       });
       if (kind === "sqlite") {
-        await step("the SQLite backup `dagbot migrate` printed", async () => {
-          const text = migrated.stdout + migrated.stderr;
-          const path = /backed up to (\S+)/.exec(text)?.[1];
+        await step("1. the SQLite backup `dagbot migrate` took and printed", async () => {
+          const path = /backed up to (\S+)/.exec(migrated.stdout + migrated.stderr)?.[1];
           check(
             path !== undefined && existsSync(path),
             `no backup file named in the output: ${said(migrated)}`,
@@ -235,95 +253,92 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
       } else {
         check(backup !== null && existsSync(backup), "the PostgreSQL backup is gone");
       }
+      check(
+        f.read().some((r) => r.task === "long_b" && r.phase === "start") &&
+          !f.read().some((r) => r.task === "long_b" && r.phase === "end"),
+        "long_b should be running across the migration",
+      );
 
-      // ---- 4. Roll the nodes one at a time.
-      const soft = async (what: string, fn: () => Promise<unknown>): Promise<void> => {
-        try {
-          await fn();
-        } catch (e) {
-          problems.push(`${what}: ${e instanceof Error ? e.message : String(e)}`);
-        }
-      };
+      // A command sent while only a 0.1.0 node is live (which may no longer lead): it waits for
+      // today's leader, and gets its outcome then.
+      const sentBeforeLeader = dagbot(now, ["cap", "12"], 90_000);
+      sentBeforeLeader.catch(() => {}); // awaited below; a failure before then is not unhandled
+
+      // 4. Start a's node with today's release: it leads.
       const nodesJson = async (): Promise<NodesView> => {
-        const r = await dagbot(now, ["nodes", "--json"], "old-a");
+        const r = await dagbot(now, ["nodes", "--json"]);
         check(r.code === 0, `dagbot nodes --json failed: ${said(r)}`);
         return parseJson(r) as unknown as NodesView;
       };
-      // A command sent while only 0.1.0 nodes are live (none of which may lead the migrated store):
-      // it waits for today's leader, and gets its outcome then.
-      const sentBeforeLeader = dagbot(now, ["cap", "12"], "old-a", 90_000);
-      sentBeforeLeader.catch(() => {}); // awaited below; a failure before then is not unhandled
-      const newC = f.start(now, "new-c");
-      await soft("today's first node (new-c) takes the lead from the 0.1.0 nodes", () =>
+      const newA = f.start(now, "a");
+      await step("4. a (today's) starts", () =>
         waitFor(
-          "new-c alive and leading room local (dagbot nodes --json)",
+          "a alive with today's release (dagbot nodes --json)",
           nodesJson,
           (v) =>
-            v.nodes.some((n) => n.nodeId === "new-c" && n.state === "alive") &&
-            v.leaders.some((l) => l.room === "local" && l.nodeId === "new-c"),
+            ["a", "b"].every((id) => v.nodes.some((n) => n.nodeId === id && n.state === "alive")) &&
+            v.nodes.some((n) => n.nodeId === "a" && n["protocol"] === 2),
           { timeoutMs: 30_000, intervalMs: 250 },
         ).catch((e: unknown) => {
-          throw new Error(`${String(e)}\nnew-c log:\n${tail(newC)}`);
+          throw new Error(`${String(e)}\na (today's) log:\n${tail(newA)}`);
         }),
       );
-      // old-a goes first: a graceful stop lets its running task (long_a) finish, then it exits.
-      oldA.child.kill("SIGTERM");
-      f.release("long_a");
-      await step("old-a stops gracefully once long_a finished", () =>
-        withTimeout(oldA.exited, 60_000, `old-a did not exit within 60 s of SIGTERM\n${tail(oldA)}`),
-      );
-      f.start(now, "new-d");
-
-      // ---- The mixed phase: new-c, new-d (today's) and old-b (0.1.0, a free slot, offers approve and build).
-      await step("new-c, new-d and old-b all live", () =>
+      await soft("4. a (today's) takes the lead from the 0.1.0 node", () =>
         waitFor(
-          "new-c, new-d and old-b alive",
+          "a leading room local (dagbot nodes --json)",
           nodesJson,
-          (v) =>
-            ["new-c", "new-d", "old-b"].every((id) =>
-              v.nodes.some((n) => n.nodeId === id && n.state === "alive"),
-            ),
+          (v) => v.leaders.some((l) => l.room === "local" && l.nodeId === "a"),
           { timeoutMs: 30_000, intervalMs: 250 },
-        ),
+        ).catch((e: unknown) => {
+          throw new Error(`${String(e)}\na (today's) log:\n${tail(newA)}`);
+        }),
       );
+
+      // ---- The mixed phase: a (today's) and b (0.1.0: a free slot, it offers approve and build).
       await soft("`dagbot nodes` shows the mixed phase", async () => {
         const view = await nodesJson();
         const entry = (id: string) => view.nodes.find((n) => n.nodeId === id);
         const shown = (id: string): string => JSON.stringify(entry(id));
-        for (const id of ["new-c", "new-d"])
-          check(
-            entry(id)?.["release"] === NEW_VERSION && entry(id)?.["protocol"] === 2,
-            `dagbot nodes --json should show ${id} as release ${NEW_VERSION}, protocol 2: ${shown(id)}`,
-          );
         check(
-          entry("old-b")?.["release"] !== NEW_VERSION && Number(entry("old-b")?.["protocol"] ?? 1) < 2,
-          `dagbot nodes --json should show old-b as an older release (protocol 1): ${shown("old-b")}`,
+          entry("a")?.["release"] === NEW_VERSION && entry("a")?.["protocol"] === 2,
+          `dagbot nodes --json should show a as release ${NEW_VERSION}, protocol 2: ${shown("a")}`,
         );
-        const text = await dagbot(now, ["nodes"], "old-a");
+        check(
+          entry("b")?.["release"] !== NEW_VERSION && Number(entry("b")?.["protocol"] ?? 1) < 2,
+          `dagbot nodes --json should show b as an older release (protocol 1): ${shown("b")}`,
+        );
+        const text = await dagbot(now, ["nodes"]);
         const line = (id: string): string =>
-          text.stdout.split("\n").find((l) => l.startsWith(id)) ?? "(no line)";
+          text.stdout.split("\n").find((l) => l.startsWith(`${id} `)) ?? "(no line)";
         check(
-          line("new-c").includes(NEW_VERSION),
-          `\`dagbot nodes\` should show ${NEW_VERSION} for new-c: ${said(text)}`,
+          line("a").includes(NEW_VERSION),
+          `\`dagbot nodes\` should show ${NEW_VERSION} for a: ${said(text)}`,
         );
         check(
-          !line("old-b").includes(` ${NEW_VERSION} `) && /0\.1\.0|older|before|unknown/i.test(line("old-b")),
-          `\`dagbot nodes\` should show old-b as older or unknown: ${said(text)}`,
+          !line("b").includes(` ${NEW_VERSION} `) && /0\.1\.0|older|before|unknown/i.test(line("b")),
+          `\`dagbot nodes\` should show b as older or unknown: ${said(text)}`,
         );
         const mixedLine = text.stdout.split("\n").find((l) => /mixed/i.test(l)) ?? "";
         check(
-          ["new-c", "new-d", "old-b"].every((id) => mixedLine.includes(id)),
+          /\ba\b/.test(mixedLine) && /\bb\b/.test(mixedLine),
           `\`dagbot nodes\` should say the live nodes run mixed releases, naming each: ${said(text)}`,
         );
       });
-      check(oldB.running(), `old-b stopped during the upgrade:\n${tail(oldB)}`);
 
       const answered: CliResult[] = [];
-      const command = async (args: string[], expectCode = 0): Promise<CliResult> => {
-        const r = await dagbot(now, args, "new-c", 90_000);
+      await soft("the command sent before today's first node started gets its outcome", async () => {
+        const r = await sentBeforeLeader;
         answered.push(r);
         check(
-          r.code === expectCode && !/no body/i.test(r.stdout + r.stderr),
+          r.code === 0 && /12/.test(r.stdout + r.stderr) && !/no body/i.test(r.stdout + r.stderr),
+          `\`dagbot cap 12\` sent while only a 0.1.0 node was live: ${said(r)}`,
+        );
+      });
+      const command = async (args: string[]): Promise<CliResult> => {
+        const r = await dagbot(now, args, 90_000);
+        answered.push(r);
+        check(
+          r.code === 0 && !/no body/i.test(r.stdout + r.stderr),
           `a command sent during the mixed phase did not get its outcome: ${said(r)}`,
         );
         return r;
@@ -331,7 +346,7 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
       const releaseDag = writeDag({
         id: "release",
         tasks: [
-          // The producer: old-b offers `build` too, with a free slot.
+          // The producer: b (0.1.0) offers `build` too, with a free slot.
           { id: "build", action: "build", args: { v: "1.2.3" }, outputs: { version: VERSION_PATTERN } },
           { id: "side", action: "note", args: { text: "side" }, needs: ["build"] },
           { id: "ok", needs: ["build"], approve: { who: "operators", description: "roll out 1.2.3" } },
@@ -343,26 +358,15 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
           },
         ],
       });
-      await soft("the command sent before today's first node started gets its outcome", async () => {
-        const r = await sentBeforeLeader;
-        answered.push(r);
-        check(
-          r.code === 0 && /12/.test(r.stdout + r.stderr) && !/no body/i.test(r.stdout + r.stderr),
-          `\`dagbot cap 12\` sent while only 0.1.0 nodes were live: ${said(r)}`,
-        );
-      });
       await step("publishing a gated DAG with an output reference through today's CLI", async () => {
         await command(["submit", releaseDag]);
         await command(["confirm", "release"]);
         await command(["cap", "8"]);
       });
-      await step("the gate waits for an approval while old-b runs", async () => {
+      await step("the gate waits for an approval while b (0.1.0) runs", async () => {
         await waitFor(
           "build and side ran and the gate is open (dagbot status release)",
-          async () => ({
-            records: f.read(),
-            status: (await dagbot(now, ["status", "release"], "new-c")).stdout,
-          }),
+          async () => ({ records: f.read(), status: (await dagbot(now, ["status", "release"])).stdout }),
           (s) =>
             s.records.some((r) => r.task === "side") &&
             s.records.some((r) => r.task === "build") &&
@@ -381,7 +385,7 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         const builds = ran.filter((r) => r.kind === "build");
         check(builds.length === 1, `build ran ${builds.length} times:\n${lines(builds)}`);
         check(
-          typeof builds[0]!.output === "string" && builds[0]!.node.startsWith("new-"),
+          typeof builds[0]!.output === "string" && builds[0]!.node.endsWith(NEW),
           `build ran without DAGBOT_OUTPUT (on ${builds[0]!.node}): a node that cannot publish outputs claimed the producer`,
         );
       });
@@ -390,7 +394,7 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         check(/approved release\/ok/.test(r.stdout + r.stderr), `unexpected answer to approve: ${said(r)}`);
       });
       await step("the gated run ends, its dependent got the value", async () => {
-        await waitForRun(now, dir, config("new-c"), "release", 60_000);
+        await waitForRun(now, dir, f.configPath("a", now), "release", 60_000);
         const deploys = f.read().filter((r) => r.kind === "deploy");
         check(deploys.length === 1, `deploy ran ${deploys.length} times:\n${lines(deploys)}`);
         check(
@@ -399,22 +403,19 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         );
       });
       await command(["status", "release"]);
-      await soft("old-b's log shows the statements the migrated store refused it", () =>
+      await soft("b's log (0.1.0) shows the statements the migrated store refused it", () =>
         waitFor(
-          "a warning or error in old-b's log after `dagbot migrate`",
+          "a warning or error in b's log after `dagbot migrate`",
           () => complaints(oldB, migratedAt),
           (ls) => ls.length > 0,
-          {
-            timeoutMs: 20_000,
-            intervalMs: 250,
-          },
+          { timeoutMs: 20_000, intervalMs: 250 },
         ),
       );
 
-      // ---- long_b ends while old-b is still in service (its finish passes the fence, its next claims
-      // do not): what needs it runs on today's nodes. Then old-b goes; only today's nodes remain.
+      // ---- long_b ends while b (0.1.0) still serves (its finish passes the fence, its claims do
+      // not): what needs it runs on today's node. Then b is replaced the same way.
       f.release("long_b");
-      await step("long_b ends on old-b while it serves, and after_b runs on today's nodes", async () => {
+      await step("long_b ends on b (0.1.0) while it serves, and after_b runs on today's node", async () => {
         const ran = await waitFor(
           "long_b's end and after_b's run in the action records",
           () => f.read(),
@@ -424,18 +425,18 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         );
         const afterB = ran.filter((r) => r.task === "after_b");
         check(
-          afterB.every((r) => r.node.startsWith("new-")),
+          afterB.every((r) => r.node.endsWith(NEW)),
           `after_b ran on a 0.1.0 node:\n${lines(afterB)}`,
         );
       });
-      check(oldB.running(), `old-b stopped by itself after finishing long_b:\n${tail(oldB)}`);
+      check(oldB.running(), `b (0.1.0) stopped by itself after finishing long_b:\n${tail(oldB)}`);
       oldB.child.kill("SIGTERM");
-      await step("old-b stops gracefully", () =>
-        withTimeout(oldB.exited, 60_000, `old-b did not exit within 60 s of SIGTERM\n${tail(oldB)}`),
+      await step("b (0.1.0) stops gracefully", () =>
+        withTimeout(oldB.exited, 60_000, `b (0.1.0) did not exit within 60 s of SIGTERM\n${tail(oldB)}`),
       );
-      f.start(now, "new-e");
+      f.start(now, "b");
       await step("the run in flight at the upgrade ends, each task run once", async () => {
-        await waitForRun(now, dir, config("new-c"), "inflight", 60_000);
+        await waitForRun(now, dir, f.configPath("a", now), "inflight", 60_000);
         const all = f.read().filter((r) => r.run === inflightRun || r.kind === "hold");
         for (const task of ["long_a", "long_b", "after_a", "after_b", "last"]) {
           const runs = all.filter((r) => r.task === task && r.phase !== "end");
@@ -447,13 +448,22 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         }
         check(!f.read().some((r) => r.kind === "approve"), "an action named approve ran");
       });
+      await soft("`dagbot nodes` shows one release once the last node is replaced", async () => {
+        const text = await waitFor(
+          "b alive with today's release and no mixed-releases line",
+          async () => (await dagbot(now, ["nodes"])).stdout,
+          (t) => !/mixed/i.test(t) && /^b .*0\.2\.0/m.test(t),
+          { timeoutMs: 30_000, intervalMs: 250 },
+        );
+        check(/^a .*0\.2\.0/m.test(text), `a should show ${NEW_VERSION}:\n${text}`);
+      });
       // What the 0.1.0 nodes said once the store was migrated under them (for the reader of the run).
       for (const n of [oldA, oldB]) {
         const said = [
           ...new Set(complaints(n, migratedAt).map((l) => `${l.msg}: ${l.err ?? l.reason ?? ""}`)),
         ];
         console.log(
-          `${n.nodeId} (0.1.0) after migrate, exit ${JSON.stringify(await n.exited)}:\n  ${said.join("\n  ")}`,
+          `${n.nodeId} (0.1.0) after migrate, exit ${JSON.stringify(await n.exited)}:\n  ${said.length > 0 ? said.join("\n  ") : "(nothing)"}`,
         );
       }
       expect(answered.every((r) => r.code === 0)).toBe(true);

@@ -37,8 +37,12 @@ export class Fleet {
     writeFileSync(this.records, "");
   }
 
-  /** Writes `<nodeId>.toml`: short leases, and the test's actions, each naming the node in its record. */
-  config(nodeId: string): string {
+  /**
+   * Writes `<nodeId>-<version>.toml` (a machine keeps its node id across the upgrade): short leases,
+   * and the test's actions, each naming the node and its release (`a@0.1.0`) in its record.
+   */
+  config(nodeId: string, release: Release): string {
+    const who = `${nodeId}@${release.version}`;
     const node = JSON.stringify(process.execPath);
     const fixed = [node, JSON.stringify(ACT), JSON.stringify(this.records), JSON.stringify(this.dir)].join(
       ", ",
@@ -46,7 +50,7 @@ export class Fleet {
     const action = (name: string, kind: string, arg: string | null, pattern: string | null): string =>
       [
         `[actions.${name}]`,
-        `argv = [${fixed}, ${JSON.stringify(nodeId)}, ${JSON.stringify(kind)}${arg === null ? "" : `, "{${arg}}"`}]`,
+        `argv = [${fixed}, ${JSON.stringify(who)}, ${JSON.stringify(kind)}${arg === null ? "" : `, "{${arg}}"`}]`,
         ...(arg === null || pattern === null ? [] : [`args = { ${arg} = { pattern = '${pattern}' } }`]),
         'timeout = "5m"',
         'kill_grace = "300ms"',
@@ -72,21 +76,15 @@ export class Fleet {
       // Named like an approval gate: an old node that took a gate for a task would run it.
       action("approve", "approve", null, null),
     ].join("\n");
-    const path = join(this.dir, `${nodeId}.toml`);
+    const path = this.configPath(nodeId, release);
     writeFileSync(path, toml);
     return path;
   }
 
   start(release: Release, nodeId: string): NodeProcess {
-    const node = startNode(release, this.dir, this.config(nodeId), nodeId);
+    const node = startNode(release, this.dir, this.config(nodeId, release), nodeId);
     this.nodes.push(node);
     return node;
-  }
-
-  node(nodeId: string): NodeProcess {
-    const n = this.nodes.find((x) => x.nodeId === nodeId);
-    if (n === undefined) throw new Error(`no node ${nodeId} was started`);
-    return n;
   }
 
   /** Lets a `hold` action end. */
@@ -103,13 +101,8 @@ export class Fleet {
       .map((l) => JSON.parse(l) as ActionRecord);
   }
 
-  /** Executions (start or run records) of one task of one run (by the run's DAGBOT_RUN_ID). */
-  executions(runId: string, taskId: string): ActionRecord[] {
-    return this.read().filter((r) => r.run === runId && r.task === taskId && r.phase !== "end");
-  }
-
-  /** A node config's path for CLI commands (any node's config names the store). */
-  configPath(nodeId: string): string {
-    return join(this.dir, `${nodeId}.toml`);
+  /** A node config's path (CLI commands take any node's config: it names the store). */
+  configPath(nodeId: string, release: Release): string {
+    return join(this.dir, `${nodeId}-${release.version}.toml`);
   }
 }

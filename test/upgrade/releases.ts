@@ -30,6 +30,8 @@ export const PREVIOUS_COMMIT = "633923a";
 export interface Release {
   /** What the test calls it in messages: "0.1.0 (633923a)" or "today's (0.2.0)". */
   label: string;
+  /** Its package.json version. */
+  version: string;
   /** The Node binary it runs on. */
   node: string;
   /** Its dist/cli.js. */
@@ -77,7 +79,7 @@ export function currentRelease(): Release {
     );
   const version = (JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { version: string })
     .version;
-  return { label: `today's (${version})`, node: process.execPath, cli, dir: REPO };
+  return { label: `today's (${version})`, version, node: process.execPath, cli, dir: REPO };
 }
 
 export function cacheRoot(): string {
@@ -96,7 +98,7 @@ export function previousRelease(): Release {
   const dir = join(cacheRoot(), full);
   const stamp = join(dir, ".dagbot-upgrade-built");
   const cli = join(dir, "dist", "cli.js");
-  const release: Release = { label: `0.1.0 (${PREVIOUS_COMMIT})`, node, cli, dir };
+  const release: Release = { label: `0.1.0 (${PREVIOUS_COMMIT})`, version: "0.1.0", node, cli, dir };
   if (existsSync(stamp) && existsSync(cli)) return release;
 
   mkdirSync(cacheRoot(), { recursive: true });
@@ -206,7 +208,7 @@ export interface NodeProcess {
 
 /** Starts `dagbot node --config FILE` of a release; its output goes to `<dir>/<nodeId>.log`. */
 export function startNode(release: Release, dir: string, configPath: string, nodeId: string): NodeProcess {
-  const logPath = join(dir, `${nodeId}.log`);
+  const logPath = join(dir, `${nodeId}-${release.version}.log`);
   const log = createWriteStream(logPath, { flags: "a" });
   const child = spawn(release.node, [release.cli, "node", "--config", configPath], {
     cwd: dir,
