@@ -54,8 +54,13 @@ export function nodesSection(ctx: ContractContext): void {
         startedAt: started,
         actionSpecs: {},
         undecryptable: 0,
+        release: null,
+        protocol: null,
       },
     ]);
+    // A node says which release and fleet protocol it runs (docs/architecture.md §11).
+    await store.heartbeat(beat(s, { release: "0.2.0", protocol: 2 }));
+    expect((await find(store, s.nodeId))[0]).toMatchObject({ release: "0.2.0", protocol: 2 });
     ctx.clock.advance(1500);
     expect((await find(store, s.nodeId))[0]?.heartbeatAgeMs).toBe(1500);
     // The count of undecryptable events a node reports comes back as sent (issue 13).
