@@ -112,12 +112,13 @@ export function previousRelease(): Release {
   git(["archive", "--format=tar", "-o", tar, full]);
   execFileSync("tar", ["-x", "-f", tar, "-C", building]);
   rmSync(tar, { force: true });
-  // npm and the scripts it runs (node-gyp, tsc) on Node 20: its bin first on the PATH.
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    PATH: `${dirname(node)}${delimiter}${process.env.PATH ?? ""}`,
-  };
-  delete env.npm_config_prefix;
+  // npm and the scripts it runs (node-gyp, tsc) on Node 20: its bin first on the PATH. None of the
+  // npm_* variables of an `npm run upgrade-test` around us (its prefix, its package): the build is
+  // the old checkout's own `npm ci`, with its own .npmrc (nodedir=/usr: the Node 20 headers).
+  const env: NodeJS.ProcessEnv = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !k.toLowerCase().startsWith("npm_")),
+  );
+  env.PATH = `${dirname(node)}${delimiter}${process.env.PATH ?? ""}`;
   const npm = spawnSync("npm", ["ci", "--no-audit", "--no-fund"], {
     cwd: building,
     env,
