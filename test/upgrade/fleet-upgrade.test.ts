@@ -259,6 +259,14 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         "long_b should be running across the migration",
       );
 
+      await soft("the 0.1.0 CLI refuses the migrated store, and leaves it as it is", async () => {
+        const r = await dagbot(old, ["status", "inflight"]);
+        check(
+          r.code !== 0 && /schema|newer/i.test(r.stdout + r.stderr),
+          `0.1.0's \`dagbot status\` on a schema-${NEW_SCHEMA} store should refuse it: ${said(r)}`,
+        );
+        check((await probe.schemaVersion()) === NEW_SCHEMA, "the 0.1.0 CLI changed the schema");
+      });
       // A command sent while only a 0.1.0 node is live (which may no longer lead): it waits for
       // today's leader, and gets its outcome then.
       const sentBeforeLeader = dagbot(now, ["cap", "12"], 90_000);
