@@ -1,0 +1,239 @@
+/**
+ * The two releases the upgrade test runs side by side, as real processes:
+ *
+ * - the previous one, 0.1.0 (commit 633923a), built once from this repository's history into a cache
+ *   folder (`git archive` of the commit, then `npm ci`, which compiles its better-sqlite3 against the
+ *   Node 20 headers and builds its dist/), and run on Node 20 (DAGBOT_UPGRADE_OLD_NODE, set by
+ *   test/upgrade/run.mjs);
+ * - today's, this checkout's dist/, run on the test runner's own Node (22 or later).
+ */
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import {
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { homedir } from "node:os";
+import { delimiter, dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const REPO = resolve(fileURLToPath(new URL("../..", import.meta.url)));
+
+/** The previous release: 0.1.0, PostgreSQL schema 7, SQLite schema 8. */
+export const PREVIOUS_COMMIT = "633923a";
+
+export interface Release {
+  /** What the test calls it in messages: "0.1.0 (633923a)" or "today's (0.2.0)". */
+  label: string;
+  /** Its package.json version. */
+  version: string;
+  /** The Node binary it runs on. */
+  node: string;
+  /** Its dist/cli.js. */
+  cli: string;
+  /** The folder it runs from (its package). */
+  dir: string;
+}
+
+function nodeMajor(bin: string): number | null {
+  try {
+    return Number(execFileSync(bin, ["-p", "process.versions.node"], { encoding: "utf8" }).split(".")[0]);
+  } catch {
+    return null;
+  }
+}
+
+/** The Node 20 the previous release runs on. */
+export function oldNodeBinary(): string {
+  const given = process.env.DAGBOT_UPGRADE_OLD_NODE;
+  const candidates =
+    given !== undefined && given !== ""
+      ? [given]
+      : [
+          ...(process.env.PATH ?? "").split(delimiter).map((d) => join(d, "node")),
+          "/usr/bin/node",
+          "/usr/local/bin/node",
+        ];
+  for (const bin of candidates) if (existsSync(bin) && nodeMajor(bin) === 20) return bin;
+  throw new Error(
+    `no Node 20 for the previous release (tried ${candidates.join(", ")}): run the test with ` +
+      "`npm run upgrade-test`, or set DAGBOT_UPGRADE_OLD_NODE to a Node 20 binary",
+  );
+}
+
+/** Today's release: this checkout's dist/ on the test runner's Node. */
+export function currentRelease(): Release {
+  const cli = join(REPO, "dist", "cli.js");
+  if (!existsSync(cli))
+    throw new Error(`${cli} is missing: \`npm run upgrade-test\` builds it (npm run build)`);
+  const major = Number(process.versions.node.split(".")[0]);
+  if (major < 22)
+    throw new Error(
+      `the test runs on Node ${process.version}, but today's release needs Node 22 or later: ` +
+        "run it with `npm run upgrade-test`, which finds or installs one",
+    );
+  const version = (JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { version: string })
+    .version;
+  return { label: `today's (${version})`, version, node: process.execPath, cli, dir: REPO };
+}
+
+export function cacheRoot(): string {
+  const given = process.env.DAGBOT_UPGRADE_CACHE;
+  return given !== undefined && given !== "" ? given : join(homedir(), ".cache", "dagbot", "upgrade");
+}
+
+/**
+ * The previous release, built into `<cache>/<commit>` the first time (a few minutes: npm ci compiles
+ * better-sqlite3 from source) and found there afterwards. A build that fails leaves its log in
+ * `<cache>/<commit>.log` and says so.
+ */
+export function previousRelease(): Release {
+  const node = oldNodeBinary();
+  const full = git(["rev-parse", "--verify", `${PREVIOUS_COMMIT}^{commit}`]).trim();
+  const dir = join(cacheRoot(), full);
+  const stamp = join(dir, ".dagbot-upgrade-built");
+  const cli = join(dir, "dist", "cli.js");
+  const release: Release = { label: `0.1.0 (${PREVIOUS_COMMIT})`, version: "0.1.0", node, cli, dir };
+  if (existsSync(stamp) && existsSync(cli)) return release;
+
+  mkdirSync(cacheRoot(), { recursive: true });
+  const building = `${dir}.building`;
+  const log = `${dir}.log`;
+  rmSync(building, { recursive: true, force: true });
+  mkdirSync(building, { recursive: true });
+  const started = Date.now();
+  // git archive: the commit's tree without a worktree entry in this repository.
+  const tar = join(cacheRoot(), `${full}.tar`);
+  git(["archive", "--format=tar", "-o", tar, full]);
+  execFileSync("tar", ["-x", "-f", tar, "-C", building]);
+  rmSync(tar, { force: true });
+  // npm and the scripts it runs (node-gyp, tsc) on Node 20: its bin first on the PATH. None of the
+  // npm_* variables of an `npm run upgrade-test` around us (its prefix, its package): the build is
+  // the old checkout's own `npm ci`, with its own .npmrc (nodedir=/usr: the Node 20 headers).
+  const env: NodeJS.ProcessEnv = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !k.toLowerCase().startsWith("npm_")),
+  );
+  env.PATH = `${dirname(node)}${delimiter}${process.env.PATH ?? ""}`;
+  const npm = spawnSync("npm", ["ci", "--no-audit", "--no-fund"], {
+    cwd: building,
+    env,
+    encoding: "utf8",
+    maxBuffer: 64 * 1024 * 1024,
+    timeout: 900_000,
+  });
+  writeFileSync(log, `${npm.stdout ?? ""}\n${npm.stderr ?? ""}`);
+  if (npm.status !== 0 || !existsSync(join(building, "dist", "cli.js"))) {
+    const tail = `${npm.stdout ?? ""}\n${npm.stderr ?? ""}`.split("\n").slice(-30).join("\n");
+    throw new Error(
+      `building the previous release ${PREVIOUS_COMMIT} failed (npm ci exit ${npm.status}, ${npm.error?.message ?? "no spawn error"}); ` +
+        `log: ${log}; folder kept: ${building}\n${tail}`,
+    );
+  }
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(building, dir);
+  writeFileSync(stamp, `${full} built in ${Math.round((Date.now() - started) / 1000)} s on ${node}\n`);
+  return release;
+}
+
+function git(args: string[]): string {
+  const r = spawnSync("git", args, { cwd: REPO, encoding: "utf8" });
+  if (r.status !== 0)
+    throw new Error(
+      `git ${args.join(" ")} failed: ${r.stderr.trim()} (the upgrade test builds the previous release ` +
+        `${PREVIOUS_COMMIT} from this repository's history; a shallow clone lacks it: git fetch --unshallow)`,
+    );
+  return r.stdout;
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  /** The command line, for messages. */
+  line: string;
+}
+
+/** Runs `dagbot ARGS` of a release to its end (killed after timeoutMs, which fails the test with what it printed). */
+export function runCli(
+  release: Release,
+  args: string[],
+  options: { cwd: string; timeoutMs?: number; env?: Record<string, string> },
+): Promise<CliResult> {
+  const line = `${release.label}: dagbot ${args.join(" ")}`;
+  const timeoutMs = options.timeoutMs ?? 60_000;
+  return new Promise((done, fail) => {
+    const child = spawn(release.node, [release.cli, ...args], {
+      cwd: options.cwd,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, DAGBOT_LOG_LEVEL: "warn", NO_COLOR: "1", ...options.env },
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      fail(
+        new Error(
+          `${line} did not end within ${timeoutMs} ms (a command lost?)\nstdout: ${stdout}\nstderr: ${stderr}`,
+        ),
+      );
+    }, timeoutMs);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      done({ code, stdout, stderr, line });
+    });
+  });
+}
+
+/** What a command printed, for failure messages. */
+export function said(r: CliResult): string {
+  return `${r.line} (exit ${r.code})\nstdout: ${r.stdout.trim()}\nstderr: ${r.stderr.trim()}`;
+}
+
+export interface NodeProcess {
+  nodeId: string;
+  release: Release;
+  child: ChildProcess;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  logPath: string;
+  /** The node's log so far (its JSON lines on stderr and whatever it printed). */
+  log(): string;
+  running(): boolean;
+}
+
+/** Starts `dagbot node --config FILE` of a release; its output goes to `<dir>/<nodeId>.log`. */
+export function startNode(release: Release, dir: string, configPath: string, nodeId: string): NodeProcess {
+  const logPath = join(dir, `${nodeId}-${release.version}.log`);
+  const log = createWriteStream(logPath, { flags: "a" });
+  const child = spawn(release.node, [release.cli, "node", "--config", configPath], {
+    cwd: dir,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, DAGBOT_LOG_LEVEL: "debug", NO_COLOR: "1" },
+  });
+  child.stdout?.pipe(log);
+  child.stderr?.pipe(log);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => {
+    child.once("exit", (code, signal) => done({ code, signal }));
+  });
+  return {
+    nodeId,
+    release,
+    child,
+    exited,
+    logPath,
+    log: () => (existsSync(logPath) ? readFileSync(logPath, "utf8") : ""),
+    running: () => child.exitCode === null && child.signalCode === null,
+  };
+}
+
+/** Kills every node still running (SIGKILL) and waits for the exits: the test's cleanup. */
+export async function killAll(nodes: readonly NodeProcess[]): Promise<void> {
+  for (const n of nodes) if (n.running()) n.child.kill("SIGKILL");
+  await Promise.all(nodes.map((n) => n.exited));
+}
