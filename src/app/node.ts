@@ -75,6 +75,40 @@ export function policyDisagreements(
     .map((key) => `${key}: config ${norm(wanted[POLICY_FIELD[key]])}, room ${norm(room[POLICY_FIELD[key]])}`);
 }
 
+/**
+ * The policy changes, as typed after `policy` (`["logs", "anyone"]`), that make the room's policy
+ * state what the config states: the way out a node held back by a disagreement names, beside
+ * changing the config to the room's. A list becomes one addition or removal per member.
+ */
+export function policyFixes(
+  wanted: RoomPolicy,
+  stated: readonly PolicySetting[],
+  room: RoomPolicy,
+): Array<[setting: string, value: string]> {
+  const fixes: Array<[string, string]> = [];
+  for (const key of stated) {
+    const want: unknown = wanted[POLICY_FIELD[key]];
+    const have: unknown = room[POLICY_FIELD[key]];
+    if (Array.isArray(want) || Array.isArray(have)) {
+      const w = (want ?? []) as string[];
+      const h = (have ?? []) as string[];
+      for (const u of w) if (!h.includes(u)) fixes.push([key, `+${u}`]);
+      for (const u of h) if (!w.includes(u)) fixes.push([key, `-${u}`]);
+    } else if (want !== have) {
+      fixes.push([key, typeof want === "boolean" ? (want ? "on" : "off") : String(want)]);
+    }
+  }
+  return fixes;
+}
+
+/** Why a node does not lead a room although it could: its [permissions] disagree with the room's. */
+export interface PolicyConflict {
+  /** `key: config X, room Y`, one per stated setting that differs. */
+  disagreements: string[];
+  /** The policy changes that end it (policyFixes); the other way out is a config that matches. */
+  fixes: Array<[setting: string, value: string]>;
+}
+
 export interface EngineDeps {
   store: Store;
   executor: Executor;
@@ -104,6 +138,8 @@ export interface EngineNode {
   /** The fence while this node leads `roomId`, else null. */
   leading(roomId: string): LeaderFence | null;
   runningTasks(): number;
+  /** The rooms this node does not lead because its [permissions] disagree with theirs, and why. */
+  policyConflicts(): ReadonlyMap<string, PolicyConflict>;
   /**
    * Graceful stop: stop claiming, hand leadership over at once (release every lease), let running
    * tasks finish (or abort them), stop the heartbeat and remove this node's row.
@@ -223,10 +259,18 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
    * Sets the room's policy where none is stored; where one is and this config states something else,
    * says so loudly and returns false: a node must not lead under rules the room did not choose.
    */
+  const conflicts = new Map<string, PolicyConflict>();
+  /**
+   * Sets the room's policy where none is stored; where one is and this config states something else,
+   * says so loudly and waits, reading the room's policy again every acquire interval, until the two
+   * agree (a `policy` change made them so): a node must not lead under rules the room did not choose,
+   * and must not need a restart once they agree. False only when the node stops first.
+   */
   const mayLead = async (roomId: string): Promise<boolean> => {
     const policy = settings.policy;
     if (policy === undefined || policy === null) return true;
-    for (;;) {
+    let said = "";
+    while (!heartbeatStop.signal.aborted && !stopRequested) {
       try {
         const { set, stored } = await store.initRoomPolicy(roomId, policy.wanted, settings.nodeId);
         if (set) {
@@ -234,18 +278,34 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
           return true;
         }
         const diff = policyDisagreements(policy.wanted, policy.stated, stored.policy);
-        if (diff.length === 0) return true;
-        log.error(
-          { room: roomId, disagreements: diff, setBy: stored.setBy },
-          `this node's [permissions] disagree with the room's policy in the store (${diff.join("; ")}); the room's policy stays, and this node will not lead the room until its config matches (see !dag policy)`,
-        );
-        return false;
+        if (diff.length === 0) {
+          if (conflicts.delete(roomId))
+            log.info(
+              { room: roomId },
+              "this node's [permissions] now agree with the room's policy; it may lead",
+            );
+          return true;
+        }
+        const fixes = policyFixes(policy.wanted, policy.stated, stored.policy);
+        conflicts.set(roomId, { disagreements: diff, fixes });
+        if (said !== diff.join("; ")) {
+          said = diff.join("; ");
+          log.error(
+            {
+              room: roomId,
+              disagreements: diff,
+              setBy: stored.setBy,
+              fixes: fixes.map((f) => `policy ${f.join(" ")}`),
+            },
+            `this node's [permissions] disagree with the room's policy in the store (${said}); the room's policy stays, and this node will not lead the room until they agree: change the room's policy to the config's (${fixes.map((f) => `policy ${f.join(" ")}`).join(", ")}) or the config to the room's`,
+          );
+        }
       } catch (err) {
         log.warn({ room: roomId, err: String(err) }, "could not read the room's policy; retrying");
-        await clock.sleep(settings.lease.acquireEveryMs, heartbeatStop.signal);
-        if (heartbeatStop.signal.aborted || stopRequested) return false;
       }
+      await clock.sleep(settings.lease.acquireEveryMs, heartbeatStop.signal);
     }
+    return false;
   };
 
   void beat().then(async () => {
@@ -268,6 +328,7 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
     session,
     leading: (roomId) => keepers[settings.roomIds.indexOf(roomId)]?.fence ?? null,
     runningTasks: () => worker?.runningCount ?? 0,
+    policyConflicts: () => conflicts,
     stop(options: StopOptions = {}) {
       if (options.abortRunning === true && stopping !== null) {
         // A second, harder stop while draining: kill what still runs.
