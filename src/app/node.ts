@@ -4,6 +4,7 @@
  * feeds the inbox and drains the outbox beside it.
  */
 import { FLEET_PROTOCOL, RELEASE } from "../domain/release.js";
+import { formatDuration } from "../domain/duration.js";
 import { publicTemplate } from "../domain/action-argv.js";
 import type { Clock } from "../ports/clock.js";
 import type { ActionDefinition, Executor } from "../ports/executor.js";
@@ -131,6 +132,11 @@ export interface EngineDeps {
 export interface StopOptions {
   /** Kill running actions and write nothing (their leases expire and another node retries them). */
   abortRunning?: boolean;
+  /**
+   * A graceful stop waits at most this long for running actions (each named in the log), then
+   * kills them as `abortRunning` does (config `stop_grace`). Absent: it waits for them to end.
+   */
+  graceMs?: number;
 }
 
 export interface EngineNode {
@@ -323,6 +329,33 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
     "node started",
   );
 
+  /**
+   * Says which tasks a graceful stop waits for, and kills what still runs once `graceMs` passed: a
+   * container's stop grace period ends in a SIGKILL that would leave no word of what it cut short.
+   */
+  const boundDrain = (w: Worker, graceMs: number, drained: Promise<void>): void => {
+    const waiting = w.runningTasks();
+    if (waiting.length === 0) return;
+    const grace = formatDuration(graceMs);
+    for (const t of waiting)
+      log.info(
+        { run: t.runId, task: t.taskId, action: t.action, runningMs: t.runningMs },
+        `stopping: waiting up to ${grace} for task ${t.taskId} (${t.action}, running for ${formatDuration(t.runningMs)}) to finish`,
+      );
+    const done = new AbortController();
+    void drained.finally(() => done.abort());
+    void clock.sleep(graceMs, done.signal).then(() => {
+      if (done.signal.aborted) return;
+      const left = w.runningTasks();
+      if (left.length === 0) return;
+      log.warn(
+        { tasks: left.map((t) => `${t.runId}/${t.taskId}`) },
+        `stop_grace (${grace}) passed: killing ${left.length} running action${left.length === 1 ? "" : "s"}; once their leases expire each task is retried if it has retries left`,
+      );
+      void w.stop({ abortRunning: true });
+    });
+  };
+
   let stopping: Promise<void> | null = null;
   return {
     session,
@@ -338,6 +371,8 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
       stopRequested = true;
       stopping ??= (async () => {
         const workerStopped = worker?.stop(options) ?? Promise.resolve();
+        if (worker !== null && options.abortRunning !== true && options.graceMs !== undefined)
+          boundDrain(worker, options.graceMs, workerStopped);
         await Promise.all(keepers.map((k) => k.stop()));
         await workerStopped;
         heartbeatStop.abort();

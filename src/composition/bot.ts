@@ -215,7 +215,7 @@ export async function runStart(options: StartOptions): Promise<number> {
       await api?.close().catch(() => {});
       await chat.stop();
       await renderer.close();
-      await node.stop({ abortRunning });
+      await node.stop({ abortRunning, graceMs: config.stopGraceMs });
       intake?.stop();
       await store.close();
     })();

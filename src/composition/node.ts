@@ -83,7 +83,7 @@ export async function runNode(options: NodeOptions): Promise<number> {
     onStop = (abortRunning) => {
       void (api?.close() ?? Promise.resolve())
         .catch(() => {})
-        .then(() => node.stop({ abortRunning }))
+        .then(() => node.stop({ abortRunning, graceMs: config.stopGraceMs }))
         .then(resolve);
     };
     // A signal that came while the store was being opened.

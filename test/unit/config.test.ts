@@ -214,6 +214,7 @@ describe("defaults", () => {
       http: null,
       webhooks: [],
       logLevel: "info",
+      stopGraceMs: 8_000,
     } satisfies NodeConfig);
   });
 
