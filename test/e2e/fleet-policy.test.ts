@@ -3,10 +3,11 @@
  * on PostgreSQL, each with the HTTP API, change the policy by `dagbot policy` and by
  * `POST /v1/rooms/{room}/policy` and keep their leader; restarted with [permissions] that disagree
  * with the stored policy, they say so in /readyz, `dagbot nodes` and every refused command, with the
- * exact `dagbot policy` command that ends it, and that command (run with no leader) brings one back.
+ * exact `dagbot policy` command that ends it, and that command, or its HTTP route, run with no
+ * leader, applies the change and brings a leader back.
  */
 import { createHash } from "node:crypto";
-import { writeFileSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NodeProcess, Target } from "../support/engine-cluster.js";
 import {
@@ -193,7 +194,26 @@ describe("a headless fleet's policy", () => {
       );
       const log = readFileSync(running[0]!.logPath, "utf8");
       expect(log).toContain("now agree with the room's policy");
-      writeFileSync(`${target.dir}/done`, "");
+
+      // The same way out over HTTP: restarted disagreeing again, an operate token's policy change is
+      // applied by the node it reaches, and a leader comes back.
+      await stopFleet();
+      startFleet("operators");
+      await Promise.all(IDS.map((_id, i) => listening(BASE_PORT + i)));
+      await waitFor(
+        "/readyz to fail on the policy again",
+        () => http(BASE_PORT + 2, "GET", "/readyz").then((r) => r.status),
+        (status) => status === 503,
+        { timeoutMs: 20_000 },
+      );
+      const viaHttp = await http(BASE_PORT + 2, "POST", `/v1/rooms/${ROOM}/policy`, {
+        setting: "logs",
+        value: "operators",
+      });
+      const body = (await viaHttp.json()) as { changed?: string; text?: string };
+      expect(viaHttp.status, JSON.stringify(body)).toBe(200);
+      expect(body.changed).toBe("logs anyone → operators");
+      await leader();
     } catch (e) {
       failed = true;
       throw e;
