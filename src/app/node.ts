@@ -4,6 +4,7 @@
  * feeds the inbox and drains the outbox beside it.
  */
 import { FLEET_PROTOCOL, RELEASE } from "../domain/release.js";
+import { formatDuration } from "../domain/duration.js";
 import { publicTemplate } from "../domain/action-argv.js";
 import type { Clock } from "../ports/clock.js";
 import type { ActionDefinition, Executor } from "../ports/executor.js";
@@ -75,6 +76,40 @@ export function policyDisagreements(
     .map((key) => `${key}: config ${norm(wanted[POLICY_FIELD[key]])}, room ${norm(room[POLICY_FIELD[key]])}`);
 }
 
+/**
+ * The policy changes, as typed after `policy` (`["logs", "anyone"]`), that make the room's policy
+ * state what the config states: the way out a node held back by a disagreement names, beside
+ * changing the config to the room's. A list becomes one addition or removal per member.
+ */
+export function policyFixes(
+  wanted: RoomPolicy,
+  stated: readonly PolicySetting[],
+  room: RoomPolicy,
+): Array<[setting: string, value: string]> {
+  const fixes: Array<[string, string]> = [];
+  for (const key of stated) {
+    const want: unknown = wanted[POLICY_FIELD[key]];
+    const have: unknown = room[POLICY_FIELD[key]];
+    if (Array.isArray(want) || Array.isArray(have)) {
+      const w = (want ?? []) as string[];
+      const h = (have ?? []) as string[];
+      for (const u of w) if (!h.includes(u)) fixes.push([key, `+${u}`]);
+      for (const u of h) if (!w.includes(u)) fixes.push([key, `-${u}`]);
+    } else if (want !== have) {
+      fixes.push([key, typeof want === "boolean" ? (want ? "on" : "off") : String(want)]);
+    }
+  }
+  return fixes;
+}
+
+/** Why a node does not lead a room although it could: its [permissions] disagree with the room's. */
+export interface PolicyConflict {
+  /** `key: config X, room Y`, one per stated setting that differs. */
+  disagreements: string[];
+  /** The policy changes that end it (policyFixes); the other way out is a config that matches. */
+  fixes: Array<[setting: string, value: string]>;
+}
+
 export interface EngineDeps {
   store: Store;
   executor: Executor;
@@ -97,6 +132,11 @@ export interface EngineDeps {
 export interface StopOptions {
   /** Kill running actions and write nothing (their leases expire and another node retries them). */
   abortRunning?: boolean;
+  /**
+   * A graceful stop waits at most this long for running actions (each named in the log), then
+   * kills them as `abortRunning` does (config `stop_grace`). Absent: it waits for them to end.
+   */
+  graceMs?: number;
 }
 
 export interface EngineNode {
@@ -104,6 +144,8 @@ export interface EngineNode {
   /** The fence while this node leads `roomId`, else null. */
   leading(roomId: string): LeaderFence | null;
   runningTasks(): number;
+  /** The rooms this node does not lead because its [permissions] disagree with theirs, and why. */
+  policyConflicts(): ReadonlyMap<string, PolicyConflict>;
   /**
    * Graceful stop: stop claiming, hand leadership over at once (release every lease), let running
    * tasks finish (or abort them), stop the heartbeat and remove this node's row.
@@ -223,10 +265,18 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
    * Sets the room's policy where none is stored; where one is and this config states something else,
    * says so loudly and returns false: a node must not lead under rules the room did not choose.
    */
+  const conflicts = new Map<string, PolicyConflict>();
+  /**
+   * Sets the room's policy where none is stored; where one is and this config states something else,
+   * says so loudly and waits, reading the room's policy again every acquire interval, until the two
+   * agree (a `policy` change made them so): a node must not lead under rules the room did not choose,
+   * and must not need a restart once they agree. False only when the node stops first.
+   */
   const mayLead = async (roomId: string): Promise<boolean> => {
     const policy = settings.policy;
     if (policy === undefined || policy === null) return true;
-    for (;;) {
+    let said = "";
+    while (!heartbeatStop.signal.aborted && !stopRequested) {
       try {
         const { set, stored } = await store.initRoomPolicy(roomId, policy.wanted, settings.nodeId);
         if (set) {
@@ -234,18 +284,34 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
           return true;
         }
         const diff = policyDisagreements(policy.wanted, policy.stated, stored.policy);
-        if (diff.length === 0) return true;
-        log.error(
-          { room: roomId, disagreements: diff, setBy: stored.setBy },
-          `this node's [permissions] disagree with the room's policy in the store (${diff.join("; ")}); the room's policy stays, and this node will not lead the room until its config matches (see !dag policy)`,
-        );
-        return false;
+        if (diff.length === 0) {
+          if (conflicts.delete(roomId))
+            log.info(
+              { room: roomId },
+              "this node's [permissions] now agree with the room's policy; it may lead",
+            );
+          return true;
+        }
+        const fixes = policyFixes(policy.wanted, policy.stated, stored.policy);
+        conflicts.set(roomId, { disagreements: diff, fixes });
+        if (said !== diff.join("; ")) {
+          said = diff.join("; ");
+          log.error(
+            {
+              room: roomId,
+              disagreements: diff,
+              setBy: stored.setBy,
+              fixes: fixes.map((f) => `policy ${f.join(" ")}`),
+            },
+            `this node's [permissions] disagree with the room's policy in the store (${said}); the room's policy stays, and this node will not lead the room until they agree: change the room's policy to the config's (${fixes.map((f) => `policy ${f.join(" ")}`).join(", ")}) or the config to the room's`,
+          );
+        }
       } catch (err) {
         log.warn({ room: roomId, err: String(err) }, "could not read the room's policy; retrying");
-        await clock.sleep(settings.lease.acquireEveryMs, heartbeatStop.signal);
-        if (heartbeatStop.signal.aborted || stopRequested) return false;
       }
+      await clock.sleep(settings.lease.acquireEveryMs, heartbeatStop.signal);
     }
+    return false;
   };
 
   void beat().then(async () => {
@@ -263,11 +329,39 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
     "node started",
   );
 
+  /**
+   * Says which tasks a graceful stop waits for, and kills what still runs once `graceMs` passed: a
+   * container's stop grace period ends in a SIGKILL that would leave no word of what it cut short.
+   */
+  const boundDrain = (w: Worker, graceMs: number, drained: Promise<void>): void => {
+    const waiting = w.runningTasks();
+    if (waiting.length === 0) return;
+    const grace = formatDuration(graceMs);
+    for (const t of waiting)
+      log.info(
+        { run: t.runId, task: t.taskId, action: t.action, runningMs: t.runningMs },
+        `stopping: waiting up to ${grace} for task ${t.taskId} (${t.action}, running for ${formatDuration(t.runningMs)}) to finish`,
+      );
+    const done = new AbortController();
+    void drained.finally(() => done.abort());
+    void clock.sleep(graceMs, done.signal).then(() => {
+      if (done.signal.aborted) return;
+      const left = w.runningTasks();
+      if (left.length === 0) return;
+      log.warn(
+        { tasks: left.map((t) => `${t.runId}/${t.taskId}`) },
+        `stop_grace (${grace}) passed: killing ${left.length} running action${left.length === 1 ? "" : "s"}; once their leases expire each task is retried if it has retries left`,
+      );
+      void w.stop({ abortRunning: true });
+    });
+  };
+
   let stopping: Promise<void> | null = null;
   return {
     session,
     leading: (roomId) => keepers[settings.roomIds.indexOf(roomId)]?.fence ?? null,
     runningTasks: () => worker?.runningCount ?? 0,
+    policyConflicts: () => conflicts,
     stop(options: StopOptions = {}) {
       if (options.abortRunning === true && stopping !== null) {
         // A second, harder stop while draining: kill what still runs.
@@ -277,6 +371,8 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
       stopRequested = true;
       stopping ??= (async () => {
         const workerStopped = worker?.stop(options) ?? Promise.resolve();
+        if (worker !== null && options.abortRunning !== true && options.graceMs !== undefined)
+          boundDrain(worker, options.graceMs, workerStopped);
         await Promise.all(keepers.map((k) => k.stop()));
         await workerStopped;
         heartbeatStop.abort();

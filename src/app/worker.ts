@@ -171,6 +171,17 @@ export class Worker {
   }
 
   /** Tasks this worker is running now. */
+  /** The tasks running now, and for how long (monotonic): what a graceful stop waits for. */
+  runningTasks(): Array<{ runId: string; taskId: string; action: string; runningMs: number }> {
+    const now = this.deps.clock.monotonicMs();
+    return [...this.running.values()].map((r) => ({
+      runId: r.claimed.task.runId,
+      taskId: r.claimed.task.taskId,
+      action: r.claimed.task.action,
+      runningMs: Math.max(0, now - r.claimSentAt),
+    }));
+  }
+
   get runningCount(): number {
     return this.running.size;
   }

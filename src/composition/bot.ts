@@ -28,6 +28,7 @@ import { SetupError } from "./setup-error.js";
 import { scheduleAuthority } from "../app/schedule-authority.js";
 import { engineSettings, makeLogger, nodeExecutor } from "./engine-settings.js";
 import { openNodeStore } from "./store-open.js";
+import { ownNodeId } from "./node-identity.js";
 import { resolveConfig } from "./config-resolve.js";
 import type { CommonOptions } from "./config-resolve.js";
 import { engineMetricsRelay, startNodeHttpApi } from "./http-api.js";
@@ -66,6 +67,11 @@ export async function runStart(options: StartOptions): Promise<number> {
   const stopListening = onStopSignals(() => earlySignal());
   const store = await openNodeStore(config, logger, firstSignal).finally(stopListening);
   if (store === null) return 0;
+  const bootId = await ownNodeId(config, store, logger);
+  if (bootId === null) {
+    await store.close();
+    return 2;
+  }
   const stateDir = resolve(
     options.stateDir ?? process.env["DAGBOT_STATE_DIR"] ?? defaultStateDir(process.env),
   );
@@ -174,6 +180,7 @@ export async function runStart(options: StartOptions): Promise<number> {
 
   const node = startEngineNode(engineSettings(config), {
     store,
+    bootId,
     executor: nodeExecutor(config, process.env, logger),
     clock: systemClock,
     logger,
@@ -211,7 +218,7 @@ export async function runStart(options: StartOptions): Promise<number> {
       await api?.close().catch(() => {});
       await chat.stop();
       await renderer.close();
-      await node.stop({ abortRunning });
+      await node.stop({ abortRunning, graceMs: config.stopGraceMs });
       intake?.stop();
       await store.close();
     })();

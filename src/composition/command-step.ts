@@ -11,6 +11,7 @@ import { randomUUID } from "node:crypto";
 import { lstat, readFile, realpath } from "node:fs/promises";
 import { userInfo } from "node:os";
 import { isAbsolute, join, relative } from "node:path";
+import type { InboxDeps } from "../app/commands/inbox-step.js";
 import { inboxStep, readOutcome } from "../app/commands/inbox-step.js";
 import { isLocalSender, structuredCommandContent } from "../app/commands/inbox-intent.js";
 import type { CommandPolicy, DagLibrary, HandlerContext } from "../app/commands/context.js";
@@ -113,8 +114,9 @@ async function readLibraryFile(
   }
 }
 
-export function commandStep(config: NodeConfig, store: Store, logger: Logger): InboxStep {
-  return inboxStep({
+/** What the inbox step of a node with this config judges and answers commands with. */
+export function commandInboxDeps(config: NodeConfig, store: Store, logger: Logger): InboxDeps {
+  return {
     store,
     permissions: localPermissions(config),
     policy: commandPolicy(config),
@@ -122,7 +124,11 @@ export function commandStep(config: NodeConfig, store: Store, logger: Logger): I
     logger,
     // Without [matrix] nothing sends the room's messages: do not queue them (issue 9).
     queueMessages: config.matrix !== null,
-  });
+  };
+}
+
+export function commandStep(config: NodeConfig, store: Store, logger: Logger): InboxStep {
+  return inboxStep(commandInboxDeps(config, store, logger));
 }
 
 export interface CommandAnswer {

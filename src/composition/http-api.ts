@@ -16,6 +16,9 @@ import type { Logger } from "../ports/logger.js";
 import type { SenderStanding } from "../ports/permissions.js";
 import type { Store } from "../ports/store.js";
 import { awaitLocalCommand, commandPolicy, libraryLoader } from "./command-step.js";
+import { STRUCTURED_COMMAND_KEY } from "../app/commands/inbox-intent.js";
+import { policyConflictAdvice } from "../app/commands/verbs/policy.js";
+import { DAGBOT_WORDS, handleWithoutLeader, noLeaderAdvice } from "./leaderless-room.js";
 
 /** An operate token acts as the local operator (like the CLI); a read token as a room member without power. */
 function standingOf(caller: Caller): SenderStanding {
@@ -91,7 +94,15 @@ export async function startNodeHttpApi(
     store,
     logger,
     read: async (roomId, command, caller) => executeCommand(await contextFor(roomId, caller), command),
+    // A policy command in a room no node leads is applied here, under the room's lease for it: the
+    // way out of a room whose nodes' [permissions] disagree with its policy (leaderless-room.ts).
+    noLeader: async (roomId, command) =>
+      command.verb === "policy" ? null : noLeaderAdvice(store, config, roomId),
     awaitCommand: async (eventId, timeoutMs) => {
+      const row = await store.getInboxEvent(eventId);
+      const data = row?.content[STRUCTURED_COMMAND_KEY] as { verb?: unknown } | undefined;
+      if (row !== null && row.status === "new" && data?.verb === "policy")
+        await handleWithoutLeader(store, config, logger, row.roomId, eventId, row.sender);
       const answer = await awaitLocalCommand(store, eventId, timeoutMs, policy);
       if (answer === null) return null;
       // The row's outcome as the reply was rendered from it (publish and decisions store only ids).
@@ -114,6 +125,12 @@ export async function startNodeHttpApi(
               ? "ok"
               : `the last heartbeat is ${mine.heartbeatAgeMs} ms old`,
       };
+      // A node held back from leading by its [permissions] is not ready: the room may have no leader.
+      const conflicts = [...node.policyConflicts()];
+      checks["policy"] =
+        conflicts.length === 0
+          ? "ok"
+          : conflicts.map(([roomId, c]) => policyConflictAdvice(roomId, c, DAGBOT_WORDS)).join(" | ");
       if (chatChecks !== undefined) Object.assign(checks, await chatChecks());
       return checks;
     },

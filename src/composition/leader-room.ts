@@ -10,6 +10,8 @@ import { awaitLocalCommand, commandPolicy, queueLocalCommand, roomHasLiveNode } 
 import type { CommonOptions } from "./config-resolve.js";
 import { pickRoom, resolveConfig } from "./config-resolve.js";
 import { openConfiguredStore } from "./store-open.js";
+import { makeLogger } from "./engine-settings.js";
+import { handleWithoutLeader, noLeaderAdvice } from "./leaderless-room.js";
 
 export function waitSeconds(text: string): number {
   const seconds = Number(text);
@@ -36,9 +38,33 @@ export async function command(
   body: string | CommandData,
   waitMs: number,
   policy: CommandPolicy,
-  { requireLiveNode = false }: { requireLiveNode?: boolean } = {},
+  {
+    requireLiveNode = false,
+    leaderless,
+  }: {
+    requireLiveNode?: boolean;
+    /**
+     * When no node leads the room: `advice` says why (nodes held back by their [permissions]), and
+     * the command is refused with it, not queued; `handle` applies the command itself (policy).
+     */
+    leaderless?: { advice(): Promise<string | null>; handle?(eventId: string): Promise<boolean> };
+  } = {},
 ): Promise<CommandAnswer> {
+  if (leaderless?.handle !== undefined) {
+    const eventId = await queueLocalCommand(store, roomId, body);
+    await leaderless.handle(eventId);
+    const answer = await awaitLocalCommand(store, eventId, waitMs, policy);
+    if (answer !== null) return answer;
+    throw new SetupError(
+      `no leader of room ${roomId} answered within ${waitMs / 1000}s; the command stays in the inbox and ` +
+        "is handled when a node of the room leads it",
+      1,
+    );
+  }
   const live = !requireLiveNode || (await roomHasLiveNode(store, roomId, policy.nodeStaleAfterMs));
+  // Nodes that run but will not lead: say why and what ends it, rather than queue and wait in vain.
+  const held = live ? await leaderless?.advice() : null;
+  if (held !== null && held !== undefined) throw new SetupError(`${held}. Nothing was queued.`, 1);
   const eventId = await queueLocalCommand(store, roomId, body);
   if (!live) {
     throw new SetupError(
@@ -49,9 +75,12 @@ export async function command(
   }
   const answer = await awaitLocalCommand(store, eventId, waitMs, policy);
   if (answer === null) {
+    const why = await leaderless?.advice();
     throw new SetupError(
       `no leader of room ${roomId} answered within ${waitMs / 1000}s; the command stays in the inbox and ` +
-        "is handled when a node of the room runs (start one with `dagbot node`)",
+        (why === null || why === undefined
+          ? "is handled when a node of the room runs (start one with `dagbot node`)"
+          : `is handled when a node leads the room: ${why}`),
       1,
     );
   }
@@ -69,7 +98,11 @@ export interface LeaderRoom {
   readonly roomId: string;
   readonly policy: CommandPolicy;
   /** `command()` in this room, with the subcommand's --wait. */
-  send(body: CommandData, options?: { requireLiveNode?: boolean }): Promise<CommandAnswer>;
+  /** `selfLead`: in a room no node leads, this command applies the command itself (policy). */
+  send(
+    body: CommandData,
+    options?: { requireLiveNode?: boolean; selfLead?: boolean },
+  ): Promise<CommandAnswer>;
 }
 
 /** Reads --wait, the config and the room, opens the store for `use`, and closes it after. */
@@ -87,7 +120,21 @@ export async function withLeaderRoom<T>(
       store,
       roomId,
       policy,
-      send: (body, sendOptions) => command(store, roomId, body, waitMs, policy, sendOptions),
+      send: (body, sendOptions) =>
+        command(store, roomId, body, waitMs, policy, {
+          ...(sendOptions?.requireLiveNode === undefined
+            ? {}
+            : { requireLiveNode: sendOptions.requireLiveNode }),
+          leaderless: {
+            advice: () => noLeaderAdvice(store, config, roomId),
+            ...(sendOptions?.selfLead === true
+              ? {
+                  handle: (eventId: string) =>
+                    handleWithoutLeader(store, config, makeLogger(config, "error"), roomId, eventId),
+                }
+              : {}),
+          },
+        }),
     });
   } finally {
     await store.close();

@@ -13,6 +13,7 @@ import { scheduleAuthority } from "../app/schedule-authority.js";
 import { engineMetricsRelay, startNodeHttpApi } from "./http-api.js";
 import { engineSettings, makeLogger, nodeExecutor } from "./engine-settings.js";
 import { openNodeStore } from "./store-open.js";
+import { ownNodeId } from "./node-identity.js";
 import { resolveConfig } from "./config-resolve.js";
 import type { CommonOptions } from "./config-resolve.js";
 import type { StopStage } from "./stop-signals.js";
@@ -42,10 +43,16 @@ export async function runNode(options: NodeOptions): Promise<number> {
   const store = await openNodeStore(config, logger, firstSignal);
   if (store === null) return 0;
   logger.info({ store: describeStoreLocation(config.store), node: config.nodeId }, "store open");
+  const bootId = await ownNodeId(config, store, logger);
+  if (bootId === null) {
+    await store.close();
+    return 2;
+  }
 
   const relay = engineMetricsRelay();
   const node = startEngineNode(engineSettings(config), {
     store,
+    bootId,
     executor: nodeExecutor(config, process.env, logger),
     clock: systemClock,
     logger,
@@ -76,7 +83,7 @@ export async function runNode(options: NodeOptions): Promise<number> {
     onStop = (abortRunning) => {
       void (api?.close() ?? Promise.resolve())
         .catch(() => {})
-        .then(() => node.stop({ abortRunning }))
+        .then(() => node.stop({ abortRunning, graceMs: config.stopGraceMs }))
         .then(resolve);
     };
     // A signal that came while the store was being opened.

@@ -23,6 +23,7 @@ export function onStopSignals(handler: (stage: StopStage, signal: NodeJS.Signals
 
 /** The log line each stage is announced with. */
 export const STOP_MESSAGES: Readonly<Record<StopStage, string>> = {
-  graceful: "stopping gracefully",
+  graceful:
+    "stopping gracefully (running actions get stop_grace to finish; a second SIGINT or SIGTERM kills them now)",
   hard: "stopping now: killing running actions",
 };

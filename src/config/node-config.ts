@@ -188,6 +188,12 @@ export interface NodeConfig {
   /** Webhook endpoints served on the HTTP API; empty without `[[webhooks]]`. */
   webhooks: WebhookConfig[];
   logLevel: LogLevel;
+  /**
+   * How long a graceful stop waits for running actions before it kills them (their tasks are retried
+   * elsewhere): shorter than a container's stop grace period (compose's 10 s by default), so the
+   * node, not the SIGKILL that follows it, decides what is killed and says so.
+   */
+  stopGraceMs: number;
 }
 
 /**
@@ -602,6 +608,7 @@ export const nodeConfigFileSchema = z
     http: httpSchema.optional(),
     webhooks: z.array(webhookSchema).max(100).prefault([]),
     log_level: z.enum(LOG_LEVELS).prefault("info"),
+    stop_grace: duration(0).prefault("8s"),
   })
   .superRefine((file, ctx) => {
     // An inbox row is what makes a replayed event a duplicate; intake takes events up to the
@@ -837,6 +844,7 @@ export function toNodeConfig(
       secretFrom: h.secret_file !== undefined ? { file: h.secret_file } : { env: h.secret_env ?? "" },
     })),
     logLevel: file.log_level,
+    stopGraceMs: file.stop_grace,
   };
 }
 

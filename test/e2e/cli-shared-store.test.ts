@@ -116,9 +116,10 @@ describe("dagbot run on a shared store", () => {
 describe("read-only commands never create a store", () => {
   const scratch = scratchFolder("read-only-store");
 
-  it("status, list, logs, nodes and graph on a SQLite path that does not exist: exit 1, no file", async () => {
+  it("status, list, logs, nodes, graph, schedules, triggers and policy on a SQLite path that does not exist: exit 1, no file", async () => {
     const typo = join(scratch.path, "typo", "dagbot.db");
-    for (const args of [["status"], ["list"], ["logs", "r", "t"], ["nodes"], ["graph", "some-run"]]) {
+    const reads = [["status"], ["list"], ["logs", "r", "t"], ["nodes"], ["graph", "some-run"]];
+    for (const args of [...reads, ["schedules"], ["triggers"], ["policy"]]) {
       const r = await scratch.track(cli([...args, "--store", `sqlite:${typo}`], { cwd: scratch.path }));
       expect(r.code, `${args[0]}: ${r.stdout}`).toBe(1);
       expect(r.stderr).toContain("no dagbot store at");

@@ -110,7 +110,7 @@ describe("auth", () => {
         const health = await call(api.base, "GET", "/healthz", { token: null });
         expect(health.status).toBe(200);
         const ready = await call(api.base, "GET", "/readyz", { token: null });
-        expect(ready.body).toEqual({ ok: true, checks: { store: "ok", heartbeat: "ok" } });
+        expect(ready.body).toEqual({ ok: true, checks: { store: "ok", heartbeat: "ok", policy: "ok" } });
         expectProblem(await call(api.base, "GET", "/metrics", { token: null }), 401, "unauthorized");
         const metrics = await call(api.base, "GET", "/metrics", { token: READ_TOKEN });
         expect(metrics.status).toBe(200);
@@ -606,6 +606,8 @@ describe("commands and reads", () => {
         "/v1/events",
         "/v1/nodes",
         "/v1/rooms/{room}/cap",
+        "/v1/rooms/{room}/policy",
+        "/v1/rooms/{room}/policy/{change}/confirm",
         "/v1/runs",
         "/v1/runs/{id}",
         "/v1/runs/{id}/cancel",
@@ -822,18 +824,30 @@ describe("a write no leader answers in time", () => {
           timeoutMs: 15_000,
         },
       );
-      leader.kill("SIGTERM");
-      await leader.exited;
       // This node's config states another power level than the room's: it serves HTTP but never leads.
       follower = await startHttpNode(t, "lax", {
         extra: 'command_timeout = "1s"',
         tables: "\n[permissions]\npower_level = 50\n",
       });
+      // The leader freezes while it still holds the lease: the command is queued, and nobody answers.
+      leader.kill("SIGSTOP");
       const key = { "idempotency-key": "late-1" };
       const late = await call(follower.base, "POST", "/v1/dags", { body: hello("late"), headers: key });
       expectProblem(late, 504, "leader-timeout");
       expect(late.body.commandId).toMatch(/^http\./);
       expect(await s2.getRun(ROOM, "late")).toBeNull();
+      leader.kill("SIGKILL");
+      await leader.exited;
+      // With the lease gone, a node held back by its [permissions] refuses at once, naming the fix.
+      await waitFor(
+        "the lease to expire",
+        () => s2.getLease(ROOM),
+        (l) => l === null || l.expiresAt <= l.now,
+      );
+      const held = await call(follower.base, "POST", "/v1/dags", { body: hello("held") });
+      expectProblem(held, 503, "not-leader");
+      expect(held.body.detail).toContain(`dagbot policy power_level 50 --room ${ROOM}`);
+      expect(await s2.getRun(ROOM, "held")).toBeNull();
 
       leader = startNode(t, writeNodeConfig(t, { nodeId: "strict", extra: strict }), "strict");
       await waitFor(

@@ -215,6 +215,7 @@ describe("defaults", () => {
       http: null,
       webhooks: [],
       logLevel: "info",
+      stopGraceMs: 8_000,
     } satisfies NodeConfig);
   });
 

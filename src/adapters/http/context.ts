@@ -33,6 +33,11 @@ export interface HttpApiDeps {
   read(roomId: string, command: Command, caller: Caller): Promise<Outcome>;
   /** Waits until the room's leader handled and answered the inbox row; null after `timeoutMs`. */
   awaitCommand(eventId: string, timeoutMs: number): Promise<CommandAnswer | null>;
+  /**
+   * Why a command sent to this room now would find no leader, when that is known (its nodes'
+   * [permissions] disagree with its policy), with what ends it; null when it may be queued.
+   */
+  noLeader?(roomId: string, command: Command): Promise<string | null>;
   /** The term while this node leads the room, else null. */
   leaderTerm(roomId: string): number | null;
   /** Unsent outbox messages of a room this node leads; null when it does not. */

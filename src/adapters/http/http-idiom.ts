@@ -20,6 +20,7 @@ export function httpIdiom(verbs: readonly AnyVerb[]): Idiom {
   return {
     command: (verb, args) => {
       const declared = verbs.find((v) => v.verb === verb);
+      if (declared?.httpWords !== undefined) return declared.httpWords(args);
       const route = (declared === undefined ? undefined : httpRoutesOf(declared)[0]) ?? HAND_WRITTEN[verb];
       if (route === undefined) return `the ${verb} command`;
       const rest = [...args];

@@ -248,13 +248,19 @@ const STORE_KIND: Record<string, string> = { created: "published", set: "cap" };
 const STORE_OPS = new Set<string>(["publish", ...RUN_DECISIONS, "cap", "policy", "schedule"]);
 const CREATING_VERBS = new Set(["publish", "run", "retry"]);
 
-function commandLabels(result: unknown): { verb: string; outcome: string } {
+/** The labels of a handled command's stored result (exported for its unit test). */
+export function commandLabels(result: unknown): { verb: string; outcome: string } {
   const r = (typeof result === "object" && result !== null ? result : {}) as Record<string, unknown>;
   const outcome = r["dagbotOutcome"] as { kind?: unknown; verb?: unknown } | undefined;
   if (outcome !== undefined && typeof outcome.kind === "string") {
     const kind = outcome.kind;
     const verb = typeof outcome.verb === "string" ? outcome.verb : (VERB_OF_KIND[kind] ?? "none");
     return { verb, outcome: kind };
+  }
+  // A gate decision the store recorded itself is counted under its verb: approve or deny.
+  if (r["op"] === "gate" && (r["decision"] === "approve" || r["decision"] === "deny")) {
+    const kind = typeof r["kind"] === "string" ? r["kind"] : "other";
+    return { verb: r["decision"], outcome: `gate-${kind}`.slice(0, 32) };
   }
   const op = typeof r["op"] === "string" && STORE_OPS.has(r["op"]) ? r["op"] : "other";
   // A run created by `run` or `retry` is recorded with op "publish" and its verb.

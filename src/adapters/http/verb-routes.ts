@@ -92,6 +92,12 @@ export function registerVerbRoutes(
         }
       }
     }
+    const held = await storeCall(
+      "read the room's leader",
+      async () => (await deps.noLeader?.(roomId, command)) ?? null,
+    );
+    // Nodes that run but will not lead: refused at once with what ends it, and nothing queued.
+    if (held !== null) return fail(503, "not-leader", held);
     await storeCall("queue a command", async () =>
       store.insertInboxEvent({
         eventId,
@@ -175,7 +181,8 @@ export function registerVerbRoutes(
   };
 
   const routeOf = (verb: AnyVerb, route: VerbHttp<{ verb: string }>): void => {
-    const writes = verb.writes === true;
+    // A GET of a verb that writes serves its commands that only read (`policy` shown: readOnly).
+    const writes = verb.writes === true && route.method !== "GET";
     app.route({
       method: route.method,
       url: route.path,

@@ -282,6 +282,54 @@ export const retriedSchema = z.object({
 
 export const capSchema = z.object({ ...commandAnswer, cap: z.number(), previous: z.number() });
 
+/** A change of the room's policy, in the words typed after `!dag policy` (`logs`, `anyone`). */
+export const policyChangeBody = z.strictObject({
+  setting: z
+    .string()
+    .min(1)
+    .max(32)
+    .describe("power_level, two_person_rule, logs, graph, allow, auto_confirm or hook_auto_confirm"),
+  value: z
+    .string()
+    .min(1)
+    .max(300)
+    .describe(
+      "as typed: 0-100, on|off, operators|anyone, +@user:server / -@user:server, +<hook id> / -<hook id>",
+    ),
+});
+
+export const policyConfirmParams = z.strictObject({
+  room: roomParam,
+  change: z
+    .string()
+    .regex(/^[0-9a-f]{8}$/)
+    .describe("the proposal's id (8 hex digits)"),
+});
+
+const roomPolicySchema = z.object({
+  powerLevel: z.number(),
+  twoPersonRule: z.boolean(),
+  logs: z.string(),
+  graph: z.string().optional(),
+  allow: z.array(z.string()),
+  autoConfirm: z.array(z.string()),
+  hookAutoConfirm: z.array(z.string()).optional(),
+});
+
+/** The room's policy (shown or changed), or a change proposed under the two-person rule. */
+export const policySchema = z.object({
+  commandId: commandAnswer.commandId.optional(),
+  text: commandAnswer.text,
+  room: z.string().optional(),
+  policy: roomPolicySchema.optional(),
+  changed: z.string().nullable().optional().describe("what the change did; null when only shown"),
+  by: z.string().optional(),
+  proposed: z
+    .object({ changeId: z.string(), change: z.string(), by: z.string(), expiresAt: z.number() })
+    .optional()
+    .describe("a change awaiting a second admin (two-person rule)"),
+});
+
 /** One schedule as `GET /v1/schedules` lists it (the outcome's ScheduleLine). */
 export const scheduleLineSchema = z.object({
   dagId: z.string(),

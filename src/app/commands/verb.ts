@@ -79,6 +79,11 @@ export interface VerbCli<C> {
    * leader applies it before it schedules anything (cap). Otherwise that is exit 3.
    */
   readonly queuesWithoutNode?: boolean;
+  /**
+   * While no node leads the room (its nodes' [permissions] disagree with the room's policy), the CLI
+   * handles the command itself under the room's lease, as a leader would: the way out of that room.
+   */
+  readonly selfLeads?: boolean;
 }
 
 /** The shape of an HTTP request's parts once its schemas have checked them. */
@@ -144,9 +149,19 @@ interface VerbBase<C extends { verb: string }, K extends OutcomeKind> {
   readonly render: OutcomeRenderers<K>;
   /** It changes the room (through the leader's inbox): the CLI and HTTP send it there, never run it. */
   readonly writes?: boolean;
+  /**
+   * A command of a verb that writes which only reads (`policy` without a change): the CLI runs it
+   * on the store as a read, and its HTTP route is a GET. Absent: every command of the verb writes.
+   */
+  readOnly?(command: C): boolean;
   readonly cli?: VerbCli<C>;
   /** Its route; a verb with sub-actions (schedule pause|resume|delete) may have one per action. */
   readonly http?: VerbHttp<C> | readonly VerbHttp<C>[];
+  /**
+   * How an HTTP answer names a command of this verb given its words as the CLI takes them, when its
+   * first route's path cannot say it (a verb whose routes differ by what its words are: policy).
+   */
+  readonly httpWords?: (args: readonly string[]) => string;
 }
 
 /** The HTTP routes a verb declares, none, one or several. */

@@ -4,6 +4,7 @@ import { formatDuration } from "../../domain/duration.js";
 import { describeRelease } from "../../domain/release.js";
 import type { LeaseState } from "../../ports/store.js";
 import { openConfiguredStore } from "../../composition/store-open.js";
+import { noLeaderAdvice } from "../../composition/leaderless-room.js";
 import { resolveConfig, withCommonOptions } from "../config-options.js";
 import { runCli } from "../cli-error.js";
 import type { CommonOptions } from "../config-options.js";
@@ -63,6 +64,12 @@ async function nodes(options: NodesOptions): Promise<number> {
     // been silent for retention.forget_nodes_after.
     const goneAfterMs = config.retention.nodeGoneAfterMs;
     const isGone = (ageMs: number): boolean => ageMs > goneAfterMs;
+    // A room without a leader because this config's [permissions] disagree with its policy: why.
+    const held = new Map<string, string>();
+    for (const room of rooms) {
+      const why = await noLeaderAdvice(store, config, room);
+      if (why !== null) held.set(room, why);
+    }
     if (options.json === true) {
       const out = {
         goneAfterMs,
@@ -89,6 +96,7 @@ async function nodes(options: NodesOptions): Promise<number> {
           term: l.term,
           expiresInMs: l.expiresAt - l.now,
         })),
+        noLeader: [...held].map(([room, why]) => ({ room, why })),
       };
       process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
       return 0;
@@ -125,7 +133,7 @@ async function nodes(options: NodesOptions): Promise<number> {
       const lease = leases.find((l) => l.roomId === room);
       process.stdout.write(
         lease === undefined
-          ? `room ${room}: no leader\n`
+          ? `room ${room}: no leader${held.has(room) ? ` — ${held.get(room)}` : ""}\n`
           : `room ${room}: led by ${lease.holder?.nodeId ?? "?"} (term ${lease.term})\n`,
       );
     }

@@ -118,8 +118,9 @@ export function registerVerbCommands(program: Program, registry: VerbRegistry = 
             values,
             options as unknown as Record<string, unknown>,
           );
-          return verb.writes === true
-            ? sendVerb(command, options, cli.queuesWithoutNode === true)
+          const reads = verb.readOnly?.(command as never) === true;
+          return verb.writes === true && !reads
+            ? sendVerb(command, options, cli.queuesWithoutNode === true, cli.selfLeads === true)
             : readVerb(registry, verb, command, options);
         });
       },
@@ -186,7 +187,12 @@ async function readVerb(
   }
 }
 
-async function sendVerb(command: CommandData, options: VerbOptions, queues: boolean): Promise<number> {
+async function sendVerb(
+  command: CommandData,
+  options: VerbOptions,
+  queues: boolean,
+  selfLead: boolean,
+): Promise<number> {
   return withLeaderRoom(options, async ({ store, roomId, policy, send }) => {
     if (queues && !(await roomHasLiveNode(store, roomId, policy.nodeStaleAfterMs))) {
       // Nothing leads the room to race with: the first leader handles its inbox before it schedules.
@@ -202,7 +208,7 @@ async function sendVerb(command: CommandData, options: VerbOptions, queues: bool
         options.json === true,
       );
     }
-    const answer = await send(command, { requireLiveNode: true });
+    const answer = await send(command, { requireLiveNode: true, selfLead });
     const outcome = answer.outcome;
     if (outcome === null) throw new CliError("the leader's answer cannot be read", 1);
     let confirmed: Outcome | null = null;

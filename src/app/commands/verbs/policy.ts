@@ -15,11 +15,20 @@ import { quoteInput } from "../../../domain/command-text.js";
 import { formatDuration } from "../../../domain/duration.js";
 import type { PolicyProposal, RoomPolicy } from "../../../ports/store.js";
 import { codeBlock, code, r, text } from "../../render/html.js";
+import {
+  emptyBody,
+  policyChangeBody,
+  policyConfirmParams,
+  policySchema,
+  roomParams,
+} from "../http-shapes.js";
 import type { Rendered } from "../../render/html.js";
 import type { HandlerContext } from "../context.js";
 import { roomPolicyOf } from "../context.js";
 import type { Outcome } from "../outcome.js";
+import type { Idiom } from "../outcome-table.js";
 import { mayChangePolicy, policyChangeNeedsSecondAdmin } from "../permissions.js";
+import type { VerbHttp } from "../verb.js";
 import { defineVerb } from "../verb.js";
 
 /** One change of the room's policy; each sets a value, so applying it twice changes nothing more. */
@@ -65,15 +74,74 @@ export const policy = defineVerb<PolicyCommand, "policy" | "policy-proposed">({
     const err = arity("policy", args, 2, 2, "<value> after the setting");
     if (err !== null) return err;
     const [first, second] = [unquote(args[0] ?? ""), unquote(args[1] ?? "")];
-    if (first.toLowerCase() === "confirm") {
-      const id = second.toLowerCase();
-      return CHANGE_ID.test(id)
-        ? ok({ verb: "policy", change: null, confirm: id })
-        : fail("bad-argument", "policy", `bad change id ${quoteInput(second)}: expected 8 hex digits`);
-    }
+    if (first.toLowerCase() === "confirm") return parseConfirm(second);
     return parsePolicyChange(args[0] ?? "", args[1] ?? "");
   },
+  fromData: (data) => policyFromData(data),
   handle: (ctx, c) => handlePolicy(ctx, c),
+  // A change or a confirmation goes to the room's leader; showing the policy only reads the store,
+  // so it answers in a room without a leader too (docs/architecture.md §5).
+  writes: true,
+  readOnly: (c) => c.change === null && c.confirm === undefined,
+  cli: {
+    description: "Show the room's policy, change it, or confirm a change another admin proposed.",
+    about:
+      "Without arguments: the room's policy, which every node enforces. `dagbot policy <setting> <value>`\n" +
+      "changes it (settings as in `!dag help policy`: power_level 0-100, two_person_rule on|off, logs and\n" +
+      "graph operators|anyone, allow / auto_confirm +@user:server or -@user:server, hook_auto_confirm\n" +
+      "+<hook id> or -<hook id>); `dagbot policy confirm <id>` applies a change proposed under the\n" +
+      "two-person rule. The CLI's user has the store's credentials and so a room admin's right; its\n" +
+      "change applies at once. When no node leads the room (its nodes' [permissions] disagree with the\n" +
+      "room's policy), a change is applied by this command itself under the room's lease.",
+    args: [
+      { name: "setting", about: "the setting to change, or `confirm`", optional: true },
+      { name: "value", about: "its new value, or the id of the change to confirm", optional: true },
+    ],
+    selfLeads: true,
+    command: ([setting, value]) => {
+      if (typeof setting !== "string") return { verb: "policy", change: null };
+      if (setting.toLowerCase() === "confirm")
+        return { verb: "policy", change: null, confirm: typeof value === "string" ? value : "" };
+      // The words as typed: the grammar's rules for data read them as chat reads the text.
+      return { verb: "policy", change: { setting, value: typeof value === "string" ? value : "" } } as never;
+    },
+  },
+  http: [
+    {
+      method: "GET",
+      path: "/v1/rooms/:room/policy",
+      summary: "The room's policy, which every node enforces",
+      params: roomParams,
+      response: policySchema,
+      command: () => ({ verb: "policy", change: null }),
+      answer: policyAnswer,
+    },
+    {
+      method: "POST",
+      path: "/v1/rooms/:room/policy",
+      summary:
+        "Change the room's policy (an operate token is a room admin); under the two-person rule a read token's change would be a proposal",
+      params: roomParams,
+      body: policyChangeBody,
+      response: policySchema,
+      command: ({ body }) => {
+        const { setting, value } = body as { setting: string; value: string };
+        return { verb: "policy", change: { setting, value } as never };
+      },
+      answer: policyAnswer,
+    },
+    {
+      method: "POST",
+      path: "/v1/rooms/:room/policy/:change/confirm",
+      summary: "Apply a policy change another admin proposed under the two-person rule",
+      params: policyConfirmParams,
+      body: emptyBody,
+      response: policySchema,
+      command: ({ params }) => ({ verb: "policy", change: null, confirm: params["change"] ?? "" }),
+      answer: policyAnswer,
+    },
+  ] satisfies VerbHttp<PolicyCommand>[],
+  httpWords: (args) => policyHttpWords(args),
   render: {
     policy: (outcome) => {
       const p = outcome.policy;
@@ -99,6 +167,100 @@ function policyHead(o: Extract<Outcome, { kind: "policy" }>): Rendered {
       ? text("")
       : r` (proposed by ${o.proposal.proposedBy} as ${code(o.proposal.changeId)})`;
   return r`🔐 The room's policy is changed${who}${whose}: ${o.changed}. Every node enforces it now. Update [permissions] in the nodes' configs to match, or they will not lead after a restart:`;
+}
+
+/**
+ * A policy command in HTTP words, from its CLI words (`logs anyone --room r`, `confirm <id>`):
+ * the route and the body that say it.
+ */
+function policyHttpWords(args: readonly string[]): string {
+  const words = [...args];
+  const at = words.indexOf("--room");
+  const room = at >= 0 ? (words.splice(at, 2)[1] ?? "{room}") : "{room}";
+  const base = `/v1/rooms/${encodeURIComponent(room).replace("%7Broom%7D", "{room}")}/policy`;
+  const [first, second] = words;
+  if (first === undefined) return `GET ${base}`;
+  if (first === "confirm") return `POST ${base}/${second ?? "{change}"}/confirm`;
+  return `POST ${base} ${JSON.stringify({ setting: first, value: second ?? "" })}`;
+}
+
+/**
+ * What a room whose nodes' [permissions] disagree with its policy is told (the refusal of a command
+ * that finds no leader, /readyz, `dagbot nodes`), with the commands that end it in the face's words:
+ * the policy changes that make the room's policy the config's, or a config that states the room's.
+ */
+export function policyConflictAdvice(
+  roomId: string,
+  conflict: { disagreements: readonly string[]; fixes: ReadonlyArray<readonly [string, string]> },
+  say: Idiom,
+): string {
+  const commands = conflict.fixes.map((f) => say.command("policy", [...f, "--room", roomId]));
+  return (
+    `the nodes' [permissions] disagree with room ${roomId}'s policy (${conflict.disagreements.join("; ")}), ` +
+    `so they do not lead it. To make the room's policy the config's, run ${commands.join(" and ")}; ` +
+    "or make the nodes' [permissions] state the room's policy (or leave those settings out) and restart them"
+  );
+}
+
+/** The HTTP answer of a policy outcome: the policy, or the proposal awaiting a second admin. */
+function policyAnswer(o: Outcome): Record<string, unknown> | null {
+  if (o.kind === "policy")
+    return { policy: o.policy, changed: o.changed, ...(o.by === undefined ? {} : { by: o.by }) };
+  if (o.kind === "policy-proposed")
+    return { proposed: { changeId: o.changeId, change: o.change, by: o.by, expiresAt: o.expiresAt } };
+  return null;
+}
+
+/**
+ * `{ verb: "policy", change?, confirm? }` as the CLI and HTTP give it and the inbox keeps it: a
+ * change is a PolicyChange or its words (`{ setting: "logs", value: "anyone" }`), read again by the
+ * typed command's rules so both faces and chat accept exactly the same changes.
+ */
+function policyFromData(data: Readonly<Record<string, unknown>>): Parsed<PolicyCommand> {
+  const extra = Object.keys(data).find((k) => !["verb", "change", "confirm"].includes(k));
+  if (extra !== undefined)
+    return fail(
+      "extra-argument",
+      "policy",
+      `unexpected field ${quoteInput(extra)}: policy takes change or confirm`,
+    );
+  const { change, confirm } = data;
+  if (confirm !== undefined) {
+    if (change !== null && change !== undefined)
+      return fail("extra-argument", "policy", "give a change or a confirmation, not both");
+    if (typeof confirm !== "string") return fail("bad-argument", "policy", "confirm is a change id");
+    return parseConfirm(confirm);
+  }
+  if (change === null || change === undefined) return ok({ verb: "policy", change: null });
+  const words = changeWords(change);
+  if (words === null)
+    return fail("bad-argument", "policy", "a change is { setting, value }, as typed after `policy`");
+  return parsePolicyChange(words[0], words[1]);
+}
+
+/** The words of a change given as data: a PolicyChange or `{ setting, value }`; null when neither. */
+function changeWords(change: unknown): [string, string] | null {
+  if (typeof change !== "object" || change === null || Array.isArray(change)) return null;
+  const c = change as Record<string, unknown>;
+  const keys = Object.keys(c);
+  if (typeof c["setting"] !== "string") return null;
+  if (keys.every((k) => ["setting", "op", "user"].includes(k)) && keys.length === 3) {
+    if ((c["op"] !== "add" && c["op"] !== "remove") || typeof c["user"] !== "string") return null;
+    return [c["setting"], `${c["op"] === "add" ? "+" : "-"}${c["user"]}`];
+  }
+  if (keys.length !== 2 || !keys.includes("value")) return null;
+  const value = c["value"];
+  if (typeof value === "boolean") return [c["setting"], value ? "on" : "off"];
+  if (typeof value === "number" && Number.isInteger(value)) return [c["setting"], String(value)];
+  return typeof value === "string" ? [c["setting"], value] : null;
+}
+
+/** `confirm <id>`: the id of a proposed change, 8 hex digits. */
+function parseConfirm(raw: string): Parsed<PolicyCommand> {
+  const id = raw.toLowerCase();
+  return CHANGE_ID.test(id)
+    ? ok({ verb: "policy", change: null, confirm: id })
+    : fail("bad-argument", "policy", `bad change id ${quoteInput(raw)}: expected 8 hex digits`);
 }
 
 const POLICY_USER = /^@[^:\s]+:\S+$/;
