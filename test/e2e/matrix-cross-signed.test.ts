@@ -274,7 +274,7 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     const confirmed = await command("!dag confirm signed_release");
     expect(body(confirmed.reply)).toMatch(/confirmed/);
     const gate = await erin.waitFor(
-      (e) => body(e).includes("Approval needed for `signed_release/ok`"),
+      (e) => body(e).startsWith("🚦") && body(e).includes("approve `signed_release/ok`"),
       T,
       "the gate's message",
     );
@@ -314,7 +314,7 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     const card = await erin.waitFor(cardOf("signed_failover"), T, "the status card");
     await command("!dag confirm signed_failover");
     await erin.waitFor(
-      (e) => body(e).includes("Approval needed for `signed_failover/ok`"),
+      (e) => body(e).startsWith("🚦") && body(e).includes("approve `signed_failover/ok`"),
       T,
       "the gate's message",
     );
