@@ -130,8 +130,11 @@ export function finishClaimSection(ctx: ContractContext): void {
     try {
       const r = await store.finishAndClaim(mine.claimed[0]!.token, ok, offer(w, [room]), 1);
       expect(r.batch).toEqual({ claimed: [], more: false, nextReadyInMs: null });
-      // Heard by this connection's own listeners (the leader of this process) at once.
-      expect(heard).toEqual([[w.nodeId]]);
+      // Heard by this connection's own listeners (the leader of this process) at once, naming w
+      // without "more" ("+w" would say it has more). PostgreSQL's LISTEN may also deliver the two
+      // claims before it, and this finish again, late ("+w", "x", "w") when this process already
+      // listened: seen once under a loaded CI run.
+      expect(heard).toContainEqual([w.nodeId]);
     } finally {
       off();
     }
