@@ -7,7 +7,7 @@ import { inspectStore, migrateStore, openStore, sqliteBackupPath } from "../adap
 import { describeRelease } from "../domain/release.js";
 import type { NodeConfig } from "../config/node-config.js";
 import { describeStoreLocation } from "../config/store-location.js";
-import { StoreMissingError } from "../ports/errors.js";
+import { SchemaTooOldError, StoreMissingError } from "../ports/errors.js";
 import type { Logger } from "../ports/logger.js";
 import type { Store, StoreInspection } from "../ports/store.js";
 import { SetupError, EXIT_CONFIG } from "./setup-error.js";
@@ -29,8 +29,8 @@ export async function openConfiguredStore(
   { existing = false, node }: { existing?: boolean; node?: Logger } = {},
 ): Promise<Store> {
   try {
-    if (node !== undefined) await migrateIfAlone(config, node);
-    return await openStore(config.store, { ...storeOptions(config), existing });
+    const open = (): Promise<Store> => openStore(config.store, { ...storeOptions(config), existing });
+    return await (node === undefined ? open() : openMigratingIfAlone(config, node, open));
   } catch (err) {
     if (err instanceof SetupError) throw err;
     if (err instanceof StoreMissingError) {
@@ -62,7 +62,7 @@ export async function openNodeStore(
 ): Promise<Store | null> {
   try {
     return await openWithRetry(
-      () => migrateIfAlone(config, logger).then(() => openStore(config.store, storeOptions(config))),
+      () => openMigratingIfAlone(config, logger, () => openStore(config.store, storeOptions(config))),
       logger.child({ store: describeStoreLocation(config.store) }),
       storeErrorText,
       stopped,
@@ -74,6 +74,24 @@ export async function openNodeStore(
       EXIT_CONFIG,
     );
   }
+}
+
+/**
+ * Opens the store; only when it is refused for an older schema does a node look at the fleet and
+ * migrate (migrateIfAlone), so a store already current costs a start nothing more.
+ */
+async function openMigratingIfAlone(
+  config: NodeConfig,
+  logger: Logger,
+  open: () => Promise<Store>,
+): Promise<Store> {
+  try {
+    return await open();
+  } catch (err) {
+    if (!(err instanceof SchemaTooOldError)) throw err;
+  }
+  await migrateIfAlone(config, logger);
+  return open();
 }
 
 /**
