@@ -6,11 +6,12 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
 import { FLEET_PROTOCOL } from "../../domain/release.js";
-import { ConflictError } from "../../ports/errors.js";
 import type { ChangeTopic, LeaderFence } from "../../ports/store.js";
 import { HOT_TOPICS } from "../../ports/store.js";
+import { fenceConflict, holdFence } from "../store-common/ops/fence.js";
 import type { LogLine } from "../store-common/records.js";
-import { clean, LOG_LOCK, mapError, NOW, quoteIdent, sessionKey } from "./sql.js";
+import { runScript } from "./script-driver.js";
+import { clean, LOG_LOCK, mapError, NOW, quoteIdent } from "./sql.js";
 
 export type Row = Record<string, unknown>;
 
@@ -296,46 +297,19 @@ export class Db {
    * change between this check and the commit. ConflictError when the fence no longer holds.
    */
   async lockFence(tx: Tx, operation: string, fence: LeaderFence): Promise<void> {
-    const { rows } = await tx.query(
-      `SELECT 1 FROM room_leases
-        WHERE room_id = $2 AND holder_node = $3 AND holder_boot = $4 AND term = $5 AND expires_at > ${NOW}
-        FOR SHARE`,
-      [tx.clockParam, fence.roomId, fence.session.nodeId, fence.session.bootId, fence.term],
-    );
-    if (rows.length === 0) throw await this.fenceConflict(operation, fence, tx.client);
+    await runScript(tx, holdFence(operation, fence));
   }
 
   /** The ConflictError for a fence that no longer holds, with the lease as found now. */
   async fenceConflict(operation: string, fence: LeaderFence, q: Queryable = this.pool): Promise<Error> {
     try {
-      return await this.readFenceConflict(operation, fence, q);
+      return await runScript(
+        { query: (text, values) => q.query(text, values), clockParam: this.clockParam() },
+        fenceConflict(operation, fence),
+      );
     } catch (e) {
       return mapError(operation, e);
     }
-  }
-
-  private async readFenceConflict(
-    operation: string,
-    fence: LeaderFence,
-    q: Queryable,
-  ): Promise<ConflictError> {
-    const { rows } = await q.query(
-      `SELECT holder_node, holder_boot, term, expires_at, ${NOW} AS now FROM room_leases WHERE room_id = $2`,
-      [this.clockParam(), fence.roomId],
-    );
-    const r = rows[0];
-    return new ConflictError(
-      operation,
-      { roomId: fence.roomId, holder: sessionKey(fence.session), term: fence.term, unexpired: true },
-      r === undefined
-        ? null
-        : {
-            holder: r.holder_node === null ? null : `${String(r.holder_node)}/${String(r.holder_boot)}`,
-            term: r.term,
-            expiresAt: r.expires_at,
-            now: r.now,
-          },
-    );
   }
 
   private ended = false;

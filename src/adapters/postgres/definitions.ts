@@ -134,7 +134,6 @@ export async function changeSchedule(
       verdict.kind === "done" ? ((await readDefinition(tx, roomId, dagId)) ?? before) : before;
     if (ctx.inboxEventId !== undefined)
       await markHandledInTx(
-        db,
         tx,
         ctx.fence,
         ctx.inboxEventId,

@@ -11,6 +11,8 @@ import type { Db, Tx } from "./db.js";
 import { explainMiss, fenceCte, fenceParams, fencedRead, LOG_CTES } from "./guards.js";
 import { json, NOW, sessionKey } from "./sql.js";
 import { enqueueInTx } from "./outbox.js";
+import { markHandled } from "../store-common/ops/inbox-handled.js";
+import { runScript } from "./script-driver.js";
 import { INBOX_COLUMNS, toInbox } from "./rows.js";
 
 export async function insertInboxEvent(db: Db, e: InboxEventInput): Promise<"inserted" | "duplicate"> {
@@ -54,35 +56,12 @@ const FOUND_SQL = 'SELECT status, room_id AS "roomId" FROM processed_events WHER
  * together. ConflictError when the row is no longer new: the command must not take effect twice.
  */
 export async function markHandledInTx(
-  db: Db,
   tx: Tx,
   fence: LeaderFence,
   eventId: string,
   result: Record<string, unknown>,
 ): Promise<void> {
-  const { rowCount } = await tx.query(
-    `UPDATE processed_events SET status = 'handled', result = $2::jsonb, handled_term = $3::bigint, handled_at = ${NOW}
-      WHERE event_id = $4::text AND room_id = $5::text AND status = 'new'`,
-    [tx.clockParam, json(result), fence.term, eventId, fence.roomId],
-  );
-  if (rowCount !== 1)
-    throw await explainMiss(
-      db,
-      tx.client,
-      "mark inbox handled",
-      null,
-      { eventId },
-      { roomId: fence.roomId, status: "new" },
-      FOUND_SQL,
-      [eventId],
-    );
-  tx.log(fence.roomId, {
-    kind: "inbox.handled",
-    term: fence.term,
-    actor: sessionKey(fence.session),
-    data: { eventId, result },
-  });
-  tx.touch("inbox", fence.roomId);
+  await runScript(tx, markHandled(fence, eventId, result));
 }
 
 export async function markInboxHandled(

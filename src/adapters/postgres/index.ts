@@ -21,10 +21,11 @@ import * as nodes from "./nodes.js";
 import * as outbox from "./outbox.js";
 import * as retention from "./retention.js";
 import * as runs from "./runs.js";
-import * as gates from "./gates.js";
 import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
 
+import { decideGate } from "../store-common/ops/decide-gate.js";
+import { writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
 export { DEFAULT_ROOM_CAP } from "./scheduler.js";
 export { CLAIM_PICK_SQL } from "./tasks.js";
@@ -114,7 +115,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     rejectRun: async (ctx, roomId, dagId, by) => runs.rejectRun(db, ctx, roomId, dagId, by),
     cancelRun: async (ctx, roomId, dagId, by) => runs.cancelRun(db, ctx, roomId, dagId, by),
     decideGate: async (ctx, roomId, dagId, taskId, input) =>
-      gates.decideGate(db, ctx, roomId, dagId, taskId, input),
+      writeScript(db, `${input.decision} gate`, () => decideGate(ctx, roomId, dagId, taskId, input)),
     getRun: async (roomId, dagId) => runs.getRun(db, roomId, dagId),
     getRunById: async (runId) => runs.getRunById(db, runId),
     listRuns: async (roomId, opts) => runs.listRuns(db, roomId, opts),

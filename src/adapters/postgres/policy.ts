@@ -133,7 +133,7 @@ export async function setRoomPolicy(
       data: policySetEvent(policy, previous, by, options, proposal),
     });
     if (ctx.inboxEventId !== undefined)
-      await markHandledInTx(db, tx, ctx.fence, ctx.inboxEventId, policyOutcome(policy, previous, proposal));
+      await markHandledInTx(tx, ctx.fence, ctx.inboxEventId, policyOutcome(policy, previous, proposal));
     return { kind: "set" as const, previous };
   });
 }
@@ -169,7 +169,7 @@ export async function proposePolicyChange(
         data: { changeId: p.changeId, change: p.change, by: p.by, expiresAt: proposal.expiresAt },
       });
     if (ctx.inboxEventId !== undefined)
-      await markHandledInTx(db, tx, ctx.fence, ctx.inboxEventId, proposalOutcome(proposal));
+      await markHandledInTx(tx, ctx.fence, ctx.inboxEventId, proposalOutcome(proposal));
     return proposal;
   });
 }

@@ -54,13 +54,7 @@ export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): P
       result = { kind: "created", run: await insertRunInTx(tx, fence, input) };
     }
     if (ctx.inboxEventId !== undefined)
-      await markHandledInTx(
-        db,
-        tx,
-        fence,
-        ctx.inboxEventId,
-        publishOutcome(result, dagId, input.hash, ctx.verb),
-      );
+      await markHandledInTx(tx, fence, ctx.inboxEventId, publishOutcome(result, dagId, input.hash, ctx.verb));
     return result;
   });
 }
@@ -169,13 +163,7 @@ function decide(
     const run = verdict === "apply" ? await apply(tx, before) : { ...before, status };
     if (kind === "done") tx.touch("runs", roomId);
     if (ctx.inboxEventId !== undefined)
-      await markHandledInTx(
-        db,
-        tx,
-        ctx.fence,
-        ctx.inboxEventId,
-        decisionOutcome(decision, kind, run, dagId, by),
-      );
+      await markHandledInTx(tx, ctx.fence, ctx.inboxEventId, decisionOutcome(decision, kind, run, dagId, by));
     return { kind, run };
   });
 }

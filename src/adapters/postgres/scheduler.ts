@@ -426,7 +426,7 @@ export async function setRoomCap(
       data: { cap },
     });
     if (fence !== undefined && ctx?.inboxEventId !== undefined)
-      await markHandledInTx(db, tx, fence, ctx.inboxEventId, capOutcome(cap, previous));
+      await markHandledInTx(tx, fence, ctx.inboxEventId, capOutcome(cap, previous));
     tx.touch("cap", roomId);
     return { previous };
   });

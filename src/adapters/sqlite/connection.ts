@@ -6,14 +6,14 @@
 import { setImmediate as immediate } from "node:timers";
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
-import { ConflictError } from "../../ports/errors.js";
 import type { ChangeTopic, LeaderFence } from "../../ports/store.js";
 import { mapError } from "../store-common/checks.js";
 import type { LogLine } from "../store-common/records.js";
-import { holderKey, sessionKey } from "../store-common/records.js";
 import type { Backoff } from "../../domain/backoff.js";
 import { backoffMs } from "../../domain/backoff.js";
 import { FLEET_PROTOCOL } from "../../domain/release.js";
+import { holdFence } from "../store-common/ops/fence.js";
+import { runScript } from "./script-driver.js";
 
 export type Row = Record<string, unknown>;
 
@@ -261,31 +261,7 @@ export class SqliteConnection {
    * inside the write's transaction, so a takeover cannot slip in between check and write.
    */
   checkFence(operation: string, fence: LeaderFence, now: number): void {
-    const row = this.get<{
-      holder_node: string | null;
-      holder_boot: string | null;
-      term: number;
-      expires_at: number;
-    }>("SELECT holder_node, holder_boot, term, expires_at FROM room_leases WHERE room_id = ?", fence.roomId);
-    if (
-      row !== undefined &&
-      row.holder_node === fence.session.nodeId &&
-      row.holder_boot === fence.session.bootId &&
-      row.term === fence.term &&
-      row.expires_at > now
-    )
-      return;
-    throw new ConflictError(
-      operation,
-      { roomId: fence.roomId, holder: sessionKey(fence.session), term: fence.term, unexpiredAt: now },
-      row === undefined
-        ? null
-        : {
-            holder: holderKey(row.holder_node, row.holder_boot),
-            term: row.term,
-            expiresAt: row.expires_at,
-          },
-    );
+    runScript(this, { now }, holdFence(operation, fence));
   }
 
   private appendEvent(now: number, e: LogEntry): void {

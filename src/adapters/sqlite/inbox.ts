@@ -1,5 +1,4 @@
 /** The inbox (processed_events) on SQLite: insert-or-ignore by event id, the leader's ordered take, fenced marks. */
-import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type {
   InboxEvent,
   InboxEventInput,
@@ -12,6 +11,8 @@ import { sessionKey } from "./connection.js";
 import { enqueueInTx } from "./outbox.js";
 import { INBOX_COLUMNS, toInbox } from "./rows.js";
 import { handlingAfter } from "../../domain/inbox-handling.js";
+import { explainMiss, markHandled } from "../store-common/ops/inbox-handled.js";
+import { runScript } from "./script-driver.js";
 
 /**
  * The leader's take: served by the partial index of rows still to handle (docs/query-plans.md).
@@ -56,26 +57,6 @@ export function nextInboxEvent(c: SqliteConnection, fence: LeaderFence): Promise
   });
 }
 
-/** After a mark changed nothing: the row is missing (NotFoundError) or not in the expected status. */
-function explainMiss(
-  c: SqliteConnection,
-  operation: string,
-  fence: LeaderFence,
-  eventId: string,
-  expected: "new" | "handled",
-): Error {
-  const row = c.get<{ status: string; room_id: string }>(
-    "SELECT status, room_id FROM processed_events WHERE event_id = ?",
-    eventId,
-  );
-  if (row === undefined) return new NotFoundError(operation, { eventId });
-  return new ConflictError(
-    operation,
-    { eventId, roomId: fence.roomId, status: expected },
-    { roomId: row.room_id, status: row.status },
-  );
-}
-
 /**
  * new → handled inside the caller's transaction (a command's effect and its mark commit together).
  * ConflictError when the row is already handled: the command must not take effect twice.
@@ -87,24 +68,7 @@ export function markHandledInTx(
   eventId: string,
   result: Record<string, unknown>,
 ): void {
-  const changed = c.run(
-    `UPDATE processed_events SET status = 'handled', result = ?, handled_term = ?, handled_at = ?
-      WHERE event_id = ? AND room_id = ? AND status = 'new'`,
-    JSON.stringify(result),
-    fence.term,
-    tx.now,
-    eventId,
-    fence.roomId,
-  );
-  if (changed === 0) throw explainMiss(c, "mark inbox handled", fence, eventId, "new");
-  tx.log({
-    roomId: fence.roomId,
-    kind: "inbox.handled",
-    term: fence.term,
-    actor: sessionKey(fence.session),
-    data: { eventId, result },
-  });
-  tx.touch("inbox", fence.roomId);
+  runScript(c, tx, markHandled(fence, eventId, result));
 }
 
 export function markInboxHandled(
@@ -141,7 +105,7 @@ export function startInboxHandling(
       eventId,
       fence.roomId,
     );
-    if (row === undefined) throw explainMiss(c, "start inbox handling", fence, eventId, "new");
+    if (row === undefined) throw runScript(c, tx, explainMiss("start inbox handling", fence, eventId, "new"));
     const { term: startedTerm, losses } = handlingAfter(row.handling_term, row.handling_losses, fence.term);
     if (startedTerm === row.handling_term) return { losses };
     c.run(
@@ -176,7 +140,7 @@ export function markInboxReplied(
       eventId,
       fence.roomId,
     );
-    if (changed === 0) throw explainMiss(c, "mark inbox replied", fence, eventId, "handled");
+    if (changed === 0) throw runScript(c, tx, explainMiss("mark inbox replied", fence, eventId, "handled"));
     enqueueInTx(c, tx, fence, replies);
     tx.log({
       roomId: fence.roomId,

@@ -18,10 +18,11 @@ import * as nodes from "./nodes.js";
 import * as outbox from "./outbox.js";
 import * as retention from "./retention.js";
 import * as runs from "./runs.js";
-import * as gates from "./gates.js";
 import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
 
+import { decideGate } from "../store-common/ops/decide-gate.js";
+import { writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
 export { DEFAULT_ROOM_CAP } from "./scheduler.js";
 
@@ -98,7 +99,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     rejectRun: async (ctx, roomId, dagId, by) => runs.rejectRun(c, ctx, roomId, dagId, by),
     cancelRun: async (ctx, roomId, dagId, by) => runs.cancelRun(c, ctx, roomId, dagId, by),
     decideGate: async (ctx, roomId, dagId, taskId, input) =>
-      gates.decideGate(c, ctx, roomId, dagId, taskId, input),
+      writeScript(c, `${input.decision} gate`, () => decideGate(ctx, roomId, dagId, taskId, input)),
     getRun: async (roomId, dagId) => runs.getRun(c, roomId, dagId),
     getRunById: async (runId) => runs.getRunById(c, runId),
     listRuns: async (roomId, opts) => runs.listRuns(c, roomId, opts),

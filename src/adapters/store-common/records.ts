@@ -28,6 +28,9 @@ export type DecodeJson = <T>(value: unknown) => T;
 export const RUN_COLUMNS =
   "run_id, room_id, dag_id, hash, status, description, max_parallel, publisher, publish_event_id, confirmed_by, confirm_deadline, created_at, updated_at, dag";
 
+export const TASK_COLUMNS =
+  "run_id, task_id, room_id, seq, status, version, claim_version, attempt, max_attempts, action, args, needs, labels, node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, executor_node, executor_boot, lease_expires_at, not_before, deadline, queued_at, started_at, finished_at, exit_code, output, output_bytes, error, output_patterns, output_values, gate, gate_state";
+
 /** A definition row with its first run's approval (LEFT JOIN runs o ON o.run_id = d.first_run_id). */
 export const DEFINITION_COLUMNS =
   "d.room_id, d.dag_id, d.hash, d.dag, d.schedule_cron, d.schedule_timezone, d.schedule_missed, d.publisher, d.last_slot_at, d.slots_through, d.schedule_state, d.schedule_state_by, d.schedule_state_at, d.schedule_state_reason, d.last_run_number, d.created_at, d.updated_at, o.run_id AS origin_run_id, o.status AS origin_status, o.confirmed_by AS origin_confirmed_by, o.confirm_deadline AS origin_confirm_deadline";

@@ -8,11 +8,13 @@
  */
 import { expect, it } from "vitest";
 import type { GateDecisionInput, GateSpec } from "../../../src/domain/gates.js";
+import { ConflictError } from "../../../src/ports/errors.js";
 import type { Store } from "../../../src/ports/store.js";
 import {
   becomeLeader,
   cmd,
   dag,
+  LEASE_TTL_MS,
   offer,
   publishRunning,
   session,
@@ -104,6 +106,27 @@ export function gatesSection(ctx: ContractContext): void {
     expect(await store.claimTask(offer(session("w2"), [room]))).toBeNull();
     const kinds = (await store.readEvents(room, 0)).map((e) => e.kind).filter((k) => k.startsWith("gate."));
     expect(kinds).toEqual(["gate.opened"]);
+  });
+
+  it("a decision by a leader whose lease lapsed is refused and leaves the gate and its inbox row as they were", async () => {
+    const { store, room, fence, run } = await setup();
+    await finish(store, room, ["build", "side"]);
+    await store.scheduleStep(fence);
+    const before = (await store.getTask(run.runId, "ok"))!;
+    const row = await inboxRow(store, room);
+    const eventsBefore = await store.readEvents(room, 0);
+    ctx.clock.advance(LEASE_TTL_MS);
+    const refused = await store
+      .decideGate(cmd(fence, row), room, run.dagId, "ok", approve("local:a", { ticket: "OPS-7" }))
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
+    expect(refused).toBeInstanceOf(ConflictError);
+    expect((refused as ConflictError).found).toMatchObject({ term: fence.term });
+    expect(await store.getTask(run.runId, "ok")).toEqual(before);
+    expect((await store.getInboxEvent(row))?.status).toBe("new");
+    expect(await store.readEvents(room, 0)).toEqual(eventsBefore);
   });
 
   it("counts distinct approvers once each, keeps the form's values, and passes at the Nth", async () => {

@@ -1,0 +1,78 @@
+/**
+ * Carries out a store script (store-common/script.ts) on PostgreSQL: each step awaited inside the
+ * transaction it is given. `$1` of a statement that reads the clock is the transaction's clock
+ * parameter (db.ts).
+ */
+import { rowMappers } from "../store-common/records.js";
+import type { Mappers, ParamType, Script, Step } from "../store-common/script.js";
+import { compile, p, sql, valuesOf } from "../store-common/script.js";
+import type { Db, Tx } from "./db.js";
+
+/** What a script runs in: a transaction, or the pool (one statement each, writing no log). */
+export type ScriptEnv = Pick<Tx, "query" | "clockParam"> & Partial<Pick<Tx, "log" | "touch">>;
+
+const readOnly = (step: string): Error => new Error(`a store script wrote (${step}) outside a transaction`);
+import { json } from "./sql.js";
+
+// The driver has decoded jsonb and text[] already.
+const MAPPERS: Mappers = rowMappers(<T>(v: unknown): T => v as T);
+
+const encode = (type: ParamType, v: unknown): unknown => (type === "json" ? json(v) : v);
+
+const NOW = sql("the transaction's clock")`SELECT ${p.now} AS now`;
+
+/** The clock read once per transaction: now() is the transaction's start, and a test clock is fixed per transaction. */
+const clocks = new WeakMap<ScriptEnv, number>();
+
+async function carryOut(tx: ScriptEnv, step: Step): Promise<unknown> {
+  switch (step.step) {
+    case "rows":
+    case "run": {
+      const compiled = compile(step.statement, "postgres");
+      const values = valuesOf(compiled, step.statement, step.values, encode, () => tx.clockParam);
+      const result = await tx.query(compiled.text, values);
+      return step.step === "rows" ? result.rows : (result.rowCount ?? 0);
+    }
+    case "now": {
+      let at = clocks.get(tx);
+      if (at === undefined) {
+        const compiled = compile(NOW, "postgres");
+        const { rows } = await tx.query<{ now: string | number }>(compiled.text, [tx.clockParam]);
+        at = Number(rows[0]?.now);
+        clocks.set(tx, at);
+      }
+      return at;
+    }
+    case "mappers":
+      return MAPPERS;
+    case "log":
+      if (tx.log === undefined) throw readOnly("log");
+      tx.log(step.roomId, step.line);
+      return undefined;
+    case "touch":
+      if (tx.touch === undefined) throw readOnly("touch");
+      tx.touch(step.topic, step.roomId);
+      return undefined;
+  }
+}
+
+/** Runs `script` to its end inside `tx`; an error a step throws is thrown into the script. */
+export async function runScript<T>(tx: ScriptEnv, script: Script<T>): Promise<T> {
+  let next = script.next();
+  while (next.done !== true) {
+    let value: unknown;
+    try {
+      value = await carryOut(tx, next.value);
+    } catch (e) {
+      next = script.throw(e);
+      continue;
+    }
+    next = script.next(value);
+  }
+  return next.value;
+}
+
+/** A transaction that runs one script. */
+export function writeScript<T>(db: Db, operation: string, make: () => Script<T>): Promise<T> {
+  return db.tx(operation, (tx) => runScript(tx, make()));
+}

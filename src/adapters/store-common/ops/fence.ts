@@ -1,0 +1,56 @@
+/**
+ * The leader lease fence, built once for both stores (docs/architecture.md §3, "Lease"): a leader's
+ * write changes nothing unless the room's lease still names its session and term, unexpired by the
+ * store's clock. Checked inside the write's transaction: SQLite's write holds the database lock, and
+ * PostgreSQL's check takes a shared lock on the lease row, so no takeover slips in before the commit.
+ */
+import { ConflictError } from "../../../ports/errors.js";
+import type { LeaderFence } from "../../../ports/store.js";
+import { holderKey, sessionKey } from "../records.js";
+import type { Script } from "../script.js";
+import { p, row, sql } from "../script.js";
+
+const HELD = sql("the room's lease, as this fence holds it")`
+  SELECT 1 AS held FROM room_leases
+   WHERE room_id = ${p.text("roomId")} AND holder_node = ${p.text("node")} AND holder_boot = ${p.text("boot")}
+     AND term = ${p.int("term")} AND expires_at > ${p.now}${p.only({ postgres: " FOR SHARE" })}`;
+
+const AS_FOUND = sql("the room's lease, as found")`
+  SELECT holder_node, holder_boot, term, expires_at, ${p.now} AS now FROM room_leases WHERE room_id = ${p.text("roomId")}`;
+
+/** The named values of the fence's statements. */
+export const fenceValues = (fence: LeaderFence): Record<string, unknown> => ({
+  roomId: fence.roomId,
+  node: fence.session.nodeId,
+  boot: fence.session.bootId,
+  term: fence.term,
+});
+
+/** Throws ConflictError, naming the lease as found, unless `fence` still holds its room. */
+export function* holdFence(operation: string, fence: LeaderFence): Script<void> {
+  if ((yield* row(HELD, fenceValues(fence))) !== undefined) return;
+  throw yield* fenceConflict(operation, fence);
+}
+
+/** The ConflictError for a fence that no longer holds, with the lease as found now. */
+export function* fenceConflict(operation: string, fence: LeaderFence): Script<ConflictError> {
+  const r = yield* row<{
+    holder_node: string | null;
+    holder_boot: string | null;
+    term: number;
+    expires_at: number;
+    now: number;
+  }>(AS_FOUND, { roomId: fence.roomId });
+  return new ConflictError(
+    operation,
+    { roomId: fence.roomId, holder: sessionKey(fence.session), term: fence.term, unexpired: true },
+    r === undefined
+      ? null
+      : {
+          holder: holderKey(r.holder_node, r.holder_boot),
+          term: r.term,
+          expiresAt: r.expires_at,
+          now: r.now,
+        },
+  );
+}

@@ -1,0 +1,50 @@
+/**
+ * An inbox row goes new → handled inside the fenced transaction of the command it carried, so the
+ * command's effect and its mark commit together (docs/architecture.md §4). Written once for both stores.
+ */
+import { ConflictError, NotFoundError } from "../../../ports/errors.js";
+import type { LeaderFence } from "../../../ports/store.js";
+import { sessionKey } from "../records.js";
+import type { Script } from "../script.js";
+import { log, p, row, run, sql, touch } from "../script.js";
+
+const MARK = sql("an inbox row, new → handled")`
+  UPDATE processed_events SET status = 'handled', result = ${p.json("result")}, handled_term = ${p.int("term")},
+         handled_at = ${p.now}
+   WHERE event_id = ${p.text("eventId")} AND room_id = ${p.text("roomId")} AND status = 'new'`;
+
+const FOUND = sql("an inbox row's status")`
+  SELECT status, room_id FROM processed_events WHERE event_id = ${p.text("eventId")}`;
+
+/** ConflictError when the row is no longer new: the command must not take effect twice. */
+export function* markHandled(
+  fence: LeaderFence,
+  eventId: string,
+  result: Record<string, unknown>,
+): Script<void> {
+  const changed = yield* run(MARK, { result, term: fence.term, eventId, roomId: fence.roomId });
+  if (changed === 0) throw yield* explainMiss("mark inbox handled", fence, eventId, "new");
+  yield* log(fence.roomId, {
+    kind: "inbox.handled",
+    term: fence.term,
+    actor: sessionKey(fence.session),
+    data: { eventId, result },
+  });
+  yield* touch("inbox", fence.roomId);
+}
+
+/** After a mark changed nothing: the row is missing (NotFoundError) or not in the expected status. */
+export function* explainMiss(
+  operation: string,
+  fence: LeaderFence,
+  eventId: string,
+  expected: "new" | "handled",
+): Script<Error> {
+  const found = yield* row<{ status: string; room_id: string }>(FOUND, { eventId });
+  if (found === undefined) return new NotFoundError(operation, { eventId });
+  return new ConflictError(
+    operation,
+    { eventId, roomId: fence.roomId, status: expected },
+    { roomId: found.room_id, status: found.status },
+  );
+}

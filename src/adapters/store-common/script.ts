@@ -1,0 +1,199 @@
+/**
+ * A store operation written once for both dialects (docs/architecture.md §9, "Stores"): a script
+ * reads, lets the domain decide, and writes, by yielding steps — a named statement with named
+ * values, the transaction's clock, a log line, a change topic — that a dialect's driver carries
+ * out. The SQLite driver runs a script synchronously inside its group-committed write (nothing else
+ * can interleave); the PostgreSQL driver awaits each step inside its transaction. Neither restates
+ * what the script decides.
+ *
+ * A statement is written once too, as SQL with typed placeholders; each dialect compiles it once
+ * (`?` for SQLite, `$n::type` for PostgreSQL, whose `$1` is always the clock of NOW).
+ */
+import type { ChangeTopic } from "../../ports/store.js";
+import type { LogLine, rowMappers } from "./records.js";
+
+/** The dialect's row → record mappers (JSON columns arrive parsed on PostgreSQL, as text on SQLite). */
+export type Mappers = ReturnType<typeof rowMappers>;
+
+export type Dialect = "sqlite" | "postgres";
+export type Row = Record<string, unknown>;
+
+export type ParamType = "text" | "int" | "json" | "bool";
+
+export interface Param {
+  readonly kind: "param";
+  readonly name: string;
+  readonly type: ParamType;
+}
+/** The transaction's clock in epoch ms (SQLite: read at BEGIN; PostgreSQL: the transaction's now()). */
+export interface Now {
+  readonly kind: "now";
+}
+/** Text that only one dialect needs (a row lock, a cast). */
+export interface Only {
+  readonly kind: "only";
+  readonly sqlite: string;
+  readonly postgres: string;
+}
+
+type Part = string | Param | Now | Only;
+
+export interface Statement {
+  /** What the statement is for, in a few words (named in plans and errors). */
+  readonly name: string;
+  readonly parts: readonly Part[];
+}
+
+export const p = {
+  text: (name: string): Param => ({ kind: "param", name, type: "text" }),
+  int: (name: string): Param => ({ kind: "param", name, type: "int" }),
+  json: (name: string): Param => ({ kind: "param", name, type: "json" }),
+  bool: (name: string): Param => ({ kind: "param", name, type: "bool" }),
+  now: { kind: "now" } as Now,
+  only: (texts: { sqlite?: string; postgres?: string }): Only => ({
+    kind: "only",
+    sqlite: texts.sqlite ?? "",
+    postgres: texts.postgres ?? "",
+  }),
+};
+
+/** A statement, as a tagged template: sql("name")`SELECT … WHERE id = ${p.text("id")}`. */
+export function sql(name: string) {
+  return (strings: TemplateStringsArray, ...slots: (Param | Now | Only | string)[]): Statement => {
+    const parts: Part[] = [];
+    strings.forEach((s, i) => {
+      parts.push(s);
+      if (i < slots.length) parts.push(slots[i] as Part);
+    });
+    return { name, parts };
+  };
+}
+
+/** A statement compiled for one dialect: its text and the values in placeholder order. */
+export interface Compiled {
+  readonly text: string;
+  /** Named values in placeholder order, and where the clock goes. */
+  readonly order: readonly (Param | Now)[];
+}
+
+const PG_CAST: Record<ParamType, string> = { text: "text", int: "bigint", json: "jsonb", bool: "boolean" };
+const PG_NOW = "coalesce($1::bigint, floor(extract(epoch FROM now()) * 1000)::bigint)";
+
+const compiled = { sqlite: new WeakMap<Statement, Compiled>(), postgres: new WeakMap<Statement, Compiled>() };
+
+export function compile(s: Statement, dialect: Dialect): Compiled {
+  const cached = compiled[dialect].get(s);
+  if (cached !== undefined) return cached;
+  let text = "";
+  const order: (Param | Now)[] = [];
+  // PostgreSQL: one $n per name (a name used twice is one value); the clock, when the statement
+  // reads it, is $1 (null for the server's now(), or a test clock's value).
+  const usesNow = s.parts.some((part) => typeof part !== "string" && part.kind === "now");
+  const numbers = new Map<string, number>();
+  if (dialect === "postgres" && usesNow) order.push(p.now);
+  for (const part of s.parts) {
+    if (typeof part === "string") text += part;
+    else if (part.kind === "only") text += part[dialect];
+    else if (part.kind === "now") {
+      if (dialect === "postgres") text += PG_NOW;
+      else {
+        text += "?";
+        order.push(part);
+      }
+    } else if (dialect === "sqlite") {
+      text += "?";
+      order.push(part);
+    } else {
+      let n = numbers.get(part.name);
+      if (n === undefined) {
+        n = numbers.size + (usesNow ? 2 : 1);
+        numbers.set(part.name, n);
+        order.push(part);
+      }
+      text += `$${n}::${PG_CAST[part.type]}`;
+    }
+  }
+  const result = { text, order };
+  compiled[dialect].set(s, result);
+  return result;
+}
+
+/** One step of a script, carried out by the dialect's driver. */
+export type Step =
+  | {
+      readonly step: "rows";
+      readonly statement: Statement;
+      readonly values: Readonly<Record<string, unknown>>;
+    }
+  | {
+      readonly step: "run";
+      readonly statement: Statement;
+      readonly values: Readonly<Record<string, unknown>>;
+    }
+  | { readonly step: "now" }
+  | { readonly step: "mappers" }
+  | { readonly step: "log"; readonly roomId: string; readonly line: LogLine }
+  | {
+      readonly step: "touch";
+      readonly topic: ChangeTopic;
+      readonly roomId: string | null;
+      readonly nodes?: readonly string[];
+    };
+
+/** A store operation written once: a generator of steps, returning the operation's result. */
+export type Script<T> = Generator<Step, T, unknown>;
+
+/** The rows a statement returns. */
+export function* rows<R = Row>(statement: Statement, values: Record<string, unknown> = {}): Script<R[]> {
+  return (yield { step: "rows", statement, values }) as R[];
+}
+
+/** The first row a statement returns, if any. */
+export function* row<R = Row>(
+  statement: Statement,
+  values: Record<string, unknown> = {},
+): Script<R | undefined> {
+  return (yield* rows<R>(statement, values))[0];
+}
+
+/** Runs a statement; the number of rows it changed. */
+export function* run(statement: Statement, values: Record<string, unknown> = {}): Script<number> {
+  return (yield { step: "run", statement, values }) as number;
+}
+
+/** The transaction's clock, in epoch ms. */
+export function* now(): Script<number> {
+  return (yield { step: "now" }) as number;
+}
+
+/** The dialect's row → record mappers. */
+export function* mappers(): Script<Mappers> {
+  return (yield { step: "mappers" }) as Mappers;
+}
+
+/** A line of the room's event log, written with the transaction. */
+export function* log(roomId: string, line: LogLine): Script<void> {
+  yield { step: "log", roomId, line };
+}
+
+/** Listeners of `topic` hear of this transaction once it committed. */
+export function* touch(topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]): Script<void> {
+  yield nodes === undefined ? { step: "touch", topic, roomId } : { step: "touch", topic, roomId, nodes };
+}
+
+/** The value each placeholder takes, from a step's named values (undefined is an error in the script). */
+export function valuesOf(
+  c: Compiled,
+  statement: Statement,
+  values: Readonly<Record<string, unknown>>,
+  encode: (type: ParamType, v: unknown) => unknown,
+  clock: () => unknown,
+): unknown[] {
+  return c.order.map((slot) => {
+    if (slot.kind === "now") return clock();
+    const v = values[slot.name];
+    if (v === undefined)
+      throw new Error(`statement "${statement.name}" was given no value for "${slot.name}"`);
+    return v === null ? null : encode(slot.type, v);
+  });
+}
