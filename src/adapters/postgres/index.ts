@@ -16,7 +16,6 @@ import * as definitions from "./definitions.js";
 import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
 import { migrate } from "./migrations.js";
-import * as policies from "./policy.js";
 import * as nodes from "./nodes.js";
 import * as outbox from "./outbox.js";
 import * as retention from "./retention.js";
@@ -25,7 +24,8 @@ import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
-import { writeScript } from "./script-driver.js";
+import * as policies from "../store-common/ops/policy.js";
+import { readScript, writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
 export { DEFAULT_ROOM_CAP } from "./scheduler.js";
 export { CLAIM_PICK_SQL } from "./tasks.js";
@@ -153,13 +153,15 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     getRoomCap: async (roomId) => scheduler.getRoomCap(db, roomId),
     roomLoad: async (roomId) => scheduler.roomLoad(db, roomId),
     initRoomCap: async (roomId, cap) => scheduler.initRoomCap(db, roomId, cap),
-    initRoomPolicy: async (roomId, policy, setBy) => policies.initRoomPolicy(db, roomId, policy, setBy),
-    getRoomPolicy: async (roomId) => policies.getRoomPolicy(db, roomId),
+    initRoomPolicy: async (roomId, policy, setBy) =>
+      writeScript(db, "init room policy", () => policies.initRoomPolicy(roomId, policy, setBy)),
+    getRoomPolicy: async (roomId) => readScript(db, "get room policy", () => policies.getRoomPolicy(roomId)),
     setRoomPolicy: async (ctx, roomId, policy, by, options) =>
-      policies.setRoomPolicy(db, ctx, roomId, policy, by, options),
+      writeScript(db, "set room policy", () => policies.setRoomPolicy(ctx, roomId, policy, by, options)),
     proposePolicyChange: async (ctx, roomId, proposal) =>
-      policies.proposePolicyChange(db, ctx, roomId, proposal),
-    getPolicyProposal: async (roomId, changeId) => policies.getPolicyProposal(db, roomId, changeId),
+      writeScript(db, "propose a policy change", () => policies.proposePolicyChange(ctx, roomId, proposal)),
+    getPolicyProposal: async (roomId, changeId) =>
+      readScript(db, "get a policy proposal", () => policies.getPolicyProposal(roomId, changeId)),
 
     heartbeat: async (beat) => nodes.heartbeat(db, beat),
     listNodes: async () => nodes.listNodes(db),

@@ -12,12 +12,14 @@ import type { Db, Tx } from "./db.js";
 export type ScriptEnv = Pick<Tx, "query" | "clockParam"> & Partial<Pick<Tx, "log" | "touch">>;
 
 const readOnly = (step: string): Error => new Error(`a store script wrote (${step}) outside a transaction`);
-import { json } from "./sql.js";
+import { json as jsonText, mapError } from "./sql.js";
+import { prepared } from "./db.js";
 
 // The driver has decoded jsonb and text[] already.
-const MAPPERS: Mappers = rowMappers(<T>(v: unknown): T => v as T);
+const json = <T>(v: unknown): T => v as T;
+const MAPPERS: Mappers = { ...rowMappers(json), json };
 
-const encode = (type: ParamType, v: unknown): unknown => (type === "json" ? json(v) : v);
+const encode = (type: ParamType, v: unknown): unknown => (type === "json" ? jsonText(v) : v);
 
 const NOW = sql("the transaction's clock")`SELECT ${p.now} AS now`;
 
@@ -75,4 +77,16 @@ export async function runScript<T>(tx: ScriptEnv, script: Script<T>): Promise<T>
 /** A transaction that runs one script. */
 export function writeScript<T>(db: Db, operation: string, make: () => Script<T>): Promise<T> {
   return db.tx(operation, (tx) => runScript(tx, make()));
+}
+
+/** A read on the pool, outside a transaction (each statement its own snapshot); it may not write. */
+export async function readScript<T>(db: Db, operation: string, make: () => Script<T>): Promise<T> {
+  try {
+    return await runScript(
+      { query: (text, values) => db.pool.query(prepared(text, values)), clockParam: db.clockParam() },
+      make(),
+    );
+  } catch (e) {
+    throw mapError(operation, e);
+  }
 }

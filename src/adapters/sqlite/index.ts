@@ -13,7 +13,6 @@ import * as definitions from "./definitions.js";
 import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
 import { checkSchemaVersion, currentSchemaVersion, LATEST_SCHEMA_VERSION, migrate } from "./migrations.js";
-import * as policies from "./policy.js";
 import * as nodes from "./nodes.js";
 import * as outbox from "./outbox.js";
 import * as retention from "./retention.js";
@@ -22,7 +21,8 @@ import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
-import { writeScript } from "./script-driver.js";
+import * as policies from "../store-common/ops/policy.js";
+import { readScript, writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
 export { DEFAULT_ROOM_CAP } from "./scheduler.js";
 
@@ -140,13 +140,15 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     getRoomCap: async (roomId) => scheduler.getRoomCap(c, roomId),
     roomLoad: async (roomId) => scheduler.roomLoad(c, roomId),
     initRoomCap: async (roomId, cap) => scheduler.initRoomCap(c, roomId, cap),
-    initRoomPolicy: async (roomId, policy, setBy) => policies.initRoomPolicy(c, roomId, policy, setBy),
-    getRoomPolicy: async (roomId) => policies.getRoomPolicy(c, roomId),
+    initRoomPolicy: async (roomId, policy, setBy) =>
+      writeScript(c, "init room policy", () => policies.initRoomPolicy(roomId, policy, setBy)),
+    getRoomPolicy: async (roomId) => readScript(c, "get room policy", () => policies.getRoomPolicy(roomId)),
     setRoomPolicy: async (ctx, roomId, policy, by, options) =>
-      policies.setRoomPolicy(c, ctx, roomId, policy, by, options),
+      writeScript(c, "set room policy", () => policies.setRoomPolicy(ctx, roomId, policy, by, options)),
     proposePolicyChange: async (ctx, roomId, proposal) =>
-      policies.proposePolicyChange(c, ctx, roomId, proposal),
-    getPolicyProposal: async (roomId, changeId) => policies.getPolicyProposal(c, roomId, changeId),
+      writeScript(c, "propose a policy change", () => policies.proposePolicyChange(ctx, roomId, proposal)),
+    getPolicyProposal: async (roomId, changeId) =>
+      readScript(c, "get a policy proposal", () => policies.getPolicyProposal(roomId, changeId)),
 
     heartbeat: async (beat) => nodes.heartbeat(c, beat),
     listNodes: async () => nodes.listNodes(c),

@@ -12,7 +12,8 @@ export type ScriptEnv = Pick<Tx, "now"> & Partial<Pick<Tx, "log" | "touch">>;
 
 const readOnly = (step: string): Error => new Error(`a store script wrote (${step}) inside a read`);
 
-const MAPPERS: Mappers = rowMappers(<T>(v: unknown): T => JSON.parse(v as string) as T);
+const json = <T>(v: unknown): T => JSON.parse(v as string) as T;
+const MAPPERS: Mappers = { ...rowMappers(json), json };
 
 const encode = (type: ParamType, v: unknown): unknown =>
   type === "json" ? JSON.stringify(v) : type === "bool" ? (v === true ? 1 : 0) : v;
@@ -59,4 +60,9 @@ export function runScript<T>(c: SqliteConnection, tx: ScriptEnv, script: Script<
 /** A write transaction that runs one script (made afresh if the write is tried again). */
 export function writeScript<T>(c: SqliteConnection, operation: string, make: () => Script<T>): Promise<T> {
   return c.write(operation, (tx) => runScript(c, tx, make()));
+}
+
+/** A read (one snapshot) that runs one script; it may not write. */
+export function readScript<T>(c: SqliteConnection, operation: string, make: () => Script<T>): Promise<T> {
+  return c.read(operation, (now) => runScript(c, { now }, make()));
 }

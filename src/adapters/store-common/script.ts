@@ -12,8 +12,11 @@
 import type { ChangeTopic } from "../../ports/store.js";
 import type { LogLine, rowMappers } from "./records.js";
 
-/** The dialect's row → record mappers (JSON columns arrive parsed on PostgreSQL, as text on SQLite). */
-export type Mappers = ReturnType<typeof rowMappers>;
+/**
+ * The dialect's row → record mappers, and its decoder of a JSON column (parsed already on
+ * PostgreSQL, text on SQLite).
+ */
+export type Mappers = ReturnType<typeof rowMappers> & { json<T>(v: unknown): T };
 
 export type Dialect = "sqlite" | "postgres";
 export type Row = Record<string, unknown>;
