@@ -18,13 +18,14 @@ import * as leases from "./leases.js";
 import { migrate } from "./migrations.js";
 import * as nodes from "./nodes.js";
 import * as outbox from "./outbox.js";
-import * as retention from "./retention.js";
 import * as runs from "./runs.js";
 import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
 import * as policies from "../store-common/ops/policy.js";
+import { pruneBatch } from "../store-common/ops/prune.js";
+import { checkPruneLimits } from "../store-common/retention.js";
 import { readScript, writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
 export { DEFAULT_ROOM_CAP } from "./scheduler.js";
@@ -179,7 +180,10 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     readEvents: async (roomId, sinceSeq, limit) => nodes.readEvents(db, roomId, sinceSeq, limit),
     runEndedBy: async (roomId, runId) => nodes.runEndedBy(db, roomId, runId),
 
-    pruneBatch: async (fence, limits) => retention.pruneBatch(db, fence, limits),
+    pruneBatch: async (fence, limits) => {
+      checkPruneLimits(limits);
+      return writeScript(db, "prune", () => pruneBatch(fence, limits));
+    },
   };
   return store;
 }

@@ -16,7 +16,7 @@ const json = <T>(v: unknown): T => JSON.parse(v as string) as T;
 const MAPPERS: Mappers = { ...rowMappers(json), json };
 
 const encode = (type: ParamType, v: unknown): unknown =>
-  type === "json" ? JSON.stringify(v) : type === "bool" ? (v === true ? 1 : 0) : v;
+  type === "json" || type === "textList" ? JSON.stringify(v) : type === "bool" ? (v === true ? 1 : 0) : v;
 
 function carryOut(c: SqliteConnection, tx: ScriptEnv, step: Step): unknown {
   switch (step.step) {

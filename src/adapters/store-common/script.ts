@@ -21,7 +21,7 @@ export type Mappers = ReturnType<typeof rowMappers> & { json<T>(v: unknown): T }
 export type Dialect = "sqlite" | "postgres";
 export type Row = Record<string, unknown>;
 
-export type ParamType = "text" | "int" | "json" | "bool";
+export type ParamType = "text" | "int" | "json" | "bool" | "textList" | "limit";
 
 export interface Param {
   readonly kind: "param";
@@ -52,6 +52,13 @@ export const p = {
   int: (name: string): Param => ({ kind: "param", name, type: "int" }),
   json: (name: string): Param => ({ kind: "param", name, type: "json" }),
   bool: (name: string): Param => ({ kind: "param", name, type: "bool" }),
+  /** ` IN (…)` the list of texts given (a JS array): written after the column it tests. */
+  inList: (name: string): Param => ({ kind: "param", name, type: "textList" }),
+  /**
+   * `LIMIT n` with n given. SQLite: `LIMIT ? + 0`, never a bare `LIMIT ?`, whose bound value this
+   * build's planner (STAT4) reads at every execution (docs/query-plans.md).
+   */
+  limit: (name: string): Param => ({ kind: "param", name, type: "limit" }),
   now: { kind: "now" } as Now,
   only: (texts: { sqlite?: string; postgres?: string }): Only => ({
     kind: "only",
@@ -79,7 +86,26 @@ export interface Compiled {
   readonly order: readonly (Param | Now)[];
 }
 
-const PG_CAST: Record<ParamType, string> = { text: "text", int: "bigint", json: "jsonb", bool: "boolean" };
+const PG_CAST: Record<ParamType, string> = {
+  text: "text",
+  int: "bigint",
+  json: "jsonb",
+  bool: "boolean",
+  textList: "text[]",
+  limit: "bigint",
+};
+
+/** How a placeholder reads in each dialect (`?` and `$n::cast` but for lists and limits). */
+function placeholder(type: ParamType, dialect: Dialect, n: number): string {
+  if (dialect === "sqlite")
+    return type === "textList"
+      ? " IN (SELECT value FROM json_each(?))"
+      : type === "limit"
+        ? "LIMIT ? + 0"
+        : "?";
+  const value = `$${n}::${PG_CAST[type]}`;
+  return type === "textList" ? ` = ANY(${value})` : type === "limit" ? `LIMIT ${value}` : value;
+}
 const PG_NOW = "coalesce($1::bigint, floor(extract(epoch FROM now()) * 1000)::bigint)";
 
 const compiled = { sqlite: new WeakMap<Statement, Compiled>(), postgres: new WeakMap<Statement, Compiled>() };
@@ -104,7 +130,7 @@ export function compile(s: Statement, dialect: Dialect): Compiled {
         order.push(part);
       }
     } else if (dialect === "sqlite") {
-      text += "?";
+      text += placeholder(part.type, dialect, 0);
       order.push(part);
     } else {
       let n = numbers.get(part.name);
@@ -113,7 +139,7 @@ export function compile(s: Statement, dialect: Dialect): Compiled {
         numbers.set(part.name, n);
         order.push(part);
       }
-      text += `$${n}::${PG_CAST[part.type]}`;
+      text += placeholder(part.type, dialect, n);
     }
   }
   const result = { text, order };
