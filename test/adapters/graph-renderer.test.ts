@@ -128,7 +128,7 @@ describe("GraphvizRenderer", () => {
       needs: [],
       status: (["succeeded", "running", "failed", "blocked"] as const)[i % 4]!,
     }));
-    /** The three-task run the room's structure test draws: 1720 × 557 px in one row before. */
+    /** The three-task run the room's structure test draws: one row, about 2.5:1, before. */
     const three: GraphTaskInput[] = [
       { id: "fetch", action: "echo", needs: [], status: "succeeded" },
       { id: "build", action: "true", needs: ["fetch"], status: "succeeded" },
@@ -160,7 +160,7 @@ describe("GraphvizRenderer", () => {
       },
     );
 
-    it("wraps a long chain into rows: the fifth task starts a row under the first", async () => {
+    it("wraps a long chain into rows: after a row's last task the next starts under its first", async () => {
       const svg = Buffer.from((await renderer.render(graphOf(eyesChain), "svg")).data).toString("utf8");
       const at = (id: string): [number, number] => {
         const m = new RegExp(
@@ -169,14 +169,17 @@ describe("GraphvizRenderer", () => {
         if (m === null) throw new Error(`no box ${id} in the SVG`);
         return [Number(m[1]), Number(m[2])];
       };
-      const [x0, y0] = at("step_0");
-      const [x3, y3] = at("step_3");
-      const [x4, y4] = at("step_4");
-      expect(y3).toBeCloseTo(y0, 0);
-      expect(x3).toBeGreaterThan(x0);
-      // step_4 goes back to the left, one row down.
-      expect(x4).toBeLessThan(x3);
-      expect(y4).toBeGreaterThan(y0);
+      const points = eyesChain.map((t) => at(t.id));
+      // The first step back to the left: the row's length.
+      const wrap = points.findIndex(([x], i) => i > 0 && x < points[i - 1]![0]);
+      expect(wrap).toBeGreaterThan(1);
+      expect(wrap).toBeLessThan(eyesChain.length);
+      for (let i = 1; i < wrap; i++) {
+        expect(points[i]![1]).toBeCloseTo(points[0]![1], 0);
+        expect(points[i]![0]).toBeGreaterThan(points[i - 1]![0]);
+      }
+      expect(points[wrap]![0]).toBeCloseTo(points[0]![0], 0);
+      expect(points[wrap]![1]).toBeGreaterThan(points[0]![1]);
       // Every arrow of the chain is still drawn: 9 visible edges.
       expect(svg.match(/class="edge"/g)?.length).toBe(9);
     });

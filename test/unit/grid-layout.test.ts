@@ -69,7 +69,7 @@ describe("the picture's grid layout", () => {
     ]);
   });
 
-  it("keeps the layout shown largest in a 400 × 300 thumbnail, the plainer one unless 3% better", () => {
+  it("keeps the layout shown largest in a 400 × 300 thumbnail, the plainer one unless 10% better", () => {
     // A row of 2000 × 280 is shown at 0.2 and, wider than 16:9, counts for less; 800 × 600 at 0.5.
     expect(fitScore(800, 600)).toBe(0.5);
     expect(fitScore(2000, 280)).toBeCloseTo(0.2 * (16 / 9 / (2000 / 280)), 6);
