@@ -6,7 +6,8 @@
  * with SIGKILL; bob approves with ✅ on the gate's message, which the new leader handles; the run
  * finishes. Then the room is read back as a client reads it — /messages with the homeserver's bundled
  * edits and thread summaries — and every card, gate message and thread summary says the end.
- * With DAGBOT_ROOM_TRANSCRIPT=<file> it writes the room as text before the kill and at the end.
+ * With DAGBOT_ROOM_TRANSCRIPT=<file> it writes the room as text before the kill, after it (before the
+ * approval) and at the end.
  */
 import { writeFileSync } from "node:fs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -148,6 +149,7 @@ describe("the room across a leader kill during a live run with an open gate", ()
     );
     expect(fleet.running(successor)).toBe(true);
     expect((await store.getTask(run.runId, "ok"))!.gateState!.decision).toBeNull();
+    const between = roomText(await messagesAsShown(alice, roomId));
 
     // bob approves on the message the killed leader sent; the new leader counts it and edits it.
     await bob.sendReaction(roomId, gateMessage.event_id, "✅");
@@ -177,6 +179,7 @@ describe("the room across a leader kill during a live run with an open gate", ()
       writeFileSync(
         file,
         `Before the kill of node${victim + 1} (the leader):\n\n${beforeText}\n` +
+          `After the kill, node${successor + 1} leading, before the approval:\n\n${between}\n` +
           `At the end (node${successor + 1} leads):\n\n${roomText(shown)}`,
       );
     const byId = (id: string) => shown.find((m) => m.event.event_id === id)!;
