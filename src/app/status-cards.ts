@@ -138,6 +138,8 @@ export class CardKeeper {
   private async gateMessages(run: RunRecord, tasks: readonly TaskRecord[]): Promise<OutboxMessageInput[]> {
     const { store } = this.deps;
     const out: OutboxMessageInput[] = [];
+    // When the text is written: a message sent or edited late counts its "in 4h" from here.
+    let now: number | null = null;
     for (const t of tasks) {
       if (t.gate === null || t.gateState === null) continue;
       const gate = t as TaskRecord & { gate: GateSpec; gateState: GateState };
@@ -151,9 +153,10 @@ export class CardKeeper {
       const opened = await store.getOutbox(txn);
       const approvers =
         opened === null || state.decision === null ? await this.approversOf(run, gate.gate) : [];
+      now ??= await store.now();
       // A gate decided before its message went out still gets one, edited at once after it.
-      if (opened === null) out.push(gateOpenMessage(run, gate, after, approvers, inputs));
-      const progress = gateProgressMessage(run, gate, after, approvers, inputs);
+      if (opened === null) out.push(gateOpenMessage(run, gate, after, approvers, inputs, now));
+      const progress = gateProgressMessage(run, gate, after, approvers, inputs, now);
       if (progress !== null && (await store.getOutbox(progress.txnId)) === null) out.push(progress);
       const decided = gateDecidedMessage(run, gate);
       if (decided !== null && (await store.getOutbox(decided.txnId)) === null) out.push(decided);

@@ -183,8 +183,11 @@ function foldable(members: readonly number[], tasks: readonly GraphTaskInput[]):
   return members.filter((m) => !shown.has(m));
 }
 
-/** Longest-path depth of each task from the roots, iteratively (a 1,000-task chain is fine). */
-function levelsOf(needs: readonly number[][]): number[] {
+/**
+ * Longest-path depth of each task (or box) from the roots, iteratively (a 1,000-task chain is
+ * fine); `needs[i]` are the indices i needs. The picture's grid layout places boxes by it too.
+ */
+export function levelsOf(needs: readonly number[][]): number[] {
   const level = new Array<number>(needs.length).fill(-1);
   const stack: number[] = [];
   for (let start = 0; start < needs.length; start++) {

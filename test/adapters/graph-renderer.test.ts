@@ -3,7 +3,7 @@
 // 1,000-task DAG, and rendering off the event loop with a bound in time.
 import { describe, expect, it, afterAll } from "vitest";
 import { GraphvizRenderer } from "../../src/adapters/graph/graphviz-renderer.js";
-import { STATE_STYLE } from "../../src/adapters/graph/dot.js";
+import { LABEL_PT, STATE_STYLE } from "../../src/adapters/graph/dot.js";
 import type { TaskStatus } from "../../src/domain/model.js";
 import { TASK_STATUSES } from "../../src/domain/model.js";
 import type { GraphTaskInput } from "../../src/domain/run-graph.js";
@@ -112,5 +112,76 @@ describe("GraphvizRenderer", () => {
     }
     const again = await renderer.render(graphOf(chain(10)), "png");
     expect(decodePng(again.data).width).toBe(again.width);
+  });
+
+  describe("shaped for a chat timeline's thumbnail", () => {
+    /** A chain no grouping shortens: every task needs eyes (running or failed). */
+    const eyesChain: GraphTaskInput[] = Array.from({ length: 10 }, (_, i) => ({
+      id: `step_${i}`,
+      action: "echo",
+      needs: i === 0 ? [] : [`step_${i - 1}`],
+      status: i % 2 === 0 ? "running" : "failed",
+    }));
+    const independent: GraphTaskInput[] = Array.from({ length: 20 }, (_, i) => ({
+      id: `task_${i}`,
+      action: "echo",
+      needs: [],
+      status: (["succeeded", "running", "failed", "blocked"] as const)[i % 4]!,
+    }));
+    /** The three-task run the room's structure test draws: one row, about 2.5:1, before. */
+    const three: GraphTaskInput[] = [
+      { id: "fetch", action: "echo", needs: [], status: "succeeded" },
+      { id: "build", action: "true", needs: ["fetch"], status: "succeeded" },
+      { id: "test", action: "true", needs: ["build"], status: "running" },
+    ];
+    const shapes: [string, GraphTaskInput[]][] = [
+      ["a chain of 10 no grouping shortens", eyesChain],
+      ["a chain of 10 (grouped)", chain(10)],
+      ["20 independent tasks", independent],
+      ["a 5 × 5 layered DAG", layered(25, 5)],
+      ["a chain of 3", three],
+    ];
+
+    it.each(shapes)(
+      "%s: between 1:1 and 16:9, its task ids 11 px tall or more at 400 px wide",
+      async (_, tasks) => {
+        const graph = graphOf(tasks);
+        const png = await renderer.render(graph, "png");
+        const decoded = decodePng(png.data);
+        expect([decoded.width, decoded.height]).toEqual([png.width, png.height]);
+        const aspect = png.width / png.height;
+        expect(aspect).toBeGreaterThanOrEqual(1);
+        expect(aspect).toBeLessThanOrEqual(16 / 9);
+        // The same layout as SVG gives the picture's size in CSS pixels at scale 1 (1 pt = 4/3 px).
+        const svg = await renderer.render(graph, "svg");
+        expect(svg.width / svg.height).toBeCloseTo(aspect, 1);
+        const labelPx = ((LABEL_PT * 4) / 3) * (400 / svg.width);
+        expect(labelPx).toBeGreaterThanOrEqual(11);
+      },
+    );
+
+    it("wraps a long chain into rows: after a row's last task the next starts under its first", async () => {
+      const svg = Buffer.from((await renderer.render(graphOf(eyesChain), "svg")).data).toString("utf8");
+      const at = (id: string): [number, number] => {
+        const m = new RegExp(
+          `<g id="task&#45;${id}" class="node">[\\s\\S]*?<text[^>]* x="([\\d.-]+)" y="([\\d.-]+)"`,
+        ).exec(svg);
+        if (m === null) throw new Error(`no box ${id} in the SVG`);
+        return [Number(m[1]), Number(m[2])];
+      };
+      const points = eyesChain.map((t) => at(t.id));
+      // The first step back to the left: the row's length.
+      const wrap = points.findIndex(([x], i) => i > 0 && x < points[i - 1]![0]);
+      expect(wrap).toBeGreaterThan(1);
+      expect(wrap).toBeLessThan(eyesChain.length);
+      for (let i = 1; i < wrap; i++) {
+        expect(points[i]![1]).toBeCloseTo(points[0]![1], 0);
+        expect(points[i]![0]).toBeGreaterThan(points[i - 1]![0]);
+      }
+      expect(points[wrap]![0]).toBeCloseTo(points[0]![0], 0);
+      expect(points[wrap]![1]).toBeGreaterThan(points[0]![1]);
+      // Every arrow of the chain is still drawn: 9 visible edges.
+      expect(svg.match(/class="edge"/g)?.length).toBe(9);
+    });
   });
 });

@@ -8,6 +8,7 @@ import {
   gateProgressMessage,
 } from "../../src/app/render/gate-messages.js";
 import { inputsOf } from "../../src/app/status-cards.js";
+import { FakeClock } from "../support/fake-clock.js";
 import type { RunRecord, TaskRecord } from "../../src/ports/store.js";
 import type { GateSpec, GateState } from "../../src/domain/gates.js";
 import {
@@ -321,7 +322,14 @@ describe("a gate's message in chat", () => {
   it("at most three short lines: who must act on what, how, until when and what runs after", () => {
     const opened = Date.UTC(2026, 10, 28, 7, 21);
     const open = openGateState(opened, { ...SPEC, timeoutMs: 4 * 3_600_000 });
-    const message = gateOpenMessage(run, task(open), ["deploy"], ["@a:x", "@b:x"], { version: "2.7.0" });
+    const message = gateOpenMessage(
+      run,
+      task(open),
+      ["deploy"],
+      ["@a:x", "@b:x"],
+      { version: "2.7.0" },
+      opened,
+    );
     expect(message.txnId).toBe("gate.r-1.ok");
     expect(message.content["m.mentions"]).toEqual({ user_ids: ["@a:x", "@b:x"] });
     expect(message.content["m.relates_to"]).toMatchObject({ rel_type: "m.thread", event_id: "$pub" });
@@ -332,23 +340,71 @@ describe("a gate's message in chat", () => {
     ]);
     expect(String(message.content["formatted_body"])).toContain("<br/>");
     // Without a deadline or anything after it: two lines.
-    const plain = gateOpenMessage(run, task(openGateState(opened, { ...SPEC, timeoutMs: null })), [], []);
+    const plain = gateOpenMessage(
+      run,
+      task(openGateState(opened, { ...SPEC, timeoutMs: null })),
+      [],
+      [],
+      {},
+      opened,
+    );
     expect(String(plain.content["body"]).split("\n")).toEqual([
       "🚦 the room's operators: approve `rel/ok` — roll out",
       "React ✅ to approve or ❌ to deny, or send `!dag approve rel ok ticket=…` · 2 approvals by different people · the form needs `ticket`",
     ]);
   });
 
+  it('counts its "in 4h" from when the text is written, not from when the gate opened', async () => {
+    // The fake clock's wall time is the gate's opening, 07:21 UTC; its deadline is 4 hours on.
+    const opened = Date.UTC(2026, 10, 28, 7, 21);
+    const clock = new FakeClock(0, opened);
+    const open = openGateState(clock.wallMs(), { ...SPEC, timeoutMs: 4 * 3_600_000 });
+    const third = (m: { content: Record<string, unknown> } | null) => {
+      const c = m!.content;
+      const body = (c["m.new_content"] as Record<string, unknown> | undefined)?.["body"] ?? c["body"];
+      return String(body).split("\n")[2];
+    };
+    const openedNow = () => gateOpenMessage(run, task(open), ["deploy"], [], {}, clock.wallMs());
+    expect(third(openedNow())).toBe(
+      "Expires at 11:21 UTC (in 4h): then it fails; once approved, `deploy` runs",
+    );
+    // The message first sent 3h10m later (a new leader catching up): the same clock time, 50 minutes.
+    await clock.advance(3 * 3_600_000 + 10 * 60_000);
+    expect(third(openedNow())).toBe(
+      "Expires at 11:21 UTC (in 50m): then it fails; once approved, `deploy` runs",
+    );
+    // An approval's edit written then says the same, not the 4h the first text said.
+    const one = {
+      ...open,
+      approvals: [{ by: "@a:x", face: "chat" as const, at: clock.wallMs(), values: {} }],
+    };
+    const edit = gateProgressMessage(run, task(one), ["deploy"], [], {}, clock.wallMs());
+    expect(third(edit)).toBe("Expires at 11:21 UTC (in 50m): then it fails; once approved, `deploy` runs");
+    // Past its deadline, before the reaper times it out: no time left is promised.
+    await clock.advance(60 * 60_000);
+    expect(third(openedNow())).toBe(
+      "Expires at 11:21 UTC (due now): then it fails; once approved, `deploy` runs",
+    );
+    // Written the day before its deadline, the clock time carries its date.
+    const early = openGateState(opened, { ...SPEC, timeoutMs: 30 * 3_600_000 });
+    expect(third(gateOpenMessage(run, task(early), [], [], {}, opened))).toBe(
+      "Expires at 2026-11-29 13:21 UTC (in 30h): then it fails",
+    );
+    expect(third(gateOpenMessage(run, task(early), [], [], {}, opened + 20 * 3_600_000))).toBe(
+      "Expires at 13:21 UTC (in 10h): then it fails",
+    );
+  });
+
   it("is edited after an approval that did not pass it, and once decided: who, when; nobody is pinged again", () => {
     const opened = Date.UTC(2026, 10, 26, 21, 0);
     const open = openGateState(opened, { ...SPEC, timeoutMs: 60_000 });
     expect(gateDecidedMessage(run, task(open))).toBeNull();
-    expect(gateProgressMessage(run, task(open), [], ["@a:x", "@b:x"])).toBeNull();
+    expect(gateProgressMessage(run, task(open), [], ["@a:x", "@b:x"], {}, opened)).toBeNull();
     const one = {
       ...open,
       approvals: [{ by: "@a:x", face: "chat" as const, at: opened + 1_000, values: {} }],
     };
-    const progress = gateProgressMessage(run, task(one), [], ["@a:x", "@b:x"])!;
+    const progress = gateProgressMessage(run, task(one), [], ["@a:x", "@b:x"], {}, opened + 1_000)!;
     expect(progress.txnId).toBe("gate.r-1.ok.a1");
     expect(progress.replacesTxnId).toBe("gate.r-1.ok");
     expect(progress.content["m.mentions"]).toEqual({});

@@ -4,9 +4,17 @@
  */
 import type { TaskStatus } from "../../domain/model.js";
 import type { GraphBox, RunGraph } from "../../domain/run-graph.js";
+import type { GridLayout } from "./grid-layout.js";
+import { placeBoxes } from "./grid-layout.js";
 
 /** The bundled font (assets/fonts); Graphviz has width metrics for it, resvg draws it. */
 export const FONT = "DejaVu Sans";
+/**
+ * A box's title (the task's id) and its smaller lines, in points. 14 pt keeps a title 11 px tall or
+ * more in a picture shown 400 px wide whose layout is up to about 500 pt wide (grid-layout.ts).
+ */
+export const LABEL_PT = 14;
+export const SMALL_PT = 10;
 
 export interface StateStyle {
   word: string;
@@ -52,13 +60,15 @@ export function svgIdOfBox(box: GraphBox): string {
 function boxLines(box: GraphBox): string {
   const style = STATE_STYLE[box.status];
   if (box.kind === "task") {
-    const wait = box.wait === undefined ? "" : `<br/><font point-size="8">waits: ${html(box.wait)}</font>`;
-    return `<<b>${html(box.title)}</b><br/><font point-size="9">${html(box.caption)} · ${style.word}</font>${wait}>`;
+    const wait = box.wait === undefined ? "" : `<br/><font point-size="9">waits: ${html(box.wait)}</font>`;
+    // The action and the state on lines of their own: a box is as narrow as its longest word, so
+    // more boxes fit across a thumbnail (grid-layout.ts).
+    return `<<b>${html(box.title)}</b><br/><font point-size="${SMALL_PT}">${html(box.caption)}<br/>${style.word}</font>${wait}>`;
   }
   const parts = (Object.keys(box.counts) as TaskStatus[])
     .filter((s) => box.counts[s] > 0)
     .map((s) => `${box.counts[s]} ${STATE_STYLE[s].word}`);
-  return `<<b>${html(box.caption)}</b><br/><font point-size="9">${html(box.title)}</font><br/><font point-size="9">${html(parts.join(" · "))}</font>>`;
+  return `<<b>${html(box.caption)}</b><br/><font point-size="${SMALL_PT}">${html(box.title)}</font><br/><font point-size="${SMALL_PT}">${html(parts.join(" · "))}</font>>`;
 }
 
 function boxAttributes(box: GraphBox): string {
@@ -123,19 +133,50 @@ function titleLabel(graph: RunGraph): string {
   );
 }
 
-export function toDot(graph: RunGraph): string {
+/**
+ * The graph as DOT, its boxes on the grid `layout` says (grid-layout.ts): each band a borderless
+ * cluster, stacked under the one before; a tall level wrapped into columns by invisible edges.
+ */
+export function toDot(graph: RunGraph, layout: GridLayout = { perColumn: null, perBand: null }): string {
   const status = new Map(graph.boxes.map((b) => [b.key, b.status]));
+  const place = placeBoxes(graph, layout);
+  const bandOf = (key: string): number => place.get(key)?.band ?? 0;
+  const bands = Math.max(0, ...[...place.values()].map((p) => p.band)) + 1;
   const lines = [
     "digraph run {",
-    `  graph [rankdir=LR, bgcolor="white", pad=0.3, nodesep=0.18, ranksep=0.45, fontname=${q(FONT)}, labelloc=t, labeljust=l, label=${titleLabel(graph)}];`,
-    `  node [shape=box, fontname=${q(FONT)}, fontsize=11, margin="0.12,0.05"];`,
+    `  graph [rankdir=LR, bgcolor="white", pad=0.2, nodesep=0.18, ranksep=0.3, fontname=${q(FONT)}, labelloc=t, labeljust=l, label=${titleLabel(graph)}];`,
+    `  node [shape=box, fontname=${q(FONT)}, fontsize=${LABEL_PT}, margin="0.1,0.04"];`,
     `  edge [color="#78909c", arrowsize=0.6];`,
   ];
-  for (const box of graph.boxes) lines.push(`  ${q(box.key)} [${boxAttributes(box)}];`);
+  for (let band = 0; band < bands; band++) {
+    const inside = graph.boxes.filter((b) => bandOf(b.key) === band);
+    const indent = bands > 1 ? "    " : "  ";
+    if (bands > 1)
+      lines.push(`  subgraph ${q(`cluster_band${band}`)} {`, `    graph [style=invis, label=""];`);
+    for (const box of inside) lines.push(`${indent}${q(box.key)} [${boxAttributes(box)}];`);
+    if (bands > 1) lines.push("  }");
+  }
   for (const [from, to] of graph.edges) {
     // What did not run because of a failure: a dashed red edge into it, to follow the damage.
     const broken = NOT_RUN.has(status.get(from) ?? "blocked") && status.get(to) === "skipped";
-    lines.push(`  ${q(from)} -> ${q(to)}${broken ? ` [color="#c62828", style=dashed]` : ""};`);
+    const attrs = broken ? [`color="#c62828"`, "style=dashed"] : [];
+    // An edge into the next band goes back to its first column: it must not rank its target.
+    if (bandOf(from) !== bandOf(to)) attrs.push("constraint=false");
+    lines.push(`  ${q(from)} -> ${q(to)}${attrs.length > 0 ? ` [${attrs.join(", ")}]` : ""};`);
+  }
+  // A level wrapped into columns: each box of a column after its level's first goes one rank right
+  // of the column before it (an invisible edge from that column's first box).
+  const byColumn = new Map<number, string[]>();
+  for (const box of graph.boxes) {
+    const c = place.get(box.key)!.column;
+    byColumn.set(c, [...(byColumn.get(c) ?? []), box.key]);
+  }
+  for (const [column, keys] of byColumn) {
+    const before = byColumn.get(column - 1)?.[0];
+    if (before === undefined) continue;
+    const same = (key: string) =>
+      place.get(key)!.level === place.get(before)!.level && bandOf(key) === bandOf(before);
+    for (const key of keys) if (same(key)) lines.push(`  ${q(before)} -> ${q(key)} [style=invis];`);
   }
   lines.push("}");
   return lines.join("\n");

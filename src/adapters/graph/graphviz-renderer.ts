@@ -15,6 +15,7 @@ import type { RunGraph } from "../../domain/run-graph.js";
 import type { GraphRenderer, Picture, PictureFormat } from "../../ports/graph-renderer.js";
 import { RenderError } from "../../ports/graph-renderer.js";
 import { FONT, toDot } from "./dot.js";
+import { bestFit, fitScore, layoutCandidates } from "./grid-layout.js";
 
 // src/adapters/graph/ and dist/adapters/graph/ are both three levels below the package root.
 const FONT_FILES = ["DejaVuSans.ttf", "DejaVuSans-Bold.ttf"].map((f) =>
@@ -65,10 +66,18 @@ function svgSize(svg) {
   const m = /<svg width="([\\d.]+)pt" height="([\\d.]+)pt"/.exec(svg);
   return m ? [Number(m[1]) * 4 / 3, Number(m[2]) * 4 / 3] : [0, 0];
 }
+// Which candidate layout to keep: grid-layout.ts's own functions, from their source.
+const fitScore = ${fitScore.toString()};
+const bestFit = ${bestFit.toString()};
 parentPort.on("message", async (job) => {
   try {
     const viz = await ready;
-    const svg = viz.renderString(job.dot, { format: "svg", engine: "dot" });
+    const drawn = job.dots.map((dot) => viz.renderString(dot, { format: "svg", engine: "dot" }));
+    const sizes = drawn.map((d) => {
+      const [width, height] = svgSize(d);
+      return { width, height };
+    });
+    const svg = drawn[bestFit(sizes)];
     if (svg.length > job.maxBytes) throw new Error("the SVG is larger than " + job.maxBytes + " bytes");
     const [w, h] = svgSize(svg);
     if (job.format === "svg") {
@@ -117,7 +126,9 @@ export class GraphvizRenderer implements GraphRenderer {
         new RenderError("failed", `the font file ${missing} is missing (a broken install)`),
       );
     }
-    const dot = toDot(graph);
+    // Each candidate layout (grid-layout.ts) is drawn; the one that reads best as a thumbnail is kept.
+    const dots = layoutCandidates(graph).map((layout) => toDot(graph, layout));
+    const dot = dots[0]!;
     if (Buffer.byteLength(dot, "utf8") > MAX_DOT_BYTES) {
       return Promise.reject(
         new RenderError(
@@ -141,7 +152,7 @@ export class GraphvizRenderer implements GraphRenderer {
       });
       worker.postMessage({
         id,
-        dot,
+        dots,
         format,
         zoom: ZOOM,
         maxSide: MAX_SIDE_PX,

@@ -39,13 +39,19 @@ export function roughDuration(ms: number): string {
   return `${Math.round(hours / 24)}d`;
 }
 
-/** The gate's three lines as its state says: open with the approvals so far, before any decision. */
+/**
+ * The gate's three lines as its state says: open with the approvals so far, before any decision.
+ * `now` is when the text is written: "in 4h" counts from it, not from when the gate opened, since a
+ * message sent or edited later (a new leader's catch-up, an approval hours on) must not promise time
+ * that has passed.
+ */
 export function gateOpenWords(
   run: Pick<RunRecord, "dagId">,
   gate: OpenGate,
   after: readonly string[],
   approvers: readonly string[],
-  inputs: Readonly<Record<string, string>> = {},
+  inputs: Readonly<Record<string, string>>,
+  now: number,
 ): Rendered {
   const spec = gate.gate;
   const state = gate.gateState;
@@ -99,9 +105,9 @@ export function gateOpenWords(
   const until =
     state.deadline === null
       ? null
-      : r`Expires at ${gateTime(state.deadline, state.openedAt)} (in ${roughDuration(
-          state.deadline - state.openedAt,
-        )}): then it ${spec.onTimeout === "skip" ? "is skipped" : "fails"}`;
+      : r`Expires at ${gateTime(state.deadline, now)} (${
+          state.deadline > now ? `in ${roughDuration(state.deadline - now)}` : "due now"
+        }): then it ${spec.onTimeout === "skip" ? "is skipped" : "fails"}`;
   const third =
     until === null
       ? then === null
@@ -113,15 +119,19 @@ export function gateOpenWords(
   return lines(third === null ? [first, second] : [first, second, third]);
 }
 
-/** The message that a gate opened, mentioning `approvers` (the people who may decide). */
+/**
+ * The message that a gate opened, mentioning `approvers` (the people who may decide), written at
+ * `now` (gateOpenWords).
+ */
 export function gateOpenMessage(
   run: RunRecord,
   gate: OpenGate,
   after: readonly string[],
   approvers: readonly string[],
-  inputs: Readonly<Record<string, string>> = {},
+  inputs: Readonly<Record<string, string>>,
+  now: number,
 ): OutboxMessageInput {
-  const rendered = gateOpenWords(run, gate, after, approvers, inputs);
+  const rendered = gateOpenWords(run, gate, after, approvers, inputs, now);
   const placement = runThreadPlacement(run);
   return {
     txnId: gateTxnId(run.runId, gate.taskId),
@@ -143,11 +153,12 @@ export function gateProgressMessage(
   gate: OpenGate,
   after: readonly string[],
   approvers: readonly string[],
-  inputs: Readonly<Record<string, string>> = {},
+  inputs: Readonly<Record<string, string>>,
+  now: number,
 ): OutboxMessageInput | null {
   const n = gate.gateState.approvals.length;
   if (gate.gateState.decision !== null || n === 0) return null;
-  const rendered = gateOpenWords(run, gate, after, approvers, inputs);
+  const rendered = gateOpenWords(run, gate, after, approvers, inputs, now);
   const txn = gateTxnId(run.runId, gate.taskId);
   return gateEdit(`${txn}.a${n}`, txn, run.roomId, rendered, { user_ids: [...approvers] });
 }
