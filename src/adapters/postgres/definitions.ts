@@ -26,7 +26,8 @@ import {
 } from "../store-common/definitions.js";
 import type { Db, Tx } from "./db.js";
 import { markHandledInTx } from "./inbox.js";
-import { enqueueInTx } from "./outbox.js";
+import { enqueue } from "../store-common/ops/outbox.js";
+import { runScript } from "./script-driver.js";
 import { DEFINITION_COLUMNS, DEFINITION_FROM, RUN_COLUMNS, toDefinition, toRun } from "./rows.js";
 import { json, NOW } from "./sql.js";
 
@@ -127,7 +128,7 @@ export async function changeSchedule(
         ],
       );
       tx.log(roomId, scheduleChangeLine(ctx.fence, dagId, change));
-      if (notices.length > 0) await enqueueInTx(tx, ctx.fence, notices);
+      if (notices.length > 0) await runScript(tx, enqueue(ctx.fence, notices));
       tx.touch("runs", roomId);
     }
     const definition =

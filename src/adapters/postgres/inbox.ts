@@ -10,7 +10,7 @@ import { handlingAfter } from "../../domain/inbox-handling.js";
 import type { Db, Tx } from "./db.js";
 import { explainMiss, fenceCte, fenceParams, fencedRead, LOG_CTES } from "./guards.js";
 import { json, NOW, sessionKey } from "./sql.js";
-import { enqueueInTx } from "./outbox.js";
+import { enqueue } from "../store-common/ops/outbox.js";
 import { markHandled } from "../store-common/ops/inbox-handled.js";
 import { runScript } from "./script-driver.js";
 import { INBOX_COLUMNS, toInbox } from "./rows.js";
@@ -175,7 +175,7 @@ export async function markInboxReplied(
         FOUND_SQL,
         [eventId],
       );
-    await enqueueInTx(tx, fence, replies);
+    await runScript(tx, enqueue(fence, replies));
     tx.log(fence.roomId, {
       kind: "inbox.replied",
       term: fence.term,

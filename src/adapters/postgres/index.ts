@@ -17,12 +17,12 @@ import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
 import { migrate } from "./migrations.js";
 import * as nodes from "./nodes.js";
-import * as outbox from "./outbox.js";
 import * as runs from "./runs.js";
 import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
+import * as outbox from "../store-common/ops/outbox.js";
 import * as policies from "../store-common/ops/policy.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import { checkPruneLimits } from "../store-common/retention.js";
@@ -168,11 +168,15 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     listNodes: async () => nodes.listNodes(db),
     removeNode: async (session) => nodes.removeNode(db, session),
 
-    enqueueOutbox: async (fence, messages) => outbox.enqueueOutbox(db, fence, messages),
-    pendingOutbox: async (fence, limit) => outbox.pendingOutbox(db, fence, limit),
-    markOutboxSent: async (fence, txnId, sentEventId) => outbox.markOutboxSent(db, fence, txnId, sentEventId),
-    markOutboxFailed: async (fence, txnId, error) => outbox.markOutboxFailed(db, fence, txnId, error),
-    getOutbox: async (txnId) => outbox.getOutbox(db, txnId),
+    enqueueOutbox: async (fence, messages) =>
+      writeScript(db, "enqueue outbox", () => outbox.enqueueOutbox(fence, messages)),
+    pendingOutbox: async (fence, limit) =>
+      readScript(db, "pending outbox", () => outbox.pendingOutbox(fence, limit)),
+    markOutboxSent: async (fence, txnId, sentEventId) =>
+      writeScript(db, "mark outbox sent", () => outbox.markOutboxSent(fence, txnId, sentEventId)),
+    markOutboxFailed: async (fence, txnId, error) =>
+      writeScript(db, "mark outbox failed", () => outbox.markOutboxFailed(fence, txnId, error)),
+    getOutbox: async (txnId) => readScript(db, "get outbox", () => outbox.getOutbox(txnId)),
 
     rememberIdempotencyKey: async (scope, key, result) =>
       nodes.rememberIdempotencyKey(db, scope, key, result),

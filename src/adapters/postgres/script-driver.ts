@@ -12,14 +12,16 @@ import type { Db, Tx } from "./db.js";
 export type ScriptEnv = Pick<Tx, "query" | "clockParam"> & Partial<Pick<Tx, "log" | "touch">>;
 
 const readOnly = (step: string): Error => new Error(`a store script wrote (${step}) outside a transaction`);
-import { json as jsonText, mapError } from "./sql.js";
+import { cleanText, json as jsonText, mapError } from "./sql.js";
 import { prepared } from "./db.js";
 
 // The driver has decoded jsonb and text[] already.
 const json = <T>(v: unknown): T => v as T;
 const MAPPERS: Mappers = { ...rowMappers(json), json };
 
-const encode = (type: ParamType, v: unknown): unknown => (type === "json" ? jsonText(v) : v);
+// Text from chat or a process may hold U+0000 or lone surrogates, which PostgreSQL refuses (sql.ts, cleanText).
+const encode = (type: ParamType, v: unknown): unknown =>
+  type === "json" ? jsonText(v) : type === "text" && typeof v === "string" ? cleanText(v) : v;
 
 const NOW = sql("the transaction's clock")`SELECT ${p.now} AS now`;
 

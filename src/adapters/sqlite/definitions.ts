@@ -27,7 +27,8 @@ import {
 import type { SqliteConnection, Tx } from "./connection.js";
 import { LIMIT } from "./connection.js";
 import { markHandledInTx } from "./inbox.js";
-import { enqueueInTx } from "./outbox.js";
+import { enqueue } from "../store-common/ops/outbox.js";
+import { runScript } from "./script-driver.js";
 import { DEFINITION_COLUMNS, DEFINITION_FROM, RUN_COLUMNS, toDefinition, toRun } from "./rows.js";
 
 const DEFAULT_SCHEDULED_LIMIT = 1000;
@@ -135,7 +136,7 @@ export function changeSchedule(
         before.scheduleState.state,
       );
       tx.log({ roomId, ...scheduleChangeLine(ctx.fence, dagId, change) });
-      if (notices.length > 0) enqueueInTx(c, tx, ctx.fence, notices);
+      if (notices.length > 0) runScript(c, tx, enqueue(ctx.fence, notices));
       tx.touch("runs", roomId);
     }
     const definition = verdict.kind === "done" ? (readDefinition(c, roomId, dagId) ?? before) : before;

@@ -8,10 +8,10 @@ import type {
 } from "../../ports/store.js";
 import type { SqliteConnection, Tx } from "./connection.js";
 import { sessionKey } from "./connection.js";
-import { enqueueInTx } from "./outbox.js";
 import { INBOX_COLUMNS, toInbox } from "./rows.js";
 import { handlingAfter } from "../../domain/inbox-handling.js";
 import { explainMiss, markHandled } from "../store-common/ops/inbox-handled.js";
+import { enqueue } from "../store-common/ops/outbox.js";
 import { runScript } from "./script-driver.js";
 
 /**
@@ -141,7 +141,7 @@ export function markInboxReplied(
       fence.roomId,
     );
     if (changed === 0) throw runScript(c, tx, explainMiss("mark inbox replied", fence, eventId, "handled"));
-    enqueueInTx(c, tx, fence, replies);
+    runScript(c, tx, enqueue(fence, replies));
     tx.log({
       roomId: fence.roomId,
       kind: "inbox.replied",

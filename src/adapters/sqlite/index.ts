@@ -14,12 +14,12 @@ import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
 import { checkSchemaVersion, currentSchemaVersion, LATEST_SCHEMA_VERSION, migrate } from "./migrations.js";
 import * as nodes from "./nodes.js";
-import * as outbox from "./outbox.js";
 import * as runs from "./runs.js";
 import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
+import * as outbox from "../store-common/ops/outbox.js";
 import * as policies from "../store-common/ops/policy.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import { checkPruneLimits } from "../store-common/retention.js";
@@ -155,11 +155,15 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     listNodes: async () => nodes.listNodes(c),
     removeNode: async (session) => nodes.removeNode(c, session),
 
-    enqueueOutbox: async (fence, messages) => outbox.enqueueOutbox(c, fence, messages),
-    pendingOutbox: async (fence, limit) => outbox.pendingOutbox(c, fence, limit),
-    markOutboxSent: async (fence, txnId, sentEventId) => outbox.markOutboxSent(c, fence, txnId, sentEventId),
-    markOutboxFailed: async (fence, txnId, error) => outbox.markOutboxFailed(c, fence, txnId, error),
-    getOutbox: async (txnId) => outbox.getOutbox(c, txnId),
+    enqueueOutbox: async (fence, messages) =>
+      writeScript(c, "enqueue outbox", () => outbox.enqueueOutbox(fence, messages)),
+    pendingOutbox: async (fence, limit) =>
+      readScript(c, "pending outbox", () => outbox.pendingOutbox(fence, limit)),
+    markOutboxSent: async (fence, txnId, sentEventId) =>
+      writeScript(c, "mark outbox sent", () => outbox.markOutboxSent(fence, txnId, sentEventId)),
+    markOutboxFailed: async (fence, txnId, error) =>
+      writeScript(c, "mark outbox failed", () => outbox.markOutboxFailed(fence, txnId, error)),
+    getOutbox: async (txnId) => readScript(c, "get outbox", () => outbox.getOutbox(txnId)),
 
     rememberIdempotencyKey: async (scope, key, result) => nodes.rememberIdempotencyKey(c, scope, key, result),
     readIdempotencyKey: async (scope, key) => nodes.readIdempotencyKey(c, scope, key),
