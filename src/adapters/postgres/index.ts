@@ -13,7 +13,6 @@ import { mapError, NOW, quoteIdent } from "./sql.js";
 import { claimDemand, wakeNodes } from "./demand.js";
 import * as after from "./after.js";
 import * as definitions from "./definitions.js";
-import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
 import { migrate } from "./migrations.js";
 import * as nodes from "./nodes.js";
@@ -22,6 +21,7 @@ import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
+import * as inbox from "../store-common/ops/inbox.js";
 import * as outbox from "../store-common/ops/outbox.js";
 import * as policies from "../store-common/ops/policy.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
@@ -102,14 +102,18 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     releaseLease: async (fence) => leases.releaseLease(db, fence),
     getLease: async (roomId) => leases.getLease(db, roomId),
 
-    insertInboxEvent: async (event) => inbox.insertInboxEvent(db, event),
-    nextInboxEvent: async (fence) => inbox.nextInboxEvent(db, fence),
+    insertInboxEvent: async (event) =>
+      writeScript(db, "insert inbox event", () => inbox.insertInboxEvent(event)),
+    nextInboxEvent: async (fence) => readScript(db, "next inbox event", () => inbox.nextInboxEvent(fence)),
     markInboxHandled: async (fence, eventId, result, options) =>
-      inbox.markInboxHandled(db, fence, eventId, result, options),
-    startInboxHandling: async (fence, eventId) => inbox.startInboxHandling(db, fence, eventId),
-    markInboxReplied: async (fence, eventId, replies) => inbox.markInboxReplied(db, fence, eventId, replies),
-    getInboxEvent: async (eventId) => inbox.getInboxEvent(db, eventId),
-    latestInboxEvent: async (roomId) => inbox.latestInboxEvent(db, roomId),
+      writeScript(db, "mark inbox handled", () => inbox.markInboxHandled(fence, eventId, result, options)),
+    startInboxHandling: async (fence, eventId) =>
+      writeScript(db, "start inbox handling", () => inbox.startInboxHandling(fence, eventId)),
+    markInboxReplied: async (fence, eventId, replies) =>
+      writeScript(db, "mark inbox replied", () => inbox.markInboxReplied(fence, eventId, replies)),
+    getInboxEvent: async (eventId) => readScript(db, "get inbox event", () => inbox.getInboxEvent(eventId)),
+    latestInboxEvent: async (roomId) =>
+      readScript(db, "latest inbox event", () => inbox.latestInboxEvent(roomId)),
 
     createRun: async (ctx, input) => runs.createRun(db, ctx, input),
     confirmRun: async (ctx, roomId, dagId, by) => runs.confirmRun(db, ctx, roomId, dagId, by),

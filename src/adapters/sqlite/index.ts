@@ -10,7 +10,6 @@ import { SqliteConnection } from "./connection.js";
 import { claimDemand } from "./demand.js";
 import * as after from "./after.js";
 import * as definitions from "./definitions.js";
-import * as inbox from "./inbox.js";
 import * as leases from "./leases.js";
 import { checkSchemaVersion, currentSchemaVersion, LATEST_SCHEMA_VERSION, migrate } from "./migrations.js";
 import * as nodes from "./nodes.js";
@@ -19,6 +18,7 @@ import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
+import * as inbox from "../store-common/ops/inbox.js";
 import * as outbox from "../store-common/ops/outbox.js";
 import * as policies from "../store-common/ops/policy.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
@@ -86,14 +86,18 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     releaseLease: async (fence) => leases.releaseLease(c, fence),
     getLease: async (roomId) => leases.getLease(c, roomId),
 
-    insertInboxEvent: async (event) => inbox.insertInboxEvent(c, event),
-    nextInboxEvent: async (fence) => inbox.nextInboxEvent(c, fence),
+    insertInboxEvent: async (event) =>
+      writeScript(c, "insert inbox event", () => inbox.insertInboxEvent(event)),
+    nextInboxEvent: async (fence) => readScript(c, "next inbox event", () => inbox.nextInboxEvent(fence)),
     markInboxHandled: async (fence, eventId, result, options) =>
-      inbox.markInboxHandled(c, fence, eventId, result, options),
-    startInboxHandling: async (fence, eventId) => inbox.startInboxHandling(c, fence, eventId),
-    markInboxReplied: async (fence, eventId, replies) => inbox.markInboxReplied(c, fence, eventId, replies),
-    getInboxEvent: async (eventId) => inbox.getInboxEvent(c, eventId),
-    latestInboxEvent: async (roomId) => inbox.latestInboxEvent(c, roomId),
+      writeScript(c, "mark inbox handled", () => inbox.markInboxHandled(fence, eventId, result, options)),
+    startInboxHandling: async (fence, eventId) =>
+      writeScript(c, "start inbox handling", () => inbox.startInboxHandling(fence, eventId)),
+    markInboxReplied: async (fence, eventId, replies) =>
+      writeScript(c, "mark inbox replied", () => inbox.markInboxReplied(fence, eventId, replies)),
+    getInboxEvent: async (eventId) => readScript(c, "get inbox event", () => inbox.getInboxEvent(eventId)),
+    latestInboxEvent: async (roomId) =>
+      readScript(c, "latest inbox event", () => inbox.latestInboxEvent(roomId)),
 
     createRun: async (ctx, input) => runs.createRun(c, ctx, input),
     confirmRun: async (ctx, roomId, dagId, by) => runs.confirmRun(c, ctx, roomId, dagId, by),
