@@ -29,6 +29,7 @@ import type { Db, Tx } from "./db.js";
 import { DEFINITION_COLUMNS, DEFINITION_FROM, RUN_COLUMNS, toDefinition, toRun } from "./rows.js";
 import { insertRunInTx } from "./runs.js";
 import { NOW } from "./sql.js";
+import { lockFence } from "./script-driver.js";
 
 export async function listAfterDefinitions(
   db: Db,
@@ -84,7 +85,7 @@ export function recordAfterFiring(
   input: AfterFiringInput,
 ): Promise<AfterFiringResult> {
   return db.tx("record after firing", async (tx) => {
-    await db.lockFence(tx, "record after firing", fence);
+    await lockFence(tx, "record after firing", fence);
     const { roomId, dagId, upstream } = input;
     const { rowCount } = await tx.query(
       `INSERT INTO after_firings (room_id, dag_id, upstream_run_id, upstream_dag_id, upstream_status, reason, fired_at, term)

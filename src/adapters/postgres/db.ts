@@ -6,11 +6,9 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
 import { FLEET_PROTOCOL } from "../../domain/release.js";
-import type { ChangeTopic, LeaderFence } from "../../ports/store.js";
+import type { ChangeTopic } from "../../ports/store.js";
 import { HOT_TOPICS } from "../../ports/store.js";
-import { fenceConflict, holdFence } from "../store-common/ops/fence.js";
 import type { LogLine } from "../store-common/records.js";
-import { runScript } from "./script-driver.js";
 import { clean, LOG_LOCK, mapError, NOW, quoteIdent } from "./sql.js";
 
 export type Row = Record<string, unknown>;
@@ -288,27 +286,6 @@ export class Db {
     } finally {
       client.off("error", onLost);
       client.release(broken);
-    }
-  }
-
-  /**
-   * Inside a transaction: hold a shared lock on the room's lease row while it still names this
-   * fence unexpired. An acquire or renewal must wait for the write to commit, so the fence cannot
-   * change between this check and the commit. ConflictError when the fence no longer holds.
-   */
-  async lockFence(tx: Tx, operation: string, fence: LeaderFence): Promise<void> {
-    await runScript(tx, holdFence(operation, fence));
-  }
-
-  /** The ConflictError for a fence that no longer holds, with the lease as found now. */
-  async fenceConflict(operation: string, fence: LeaderFence, q: Queryable = this.pool): Promise<Error> {
-    try {
-      return await runScript(
-        { query: (text, values) => q.query(text, values), clockParam: this.clockParam() },
-        fenceConflict(operation, fence),
-      );
-    } catch (e) {
-      return mapError(operation, e);
     }
   }
 

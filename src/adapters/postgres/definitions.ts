@@ -27,7 +27,7 @@ import {
 import type { Db, Tx } from "./db.js";
 import { markHandledInTx } from "./inbox.js";
 import { enqueue } from "../store-common/ops/outbox.js";
-import { runScript } from "./script-driver.js";
+import { lockFence, runScript } from "./script-driver.js";
 import { DEFINITION_COLUMNS, DEFINITION_FROM, RUN_COLUMNS, toDefinition, toRun } from "./rows.js";
 import { json, NOW } from "./sql.js";
 
@@ -101,7 +101,7 @@ export async function changeSchedule(
 ): Promise<ScheduleChangeResult> {
   const operation = `${change.action} schedule`;
   return db.tx(operation, async (tx) => {
-    await db.lockFence(tx, operation, ctx.fence);
+    await lockFence(tx, operation, ctx.fence);
     checkRoom(operation, ctx, roomId);
     await tx.query("SELECT 1 FROM definitions WHERE room_id = $1 AND dag_id = $2 FOR UPDATE", [
       roomId,
@@ -152,7 +152,7 @@ export async function skipScheduleSlots(
   skipped: SkippedSlots,
 ): Promise<void> {
   await db.tx("skip schedule slots", async (tx) => {
-    await db.lockFence(tx, "skip schedule slots", fence);
+    await lockFence(tx, "skip schedule slots", fence);
     checkRoom("skip schedule slots", { fence }, roomId);
     const { rowCount } = await tx.query(
       `UPDATE definitions SET slots_through = GREATEST(slots_through, $2::bigint), updated_at = ${NOW}

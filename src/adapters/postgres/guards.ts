@@ -7,6 +7,7 @@ import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type { LeaderFence } from "../../ports/store.js";
 import type { Db, Queryable, Row } from "./db.js";
 import { LOG_LOCK, mapError, NOW } from "./sql.js";
+import { fenceConflict } from "./script-driver.js";
 
 /**
  * The fence as a CTE for single-statement leader writes: `fence` has one row while the lease still
@@ -67,7 +68,7 @@ export async function fencedRead(
     [db.clockParam(), ...fenceParams(fence), ...params],
   );
   const r = rows[0];
-  if (r === undefined || !r.fenced) throw await db.fenceConflict(operation, fence);
+  if (r === undefined || !r.fenced) throw await fenceConflict(db, operation, fence);
   return r.rows;
 }
 
@@ -92,7 +93,7 @@ export async function explainMiss(
           AND term = $5::bigint AND expires_at > ${NOW}`,
         [db.clockParam(), ...fenceParams(fence)],
       );
-      if (rows.length === 0) return await db.fenceConflict(operation, fence, q);
+      if (rows.length === 0) return await fenceConflict(db, operation, fence, q);
     }
     const { rows } = await q.query(foundSql, foundParams);
     const found = rows[0];

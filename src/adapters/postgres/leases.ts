@@ -6,6 +6,7 @@ import { checkLeaseTtl } from "../store-common/checks.js";
 import { acquiredFence } from "../../ports/lease-answer.js";
 import { leaseFromRow } from "../store-common/records.js";
 import { NOW, sessionKey } from "./sql.js";
+import { fenceConflict } from "./script-driver.js";
 
 const FENCED = `room_id = $2::text AND holder_node = $3::text AND holder_boot = $4::text AND term = $5::bigint
   AND expires_at > ${NOW}`;
@@ -113,7 +114,7 @@ export async function renewLease(db: Db, fence: LeaderFence, ttlMs: number): Pro
     [db.clockParam(), fence.roomId, fence.session.nodeId, fence.session.bootId, fence.term, Math.ceil(ttlMs)],
   );
   const r = rows[0];
-  if (r === undefined) throw await db.fenceConflict("renew lease", fence);
+  if (r === undefined) throw await fenceConflict(db, "renew lease", fence);
   return { expiresAt: r.expires_at };
 }
 
@@ -138,7 +139,7 @@ export async function releaseLease(db: Db, fence: LeaderFence): Promise<void> {
       sessionKey(fence.session),
     ],
   );
-  if (rows.length === 0) throw await db.fenceConflict("release lease", fence);
+  if (rows.length === 0) throw await fenceConflict(db, "release lease", fence);
   db.committed("lease", fence.roomId);
 }
 

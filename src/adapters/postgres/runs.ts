@@ -29,6 +29,7 @@ import { cutPage, pageReadLimit, pageRunsWhere } from "../store-common/run-pages
 import { recordDefinitionInTx } from "./definitions.js";
 import { markHandledInTx } from "./inbox.js";
 import { RUN_COLUMNS, TASK_COLUMNS, toRun, toTask } from "./rows.js";
+import { lockFence } from "./script-driver.js";
 
 const DEFAULT_LIST_LIMIT = 100;
 
@@ -43,7 +44,7 @@ async function runByDag(tx: Tx, roomId: string, dagId: string, lock = false): Pr
 export function createRun(db: Db, ctx: CommandContext, input: CreateRunInput): Promise<CreateRunResult> {
   return db.tx("create run", async (tx) => {
     const { fence } = ctx;
-    await db.lockFence(tx, "create run", fence);
+    await lockFence(tx, "create run", fence);
     checkRoom("create run", ctx, input.roomId);
     const dagId = input.dag.id;
     const existing = await runByDag(tx, input.roomId, dagId);
@@ -151,7 +152,7 @@ function decide(
 ): Promise<RunDecisionResult> {
   const operation = `${decision} run`;
   return db.tx(operation, async (tx) => {
-    await db.lockFence(tx, operation, ctx.fence);
+    await lockFence(tx, operation, ctx.fence);
     checkRoom(operation, ctx, roomId);
     const before = await runByDag(tx, roomId, dagId, true);
     if (before === undefined) throw new NotFoundError(operation, { roomId, dagId });

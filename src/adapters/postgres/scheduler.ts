@@ -31,6 +31,7 @@ import { markHandledInTx } from "./inbox.js";
 import { NOW, sessionKey } from "./sql.js";
 import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 import { capOutcome } from "../store-common/run-outcomes.js";
+import { fenceConflict, lockFence } from "./script-driver.js";
 
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
@@ -49,7 +50,7 @@ export function scheduleStep(db: Db, fence: LeaderFence, incremental = false): P
   return kept.guard(
     fence,
     db.tx("schedule step", async (tx) => {
-      await db.lockFence(tx, "schedule step", fence);
+      await lockFence(tx, "schedule step", fence);
       const roomId = fence.roomId;
       const previous = incremental ? kept.get(fence) : undefined;
       let planned: { decision: ScheduleDecision; view: ScheduleView } | null = null;
@@ -229,7 +230,7 @@ export async function reap(db: Db, fence: LeaderFence): Promise<ReapResult> {
     db.clockParam(),
     ...fenceParams(fence),
   ]);
-  if (look[0] === undefined || !look[0].fenced) throw await db.fenceConflict("reap", fence);
+  if (look[0] === undefined || !look[0].fenced) throw await fenceConflict(db, "reap", fence);
   const result: ReapResult = {
     requeued: 0,
     failed: 0,
@@ -241,7 +242,7 @@ export async function reap(db: Db, fence: LeaderFence): Promise<ReapResult> {
   if (!look[0].due) return result;
 
   return db.tx("reap", async (tx) => {
-    await db.lockFence(tx, "reap", fence);
+    await lockFence(tx, "reap", fence);
     const roomId = fence.roomId;
     const term = fence.term;
     const actor = sessionKey(fence.session);
@@ -392,7 +393,7 @@ export async function deriveRunOutcomes(db: Db, fence: LeaderFence): Promise<Run
     sessionKey(fence.session),
   ]);
   const r = rows[0];
-  if (r === undefined || !r.fenced) throw await db.fenceConflict("derive run outcomes", fence);
+  if (r === undefined || !r.fenced) throw await fenceConflict(db, "derive run outcomes", fence);
   if (r.outcomes.length > 0) db.committed("runs", fence.roomId);
   return r.outcomes;
 }
@@ -407,7 +408,7 @@ export async function setRoomCap(
   return db.tx("set room cap", async (tx) => {
     const fence = ctx?.fence;
     if (ctx !== undefined) {
-      await db.lockFence(tx, "set room cap", ctx.fence);
+      await lockFence(tx, "set room cap", ctx.fence);
       checkRoom("set room cap", ctx, roomId);
     }
     // The old value comes back from the same statement that replaces it (FOR UPDATE of the old row).

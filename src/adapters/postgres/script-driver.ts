@@ -3,10 +3,12 @@
  * transaction it is given. `$1` of a statement that reads the clock is the transaction's clock
  * parameter (db.ts).
  */
+import type { LeaderFence } from "../../ports/store.js";
+import { fenceConflict as conflictOf, holdFence } from "../store-common/ops/fence.js";
 import { rowMappers } from "../store-common/records.js";
 import type { Mappers, ParamType, Script, Step } from "../store-common/script.js";
 import { compile, p, sql, valuesOf } from "../store-common/script.js";
-import type { Db, Tx } from "./db.js";
+import type { Db, Queryable, Tx } from "./db.js";
 
 /** What a script runs in: a transaction, or the pool (one statement each, writing no log). */
 export type ScriptEnv = Pick<Tx, "query" | "clockParam"> & Partial<Pick<Tx, "log" | "touch">>;
@@ -90,5 +92,31 @@ export async function readScript<T>(db: Db, operation: string, make: () => Scrip
     );
   } catch (e) {
     throw mapError(operation, e);
+  }
+}
+
+/**
+ * Inside a transaction: hold a shared lock on the room's lease row while it still names this fence
+ * unexpired (store-common/ops/fence.ts). An acquire or renewal must wait for the write to commit, so
+ * the fence cannot change between this check and the commit. ConflictError when the fence no longer holds.
+ */
+export function lockFence(tx: Tx, operation: string, fence: LeaderFence): Promise<void> {
+  return runScript(tx, holdFence(operation, fence));
+}
+
+/** The ConflictError for a fence that no longer holds, with the lease as found now. */
+export async function fenceConflict(
+  db: Db,
+  operation: string,
+  fence: LeaderFence,
+  q: Queryable = db.pool,
+): Promise<Error> {
+  try {
+    return await runScript(
+      { query: (text, values) => q.query(text, values), clockParam: db.clockParam() },
+      conflictOf(operation, fence),
+    );
+  } catch (e) {
+    return mapError(operation, e);
   }
 }

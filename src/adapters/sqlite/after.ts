@@ -28,6 +28,7 @@ import { LIMIT } from "./connection.js";
 import { NotFoundError } from "../../ports/errors.js";
 import { DEFINITION_COLUMNS, DEFINITION_FROM, RUN_COLUMNS, toDefinition, toRun } from "./rows.js";
 import { insertRunInTx } from "./runs.js";
+import { checkFence } from "./script-driver.js";
 
 export function listAfterDefinitions(
   c: SqliteConnection,
@@ -94,7 +95,7 @@ export function recordAfterFiring(
   input: AfterFiringInput,
 ): Promise<AfterFiringResult> {
   return c.write("record after firing", (tx) => {
-    c.checkFence("record after firing", fence, tx.now);
+    checkFence(c, tx, "record after firing", fence);
     const { roomId, dagId, upstream } = input;
     const inserted = c.run(
       `INSERT INTO after_firings (room_id, dag_id, upstream_run_id, upstream_dag_id, upstream_status, reason, fired_at, term)

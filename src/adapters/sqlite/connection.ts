@@ -6,14 +6,12 @@
 import { setImmediate as immediate } from "node:timers";
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
-import type { ChangeTopic, LeaderFence } from "../../ports/store.js";
+import type { ChangeTopic } from "../../ports/store.js";
 import { mapError } from "../store-common/checks.js";
 import type { LogLine } from "../store-common/records.js";
 import type { Backoff } from "../../domain/backoff.js";
 import { backoffMs } from "../../domain/backoff.js";
 import { FLEET_PROTOCOL } from "../../domain/release.js";
-import { holdFence } from "../store-common/ops/fence.js";
-import { runScript } from "./script-driver.js";
 
 export type Row = Record<string, unknown>;
 
@@ -254,14 +252,6 @@ export class SqliteConnection {
         throw mapError(operation, e);
       }
     }
-  }
-
-  /**
-   * Leader writes change nothing unless the fence still holds the room's unexpired lease. Called
-   * inside the write's transaction, so a takeover cannot slip in between check and write.
-   */
-  checkFence(operation: string, fence: LeaderFence, now: number): void {
-    runScript(this, { now }, holdFence(operation, fence));
   }
 
   private appendEvent(now: number, e: LogEntry): void {

@@ -28,7 +28,7 @@ import type { SqliteConnection, Tx } from "./connection.js";
 import { LIMIT } from "./connection.js";
 import { markHandledInTx } from "./inbox.js";
 import { enqueue } from "../store-common/ops/outbox.js";
-import { runScript } from "./script-driver.js";
+import { checkFence, runScript } from "./script-driver.js";
 import { DEFINITION_COLUMNS, DEFINITION_FROM, RUN_COLUMNS, toDefinition, toRun } from "./rows.js";
 
 const DEFAULT_SCHEDULED_LIMIT = 1000;
@@ -112,7 +112,7 @@ export function changeSchedule(
 ): Promise<ScheduleChangeResult> {
   const operation = `${change.action} schedule`;
   return c.write(operation, (tx) => {
-    c.checkFence(operation, ctx.fence, tx.now);
+    checkFence(c, tx, operation, ctx.fence);
     checkRoom(operation, ctx, roomId);
     const before = readDefinition(c, roomId, dagId);
     if (before === null || before.schedule === null) throw new NotFoundError(operation, { roomId, dagId });
@@ -154,7 +154,7 @@ export function skipScheduleSlots(
   skipped: SkippedSlots,
 ): Promise<void> {
   return c.write("skip schedule slots", (tx) => {
-    c.checkFence("skip schedule slots", fence, tx.now);
+    checkFence(c, tx, "skip schedule slots", fence);
     checkRoom("skip schedule slots", { fence }, roomId);
     const changed = c.run(
       `UPDATE definitions SET slots_through = MAX(COALESCE(slots_through, ?), ?), updated_at = ?

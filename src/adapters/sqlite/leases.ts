@@ -5,6 +5,7 @@ import { sessionKey } from "./connection.js";
 import { checkLeaseTtl } from "../store-common/checks.js";
 import { acquiredFence } from "../../ports/lease-answer.js";
 import { holderKey, leaseFromRow } from "../store-common/records.js";
+import { checkFence } from "./script-driver.js";
 
 interface LeaseRow {
   room_id: string;
@@ -132,7 +133,7 @@ export function renewLease(
   checkLeaseTtl(ttlMs);
   return c.write("renew lease", (tx) => {
     // Not logged: a renewal every few seconds would drown the log and changes no holder or term.
-    c.checkFence("renew lease", fence, tx.now);
+    checkFence(c, tx, "renew lease", fence);
     const expiresAt = tx.now + ttlMs;
     c.run(
       "UPDATE room_leases SET expires_at = ? WHERE room_id = ? AND term = ?",
@@ -146,7 +147,7 @@ export function renewLease(
 
 export function releaseLease(c: SqliteConnection, fence: LeaderFence): Promise<void> {
   return c.write("release lease", (tx) => {
-    c.checkFence("release lease", fence, tx.now);
+    checkFence(c, tx, "release lease", fence);
     // Keep the term: the next holder's term must still be higher than every earlier one.
     c.run(
       "UPDATE room_leases SET holder_node = NULL, holder_boot = NULL, expires_at = ? WHERE room_id = ? AND term = ?",

@@ -30,6 +30,7 @@ import { cutPage, pageReadLimit, pageRunsWhere } from "../store-common/run-pages
 import { recordDefinitionInTx } from "./definitions.js";
 import { markHandledInTx } from "./inbox.js";
 import { RUN_COLUMNS, toRun, toTask } from "./rows.js";
+import { checkFence } from "./script-driver.js";
 
 export const TASK_COLUMNS = `seq, run_id, task_id, status, version, attempt, max_attempts, action, args, needs, labels,
   node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, executor_node, executor_boot,
@@ -54,7 +55,7 @@ export function createRun(
 ): Promise<CreateRunResult> {
   return c.write("create run", (tx) => {
     const { fence } = ctx;
-    c.checkFence("create run", fence, tx.now);
+    checkFence(c, tx, "create run", fence);
     checkRoom("create run", ctx, input.roomId);
     const dagId = input.dag.id;
     const existing = runByDag(c, input.roomId, dagId);
@@ -150,7 +151,7 @@ function decide(
 ): Promise<RunDecisionResult> {
   const operation = `${decision} run`;
   return c.write(operation, (tx) => {
-    c.checkFence(operation, ctx.fence, tx.now);
+    checkFence(c, tx, operation, ctx.fence);
     checkRoom(operation, ctx, roomId);
     const before = runByDag(c, roomId, dagId);
     if (before === undefined) throw new NotFoundError(operation, { roomId, dagId });

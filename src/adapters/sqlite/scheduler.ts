@@ -28,6 +28,7 @@ import type { ReapRow as CommonReapRow } from "../store-common/reap.js";
 import { reapDecision } from "../store-common/reap.js";
 import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 import { capOutcome } from "../store-common/run-outcomes.js";
+import { checkFence } from "./script-driver.js";
 
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
@@ -63,7 +64,7 @@ export function scheduleStep(
   return kept.guard(
     fence,
     c.write("schedule step", (tx) => {
-      c.checkFence("schedule step", fence, tx.now);
+      checkFence(c, tx, "schedule step", fence);
       const roomId = fence.roomId;
       const runs = c
         .all<{ run_id: string; status: RunStatus; max_parallel: number | null }>(
@@ -190,7 +191,7 @@ export const REAP_OPEN_SQL = `SELECT EXISTS (SELECT 1 FROM tasks WHERE status = 
 
 export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResult> {
   return c.write("reap", (tx) => {
-    c.checkFence("reap", fence, tx.now);
+    checkFence(c, tx, "reap", fence);
     const roomId = fence.roomId;
     const term = fence.term;
     const actor = sessionKey(fence.session);
@@ -329,7 +330,7 @@ export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResul
 
 export function deriveRunOutcomes(c: SqliteConnection, fence: LeaderFence): Promise<RunOutcome[]> {
   return c.write("derive run outcomes", (tx) => {
-    c.checkFence("derive run outcomes", fence, tx.now);
+    checkFence(c, tx, "derive run outcomes", fence);
     const roomId = fence.roomId;
     // Only runs with nothing left open can change; the partial index answers NOT EXISTS cheaply.
     const candidates = c.all<{ run_id: string; dag_id: string; status: RunStatus }>(
@@ -378,7 +379,7 @@ export function setRoomCap(
   return c.write("set room cap", (tx: Tx) => {
     const fence = ctx?.fence;
     if (ctx !== undefined) {
-      c.checkFence("set room cap", ctx.fence, tx.now);
+      checkFence(c, tx, "set room cap", ctx.fence);
       checkRoom("set room cap", ctx, roomId);
     }
     const previous = roomCap(c, roomId);

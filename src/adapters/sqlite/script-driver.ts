@@ -2,6 +2,8 @@
  * Carries out a store script (store-common/script.ts) on SQLite: synchronously, inside the write
  * transaction it is given, so nothing else on the connection interleaves with it.
  */
+import type { LeaderFence } from "../../ports/store.js";
+import { holdFence } from "../store-common/ops/fence.js";
 import { rowMappers } from "../store-common/records.js";
 import type { Mappers, ParamType, Script, Step } from "../store-common/script.js";
 import { compile, valuesOf } from "../store-common/script.js";
@@ -65,4 +67,13 @@ export function writeScript<T>(c: SqliteConnection, operation: string, make: () 
 /** A read (one snapshot) that runs one script; it may not write. */
 export function readScript<T>(c: SqliteConnection, operation: string, make: () => Script<T>): Promise<T> {
   return c.read(operation, (now) => runScript(c, { now }, make()));
+}
+
+/**
+ * Leader writes change nothing unless the fence still holds the room's unexpired lease
+ * (store-common/ops/fence.ts). Called inside the write's transaction, so a takeover cannot slip in
+ * between check and write.
+ */
+export function checkFence(c: SqliteConnection, tx: ScriptEnv, operation: string, fence: LeaderFence): void {
+  runScript(c, tx, holdFence(operation, fence));
 }
