@@ -1,6 +1,7 @@
 // The run picture's geometry, read from the layout Graphviz makes of the renderer's own DOT (every
 // candidate layout, grid-layout.ts, since the renderer may keep any of them): no arrow is drawn
-// through a box other than its own two ends.
+// through a box other than its own two ends, and a box's lines of text do not touch one another.
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { toDot } from "../../src/adapters/graph/dot.js";
 import { layoutCandidates } from "../../src/adapters/graph/grid-layout.js";
@@ -58,6 +59,20 @@ const shapes: [string, GraphTaskInput[]][] = [
 const graphOf = (tasks: GraphTaskInput[]) =>
   buildRunGraph({ dagId: "release", runLabel: "3f2a9c1d", runStatusWord: "failed", tasks });
 
+/** The bundled font's typographic ascent and descent (OS/2 table), as a share of its size. */
+function fontMetrics(file: string): { ascent: number; descent: number } {
+  const b = readFileSync(new URL(`../../assets/fonts/${file}`, import.meta.url));
+  const tables = new Map<string, number>();
+  for (let i = 0; i < b.readUInt16BE(4); i++)
+    tables.set(b.toString("latin1", 12 + 16 * i, 16 + 16 * i), b.readUInt32BE(20 + 16 * i));
+  const em = b.readUInt16BE(tables.get("head")! + 18);
+  const os2 = tables.get("OS/2")!;
+  return { ascent: b.readInt16BE(os2 + 68) / em, descent: -b.readInt16BE(os2 + 70) / em };
+}
+const metrics = ["DejaVuSans.ttf", "DejaVuSans-Bold.ttf"].map(fontMetrics);
+const ASCENT = Math.max(...metrics.map((m) => m.ascent));
+const DESCENT = Math.max(...metrics.map((m) => m.descent));
+
 describe("the run picture's geometry", () => {
   it("finds an arrow drawn through a box (the check itself)", () => {
     const box = (id: number, name: string, x: number) => ({
@@ -90,5 +105,31 @@ describe("the run picture's geometry", () => {
       }
     },
     30_000,
+  );
+  it.each(shapes)(
+    "%s: a box's lines of text clear one another by 1 pt (an underscore does not touch the line below)",
+    async (_, tasks) => {
+      const graph = graphOf(tasks);
+      const layout = await layoutOf(toDot(graph));
+      const crowded: string[] = [];
+      for (const box of layout.objects ?? []) {
+        // Each line's baseline and its largest font size; Graphviz writes a font (F) before its texts (T).
+        const lines = new Map<number, number>();
+        let size = 14;
+        for (const op of box._ldraw_ ?? []) {
+          if (op.op === "F") size = op.size!;
+          if (op.op === "T" && op.text!.trim() !== "")
+            lines.set(op.pt![1], Math.max(lines.get(op.pt![1]) ?? 0, size));
+        }
+        const ys = [...lines.keys()].sort((a, b) => b - a);
+        for (let i = 1; i < ys.length; i++) {
+          const [upper, lower] = [lines.get(ys[i - 1]!)!, lines.get(ys[i]!)!];
+          const room = ys[i - 1]! - ys[i]!;
+          const needed = DESCENT * upper + ASCENT * lower + 1;
+          if (room < needed) crowded.push(`${box.name}: ${room.toFixed(1)} pt < ${needed.toFixed(1)} pt`);
+        }
+      }
+      expect(crowded).toEqual([]);
+    },
   );
 });
