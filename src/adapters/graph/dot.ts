@@ -15,6 +15,8 @@ export const FONT = "DejaVu Sans";
  */
 export const LABEL_PT = 14;
 export const SMALL_PT = 10;
+/** The blank line between a box's lines of text (stacked). */
+export const LINE_GAP_PT = 2;
 
 export interface StateStyle {
   word: string;
@@ -57,18 +59,33 @@ export function svgIdOfBox(box: GraphBox): string {
   return box.kind === "task" ? `task-${box.taskIds[0]}` : `group-${box.key.slice(2)}`;
 }
 
+/**
+ * A box's lines, one under the other. Graphviz puts a line's baseline about one font size under
+ * the one before, so an underscore ("unit_tests") touched the tall letters of the line under it and
+ * read as a stroke through them: a blank line of 2 pt between the lines gives each its font's ascent
+ * and descent and 1 pt more (test/adapters/graph-picture-geometry.test.ts).
+ */
+function stacked(lines: readonly string[]): string {
+  return `<${lines.join(`<br/><font point-size="${LINE_GAP_PT}"> </font><br/>`)}>`;
+}
+
 function boxLines(box: GraphBox): string {
   const style = STATE_STYLE[box.status];
+  const small = (text: string, size = SMALL_PT) => `<font point-size="${size}">${text}</font>`;
   if (box.kind === "task") {
-    const wait = box.wait === undefined ? "" : `<br/><font point-size="9">waits: ${html(box.wait)}</font>`;
     // The action and the state on lines of their own: a box is as narrow as its longest word, so
     // more boxes fit across a thumbnail (grid-layout.ts).
-    return `<<b>${html(box.title)}</b><br/><font point-size="${SMALL_PT}">${html(box.caption)}<br/>${style.word}</font>${wait}>`;
+    return stacked([
+      `<b>${html(box.title)}</b>`,
+      small(html(box.caption)),
+      small(style.word),
+      ...(box.wait === undefined ? [] : [small(`waits: ${html(box.wait)}`, 9)]),
+    ]);
   }
   const parts = (Object.keys(box.counts) as TaskStatus[])
     .filter((s) => box.counts[s] > 0)
     .map((s) => `${box.counts[s]} ${STATE_STYLE[s].word}`);
-  return `<<b>${html(box.caption)}</b><br/><font point-size="${SMALL_PT}">${html(box.title)}</font><br/><font point-size="${SMALL_PT}">${html(parts.join(" · "))}</font>>`;
+  return stacked([`<b>${html(box.caption)}</b>`, small(html(box.title)), small(html(parts.join(" · ")))]);
 }
 
 function boxAttributes(box: GraphBox): string {
@@ -145,7 +162,9 @@ export function toDot(graph: RunGraph, layout: GridLayout = { perColumn: null, p
   const lines = [
     "digraph run {",
     `  graph [rankdir=LR, bgcolor="white", pad=0.2, nodesep=0.18, ranksep=0.3, fontname=${q(FONT)}, labelloc=t, labeljust=l, label=${titleLabel(graph)}];`,
-    `  node [shape=box, fontname=${q(FONT)}, fontsize=${LABEL_PT}, margin="0.1,0.04"];`,
+    // Little margin above and below a box's text: the gaps between its lines (stacked) keep a box
+    // about as tall as before, so a picture keeps its thumbnail shape (grid-layout.ts).
+    `  node [shape=box, fontname=${q(FONT)}, fontsize=${LABEL_PT}, margin="0.1,0.02"];`,
     `  edge [color="#78909c", arrowsize=0.6];`,
   ];
   for (let band = 0; band < bands; band++) {
