@@ -6,8 +6,9 @@
  * "Encryption" section says: a token per node for a fixed device id, `dagbot crypto setup` once
  * with a token file, each node given the recovery key file. Publish, confirm, an approval gate,
  * cards and final message read by the person; a leader killed with a gate open, whose card the next
- * leader (another device of the same account) edits; and a node whose device is not signed, which
- * the person's client excludes and which says why.
+ * leader (another device of the same account) edits, then restarted to lead and answer again; and a
+ * node whose device is not signed, which the person's client excludes and which says why in its log,
+ * its readiness and the fleet's `!dag nodes`.
  */
 import { execFile, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -299,7 +300,7 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     expect(hidden).toEqual([]);
   });
 
-  it("a leader killed with a gate open: the next node, another device of the account, edits the same card to the end", async () => {
+  it("a leader killed with a gate open: the next node, another device of the account, edits the same card to the end; restarted, the first node leads and answers again", async () => {
     const dag = {
       id: "signed_failover",
       tasks: [
@@ -348,7 +349,29 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     );
     // Restarted, the same device is still signed: nothing to sign again.
     expect(fleet.logLines(leader, "signed this device with the account's self-signing key")).toHaveLength(1);
-  }, 90_000);
+    // The final message the second leader sent is readable.
+    const final = await erin.waitFor(
+      (e) => txnOf(e)?.startsWith("final.") === true && body(e).includes("signed_failover"),
+      T,
+      "the final message",
+    );
+    expect(final.encrypted).toBe(true);
+    // The restarted node leads again (the other stops): with its kept device it reads the person
+    // and answers, a picture included.
+    await fleet.stop(other);
+    await waitFor(
+      "the restarted node to lead",
+      () => store.getLease(roomId),
+      (l) => l?.holder?.nodeId === fleet.nodes[leader]!.nodeId && l.expiresAt > l.now,
+      { timeoutMs: T, intervalMs: 200 },
+    );
+    const asked = await command("!dag graph signed_failover");
+    expect(asked.reply.encrypted).toBe(true);
+    const image = await erin.waitFor(pictureFor(asked.id), T, "the picture from the restarted leader");
+    expect(image.encrypted).toBe(true);
+    expect(image.content["msgtype"]).toBe("m.image");
+    expect([...erin.undecryptable.values()]).toEqual([]);
+  }, 150_000);
 
   it("a node whose device is not signed says so at start, cannot read the person, and says why in its log and in `!dag nodes`", async () => {
     await fleet.stop(0);
