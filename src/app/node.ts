@@ -9,7 +9,15 @@ import { publicTemplate } from "../domain/action-argv.js";
 import type { Clock } from "../ports/clock.js";
 import type { ActionDefinition, Executor } from "../ports/executor.js";
 import type { Logger } from "../ports/logger.js";
-import type { ChangeFeed, LeaderFence, LeaseStore, RoomPolicy, Session, Store } from "../ports/store.js";
+import type {
+  ChangeFeed,
+  LeaderFence,
+  LeaseStore,
+  NodeHeartbeat,
+  RoomPolicy,
+  Session,
+  Store,
+} from "../ports/store.js";
 import type { EngineLoop, EngineObserver } from "./engine-observer.js";
 import type { LeaseTimings } from "./lease-keeper.js";
 import type { InboxStep, LeaderTimings, RetentionSettings } from "./leader.js";
@@ -121,8 +129,11 @@ export interface EngineDeps {
   bootId?: string;
   /** Observes leadership changes of this node's rooms. */
   onLeadership?: (roomId: string, fence: LeaderFence | null) => void;
-  /** Encrypted events this node could not decrypt so far (reported with each heartbeat). */
-  undecryptable?: () => number;
+  /**
+   * The state of this node's Matrix device, reported with each heartbeat for `!dag nodes`: the
+   * encrypted events it could not decrypt so far, the last one's reason, whether it is cross-signed.
+   */
+  crypto?: () => Pick<NodeHeartbeat, "undecryptable" | "undecryptableReason" | "deviceSigned">;
   /** Observes failed lease renewals and the loops' store errors (the HTTP API's metrics). */
   observer?: EngineObserver;
   /** Whose authority schedules run on (app/schedule-authority.ts); absent: a schedule runs on its approval alone. */
@@ -173,7 +184,7 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
         actions: [...settings.actions.keys()],
         roomIds: settings.roomIds,
         actionSpecs,
-        undecryptable: deps.undecryptable?.() ?? 0,
+        ...deps.crypto?.(),
         release: RELEASE,
         protocol: FLEET_PROTOCOL,
       });

@@ -199,7 +199,11 @@ export async function runStart(options: StartOptions): Promise<number> {
       policy: commandPolicy(config),
       queueMessages: true,
     }),
-    undecryptable: () => intake?.undecryptable ?? 0,
+    crypto: () => ({
+      undecryptable: intake?.undecryptable ?? 0,
+      undecryptableReason: intake?.lastUndecryptable?.reason ?? null,
+      deviceSigned: intake?.crypto?.signing?.signed ?? null,
+    }),
     observer: relay.observer,
   });
 

@@ -831,6 +831,13 @@ export interface NodeHeartbeat {
   actionSpecs?: Record<string, ActionTemplate>;
   /** Encrypted events in its rooms this life of the node could not decrypt (absent: 0). */
   undecryptable?: number;
+  /** Why the last of those could not be decrypted, in words (absent: null). */
+  undecryptableReason?: string | null;
+  /**
+   * Whether the node's Matrix device is cross-signed by its account (docs/architecture.md §12);
+   * null (or absent) while no room of the node is encrypted, so its crypto is not loaded.
+   */
+  deviceSigned?: boolean | null;
   /** The release the node runs and the fleet protocol it speaks (src/domain/release.ts). */
   release?: string | null;
   protocol?: number | null;
@@ -839,6 +846,8 @@ export interface NodeHeartbeat {
 export interface NodeRecord extends NodeHeartbeat {
   actionSpecs: Record<string, ActionTemplate>;
   undecryptable: number;
+  undecryptableReason: string | null;
+  deviceSigned: boolean | null;
   /** Null for a node of a release before 0.2.0, which recorded neither (docs/architecture.md §11). */
   release: string | null;
   protocol: number | null;

@@ -155,6 +155,31 @@ describe("read-only commands with a bot's config", () => {
     const nodes = await track(cli(["nodes", "--config", config, "--json"], { cwd, env }));
     expect(nodes.code, nodes.stderr).toBe(0);
     expect(JSON.parse(nodes.stdout)).toMatchObject({ nodes: [], leaders: [] });
+    // Two nodes' heartbeats as chat nodes write them: one device cross-signed, one not and with a
+    // decryption failure; `dagbot nodes` says so (docs/architecture.md §12).
+    const reason = "withheld: the sender encrypts only to verified devices (withheld_code=m.unverified)";
+    const store = await openStore({ kind: "sqlite", path: join(cwd, "bot.db") });
+    const beat = { labels: [], capacity: 1, actions: [], roomIds: ["!room:example.org"] };
+    await store.heartbeat({ ...beat, session: { nodeId: "signed", bootId: "b1" }, deviceSigned: true });
+    await store.heartbeat({
+      ...beat,
+      session: { nodeId: "unsigned", bootId: "b2" },
+      deviceSigned: false,
+      undecryptable: 2,
+      undecryptableReason: reason,
+    });
+    await store.close();
+    const text = await track(cli(["nodes", "--config", config], { cwd, env }));
+    expect(text.code, text.stderr).toBe(0);
+    const line = (id: string): string => text.stdout.split("\n").find((l) => l.startsWith(id)) ?? "";
+    expect(line("signed")).toMatch(/device cross-signed$/);
+    expect(line("unsigned")).toContain(`device NOT cross-signed: `);
+    expect(line("unsigned")).toContain(`2 undecryptable events (last: ${reason})`);
+    const json = await track(cli(["nodes", "--config", config, "--json"], { cwd, env }));
+    expect((JSON.parse(json.stdout) as { nodes: unknown[] }).nodes).toMatchObject([
+      { nodeId: "signed", deviceSigned: true, undecryptable: 0, undecryptableReason: null },
+      { nodeId: "unsigned", deviceSigned: false, undecryptable: 2, undecryptableReason: reason },
+    ]);
     const start = await track(
       cli(["start", "--config", config, "--state-dir", join(cwd, "state")], { cwd, env }),
     );

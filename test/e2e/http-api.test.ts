@@ -185,6 +185,12 @@ describe("commands and reads", () => {
         const nodes = await call(api.base, "GET", "/v1/nodes", { token: READ_TOKEN });
         expect(nodes.body.leader.nodeId).toBe("h1");
         expect(nodes.body.nodes.map((n: any) => n.nodeId)).toEqual(["h1"]);
+        // A node without Matrix has no device: the crypto fields say so rather than being absent.
+        expect(nodes.body.nodes[0]).toMatchObject({
+          undecryptable: 0,
+          undecryptableReason: null,
+          deviceSigned: null,
+        });
 
         const cancel = await call(api.base, "POST", "/v1/runs/flow/cancel");
         expectProblem(cancel, 409, "wrong-status");

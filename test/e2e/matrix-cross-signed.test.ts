@@ -6,8 +6,9 @@
  * "Encryption" section says: a token per node for a fixed device id, `dagbot crypto setup` once
  * with a token file, each node given the recovery key file. Publish, confirm, an approval gate,
  * cards and final message read by the person; a leader killed with a gate open, whose card the next
- * leader (another device of the same account) edits; and a node whose device is not signed, which
- * the person's client excludes and which says why.
+ * leader (another device of the same account) edits, then restarted to lead and answer again; and a
+ * node whose device is not signed, which the person's client excludes and which says why in its log,
+ * its readiness and the fleet's `!dag nodes`.
  */
 import { execFile, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -299,7 +300,7 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     expect(hidden).toEqual([]);
   });
 
-  it("a leader killed with a gate open: the next node, another device of the account, edits the same card to the end", async () => {
+  it("a leader killed with a gate open: the next node, another device of the account, edits the same card to the end; restarted, the first node leads and answers again", async () => {
     const dag = {
       id: "signed_failover",
       tasks: [
@@ -348,11 +349,41 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     );
     // Restarted, the same device is still signed: nothing to sign again.
     expect(fleet.logLines(leader, "signed this device with the account's self-signing key")).toHaveLength(1);
-  }, 90_000);
+    // The final message the second leader sent is readable.
+    const final = await erin.waitFor(
+      (e) => txnOf(e)?.startsWith("final.") === true && body(e).includes("signed_failover"),
+      T,
+      "the final message",
+    );
+    expect(final.encrypted).toBe(true);
+    // The restarted node leads again (the other stops): with its kept device it reads the person
+    // and answers, a picture included.
+    await fleet.stop(other);
+    await waitFor(
+      "the restarted node to lead",
+      () => store.getLease(roomId),
+      (l) => l?.holder?.nodeId === fleet.nodes[leader]!.nodeId && l.expiresAt > l.now,
+      { timeoutMs: T, intervalMs: 200 },
+    );
+    const asked = await command("!dag graph signed_failover");
+    expect(asked.reply.encrypted).toBe(true);
+    const image = await erin.waitFor(pictureFor(asked.id), T, "the picture from the restarted leader");
+    expect(image.encrypted).toBe(true);
+    expect(image.content["msgtype"]).toBe("m.image");
+    expect([...erin.undecryptable.values()]).toEqual([]);
+  }, 150_000);
 
-  it("a node whose device is not signed says so at start, cannot read the person, and logs why", async () => {
+  it("a node whose device is not signed says so at start, cannot read the person, and says why in its log and in `!dag nodes`", async () => {
     await fleet.stop(0);
     await fleet.stop(1);
+    // A signed node leads, so the person can read the fleet's answers; the unsigned node joins it.
+    await fleet.start(0);
+    await waitFor(
+      "node1 to lead",
+      () => store.getLease(roomId),
+      (l) => l?.holder?.nodeId === fleet.nodes[0]!.nodeId && l.expiresAt > l.now,
+      { timeoutMs: T, intervalMs: 200 },
+    );
     await fleet.start(2);
     await fleet.waitForLog(2, (text) => text.includes(UNSIGNED_LINE), T, "the unsigned start line");
     const loud = fleet.logLines(2, "this device is not cross-signed");
@@ -365,33 +396,68 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     expect(unsigned.checks["crypto"]).toMatch(/^device DAGBOT3 is not cross-signed by @dagbot:localhost/);
     expect((await readyz()).checks["crypto"]).toBe("failing");
 
-    const help = await erin.sendText(roomId, "!dag help");
+    // The signed leader reads and answers; the unsigned node gets no room key for it.
+    const help = await command("!dag help");
+    expect(help.reply.sender).toBe(account.userId);
     // Retried for its grace time, then given up at the next batch: chatter makes one.
     await new Promise((r) => setTimeout(r, 16_000));
     await erin.sendText(roomId, "chatter after the grace time");
     await fleet.waitForLog(
       2,
-      () => fleet.logLines(2, "cannot decrypt an event").some((l) => l["event"] === help),
+      () => fleet.logLines(2, "cannot decrypt an event").some((l) => l["event"] === help.id),
       T,
       "the decryption failure",
     );
-    const failure = fleet.logLines(2, "cannot decrypt an event").find((l) => l["event"] === help);
-    expect(String(failure?.["err"])).toMatch(
-      /^withheld: the sender encrypts only to verified devices.*withheld_code=m\.unverified/,
-    );
+    const failure = fleet.logLines(2, "cannot decrypt an event").find((l) => l["event"] === help.id);
+    const withheld = /^withheld: the sender encrypts only to verified devices.*withheld_code=m\.unverified/;
+    expect(String(failure?.["err"])).toMatch(withheld);
     // The last failure's reason is in the node's readiness detail too.
     expect((await readyz(OPS_TOKEN)).checks["crypto"]).toMatch(
       /could not be decrypted: withheld: the sender encrypts only to verified devices/,
     );
-    // What the unsigned node answers, the person's client does not show: it reports the device.
+    // And in the fleet's `!dag nodes`, read by the person from the room: the node's heartbeat
+    // carries the reason and its device's state (docs/architecture.md §12).
+    const unsignedId = fleet.nodes[2]!.nodeId;
+    await waitFor(
+      "the unsigned node's heartbeat to carry the reason",
+      () => store.listNodes(),
+      (list) => list.some((n) => n.session.nodeId === unsignedId && n.undecryptableReason !== null),
+      { timeoutMs: T, intervalMs: 250 },
+    );
+    // One line per node (the head names the leader).
+    const listed = body((await command("!dag nodes")).reply)
+      .split("\n")
+      .filter((l) => l.includes("heartbeat"));
+    const signedLine = listed.find((l) => l.includes(`\`${fleet.nodes[0]!.nodeId}\``));
+    const unsignedLine = listed.find((l) => l.includes(`\`${unsignedId}\``));
+    expect(signedLine).toContain("· device cross-signed");
+    expect(signedLine).not.toMatch(/undecryptable/);
+    expect(unsignedLine).toContain("device NOT cross-signed");
+    expect(unsignedLine).toMatch(
+      /undecryptable events? \(last: withheld: the sender encrypts only to verified devices, and this device is not cross-signed by its owner/,
+    );
+
+    // Alone, the unsigned node leads: what it answers, the person's client does not show, and
+    // reports the device.
+    await fleet.stop(0);
+    await waitFor(
+      "the unsigned node to lead",
+      () => store.getLease(roomId),
+      (l) => l?.holder?.nodeId === unsignedId && l.expiresAt > l.now,
+      { timeoutMs: T, intervalMs: 200 },
+    );
+    const unread = await erin.sendText(roomId, "!dag help");
+    await new Promise((r) => setTimeout(r, 16_000));
+    await erin.sendText(roomId, "more chatter after the grace time");
     await waitFor(
       "the person's client to refuse the unsigned node's answer",
       () => Promise.resolve([...erin.undecryptable.values()]),
       (reasons) => reasons.includes("UNSIGNED_SENDER_DEVICE"),
       { timeoutMs: T, intervalMs: 250 },
     );
-    expect(erin.events(roomId).some((e) => txnOf(e) === `reply.${help}`)).toBe(false);
-  }, 120_000);
+    expect(fleet.logLines(2, "cannot decrypt an event").some((l) => l["event"] === unread)).toBe(true);
+    expect(erin.events(roomId).some((e) => txnOf(e) === `reply.${unread}`)).toBe(false);
+  }, 180_000);
 
   it("no node's log holds the recovery key or a token", () => {
     const recoveryKey = readFileSync(recoveryKeyFile, "utf8").trim();

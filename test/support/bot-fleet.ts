@@ -72,6 +72,11 @@ export interface FleetOptions {
   nodeArgs?: string[];
   /** Extra environment of every node. */
   env?: Record<string, string>;
+  /**
+   * The `dagbot` command to run (an installed package's bin), instead of `node dist/cli.js` of this
+   * checkout; `nodeArgs` do not apply to it.
+   */
+  command?: string;
 }
 
 export interface FleetNode {
@@ -98,7 +103,7 @@ export class BotFleet {
   private keep = false;
 
   constructor(private readonly o: FleetOptions) {
-    if (!existsSync(CLI))
+    if (o.command === undefined && !existsSync(CLI))
       throw new Error(`${CLI} is missing: run \`npm run build\` before the Matrix e2e tests`);
     this.dir = mkdtempSync(join(tmpdir(), "dagbot-fleet-"));
     this.storePath = join(this.dir, "dagbot.db");
@@ -153,17 +158,10 @@ export class BotFleet {
       writeFileSync(this.tokenFile(node.nodeId), `${node.bot.accessToken}\n`, { mode: 0o600 });
     }
     const logFd = openSync(node.logPath, "a");
+    const args = ["start", "--config", node.configPath, "--state-dir", join(this.dir, "state")];
     const child = spawn(
-      process.execPath,
-      [
-        ...(this.o.nodeArgs ?? []),
-        CLI,
-        "start",
-        "--config",
-        node.configPath,
-        "--state-dir",
-        join(this.dir, "state"),
-      ],
+      this.o.command ?? process.execPath,
+      this.o.command !== undefined ? args : [...(this.o.nodeArgs ?? []), CLI, ...args],
       {
         env: {
           ...process.env,

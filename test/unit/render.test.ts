@@ -1,7 +1,8 @@
 /** Rendering of replies, status cards, card edits and final messages: shapes, escaping, size limits. */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { Outcome, RunSummary, TaskLine } from "../../src/app/commands/outcome.js";
+import type { NodeLine, Outcome, RunSummary, TaskLine } from "../../src/app/commands/outcome.js";
+import { plainTextOf } from "../../src/app/commands/outcome-table.js";
 import {
   codeBlock,
   escapeHtml,
@@ -485,6 +486,8 @@ describe("replies", () => {
             heartbeatAgeMs: 1_200,
             serves: true,
             undecryptable: 0,
+            undecryptableReason: null,
+            deviceSigned: null,
             release: "0.2.0",
             protocol: 2,
           },
@@ -508,6 +511,49 @@ describe("replies", () => {
         command: { verb: "nodes", verbose: true },
       });
     expect(parseCommand({ body: "!dag nodes all" })).toMatchObject({ kind: "error" });
+  });
+
+  it("nodes: a node's device, cross-signed or not, and why its last undecryptable event was not decrypted (chat and CLI)", () => {
+    const reason =
+      "withheld: the sender encrypts only to verified devices, and this device is not cross-signed by its owner (MissingRoomKey, withheld_code=m.unverified)";
+    const node = (over: Partial<NodeLine>): NodeLine => ({
+      nodeId: "n1",
+      labels: [],
+      capacity: 1,
+      runningTasks: 0,
+      actions: [],
+      heartbeatAgeMs: 1_000,
+      serves: true,
+      undecryptable: 0,
+      undecryptableReason: null,
+      deviceSigned: null,
+      release: "0.2.0",
+      protocol: 2,
+      ...over,
+    });
+    const outcome = (n: NodeLine): Extract<Outcome, { kind: "nodes" }> => ({
+      kind: "nodes",
+      nodes: [n],
+      leader: null,
+      staleAfterMs: 30_000,
+      at: T0,
+    });
+    const say = { command: (verb: string, args: readonly string[]) => [verb, ...args].join(" ") };
+    const chat = (n: NodeLine): string => renderOutcome(outcome(n))!.body;
+    // Plain rooms only: nothing about a device.
+    expect(chat(node({}))).not.toMatch(/device|undecryptable/);
+    expect(plainTextOf(outcome(node({})), say)).not.toMatch(/device|undecryptable/);
+    expect(chat(node({ deviceSigned: true }))).toContain("· device cross-signed");
+    const unsigned = node({ deviceSigned: false, undecryptable: 2, undecryptableReason: reason });
+    for (const text of [chat(unsigned), plainTextOf(outcome(unsigned), say)]) {
+      expect(text).toContain("device NOT cross-signed");
+      expect(text).toContain(`2 undecryptable events (last: ${reason})`);
+    }
+    // A long reason is cut in the line (the log has it whole), and escaped in HTML.
+    const long = node({ undecryptable: 1, undecryptableReason: `<b>${"x".repeat(400)}` });
+    expect(chat(long)).toMatch(/1 undecryptable event \(last: <b>x+…\)/);
+    expect(chat(long)).not.toContain("x".repeat(240));
+    expect(renderOutcome(outcome(long))!.html).not.toContain("<b>x");
   });
 
   it("a status reply of many long lines drops lines to fit", () => {
@@ -565,6 +611,8 @@ describe("replies", () => {
                 heartbeatAgeMs: 5,
                 serves: false,
                 undecryptable: 2,
+                undecryptableReason: b,
+                deviceSigned: false,
                 release: null,
                 protocol: 1,
               },

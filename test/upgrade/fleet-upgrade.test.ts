@@ -21,6 +21,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
+import { STORE_SCHEMA } from "../../src/domain/release.js";
 import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
 import type { TestDatabase } from "../support/postgres.js";
 import { waitFor } from "../support/store-wait.js";
@@ -33,7 +34,7 @@ import type { StoreKind, StoreProbe } from "./store-probe.js";
 
 /** The schema each release needs. */
 const OLD_SCHEMA: Record<StoreKind, number> = { postgres: 7, sqlite: 8 };
-const NEW_SCHEMA = 17;
+const NEW_SCHEMA = STORE_SCHEMA;
 const NEW_VERSION = "0.2.0";
 
 const VERSION_PATTERN = "[0-9]+\\.[0-9]+\\.[0-9]+";

@@ -44,6 +44,17 @@ export const nodesSchema = z.object({
       actions: z.array(z.string()),
       heartbeatAgeMs: z.number(),
       serves: z.boolean(),
+      undecryptable: z.number().describe("encrypted events the node could not decrypt since it started"),
+      undecryptableReason: z
+        .string()
+        .nullable()
+        .describe("why the last of them was not decrypted, in words; null when none was"),
+      deviceSigned: z
+        .boolean()
+        .nullable()
+        .describe(
+          "whether the node's Matrix device is cross-signed by its account; null while it has no encrypted room",
+        ),
       release: z.string().nullable().describe("the node's dagbot release; null: a release before 0.2.0"),
       protocol: z.number().describe("the fleet protocol it speaks (1 before 0.2.0)"),
     }),

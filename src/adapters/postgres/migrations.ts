@@ -498,6 +498,17 @@ CREATE TRIGGER fleet_fence_lease BEFORE INSERT OR UPDATE ON room_leases FOR EACH
   WHEN (current_setting('dagbot.protocol', true) IS DISTINCT FROM '2') EXECUTE FUNCTION fleet_fence_refuse();
 `,
   },
+  {
+    // Each node reports why its last undecryptable event was not decrypted and whether its device
+    // is cross-signed (docs/architecture.md §12), for `!dag nodes`. Nullable: a node of an older
+    // schema's release writes neither.
+    version: 18,
+    summary: "nodes record their last decryption failure's reason and whether their device is cross-signed",
+    sql: `
+ALTER TABLE nodes ADD COLUMN undecryptable_reason text;
+ALTER TABLE nodes ADD COLUMN device_signed boolean;
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

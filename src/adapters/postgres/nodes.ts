@@ -11,12 +11,13 @@ export async function heartbeat(db: Db, beat: NodeHeartbeat): Promise<void> {
   // Not in the event log: heartbeats are liveness, not state, and belong to no single room.
   await db.one(
     "heartbeat",
-    `INSERT INTO nodes AS n (node_id, boot_id, labels, capacity, actions, room_ids, heartbeat_at, started_at, action_specs, undecryptable, release, protocol)
-     VALUES ($2, $3, $4::text[], $5, $6::text[], $7::text[], ${NOW}, ${NOW}, $8::jsonb, $9, $10, $11)
+    `INSERT INTO nodes AS n (node_id, boot_id, labels, capacity, actions, room_ids, heartbeat_at, started_at, action_specs, undecryptable, undecryptable_reason, device_signed, release, protocol)
+     VALUES ($2, $3, $4::text[], $5, $6::text[], $7::text[], ${NOW}, ${NOW}, $8::jsonb, $9, $10, $11, $12, $13)
      ON CONFLICT (node_id) DO UPDATE SET
        boot_id = excluded.boot_id, labels = excluded.labels, capacity = excluded.capacity,
        actions = excluded.actions, room_ids = excluded.room_ids, heartbeat_at = excluded.heartbeat_at,
        action_specs = excluded.action_specs, undecryptable = excluded.undecryptable,
+       undecryptable_reason = excluded.undecryptable_reason, device_signed = excluded.device_signed,
        release = excluded.release, protocol = excluded.protocol,
        started_at = CASE WHEN n.boot_id = excluded.boot_id THEN n.started_at ELSE excluded.started_at END`,
     [
@@ -29,6 +30,8 @@ export async function heartbeat(db: Db, beat: NodeHeartbeat): Promise<void> {
       beat.roomIds,
       json(beat.actionSpecs ?? {}),
       beat.undecryptable ?? 0,
+      beat.undecryptableReason ?? null,
+      beat.deviceSigned ?? null,
       beat.release ?? null,
       beat.protocol ?? null,
     ],
@@ -39,7 +42,7 @@ export async function listNodes(db: Db): Promise<NodeRecord[]> {
   const rows = await db.one(
     "list nodes",
     `SELECT n.node_id, n.boot_id, n.labels, n.capacity, n.actions, n.room_ids, n.heartbeat_at, n.started_at,
-            n.action_specs, n.undecryptable, n.release, n.protocol,
+            n.action_specs, n.undecryptable, n.undecryptable_reason, n.device_signed, n.release, n.protocol,
             ${NOW} - n.heartbeat_at AS age_ms,
             coalesce(r.n, 0) AS running_tasks
        FROM nodes n

@@ -451,6 +451,17 @@ CREATE TRIGGER fleet_fence_lease BEFORE UPDATE ON room_leases
   BEGIN SELECT RAISE(ABORT, 'this store needs dagbot 0.2.0 or later (fleet protocol 2) to lead, claim or start runs, and this node runs an older release: it may still finish the tasks it runs; upgrade it (README, Upgrading)'); END;
 `,
   },
+  {
+    // Each node reports why its last undecryptable event was not decrypted and whether its device
+    // is cross-signed (docs/architecture.md §12), for `!dag nodes`. Nullable: a node of an older
+    // schema's release writes neither.
+    version: 18,
+    summary: "nodes record their last decryption failure's reason and whether their device is cross-signed",
+    sql: `
+ALTER TABLE nodes ADD COLUMN undecryptable_reason TEXT;
+ALTER TABLE nodes ADD COLUMN device_signed INTEGER;
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

@@ -11,12 +11,13 @@ export function heartbeat(c: SqliteConnection, beat: NodeHeartbeat): Promise<voi
   // Not in the event log: heartbeats are liveness, not state, and belong to no single room.
   return c.write("heartbeat", (tx) => {
     c.run(
-      `INSERT INTO nodes (node_id, boot_id, labels, capacity, actions, room_ids, heartbeat_at, started_at, action_specs, undecryptable, release, protocol)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO nodes (node_id, boot_id, labels, capacity, actions, room_ids, heartbeat_at, started_at, action_specs, undecryptable, undecryptable_reason, device_signed, release, protocol)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (node_id) DO UPDATE SET
          boot_id = excluded.boot_id, labels = excluded.labels, capacity = excluded.capacity,
          actions = excluded.actions, room_ids = excluded.room_ids, heartbeat_at = excluded.heartbeat_at,
          action_specs = excluded.action_specs, undecryptable = excluded.undecryptable,
+         undecryptable_reason = excluded.undecryptable_reason, device_signed = excluded.device_signed,
          release = excluded.release, protocol = excluded.protocol,
          started_at = CASE WHEN nodes.boot_id = excluded.boot_id THEN nodes.started_at ELSE excluded.started_at END`,
       beat.session.nodeId,
@@ -29,6 +30,8 @@ export function heartbeat(c: SqliteConnection, beat: NodeHeartbeat): Promise<voi
       tx.now,
       JSON.stringify(beat.actionSpecs ?? {}),
       beat.undecryptable ?? 0,
+      beat.undecryptableReason ?? null,
+      beat.deviceSigned === undefined || beat.deviceSigned === null ? null : beat.deviceSigned ? 1 : 0,
       beat.release ?? null,
       beat.protocol ?? null,
     );

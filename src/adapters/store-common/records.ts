@@ -255,6 +255,9 @@ export function nodeFromRow(r: Row, json: DecodeJson): NodeRecord {
     runningTasks: num(r.running_tasks),
     startedAt: num(r.started_at),
     undecryptable: r.undecryptable === undefined || r.undecryptable === null ? 0 : num(r.undecryptable),
+    undecryptableReason: strOrNull(r.undecryptable_reason ?? null),
+    // SQLite stores the flag as 0/1, PostgreSQL as a boolean.
+    deviceSigned: r.device_signed === undefined || r.device_signed === null ? null : Boolean(r.device_signed),
     release: r.release === undefined || r.release === null ? null : str(r.release),
     protocol: r.protocol === undefined || r.protocol === null ? null : num(r.protocol),
   };

@@ -13,6 +13,7 @@ import { formatDuration } from "../../domain/duration.js";
 import { exitWords } from "../../domain/exit-status.js";
 import { TASK_STATUSES } from "../../domain/model.js";
 import { showsPaused } from "../render/status-card.js";
+import { deviceWords, undecryptableWords } from "../render/node-crypto-words.js";
 import { plural, RUN_WORD, TASK_WORD } from "../render/words.js";
 import type { Outcome, OutcomeKind, RunSummary } from "./outcome.js";
 import { gateSucceeded, gateText } from "./gate-decisions.js";
@@ -310,7 +311,12 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
       o.nodes
         .map(
           (n) =>
-            `${n.nodeId}${o.leader?.nodeId === n.nodeId ? " (leader)" : ""}: ${n.runningTasks}/${n.capacity} busy, ${describeRelease(n.release ?? null, n.protocol ?? null)}`,
+            `${n.nodeId}${o.leader?.nodeId === n.nodeId ? " (leader)" : ""}: ${n.runningTasks}/${n.capacity} busy, ${describeRelease(n.release ?? null, n.protocol ?? null)}${[
+              deviceWords(n),
+              undecryptableWords(n),
+            ]
+              .map((w) => (w === null ? "" : `, ${w}`))
+              .join("")}`,
         )
         .join("\n") || "no nodes",
   },

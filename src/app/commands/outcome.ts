@@ -148,6 +148,10 @@ export interface NodeLine {
   serves: boolean;
   /** Encrypted events this node could not decrypt since it started. */
   undecryptable: number;
+  /** Why the last of them was not decrypted, in words; null when none was or it did not say. */
+  undecryptableReason: string | null;
+  /** Whether its Matrix device is cross-signed by its account; null: its crypto is not loaded. */
+  deviceSigned: boolean | null;
   /** Its dagbot release; null for one before 0.2.0, which did not say (docs/architecture.md §11). */
   release: string | null;
   /** The fleet protocol it speaks (1 before 0.2.0). */
@@ -449,6 +453,8 @@ export function nodeLine(node: NodeRecord, roomId: string): NodeLine {
     heartbeatAgeMs: node.heartbeatAgeMs,
     serves: node.roomIds.includes(roomId),
     undecryptable: node.undecryptable,
+    undecryptableReason: node.undecryptableReason,
+    deviceSigned: node.deviceSigned,
     release: node.release,
     protocol: node.protocol ?? 1,
   };

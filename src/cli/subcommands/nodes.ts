@@ -3,6 +3,7 @@ import type { Command } from "commander";
 import { formatDuration } from "../../domain/duration.js";
 import { describeRelease } from "../../domain/release.js";
 import type { LeaseState } from "../../ports/store.js";
+import { deviceWords, undecryptableWords } from "../../app/render/node-crypto-words.js";
 import { openConfiguredStore } from "../../composition/store-open.js";
 import { noLeaderAdvice } from "../../composition/leaderless-room.js";
 import { resolveConfig, withCommonOptions } from "../config-options.js";
@@ -87,6 +88,9 @@ async function nodes(options: NodesOptions): Promise<number> {
           startedAt: n.startedAt,
           release: n.release,
           protocol: n.protocol ?? 1,
+          undecryptable: n.undecryptable,
+          undecryptableReason: n.undecryptableReason,
+          deviceSigned: n.deviceSigned,
           leads: leads(n.session.nodeId, n.session.bootId),
         })),
         leaders: leases.map((l) => ({
@@ -115,7 +119,9 @@ async function nodes(options: NodesOptions): Promise<number> {
         `running ${n.runningTasks}/${n.capacity}`.padEnd(12),
         `heartbeat ${formatDuration(n.heartbeatAgeMs)} ago`.padEnd(22),
         describeRelease(n.release, n.protocol).padEnd(30),
-        led.length > 0 ? `leads ${led.join(", ")}` : "",
+        ...[led.length > 0 ? `leads ${led.join(", ")}` : null, deviceWords(n), undecryptableWords(n)].filter(
+          (w) => w !== null,
+        ),
       ];
       process.stdout.write(`${cols.join(" ").trimEnd()}\n`);
     }

@@ -54,6 +54,8 @@ export function nodesSection(ctx: ContractContext): void {
         startedAt: started,
         actionSpecs: {},
         undecryptable: 0,
+        undecryptableReason: null,
+        deviceSigned: null,
         release: null,
         protocol: null,
       },
@@ -66,6 +68,19 @@ export function nodesSection(ctx: ContractContext): void {
     // The count of undecryptable events a node reports comes back as sent (issue 13).
     await store.heartbeat(beat(s, { undecryptable: 3 }));
     expect((await find(store, s.nodeId))[0]?.undecryptable).toBe(3);
+    // And the last one's reason and whether its device is cross-signed (docs/architecture.md §12),
+    // each as sent, and back to unknown when a heartbeat does not say.
+    const reason = "withheld: the sender encrypts only to verified devices (withheld_code=m.unverified)";
+    for (const deviceSigned of [false, true]) {
+      await store.heartbeat(beat(s, { undecryptable: 3, undecryptableReason: reason, deviceSigned }));
+      expect((await find(store, s.nodeId))[0]).toMatchObject({
+        undecryptable: 3,
+        undecryptableReason: reason,
+        deviceSigned,
+      });
+    }
+    await store.heartbeat(beat(s));
+    expect((await find(store, s.nodeId))[0]).toMatchObject({ undecryptableReason: null, deviceSigned: null });
     await store.heartbeat(beat(s, { labels: ["linux"], capacity: 2 }));
     const [n] = await find(store, s.nodeId);
     expect(n).toMatchObject({

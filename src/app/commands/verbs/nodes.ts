@@ -7,6 +7,7 @@ import { describeRelease } from "../../../domain/release.js";
 import { bulleted } from "../../render/blocks.js";
 import type { Rendered } from "../../render/html.js";
 import { code, join, r, text } from "../../render/html.js";
+import { deviceWords, undecryptableWords } from "../../render/node-crypto-words.js";
 import { plural } from "../../render/words.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
@@ -88,9 +89,14 @@ function renderNodes(outcome: Extract<Outcome, { kind: "nodes" }>): Rendered {
     const isLeader = leader !== null && leader.nodeId === n.nodeId ? " (leader)" : "";
     return r`🟢 ${code(n.nodeId)}${isLeader} · ${labels} · ${String(n.runningTasks)}/${String(
       n.capacity,
-    )} slots busy · ${plural(n.actions.length, "action")} · heartbeat ${formatDuration(n.heartbeatAgeMs)} ago${
-      n.undecryptable > 0 ? ` · ${plural(n.undecryptable, "undecryptable event")}` : ""
-    }${n.serves ? "" : " · not serving this room"} · ${describeRelease(n.release ?? null, n.protocol ?? null)}`;
+    )} slots busy · ${plural(n.actions.length, "action")} · heartbeat ${formatDuration(n.heartbeatAgeMs)} ago${[
+      deviceWords(n),
+      undecryptableWords(n),
+    ]
+      .map((w) => (w === null ? "" : ` · ${w}`))
+      .join(
+        "",
+      )}${n.serves ? "" : " · not serving this room"} · ${describeRelease(n.release ?? null, n.protocol ?? null)}`;
   });
   return bulleted(mixedReleases(outcome.nodes, outcome.staleAfterMs, head), items);
 }
