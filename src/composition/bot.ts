@@ -161,6 +161,7 @@ export async function runStart(options: StartOptions): Promise<number> {
     userId: matrix.userId,
     rooms: matrix.rooms,
     commandWindowMs: matrix.commandWindowMs,
+    decryptGraceMs: matrix.decryptGraceMs,
     fleet: matrix.fleet,
     stateFile: syncStateFile(stateDir, config.nodeId, matrix.userId),
     nodeId: config.nodeId,

@@ -31,6 +31,11 @@ export interface MatrixConfig {
   /** Commands older than this when first seen are ignored (the inbox dedup window). */
   commandWindowMs: number;
   /**
+   * How long an encrypted event that could not be decrypted is retried, as its keys may still be on
+   * their way, before it counts as undecryptable and its sender is asked to re-send (matrix.decrypt_grace).
+   */
+  decryptGraceMs: number;
+  /**
    * The other bot accounts of this fleet (matrix.fleet). Only these and user_id count as bots: their
    * events are never commands, and only theirs prove that an inherited message was already sent.
    */
@@ -387,6 +392,7 @@ const matrixSchema = z.strictObject({
   recovery_key_file: z.string().optional(),
   rooms: uniqueList(roomId).min(1, { error: "must list at least one room id" }),
   command_window: duration(1).prefault("1h"),
+  decrypt_grace: duration(1).prefault("15s"),
   fleet: uniqueList(userId).prefault([]),
   encryption: z.boolean().prefault(true),
 });
@@ -757,6 +763,7 @@ export function toNodeConfig(
           deviceId: file.matrix.device_id ?? null,
           rooms: file.matrix.rooms,
           commandWindowMs: file.matrix.command_window,
+          decryptGraceMs: file.matrix.decrypt_grace,
           fleet: file.matrix.fleet.filter((id) => id !== file.matrix?.user_id),
           encryption: file.matrix.encryption,
           recoveryKey: file.matrix.recovery_key ?? null,

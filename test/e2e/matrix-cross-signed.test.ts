@@ -28,6 +28,9 @@ import { MatrixUser } from "../support/matrix-user.js";
 import { waitFor } from "../support/store-wait.js";
 import type { RegisteredUser } from "../support/synapse.js";
 
+/** matrix.decrypt_grace of the fleet's nodes, in seconds. */
+const DECRYPT_GRACE_S = 5;
+
 const run = promisify(execFile);
 const fx = useSynapse();
 const T = 45_000;
@@ -115,6 +118,8 @@ beforeAll(async () => {
     bots: devices,
     rooms: [roomId],
     config: { permissions: { power_level: 50 } },
+    // Shorter than the default 15 s, so the undecryptable cases wait seconds, not half a minute.
+    matrix: { decrypt_grace: `${DECRYPT_GRACE_S}s` },
     tokenFiles: true,
     nodeMatrix: (i) => (i < 2 ? { recovery_key_file: recoveryKeyFile } : {}),
     // The unsigned node serves /readyz, whose detail (for a token) says why it is not ready.
@@ -400,7 +405,7 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
     const help = await command("!dag help");
     expect(help.reply.sender).toBe(account.userId);
     // Retried for its grace time, then given up at the next batch: chatter makes one.
-    await new Promise((r) => setTimeout(r, 16_000));
+    await new Promise((r) => setTimeout(r, (DECRYPT_GRACE_S + 1) * 1000));
     await erin.sendText(roomId, "chatter after the grace time");
     await fleet.waitForLog(
       2,
@@ -447,7 +452,7 @@ describe("a person in the 2026 mode (cross-signed, OnlySignedDevicesIsolationMod
       { timeoutMs: T, intervalMs: 200 },
     );
     const unread = await erin.sendText(roomId, "!dag help");
-    await new Promise((r) => setTimeout(r, 16_000));
+    await new Promise((r) => setTimeout(r, (DECRYPT_GRACE_S + 1) * 1000));
     await erin.sendText(roomId, "more chatter after the grace time");
     await waitFor(
       "the person's client to refuse the unsigned node's answer",

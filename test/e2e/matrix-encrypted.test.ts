@@ -28,6 +28,9 @@ import { MatrixUser } from "../support/matrix-user.js";
 import { waitFor } from "../support/store-wait.js";
 import type { RegisteredUser } from "../support/synapse.js";
 
+/** matrix.decrypt_grace of the fleet's nodes, in seconds. */
+const DECRYPT_GRACE_S = 5;
+
 const fx = useSynapse();
 let fleet: BotFleet;
 let store: Store;
@@ -67,6 +70,8 @@ beforeAll(async () => {
     bots,
     rooms: [roomId, plainRoomId],
     config: { permissions: { power_level: 50 } },
+    // Shorter than the default 15 s, so the undecryptable case waits seconds, not half a minute.
+    matrix: { decrypt_grace: `${DECRYPT_GRACE_S}s` },
   });
   await fleet.startAll();
   store = await openSqliteStore(fleet.storePath);
@@ -201,14 +206,14 @@ describe("the bot in an encrypted room, with a person on matrix-js-sdk", () => {
       });
     const first = await bogus(1);
     // Each node retries for its grace time, then gives up at its next sync batch; chatter makes one.
-    await new Promise((r) => setTimeout(r, 16_000));
+    await new Promise((r) => setTimeout(r, (DECRYPT_GRACE_S + 1) * 1000));
     await erin.sendText(roomId, "chatter after the grace time");
     const answer = await erin.waitFor(replyTo(first), T, "the answer to the undecryptable message");
     expect(answer.encrypted).toBe(true);
     expect(body(answer)).toMatch(/could not decrypt your message/);
 
     const second = await bogus(2);
-    await new Promise((r) => setTimeout(r, 16_000));
+    await new Promise((r) => setTimeout(r, (DECRYPT_GRACE_S + 1) * 1000));
     await erin.sendText(roomId, "more chatter after the grace time");
     let nodesReply = "";
     for (let i = 0; i < 10 && !/2 undecryptable events/.test(nodesReply); i++) {

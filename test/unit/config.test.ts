@@ -232,6 +232,7 @@ describe("defaults", () => {
       deviceId: "DEVICE1",
       rooms: ["!room:example.org"],
       commandWindowMs: 1_800_000,
+      decryptGraceMs: 5_000,
       // Its own account is not repeated among the others.
       fleet: ["@bot-b:example.org"],
       encryption: false,

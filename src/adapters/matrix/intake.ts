@@ -48,7 +48,7 @@ const INTAKE_BACKOFF: Backoff = { baseMs: 250, capMs: 10_000, maxDoublings: 6 };
  * may come later) before it is recorded as undecryptable. Meanwhile another node of the fleet that
  * can decrypt it records the clear command first (the inbox keeps the first insert).
  */
-export const UNDECRYPTABLE_GRACE_MS = 15_000;
+export const DEFAULT_DECRYPT_GRACE_MS = 15_000;
 
 export interface MatrixIntakeOptions {
   homeserverUrl: string;
@@ -58,6 +58,8 @@ export interface MatrixIntakeOptions {
   /** The only rooms this node joins and reads. */
   rooms: readonly string[];
   commandWindowMs: number;
+  /** How long an undecrypted event is retried before it counts as undecryptable (matrix.decrypt_grace). */
+  decryptGraceMs?: number;
   /** This node's sync position file (one per node and account). */
   stateFile: string;
   /** Recorded as seen_by on the rows this node inserts first. */
@@ -123,7 +125,7 @@ export class MatrixIntake {
   private readonly fleet: ReadonlySet<string>;
   private readonly encrypted = new Set<string>();
   private readonly strangers = new Set<string>();
-  /** Encrypted events not decrypted yet, retried at each batch until UNDECRYPTABLE_GRACE_MS. */
+  /** Encrypted events not decrypted yet, retried at each batch until the decrypt grace has passed. */
   private readonly pendingDecryption = new Map<
     string,
     { roomId: string; ev: TimelineEvent; firstFailedAt: number; reason: string }
@@ -491,7 +493,7 @@ export class MatrixIntake {
         await this.ingestEvent(p.roomId, result.event, now);
         continue;
       }
-      if (now - p.firstFailedAt < UNDECRYPTABLE_GRACE_MS) continue;
+      if (now - p.firstFailedAt < (this.o.decryptGraceMs ?? DEFAULT_DECRYPT_GRACE_MS)) continue;
       this.pendingDecryption.delete(eventId);
       this.undecryptable += 1;
       this.lastUndecryptable = { at: now, sender: String(p.ev.sender), reason: result.reason };
