@@ -5,7 +5,9 @@
  * domain's verdict and marks the inbox row. Refusals change nothing.
  */
 import type { Parsed } from "../../domain/command-grammar.js";
-import { checkId, fail, ok, unquote } from "../../domain/command-grammar.js";
+import { checkId, fail, ok } from "../../domain/command-grammar.js";
+import type { Pair, PairWords } from "../../domain/name-values.js";
+import { pairsFromData, pairsFromWords } from "../../domain/name-values.js";
 import { quoteInput } from "../../domain/command-text.js";
 import type { Decider, GateVerdict } from "../../domain/gates.js";
 import { faceOfSender, gateDeciderProblem, gateTxnId, gateValuesProblem } from "../../domain/gates.js";
@@ -34,10 +36,16 @@ export interface GateCommand {
   reason: string | null;
 }
 
-export const MAX_GATE_VALUES = 32;
 export const MAX_REASON = 500;
-const FIELD_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
-const ONE_WORD = /^[^\s]*$/;
+/** How a gate form's name=value words are called in refusals. */
+const FORM: PairWords = {
+  verb: "approve",
+  word: "value",
+  plural: "values",
+  nameOf: "a field of the gate's form",
+  valueOf: "a form value",
+  each: "field",
+};
 
 /** `!dag approve <run> <gate> [name=value ...]` / `!dag deny <run> <gate> [reason ...]`. */
 export function parseGateCommand(verb: GateVerb, args: string[], after: string): Parsed<GateCommand> {
@@ -55,7 +63,7 @@ export function parseGateCommand(verb: GateVerb, args: string[], after: string):
     const text = rest.length === 0 ? null : after.trim().split(/\s+/).slice(2).join(" ");
     return reasonOf(text, id, gate);
   }
-  return valuesOf(rest.map(unquote), id, gate);
+  return valuesOf(pairsFromWords(rest, FORM), id, gate);
 }
 
 function reasonOf(text: string | null, id: string, gate: string): Parsed<GateCommand> {
@@ -68,24 +76,9 @@ function reasonOf(text: string | null, id: string, gate: string): Parsed<GateCom
   return ok({ verb: "deny", id, gate, values: [], reason: text === null || text === "" ? null : text });
 }
 
-function valuesOf(words: readonly string[], id: string, gate: string): Parsed<GateCommand> {
-  if (words.length > MAX_GATE_VALUES)
-    return fail("extra-argument", "approve", `${words.length} values given; at most ${MAX_GATE_VALUES}`);
-  const values: Array<[string, string]> = [];
-  for (const token of words) {
-    const eq = token.indexOf("=");
-    const name = eq < 0 ? token : token.slice(0, eq);
-    if (eq < 0 || !FIELD_NAME.test(name))
-      return fail(
-        "bad-argument",
-        "approve",
-        `bad value ${quoteInput(token)}: write name=value, the name a field of the gate's form (letters, digits, _)`,
-      );
-    if (values.some(([n]) => n === name))
-      return fail("bad-argument", "approve", `${name} is given twice: give each field once`);
-    values.push([name, token.slice(eq + 1)]);
-  }
-  return ok({ verb: "approve", id, gate, values, reason: null });
+function valuesOf(values: Parsed<Pair[]>, id: string, gate: string): Parsed<GateCommand> {
+  if (values.kind === "error") return values;
+  return ok({ verb: "approve", id, gate, values: values.command, reason: null });
 }
 
 /** The command given as data (CLI, HTTP), by the same rules as the typed one. */
@@ -119,22 +112,7 @@ export function gateCommandFromData(
       return fail("bad-argument", verb, "reason is a string");
     return reasonOf(reason, id, gate);
   }
-  const given = data["values"] ?? [];
-  if (!Array.isArray(given)) return fail("bad-argument", verb, "values is a list of [name, value] pairs");
-  const words: string[] = [];
-  for (const pair of given as unknown[]) {
-    const [name, value] = Array.isArray(pair) ? (pair as unknown[]) : [];
-    if (typeof name !== "string" || typeof value !== "string")
-      return fail("bad-argument", verb, "values is a list of [name, value] pairs of strings");
-    if (!ONE_WORD.test(value))
-      return fail(
-        "bad-argument",
-        verb,
-        `bad value for ${name}: a form value is one word (no spaces or line breaks)`,
-      );
-    words.push(`${name}=${value}`);
-  }
-  return valuesOf(words, id, gate);
+  return valuesOf(pairsFromData(data["values"], "values", FORM), id, gate);
 }
 
 /**

@@ -2,6 +2,7 @@
 import { gateVerbParts } from "../gate-decisions.js";
 import type { GateCommand } from "../gate-decisions.js";
 import { defineVerb } from "../verb.js";
+import { cliPair } from "../../../domain/name-values.js";
 
 const USAGE = "!dag approve <run> <gate> [<name>=<value> ...]";
 
@@ -36,10 +37,7 @@ export const approve = defineVerb<GateCommand & { verb: "approve" }, "gate">({
       verb: "approve",
       id: typeof id === "string" ? id : "",
       gate: typeof gate === "string" ? gate : "",
-      values: (Array.isArray(pairs) ? (pairs as readonly string[]) : []).map((p): [string, string] => {
-        const eq = p.indexOf("=");
-        return eq < 0 ? [p, "\u0000"] : [p.slice(0, eq), p.slice(eq + 1)];
-      }),
+      values: (Array.isArray(pairs) ? (pairs as readonly string[]) : []).map(cliPair),
     }),
   },
 });

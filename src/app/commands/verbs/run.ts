@@ -1,6 +1,8 @@
 /** `!dag run <id> [<name>=<value> ...]`: a new run of a published DAG, under the next free `<id>.N`. */
 import type { Parsed } from "../../../domain/command-grammar.js";
-import { checkId, fail, ok, unquote } from "../../../domain/command-grammar.js";
+import { checkId, fail, ok } from "../../../domain/command-grammar.js";
+import type { PairWords } from "../../../domain/name-values.js";
+import { cliPair, pairsFromData, pairsFromWords } from "../../../domain/name-values.js";
 import { quoteInput } from "../../../domain/command-text.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
@@ -64,11 +66,7 @@ export const run = defineVerb<RunCommand, never>({
     command: ([id, pairs]) => ({
       verb: "run",
       id: typeof id === "string" ? id : "",
-      params: (Array.isArray(pairs) ? (pairs as readonly string[]) : []).map((p): [string, string] => {
-        const eq = p.indexOf("=");
-        // No "=": refused by fromData, which names the word.
-        return eq < 0 ? [p, NO_VALUE] : [p.slice(0, eq), p.slice(eq + 1)];
-      }),
+      params: (Array.isArray(pairs) ? (pairs as readonly string[]) : []).map(cliPair),
     }),
     confirmOption: true,
   },
@@ -89,10 +87,15 @@ export const run = defineVerb<RunCommand, never>({
   },
 });
 
-/** What the CLI gives for a word without "=": not a value anyone could send (it has a NUL). */
-const NO_VALUE = "\u0000";
-/** A parameter value is one word, as typed after `!dag run` (README, DAG format). */
-const ONE_WORD = /^[^\s]*$/;
+/** How a run's name=value words are called in refusals. */
+const PARAMS: PairWords = {
+  verb: "run",
+  word: "parameter",
+  plural: "parameters",
+  nameOf: "a parameter the DAG declares",
+  valueOf: "a parameter value",
+  each: "parameter",
+};
 
 /** `{ verb: "run", id, params: [[name, value], ...] }`, with the rules of the typed command. */
 function runFromData(data: Readonly<Record<string, unknown>>): Parsed<RunCommand> {
@@ -106,28 +109,9 @@ function runFromData(data: Readonly<Record<string, unknown>>): Parsed<RunCommand
     return fail("missing-argument", "run", "missing id, the id of a published DAG");
   const id = checkId("run", "id", rawId);
   if (typeof id !== "string") return id;
-  const given = data["params"] ?? [];
-  if (!Array.isArray(given)) return fail("bad-argument", "run", "params is a list of [name, value] pairs");
-  if (given.length > MAX_RUN_PARAMS)
-    return fail("extra-argument", "run", `${given.length} parameters given; at most ${MAX_RUN_PARAMS}`);
-  const params: Array<[string, string]> = [];
-  for (const pair of given as unknown[]) {
-    const [name, value] = Array.isArray(pair) ? (pair as unknown[]) : [];
-    if (typeof name !== "string" || !PARAM_NAME.test(name) || value === NO_VALUE)
-      return fail(
-        "bad-argument",
-        "run",
-        `bad parameter ${quoteInput(typeof name === "string" ? name : "?")}: write name=value, the name a parameter the DAG declares (letters, digits, _)`,
-      );
-    if (typeof value !== "string" || !ONE_WORD.test(value))
-      return fail(
-        "bad-argument",
-        "run",
-        `bad value for ${name}: a parameter value is one word (no spaces or line breaks)`,
-      );
-    params.push([name, value]);
-  }
-  return ok({ verb: "run", id, params, ...(hook === undefined ? {} : { hook }) });
+  const params = pairsFromData(data["params"], "params", PARAMS);
+  if (params.kind === "error") return params;
+  return ok({ verb: "run", id, params: params.command, ...(hook === undefined ? {} : { hook }) });
 }
 
 const HOOK_ID = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -146,10 +130,6 @@ function hookFromData(value: unknown): HookOrigin | null {
   return { id, delivery, ...(link === undefined ? {} : { link }) };
 }
 
-/** At most this many name=value pairs after `!dag run <id>` (a DAG declares at most 32 parameters). */
-const MAX_RUN_PARAMS = 32;
-const PARAM_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
-
 /** `!dag run <id> [name=value ...]`: the id, then pairs; the value is everything after the first "=". */
 function parseRun(args: string[]): Parsed<RunCommand> {
   const [rawId, ...pairs] = args;
@@ -157,23 +137,9 @@ function parseRun(args: string[]): Parsed<RunCommand> {
     return fail("missing-argument", "run", "missing <id>, the id of a published DAG: !dag run needs it");
   const id = checkId("run", "id", rawId);
   if (typeof id !== "string") return id;
-  if (pairs.length > MAX_RUN_PARAMS)
-    return fail("extra-argument", "run", `${pairs.length} parameters given; at most ${MAX_RUN_PARAMS}`);
-  const params: Array<[string, string]> = [];
-  for (const raw of pairs) {
-    const token = unquote(raw);
-    const eq = token.indexOf("=");
-    const name = eq < 0 ? token : token.slice(0, eq);
-    if (eq < 0 || !PARAM_NAME.test(name)) {
-      return fail(
-        "bad-argument",
-        "run",
-        `bad parameter ${quoteInput(raw)}: write name=value, the name a parameter the DAG declares (letters, digits, _)`,
-      );
-    }
-    params.push([name, unquote(token.slice(eq + 1))]);
-  }
-  return ok({ verb: "run", id, params });
+  const params = pairsFromWords(pairs, PARAMS);
+  if (params.kind === "error") return params;
+  return ok({ verb: "run", id, params: params.command });
 }
 
 /** `!dag run <id> [name=value ...]`: a new run of a published DAG, under the next free `<id>.N`. */
