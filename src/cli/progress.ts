@@ -4,7 +4,7 @@
  * readable. Also the end-of-run summary with durations.
  */
 import { exitWords } from "../domain/exit-status.js";
-import { formatDuration } from "../domain/duration.js";
+import { formatDuration, runTimeWords } from "../domain/duration.js";
 import type { TaskStatus } from "../domain/model.js";
 import type { RunRecord, TaskRecord } from "../ports/store.js";
 import type { WaitReason } from "../domain/wait-reasons.js";
@@ -300,8 +300,9 @@ export function renderSummary(
     ];
     lines.push(`  ${cols.filter((c, i) => i < 3 || c !== "").join("  ")}`.trimEnd());
   }
-  const total = (run.status === "running" ? nowMs : run.updatedAt) - run.createdAt;
-  lines.push(`run ${run.dagId} (${run.runId}) ${run.status} in ${formatDuration(total)}: ${counts(tasks)}`);
+  lines.push(
+    `run ${run.dagId} (${run.runId}) ${runTimeWords(run.status, run.createdAt, run.updatedAt, nowMs)}: ${counts(tasks)}`,
+  );
   return `${lines.join("\n")}\n`;
 }
 

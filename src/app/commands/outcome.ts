@@ -255,6 +255,13 @@ export type Outcome =
       next?: string;
       /** The room listed (absent in outcomes stored before it was recorded). */
       room?: string;
+      /** The statuses the list was filtered by, when it was. */
+      statuses?: RunStatus[];
+      /**
+       * An empty filtered first page: how many runs the filter left out (of the room, or of `of`),
+       * counted up to a page of the most a list reads; `more` when there are more than that.
+       */
+      others?: { count: number; more: boolean };
     }
   | { kind: "logs"; run: RunSummary; task: TaskLine; output: string | null; omittedChars: number; at: number }
   /** The picture itself is drawn and posted by the outbox (app/pictures.ts), from the run as it is then. */

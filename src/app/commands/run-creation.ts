@@ -17,7 +17,7 @@ import type { CreateRunResult, DefinitionRecord, RunRecord } from "../../ports/s
 import { paragraphs } from "../render/blocks.js";
 import type { Rendered } from "../render/html.js";
 import { code, escapeHtml, r, text, userPill } from "../render/html.js";
-import { dateTime, plural, RUN_WORD } from "../render/words.js";
+import { dateTime, plural, RUN_SAID, RUN_WORD } from "../render/words.js";
 import type { CommandPolicy, CommandStore, HandlerContext } from "./context.js";
 import type { Outcome, RunSummary } from "./outcome.js";
 import { summarizeRun } from "./outcome.js";
@@ -239,7 +239,7 @@ export const CREATION_RENDERERS = {
   exists: (o: Extract<Outcome, { kind: "exists" }>): Rendered =>
     paragraphs([
       r`${code(o.run.dagId)} already exists with the same content: nothing new was stored.`,
-      r`It is ${RUN_WORD[o.run.status]} (published by ${userPill(
+      r`It ${RUN_SAID[o.run.status]} (published by ${userPill(
         o.run.publisher,
       )} at ${dateTime(o.run.createdAt)}). See ${code(`!dag status ${o.run.dagId}`)}.`,
     ]),
