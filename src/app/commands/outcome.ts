@@ -263,7 +263,18 @@ export type Outcome =
        */
       others?: { count: number; more: boolean };
     }
-  | { kind: "logs"; run: RunSummary; task: TaskLine; output: string | null; omittedChars: number; at: number }
+  | {
+      kind: "logs";
+      run: RunSummary;
+      task: TaskLine;
+      output: string | null;
+      omittedChars: number;
+      at: number;
+      /** Bytes the attempt wrote before the kept tail began (output_limit); absent in older outcomes. */
+      droppedBytes?: number;
+      /** All the bytes the attempt wrote, kept or not. */
+      outputBytes?: number;
+    }
   /** The picture itself is drawn and posted by the outbox (app/pictures.ts), from the run as it is then. */
   | { kind: "graph"; run: RunSummary }
   | {
