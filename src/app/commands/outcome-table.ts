@@ -12,6 +12,7 @@ import { shortHash } from "../../domain/command-grammar.js";
 import { formatDuration, runTimeWords } from "../../domain/duration.js";
 import { exitWords } from "../../domain/exit-status.js";
 import { TASK_STATUSES } from "../../domain/model.js";
+import { retryWords } from "../picture-budget.js";
 import { showsPaused } from "../render/status-card.js";
 import { emptyListWords, plural, RUN_SAID, RUN_WORD, TASK_WORD } from "../render/words.js";
 import type { Outcome, OutcomeKind, RunSummary } from "./outcome.js";
@@ -38,6 +39,7 @@ export type OutcomeProblemCode =
   | "quarantined"
   | "schedule-not-found"
   | "schedule-deleted"
+  | "rate-limited"
   | "internal";
 
 export type HttpAnswer =
@@ -372,6 +374,11 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
     text: () => "The command could not be decrypted.",
   },
   ignored: { http: () => problem(500, "internal"), exit: refused, text: (o) => `Ignored: ${o.why}.` },
+  "rate-limited": {
+    http: () => problem(429, "rate-limited"),
+    exit: refused,
+    text: (o) => `Over the ${o.verb} rate limit: try again in ${retryWords(o.retryAfterMs)}.`,
+  },
   quarantined: {
     http: (o) => problem(422, "quarantined", { losses: o.losses }),
     exit: refused,

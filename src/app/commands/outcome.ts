@@ -337,6 +337,12 @@ export type Outcome =
    * never handled again (src/domain/inbox-handling.ts).
    */
   | { kind: "quarantined"; losses: number }
+  /**
+   * Over a rate limit (pictures: app/picture-budget.ts) after its sender was told in words when to
+   * ask again: answered with a ⏳ reaction on the ask, not a message, so a flood of asks floods
+   * nothing, and no ask goes unanswered.
+   */
+  | { kind: "rate-limited"; verb: string; retryAfterMs: number }
   /** An encrypted message no node could decrypt: the sender is asked to send it again. */
   | { kind: "undecryptable" }
   /** A reaction that is not a decision on a card awaiting confirmation: no reply at all. */
