@@ -121,6 +121,10 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
     http: () => ({ ok: true, status: 201 }),
     exit: success,
     text: (o, say) => {
+      if (o.run.registered === true) {
+        const head = `Registered ${o.run.dagId} without running it: no task runs now; its schedule, after and webhooks start its runs once it is confirmed.`;
+        return o.needsConfirmation ? `${head} ${awaiting(o.run, o.twoPersonRule, say)}` : head;
+      }
       const head = created(
         o.run,
         o.run.definition === undefined ? "Published" : `New run of ${o.run.definition}:`,

@@ -4,6 +4,7 @@
  * Outcomes hold compact summaries (never a whole DAG) and everything the reply shows, including the
  * time it was taken at, so rendering needs no store.
  */
+import { executedTasks } from "../../domain/params.js";
 import { lastOutputLine } from "../../domain/last-line.js";
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import type { TaskSummary } from "../../domain/run-status.js";
@@ -45,6 +46,8 @@ export interface RunSummary {
   params?: Record<string, string>;
   /** The webhook delivery that started the run (hook id, delivery id, a link from its payload). */
   hook?: { id: string; delivery: string; link?: string };
+  /** A published run that registered its definition without running it (it holds no task). */
+  registered?: true;
 }
 
 export interface TaskLine {
@@ -377,11 +380,12 @@ export function summarizeRun(run: RunRecord): RunSummary {
     confirmDeadline: run.confirmDeadline,
     createdAt: run.createdAt,
     updatedAt: run.updatedAt,
-    taskCount: run.dag.tasks.length,
+    taskCount: executedTasks(run.dag).length,
     hash: run.hash,
     ...(run.dag.definition === undefined ? {} : { definition: run.dag.definition }),
     ...(run.dag.values === undefined ? {} : { params: run.dag.values }),
     ...(run.dag.hook === undefined ? {} : { hook: run.dag.hook }),
+    ...(run.dag.registered === true ? { registered: true as const } : {}),
   };
 }
 

@@ -265,13 +265,17 @@ function renderPublished(run: RunSummary, needsConfirmation: boolean, definition
   const given = values.length === 0 ? "" : r`; ${code(values.map(([n, v]) => `${n}=${v}`).join(" "))}`;
   const what = r`${code(run.dagId)} (${plural(run.taskCount, "task")}${given})`;
   const head =
-    definition === undefined
+    run.registered === true
       ? needsConfirmation
-        ? r`Published ${what} for confirmation`
-        : r`Published ${what}; it started`
-      : needsConfirmation
-        ? r`New run of ${definition}: ${what}, for confirmation`
-        : r`New run of ${definition}: ${what}; it started`;
+        ? r`Registered ${code(run.dagId)} without running it, for confirmation: once confirmed, its schedule, after and webhooks start its runs`
+        : r`Registered ${code(run.dagId)} without running it: no task runs now; its schedule, after and webhooks start its runs`
+      : definition === undefined
+        ? needsConfirmation
+          ? r`Published ${what} for confirmation`
+          : r`Published ${what}; it started`
+        : needsConfirmation
+          ? r`New run of ${definition}: ${what}, for confirmation`
+          : r`New run of ${definition}: ${what}; it started`;
   // A run without a publish message (a webhook's) is answered under its card, in the card's thread.
   return run.publishEventId === null ? r`📥 ${head}.` : r`📥 ${head}. Its card is in the thread.`;
 }
