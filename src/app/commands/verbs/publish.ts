@@ -53,7 +53,7 @@ export const publish = defineVerb<
   "published" | "exists" | "conflict" | "invalid-dag" | "library-error"
 >({
   verb: "publish",
-  usage: "!dag publish [--register] <name> | !dag publish [--register] + a ```json or ```toml code block",
+  usage: "!dag publish <name> | !dag publish + a ```json or ```toml code block",
   summary: "publish a DAG from the library folder or inline; it waits for confirm",
   group: "run",
   permission: "operator",
@@ -68,7 +68,7 @@ export const publish = defineVerb<
     "```",
     "A block without a language is read as JSON when it starts with { and as TOML otherwise.",
     "<name> is a DAG file of the node's library folder (letters, digits, _ . -).",
-    "Publishing runs the DAG once. With --register it only registers it: confirmed like any publish, no task runs now; its schedule, `after` and webhooks start its runs, and `!dag run` too.",
+    "Publishing runs the DAG once. With `!dag publish --register <name>` (or the block after `--register`) it only registers it: confirmed like any publish, no task runs now; its schedule, `after` and webhooks start its runs, and `!dag run` too.",
   ],
   takesCodeBlock: true,
   parse: (_args, after) => parsePublish(after),
