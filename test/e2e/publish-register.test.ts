@@ -1,6 +1,6 @@
 /**
  * Publishing without running (README, "Publishing without running"): a DAG with a per-second
- * schedule, submitted with `--register` to a `dagbot node` process on SQLite, awaits confirmation
+ * schedule, submitted with `--register` to a `dagbot node` process (SQLite, PostgreSQL), awaits confirmation
  * like any publish, creates no task and runs no action when it is confirmed, and its schedule then
  * fires. Counted from the store and from the action's own record of each run it ran. A second DAG
  * declared `after` it fires nothing for the registering run.
@@ -28,7 +28,7 @@ beforeAll(() => requireBuild());
 const slotRuns = async (store: Store): Promise<RunRecord[]> =>
   (await store.listDefinitionRuns(ROOM, "tick", { limit: 10_000 })).filter((r) => r.dag.slot !== undefined);
 
-describe("publish --register", () => {
+describe.each(["sqlite", "postgres"] as const)("publish --register on %s", (kind) => {
   let target: Target | null = null;
   let store: Store | null = null;
   const nodes: NodeProcess[] = [];
@@ -41,7 +41,7 @@ describe("publish --register", () => {
   });
 
   it("registers a scheduled DAG without a run: confirmed like any publish, no task, and its slots fire", async () => {
-    target = await createTarget("sqlite", "publish-register");
+    target = await createTarget(kind, `publish-register-${kind}`);
     const records = join(target.dir, "records.txt");
     const script = "require('fs').appendFileSync(process.argv[1], process.env.DAGBOT_RUN_ID + '\\n')";
     const extra = [
