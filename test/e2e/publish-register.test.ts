@@ -94,7 +94,8 @@ describe.each(["sqlite", "postgres"] as const)("publish --register on %s", (kind
     // that ends then is no run of tick for it.
     await cliOk("submit", after, "--confirm");
     // Confirmed: the registering run ends without a task, and the schedule fires.
-    await cliOk("confirm", "tick");
+    const confirmed = await cliOk("confirm", "tick");
+    expect(confirmed.stdout + confirmed.stderr).toContain("tick is confirmed: registered, nothing runs now.");
     const registered = await waitFor(
       "the registering run to end",
       () => s.getRun(ROOM, "tick"),

@@ -170,7 +170,10 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
       const id = o.run.dagId;
       const now = RUN_WORD[o.run.status];
       if (o.result === "done") {
-        if (o.verb === "confirm") return `${id} is confirmed; it is running now.`;
+        if (o.verb === "confirm")
+          return o.run.registered === true
+            ? `${id} is confirmed: registered, nothing runs now.`
+            : `${id} is confirmed; it is running now.`;
         if (o.verb === "reject") return `${id} is rejected; it will not run.`;
         return o.run.status === "canceled"
           ? `${id} is canceled; none of its tasks was running.`

@@ -124,7 +124,10 @@ export function renderDecision(outcome: Extract<Outcome, { kind: "decision" }>):
   // Said as what happened, not as a state: an answer in the main timeline stays true after the run
   // moves on, and the run's card (in its thread) says where it is now.
   if (result === "done") {
-    if (verb === "confirm") return r`▶️ ${userPill(outcome.by)} confirmed ${id}; it started.`;
+    if (verb === "confirm")
+      return run.registered === true
+        ? r`▶️ ${userPill(outcome.by)} confirmed ${id}: registered, nothing runs now.`
+        : r`▶️ ${userPill(outcome.by)} confirmed ${id}; it started.`;
     if (verb === "reject") return r`✋ ${userPill(outcome.by)} rejected ${id}; it will not run.`;
     return run.status === "canceled"
       ? r`🚫 ${userPill(outcome.by)} canceled ${id}; none of its tasks was running.`
