@@ -5,7 +5,7 @@
 import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { StoreLocation } from "../config/store-location.js";
-import { StoreMissingError } from "../ports/errors.js";
+import { StoreFolderMissingError, StoreMissingError } from "../ports/errors.js";
 import type { Store, StoreInspection, StoreOptions } from "../ports/store.js";
 
 export interface OpenStoreOptions extends StoreOptions {
@@ -13,6 +13,11 @@ export interface OpenStoreOptions extends StoreOptions {
   poolSize?: number;
   /** A SQLite store's synchronous pragma (ignored for PostgreSQL); default full. */
   sqliteSynchronous?: "full" | "normal";
+  /**
+   * Create a SQLite store's missing folder: a node's open only (and migrating, which a node does). Without it a
+   * missing folder is a StoreFolderMissingError and nothing is created.
+   */
+  createFolder?: boolean;
 }
 
 export async function openStore(location: StoreLocation, options: OpenStoreOptions = {}): Promise<Store> {
@@ -21,14 +26,17 @@ export async function openStore(location: StoreLocation, options: OpenStoreOptio
     if (options.existing === true && !existsSync(path)) throw new StoreMissingError(`${path} does not exist`);
     // Owner-only (issue 10, finding 3): the file holds commands, arguments and task output. Folders
     // and the file are created so; SQLite gives its -wal and -shm files the database file's mode.
-    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    if (!existsSync(dirname(path))) {
+      if (options.createFolder !== true) throw new StoreFolderMissingError(dirname(path));
+      mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    }
     try {
       closeSync(openSync(path, "wx", 0o600));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     }
     const { openSqliteStore } = await import("./sqlite/index.js");
-    const { sqliteSynchronous, ...rest } = options;
+    const { sqliteSynchronous, createFolder: _createFolder, ...rest } = options;
     return openSqliteStore(path, {
       ...rest,
       ...(sqliteSynchronous === undefined ? {} : { synchronous: sqliteSynchronous }),
@@ -86,7 +94,7 @@ export async function migrateStore(
     backup = options.backup;
   }
   const { backup: _unused, ...open } = options;
-  const store = await openStore(location, { ...open, migrate: true });
+  const store = await openStore(location, { ...open, migrate: true, createFolder: true });
   await store.close();
   return { from: before.schema, to: before.latest, backup };
 }

@@ -85,6 +85,10 @@ export function afterFiring(
     return skip(
       `${upstream.dagId} ${upstream.status}; ${def.dagId} runs after ${spec.dag} ${afterStatusWords(spec)}`,
     );
+  if (upstream.dag.registered === true)
+    return skip(
+      `${upstream.dagId} registered ${spec.dag} without running it; ${def.dagId} runs after its runs`,
+    );
   const depth = (upstream.dag.trigger?.depth ?? 0) + 1;
   if (depth > MAX_AFTER_DEPTH)
     return skip(

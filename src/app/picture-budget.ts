@@ -1,9 +1,10 @@
 /**
  * How often a room and each of its members may ask for a picture (issue 24): a sliding window per
  * member and one per room, kept by the leader in memory (a new leader starts with a clean slate,
- * which at worst allows one more window's worth). A refused ask is answered once, with when to try
- * again; the asks after it within that time are not answered at all, so a flood of `!dag graph`
- * costs neither drawing nor replies. Times come from the caller (the store's clock). Where the
+ * which at worst allows one more window's worth). A refused ask is answered once in words, with
+ * when to try again; each ask after it within that time is answered with a ⏳ reaction on it
+ * (inbox-step.ts), so a flood of `!dag graph` costs neither drawing nor messages, and no command
+ * goes unanswered. Times come from the caller (the store's clock). Where the
  * other picture budgets live: docs/architecture.md §9.
  */
 
@@ -94,7 +95,7 @@ export function pictureRefusal(ask: Extract<PictureAsk, { kind: "refused" }>): s
   const per = `${ask.limit.count} pictures per ${retryWords(ask.limit.windowMs)}`;
   const whose =
     ask.scope === "member" ? `you asked for ${per} already` : `this room asked for ${per} already`;
-  return `${whose}, the most a ${ask.scope === "member" ? "member" : "room"} may; try again in ${retryWords(ask.retryAfterMs)} (further asks until then get no answer)`;
+  return `${whose}, the most a ${ask.scope === "member" ? "member" : "room"} may; try again in ${retryWords(ask.retryAfterMs)} (further asks until then get ⏳ and no picture)`;
 }
 
 /**

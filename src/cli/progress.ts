@@ -4,11 +4,12 @@
  * readable. Also the end-of-run summary with durations.
  */
 import { exitWords } from "../domain/exit-status.js";
-import { formatDuration } from "../domain/duration.js";
+import { formatDuration, runTimeWords } from "../domain/duration.js";
 import type { TaskStatus } from "../domain/model.js";
 import type { RunRecord, TaskRecord } from "../ports/store.js";
 import type { WaitReason } from "../domain/wait-reasons.js";
 import { waitText } from "../domain/wait-reasons.js";
+import { isTerminalRun } from "../domain/run-states.js";
 
 export interface ProgressOutput {
   write(text: string): unknown;
@@ -103,10 +104,9 @@ class LineProgress implements ProgressView {
   constructor(private readonly out: ProgressOutput) {}
 
   update(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number, waiting = ""): void {
-    if (this.runStatus !== run.status) {
-      this.runStatus = run.status;
-      this.out.write(`${clock(nowMs)} run ${run.dagId} ${run.status}\n`);
-    }
+    // A run's end is said after its tasks' last lines (they ended first); its start before them.
+    const ended = isTerminalRun(run.status);
+    if (this.runStatus !== run.status && !ended) this.runLine(run, nowMs);
     if (waiting !== this.waiting) {
       this.waiting = waiting;
       if (waiting !== "") this.out.write(`${clock(nowMs)} ${oneLine(waiting, 400)}\n`);
@@ -120,6 +120,12 @@ class LineProgress implements ProgressView {
       const detail = taskDetail(t, nowMs);
       this.out.write(`${clock(nowMs)} task ${t.taskId} ${t.status}${detail === "" ? "" : ` (${detail})`}\n`);
     }
+    if (this.runStatus !== run.status && ended) this.runLine(run, nowMs);
+  }
+
+  private runLine(run: RunRecord, nowMs: number): void {
+    this.runStatus = run.status;
+    this.out.write(`${clock(nowMs)} run ${run.dagId} ${run.status}\n`);
   }
 
   finish(run: RunRecord, tasks: readonly TaskRecord[], nowMs: number): void {
@@ -300,8 +306,9 @@ export function renderSummary(
     ];
     lines.push(`  ${cols.filter((c, i) => i < 3 || c !== "").join("  ")}`.trimEnd());
   }
-  const total = (run.status === "running" ? nowMs : run.updatedAt) - run.createdAt;
-  lines.push(`run ${run.dagId} (${run.runId}) ${run.status} in ${formatDuration(total)}: ${counts(tasks)}`);
+  lines.push(
+    `run ${run.dagId} (${run.runId}) ${runTimeWords(run.status, run.createdAt, run.updatedAt, nowMs)}: ${counts(tasks)}`,
+  );
   return `${lines.join("\n")}\n`;
 }
 

@@ -7,7 +7,7 @@ import { inspectStore, migrateStore, openStore, sqliteBackupPath } from "../adap
 import { describeRelease } from "../domain/release.js";
 import type { NodeConfig } from "../config/node-config.js";
 import { describeStoreLocation } from "../config/store-location.js";
-import { SchemaTooOldError, StoreMissingError } from "../ports/errors.js";
+import { SchemaTooOldError, StoreFolderMissingError, StoreMissingError } from "../ports/errors.js";
 import type { Logger } from "../ports/logger.js";
 import type { Store, StoreInspection } from "../ports/store.js";
 import { SetupError, EXIT_CONFIG } from "./setup-error.js";
@@ -29,10 +29,20 @@ export async function openConfiguredStore(
   { existing = false, node }: { existing?: boolean; node?: Logger } = {},
 ): Promise<Store> {
   try {
-    const open = (): Promise<Store> => openStore(config.store, { ...storeOptions(config), existing });
+    // Only a command that runs tasks (a node of its own) creates a missing folder; a node's store.
+    const open = (): Promise<Store> =>
+      openStore(config.store, { ...storeOptions(config), existing, createFolder: node !== undefined });
     return await (node === undefined ? open() : openMigratingIfAlone(config, node, open));
   } catch (err) {
     if (err instanceof SetupError) throw err;
+    if (err instanceof StoreFolderMissingError) {
+      throw new SetupError(
+        `cannot open the store ${describeStoreLocation(config.store)}: ${err.message}; only a node ` +
+          "(dagbot node, start, run) creates a store's folder: check --store, DAGBOT_STORE " +
+          "or the config's store, or create the folder",
+        1,
+      );
+    }
     if (err instanceof StoreMissingError) {
       throw new SetupError(
         `no dagbot store at ${describeStoreLocation(config.store)} (${err.why}); this command only reads ` +
@@ -62,7 +72,10 @@ export async function openNodeStore(
 ): Promise<Store | null> {
   try {
     return await openWithRetry(
-      () => openMigratingIfAlone(config, logger, () => openStore(config.store, storeOptions(config))),
+      () =>
+        openMigratingIfAlone(config, logger, () =>
+          openStore(config.store, { ...storeOptions(config), createFolder: true }),
+        ),
       logger.child({ store: describeStoreLocation(config.store) }),
       storeErrorText,
       stopped,

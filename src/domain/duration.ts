@@ -1,4 +1,5 @@
 /** Durations as people write them in configs and DAGs ("500ms", "30s", "10m", "1h30m"), in milliseconds. */
+import type { RunStatus } from "./model.js";
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
@@ -50,4 +51,16 @@ export function formatDuration(ms: number): string {
 export function shownDuration(ms: number): string | null {
   if (!Number.isFinite(ms) || ms < 1_000) return null;
   return formatDuration(Math.round(ms / 1_000) * 1_000);
+}
+
+/**
+ * A run's status with its time, for the one-line run summaries (`dagbot status`, `dagbot run`):
+ * `succeeded in 7s` for an ended run, `running for 41s` for one in flight, `pending for 2m` for
+ * one awaiting confirmation (never "pending in 0ms": it has not taken any time, it has waited).
+ */
+export function runTimeWords(status: RunStatus, createdAt: number, updatedAt: number, nowMs: number): string {
+  if (status === "pending" || status === "running" || status === "canceling")
+    return `${status} for ${formatDuration(Math.max(0, nowMs - createdAt))}`;
+  const took = formatDuration(Math.max(0, updatedAt - createdAt));
+  return status === "rejected" || status === "expired" ? `${status} after ${took}` : `${status} in ${took}`;
 }

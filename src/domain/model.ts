@@ -99,6 +99,13 @@ export interface ParsedDag {
   trigger?: RunTrigger;
   /** For a run a webhook delivery started: the hook, the delivery id, a link from its payload (webhook.ts). */
   hook?: { id: string; delivery: string; link?: string };
+  /**
+   * A definition's published run that registers it without running it (publish's register
+   * choice): it is confirmed like any publish, holds no task, and ends succeeded once confirmed,
+   * so its schedule, `after` and webhooks run on that confirmation (README, "Publishing without
+   * running"). Not part of the definition (params.ts definitionOf).
+   */
+  registered?: true;
 }
 
 /** One declared parameter: the whole value must match `pattern` (RE2); no default means required. */

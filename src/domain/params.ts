@@ -187,7 +187,13 @@ export function definitionOf(dag: ParsedDag): ParsedDag {
     slot: _slot,
     trigger: _trigger,
     hook: _hook,
+    registered: _registered,
     ...rest
   } = dag;
   return rest;
+}
+
+/** The tasks a run of this DAG executes: none for a run that only registers its definition. */
+export function executedTasks(dag: ParsedDag): ParsedDag["tasks"] {
+  return dag.registered === true ? [] : dag.tasks;
 }

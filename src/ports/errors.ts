@@ -84,5 +84,17 @@ export class StoreMissingError extends Error {
   }
 }
 
+/**
+ * A SQLite store's folder does not exist and the caller may not create it: only a node (`dagbot
+ * node`, `start`, `run`) creates a store's folder, so a typo in any other
+ * command's `--store` leaves no folders behind.
+ */
+export class StoreFolderMissingError extends Error {
+  override readonly name = "StoreFolderMissingError";
+  constructor(readonly folder: string) {
+    super(`the folder ${folder} does not exist`);
+  }
+}
+
 export const isConflict = (e: unknown): e is ConflictError => e instanceof ConflictError;
 export const isNotFound = (e: unknown): e is NotFoundError => e instanceof NotFoundError;

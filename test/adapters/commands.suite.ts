@@ -1271,7 +1271,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
     );
 
     it(
-      "!dag graph: a member asks for 3 pictures a minute, is refused once with when to ask again, then not answered; the room's 10 hold across members",
+      "!dag graph: a member asks for 3 pictures a minute, is refused once with when to ask again, then answered with ⏳ only; the room's 10 hold across members",
       track(async () => {
         const r = await room();
         expect(await ask(r, OP, publishToml(chainToml("pic")))).toContain("Published `pic`");
@@ -1287,9 +1287,19 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(String(refusal?.content["body"])).toMatch(
           /you asked for 3 pictures per 60 s already.*try again in \d+ s/,
         );
-        // Told once: the asks after it within that time get no answer at all.
-        expect(await graph(LOW)).toBeNull();
-        expect(await graph(LOW)).toBeNull();
+        // Told once in words: each ask after it within that time gets a ⏳ on itself, no message.
+        for (let i = 0; i < 2; i++) {
+          const eventId = await say(r.roomId, LOW, "!dag graph pic");
+          expect(await drain(r.fence)).toBe(1);
+          expect(await store.getOutbox(`picture.${eventId}`)).toBeNull();
+          const answer = await reply(eventId);
+          expect(answer?.eventType).toBe("m.reaction");
+          expect(answer?.content["m.relates_to"]).toEqual({
+            rel_type: "m.annotation",
+            event_id: eventId,
+            key: "⏳",
+          });
+        }
         // Others still may, up to the room's 10 in the minute.
         for (let i = 0; i < 7; i++)
           expect((await graph(`@member${i}:test`))?.eventType).toBe("org.dagbot.picture-request");

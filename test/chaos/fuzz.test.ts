@@ -2,8 +2,9 @@
  * Chaos 3 (issue 6): thousands of generated malformed DAGs and commands through the whole handling
  * path. Each is inserted into the inbox as chat intake would, and the real inbox step handles it
  * under a real leader fence on a real store (SQLite and PostgreSQL). Nothing may throw, every event
- * is handled once and answered once (a `!dag` command always gets a reply, and no reply outgrows a
- * Matrix event), and no partial write happens: runs and tasks grow only by what an answer says was
+ * is handled once and answered once (a `!dag` command always gets a reply — a picture ask over its
+ * rate limit, after one refusal in words, a ⏳ reaction on itself — and no reply outgrows a Matrix
+ * event), and no partial write happens: runs and tasks grow only by what an answer says was
  * created (nothing, unless a mutation happened to leave a valid DAG).
  */
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
@@ -194,6 +195,14 @@ async function fuzzPass(kind: string, store: Store, total: number): Promise<void
     if (event.mustReply && outcome?.kind === "ignored")
       unanswered.push(`${eventId} (${event.category}) ignored`);
     const reply = await store.getOutbox(replyTxnId(eventId));
+    // Over the picture rate limit after being told once: a ⏳ on the ask itself, never a message.
+    if (
+      outcome?.kind === "rate-limited" &&
+      (reply?.eventType !== "m.reaction" ||
+        JSON.stringify(reply.content["m.relates_to"]) !==
+          JSON.stringify({ rel_type: "m.annotation", event_id: eventId, key: "⏳" }))
+    )
+      unanswered.push(`${eventId} (${event.category}) rate-limited without its ⏳`);
     if (reply !== null && Buffer.byteLength(JSON.stringify(reply.content)) > MAX_REPLY_CONTENT_BYTES)
       oversized.push(
         `${eventId} (${event.category}): ${Buffer.byteLength(JSON.stringify(reply.content))} bytes`,

@@ -353,8 +353,9 @@ describe("task output from the CLI", () => {
 
       const listed = await track(cli(["list", "--json", "--config", config], { cwd: target.dir }));
       expect(listed.code, listed.stderr).toBe(0);
-      const runs = (JSON.parse(listed.stdout) as { runs: Array<{ dagId: string; status: string }> }).runs;
-      expect(runs.map((r) => [r.dagId, r.status]).sort()).toEqual([
+      const runs = (JSON.parse(listed.stdout) as { runs: Array<{ run: { dagId: string; status: string } }> })
+        .runs;
+      expect(runs.map(({ run: r }) => [r.dagId, r.status]).sort()).toEqual([
         ["boom", "failed"],
         ["slow", "succeeded"],
       ]);
@@ -394,8 +395,8 @@ describe("run lists from the CLI", () => {
     const page = async (...args: string[]) => {
       const r = await track(cli(["list", ...args, ...store, "--json"], { cwd: dir }));
       expect(r.code, r.stderr).toBe(0);
-      const view = JSON.parse(r.stdout) as { runs: Array<{ dagId: string }>; next: string | null };
-      return { ids: view.runs.map((x) => x.dagId), next: view.next };
+      const view = JSON.parse(r.stdout) as { runs: Array<{ run: { dagId: string } }>; next: string | null };
+      return { ids: view.runs.map((x) => x.run.dagId), next: view.next };
     };
     const first = await page("--limit", "2");
     expect(first.ids).toEqual(["c", "b"]);
@@ -405,6 +406,10 @@ describe("run lists from the CLI", () => {
     expect((await page("--status", "failed,succeeded")).ids).toEqual(["c", "b", "a"]);
     expect((await page("a")).ids).toEqual(["a"]);
     expect((await page("b", "--status", "succeeded")).ids).toEqual([]);
+    // A filter that matches nothing, in a room with runs, says so (not "no runs in room local").
+    const noneFailed = await track(cli(["list", "--status", "canceled", ...store], { cwd: dir }));
+    expect(noneFailed.code, noneFailed.stderr).toBe(0);
+    expect(noneFailed.stdout).toBe("no canceled runs in room local (3 runs in other states)\n");
     const plain = await track(cli(["list", "--limit", "1", ...store], { cwd: dir }));
     expect(plain.stdout).toMatch(/^c\s+succeeded\s+1\/1 succeeded\n$/);
     expect(plain.stderr).toMatch(/--cursor [A-Za-z0-9_-]+\n$/);

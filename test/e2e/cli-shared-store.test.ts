@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NodeProcess, Target } from "../support/engine-cluster.js";
 import {
+  REPO,
   ROOM,
   cli,
   createTarget,
@@ -127,6 +128,29 @@ describe("read-only commands never create a store", () => {
       expect(existsSync(typo), `${args[0]} created ${typo}`).toBe(false);
       expect(existsSync(join(scratch.path, "typo")), `${args[0]} created the folder`).toBe(false);
     }
+  });
+
+  it("commands that write but run no node (submit, confirm, cancel, policy) name a missing folder and create none; a node creates it", async () => {
+    const missing = join(scratch.path, "no", "such", "dir");
+    const store = `sqlite:${join(missing, "x.db")}`;
+    const dag = join(REPO, "config", "examples", "hello.toml");
+    const writes = [
+      ["submit", dag],
+      ["confirm", "hello"],
+      ["cancel", "hello"],
+      ["policy", "auto_confirm", "+@a:x"],
+    ];
+    for (const args of writes) {
+      const r = await scratch.track(cli([...args, "--store", store], { cwd: scratch.path }));
+      expect(r.code, `${args[0]}: ${r.stdout}${r.stderr}`).toBe(1);
+      expect(r.stderr).toContain(`the folder ${missing} does not exist`);
+      expect(r.stderr).toContain("only a node (dagbot node, start, run) creates a store's folder");
+      expect(existsSync(join(scratch.path, "no")), `${args[0]} created a folder`).toBe(false);
+    }
+    // `dagbot run` is a node of its own: it creates the folder and the store.
+    const ran = await scratch.track(cli(["run", dag, "--store", store], { cwd: scratch.path }));
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(existsSync(join(missing, "x.db"))).toBe(true);
   });
 
   it("status on an empty PostgreSQL database: exit 1, no tables created", async () => {

@@ -32,6 +32,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, posix } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore } from "../../src/adapters/store-factory.js";
+import { DEFAULT_STORE } from "../../src/config/store-location.js";
 import type { CliResult } from "../support/engine-cluster.js";
 import { REPO, requireBuild } from "../support/engine-cluster.js";
 import { decodePng } from "../support/png.js";
@@ -147,9 +148,18 @@ function parseHealthcheck(args: string): { options: Record<string, string>; argv
   return { options, argv: parseExecForm(m[2]!) };
 }
 
+/** The init the image runs as PID 1 in front of node (docker/Dockerfile's ENTRYPOINT). */
+const INIT = ["/usr/bin/tini", "--"];
+
 interface Image {
   app: string;
+  /** What runs under the init: `node /app/dist/cli.js`. */
   entrypoint: string[];
+  /** The ENTRYPOINT as written, the init included. */
+  fullEntrypoint: string[];
+  /** The final stage's RUN lines and its USER. */
+  runs: string[];
+  user: string | null;
   healthcheck: { options: Record<string, string>; argv: string[] } | null;
   /** Each stage's FROM image (the `AS name` left out). */
   bases: string[];
@@ -179,6 +189,8 @@ function assembleImage(root: string): Image {
 
   let workdir = "/";
   let entrypoint: string[] | null = null;
+  const runs: string[] = [];
+  let user: string | null = null;
   let healthcheck: Image["healthcheck"] = null;
   const bases = stages.map((stage) => stage[0]!.args.trim().split(/\s+/)[0]!);
   const copied: string[] = [];
@@ -186,6 +198,8 @@ function assembleImage(root: string): Image {
   for (const ins of final) {
     if (ins.op === "WORKDIR") workdir = posix.resolve(workdir, ins.args.trim());
     if (ins.op === "ENTRYPOINT") entrypoint = parseExecForm(ins.args);
+    if (ins.op === "RUN") runs.push(ins.args);
+    if (ins.op === "USER") user = ins.args.trim();
     if (ins.op === "HEALTHCHECK") healthcheck = parseHealthcheck(ins.args);
     if (ins.op !== "COPY" && ins.op !== "ADD") continue;
     if (ins.op === "ADD") throw new Error("ADD in the final stage: this test models COPY only");
@@ -213,7 +227,24 @@ function assembleImage(root: string): Image {
     }
   }
   if (entrypoint === null) throw new Error("the final stage has no ENTRYPOINT");
-  return { app: inRoot(workdir), entrypoint, healthcheck, bases, copied };
+  const full: string[] = entrypoint;
+  const underInit = full.slice(0, INIT.length).join(" ") === INIT.join(" ") ? full.slice(INIT.length) : full;
+  // The folders the final stage makes (`mkdir -p ...`) exist in the assembled image too: the data
+  // folder of the default store among them.
+  for (const r of runs)
+    for (const m of r.matchAll(/mkdir -p ((?:\/\S+\s*)+)/g))
+      for (const dir of m[1]!.trim().split(/\s+/))
+        mkdirSync(inRoot(dir.replace(/&&$/, "")), { recursive: true });
+  return {
+    app: inRoot(workdir),
+    entrypoint: underInit,
+    fullEntrypoint: full,
+    runs,
+    user,
+    healthcheck,
+    bases,
+    copied,
+  };
 }
 
 let root: string;
@@ -333,12 +364,33 @@ describe("the container image's final stage", () => {
     expect(xNode).not.toMatch(/^\s*healthcheck:/m);
   });
 
+  it("runs tini as PID 1 in front of node, installed in the final stage", () => {
+    expect(image.fullEntrypoint).toEqual([...INIT, "node", "/app/dist/cli.js"]);
+    expect(image.runs.join("\n")).toMatch(/apt-get install -y --no-install-recommends tini\b/);
+    // compose adds no second init in front of it (`init: true` would run docker-init, then tini).
+    const compose = readFileSync(join(REPO, "docker", "compose.yaml"), "utf8");
+    expect(compose).not.toMatch(/^\s*init:\s*true/m);
+  });
+
+  it("gives the image's user the data folder of the default store, and nothing else of /app", () => {
+    expect(image.user).toBe("node");
+    const dataDir = posix.resolve("/app", posix.dirname(DEFAULT_STORE.slice("sqlite:".length)));
+    expect(dataDir).toBe("/app/data");
+    const chowns = image.runs.flatMap((r) => [...r.matchAll(/chown (\S+) ([^&]+)/g)]);
+    const owned = chowns.filter((m) => m[1] === "node:node").flatMap((m) => m[2]!.trim().split(/\s+/));
+    expect(owned).toContain(dataDir);
+    expect(owned).not.toContain("/app");
+    expect(existsSync(join(root, "image", dataDir))).toBe(true);
+  });
+
   it("is built on a pinned Node 24 release, which package.json's engines accept", () => {
     const pkg = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as {
       engines: { node: string };
     };
     expect(image.bases.length).toBeGreaterThanOrEqual(2);
-    for (const base of image.bases) expect(base).toMatch(/^node:24\.\d+\.\d+-[a-z]+-slim$/);
+    // A digest may follow the tag (`@sha256:…`) once one is read from the registry (docker/Dockerfile).
+    for (const base of image.bases)
+      expect(base).toMatch(/^node:24\.\d+\.\d+-[a-z]+-slim(@sha256:[0-9a-f]{64})?$/);
     // Both stages the same Node release: what the build stage installs is what the final one runs.
     expect(new Set(image.bases).size).toBe(1);
     const floor = /^>=(\d+)$/.exec(pkg.engines.node);

@@ -45,8 +45,9 @@ describe("dagbot run", () => {
 
     const status = await cli(["status", "--json"], { cwd });
     expect(status.code, status.stderr).toBe(0);
-    const runs = (JSON.parse(status.stdout) as { runs: Array<{ dagId: string; status: string }> }).runs;
-    expect(runs.map((r) => [r.dagId, r.status]).sort()).toEqual([
+    const runs = (JSON.parse(status.stdout) as { runs: Array<{ run: { dagId: string; status: string } }> })
+      .runs;
+    expect(runs.map(({ run: r }) => [r.dagId, r.status]).sort()).toEqual([
       ["hello", "succeeded"],
       ["hello.2", "succeeded"],
     ]);

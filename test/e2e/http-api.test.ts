@@ -242,6 +242,36 @@ describe("commands and reads", () => {
     );
   }, 30_000);
 
+  it("POST /v1/dags with register: true registers a DAG without running it, confirmed like any publish", async () => {
+    await track(
+      (async () => {
+        // No schedule here (this file's schedule test lists the room's): registering is the same with one.
+        const document = {
+          id: "nightly_http",
+          tasks: [{ id: "greet", action: "echo", args: { message: "hi" } }],
+        };
+        const pub = await call(api.base, "POST", "/v1/dags", { body: { document, register: true } });
+        expect(pub.status, pub.text).toBe(201);
+        expect(pub.body).toMatchObject({
+          result: "published",
+          needsConfirmation: true,
+          run: { dagId: "nightly_http", registered: true, taskCount: 0 },
+        });
+        const confirm = await call(api.base, "POST", "/v1/runs/nightly_http/confirm");
+        expect(confirm.status, confirm.text).toBe(200);
+        const done = await waitFor(
+          "the registering run to end",
+          () => call(api.base, "GET", "/v1/runs/nightly_http", { token: READ_TOKEN }),
+          (r) => r.body?.run?.status === "succeeded",
+        );
+        expect(done.body.tasks).toEqual([]);
+        // The definition is there and approved by the confirmation, with nothing run.
+        const definition = await store.getDefinition(ROOM, "nightly_http");
+        expect(definition?.origin).toMatchObject({ status: "succeeded", confirmedBy: "http:ops" });
+      })(),
+    );
+  }, 30_000);
+
   it("a failed run's status names the failed task with how it ended, and its skipped dependents", async () => {
     await track(
       (async () => {

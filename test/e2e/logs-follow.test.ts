@@ -105,3 +105,56 @@ describe.each<StoreKind>(["sqlite", "postgres"])("dagbot logs --follow on %s", (
     }
   });
 });
+
+describe("dagbot logs of an output longer than output_limit", () => {
+  it("prints the kept tail (stdout and stderr as they came, merged) and says on stderr that the beginning was cut", async () => {
+    const target = await createTarget("sqlite", "logs-cut");
+    let node: NodeProcess | null = null;
+    let failed = true;
+    try {
+      // 3000 bytes on stdout, then one line on stderr, then one more on stdout: 1 KiB is kept.
+      const writer = join(target.dir, "writer.mjs");
+      writeFileSync(
+        writer,
+        `process.stdout.write("x".repeat(2999) + "\\n");\n` +
+          `setTimeout(() => { process.stderr.write("on stderr\\n"); ` +
+          `setTimeout(() => process.stdout.write("last on stdout\\n"), 100); }, 100);\n`,
+      );
+      const extra =
+        `[actions.writer]\nargv = [${JSON.stringify(process.execPath)}, ${JSON.stringify(writer)}]\n` +
+        `timeout = "30s"\nkill_grace = "300ms"\noutput_limit = "1KiB"\n`;
+      const config = writeNodeConfig(target, { nodeId: "solo", extra });
+      node = startNode(target, config, "solo");
+      const store = await target.open();
+      try {
+        await untilNodeBeats(store);
+        const dag = writeDag(target, { id: "long", tasks: [{ id: "w", action: "writer" }] });
+        const submitted = await cli(["submit", dag, "--config", config, "--confirm"], { cwd: target.dir });
+        expect(submitted.code, submitted.stderr).toBe(0);
+        await waitFor(
+          "the run to end",
+          () => store.getRun("local", "long"),
+          (r) => r !== null && r.status === "succeeded",
+          { timeoutMs: 20_000, intervalMs: 50 },
+        );
+        const total = 3000 + "on stderr\n".length + "last on stdout\n".length;
+        const shown = await cli(["logs", "long", "w", "--config", config], { cwd: target.dir });
+        expect(shown.code, shown.stderr).toBe(0);
+        expect(shown.stdout.length).toBe(1024);
+        // Both streams, in the order they were written.
+        expect(shown.stdout.endsWith("x\non stderr\nlast on stdout\n")).toBe(true);
+        expect(shown.stderr).toContain(
+          `(the first ${total - 1024} bytes of its ${total} were not kept (output_limit): this is the last 1024)`,
+        );
+        const json = await cli(["logs", "long", "w", "--config", config, "--json"], { cwd: target.dir });
+        expect(JSON.parse(json.stdout)).toMatchObject({ outputBytes: total, droppedBytes: total - 1024 });
+      } finally {
+        await store.close();
+      }
+      failed = false;
+    } finally {
+      if (node !== null) await killAll([node]);
+      await target.cleanup(failed);
+    }
+  });
+});

@@ -6,7 +6,7 @@
  * command is answered there with a line pointing to the thread. A calm room: a run of 20 tasks that
  * needed confirmation puts two bot events in the main timeline (the answers to the publish and the
  * confirm typed there); the card and the final message are in its thread. Picture budgets (issue 24): a member over the
- * rate limit is refused once, saying when to ask again, and not answered after that; the room's
+ * rate limit is refused once, saying when to ask again, and answered by a ⏳ reaction after that; the room's
  * policy `graph operators` keeps pictures to operators.
  */
 import { beforeAll, describe, expect, it } from "vitest";
@@ -217,7 +217,7 @@ describe("a calm room", () => {
 });
 
 describe("picture budgets", () => {
-  it("a member over the rate limit is refused once with when to ask again, then not answered; graph operators keeps pictures to operators", async () => {
+  it("a member over the rate limit is refused once with when to ask again, then answered with ⏳ only; graph operators keeps pictures to operators", async () => {
     const dag = { id: "pic_budget", tasks: [{ id: "only", action: "true" }] };
     await alice.sendText(roomId, publishJson(dag));
     await runEnded("pic_budget");
@@ -241,9 +241,23 @@ describe("picture budgets", () => {
       (e) => e?.status === "replied",
       { timeoutMs: T, intervalMs: 100 },
     );
-    expect(row?.result).toMatchObject({ dagbotOutcome: { kind: "ignored" } });
-    const history = await roomHistory(alice, roomId);
-    expect(history.filter((e) => e.sender === botUserId && txnOf(e) === `reply.${fifth}`)).toEqual([]);
+    expect(row?.result).toMatchObject({ dagbotOutcome: { kind: "rate-limited" } });
+    // Answered by a ⏳ on the ask itself, sent once, and by no message.
+    const reaction = await waitFor(
+      "the ⏳ on the fifth ask",
+      async () =>
+        (await roomHistory(alice, roomId)).filter(
+          (e) => e.sender === botUserId && txnOf(e) === `reply.${fifth}`,
+        ),
+      (events) => events.length > 0,
+      { timeoutMs: T, intervalMs: 200 },
+    );
+    expect(reaction.map((e) => e.type)).toEqual(["m.reaction"]);
+    expect(reaction[0]!.content["m.relates_to"]).toEqual({
+      rel_type: "m.annotation",
+      event_id: fifth,
+      key: "⏳",
+    });
 
     // The room keeps pictures to operators: bob (50) may, carol may not, whatever her rate.
     const set = await alice.sendText(roomId, "!dag policy graph operators");

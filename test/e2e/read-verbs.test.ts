@@ -77,8 +77,13 @@ describe("the read verbs, from their declarations", () => {
       const [one, latest, listed] = out.map((line) => JSON.parse(line) as Record<string, unknown>);
       expect(one).toMatchObject({ ok: true, answer: "status", room: "local", run: { dagId: "wide" } });
       expect((one?.["tasks"] as unknown[]).length).toBe(TASKS);
-      // Without a run, the room's latest runs (the list verb answers), in the fields they always had.
-      expect(latest).toMatchObject({ ok: true, answer: "list", runs: [{ dagId: "wide" }], next: null });
+      // Without a run, the room's latest runs (the list verb answers), as GET /v1/runs gives them.
+      expect(latest).toMatchObject({
+        ok: true,
+        answer: "list",
+        runs: [{ run: { dagId: "wide" } }],
+        next: null,
+      });
 
       const listCli = program.commands.find((c) => c.name() === "list");
       expect(listCli, "dagbot list is made from the list verb's declaration").toBeDefined();
@@ -87,7 +92,7 @@ describe("the read verbs, from their declarations", () => {
       expect(listed).toMatchObject({
         ok: true,
         answer: "list",
-        runs: [{ dagId: "wide", status: "running" }],
+        runs: [{ run: { dagId: "wide", status: "running" }, summary: { total: TASKS } }],
       });
 
       // HTTP: the route and its OpenAPI entry are the declaration's.
@@ -134,6 +139,17 @@ describe("the read verbs, from their declarations", () => {
         const body = (await answer.json()) as { room: string; tasks: unknown[] };
         expect(body.room).toBe("local");
         expect(body.tasks.length).toBe(TASKS);
+        // `dagbot list --json` is GET /v1/runs's answer with `ok` and `answer`: the same shape.
+        const page = await fetch(`${base}/v1/runs?status=running`, {
+          headers: { authorization: `Bearer ${token}` },
+        });
+        expect(page.status).toBe(200);
+        const httpList = (await page.json()) as Record<string, unknown>;
+        const { ok: _ok, answer: _answer, ...cliList } = listed!;
+        expect(Object.keys(cliList).sort()).toEqual(Object.keys(httpList).sort());
+        expect(cliList["runs"]).toEqual(httpList["runs"]);
+        expect(cliList["next"]).toEqual(httpList["next"]);
+        expect(cliList["room"]).toEqual(httpList["room"]);
         const missing = await fetch(`${base}/v1/runs/nope`, {
           headers: { authorization: `Bearer ${token}` },
         });

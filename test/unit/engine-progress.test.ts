@@ -42,6 +42,21 @@ describe("progress", () => {
     expect(text).not.toContain("\x1b[");
   });
 
+  it("says the run's end after its last task's line, and its start before its first", () => {
+    const { out, chunks } = sink(false);
+    const view = createProgress(out);
+    view.update(run("running"), [task("a", "running")], 2_500);
+    // The read that sees the run ended also sees its last task's end, for the first time.
+    view.finish(run("succeeded"), [task("a", "succeeded")], 3_600);
+    const lines = chunks.join("").trimEnd().split("\n");
+    expect(lines.map((l) => l.slice(9))).toEqual([
+      "run demo running",
+      "task a running (500ms, on n1)",
+      "task a succeeded (1.5s, on n1)",
+      "run demo succeeded",
+    ]);
+  });
+
   it("redraws the list in place on a terminal", () => {
     const { out, chunks } = sink(true);
     const view = createProgress(out);

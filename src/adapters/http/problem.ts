@@ -57,6 +57,7 @@ const TITLES: Record<string, string> = {
   "nothing-to-retry": "There is nothing to retry",
   "not-leader": "No leader handled the command",
   quarantined: "The command was dropped: it took the room's leader down twice",
+  "rate-limited": "Over a rate limit: try again later",
   "schedule-not-found": "The room has no schedule of that DAG",
   "schedule-deleted": "The schedule is deleted: it cannot be paused or resumed",
   "leader-timeout": "The room's leader did not answer in time; retry with the same Idempotency-Key",

@@ -52,6 +52,7 @@ export function registerReadRoutes(app: ZodApp, ctx: RouteContext): void {
         task: o.task,
         output: o.output,
         omittedChars: o.omittedChars,
+        droppedBytes: o.droppedBytes ?? 0,
         at: o.at,
       };
     },

@@ -30,6 +30,8 @@ export const logsSchema = z.object({
   task: taskLineSchema,
   output: z.string().nullable(),
   omittedChars: z.number(),
+  /** Bytes the task wrote before the kept tail began (its action's output_limit): 0 when all was kept. */
+  droppedBytes: z.number(),
   at: z.number(),
 });
 

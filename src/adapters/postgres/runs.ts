@@ -1,7 +1,7 @@
 /** DAG runs on PostgreSQL: all-or-nothing creation deduplicated by (room, dag_id) and hash, and the leader's decisions. */
 import { randomUUID } from "node:crypto";
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
-import { taskArgs } from "../../domain/params.js";
+import { executedTasks, taskArgs } from "../../domain/params.js";
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type {
   CommandContext,
@@ -105,7 +105,7 @@ export async function insertRunInTx(tx: Tx, fence: LeaderFence, input: CreateRun
       runId,
       input.roomId,
       json(
-        input.dag.tasks.map((t, n) => ({
+        executedTasks(input.dag).map((t, n) => ({
           n,
           id: t.id,
           action: t.action,
@@ -130,7 +130,13 @@ export async function insertRunInTx(tx: Tx, fence: LeaderFence, input: CreateRun
     runId,
     term: fence.term,
     actor: sessionKey(fence.session),
-    data: { dagId, hash: input.hash, status, tasks: input.dag.tasks.length, publisher: input.publisher },
+    data: {
+      dagId,
+      hash: input.hash,
+      status,
+      tasks: executedTasks(input.dag).length,
+      publisher: input.publisher,
+    },
   });
   tx.touch("runs", input.roomId);
   tx.touch("tasks", input.roomId);

@@ -1,7 +1,7 @@
 /** DAG runs on SQLite: all-or-nothing creation deduplicated by (room, dag_id) and hash, and the leader's decisions. */
 import { randomUUID } from "node:crypto";
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
-import { taskArgs } from "../../domain/params.js";
+import { executedTasks, taskArgs } from "../../domain/params.js";
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type {
   CommandContext,
@@ -100,7 +100,7 @@ export function insertRunInTx(
   );
   recordDefinitionInTx(c, tx, input.roomId, fence, runId, input.dag, input.hash, input.publisher);
   // Document order is insertion order, so seq gives FIFO within a run and across runs.
-  for (const t of input.dag.tasks) {
+  for (const t of executedTasks(input.dag)) {
     c.run(
       `INSERT INTO tasks (run_id, task_id, room_id, status, version, attempt, max_attempts, action, args, needs, labels,
          node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, output_patterns, gate)
@@ -129,7 +129,13 @@ export function insertRunInTx(
     runId,
     term: fence.term,
     actor: sessionKey(fence.session),
-    data: { dagId, hash: input.hash, status, tasks: input.dag.tasks.length, publisher: input.publisher },
+    data: {
+      dagId,
+      hash: input.hash,
+      status,
+      tasks: executedTasks(input.dag).length,
+      publisher: input.publisher,
+    },
   });
   tx.touch("runs", input.roomId);
   tx.touch("tasks", input.roomId);

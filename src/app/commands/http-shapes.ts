@@ -51,6 +51,10 @@ export const runSummarySchema = z
       .object({ id: z.string(), delivery: z.string(), link: z.string().optional() })
       .optional()
       .describe("the webhook delivery that started the run: hook id, delivery id, a link from its payload"),
+    registered: z
+      .literal(true)
+      .optional()
+      .describe("a published run that registered its DAG without running it (it holds no task)"),
   })
   .meta({ id: "RunSummary" });
 
@@ -167,20 +171,27 @@ export const runStatusSchema = z.object({
     .describe("a failed run only: its failed tasks with how each ended, then its skipped ones, in words"),
 });
 
+const registerField = z
+  .boolean()
+  .optional()
+  .describe("true: register the definition (its schedule, after, webhooks) without starting a run now");
+
 export const publishBody = z
   .union([
     z.strictObject({
       document: z
         .record(z.string(), z.unknown())
         .describe("the DAG as a JSON object (docs/architecture.md §6)"),
+      register: registerField,
     }),
     z.strictObject({
       text: z.string().min(1).max(MAX_COMMAND_BYTES),
       format: z.enum(["toml", "json"]),
+      register: registerField,
     }),
-    z.strictObject({ library: z.string().regex(LIBRARY_NAME_PATTERN) }),
+    z.strictObject({ library: z.string().regex(LIBRARY_NAME_PATTERN), register: registerField }),
   ])
-  .describe("exactly one of: document, text + format, library");
+  .describe("exactly one of: document, text + format, library; and `register` to publish without running");
 
 export const confirmBody = z
   .strictObject({

@@ -123,7 +123,13 @@ export function trimmedContent(content: Record<string, unknown>): Record<string,
 }
 
 /** Outcomes that changed nothing: their command's full text is not worth keeping. */
-const TRIMMED_OUTCOMES: ReadonlySet<string> = new Set(["refused", "command-error", "ignored", "quarantined"]);
+const TRIMMED_OUTCOMES: ReadonlySet<string> = new Set([
+  "refused",
+  "command-error",
+  "ignored",
+  "quarantined",
+  "rate-limited",
+]);
 
 /** One row: "idle" when the room's inbox has nothing new or unreplied. */
 export async function processNextInboxEvent(
@@ -174,7 +180,8 @@ const defaultPictureLimiters = new WeakMap<InboxDeps, PictureLimiter>();
 
 /**
  * A picture ask within the room's and the member's rate limits (picture-budget.ts); over them, a
- * refusal saying when to try again, once, and no answer to the asks after it until then.
+ * refusal saying when to try again, once, and a ⏳ reaction on each ask after it until then: every
+ * command is answered, and a flood of asks adds no message to the room.
  */
 async function withinPictureLimits(deps: InboxDeps, row: InboxEvent, outcome: Outcome): Promise<Outcome> {
   let limiter = deps.pictureLimiter ?? defaultPictureLimiters.get(deps);
@@ -184,8 +191,7 @@ async function withinPictureLimits(deps: InboxDeps, row: InboxEvent, outcome: Ou
   }
   const ask = limiter.ask(row.roomId, row.sender, await deps.store.now());
   if (ask.kind === "allowed") return outcome;
-  if (!ask.tell)
-    return { kind: "ignored", why: "over the picture rate limit; its sender was told when to ask again" };
+  if (!ask.tell) return { kind: "rate-limited", verb: "graph", retryAfterMs: ask.retryAfterMs };
   return { kind: "refused", verb: "graph", reason: pictureRefusal(ask), helpLine: helpLineFor("graph") };
 }
 
@@ -375,6 +381,19 @@ async function handlerContext(deps: InboxDeps, fence: LeaderFence, row: InboxEve
   };
 }
 
+/** The key of the reaction that answers an ask over a rate limit. */
+export const RATE_LIMITED_KEY = "⏳";
+
+/** ⏳ on the ask itself, under the ask's answer txnId (sent once, like any answer). */
+function rateLimitedReaction(roomId: string, eventId: string): OutboxMessageInput {
+  return {
+    txnId: replyTxnId(eventId),
+    roomId,
+    eventType: "m.reaction",
+    content: { "m.relates_to": { rel_type: "m.annotation", event_id: eventId, key: RATE_LIMITED_KEY } },
+  };
+}
+
 /** Second half: handled → replied, rendering from the stored result. Idempotent by txnId. */
 export async function replyToInboxEvent(deps: InboxDeps, fence: LeaderFence, eventId: string): Promise<void> {
   const row = await deps.store.getInboxEvent(eventId);
@@ -393,7 +412,9 @@ export async function replyToInboxEvent(deps: InboxDeps, fence: LeaderFence, eve
     await deps.store.markInboxReplied(fence, eventId, []);
     return;
   }
-  if (outcome.kind === "graph") {
+  if (outcome.kind === "rate-limited") {
+    messages.push(rateLimitedReaction(row.roomId, eventId));
+  } else if (outcome.kind === "graph") {
     // The picture is drawn and uploaded when the outbox sends it (app/pictures.ts): the answer itself
     // where it was asked in the run's thread, else in the thread with a short answer here.
     const picture = picturePlacement(outcome.run, eventId, placement);

@@ -9,12 +9,13 @@
 import { describeRelease } from "../../domain/release.js";
 import { outcomeLine } from "../../domain/run-counts.js";
 import { shortHash } from "../../domain/command-grammar.js";
-import { formatDuration } from "../../domain/duration.js";
+import { formatDuration, runTimeWords } from "../../domain/duration.js";
 import { exitWords } from "../../domain/exit-status.js";
 import { TASK_STATUSES } from "../../domain/model.js";
+import { retryWords } from "../picture-budget.js";
 import { showsPaused } from "../render/status-card.js";
 import { deviceWords, undecryptableWords } from "../render/node-crypto-words.js";
-import { plural, RUN_WORD, TASK_WORD } from "../render/words.js";
+import { emptyListWords, plural, RUN_SAID, RUN_WORD, TASK_WORD } from "../render/words.js";
 import type { Outcome, OutcomeKind, RunSummary } from "./outcome.js";
 import { gateSucceeded, gateText } from "./gate-decisions.js";
 
@@ -39,6 +40,7 @@ export type OutcomeProblemCode =
   | "quarantined"
   | "schedule-not-found"
   | "schedule-deleted"
+  | "rate-limited"
   | "internal";
 
 export type HttpAnswer =
@@ -120,6 +122,10 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
     http: () => ({ ok: true, status: 201 }),
     exit: success,
     text: (o, say) => {
+      if (o.run.registered === true) {
+        const head = `Registered ${o.run.dagId} without running it: no task runs now; its schedule, after and webhooks start its runs once it is confirmed.`;
+        return o.needsConfirmation ? `${head} ${awaiting(o.run, o.twoPersonRule, say)}` : head;
+      }
       const head = created(
         o.run,
         o.run.definition === undefined ? "Published" : `New run of ${o.run.definition}:`,
@@ -133,7 +139,7 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
     http: () => ok200,
     exit: success,
     text: (o, say) =>
-      `${o.run.dagId} already exists with the same content: nothing new was stored. It is ${RUN_WORD[o.run.status]}; ` +
+      `${o.run.dagId} already exists with the same content: nothing new was stored. It ${RUN_SAID[o.run.status]}; ` +
       `${say.command("status", [o.run.dagId])} shows it.`,
   },
   conflict: {
@@ -165,21 +171,24 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
       const id = o.run.dagId;
       const now = RUN_WORD[o.run.status];
       if (o.result === "done") {
-        if (o.verb === "confirm") return `${id} is confirmed; it is running now.`;
+        if (o.verb === "confirm")
+          return o.run.registered === true
+            ? `${id} is confirmed: registered, nothing runs now.`
+            : `${id} is confirmed; it is running now.`;
         if (o.verb === "reject") return `${id} is rejected; it will not run.`;
         return o.run.status === "canceled"
           ? `${id} is canceled; none of its tasks was running.`
           : `Canceling ${id}: tasks that had not started are canceled, running ones are being stopped.`;
       }
       if (o.result === "already") {
-        if (o.verb === "confirm") return `${id} is already confirmed; it is ${now}.`;
+        if (o.verb === "confirm") return `${id} is already confirmed; it ${RUN_SAID[o.run.status]}.`;
         return o.verb === "reject" ? `${id} is already rejected.` : `${id} is already ${now}.`;
       }
       const hint =
         o.verb === "reject" && (o.run.status === "running" || o.run.status === "canceling")
           ? ` To stop it: ${say.command("cancel", [id])}.`
           : "";
-      return `${id} cannot be ${o.verb === "cancel" ? "canceled" : `${o.verb}ed`}: it is ${now}.${hint}`;
+      return `${id} cannot be ${o.verb === "cancel" ? "canceled" : `${o.verb}ed`}: it ${RUN_SAID[o.run.status]}.${hint}`;
     },
   },
   gate: {
@@ -217,7 +226,14 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
     http: () => ok200,
     exit: success,
     text: (o) =>
-      runLines(o.runs, o.of === undefined && o.room !== undefined ? `no runs in room ${o.room}` : "no runs"),
+      runLines(
+        o.runs,
+        emptyListWords(
+          o.statuses,
+          o.others,
+          o.of !== undefined ? `of ${o.of}` : o.room !== undefined ? `in room ${o.room}` : "here",
+        ),
+      ),
     aside: (o, say) =>
       o.next === undefined ? null : `more: the next page with ${say.command("list", ["--cursor", o.next])}`,
   },
@@ -301,7 +317,7 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
       if (o.why === "succeeded") return `${id} succeeded: nothing to retry.`;
       if (o.why === "not-ended")
         return `${id} is still ${RUN_WORD[o.run.status]}; retry is for a run that ended (${say.command("cancel", [id])} stops it).`;
-      return `${id} cannot be retried: nobody confirmed it (it is ${RUN_WORD[o.run.status]}).`;
+      return `${id} cannot be retried: nobody confirmed it (it ${RUN_SAID[o.run.status]}).`;
     },
   },
   nodes: {
@@ -371,6 +387,11 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
     text: () => "The command could not be decrypted.",
   },
   ignored: { http: () => problem(500, "internal"), exit: refused, text: (o) => `Ignored: ${o.why}.` },
+  "rate-limited": {
+    http: () => problem(429, "rate-limited"),
+    exit: refused,
+    text: (o) => `Over the ${o.verb} rate limit: try again in ${retryWords(o.retryAfterMs)}.`,
+  },
   quarantined: {
     http: (o) => problem(422, "quarantined", { losses: o.losses }),
     exit: refused,
@@ -431,11 +452,12 @@ function statusText(o: Extract<Outcome, { kind: "status" }>, say: Idiom): string
     return [line, ...published].join("\n");
   });
   const run = o.run;
-  const took = (run.status === "running" ? o.at : run.updatedAt) - run.createdAt;
   const counts = TASK_STATUSES.filter((st) => (o.summary.byStatus[st] ?? 0) > 0)
     .map((st) => `${o.summary.byStatus[st]} ${st.replace("_", " ")}`)
     .join(", ");
-  lines.push(`run ${run.dagId} (${run.runId}) ${run.status} in ${formatDuration(took)}: ${counts}`);
+  lines.push(
+    `run ${run.dagId} (${run.runId}) ${runTimeWords(run.status, run.createdAt, run.updatedAt, o.at)}: ${counts}`,
+  );
   if (o.failure !== undefined && o.failure !== "") lines.push(`  ${o.failure}`);
   if (showsPaused(run.status, o.roomCap))
     lines.push(

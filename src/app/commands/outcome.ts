@@ -4,6 +4,7 @@
  * Outcomes hold compact summaries (never a whole DAG) and everything the reply shows, including the
  * time it was taken at, so rendering needs no store.
  */
+import { executedTasks } from "../../domain/params.js";
 import { lastOutputLine } from "../../domain/last-line.js";
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import type { TaskSummary } from "../../domain/run-status.js";
@@ -45,6 +46,8 @@ export interface RunSummary {
   params?: Record<string, string>;
   /** The webhook delivery that started the run (hook id, delivery id, a link from its payload). */
   hook?: { id: string; delivery: string; link?: string };
+  /** A published run that registered its definition without running it (it holds no task). */
+  registered?: true;
 }
 
 export interface TaskLine {
@@ -259,8 +262,26 @@ export type Outcome =
       next?: string;
       /** The room listed (absent in outcomes stored before it was recorded). */
       room?: string;
+      /** The statuses the list was filtered by, when it was. */
+      statuses?: RunStatus[];
+      /**
+       * An empty filtered first page: how many runs the filter left out (of the room, or of `of`),
+       * counted up to a page of the most a list reads; `more` when there are more than that.
+       */
+      others?: { count: number; more: boolean };
     }
-  | { kind: "logs"; run: RunSummary; task: TaskLine; output: string | null; omittedChars: number; at: number }
+  | {
+      kind: "logs";
+      run: RunSummary;
+      task: TaskLine;
+      output: string | null;
+      omittedChars: number;
+      at: number;
+      /** Bytes the attempt wrote before the kept tail began (output_limit); absent in older outcomes. */
+      droppedBytes?: number;
+      /** All the bytes the attempt wrote, kept or not. */
+      outputBytes?: number;
+    }
   /** The picture itself is drawn and posted by the outbox (app/pictures.ts), from the run as it is then. */
   | { kind: "graph"; run: RunSummary }
   | {
@@ -323,6 +344,12 @@ export type Outcome =
    * never handled again (src/domain/inbox-handling.ts).
    */
   | { kind: "quarantined"; losses: number }
+  /**
+   * Over a rate limit (pictures: app/picture-budget.ts) after its sender was told in words when to
+   * ask again: answered with a ⏳ reaction on the ask, not a message, so a flood of asks floods
+   * nothing, and no ask goes unanswered.
+   */
+  | { kind: "rate-limited"; verb: string; retryAfterMs: number }
   /** An encrypted message no node could decrypt: the sender is asked to send it again. */
   | { kind: "undecryptable" }
   /** A reaction that is not a decision on a card awaiting confirmation: no reply at all. */
@@ -357,11 +384,12 @@ export function summarizeRun(run: RunRecord): RunSummary {
     confirmDeadline: run.confirmDeadline,
     createdAt: run.createdAt,
     updatedAt: run.updatedAt,
-    taskCount: run.dag.tasks.length,
+    taskCount: executedTasks(run.dag).length,
     hash: run.hash,
     ...(run.dag.definition === undefined ? {} : { definition: run.dag.definition }),
     ...(run.dag.values === undefined ? {} : { params: run.dag.values }),
     ...(run.dag.hook === undefined ? {} : { hook: run.dag.hook }),
+    ...(run.dag.registered === true ? { registered: true as const } : {}),
   };
 }
 

@@ -17,7 +17,7 @@ import type { CreateRunResult, DefinitionRecord, RunRecord } from "../../ports/s
 import { paragraphs } from "../render/blocks.js";
 import type { Rendered } from "../render/html.js";
 import { code, escapeHtml, r, text, userPill } from "../render/html.js";
-import { dateTime, plural, RUN_WORD } from "../render/words.js";
+import { dateTime, plural, RUN_SAID, RUN_WORD } from "../render/words.js";
 import type { CommandPolicy, CommandStore, HandlerContext } from "./context.js";
 import type { Outcome, RunSummary } from "./outcome.js";
 import { summarizeRun } from "./outcome.js";
@@ -239,7 +239,7 @@ export const CREATION_RENDERERS = {
   exists: (o: Extract<Outcome, { kind: "exists" }>): Rendered =>
     paragraphs([
       r`${code(o.run.dagId)} already exists with the same content: nothing new was stored.`,
-      r`It is ${RUN_WORD[o.run.status]} (published by ${userPill(
+      r`It ${RUN_SAID[o.run.status]} (published by ${userPill(
         o.run.publisher,
       )} at ${dateTime(o.run.createdAt)}). See ${code(`!dag status ${o.run.dagId}`)}.`,
     ]),
@@ -265,13 +265,17 @@ function renderPublished(run: RunSummary, needsConfirmation: boolean, definition
   const given = values.length === 0 ? "" : r`; ${code(values.map(([n, v]) => `${n}=${v}`).join(" "))}`;
   const what = r`${code(run.dagId)} (${plural(run.taskCount, "task")}${given})`;
   const head =
-    definition === undefined
+    run.registered === true
       ? needsConfirmation
-        ? r`Published ${what} for confirmation`
-        : r`Published ${what}; it started`
-      : needsConfirmation
-        ? r`New run of ${definition}: ${what}, for confirmation`
-        : r`New run of ${definition}: ${what}; it started`;
+        ? r`Registered ${code(run.dagId)} without running it, for confirmation: once confirmed, its schedule, after and webhooks start its runs`
+        : r`Registered ${code(run.dagId)} without running it: no task runs now; its schedule, after and webhooks start its runs`
+      : definition === undefined
+        ? needsConfirmation
+          ? r`Published ${what} for confirmation`
+          : r`Published ${what}; it started`
+        : needsConfirmation
+          ? r`New run of ${definition}: ${what}, for confirmation`
+          : r`New run of ${definition}: ${what}; it started`;
   // A run without a publish message (a webhook's) is answered under its card, in the card's thread.
   return run.publishEventId === null ? r`📥 ${head}.` : r`📥 ${head}. Its card is in the thread.`;
 }

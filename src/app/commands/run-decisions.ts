@@ -12,7 +12,7 @@ import type { Rendered } from "../render/html.js";
 import { confirmBody, decisionSchema, emptyBody, runParams } from "./http-shapes.js";
 import type { VerbHttp } from "./verb.js";
 import { code, r, text, userPill } from "../render/html.js";
-import { RUN_WORD } from "../render/words.js";
+import { RUN_SAID, RUN_WORD } from "../render/words.js";
 import type { CommandPolicy, HandlerContext } from "./context.js";
 import type { Outcome } from "./outcome.js";
 import { summarizeRun } from "./outcome.js";
@@ -124,7 +124,10 @@ export function renderDecision(outcome: Extract<Outcome, { kind: "decision" }>):
   // Said as what happened, not as a state: an answer in the main timeline stays true after the run
   // moves on, and the run's card (in its thread) says where it is now.
   if (result === "done") {
-    if (verb === "confirm") return r`▶️ ${userPill(outcome.by)} confirmed ${id}; it started.`;
+    if (verb === "confirm")
+      return run.registered === true
+        ? r`▶️ ${userPill(outcome.by)} confirmed ${id}: registered, nothing runs now.`
+        : r`▶️ ${userPill(outcome.by)} confirmed ${id}; it started.`;
     if (verb === "reject") return r`✋ ${userPill(outcome.by)} rejected ${id}; it will not run.`;
     return run.status === "canceled"
       ? r`🚫 ${userPill(outcome.by)} canceled ${id}; none of its tasks was running.`
@@ -133,7 +136,7 @@ export function renderDecision(outcome: Extract<Outcome, { kind: "decision" }>):
   if (result === "already") {
     if (verb === "confirm") {
       const by = run.confirmedBy === null ? text("") : r` by ${userPill(run.confirmedBy)}`;
-      return r`${id} is already confirmed${by}; it is ${now}.`;
+      return r`${id} is already confirmed${by}; it ${RUN_SAID[run.status]}.`;
     }
     return verb === "reject" ? r`${id} is already rejected.` : r`${id} is already ${now}.`;
   }
@@ -141,5 +144,5 @@ export function renderDecision(outcome: Extract<Outcome, { kind: "decision" }>):
     verb === "reject" && (run.status === "running" || run.status === "canceling")
       ? r` To stop it, use ${code(`!dag cancel ${run.dagId}`)}.`
       : text("");
-  return r`${id} cannot be ${verb === "cancel" ? "canceled" : `${verb}ed`}: it is ${now}.${hint}`;
+  return r`${id} cannot be ${verb === "cancel" ? "canceled" : `${verb}ed`}: it ${RUN_SAID[run.status]}.${hint}`;
 }

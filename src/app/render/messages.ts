@@ -287,6 +287,8 @@ export function finalWords(
       : null;
   const failedTask = tasks.find((t) => t.status === "failed" || t.status === "timed_out");
   const title = r`${RUN_EMOJI[run.status]} ${code(run.dagId)} ${RUN_WORD[run.status]}`;
+  if (run.dag.registered === true && run.status === "succeeded")
+    return r`${RUN_EMOJI[run.status]} ${code(run.dagId)} registered without running: its schedule, after and webhooks start its runs.`;
   if (run.status === "failed" && failedTask !== undefined) {
     // The failures in words (domain/failure-words.ts), then the rest of the counts, then where to look.
     const ended = tasks.map((t) => ({ ...t, lastLine: lastLineOf(t) }));

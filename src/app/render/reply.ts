@@ -25,6 +25,8 @@ const COMMON_RENDERERS = {
   quarantined: (o) =>
     r`⛔ This command was dropped: it took the room's leader down ${o.losses === 2 ? "twice" : `${o.losses} times`} (the leader lost its lease while handling it), so no node will handle it again. If it should work, send a simpler version of it; the node's log has the details.`,
   ignored: () => null,
+  // Answered by a reaction on the ask (inbox-step.ts, rateLimitedReaction), not by a message.
+  "rate-limited": () => null,
 } satisfies OutcomeRenderers<
   | "command-error"
   | "refused"
@@ -34,6 +36,7 @@ const COMMON_RENDERERS = {
   | "edit-not-applied"
   | "quarantined"
   | "ignored"
+  | "rate-limited"
 >;
 
 // Every outcome kind has a renderer, a verb's or a common one: a kind without one does not compile.

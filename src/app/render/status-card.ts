@@ -87,7 +87,15 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
   const title = r`${RUN_EMOJI[run.status]} ${code(run.dagId)} — ${RUN_WORD[run.status]}`;
   const parts: Rendered[] = [];
   if (run.description !== null && run.description !== "") parts.push(text(run.description));
-  parts.push(progressLine(summary));
+  if (run.registered === true)
+    parts.push(
+      text(
+        run.status === "succeeded"
+          ? "Registered without running: no task ran; its schedule, after and webhooks start its runs."
+          : "Publishes the DAG without running it: once confirmed, no task runs now; its schedule, after and webhooks start its runs.",
+      ),
+    );
+  else parts.push(progressLine(summary));
   if (showsPaused(run.status, view.roomCap)) {
     parts.push(r`Room paused: its cap is 0, so no task starts until ${code("!dag cap <n>")} raises it.`);
   }

@@ -40,7 +40,38 @@ export const RUN_WORD: Readonly<Record<RunStatus, string>> = {
   expired: "expired (not confirmed in time)",
 };
 
+/**
+ * A run's status said of it after "it": `it is running`, `it succeeded`, `it was canceled` (never
+ * "it is succeeded").
+ */
+export const RUN_SAID: Readonly<Record<RunStatus, string>> = {
+  pending: "is awaiting confirmation",
+  running: "is running",
+  canceling: "is canceling",
+  succeeded: "succeeded",
+  failed: "failed",
+  canceled: "was canceled",
+  rejected: "was rejected",
+  expired: "expired (not confirmed in time)",
+};
+
 export { formatDuration };
+
+/**
+ * `no failed runs in room local (3 runs in other states)`: an empty list in words, so a filter that
+ * matched nothing is not read as a room without runs. `others`: what the filter left out, counted
+ * up to a page (`more`: past it).
+ */
+export function emptyListWords(
+  statuses: readonly string[] | undefined,
+  others: { count: number; more: boolean } | undefined,
+  where: string,
+): string {
+  const which = statuses === undefined ? "" : `${statuses.join(" or ")} `;
+  if (others === undefined || others.count === 0) return `no ${which}runs ${where}`;
+  const n = others.more ? `more than ${others.count}` : String(others.count);
+  return `no ${which}runs ${where} (${n} ${others.count === 1 && !others.more ? "run" : "runs"} in other states)`;
+}
 
 /** `12:00:03 UTC`: the one time zone every reader of a shared room can convert from. */
 export function clockTime(ms: number): string {

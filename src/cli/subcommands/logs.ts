@@ -2,11 +2,13 @@
  * `dagbot logs RUN TASK`: the kept tail of a task's output and how it ended, read from the store
  * (the CLI's `!dag logs`). A running task's worker writes its output so far about once a second
  * (bounded by its action's `output_limit`); `--follow` prints what is new as it arrives, like
- * `tail -f`, and exits when the task ends. The output goes to stdout as it was written, the task's
- * state to stderr, so `dagbot logs r t | grep x` sees only the output.
+ * `tail -f`, and exits when the task ends. The output (the action's stdout and stderr as they
+ * arrived, one stream: domain/output-tail.ts) goes to stdout, the task's state and whether the
+ * output's beginning was not kept to stderr, so `dagbot logs r t | grep x` sees only the output.
  */
 import type { Command } from "commander";
 import { exitWords } from "../../domain/exit-status.js";
+import { droppedOutputBytes, droppedWords } from "../../domain/output-tail.js";
 import { formatDuration } from "../../domain/duration.js";
 import { isTerminalTask } from "../../domain/task-states.js";
 import type { RunRecord, Store, TaskRecord } from "../../ports/store.js";
@@ -35,7 +37,9 @@ export function registerLogs(program: Command): void {
       .option("-f, --follow", "print new output as it arrives until the task ends (like tail -f)")
       .option("--json", "print JSON: the task's state and its output (with --follow: once it ended)"),
     "A running task's output so far is written about once a second; what is kept is the last\n" +
-      "`output_limit` bytes. The output goes to stdout unchanged, the task's state to stderr. Reads only\n" +
+      "`output_limit` bytes, and a line on stderr says when the beginning was cut. The output (the\n" +
+      "action's stdout and stderr, merged as they arrived) goes to stdout unchanged, the task's state to\n" +
+      "stderr. Reads only\n" +
       "the store. Exit status: 0 shown (whatever the task's status; with --follow, 0 only when the task\n" +
       "succeeded), 1 no such run or task (with --follow: or the task did not succeed), 2 bad config.",
   ).action((run: string, task: string, options: LogsOptions) =>
@@ -75,6 +79,8 @@ async function logs(runRef: string, taskId: string, options: LogsOptions): Promi
     }
     process.stderr.write(`${stateLine(run, task, await store.now())}\n`);
     if (task.output !== null && task.output !== "") {
+      const dropped = droppedOutputBytes(task.output, task.outputBytes);
+      if (dropped > 0) process.stderr.write(`(${droppedWords(dropped, task.outputBytes ?? 0)})\n`);
       process.stdout.write(task.output.endsWith("\n") ? task.output : `${task.output}\n`);
       if (task.status === "running" || task.status === "canceling") {
         process.stderr.write("(its output so far; --follow shows the rest)\n");
@@ -201,6 +207,8 @@ function logsJson(run: RunRecord, task: TaskRecord, now: number): Record<string,
     durationMs: taskDurationMs(task, now),
     output: task.output,
     outputBytes: task.outputBytes,
+    /** Bytes written before the kept tail (`output_limit`): 0 when `output` is all of it. */
+    droppedBytes: droppedOutputBytes(task.output, task.outputBytes),
     /** The values it published for its dependents (DAGBOT_OUTPUT); null while it has none. */
     outputs: task.outputValues,
     /** True while the task may still write: the output is what it wrote so far. */

@@ -13,6 +13,7 @@ import type { CommonOptions } from "../config-options.js";
 interface SubmitOptions extends CommonOptions {
   room?: string;
   confirm?: boolean;
+  register?: boolean;
   wait: string;
   json?: boolean;
 }
@@ -27,6 +28,10 @@ export function registerSubmit(program: Command): void {
       .argument("<file>", "the DAG document (.json or .toml)")
       .option("--room <room>", "the room (default: the config's only room)")
       .option("--confirm", "confirm the run too, so it starts at once")
+      .option(
+        "--register",
+        "register the DAG without running it now: its schedule, after and webhooks start its runs (README, Publishing without running)",
+      )
       .option("--wait <seconds>", "how long to wait for the room's leader to answer", "30")
       .option("--json", "print { runId, dagId, status } as JSON"),
     "The command goes into the room's inbox; the room's leader (a running `dagbot node` or bot) validates\n" +
@@ -49,7 +54,7 @@ async function submit(file: string, options: SubmitOptions): Promise<number> {
     const published = await command(
       store,
       roomId,
-      publishCommand(dag.document),
+      { ...publishCommand(dag.document), ...(options.register === true ? { register: true } : {}) },
       waitMs,
       commandPolicy(config),
       LIVE,

@@ -1,9 +1,9 @@
 /** `!dag list [<id>]`: the room's recent runs, or the runs of one published DAG. */
 import { listing } from "../../render/blocks.js";
 import { code, r } from "../../render/html.js";
-import { plural } from "../../render/words.js";
+import { emptyListWords, plural } from "../../render/words.js";
 import type { HandlerContext } from "../context.js";
-import type { Outcome } from "../outcome.js";
+import type { Outcome, RunProgress } from "../outcome.js";
 import { progressOfRuns } from "../outcome.js";
 import type { RunStatus } from "../../../domain/model.js";
 import { RUN_STATUSES } from "../../../domain/model.js";
@@ -77,7 +77,7 @@ export const list = defineVerb<ListCommand, "list">({
         ? "--cursor is not a cursor a list printed: start again without it"
         : null;
     },
-    json: (o) => (o.kind === "list" ? runsJson(o) : null),
+    json: (o) => (o.kind === "list" ? listPage(o) : null),
   },
   http: {
     method: "GET",
@@ -96,7 +96,7 @@ export const list = defineVerb<ListCommand, "list">({
         cursor: q.cursor ?? null,
       };
     },
-    answer: (o) => (o.kind === "list" ? { runs: o.runs, next: o.next ?? null, at: o.at } : null),
+    answer: (o) => (o.kind === "list" ? listPage(o) : null),
     // The next page, with the same filters.
     headers: (o, { query }): Record<string, string> => {
       if (o.kind !== "list" || o.next === undefined) return {};
@@ -116,6 +116,8 @@ export const list = defineVerb<ListCommand, "list">({
           )}):`,
           o.runs,
         );
+      if (o.runs.length === 0 && o.statuses !== undefined)
+        return r`${capitalized(emptyListWords(o.statuses, o.others, "in this room"))}.`;
       return o.runs.length === 0
         ? r`No runs in this room yet. Publish one with ${code("!dag publish")} and a json or toml block.`
         : listing(r`The ${plural(o.runs.length, "latest run")} in this room:`, o.runs);
@@ -142,6 +144,7 @@ async function handleList(ctx: HandlerContext, c: ListCommand): Promise<Outcome>
       message: "the cursor is not one a list gave: start again without it",
       helpLine: `usage: ${list.usage}`,
     };
+  const statuses = c.status ?? null;
   return {
     kind: "list",
     runs: await progressOfRuns(ctx.store, answer.runs),
@@ -149,10 +152,36 @@ async function handleList(ctx: HandlerContext, c: ListCommand): Promise<Outcome>
     ...(answer.of === null ? {} : { of: answer.of }),
     ...(answer.next === null ? {} : { next: answer.next }),
     room: ctx.roomId,
+    ...(statuses === null ? {} : { statuses }),
+    ...(statuses !== null && answer.runs.length === 0 && (c.cursor ?? null) === null
+      ? { others: await othersOutsideFilter(ctx, answer.of) }
+      : {}),
   };
 }
 
-/** The runs of a list as the CLI's --json prints them: each run's fields with its task summary, and `next`. */
-export function runsJson(o: Extract<Outcome, { kind: "list" }>): Record<string, unknown> {
-  return { runs: o.runs.map((p) => ({ ...p.run, summary: p.summary })), next: o.next ?? null };
+/**
+ * A filtered list that found nothing: how many runs there are in other states, so "no failed
+ * runs" is not read as "no runs". One more page read, only in that case.
+ */
+async function othersOutsideFilter(
+  ctx: HandlerContext,
+  of: string | null,
+): Promise<{ count: number; more: boolean }> {
+  const all = await listRunPage(ctx.store, ctx.roomId, { dag: of, limit: MAX_LIST_LIMIT });
+  return all.kind === "page"
+    ? { count: all.runs.length, more: all.next !== null }
+    : { count: 0, more: false };
+}
+
+/** What a list is as data, the same on every face: GET /v1/runs and `dagbot list --json` (with `ok`, `answer`, `room`). */
+export function listPage(o: Extract<Outcome, { kind: "list" }>): {
+  runs: RunProgress[];
+  next: string | null;
+  at: number;
+} {
+  return { runs: o.runs, next: o.next ?? null, at: o.at };
+}
+
+function capitalized(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
 }

@@ -1,4 +1,5 @@
 /** `!dag logs <id> <task>`: the captured output of a task. */
+import { droppedOutputBytes, droppedWords } from "../../../domain/output-tail.js";
 import { RUN_ID_ARG } from "../../../domain/command-grammar.js";
 import { paragraphs } from "../../render/blocks.js";
 import type { Rendered } from "../../render/html.js";
@@ -53,7 +54,13 @@ async function handleLogs(ctx: HandlerContext, dagId: string, taskId: string): P
     at: await ctx.store.now(),
   };
   // Cut here, so the inbox row keeps only what the reply shows.
-  return fitLogs({ ...base, output: task.output, omittedChars: 0 });
+  const dropped = droppedOutputBytes(task.output, task.outputBytes);
+  return fitLogs({
+    ...base,
+    output: task.output,
+    omittedChars: 0,
+    ...(dropped > 0 ? { droppedBytes: dropped, outputBytes: task.outputBytes ?? 0 } : {}),
+  });
 }
 
 function renderLogs(outcome: Extract<Outcome, { kind: "logs" }>): Rendered {
@@ -75,8 +82,12 @@ function renderLogs(outcome: Extract<Outcome, { kind: "logs" }>): Rendered {
       : task.finishedAt === null && task.attempt > 1
         ? [text(`(from attempt ${task.attempt - 1}; attempt ${task.attempt} has not started)`)]
         : [];
+  const dropped =
+    outcome.droppedBytes !== undefined && outcome.droppedBytes > 0
+      ? [text(`(${droppedWords(outcome.droppedBytes, outcome.outputBytes ?? 0)})`)]
+      : [];
   const block = codeBlock(outcome.output);
-  const notes = [...published, ...partial, ...cut];
+  const notes = [...published, ...partial, ...dropped, ...cut];
   return {
     body: [head.body, ...notes.map((c) => c.body), block.body].join("\n"),
     html: paragraphs([head, ...notes]).html + block.html,

@@ -41,6 +41,11 @@ export type PublishSource =
 export interface PublishCommand {
   verb: "publish";
   source: PublishSource;
+  /**
+   * Register the definition without starting a run now (its published run holds no task; README,
+   * "Publishing without running"). Absent: publishing runs it once, as it always did.
+   */
+  register?: boolean;
 }
 
 export const publish = defineVerb<
@@ -63,12 +68,13 @@ export const publish = defineVerb<
     "```",
     "A block without a language is read as JSON when it starts with { and as TOML otherwise.",
     "<name> is a DAG file of the node's library folder (letters, digits, _ . -).",
+    "Publishing runs the DAG once. With `!dag publish --register <name>` (or the block after `--register`) it only registers it: confirmed like any publish, no task runs now; its schedule, `after` and webhooks start its runs, and `!dag run` too.",
   ],
   takesCodeBlock: true,
   parse: (_args, after) => parsePublish(after),
   fromData: (data) => publishFromData(data),
   same: sameCommand,
-  handle: (ctx, c) => handlePublish(ctx, c.source),
+  handle: (ctx, c) => handlePublish(ctx, c.source, c.register === true),
   writes: true,
   http: {
     method: "POST",
@@ -76,7 +82,11 @@ export const publish = defineVerb<
     summary: "Publish a DAG (a run that waits for confirmation unless the publisher is on auto_confirm)",
     body: publishBody,
     response: publishedSchema,
-    command: ({ body }) => ({ verb: "publish", source: publishSourceOf(body as PublishBody) }),
+    command: ({ body }) => ({
+      verb: "publish",
+      source: publishSourceOf(body as PublishBody),
+      ...((body as PublishBody).register === true ? { register: true } : {}),
+    }),
     answer: (o) =>
       o.kind === "published" || o.kind === "exists"
         ? {
@@ -107,11 +117,23 @@ function publishSourceOf(body: PublishBody): PublishSource {
   return { kind: "inline", format: body.format, text: body.text };
 }
 
-/** `{ verb: "publish", source: { kind: "inline", format, text } | { kind: "library", name } }`. */
+/** `{ verb: "publish", source: { kind: "inline", format, text } | { kind: "library", name }, register? }`. */
 function publishFromData(data: Readonly<Record<string, unknown>>): Parsed<PublishCommand> {
-  const extra = Object.keys(data).find((k) => k !== "verb" && k !== "source");
+  const extra = Object.keys(data).find((k) => k !== "verb" && k !== "source" && k !== "register");
   if (extra !== undefined)
-    return fail("extra-argument", "publish", `unexpected field ${quoteInput(extra)}: publish takes source`);
+    return fail(
+      "extra-argument",
+      "publish",
+      `unexpected field ${quoteInput(extra)}: publish takes source and register`,
+    );
+  const register = data["register"];
+  if (register !== undefined && typeof register !== "boolean")
+    return fail("extra-argument", "publish", "register is true or false");
+  const parsed = publishSourceFromData(data);
+  return parsed.kind === "command" && register === true ? ok({ ...parsed.command, register: true }) : parsed;
+}
+
+function publishSourceFromData(data: Readonly<Record<string, unknown>>): Parsed<PublishCommand> {
   const source = data["source"];
   const s = typeof source === "object" && source !== null ? (source as Record<string, unknown>) : {};
   if (s["kind"] === "library") {
@@ -133,7 +155,16 @@ function publishFromData(data: Readonly<Record<string, unknown>>): Parsed<Publis
   return ok({ verb: "publish", source: { kind: "inline", format, text } });
 }
 
-function parsePublish(after: string): Parsed<PublishCommand> {
+/** `--register` before the name or the block: publish without running (PublishCommand.register). */
+const REGISTER_FLAG = /^\s*--register(?=\s|$)/;
+
+function parsePublish(text: string): Parsed<PublishCommand> {
+  const flag = REGISTER_FLAG.exec(text);
+  const parsed = parsePublishSource(flag === null ? text : text.slice(flag[0].length));
+  return flag !== null && parsed.kind === "command" ? ok({ ...parsed.command, register: true }) : parsed;
+}
+
+function parsePublishSource(after: string): Parsed<PublishCommand> {
   const fenceAt = after.indexOf("```");
   if (fenceAt < 0) {
     const trimmed = after.trim();
@@ -200,6 +231,7 @@ function parsePublish(after: string): Parsed<PublishCommand> {
 
 /** Equal commands, with an inline DAG's text compared line by line without trailing spaces. */
 function sameCommand(a: PublishCommand, b: PublishCommand): boolean {
+  if ((a.register === true) !== (b.register === true)) return false;
   const [x, y] = [a.source, b.source];
   if (x.kind === "inline" && y.kind === "inline")
     return x.format === y.format && normalizeBlock(x.text) === normalizeBlock(y.text);
@@ -215,7 +247,11 @@ function normalizeBlock(text: string): string {
     .trim();
 }
 
-async function handlePublish(ctx: HandlerContext, source: PublishSource): Promise<Outcome> {
+async function handlePublish(
+  ctx: HandlerContext,
+  source: PublishSource,
+  register: boolean,
+): Promise<Outcome> {
   let text: string;
   let format: "json" | "toml";
   let where: string;
@@ -230,7 +266,7 @@ async function handlePublish(ctx: HandlerContext, source: PublishSource): Promis
   }
   const parsed = parseDag(text, format);
   if (!parsed.ok) return invalidDag(where, parsed.issues);
-  if (source.kind === "library") {
+  if (source.kind === "library" && !register) {
     // A library DAG is a definition: published again unchanged once its run ended, it runs again.
     const existing = await ctx.store.getDefinition(ctx.roomId, parsed.dag.id);
     if (
@@ -243,6 +279,11 @@ async function handlePublish(ctx: HandlerContext, source: PublishSource): Promis
   }
   const afterIssues = await afterProblems(ctx, parsed.dag);
   if (afterIssues.length > 0) return invalidDag(where, afterIssues);
+  if (register) {
+    // Nothing runs now, so no parameter needs a value yet: each run's values are checked when it
+    // is started (startRun, a slot, a firing). Its actions are checked with those values then.
+    return createAndDescribe(ctx, { ...parsed.dag, registered: true }, parsed.hash, null, []);
+  }
   let dag = parsed.dag;
   if (dag.params !== undefined) {
     // Publishing starts the definition's first run, with every parameter at its default.

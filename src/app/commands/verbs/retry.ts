@@ -8,7 +8,7 @@ import { runSource, runStartVerdict } from "../../../domain/run-authority.js";
 import { isTerminalRun } from "../../../domain/run-states.js";
 import type { Rendered } from "../../render/html.js";
 import { code, join, r, text } from "../../render/html.js";
-import { plural, RUN_WORD } from "../../render/words.js";
+import { plural, RUN_SAID, RUN_WORD } from "../../render/words.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome, RunSummary } from "../outcome.js";
 import { summarizeRun } from "../outcome.js";
@@ -127,6 +127,6 @@ function renderNothingToRetry(
         `!dag cancel ${run.dagId}`,
       )}.`;
     case "never-confirmed":
-      return r`⛔ ${code(run.dagId)} cannot be retried: nobody confirmed it (it is ${RUN_WORD[run.status]}), and retry is for a run that was confirmed and ran. To run it, publish it again under a new id; it then awaits confirmation like any new DAG.`;
+      return r`⛔ ${code(run.dagId)} cannot be retried: nobody confirmed it (it ${RUN_SAID[run.status]}), and retry is for a run that was confirmed and ran. To run it, publish it again under a new id; it then awaits confirmation like any new DAG.`;
   }
 }

@@ -17,7 +17,7 @@ import { MAX_LISTED_RUNS, notFoundRun, notFoundTask } from "../shared.js";
 import { outputsLine } from "./logs.js";
 import { defineVerb } from "../verb.js";
 import { runParams, runStatusSchema } from "../http-shapes.js";
-import { runsJson } from "./list.js";
+import { listPage } from "./list.js";
 import { findRun } from "../../run-ref.js";
 import { readRoomWaits, waitsOf } from "../../task-waits.js";
 
@@ -60,7 +60,7 @@ export const status = defineVerb<StatusCommand, "status" | "overview">({
       typeof id === "string"
         ? { verb: "status", id, every: true, ...(typeof task === "string" ? { task } : {}) }
         : { verb: "list", id: null, limit: Number(options?.["limit"] ?? 20) },
-    json: (o) => (o.kind === "list" ? runsJson(o) : null),
+    json: (o) => (o.kind === "list" ? listPage(o) : null),
   },
   http: {
     method: "GET",
