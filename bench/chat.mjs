@@ -4,9 +4,9 @@
  * the bare echo round trip (alice sends, bob answers at once, alice receives the answer: the same
  * two homeserver hops a command and its reply take), `!dag status` → its reply, and a publish of a
  * one-task DAG (alice is auto-confirmed) → its status card, all timed on this process's clock.
- * Then a calm room (issue 15): the bot events in the main timeline (not in a thread, not an edit)
+ * Then a calm room: the bot events in the main timeline (not in a thread, not an edit)
  * for one run of 20 tasks that bob publishes and alice confirms, and one that alice's publish starts
- * at once. Memory (issue 17): the bots' VmRSS once idle, and that of a fourth bot alone in an
+ * at once. Memory: the bots' VmRSS once idle, and that of a fourth bot alone in an
  * encrypted room (the only one that loads the WASM crypto).
  */
 import { spawn } from "node:child_process";
@@ -269,7 +269,7 @@ export async function benchChat(scratch, { samples, log }) {
       botIds,
       id: "calm_at_once",
     });
-    // Issue 28: a node's idle memory with its action supervisor, after it ran actions (the calm runs
+    // A node's idle memory with its action supervisor, after it ran actions (the calm runs
     // above): the supervisor is let go 10 s after the last action, V8 shrinks its heap meanwhile.
     await new Promise((resolve) => setTimeout(resolve, IDLE_SETTLE_MS));
     const nodeIdleAfterWorkRssKb = Math.max(...plainBots.map((c) => treeRssKb(c.pid)));

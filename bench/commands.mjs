@@ -1,5 +1,5 @@
 /**
- * `node bench/commands.mjs`: what the reads any member may ask for cost the leader (issue 24), on a
+ * `node bench/commands.mjs`: what the reads any member may ask for cost the leader, on a
  * SQLite store in a scratch folder: 15 runs of 1,000 tasks (15,000 task rows), one of them running
  * with a finished task whose kept output is 64 KiB, and 50 nodes beating. Each command goes through
  * the leader's inbox step as a chat command does (handled, then its reply or picture request

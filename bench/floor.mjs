@@ -1,5 +1,5 @@
 /**
- * Section 9 (issue 28): a DAG of processes beside the machine's floor. From ONE description of a
+ * Section 9: a DAG of processes beside the machine's floor. From ONE description of a
  * shape (tasks and their needs, every task running `true`) it writes a build.ninja, a Makefile and a
  * dagbot DAG document, and runs them in alternating rounds with 8 slots each: `ninja -j8`,
  * `make -j8`, `dagbot run --nodes 2` (capacity 4 each, `global_cap` 8, a fresh SQLite store at its

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:params`: what checking a parameter value costs the leader (issue 24, finding 2).
+ * `npm run bench:params`: what checking a parameter value costs the leader.
  * The issue's publish (24 × `(?:.{0,999}){0,1}`, a 1,500-character default) matched with RE2 as
  * dagbot did before its pattern limits, then, through the limits, adversarial patterns (the ones
  * whose automata blow up: `.*a.{k}`, nested optionals, Unicode classes) each checked against a

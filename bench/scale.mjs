@@ -1,5 +1,5 @@
 /**
- * Section "scale" (issue 16), `npm run bench:scale`: N real node processes on one PostgreSQL, for
+ * Section "scale", `npm run bench:scale`: N real node processes on one PostgreSQL, for
  * N in 5, 10, 20, 40 (as many as the machine carries), one room and five rooms.
  *
  * One room, `dagbot node` processes (capacity 4, room cap 64, store_pool_size 2, default lease

@@ -393,7 +393,7 @@ function httpSection(r) {
 
 function targetsSection(rows) {
   return [
-    "### Targets (issue 6)",
+    "### Targets",
     "",
     table(
       ["figure", "value", "target", "verdict"],

@@ -18,7 +18,7 @@ export function judge(results) {
   const rows = [];
   const pg = results.claim?.postgres;
   if (pg !== undefined) {
-    // Issue 17: against graphile-worker at its best here (its fastest settings), its defaults beside.
+    // Against graphile-worker at its best here (its fastest settings), its defaults beside.
     const best = pg.graphileSettings === undefined ? "" : ` at its best (${pg.graphileSettings.name})`;
     rows.push(
       row(
@@ -107,7 +107,7 @@ export function judge(results) {
       row(`${kind}: node RSS during the 1,000-task run (max of 3 nodes)`, d.busyRssMB?.max, "MB", "≤", 200),
     );
   }
-  // Issue 28: a DAG of `true` processes, 8 slots each, beside ninja -j8 in the same rounds.
+  // A DAG of `true` processes, 8 slots each, beside ninja -j8 in the same rounds.
   for (const [key, f] of Object.entries(results.floor?.shapes ?? {})) {
     rows.push(
       row(`floor: ${f.label}, dagbot run (SQLite) / ninja -j8`, f.sqliteRatio?.median, "×", "≤", 1.5),
@@ -183,7 +183,7 @@ export function judge(results) {
       ),
     );
     rows.push(
-      // Issue 17: an idle chat node within 100 MB (encryption on; a plain room loads no crypto).
+      // An idle chat node within 100 MB (encryption on; a plain room loads no crypto).
       row("chat: idle `dagbot start` bot RSS, plain room (max of 3)", c.botIdleRssMB, "MB", "≤", 100),
       // Issue 13's bound for a bot with the WASM crypto loaded (issue 17 reports it beside the above).
       ...(c.botIdleEncryptedRssMB === undefined
@@ -192,7 +192,7 @@ export function judge(results) {
             row("chat: idle `dagbot start` bot RSS, encrypted room", c.botIdleEncryptedRssMB, "MB", "≤", 150),
           ]),
       row("chat: `dagbot start` bot RSS during the commands (max of 3)", c.botBusyRssMB, "MB", "≤", 200),
-      // Issue 28: the node and its action supervisor together, idle after it ran actions.
+      // The node and its action supervisor together, idle after it ran actions.
       row(
         "chat: idle `dagbot start` node with its action supervisor, after running actions (max of 3)",
         c.nodeIdleAfterWorkRssMB,

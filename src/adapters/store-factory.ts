@@ -24,7 +24,7 @@ export async function openStore(location: StoreLocation, options: OpenStoreOptio
   if (location.kind === "sqlite") {
     const path = resolve(location.path);
     if (options.existing === true && !existsSync(path)) throw new StoreMissingError(`${path} does not exist`);
-    // Owner-only (issue 10, finding 3): the file holds commands, arguments and task output. Folders
+    // Owner-only: the file holds commands, arguments and task output. Folders
     // and the file are created so; SQLite gives its -wal and -shm files the database file's mode.
     if (!existsSync(dirname(path))) {
       if (options.createFolder !== true) throw new StoreFolderMissingError(dirname(path));

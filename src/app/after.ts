@@ -1,5 +1,5 @@
 /**
- * The leader's trigger loop (issue 26, "After another DAG"): while it leads a room, each run of the
+ * The leader's trigger loop: while it leads a room, each run of the
  * room that ended is looked at once for every definition that declares `after` its DAG. A status
  * the declaration names starts a run of it (`<id>.N`, its parameters mapped from the upstream run,
  * checked against its own patterns); anything else — another status, a value that cannot be had or

@@ -274,7 +274,7 @@ export async function runLeaderLoop(
 }
 
 /**
- * The leader's targeted wake-ups (issue 16): after a pass that queued or requeued tasks, when a
+ * The leader's targeted wake-ups: after a pass that queued or requeued tasks, when a
  * retry's backoff passes, or while ready tasks were left unclaimed, it reads the room's claim
  * demand (one statement) and wakes only as many nodes as there are tasks to take. Returns how long
  * the loop may sleep before it must look again (the safety tick, or sooner when a waiting task

@@ -1,5 +1,5 @@
 /**
- * One statement for all of a node's rooms (issue 16): the lease keepers of one node ask for their
+ * One statement for all of a node's rooms: the lease keepers of one node ask for their
  * acquires and renewals here, and the calls made within a few milliseconds of each other go to the
  * store as ONE syncLeases. Keepers renew on a grid shared by the node (LeaseKeeper) and followers of
  * rooms led by the same node wake at the same expiry, so their calls coincide and coalesce.

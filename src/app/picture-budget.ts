@@ -1,5 +1,5 @@
 /**
- * How often a room and each of its members may ask for a picture (issue 24): a sliding window per
+ * How often a room and each of its members may ask for a picture: a sliding window per
  * member and one per room, kept by the leader in memory (a new leader starts with a clean slate,
  * which at worst allows one more window's worth). A refused ask is answered once in words, with
  * when to try again; each ask after it within that time is answered with a ⏳ reaction on it

@@ -2,7 +2,7 @@
  * `!dag graph` in chat: turns a picture request of the outbox into the event to send, drawing the
  * run as it is at that moment (GraphRenderer port) and uploading the PNG (MediaUploader port). Every
  * failure becomes a one-line notice saying why, never an exception: the command gets one answer.
- * The same run in the same state is drawn and uploaded once (PictureCache, issue 24): asking again
+ * The same run in the same state is drawn and uploaded once (PictureCache): asking again
  * reuses the upload, and so does a failure to draw (a picture too large stays too large).
  */
 import type { GraphRenderer, Picture } from "../ports/graph-renderer.js";

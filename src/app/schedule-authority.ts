@@ -1,5 +1,5 @@
 /**
- * Schedules run on a living authority (issue 24, finding 4): before a slot fires, its owner — the
+ * Schedules run on a living authority: before a slot fires, its owner — the
  * publisher, and under the two-person rule the confirmer of its first run too — must still be
  * allowed to run it, judged exactly as a command of theirs would be now: the room's stored policy
  * (power level, allowlist) and their standing from the same permission oracle the commands use.

@@ -1,5 +1,5 @@
 /**
- * The leader's schedule loop (issue 12): while it leads a room, it turns the slots of the room's
+ * The leader's schedule loop: while it leads a room, it turns the slots of the room's
  * scheduled definitions that came due into runs. A slot's run has the id `slotRunId(def, slot)`, so
  * the slot is recorded by the run row itself, created in one fenced transaction (createRun checks
  * the leader's term): a deposed leader's write is refused, and a new leader that tries a slot again
@@ -7,7 +7,7 @@
  * slot, moved in the same transaction as the slot's run), never from memory alone, so a restart or a
  * change of leader neither repeats nor (under run_once) drops one.
  *
- * Issue 23/24: a schedule has a state. A paused or deleted one fires nothing. Slots passed over
+ * A schedule has a state. A paused or deleted one fires nothing. Slots passed over
  * without a run (the `skip` policy, an owner no longer allowed) are recorded with their reason
  * (`schedule.skipped`, moving the definition's slotsThrough in the same transaction, so no later
  * leader considers them again) and logged. Before firing, the schedule's authority is checked
@@ -41,7 +41,7 @@ export type ScheduleStore = Pick<
   Pick<RunStore, "createRun"> & { now(): Promise<number> };
 
 /**
- * Whose authority a schedule runs on, checked before each slot fires (issue 24, finding 4). The
+ * Whose authority a schedule runs on, checked before each slot fires. The
  * node builds it from the same permission oracle and room policy its commands use.
  */
 export interface ScheduleAuthority {

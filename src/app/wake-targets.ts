@@ -1,5 +1,5 @@
 /**
- * Whom the leader wakes when tasks are ready (issue 16): as many nodes as there are tasks to take,
+ * Whom the leader wakes when tasks are ready: as many nodes as there are tasks to take,
  * not every node. Pure: the leader's loop feeds it the store's ClaimDemand and its memory of
  * recent wakes, and sends the wake to the nodes it returns.
  */

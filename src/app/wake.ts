@@ -110,7 +110,7 @@ export function wakeOnChange(
  * `promise`'s outcome, or undefined as soon as `signal` aborts, whichever comes first. The abort
  * listener is removed when the promise settles, so a loop that races every turn against one
  * long-lived signal does not pile up listeners (Promise.race with whenAborted() would add one per
- * turn until the signal aborts: the leader's leak of one listener per lease renewal, issue 9).
+ * turn until the signal aborts: the leader's leak of one listener per lease renewal).
  * A rejection that arrives after the abort is dropped.
  */
 export function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | undefined> {

@@ -193,7 +193,7 @@ export async function runStart(options: StartOptions): Promise<number> {
       logger,
     }),
     onLeadership: (roomId, fence) => chat.onLeadership(roomId, fence),
-    // Schedules run on the authority of their owner, judged as their commands are (issue 24).
+    // Schedules run on the authority of their owner, judged as their commands are.
     scheduleAuthority: scheduleAuthority({
       store,
       permissions,

@@ -122,7 +122,7 @@ export function commandInboxDeps(config: NodeConfig, store: Store, logger: Logge
     policy: commandPolicy(config),
     loadDag: libraryLoader(config.dagLibrary),
     logger,
-    // Without [matrix] nothing sends the room's messages: do not queue them (issue 9).
+    // Without [matrix] nothing sends the room's messages: do not queue them.
     queueMessages: config.matrix !== null,
   };
 }

@@ -58,7 +58,7 @@ export async function runNode(options: NodeOptions): Promise<number> {
     logger,
     processInbox: commandStep(config, store, logger),
     observer: relay.observer,
-    // The same oracle and policy the node's commands are judged by (issue 24).
+    // The same oracle and policy the node's commands are judged by.
     scheduleAuthority: scheduleAuthority({
       store,
       permissions: localPermissions(config),

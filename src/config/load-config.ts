@@ -367,7 +367,7 @@ export function parseConfig(raw: unknown, options: Omit<LoadConfigOptions, "file
     sources.set("matrix.access_token", "DAGBOT_ACCESS_TOKEN");
   }
 
-  // Secrets from files (issue 10, finding 3): read here, at start, so they never sit in the node's
+  // Secrets from files: read here, at start, so they never sit in the node's
   // environment, where an action running as the same user could read /proc/<pid>/environ.
   const secretIssues: ConfigIssue[] = [];
   if (isTable(doc.matrix) && doc.matrix.access_token_file !== undefined) {

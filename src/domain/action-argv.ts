@@ -49,7 +49,7 @@ const compiled = new Map<string, ArgPattern>();
 
 /**
  * Compiles a configured pattern with RE2 (re2js), whose matching time is linear in the input: a
- * pattern like `(a+)+b` cannot freeze a node on a crafted argument (issue 10). RE2 has no
+ * pattern like `(a+)+b` cannot freeze a node on a crafted argument. RE2 has no
  * backreferences or lookaround; such patterns are refused at config load. `matches` is a full match,
  * so no anchors are added, and `a)|(b` is a syntax error rather than a pattern escaping its anchors.
  * Returns an error message for an invalid pattern.
@@ -99,7 +99,7 @@ export interface ArgProblem {
 /**
  * Checks `args` against an action's declared arguments without building a command line: the same
  * checks renderArgv makes, one problem per argument, so a DAG can be refused when it is published
- * rather than when its task comes up (issue 10, finding 9). The values that pass are in `values`.
+ * rather than when its task comes up. The values that pass are in `values`.
  * `deferred` names arguments whose values are known only when the task runs (they refer to another
  * task's output): only whether the action accepts them is checked; renderArgv checks their values.
  */

@@ -1,5 +1,5 @@
 /**
- * Runs started by another DAG's run (issue 26, "After another DAG"): a definition may declare
+ * Runs started by another DAG's run: a definition may declare
  * `after = { dag = "build", status = "succeeded", params = { version = "params.version" } }`. When a
  * run of `build` ends in one of the statuses named, the room's leader starts one run of it, at most
  * once per upstream run (the store's key: definition and upstream run), with its parameters taken

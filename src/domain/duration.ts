@@ -45,7 +45,7 @@ export function formatDuration(ms: number): string {
 }
 
 /**
- * A duration as chat shows it on a task or a run (issue 29): null under a second (not worth a
+ * A duration as chat shows it on a task or a run: null under a second (not worth a
  * word), else rounded to the second: `3s`, `59s`, `1m05s`, `1h02m`.
  */
 export function shownDuration(ms: number): string | null {

@@ -1,5 +1,5 @@
 /**
- * What a picture of a run may cost to draw (issue 24): at most PICTURE_BUDGET.maxBoxes boxes and
+ * What a picture of a run may cost to draw: at most PICTURE_BUDGET.maxBoxes boxes and
  * PICTURE_BUDGET.maxEdges edges reach the layout, whatever the DAG. Graphviz's layout time grows
  * far faster than its input (a 141-task DAG with 9,870 needs took over 17 s of CPU and 350 MB), so
  * a graph over the budget is reduced before any drawing (run-graph.ts applies it, so every face,

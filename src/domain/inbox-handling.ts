@@ -1,5 +1,5 @@
 /**
- * Poison commands (issue 24): a command whose handling takes the room's leader down (its lease runs
+ * Poison commands: a command whose handling takes the room's leader down (its lease runs
  * out while the command runs, or its process dies) would be taken up by every next leader, for
  * ever. Before handling a row the leader records "started at term T" on it, durably; a new leader
  * that finds a row started under another term and still not handled counts one loss. At

@@ -1,5 +1,5 @@
 /**
- * A list of names that fits one line (issue 29): every name when they all fit, else as many as fit
+ * A list of names that fits one line: every name when they all fit, else as many as fit
  * and "and N more". Nothing is dropped silently, and "and 1 more" never stands in for a name that
  * is known: it would take about the same space.
  */

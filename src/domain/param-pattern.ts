@@ -1,5 +1,5 @@
 /**
- * A DAG parameter's pattern and what checking a value against it may cost (issue 24, finding 2).
+ * A DAG parameter's pattern and what checking a value against it may cost.
  * Any operator writes these patterns, and the leader checks values against them while it handles a
  * command, on its event loop: an RE2 pattern is linear in the value, but the factor is the size of
  * its compiled program, and `(?:.{0,999}){0,1}` repeated 24 times compiles to 48,000 instructions

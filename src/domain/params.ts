@@ -1,5 +1,5 @@
 /**
- * DAG parameters (issue 12): a DAG declares `[params.NAME]` with a pattern (RE2, matched against the
+ * DAG parameters: a DAG declares `[params.NAME]` with a pattern (RE2, matched against the
  * whole value) and an optional default; a run gives values (`!dag run ID name=value`), checked here
  * before the run exists, and a task argument's `{params.NAME}` is replaced by the value. A value is
  * text put into an argument value, so it ends up inside one argv entry at most, and the action's own

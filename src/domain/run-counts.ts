@@ -1,6 +1,6 @@
 /**
  * Honest counts of a run's outcomes: "2/5 succeeded · 1 failed · 2 skipped". Failed, skipped and
- * canceled tasks are ended but never "done", so a failed run can never look complete (issue 15).
+ * canceled tasks are ended but never "done", so a failed run can never look complete.
  */
 import type { TaskStatus } from "./model.js";
 import { TASK_STATUSES } from "./model.js";

@@ -1,6 +1,6 @@
 /**
  * What a picture of a run shows: one box per task, or, for large DAGs, one box per group of tasks
- * whose detail would only be noise (issue 15). Pure: the graph renderer adapter draws it.
+ * whose detail would only be noise. Pure: the graph renderer adapter draws it.
  *
  * Grouping, in this order, never hiding a task that needs eyes (running, canceling, failed,
  * timed out) unless a group already shows more than EYES_PER_GROUP of them:
@@ -12,7 +12,7 @@
  *    (graph-budget.ts) even without the edges a longer path implies, the remaining single tasks of
  *    each plan level become one box per level.
  * What is still over the picture budget after that is reduced by graph-budget.ts (implied edges
- * left out, then bands of levels), so no DAG costs more than the budget to draw (issue 24).
+ * left out, then bands of levels), so no DAG costs more than the budget to draw.
  * A quotient of a DAG by these groups stays acyclic: fan-out members share needs and dependents,
  * a chain has one way in and one way out, and a level's tasks have no edges among themselves.
  */

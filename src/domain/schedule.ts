@@ -1,5 +1,5 @@
 /**
- * DAG schedules (issue 12): `schedule = "<cron>"` (croner's syntax: 5 fields, or 6 with seconds
+ * DAG schedules: `schedule = "<cron>"` (croner's syntax: 5 fields, or 6 with seconds
  * first), `timezone` (IANA, default UTC) and `missed = "skip" | "run_once"`. The leader turns the
  * slots that came due into runs whose id names the slot (`<id>.s20261126T080500`), so a slot is
  * recorded by the run it creates, in one transaction, and a second leader finds it taken.
@@ -9,7 +9,7 @@ import { Cron } from "croner";
 export type MissedPolicy = "skip" | "run_once";
 
 /**
- * A schedule's state (issue 23): active fires its slots; paused fires none until resumed; deleted
+ * A schedule's state: active fires its slots; paused fires none until resumed; deleted
  * never fires again (a later publish that creates the definition anew schedules afresh).
  */
 export type ScheduleState = "active" | "paused" | "deleted";

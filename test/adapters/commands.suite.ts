@@ -869,7 +869,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(claimed?.task.taskId).toBe("spew");
         const output = `${"<script>&\u0007é ".repeat(8_000)}THE-END`;
         await store.finishTask(claimed!.token, { outcome: "failed", exitCode: 3, output, error: "exit 3" });
-        // Logs are for operators by default (issue 10, finding 3): a low member is refused the output.
+        // Logs are for operators by default: a low member is refused the output.
         const refused = await ask(r, LOW, "!dag logs noisy spew");
         expect(refused).toContain("you need power level 50");
         expect(refused).not.toContain("THE-END");

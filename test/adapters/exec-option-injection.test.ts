@@ -1,5 +1,5 @@
 /**
- * Arguments cannot become options (issue 10, finding 2), against real programs: a placeholder that is
+ * Arguments cannot become options, against real programs: a placeholder that is
  * a whole argv entry refuses a value starting with "-" unless the action allows it for that argument.
  */
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";

@@ -1,5 +1,5 @@
 /**
- * The DAGBOT_OUTPUT file with real processes (issue 25): each attempt gets a fresh file of its own
+ * The DAGBOT_OUTPUT file with real processes: each attempt gets a fresh file of its own
  * in a private directory, read back after a success only, within its size, never through a link
  * or a pipe the action put in its place, and removed afterwards whatever happened; secrets are
  * masked in what was published as in the output.

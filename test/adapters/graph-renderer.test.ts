@@ -90,7 +90,7 @@ describe("GraphvizRenderer", () => {
     expect(countColour(png, STATE_STYLE.failed.fill)).toBeGreaterThan(500);
   });
 
-  it("draws a 141-task DAG with 9,870 needs within the picture budget (issue 24)", async () => {
+  it("draws a 141-task DAG with 9,870 needs within the picture budget", async () => {
     const picture = await renderer.render(graphOf(complete(141)), "svg");
     const svg = Buffer.from(picture.data).toString("utf8");
     const boxes = svg.match(/class="node"/g)?.length ?? 0;

@@ -1,5 +1,5 @@
 /**
- * A SQLite store's durability is the node config's choice (issue 17): synchronous FULL unless the
+ * A SQLite store's durability is the node config's choice: synchronous FULL unless the
  * config says normal. The pragma is per connection, so it is read from the store's own connection.
  */
 import { afterEach, describe, expect, it } from "vitest";

@@ -1,5 +1,5 @@
 /**
- * Chaos 3 (issue 6): thousands of generated malformed DAGs and commands through the whole handling
+ * Chaos 3: thousands of generated malformed DAGs and commands through the whole handling
  * path. Each is inserted into the inbox as chat intake would, and the real inbox step handles it
  * under a real leader fence on a real store (SQLite and PostgreSQL). Nothing may throw, every event
  * is handled once and answered once (a `!dag` command always gets a reply — a picture ask over its

@@ -1,5 +1,5 @@
 /**
- * Chaos 1 (issue 6): a DAG on 3 `dagbot node` processes sharing a PRIVATE PostgreSQL server, while a
+ * Chaos 1: a DAG on 3 `dagbot node` processes sharing a PRIVATE PostgreSQL server, while a
  * driver kills a random node (every third kill the leader) with SIGKILL every few seconds and starts
  * it again under the same node_id, a chat stand-in keeps sending commands through the inbox, and the
  * server itself is crash-stopped and restarted once mid-run. The guarantees are read from the event

@@ -1,5 +1,5 @@
 /**
- * Chaos 2 (issue 6): the leader is frozen with SIGSTOP, mid-run and while it executes tasks, for
+ * Chaos 2: the leader is frozen with SIGSTOP, mid-run and while it executes tasks, for
  * longer than the lease TTL, then resumed with SIGCONT. Another node must take over with a higher
  * term; the frozen node must not write with its old term once the new one began (read from the event
  * log), its old credentials must be refused by the store, and it must come back as a follower (its

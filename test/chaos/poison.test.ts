@@ -1,5 +1,5 @@
 /**
- * Poison commands (issue 24, finding 2) with real `dagbot node` processes. First the publish the
+ * Poison commands with real `dagbot node` processes. First the publish the
  * issue found: parameter patterns of 24 × `(?:.{0,999}){0,1}` with a 1,500-character default kept
  * each leader's event loop busy past its lease, and every next leader took the same command up
  * again; it must be refused at once, and the room's other commands answered once each. Then a

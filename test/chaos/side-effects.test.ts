@@ -1,5 +1,5 @@
 /**
- * Chaos 3 (issue 9): the guarantees as side effects. Three `dagbot node` processes run two DAGs of
+ * Chaos 3: the guarantees as side effects. Three `dagbot node` processes run two DAGs of
  * actions that each append their own start and end (wall-clock time, pid) to a file, while a driver
  * kills random nodes with SIGKILL (every other kill the leader) and freezes a worker with SIGSTOP
  * past its task lease, then resumes it. Counted from the actions' own records, never from the store:

@@ -1,5 +1,5 @@
 /**
- * An action never outlives its node (issue 9): a `dagbot node` process killed with SIGKILL takes
+ * An action never outlives its node: a `dagbot node` process killed with SIGKILL takes
  * every process its actions started (their whole process groups: the action and its children) with
  * it, and a node frozen with SIGSTOP past its task lease has its action stopped before another node
  * could claim the task. Real node processes on a SQLite file; counted from the actions' own records

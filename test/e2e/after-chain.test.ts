@@ -1,4 +1,4 @@
-// DAGs that run after another DAG's runs (issue 26) on a real fleet of three `dagbot node` processes,
+// DAGs that run after another DAG's runs on a real fleet of three `dagbot node` processes,
 // on SQLite and PostgreSQL: a chain a → b → c where every run succeeds starts each exactly once
 // (b takes its parameters from a's run: an output its action published and a parameter of it);
 // where the middle one fails, the third does not start (its firing is recorded as skipped, with the

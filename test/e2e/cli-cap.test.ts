@@ -1,4 +1,4 @@
-// `dagbot cap` goes through the room's leader (issue 11): the grammar's number check, an inbox row
+// `dagbot cap` goes through the room's leader: the grammar's number check, an inbox row
 // the leader handles with its term, and the answer it recorded; with no node it waits in the inbox.
 import { beforeAll, describe, expect, it } from "vitest";
 import type { NodeProcess } from "../support/engine-cluster.js";

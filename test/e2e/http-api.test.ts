@@ -33,7 +33,7 @@ let failed = false;
 beforeAll(async () => {
   ({ target, store, api } = await startLeadingHttpNode("http-api", {
     extra: 'body_limit = "8KiB"\ncommand_timeout = "20s"\nmax_streams = 2',
-    // Publishes its argument as the output `version` (issue 25).
+    // Publishes its argument as the output `version`.
     tables: [
       "",
       "[actions.emit]",
@@ -512,7 +512,7 @@ describe("commands and reads", () => {
     }
   });
 
-  it("lists schedules and pauses, resumes and deletes one (issue 23); an unknown one is a 404, a deleted one cannot be resumed", async () => {
+  it("lists schedules and pauses, resumes and deletes one; an unknown one is a 404, a deleted one cannot be resumed", async () => {
     await track(
       (async () => {
         const doc = {
@@ -579,7 +579,7 @@ describe("commands and reads", () => {
     );
   });
 
-  it("lists the DAGs that run after another (issue 26); publishing refuses a cycle of after links and a mapping to a parameter the upstream does not declare", async () => {
+  it("lists the DAGs that run after another; publishing refuses a cycle of after links and a mapping to a parameter the upstream does not declare", async () => {
     await track(
       (async () => {
         const publish = (document: Record<string, unknown>) =>

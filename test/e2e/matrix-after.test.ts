@@ -1,5 +1,5 @@
 /**
- * A DAG that runs after another DAG's runs (issue 26), against a real Synapse and two `dagbot
+ * A DAG that runs after another DAG's runs, against a real Synapse and two `dagbot
  * start` processes: alice publishes `build` and `deploy` (after build succeeded) and confirms them;
  * a run of build started in chat starts deploy.2 at once, on alice's authority, and `!dag triggers`
  * says so. Then alice lowers her own power level: the next run of build (bob's) starts no deploy,

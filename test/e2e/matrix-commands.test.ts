@@ -215,7 +215,7 @@ describe("the Matrix bot in a room of three nodes", () => {
     const refused = await command(carol, publishJson(twoTasks("e2e_carol")));
     expect(bodyOf(refused.reply)).toMatch(/⛔/);
     expect(await store.getRun(roomId, "e2e_carol")).toBeNull();
-    // Help lists every verb by what people do (issue 29), not only hers: publish is marked.
+    // Help lists every verb by what people do, not only hers: publish is marked.
     const help = await command(carol, "!dag help");
     expect(bodyOf(help.reply)).toMatch(/`status`/);
     expect(bodyOf(help.reply)).toMatch(/`publish` 🔒/);

@@ -1,5 +1,5 @@
 /**
- * Approval gates in chat (issue 25), against a real Synapse and two `dagbot start` processes: alice
+ * Approval gates in chat, against a real Synapse and two `dagbot start` processes: alice
  * publishes a release whose gate needs two operators and a ticket, bob confirms it. The gate's
  * message in the run's thread mentions exactly carol and erin (the operators other than the run's
  * publisher and confirmer); dave (power 10) reacts ✅ and is refused once, visibly; carol approves

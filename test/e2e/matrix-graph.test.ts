@@ -5,7 +5,7 @@
  * notice naming the 413, and the run's card keeps moving meanwhile; typed in the main timeline, the
  * command is answered there with a line pointing to the thread. A calm room: a run of 20 tasks that
  * needed confirmation puts two bot events in the main timeline (the answers to the publish and the
- * confirm typed there); the card and the final message are in its thread. Picture budgets (issue 24): a member over the
+ * confirm typed there); the card and the final message are in its thread. Picture budgets: a member over the
  * rate limit is refused once, saying when to ask again, and answered by a ⏳ reaction after that; the room's
  * policy `graph operators` keeps pictures to operators.
  */

@@ -1,5 +1,5 @@
 /**
- * Schedules run on a living authority (issue 24, finding 4), against a real Synapse and two
+ * Schedules run on a living authority, against a real Synapse and two
  * `dagbot start` processes: a per-second schedule, published by alice and confirmed by bob under
  * the two-person rule, fires; alice lowers her own power level in the room's m.room.power_levels;
  * the schedule pauses itself instead of firing, and the room gets exactly one message saying so.

@@ -1,5 +1,5 @@
 /**
- * The words inside the room's lines (issue 29), read from a real Synapse's history: a failed run's
+ * The words inside the room's lines, read from a real Synapse's history: a failed run's
  * final message names the failed task with its exit status and the dependents it kept from running,
  * then points to the logs; its card lines say no "attempt 1/1" and no duration under a second. A
  * typo is answered with the command as meant, to copy, and no line of every verb; help is short.

@@ -1,5 +1,5 @@
 /**
- * The node's own secrets never leave through a task's output (issue 24, finding 8), with real
+ * The node's own secrets never leave through a task's output, with real
  * processes: a `dagbot node` given its Matrix access token and its store URL (with a password) in the
  * environment runs actions that print /proc/<node pid>/environ, `cat` a file holding the token, print
  * it base64-encoded, print it in two halves seconds apart, and print it where the kept tail cuts it.

@@ -1,4 +1,4 @@
-// Task outputs (issue 25) with real processes on SQLite and PostgreSQL: a build → deploy DAG where
+// Task outputs with real processes on SQLite and PostgreSQL: a build → deploy DAG where
 // build's action appends `version=1.2.3` to $DAGBOT_OUTPUT and deploy's action receives it as one argv
 // entry (read from deploy's own record); the file is gone after and the action saw nothing of the
 // node's environment but the base variables and DAGBOT_*; the value is shown by `dagbot logs`,

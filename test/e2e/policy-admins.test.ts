@@ -1,5 +1,5 @@
 /**
- * The room's policy is changed by those who own the room (issue 24, finding 1), against a real
+ * The room's policy is changed by those who own the room, against a real
  * Synapse and a real `dagbot start` node. The room is created as Synapse creates rooms: changing its
  * power levels needs 100. An operator at 50 (enough for publish and confirm) tries the attack of the
  * finding: switch the two-person rule off, publish and confirm their own DAG, open the operator

@@ -1,5 +1,5 @@
 /**
- * Quiet followers (issue 16), with real `dagbot node` processes on PostgreSQL: a follower reaches
+ * Quiet followers, with real `dagbot node` processes on PostgreSQL: a follower reaches
  * the server through a proxy that reads the wire protocol and counts the statements it executes,
  * by their text. While another node leads, the follower does not poll the lease every
  * acquire_every (its failed acquire says when the lease expires and it waits for that), nor claim

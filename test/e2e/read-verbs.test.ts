@@ -1,5 +1,4 @@
-// The read verbs are served from their declarations as the writes are (issue 23, "CLI reads bypass
-// the verb table"): `dagbot status` and `dagbot list` are made by the same builder as the writes'
+// The read verbs are served from their declarations as the writes are: `dagbot status` and `dagbot list` are made by the same builder as the writes'
 // subcommands, and GET /v1/runs/{id} and GET /v1/runs by the same builder as their routes, from
 // src/app/commands/verbs/status.ts and list.ts.
 // A read of the CLI or HTTP is stored nowhere, so it shows every task, not the chat card's selection.

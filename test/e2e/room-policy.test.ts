@@ -1,5 +1,5 @@
 /**
- * The room's policy lives in the store (issue 10, finding 7), with real node processes on one SQLite
+ * The room's policy lives in the store, with real node processes on one SQLite
  * file: the first node sets it; a node whose config states other permissions says so in its log and
  * never leads; a node that states none follows the room's policy and may lead.
  */

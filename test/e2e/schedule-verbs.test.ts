@@ -1,5 +1,5 @@
 /**
- * A schedule can be stopped (issue 23): a per-second schedule on two `dagbot node` processes
+ * A schedule can be stopped: a per-second schedule on two `dagbot node` processes
  * (SQLite file, PostgreSQL) is paused with `dagbot schedule pause` and fires no more slots, resumed
  * and fires again from the resume on (never a slot of the pause), deleted and fires no more, also
  * after the whole fleet restarts. Counted from the store and from the action's own record of each

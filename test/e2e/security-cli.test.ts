@@ -1,5 +1,5 @@
 /**
- * Holes a careless operator or a hostile room member could use (issue 10), through real processes and
+ * Holes a careless operator or a hostile room member could use, through real processes and
  * real files: a backtracking pattern cannot freeze a node, and the DAG library does not follow links
  * out of its folder.
  */

@@ -1,4 +1,4 @@
-// A verb declared once is served three ways (issue 23): a trial verb, one declaration added to the
+// A verb declared once is served three ways: a trial verb, one declaration added to the
 // verb list through the same functions the real list goes through, appears in chat help and the
 // chat grammar, as a CLI subcommand with --help and --json (run against a real SQLite store), and
 // as an HTTP route in the OpenAPI document (a real server on a free port), with nothing else added.

@@ -252,7 +252,7 @@ describe("dagbot validate", () => {
     });
   });
 
-  describe("--config: tasks checked against a node config's actions (issue 10, findings 2 and 9)", () => {
+  describe("--config: tasks checked against a node config's actions", () => {
     const dir = mkdtempSync(join(tmpdir(), "dagbot-validate-config-"));
     const config = join(dir, "node.toml");
     writeFileSync(

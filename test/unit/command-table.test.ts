@@ -14,7 +14,7 @@ describe("COMMANDS", () => {
   it("lists every verb once with the design's permissions", () => {
     expect(COMMANDS.map((c) => c.verb).sort()).toEqual([...COMMAND_VERBS].sort());
     const operator = COMMANDS.filter((c) => c.permission === "operator").map((c) => c.verb);
-    // logs and policy are operators' (issue 10): task output can hold what an action printed about
+    // logs and policy are operators': task output can hold what an action printed about
     // its host, and the policy decides who may do what.
     expect(operator.sort()).toEqual([
       "cancel",
@@ -50,7 +50,7 @@ describe("COMMANDS", () => {
       expect(helpLineFor(c.verb)).toBe(`usage: ${c.usage}`);
     }
     expect(helpLineFor(null)).toBe(GENERAL_HELP_LINE);
-    // Short: `!dag help` lists the verbs, grouped; an error does not append all of them (issue 29).
+    // Short: `!dag help` lists the verbs, grouped; an error does not append all of them.
     expect(GENERAL_HELP_LINE).toContain("!dag help");
     expect(GENERAL_HELP_LINE.length).toBeLessThan(80);
   });

@@ -90,7 +90,7 @@ describe("permissions", () => {
     }
   });
 
-  it("logs are for operators unless the room's policy opens them to anyone (issue 10, finding 3)", () => {
+  it("logs are for operators unless the room's policy opens them to anyone", () => {
     expect(checkPermission("logs", member(0), policy).ok).toBe(false);
     expect(checkPermission("logs", member(0), { ...policy, logs: "operators" }).ok).toBe(false);
     expect(checkPermission("logs", member(50), policy).ok).toBe(true);

@@ -1,5 +1,5 @@
 /**
- * Dependencies with known advisories are overridden to fixed versions (issue 10, finding 8):
+ * Dependencies with known advisories are overridden to fixed versions:
  * form-data before 2.5.4 / 3.0.4 / 4.0.4 picks multipart boundaries with Math.random
  * (CVE-2025-7783, critical). matrix-bot-sdk 0.8.0 pulls it in through request@2.88.2.
  */

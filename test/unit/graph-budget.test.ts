@@ -1,4 +1,4 @@
-// The picture budget (src/domain/graph-budget.ts, issue 24): whatever the DAG, what reaches the
+// The picture budget (src/domain/graph-budget.ts): whatever the DAG, what reaches the
 // layout is at most PICTURE_BUDGET.maxBoxes boxes and maxEdges edges, reduced without lying about
 // who waits for whom (every need stays a path in the picture), and a graph within the budget is
 // drawn as built.

@@ -1,4 +1,4 @@
-// The [http] section's hardening keys (issue 24, finding 7): tokens limited to rooms of the node, the
+// The [http] section's hardening keys: tokens limited to rooms of the node, the
 // connection cap and the timeouts, their defaults and their checks, each problem named by its path.
 import { describe, expect, it } from "vitest";
 import { formatConfigIssues, parseConfig } from "../../src/config/load-config.js";

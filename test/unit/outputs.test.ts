@@ -1,5 +1,5 @@
 /**
- * Task outputs (issue 25): declarations and references at parse, the DAGBOT_OUTPUT file's rules,
+ * Task outputs: declarations and references at parse, the DAGBOT_OUTPUT file's rules,
  * substitution into a dependent's arguments, and the checks publish defers to run time.
  */
 import { describe, expect, it } from "vitest";

@@ -1,4 +1,4 @@
-/** Parameter pattern limits (issue 24, finding 2): size and complexity before compiling, cost of checks. */
+/** Parameter pattern limits: size and complexity before compiling, cost of checks. */
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { RE2JS } from "re2js";

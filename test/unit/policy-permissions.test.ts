@@ -1,5 +1,5 @@
 /**
- * Who may change the room's policy (issue 24, finding 1), as pure rules: the room's own level for
+ * Who may change the room's policy, as pure rules: the room's own level for
  * changing its power levels decides, never the policy's power_level or allowlist (which a change
  * sets); under the two-person rule a change from chat waits for a second admin; the local operator
  * (store credentials) acts alone. And how the Matrix oracle reads that level from the room state.

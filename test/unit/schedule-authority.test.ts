@@ -1,5 +1,5 @@
 /**
- * Whose authority a schedule runs on (issue 24, finding 4): the publisher, and under the two-person
+ * Whose authority a schedule runs on: the publisher, and under the two-person
  * rule the confirmer too, judged as their own command would be now (room policy from the store,
  * standing from the oracle). The oracle here is a stand-in; the real one is tested against Synapse
  * in test/e2e/matrix-schedule-authority.test.ts.

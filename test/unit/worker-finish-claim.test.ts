@@ -1,5 +1,5 @@
 // A finishing task hands its slot straight to the next ready task in the commit of its finish
-// (finishAndClaim, issue 17) while the worker's last claim, answered recently, left fitting tasks
+// (finishAndClaim) while the worker's last claim, answered recently, left fitting tasks
 // behind; never while stopping, never past capacity, and a refused or failed transaction claims
 // nothing. Fake clock, in-memory claimer, no store, no processes.
 import { afterEach, describe, expect, it } from "vitest";

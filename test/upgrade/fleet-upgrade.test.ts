@@ -1,4 +1,4 @@
-// Upgrade day (issue 35): a fleet of the previous release (0.1.0, commit 633923a, built from this
+// Upgrade day: a fleet of the previous release (0.1.0, commit 633923a, built from this
 // repository's history) is upgraded to today's one node at a time, on PostgreSQL and on SQLite,
 // through the README's upgrade procedure, with runs in flight:
 //

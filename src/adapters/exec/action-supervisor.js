@@ -1,7 +1,7 @@
 // @ts-check
 /**
  * The action supervisor: one small Node process per node process, the parent of every action that
- * node runs, so that no action outlives the node nor the node's claim on its task (issue 9).
+ * node runs, so that no action outlives the node nor the node's claim on its task.
  * process-executor.ts starts it (plain JavaScript so that the same file runs from src/ under the
  * tests and from dist/) and holds the write end of its stdin. The supervisor starts each action in a
  * process group of its own and ends that whole group (SIGTERM, then SIGKILL after kill_grace):

@@ -28,7 +28,7 @@ export const MAX_PIXELS = 24_000_000;
 /** Small pictures are drawn at twice their size so text stays sharp on high-density screens. */
 export const ZOOM = 2;
 /**
- * Bytes a layout's input and a picture may have (issue 24). The picture budget of the domain
+ * Bytes a layout's input and a picture may have. The picture budget of the domain
  * (graph-budget.ts: 200 boxes, 400 edges, ids of 64 characters) keeps a DOT text under about
  * 200 KiB; these are the last stop for what it did not foresee, refused with a clear message.
  */

@@ -1,5 +1,5 @@
 /**
- * The node's HTTP API (issue 14) on Fastify 5: every route's input and output is a zod schema (the
+ * The node's HTTP API on Fastify 5: every route's input and output is a zod schema (the
  * same schemas validate requests, serialise responses and make /openapi.json). Writes become inbox
  * rows exactly like chat commands, so the room's leader handles each once and the answer is its
  * stored outcome; reads run the same command table directly. Errors are RFC 9457 problem details.

@@ -1,5 +1,5 @@
 /**
- * The HTTP routes of the verbs (issue 23): every verb whose file declares `http` gets its route
+ * The HTTP routes of the verbs: every verb whose file declares `http` gets its route
  * here, with its method, path, schemas (so its entry in /openapi.json) and answers. A verb that
  * writes becomes an inbox row holding the command AS DATA, from sender `http:<token>`, under an event
  * id the Idempotency-Key fixes, so the room's leader handles it once and every caller gets the same

@@ -12,7 +12,7 @@
  * - nothing is emitted, so no unawaited handler can reject unhandled.
  * Invites to rooms not in the config are declined; an encrypted room is reported once and skipped.
  *
- * With encryption on, the crypto (the SDK and the WASM machine, about 70 MB resident; issue 17) is
+ * With encryption on, the crypto (the SDK and the WASM machine, about 70 MB resident) is
  * loaded only once a configured room is encrypted: at start when one is, or when a sync batch shows
  * one turning encrypted. Then that batch is not stored: the plain loop stops and the SDK's client
  * with this device's crypto syncs again from the stored position, so the batch (its to-device keys

@@ -1,6 +1,6 @@
 /**
  * The `/sync` long poll of a node whose rooms are all in the clear, without matrix-bot-sdk (whose
- * index is about 46 MB of resident memory; issue 17). It does what the SDK's loop did for the
+ * index is about 46 MB of resident memory). It does what the SDK's loop did for the
  * intake: the filter is created once and kept in the state file (a new filter starts the sync
  * afresh, as the SDK does), each batch is handed to `processSync` and the token is saved only after
  * it returns, and a failed request or batch is retried after 5-15 s from the same token. Unlike the

@@ -3,7 +3,7 @@
  * the SDK's CryptoClient (the WASM crypto), with our processSync (nothing emitted, the batch stored
  * before the token moves on). Imported only then: the SDK's index loads all of it (express, request,
  * sanitize-html, postgres...), about 46 MB of resident memory that a node in plain rooms does without
- * (plain-sync.ts; issue 17).
+ * (plain-sync.ts).
  */
 import { LogLevel, LogService, MatrixClient } from "matrix-bot-sdk";
 import type { Logger } from "../../ports/logger.js";

@@ -56,7 +56,7 @@ export class SyncStateFile implements IStorageProvider {
   }
 
   private write(next: SyncStateData): void {
-    // Owner-only, like the files in it (issue 10, finding 3).
+    // Owner-only, like the files in it.
     mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
     const tmp = `${this.path}.${process.pid}.tmp`;
     const fd = openSync(tmp, "w", 0o600);

@@ -1,6 +1,6 @@
 /**
  * Takes secrets the node has already read out of its own environment, so that an action running as
- * the node's user cannot read them in /proc/<node pid>/environ (issue 24, finding 8).
+ * the node's user cannot read them in /proc/<node pid>/environ.
  *
  * Deleting a variable from process.env is not enough on Linux: /proc/<pid>/environ shows the block
  * the kernel wrote at exec time, which unsetenv() leaves as it was. Node has no prctl() to make the

@@ -1,5 +1,5 @@
 /**
- * Triggers on PostgreSQL (issue 26): a definition's firing for one upstream run is a row keyed by
+ * Triggers on PostgreSQL: a definition's firing for one upstream run is a row keyed by
  * (room, definition, upstream run), written in the same transaction as the run it starts. A second
  * firing of the same pair waits on the key and then writes nothing; the definition's row is locked
  * while the new run's number is chosen.

@@ -103,7 +103,7 @@ export const CHANNEL = "dagbot";
 /**
  * The hot path's channel (HOT_TOPICS: a claim, a finish, a scheduling step): LISTENed to only by
  * processes where someone wants those topics, so a follower's connection does not receive (and its
- * process parse) two notifications per task run anywhere (issue 16: 45–70 µs of node CPU each, per
+ * process parse) two notifications per task run anywhere (45–70 µs of node CPU each, per
  * listening node).
  */
 export const HOT_CHANNEL = "dagbot_tasks";

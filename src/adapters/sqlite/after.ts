@@ -1,5 +1,5 @@
 /**
- * Triggers on SQLite (issue 26): a definition's firing for one upstream run is a row keyed by
+ * Triggers on SQLite: a definition's firing for one upstream run is a row keyed by
  * (room, definition, upstream run), written in the same transaction as the run it starts, so a
  * second firing of the same pair (a repeated round, another leader) finds it and writes nothing.
  */

@@ -12,7 +12,7 @@ const MAX_POLL_MS = 100;
 /**
  * How long after the last change the poll stays at MIN_POLL_MS before it backs off. A running task
  * commits nothing until it ends: backing off at once let its end wait for a poll up to 40 ms away,
- * the tail of dependency latency (issue 17); a poll is one PRAGMA, about a microsecond.
+ * the tail of dependency latency; a poll is one PRAGMA, about a microsecond.
  */
 const ACTIVE_MS = 250;
 

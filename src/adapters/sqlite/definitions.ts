@@ -1,5 +1,5 @@
 /**
- * Definitions on SQLite (issue 12): the row publishing writes in the same transaction as a
+ * Definitions on SQLite: the row publishing writes in the same transaction as a
  * definition's first run, the counters later runs move, and the indexed reads by definition.
  */
 import type { ParsedDag } from "../../domain/model.js";

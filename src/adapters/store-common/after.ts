@@ -1,5 +1,5 @@
 /**
- * What both stores' triggers share (issue 26): a firing's row as a record, its event-log lines, and
+ * What both stores' triggers share: a firing's row as a record, its event-log lines, and
  * the columns they read. The rule of a firing is src/domain/after.ts; the store holds it to once.
  */
 import { numberedRunId } from "../../domain/after.js";

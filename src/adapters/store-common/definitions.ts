@@ -1,6 +1,6 @@
 /**
  * What both stores' definitions share: the run number an `<id>.N` run id carries, and the rules and
- * event-log lines of schedule changes and slots (issue 23).
+ * event-log lines of schedule changes and slots.
  */
 import type { SlotInfo } from "../../domain/schedule.js";
 import type {

@@ -362,7 +362,7 @@ async function gateReaction(
 
 async function handlerContext(deps: InboxDeps, fence: LeaderFence, row: InboxEvent): Promise<HandlerContext> {
   // The room's policy as the store holds it, not this node's config: every node enforces the same
-  // rules (issue 10, finding 7). A room without one (never started by a node) keeps the config's.
+  // rules. A room without one (never started by a node) keeps the config's.
   const stored = await deps.store.getRoomPolicy(row.roomId);
   const policy = stored === null ? deps.policy : withRoomPolicy(deps.policy, stored.policy);
   const standing = await deps.permissions.standing(row.roomId, row.sender);

@@ -457,7 +457,7 @@ export function selectNoteworthy<T extends { status: TaskStatus }>(items: readon
 }
 
 /**
- * The progress of several runs from one count query (issue 24): a list of 15 runs of 1,000 tasks
+ * The progress of several runs from one count query: a list of 15 runs of 1,000 tasks
  * read all 15,000 task rows, outputs included, to count them (600 ms of the leader's time).
  */
 export async function progressOfRuns(

@@ -50,7 +50,7 @@ export function permissionFor(
 }
 
 /**
- * Who may change the room's policy (issue 24): those who own the room, with at least the power
+ * Who may change the room's policy: those who own the room, with at least the power
  * level the room itself requires to change its power levels, and the local operator (who holds the
  * store's credentials anyway). The policy's own power_level and allowlist grant nothing here: they
  * are what a change would set, so an operator could otherwise widen their own rights alone.

@@ -1,5 +1,5 @@
 /**
- * Store contract: definitions (issue 12). Publishing writes the definition in the same transaction
+ * Store contract: definitions. Publishing writes the definition in the same transaction
  * as its first run (none when that transaction fails); later runs reference it and move its newest
  * slot and run number; reads by definition find its runs however many newer runs the room has;
  * retention keeps a definition while it has runs or an approved schedule; the migration back-fills

@@ -1,5 +1,5 @@
 /**
- * Store contract: finishAndClaim (issue 17), a finish and the next claim in one transaction. The
+ * Store contract: finishAndClaim, a finish and the next claim in one transaction. The
  * finish is fenced and decided exactly as finishTask; a refused finish claims nothing and changes
  * nothing; the claim picks from the tasks as they were before the finish; the finish's log line
  * comes before the claim's; racing workers that hand their slot on this way still run each task

@@ -65,7 +65,7 @@ export function nodesSection(ctx: ContractContext): void {
     expect((await find(store, s.nodeId))[0]).toMatchObject({ release: "0.2.0", protocol: 2 });
     ctx.clock.advance(1500);
     expect((await find(store, s.nodeId))[0]?.heartbeatAgeMs).toBe(1500);
-    // The count of undecryptable events a node reports comes back as sent (issue 13).
+    // The count of undecryptable events a node reports comes back as sent.
     await store.heartbeat(beat(s, { undecryptable: 3 }));
     expect((await find(store, s.nodeId))[0]?.undecryptable).toBe(3);
     // And the last one's reason and whether its device is cross-signed (docs/architecture.md §12),

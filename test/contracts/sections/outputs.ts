@@ -1,5 +1,5 @@
 /**
- * Store contract: task outputs (issue 25). A run keeps each task's declared outputs; a finish that
+ * Store contract: task outputs. A run keeps each task's declared outputs; a finish that
  * makes the task succeed keeps the values it carries, in the same fenced write (finishTask and
  * finishAndClaim alike); a failure, a retry's requeue or a stale attempt keeps none; racing finishes
  * of one claim land one set of values exactly once; values the worker could not have accepted are

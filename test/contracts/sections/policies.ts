@@ -1,8 +1,8 @@
 /**
- * Store contract: the room policy (issue 10, finding 7). The first node to start sets it; a later
+ * Store contract: the room policy. The first node to start sets it; a later
  * node's config never overwrites it; only a fenced leader write (an admin's command) changes it,
  * and that write marks its inbox row handled in the same transaction. Under the two-person rule a
- * change is proposed first and applied by a second person's confirmation (issue 24): only while it
+ * change is proposed first and applied by a second person's confirmation: only while it
  * is pending and unexpired, never by its proposer, and once.
  */
 import { expect, it } from "vitest";

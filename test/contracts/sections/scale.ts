@@ -1,5 +1,5 @@
 /**
- * Store contract: the operations that let many nodes share one store (issue 16). A failed acquire
+ * Store contract: the operations that let many nodes share one store. A failed acquire
  * answers holder and expiry; syncLeases acquires and renews a node's rooms in one call with the
  * same guarantees as acquireLease/renewLease (one winner among racers, fenced renewals, the event
  * log); claimTasks takes a batch up to the free slots that fit, each task exactly once among racing

@@ -1,5 +1,5 @@
 /**
- * Store contract: schedules as objects (issue 23). A definition's schedule has a state (active,
+ * Store contract: schedules as objects. A definition's schedule has a state (active,
  * paused, deleted) with who changed it, when and why; every change and every fired or skipped slot
  * is an event; slotsThrough records the newest slot fired or skipped, so no later leader considers
  * it again; changes are fenced and commit with their inbox mark and their notices.

@@ -1,5 +1,5 @@
 /**
- * Store contract: triggers (issue 26). A definition declaring `after` is fired at most once per
+ * Store contract: triggers. A definition declaring `after` is fired at most once per
  * upstream run that ended: the firing's key (room, definition, upstream run) is the store's, so a
  * repeated or concurrent firing step, from any connection, starts one run; a skipped firing keeps
  * its reason; both runs' logs say what happened; a deposed leader's firing is refused.

@@ -81,7 +81,7 @@ export class RoomCrypto {
   private signingAttempts = 0;
 
   constructor(private readonly o: RoomCryptoOptions) {
-    // Owner-only before anything is written into it (issue 10, finding 3).
+    // Owner-only before anything is written into it.
     mkdirSync(o.dir, { recursive: true, mode: 0o700 });
     this.snapshot = new IdbSnapshotFile(join(o.dir, SNAPSHOT_FILE), `dagbot-${o.deviceId}`);
     snapshots.set(o.dir, this.snapshot);

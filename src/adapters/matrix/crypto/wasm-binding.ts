@@ -250,7 +250,7 @@ const WASM_V8_FLAGS_AFTER = ["--no-liftoff-only"];
  */
 export async function installWasmCryptoBinding(options: WasmBindingOptions = {}): Promise<void> {
   if (installed !== null) return;
-  // Memory (issue 13: an idle bot within 150 MB): each WebAssembly function is compiled on its first
+  // Memory (an idle bot within 150 MB): each WebAssembly function is compiled on its first
   // call (V8's default) and keeps the baseline compiler's code, instead of all 7.8 MB of it compiled up front and the hot
   // part again optimised. A bot's crypto is a few operations a minute; this saves about 10 MB.
   for (const flag of WASM_V8_FLAGS) setFlagsFromString(flag);

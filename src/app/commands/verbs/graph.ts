@@ -35,7 +35,7 @@ export const graph = defineVerb<{ verb: "graph"; id: string }, "graph">({
 });
 
 async function handleGraph(ctx: HandlerContext, dagId: string): Promise<Outcome> {
-  // Drawing costs the leader more than any other read (issue 24): a room may keep it to operators.
+  // Drawing costs the leader more than any other read: a room may keep it to operators.
   if (picturesForOperators(ctx.policy) && !isOperator(ctx.standing, ctx.policy)) {
     const have = ctx.standing.kind === "room-member" ? ctx.standing.powerLevel : 0;
     return {

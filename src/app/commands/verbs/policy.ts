@@ -1,7 +1,7 @@
 /**
- * `!dag policy`: show or change the room's permissions (issue 10, finding 7). The policy lives in the
+ * `!dag policy`: show or change the room's permissions. The policy lives in the
  * store so that every node enforces the same one; only the room's leader writes it, fenced by its term.
- * It is the room's, so only those who own the room change it (issue 24): a change needs the power
+ * It is the room's, so only those who own the room change it: a change needs the power
  * level the room requires to change its power levels (permissions.ts), and under the two-person rule
  * it waits, kept in the store under a short id, until another room admin confirms it
  * (`!dag policy confirm <id>`) before it expires like a run awaiting confirmation. Every applied

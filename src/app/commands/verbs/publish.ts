@@ -307,7 +307,7 @@ async function handlePublish(
 }
 
 /**
- * What the room's published definitions tell of an `after` declaration (issue 26): a cycle of
+ * What the room's published definitions tell of an `after` declaration: a cycle of
  * `after` links it would close is refused (so no chain loops), and a mapping to a parameter or task
  * the upstream definition does not have, when it is published; one published later is checked when
  * it fires.

@@ -1,5 +1,5 @@
 /**
- * `!dag schedule pause|resume|delete <dag_id> [reason]` (issue 23): stop a schedule, start it again,
+ * `!dag schedule pause|resume|delete <dag_id> [reason]`: stop a schedule, start it again,
  * or end it for good. A leader write, fenced by its term; the state change, its event and the inbox
  * mark commit together (DefinitionStore.changeSchedule). Slots that fall while a schedule is paused
  * never fire: a resume counts from the moment it is made (README, "Schedules").

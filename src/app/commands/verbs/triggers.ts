@@ -1,5 +1,5 @@
 /**
- * `!dag triggers`: the room's DAGs that run after another DAG's runs (issue 26), what fires each and
+ * `!dag triggers`: the room's DAGs that run after another DAG's runs, what fires each and
  * its newest firing; schedules are counted and left to `!dag schedules`.
  */
 import { afterWords } from "../../../domain/after.js";
