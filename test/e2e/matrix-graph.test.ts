@@ -139,6 +139,10 @@ describe("!dag graph", () => {
     expect(bytes.byteLength).toBe(info.size);
     const png = decodePng(bytes);
     expect([png.width, png.height]).toEqual([info.w, info.h]);
+    // Shaped for a timeline's thumbnail (about 400 px wide), as the room's own event says: from square
+    // to about 16:9, never a strip (a row of three boxes used to be 1059 × 427, 2.5:1).
+    expect(info.w / info.h).toBeGreaterThanOrEqual(1);
+    expect(info.w / info.h).toBeLessThanOrEqual(2);
     // The failed task's red and the succeeded task's green are in the picture.
     expect(countColour(png, STATE_STYLE.failed.fill)).toBeGreaterThan(500);
     expect(countColour(png, STATE_STYLE.succeeded.fill)).toBeGreaterThan(500);
