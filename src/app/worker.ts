@@ -31,6 +31,7 @@ import {
   defaultMarginMs,
   mayStart,
   nextRenewalAt,
+  unrenewedWords,
 } from "../domain/claim-deadline.js";
 import type { LeaseTerm } from "../domain/lease-term.js";
 import { isExpired, leaseTerm, renewTimeoutMs, renewedTerm } from "../domain/lease-term.js";
@@ -485,6 +486,8 @@ export class Worker {
      * One fenced renewal, given up when termAt passes first (a hung store must not keep a claim we
      * may have lost). "ok" moves the deadlines; "lost" means the store gave the task to someone else.
      */
+    // When the first renewal that failed since the last success was sent: the store unreachable since.
+    let firstFailedAt: number | null = null;
     const renew = async (stop: AbortSignal): Promise<"ok" | "lost" | "failed"> => {
       const sentAt = clock.monotonicMs();
       const giveUp = new AbortController();
@@ -493,17 +496,32 @@ export class Worker {
       try {
         const renewed = await Promise.race([
           store.renewTaskLease(token, leaseMs),
+          // Given up at termAt, and after renew_every at most: a renewal hung on a connection
+          // the outage broke must not keep the next try from reaching the store once it is back.
           clock
-            .sleep(renewTimeoutMs(term, sentAt, timings.marginMs + killGraceMs), giveUp.signal)
+            .sleep(
+              Math.min(renewTimeoutMs(term, sentAt, timings.marginMs + killGraceMs), timings.renewEveryMs),
+              giveUp.signal,
+            )
             .then(() => null),
         ]);
-        if (renewed === null) return "failed";
+        if (renewed === null) {
+          firstFailedAt ??= sentAt;
+          return "failed";
+        }
         term = renewedTerm(term, sentAt);
+        if (firstFailedAt !== null)
+          log.info(
+            { unreachableMs: sentAt - firstFailedAt },
+            "task lease renewed again after the store was back",
+          );
+        firstFailedAt = null;
         for (const listener of moved) listener();
         if (renewed.status === "canceling") this.abortTask(r, "canceled");
         return "ok";
       } catch (err) {
         if (isConflict(err)) return "lost";
+        firstFailedAt ??= sentAt;
         this.deps.onStoreError?.();
         log.warn({ err: String(err) }, "task lease renewal failed");
         return "failed";
@@ -558,7 +576,11 @@ export class Worker {
               const { termAt } = deadlines();
               if (now >= termAt) {
                 // No renewal in time: stop the action so it is gone before the lease could expire.
-                log.warn("could not renew the task lease in time; stopping the action and writing nothing");
+                const why = unrenewedWords(now, term.sentAt, firstFailedAt);
+                log.warn(
+                  { why, lastRenewedMsAgo: now - term.sentAt },
+                  `${why}: stopping the action before its task lease could expire, writing nothing`,
+                );
                 this.abortTask(r, "lost");
                 return;
               }

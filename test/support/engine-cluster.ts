@@ -87,6 +87,8 @@ export interface NodeConfigOptions {
   ttl?: string;
   renewEvery?: string;
   acquireEvery?: string;
+  /** The task lease; default the room lease's ttl, so a killed worker's task is retried as soon. */
+  taskTtl?: string;
   extra?: string;
 }
 
@@ -114,6 +116,7 @@ log_level = "debug"
 
 [lease]
 ttl = "${o.ttl ?? "2s"}"
+task_ttl = "${o.taskTtl ?? o.ttl ?? "2s"}"
 renew_every = "${o.renewEvery ?? "500ms"}"
 acquire_every = "${o.acquireEvery ?? "1s"}"
 
