@@ -498,6 +498,20 @@ CREATE TRIGGER fleet_fence_lease BEFORE INSERT OR UPDATE ON room_leases FOR EACH
   WHEN (current_setting('dagbot.protocol', true) IS DISTINCT FROM '2') EXECUTE FUNCTION fleet_fence_refuse();
 `,
   },
+  {
+    // Work that survives a lost node (docs/architecture.md §3, "Task lease"): lost_reruns counts the
+    // attempts the reaper ran again after their lease expired, without spending the task's retries
+    // (max_attempts rises with it), bounded by MAX_LOST_RERUNS; rerun_if_lost is false for a task
+    // declared `rerun_if_lost = false`, which fails instead. Rows written before keep the defaults
+    // (0, true). No protocol raise: an older leader reaps a lost task as it always did (a retry).
+    version: 18,
+    summary:
+      "a lost node's attempt is run again without spending the task's retries, unless rerun_if_lost = false",
+    sql: `
+ALTER TABLE tasks ADD COLUMN lost_reruns integer NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN rerun_if_lost boolean NOT NULL DEFAULT true;
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

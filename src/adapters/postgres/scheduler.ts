@@ -16,7 +16,7 @@ import { gateTimeoutError, openGateState, timeOutGate } from "../../domain/gates
 import { gateOpenedLine } from "../store-common/gate-writes.js";
 import { queueTimedOut } from "../../domain/task-states.js";
 import type { ReapRow } from "../store-common/reap.js";
-import { reapDecision } from "../store-common/reap.js";
+import { REAP_COLUMNS, lostData, reapDecision } from "../store-common/reap.js";
 import type {
   CommandContext,
   LeaderFence,
@@ -261,8 +261,7 @@ export async function reap(db: Db, fence: LeaderFence): Promise<ReapResult> {
       ).rowCount ?? 0) === 1;
 
     const overdue = await tx.query<ReapRow>(
-      `SELECT run_id, task_id, status, version, attempt, max_attempts, retry_backoff_ms, lease_expires_at, deadline
-         FROM tasks WHERE ${OVERDUE} FOR UPDATE`,
+      `SELECT ${REAP_COLUMNS} FROM tasks WHERE ${OVERDUE} FOR UPDATE`,
       room,
     );
     for (const r of overdue.rows) {
@@ -280,14 +279,17 @@ export async function reap(db: Db, fence: LeaderFence): Promise<ReapResult> {
         const notBefore = now + decision.waitMs;
         const set = `status = 'queued', attempt = attempt + 1, claim_version = NULL, executor_node = NULL,
                      executor_boot = NULL, lease_expires_at = NULL, deadline = NULL, not_before = $4,
-                     queued_at = $5, error = $6`;
-        if (await apply(r, set, [notBefore, now, reason])) {
+                     queued_at = $5, error = $6, lost_reruns = lost_reruns + $7::int,
+                     max_attempts = max_attempts + $8::int`;
+        const lost = [decision.lostNode ? 1 : 0, decision.lostRerun ? 1 : 0];
+        if (await apply(r, set, [notBefore, now, reason, ...lost])) {
           result.requeued++;
-          moved(r, "queued", { reason, attempt: r.attempt, notBefore });
+          moved(r, "queued", { reason, attempt: r.attempt, notBefore, ...lostData(decision) });
         }
       } else {
-        const set = "status = $4, lease_expires_at = NULL, finished_at = $5, error = $6";
-        if (await apply(r, set, [decision.to, now, reason])) {
+        const set = `status = $4, lease_expires_at = NULL, finished_at = $5, error = $6,
+                     lost_reruns = lost_reruns + $7::int`;
+        if (await apply(r, set, [decision.to, now, reason, decision.lostNode ? 1 : 0])) {
           if (decision.to === "timed_out") result.timedOut++;
           else result.failed++;
           moved(r, decision.to, { reason, attempt: r.attempt });

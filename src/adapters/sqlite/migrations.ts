@@ -451,6 +451,20 @@ CREATE TRIGGER fleet_fence_lease BEFORE UPDATE ON room_leases
   BEGIN SELECT RAISE(ABORT, 'this store needs dagbot 0.2.0 or later (fleet protocol 2) to lead, claim or start runs, and this node runs an older release: it may still finish the tasks it runs; upgrade it (README, Upgrading)'); END;
 `,
   },
+  {
+    // Work that survives a lost node (docs/architecture.md §3, "Task lease"): lost_reruns counts the
+    // attempts the reaper ran again after their lease expired, without spending the task's retries
+    // (max_attempts rises with it), bounded by MAX_LOST_RERUNS; rerun_if_lost is false for a task
+    // declared `rerun_if_lost = false`, which fails instead. Rows written before keep the defaults
+    // (0, true). No protocol raise: an older leader reaps a lost task as it always did (a retry).
+    version: 18,
+    summary:
+      "a lost node's attempt is run again without spending the task's retries, unless rerun_if_lost = false",
+    sql: `
+ALTER TABLE tasks ADD COLUMN lost_reruns INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN rerun_if_lost INTEGER NOT NULL DEFAULT 1;
+`,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = latestVersion(MIGRATIONS);

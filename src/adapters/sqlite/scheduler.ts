@@ -25,7 +25,7 @@ import { sessionKey } from "./connection.js";
 import { markHandledInTx } from "./inbox.js";
 import { cancelUnstartedTasks } from "./runs.js";
 import type { ReapRow as CommonReapRow } from "../store-common/reap.js";
-import { reapDecision } from "../store-common/reap.js";
+import { REAP_COLUMNS, lostData, reapDecision } from "../store-common/reap.js";
 import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 import { capOutcome } from "../store-common/run-outcomes.js";
 
@@ -204,7 +204,7 @@ export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResul
     };
 
     const overdue = c.all<ReapRow>(
-      `SELECT seq, run_id, task_id, status, version, attempt, max_attempts, retry_backoff_ms, lease_expires_at, deadline
+      `SELECT seq, ${REAP_COLUMNS}
          FROM tasks WHERE room_id = ? AND status IN ('running','canceling')
           AND (lease_expires_at <= ? OR (status = 'running' AND deadline IS NOT NULL AND deadline <= ?))`,
       roomId,
@@ -232,23 +232,28 @@ export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResul
         result.requeued += c.run(
           `UPDATE tasks SET status = 'queued', version = version + 1, attempt = attempt + 1, claim_version = NULL,
                   executor_node = NULL, executor_boot = NULL, lease_expires_at = NULL, deadline = NULL,
-                  not_before = ?, queued_at = ?, error = ?
+                  not_before = ?, queued_at = ?, error = ?, lost_reruns = lost_reruns + ?,
+                  max_attempts = max_attempts + ?
             WHERE seq = ? AND version = ?`,
           notBefore,
           tx.now,
           reason,
+          decision.lostNode ? 1 : 0,
+          decision.lostRerun ? 1 : 0,
           r.seq,
           r.version,
         );
-        logTask(r, "queued", { reason, attempt: r.attempt, notBefore });
+        logTask(r, "queued", { reason, attempt: r.attempt, notBefore, ...lostData(decision) });
       } else {
         const to: TaskStatus = decision.to;
         const n = c.run(
-          `UPDATE tasks SET status = ?, version = version + 1, lease_expires_at = NULL, finished_at = ?, error = ?
+          `UPDATE tasks SET status = ?, version = version + 1, lease_expires_at = NULL, finished_at = ?, error = ?,
+                  lost_reruns = lost_reruns + ?
             WHERE seq = ? AND version = ?`,
           to,
           tx.now,
           reason,
+          decision.lostNode ? 1 : 0,
           r.seq,
           r.version,
         );

@@ -17,7 +17,15 @@ export interface ReapRow {
   retry_backoff_ms: number;
   lease_expires_at: number | null;
   deadline: number | null;
+  executor_node: string | null;
+  lost_reruns: number;
+  /** A boolean on PostgreSQL, 0 or 1 on SQLite. */
+  rerun_if_lost: boolean | number;
 }
+
+/** The columns a reaper reads of an overdue task, in both stores' dialects. */
+export const REAP_COLUMNS = `run_id, task_id, status, version, attempt, max_attempts, retry_backoff_ms, lease_expires_at,
+       deadline, executor_node, lost_reruns, rerun_if_lost`;
 
 /** decideReap for a selected row. */
 export const reapDecision = (r: ReapRow, now: number): ReapDecision | null =>
@@ -29,6 +37,14 @@ export const reapDecision = (r: ReapRow, now: number): ReapDecision | null =>
       retryBackoffMs: r.retry_backoff_ms,
       leaseExpiresAt: r.lease_expires_at,
       deadline: r.deadline,
+      executorNode: r.executor_node,
+      lostReruns: Number(r.lost_reruns),
+      rerunIfLost: r.rerun_if_lost === true || r.rerun_if_lost === 1,
     },
     now,
   );
+
+/** What a requeue's log line adds for a lost node: that it was one, and whether a retry was spent. */
+export function lostData(decision: { lostNode: boolean; lostRerun: boolean }): Record<string, unknown> {
+  return decision.lostNode ? { lostNode: true, retrySpent: !decision.lostRerun } : {};
+}
