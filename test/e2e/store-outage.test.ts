@@ -54,6 +54,17 @@ function records(target: Target): Rec[] {
     .map((l) => JSON.parse(l) as Rec);
 }
 
+/** The `rec` action: appends its start and end to the target's records file (engine-fixtures/record.mjs). */
+function recordAction(t: Target): string {
+  return `
+[actions.rec]
+argv = [${JSON.stringify(process.execPath)}, ${JSON.stringify(RECORD)}, "{ms}", ${JSON.stringify(join(t.dir, "records.jsonl"))}]
+args = { ms = { pattern = '[0-9]{1,6}' } }
+timeout = "5m"
+kill_grace = "300ms"
+`;
+}
+
 function logLines(node: NodeProcess): Array<Record<string, unknown>> {
   return readFileSync(node.logPath, "utf8")
     .split("\n")
@@ -94,13 +105,7 @@ describe("a PostgreSQL outage shorter than the task lease's bound", () => {
     // The test watches the store directly, not through the proxy.
     store = await openPostgresStore(d.url, { poolSize: 2 });
     const s = store;
-    const extra = `
-[actions.rec]
-argv = [${JSON.stringify(process.execPath)}, ${JSON.stringify(RECORD)}, "{ms}", ${JSON.stringify(join(t.dir, "records.jsonl"))}]
-args = { ms = { pattern = '[0-9]{1,6}' } }
-timeout = "5m"
-kill_grace = "300ms"
-`;
+    const extra = recordAction(t);
     // The room lease stays short (a leader is replaced within 2 s); the task lease is the default.
     const configs = ["n1", "n2", "n3"].map((nodeId) =>
       writeNodeConfig(t, { nodeId, capacity: 3, ttl: "2s", renewEvery: "500ms", taskTtl: "60s", extra }),
@@ -162,4 +167,79 @@ kill_grace = "300ms"
     expect(Math.max(...back.map((l) => Number(l["unreachableMs"])))).toBeGreaterThan(OUTAGE_MS - 3_000);
     expect(lines.filter((l) => String(l["msg"]).includes("stopping the action"))).toEqual([]);
   }, 180_000);
+
+  it("past the bound, stops each action at its own deadline saying why, and runs it again once the store is back", async () => {
+    db = await createTestDatabase();
+    const d = db;
+    const port = await freePort();
+    proxies.push(await startProxy(port, PG_PORT));
+    const viaProxy = new URL(d.url);
+    viaProxy.port = String(port);
+    target = targetIn("postgres", "long-outage", viaProxy.toString(), "outage test folder");
+    const t = target;
+    store = await openPostgresStore(d.url, { poolSize: 2 });
+    const s = store;
+    // A 4 s task lease: its bound is 4 s - 500 ms - 400 ms - 300 ms - 500 ms = 2.3 s; the cut lasts 8 s.
+    const configs = ["n1", "n2"].map((nodeId) =>
+      writeNodeConfig(t, {
+        nodeId,
+        capacity: 1,
+        ttl: "2s",
+        renewEvery: "500ms",
+        taskTtl: "4s",
+        extra: recordAction(t),
+      }),
+    );
+    ["n1", "n2"].forEach((nodeId, i) => nodes.push(startNode(t, configs[i]!, nodeId)));
+    await waitFor(
+      "two heartbeats",
+      () => s.listNodes(),
+      (n) => n.length === 2,
+      { timeoutMs: 30_000 },
+    );
+    const tasks = ["a", "b"].map((task) => ({ id: task, action: "rec", args: { ms: 6_000 } }));
+    const submitted = await cli(
+      ["submit", writeDag(t, { id: "long", tasks }), "--config", configs[0]!, "--store", d.url, "--confirm"],
+      { cwd: t.dir },
+    );
+    expect(submitted.code, submitted.stderr).toBe(0);
+    await waitFor(
+      "two actions running",
+      () => records(t).filter((r) => r.ev === "start").length,
+      (n) => n === 2,
+      { timeoutMs: 30_000, intervalMs: 50 },
+    );
+    await proxies.pop()!.close();
+    // Each action is stopped (SIGTERM, recorded as its end) while the store is still away.
+    await waitFor(
+      "both first attempts stopped",
+      () => records(t).filter((r) => r.ev === "end" && r.attempt === 1),
+      (rs) => rs.length === 2,
+      { timeoutMs: 8_000, intervalMs: 50 },
+    );
+    await new Promise((r) => setTimeout(r, 8_000 - 3_500));
+    proxies.push(await startProxy(port, PG_PORT));
+
+    expect(await waitForRunStatus(s, "long", (st) => st !== "running" && st !== "pending", 60_000)).toBe(
+      "succeeded",
+    );
+    const recs = records(t);
+    for (const task of ["a", "b"]) {
+      const mine = recs.filter((r) => r.task === task);
+      // Attempt 1 was stopped with SIGTERM before attempt 2 started: never two at once.
+      expect(mine.map((r) => `${r.ev}${r.attempt}${r.why === undefined ? "" : `:${r.why}`}`)).toEqual([
+        "start1",
+        "end1:term",
+        "start2",
+        "end2:done",
+      ]);
+    }
+    // The node said why, in words: the store unreachable, not a lost node.
+    const stops = nodes
+      .flatMap((n) => logLines(n))
+      .filter((l) => String(l["msg"]).includes("stopping the action before its task lease could expire"));
+    expect(stops).toHaveLength(2);
+    for (const l of stops) expect(String(l["why"])).toMatch(/^the store was unreachable for [0-9.]+s$/);
+    console.log(`[outage] past the bound: ${String(stops[0]!["msg"])}`);
+  }, 120_000);
 });
