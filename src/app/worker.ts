@@ -488,6 +488,8 @@ export class Worker {
      */
     // When the first renewal that failed since the last success was sent: the store unreachable since.
     let firstFailedAt: number | null = null;
+    // Why this worker stopped the action for want of a renewal, once it did (then it releases the task).
+    let stoppedWhy: string | null = null;
     const renew = async (stop: AbortSignal): Promise<"ok" | "lost" | "failed"> => {
       const sentAt = clock.monotonicMs();
       const giveUp = new AbortController();
@@ -577,6 +579,7 @@ export class Worker {
               if (now >= termAt) {
                 // No renewal in time: stop the action so it is gone before the lease could expire.
                 const why = unrenewedWords(now, term.sentAt, firstFailedAt);
+                stoppedWhy = why;
                 log.warn(
                   { why, lastRenewedMsAgo: now - term.sentAt },
                   `${why}: stopping the action before its task lease could expire, writing nothing`,
@@ -627,11 +630,20 @@ export class Worker {
       });
       await output.close();
       // The supervisor stopped it (or never started it) for the claim's deadline: no longer ours.
-      if (exec.outcome === "expired" && r.reason === null) r.reason = "lost";
+      if (exec.outcome === "expired" && r.reason === null) {
+        r.reason = "lost";
+        stoppedWhy = unrenewedWords(clock.monotonicMs(), term.sentAt, firstFailedAt);
+      }
     }
     renewing.abort();
     await renewer;
 
+    if (r.reason === "lost" && stoppedWhy !== null) {
+      // The action has ended: say why in the task's record, and let it run again now rather than
+      // when the lease expires (the reaper's words would be "lost").
+      await this.release(r, stoppedWhy, log);
+      return;
+    }
     if (r.reason === "lost" || r.reason === "shutdown" || exec === null) {
       log.info({ why: r.reason }, "attempt abandoned; the lease will expire and the leader requeues it");
       return;
@@ -640,6 +652,45 @@ export class Worker {
     if (result.outcome === "failed" && exec.outcome === "succeeded")
       log.info({ error: result.error }, "the action succeeded but its outputs were refused");
     await this.finish(r, result, log, () => term);
+  }
+
+  /**
+   * Gives up an attempt whose action was stopped for want of a renewal (its process group gone),
+   * with the words why, once the store answers: store.releaseTask, tried again with backoff until it
+   * is answered or the node stops. A conflict means the reaper (the lease expired while the store
+   * was away: its words are "lost") or a cancel came first.
+   */
+  private async release(r: Running, why: string, log: Logger): Promise<void> {
+    const { clock, store } = this.deps;
+    for (let failures = 0; !this.stopClaiming.signal.aborted; failures += 1) {
+      try {
+        // Given up after renew_every, as a renewal is: a call hung on a broken connection must not
+        // keep the next try from reaching the store once it is back.
+        const giveUp = new AbortController();
+        const released = await Promise.race([
+          store.releaseTask(r.claimed.token, why),
+          clock
+            .sleep(this.timings().renewEveryMs, AbortSignal.any([giveUp.signal, this.stopClaiming.signal]))
+            .then(() => null),
+        ]).finally(() => giveUp.abort());
+        if (released !== null) {
+          log.info({ why, status: released.status }, "released the stopped attempt");
+          return;
+        }
+        continue;
+      } catch (err) {
+        if (isConflict(err)) {
+          log.info({ why }, "the stopped attempt was taken over already");
+          return;
+        }
+        this.deps.onStoreError?.();
+        await clock.sleep(
+          backoffMs({ ...STORE_CALL_BACKOFF, capMs: Math.min(1_000, this.timings().renewEveryMs) }, failures),
+          this.stopClaiming.signal,
+        );
+      }
+    }
+    log.info({ why }, "attempt abandoned; the lease will expire and the leader requeues it");
   }
 
   /**

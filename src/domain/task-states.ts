@@ -241,15 +241,20 @@ export interface LostState {
   rerunIfLost: boolean;
 }
 
-/** The words the reaper records when a running task's lease expired: what happened, and what next. */
+/**
+ * The words recorded when an attempt was lost: what happened, and what next. `why` is the node's own
+ * account when it released the attempt itself (its action stopped because the store was unreachable
+ * past the bound, releaseTask); without it, the reaper found the lease expired: the node was lost.
+ */
 export function lostNodeWords(
   node: string | null,
   next: "again" | "retry" | "never" | "spent",
   times: number,
+  why: string | null = null,
 ): string {
   const who = node === null ? "its node" : `node ${node}`;
-  const lost =
-    times > 1 ? `${who} was lost (the ${ordinal(times)} lost attempt of this task)` : `${who} was lost`;
+  const what = why === null ? `${who} was lost` : `${who} stopped its action: ${why}`;
+  const lost = times > 1 ? `${what} (the ${ordinal(times)} lost attempt of this task)` : what;
   if (next === "again") return `${lost}; running again`;
   if (next === "retry") return `${lost}; running again as one of its retries`;
   if (next === "never") return `${lost}; not run again: rerun_if_lost = false`;
@@ -285,15 +290,32 @@ export function decideReap(
       ? { to: "queued", reason, waitMs, lostNode: false, lostRerun: false }
       : { to: "timed_out", reason, lostNode: false };
   }
+  return decideLost(task, null);
+}
+
+/**
+ * A running attempt that was lost — its lease expired (the reaper, `why` null), or its node stopped
+ * it for a store it could not reach and says so (`why`, releaseTask) — is run again without spending
+ * a retry, MAX_LOST_RERUNS times; never when it says `rerun_if_lost = false`; past the bound, as a
+ * retry while it has attempts left, else failed.
+ */
+export function decideLost(task: AttemptState & LostState, why: string | null): LostDecision {
+  const hasAttempts = task.attempt < task.maxAttempts;
+  const waitMs = taskRetryWaitMs(task.retryBackoffMs, task.attempt);
   const times = task.lostReruns + 1;
   const words = (next: "again" | "retry" | "never" | "spent"): string =>
-    lostNodeWords(task.executorNode, next, times);
+    lostNodeWords(task.executorNode, next, times, why);
   if (!task.rerunIfLost) return { to: "failed", reason: words("never"), lostNode: true };
   if (task.lostReruns < MAX_LOST_RERUNS)
     return { to: "queued", reason: words("again"), waitMs: 0, lostNode: true, lostRerun: true };
   if (hasAttempts) return { to: "queued", reason: words("retry"), waitMs, lostNode: true, lostRerun: false };
   return { to: "failed", reason: words("spent"), lostNode: true };
 }
+
+/** What a lost attempt becomes: queued again, or failed. */
+export type LostDecision =
+  | { to: "queued"; reason: ReapReason; waitMs: number; lostNode: true; lostRerun: boolean }
+  | { to: "failed"; reason: ReapReason; lostNode: true };
 
 /** A queued task that waited longer than its queue timeout: the reaper moves it to timed_out. */
 export function queueTimedOut(

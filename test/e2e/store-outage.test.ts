@@ -13,6 +13,7 @@ import { openPostgresStore } from "../../src/adapters/postgres/index.js";
 import type { Store } from "../../src/ports/store.js";
 import {
   REPO,
+  allEvents,
   cli,
   killAll,
   requireBuild,
@@ -179,14 +180,18 @@ describe("a PostgreSQL outage shorter than the task lease's bound", () => {
     const t = target;
     store = await openPostgresStore(d.url, { poolSize: 2 });
     const s = store;
-    // A 4 s task lease: its bound is 4 s - 500 ms - 400 ms - 300 ms - 500 ms = 2.3 s; the cut lasts 8 s.
+    // A 6 s task lease with a 2.5 s margin: each action is stopped 3.2 s after its last renewal
+    // (its bound: 6 s - 500 ms - 2.5 s - 300 ms - 500 ms = 2.2 s), and the lease expires 6 s after
+    // it. The cut lasts 4.5 s: the store is back after the stops and before the leases expire, so
+    // each node releases its attempt itself, with its own words.
     const configs = ["n1", "n2"].map((nodeId) =>
       writeNodeConfig(t, {
         nodeId,
         capacity: 1,
         ttl: "2s",
         renewEvery: "500ms",
-        taskTtl: "4s",
+        taskTtl: "6s",
+        taskMargin: "2500ms",
         extra: recordAction(t),
       }),
     );
@@ -209,6 +214,7 @@ describe("a PostgreSQL outage shorter than the task lease's bound", () => {
       (n) => n === 2,
       { timeoutMs: 30_000, intervalMs: 50 },
     );
+    const cutAt = Date.now();
     await proxies.pop()!.close();
     // Each action is stopped (SIGTERM, recorded as its end) while the store is still away.
     await waitFor(
@@ -217,7 +223,7 @@ describe("a PostgreSQL outage shorter than the task lease's bound", () => {
       (rs) => rs.length === 2,
       { timeoutMs: 8_000, intervalMs: 50 },
     );
-    await new Promise((r) => setTimeout(r, 8_000 - 3_500));
+    await new Promise((r) => setTimeout(r, Math.max(0, cutAt + 4_500 - Date.now())));
     proxies.push(await startProxy(port, PG_PORT));
 
     expect(await waitForRunStatus(s, "long", (st) => st !== "running" && st !== "pending", 60_000)).toBe(
@@ -241,5 +247,16 @@ describe("a PostgreSQL outage shorter than the task lease's bound", () => {
     expect(stops).toHaveLength(2);
     for (const l of stops) expect(String(l["why"])).toMatch(/^the store was unreachable for [0-9.]+s$/);
     console.log(`[outage] past the bound: ${String(stops[0]!["msg"])}`);
+    // And the task's record says the same, distinct from a lost node: each node released its attempt.
+    const requeues = (await allEvents(s)).filter(
+      (e) => e.kind === "task.queued" && e.data["lostNode"] === true,
+    );
+    expect(requeues).toHaveLength(2);
+    for (const e of requeues) {
+      expect(String(e.data["reason"])).toMatch(
+        /^node n[12] stopped its action: the store was unreachable for [0-9.]+s; running again$/,
+      );
+      expect(e.data["retrySpent"]).toBe(false);
+    }
   }, 120_000);
 });

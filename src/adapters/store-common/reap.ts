@@ -3,7 +3,7 @@
  * only apply what decideReap says.
  */
 import type { TaskStatus } from "../../domain/model.js";
-import type { ReapDecision } from "../../domain/task-states.js";
+import type { AttemptState, LostState, ReapDecision } from "../../domain/task-states.js";
 import { decideReap } from "../../domain/task-states.js";
 
 /** An overdue task's row as the reapers select it (snake_case, as both stores name the columns). */
@@ -27,22 +27,20 @@ export interface ReapRow {
 export const REAP_COLUMNS = `run_id, task_id, status, version, attempt, max_attempts, retry_backoff_ms, lease_expires_at,
        deadline, executor_node, lost_reruns, rerun_if_lost`;
 
+/** A selected row's attempts and lost-node state, as decideLost reads them. */
+export const lostStateOf = (r: ReapRow): AttemptState & LostState => ({
+  status: r.status,
+  attempt: r.attempt,
+  maxAttempts: r.max_attempts,
+  retryBackoffMs: r.retry_backoff_ms,
+  executorNode: r.executor_node,
+  lostReruns: Number(r.lost_reruns),
+  rerunIfLost: r.rerun_if_lost === true || r.rerun_if_lost === 1,
+});
+
 /** decideReap for a selected row. */
 export const reapDecision = (r: ReapRow, now: number): ReapDecision | null =>
-  decideReap(
-    {
-      status: r.status,
-      attempt: r.attempt,
-      maxAttempts: r.max_attempts,
-      retryBackoffMs: r.retry_backoff_ms,
-      leaseExpiresAt: r.lease_expires_at,
-      deadline: r.deadline,
-      executorNode: r.executor_node,
-      lostReruns: Number(r.lost_reruns),
-      rerunIfLost: r.rerun_if_lost === true || r.rerun_if_lost === 1,
-    },
-    now,
-  );
+  decideReap({ ...lostStateOf(r), leaseExpiresAt: r.lease_expires_at, deadline: r.deadline }, now);
 
 /** What a requeue's log line adds for a lost node: that it was one, and whether a retry was spent. */
 export function lostData(decision: { lostNode: boolean; lostRerun: boolean }): Record<string, unknown> {

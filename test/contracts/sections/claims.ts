@@ -419,6 +419,44 @@ export function claimsSection(ctx: ContractContext): void {
     expect((await store.getTask(run.runId, "other"))?.status).toBe("queued");
   });
 
+  it("a worker releases an attempt it stopped for an unreachable store: run again at once with its words, fenced", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(ctx.uid("d"), [task("a"), task("once", { rerunIfLost: false, priority: -1 })]),
+    );
+    const first = (await store.claimTask(offer(session("n1"), [room], { leaseMs: LEASE })))!;
+    expect(first.task.taskId).toBe("a");
+    const why = "the store was unreachable for 46s";
+    // Before its lease expired: the worker knows its action has ended.
+    expect(await store.releaseTask(first.token, why)).toEqual({ status: "queued" });
+    expect(await store.getTask(run.runId, "a")).toMatchObject({
+      status: "queued",
+      attempt: 2,
+      maxAttempts: 2,
+      executor: null,
+      error: "node n1 stopped its action: the store was unreachable for 46s; running again",
+    });
+    // Fenced: the released token holds nothing any more, a second release changes nothing.
+    const snapshot = await store.getTask(run.runId, "a");
+    await expect(store.releaseTask(first.token, why)).rejects.toBeInstanceOf(ConflictError);
+    await expectStale(store, first.token);
+    expect(await store.getTask(run.runId, "a")).toEqual(snapshot);
+    const second = (await store.claimTask(offer(session("n2"), [room], { leaseMs: LEASE })))!;
+    expect(second.task).toMatchObject({ taskId: "a", attempt: 2 });
+    expect(await store.finishTask(second.token, ok)).toEqual({ status: "succeeded" });
+    // Never twice: a rerun_if_lost = false task fails with the same words.
+    const once = (await store.claimTask(offer(session("n1"), [room], { leaseMs: LEASE })))!;
+    expect(once.task.taskId).toBe("once");
+    expect(await store.releaseTask(once.token, why)).toEqual({ status: "failed" });
+    expect(await store.getTask(run.runId, "once")).toMatchObject({
+      status: "failed",
+      error:
+        "node n1 stopped its action: the store was unreachable for 46s; not run again: rerun_if_lost = false",
+    });
+  });
+
   it("a node restarted under the same node id (new boot id) cannot renew, complete or fail its old task", async () => {
     const { store, room, fence } = await setup();
     const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("a"), task("b")]));
