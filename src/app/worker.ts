@@ -11,8 +11,10 @@
  * its own monotonic clock from the send time of the last renewal that succeeded, renews the claim
  * just before starting the action unless the claim itself was sent less than `margin` ago, never
  * starts it past termAt, and when it could not renew in
- * time it stops the action (SIGTERM at termAt, SIGKILL at stopBy) and writes nothing. The executor's
- * supervisor holds the same deadline, so it also holds while this process is stopped.
+ * time it stops the action (SIGTERM at termAt, SIGKILL at stopBy) and writes no outcome; once the
+ * store answers again it hands the attempt back with its reason (releaseTask: "the store was
+ * unreachable for 46s"), so the task runs again at once. The executor's supervisor holds the same
+ * deadline, so it also holds while this process is stopped.
  *
  * Outputs (domain/outputs.ts): before the action starts, a task whose arguments say
  * `{tasks.ID.outputs.NAME}` gets its producers' published values put in (substituteOutputs); after
@@ -482,14 +484,15 @@ export class Worker {
       },
     };
 
-    /**
-     * One fenced renewal, given up when termAt passes first (a hung store must not keep a claim we
-     * may have lost). "ok" moves the deadlines; "lost" means the store gave the task to someone else.
-     */
     // When the first renewal that failed since the last success was sent: the store unreachable since.
     let firstFailedAt: number | null = null;
     // Why this worker stopped the action for want of a renewal, once it did (then it releases the task).
     let stoppedWhy: string | null = null;
+    /**
+     * One fenced renewal, given up when termAt (or renew_every) passes first (a hung store must not
+     * keep a claim we may have lost). "ok" moves the deadlines; "lost" means the store gave the task
+     * to someone else.
+     */
     const renew = async (stop: AbortSignal): Promise<"ok" | "lost" | "failed"> => {
       const sentAt = clock.monotonicMs();
       const giveUp = new AbortController();

@@ -88,7 +88,7 @@ export const TASK_TRANSITIONS: readonly TaskTransition[] = [
     to: "queued",
     who: ["worker", "reaper"],
     condition:
-      "attempts left (worker: the attempt failed; reaper: lease expired); attempt+1, not_before = now + backoff",
+      "attempts left (worker: the attempt failed, or it released an attempt it stopped for an unreachable store; reaper: lease expired); attempt+1, not_before = now + backoff (none after a lost node)",
   },
   {
     from: "running",
