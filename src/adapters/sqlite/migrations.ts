@@ -456,7 +456,8 @@ CREATE TRIGGER fleet_fence_lease BEFORE UPDATE ON room_leases
     // attempts the reaper ran again after their lease expired, without spending the task's retries
     // (max_attempts rises with it), bounded by MAX_LOST_RERUNS; rerun_if_lost is false for a task
     // declared `rerun_if_lost = false`, which fails instead. Rows written before keep the defaults
-    // (0, true). No protocol raise: an older leader reaps a lost task as it always did (a retry).
+    // (0, true). No protocol raise: an older leader reaps a lost task as it always did (as a retry;
+    // for a rerun_if_lost = false task with retries left, that runs it again: README, "Lost nodes").
     version: 18,
     summary:
       "a lost node's attempt is run again without spending the task's retries, unless rerun_if_lost = false",
