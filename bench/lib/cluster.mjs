@@ -42,6 +42,7 @@ export function nodeConfig({ nodeId, store, capacity, lease }) {
     ``,
     `[lease]`,
     `ttl = "${lease.ttl}"`,
+    `task_ttl = "${lease.task_ttl ?? lease.ttl}"`,
     `renew_every = "${lease.renew_every}"`,
     `acquire_every = "${lease.acquire_every}"`,
     ``,

@@ -11,8 +11,10 @@
  * its own monotonic clock from the send time of the last renewal that succeeded, renews the claim
  * just before starting the action unless the claim itself was sent less than `margin` ago, never
  * starts it past termAt, and when it could not renew in
- * time it stops the action (SIGTERM at termAt, SIGKILL at stopBy) and writes nothing. The executor's
- * supervisor holds the same deadline, so it also holds while this process is stopped.
+ * time it stops the action (SIGTERM at termAt, SIGKILL at stopBy) and writes no outcome; once the
+ * store answers again it hands the attempt back with its reason (releaseTask: "the store was
+ * unreachable for 46s"), so the task runs again at once. The executor's supervisor holds the same
+ * deadline, so it also holds while this process is stopped.
  *
  * Outputs (domain/outputs.ts): before the action starts, a task whose arguments say
  * `{tasks.ID.outputs.NAME}` gets its producers' published values put in (substituteOutputs); after
@@ -31,6 +33,7 @@ import {
   defaultMarginMs,
   mayStart,
   nextRenewalAt,
+  unrenewedWords,
 } from "../domain/claim-deadline.js";
 import type { LeaseTerm } from "../domain/lease-term.js";
 import { isExpired, leaseTerm, renewTimeoutMs, renewedTerm } from "../domain/lease-term.js";
@@ -481,9 +484,14 @@ export class Worker {
       },
     };
 
+    // When the first renewal that failed since the last success was sent: the store unreachable since.
+    let firstFailedAt: number | null = null;
+    // Why this worker stopped the action for want of a renewal, once it did (then it releases the task).
+    let stoppedWhy: string | null = null;
     /**
-     * One fenced renewal, given up when termAt passes first (a hung store must not keep a claim we
-     * may have lost). "ok" moves the deadlines; "lost" means the store gave the task to someone else.
+     * One fenced renewal, given up when termAt (or renew_every) passes first (a hung store must not
+     * keep a claim we may have lost). "ok" moves the deadlines; "lost" means the store gave the task
+     * to someone else.
      */
     const renew = async (stop: AbortSignal): Promise<"ok" | "lost" | "failed"> => {
       const sentAt = clock.monotonicMs();
@@ -493,17 +501,32 @@ export class Worker {
       try {
         const renewed = await Promise.race([
           store.renewTaskLease(token, leaseMs),
+          // Given up at termAt, and after renew_every at most: a renewal hung on a connection
+          // the outage broke must not keep the next try from reaching the store once it is back.
           clock
-            .sleep(renewTimeoutMs(term, sentAt, timings.marginMs + killGraceMs), giveUp.signal)
+            .sleep(
+              Math.min(renewTimeoutMs(term, sentAt, timings.marginMs + killGraceMs), timings.renewEveryMs),
+              giveUp.signal,
+            )
             .then(() => null),
         ]);
-        if (renewed === null) return "failed";
+        if (renewed === null) {
+          firstFailedAt ??= sentAt;
+          return "failed";
+        }
         term = renewedTerm(term, sentAt);
+        if (firstFailedAt !== null)
+          log.info(
+            { unreachableMs: sentAt - firstFailedAt },
+            "task lease renewed again after the store was back",
+          );
+        firstFailedAt = null;
         for (const listener of moved) listener();
         if (renewed.status === "canceling") this.abortTask(r, "canceled");
         return "ok";
       } catch (err) {
         if (isConflict(err)) return "lost";
+        firstFailedAt ??= sentAt;
         this.deps.onStoreError?.();
         log.warn({ err: String(err) }, "task lease renewal failed");
         return "failed";
@@ -558,7 +581,12 @@ export class Worker {
               const { termAt } = deadlines();
               if (now >= termAt) {
                 // No renewal in time: stop the action so it is gone before the lease could expire.
-                log.warn("could not renew the task lease in time; stopping the action and writing nothing");
+                const why = unrenewedWords(now, term.sentAt, firstFailedAt);
+                stoppedWhy = why;
+                log.warn(
+                  { why, lastRenewedMsAgo: now - term.sentAt },
+                  `${why}: stopping the action before its task lease could expire, writing nothing`,
+                );
                 this.abortTask(r, "lost");
                 return;
               }
@@ -605,11 +633,20 @@ export class Worker {
       });
       await output.close();
       // The supervisor stopped it (or never started it) for the claim's deadline: no longer ours.
-      if (exec.outcome === "expired" && r.reason === null) r.reason = "lost";
+      if (exec.outcome === "expired" && r.reason === null) {
+        r.reason = "lost";
+        stoppedWhy = unrenewedWords(clock.monotonicMs(), term.sentAt, firstFailedAt);
+      }
     }
     renewing.abort();
     await renewer;
 
+    if (r.reason === "lost" && stoppedWhy !== null) {
+      // The action has ended: say why in the task's record, and let it run again now rather than
+      // when the lease expires (the reaper's words would be "lost").
+      await this.release(r, stoppedWhy, log);
+      return;
+    }
     if (r.reason === "lost" || r.reason === "shutdown" || exec === null) {
       log.info({ why: r.reason }, "attempt abandoned; the lease will expire and the leader requeues it");
       return;
@@ -618,6 +655,45 @@ export class Worker {
     if (result.outcome === "failed" && exec.outcome === "succeeded")
       log.info({ error: result.error }, "the action succeeded but its outputs were refused");
     await this.finish(r, result, log, () => term);
+  }
+
+  /**
+   * Gives up an attempt whose action was stopped for want of a renewal (its process group gone),
+   * with the words why, once the store answers: store.releaseTask, tried again with backoff until it
+   * is answered or the node stops. A conflict means the reaper (the lease expired while the store
+   * was away: its words are "lost") or a cancel came first.
+   */
+  private async release(r: Running, why: string, log: Logger): Promise<void> {
+    const { clock, store } = this.deps;
+    for (let failures = 0; !this.stopClaiming.signal.aborted; failures += 1) {
+      try {
+        // Given up after renew_every, as a renewal is: a call hung on a broken connection must not
+        // keep the next try from reaching the store once it is back.
+        const giveUp = new AbortController();
+        const released = await Promise.race([
+          store.releaseTask(r.claimed.token, why),
+          clock
+            .sleep(this.timings().renewEveryMs, AbortSignal.any([giveUp.signal, this.stopClaiming.signal]))
+            .then(() => null),
+        ]).finally(() => giveUp.abort());
+        if (released !== null) {
+          log.info({ why, status: released.status }, "released the stopped attempt");
+          return;
+        }
+        continue;
+      } catch (err) {
+        if (isConflict(err)) {
+          log.info({ why }, "the stopped attempt was taken over already");
+          return;
+        }
+        this.deps.onStoreError?.();
+        await clock.sleep(
+          backoffMs({ ...STORE_CALL_BACKOFF, capMs: Math.min(1_000, this.timings().renewEveryMs) }, failures),
+          this.stopClaiming.signal,
+        );
+      }
+    }
+    log.info({ why }, "attempt abandoned; the lease will expire and the leader requeues it");
   }
 
   /**

@@ -4,6 +4,7 @@
  * readable. Also the end-of-run summary with durations.
  */
 import { exitWords } from "../domain/exit-status.js";
+import { againWords } from "../domain/failure-words.js";
 import { formatDuration, runTimeWords } from "../domain/duration.js";
 import type { TaskStatus } from "../domain/model.js";
 import type { RunRecord, TaskRecord } from "../ports/store.js";
@@ -301,7 +302,7 @@ export function renderSummary(
       (duration === null ? "-" : formatDuration(duration)).padStart(8),
       t.executor === null ? "" : t.executor.nodeId,
       t.attempt > 1 ? `attempts ${t.attempt}` : "",
-      BAD.has(t.status) ? oneLine(exitWords(t.exitCode, t.error).join(", "), 100) : "",
+      BAD.has(t.status) ? oneLine(exitWords(t.exitCode, t.error).join(", "), 100) : (againWords(t) ?? ""),
       waitOf(waits, t.taskId),
     ];
     lines.push(`  ${cols.filter((c, i) => i < 3 || c !== "").join("  ")}`.trimEnd());

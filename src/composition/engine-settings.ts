@@ -29,12 +29,13 @@ export function engineSettings(config: NodeConfig, overrides: Partial<EngineSett
       ...DEFAULT_LEADER_TIMINGS,
       wakeLiveWithinMs: 3 * Math.max(config.lease.renewEveryMs, Math.floor(config.lease.ttlMs / 2)),
     },
-    // A task lease as long as the room lease: a killed worker's task is retried after the same TTL
-    // a killed leader's room is taken over after.
-    taskLeaseMs: config.lease.ttlMs,
-    // Renewed like the room lease; the config guarantees renew_every + margin + kill_grace < ttl.
+    // The task lease is its own (lease.task_ttl, longer than the room's): a store outage shorter
+    // than its bound stops no action, while a lost leader is still replaced within lease.ttl
+    // (docs/architecture.md §3, "Task lease").
+    taskLeaseMs: config.lease.taskTtlMs,
+    // Renewed like the room lease; the config guarantees renew_every + task_margin + kill_grace < task_ttl.
     taskRenewEveryMs: config.lease.renewEveryMs,
-    taskMarginMs: config.lease.marginMs,
+    taskMarginMs: config.lease.taskMarginMs,
     // Twice per lease TTL (`nodes --check` wants a heartbeat younger than the TTL): a follower's
     // idle cost is mostly this, its lease attempts at the holder's expiry and the claim tick.
     heartbeatEveryMs: Math.max(config.lease.renewEveryMs, Math.floor(config.lease.ttlMs / 2)),

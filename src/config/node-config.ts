@@ -73,11 +73,19 @@ export interface PermissionsConfig {
 }
 
 export interface LeaseConfig {
+  /** The room lease: how long a leader holds a room without renewing it. */
   ttlMs: number;
   renewEveryMs: number;
   acquireEveryMs: number;
-  /** How long before its task lease could expire a worker's action must be gone (domain/claim-deadline.ts). */
+  /** The room lease's margin (a leader's step-down). */
   marginMs: number;
+  /**
+   * The task lease (lease.task_ttl): how long the store keeps a worker's claim after its last
+   * renewal, and so the longest a store outage may last without stopping an action (docs/architecture.md §3).
+   */
+  taskTtlMs: number;
+  /** How long before its task lease could expire a worker's action must be gone (domain/claim-deadline.ts). */
+  taskMarginMs: number;
 }
 
 export interface LimitsConfig {
@@ -406,6 +414,9 @@ const permissionsSchema = z.strictObject({
   logs: z.enum(["operators", "anyone"]).prefault("operators"),
 });
 
+/** The default task lease: a store outage of up to 45 s stops no action at the other defaults. */
+const DEFAULT_TASK_TTL = "60s";
+
 const leaseSchema = z
   .strictObject({
     ttl: duration(1).prefault("10s"),
@@ -413,6 +424,11 @@ const leaseSchema = z
     acquire_every: duration(1).prefault("1s"),
     // Default: a tenth of ttl (defaultMarginMs).
     margin: duration(0).optional(),
+    // The task lease, longer than the room's: a store outage shorter than what it leaves
+    // (taskOutageBoundMs) stops no action, while a leader still steps down within ttl.
+    task_ttl: duration(1).prefault(DEFAULT_TASK_TTL),
+    // Default: a tenth of task_ttl.
+    task_margin: duration(0).optional(),
   })
   .superRefine((lease, ctx) => {
     if (lease.renew_every >= lease.ttl) {
@@ -423,11 +439,21 @@ const leaseSchema = z
         path: ["margin"],
         message: "lease.renew_every + lease.margin must be shorter than lease.ttl",
       });
+    } else if (lease.renew_every + taskMarginOf(lease) >= lease.task_ttl) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["task_ttl"],
+        message: "lease.renew_every + lease.task_margin must be shorter than lease.task_ttl",
+      });
     }
   });
 
 function marginOf(lease: { ttl: number; margin?: number | undefined }): number {
   return lease.margin ?? defaultMarginMs(lease.ttl);
+}
+
+function taskMarginOf(lease: { task_ttl: number; task_margin?: number | undefined }): number {
+  return lease.task_margin ?? defaultMarginMs(lease.task_ttl);
 }
 
 const limitsSchema = z.strictObject({
@@ -679,9 +705,9 @@ export const nodeConfigFileSchema = z
     }
     // Each action must be stoppable within its claim: the worker's timing relation (claim-deadline.ts).
     const timings = {
-      ttlMs: file.lease.ttl,
+      ttlMs: file.lease.task_ttl,
       renewEveryMs: file.lease.renew_every,
-      marginMs: marginOf(file.lease),
+      marginMs: taskMarginOf(file.lease),
     };
     if (timings.renewEveryMs + timings.marginMs >= timings.ttlMs) return; // reported under lease
     for (const [name, action] of Object.entries(file.actions)) {
@@ -797,6 +823,8 @@ export function toNodeConfig(
       renewEveryMs: file.lease.renew_every,
       acquireEveryMs: file.lease.acquire_every,
       marginMs: marginOf(file.lease),
+      taskTtlMs: file.lease.task_ttl,
+      taskMarginMs: taskMarginOf(file.lease),
     },
     limits: { globalCap: file.limits.global_cap, confirmTimeoutMs: file.limits.confirm_timeout },
     retention: {

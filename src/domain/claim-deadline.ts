@@ -66,8 +66,10 @@ export function claimIsFresh(now: number, sentAt: number, t: ClaimTimings): bool
   return now - sentAt < t.marginMs;
 }
 
-// A failed renewal is retried soon (doubling from this), never later than the regular period.
+// A failed renewal is retried soon (doubling from this), never later than the regular period nor
+// RETRY_CAP_MS: once an unreachable store is back, a renewal follows within a second.
 const RETRY_BASE_MS = 100;
+const RETRY_CAP_MS = 1_000;
 
 /**
  * When to send the next renewal: renew_every after the last one that succeeded was sent; after
@@ -80,9 +82,29 @@ export function nextRenewalAt(
   t: ClaimTimings,
 ): number {
   if (failures === 0) return lastOkSentAt + t.renewEveryMs;
-  return (
-    lastTryAt + backoffMs({ baseMs: RETRY_BASE_MS, capMs: t.renewEveryMs, maxDoublings: 10 }, failures - 1)
-  );
+  const capMs = Math.min(t.renewEveryMs, RETRY_CAP_MS);
+  return lastTryAt + backoffMs({ baseMs: RETRY_BASE_MS, capMs, maxDoublings: 10 }, failures - 1);
+}
+
+/**
+ * The longest store outage that stops no action of `killGraceMs`: the outage may begin just before a
+ * renewal is due (renew_every after the last success), and once it ends the next try comes within
+ * the retry cap; the action must still be renewed before termAt. 45 s at the defaults (task_ttl 60 s,
+ * renew_every 3 s, task_margin 6 s, kill_grace 5 s).
+ */
+export function storeOutageBoundMs(t: ClaimTimings, killGraceMs: number): number {
+  return Math.max(0, renewalSlackMs(t, killGraceMs) - Math.min(t.renewEveryMs, RETRY_CAP_MS));
+}
+
+/**
+ * Why a worker stops an action it could not renew, in words: the store unreachable since the
+ * first renewal that failed (`firstFailedAt`, null when none failed: the process itself was held
+ * up), counted to `now`.
+ */
+export function unrenewedWords(now: number, lastOkSentAt: number, firstFailedAt: number | null): string {
+  if (firstFailedAt === null)
+    return `no renewal of the task lease was answered for ${formatDuration(now - lastOkSentAt)}`;
+  return `the store was unreachable for ${formatDuration(now - firstFailedAt)}`;
 }
 
 /**
@@ -99,8 +121,8 @@ export function claimTimingProblem(t: ClaimTimings, killGraceMs: number): string
   const d = formatDuration;
   return (
     `${d(killGraceMs)} is too long for the task lease: lease.renew_every (${d(t.renewEveryMs)}) + ` +
-    `lease.margin (${d(t.marginMs)}) + kill_grace must be shorter than lease.ttl (${d(t.ttlMs)}), so that ` +
+    `lease.task_margin (${d(t.marginMs)}) + kill_grace must be shorter than lease.task_ttl (${d(t.ttlMs)}), so that ` +
     `a renewal can succeed before the worker must start stopping the action; shorten kill_grace, ` +
-    `lease.renew_every or lease.margin, or lengthen lease.ttl`
+    `lease.renew_every or lease.task_margin, or lengthen lease.task_ttl`
   );
 }

@@ -359,6 +359,7 @@ const ACTION_ONLY_KEYS = [
   "concurrency_key",
   "priority",
   "outputs",
+  "rerun_if_lost",
 ] as const;
 
 const placementSchema = z.strictObject({
@@ -380,6 +381,8 @@ const taskSchema = z.strictObject({
   concurrency_key: idSchema.optional(),
   priority: integer(DAG_LIMITS.minPriority, DAG_LIMITS.maxPriority).optional(),
   outputs: outputsSchema.optional(),
+  // false: an attempt whose node was lost is never run again (task-states.ts, decideReap).
+  rerun_if_lost: z.boolean().optional(),
 });
 
 const AFTER_STATUS_RULE = `must be one of ${AFTER_STATUSES.map((s) => `"${s}"`).join(", ")} (or a list of them)`;
@@ -454,6 +457,8 @@ function toTaskSpec(task: TaskDocument): TaskSpec {
   };
   // Absent when none are declared, so a DAG without outputs keeps the hash it always had.
   if (task.outputs !== undefined && Object.keys(task.outputs).length > 0) spec.outputs = task.outputs;
+  // Only `rerun_if_lost = false` is kept, so a DAG that does not say it keeps the hash it always had.
+  if (task.rerun_if_lost === false) spec.rerunIfLost = false;
   // Only a gate carries the key, so a DAG without gates keeps the hash it always had. Its form's
   // fields are its outputs: the approved values are what dependents read as {tasks.ID.outputs.NAME}.
   if (task.approve !== undefined) {

@@ -152,3 +152,19 @@ export function failureText(tasks: readonly EndedTask[]): string {
     .map((w) => (typeof w === "string" ? w : `\`${w.code}\``))
     .join("");
 }
+
+const ACTIVE_STATUSES: ReadonlySet<TaskStatus> = new Set<TaskStatus>(["queued", "running", "canceling"]);
+
+/**
+ * Why a task still in flight is on a later attempt, as its record says (the reaper's words for a
+ * lost node: "node n2 was lost; running again"); null for a first attempt or a task that ended,
+ * whose own words endedWords gives.
+ */
+export function againWords(task: {
+  status: TaskStatus;
+  attempt: number;
+  error: string | null;
+}): string | null {
+  if (!ACTIVE_STATUSES.has(task.status) || task.attempt <= 1 || task.error === null) return null;
+  return oneLine(task.error);
+}

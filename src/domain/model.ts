@@ -60,6 +60,11 @@ export interface TaskSpec {
    */
   outputs?: Record<string, string>;
   /**
+   * `false` when an attempt whose node was lost must not run again (`rerun_if_lost = false`: an
+   * action that must never run twice); absent otherwise, so older DAGs keep their hash.
+   */
+  rerunIfLost?: false;
+  /**
    * Set on an approval gate (`approve = { ... }`, gates.ts): it runs no action (`action` is
    * "approve"), it waits for people; its form's fields are its `outputs`. Absent on every other
    * task, so their DAGs keep their hash.

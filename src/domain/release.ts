@@ -10,7 +10,7 @@
  */
 
 export const RELEASE = "0.2.0";
-export const STORE_SCHEMA = 18;
+export const STORE_SCHEMA = 19;
 export const FLEET_PROTOCOL = 2;
 
 /** `dagbot 0.2.0 (store schema 17, fleet protocol 2)`: what `--version` prints. */

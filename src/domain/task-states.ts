@@ -88,7 +88,7 @@ export const TASK_TRANSITIONS: readonly TaskTransition[] = [
     to: "queued",
     who: ["worker", "reaper"],
     condition:
-      "attempts left (worker: the attempt failed; reaper: lease expired); attempt+1, not_before = now + backoff",
+      "attempts left (worker: the attempt failed, or it released an attempt it stopped for an unreachable store; reaper: lease expired); attempt+1, not_before = now + backoff (none after a lost node)",
   },
   {
     from: "running",
@@ -209,33 +209,113 @@ export function decideFinish(task: AttemptState, outcome: TaskOutcome): FinishDe
   return { kind: "end", to: outcome };
 }
 
-/** Why the reaper moved a task (its `error` and the log line's reason). */
-export type ReapReason = "lease expired" | "deadline passed";
+/**
+ * Why the reaper moved a task (its `error` and the log line's reason): a deadline that passed, a
+ * canceling task's expired lease, or the words of a lost node (lostNodeWords).
+ */
+export type ReapReason = string;
 
 export type ReapDecision =
   | { to: "canceled"; reason: "lease expired" }
-  | { to: "queued"; reason: ReapReason; waitMs: number }
-  | { to: "failed" | "timed_out"; reason: ReapReason };
+  /**
+   * `lostNode`: its lease expired (lost_reruns + 1); `lostRerun`: it runs again without spending one
+   * of its retries (max_attempts + 1 too).
+   */
+  | { to: "queued"; reason: ReapReason; waitMs: number; lostNode: boolean; lostRerun: boolean }
+  | { to: "failed" | "timed_out"; reason: ReapReason; lostNode: boolean };
+
+/**
+ * How many attempts of one task whose node was lost are run again without spending its retries;
+ * past it, a lost attempt counts as one of its retries as any failure does, so a task that takes
+ * its node down every time does not run forever.
+ */
+export const MAX_LOST_RERUNS = 2;
+
+/** What decideReap needs to say a lost node's story. */
+export interface LostState {
+  /** The node whose lease expired, null when unknown. */
+  executorNode: string | null;
+  /** Attempts already run again after a lost node without spending a retry. */
+  lostReruns: number;
+  /** False for a task declared `rerun_if_lost = false`. */
+  rerunIfLost: boolean;
+}
+
+/**
+ * The words recorded when an attempt was lost: what happened, and what next. `why` is the node's own
+ * account when it released the attempt itself (its action stopped because the store was unreachable
+ * past the bound, releaseTask); without it, the reaper found the lease expired: the node was lost.
+ */
+export function lostNodeWords(
+  node: string | null,
+  next: "again" | "retry" | "never" | "spent",
+  times: number,
+  why: string | null = null,
+): string {
+  const who = node === null ? "its node" : `node ${node}`;
+  const what = why === null ? `${who} was lost` : `${who} stopped its action: ${why}`;
+  const lost = times > 1 ? `${what} (the ${ordinal(times)} lost attempt of this task)` : what;
+  if (next === "again") return `${lost}; running again`;
+  if (next === "retry") return `${lost}; running again as one of its retries`;
+  if (next === "never") return `${lost}; not run again: rerun_if_lost = false`;
+  return `${lost}; not run again`;
+}
+
+function ordinal(n: number): string {
+  const tail = n % 100 >= 11 && n % 100 <= 13 ? "th" : (["th", "st", "nd", "rd"][n % 10] ?? "th");
+  return `${n}${tail}`;
+}
 
 /**
  * What the reaper does with a running or canceling task at `now`, or null when it is not overdue:
- * a canceling task whose executor stopped renewing is canceled; a running one whose lease expired
- * or whose deadline passed is retried while it has attempts left, else failed (timed_out past its
- * deadline).
+ * a canceling task whose executor stopped renewing is canceled; a running one past its deadline is
+ * retried while it has attempts left, else timed out. A running one whose lease expired (its node
+ * lost: killed, cut off from the store past the task lease's bound) is run again without spending
+ * a retry, MAX_LOST_RERUNS times; never when it says `rerun_if_lost = false`; past the bound, as a
+ * retry while it has attempts left, else failed.
  */
 export function decideReap(
-  task: AttemptState & { leaseExpiresAt: number | null; deadline: number | null },
+  task: AttemptState & { leaseExpiresAt: number | null; deadline: number | null } & LostState,
   now: number,
 ): ReapDecision | null {
   const leaseGone = task.leaseExpiresAt !== null && task.leaseExpiresAt <= now;
   const pastDeadline = task.deadline !== null && task.deadline <= now;
   if (task.status === "canceling") return leaseGone ? { to: "canceled", reason: "lease expired" } : null;
   if (task.status !== "running" || !(leaseGone || pastDeadline)) return null;
-  const reason: ReapReason = pastDeadline ? "deadline passed" : "lease expired";
-  if (task.attempt < task.maxAttempts)
-    return { to: "queued", reason, waitMs: taskRetryWaitMs(task.retryBackoffMs, task.attempt) };
-  return { to: pastDeadline ? "timed_out" : "failed", reason };
+  const hasAttempts = task.attempt < task.maxAttempts;
+  const waitMs = taskRetryWaitMs(task.retryBackoffMs, task.attempt);
+  if (pastDeadline) {
+    const reason = "deadline passed";
+    return hasAttempts
+      ? { to: "queued", reason, waitMs, lostNode: false, lostRerun: false }
+      : { to: "timed_out", reason, lostNode: false };
+  }
+  return decideLost(task, null);
 }
+
+/**
+ * A running attempt that was lost — its lease expired (the reaper, `why` null), or its node stopped
+ * it for a store it could not reach and says so (`why`, releaseTask) — is run again without spending
+ * a retry, MAX_LOST_RERUNS times; never when it says `rerun_if_lost = false`; past the bound, as a
+ * retry while it has attempts left, else failed.
+ */
+export function decideLost(task: AttemptState & LostState, why: string | null): LostDecision {
+  const hasAttempts = task.attempt < task.maxAttempts;
+  const waitMs = taskRetryWaitMs(task.retryBackoffMs, task.attempt);
+  const times = task.lostReruns + 1;
+  const words = (next: "again" | "retry" | "never" | "spent"): string =>
+    lostNodeWords(task.executorNode, next, times, why);
+  if (!task.rerunIfLost) return { to: "failed", reason: words("never"), lostNode: true };
+  if (task.lostReruns < MAX_LOST_RERUNS)
+    return { to: "queued", reason: words("again"), waitMs: 0, lostNode: true, lostRerun: true };
+  if (hasAttempts) return { to: "queued", reason: words("retry"), waitMs, lostNode: true, lostRerun: false };
+  return { to: "failed", reason: words("spent"), lostNode: true };
+}
+
+/** What a lost attempt becomes: queued again, or failed. */
+export type LostDecision =
+  | { to: "queued"; reason: ReapReason; waitMs: number; lostNode: true; lostRerun: boolean }
+  | { to: "failed"; reason: ReapReason; lostNode: true };
 
 /** A queued task that waited longer than its queue timeout: the reaper moves it to timed_out. */
 export function queueTimedOut(

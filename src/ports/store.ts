@@ -602,6 +602,14 @@ export interface TaskClaimer {
   /** Extend the lease; ConflictError when the task was reclaimed, canceled or finished by someone else. */
   renewTaskLease(token: TaskToken, leaseMs: number): Promise<{ leaseExpiresAt: number; status: TaskStatus }>;
   /**
+   * Give up a running attempt whose action the worker stopped because it could not renew the lease
+   * in time (the store unreachable past the bound), once the store answers again: decided as a lost
+   * attempt (domain/task-states.ts decideLost) with the worker's words `why`, as the reaper would
+   * once the lease expired, but at once. Only for an attempt whose action has ended. ConflictError
+   * when the token no longer holds a running task (the reaper came first, a cancel).
+   */
+  releaseTask(token: TaskToken, why: string): Promise<{ status: TaskStatus }>;
+  /**
    * While the attempt runs: replace the task's kept output with the tail written so far and the
    * bytes written in all. Fenced like a renewal (ConflictError when the token no longer holds the
    * task, so a stale executor cannot write); not a change of state: no version, event-log line or

@@ -167,8 +167,9 @@ describe.each<StoreKind>(["sqlite", "postgres"])("upgrading a %s store from the 
     expect(dry.code, dry.stderr).toBe(0);
     expect(dry.stdout).toContain(`schema ${PREVIOUS[kind]} -> ${STORE_SCHEMA} (dagbot ${RELEASE}`);
     expect(dry.stdout).toMatch(/old-1 +dagbot before 0\.2\.0, protocol 1 +live, .*may not run beside it/);
-    // The migration that raised the fleet protocol (docs/architecture.md §11), not always the last.
-    expect(dry.stdout).toContain("  17  nodes record release and protocol");
+    expect(dry.stdout).toMatch(/ 17 {2}nodes record release and protocol/);
+    expect(dry.stdout).toMatch(/ 19 {2}a lost node's attempt is run again/);
+    expect(dry.stdout).toMatch(/ 18 {2}nodes record their last decryption failure/);
     expect(dry.stdout).toContain("dry run: nothing was changed");
     expect(await fingerprint(target)).toBe(beating);
     failed = false;

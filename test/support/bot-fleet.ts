@@ -25,7 +25,7 @@ const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 export const CLI = join(REPO_ROOT, "dist/cli.js");
 
 /** Fast leadership for tests: a killed leader is replaced about 2 s later. */
-export const FAST_LEASE = { ttl: "2s", renew_every: "500ms", acquire_every: "250ms" };
+export const FAST_LEASE = { ttl: "2s", task_ttl: "2s", renew_every: "500ms", acquire_every: "250ms" };
 
 // kill_grace fits FAST_LEASE: renew_every + margin + kill_grace < ttl (500ms + 200ms + 300ms < 2s).
 export const TEST_ACTIONS = {

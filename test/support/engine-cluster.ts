@@ -87,6 +87,10 @@ export interface NodeConfigOptions {
   ttl?: string;
   renewEvery?: string;
   acquireEvery?: string;
+  /** The task lease; default the room lease's ttl, so a killed worker's task is retried as soon. */
+  taskTtl?: string;
+  /** lease.task_margin; default a tenth of the task lease. */
+  taskMargin?: string;
   extra?: string;
 }
 
@@ -114,6 +118,8 @@ log_level = "debug"
 
 [lease]
 ttl = "${o.ttl ?? "2s"}"
+task_ttl = "${o.taskTtl ?? o.ttl ?? "2s"}"
+${o.taskMargin === undefined ? "" : `task_margin = "${o.taskMargin}"`}
 renew_every = "${o.renewEvery ?? "500ms"}"
 acquire_every = "${o.acquireEvery ?? "1s"}"
 

@@ -99,6 +99,24 @@ export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, 
     }
   }
 
+  /** The words of each release asked for; answered like a renewal in the current mode. */
+  readonly releases: string[] = [];
+
+  releaseTask(_token: TaskToken, why: string): Promise<{ status: TaskStatus }> {
+    this.calls.push({ op: `release:${this.renewals}`, at: this.clock.monotonicMs() });
+    if (this.renewals === "grant") this.releases.push(why);
+    switch (this.renewals) {
+      case "hang":
+        return new Promise<never>(() => undefined);
+      case "fail":
+        return Promise.reject(new StoreError("release task", { cause: new Error("connection refused") }));
+      case "conflict":
+        return Promise.reject(new ConflictError("release task", { version: 2 }, { version: 3 }));
+      case "grant":
+        return Promise.resolve({ status: "queued" });
+    }
+  }
+
   writeTaskOutput(): Promise<void> {
     this.calls.push({ op: "output", at: this.clock.monotonicMs() });
     return Promise.resolve();

@@ -12,6 +12,8 @@ import {
   mayStart,
   nextRenewalAt,
   renewalSlackMs,
+  storeOutageBoundMs,
+  unrenewedWords,
 } from "../../src/domain/claim-deadline.js";
 
 const DEFAULTS: ClaimTimings = { ttlMs: 10_000, renewEveryMs: 3_000, marginMs: 1_000 };
@@ -39,17 +41,34 @@ describe("claim deadlines", () => {
     expect(nextRenewalAt(1_000, 4_000, 1, DEFAULTS)).toBe(4_100);
     expect(nextRenewalAt(1_000, 4_100, 2, DEFAULTS)).toBe(4_300);
     expect(nextRenewalAt(1_000, 4_300, 3, DEFAULTS)).toBe(4_700);
-    expect(nextRenewalAt(1_000, 9_000, 30, DEFAULTS)).toBe(12_000);
+    // Never later than a second after the last try: the store back, the renewal follows soon.
+    expect(nextRenewalAt(1_000, 9_000, 30, DEFAULTS)).toBe(10_000);
   });
 
   it("state the relation renew_every + margin + kill_grace < ttl, naming the keys when it breaks", () => {
     expect(renewalSlackMs(DEFAULTS, 5_000)).toBe(1_000);
     expect(claimTimingProblem(DEFAULTS, 5_000)).toBeNull();
     expect(claimTimingProblem(DEFAULTS, 6_000)).toBe(
-      "6s is too long for the task lease: lease.renew_every (3s) + lease.margin (1s) + kill_grace must be " +
-        "shorter than lease.ttl (10s), so that a renewal can succeed before the worker must start stopping " +
-        "the action; shorten kill_grace, lease.renew_every or lease.margin, or lengthen lease.ttl",
+      "6s is too long for the task lease: lease.renew_every (3s) + lease.task_margin (1s) + kill_grace must be " +
+        "shorter than lease.task_ttl (10s), so that a renewal can succeed before the worker must start stopping " +
+        "the action; shorten kill_grace, lease.renew_every or lease.task_margin, or lengthen lease.task_ttl",
     );
+  });
+
+  it("bound the store outage that stops no action: 45 s at the default task lease, none at the room lease's", () => {
+    const task: ClaimTimings = { ttlMs: 60_000, renewEveryMs: 3_000, marginMs: defaultMarginMs(60_000) };
+    expect(storeOutageBoundMs(task, 5_000)).toBe(45_000);
+    // An outage that begins just before a renewal is due, ends within the bound, and is followed
+    // by a try within the retry cap: that try is sent before termAt.
+    const lastOk = 0;
+    const outageEnds = task.renewEveryMs + storeOutageBoundMs(task, 5_000);
+    expect(outageEnds + 1_000).toBeLessThanOrEqual(claimDeadlines(lastOk, task, 5_000).termAt);
+    expect(storeOutageBoundMs(DEFAULTS, 5_000)).toBe(0);
+  });
+
+  it("say why an action is stopped: the store unreachable since the first failed renewal, or no answer at all", () => {
+    expect(unrenewedWords(40_000, 3_000, 9_000)).toBe("the store was unreachable for 31s");
+    expect(unrenewedWords(12_000, 3_000, null)).toBe("no renewal of the task lease was answered for 9s");
   });
 
   it("on a fake clock: a worker whose renewals answer within the slack never reaches termAt", () => {

@@ -204,7 +204,14 @@ describe("defaults", () => {
         stated: [],
       },
       actions: {},
-      lease: { ttlMs: 10_000, renewEveryMs: 3_000, acquireEveryMs: 1_000, marginMs: 1_000 },
+      lease: {
+        ttlMs: 10_000,
+        renewEveryMs: 3_000,
+        acquireEveryMs: 1_000,
+        marginMs: 1_000,
+        taskTtlMs: 60_000,
+        taskMarginMs: 6_000,
+      },
       limits: { globalCap: 16, confirmTimeoutMs: 3_600_000 },
       retention: {
         finishedMs: 7 * 86_400_000,
@@ -281,6 +288,8 @@ describe("defaults", () => {
       renewEveryMs: 5_000,
       acquireEveryMs: 2_000,
       marginMs: 2_000,
+      taskTtlMs: 60_000,
+      taskMarginMs: 6_000,
     });
     expect(config.limits).toEqual({ globalCap: 4, confirmTimeoutMs: 7_200_000 });
     expect(config.retention).toEqual({
@@ -447,23 +456,28 @@ describe("bad values in place", () => {
       ["lease.margin: lease.renew_every + lease.margin must be shorter than lease.ttl"],
     ],
     [
+      "renew plus task margin not shorter than the task lease",
+      { lease: { ttl: "10s", renew_every: "3s", task_ttl: "5s", task_margin: "2s" } },
+      ["lease.task_ttl: lease.renew_every + lease.task_margin must be shorter than lease.task_ttl"],
+    ],
+    [
       "a kill_grace that leaves no time to renew a task's lease (the default 5s under a 2s ttl)",
       {
-        lease: { ttl: "2s", renew_every: "500ms" },
+        lease: { ttl: "2s", renew_every: "500ms", task_ttl: "2s" },
         actions: { a: { argv: ["prog"] }, b: { argv: ["prog"], kill_grace: "1s" } },
       },
       [
-        "actions.a.kill_grace: 5s is too long for the task lease: lease.renew_every (500ms) + lease.margin (200ms) + kill_grace must be shorter than lease.ttl (2s), so that a renewal can succeed before the worker must start stopping the action; shorten kill_grace, lease.renew_every or lease.margin, or lengthen lease.ttl",
+        "actions.a.kill_grace: 5s is too long for the task lease: lease.renew_every (500ms) + lease.task_margin (200ms) + kill_grace must be shorter than lease.task_ttl (2s), so that a renewal can succeed before the worker must start stopping the action; shorten kill_grace, lease.renew_every or lease.task_margin, or lengthen lease.task_ttl",
       ],
     ],
     [
       "a kill_grace exactly filling the task lease",
       {
-        lease: { ttl: "10s", renew_every: "3s", margin: "2s" },
+        lease: { ttl: "10s", renew_every: "3s", task_ttl: "10s", task_margin: "2s" },
         actions: { a: { argv: ["prog"], kill_grace: "5s" } },
       },
       [
-        "actions.a.kill_grace: 5s is too long for the task lease: lease.renew_every (3s) + lease.margin (2s) + kill_grace must be shorter than lease.ttl (10s), so that a renewal can succeed before the worker must start stopping the action; shorten kill_grace, lease.renew_every or lease.margin, or lengthen lease.ttl",
+        "actions.a.kill_grace: 5s is too long for the task lease: lease.renew_every (3s) + lease.task_margin (2s) + kill_grace must be shorter than lease.task_ttl (10s), so that a renewal can succeed before the worker must start stopping the action; shorten kill_grace, lease.renew_every or lease.task_margin, or lengthen lease.task_ttl",
       ],
     ],
     [

@@ -40,6 +40,21 @@ describe("parseDag on valid documents", () => {
     });
   });
 
+  it("keeps rerun_if_lost only when false, so a DAG that does not say it keeps its hash", () => {
+    const doc = (extra: string): string => `{"id":"d","tasks":[{"id":"a","action":"echo"${extra}}]}`;
+    const plain = parseDag(doc(""), "json");
+    const yes = parseDag(doc(',"rerun_if_lost":true'), "json");
+    const no = parseDag(doc(',"rerun_if_lost":false'), "json");
+    expect(plain.ok && yes.ok && plain.hash === yes.hash).toBe(true);
+    expect(ok(no).tasks[0]?.rerunIfLost).toBe(false);
+    expect(ok(yes).tasks[0]?.rerunIfLost).toBeUndefined();
+    expect(no.ok && plain.ok && no.hash !== plain.hash).toBe(true);
+    const gate = parseDag('{"id":"d","tasks":[{"id":"g","approve":{},"rerun_if_lost":false}]}', "json");
+    expect(gate.ok).toBe(false);
+    const bad = parseDag(doc(',"rerun_if_lost":"no"'), "json");
+    expect(bad.ok).toBe(false);
+  });
+
   it("reads every key of the hello example (TOML)", () => {
     const dag = ok(parseDag(readFileSync(join(examplesDir, "hello.toml"), "utf8"), "toml"));
     expect(dag).toEqual({

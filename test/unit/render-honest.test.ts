@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import type { Outcome, RunSummary, TaskLine } from "../../src/app/commands/outcome.js";
 import { renderOutcome } from "../../src/app/render/reply.js";
 import { progressLine, renderRunView, renderTaskLine } from "../../src/app/render/status-card.js";
+import { againWords } from "../../src/domain/failure-words.js";
 import type { TaskStatus } from "../../src/domain/model.js";
 import { TASK_STATUSES } from "../../src/domain/model.js";
 import { summarizeTasks } from "../../src/domain/run-status.js";
@@ -116,6 +117,25 @@ describe("quieter words", () => {
     expect(renderTaskLine(line({ exitCode: null, error: "killed by signal SIGKILL" }), T0).body).toContain(
       "killed by signal SIGKILL",
     );
+  });
+
+  it("a task run again after its node was lost says so on the card, with where it runs now", () => {
+    const again = line({
+      status: "running",
+      node: "n1",
+      attempt: 2,
+      maxAttempts: 2,
+      finishedAt: null,
+      exitCode: null,
+      error: "node n2 was lost; running again",
+    });
+    expect(renderTaskLine(again, T0 + 5_000).body).toBe(
+      "🔄 `t` — running · on `n1` · attempt 2/2 · for 5s · node n2 was lost; running again",
+    );
+    expect(againWords(again)).toBe("node n2 was lost; running again");
+    // A first attempt, or a task that ended, has none: its end is said by endedWords.
+    expect(againWords({ ...again, attempt: 1 })).toBeNull();
+    expect(againWords({ ...again, status: "failed" })).toBeNull();
   });
 
   it("a waiting task has a neutral glyph, not a pause sign", () => {

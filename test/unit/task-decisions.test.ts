@@ -9,6 +9,7 @@ import {
   canTransitionTask,
   checkTaskOutcome,
   decideFinish,
+  MAX_LOST_RERUNS,
   decideReap,
   queueTimedOut,
 } from "../../src/domain/task-states.js";
@@ -56,8 +57,11 @@ describe("decideReap", () => {
         maybe,
         maybe,
         fc.integer({ min: 0, max: 100 }),
-        (status, a, leaseExpiresAt, deadline, now) => {
-          const d = decideReap({ status, ...a, retryBackoffMs: 10, leaseExpiresAt, deadline }, now);
+        fc.integer({ min: 0, max: 4 }),
+        fc.boolean(),
+        (status, a, leaseExpiresAt, deadline, now, lostReruns, rerunIfLost) => {
+          const lost = { executorNode: "n2", lostReruns, rerunIfLost };
+          const d = decideReap({ status, ...a, retryBackoffMs: 10, leaseExpiresAt, deadline, ...lost }, now);
           if (d !== null) expect(canTransitionTask(status, d.to, "reaper")).toBe(true);
           const overdue =
             (leaseExpiresAt !== null && leaseExpiresAt <= now) ||
@@ -69,26 +73,89 @@ describe("decideReap", () => {
     );
   });
 
-  it("requeues with the retry wait while attempts are left; then failed, or timed_out past the deadline", () => {
-    const base = { status: "running" as const, retryBackoffMs: 1000, leaseExpiresAt: 50, deadline: null };
+  it("past a deadline: requeues with the retry wait while attempts are left, then timed_out", () => {
+    const base = {
+      status: "running" as const,
+      retryBackoffMs: 1000,
+      leaseExpiresAt: null,
+      deadline: 55,
+      executorNode: "n2",
+      lostReruns: 0,
+      rerunIfLost: true,
+    };
     expect(decideReap({ ...base, attempt: 2, maxAttempts: 3 }, 60)).toEqual({
       to: "queued",
-      reason: "lease expired",
+      reason: "deadline passed",
       waitMs: taskRetryWaitMs(1000, 2),
+      lostNode: false,
+      lostRerun: false,
     });
-    expect(decideReap({ ...base, attempt: 3, maxAttempts: 3 }, 60)).toEqual({
-      to: "failed",
-      reason: "lease expired",
-    });
-    expect(decideReap({ ...base, attempt: 3, maxAttempts: 3, deadline: 55 }, 60)).toEqual({
+    expect(decideReap({ ...base, attempt: 3, maxAttempts: 3, leaseExpiresAt: 50 }, 60)).toEqual({
       to: "timed_out",
       reason: "deadline passed",
+      lostNode: false,
     });
-    expect(decideReap({ ...base, attempt: 1, maxAttempts: 1 }, 49)).toBeNull();
+    expect(decideReap({ ...base, attempt: 1, maxAttempts: 1 }, 54)).toBeNull();
+  });
+
+  it("a lost node: runs again without spending a retry, MAX_LOST_RERUNS times; then as a retry; never when rerun_if_lost = false", () => {
+    const base = {
+      status: "running" as const,
+      retryBackoffMs: 1000,
+      leaseExpiresAt: 50,
+      deadline: null,
+      executorNode: "n2",
+      rerunIfLost: true,
+    };
+    // retries = 0: the first lost attempts run again at once, no retry spent.
+    expect(decideReap({ ...base, attempt: 1, maxAttempts: 1, lostReruns: 0 }, 60)).toEqual({
+      to: "queued",
+      reason: "node n2 was lost; running again",
+      waitMs: 0,
+      lostNode: true,
+      lostRerun: true,
+    });
+    expect(MAX_LOST_RERUNS).toBe(2);
+    expect(decideReap({ ...base, attempt: 2, maxAttempts: 2, lostReruns: 1 }, 60)).toMatchObject({
+      to: "queued",
+      reason: "node n2 was lost (the 2nd lost attempt of this task); running again",
+      lostRerun: true,
+    });
+    // Bounded: past MAX_LOST_RERUNS a lost attempt is a retry, or the end.
+    expect(decideReap({ ...base, attempt: 3, maxAttempts: 3, lostReruns: 2 }, 60)).toEqual({
+      to: "failed",
+      reason: "node n2 was lost (the 3rd lost attempt of this task); not run again",
+      lostNode: true,
+    });
+    expect(decideReap({ ...base, attempt: 3, maxAttempts: 4, lostReruns: 2 }, 60)).toEqual({
+      to: "queued",
+      reason: "node n2 was lost (the 3rd lost attempt of this task); running again as one of its retries",
+      waitMs: taskRetryWaitMs(1000, 3),
+      lostNode: true,
+      lostRerun: false,
+    });
+    // Never twice: failed at once, even with retries left.
+    expect(
+      decideReap({ ...base, attempt: 1, maxAttempts: 3, lostReruns: 0, rerunIfLost: false }, 60),
+    ).toEqual({
+      to: "failed",
+      reason: "node n2 was lost; not run again: rerun_if_lost = false",
+      lostNode: true,
+    });
+    expect(decideReap({ ...base, attempt: 1, maxAttempts: 1, lostReruns: 0 }, 49)).toBeNull();
   });
 
   it("cancels a canceling task only once its executor's lease expired", () => {
-    const t = { status: "canceling" as const, attempt: 1, maxAttempts: 1, retryBackoffMs: 1, deadline: 0 };
+    const t = {
+      status: "canceling" as const,
+      attempt: 1,
+      maxAttempts: 1,
+      retryBackoffMs: 1,
+      deadline: 0,
+      executorNode: null,
+      lostReruns: 0,
+      rerunIfLost: true,
+    };
     expect(decideReap({ ...t, leaseExpiresAt: 100 }, 99)).toBeNull();
     expect(decideReap({ ...t, leaseExpiresAt: 100 }, 100)).toEqual({
       to: "canceled",

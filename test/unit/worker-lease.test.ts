@@ -137,6 +137,21 @@ describe("Worker lease", () => {
     expect(store.finished).toEqual([]);
   });
 
+  it("once the store answers again, releases the attempt it stopped with the words why", async () => {
+    const { clock, store, executor } = await claimed();
+    store.renewals = "fail";
+    const termAt = START + TTL - MARGIN - KILL_GRACE;
+    await clock.advance(termAt - START);
+    expect(executor.aborted).toEqual([termAt]);
+    await clock.advance(RENEW_EVERY);
+    expect(store.releases).toEqual([]);
+    store.renewals = "grant";
+    await clock.advance(2 * RENEW_EVERY);
+    expect(store.releases).toHaveLength(1);
+    expect(store.releases[0]).toMatch(/^the store was unreachable for [0-9.]+s$/);
+    expect(store.finished).toEqual([]);
+  });
+
   it("kills the action at the first renewal the store refuses (deposed) and writes nothing", async () => {
     const { clock, store, executor } = await claimed();
     store.renewals = "conflict";

@@ -147,6 +147,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     claimDemand: async (roomId, liveWithinMs) => claimDemand(db, roomId, liveWithinMs),
     wakeNodes: async (roomId, nodeIds) => wakeNodes(db, roomId, nodeIds),
     renewTaskLease: async (token, leaseMs) => tasks.renewTaskLease(db, token, leaseMs),
+    releaseTask: async (token, why) => tasks.releaseTask(db, token, why),
     writeTaskOutput: async (token, output, bytes) => tasks.writeTaskOutput(db, token, output, bytes),
     finishTask: async (token, result) => finishes.finish(token, result),
     finishAndClaim: async (token, result, offer, max) => finishes.finishAndClaim(token, result, offer, max),

@@ -93,13 +93,13 @@ export async function insertRunInTx(tx: Tx, fence: LeaderFence, input: CreateRun
   await tx.query(
     `INSERT INTO tasks (run_id, task_id, room_id, status, version, attempt, max_attempts, action, args, needs, labels,
                         node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms,
-                        output_patterns, gate)
+                        output_patterns, gate, rerun_if_lost)
      SELECT $1, x.id, $2, 'blocked', 1, 1, x.retries + 1, x.action, x.args, x.needs, x.labels,
             x.node, x.priority, x.concurrency_key, x.timeout_ms, x.queue_timeout_ms, x.retry_backoff_ms,
-            x.output_patterns, x.gate
+            x.output_patterns, x.gate, x.rerun_if_lost
        FROM jsonb_to_recordset($3::jsonb) AS x(n int, id text, action text, args jsonb, needs text[], labels text[],
             node text, priority int, concurrency_key text, timeout_ms bigint, queue_timeout_ms bigint,
-            retry_backoff_ms bigint, retries int, output_patterns jsonb, gate jsonb)
+            retry_backoff_ms bigint, retries int, output_patterns jsonb, gate jsonb, rerun_if_lost boolean)
       ORDER BY x.n`,
     [
       runId,
@@ -121,6 +121,7 @@ export async function insertRunInTx(tx: Tx, fence: LeaderFence, input: CreateRun
           retries: t.retries,
           output_patterns: t.outputs ?? null,
           gate: t.gate ?? null,
+          rerun_if_lost: t.rerunIfLost ?? true,
         })),
       ),
     ],

@@ -15,8 +15,9 @@ import type { GateState } from "../../domain/gates.js";
 import { gateTimeoutError, openGateState, timeOutGate } from "../../domain/gates.js";
 import { gateOpenedLine } from "../store-common/gate-writes.js";
 import { queueTimedOut } from "../../domain/task-states.js";
+import type { ReapDecision } from "../../domain/task-states.js";
 import type { ReapRow } from "../store-common/reap.js";
-import { reapDecision } from "../store-common/reap.js";
+import { REAP_COLUMNS, lostData, reapDecision } from "../store-common/reap.js";
 import type {
   CommandContext,
   LeaderFence,
@@ -262,8 +263,7 @@ export async function reap(db: Db, fence: LeaderFence): Promise<ReapResult> {
       ).rowCount ?? 0) === 1;
 
     const overdue = await tx.query<ReapRow>(
-      `SELECT run_id, task_id, status, version, attempt, max_attempts, retry_backoff_ms, lease_expires_at, deadline
-         FROM tasks WHERE ${OVERDUE} FOR UPDATE`,
+      `SELECT ${REAP_COLUMNS} FROM tasks WHERE ${OVERDUE} FOR UPDATE`,
       room,
     );
     for (const r of overdue.rows) {
@@ -277,22 +277,13 @@ export async function reap(db: Db, fence: LeaderFence): Promise<ReapResult> {
           result.canceled++;
           moved(r, "canceled", { reason });
         }
-      } else if (decision.to === "queued") {
-        const notBefore = now + decision.waitMs;
-        const set = `status = 'queued', attempt = attempt + 1, claim_version = NULL, executor_node = NULL,
-                     executor_boot = NULL, lease_expires_at = NULL, deadline = NULL, not_before = $4,
-                     queued_at = $5, error = $6`;
-        if (await apply(r, set, [notBefore, now, reason])) {
-          result.requeued++;
-          moved(r, "queued", { reason, attempt: r.attempt, notBefore });
-        }
       } else {
-        const set = "status = $4, lease_expires_at = NULL, finished_at = $5, error = $6";
-        if (await apply(r, set, [decision.to, now, reason])) {
-          if (decision.to === "timed_out") result.timedOut++;
-          else result.failed++;
-          moved(r, decision.to, { reason, attempt: r.attempt });
-        }
+        const moves = await moveOverdue(tx, r, decision, now);
+        if (moves === null) continue;
+        if (decision.to === "queued") result.requeued++;
+        else if (decision.to === "timed_out") result.timedOut++;
+        else result.failed++;
+        moved(r, decision.to, moves);
       }
     }
 
@@ -360,6 +351,42 @@ export async function reap(db: Db, fence: LeaderFence): Promise<ReapResult> {
 }
 
 const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * Moves a running task the reaper found overdue, or its worker released (releaseTask), as the
+ * domain decided (decideReap, decideLost): back to the queue (attempt + 1; a lost node's rerun also
+ * raises max_attempts, so no retry is spent) or to its end. Fenced by the row's version; the log
+ * line's data, or null when the row had moved.
+ */
+export async function moveOverdue(
+  tx: Tx,
+  r: { run_id: string; task_id: string; version: number; attempt: number },
+  decision: Exclude<ReapDecision, { to: "canceled" }>,
+  now: number,
+): Promise<Record<string, unknown> | null> {
+  const where = "version = version + 1 WHERE run_id = $1 AND task_id = $2 AND version = $3";
+  const key = [r.run_id, r.task_id, r.version];
+  const reason = decision.reason;
+  if (decision.to === "queued") {
+    const notBefore = now + decision.waitMs;
+    const res = await tx.query(
+      `UPDATE tasks SET status = 'queued', attempt = attempt + 1, claim_version = NULL, executor_node = NULL,
+              executor_boot = NULL, lease_expires_at = NULL, deadline = NULL, not_before = $4,
+              queued_at = $5, error = $6, lost_reruns = lost_reruns + $7::int,
+              max_attempts = max_attempts + $8::int, ${where}`,
+      [...key, notBefore, now, reason, decision.lostNode ? 1 : 0, decision.lostRerun ? 1 : 0],
+    );
+    if ((res.rowCount ?? 0) !== 1) return null;
+    return { reason, attempt: r.attempt, notBefore, ...lostData(decision) };
+  }
+  const res = await tx.query(
+    `UPDATE tasks SET status = $4, lease_expires_at = NULL, finished_at = $5, error = $6,
+            lost_reruns = lost_reruns + $7::int, ${where}`,
+    [...key, decision.to, now, reason, decision.lostNode ? 1 : 0],
+  );
+  if ((res.rowCount ?? 0) !== 1) return null;
+  return { reason, attempt: r.attempt };
+}
 
 /**
  * running → succeeded/failed once every task is terminal; canceling → canceled once every task is

@@ -19,7 +19,10 @@ import {
   outputValuesJson,
 } from "../store-common/checks.js";
 import { MAX_TASK_RETRY_BACKOFF_MS, TASK_RETRY_MAX_DOUBLINGS } from "../../domain/backoff.js";
-import { checkTaskOutcome } from "../../domain/task-states.js";
+import { checkTaskOutcome, decideLost } from "../../domain/task-states.js";
+import type { ReapRow } from "../store-common/reap.js";
+import { REAP_COLUMNS, lostStateOf } from "../store-common/reap.js";
+import { moveOverdue } from "./scheduler.js";
 
 /**
  * The claim's pick (docs/query-plans.md): claim_pick (migration 7) walks the partial index
@@ -205,6 +208,40 @@ export async function renewTaskLease(
   const r = rows[0];
   if (r === undefined) throw await tokenMiss(db, "renew task lease", token);
   return { leaseExpiresAt: r.lease_expires_at, status: r.status };
+}
+
+/**
+ * The worker gives up an attempt whose action it stopped for a store it could not reach (docs/
+ * architecture.md §3, "Task lease"): decided as a lost attempt with its words (decideLost), moved as
+ * the reaper moves one (moveOverdue), fenced by the token; only a running task (a canceling one is
+ * the reaper's to cancel).
+ */
+export async function releaseTask(db: Db, token: TaskToken, why: string): Promise<{ status: TaskStatus }> {
+  const released = await db.tx("release task", async (tx) => {
+    const { rows } = await tx.query<ReapRow & { room_id: string }>(
+      `SELECT room_id, ${REAP_COLUMNS} FROM tasks WHERE ${heldAt(1)} AND status = 'running' FOR UPDATE`,
+      tokenParams(token),
+    );
+    const r = rows[0];
+    if (r === undefined) return null;
+    const { rows: nowRows } = await tx.query<{ now: number }>(`SELECT ${NOW} AS now`, [tx.clockParam]);
+    const now = Number(nowRows[0]?.now);
+    const decision = decideLost(lostStateOf(r), why);
+    const data = await moveOverdue(tx, r, decision, now);
+    if (data === null) return null;
+    tx.log(r.room_id, {
+      kind: `task.${decision.to}`,
+      runId: token.runId,
+      taskId: token.taskId,
+      actor: sessionKey(token.session),
+      data,
+    });
+    tx.touch("tasks", r.room_id);
+    tx.touch(decision.to === "queued" ? "ready" : "done", r.room_id);
+    return { status: decision.to };
+  });
+  if (released === null) throw await tokenMiss(db, "release task", token);
+  return released;
 }
 
 export async function writeTaskOutput(

@@ -134,6 +134,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
       if (nodeIds.length > 0) changes.emit("wake", roomId, nodeIds);
     },
     renewTaskLease: async (token, leaseMs) => tasks.renewTaskLease(c, token, leaseMs),
+    releaseTask: async (token, why) => tasks.releaseTask(c, token, why),
     writeTaskOutput: async (token, output, bytes) => tasks.writeTaskOutput(c, token, output, bytes),
     finishTask: async (token, result) => tasks.finishTask(c, token, result),
     finishAndClaim: async (token, result, offer, max) => tasks.finishAndClaim(c, token, result, offer, max),

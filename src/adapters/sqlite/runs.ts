@@ -103,8 +103,9 @@ export function insertRunInTx(
   for (const t of executedTasks(input.dag)) {
     c.run(
       `INSERT INTO tasks (run_id, task_id, room_id, status, version, attempt, max_attempts, action, args, needs, labels,
-         node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, output_patterns, gate)
-       VALUES (?, ?, ?, 'blocked', 1, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, output_patterns, gate,
+         rerun_if_lost)
+       VALUES (?, ?, ?, 'blocked', 1, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       runId,
       t.id,
       input.roomId,
@@ -121,6 +122,7 @@ export function insertRunInTx(
       t.retryBackoffMs,
       t.outputs === undefined ? null : JSON.stringify(t.outputs),
       t.gate === undefined ? null : JSON.stringify(t.gate),
+      t.rerunIfLost === false ? 0 : 1,
     );
   }
   tx.log({

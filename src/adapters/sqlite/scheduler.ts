@@ -25,7 +25,8 @@ import { sessionKey } from "./connection.js";
 import { markHandledInTx } from "./inbox.js";
 import { cancelUnstartedTasks } from "./runs.js";
 import type { ReapRow as CommonReapRow } from "../store-common/reap.js";
-import { reapDecision } from "../store-common/reap.js";
+import type { ReapDecision } from "../../domain/task-states.js";
+import { REAP_COLUMNS, lostData, reapDecision } from "../store-common/reap.js";
 import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 import { capOutcome } from "../store-common/run-outcomes.js";
 import { checkFence } from "./script-driver.js";
@@ -205,7 +206,7 @@ export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResul
     };
 
     const overdue = c.all<ReapRow>(
-      `SELECT seq, run_id, task_id, status, version, attempt, max_attempts, retry_backoff_ms, lease_expires_at, deadline
+      `SELECT seq, ${REAP_COLUMNS}
          FROM tasks WHERE room_id = ? AND status IN ('running','canceling')
           AND (lease_expires_at <= ? OR (status = 'running' AND deadline IS NOT NULL AND deadline <= ?))`,
       roomId,
@@ -228,35 +229,11 @@ export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResul
         logTask(r, "canceled", { reason });
         continue;
       }
-      if (decision.to === "queued") {
-        const notBefore = tx.now + decision.waitMs;
-        result.requeued += c.run(
-          `UPDATE tasks SET status = 'queued', version = version + 1, attempt = attempt + 1, claim_version = NULL,
-                  executor_node = NULL, executor_boot = NULL, lease_expires_at = NULL, deadline = NULL,
-                  not_before = ?, queued_at = ?, error = ?
-            WHERE seq = ? AND version = ?`,
-          notBefore,
-          tx.now,
-          reason,
-          r.seq,
-          r.version,
-        );
-        logTask(r, "queued", { reason, attempt: r.attempt, notBefore });
-      } else {
-        const to: TaskStatus = decision.to;
-        const n = c.run(
-          `UPDATE tasks SET status = ?, version = version + 1, lease_expires_at = NULL, finished_at = ?, error = ?
-            WHERE seq = ? AND version = ?`,
-          to,
-          tx.now,
-          reason,
-          r.seq,
-          r.version,
-        );
-        if (to === "timed_out") result.timedOut += n;
-        else result.failed += n;
-        logTask(r, to, { reason, attempt: r.attempt });
-      }
+      const { moved, data } = moveOverdue(c, tx.now, r, decision);
+      if (decision.to === "queued") result.requeued += moved;
+      else if (decision.to === "timed_out") result.timedOut += moved;
+      else result.failed += moved;
+      logTask(r, decision.to, data);
     }
 
     const stale = c.all<ReapRow>(
@@ -447,4 +424,49 @@ export function roomLoad(c: SqliteConnection, roomId: string): Promise<RoomLoad>
       .map((k) => ({ key: k.concurrency_key, dagId: k.dag_id, taskId: k.task_id }));
     return { cap: roomCap(c, roomId), active, keys };
   });
+}
+
+/**
+ * Moves a running task the reaper found overdue, or its worker released (releaseTask), as the
+ * domain decided (decideReap, decideLost): back to the queue (attempt + 1; a lost node's rerun also
+ * raises max_attempts, so no retry is spent) or to its end. Fenced by the row's version; how many
+ * rows moved, and the log line's data.
+ */
+export function moveOverdue(
+  c: SqliteConnection,
+  now: number,
+  r: { seq: number; version: number; attempt: number },
+  decision: Exclude<ReapDecision, { to: "canceled" }>,
+): { moved: number; data: Record<string, unknown> } {
+  const reason = decision.reason;
+  if (decision.to === "queued") {
+    const notBefore = now + decision.waitMs;
+    const moved = c.run(
+      `UPDATE tasks SET status = 'queued', version = version + 1, attempt = attempt + 1, claim_version = NULL,
+              executor_node = NULL, executor_boot = NULL, lease_expires_at = NULL, deadline = NULL,
+              not_before = ?, queued_at = ?, error = ?, lost_reruns = lost_reruns + ?,
+              max_attempts = max_attempts + ?
+        WHERE seq = ? AND version = ?`,
+      notBefore,
+      now,
+      reason,
+      decision.lostNode ? 1 : 0,
+      decision.lostRerun ? 1 : 0,
+      r.seq,
+      r.version,
+    );
+    return { moved, data: { reason, attempt: r.attempt, notBefore, ...lostData(decision) } };
+  }
+  const moved = c.run(
+    `UPDATE tasks SET status = ?, version = version + 1, lease_expires_at = NULL, finished_at = ?, error = ?,
+            lost_reruns = lost_reruns + ?
+      WHERE seq = ? AND version = ?`,
+    decision.to,
+    now,
+    reason,
+    decision.lostNode ? 1 : 0,
+    r.seq,
+    r.version,
+  );
+  return { moved, data: { reason, attempt: r.attempt } };
 }

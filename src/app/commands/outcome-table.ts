@@ -11,6 +11,7 @@ import { outcomeLine } from "../../domain/run-counts.js";
 import { shortHash } from "../../domain/command-grammar.js";
 import { formatDuration, runTimeWords } from "../../domain/duration.js";
 import { exitWords } from "../../domain/exit-status.js";
+import { againWords } from "../../domain/failure-words.js";
 import { TASK_STATUSES } from "../../domain/model.js";
 import { retryWords } from "../picture-budget.js";
 import { showsPaused } from "../render/status-card.js";
@@ -443,7 +444,7 @@ function statusText(o: Extract<Outcome, { kind: "status" }>, say: Idiom): string
         ? t.decided
         : t.status === "failed" || t.status === "timed_out"
           ? exitWords(t.exitCode, t.error).join(", ")
-          : "",
+          : (againWords(t) ?? ""),
       t.wait === undefined ? "" : `waits: ${t.wait.text}`,
     ];
     const line = `  ${cols.filter((c, i) => i < 3 || c !== "").join("  ")}`.trimEnd();

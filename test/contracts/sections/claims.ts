@@ -7,6 +7,7 @@
  */
 import { expect, it } from "vitest";
 import { MAX_TASK_RETRY_BACKOFF_MS, taskRetryWaitMs } from "../../../src/domain/backoff.js";
+import { MAX_LOST_RERUNS } from "../../../src/domain/task-states.js";
 import { ConflictError, NotFoundError } from "../../../src/ports/errors.js";
 import type { LeaderFence, Store, TaskResult, TaskToken } from "../../../src/ports/store.js";
 import {
@@ -329,7 +330,7 @@ export function claimsSection(ctx: ContractContext): void {
 
   it("a stale executor whose task the reaper failed (no attempts left) cannot overwrite the outcome", async () => {
     const { store, room, fence } = await setup();
-    const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("a")]));
+    const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("a", { rerunIfLost: false })]));
     const stale = (await store.claimTask(offer(session("w1"), [room], { leaseMs: LEASE })))!;
     await lead(store, fence);
     ctx.clock.advance(LEASE + 1);
@@ -338,6 +339,122 @@ export function claimsSection(ctx: ContractContext): void {
     expect(snapshot?.status).toBe("failed");
     await expectStale(store, stale.token);
     expect(await store.getTask(run.runId, "a")).toEqual(snapshot);
+  });
+
+  it("a lost node's attempt runs again elsewhere without spending the task's retries, MAX_LOST_RERUNS times, then as a retry", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(ctx.uid("d"), [task("a", { retries: 1, retryBackoffMs: 10 })]),
+    );
+    await lead(store, fence);
+    const loseOn = async (node: string): Promise<void> => {
+      (await store.claimTask(offer(session(node), [room], { leaseMs: LEASE })))!;
+      ctx.clock.advance(LEASE);
+      expect(await store.reap(fence)).toMatchObject({ requeued: 1, failed: 0 });
+    };
+    await loseOn("n1");
+    // Run again at once, its one retry still there: attempt 2 of 3.
+    expect(await store.getTask(run.runId, "a")).toMatchObject({
+      status: "queued",
+      attempt: 2,
+      maxAttempts: 3,
+      error: "node n1 was lost; running again",
+    });
+    await loseOn("n2");
+    expect(await store.getTask(run.runId, "a")).toMatchObject({
+      attempt: 3,
+      maxAttempts: 4,
+      error: "node n2 was lost (the 2nd lost attempt of this task); running again",
+    });
+    expect(MAX_LOST_RERUNS).toBe(2);
+    // Bounded: the third lost attempt spends the retry (after its backoff), the fourth ends the task.
+    await loseOn("n3");
+    expect(await store.getTask(run.runId, "a")).toMatchObject({
+      status: "queued",
+      attempt: 4,
+      maxAttempts: 4,
+      error: "node n3 was lost (the 3rd lost attempt of this task); running again as one of its retries",
+    });
+    ctx.clock.advance(taskRetryWaitMs(10, 3));
+    (await store.claimTask(offer(session("n4"), [room], { leaseMs: LEASE })))!;
+    ctx.clock.advance(LEASE);
+    expect(await store.reap(fence)).toMatchObject({ requeued: 0, failed: 1 });
+    expect(await store.getTask(run.runId, "a")).toMatchObject({
+      status: "failed",
+      attempt: 4,
+      error: "node n4 was lost (the 4th lost attempt of this task); not run again",
+    });
+    // The log says which requeues spent no retry.
+    const requeues = (await store.readEvents(room, 0, 1000)).filter(
+      (e) => e.kind === "task.queued" && e.data["lostNode"] === true,
+    );
+    expect(requeues.map((e) => e.data["retrySpent"])).toEqual([false, false, true]);
+  });
+
+  it("a task declared rerun_if_lost = false whose node was lost fails, retries left or not, saying why", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(ctx.uid("d"), [task("once", { retries: 2, rerunIfLost: false }), task("other")]),
+    );
+    await lead(store, fence);
+    const claimed = (await store.claimTask(offer(session("n1"), [room], { leaseMs: LEASE })))!;
+    expect(claimed.task.taskId).toBe("once");
+    ctx.clock.advance(LEASE - 1);
+    // Not before the lease expired by the store's clock.
+    const early = await store.reap(fence);
+    expect(early.failed + early.requeued).toBe(0);
+    ctx.clock.advance(1);
+    expect(await store.reap(fence)).toMatchObject({ requeued: 0, failed: 1 });
+    expect(await store.getTask(run.runId, "once")).toMatchObject({
+      status: "failed",
+      attempt: 1,
+      maxAttempts: 3,
+      error: "node n1 was lost; not run again: rerun_if_lost = false",
+    });
+    // The other task, declared nothing, is stored with the default.
+    expect((await store.getTask(run.runId, "other"))?.status).toBe("queued");
+  });
+
+  it("a worker releases an attempt it stopped for an unreachable store: run again at once with its words, fenced", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(ctx.uid("d"), [task("a"), task("once", { rerunIfLost: false, priority: -1 })]),
+    );
+    const first = (await store.claimTask(offer(session("n1"), [room], { leaseMs: LEASE })))!;
+    expect(first.task.taskId).toBe("a");
+    const why = "the store was unreachable for 46s";
+    // Before its lease expired: the worker knows its action has ended.
+    expect(await store.releaseTask(first.token, why)).toEqual({ status: "queued" });
+    expect(await store.getTask(run.runId, "a")).toMatchObject({
+      status: "queued",
+      attempt: 2,
+      maxAttempts: 2,
+      executor: null,
+      error: "node n1 stopped its action: the store was unreachable for 46s; running again",
+    });
+    // Fenced: the released token holds nothing any more, a second release changes nothing.
+    const snapshot = await store.getTask(run.runId, "a");
+    await expect(store.releaseTask(first.token, why)).rejects.toBeInstanceOf(ConflictError);
+    await expectStale(store, first.token);
+    expect(await store.getTask(run.runId, "a")).toEqual(snapshot);
+    const second = (await store.claimTask(offer(session("n2"), [room], { leaseMs: LEASE })))!;
+    expect(second.task).toMatchObject({ taskId: "a", attempt: 2 });
+    expect(await store.finishTask(second.token, ok)).toEqual({ status: "succeeded" });
+    // Never twice: a rerun_if_lost = false task fails with the same words.
+    const once = (await store.claimTask(offer(session("n1"), [room], { leaseMs: LEASE })))!;
+    expect(once.task.taskId).toBe("once");
+    expect(await store.releaseTask(once.token, why)).toEqual({ status: "failed" });
+    expect(await store.getTask(run.runId, "once")).toMatchObject({
+      status: "failed",
+      error:
+        "node n1 stopped its action: the store was unreachable for 46s; not run again: rerun_if_lost = false",
+    });
   });
 
   it("a node restarted under the same node id (new boot id) cannot renew, complete or fail its old task", async () => {

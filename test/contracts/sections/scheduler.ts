@@ -387,33 +387,21 @@ export function schedulerSection(ctx: ContractContext): void {
       expiredRuns: 0,
       open: true,
     });
-    let t = await store.getTask(run.runId, "t");
+    // Its node was lost: run again at once, without spending its retry (claims.ts has the bound).
+    const t = await store.getTask(run.runId, "t");
     expect(t).toMatchObject({
       status: "queued",
       attempt: 2,
+      maxAttempts: 3,
       executor: null,
-      notBefore: ctx.clock.now() + 1000,
+      notBefore: ctx.clock.now(),
     });
     await expect(store.finishTask(first!.token, ok)).rejects.toBeInstanceOf(ConflictError);
     await expect(store.renewTaskLease(first!.token, 5000)).rejects.toBeInstanceOf(ConflictError);
-    expect(await store.claimTask(offer(w, [room]))).toBeNull();
-    ctx.clock.advance(1000);
     const second = await store.claimTask(offer(w, [room], { leaseMs: 5000 }));
     expect(second?.task.attempt).toBe(2);
-    ctx.clock.advance(5000);
-    expect(await store.reap(fence)).toEqual({
-      requeued: 0,
-      failed: 1,
-      timedOut: 0,
-      canceled: 0,
-      expiredRuns: 0,
-      open: true,
-    });
-    t = await store.getTask(run.runId, "t");
-    expect(t?.status).toBe("failed");
-    expect(t?.finishedAt).toBe(ctx.clock.now());
-    await expect(store.finishTask(second!.token, ok)).rejects.toBeInstanceOf(ConflictError);
-    expect((await store.getTask(run.runId, "t"))?.status).toBe("failed");
+    await expect(store.finishTask(first!.token, ok)).rejects.toBeInstanceOf(ConflictError);
+    expect(await store.finishTask(second!.token, ok)).toEqual({ status: "succeeded" });
   });
 
   it("reap: a running task past its deadline times out (or retries), even while its lease is renewed", async () => {
