@@ -7,7 +7,7 @@
  * While an action runs, its output so far is written to the store at most once per outputEveryMs
  * and only when it changed (none for an action that ends sooner), fenced by the same token.
  *
- * The worker fences itself (issue 9, domain/claim-deadline.ts): it tracks each claim's deadlines on
+ * The worker fences itself (domain/claim-deadline.ts): it tracks each claim's deadlines on
  * its own monotonic clock from the send time of the last renewal that succeeded, renews the claim
  * just before starting the action unless the claim itself was sent less than `margin` ago, never
  * starts it past termAt, and when it could not renew in
@@ -24,7 +24,7 @@
  *
  * A slot that frees while the last claim (fresh, see SELF_SERVE_MS) left fitting tasks behind is
  * handed straight to the next task: the finish and a claim of one task go in one commit
- * (finishAndClaim, issue 17) instead of a finish and a claim of their own.
+ * (finishAndClaim) instead of a finish and a claim of their own.
  */
 import type { ClaimDeadlines, ClaimTimings } from "../domain/claim-deadline.js";
 import {
@@ -543,7 +543,7 @@ export class Worker {
       exec = failedToStart(`action "${task.action}" is not defined on node ${token.session.nodeId}`);
     } else {
       // A claim answered within `margin` of its send starts at once: a renewal now would fence no
-      // better, and would cost every task a commit (issue 17). An older claim (this process paused,
+      // better, and would cost every task a commit. An older claim (this process paused,
       // a slow store) is checked again just before starting. A cancel that comes after the claim is
       // heard through the change feed (checkCanceling) or at the first renewal.
       const fresh =

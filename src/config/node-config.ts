@@ -67,7 +67,7 @@ export interface PermissionsConfig {
   logs: "operators" | "anyone";
   /**
    * The settings the file states (keys of `[permissions]`). The room's policy in the store wins; a
-   * stated setting that disagrees with it keeps this node from leading (issue 10, finding 7).
+   * stated setting that disagrees with it keeps this node from leading.
    */
   stated: Array<"power_level" | "allow" | "two_person_rule" | "auto_confirm" | "hook_auto_confirm" | "logs">;
 }
@@ -211,7 +211,7 @@ export interface NodeConfig {
 
 /**
  * A PostgreSQL node holds at most this many pooled connections plus one listening connection: 3 a
- * node by default (issue 16's bound), which the scale bench runs at capacity 4 without waiting on it.
+ * node by default, which the scale bench runs at capacity 4 without waiting on it.
  */
 export const DEFAULT_STORE_POOL_SIZE = 2;
 

@@ -1,5 +1,5 @@
 /**
- * Task outputs (issue 25, docs/architecture.md §6): a task declares the values it publishes for its
+ * Task outputs (docs/architecture.md §6): a task declares the values it publishes for its
  * dependents, `outputs = { version = "[0-9]+\\.[0-9]+\\.[0-9]+" }`, each with an RE2 pattern held to
  * the limits of param-pattern.ts and matched against the whole value. Its action appends
  * `NAME=value` lines to the file named by DAGBOT_OUTPUT (GitHub Actions' GITHUB_OUTPUT convention,

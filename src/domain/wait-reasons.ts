@@ -1,5 +1,5 @@
 /**
- * Why a task waits (issue 23; docs/architecture.md, "State machines"): the one rule every face
+ * Why a task waits (docs/architecture.md, "State machines"): the one rule every face
  * shows (chat card and `!dag status`, the CLI's `status` and `run`, HTTP task objects, pictures),
  * decided from what the store already knows. Pure.
  *

@@ -168,7 +168,7 @@ CREATE TABLE events (
 `,
   },
   {
-    // Issue 10: nodes register what their actions accept, so the leader checks arguments at publish;
+    // Nodes register what their actions accept, so the leader checks arguments at publish;
     // the room's permissions live in the store so that every node enforces the same ones.
     version: 2,
     summary: "nodes register their actions' argument rules; room permissions in the store",
@@ -184,7 +184,7 @@ CREATE TABLE room_policies (
 `,
   },
   {
-    // Issue 12: a running task's output tail is written while it runs (dagbot logs --follow); with
+    // A running task's output tail is written while it runs (dagbot logs --follow); with
     // the bytes written in all, a reader knows which part of a new tail it has not shown yet.
     version: 3,
     summary: "a running task's output tail and its byte count",
@@ -193,7 +193,7 @@ ALTER TABLE tasks ADD COLUMN output_bytes bigint;
 `,
   },
   {
-    // Issue 13: each node reports how many encrypted events it could not decrypt (`!dag nodes`).
+    // Each node reports how many encrypted events it could not decrypt (`!dag nodes`).
     version: 4,
     summary: "nodes count the encrypted events they could not decrypt",
     sql: `
@@ -209,7 +209,7 @@ CREATE INDEX idempotency_keys_age ON idempotency_keys (created_at);
 `,
   },
   {
-    // Issue 12: published DAGs get their own table, keyed by (room, dag id), so a definition's runs,
+    // Published DAGs get their own table, keyed by (room, dag id), so a definition's runs,
     // its schedule and its newest slot are indexed lookups instead of a scan of the newest runs.
     // Back-filled from the runs: a run without "definition" in its DAG is a definition's first run;
     // runs of a definition whose first run was already pruned rebuild it from their oldest, with an
@@ -265,7 +265,7 @@ UPDATE definitions d SET
 `,
   },
   {
-    // Issue 17: the claim's pick in a function whose plan cannot depend on planner statistics.
+    // The claim's pick in a function whose plan cannot depend on planner statistics.
     // Taken before a burst of queued tasks, they make the planner read every queued row of the room
     // (a bitmap scan, or tasks_open) and sort them, on every claim; seen in half the claims of a
     // bench round. With sorts, bitmap and sequential scans disabled here, the walk of tasks_claim
@@ -328,7 +328,7 @@ $fn$;
 `,
   },
   {
-    // Poison commands (issue 24, src/domain/inbox-handling.ts): the term of the leader that started
+    // Poison commands (src/domain/inbox-handling.ts): the term of the leader that started
     // handling a new row, and how many leaders started it and lost their lease before finishing.
     version: 8,
     summary: "poison commands: the term that started handling an inbox row, and its losses",
@@ -338,7 +338,7 @@ ALTER TABLE processed_events ADD COLUMN handling_losses integer NOT NULL DEFAULT
 `,
   },
   {
-    // Issue 24: under the two-person rule a room admin's policy change waits here for a second
+    // Under the two-person rule a room admin's policy change waits here for a second
     // admin's confirmation (or its expiry); applied ones stay as the record of who agreed.
     version: 9,
     summary: "policy changes waiting for a second admin",
@@ -358,7 +358,7 @@ CREATE TABLE policy_proposals (
 `,
   },
   {
-    // Issue 23: a schedule is an object of its own, with a state (active, paused, deleted), who
+    // A schedule is an object of its own, with a state (active, paused, deleted), who
     // changed it last, when and why, and the newest slot it fired or skipped: a skipped slot is
     // recorded (with an event saying why) so no later leader considers it again.
     version: 10,
@@ -374,7 +374,7 @@ UPDATE definitions SET slots_through = last_slot_at;
 `,
   },
   {
-    // Issue 23: run lists are paged newest first by (created_at, seq), filtered by status. The room's
+    // Run lists are paged newest first by (created_at, seq), filtered by status. The room's
     // list has runs_room_created and a definition's runs_definition; a status filter gets its own, in
     // list order, so a page of e.g. failed runs reads that page, not every run of the room since.
     version: 11,
@@ -384,7 +384,7 @@ CREATE INDEX runs_room_status_created ON runs (room_id, status, created_at DESC,
 `,
   },
   {
-    // Issue 25: a task's declared outputs (name → pattern; NULL when none), for its worker to check
+    // A task's declared outputs (name → pattern; NULL when none), for its worker to check
     // what the action published, and the values it published (written with its success).
     version: 12,
     summary: "tasks' declared outputs and published values",
@@ -394,7 +394,7 @@ ALTER TABLE tasks ADD COLUMN output_values jsonb;
 `,
   },
   {
-    // Issue 26: a definition declaring `after` is fired once per upstream run that ended. The key
+    // A definition declaring `after` is fired once per upstream run that ended. The key
     // (room, definition, upstream run) is what holds it to once across leaders; a skipped firing
     // keeps its reason. Upstream runs are found by definition and end time.
     version: 13,
@@ -420,7 +420,7 @@ CREATE INDEX runs_definition_ended ON runs (room_id, definition_id, updated_at)
 `,
   },
   {
-    // Issue 26: retention deletes a pruned upstream run's firings by the run.
+    // Retention deletes a pruned upstream run's firings by the run.
     version: 14,
     summary: "after firings found by upstream run",
     sql: `
@@ -428,7 +428,7 @@ CREATE INDEX after_firings_upstream ON after_firings (room_id, upstream_run_id);
 `,
   },
   {
-    // Issue 25: an approval gate is a task that runs nothing. gate: its spec (null for an action);
+    // An approval gate is a task that runs nothing. gate: its spec (null for an action);
     // gate_state: set when it opens (approvals, form values, decision). Its timeout is the row's
     // deadline while it is open; tasks_gates_open finds the open ones for the reaper.
     version: 15,
@@ -440,7 +440,7 @@ CREATE INDEX tasks_gates_open ON tasks (room_id, deadline) WHERE status = 'block
 `,
   },
   {
-    // Issue 28: the rows of a batch of finishes (tasks.ts, FINISH_MANY_SQL), unnested from the
+    // The rows of a batch of finishes (tasks.ts, FINISH_MANY_SQL), unnested from the
     // statement's parameter arrays. A function with a small row estimate, not a bare unnest: the
     // planner guesses 100 rows for an unnest of parameters, so it costed the statement's generic
     // plan above its custom one and planned it afresh at every execution (1.5–2 ms each); with

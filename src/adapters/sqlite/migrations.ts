@@ -161,7 +161,7 @@ CREATE INDEX events_room_seq ON events (room_id, seq);
 `,
   },
   {
-    // Issue 10: nodes register what their actions accept, so the leader checks arguments at publish;
+    // Nodes register what their actions accept, so the leader checks arguments at publish;
     // the room's permissions live in the store so that every node enforces the same ones.
     version: 2,
     summary: "nodes register their actions' argument rules; room permissions in the store",
@@ -177,7 +177,7 @@ CREATE TABLE room_policies (
 `,
   },
   {
-    // Issue 12: a running task's output tail is written while it runs (dagbot logs --follow); with
+    // A running task's output tail is written while it runs (dagbot logs --follow); with
     // the bytes written in all, a reader knows which part of a new tail it has not shown yet.
     version: 3,
     summary: "a running task's output tail and its byte count",
@@ -186,7 +186,7 @@ ALTER TABLE tasks ADD COLUMN output_bytes INTEGER;
 `,
   },
   {
-    // Issue 13: each node reports how many encrypted events it could not decrypt (`!dag nodes`).
+    // Each node reports how many encrypted events it could not decrypt (`!dag nodes`).
     version: 4,
     summary: "nodes count the encrypted events they could not decrypt",
     sql: `
@@ -202,7 +202,7 @@ CREATE INDEX idempotency_keys_age ON idempotency_keys (created_at);
 `,
   },
   {
-    // Issue 12: published DAGs get their own table, keyed by (room, dag id), so a definition's runs,
+    // Published DAGs get their own table, keyed by (room, dag id), so a definition's runs,
     // its schedule and its newest slot are indexed lookups instead of a scan of the newest runs.
     // Back-filled from the runs: a run without "definition" in its DAG is a definition's first run;
     // runs of a definition whose first run was already pruned rebuild it from their oldest, with an
@@ -261,7 +261,7 @@ UPDATE definitions SET
 `,
   },
   {
-    // Issue 17: events without AUTOINCREMENT. Every event line also rewrote its sqlite_sequence row,
+    // Events without AUTOINCREMENT. Every event line also rewrote its sqlite_sequence row,
     // a page of WAL per commit on the claim path. A plain INTEGER PRIMARY KEY takes the largest seq
     // + 1, which never goes back while the largest row stays: retention keeps the newest event, and
     // a seq handed out before whose row is gone is kept by a mark (no room, so no reader sees it).
@@ -290,7 +290,7 @@ CREATE INDEX events_room_seq ON events (room_id, seq);
 `,
   },
   {
-    // Issue 17: tasks_open goes. No query could use it: SQLite takes a partial index only when the
+    // `tasks_open` goes. No query could use it: SQLite takes a partial index only when the
     // query's WHERE implies the index's, and none of the open-task reads names its exact status list
     // (INDEXED BY tasks_open fails to plan for each of them). Yet every claim wrote two of its pages
     // (out of the queued entries, into the running ones) and every finish one: three WAL pages per
@@ -302,7 +302,7 @@ DROP INDEX tasks_open;
 `,
   },
   {
-    // Poison commands (issue 24, src/domain/inbox-handling.ts): the term of the leader that started
+    // Poison commands (src/domain/inbox-handling.ts): the term of the leader that started
     // handling a new row, and how many leaders started it and lost their lease before finishing.
     version: 9,
     summary: "poison commands: the term that started handling an inbox row, and its losses",
@@ -312,7 +312,7 @@ ALTER TABLE processed_events ADD COLUMN handling_losses INTEGER NOT NULL DEFAULT
 `,
   },
   {
-    // Issue 24: under the two-person rule a room admin's policy change waits here for a second
+    // Under the two-person rule a room admin's policy change waits here for a second
     // admin's confirmation (or its expiry); applied ones stay as the record of who agreed.
     version: 10,
     summary: "policy changes waiting for a second admin",
@@ -332,7 +332,7 @@ CREATE TABLE policy_proposals (
 `,
   },
   {
-    // Issue 23: a schedule is an object of its own, with a state (active, paused, deleted), who
+    // A schedule is an object of its own, with a state (active, paused, deleted), who
     // changed it last, when and why, and the newest slot it fired or skipped: a skipped slot is
     // recorded (with an event saying why) so no later leader considers it again.
     version: 11,
@@ -348,7 +348,7 @@ UPDATE definitions SET slots_through = last_slot_at;
 `,
   },
   {
-    // Issue 23: run lists are paged newest first by (created_at, rowid), by room, status or
+    // Run lists are paged newest first by (created_at, rowid), by room, status or
     // definition (runs_definition). An index entry ends with the rowid, so each of these is in list
     // order and a page reads its own rows. The status index replaces (room_id, status), a prefix of it.
     version: 12,
@@ -360,7 +360,7 @@ CREATE INDEX runs_room_status ON runs (room_id, status, created_at);
 `,
   },
   {
-    // Issue 25: a task's declared outputs (name → pattern, JSON; NULL when none), for its worker to
+    // A task's declared outputs (name → pattern, JSON; NULL when none), for its worker to
     // check what the action published, and the values it published (JSON; written with its success).
     version: 13,
     summary: "tasks' declared outputs and published values",
@@ -370,7 +370,7 @@ ALTER TABLE tasks ADD COLUMN output_values TEXT;
 `,
   },
   {
-    // Issue 26: a definition declaring `after` is fired once per upstream run that ended. The key
+    // A definition declaring `after` is fired once per upstream run that ended. The key
     // (room, definition, upstream run) is what holds it to once across leaders; a skipped firing
     // keeps its reason. Upstream runs are found by definition and end time.
     version: 14,
@@ -395,7 +395,7 @@ CREATE INDEX runs_definition_ended ON runs (room_id, definition_id, updated_at)
 `,
   },
   {
-    // Issue 26: retention deletes a pruned upstream run's firings by the run.
+    // Retention deletes a pruned upstream run's firings by the run.
     version: 15,
     summary: "after firings found by upstream run",
     sql: `
@@ -403,7 +403,7 @@ CREATE INDEX after_firings_upstream ON after_firings (room_id, upstream_run_id);
 `,
   },
   {
-    // Issue 25: an approval gate is a task that runs nothing. gate: its spec as JSON (null for an
+    // An approval gate is a task that runs nothing. gate: its spec as JSON (null for an
     // action); gate_state: set when it opens (approvals, form values, decision). Its timeout is the
     // row's deadline while it is open; tasks_gates_open finds the open ones for the reaper.
     version: 16,
