@@ -39,7 +39,7 @@ export function engineSettings(config: NodeConfig, overrides: Partial<EngineSett
     // Twice per lease TTL (`nodes --check` wants a heartbeat younger than the TTL): a follower's
     // idle cost is mostly this, its lease attempts at the holder's expiry and the claim tick.
     heartbeatEveryMs: Math.max(config.lease.renewEveryMs, Math.floor(config.lease.ttlMs / 2)),
-    // The slow safety tick: work arrives by the leader's targeted wake-ups (issue 16).
+    // The slow safety tick: work arrives by the leader's targeted wake-ups.
     workerPollMs: 10_000,
     work: true,
     initialCap: config.limits.globalCap,

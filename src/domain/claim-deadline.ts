@@ -1,5 +1,5 @@
 /**
- * The deadlines of a worker's claim on a task (issue 9), on the worker's own monotonic clock: when it
+ * The deadlines of a worker's claim on a task, on the worker's own monotonic clock: when it
  * may still start the action, when it must begin stopping it, and by when every process of the action
  * must be gone, so that the action has ended before the store could give the task to another node.
  *

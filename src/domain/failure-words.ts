@@ -1,5 +1,5 @@
 /**
- * A failed run in words (issue 29): "`migrate` failed (exit 1); `rollout`, `smoke_test` skipped".
+ * A failed run in words: "`migrate` failed (exit 1); `rollout`, `smoke_test` skipped".
  * Each task that did not succeed is named with how it ended, as its record says: its exit status,
  * the signal that killed it, its timeout, its node lost, a start that failed, its outputs refused. Each list fits one
  * line (name-list.ts) and says how many it does not name.

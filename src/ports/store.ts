@@ -216,7 +216,7 @@ export interface InboxStore {
   ): Promise<void>;
   /**
    * Records on a new row, durably and before any of its effect, that the leader of `fence` starts
-   * handling it (poison commands, issue 24). A row already started under another term was left
+   * handling it (poison commands). A row already started under another term was left
    * unfinished by a leader that lost its lease: that counts one loss. Returns the losses so far;
    * the app decides what they mean (inbox-step.ts quarantines at 2). ConflictError when the row is
    * not new or the fence is stale.
@@ -398,7 +398,7 @@ export interface RunStore {
   listTasks(runId: string): Promise<TaskRecord[]>;
   /**
    * Each run's tasks counted by status, in one query for all of them: what a list of runs shows
-   * (issue 24: `!dag list` read every task row of 15 runs, outputs included, to count them). A run
+   * (`!dag list` read every task row of 15 runs, outputs included, to count them). A run
    * without tasks, or unknown, is absent from the map.
    */
   countTaskStatuses(runIds: readonly string[]): Promise<Map<string, Partial<Record<TaskStatus, number>>>>;
@@ -419,7 +419,7 @@ export interface RunStore {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Definitions (issue 12): a published DAG, keyed by (room, dag id). Publishing creates or adopts it
+// Definitions: a published DAG, keyed by (room, dag id). Publishing creates or adopts it
 // in the same transaction as its first run (the run named like it); every later run of it (`<id>.N`,
 // schedule slots `<id>.s<time>`, retries of those) references it. Lookups by definition are indexed,
 // however many runs of other DAGs the room has.
@@ -623,7 +623,7 @@ export interface TaskClaimer {
   finishTask(token: TaskToken, result: TaskResult): Promise<{ status: TaskStatus }>;
   /**
    * finishTask, then claimTasks(offer, max), in ONE transaction and one commit: a worker whose slot
-   * frees while fitting tasks are ready hands it straight to the next one (issue 17: one commit per
+   * frees while fitting tasks are ready hands it straight to the next one (one commit per
    * task instead of two). The finish is fenced and decided exactly as finishTask, and its log line
    * comes before the claim's. When the finish is refused the error is finishTask's and nothing is
    * claimed. The claim picks from the tasks as they were before this finish, so a failure that
@@ -728,7 +728,7 @@ export interface Scheduler {
 
 // ---------------------------------------------------------------------------------------------
 // Room policy: who may do what in a room. It lives in the store so that every node of the room
-// enforces the same rules, whatever its own config says (issue 10, finding 7).
+// enforces the same rules, whatever its own config says.
 
 export interface RoomPolicy {
   /** Room power level needed for the operator commands. */
@@ -1072,7 +1072,7 @@ export interface ChangeFeed {
 export const HOT_TOPICS: readonly ChangeTopic[] = ["tasks", "done", "ready"];
 
 // ---------------------------------------------------------------------------------------------
-// Triggers (issue 26): a definition declaring `after` is fired by the leader once per upstream run
+// Triggers: a definition declaring `after` is fired by the leader once per upstream run
 // that ended. The store's key (room, definition, upstream run) holds it to once, whoever leads.
 
 /** One upstream run considered for a definition: fired (a run of it) or skipped (why not). */
