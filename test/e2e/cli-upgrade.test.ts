@@ -215,7 +215,7 @@ describe.each<StoreKind>(["sqlite", "postgres"])("upgrading a %s store from the 
     await beatOldNode(target);
     const shown = await cli(["nodes", "--store", target.store], { cwd: target.dir });
     expect(shown.code, shown.stderr).toBe(0);
-    expect(shown.stdout).toMatch(/new-1 .*dagbot 0\.2\.0, protocol 2/);
+    expect(shown.stdout).toMatch(new RegExp(`new-1 .*dagbot ${RELEASE.replaceAll(".", "\\.")}, protocol 2`));
     expect(shown.stdout).toMatch(/old-1 .*dagbot before 0\.2\.0, protocol 1/);
     expect(shown.stdout).toContain("mixed releases: ");
     const json = JSON.parse(

@@ -417,10 +417,25 @@ describe("worker", () => {
     expect(events.filter((e) => e.actor?.startsWith("w1/") && e.kind !== "task.running")).toEqual([]);
   });
 
-  it("abandons the attempt, writing nothing, when renewals hang past its lease", async () => {
+  it("stops its action when renewals hang past its lease, and writes nothing while the store does not answer", async () => {
     const s = await store();
     const { runId } = await queuedSleep(s, 0);
-    const w = worker(s, "w1", { renewTaskLease: () => new Promise(() => {}) });
+    // The store hangs for this worker: its renewals, and the hand-back it would make once answered.
+    const real = createProcessExecutor();
+    let ended = 0;
+    const executor: Executor = {
+      run: async (request) => {
+        const result = await real.run(request);
+        ended += 1;
+        return result;
+      },
+    };
+    const w = worker(
+      s,
+      "w1",
+      { renewTaskLease: () => new Promise(() => {}), releaseTask: () => new Promise(() => {}) },
+      { executor },
+    );
     w.start();
     await waitFor(
       "running",
@@ -428,9 +443,9 @@ describe("worker", () => {
       (t) => t?.status === "running",
     );
     await waitFor(
-      "the worker let go",
-      () => w.runningCount,
-      (n) => n === 0,
+      "the worker stopped its action",
+      () => ended,
+      (n) => n === 1,
       { timeoutMs: 5_000 },
     );
     // Still running in the store: only the leader's reaper may move it once the lease has expired.
@@ -445,6 +460,9 @@ describe("worker", () => {
     const failing: Partial<Store> = {
       renewTaskLease: (...args) =>
         ++renewals <= 2 ? s.renewTaskLease(...args) : Promise.reject(new Error("store unreachable")),
+      // Unreachable for the hand-back too (once answered, the worker hands the stopped attempt back
+      // with its words: test/e2e/store-outage.test.ts).
+      releaseTask: () => Promise.reject(new Error("store unreachable")),
     };
     const real = createProcessExecutor();
     const runs: Array<{ startedAt: number; endedAt: number; result: ExecResult }> = [];
