@@ -26,50 +26,37 @@ import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
 import type { TestDatabase } from "../support/postgres.js";
 import { waitFor } from "../support/store-wait.js";
 import { Fleet } from "./fleet.js";
-import type { ActionRecord } from "./fleet.js";
-import type { CliResult, NodeProcess, Release } from "./releases.js";
-import { currentRelease, killAll, previousRelease, runCli, said } from "./releases.js";
+import type { NodesView } from "./helpers.js";
+import {
+  check,
+  complaints,
+  lines,
+  parseJson,
+  plainUrl,
+  step,
+  tail,
+  waitForRun,
+  withTimeout,
+} from "./helpers.js";
+import type { CliResult, Release } from "./releases.js";
+import { PREVIOUS_RELEASES, currentRelease, killAll, previousRelease, runCli, said } from "./releases.js";
 import { fileDigest, postgresProbe, sqliteProbe } from "./store-probe.js";
 import type { StoreKind, StoreProbe } from "./store-probe.js";
 
 /** The schema each release needs. */
-const OLD_SCHEMA: Record<StoreKind, number> = { postgres: 7, sqlite: 8 };
+const OLD_SCHEMA: Record<StoreKind, number> = PREVIOUS_RELEASES["0.1.0"].schema;
 const NEW_SCHEMA = STORE_SCHEMA;
-const NEW_VERSION = "0.2.0";
 
 const VERSION_PATTERN = "[0-9]+\\.[0-9]+\\.[0-9]+";
-
-/** Fails with `what` first, so the message says which part of the upgrade went wrong. */
-async function step<T>(what: string, fn: () => Promise<T> | T): Promise<T> {
-  try {
-    return await fn();
-  } catch (e) {
-    const message = e instanceof Error ? e.message : String(e);
-    const err = new Error(`${what}: ${message}`);
-    if (e instanceof Error && e.stack !== undefined)
-      err.stack = `${err.message}\n${e.stack.split("\n").slice(1).join("\n")}`;
-    throw err;
-  }
-}
-
-function check(ok: boolean, message: string): void {
-  if (!ok) throw new Error(message);
-}
-
-function parseJson(r: CliResult): Record<string, unknown> {
-  try {
-    return JSON.parse(r.stdout) as Record<string, unknown>;
-  } catch {
-    throw new Error(`expected JSON on stdout from ${said(r)}`);
-  }
-}
 
 describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
   it("0.1.0 → today's through the README's procedure: runs in flight once, gates wait for approval, outputs are values, commands answered, both releases in `dagbot nodes`", async () => {
     const old = await step("building the previous release 633923a (cached after the first run)", () =>
-      previousRelease(),
+      previousRelease("0.1.0"),
     );
     const now = currentRelease();
+    const NEW_VERSION = now.version;
+    const newVersion = NEW_VERSION.replace(/\./g, "\\.");
     const dir = mkdtempSync(join(tmpdir(), `dagbot-upgrade-${kind}-`));
     let db: TestDatabase | null = null;
     let fleet: Fleet | null = null;
@@ -99,8 +86,8 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         writeFileSync(path, JSON.stringify(dag, null, 1));
         return path;
       };
-      const OLD = `@${old.version}`;
-      const NEW = `@${now.version}`;
+      const OLD = `@${old.tag}`;
+      const NEW = `@${now.tag}`;
 
       // ---- The previous release's fleet, with a run in flight.
       const oldA = f.start(old, "a");
@@ -212,7 +199,8 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
             `the plan does not show step ${v}: ${said(dry)}`,
           );
         check(
-          /^\s*a\s.*0\.2\.0/m.test(text) && /^\s*b\s.*0\.2\.0/m.test(text),
+          new RegExp(`^\\s*a\\s.*${newVersion}`, "m").test(text) &&
+            new RegExp(`^\\s*b\\s.*${newVersion}`, "m").test(text),
           `the plan should say whether the live 0.1.0 nodes a and b may run beside it: ${said(dry)}`,
         );
         check(
@@ -461,10 +449,10 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         const text = await waitFor(
           "b alive with today's release and no mixed-releases line",
           async () => (await dagbot(now, ["nodes"])).stdout,
-          (t) => !/mixed/i.test(t) && /^b .*0\.2\.0/m.test(t),
+          (t) => !/mixed/i.test(t) && new RegExp(`^b .*${newVersion}`, "m").test(t),
           { timeoutMs: 30_000, intervalMs: 250 },
         );
-        check(/^a .*0\.2\.0/m.test(text), `a should show ${NEW_VERSION}:\n${text}`);
+        check(new RegExp(`^a .*${newVersion}`, "m").test(text), `a should show ${NEW_VERSION}:\n${text}`);
       });
       // What the 0.1.0 nodes said once the store was migrated under them (for the reader of the run).
       for (const n of [oldA, oldB]) {
@@ -495,96 +483,6 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
     }
   });
 });
-
-interface NodesView {
-  nodes: Array<{ nodeId: string; state: string } & Record<string, unknown>>;
-  leaders: Array<{ room: string; nodeId: string }>;
-}
-
-/**
- * The test database's URL without its `options` parameter: test/support/postgres.ts makes every
- * connection of a test database speak today's fleet protocol (`-c dagbot.protocol=2`), and the
- * previous release passes a URL's options on to the server, so its nodes would pass the fence.
- * Each release's nodes must connect as an operator's config would have them.
- */
-function plainUrl(url: string): string {
-  const u = new URL(url);
-  u.searchParams.delete("options");
-  return u.toString();
-}
-
-/** Waits until `dagbot status RUN --json` of today's release says the run ended, and that it succeeded. */
-async function waitForRun(
-  now: Release,
-  dir: string,
-  config: string,
-  run: string,
-  timeoutMs: number,
-): Promise<void> {
-  const ended = await waitFor(
-    `run ${run} to end`,
-    async () => {
-      const r = await runCli(now, ["status", run, "--json", "--config", config], { cwd: dir });
-      return { r, status: runStatus(r) };
-    },
-    (s) =>
-      s.status !== null && !["pending", "running", "awaiting", "awaiting_confirmation"].includes(s.status),
-    { timeoutMs, intervalMs: 250 },
-  );
-  check(ended.status === "succeeded", `run ${run} ended ${ended.status}: ${said(ended.r)}`);
-}
-
-function runStatus(r: CliResult): string | null {
-  try {
-    const o = JSON.parse(r.stdout) as Record<string, unknown>;
-    const run = (o["run"] ?? o) as Record<string, unknown>;
-    return typeof run["status"] === "string" ? run["status"] : null;
-  } catch {
-    return null;
-  }
-}
-
-interface LogLine {
-  level: string;
-  time: string;
-  msg: string;
-  err?: string;
-  reason?: string;
-}
-
-/** The warnings and errors a node logged since `sinceMs`. */
-function complaints(n: NodeProcess, sinceMs: number): LogLine[] {
-  const out: LogLine[] = [];
-  for (const text of n.log().split("\n")) {
-    if (!text.startsWith("{")) continue;
-    try {
-      const l = JSON.parse(text) as LogLine;
-      if ((l.level === "warn" || l.level === "error" || l.level === "fatal") && Date.parse(l.time) >= sinceMs)
-        out.push(l);
-    } catch {
-      // a line cut short by a kill
-    }
-  }
-  return out;
-}
-
-function lines(rs: readonly ActionRecord[]): string {
-  return rs.map((r) => JSON.stringify(r)).join("\n");
-}
-
-function tail(n: NodeProcess, count = 25): string {
-  return n.log().trimEnd().split("\n").slice(-count).join("\n");
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p,
-    new Promise<never>((_, fail) => {
-      timer = setTimeout(() => fail(new Error(message)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
 
 /** SQLite's online backup of a live file into `to` (a consistent copy no process writes to). */
 async function sqliteBackup(from: string, to: string): Promise<void> {

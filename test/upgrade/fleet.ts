@@ -39,10 +39,10 @@ export class Fleet {
 
   /**
    * Writes `<nodeId>-<version>.toml` (a machine keeps its node id across the upgrade): short leases,
-   * and the test's actions, each naming the node and its release (`a@0.1.0`) in its record.
+   * and the test's actions, each naming the node and its release (`a@0.1.0`, `a@today`) in its record.
    */
   config(nodeId: string, release: Release): string {
-    const who = `${nodeId}@${release.version}`;
+    const who = `${nodeId}@${release.tag}`;
     const node = JSON.stringify(process.execPath);
     const fixed = [node, JSON.stringify(ACT), JSON.stringify(this.records), JSON.stringify(this.dir)].join(
       ", ",
@@ -103,6 +103,6 @@ export class Fleet {
 
   /** A node config's path (CLI commands take any node's config: it names the store). */
   configPath(nodeId: string, release: Release): string {
-    return join(this.dir, `${nodeId}-${release.version}.toml`);
+    return join(this.dir, `${nodeId}-${release.tag}.toml`);
   }
 }

@@ -1,10 +1,11 @@
 /**
- * The two releases the upgrade test runs side by side, as real processes:
+ * The releases the upgrade test runs side by side, as real processes:
  *
- * - the previous one, 0.1.0 (commit 633923a), built once from this repository's history into a cache
- *   folder (`git archive` of the commit, then `npm ci`, which compiles its better-sqlite3 against the
- *   Node 20 headers and builds its dist/), and run on Node 20 (DAGBOT_UPGRADE_OLD_NODE, set by
- *   test/upgrade/run.mjs);
+ * - the previous ones (PREVIOUS_RELEASES, the one place they are named), each built once from this
+ *   repository's history into a cache folder (`git archive` of its commit, then `npm ci`, which
+ *   installs its dependencies and builds its dist/) and run on the Node line it needs: 0.1.0 on
+ *   Node 20 (DAGBOT_UPGRADE_OLD_NODE, set by test/upgrade/run.mjs: its better-sqlite3 compiles
+ *   against the Node 20 headers), 0.2.0 on the test runner's own Node (its engines say >=22);
  * - today's, this checkout's dist/, run on the test runner's own Node (22 or later).
  */
 import { execFileSync, spawn, spawnSync } from "node:child_process";
@@ -24,14 +25,41 @@ import { fileURLToPath } from "node:url";
 
 export const REPO = resolve(fileURLToPath(new URL("../..", import.meta.url)));
 
-/** The previous release: 0.1.0, PostgreSQL schema 7, SQLite schema 8. */
-export const PREVIOUS_COMMIT = "633923a";
+/** What the upgrade test knows of a previous release (docs/architecture.md §11). */
+export interface PreviousReleaseSpec {
+  /** Its commit in this repository's history. */
+  commit: string;
+  /** The Node it runs on: the machine's Node 20, or the test runner's own (22 or later). */
+  node: "node20" | "runner";
+  /** The store schema it writes and needs, per store. */
+  schema: { postgres: number; sqlite: number };
+  /** The fleet protocol it speaks. */
+  protocol: number;
+}
+
+/**
+ * The previous releases, by version: what `npm run upgrade-test` runs beside today's (README,
+ * Upgrading, "Checking an upgrade"). 0.1.0 → today's raises the fleet protocol; 0.2.0 → today's
+ * keeps it, so 0.2.0 nodes keep working beside today's on the migrated store.
+ */
+export const PREVIOUS_RELEASES = {
+  "0.1.0": { commit: "633923a", node: "node20", schema: { postgres: 7, sqlite: 8 }, protocol: 1 },
+  "0.2.0": { commit: "d42ffa5", node: "runner", schema: { postgres: 17, sqlite: 17 }, protocol: 2 },
+} as const satisfies Record<string, PreviousReleaseSpec>;
+
+export type PreviousVersion = keyof typeof PREVIOUS_RELEASES;
 
 export interface Release {
   /** What the test calls it in messages: "0.1.0 (633923a)" or "today's (0.2.0)". */
   label: string;
   /** Its package.json version. */
   version: string;
+  /**
+   * What names it in file names and the actions' records (`a@0.2.0`): a previous release's version,
+   * `today` for this checkout (which may carry the version of the release before it until it is
+   * released).
+   */
+  tag: string;
   /** The Node binary it runs on. */
   node: string;
   /** Its dist/cli.js. */
@@ -79,7 +107,7 @@ export function currentRelease(): Release {
     );
   const version = (JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { version: string })
     .version;
-  return { label: `today's (${version})`, version, node: process.execPath, cli, dir: REPO };
+  return { label: `today's (${version})`, version, tag: "today", node: process.execPath, cli, dir: REPO };
 }
 
 export function cacheRoot(): string {
@@ -88,18 +116,19 @@ export function cacheRoot(): string {
 }
 
 /**
- * The previous release, built into `<cache>/<commit>` the first time (a few minutes: npm ci compiles
- * better-sqlite3 from source) and found there afterwards. A build that fails leaves its log in
- * `<cache>/<commit>.log` and says so.
+ * A previous release, built into `<cache>/<commit>` the first time (minutes for 0.1.0, whose npm ci
+ * compiles better-sqlite3 from source) and found there afterwards. A build that fails leaves its log
+ * in `<cache>/<commit>.log` and says so.
  */
-export function previousRelease(): Release {
-  const node = oldNodeBinary();
-  const full = git(["rev-parse", "--verify", `${PREVIOUS_COMMIT}^{commit}`]).trim();
+export function previousRelease(version: PreviousVersion): Release {
+  const spec: PreviousReleaseSpec = PREVIOUS_RELEASES[version];
+  const node = spec.node === "node20" ? oldNodeBinary() : process.execPath;
+  const full = git(["rev-parse", "--verify", `${spec.commit}^{commit}`], spec.commit).trim();
   const dir = join(cacheRoot(), full);
   const stamp = join(dir, ".dagbot-upgrade-built");
   const cli = join(dir, "dist", "cli.js");
-  const release: Release = { label: `0.1.0 (${PREVIOUS_COMMIT})`, version: "0.1.0", node, cli, dir };
-  if (existsSync(stamp) && existsSync(cli)) return release;
+  const release: Release = { label: `${version} (${spec.commit})`, version, tag: version, node, cli, dir };
+  if (existsSync(stamp) && existsSync(cli)) return checkEngines(release);
 
   mkdirSync(cacheRoot(), { recursive: true });
   const building = `${dir}.building`;
@@ -109,12 +138,14 @@ export function previousRelease(): Release {
   const started = Date.now();
   // git archive: the commit's tree without a worktree entry in this repository.
   const tar = join(cacheRoot(), `${full}.tar`);
-  git(["archive", "--format=tar", "-o", tar, full]);
+  git(["archive", "--format=tar", "-o", tar, full], spec.commit);
   execFileSync("tar", ["-x", "-f", tar, "-C", building]);
   rmSync(tar, { force: true });
-  // npm and the scripts it runs (node-gyp, tsc) on Node 20: its bin first on the PATH. None of the
-  // npm_* variables of an `npm run upgrade-test` around us (its prefix, its package): the build is
-  // the old checkout's own `npm ci`, with its own .npmrc (nodedir=/usr: the Node 20 headers).
+  // Built by the Node it runs on (0.1.0: Node 20), checked against its engines first; npm and the
+  // scripts it runs (node-gyp, tsc) on that Node: its bin first on the PATH. None of the npm_*
+  // variables of an `npm run upgrade-test` around us (its prefix, its package): the build is the old
+  // checkout's own `npm ci`, with its own .npmrc (0.1.0's: nodedir=/usr, the Node 20 headers).
+  checkEngines({ ...release, dir: building });
   const env: NodeJS.ProcessEnv = Object.fromEntries(
     Object.entries(process.env).filter(([k]) => !k.toLowerCase().startsWith("npm_")),
   );
@@ -130,7 +161,7 @@ export function previousRelease(): Release {
   if (npm.status !== 0 || !existsSync(join(building, "dist", "cli.js"))) {
     const tail = `${npm.stdout ?? ""}\n${npm.stderr ?? ""}`.split("\n").slice(-30).join("\n");
     throw new Error(
-      `building the previous release ${PREVIOUS_COMMIT} failed (npm ci exit ${npm.status}, ${npm.error?.message ?? "no spawn error"}); ` +
+      `building the previous release ${version} (${spec.commit}) failed (npm ci exit ${npm.status}, ${npm.error?.message ?? "no spawn error"}); ` +
         `log: ${log}; folder kept: ${building}\n${tail}`,
     );
   }
@@ -140,12 +171,26 @@ export function previousRelease(): Release {
   return release;
 }
 
-function git(args: string[]): string {
+/** Refuses a Node the release's package.json `engines` exclude (`>=22`), before running it. */
+function checkEngines(release: Release): Release {
+  const pkg = JSON.parse(readFileSync(join(release.dir, "package.json"), "utf8")) as {
+    engines?: { node?: string };
+  };
+  const min = /^>=\s*(\d+)/.exec(pkg.engines?.node ?? "")?.[1];
+  const major = nodeMajor(release.node);
+  if (min !== undefined && (major === null || major < Number(min)))
+    throw new Error(
+      `${release.label} needs Node ${pkg.engines?.node ?? "?"} (its package.json engines), and ${release.node} is Node ${major ?? "?"}`,
+    );
+  return release;
+}
+
+function git(args: string[], commit: string): string {
   const r = spawnSync("git", args, { cwd: REPO, encoding: "utf8" });
   if (r.status !== 0)
     throw new Error(
       `git ${args.join(" ")} failed: ${r.stderr.trim()} (the upgrade test builds the previous release ` +
-        `${PREVIOUS_COMMIT} from this repository's history; a shallow clone lacks it: git fetch --unshallow)`,
+        `${commit} from this repository's history; a shallow clone lacks it: git fetch --unshallow)`,
     );
   return r.stdout;
 }
@@ -209,7 +254,7 @@ export interface NodeProcess {
 
 /** Starts `dagbot node --config FILE` of a release; its output goes to `<dir>/<nodeId>.log`. */
 export function startNode(release: Release, dir: string, configPath: string, nodeId: string): NodeProcess {
-  const logPath = join(dir, `${nodeId}-${release.version}.log`);
+  const logPath = join(dir, `${nodeId}-${release.tag}.log`);
   const log = createWriteStream(logPath, { flags: "a" });
   const child = spawn(release.node, [release.cli, "node", "--config", configPath], {
     cwd: dir,

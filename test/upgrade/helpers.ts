@@ -1,0 +1,123 @@
+/**
+ * What the upgrade tests share: steps that say which part of the upgrade failed, reading CLI
+ * answers and node logs, and waiting for a run to end (as today's `dagbot status` reports it).
+ */
+import { waitFor } from "../support/store-wait.js";
+import type { ActionRecord } from "./fleet.js";
+import type { CliResult, NodeProcess, Release } from "./releases.js";
+import { runCli, said } from "./releases.js";
+
+/** Fails with `what` first, so the message says which part of the upgrade went wrong. */
+export async function step<T>(what: string, fn: () => Promise<T> | T): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    const message = e instanceof Error ? e.message : String(e);
+    const err = new Error(`${what}: ${message}`);
+    if (e instanceof Error && e.stack !== undefined)
+      err.stack = `${err.message}\n${e.stack.split("\n").slice(1).join("\n")}`;
+    throw err;
+  }
+}
+
+export function check(ok: boolean, message: string): void {
+  if (!ok) throw new Error(message);
+}
+
+export function parseJson(r: CliResult): Record<string, unknown> {
+  try {
+    return JSON.parse(r.stdout) as Record<string, unknown>;
+  } catch {
+    throw new Error(`expected JSON on stdout from ${said(r)}`);
+  }
+}
+
+export interface NodesView {
+  nodes: Array<{ nodeId: string; state: string } & Record<string, unknown>>;
+  leaders: Array<{ room: string; nodeId: string }>;
+}
+
+/**
+ * The test database's URL without its `options` parameter: test/support/postgres.ts makes every
+ * connection of a test database speak today's fleet protocol (`-c dagbot.protocol=2`), and the
+ * previous release passes a URL's options on to the server, so its nodes would pass the fence.
+ * Each release's nodes must connect as an operator's config would have them.
+ */
+export function plainUrl(url: string): string {
+  const u = new URL(url);
+  u.searchParams.delete("options");
+  return u.toString();
+}
+
+/** Waits until `dagbot status RUN --json` of today's release says the run ended, and that it succeeded. */
+export async function waitForRun(
+  now: Release,
+  dir: string,
+  config: string,
+  run: string,
+  timeoutMs: number,
+): Promise<void> {
+  const ended = await waitFor(
+    `run ${run} to end`,
+    async () => {
+      const r = await runCli(now, ["status", run, "--json", "--config", config], { cwd: dir });
+      return { r, status: runStatus(r) };
+    },
+    (s) =>
+      s.status !== null && !["pending", "running", "awaiting", "awaiting_confirmation"].includes(s.status),
+    { timeoutMs, intervalMs: 250 },
+  );
+  check(ended.status === "succeeded", `run ${run} ended ${ended.status}: ${said(ended.r)}`);
+}
+
+export function runStatus(r: CliResult): string | null {
+  try {
+    const o = JSON.parse(r.stdout) as Record<string, unknown>;
+    const run = (o["run"] ?? o) as Record<string, unknown>;
+    return typeof run["status"] === "string" ? run["status"] : null;
+  } catch {
+    return null;
+  }
+}
+
+export interface LogLine {
+  level: string;
+  time: string;
+  msg: string;
+  err?: string;
+  reason?: string;
+}
+
+/** The warnings and errors a node logged since `sinceMs`. */
+export function complaints(n: NodeProcess, sinceMs: number): LogLine[] {
+  const out: LogLine[] = [];
+  for (const text of n.log().split("\n")) {
+    if (!text.startsWith("{")) continue;
+    try {
+      const l = JSON.parse(text) as LogLine;
+      if ((l.level === "warn" || l.level === "error" || l.level === "fatal") && Date.parse(l.time) >= sinceMs)
+        out.push(l);
+    } catch {
+      // a line cut short by a kill
+    }
+  }
+  return out;
+}
+
+export function lines(rs: readonly ActionRecord[]): string {
+  return rs.map((r) => JSON.stringify(r)).join("\n");
+}
+
+export function tail(n: NodeProcess, count = 25): string {
+  return n.log().trimEnd().split("\n").slice(-count).join("\n");
+}
+
+export function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, fail) => {
+      timer = setTimeout(() => fail(new Error(message)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}

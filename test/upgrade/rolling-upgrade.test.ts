@@ -1,0 +1,318 @@
+// A rolling upgrade of one fleet protocol (docs/architecture.md §11): the previous release, 0.2.0
+// (built from this repository's history), and today's share a migrated store, on PostgreSQL and on
+// SQLite:
+//
+//   1. two 0.2.0 nodes (a, b) run on a store of 0.2.0's schema, with a long task running on each;
+//   2. today's `dagbot migrate` migrates the store while they run; they finish their tasks and run
+//      what needed them, none failing;
+//   3. a node of today's release (c) joins; a new run's tasks are spread over both releases, each
+//      run once, and `dagbot nodes` says the releases are mixed;
+//   4. a 0.2.0 node restarted on the migrated store refuses it, saying the schema is newer;
+//   5. the 0.2.0 nodes are replaced one at a time by today's, with work in flight.
+//
+// Every action execution is counted from the actions' own records (test/upgrade/fixtures/act.mjs).
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { describe, expect, it } from "vitest";
+import { STORE_SCHEMA } from "../../src/domain/release.js";
+import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
+import type { TestDatabase } from "../support/postgres.js";
+import { waitFor } from "../support/store-wait.js";
+import { Fleet } from "./fleet.js";
+import type { ActionRecord } from "./fleet.js";
+import { check, complaints, lines, parseJson, step, tail, waitForRun, withTimeout } from "./helpers.js";
+import type { Release } from "./releases.js";
+import {
+  PREVIOUS_RELEASES,
+  currentRelease,
+  killAll,
+  previousRelease,
+  runCli,
+  said,
+  startNode,
+} from "./releases.js";
+import { postgresProbe, sqliteProbe } from "./store-probe.js";
+import type { StoreProbe } from "./store-probe.js";
+
+const PREVIOUS = "0.2.0";
+
+describe.each(["postgres", "sqlite"] as const)("rolling upgrade on %s", (kind) => {
+  it(`${PREVIOUS} nodes beside today's on a migrated store: in-flight work ends, new work spread over both, each action once, a restarted ${PREVIOUS} node refuses, then replaced`, async () => {
+    const old = previousRelease(PREVIOUS);
+    const now = currentRelease();
+    const oldSchema = PREVIOUS_RELEASES[PREVIOUS].schema[kind];
+    const dir = mkdtempSync(join(tmpdir(), `dagbot-rolling-${kind}-`));
+    let db: TestDatabase | null = null;
+    let fleet: Fleet | null = null;
+    let failed = true;
+    const problems: string[] = [];
+    const soft = async (what: string, fn: () => Promise<unknown>): Promise<void> => {
+      try {
+        await fn();
+      } catch (e) {
+        problems.push(`${what}: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    };
+    try {
+      db = kind === "postgres" ? await createTestDatabase() : null;
+      // The test database's URL as it is: 0.2.0 declares fleet protocol 2 on its connections itself.
+      const probe: StoreProbe = db !== null ? postgresProbe(db.url) : sqliteProbe(join(dir, "store.db"));
+      const f = new Fleet(dir, probe.store);
+      fleet = f;
+      const dagbot = (release: Release, args: string[], timeoutMs = 60_000) =>
+        runCli(release, [...args, "--config", f.config("cli", release)], { cwd: dir, timeoutMs });
+      const writeDag = (dag: Record<string, unknown>): string => {
+        const path = join(dir, `${String(dag["id"])}.json`);
+        writeFileSync(path, JSON.stringify(dag, null, 1));
+        return path;
+      };
+      const submit = async (release: Release, dag: Record<string, unknown>): Promise<string> => {
+        const r = await dagbot(release, ["submit", writeDag(dag), "--confirm", "--json"], 90_000);
+        check(r.code === 0, `${release.label} could not submit ${String(dag["id"])}: ${said(r)}`);
+        return String(parseJson(r)["runId"]);
+      };
+      const OLD = `@${old.tag}`;
+      const NEW = `@${now.tag}`;
+      const started = (task: string) => (rs: ActionRecord[]) =>
+        rs.some((r) => r.task === task && (r.phase === "start" || r.phase === "run"));
+      const waitStarted = (what: string, tasks: string[], timeoutMs = 30_000) =>
+        waitFor(
+          what,
+          () => f.read(),
+          (rs) => tasks.every((t) => started(t)(rs)),
+          { timeoutMs, intervalMs: 100 },
+        );
+
+      // ---- 1. A fleet of 0.2.0 on a store of its schema, with a long task running on each node.
+      const oldA = f.start(old, "a");
+      const oldB = f.start(old, "b");
+      await step(`the two ${PREVIOUS} nodes start and beat`, () =>
+        waitFor(
+          "heartbeats of a and b in the nodes table",
+          async () =>
+            (await probe.query("SELECT node_id FROM nodes ORDER BY node_id").catch(() => [])).map((r) =>
+              String(r["node_id"]),
+            ),
+          (ids) => ids.includes("a") && ids.includes("b"),
+          { timeoutMs: 30_000, intervalMs: 100 },
+        ).catch((e: unknown) => {
+          throw new Error(`${String(e)}\na log:\n${tail(oldA)}\nb log:\n${tail(oldB)}`);
+        }),
+      );
+      check(
+        (await probe.schemaVersion()) === oldSchema,
+        `${PREVIOUS} made a ${kind} store of schema ${await probe.schemaVersion()}, expected ${oldSchema}`,
+      );
+      const capped = await dagbot(old, ["cap", "20"]);
+      check(capped.code === 0, `${PREVIOUS} could not set the cap: ${said(capped)}`);
+      const inflightRun = await submit(old, {
+        id: "inflight",
+        tasks: [
+          { id: "long_a", action: "hold", args: { name: "long_a" }, on: { node: "a" } },
+          { id: "long_b", action: "hold", args: { name: "long_b" }, on: { node: "b" } },
+          { id: "after_a", action: "note", args: { text: "after_a" }, needs: ["long_a"] },
+          { id: "after_b", action: "note", args: { text: "after_b" }, needs: ["long_b"] },
+          { id: "last", action: "note", args: { text: "last" }, needs: ["after_a", "after_b"] },
+        ],
+      });
+      await step(`the long tasks run on the ${PREVIOUS} nodes`, () =>
+        waitStarted("long_a and long_b started (action records)", ["long_a", "long_b"]),
+      );
+
+      // ---- 2. Today's `dagbot migrate` while both 0.2.0 nodes run.
+      const migratedAt = Date.now();
+      await step("`dagbot migrate` of today's release while the 0.2.0 nodes run", async () => {
+        const r = await dagbot(now, ["migrate"], 120_000);
+        check(r.code === 0, `migrate failed: ${said(r)}`);
+        check(
+          (await probe.schemaVersion()) === STORE_SCHEMA,
+          `after migrate the schema is ${await probe.schemaVersion()}, expected ${STORE_SCHEMA}: ${said(r)}`,
+        );
+      });
+      f.release("long_a");
+      f.release("long_b");
+      await step(`the in-flight run ends on the ${PREVIOUS} nodes after the migration`, async () => {
+        await waitForRun(now, dir, f.config("cli", now), "inflight", 60_000);
+        const ran = f.read().filter((r) => r.run === inflightRun);
+        for (const task of ["after_a", "after_b", "last"]) {
+          const runs = ran.filter((r) => r.task === task);
+          check(
+            runs.length === 1 && runs[0]!.node.endsWith(OLD),
+            `${task} should have run once on a ${PREVIOUS} node after the migration:\n${lines(runs)}`,
+          );
+        }
+      });
+      check(oldA.running() && oldB.running(), `a ${PREVIOUS} node stopped:\n${tail(oldA)}\n${tail(oldB)}`);
+      await soft(`the ${PREVIOUS} nodes logged no warning or error after the migration`, async () => {
+        const said = [oldA, oldB].flatMap((n) =>
+          complaints(n, migratedAt).map((l) => `${n.nodeId}: ${l.msg}: ${l.err ?? l.reason ?? ""}`),
+        );
+        check(said.length === 0, said.join("\n"));
+      });
+
+      // ---- 3. A node of today's release joins; new work is spread over both releases.
+      const newC = f.start(now, "c");
+      await step("c (today's) joins", () =>
+        waitFor(
+          "c's heartbeat",
+          async () =>
+            (await probe.query("SELECT node_id FROM nodes").catch(() => [])).map((r) => r["node_id"]),
+          (ids) => ids.includes("c"),
+          { timeoutMs: 30_000, intervalMs: 100 },
+        ).catch((e: unknown) => {
+          throw new Error(`${String(e)}\nc log:\n${tail(newC)}`);
+        }),
+      );
+      const spread = ["s_a", "s_b", "s_c", "s_d", "s_e", "s_f"];
+      const spreadRun = await submit(now, {
+        id: "spread",
+        tasks: [
+          ...spread.map((id) => ({ id, action: "hold", args: { name: id } })),
+          { id: "join", action: "note", args: { text: "join" }, needs: spread },
+        ],
+      });
+      await step("the six holds of a new run run at once, on both releases", async () => {
+        // Three nodes of capacity 2: every slot taken.
+        await waitStarted("s_a…s_f started (action records)", spread);
+        const on = f.read().filter((r) => r.run === spreadRun && r.phase === "start");
+        check(
+          on.some((r) => r.node.endsWith(OLD)) && on.some((r) => r.node.endsWith(NEW)),
+          `the new run's tasks should run on both releases:\n${lines(on)}`,
+        );
+      });
+      await soft("`dagbot nodes` shows `mixed releases:` naming both releases' nodes", async () => {
+        const r = await dagbot(now, ["nodes"]);
+        const mixed = r.stdout.split("\n").find((l) => l.startsWith("mixed releases:")) ?? "";
+        check(
+          /\ba\b/.test(mixed) && /\bb\b/.test(mixed) && /\bc\b/.test(mixed),
+          `no \`mixed releases:\` line naming a, b (${old.label}) and c (${now.label})` +
+            (old.version === now.version
+              ? `: today's build still calls itself ${now.version}, the previous release's version, so \`dagbot nodes\` cannot tell them apart (package.json version, src/domain/release.ts RELEASE)`
+              : "") +
+            `\n${said(r)}`,
+        );
+      });
+      // Held past two room-lease ttls (2 s, test/upgrade/fleet.ts): each release's task-lease renewals
+      // are judged by the other's reaper (the leader is a 0.2.0 node here), and a task taken for lost
+      // would run twice.
+      await sleep(5_000);
+      for (const id of spread) f.release(id);
+      await step("the spread run ends", () => waitForRun(now, dir, f.config("cli", now), "spread", 60_000));
+
+      // ---- 4. A 0.2.0 node restarted on the migrated store refuses it.
+      oldB.child.kill("SIGTERM");
+      await step(`b (${PREVIOUS}) stops gracefully`, () =>
+        withTimeout(oldB.exited, 60_000, `b did not exit within 60 s of SIGTERM\n${tail(oldB)}`),
+      );
+      const restarted = startNode(old, dir, f.config("b", old), "b-restart");
+      f.nodes.push(restarted);
+      await step(`b (${PREVIOUS}) restarted on the schema-${STORE_SCHEMA} store refuses it`, async () => {
+        const exit = await withTimeout(
+          restarted.exited,
+          30_000,
+          `a restarted ${PREVIOUS} node still runs on a schema-${STORE_SCHEMA} store after 30 s:\n${tail(restarted)}`,
+        );
+        check(
+          exit.code !== null && exit.code !== 0,
+          `it exited ${JSON.stringify(exit)}:\n${tail(restarted)}`,
+        );
+        check(
+          new RegExp(
+            `schema is version ${STORE_SCHEMA}, newer than this dagbot supports \\(${oldSchema}\\)`,
+          ).test(restarted.log()),
+          `it should say the store's schema is newer than it supports:\n${tail(restarted)}`,
+        );
+        console.log(
+          `${PREVIOUS} restarted on the migrated store (${kind}), exit ${JSON.stringify(exit)}: ${
+            restarted
+              .log()
+              .split("\n")
+              .find((l) => /newer than this dagbot/.test(l)) ?? ""
+          }`,
+        );
+      });
+
+      // ---- 5. The 0.2.0 nodes replaced one at a time, with work in flight.
+      const newB = f.start(now, "b");
+      const rolling = ["r_a", "r_b", "r_c", "r_d"];
+      const rollingRun = await submit(now, {
+        id: "rolling",
+        tasks: [
+          ...rolling.map((id) => ({ id, action: "hold", args: { name: id } })),
+          { id: "end", action: "note", args: { text: "end" }, needs: rolling },
+        ],
+      });
+      await step("the rolling run's holds start", () => waitStarted("r_a…r_d started", rolling));
+      // a (0.2.0), stopping, hands the room over and finishes its holds under today's leader.
+      oldA.child.kill("SIGTERM");
+      await sleep(5_000);
+      for (const id of rolling) f.release(id);
+      await step(`a (${PREVIOUS}) stops gracefully`, () =>
+        withTimeout(oldA.exited, 60_000, `a did not exit within 60 s of SIGTERM\n${tail(oldA)}`),
+      );
+      const newA = f.start(now, "a");
+      const lastRun = await submit(now, {
+        id: "after",
+        tasks: [
+          { id: "x", action: "note", args: { text: "x" } },
+          { id: "y", action: "note", args: { text: "y" }, needs: ["x"] },
+        ],
+      });
+      await step("the work goes on once every node runs today's release", async () => {
+        await waitForRun(now, dir, f.config("cli", now), "rolling", 60_000);
+        await waitForRun(now, dir, f.config("cli", now), "after", 60_000);
+      });
+      await soft("`dagbot nodes` shows one release once every node is replaced", async () => {
+        const text = await waitFor(
+          "no mixed-releases line",
+          async () => (await dagbot(now, ["nodes"])).stdout,
+          (t) => !/mixed/i.test(t),
+          { timeoutMs: 30_000, intervalMs: 250 },
+        );
+        check(/^a .*/m.test(text) && /^b .*/m.test(text), text);
+      });
+
+      await step("every action of every run ran exactly once", () => {
+        const all = f.read();
+        const runs = [inflightRun, spreadRun, rollingRun, lastRun];
+        for (const run of runs) {
+          const byTask = new Map<string, ActionRecord[]>();
+          for (const r of all.filter((x) => x.run === run && x.phase !== "end"))
+            byTask.set(String(r.task), [...(byTask.get(String(r.task)) ?? []), r]);
+          const twice = [...byTask].filter(([, rs]) => rs.length !== 1);
+          check(
+            twice.length === 0,
+            `run ${run}: ${twice.map(([t, rs]) => `${t} ran ${rs.length} times:\n${lines(rs)}`).join("\n")}`,
+          );
+        }
+        const counts = { inflight: 5, spread: 7, rolling: 5, after: 2 };
+        const total = Object.values(counts).reduce((x, y) => x + y, 0);
+        const executions = all.filter((r) => runs.includes(String(r.run)) && r.phase !== "end");
+        check(
+          executions.length === total,
+          `expected ${total} executions, the records show ${executions.length}`,
+        );
+      });
+      for (const n of [newA, newB, newC]) check(n.running(), `${n.nodeId} (today's) stopped:\n${tail(n)}`);
+      expect(problems, problems.join("\n\n")).toEqual([]);
+      failed = false;
+    } catch (e) {
+      if (problems.length === 0 || !(e instanceof Error)) throw e;
+      e.message = `${e.message}\n\nand before that:\n${problems.join("\n\n")}`;
+      throw e;
+    } finally {
+      if (fleet !== null) {
+        await killAll(fleet.nodes);
+        if (failed)
+          for (const n of fleet.nodes)
+            console.warn(`--- ${n.nodeId} (${n.release.label}) log tail:\n${tail(n)}`);
+      }
+      if (db !== null) await dropOrKeep(db, failed);
+      if (failed)
+        console.warn(`kept the rolling upgrade test folder ${dir} (configs, node logs, records.jsonl)`);
+      else rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
