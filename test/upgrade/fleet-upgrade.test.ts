@@ -16,13 +16,13 @@
 // no `{tasks.…}` reference reaches an action as text, every command sent during the mixed phase
 // gets its outcome, and `dagbot nodes` shows both releases side by side.
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { STORE_SCHEMA } from "../../src/domain/release.js";
-import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
+import { createTestDatabase } from "../support/postgres.js";
 import type { TestDatabase } from "../support/postgres.js";
 import { waitFor } from "../support/store-wait.js";
 import { Fleet } from "./fleet.js";
@@ -30,16 +30,18 @@ import type { NodesView } from "./helpers.js";
 import {
   check,
   complaints,
+  endUpgradeTest,
   lines,
   parseJson,
   plainUrl,
+  softChecks,
   step,
   tail,
   waitForRun,
   withTimeout,
 } from "./helpers.js";
 import type { CliResult, Release } from "./releases.js";
-import { PREVIOUS_RELEASES, currentRelease, killAll, previousRelease, runCli, said } from "./releases.js";
+import { PREVIOUS_RELEASES, currentRelease, previousRelease, runCli, said } from "./releases.js";
 import { fileDigest, postgresProbe, sqliteProbe } from "./store-probe.js";
 import type { StoreKind, StoreProbe } from "./store-probe.js";
 
@@ -61,15 +63,7 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
     let db: TestDatabase | null = null;
     let fleet: Fleet | null = null;
     let failed = true;
-    // Checks that later steps do not depend on are collected (soft), so one run names every problem.
-    const problems: string[] = [];
-    const soft = async (what: string, fn: () => Promise<unknown>): Promise<void> => {
-      try {
-        await fn();
-      } catch (e) {
-        problems.push(`${what}: ${e instanceof Error ? e.message : String(e)}`);
-      }
-    };
+    const { problems, soft, withProblems } = softChecks();
     try {
       db = kind === "postgres" ? await createTestDatabase() : null;
       const probe: StoreProbe =
@@ -467,19 +461,9 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
       expect(problems, problems.join("\n\n")).toEqual([]);
       failed = false;
     } catch (e) {
-      if (problems.length === 0 || !(e instanceof Error)) throw e;
-      e.message = `${e.message}\n\nand before that:\n${problems.join("\n\n")}`;
-      throw e;
+      throw withProblems(e);
     } finally {
-      if (fleet !== null) {
-        await killAll(fleet.nodes);
-        if (failed)
-          for (const n of fleet.nodes)
-            console.warn(`--- ${n.nodeId} (${n.release.label}) log tail:\n${tail(n)}`);
-      }
-      if (db !== null) await dropOrKeep(db, failed);
-      if (failed) console.warn(`kept the upgrade test folder ${dir} (configs, node logs, records.jsonl)`);
-      else rmSync(dir, { recursive: true, force: true });
+      await endUpgradeTest({ fleet, db, dir, failed, folder: "upgrade test folder" });
     }
   });
 });

@@ -2,8 +2,12 @@
  * What the upgrade tests share: steps that say which part of the upgrade failed, reading CLI
  * answers and node logs, and waiting for a run to end (as today's `dagbot status` reports it).
  */
+import { rmSync } from "node:fs";
+import { dropOrKeep } from "../support/postgres.js";
+import type { TestDatabase } from "../support/postgres.js";
 import { waitFor } from "../support/store-wait.js";
-import type { ActionRecord } from "./fleet.js";
+import type { ActionRecord, Fleet } from "./fleet.js";
+import { killAll } from "./releases.js";
 import type { CliResult, NodeProcess, Release } from "./releases.js";
 import { runCli, said } from "./releases.js";
 
@@ -120,4 +124,54 @@ export function withTimeout<T>(p: Promise<T>, ms: number, message: string): Prom
       timer = setTimeout(() => fail(new Error(message)), ms);
     }),
   ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Checks that later steps do not depend on, collected (`soft`) so one run names every problem;
+ * `withProblems` puts them under the error that ended the test.
+ */
+export function softChecks(): {
+  problems: string[];
+  soft: (what: string, fn: () => Promise<unknown>) => Promise<void>;
+  withProblems: (e: unknown) => unknown;
+} {
+  const problems: string[] = [];
+  return {
+    problems,
+    soft: async (what, fn) => {
+      try {
+        await fn();
+      } catch (e) {
+        problems.push(`${what}: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    },
+    withProblems: (e) => {
+      if (problems.length === 0 || !(e instanceof Error)) return e;
+      e.message = `${e.message}\n\nand before that:\n${problems.join("\n\n")}`;
+      return e;
+    },
+  };
+}
+
+/**
+ * The end of an upgrade test: its nodes stopped, and when it failed their log tails printed and its
+ * folder and database kept for a look; else both removed.
+ */
+export async function endUpgradeTest(o: {
+  fleet: Fleet | null;
+  db: TestDatabase | null;
+  dir: string;
+  failed: boolean;
+  /** What the folder is, in the line that says it was kept. */
+  folder: string;
+}): Promise<void> {
+  if (o.fleet !== null) {
+    await killAll(o.fleet.nodes);
+    if (o.failed)
+      for (const n of o.fleet.nodes)
+        console.warn(`--- ${n.nodeId} (${n.release.label}) log tail:\n${tail(n)}`);
+  }
+  if (o.db !== null) await dropOrKeep(o.db, o.failed);
+  if (o.failed) console.warn(`kept the ${o.folder} ${o.dir} (configs, node logs, records.jsonl)`);
+  else rmSync(o.dir, { recursive: true, force: true });
 }

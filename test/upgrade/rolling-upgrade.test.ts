@@ -11,28 +11,31 @@
 //   5. the 0.2.0 nodes are replaced one at a time by today's, with work in flight.
 //
 // Every action execution is counted from the actions' own records (test/upgrade/fixtures/act.mjs).
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import { STORE_SCHEMA } from "../../src/domain/release.js";
-import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
+import { createTestDatabase } from "../support/postgres.js";
 import type { TestDatabase } from "../support/postgres.js";
 import { waitFor } from "../support/store-wait.js";
 import { Fleet } from "./fleet.js";
 import type { ActionRecord } from "./fleet.js";
-import { check, complaints, lines, parseJson, step, tail, waitForRun, withTimeout } from "./helpers.js";
-import type { Release } from "./releases.js";
 import {
-  PREVIOUS_RELEASES,
-  currentRelease,
-  killAll,
-  previousRelease,
-  runCli,
-  said,
-  startNode,
-} from "./releases.js";
+  check,
+  complaints,
+  endUpgradeTest,
+  lines,
+  parseJson,
+  softChecks,
+  step,
+  tail,
+  waitForRun,
+  withTimeout,
+} from "./helpers.js";
+import type { Release } from "./releases.js";
+import { PREVIOUS_RELEASES, currentRelease, previousRelease, runCli, said, startNode } from "./releases.js";
 import { postgresProbe, sqliteProbe } from "./store-probe.js";
 import type { StoreProbe } from "./store-probe.js";
 
@@ -47,14 +50,7 @@ describe.each(["postgres", "sqlite"] as const)("rolling upgrade on %s", (kind) =
     let db: TestDatabase | null = null;
     let fleet: Fleet | null = null;
     let failed = true;
-    const problems: string[] = [];
-    const soft = async (what: string, fn: () => Promise<unknown>): Promise<void> => {
-      try {
-        await fn();
-      } catch (e) {
-        problems.push(`${what}: ${e instanceof Error ? e.message : String(e)}`);
-      }
-    };
+    const { problems, soft, withProblems } = softChecks();
     try {
       db = kind === "postgres" ? await createTestDatabase() : null;
       // The test database's URL as it is: 0.2.0 declares fleet protocol 2 on its connections itself.
@@ -299,20 +295,9 @@ describe.each(["postgres", "sqlite"] as const)("rolling upgrade on %s", (kind) =
       expect(problems, problems.join("\n\n")).toEqual([]);
       failed = false;
     } catch (e) {
-      if (problems.length === 0 || !(e instanceof Error)) throw e;
-      e.message = `${e.message}\n\nand before that:\n${problems.join("\n\n")}`;
-      throw e;
+      throw withProblems(e);
     } finally {
-      if (fleet !== null) {
-        await killAll(fleet.nodes);
-        if (failed)
-          for (const n of fleet.nodes)
-            console.warn(`--- ${n.nodeId} (${n.release.label}) log tail:\n${tail(n)}`);
-      }
-      if (db !== null) await dropOrKeep(db, failed);
-      if (failed)
-        console.warn(`kept the rolling upgrade test folder ${dir} (configs, node logs, records.jsonl)`);
-      else rmSync(dir, { recursive: true, force: true });
+      await endUpgradeTest({ fleet, db, dir, failed, folder: "rolling upgrade test folder" });
     }
   });
 });
