@@ -5,10 +5,11 @@
  * succeeds; `dagbot status` says what happened. A task declared `rerun_if_lost = false` fails
  * instead, saying why, and its action ran once. Counted from the actions' own records.
  */
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Store } from "../../src/ports/store.js";
+import type { ActionRecord } from "../support/chaos-records.js";
+import { readRecords } from "../support/chaos-records.js";
 import {
   REPO,
   cli,
@@ -25,27 +26,8 @@ import { waitFor } from "../support/store-wait.js";
 
 const RECORD = join(REPO, "test", "support", "engine-fixtures", "record.mjs");
 
-interface Rec {
-  ev: "start" | "end";
-  run: string;
-  task: string;
-  attempt: number;
-  t: number;
-  why?: string;
-}
-
-function records(target: Target): Rec[] {
-  let text = "";
-  try {
-    text = readFileSync(join(target.dir, "records.jsonl"), "utf8");
-  } catch {
-    return [];
-  }
-  return text
-    .split("\n")
-    .filter((l) => l !== "")
-    .map((l) => JSON.parse(l) as Rec);
-}
+/** What the record action itself wrote: a start and an end line per attempt. */
+const records = (target: Target): ActionRecord[] => readRecords(join(target.dir, "records.jsonl"));
 
 describe.each<StoreKind>(["sqlite", "postgres"])(
   "a node killed with kill -9 while its action runs (%s)",

@@ -11,6 +11,8 @@ import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openPostgresStore } from "../../src/adapters/postgres/index.js";
 import type { Store } from "../../src/ports/store.js";
+import type { ActionRecord } from "../support/chaos-records.js";
+import { readRecords } from "../support/chaos-records.js";
 import {
   REPO,
   allEvents,
@@ -34,26 +36,8 @@ const OUTAGE_MS = 20_000;
 const ACTION_MS = 30_000;
 const RECORD = join(REPO, "test", "support", "engine-fixtures", "record.mjs");
 
-interface Rec {
-  ev: "start" | "end";
-  run: string;
-  task: string;
-  attempt: number;
-  why?: string;
-}
-
-function records(target: Target): Rec[] {
-  let text = "";
-  try {
-    text = readFileSync(join(target.dir, "records.jsonl"), "utf8");
-  } catch {
-    return [];
-  }
-  return text
-    .split("\n")
-    .filter((l) => l !== "")
-    .map((l) => JSON.parse(l) as Rec);
-}
+/** What the record action itself wrote: a start and an end line per attempt. */
+const records = (target: Target): ActionRecord[] => readRecords(join(target.dir, "records.jsonl"));
 
 /** The `rec` action: appends its start and end to the target's records file (engine-fixtures/record.mjs). */
 function recordAction(t: Target): string {

@@ -1,7 +1,7 @@
 /**
  * What the actions themselves say happened (test/support/engine-fixtures/record.mjs appends a start
  * and an end line per attempt): intervals during which each attempt's process ran, and the
- * side-effect guarantees of issue 9 counted from them. Times are wall-clock ms of this machine, the
+ * side-effect guarantees (docs/architecture.md §8) counted from them. Times are wall-clock ms of this machine, the
  * same clock as the store's event times (SQLite: the nodes' Date.now; PostgreSQL: the local server).
  */
 import { existsSync, readFileSync } from "node:fs";
