@@ -67,13 +67,23 @@ export const p = {
   }),
 };
 
-/** A statement, as a tagged template: sql("name")`SELECT … WHERE id = ${p.text("id")}`. */
+/**
+ * A statement, as a tagged template: sql("name")`SELECT … WHERE id = ${p.text("id")}`. A slot may
+ * also be another statement, whose parts are written in its place (a fragment written once, such as
+ * the lease fence's condition).
+ */
 export function sql(name: string) {
-  return (strings: TemplateStringsArray, ...slots: (Param | Now | Only | string)[]): Statement => {
+  return (
+    strings: TemplateStringsArray,
+    ...slots: (Param | Now | Only | Statement | string)[]
+  ): Statement => {
     const parts: Part[] = [];
     strings.forEach((s, i) => {
       parts.push(s);
-      if (i < slots.length) parts.push(slots[i] as Part);
+      if (i >= slots.length) return;
+      const slot = slots[i] as Part | Statement;
+      if (typeof slot !== "string" && "parts" in slot) parts.push(...slot.parts);
+      else parts.push(slot);
     });
     return { name, parts };
   };

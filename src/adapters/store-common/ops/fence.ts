@@ -10,10 +10,18 @@ import { holderKey, sessionKey } from "../records.js";
 import type { Script } from "../script.js";
 import { p, row, sql } from "../script.js";
 
+/**
+ * The fence's condition on a `room_leases` row, the one place it is written: the lease names this
+ * fence's session and term, unexpired by the store's clock. Its values are `fenceValues(fence)`.
+ * Statements embed it (`sql(…)\`… WHERE ${FENCE_HOLDS}\``), in a script or in a one-statement write.
+ */
+export const FENCE_HOLDS = sql(
+  "the fence's condition",
+)`room_id = ${p.text("roomId")} AND holder_node = ${p.text("node")}
+     AND holder_boot = ${p.text("boot")} AND term = ${p.int("term")} AND expires_at > ${p.now}`;
+
 const HELD = sql("the room's lease, as this fence holds it")`
-  SELECT 1 AS held FROM room_leases
-   WHERE room_id = ${p.text("roomId")} AND holder_node = ${p.text("node")} AND holder_boot = ${p.text("boot")}
-     AND term = ${p.int("term")} AND expires_at > ${p.now}${p.only({ postgres: " FOR SHARE" })}`;
+  SELECT 1 AS held FROM room_leases WHERE ${FENCE_HOLDS}${p.only({ postgres: " FOR SHARE" })}`;
 
 const AS_FOUND = sql("the room's lease, as found")`
   SELECT holder_node, holder_boot, term, expires_at, ${p.now} AS now FROM room_leases WHERE room_id = ${p.text("roomId")}`;
