@@ -26,6 +26,7 @@ import { policiesSection } from "./sections/policies.js";
 import { retentionSection } from "./sections/retention.js";
 import { runsSection } from "./sections/runs.js";
 import { scaleSection } from "./sections/scale.js";
+import { scheduleLoopSection } from "./sections/schedule-loop.js";
 import { schedulerSection } from "./sections/scheduler.js";
 import { schedulesSection } from "./sections/schedules.js";
 import { triggersSection } from "./sections/triggers.js";
@@ -36,6 +37,7 @@ const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["runs", runsSection],
   ["definitions", definitionsSection],
   ["schedules", schedulesSection],
+  ["schedule-loop", scheduleLoopSection],
   ["triggers", triggersSection],
   ["claims", claimsSection],
   ["finish-claim", finishClaimSection],

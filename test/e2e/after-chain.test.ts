@@ -2,113 +2,24 @@
 // on SQLite and PostgreSQL: a chain a → b → c where every run succeeds starts each exactly once
 // (b takes its parameters from a's run: an output its action published and a parameter of it);
 // where the middle one fails, the third does not start (its firing is recorded as skipped, with the
-// reason); and a leader killed (kill -9) while the upstream run's last task runs, so that the run
-// ends with no leader, is fired by the next leader exactly once. Counted from the store and from the
-// actions' own records of the runs they ran.
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { RunRecord, Store } from "../../src/ports/store.js";
-import type { NodeProcess, Target } from "../support/engine-cluster.js";
+// reason). Counted from the store and from the actions' own records of the runs they ran. A leader
+// killed while the upstream run's last task runs: after-chain-leader-kill.test.ts.
+import { beforeAll, describe, expect, it } from "vitest";
 import {
   ROOM,
   allEvents,
   cli,
-  createTarget,
-  killAll,
   requireBuild,
-  startNode,
   termRegressions,
   waitForRunStatus,
-  writeDag,
-  writeNodeConfig,
 } from "../support/engine-cluster.js";
+import { ENDED, useAfterFleet } from "../support/after-fleet.js";
 import { waitFor } from "../support/store-wait.js";
 
 beforeAll(() => requireBuild());
 
-const ENDED = (s: string): boolean => s === "succeeded" || s === "failed" || s === "canceled";
-
 describe.each(["sqlite", "postgres"] as const)("after another DAG on %s: a fleet of 3", (kind) => {
-  let target: Target | null = null;
-  let store: Store | null = null;
-  const nodes: NodeProcess[] = [];
-
-  afterEach(async (context) => {
-    await killAll(nodes);
-    nodes.length = 0;
-    await store?.close();
-    store = null;
-    await target?.cleanup(context.task.result?.state === "fail");
-  });
-
-  /** Three nodes with `stamp` (appends its run's uuid to records.txt) and `fail` (exits 1). */
-  async function fleet(
-    label: string,
-    lease: { ttl: string; renewEvery: string } = { ttl: "2s", renewEvery: "500ms" },
-  ) {
-    target = await createTarget(kind, label);
-    const records = join(target.dir, "records.txt");
-    const script = "require('fs').appendFileSync(process.argv[1], process.env.DAGBOT_RUN_ID + '\\n')";
-    const release =
-      "const fs = require('fs'); fs.appendFileSync(process.argv[1], process.env.DAGBOT_RUN_ID + '\\n'); " +
-      "fs.appendFileSync(process.env.DAGBOT_OUTPUT, 'version=' + process.argv[2] + '\\n')";
-    const extra = [
-      "[actions.stamp]",
-      `argv = [${JSON.stringify(process.execPath)}, "-e", ${JSON.stringify(script)}, ${JSON.stringify(records)}]`,
-      'timeout = "10s"',
-      'kill_grace = "300ms"',
-      "",
-      // Records its run like stamp, and publishes version=<v> as its output (DAGBOT_OUTPUT).
-      "[actions.release]",
-      `argv = [${JSON.stringify(process.execPath)}, "-e", ${JSON.stringify(release)}, ${JSON.stringify(records)}, "{v}"]`,
-      "args = { v = { pattern = '[0-9.]{1,20}' } }",
-      'timeout = "10s"',
-      'kill_grace = "300ms"',
-      "",
-      "[actions.fail]",
-      `argv = [${JSON.stringify(process.execPath)}, "-e", "process.exit(1)"]`,
-      'timeout = "10s"',
-      'kill_grace = "300ms"',
-      "",
-    ].join("\n");
-    const configs = ["node-a", "node-b", "node-c"].map((nodeId) => {
-      const config = writeNodeConfig(target!, { nodeId, extra, ...lease });
-      nodes.push(startNode(target!, config, nodeId));
-      return config;
-    });
-    store = await target.open();
-    const s = store;
-    await waitFor(
-      "three heartbeats",
-      () => s.listNodes(),
-      (n) => n.length >= 3,
-      { timeoutMs: 15_000, intervalMs: 50 },
-    );
-    await waitFor(
-      "a leader",
-      () => s.getLease(ROOM),
-      (l) => l?.holder !== null && l !== null,
-      {
-        timeoutMs: 15_000,
-        intervalMs: 50,
-      },
-    );
-    const recorded = (): string[] =>
-      existsSync(records) ? readFileSync(records, "utf8").trim().split("\n").filter(Boolean) : [];
-    return { s, configs, recorded, t: target };
-  }
-
-  /** Publishes a DAG (auto-confirmed) and waits for its first run to end. */
-  async function publish(s: Store, t: Target, config: string, dag: Record<string, unknown>): Promise<void> {
-    const path = writeDag(t, dag);
-    const r = await cli(["submit", path, "--confirm", "--config", config], { cwd: t.dir });
-    expect(r.code, r.stderr).toBe(0);
-    await waitForRunStatus(s, String(dag["id"]), ENDED);
-  }
-
-  const runsOf = async (s: Store, id: string): Promise<RunRecord[]> =>
-    (await s.listDefinitionRuns(ROOM, id)).sort((a, b) => a.createdAt - b.createdAt);
+  const { fleet, publish, runsOf } = useAfterFleet(kind);
 
   it("a chain a → b → c where every run succeeds: one upstream run starts each exactly once, in order, as the actions record", async () => {
     const { s, configs, recorded, t } = await fleet(`after-ok-${kind}`);
@@ -222,61 +133,5 @@ describe.each(["sqlite", "postgres"] as const)("after another DAG on %s: a fleet
     const events = await allEvents(s);
     expect(events.filter((e) => e.kind === "after.skipped").map((e) => e.runId)).toEqual([b2.runId]);
     expect(events.filter((e) => e.kind === "after.fired" && e.runId === b2.runId)).toHaveLength(1);
-  }, 120_000);
-
-  it("kill -9 of the leader while the upstream run's last task runs: the run ends with no leader, and the next leader fires it exactly once", async () => {
-    // A long lease: the task ends (seconds after the kill) before the next leader takes over.
-    const { s, configs, recorded, t } = await fleet(`after-kill-${kind}`, { ttl: "6s", renewEvery: "1s" });
-    const leader = (await s.getLease(ROOM))!.holder!.nodeId;
-    const worker = ["node-a", "node-b", "node-c"].find((n) => n !== leader)!;
-    const config = configs[["node-a", "node-b", "node-c"].indexOf(worker)]!;
-    await publish(s, t, config, {
-      id: "up",
-      tasks: [{ id: "slow", action: "work", args: { ms: "2500" }, on: { node: worker } }],
-    });
-    await publish(s, t, config, {
-      id: "down",
-      after: { dag: "up" },
-      tasks: [{ id: "stamp", action: "stamp" }],
-    });
-    const before = recorded().length;
-    const lease = (await s.getLease(ROOM))!;
-    expect(lease.holder!.nodeId).toBe(leader);
-    const trig = await cli(["trigger", "up", "--confirm", "--config", config], { cwd: t.dir });
-    expect(trig.code, trig.stderr).toBe(0);
-    const up2 = (await waitFor(
-      "up.2",
-      () => s.getRun(ROOM, "up.2"),
-      (r) => r !== null,
-      { timeoutMs: 15_000, intervalMs: 25 },
-    ))!;
-    await waitFor(
-      "up.2's task running",
-      () => s.listTasks(up2.runId),
-      (ts) => ts.some((x) => x.status === "running"),
-      { timeoutMs: 15_000, intervalMs: 25 },
-    );
-    const victim = nodes.find((n) => n.nodeId === leader)!;
-    victim.kill("SIGKILL");
-    expect((await victim.exited).signal).toBe("SIGKILL");
-
-    expect(await waitForRunStatus(s, "down.2", ENDED, 60_000)).toBe("succeeded");
-    await new Promise((done) => setTimeout(done, 2_000));
-    const events = await allEvents(s);
-    const taskEnd = events.find((e) => e.kind === "task.succeeded" && e.runId === up2.runId)!;
-    const takeover = events.find((e) => e.kind === "lease.acquired" && (e.term ?? 0) > lease.term)!;
-    expect(taskEnd).toBeDefined();
-    expect(takeover).toBeDefined();
-    // The upstream's last task ended while no node led the room; the run ended and fired under the next term.
-    expect(taskEnd.at).toBeLessThan(takeover.at);
-    const runEnd = events.find((e) => e.kind === "run.succeeded" && e.runId === up2.runId)!;
-    expect(runEnd.term).toBeGreaterThan(lease.term);
-    const firings = await s.listAfterFirings(ROOM, { dagId: "down" });
-    expect(firings.map((f) => [f.upstreamDagId, f.runDagId])).toEqual([["up.2", "down.2"]]);
-    expect(firings[0]!.term).toBeGreaterThan(lease.term);
-    expect((await runsOf(s, "down")).map((r) => r.dagId)).toEqual(["down", "down.2"]);
-    const down2 = (await s.getRun(ROOM, "down.2"))!;
-    expect(recorded().slice(before)).toEqual([down2.runId]);
-    expect(termRegressions(events)).toEqual([]);
   }, 120_000);
 });
