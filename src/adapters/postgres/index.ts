@@ -13,7 +13,7 @@ import { mapError, NOW, quoteIdent } from "./sql.js";
 import { claimDemand, wakeNodes } from "./demand.js";
 import * as after from "./after.js";
 import * as definitions from "./definitions.js";
-import * as leases from "./leases.js";
+import * as leases from "../store-common/ops/leases.js";
 import { migrate } from "./migrations.js";
 import * as nodes from "./nodes.js";
 import * as runs from "./runs.js";
@@ -26,7 +26,7 @@ import * as outbox from "../store-common/ops/outbox.js";
 import * as policies from "../store-common/ops/policy.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import { checkPruneLimits } from "../store-common/retention.js";
-import { readScript, writeScript } from "./script-driver.js";
+import { autocommitScript, readScript, writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
 export { DEFAULT_ROOM_CAP } from "./scheduler.js";
 export { CLAIM_PICK_SQL } from "./tasks.js";
@@ -96,11 +96,14 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     },
     onChange: (listener, topics) => feed.subscribe(listener, topics),
 
-    acquireLease: async (roomId, session, ttlMs) => leases.acquireLease(db, roomId, session, ttlMs),
-    syncLeases: async (session, ttlMs, wishes) => leases.syncLeases(db, session, ttlMs, wishes),
-    renewLease: async (fence, ttlMs) => leases.renewLease(db, fence, ttlMs),
-    releaseLease: async (fence) => leases.releaseLease(db, fence),
-    getLease: async (roomId) => leases.getLease(db, roomId),
+    acquireLease: async (roomId, session, ttlMs) =>
+      autocommitScript(db, "acquire lease", () => leases.acquireLease(roomId, session, ttlMs)),
+    syncLeases: async (session, ttlMs, wishes) =>
+      autocommitScript(db, "sync leases", () => leases.syncLeases(session, ttlMs, wishes)),
+    renewLease: async (fence, ttlMs) =>
+      autocommitScript(db, "renew lease", () => leases.renewLease(fence, ttlMs)),
+    releaseLease: async (fence) => writeScript(db, "release lease", () => leases.releaseLease(fence)),
+    getLease: async (roomId) => readScript(db, "get lease", () => leases.getLease(roomId)),
 
     insertInboxEvent: async (event) =>
       writeScript(db, "insert inbox event", () => inbox.insertInboxEvent(event)),

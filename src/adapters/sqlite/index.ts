@@ -10,7 +10,7 @@ import { SqliteConnection } from "./connection.js";
 import { claimDemand } from "./demand.js";
 import * as after from "./after.js";
 import * as definitions from "./definitions.js";
-import * as leases from "./leases.js";
+import * as leases from "../store-common/ops/leases.js";
 import { checkSchemaVersion, currentSchemaVersion, LATEST_SCHEMA_VERSION, migrate } from "./migrations.js";
 import * as nodes from "./nodes.js";
 import * as runs from "./runs.js";
@@ -80,11 +80,13 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     },
     onChange: (listener) => changes.subscribe(listener),
 
-    acquireLease: async (roomId, session, ttlMs) => leases.acquireLease(c, roomId, session, ttlMs),
-    syncLeases: async (session, ttlMs, wishes) => leases.syncLeases(c, session, ttlMs, wishes),
-    renewLease: async (fence, ttlMs) => leases.renewLease(c, fence, ttlMs),
-    releaseLease: async (fence) => leases.releaseLease(c, fence),
-    getLease: async (roomId) => leases.getLease(c, roomId),
+    acquireLease: async (roomId, session, ttlMs) =>
+      writeScript(c, "acquire lease", () => leases.acquireLease(roomId, session, ttlMs)),
+    syncLeases: async (session, ttlMs, wishes) =>
+      writeScript(c, "sync leases", () => leases.syncLeases(session, ttlMs, wishes)),
+    renewLease: async (fence, ttlMs) => writeScript(c, "renew lease", () => leases.renewLease(fence, ttlMs)),
+    releaseLease: async (fence) => writeScript(c, "release lease", () => leases.releaseLease(fence)),
+    getLease: async (roomId) => readScript(c, "get lease", () => leases.getLease(roomId)),
 
     insertInboxEvent: async (event) =>
       writeScript(c, "insert inbox event", () => inbox.insertInboxEvent(event)),
