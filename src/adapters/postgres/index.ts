@@ -102,7 +102,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       autocommitScript(db, "sync leases", () => leases.syncLeases(session, ttlMs, wishes)),
     renewLease: async (fence, ttlMs) =>
       autocommitScript(db, "renew lease", () => leases.renewLease(fence, ttlMs)),
-    releaseLease: async (fence) => writeScript(db, "release lease", () => leases.releaseLease(fence)),
+    releaseLease: async (fence) => autocommitScript(db, "release lease", () => leases.releaseLease(fence)),
     getLease: async (roomId) => readScript(db, "get lease", () => leases.getLease(roomId)),
 
     insertInboxEvent: async (event) =>

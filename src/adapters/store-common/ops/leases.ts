@@ -11,7 +11,7 @@ import { acquiredFence } from "../../../ports/lease-answer.js";
 import { checkLeaseTtl } from "../checks.js";
 import { leaseFromRow, sessionKey } from "../records.js";
 import type { Script } from "../script.js";
-import { log, now, p, row, rows, run, sql, touch } from "../script.js";
+import { log, now, p, row, rows, sql, touch } from "../script.js";
 import { FENCE_HOLDS, fenceConflict, fenceValues, LEASE_AS_FOUND, leaseHeldBy } from "./fence.js";
 
 interface LeaseRow {
@@ -75,9 +75,18 @@ const FOUND = sql("rooms' leases, as found")`
 const RENEW = sql("a lease renewed")`
   UPDATE room_leases SET expires_at = ${p.now} + ${p.int("ttl")} WHERE ${FENCE_HOLDS} RETURNING expires_at`;
 
-// The term stays: the next holder's term must be higher than every earlier one.
+// The term stays: the next holder's term must be higher than every earlier one. On PostgreSQL one
+// statement that also logs and notifies (`logged`), as the node's lease wishes are.
 const RELEASE = sql("a lease released")`
-  UPDATE room_leases SET holder_node = NULL, holder_boot = NULL, expires_at = ${p.now} WHERE ${FENCE_HOLDS}`;
+  ${p.only({ postgres: "WITH up AS (" })}UPDATE room_leases SET holder_node = NULL, holder_boot = NULL, expires_at = ${p.now}
+   WHERE ${FENCE_HOLDS} RETURNING room_id, term, 0 AS logged${p.only({
+     postgres: sql("the release logged and notified")`),
+  src AS (
+    SELECT room_id, 1 AS ord, 'lease.released' AS kind, NULL::text AS run_id, NULL::text AS task_id,
+           term, ${p.text("actor")} AS actor, '{}'::jsonb AS data FROM up),
+  ${LOG_CTES}
+  SELECT room_id, term, true AS logged, pg_notify('dagbot', 'lease:' || room_id) AS notified FROM up`,
+   })}`;
 
 /**
  * Acquires and renewals of many rooms, judged as acquire and renew would judge each (the port's
@@ -163,8 +172,10 @@ export function* renewLease(fence: LeaderFence, ttlMs: number): Script<{ expires
 
 /** Free the lease at once (a graceful stop), fenced like every leader write. */
 export function* releaseLease(fence: LeaderFence): Script<void> {
-  if ((yield* run(RELEASE, fenceValues(fence))) === 0) throw yield* fenceConflict("release lease", fence);
-  yield* log(fence.roomId, { kind: "lease.released", term: fence.term, actor: sessionKey(fence.session) });
+  const actor = sessionKey(fence.session);
+  const r = yield* row<{ logged: unknown }>(RELEASE, { ...fenceValues(fence), actor });
+  if (r === undefined) throw yield* fenceConflict("release lease", fence);
+  if (!r.logged) yield* log(fence.roomId, { kind: "lease.released", term: fence.term, actor });
   yield* touch("lease", fence.roomId);
 }
 
