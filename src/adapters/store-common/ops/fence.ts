@@ -40,6 +40,14 @@ const HELD = sql("the room's lease, as this fence holds it")`
 export const LEASE_AS_FOUND = sql("the room's lease, as found")`
   SELECT holder_node, holder_boot, term, expires_at, ${p.now} AS now FROM room_leases WHERE room_id = ${p.text("roomId")}`;
 
+const HOLDS = sql("the room's lease, unlocked, if this fence holds it")`
+  SELECT 1 AS held FROM room_leases WHERE ${FENCE_HOLDS}`;
+
+/** Whether `fence` still holds its room, without locking the lease row (explaining a write that missed). */
+export function* fenceHolds(fence: LeaderFence): Script<boolean> {
+  return (yield* row(HOLDS, fenceValues(fence))) !== undefined;
+}
+
 /** The named values of the fence's statements. */
 export const fenceValues = (fence: LeaderFence): Record<string, unknown> => ({
   roomId: fence.roomId,
