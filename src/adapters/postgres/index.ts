@@ -15,7 +15,7 @@ import * as after from "./after.js";
 import * as definitions from "./definitions.js";
 import * as leases from "../store-common/ops/leases.js";
 import { migrate } from "./migrations.js";
-import * as nodes from "./nodes.js";
+import * as nodes from "../store-common/ops/nodes.js";
 import * as runs from "./runs.js";
 import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
@@ -172,9 +172,9 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     getPolicyProposal: async (roomId, changeId) =>
       readScript(db, "get a policy proposal", () => policies.getPolicyProposal(roomId, changeId)),
 
-    heartbeat: async (beat) => nodes.heartbeat(db, beat),
-    listNodes: async () => nodes.listNodes(db),
-    removeNode: async (session) => nodes.removeNode(db, session),
+    heartbeat: async (beat) => autocommitScript(db, "heartbeat", () => nodes.heartbeat(beat)),
+    listNodes: async () => readScript(db, "list nodes", () => nodes.listNodes()),
+    removeNode: async (session) => autocommitScript(db, "remove node", () => nodes.removeNode(session)),
 
     enqueueOutbox: async (fence, messages) =>
       writeScript(db, "enqueue outbox", () => outbox.enqueueOutbox(fence, messages)),
@@ -187,10 +187,15 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     getOutbox: async (txnId) => readScript(db, "get outbox", () => outbox.getOutbox(txnId)),
 
     rememberIdempotencyKey: async (scope, key, result) =>
-      nodes.rememberIdempotencyKey(db, scope, key, result),
-    readIdempotencyKey: async (scope, key) => nodes.readIdempotencyKey(db, scope, key),
-    readEvents: async (roomId, sinceSeq, limit) => nodes.readEvents(db, roomId, sinceSeq, limit),
-    runEndedBy: async (roomId, runId) => nodes.runEndedBy(db, roomId, runId),
+      autocommitScript(db, "remember idempotency key", () =>
+        nodes.rememberIdempotencyKey(scope, key, result),
+      ),
+    readIdempotencyKey: async (scope, key) =>
+      readScript(db, "read idempotency key", () => nodes.readIdempotencyKey(scope, key)),
+    readEvents: async (roomId, sinceSeq, limit) =>
+      writeScript(db, "read events", () => nodes.readEvents(roomId, sinceSeq, limit)),
+    runEndedBy: async (roomId, runId) =>
+      readScript(db, "read who ended a run", () => nodes.runEndedBy(roomId, runId)),
 
     pruneBatch: async (fence, limits) => {
       checkPruneLimits(limits);

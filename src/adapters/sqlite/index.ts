@@ -12,7 +12,7 @@ import * as after from "./after.js";
 import * as definitions from "./definitions.js";
 import * as leases from "../store-common/ops/leases.js";
 import { checkSchemaVersion, currentSchemaVersion, LATEST_SCHEMA_VERSION, migrate } from "./migrations.js";
-import * as nodes from "./nodes.js";
+import * as nodes from "../store-common/ops/nodes.js";
 import * as runs from "./runs.js";
 import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
@@ -158,9 +158,9 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     getPolicyProposal: async (roomId, changeId) =>
       readScript(c, "get a policy proposal", () => policies.getPolicyProposal(roomId, changeId)),
 
-    heartbeat: async (beat) => nodes.heartbeat(c, beat),
-    listNodes: async () => nodes.listNodes(c),
-    removeNode: async (session) => nodes.removeNode(c, session),
+    heartbeat: async (beat) => writeScript(c, "heartbeat", () => nodes.heartbeat(beat)),
+    listNodes: async () => readScript(c, "list nodes", () => nodes.listNodes()),
+    removeNode: async (session) => writeScript(c, "remove node", () => nodes.removeNode(session)),
 
     enqueueOutbox: async (fence, messages) =>
       writeScript(c, "enqueue outbox", () => outbox.enqueueOutbox(fence, messages)),
@@ -172,10 +172,14 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
       writeScript(c, "mark outbox failed", () => outbox.markOutboxFailed(fence, txnId, error)),
     getOutbox: async (txnId) => readScript(c, "get outbox", () => outbox.getOutbox(txnId)),
 
-    rememberIdempotencyKey: async (scope, key, result) => nodes.rememberIdempotencyKey(c, scope, key, result),
-    readIdempotencyKey: async (scope, key) => nodes.readIdempotencyKey(c, scope, key),
-    readEvents: async (roomId, sinceSeq, limit) => nodes.readEvents(c, roomId, sinceSeq, limit),
-    runEndedBy: async (roomId, runId) => nodes.runEndedBy(c, roomId, runId),
+    rememberIdempotencyKey: async (scope, key, result) =>
+      writeScript(c, "remember idempotency key", () => nodes.rememberIdempotencyKey(scope, key, result)),
+    readIdempotencyKey: async (scope, key) =>
+      readScript(c, "read idempotency key", () => nodes.readIdempotencyKey(scope, key)),
+    readEvents: async (roomId, sinceSeq, limit) =>
+      readScript(c, "read events", () => nodes.readEvents(roomId, sinceSeq, limit)),
+    runEndedBy: async (roomId, runId) =>
+      readScript(c, "read who ended a run", () => nodes.runEndedBy(roomId, runId)),
 
     pruneBatch: async (fence, limits) => {
       checkPruneLimits(limits);

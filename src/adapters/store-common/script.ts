@@ -21,7 +21,7 @@ export type Mappers = ReturnType<typeof rowMappers> & { json<T>(v: unknown): T }
 export type Dialect = "sqlite" | "postgres";
 export type Row = Record<string, unknown>;
 
-export type ParamType = "text" | "int" | "json" | "bool" | "textList" | "limit";
+export type ParamType = "text" | "int" | "json" | "bool" | "textList" | "texts" | "limit";
 
 export interface Param {
   readonly kind: "param";
@@ -55,6 +55,8 @@ export const p = {
   int: (name: string): Param => ({ kind: "param", name, type: "int" }),
   json: (name: string): Param => ({ kind: "param", name, type: "json" }),
   bool: (name: string): Param => ({ kind: "param", name, type: "bool" }),
+  /** A list of texts as a column's value (SQLite: JSON text; PostgreSQL: text[]). */
+  texts: (name: string): Param => ({ kind: "param", name, type: "texts" }),
   /** ` IN (…)` the list of texts given (a JS array): written after the column it tests. */
   inList: (name: string): Param => ({ kind: "param", name, type: "textList" }),
   /**
@@ -105,6 +107,7 @@ const PG_CAST: Record<ParamType, string> = {
   json: "jsonb",
   bool: "boolean",
   textList: "text[]",
+  texts: "text[]",
   limit: "bigint",
 };
 
@@ -168,6 +171,12 @@ export function compile(s: Statement, dialect: Dialect): Compiled {
   compiled[dialect].set(s, result);
   return result;
 }
+
+/**
+ * Whether `dialect` runs the statement at all: one whose every part belongs to the other dialect (a
+ * lock only PostgreSQL takes) is no statement there, and its step returns no rows.
+ */
+export const runsIn = (c: Compiled): boolean => c.text.trim() !== "";
 
 /** One step of a script, carried out by the dialect's driver. */
 export type Step =
