@@ -1,24 +1,32 @@
 /**
- * The shapes of guarded writes and fenced reads: the fence as a CTE, the event-log CTEs of a
- * single-statement write, a read made under a fence, and the read-back that explains a write that
- * changed nothing (fence lost, row missing, or row in another state).
+ * The shapes of PostgreSQL's guarded one-statement writes: the fence as a CTE, the event-log CTEs of
+ * a single-statement write, and the read-back that explains a write that changed nothing (fence
+ * lost, row missing, or row in another state).
  */
 import { ConflictError, NotFoundError } from "../../ports/errors.js";
 import type { LeaderFence } from "../../ports/store.js";
-import type { Db, Queryable, Row } from "./db.js";
+import { FENCE_HOLDS, fenceHolds } from "../store-common/ops/fence.js";
+import { compile } from "../store-common/script.js";
+import type { Db, Queryable } from "./db.js";
 import { LOG_LOCK, mapError, NOW } from "./sql.js";
-import { fenceConflict } from "./script-driver.js";
+import { fenceConflict, runScript } from "./script-driver.js";
 
 /**
  * The fence as a CTE for single-statement leader writes: `fence` has one row while the lease still
  * names this fence unexpired, and locks it FOR SHARE until the statement's transaction commits.
- * Parameters: $1 clock, then the four at `at` (room, node, boot, term).
+ * Parameters: $1 clock, then the four at `at` (room, node, boot, term). Its condition is FENCE_HOLDS
+ * (store-common/ops/fence.ts), compiled, its values renumbered to start at `at`.
  */
 export function fenceCte(at: number): string {
+  // FENCE_HOLDS compiles with the clock as $1 and its values, in fenceParams' order, as $2…$5.
+  const compiled = compile(FENCE_HOLDS, "postgres");
+  const names = compiled.order.map((slot) => (slot.kind === "now" ? "now" : slot.name)).join();
+  if (names !== "now,roomId,node,boot,term") throw new Error(`fenceCte: FENCE_HOLDS takes ${names}`);
+  const holds = compiled.text.replace(/\$(\d+)::/g, (whole, n: string) =>
+    n === "1" ? whole : `$${Number(n) - 2 + at}::`,
+  );
   return `fence AS (
-    SELECT 1 FROM room_leases
-     WHERE room_id = $${at} AND holder_node = $${at + 1} AND holder_boot = $${at + 2} AND term = $${at + 3}
-       AND expires_at > ${NOW}
+    SELECT 1 FROM room_leases WHERE ${holds}
      FOR SHARE)`;
 }
 
@@ -47,32 +55,6 @@ export const LOG_CTES = `
     RETURNING 1)`;
 
 /**
- * A read made under a fence: the rows of `inner` (a SELECT whose parameters start at $6) if the
- * fence still holds the room's unexpired lease, else ConflictError. One round trip.
- */
-export async function fencedRead(
-  db: Db,
-  operation: string,
-  fence: LeaderFence,
-  inner: string,
-  params: unknown[],
-): Promise<Row[]> {
-  const rows = await db.one<{ fenced: boolean; rows: Row[] }>(
-    operation,
-    `WITH f AS (
-       SELECT 1 FROM room_leases
-        WHERE room_id = $2::text AND holder_node = $3::text AND holder_boot = $4::text AND term = $5::bigint
-          AND expires_at > ${NOW})
-     SELECT EXISTS (SELECT 1 FROM f) AS fenced,
-            CASE WHEN EXISTS (SELECT 1 FROM f) THEN coalesce((SELECT json_agg(x) FROM (${inner}) x), '[]') END AS rows`,
-    [db.clockParam(), ...fenceParams(fence), ...params],
-  );
-  const r = rows[0];
-  if (r === undefined || !r.fenced) throw await fenceConflict(db, operation, fence);
-  return r.rows;
-}
-
-/**
  * After a guarded write changed nothing, find out why: the fence lost (ConflictError on the lease),
  * the row missing (NotFoundError), or the row in another state (ConflictError with what was found).
  */
@@ -88,12 +70,11 @@ export async function explainMiss(
 ): Promise<Error> {
   try {
     if (fence !== null) {
-      const { rows } = await q.query(
-        `SELECT 1 FROM room_leases WHERE room_id = $2::text AND holder_node = $3::text AND holder_boot = $4::text
-          AND term = $5::bigint AND expires_at > ${NOW}`,
-        [db.clockParam(), ...fenceParams(fence)],
+      const holds = await runScript(
+        { query: (text, values) => q.query(text, values), clockParam: db.clockParam() },
+        fenceHolds(fence),
       );
-      if (rows.length === 0) return await fenceConflict(db, operation, fence, q);
+      if (!holds) return await fenceConflict(db, operation, fence, q);
     }
     const { rows } = await q.query(foundSql, foundParams);
     const found = rows[0];

@@ -13,9 +13,9 @@ import { mapError, NOW, quoteIdent } from "./sql.js";
 import { claimDemand, wakeNodes } from "./demand.js";
 import * as after from "./after.js";
 import * as definitions from "./definitions.js";
-import * as leases from "./leases.js";
+import * as leases from "../store-common/ops/leases.js";
 import { migrate } from "./migrations.js";
-import * as nodes from "./nodes.js";
+import * as nodes from "../store-common/ops/nodes.js";
 import * as runs from "./runs.js";
 import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
@@ -26,7 +26,7 @@ import * as outbox from "../store-common/ops/outbox.js";
 import * as policies from "../store-common/ops/policy.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import { checkPruneLimits } from "../store-common/retention.js";
-import { readScript, writeScript } from "./script-driver.js";
+import { autocommitScript, readScript, writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
 export { DEFAULT_ROOM_CAP } from "./scheduler.js";
 export { CLAIM_PICK_SQL } from "./tasks.js";
@@ -96,11 +96,14 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     },
     onChange: (listener, topics) => feed.subscribe(listener, topics),
 
-    acquireLease: async (roomId, session, ttlMs) => leases.acquireLease(db, roomId, session, ttlMs),
-    syncLeases: async (session, ttlMs, wishes) => leases.syncLeases(db, session, ttlMs, wishes),
-    renewLease: async (fence, ttlMs) => leases.renewLease(db, fence, ttlMs),
-    releaseLease: async (fence) => leases.releaseLease(db, fence),
-    getLease: async (roomId) => leases.getLease(db, roomId),
+    acquireLease: async (roomId, session, ttlMs) =>
+      autocommitScript(db, "acquire lease", () => leases.acquireLease(roomId, session, ttlMs)),
+    syncLeases: async (session, ttlMs, wishes) =>
+      autocommitScript(db, "sync leases", () => leases.syncLeases(session, ttlMs, wishes)),
+    renewLease: async (fence, ttlMs) =>
+      autocommitScript(db, "renew lease", () => leases.renewLease(fence, ttlMs)),
+    releaseLease: async (fence) => autocommitScript(db, "release lease", () => leases.releaseLease(fence)),
+    getLease: async (roomId) => readScript(db, "get lease", () => leases.getLease(roomId)),
 
     insertInboxEvent: async (event) =>
       writeScript(db, "insert inbox event", () => inbox.insertInboxEvent(event)),
@@ -169,9 +172,9 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     getPolicyProposal: async (roomId, changeId) =>
       readScript(db, "get a policy proposal", () => policies.getPolicyProposal(roomId, changeId)),
 
-    heartbeat: async (beat) => nodes.heartbeat(db, beat),
-    listNodes: async () => nodes.listNodes(db),
-    removeNode: async (session) => nodes.removeNode(db, session),
+    heartbeat: async (beat) => autocommitScript(db, "heartbeat", () => nodes.heartbeat(beat)),
+    listNodes: async () => readScript(db, "list nodes", () => nodes.listNodes()),
+    removeNode: async (session) => autocommitScript(db, "remove node", () => nodes.removeNode(session)),
 
     enqueueOutbox: async (fence, messages) =>
       writeScript(db, "enqueue outbox", () => outbox.enqueueOutbox(fence, messages)),
@@ -184,10 +187,15 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     getOutbox: async (txnId) => readScript(db, "get outbox", () => outbox.getOutbox(txnId)),
 
     rememberIdempotencyKey: async (scope, key, result) =>
-      nodes.rememberIdempotencyKey(db, scope, key, result),
-    readIdempotencyKey: async (scope, key) => nodes.readIdempotencyKey(db, scope, key),
-    readEvents: async (roomId, sinceSeq, limit) => nodes.readEvents(db, roomId, sinceSeq, limit),
-    runEndedBy: async (roomId, runId) => nodes.runEndedBy(db, roomId, runId),
+      autocommitScript(db, "remember idempotency key", () =>
+        nodes.rememberIdempotencyKey(scope, key, result),
+      ),
+    readIdempotencyKey: async (scope, key) =>
+      readScript(db, "read idempotency key", () => nodes.readIdempotencyKey(scope, key)),
+    readEvents: async (roomId, sinceSeq, limit) =>
+      writeScript(db, "read events", () => nodes.readEvents(roomId, sinceSeq, limit)),
+    runEndedBy: async (roomId, runId) =>
+      readScript(db, "read who ended a run", () => nodes.runEndedBy(roomId, runId)),
 
     pruneBatch: async (fence, limits) => {
       checkPruneLimits(limits);

@@ -3,11 +3,11 @@
  * transaction it is given. `$1` of a statement that reads the clock is the transaction's clock
  * parameter (db.ts).
  */
-import type { LeaderFence } from "../../ports/store.js";
+import type { ChangeTopic, LeaderFence } from "../../ports/store.js";
 import { fenceConflict as conflictOf, holdFence } from "../store-common/ops/fence.js";
 import { rowMappers } from "../store-common/records.js";
 import type { Mappers, ParamType, Script, Step } from "../store-common/script.js";
-import { compile, p, sql, valuesOf } from "../store-common/script.js";
+import { compile, p, runsIn, sql, valuesOf } from "../store-common/script.js";
 import type { Db, Queryable, Tx } from "./db.js";
 
 /** What a script runs in: a transaction, or the pool (one statement each, writing no log). */
@@ -35,6 +35,7 @@ async function carryOut(tx: ScriptEnv, step: Step): Promise<unknown> {
     case "rows":
     case "run": {
       const compiled = compile(step.statement, "postgres");
+      if (!runsIn(compiled)) return step.step === "rows" ? [] : 0;
       const values = valuesOf(compiled, step.statement, step.values, encode, () => tx.clockParam);
       const result = await tx.query(compiled.text, values);
       return step.step === "rows" ? result.rows : (result.rowCount ?? 0);
@@ -93,6 +94,30 @@ export async function readScript<T>(db: Db, operation: string, make: () => Scrip
   } catch (e) {
     throw mapError(operation, e);
   }
+}
+
+/**
+ * A script of one-statement writes on the pool, outside a transaction: each statement commits alone,
+ * one round trip (a lease renewal, a node's lease wishes). Such a statement writes its own log lines
+ * and NOTIFY (data-modifying CTEs); `touch` tells this Store's own listeners once the script ends.
+ */
+export async function autocommitScript<T>(db: Db, operation: string, make: () => Script<T>): Promise<T> {
+  const topics: [ChangeTopic, string | null][] = [];
+  let result: T;
+  try {
+    result = await runScript(
+      {
+        query: (text, values) => db.pool.query(prepared(text, values)),
+        clockParam: db.clockParam(),
+        touch: (topic, roomId) => topics.push([topic, roomId]),
+      },
+      make(),
+    );
+  } catch (e) {
+    throw mapError(operation, e);
+  }
+  for (const [topic, roomId] of topics) db.committed(topic, roomId);
+  return result;
 }
 
 /**

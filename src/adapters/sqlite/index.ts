@@ -10,9 +10,9 @@ import { SqliteConnection } from "./connection.js";
 import { claimDemand } from "./demand.js";
 import * as after from "./after.js";
 import * as definitions from "./definitions.js";
-import * as leases from "./leases.js";
+import * as leases from "../store-common/ops/leases.js";
 import { checkSchemaVersion, currentSchemaVersion, LATEST_SCHEMA_VERSION, migrate } from "./migrations.js";
-import * as nodes from "./nodes.js";
+import * as nodes from "../store-common/ops/nodes.js";
 import * as runs from "./runs.js";
 import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
@@ -80,11 +80,13 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     },
     onChange: (listener) => changes.subscribe(listener),
 
-    acquireLease: async (roomId, session, ttlMs) => leases.acquireLease(c, roomId, session, ttlMs),
-    syncLeases: async (session, ttlMs, wishes) => leases.syncLeases(c, session, ttlMs, wishes),
-    renewLease: async (fence, ttlMs) => leases.renewLease(c, fence, ttlMs),
-    releaseLease: async (fence) => leases.releaseLease(c, fence),
-    getLease: async (roomId) => leases.getLease(c, roomId),
+    acquireLease: async (roomId, session, ttlMs) =>
+      writeScript(c, "acquire lease", () => leases.acquireLease(roomId, session, ttlMs)),
+    syncLeases: async (session, ttlMs, wishes) =>
+      writeScript(c, "sync leases", () => leases.syncLeases(session, ttlMs, wishes)),
+    renewLease: async (fence, ttlMs) => writeScript(c, "renew lease", () => leases.renewLease(fence, ttlMs)),
+    releaseLease: async (fence) => writeScript(c, "release lease", () => leases.releaseLease(fence)),
+    getLease: async (roomId) => readScript(c, "get lease", () => leases.getLease(roomId)),
 
     insertInboxEvent: async (event) =>
       writeScript(c, "insert inbox event", () => inbox.insertInboxEvent(event)),
@@ -156,9 +158,9 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     getPolicyProposal: async (roomId, changeId) =>
       readScript(c, "get a policy proposal", () => policies.getPolicyProposal(roomId, changeId)),
 
-    heartbeat: async (beat) => nodes.heartbeat(c, beat),
-    listNodes: async () => nodes.listNodes(c),
-    removeNode: async (session) => nodes.removeNode(c, session),
+    heartbeat: async (beat) => writeScript(c, "heartbeat", () => nodes.heartbeat(beat)),
+    listNodes: async () => readScript(c, "list nodes", () => nodes.listNodes()),
+    removeNode: async (session) => writeScript(c, "remove node", () => nodes.removeNode(session)),
 
     enqueueOutbox: async (fence, messages) =>
       writeScript(c, "enqueue outbox", () => outbox.enqueueOutbox(fence, messages)),
@@ -170,10 +172,14 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
       writeScript(c, "mark outbox failed", () => outbox.markOutboxFailed(fence, txnId, error)),
     getOutbox: async (txnId) => readScript(c, "get outbox", () => outbox.getOutbox(txnId)),
 
-    rememberIdempotencyKey: async (scope, key, result) => nodes.rememberIdempotencyKey(c, scope, key, result),
-    readIdempotencyKey: async (scope, key) => nodes.readIdempotencyKey(c, scope, key),
-    readEvents: async (roomId, sinceSeq, limit) => nodes.readEvents(c, roomId, sinceSeq, limit),
-    runEndedBy: async (roomId, runId) => nodes.runEndedBy(c, roomId, runId),
+    rememberIdempotencyKey: async (scope, key, result) =>
+      writeScript(c, "remember idempotency key", () => nodes.rememberIdempotencyKey(scope, key, result)),
+    readIdempotencyKey: async (scope, key) =>
+      readScript(c, "read idempotency key", () => nodes.readIdempotencyKey(scope, key)),
+    readEvents: async (roomId, sinceSeq, limit) =>
+      readScript(c, "read events", () => nodes.readEvents(roomId, sinceSeq, limit)),
+    runEndedBy: async (roomId, runId) =>
+      readScript(c, "read who ended a run", () => nodes.runEndedBy(roomId, runId)),
 
     pruneBatch: async (fence, limits) => {
       checkPruneLimits(limits);

@@ -6,7 +6,7 @@ import type { LeaderFence } from "../../ports/store.js";
 import { holdFence } from "../store-common/ops/fence.js";
 import { rowMappers } from "../store-common/records.js";
 import type { Mappers, ParamType, Script, Step } from "../store-common/script.js";
-import { compile, valuesOf } from "../store-common/script.js";
+import { compile, runsIn, valuesOf } from "../store-common/script.js";
 import type { SqliteConnection, Tx } from "./connection.js";
 
 /** What a script runs in: a write transaction, or a read (which has a clock and writes nothing). */
@@ -18,13 +18,20 @@ const json = <T>(v: unknown): T => JSON.parse(v as string) as T;
 const MAPPERS: Mappers = { ...rowMappers(json), json };
 
 const encode = (type: ParamType, v: unknown): unknown =>
-  type === "json" || type === "textList" ? JSON.stringify(v) : type === "bool" ? (v === true ? 1 : 0) : v;
+  type === "json" || type === "textList" || type === "texts"
+    ? JSON.stringify(v)
+    : type === "bool"
+      ? v === true
+        ? 1
+        : 0
+      : v;
 
 function carryOut(c: SqliteConnection, tx: ScriptEnv, step: Step): unknown {
   switch (step.step) {
     case "rows":
     case "run": {
       const compiled = compile(step.statement, "sqlite");
+      if (!runsIn(compiled)) return step.step === "rows" ? [] : 0;
       const values = valuesOf(compiled, step.statement, step.values, encode, () => tx.now);
       return step.step === "rows" ? c.all(compiled.text, ...values) : c.run(compiled.text, ...values);
     }

@@ -21,7 +21,7 @@ export type Mappers = ReturnType<typeof rowMappers> & { json<T>(v: unknown): T }
 export type Dialect = "sqlite" | "postgres";
 export type Row = Record<string, unknown>;
 
-export type ParamType = "text" | "int" | "json" | "bool" | "textList" | "limit";
+export type ParamType = "text" | "int" | "json" | "bool" | "textList" | "texts" | "limit";
 
 export interface Param {
   readonly kind: "param";
@@ -32,11 +32,14 @@ export interface Param {
 export interface Now {
   readonly kind: "now";
 }
-/** Text that only one dialect needs (a row lock, a cast). */
+/**
+ * Text that only one dialect needs (a row lock, a cast), or a fragment only one dialect runs (the
+ * event-log CTEs of a PostgreSQL one-statement write).
+ */
 export interface Only {
   readonly kind: "only";
-  readonly sqlite: string;
-  readonly postgres: string;
+  readonly sqlite: string | Statement;
+  readonly postgres: string | Statement;
 }
 
 type Part = string | Param | Now | Only;
@@ -52,6 +55,8 @@ export const p = {
   int: (name: string): Param => ({ kind: "param", name, type: "int" }),
   json: (name: string): Param => ({ kind: "param", name, type: "json" }),
   bool: (name: string): Param => ({ kind: "param", name, type: "bool" }),
+  /** A list of texts as a column's value (SQLite: JSON text; PostgreSQL: text[]). */
+  texts: (name: string): Param => ({ kind: "param", name, type: "texts" }),
   /** ` IN (…)` the list of texts given (a JS array): written after the column it tests. */
   inList: (name: string): Param => ({ kind: "param", name, type: "textList" }),
   /**
@@ -60,7 +65,7 @@ export const p = {
    */
   limit: (name: string): Param => ({ kind: "param", name, type: "limit" }),
   now: { kind: "now" } as Now,
-  only: (texts: { sqlite?: string; postgres?: string }): Only => ({
+  only: (texts: { sqlite?: string | Statement; postgres?: string | Statement }): Only => ({
     kind: "only",
     sqlite: texts.sqlite ?? "",
     postgres: texts.postgres ?? "",
@@ -102,6 +107,7 @@ const PG_CAST: Record<ParamType, string> = {
   json: "jsonb",
   bool: "boolean",
   textList: "text[]",
+  texts: "text[]",
   limit: "bigint",
 };
 
@@ -120,19 +126,28 @@ const PG_NOW = "coalesce($1::bigint, floor(extract(epoch FROM now()) * 1000)::bi
 
 const compiled = { sqlite: new WeakMap<Statement, Compiled>(), postgres: new WeakMap<Statement, Compiled>() };
 
+/** The parts `dialect` runs: each dialect-only part replaced by its text or fragment for it. */
+function partsFor(parts: readonly Part[], dialect: Dialect): (string | Param | Now)[] {
+  return parts.flatMap((part) => {
+    if (typeof part === "string" || part.kind !== "only") return [part];
+    const mine = part[dialect];
+    return typeof mine === "string" ? [mine] : partsFor(mine.parts, dialect);
+  });
+}
+
 export function compile(s: Statement, dialect: Dialect): Compiled {
   const cached = compiled[dialect].get(s);
   if (cached !== undefined) return cached;
   let text = "";
   const order: (Param | Now)[] = [];
+  const parts = partsFor(s.parts, dialect);
   // PostgreSQL: one $n per name (a name used twice is one value); the clock, when the statement
   // reads it, is $1 (null for the server's now(), or a test clock's value).
-  const usesNow = s.parts.some((part) => typeof part !== "string" && part.kind === "now");
+  const usesNow = parts.some((part) => typeof part !== "string" && part.kind === "now");
   const numbers = new Map<string, number>();
   if (dialect === "postgres" && usesNow) order.push(p.now);
-  for (const part of s.parts) {
+  for (const part of parts) {
     if (typeof part === "string") text += part;
-    else if (part.kind === "only") text += part[dialect];
     else if (part.kind === "now") {
       if (dialect === "postgres") text += PG_NOW;
       else {
@@ -156,6 +171,12 @@ export function compile(s: Statement, dialect: Dialect): Compiled {
   compiled[dialect].set(s, result);
   return result;
 }
+
+/**
+ * Whether `dialect` runs the statement at all: one whose every part belongs to the other dialect (a
+ * lock only PostgreSQL takes) is no statement there, and its step returns no rows.
+ */
+export const runsIn = (c: Compiled): boolean => c.text.trim() !== "";
 
 /** One step of a script, carried out by the dialect's driver. */
 export type Step =

@@ -107,6 +107,32 @@ export function leasesSection(ctx: ContractContext): void {
     expect(await store.getLease(fence.roomId)).toBeNull();
   });
 
+  it("a batched renewal is judged by the fence: another session or boot under the holder's term, or a room with no lease, is lost and changes nothing", async () => {
+    const store = await ctx.store();
+    const room = ctx.uid("!sync-fence");
+    const nowhere = ctx.uid("!sync-none");
+    const me = session("n1", "b1");
+    const held = await store.acquireLease(room, me, LEASE_TTL_MS);
+    ctx.clock.advance(100);
+    const before = await store.getLease(room);
+    const answers = await store.syncLeases(session("n1", "reborn"), LEASE_TTL_MS, [
+      { roomId: room, term: held.term },
+      { roomId: nowhere, term: 1 },
+    ]);
+    expect(answers.map((a) => [a.roomId, a.outcome, a.holder, a.term])).toEqual([
+      [room, "lost", me, held.term],
+      [nowhere, "lost", null, 0],
+    ]);
+    const [other] = await store.syncLeases(session("n2", "b1"), LEASE_TTL_MS, [
+      { roomId: room, term: held.term },
+    ]);
+    expect(other?.outcome).toBe("lost");
+    expect(await store.getLease(room)).toEqual(before);
+    // A renewal never creates the lease it names.
+    expect(await store.getLease(nowhere)).toBeNull();
+    expect(await store.readEvents(nowhere, 0)).toEqual([]);
+  });
+
   it("expires on the store's clock: the holder can no longer renew, another node takes over with term + 1", async () => {
     const store = await ctx.store();
     const room = ctx.uid("!lease");

@@ -7,24 +7,46 @@
 import { ConflictError } from "../../../ports/errors.js";
 import type { LeaderFence } from "../../../ports/store.js";
 import { holderKey, sessionKey } from "../records.js";
-import type { Script } from "../script.js";
+import type { Param, Script, Statement } from "../script.js";
 import { p, row, sql } from "../script.js";
+
+/** A value of the fence's condition: a named value, or SQL text (a column, a subquery). */
+type Slot = Param | string;
 
 /**
  * The fence's condition on a `room_leases` row, the one place it is written: the lease names this
- * fence's session and term, unexpired by the store's clock. Its values are `fenceValues(fence)`.
+ * session and term, unexpired by the store's clock. `lease` qualifies the columns (an alias, or ""
+ * for none); a batch of renewals gives each row's term as a subquery.
+ */
+export function leaseHeldBy(lease: string, by: { node: Slot; boot: Slot; term: Slot }): Statement {
+  const col = (name: string): string => (lease === "" ? name : `${lease}.${name}`);
+  return sql("the lease is held")`${col("holder_node")} = ${by.node} AND ${col("holder_boot")} = ${by.boot}
+     AND ${col("term")} = ${by.term} AND ${col("expires_at")} > ${p.now}`;
+}
+
+/**
+ * The fence's condition on the room's `room_leases` row, its values `fenceValues(fence)`.
  * Statements embed it (`sql(…)\`… WHERE ${FENCE_HOLDS}\``), in a script or in a one-statement write.
  */
-export const FENCE_HOLDS = sql(
-  "the fence's condition",
-)`room_id = ${p.text("roomId")} AND holder_node = ${p.text("node")}
-     AND holder_boot = ${p.text("boot")} AND term = ${p.int("term")} AND expires_at > ${p.now}`;
+export const FENCE_HOLDS = sql("the fence's condition")`room_id = ${p.text("roomId")} AND ${leaseHeldBy("", {
+  node: p.text("node"),
+  boot: p.text("boot"),
+  term: p.int("term"),
+})}`;
 
 const HELD = sql("the room's lease, as this fence holds it")`
   SELECT 1 AS held FROM room_leases WHERE ${FENCE_HOLDS}${p.only({ postgres: " FOR SHARE" })}`;
 
-const AS_FOUND = sql("the room's lease, as found")`
+export const LEASE_AS_FOUND = sql("the room's lease, as found")`
   SELECT holder_node, holder_boot, term, expires_at, ${p.now} AS now FROM room_leases WHERE room_id = ${p.text("roomId")}`;
+
+const HOLDS = sql("the room's lease, unlocked, if this fence holds it")`
+  SELECT 1 AS held FROM room_leases WHERE ${FENCE_HOLDS}`;
+
+/** Whether `fence` still holds its room, without locking the lease row (explaining a write that missed). */
+export function* fenceHolds(fence: LeaderFence): Script<boolean> {
+  return (yield* row(HOLDS, fenceValues(fence))) !== undefined;
+}
 
 /** The named values of the fence's statements. */
 export const fenceValues = (fence: LeaderFence): Record<string, unknown> => ({
@@ -48,7 +70,7 @@ export function* fenceConflict(operation: string, fence: LeaderFence): Script<Co
     term: number;
     expires_at: number;
     now: number;
-  }>(AS_FOUND, { roomId: fence.roomId });
+  }>(LEASE_AS_FOUND, { roomId: fence.roomId });
   return new ConflictError(
     operation,
     { roomId: fence.roomId, holder: sessionKey(fence.session), term: fence.term, unexpired: true },
