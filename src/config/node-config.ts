@@ -253,27 +253,30 @@ function kindOf(value: unknown): string {
 function duration(min: number, max = MAX_DURATION_MS) {
   const hint = (iss: { input?: unknown }) =>
     iss.input === undefined ? undefined : `expected a duration string like "30s", got ${kindOf(iss.input)}`;
-  return z.string({ error: hint }).transform((text, ctx) => {
-    const ms = parseDuration(text);
-    if (ms === null) {
-      ctx.addIssue({
-        code: "custom",
-        message: `is not a duration; use a number and a unit like "500ms", "30s", "10m" or "1h"`,
-      });
-      return z.NEVER;
-    }
-    if (ms < min)
-      ctx.addIssue({
-        code: "custom",
-        message: min === 1 ? "must be longer than 0" : `must be at least ${min}ms`,
-      });
-    if (ms > max)
-      ctx.addIssue({
-        code: "custom",
-        message: max === MAX_DURATION_MS ? "must be at most 24 days" : "must be at most 10 years",
-      });
-    return ms;
-  });
+  return z
+    .string({ error: hint })
+    .transform((text, ctx) => {
+      const ms = parseDuration(text);
+      if (ms === null) {
+        ctx.addIssue({
+          code: "custom",
+          message: `is not a duration; use a number and a unit like "500ms", "30s", "10m" or "1h"`,
+        });
+        return z.NEVER;
+      }
+      if (ms < min)
+        ctx.addIssue({
+          code: "custom",
+          message: min === 1 ? "must be longer than 0" : `must be at least ${min}ms`,
+        });
+      if (ms > max)
+        ctx.addIssue({
+          code: "custom",
+          message: max === MAX_DURATION_MS ? "must be at most 24 days" : "must be at most 10 years",
+        });
+      return ms;
+    })
+    .meta({ unit: "duration" });
 }
 
 const byteSize = z
@@ -289,7 +292,8 @@ const byteSize = z
     }
     if (bytes > MAX_OUTPUT_LIMIT) ctx.addIssue({ code: "custom", message: "must be at most 64MiB" });
     return bytes;
-  });
+  })
+  .meta({ unit: "size" });
 
 const pattern = z
   .string()
@@ -426,10 +430,10 @@ const matrixSchema = z.strictObject({
     })
     .describe("The homeserver's URL, http(s)."),
   user_id: userId.describe('The bot account, like "@dagbot:example.org".'),
-  access_token: z
-    .string()
-    .min(1, { error: "must not be empty" })
-    .describe("The account's access token (DAGBOT_ACCESS_TOKEN); better given as a file."),
+  access_token: z.string().min(1, { error: "must not be empty" }).meta({
+    description: "The account's access token (DAGBOT_ACCESS_TOKEN); better given as a file.",
+    shownDefault: "required, or `access_token_file`",
+  }),
   /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
   access_token_file: z
     .string()
@@ -848,9 +852,10 @@ const storeSchema = z.string().transform((text, ctx) => {
 /** The raw file's schema: snake_case keys as written, strict at every level. */
 export const nodeConfigFileSchema = z
   .strictObject({
-    node_id: id.describe(
-      "This node's id, unique in the store (default: from the host name; DAGBOT_NODE_ID).",
-    ),
+    node_id: id.meta({
+      description: "This node's id, unique among the store's nodes (DAGBOT_NODE_ID).",
+      shownDefault: "from the host name",
+    }),
     labels: uniqueList(id)
       .prefault([])
       .describe("Labels a task may ask for (`on = { labels = [...] }` in a DAG)."),
