@@ -1,6 +1,6 @@
 /**
  * Section 6, retention: the store's size after N chat commands and the runs they publish, with and
- * without the leader's pruning (README "Retention", default `finished` of 7 days), on each store.
+ * without the leader's pruning (docs/configuration.md, "Retention", default `finished` of 7 days), on each store.
  * One process drives the real code paths on a store whose clock the bench moves: every command goes
  * into the inbox and through the command table's inbox step (replies queued as in a chat room);
  * one in ten publishes a three-task DAG, which is claimed, run to success and carded (the status

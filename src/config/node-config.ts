@@ -95,7 +95,7 @@ export interface LimitsConfig {
   confirmTimeoutMs: number;
 }
 
-/** What the leader forgets, and when (README "Retention"). */
+/** What the leader forgets, and when (docs/configuration.md, "Retention"). */
 export interface RetentionConfig {
   /**
    * Runs that ended, with their tasks and events; commands handled and answered; messages sent.
@@ -178,10 +178,10 @@ export interface NodeConfig {
   store: StoreLocation;
   /** Connections in a PostgreSQL store's pool, shared by all the node's rooms and loops (plus one LISTEN connection). */
   storePoolSize: number;
-  /** A SQLite store's durability (README "Node configuration"); ignored for PostgreSQL. */
+  /** A SQLite store's durability (docs/configuration.md); ignored for PostgreSQL. */
   sqliteSynchronous: SqliteSynchronous;
   /**
-   * When a node that finds its store at an older schema migrates it (README "Upgrading"):
+   * When a node that finds its store at an older schema migrates it (docs/operations.md, Upgrading):
    * `when_alone` (default) only if no other node has a live heartbeat; `always`; `never` (only
    * `dagbot migrate` does).
    */
