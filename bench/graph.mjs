@@ -17,7 +17,7 @@ import { machineInfo } from "./lib/machine.mjs";
 const SIZES = [20, 200, 1000];
 const SHAPES = ["fan-out", "chain", "layered"];
 /**
- * Issue 24's picture: 141 pending tasks, each needing every task before it (9,870 needs, what a
+ * The densest picture a publish can ask for: 141 pending tasks, each needing every task before it (9,870 needs, what a
  * 64 KiB document holds). Drawn once per child after a warm-up render; `--only=dense` runs it alone.
  */
 const DENSE_TASKS = 141;

@@ -1,11 +1,11 @@
 /**
  * Section 6, retention: the store's size after N chat commands and the runs they publish, with and
- * without the leader's pruning (README "Retention", default `finished` of 7 days), on each store.
+ * without the leader's pruning (docs/configuration.md, "Retention", default `finished` of 7 days), on each store.
  * One process drives the real code paths on a store whose clock the bench moves: every command goes
  * into the inbox and through the command table's inbox step (replies queued as in a chat room);
  * one in ten publishes a three-task DAG, which is claimed, run to success and carded (the status
  * card keeper's edits and final message, marked sent as the outbox would); three in ten are
- * publishes from a power-0 member (refused, ~4 KB each, the flood of issue 9); the rest are
+ * publishes from a power-0 member (refused, ~4 KB each: a flood of publishes from someone not allowed to publish); the rest are
  * `!dag status`. The commands are spread over 30 simulated days, so pruning keeps about the last
  * week. With pruning the leader's batches run every 100 commands (about every 7 simulated hours).
  */

@@ -1,5 +1,5 @@
 /**
- * Draws docs/pictures/card-running.png, the README's picture of a status card: the card's own HTML
+ * Draws docs/pictures/card-running.png, the picture of a status card in docs/chat.md: the card's own HTML
  * from the built renderer (renderStatusCard), laid out as a chat client shows a message (sender,
  * bold title, paragraphs, a bullet list, code spans, a small footer) in SVG and turned into a PNG by
  * resvg with the bundled DejaVu Sans, as run pictures are. Emoji are drawn as dots in the graph's

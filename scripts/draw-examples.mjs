@@ -1,5 +1,5 @@
 /**
- * Draws the example pictures of docs/pictures/ (shown in the README) with the built renderer:
+ * Draws the example pictures of docs/pictures/ (shown in docs/chat.md) with the built renderer:
  * `npm run build && node scripts/draw-examples.mjs`. The task states are made up; the shapes are
  * the ones bench/graph.mjs measures.
  */

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * `npm pack`'s prepack and postpack (README, "Install from the package"): the packed package.json
+ * `npm pack`'s prepack and postpack (docs/getting-started.md, "Install from the package"): the packed package.json
  * must not carry `prepare`, the build of a checkout (`npm install` in the repository runs it; the
  * tarball already holds dist/). npm would run it for a tarball installed from a file, where the
  * TypeScript it needs is absent, and warns that it is not covered by `allowScripts`. `disable`

@@ -1,5 +1,5 @@
 /**
- * The targets of issue 6, judged against one run's results: each row is a figure, its target and
+ * The project's performance targets (bench/README.md, "Targets"), judged against one run's results: each row is a figure, its target and
  * PASS or MISS ("not measured" when the section did not produce it).
  */
 import { fmt } from "./stats.mjs";
@@ -185,7 +185,7 @@ export function judge(results) {
     rows.push(
       // An idle chat node within 100 MB (encryption on; a plain room loads no crypto).
       row("chat: idle `dagbot start` bot RSS, plain room (max of 3)", c.botIdleRssMB, "MB", "≤", 100),
-      // Issue 13's bound for a bot with the WASM crypto loaded (issue 17 reports it beside the above).
+      // The bound for a bot with the WASM crypto loaded, reported beside the plain room's.
       ...(c.botIdleEncryptedRssMB === undefined
         ? []
         : [
@@ -204,7 +204,7 @@ export function judge(results) {
     if (c.calm !== undefined)
       rows.push(
         row(
-          "chat: bot events in the main timeline, one confirmed run of 20 tasks (before issue 15: 3)",
+          "chat: bot events in the main timeline, one confirmed run of 20 tasks (3 before the room was made calmer)",
           c.calm.confirmed.main,
           "",
           "≤",

@@ -47,7 +47,7 @@ export const DEFAULT_LEADER_TIMINGS: LeaderTimings = {
 };
 const DEFAULT_WAKE_LIVE_WITHIN_MS = 30_000;
 
-/** What the leader forgets (README "Retention"); see PruneLimits for exactly what goes. */
+/** What the leader forgets (docs/configuration.md, "Retention"); see PruneLimits for exactly what goes. */
 export interface RetentionSettings {
   /** Finished runs, answered commands and sent messages older than this are deleted. */
   finishedMs: number;

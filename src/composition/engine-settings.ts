@@ -76,7 +76,7 @@ export function engineSettings(config: NodeConfig, overrides: Partial<EngineSett
  * The executor of a node that loaded `config` from `env`: actions start from a minimal environment,
  * and what they print is masked of the node's secrets before anything keeps it. Then the secrets the
  * config has consumed leave the node's own environment (and its /proc/<pid>/environ), so an action
- * of the node's user cannot read them there; README "Security" says why run_as is still the boundary.
+ * of the node's user cannot read them there; docs/security.md says why run_as is still the boundary.
  */
 export function nodeExecutor(config: NodeConfig, env: NodeJS.ProcessEnv, logger: Logger): Executor {
   const mask = secretMasker(nodeSecrets(config, env));

@@ -118,7 +118,7 @@ export async function migrateIfAlone(config: NodeConfig, logger: Logger): Promis
   if (seen.schema === 0 || seen.schema >= seen.latest) return;
   const where = describeStoreLocation(config.store);
   const command =
-    "run 'dagbot migrate --dry-run' and then 'dagbot migrate' with this config (README, Upgrading)";
+    "run 'dagbot migrate --dry-run' and then 'dagbot migrate' with this config (docs/operations.md, Upgrading)";
   if (config.storeMigrate === "never")
     throw new SetupError(
       `the store ${where} is at schema ${seen.schema} and this dagbot needs ${seen.latest}; store_migrate = "never": ${command}`,

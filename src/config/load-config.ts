@@ -44,7 +44,7 @@ export interface LoadConfigOptions {
 /** The access token of a config loaded for a command that never talks to the homeserver. */
 export const TOKEN_NOT_LOADED = "(not loaded: this command uses only the store)";
 
-/** The environment variables the loader reads, for `--help` texts and the README. */
+/** The environment variables the loader reads, for `--help` texts and docs/configuration.md. */
 export const CONFIG_ENV_VARS = [
   { name: "DAGBOT_STORE", key: "store", description: 'store location: "sqlite:PATH" or a postgres:// URL' },
   { name: "DAGBOT_ACCESS_TOKEN", key: "matrix.access_token", description: "Matrix access token (secret)" },

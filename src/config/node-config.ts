@@ -95,7 +95,7 @@ export interface LimitsConfig {
   confirmTimeoutMs: number;
 }
 
-/** What the leader forgets, and when (README "Retention"). */
+/** What the leader forgets, and when (docs/configuration.md, "Retention"). */
 export interface RetentionConfig {
   /**
    * Runs that ended, with their tasks and events; commands handled and answered; messages sent.
@@ -178,10 +178,10 @@ export interface NodeConfig {
   store: StoreLocation;
   /** Connections in a PostgreSQL store's pool, shared by all the node's rooms and loops (plus one LISTEN connection). */
   storePoolSize: number;
-  /** A SQLite store's durability (README "Node configuration"); ignored for PostgreSQL. */
+  /** A SQLite store's durability (docs/configuration.md); ignored for PostgreSQL. */
   sqliteSynchronous: SqliteSynchronous;
   /**
-   * When a node that finds its store at an older schema migrates it (README "Upgrading"):
+   * When a node that finds its store at an older schema migrates it (docs/operations.md, Upgrading):
    * `when_alone` (default) only if no other node has a live heartbeat; `always`; `never` (only
    * `dagbot migrate` does).
    */
@@ -253,27 +253,30 @@ function kindOf(value: unknown): string {
 function duration(min: number, max = MAX_DURATION_MS) {
   const hint = (iss: { input?: unknown }) =>
     iss.input === undefined ? undefined : `expected a duration string like "30s", got ${kindOf(iss.input)}`;
-  return z.string({ error: hint }).transform((text, ctx) => {
-    const ms = parseDuration(text);
-    if (ms === null) {
-      ctx.addIssue({
-        code: "custom",
-        message: `is not a duration; use a number and a unit like "500ms", "30s", "10m" or "1h"`,
-      });
-      return z.NEVER;
-    }
-    if (ms < min)
-      ctx.addIssue({
-        code: "custom",
-        message: min === 1 ? "must be longer than 0" : `must be at least ${min}ms`,
-      });
-    if (ms > max)
-      ctx.addIssue({
-        code: "custom",
-        message: max === MAX_DURATION_MS ? "must be at most 24 days" : "must be at most 10 years",
-      });
-    return ms;
-  });
+  return z
+    .string({ error: hint })
+    .transform((text, ctx) => {
+      const ms = parseDuration(text);
+      if (ms === null) {
+        ctx.addIssue({
+          code: "custom",
+          message: `is not a duration; use a number and a unit like "500ms", "30s", "10m" or "1h"`,
+        });
+        return z.NEVER;
+      }
+      if (ms < min)
+        ctx.addIssue({
+          code: "custom",
+          message: min === 1 ? "must be longer than 0" : `must be at least ${min}ms`,
+        });
+      if (ms > max)
+        ctx.addIssue({
+          code: "custom",
+          message: max === MAX_DURATION_MS ? "must be at most 24 days" : "must be at most 10 years",
+        });
+      return ms;
+    })
+    .meta({ unit: "duration" });
 }
 
 const byteSize = z
@@ -289,7 +292,8 @@ const byteSize = z
     }
     if (bytes > MAX_OUTPUT_LIMIT) ctx.addIssue({ code: "custom", message: "must be at most 64MiB" });
     return bytes;
-  });
+  })
+  .meta({ unit: "size" });
 
 const pattern = z
   .string()
@@ -317,16 +321,50 @@ function uniqueList<T extends z.ZodType<string>>(item: T) {
 
 const actionSchema = z
   .strictObject({
-    argv: z.array(z.string()).min(1, { error: "must name the program to run" }),
+    argv: z
+      .array(z.string())
+      .min(1, { error: "must name the program to run" })
+      .describe(
+        "The program and its arguments; `{NAME}` placeholders take the task's argument values, each into exactly one entry, with no shell.",
+      ),
     args: z
-      .record(z.string(), z.strictObject({ pattern, allow_leading_dash: z.boolean().prefault(false) }))
-      .prefault({}),
-    cwd: z.string().min(1).optional(),
-    env: z.record(z.string(), z.string()).prefault({}),
-    timeout: duration(1).prefault("10m"),
-    output_limit: byteSize.prefault("64KiB"),
-    kill_grace: duration(0).prefault("5s"),
-    run_as: z.string().min(1).optional(),
+      .record(
+        z.string(),
+        z.strictObject({
+          pattern: pattern.describe(
+            "The RE2 pattern the value must match as a whole (linear time: no backreferences or lookaround; at most 1000 characters).",
+          ),
+          allow_leading_dash: z
+            .boolean()
+            .prefault(false)
+            .describe(
+              'Accept a value starting with "-" in a placeholder that is a whole argv entry (then put "--" before it in argv).',
+            ),
+        }),
+      )
+      .prefault({})
+      .describe(
+        "The arguments a task may give (`args.NAME`), each with the pattern its value must match whole.",
+      ),
+    cwd: z.string().min(1).optional().describe("The folder the action starts in."),
+    env: z
+      .record(z.string(), z.string())
+      .prefault({})
+      .describe("Environment variables set for the action (not DAGBOT_*)."),
+    timeout: duration(1)
+      .prefault("10m")
+      .describe("How long an attempt may run; then SIGTERM, and SIGKILL after `kill_grace`."),
+    output_limit: byteSize
+      .prefault("64KiB")
+      .describe("How much of the action's output is kept: its last bytes (at most 64MiB)."),
+    kill_grace: duration(0)
+      .prefault("5s")
+      .describe("How long after SIGTERM the action's process group gets SIGKILL."),
+    run_as: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('The user this action runs as: a user name or "UID:GID" (overrides `run_actions_as`).'),
   })
   .superRefine((action, ctx) => {
     const used = new Set<string>();
@@ -383,35 +421,92 @@ const actionSchema = z
   });
 
 const matrixSchema = z.strictObject({
-  homeserver_url: z.url({
-    protocol: /^https?$/,
-    // Undefined defers to the loader's messages, so a missing URL reads "required".
-    error: (iss) =>
-      iss.input === undefined ? undefined : 'must be an http(s) URL like "https://matrix.example.org"',
+  homeserver_url: z
+    .url({
+      protocol: /^https?$/,
+      // Undefined defers to the loader's messages, so a missing URL reads "required".
+      error: (iss) =>
+        iss.input === undefined ? undefined : 'must be an http(s) URL like "https://matrix.example.org"',
+    })
+    .describe("The homeserver's URL, http(s)."),
+  user_id: userId.describe('The bot account, like "@dagbot:example.org".'),
+  access_token: z.string().min(1, { error: "must not be empty" }).meta({
+    description: "The account's access token (DAGBOT_ACCESS_TOKEN); better given as a file.",
+    shownDefault: "required, or `access_token_file`",
   }),
-  user_id: userId,
-  access_token: z.string().min(1, { error: "must not be empty" }),
   /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
-  access_token_file: z.string().optional(),
-  device_id: z.string().min(1).optional(),
+  access_token_file: z
+    .string()
+    .optional()
+    .describe(
+      "An owner-only file holding the access token (or DAGBOT_ACCESS_TOKEN_FILE); not with `access_token`.",
+    ),
+  device_id: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "Accepted and not used: the node learns its device from the homeserver (whoami) for its token.",
+    ),
   /** The account's recovery key (`dagbot crypto setup` wrote it), to cross-sign this node's device. */
-  recovery_key: z.string().min(1, { error: "must not be empty" }).optional(),
+  recovery_key: z
+    .string()
+    .min(1, { error: "must not be empty" })
+    .optional()
+    .describe(
+      "The account's recovery key, which `dagbot crypto setup` wrote, to cross-sign this node's device (DAGBOT_RECOVERY_KEY); better given as a file.",
+    ),
   /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
-  recovery_key_file: z.string().optional(),
-  rooms: uniqueList(roomId).min(1, { error: "must list at least one room id" }),
-  command_window: duration(1).prefault("1h"),
-  decrypt_grace: duration(1).prefault("15s"),
-  fleet: uniqueList(userId).prefault([]),
-  encryption: z.boolean().prefault(true),
+  recovery_key_file: z
+    .string()
+    .optional()
+    .describe("An owner-only file holding the recovery key (or DAGBOT_RECOVERY_KEY_FILE)."),
+  rooms: uniqueList(roomId)
+    .min(1, { error: "must list at least one room id" })
+    .describe('The only rooms this node joins and acts in (room ids like "!abc:example.org").'),
+  command_window: duration(1)
+    .prefault("1h")
+    .describe(
+      "Commands older than this when a node first sees them are ignored, never replayed. All nodes of a room should use the same.",
+    ),
+  decrypt_grace: duration(1)
+    .prefault("15s")
+    .describe(
+      "How long an event not decrypted yet is retried before it counts as undecryptable and its sender is asked to re-send.",
+    ),
+  fleet: uniqueList(userId)
+    .prefault([])
+    .describe("The other nodes' bot accounts, when they are not one: their events are never commands."),
+  encryption: z
+    .boolean()
+    .prefault(true)
+    .describe("Read and answer in encrypted rooms; false: an encrypted room gets one notice."),
 });
 
 const permissionsSchema = z.strictObject({
-  power_level: z.int().min(0).max(100).prefault(50),
-  allow: uniqueList(userId).prefault([]),
-  two_person_rule: z.boolean().prefault(false),
-  auto_confirm: uniqueList(userId).prefault([]),
-  hook_auto_confirm: uniqueList(id).prefault([]),
-  logs: z.enum(["operators", "anyone"]).prefault("operators"),
+  power_level: z
+    .int()
+    .min(0)
+    .max(100)
+    .prefault(50)
+    .describe(
+      "The room power level that makes a member an operator (publish, confirm, reject, cancel, retry, cap).",
+    ),
+  allow: uniqueList(userId).prefault([]).describe("Users who are operators whatever their power level."),
+  two_person_rule: z
+    .boolean()
+    .prefault(false)
+    .describe("Nobody may confirm a run they published, and an admin's policy change needs a second admin."),
+  auto_confirm: uniqueList(userId)
+    .prefault([])
+    .describe("Publishers whose runs start without a confirmation step."),
+  hook_auto_confirm: uniqueList(id)
+    .prefault([])
+    .describe("Webhooks (hook ids) whose deliveries start runs without a confirmation step."),
+  logs: z
+    .enum(["operators", "anyone"])
+    .prefault("operators")
+    .describe('Who may read task output with `logs`: "operators" or "anyone".'),
 });
 
 /** The default task lease: a store outage of up to 45 s stops no action at the other defaults. */
@@ -419,16 +514,36 @@ const DEFAULT_TASK_TTL = "60s";
 
 const leaseSchema = z
   .strictObject({
-    ttl: duration(1).prefault("10s"),
-    renew_every: duration(1).prefault("3s"),
-    acquire_every: duration(1).prefault("1s"),
+    ttl: duration(1)
+      .prefault("10s")
+      .describe("The room lease: how long a leader holds a room without renewing it."),
+    renew_every: duration(1)
+      .prefault("3s")
+      .describe(
+        "How often a leader renews the room lease and a node beats its heartbeat and renews its task leases.",
+      ),
+    acquire_every: duration(1)
+      .prefault("1s")
+      .describe("A follower's retry period when it cannot know the holder's expiry."),
     // Default: a tenth of ttl (defaultMarginMs).
-    margin: duration(0).optional(),
+    margin: duration(0)
+      .optional()
+      .describe(
+        "The room lease's margin: a leader steps down this long before its lease could expire (default: a tenth of `ttl`).",
+      ),
     // The task lease, longer than the room's: a store outage shorter than what it leaves
     // (taskOutageBoundMs) stops no action, while a leader still steps down within ttl.
-    task_ttl: duration(1).prefault(DEFAULT_TASK_TTL),
+    task_ttl: duration(1)
+      .prefault(DEFAULT_TASK_TTL)
+      .describe(
+        "The task lease: how long the store keeps a worker's claim after its last renewal, and so bounds the store outages that stop no action.",
+      ),
     // Default: a tenth of task_ttl.
-    task_margin: duration(0).optional(),
+    task_margin: duration(0)
+      .optional()
+      .describe(
+        "How long before its task lease could expire a worker's action must be gone (default: a tenth of `task_ttl`).",
+      ),
   })
   .superRefine((lease, ctx) => {
     if (lease.renew_every >= lease.ttl) {
@@ -457,17 +572,40 @@ function taskMarginOf(lease: { task_ttl: number; task_margin?: number | undefine
 }
 
 const limitsSchema = z.strictObject({
-  global_cap: z.int().min(1).max(100_000).prefault(16),
-  confirm_timeout: duration(1).prefault("1h"),
+  global_cap: z
+    .int()
+    .min(1)
+    .max(100_000)
+    .prefault(16)
+    .describe(
+      "The room's initial cap on active (queued, running or canceling) tasks, set by the first node in the room; then `cap` changes it.",
+    ),
+  confirm_timeout: duration(1)
+    .prefault("1h")
+    .describe("A pending run expires when nobody confirms it within this time."),
 });
 
 const retentionSchema = z
   .strictObject({
-    finished: duration(1, MAX_RETENTION_MS).prefault("7d"),
+    finished: duration(1, MAX_RETENTION_MS)
+      .prefault("7d")
+      .describe(
+        "Runs that ended, with their tasks, events and messages, and commands handled and answered, are forgotten this long after; at least `matrix.command_window` plus 1h.",
+      ),
     // Default: 30s, or three heartbeats (3 × lease.renew_every) when that is longer.
-    node_gone_after: duration(1).optional(),
-    forget_nodes_after: duration(1, MAX_RETENTION_MS).prefault("1d"),
-    idempotency_keys: duration(1, MAX_RETENTION_MS).prefault("30d"),
+    node_gone_after: duration(1)
+      .optional()
+      .describe(
+        "A node whose last heartbeat is older is shown as gone (default: 30s, or 3 \u00d7 `lease.renew_every` when longer).",
+      ),
+    forget_nodes_after: duration(1, MAX_RETENTION_MS)
+      .prefault("1d")
+      .describe("A node silent this long is dropped from the node list."),
+    idempotency_keys: duration(1, MAX_RETENTION_MS)
+      .prefault("30d")
+      .describe(
+        "HTTP Idempotency-Keys with their first answer are forgotten this long after (at least `finished`).",
+      ),
   })
   .superRefine((r, ctx) => {
     if (r.node_gone_after !== undefined && r.forget_nodes_after < r.node_gone_after) {
@@ -493,19 +631,33 @@ const httpSchema = z
       .regex(LISTEN, { error: 'must be HOST:PORT, like "127.0.0.1:8080"' })
       .refine((text) => Number(LISTEN.exec(text)?.[2] ?? 0) <= 65_535, {
         error: "the port must be at most 65535",
-      }),
+      })
+      .describe('HOST:PORT to listen on, like "127.0.0.1:8080"; put TLS in front of it beyond localhost.'),
     tokens: z
       .array(
         z.strictObject({
-          name: z.string().regex(ID, { error: ID_HINT }),
-          sha256: z.string().regex(/^[0-9a-f]{64}$/, {
-            error: "must be the token's SHA-256 as 64 lower-case hex digits (printf %s TOKEN | sha256sum)",
-          }),
-          level: z.enum(["read", "operate"], { error: 'must be "read" or "operate"' }),
+          name: z
+            .string()
+            .regex(ID, { error: ID_HINT })
+            .describe("Who holds it: its commands are sent as `http:<name>`."),
+          sha256: z
+            .string()
+            .regex(/^[0-9a-f]{64}$/, {
+              error: "must be the token's SHA-256 as 64 lower-case hex digits (printf %s TOKEN | sha256sum)",
+            })
+            .describe(
+              "The token's SHA-256 as 64 lower-case hex digits (`printf %s TOKEN | sha256sum`); the config never holds the token.",
+            ),
+          level: z
+            .enum(["read", "operate"], { error: 'must be "read" or "operate"' })
+            .describe('"read" (the GET routes and the event stream) or "operate" (the writes too).'),
           // Checked against the node's rooms below (the file's top level knows them).
           rooms: uniqueList(z.string().min(1))
             .min(1, { error: "must name at least one room (leave rooms out for every room)" })
-            .optional(),
+            .optional()
+            .describe(
+              "Only these rooms of the node (default: all of them); another room is answered as one the node does not serve.",
+            ),
         }),
       )
       .min(1, { error: "must hold at least one token" })
@@ -515,20 +667,55 @@ const httpSchema = z
           if (seen.has(t.name)) ctx.addIssue({ code: "custom", path: [i, "name"], message: "is used twice" });
           seen.add(t.name);
         });
-      }),
-    health: z.enum(["open", "token"], { error: 'must be "open" or "token"' }).prefault("open"),
-    metrics: z.enum(["open", "token"], { error: 'must be "open" or "token"' }).prefault("token"),
-    body_limit: byteSize.prefault("256KiB"),
-    sse_buffer: byteSize.prefault("1MiB"),
-    command_timeout: duration(1).prefault("30s"),
-    heartbeat: duration(100).prefault("15s"),
-    max_streams: z.number().int().min(1).max(10_000).prefault(200),
+      })
+      .describe("The bearer tokens (`[[http.tokens]]`), at least one."),
+    health: z
+      .enum(["open", "token"], { error: 'must be "open" or "token"' })
+      .prefault("open")
+      .describe('Whether /healthz and /readyz answer without a token ("open") or need one ("token").'),
+    metrics: z
+      .enum(["open", "token"], { error: 'must be "open" or "token"' })
+      .prefault("token")
+      .describe('Whether /metrics answers without a token ("open") or needs one ("token").'),
+    body_limit: byteSize
+      .prefault("256KiB")
+      .describe("The largest request body; larger ones are 413 before they are parsed."),
+    sse_buffer: byteSize
+      .prefault("1MiB")
+      .describe("Unread event-stream bytes before a slow client is dropped (told to resume)."),
+    command_timeout: duration(1)
+      .prefault("30s")
+      .describe("How long a write waits for the room's leader before answering 504."),
+    heartbeat: duration(100).prefault("15s").describe("How often an idle event stream gets a comment line."),
+    max_streams: z
+      .number()
+      .int()
+      .min(1)
+      .max(10_000)
+      .prefault(200)
+      .describe("Event streams at once; one more is 503."),
     // Each connection costs a socket and some memory; the cap keeps a flood of idle or slow clients
     // from taking the node's descriptors (the event streams count too, hence above max_streams).
-    max_connections: z.number().int().min(2).max(100_000).prefault(512),
-    header_timeout: duration(100).prefault("10s"),
-    request_timeout: duration(100).prefault("30s"),
-    keep_alive_timeout: duration(100).prefault("5s"),
+    max_connections: z
+      .number()
+      .int()
+      .min(2)
+      .max(100_000)
+      .prefault(512)
+      .describe(
+        "Open connections at once, streams included (so more than `max_streams`); one more is closed as soon as it is accepted.",
+      ),
+    header_timeout: duration(100)
+      .prefault("10s")
+      .describe("How long a client may take to send a request's headers (then 408)."),
+    request_timeout: duration(100)
+      .prefault("30s")
+      .describe("How long a client may take to send a whole request (at least `header_timeout`)."),
+    keep_alive_timeout: duration(100)
+      .prefault("5s")
+      .describe(
+        "How long an idle kept-alive connection stays open; behind a proxy that keeps connections, set it above the proxy's idle timeout.",
+      ),
   })
   .superRefine((http, ctx) => {
     if (http.max_connections <= http.max_streams) {
@@ -560,22 +747,39 @@ const jsonPointer = z.string().superRefine((text, ctx) => {
 
 const webhookSchema = z
   .strictObject({
-    id,
+    id: id.describe("The hook's id: POST /v1/hooks/<id>; its runs are started by `hook:<id>`."),
     /** The room it starts runs in; default: the node's only room. */
-    room: z.string().min(1).optional(),
-    dag: id,
-    kind: z.enum(WEBHOOK_KINDS, { error: 'must be "github", "gitlab", "hmac" or "bearer"' }),
+    room: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("The room it starts runs in (required when the node serves several)."),
+    dag: id.describe("The published DAG of the room it runs."),
+    kind: z
+      .enum(WEBHOOK_KINDS, { error: 'must be "github", "gitlab", "hmac" or "bearer"' })
+      .describe('How a delivery proves itself: "github", "gitlab", "hmac" or "bearer".'),
     /** Read by the loader after validation (an owner-only file, like store_file). */
-    secret_file: z.string().min(1).optional(),
+    secret_file: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("An owner-only file holding the hook's secret (this or `secret_env`)."),
     /** The name of an environment variable holding the secret (taken out of the node's environment). */
-    secret_env: z.string().regex(ENV_NAME, { error: "must be an environment variable's name" }).optional(),
+    secret_env: z
+      .string()
+      .regex(ENV_NAME, { error: "must be an environment variable's name" })
+      .optional()
+      .describe(
+        "An environment variable holding the hook's secret, taken out of the node's environment (this or `secret_file`).",
+      ),
     params: z
       .record(z.string().regex(ARG_NAME, { error: "parameter names are letters, digits and _" }), jsonPointer)
-      .prefault({}),
+      .prefault({})
+      .describe("Parameter name = JSON pointer into the payload (at most 32)."),
     filter: z
       .array(
         z.strictObject({
-          pointer: jsonPointer,
+          pointer: jsonPointer.describe("A JSON pointer into the payload."),
           pattern: z
             .string()
             .max(1000)
@@ -583,20 +787,49 @@ const webhookSchema = z
               const compiled = compileParamPattern(text);
               if (typeof compiled === "string")
                 ctx.addIssue({ code: "custom", message: `is not a usable RE2 pattern: it ${compiled}` });
-            }),
+            })
+            .describe("The RE2 pattern the value must match."),
         }),
       )
       .max(16)
-      .prefault([]),
-    events: uniqueList(z.string().min(1).max(100)).min(1).optional(),
-    link: z.array(jsonPointer).min(1).max(8).optional(),
-    delivery_from: z.array(jsonPointer).min(1).max(8).optional(),
-    body_limit: byteSize.prefault("1MiB"),
-    replay_window: duration(1_000).prefault("5m"),
-    timestamp_header: headerName.prefault("X-Dagbot-Timestamp"),
-    signature_header: headerName.prefault("X-Dagbot-Signature"),
-    delivery_header: headerName.prefault("X-Dagbot-Delivery"),
-    event_header: headerName.optional(),
+      .prefault([])
+      .describe(
+        "Conditions that must all match, or the delivery is ignored (202): `{ pointer, pattern }`, at most 16.",
+      ),
+    events: uniqueList(z.string().min(1).max(100))
+      .min(1)
+      .optional()
+      .describe("Event types taken (from the kind's event header); default: any."),
+    link: z
+      .array(jsonPointer)
+      .min(1)
+      .max(8)
+      .optional()
+      .describe(
+        "JSON pointers to the link shown on the run's card, the first present wins (default: the kind's usual fields).",
+      ),
+    delivery_from: z
+      .array(jsonPointer)
+      .min(1)
+      .max(8)
+      .optional()
+      .describe("JSON pointers that name a delivery by content when the sender sends no delivery id."),
+    body_limit: byteSize.prefault("1MiB").describe("Larger deliveries are 413."),
+    replay_window: duration(1_000)
+      .prefault("5m")
+      .describe("hmac: how far a delivery's timestamp may be from the node's clock."),
+    timestamp_header: headerName
+      .prefault("X-Dagbot-Timestamp")
+      .describe("hmac: the header carrying the Unix timestamp."),
+    signature_header: headerName
+      .prefault("X-Dagbot-Signature")
+      .describe("hmac: the header carrying the signature."),
+    delivery_header: headerName
+      .prefault("X-Dagbot-Delivery")
+      .describe("hmac and bearer: the header carrying the delivery id."),
+    event_header: headerName
+      .optional()
+      .describe("hmac and bearer: the header carrying the event type (default: none)."),
   })
   .superRefine((hook, ctx) => {
     if ((hook.secret_file === undefined) === (hook.secret_env === undefined))
@@ -619,28 +852,88 @@ const storeSchema = z.string().transform((text, ctx) => {
 /** The raw file's schema: snake_case keys as written, strict at every level. */
 export const nodeConfigFileSchema = z
   .strictObject({
-    node_id: id,
-    labels: uniqueList(id).prefault([]),
-    capacity: z.int().min(1).max(1024).prefault(2),
-    store: storeSchema.prefault(DEFAULT_STORE),
-    store_pool_size: z.int().min(1).max(100).prefault(DEFAULT_STORE_POOL_SIZE),
-    sqlite_synchronous: z.enum(["full", "normal"]).prefault("full"),
-    store_migrate: z.enum(STORE_MIGRATE).prefault("when_alone"),
+    node_id: id.meta({
+      description: "This node's id, unique among the store's nodes (DAGBOT_NODE_ID).",
+      shownDefault: "from the host name",
+    }),
+    labels: uniqueList(id)
+      .prefault([])
+      .describe("Labels a task may ask for (`on = { labels = [...] }` in a DAG)."),
+    capacity: z.int().min(1).max(1024).prefault(2).describe("How many tasks this node runs at once."),
+    store: storeSchema
+      .prefault(DEFAULT_STORE)
+      .describe(
+        'The shared store: "sqlite:PATH" or a postgres:// URL (DAGBOT_STORE). Relative paths are relative to the folder dagbot starts in.',
+      ),
+    store_pool_size: z
+      .int()
+      .min(1)
+      .max(100)
+      .prefault(DEFAULT_STORE_POOL_SIZE)
+      .describe(
+        "Connections in a PostgreSQL store's pool, shared by the node's rooms and loops (plus one LISTEN connection).",
+      ),
+    sqlite_synchronous: z
+      .enum(["full", "normal"])
+      .prefault("full")
+      .describe(
+        'A SQLite store\'s durability: "full" syncs every commit (survives a power cut), "normal" only at WAL checkpoints (survives a killed process); ignored for PostgreSQL. All nodes on one file should say the same.',
+      ),
+    store_migrate: z
+      .enum(STORE_MIGRATE)
+      .prefault("when_alone")
+      .describe(
+        'When a node that finds its store at an older schema migrates it: "when_alone" only if no other node has a live heartbeat (else it refuses to start and names the command to run), "always", or "never" (only `dagbot migrate` does).',
+      ),
     /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
-    store_file: z.string().optional(),
-    dag_library: z.string().min(1).optional(),
+    store_file: z
+      .string()
+      .optional()
+      .describe("An owner-only file holding the store location (its password with it), instead of `store`."),
+    dag_library: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("A folder of DAG files that `!dag publish <name>` reads."),
     /** The user every action runs as unless it names its own run_as: a user name or "UID:GID". */
-    run_actions_as: z.string().min(1).optional(),
-    matrix: matrixSchema.optional(),
-    permissions: permissionsSchema.prefault({}),
-    actions: z.record(z.string().regex(ID, { error: `action names ${ID_HINT}` }), actionSchema).prefault({}),
-    lease: leaseSchema.prefault({}),
-    limits: limitsSchema.prefault({}),
-    retention: retentionSchema.prefault({}),
-    http: httpSchema.optional(),
-    webhooks: z.array(webhookSchema).max(100).prefault([]),
-    log_level: z.enum(LOG_LEVELS).prefault("info"),
-    stop_grace: duration(0).prefault("8s"),
+    run_actions_as: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('The user every action runs as unless it names its own `run_as`: a user name or "UID:GID".'),
+    matrix: matrixSchema
+      .optional()
+      .describe(
+        "The Matrix account and rooms; without it the node is engine-only and serves the room `local`.",
+      ),
+    permissions: permissionsSchema
+      .prefault({})
+      .describe(
+        "Who may do what in the node's rooms; the room's stored policy wins, and a node whose stated settings disagree with it does not lead.",
+      ),
+    actions: z
+      .record(z.string().regex(ID, { error: `action names ${ID_HINT}` }), actionSchema)
+      .prefault({})
+      .describe("The only programs a task can run, by name (`[actions.NAME]`)."),
+    lease: leaseSchema
+      .prefault({})
+      .describe("The room lease (leadership) and the task lease (a worker's claim)."),
+    limits: limitsSchema.prefault({}).describe("The room's cap and how long a run waits for confirmation."),
+    retention: retentionSchema.prefault({}).describe("What the leader forgets, and when."),
+    http: httpSchema.optional().describe("The HTTP API; off unless present."),
+    webhooks: z
+      .array(webhookSchema)
+      .max(100)
+      .prefault([])
+      .describe(
+        "Endpoints on the HTTP API that start runs from signed deliveries (`[[webhooks]]`, at most 100).",
+      ),
+    log_level: z.enum(LOG_LEVELS).prefault("info").describe("How much the node logs (DAGBOT_LOG_LEVEL)."),
+    stop_grace: duration(0)
+      .prefault("8s")
+      .describe(
+        "How long a graceful stop waits for running actions before it kills them; keep it shorter than the supervisor's own grace period.",
+      ),
   })
   .superRefine((file, ctx) => {
     // An inbox row is what makes a replayed event a duplicate; intake takes events up to the

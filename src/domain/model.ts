@@ -107,8 +107,8 @@ export interface ParsedDag {
   /**
    * A definition's published run that registers it without running it (publish's register
    * choice): it is confirmed like any publish, holds no task, and ends succeeded once confirmed,
-   * so its schedule, `after` and webhooks run on that confirmation (README, "Publishing without
-   * running"). Not part of the definition (params.ts definitionOf).
+   * so its schedule, `after` and webhooks run on that confirmation (docs/dag-format.md, "Publishing
+   * without running"). Not part of the definition (params.ts definitionOf).
    */
   registered?: true;
 }

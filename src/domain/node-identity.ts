@@ -3,7 +3,7 @@
  * (`<random>.<pid>@<host>`), so a second process started with the same node id can tell a live
  * holder (refused, naming its host and pid) from a previous life of its own (a crash, then a
  * restart on the same host). The nodes table has no column for host and pid; the boot id is what
- * every row of a life already carries (README, Running many nodes).
+ * every row of a life already carries (docs/operations.md, "Running many nodes").
  */
 
 export interface ProcessIdentity {

@@ -68,7 +68,7 @@ export class SchemaTooOldError extends Error {
   ) {
     super(
       `the store's schema is version ${found}, older than this dagbot's (${wanted}); nothing was changed. ` +
-        "Run 'dagbot migrate --dry-run' to see the migration and 'dagbot migrate' to apply it (README, Upgrading)",
+        "Run 'dagbot migrate --dry-run' to see the migration and 'dagbot migrate' to apply it (docs/operations.md, Upgrading)",
     );
   }
 }

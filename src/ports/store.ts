@@ -956,7 +956,7 @@ export interface EventLogStore {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Retention: what a leader forgets (README "Retention"). Every delete is fenced like any leader
+// Retention: what a leader forgets (docs/configuration.md, "Retention"). Every delete is fenced like any leader
 // write, and one call deletes at most one small batch of each kind, so it never holds the write
 // lock long; the caller repeats it while a batch came back full.
 

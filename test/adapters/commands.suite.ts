@@ -818,7 +818,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(nodes).toContain("`leader` leads this room");
         expect(nodes).toContain("🟢 `worker-b` · labels `gpu` · 0/4 slots busy · 1 action");
         // Help is a few lines by what people do, each operator's verb marked, saying the sender is
-        // not one (it listed only her verbs, one line each, before issue 29).
+        // not one (it once listed only her verbs, one line each).
         const help = await ask(r, LOW, "!dag help");
         // Its first line is a title: what a preview or a reply's quote shows.
         expect(help.split("\n")).toEqual([

@@ -10,7 +10,7 @@ import { buildRunGraph, type GraphTaskInput } from "../../src/domain/run-graph.j
 import { chain, fanOut, layered } from "../support/graph-shapes.js";
 import { edgesThroughBoxes, layoutOf } from "../support/picture-geometry.js";
 
-/** README's release picture (scripts/draw-examples.mjs). */
+/** The release picture of docs/chat.md (scripts/draw-examples.mjs). */
 const release: GraphTaskInput[] = [
   { id: "checkout", action: "git_fetch", needs: [], status: "succeeded" },
   { id: "build", action: "make", needs: ["checkout"], status: "succeeded" },
@@ -45,9 +45,9 @@ const everyState: GraphTaskInput[] = TASK_STATUSES.map((status, i) => ({
 }));
 
 const shapes: [string, GraphTaskInput[]][] = [
-  ["README's release run", release],
-  ["README's 200-shard fan-out", fanOut(200, ["succeeded", "running", "queued", "failed"])],
-  ["README's 1,000-step chain", chain(1000)],
+  ["docs/chat.md's release run", release],
+  ["docs/chat.md's 200-shard fan-out", fanOut(200, ["succeeded", "running", "queued", "failed"])],
+  ["docs/chat.md's 1,000-step chain", chain(1000)],
   ["a chain of 10 no grouping shortens", eyesChain],
   ["a chain of 10 (grouped)", chain(10)],
   ["a 5 × 5 layered DAG", layered(25, 5)],

@@ -1,4 +1,4 @@
-// Issue 23, item 5: `dagbot run` on a store whose room another fleet serves does not join it as full
+// A shared store (README, "Commands"): `dagbot run` on a store whose room another fleet serves does not join it as full
 // nodes unless asked (--join), and read-only commands never create a store (SQLite file or
 // PostgreSQL tables) where a typo pointed them.
 import { existsSync } from "node:fs";

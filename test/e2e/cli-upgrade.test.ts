@@ -1,4 +1,4 @@
-// Upgrade day on the CLI (docs/architecture.md §11, README "Upgrading"): a store of an older schema,
+// Upgrade day on the CLI (docs/architecture.md §11, docs/operations.md, Upgrading): a store of an older schema,
 // as the previous release left it (its own migrations, a node of that release heartbeating), is
 // never changed by a read-only command nor by a node that is not alone; `dagbot migrate --dry-run`
 // shows the plan and changes nothing; `dagbot migrate` backs a SQLite file up and migrates; then the

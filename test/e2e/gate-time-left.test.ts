@@ -1,5 +1,5 @@
 /**
- * A gate's message written late says the time left then (README "Approval gates"): the leader's card
+ * A gate's message written late says the time left then (docs/dag-format.md, "Approval gates"): the leader's card
  * keeper (src/app/status-cards.ts) over a real SQLite store whose clock the test sets. The gate opens
  * at 07:21 with a 4-hour deadline; its leader is gone before it posts the message, and the next
  * leader, 3h10m later, writes "in 50m", not the "in 4h" counted from the opening. An approval's edit

@@ -1,4 +1,4 @@
-// The HTTP API's hardening (issue 24, findings 5-7) on real `dagbot node` processes, real stores and
+// The HTTP API's hardening (docs/architecture.md §8, docs/security.md) on real `dagbot node` processes, real stores and
 // real sockets: /readyz says what is wrong only to a caller with a token; a body nested too deep is a
 // 400; a token limited to rooms cannot see or act on the node's other rooms; the connection cap and
 // the header timeout close what they should.

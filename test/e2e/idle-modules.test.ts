@@ -1,5 +1,5 @@
 /**
- * A node loads only what it uses (issue 17, idle memory): a real `dagbot node` process, traced with
+ * A node loads only what it uses (an idle node's memory, bench/README.md): a real `dagbot node` process, traced with
  * test/support/module-trace.mjs, does not load the HTTP server (fastify, its OpenAPI plugin,
  * prom-client) without an [http] section, and does with one.
  */

@@ -1,5 +1,5 @@
 /**
- * A node killed with `kill -9` while its action runs (docs/architecture.md §3, "Task lease"; README
+ * A node killed with `kill -9` while its action runs (docs/architecture.md §3, "Task lease"; docs/operations.md,
  * "Lost nodes"), with real node processes on each store: under a DAG's defaults (`retries = 0`) the
  * task runs again on another node once its lease expired, without spending a retry, and the run
  * succeeds; `dagbot status` says what happened. A task declared `rerun_if_lost = false` fails

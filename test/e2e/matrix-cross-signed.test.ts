@@ -2,8 +2,8 @@
  * Encrypted rooms as Element runs them since April 2026 (docs/architecture.md §12), on a real
  * Synapse: the person runs matrix-js-sdk with their own account cross-signed and
  * OnlySignedDevicesIsolationMode (no room keys for devices their owner did not cross-sign, nothing
- * shown from them). The fleet is one bot account with a device per node, set up as the README's
- * "Encryption" section says: a token per node for a fixed device id, `dagbot crypto setup` once
+ * shown from them). The fleet is one bot account with a device per node, set up as the page
+ * docs/encryption.md says: a token per node for a fixed device id, `dagbot crypto setup` once
  * with a token file, each node given the recovery key file. Publish, confirm, an approval gate,
  * cards and final message read by the person; a leader killed with a gate open, whose card the next
  * leader (another device of the same account) edits, then restarted to lead and answer again; and a
@@ -134,7 +134,7 @@ beforeAll(async () => {
         : {},
   });
 
-  // README, Encryption: the one-time set-up, with node 1's token in an owner-only file (the one its
+  // docs/encryption.md: the one-time set-up, with node 1's token in an owner-only file (the one its
   // config names as access_token_file).
   const tokenFile = join(secretsDir, "node1.token");
   writeFileSync(tokenFile, `${account.accessToken}\n`, { mode: 0o600 });

@@ -1,5 +1,5 @@
 /**
- * The WASM crypto is loaded only when a room needs it (issue 17, idle memory): a `dagbot start`
+ * The WASM crypto is loaded only when a room needs it (an idle bot's memory, bench/README.md): a `dagbot start`
  * process with encryption on (the default) in a room in the clear answers in the clear and never
  * loads matrix-bot-sdk, @matrix-org/matrix-sdk-crypto-wasm or fake-indexeddb (seen in a module trace
  * of the real process, test/support/module-trace.mjs). When a person turns encryption on in that room, the node

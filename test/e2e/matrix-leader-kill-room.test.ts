@@ -1,5 +1,5 @@
 /**
- * What the room shows stays true across a leader kill (README "In chat"; docs/architecture.md §12:
+ * What the room shows stays true across a leader kill (docs/chat.md; docs/architecture.md §12:
  * one bot account with a device per node, so any node may edit what another sent). A real Synapse
  * and two `dagbot start` processes, devices of one account: alice publishes a release whose gate
  * opens; while the gate is open the leader, which sent the card and the gate's message, is killed

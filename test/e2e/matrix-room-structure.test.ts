@@ -3,7 +3,7 @@
  * bundled thread summary, /relations): which bot messages exist, where they go and what they reply
  * to. Five runs: one confirmed by `!dag confirm` typed in the main timeline (with a `!dag graph`
  * there), one confirmed by ✅ on its card, one canceled while it awaited confirmation, one rejected by
- * ❌, one that started at once. The rules (README "In chat"):
+ * ❌, one that started at once. The rules (docs/chat.md):
  *   - every command gets exactly one answer, where it was typed;
  *   - after a run ends, its thread's latest event (what the thread summary under the publish shows;
  *     edits are not thread events) says how it ended, and no main-timeline message says a state that
@@ -11,7 +11,7 @@
  *   - a thread message's reply fallback points at a bot message of the thread (the card) or the
  *     acknowledgement, never at the publish; only the acknowledgement replies to the publish; no bot
  *     message repeats the DAG; an edit's fallback is one line; the acknowledgement is one line.
- * With DAGBOT_ROOM_TRANSCRIPT=<file> it writes the room as text there (the README's transcript).
+ * With DAGBOT_ROOM_TRANSCRIPT=<file> it writes the room as text there (the transcript in docs/chat.md).
  */
 import { writeFileSync } from "node:fs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";

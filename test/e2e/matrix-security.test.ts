@@ -1,5 +1,5 @@
 /**
- * What a hostile or careless room member could make the bot do (issue 10, the chat side), tried
+ * What a hostile or careless room member could make the bot do (docs/security.md, the chat side), tried
  * against a real Synapse with scripted people and a real `dagbot start` node:
  * - the confirmer sees what runs: a pending card shows each task's action and arguments and the
  *   content hash; a confirmation names the hash; a message whose formatted text shows another DAG

@@ -1,5 +1,5 @@
 /**
- * Publishing without running (README, "Publishing without running"): a DAG with a per-second
+ * Publishing without running (docs/dag-format.md, "Publishing without running"): a DAG with a per-second
  * schedule, submitted with `--register` to a `dagbot node` process (SQLite, PostgreSQL), awaits confirmation
  * like any publish, creates no task and runs no action when it is confirmed, and its schedule then
  * fires. Counted from the store and from the action's own record of each run it ran. A second DAG

@@ -1,8 +1,8 @@
 /**
- * The README's encrypted set-up ("Encryption", Set-up steps 1–4) run as written, on a real Synapse
+ * The encrypted set-up of docs/encryption.md (Set-up steps 1–4) run as written, on a real Synapse
  * that, like one behind Matrix Authentication Service, refuses password logins: the node's token
- * comes from Synapse's admin API and a login token (step 1's admin commands, read from the README),
- * `dagbot crypto setup` runs with the README's arguments, the node's config is the README's TOML
+ * comes from Synapse's admin API and a login token (step 1's admin commands, read from that page),
+ * `dagbot crypto setup` runs with the page's arguments, the node's config is the page's TOML
  * block, and `dagbot start` starts it. Only the homeserver's URL, the account, the room and the
  * `/etc/dagbot/` folder are put in for the test's own; a person in the 2026 mode then gets an answer.
  */
@@ -32,19 +32,17 @@ const fx = useSynapse({
   },
 });
 
-/** The README's "Encryption" section, from its heading to the next. */
+/** The manual's encryption page, docs/encryption.md, whole. */
 function encryptionSection(): string {
-  const readme = readFileSync(join(REPO_ROOT, "README.md"), "utf8");
-  const start = readme.indexOf("\n## Encryption\n");
-  const end = readme.indexOf("\n## ", start + 1);
-  expect(start).toBeGreaterThan(0);
-  return readme.slice(start, end);
+  const page = readFileSync(join(REPO_ROOT, "docs", "encryption.md"), "utf8");
+  expect(page.startsWith("# Encryption\n")).toBe(true);
+  return page;
 }
 
 /** The indented code block (a list item's, 7 spaces) that first follows `after` in `text`. */
 function codeBlockAfter(text: string, after: string): string {
   const at = text.indexOf(after);
-  expect(at, `README: "${after}"`).toBeGreaterThanOrEqual(0);
+  expect(at, `docs/encryption.md: "${after}"`).toBeGreaterThanOrEqual(0);
   const lines = text.slice(at).split("\n");
   const first = lines.findIndex((l) => l.startsWith("       "));
   const block: string[] = [];
@@ -92,7 +90,7 @@ const readLog = (): string => {
   }
 };
 
-/** The README's words with the test's homeserver, account, room and folder put in. */
+/** The page's words with the test's homeserver, account, room and folder put in. */
 function ours(text: string, roomId = ""): string {
   return text
     .replaceAll("https://matrix.example.org", fx.hs.url)
@@ -101,7 +99,7 @@ function ours(text: string, roomId = ""): string {
     .replaceAll("/etc/dagbot/", `${scratch}/`);
 }
 
-describe("the README's encrypted set-up, word for word, with a token from Synapse's admin API", () => {
+describe("the encrypted set-up of docs/encryption.md, word for word, with a token from Synapse's admin API", () => {
   it("gets a device's token without the password, sets up cross-signing, starts a node and answers a person in the 2026 mode", async () => {
     const { hs } = fx;
     const admin = await hs.registerUser("admin", { admin: true });
@@ -146,7 +144,7 @@ describe("the README's encrypted set-up, word for word, with a token from Synaps
     );
     expect(whoami).toMatchObject({ user_id: bot.userId, device_id: "DAGBOT1" });
 
-    // Step 3's config (written first: step 2 names it), the README's [matrix] table as written,
+    // Step 3's config (written first: step 2 names it), the page's [matrix] table as written,
     // with the node's own id and store beside it.
     const toml = /```toml\n([^]*?)```/.exec(section)?.[1];
     expect(toml).toBeDefined();

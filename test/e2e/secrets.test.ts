@@ -1,6 +1,6 @@
 /**
- * Secrets that never sit in the node's environment, and actions as another user (issue 10, finding
- * 3), with real processes: a `dagbot node` reads its store URL (with a password) from a 0600 file;
+ * Secrets that never sit in the node's environment, and actions as another user (docs/security.md),
+ * with real processes: a `dagbot node` reads its store URL (with a password) from a 0600 file;
  * an action reading /proc/<node pid>/environ finds no secret there; an action run as another user
  * cannot read the node's /proc entries at all; the SQLite store is created owner-only.
  */

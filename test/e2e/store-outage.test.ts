@@ -1,6 +1,6 @@
 /**
  * A store outage shorter than the task lease's bound stops no action (docs/architecture.md §3, "Task
- * lease"; README "How a worker fences itself"): three `dagbot node` processes on PostgreSQL reach it
+ * lease"; docs/operations.md, "How a worker fences itself"): three `dagbot node` processes on PostgreSQL reach it
  * through a TCP proxy this test owns; with nine actions running longer than the cut, the proxy is
  * closed (every connection dropped, new ones refused) for 20 s and opened again. Every run
  * succeeds, and each action ran exactly once, counted from the lines the actions appended to their

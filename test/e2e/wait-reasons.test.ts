@@ -1,4 +1,4 @@
-// Why a task waits, as a user asks for it (issue 23 item 4): real `dagbot node` processes on a real
+// Why a task waits, as a user asks for it (docs/chat.md, "Why a task waits"): real `dagbot node` processes on a real
 // SQLite file, read through `dagbot status --json` and the HTTP API; and `dagbot run` saying why its
 // run is held instead of printing nothing.
 import { spawn } from "node:child_process";

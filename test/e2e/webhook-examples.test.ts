@@ -1,6 +1,6 @@
 // The webhook examples of config/examples/webhooks/ on a real node: its node.toml (with this test's
 // store, port, token and secret files), its DAGs published as they are, and each sender kind's
-// curl command of the README's "Webhooks" section run by bash as written (only the address and the
+// curl command of docs/webhooks.md run by bash as written (only the address and the
 // secrets' places changed), sending the example payloads: GitHub tag push, GitLab tag push, generic
 // signed JSON and Alertmanager. Each starts the run its hook maps, with the payload's values.
 import { spawnSync } from "node:child_process";
@@ -37,11 +37,9 @@ let node: NodeProcess;
 let base: string;
 let failed = true;
 
-/** The README's shell blocks of the Webhooks section that send to a hook, by hook id. */
+/** The shell blocks of docs/webhooks.md that send to a hook, by hook id. */
 function readmeCommands(): Map<string, string> {
-  const readme = readFileSync(join(REPO, "README.md"), "utf8");
-  const start = readme.indexOf("\n## Webhooks\n");
-  const section = readme.slice(start, readme.indexOf("\n## ", start + 5));
+  const section = readFileSync(join(REPO, "docs", "webhooks.md"), "utf8");
   const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
   const out = new Map<string, string>();
   for (const block of blocks) {
@@ -51,7 +49,7 @@ function readmeCommands(): Map<string, string> {
   return out;
 }
 
-/** Runs a README block with bash in the repository, this node's address and secret files in place. */
+/** Runs a block of that page with bash in the repository, this node's address and secret files in place. */
 function runBlock(block: string): { status: number; body: any } {
   let script = block.replaceAll("http://127.0.0.1:8080", base);
   for (const name of Object.keys(secrets))
@@ -135,10 +133,10 @@ async function runOf(
   return { values: run.dag.values, output: task?.output ?? "", hook: run.dag.hook };
 }
 
-describe("config/examples/webhooks with the README's curl commands", () => {
+describe("config/examples/webhooks with the curl commands of docs/webhooks.md", () => {
   const commands = readmeCommands();
 
-  it("the README has one command for each example hook; the route is in the OpenAPI document", async () => {
+  it("docs/webhooks.md has one command for each example hook; the route is in the OpenAPI document", async () => {
     expect([...commands.keys()].sort()).toEqual(["disk-full", "github-tags", "gitlab-tags", "imports"]);
     const openapi = await call(base, "GET", "/openapi.json", { token: null });
     expect(openapi.status).toBe(200);

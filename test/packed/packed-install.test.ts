@@ -1,5 +1,5 @@
 /**
- * The package as npm packs it (README, "Install from the package"): `npm pack`, then `npm install
+ * The package as npm packs it (docs/getting-started.md, "Install from the package"): `npm pack`, then `npm install
  * -g --prefix <scratch>` of the tarball, with no install-script warning; the installed `dagbot`
  * sets up the bot account's cross-signing and starts a node that answers a person whose client runs
  * as Element does since April 2026, in an encrypted room of a real Synapse. npm ignores a package's

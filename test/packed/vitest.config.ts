@@ -1,6 +1,6 @@
 /**
  * `npm run packed-test`: the package as npm packs it, installed into a scratch prefix and started in
- * an encrypted room (README, "Install from the package"). Not in `npm test`: packing builds and
+ * an encrypted room (docs/getting-started.md, "Install from the package"). Not in `npm test`: packing builds and
  * installing downloads, about 1–2 minutes on a busy 2-core machine.
  */
 import { fileURLToPath } from "node:url";

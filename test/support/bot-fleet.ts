@@ -61,7 +61,7 @@ export interface FleetOptions {
   nodeMatrix?: (i: number) => Record<string, unknown>;
   /**
    * Give each node its token as an owner-only file named by `matrix.access_token_file` (written at
-   * each start from `bot.accessToken`), as the README's set-up does, instead of DAGBOT_ACCESS_TOKEN.
+   * each start from `bot.accessToken`), as the set-up of docs/encryption.md does, instead of DAGBOT_ACCESS_TOKEN.
    */
   tokenFiles?: boolean;
   /** Extra top-level keys of node i's config only (e.g. [http]), merged over `config`. */

@@ -55,7 +55,7 @@ export function layered(n: number, width: number, seed = 1): GraphTaskInput[] {
 }
 
 /**
- * Issue 24's picture: `n` pending tasks, each needing every task before it (141 tasks make 9,870
+ * The densest picture a publish can ask for: `n` pending tasks, each needing every task before it (141 tasks make 9,870
  * needs, about what a 64 KiB document holds).
  */
 export function complete(n: number, status: TaskStatus = "blocked"): GraphTaskInput[] {

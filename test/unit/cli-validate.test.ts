@@ -66,7 +66,7 @@ beforeAll(() => {
 });
 
 describe("dagbot validate", () => {
-  it("the built entry point is executable, so `npx dagbot` (the README's first command) can run it", () => {
+  it("the built entry point is executable, so `npx dagbot` and the `dagbot` that the README's set-up links can run it", () => {
     expect(statSync(cli).mode & 0o111).toBe(0o111);
     // The shebang runs node (with the flags dagbot wants, through `env -S`) and the file itself
     // runs when executed directly, as npx does.

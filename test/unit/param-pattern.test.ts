@@ -6,7 +6,7 @@ import { parseDag } from "../../src/domain/dag.js";
 import { compileParamPattern, estimateInstructions, PATTERN_LIMITS } from "../../src/domain/param-pattern.js";
 import { resolveParams } from "../../src/domain/params.js";
 
-/** The publish of issue 24: 24 × `(?:.{0,999}){0,1}` and a 1,500-character default. */
+/** A publish that stalled a backtracking matcher: 24 × `(?:.{0,999}){0,1}` and a 1,500-character default. */
 export const STALLING_PATTERN = "(?:.{0,999}){0,1}".repeat(24);
 
 function dagWith(params: Record<string, { pattern: string; default?: string }>): string {

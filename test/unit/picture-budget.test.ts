@@ -1,5 +1,5 @@
 // The picture budget's rate limits and cache (src/app/picture-budget.ts, src/app/pictures.ts;
-// issue 24): a member and a room ask for at most so many pictures per window, a refusal is told once
+// docs/architecture.md §8): a member and a room ask for at most so many pictures per window, a refusal is told once
 // with when to try again, and the same run in the same state is drawn and uploaded once, counted on
 // the real renderer over a real SQLite store.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

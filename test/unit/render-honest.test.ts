@@ -1,4 +1,4 @@
-// Issue 15's honest counts and quieter words, in the card, `!dag status` and `!dag list`: what
+// Honest counts and quieter words (docs/chat.md), in the card, `!dag status` and `!dag list`: what
 // succeeded over the total, then what else happened; a full bar only when every task succeeded;
 // runs named by their id only; one way to say an exit status; one "Usage"; a neutral glyph for waiting.
 import fc from "fast-check";

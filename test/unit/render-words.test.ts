@@ -1,6 +1,6 @@
-// Issue 29's words inside lines: a failed run's failures named with how each ended (points 4), card
-// lines without noise (point 7): no "attempt 1/1", no durations under a second, and a fourth name
-// where "and 1 more" would take the same space; a typo's answer gives the command to copy (point 8).
+// Words inside lines (docs/chat.md): a failed run's failures named with how each ended, card
+// lines without noise: no "attempt 1/1", no durations under a second, and a fourth name
+// where "and 1 more" would take the same space; a typo's answer gives the command to copy.
 import { describe, expect, it } from "vitest";
 import type { TaskLine } from "../../src/app/commands/outcome.js";
 import { parseCommand } from "../../src/app/commands/verbs/index.js";

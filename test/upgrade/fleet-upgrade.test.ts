@@ -1,6 +1,6 @@
 // Upgrade day: a fleet of the previous release (0.1.0, commit 633923a, built from this
 // repository's history) is upgraded to today's one node at a time, on PostgreSQL and on SQLite,
-// through the README's upgrade procedure, with runs in flight:
+// through the upgrade procedure of docs/operations.md, with runs in flight:
 //
 //   1. two 0.1.0 nodes run a DAG whose two long tasks (one per node) are running when the upgrade
 //      begins, and whose next tasks wait on them;
@@ -52,7 +52,7 @@ const NEW_SCHEMA = STORE_SCHEMA;
 const VERSION_PATTERN = "[0-9]+\\.[0-9]+\\.[0-9]+";
 
 describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
-  it("0.1.0 → today's through the README's procedure: runs in flight once, gates wait for approval, outputs are values, commands answered, both releases in `dagbot nodes`", async () => {
+  it("0.1.0 → today's through the upgrade procedure of docs/operations.md: runs in flight once, gates wait for approval, outputs are values, commands answered, both releases in `dagbot nodes`", async () => {
     const old = await step("building the previous release 633923a (cached after the first run)", () =>
       previousRelease("0.1.0"),
     );
@@ -165,7 +165,7 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         }
       });
 
-      // ---- README, Upgrading, "The procedure".
+      // ---- docs/operations.md, "Upgrading", "The procedure".
       // 1. Back up the store (SQLite: `dagbot migrate` does, and prints where).
       const backup = await step("1. backing up the store", async () => {
         if (kind === "postgres") {

@@ -38,8 +38,8 @@ export interface PreviousReleaseSpec {
 }
 
 /**
- * The previous releases, by version: what `npm run upgrade-test` runs beside today's (README,
- * Upgrading, "Checking an upgrade"). 0.1.0 → today's raises the fleet protocol; 0.2.0 → today's
+ * The previous releases, by version: what `npm run upgrade-test` runs beside today's (docs/operations.md,
+ * "Upgrading", "Checking an upgrade"). 0.1.0 → today's raises the fleet protocol; 0.2.0 → today's
  * keeps it, so 0.2.0 nodes keep working beside today's on the migrated store.
  */
 export const PREVIOUS_RELEASES = {

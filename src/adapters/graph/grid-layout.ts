@@ -1,5 +1,5 @@
 /**
- * Shapes a run's picture for a chat timeline's thumbnail (README "Pictures of a run"): a client
+ * Shapes a run's picture for a chat timeline's thumbnail (docs/chat.md, "Pictures of a run"): a client
  * shows it about 400 px wide and 300 px high, so a long chain or a deep DAG drawn in one left-to-right
  * row (3000 × 400 px) shrinks its labels to a few pixels. The boxes are laid out on a grid instead:
  * the plan levels go left to right as columns, a level taller than `perColumn` boxes is wrapped

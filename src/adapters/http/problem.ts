@@ -96,7 +96,7 @@ export function problem(
   };
 }
 
-/** Every code the API may answer with, for the README and the OpenAPI description. */
+/** Every code the API may answer with, for docs/http-api.md and the OpenAPI description. */
 export const PROBLEM_CODES: readonly string[] = Object.keys(TITLES);
 
 /** A problem thrown by a route or hook; the server's error handler answers with it. */

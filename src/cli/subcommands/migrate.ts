@@ -29,7 +29,7 @@ export function registerMigrate(program: Command): void {
       .option("--json", "print the plan and what was done as JSON"),
     "Other commands never migrate a store: read-only ones refuse an older schema and leave it as it\n" +
       "was, and a node migrates on its own only when no other node is live (store_migrate). A store of a\n" +
-      "newer schema is refused: downgrades go through the backup taken before the upgrade (README,\n" +
+      "newer schema is refused: downgrades go through the backup taken before the upgrade (docs/operations.md,\n" +
       "Upgrading). Exit status: 0 migrated, already current, or shown (--dry-run); 1 store error or a\n" +
       "newer schema; 2 bad config.",
   ).action((options: MigrateOptions) => runCli("migrate", () => migrate(options)));
@@ -56,7 +56,7 @@ async function migrate(options: MigrateOptions): Promise<number> {
   const backupNote =
     config.store.kind === "sqlite"
       ? "the file is copied first (SQLite's online backup) beside it, as <file>.schema<from>-<time>.bak"
-      : "back up the database first (pg_dump; README, Upgrading): dagbot migrate does not copy a PostgreSQL database";
+      : "back up the database first (pg_dump; docs/operations.md, Upgrading): dagbot migrate does not copy a PostgreSQL database";
   const current = seen.steps.length === 0;
   const applied =
     current || options.dryRun === true ? null : await migrateConfiguredStore(config, seen.schema);

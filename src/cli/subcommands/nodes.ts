@@ -125,7 +125,7 @@ async function nodes(options: NodesOptions): Promise<number> {
       ];
       process.stdout.write(`${cols.join(" ").trimEnd()}\n`);
     }
-    // An upgrade in progress: say so, with each release's nodes (README, Upgrading).
+    // An upgrade in progress: say so, with each release's nodes (docs/operations.md, Upgrading).
     const releases = new Map<string, string[]>();
     for (const n of list.filter((x) => !isGone(x.heartbeatAgeMs))) {
       const key = describeRelease(n.release, n.protocol);

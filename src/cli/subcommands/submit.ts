@@ -30,7 +30,7 @@ export function registerSubmit(program: Command): void {
       .option("--confirm", "confirm the run too, so it starts at once")
       .option(
         "--register",
-        "register the DAG without running it now: its schedule, after and webhooks start its runs (README, Publishing without running)",
+        "register the DAG without running it now: its schedule, after and webhooks start its runs (docs/dag-format.md, Publishing without running)",
       )
       .option("--wait <seconds>", "how long to wait for the room's leader to answer", "30")
       .option("--json", "print { runId, dagId, status } as JSON"),

@@ -274,4 +274,4 @@ export class RoomCrypto {
 const RECOVERY =
   "Recover with a new device: log in again for a new access token (a new device id), put it in the " +
   "config and restart; the new device gets new keys, and room keys for messages sent from then on " +
-  "(see README, Encryption).";
+  "(see docs/encryption.md).";
