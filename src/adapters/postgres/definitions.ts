@@ -2,8 +2,6 @@
  * Definitions on PostgreSQL: the row publishing writes in the same transaction as a
  * definition's first run, the counters later runs move, and the indexed reads by definition.
  */
-import type { ParsedDag } from "../../domain/model.js";
-import { definitionOf } from "../../domain/params.js";
 import { scheduleVerdict } from "../../domain/schedule.js";
 import { NotFoundError } from "../../ports/errors.js";
 import type {
@@ -17,75 +15,16 @@ import type {
   SkippedSlots,
 } from "../../ports/store.js";
 import { checkRoom } from "../store-common/checks.js";
-import {
-  runNumber,
-  scheduleChangeLine,
-  scheduleOutcome,
-  slotFiredLine,
-  slotsSkippedLine,
-} from "../store-common/definitions.js";
+import { scheduleChangeLine, scheduleOutcome, slotsSkippedLine } from "../store-common/definitions.js";
 import type { Db, Tx } from "./db.js";
 import { markHandledInTx } from "./inbox.js";
 import { enqueue } from "../store-common/ops/outbox.js";
 import { lockFence, runScript } from "./script-driver.js";
 import { DEFINITION_COLUMNS, DEFINITION_FROM, RUN_COLUMNS, toDefinition, toRun } from "./rows.js";
-import { json, NOW } from "./sql.js";
+import { NOW } from "./sql.js";
 
 const DEFAULT_SCHEDULED_LIMIT = 1000;
 const DEFAULT_RUNS_LIMIT = 100;
-
-/**
- * Inside createRun's transaction, after the run row is written: a DAG without `definition` creates
- * its definition, or adopts one whose first run is gone (its runs keep pointing at it); a DAG with
- * one moves that definition's newest slot and run number. NotFoundError when that one is missing.
- */
-export async function recordDefinitionInTx(
-  tx: Tx,
-  roomId: string,
-  fence: LeaderFence,
-  runId: string,
-  dag: ParsedDag,
-  hash: string,
-  publisher: string,
-): Promise<void> {
-  const of = dag.definition;
-  if (of === undefined) {
-    const doc = definitionOf(dag);
-    await tx.query(
-      `INSERT INTO definitions (room_id, dag_id, hash, dag, schedule_cron, schedule_timezone, schedule_missed,
-                                publisher, first_run_id, created_at, updated_at)
-       VALUES ($2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, ${NOW}, ${NOW})
-       ON CONFLICT (room_id, dag_id) DO UPDATE SET hash = excluded.hash, dag = excluded.dag,
-         schedule_cron = excluded.schedule_cron, schedule_timezone = excluded.schedule_timezone,
-         schedule_missed = excluded.schedule_missed, publisher = excluded.publisher,
-         first_run_id = excluded.first_run_id, created_at = excluded.created_at, updated_at = excluded.updated_at,
-         schedule_state = 'active', schedule_state_by = NULL, schedule_state_at = NULL,
-         schedule_state_reason = NULL, slots_through = NULL`,
-      [
-        tx.clockParam,
-        roomId,
-        dag.id,
-        hash,
-        json(doc),
-        doc.schedule?.cron ?? null,
-        doc.schedule?.timezone ?? null,
-        doc.schedule?.missed ?? null,
-        publisher,
-        runId,
-      ],
-    );
-    return;
-  }
-  const { rowCount } = await tx.query(
-    `UPDATE definitions SET last_slot_at = GREATEST(last_slot_at, $2::bigint),
-            slots_through = GREATEST(slots_through, $2::bigint),
-            last_run_number = GREATEST(last_run_number, COALESCE($3::integer, 0)), updated_at = ${NOW}
-      WHERE room_id = $4 AND dag_id = $5`,
-    [tx.clockParam, dag.slot?.at ?? null, runNumber(dag.id, of), roomId, of],
-  );
-  if (rowCount !== 1) throw new NotFoundError("create run", { roomId, definition: of });
-  if (dag.slot !== undefined) tx.log(roomId, slotFiredLine(fence, runId, of, dag.slot));
-}
 
 /**
  * Pause, resume or delete a schedule (DefinitionStore.changeSchedule): the decision is

@@ -2,8 +2,6 @@
  * Definitions on SQLite: the row publishing writes in the same transaction as a
  * definition's first run, the counters later runs move, and the indexed reads by definition.
  */
-import type { ParsedDag } from "../../domain/model.js";
-import { definitionOf } from "../../domain/params.js";
 import { scheduleVerdict } from "../../domain/schedule.js";
 import { NotFoundError } from "../../ports/errors.js";
 import type {
@@ -17,14 +15,8 @@ import type {
   SkippedSlots,
 } from "../../ports/store.js";
 import { checkRoom } from "../store-common/checks.js";
-import {
-  runNumber,
-  scheduleChangeLine,
-  scheduleOutcome,
-  slotFiredLine,
-  slotsSkippedLine,
-} from "../store-common/definitions.js";
-import type { SqliteConnection, Tx } from "./connection.js";
+import { scheduleChangeLine, scheduleOutcome, slotsSkippedLine } from "../store-common/definitions.js";
+import type { SqliteConnection } from "./connection.js";
 import { LIMIT } from "./connection.js";
 import { markHandledInTx } from "./inbox.js";
 import { enqueue } from "../store-common/ops/outbox.js";
@@ -33,70 +25,6 @@ import { DEFINITION_COLUMNS, DEFINITION_FROM, RUN_COLUMNS, toDefinition, toRun }
 
 const DEFAULT_SCHEDULED_LIMIT = 1000;
 const DEFAULT_RUNS_LIMIT = 100;
-
-/**
- * Inside createRun's transaction, after the run row is written: a DAG without `definition` creates
- * its definition, or adopts one whose first run is gone (its runs keep pointing at it); a DAG with
- * one moves that definition's newest slot and run number. NotFoundError when that one is missing.
- */
-export function recordDefinitionInTx(
-  c: SqliteConnection,
-  tx: Tx,
-  roomId: string,
-  fence: LeaderFence,
-  runId: string,
-  dag: ParsedDag,
-  hash: string,
-  publisher: string,
-): void {
-  const of = dag.definition;
-  if (of === undefined) {
-    const doc = definitionOf(dag);
-    c.run(
-      `INSERT INTO definitions (room_id, dag_id, hash, dag, schedule_cron, schedule_timezone, schedule_missed,
-                                publisher, first_run_id, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (room_id, dag_id) DO UPDATE SET hash = excluded.hash, dag = excluded.dag,
-         schedule_cron = excluded.schedule_cron, schedule_timezone = excluded.schedule_timezone,
-         schedule_missed = excluded.schedule_missed, publisher = excluded.publisher,
-         first_run_id = excluded.first_run_id, created_at = excluded.created_at, updated_at = excluded.updated_at,
-         schedule_state = 'active', schedule_state_by = NULL, schedule_state_at = NULL,
-         schedule_state_reason = NULL, slots_through = NULL`,
-      roomId,
-      dag.id,
-      hash,
-      JSON.stringify(doc),
-      doc.schedule?.cron ?? null,
-      doc.schedule?.timezone ?? null,
-      doc.schedule?.missed ?? null,
-      publisher,
-      runId,
-      tx.now,
-      tx.now,
-    );
-    return;
-  }
-  const slotAt = dag.slot?.at ?? null;
-  const changed = c.run(
-    `UPDATE definitions
-        SET last_slot_at = CASE WHEN ? IS NULL THEN last_slot_at ELSE MAX(COALESCE(last_slot_at, ?), ?) END,
-            slots_through = CASE WHEN ? IS NULL THEN slots_through ELSE MAX(COALESCE(slots_through, ?), ?) END,
-            last_run_number = MAX(last_run_number, COALESCE(?, 0)), updated_at = ?
-      WHERE room_id = ? AND dag_id = ?`,
-    slotAt,
-    slotAt,
-    slotAt,
-    slotAt,
-    slotAt,
-    slotAt,
-    runNumber(dag.id, of),
-    tx.now,
-    roomId,
-    of,
-  );
-  if (changed !== 1) throw new NotFoundError("create run", { roomId, definition: of });
-  if (dag.slot !== undefined) tx.log({ roomId, ...slotFiredLine(fence, runId, of, dag.slot) });
-}
 
 /**
  * Pause, resume or delete a schedule (DefinitionStore.changeSchedule): the decision is
