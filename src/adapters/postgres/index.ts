@@ -11,7 +11,6 @@ import { Db } from "./db.js";
 import { Finishes } from "./finishes.js";
 import { mapError, NOW, quoteIdent } from "./sql.js";
 import { claimDemand, wakeNodes } from "./demand.js";
-import * as definitions from "./definitions.js";
 import * as leases from "./leases.js";
 import { migrate } from "./migrations.js";
 import * as nodes from "./nodes.js";
@@ -22,6 +21,7 @@ import { decideGate } from "../store-common/ops/decide-gate.js";
 import * as inbox from "../store-common/ops/inbox.js";
 import * as outbox from "../store-common/ops/outbox.js";
 import * as after from "../store-common/ops/after.js";
+import * as definitions from "../store-common/ops/definitions.js";
 import * as reads from "../store-common/ops/run-reads.js";
 import * as runs from "../store-common/ops/runs.js";
 import * as policies from "../store-common/ops/policy.js";
@@ -133,14 +133,20 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     countTaskStatuses: async (runIds) =>
       readScript(db, "count task statuses", () => reads.countTaskStatuses(runIds)),
     getTask: async (runId, taskId) => readScript(db, "get task", () => reads.getTask(runId, taskId)),
-    getDefinition: async (roomId, dagId) => definitions.getDefinition(db, roomId, dagId),
-    listScheduledDefinitions: async (roomId, opts) => definitions.listScheduledDefinitions(db, roomId, opts),
+    getDefinition: async (roomId, dagId) =>
+      readScript(db, "get definition", () => definitions.getDefinition(roomId, dagId)),
+    listScheduledDefinitions: async (roomId, opts) =>
+      readScript(db, "list scheduled definitions", () => definitions.listScheduledDefinitions(roomId, opts)),
     changeSchedule: async (ctx, roomId, dagId, change, notices) =>
-      definitions.changeSchedule(db, ctx, roomId, dagId, change, notices),
+      writeScript(db, `${change.action} schedule`, () =>
+        definitions.changeSchedule(ctx, roomId, dagId, change, notices),
+      ),
     skipScheduleSlots: async (fence, roomId, dagId, skipped) =>
-      definitions.skipScheduleSlots(db, fence, roomId, dagId, skipped),
+      writeScript(db, "skip schedule slots", () =>
+        definitions.skipScheduleSlots(fence, roomId, dagId, skipped),
+      ),
     listDefinitionRuns: async (roomId, dagId, opts) =>
-      definitions.listDefinitionRuns(db, roomId, dagId, opts),
+      readScript(db, "list definition runs", () => definitions.listDefinitionRuns(roomId, dagId, opts)),
     listAfterDefinitions: async (roomId, opts) =>
       readScript(db, "list after definitions", () => after.listAfterDefinitions(roomId, opts)),
     unfiredUpstreamRuns: async (roomId, dagId, upstream, since, opts) =>

@@ -8,7 +8,6 @@ import type { Store, StoreOptions } from "../../ports/store.js";
 import { ChangeFeed } from "./change-feed.js";
 import { SqliteConnection } from "./connection.js";
 import { claimDemand } from "./demand.js";
-import * as definitions from "./definitions.js";
 import * as leases from "./leases.js";
 import { checkSchemaVersion, currentSchemaVersion, LATEST_SCHEMA_VERSION, migrate } from "./migrations.js";
 import * as nodes from "./nodes.js";
@@ -19,6 +18,7 @@ import { decideGate } from "../store-common/ops/decide-gate.js";
 import * as inbox from "../store-common/ops/inbox.js";
 import * as outbox from "../store-common/ops/outbox.js";
 import * as after from "../store-common/ops/after.js";
+import * as definitions from "../store-common/ops/definitions.js";
 import * as reads from "../store-common/ops/run-reads.js";
 import * as runs from "../store-common/ops/runs.js";
 import * as policies from "../store-common/ops/policy.js";
@@ -117,13 +117,20 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     countTaskStatuses: async (runIds) =>
       readScript(c, "count task statuses", () => reads.countTaskStatuses(runIds)),
     getTask: async (runId, taskId) => readScript(c, "get task", () => reads.getTask(runId, taskId)),
-    getDefinition: async (roomId, dagId) => definitions.getDefinition(c, roomId, dagId),
-    listScheduledDefinitions: async (roomId, opts) => definitions.listScheduledDefinitions(c, roomId, opts),
+    getDefinition: async (roomId, dagId) =>
+      readScript(c, "get definition", () => definitions.getDefinition(roomId, dagId)),
+    listScheduledDefinitions: async (roomId, opts) =>
+      readScript(c, "list scheduled definitions", () => definitions.listScheduledDefinitions(roomId, opts)),
     changeSchedule: async (ctx, roomId, dagId, change, notices) =>
-      definitions.changeSchedule(c, ctx, roomId, dagId, change, notices),
+      writeScript(c, `${change.action} schedule`, () =>
+        definitions.changeSchedule(ctx, roomId, dagId, change, notices),
+      ),
     skipScheduleSlots: async (fence, roomId, dagId, skipped) =>
-      definitions.skipScheduleSlots(c, fence, roomId, dagId, skipped),
-    listDefinitionRuns: async (roomId, dagId, opts) => definitions.listDefinitionRuns(c, roomId, dagId, opts),
+      writeScript(c, "skip schedule slots", () =>
+        definitions.skipScheduleSlots(fence, roomId, dagId, skipped),
+      ),
+    listDefinitionRuns: async (roomId, dagId, opts) =>
+      readScript(c, "list definition runs", () => definitions.listDefinitionRuns(roomId, dagId, opts)),
     listAfterDefinitions: async (roomId, opts) =>
       readScript(c, "list after definitions", () => after.listAfterDefinitions(roomId, opts)),
     unfiredUpstreamRuns: async (roomId, dagId, upstream, since, opts) =>
