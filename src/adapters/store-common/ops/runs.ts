@@ -32,10 +32,8 @@ import type { Script } from "../script.js";
 import { log, mappers, p, row, rows, run, sql, touch } from "../script.js";
 import { recordDefinition } from "./definitions.js";
 import { holdFence } from "./fence.js";
+import { getRun } from "./run-reads.js";
 import { markHandled } from "./inbox-handled.js";
-
-const RUN = sql("a run by its DAG")`
-  SELECT ${RUN_COLUMNS} FROM runs WHERE room_id = ${p.text("roomId")} AND dag_id = ${p.text("dagId")}`;
 
 // Locked on PostgreSQL: two decisions on one run apply one after the other. The clock comes with
 // the row (no round trip of its own): a decision is judged on it (runStatusAt).
@@ -112,14 +110,13 @@ const LIVE_STATUSES = [...STOPPABLE, "canceling"];
 
 export function* createRun(ctx: CommandContext, input: CreateRunInput): Script<CreateRunResult> {
   const operation = "create run";
-  const m = yield* mappers();
   yield* holdFence(operation, ctx.fence);
   checkRoom(operation, ctx, input.roomId);
   const dagId = input.dag.id;
-  const existing = yield* row(RUN, { roomId: input.roomId, dagId });
+  const existing = yield* getRun(input.roomId, dagId);
   const result: CreateRunResult =
-    existing !== undefined
-      ? againstExisting(m.toRun(existing), input.hash)
+    existing !== null
+      ? againstExisting(existing, input.hash)
       : { kind: "created", run: yield* insertRun(ctx.fence, input) };
   if (ctx.inboxEventId !== undefined)
     yield* markHandled(ctx.fence, ctx.inboxEventId, publishOutcome(result, dagId, input.hash, ctx.verb));
