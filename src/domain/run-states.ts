@@ -114,6 +114,25 @@ export function canTransitionRun(from: RunStatus, to: RunStatus, actor: RunActor
   return canMove(RUN_TRANSITIONS, from, to, actor);
 }
 
+/**
+ * The status a decision the verdict applies moves a run in `from` to: confirm → running, reject →
+ * rejected, cancel → canceling while some task of the run is still live (its process must stop
+ * first), else canceled. Asked of the table: a move it does not allow throws, and nothing is written.
+ */
+export function decisionTarget(decision: RunDecision, from: RunStatus, liveTasks: number): RunStatus {
+  const to: RunStatus =
+    decision === "confirm"
+      ? "running"
+      : decision === "reject"
+        ? "rejected"
+        : liveTasks > 0
+          ? "canceling"
+          : "canceled";
+  if (!canTransitionRun(from, to, "leader"))
+    throw new Error(`a ${decision} cannot move a run from ${from} to ${to} (src/domain/run-states.ts)`);
+  return to;
+}
+
 /** The statuses `actor` may move a run to from `from` (every actor when none is given), in table order. */
 export function runTargets(from: RunStatus, actor?: RunActor): RunStatus[] {
   return targetsOf(RUN_TRANSITIONS, from, actor);

@@ -152,6 +152,14 @@ export function canTransitionTask(from: TaskStatus, to: TaskStatus, actor: TaskA
   return canMove(TASK_TRANSITIONS, from, to, actor);
 }
 
+/**
+ * The statuses from which a cancel of its run (the leader) moves a task to `to`: canceled for those
+ * that never started, canceling for those whose process must stop first. Read from the table.
+ */
+export function canceledFrom(to: "canceled" | "canceling"): TaskStatus[] {
+  return TASK_STATUSES.filter((from) => canTransitionTask(from, to, "leader"));
+}
+
 /** The statuses `actor` may move a task to from `from` (every actor when none is given), in table order. */
 export function taskTargets(from: TaskStatus, actor?: TaskActor): TaskStatus[] {
   return targetsOf(TASK_TRANSITIONS, from, actor);

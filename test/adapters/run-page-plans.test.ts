@@ -5,8 +5,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openPostgresStore } from "../../src/adapters/postgres/index.js";
-import { pageRunsStatement as pgStatement } from "../../src/adapters/postgres/runs.js";
-import { pageRunsStatement as sqliteStatement } from "../../src/adapters/sqlite/runs.js";
+import { queryOf as pgQuery } from "../../src/adapters/postgres/script-driver.js";
+import { queryOf as sqliteQuery } from "../../src/adapters/sqlite/script-driver.js";
+import { pageRunsStatement, pageRunsValues } from "../../src/adapters/store-common/ops/run-reads.js";
 import type { RunPageQuery, Store } from "../../src/ports/store.js";
 import type { TestDatabase } from "../support/postgres.js";
 import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
@@ -53,7 +54,7 @@ describe("SQLite", () => {
 
   it.each(QUERIES)("%s: searches its index in list order, no sort", async (_name, query, index) => {
     try {
-      const { sql, values } = sqliteStatement(ROOM, query);
+      const { sql, values } = sqliteQuery(pageRunsStatement(query), pageRunsValues(ROOM, query));
       const plan = (
         db
           .raw()
@@ -90,7 +91,7 @@ describe("PostgreSQL", () => {
 
   it.each(QUERIES)("%s: scans its index in list order, no sort", async (_name, query, index) => {
     try {
-      const { sql, values } = pgStatement(ROOM, query);
+      const { sql, values } = pgQuery(pageRunsStatement(query), pageRunsValues(ROOM, query));
       const [row] = await db.query<{ "QUERY PLAN": [{ Plan: Node }] }>(
         `EXPLAIN (FORMAT JSON) ${sql}`,
         values,

@@ -9,6 +9,8 @@ import {
   RUN_TRANSITIONS,
   TERMINAL_RUN_STATUSES,
   canTransitionRun,
+  decisionTarget,
+  decisionVerdict,
   isRunStatus,
   isTerminalRun,
   runTargets,
@@ -142,5 +144,30 @@ describe("summarizeTasks", () => {
     expect(summarizeTasks(["succeeded", "skipped"]).percent).toBe(100);
     const many: TaskStatus[] = [...Array<TaskStatus>(999).fill("succeeded"), "running"];
     expect(summarizeTasks(many).percent).toBe(99);
+  });
+});
+
+describe("decisionTarget: where a decision the verdict applies moves a run", () => {
+  it("confirm → running, reject → rejected; cancel → canceling while a task is live, else canceled", () => {
+    expect(decisionTarget("confirm", "pending", 0)).toBe("running");
+    expect(decisionTarget("reject", "pending", 0)).toBe("rejected");
+    expect(decisionTarget("cancel", "running", 2)).toBe("canceling");
+    expect(decisionTarget("cancel", "running", 0)).toBe("canceled");
+    expect(decisionTarget("cancel", "pending", 0)).toBe("canceled");
+  });
+
+  it("refuses a move the table does not allow: a pending run cannot wait for a live task", () => {
+    expect(() => decisionTarget("cancel", "pending", 1)).toThrow(/pending to canceling/);
+    expect(() => decisionTarget("confirm", "running", 0)).toThrow(/running to running/);
+  });
+
+  it("every status a verdict applies a decision to has a legal target", () => {
+    for (const decision of ["confirm", "reject", "cancel"] as const)
+      for (const from of RUN_STATUSES)
+        if (decisionVerdict(decision, from) === "apply") {
+          const live = from === "running" ? [0, 1] : [0];
+          for (const n of live)
+            expect(canTransitionRun(from, decisionTarget(decision, from, n), "leader")).toBe(true);
+        }
   });
 });

@@ -8,6 +8,7 @@ import {
   TASK_TRANSITIONS,
   TERMINAL_TASK_STATUSES,
   canTransitionTask,
+  canceledFrom,
   isTaskStatus,
   isTerminalTask,
   taskTargets,
@@ -105,5 +106,12 @@ describe("task transitions", () => {
     expect(isTaskStatus("Queued")).toBe(false);
     expect(isTaskStatus("__proto__")).toBe(false);
     expect(isTaskStatus(3)).toBe(false);
+  });
+});
+
+describe("canceledFrom: the tasks a run's cancel ends or stops", () => {
+  it("ends the tasks that never started and stops the running ones, as the design's table says", () => {
+    expect(canceledFrom("canceled")).toEqual(["blocked", "queued"]);
+    expect(canceledFrom("canceling")).toEqual(["running"]);
   });
 });

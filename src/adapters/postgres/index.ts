@@ -11,18 +11,19 @@ import { Db } from "./db.js";
 import { Finishes } from "./finishes.js";
 import { mapError, NOW, quoteIdent } from "./sql.js";
 import { claimDemand, wakeNodes } from "./demand.js";
-import * as after from "./after.js";
-import * as definitions from "./definitions.js";
 import * as leases from "../store-common/ops/leases.js";
 import { migrate } from "./migrations.js";
 import * as nodes from "../store-common/ops/nodes.js";
-import * as runs from "./runs.js";
 import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
 import * as inbox from "../store-common/ops/inbox.js";
 import * as outbox from "../store-common/ops/outbox.js";
+import * as after from "../store-common/ops/after.js";
+import * as definitions from "../store-common/ops/definitions.js";
+import * as reads from "../store-common/ops/run-reads.js";
+import * as runs from "../store-common/ops/runs.js";
 import * as policies from "../store-common/ops/policy.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import { checkPruneLimits } from "../store-common/retention.js";
@@ -118,32 +119,47 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     latestInboxEvent: async (roomId) =>
       readScript(db, "latest inbox event", () => inbox.latestInboxEvent(roomId)),
 
-    createRun: async (ctx, input) => runs.createRun(db, ctx, input),
-    confirmRun: async (ctx, roomId, dagId, by) => runs.confirmRun(db, ctx, roomId, dagId, by),
-    rejectRun: async (ctx, roomId, dagId, by) => runs.rejectRun(db, ctx, roomId, dagId, by),
-    cancelRun: async (ctx, roomId, dagId, by) => runs.cancelRun(db, ctx, roomId, dagId, by),
+    createRun: async (ctx, input) => writeScript(db, "create run", () => runs.createRun(ctx, input)),
+    confirmRun: async (ctx, roomId, dagId, by) =>
+      writeScript(db, "confirm run", () => runs.confirmRun(ctx, roomId, dagId, by)),
+    rejectRun: async (ctx, roomId, dagId, by) =>
+      writeScript(db, "reject run", () => runs.rejectRun(ctx, roomId, dagId, by)),
+    cancelRun: async (ctx, roomId, dagId, by) =>
+      writeScript(db, "cancel run", () => runs.cancelRun(ctx, roomId, dagId, by)),
     decideGate: async (ctx, roomId, dagId, taskId, input) =>
       writeScript(db, `${input.decision} gate`, () => decideGate(ctx, roomId, dagId, taskId, input)),
-    getRun: async (roomId, dagId) => runs.getRun(db, roomId, dagId),
-    getRunById: async (runId) => runs.getRunById(db, runId),
-    listRuns: async (roomId, opts) => runs.listRuns(db, roomId, opts),
-    pageRuns: async (roomId, query) => runs.pageRuns(db, roomId, query),
-    listTasks: async (runId) => runs.listTasks(db, runId),
-    countTaskStatuses: async (runIds) => runs.countTaskStatuses(db, runIds),
-    getTask: async (runId, taskId) => runs.getTask(db, runId, taskId),
-    getDefinition: async (roomId, dagId) => definitions.getDefinition(db, roomId, dagId),
-    listScheduledDefinitions: async (roomId, opts) => definitions.listScheduledDefinitions(db, roomId, opts),
+    getRun: async (roomId, dagId) => readScript(db, "get run", () => reads.getRun(roomId, dagId)),
+    getRunById: async (runId) => readScript(db, "get run by id", () => reads.getRunById(runId)),
+    listRuns: async (roomId, opts) => readScript(db, "list runs", () => reads.listRuns(roomId, opts)),
+    pageRuns: async (roomId, query) => readScript(db, "page runs", () => reads.pageRuns(roomId, query)),
+    listTasks: async (runId) => readScript(db, "list tasks", () => reads.listTasks(runId)),
+    countTaskStatuses: async (runIds) =>
+      readScript(db, "count task statuses", () => reads.countTaskStatuses(runIds)),
+    getTask: async (runId, taskId) => readScript(db, "get task", () => reads.getTask(runId, taskId)),
+    getDefinition: async (roomId, dagId) =>
+      readScript(db, "get definition", () => definitions.getDefinition(roomId, dagId)),
+    listScheduledDefinitions: async (roomId, opts) =>
+      readScript(db, "list scheduled definitions", () => definitions.listScheduledDefinitions(roomId, opts)),
     changeSchedule: async (ctx, roomId, dagId, change, notices) =>
-      definitions.changeSchedule(db, ctx, roomId, dagId, change, notices),
+      writeScript(db, `${change.action} schedule`, () =>
+        definitions.changeSchedule(ctx, roomId, dagId, change, notices),
+      ),
     skipScheduleSlots: async (fence, roomId, dagId, skipped) =>
-      definitions.skipScheduleSlots(db, fence, roomId, dagId, skipped),
+      writeScript(db, "skip schedule slots", () =>
+        definitions.skipScheduleSlots(fence, roomId, dagId, skipped),
+      ),
     listDefinitionRuns: async (roomId, dagId, opts) =>
-      definitions.listDefinitionRuns(db, roomId, dagId, opts),
-    listAfterDefinitions: async (roomId, opts) => after.listAfterDefinitions(db, roomId, opts),
+      readScript(db, "list definition runs", () => definitions.listDefinitionRuns(roomId, dagId, opts)),
+    listAfterDefinitions: async (roomId, opts) =>
+      readScript(db, "list after definitions", () => after.listAfterDefinitions(roomId, opts)),
     unfiredUpstreamRuns: async (roomId, dagId, upstream, since, opts) =>
-      after.unfiredUpstreamRuns(db, roomId, dagId, upstream, since, opts),
-    recordAfterFiring: async (fence, input) => after.recordAfterFiring(db, fence, input),
-    listAfterFirings: async (roomId, opts) => after.listAfterFirings(db, roomId, opts),
+      readScript(db, "unfired upstream runs", () =>
+        after.unfiredUpstreamRuns(roomId, dagId, upstream, since, opts),
+      ),
+    recordAfterFiring: async (fence, input) =>
+      writeScript(db, "record after firing", () => after.recordAfterFiring(fence, input)),
+    listAfterFirings: async (roomId, opts) =>
+      readScript(db, "list after firings", () => after.listAfterFirings(roomId, opts)),
 
     claimTask: async (offer) => tasks.claimTask(db, offer),
     claimTasks: async (offer, max) => tasks.claimTasks(db, offer, max),

@@ -6,7 +6,7 @@
 import type { ChangeTopic, LeaderFence } from "../../ports/store.js";
 import { fenceConflict as conflictOf, holdFence } from "../store-common/ops/fence.js";
 import { rowMappers } from "../store-common/records.js";
-import type { Mappers, ParamType, Script, Step } from "../store-common/script.js";
+import type { Mappers, ParamType, Script, Statement, Step } from "../store-common/script.js";
 import { compile, p, runsIn, sql, valuesOf } from "../store-common/script.js";
 import type { Db, Queryable, Tx } from "./db.js";
 
@@ -61,6 +61,16 @@ async function carryOut(tx: ScriptEnv, step: Step): Promise<unknown> {
       tx.touch(step.topic, step.roomId);
       return undefined;
   }
+}
+
+/** The text and values this driver runs for `statement` (for tests that read its plan). */
+export function queryOf(
+  statement: Statement,
+  values: Readonly<Record<string, unknown>>,
+  clockParam: number | null = null,
+): { sql: string; values: unknown[] } {
+  const compiled = compile(statement, "postgres");
+  return { sql: compiled.text, values: valuesOf(compiled, statement, values, encode, () => clockParam) };
 }
 
 /** Runs `script` to its end inside `tx`; an error a step throws is thrown into the script. */

@@ -8,18 +8,19 @@ import type { Store, StoreOptions } from "../../ports/store.js";
 import { ChangeFeed } from "./change-feed.js";
 import { SqliteConnection } from "./connection.js";
 import { claimDemand } from "./demand.js";
-import * as after from "./after.js";
-import * as definitions from "./definitions.js";
 import * as leases from "../store-common/ops/leases.js";
 import { checkSchemaVersion, currentSchemaVersion, LATEST_SCHEMA_VERSION, migrate } from "./migrations.js";
 import * as nodes from "../store-common/ops/nodes.js";
-import * as runs from "./runs.js";
 import * as scheduler from "./scheduler.js";
 import * as tasks from "./tasks.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
 import * as inbox from "../store-common/ops/inbox.js";
 import * as outbox from "../store-common/ops/outbox.js";
+import * as after from "../store-common/ops/after.js";
+import * as definitions from "../store-common/ops/definitions.js";
+import * as reads from "../store-common/ops/run-reads.js";
+import * as runs from "../store-common/ops/runs.js";
 import * as policies from "../store-common/ops/policy.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import { checkPruneLimits } from "../store-common/retention.js";
@@ -101,31 +102,47 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     latestInboxEvent: async (roomId) =>
       readScript(c, "latest inbox event", () => inbox.latestInboxEvent(roomId)),
 
-    createRun: async (ctx, input) => runs.createRun(c, ctx, input),
-    confirmRun: async (ctx, roomId, dagId, by) => runs.confirmRun(c, ctx, roomId, dagId, by),
-    rejectRun: async (ctx, roomId, dagId, by) => runs.rejectRun(c, ctx, roomId, dagId, by),
-    cancelRun: async (ctx, roomId, dagId, by) => runs.cancelRun(c, ctx, roomId, dagId, by),
+    createRun: async (ctx, input) => writeScript(c, "create run", () => runs.createRun(ctx, input)),
+    confirmRun: async (ctx, roomId, dagId, by) =>
+      writeScript(c, "confirm run", () => runs.confirmRun(ctx, roomId, dagId, by)),
+    rejectRun: async (ctx, roomId, dagId, by) =>
+      writeScript(c, "reject run", () => runs.rejectRun(ctx, roomId, dagId, by)),
+    cancelRun: async (ctx, roomId, dagId, by) =>
+      writeScript(c, "cancel run", () => runs.cancelRun(ctx, roomId, dagId, by)),
     decideGate: async (ctx, roomId, dagId, taskId, input) =>
       writeScript(c, `${input.decision} gate`, () => decideGate(ctx, roomId, dagId, taskId, input)),
-    getRun: async (roomId, dagId) => runs.getRun(c, roomId, dagId),
-    getRunById: async (runId) => runs.getRunById(c, runId),
-    listRuns: async (roomId, opts) => runs.listRuns(c, roomId, opts),
-    pageRuns: async (roomId, query) => runs.pageRuns(c, roomId, query),
-    listTasks: async (runId) => runs.listTasks(c, runId),
-    countTaskStatuses: async (runIds) => runs.countTaskStatuses(c, runIds),
-    getTask: async (runId, taskId) => runs.getTask(c, runId, taskId),
-    getDefinition: async (roomId, dagId) => definitions.getDefinition(c, roomId, dagId),
-    listScheduledDefinitions: async (roomId, opts) => definitions.listScheduledDefinitions(c, roomId, opts),
+    getRun: async (roomId, dagId) => readScript(c, "get run", () => reads.getRun(roomId, dagId)),
+    getRunById: async (runId) => readScript(c, "get run by id", () => reads.getRunById(runId)),
+    listRuns: async (roomId, opts) => readScript(c, "list runs", () => reads.listRuns(roomId, opts)),
+    pageRuns: async (roomId, query) => readScript(c, "page runs", () => reads.pageRuns(roomId, query)),
+    listTasks: async (runId) => readScript(c, "list tasks", () => reads.listTasks(runId)),
+    countTaskStatuses: async (runIds) =>
+      readScript(c, "count task statuses", () => reads.countTaskStatuses(runIds)),
+    getTask: async (runId, taskId) => readScript(c, "get task", () => reads.getTask(runId, taskId)),
+    getDefinition: async (roomId, dagId) =>
+      readScript(c, "get definition", () => definitions.getDefinition(roomId, dagId)),
+    listScheduledDefinitions: async (roomId, opts) =>
+      readScript(c, "list scheduled definitions", () => definitions.listScheduledDefinitions(roomId, opts)),
     changeSchedule: async (ctx, roomId, dagId, change, notices) =>
-      definitions.changeSchedule(c, ctx, roomId, dagId, change, notices),
+      writeScript(c, `${change.action} schedule`, () =>
+        definitions.changeSchedule(ctx, roomId, dagId, change, notices),
+      ),
     skipScheduleSlots: async (fence, roomId, dagId, skipped) =>
-      definitions.skipScheduleSlots(c, fence, roomId, dagId, skipped),
-    listDefinitionRuns: async (roomId, dagId, opts) => definitions.listDefinitionRuns(c, roomId, dagId, opts),
-    listAfterDefinitions: async (roomId, opts) => after.listAfterDefinitions(c, roomId, opts),
+      writeScript(c, "skip schedule slots", () =>
+        definitions.skipScheduleSlots(fence, roomId, dagId, skipped),
+      ),
+    listDefinitionRuns: async (roomId, dagId, opts) =>
+      readScript(c, "list definition runs", () => definitions.listDefinitionRuns(roomId, dagId, opts)),
+    listAfterDefinitions: async (roomId, opts) =>
+      readScript(c, "list after definitions", () => after.listAfterDefinitions(roomId, opts)),
     unfiredUpstreamRuns: async (roomId, dagId, upstream, since, opts) =>
-      after.unfiredUpstreamRuns(c, roomId, dagId, upstream, since, opts),
-    recordAfterFiring: async (fence, input) => after.recordAfterFiring(c, fence, input),
-    listAfterFirings: async (roomId, opts) => after.listAfterFirings(c, roomId, opts),
+      readScript(c, "unfired upstream runs", () =>
+        after.unfiredUpstreamRuns(roomId, dagId, upstream, since, opts),
+      ),
+    recordAfterFiring: async (fence, input) =>
+      writeScript(c, "record after firing", () => after.recordAfterFiring(fence, input)),
+    listAfterFirings: async (roomId, opts) =>
+      readScript(c, "list after firings", () => after.listAfterFirings(roomId, opts)),
 
     claimTask: async (offer) => tasks.claimTask(c, offer),
     claimTasks: async (offer, max) => tasks.claimTasks(c, offer, max),

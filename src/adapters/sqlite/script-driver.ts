@@ -5,7 +5,7 @@
 import type { LeaderFence } from "../../ports/store.js";
 import { holdFence } from "../store-common/ops/fence.js";
 import { rowMappers } from "../store-common/records.js";
-import type { Mappers, ParamType, Script, Step } from "../store-common/script.js";
+import type { Mappers, ParamType, Script, Statement, Step } from "../store-common/script.js";
 import { compile, runsIn, valuesOf } from "../store-common/script.js";
 import type { SqliteConnection, Tx } from "./connection.js";
 
@@ -48,6 +48,16 @@ function carryOut(c: SqliteConnection, tx: ScriptEnv, step: Step): unknown {
       tx.touch(step.topic, step.roomId, step.nodes);
       return undefined;
   }
+}
+
+/** The text and values this driver runs for `statement` (for tests that read its plan). */
+export function queryOf(
+  statement: Statement,
+  values: Readonly<Record<string, unknown>>,
+  now = 0,
+): { sql: string; values: unknown[] } {
+  const compiled = compile(statement, "sqlite");
+  return { sql: compiled.text, values: valuesOf(compiled, statement, values, encode, () => now) };
 }
 
 /** Runs `script` to its end inside `tx`; an error a step throws is thrown into the script. */

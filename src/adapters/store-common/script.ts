@@ -27,7 +27,12 @@ export interface Param {
   readonly kind: "param";
   readonly name: string;
   readonly type: ParamType;
+  /** A JSON array of objects read as a table (p.table): its alias and its columns. */
+  readonly table?: { readonly alias: string; readonly columns: Readonly<Record<string, ColumnType>> };
 }
+
+/** A column of a table given as a JSON array (p.table). */
+export type ColumnType = "text" | "int" | "bool" | "json" | "textList";
 /** The transaction's clock in epoch ms (SQLite: read at BEGIN; PostgreSQL: the transaction's now()). */
 export interface Now {
   readonly kind: "now";
@@ -64,6 +69,17 @@ export const p = {
    * build's planner (STAT4) reads at every execution (docs/query-plans.md).
    */
   limit: (name: string): Param => ({ kind: "param", name, type: "limit" }),
+  /**
+   * `FROM ${p.table("rows", "x", { id: "text", n: "int" })}`: a JS array of objects given as one
+   * JSON value, read as a table named `alias` with these columns (one statement for many rows).
+   * A `json` or `textList` column holds an object or an array (SQLite keeps it as JSON text).
+   */
+  table: (name: string, alias: string, columns: Readonly<Record<string, ColumnType>>): Param => ({
+    kind: "param",
+    name,
+    type: "json",
+    table: { alias, columns },
+  }),
   now: { kind: "now" } as Now,
   only: (texts: { sqlite?: string | Statement; postgres?: string | Statement }): Only => ({
     kind: "only",
@@ -111,8 +127,27 @@ const PG_CAST: Record<ParamType, string> = {
   limit: "bigint",
 };
 
-/** How a placeholder reads in each dialect (`?` and `$n::cast` but for lists and limits). */
-function placeholder(type: ParamType, dialect: Dialect, n: number): string {
+const PG_COLUMN: Record<ColumnType, string> = {
+  text: "text",
+  int: "bigint",
+  bool: "boolean",
+  json: "jsonb",
+  textList: "text[]",
+};
+
+/** A table given as JSON: jsonb_to_recordset on PostgreSQL, json_each and json_extract on SQLite. */
+function tablePlaceholder(table: NonNullable<Param["table"]>, dialect: Dialect, n: number): string {
+  const columns = Object.entries(table.columns);
+  if (dialect === "postgres")
+    return `jsonb_to_recordset($${n}::jsonb) AS ${table.alias}(${columns.map(([c, t]) => `${c} ${PG_COLUMN[t]}`).join(", ")})`;
+  const read = columns.map(([c]) => `json_extract(value, '$.${c}') AS ${c}`).join(", ");
+  return `(SELECT ${read} FROM json_each(?)) AS ${table.alias}`;
+}
+
+/** How a placeholder reads in each dialect (`?` and `$n::cast` but for lists, limits and tables). */
+function placeholder(part: Param, dialect: Dialect, n: number): string {
+  const type = part.type;
+  if (part.table !== undefined) return tablePlaceholder(part.table, dialect, n);
   if (dialect === "sqlite")
     return type === "textList"
       ? " IN (SELECT value FROM json_each(?))"
@@ -155,7 +190,7 @@ export function compile(s: Statement, dialect: Dialect): Compiled {
         order.push(part);
       }
     } else if (dialect === "sqlite") {
-      text += placeholder(part.type, dialect, 0);
+      text += placeholder(part, dialect, 0);
       order.push(part);
     } else {
       let n = numbers.get(part.name);
@@ -164,7 +199,7 @@ export function compile(s: Statement, dialect: Dialect): Compiled {
         numbers.set(part.name, n);
         order.push(part);
       }
-      text += placeholder(part.type, dialect, n);
+      text += placeholder(part, dialect, n);
     }
   }
   const result = { text, order };

@@ -160,6 +160,19 @@ export function triggersSection(ctx: ContractContext): void {
     expect(fired).toHaveLength(1);
   });
 
+  it("a firing passes over a name another definition's run holds: `<id>.2` published as a DAG of its own", async () => {
+    const { store, room, fence, deploy, def, upstream } = await setup();
+    // Its own definition (no `definition` field), with the name the firing would pick next.
+    await create(store, fence, dag(`${deploy}.2`, [task("x")]));
+    const result = await store.recordAfterFiring(fence, afterFiring(def, upstream, null, null));
+    expect(result.kind).toBe("fired");
+    if (result.kind !== "fired") return;
+    expect(result.run.dagId).toBe(`${deploy}.3`);
+    expect(result.firing.runDagId).toBe(`${deploy}.3`);
+    expect((await store.getDefinition(room, deploy))!.lastRunNumber).toBe(3);
+    expect((await store.getRun(room, `${deploy}.2`))!.dag.definition).toBeUndefined();
+  });
+
   it("a skipped firing records its reason on the upstream run and starts nothing, once", async () => {
     const { store, room, fence, build, deploy, def, upstream } = await setup("failed");
     expect(upstream.status).toBe("failed");
