@@ -1,7 +1,7 @@
 /**
  * The leader's periodic work on PostgreSQL: scheduling (the pure decideSchedule applied to a snapshot
  * read in the same fenced transaction), reaping (the domain's decideReap applied in one fenced
- * transaction), run outcomes (one fenced statement), caps.
+ * transaction). Run outcomes and caps are written once, in store-common/ops/.
  */
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import type { ScheduleDecision } from "../../domain/scheduling.js";
@@ -18,20 +18,11 @@ import { queueTimedOut } from "../../domain/task-states.js";
 import type { ReapDecision } from "../../domain/task-states.js";
 import type { ReapRow } from "../store-common/reap.js";
 import { REAP_COLUMNS, lostData, reapDecision } from "../store-common/reap.js";
-import type {
-  CommandContext,
-  LeaderFence,
-  ReapResult,
-  RoomLoad,
-  RunOutcome,
-  ScheduleResult,
-} from "../../ports/store.js";
+import type { LeaderFence, ReapResult, ScheduleResult } from "../../ports/store.js";
 import type { Db, Tx } from "./db.js";
-import { fenceCte, fenceParams, LOG_CTES } from "./guards.js";
-import { markHandledInTx } from "./inbox.js";
+import { fenceParams } from "./guards.js";
 import { NOW, sessionKey } from "./sql.js";
-import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
-import { capOutcome } from "../store-common/run-outcomes.js";
+import { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 import { fenceConflict, lockFence } from "./script-driver.js";
 
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
@@ -386,122 +377,4 @@ export async function moveOverdue(
   );
   if ((res.rowCount ?? 0) !== 1) return null;
   return { reason, attempt: r.attempt };
-}
-
-/**
- * running → succeeded/failed once every task is terminal; canceling → canceled once every task is
- * terminal (domain/run-status.ts deriveRunOutcome, the same rule as one statement).
- */
-const DERIVE_SQL = `WITH ${fenceCte(2)},
-  up AS (
-    UPDATE runs r SET updated_at = ${NOW},
-           status = CASE WHEN r.status = 'canceling' THEN 'canceled'
-                         WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = r.run_id AND t.status NOT IN ('succeeded','skipped'))
-                         THEN 'failed' ELSE 'succeeded' END
-     WHERE r.room_id = $2::text AND r.status IN ('running','canceling') AND EXISTS (SELECT 1 FROM fence)
-       AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = r.run_id
-                        AND t.status IN ('blocked','queued','running','canceling'))
-    RETURNING r.run_id, r.dag_id, r.seq, r.status,
-              CASE WHEN r.status = 'canceled' THEN 'canceling' ELSE 'running' END AS from_status),
-  src AS (
-    SELECT $2::text AS room_id, row_number() OVER (ORDER BY seq) AS ord, 'run.' || status AS kind, run_id,
-           NULL::text AS task_id, $5::bigint AS term, $6::text AS actor, jsonb_build_object('from', from_status) AS data
-      FROM up),
-  ${LOG_CTES}
-  SELECT EXISTS (SELECT 1 FROM fence) AS fenced,
-         coalesce((SELECT json_agg(json_build_object('runId', run_id, 'dagId', dag_id, 'from', from_status, 'to', status)
-                                   ORDER BY seq) FROM up), '[]') AS outcomes,
-         CASE WHEN EXISTS (SELECT 1 FROM up) THEN pg_notify('dagbot', 'runs:' || $2::text) END`;
-
-export async function deriveRunOutcomes(db: Db, fence: LeaderFence): Promise<RunOutcome[]> {
-  const rows = await db.one<{ fenced: boolean; outcomes: RunOutcome[] }>("derive run outcomes", DERIVE_SQL, [
-    db.clockParam(),
-    ...fenceParams(fence),
-    sessionKey(fence.session),
-  ]);
-  const r = rows[0];
-  if (r === undefined || !r.fenced) throw await fenceConflict(db, "derive run outcomes", fence);
-  if (r.outcomes.length > 0) db.committed("runs", fence.roomId);
-  return r.outcomes;
-}
-
-export async function setRoomCap(
-  db: Db,
-  roomId: string,
-  cap: number,
-  ctx?: CommandContext,
-): Promise<{ previous: number }> {
-  checkRoomCap(cap);
-  return db.tx("set room cap", async (tx) => {
-    const fence = ctx?.fence;
-    if (ctx !== undefined) {
-      await lockFence(tx, "set room cap", ctx.fence);
-      checkRoom("set room cap", ctx, roomId);
-    }
-    // The old value comes back from the same statement that replaces it (FOR UPDATE of the old row).
-    const { rows } = await tx.query<{ previous: number | null }>(
-      `WITH old AS (SELECT cap FROM room_caps WHERE room_id = $1 FOR UPDATE),
-            upsert AS (INSERT INTO room_caps (room_id, cap) VALUES ($1, $2)
-                       ON CONFLICT (room_id) DO UPDATE SET cap = excluded.cap)
-       SELECT (SELECT cap FROM old) AS previous`,
-      [roomId, cap],
-    );
-    const previous = rows[0]?.previous ?? DEFAULT_ROOM_CAP;
-    tx.log(roomId, {
-      kind: "cap.set",
-      term: fence?.term ?? null,
-      actor: fence === undefined ? null : sessionKey(fence.session),
-      data: { cap },
-    });
-    if (fence !== undefined && ctx?.inboxEventId !== undefined)
-      await markHandledInTx(tx, fence, ctx.inboxEventId, capOutcome(cap, previous));
-    tx.touch("cap", roomId);
-    return { previous };
-  });
-}
-
-export async function initRoomCap(db: Db, roomId: string, cap: number): Promise<boolean> {
-  checkRoomCap(cap);
-  return db.tx("init room cap", async (tx) => {
-    const { rowCount } = await tx.query(
-      "INSERT INTO room_caps (room_id, cap) VALUES ($1, $2) ON CONFLICT (room_id) DO NOTHING",
-      [roomId, cap],
-    );
-    const inserted = rowCount === 1;
-    if (inserted) {
-      tx.log(roomId, { kind: "cap.set", term: null, actor: null, data: { cap, initial: true } });
-      tx.touch("cap", roomId);
-    }
-    return inserted;
-  });
-}
-
-export async function getRoomCap(db: Db, roomId: string): Promise<number> {
-  const rows = await db.one<{ cap: number }>("get room cap", "SELECT cap FROM room_caps WHERE room_id = $1", [
-    roomId,
-  ]);
-  return rows[0]?.cap ?? DEFAULT_ROOM_CAP;
-}
-
-/**
- * The room's cap, active count and held keys in one statement (one round trip). Its task rows are
- * the room's active ones, found through tasks_open.
- */
-export async function roomLoad(db: Db, roomId: string): Promise<RoomLoad> {
-  const rows = await db.one<{ cap: number | null; active: string; keys: RoomLoad["keys"] | null }>(
-    "room load",
-    `WITH active AS (
-       SELECT t.seq, t.concurrency_key, t.task_id, t.run_id FROM tasks t
-        WHERE t.room_id = $1 AND t.status IN ('blocked','queued','running','canceling')
-          AND t.status IN ('queued','running','canceling'))
-     SELECT (SELECT cap FROM room_caps WHERE room_id = $1) AS cap,
-            (SELECT count(*) FROM active) AS active,
-            (SELECT json_agg(json_build_object('key', a.concurrency_key, 'dagId', r.dag_id, 'taskId', a.task_id)
-                             ORDER BY a.seq)
-               FROM active a JOIN runs r ON r.run_id = a.run_id
-              WHERE a.concurrency_key IS NOT NULL) AS keys`,
-    [roomId],
-  );
-  const row = rows[0];
-  return { cap: row?.cap ?? DEFAULT_ROOM_CAP, active: Number(row?.active ?? 0), keys: row?.keys ?? [] };
 }

@@ -1,9 +1,9 @@
 /**
  * The leader's periodic work on SQLite, each step one fenced transaction: scheduling (the pure
- * decideSchedule applied to a snapshot read in the same transaction), reaping, run outcomes, caps.
+ * decideSchedule applied to a snapshot read in the same transaction) and reaping. Run outcomes and
+ * caps are written once, in store-common/ops/.
  */
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
-import { deriveRunOutcome } from "../../domain/run-status.js";
 import type { ScheduleDecision } from "../../domain/scheduling.js";
 import { decideSchedule } from "../../domain/scheduling.js";
 import { ScheduleView } from "../../domain/schedule-view.js";
@@ -12,23 +12,14 @@ import type { GateSpec } from "../../domain/gates.js";
 import type { GateState } from "../../domain/gates.js";
 import { gateTimeoutError, openGateState, timeOutGate } from "../../domain/gates.js";
 import { gateOpenedLine } from "../store-common/gate-writes.js";
-import type {
-  CommandContext,
-  LeaderFence,
-  ReapResult,
-  RoomLoad,
-  RunOutcome,
-  ScheduleResult,
-} from "../../ports/store.js";
-import type { SqliteConnection, Tx } from "./connection.js";
+import type { LeaderFence, ReapResult, ScheduleResult } from "../../ports/store.js";
+import type { SqliteConnection } from "./connection.js";
 import { sessionKey } from "./connection.js";
-import { markHandledInTx } from "./inbox.js";
 import { cancelUnstartedTasks } from "./runs.js";
 import type { ReapRow as CommonReapRow } from "../store-common/reap.js";
 import type { ReapDecision } from "../../domain/task-states.js";
 import { REAP_COLUMNS, lostData, reapDecision } from "../store-common/reap.js";
-import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
-import { capOutcome } from "../store-common/run-outcomes.js";
+import { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 import { checkFence } from "./script-driver.js";
 
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
@@ -305,101 +296,6 @@ export function reap(c: SqliteConnection, fence: LeaderFence): Promise<ReapResul
   });
 }
 
-export function deriveRunOutcomes(c: SqliteConnection, fence: LeaderFence): Promise<RunOutcome[]> {
-  return c.write("derive run outcomes", (tx) => {
-    checkFence(c, tx, "derive run outcomes", fence);
-    const roomId = fence.roomId;
-    // Only runs with nothing left open can change; the partial index answers NOT EXISTS cheaply.
-    const candidates = c.all<{ run_id: string; dag_id: string; status: RunStatus }>(
-      `SELECT r.run_id, r.dag_id, r.status FROM runs r
-        WHERE r.room_id = ? AND r.status IN ('running','canceling')
-          AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = r.run_id
-                           AND t.status IN ('blocked','queued','running','canceling'))`,
-      roomId,
-    );
-    const outcomes: RunOutcome[] = [];
-    for (const r of candidates) {
-      const statuses = c
-        .all<{ status: TaskStatus }>("SELECT status FROM tasks WHERE run_id = ?", r.run_id)
-        .map((t) => t.status);
-      const to = deriveRunOutcome(r.status, statuses);
-      if (to === r.status) continue;
-      c.run(
-        "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ? AND status = ?",
-        to,
-        tx.now,
-        r.run_id,
-        r.status,
-      );
-      tx.log({
-        roomId,
-        kind: `run.${to}`,
-        runId: r.run_id,
-        term: fence.term,
-        actor: sessionKey(fence.session),
-        data: { from: r.status },
-      });
-      outcomes.push({ runId: r.run_id, dagId: r.dag_id, from: r.status, to });
-    }
-    if (outcomes.length > 0) tx.touch("runs", roomId);
-    return outcomes;
-  });
-}
-
-export function setRoomCap(
-  c: SqliteConnection,
-  roomId: string,
-  cap: number,
-  ctx?: CommandContext,
-): Promise<{ previous: number }> {
-  checkRoomCap(cap);
-  return c.write("set room cap", (tx: Tx) => {
-    const fence = ctx?.fence;
-    if (ctx !== undefined) {
-      checkFence(c, tx, "set room cap", ctx.fence);
-      checkRoom("set room cap", ctx, roomId);
-    }
-    const previous = roomCap(c, roomId);
-    c.run(
-      "INSERT INTO room_caps (room_id, cap) VALUES (?, ?) ON CONFLICT (room_id) DO UPDATE SET cap = excluded.cap",
-      roomId,
-      cap,
-    );
-    tx.log({
-      roomId,
-      kind: "cap.set",
-      term: fence?.term ?? null,
-      actor: fence === undefined ? null : sessionKey(fence.session),
-      data: { cap },
-    });
-    if (fence !== undefined && ctx?.inboxEventId !== undefined)
-      markHandledInTx(c, tx, fence, ctx.inboxEventId, capOutcome(cap, previous));
-    tx.touch("cap", roomId);
-    return { previous };
-  });
-}
-
-export function initRoomCap(c: SqliteConnection, roomId: string, cap: number): Promise<boolean> {
-  checkRoomCap(cap);
-  return c.write("init room cap", (tx: Tx) => {
-    const inserted =
-      c.run(
-        "INSERT INTO room_caps (room_id, cap) VALUES (?, ?) ON CONFLICT (room_id) DO NOTHING",
-        roomId,
-        cap,
-      ) === 1;
-    if (inserted) {
-      tx.log({ roomId, kind: "cap.set", term: null, actor: null, data: { cap, initial: true } });
-      tx.touch("cap", roomId);
-    }
-    return inserted;
-  });
-}
-
-export function getRoomCap(c: SqliteConnection, roomId: string): Promise<number> {
-  return c.read("get room cap", () => roomCap(c, roomId));
-}
-
 /**
  * The room's active tasks, as two halves that each name a partial index's own predicate
  * (tasks_claim: queued; tasks_executor: running and canceling), as REAP_OPEN_SQL does: SQLite uses a
@@ -408,23 +304,8 @@ export function getRoomCap(c: SqliteConnection, roomId: string): Promise<number>
  */
 const ROOM_ACTIVE = `SELECT %COLS% FROM tasks t WHERE t.status = 'queued' AND t.room_id = ?
   UNION ALL SELECT %COLS% FROM tasks t WHERE t.status IN ('running','canceling') AND t.room_id = ?`;
-export const ROOM_ACTIVE_COUNT_SQL = `SELECT count(*) AS n FROM (${ROOM_ACTIVE.replaceAll("%COLS%", "1")})`;
-export const ROOM_KEYS_SQL = `SELECT a.concurrency_key, r.dag_id, a.task_id
-   FROM (${ROOM_ACTIVE.replaceAll("%COLS%", "t.seq, t.concurrency_key, t.task_id, t.run_id")}) a
-   JOIN runs r ON r.run_id = a.run_id
-  WHERE a.concurrency_key IS NOT NULL ORDER BY a.seq`;
 /** The room's active tasks, for the caps of an incremental scheduling step. */
 const ACTIVE_ROWS_SQL = ROOM_ACTIVE.replaceAll("%COLS%", "t.run_id, t.task_id, t.concurrency_key");
-
-export function roomLoad(c: SqliteConnection, roomId: string): Promise<RoomLoad> {
-  return c.read("room load", () => {
-    const active = c.get<{ n: number }>(ROOM_ACTIVE_COUNT_SQL, roomId, roomId)?.n ?? 0;
-    const keys = c
-      .all<{ concurrency_key: string; dag_id: string; task_id: string }>(ROOM_KEYS_SQL, roomId, roomId)
-      .map((k) => ({ key: k.concurrency_key, dagId: k.dag_id, taskId: k.task_id }));
-    return { cap: roomCap(c, roomId), active, keys };
-  });
-}
 
 /**
  * Moves a running task the reaper found overdue, or its worker released (releaseTask), as the
