@@ -11,9 +11,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { LIMIT } from "../../src/adapters/sqlite/connection.js";
 import { CLAIM_SQL } from "../../src/adapters/sqlite/tasks.js";
 import { NEXT_INBOX_SQL } from "../../src/adapters/sqlite/inbox.js";
-import { REAP_OPEN_SQL } from "../../src/adapters/sqlite/scheduler.js";
+import { REAP_OPEN } from "../../src/adapters/store-common/ops/reap.js";
 import { ROOM_LOAD } from "../../src/adapters/store-common/ops/caps.js";
-import { compile } from "../../src/adapters/store-common/script.js";
+import { compile, sql } from "../../src/adapters/store-common/script.js";
 import type { Store } from "../../src/ports/store.js";
 import { session } from "../support/store-fixtures.js";
 import { sqliteCapabilities, sqliteTestDb } from "../support/sqlite-harness.js";
@@ -61,10 +61,12 @@ describe(`SQLite query plans with ${FINISHED} tasks, ${FINISHED / QUEUED_EVERY} 
   });
 
   it("the reaper's look for anything that could expire reads the open tasks through indexes, not every task", () => {
+    const open = compile(sql("the reaper's look for open work")`SELECT ${REAP_OPEN} AS open`, "sqlite");
     const plan = (
-      db.raw().prepare(`EXPLAIN QUERY PLAN ${REAP_OPEN_SQL}`).all(ROOM, ROOM, ROOM, ROOM) as {
-        detail: string;
-      }[]
+      db
+        .raw()
+        .prepare(`EXPLAIN QUERY PLAN ${open.text}`)
+        .all(...open.order.map(() => ROOM)) as { detail: string }[]
     ).map((r) => r.detail);
     const tasks = plan.filter((l) => /^(SCAN|SEARCH) tasks\b/.test(l));
     expect(tasks, plan.join("\n")).toHaveLength(3);

@@ -26,6 +26,7 @@ import * as outbox from "../store-common/ops/outbox.js";
 import * as policies from "../store-common/ops/policy.js";
 import * as caps from "../store-common/ops/caps.js";
 import * as runOutcomes from "../store-common/ops/run-outcomes.js";
+import * as reaper from "../store-common/ops/reap.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import { checkPruneLimits } from "../store-common/retention.js";
 import { readScript, writeScript } from "./script-driver.js";
@@ -155,7 +156,11 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     finishAndClaim: async (token, result, offer, max) => finishes.finishAndClaim(token, result, offer, max),
 
     scheduleStep: async (fence, incremental) => scheduler.scheduleStep(db, fence, incremental),
-    reap: async (fence) => scheduler.reap(db, fence),
+    // A look on the pool first (one round trip): a leader reaps on every tick and almost always finds nothing due.
+    reap: async (fence) => {
+      const look = await readScript(db, "reap", () => reaper.reapLook(fence));
+      return look.due ? writeScript(db, "reap", () => reaper.reap(fence)) : look.result;
+    },
     // A look on the pool first (one round trip): a leader derives on every tick and almost always finds nothing.
     deriveRunOutcomes: async (fence) =>
       (await readScript(db, "derive run outcomes", () => runOutcomes.runOutcomesDue(fence)))

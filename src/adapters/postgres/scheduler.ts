@@ -1,7 +1,6 @@
 /**
  * The leader's periodic work on PostgreSQL: scheduling (the pure decideSchedule applied to a snapshot
- * read in the same fenced transaction), reaping (the domain's decideReap applied in one fenced
- * transaction). Run outcomes and caps are written once, in store-common/ops/.
+ * read in the same fenced transaction). Reaping, run outcomes and caps are written once, in store-common/ops/.
  */
 import type { RunStatus, TaskStatus } from "../../domain/model.js";
 import type { ScheduleDecision } from "../../domain/scheduling.js";
@@ -11,19 +10,15 @@ import { ScheduleView } from "../../domain/schedule-view.js";
 import { ScheduleViews } from "../store-common/schedule-views.js";
 import type { TaskRef } from "../../domain/scheduling.js";
 import type { GateSpec } from "../../domain/gates.js";
-import type { GateState } from "../../domain/gates.js";
-import { gateTimeoutError, openGateState, timeOutGate } from "../../domain/gates.js";
+import { openGateState } from "../../domain/gates.js";
 import { gateOpenedLine } from "../store-common/gate-writes.js";
-import { queueTimedOut } from "../../domain/task-states.js";
 import type { ReapDecision } from "../../domain/task-states.js";
-import type { ReapRow } from "../store-common/reap.js";
-import { REAP_COLUMNS, lostData, reapDecision } from "../store-common/reap.js";
-import type { LeaderFence, ReapResult, ScheduleResult } from "../../ports/store.js";
+import type { LeaderFence, ScheduleResult } from "../../ports/store.js";
 import type { Db, Tx } from "./db.js";
-import { fenceParams } from "./guards.js";
 import { NOW, sessionKey } from "./sql.js";
 import { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
-import { fenceConflict, lockFence } from "./script-driver.js";
+import { lockFence, runScript } from "./script-driver.js";
+import { moveOverdue as moveOverdueScript } from "../store-common/ops/reap.js";
 
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
@@ -186,168 +181,10 @@ interface SnapTask {
   gateOpen: boolean;
 }
 
-// Running past its deadline, or running/canceling with a lease nobody renewed.
-const OVERDUE = `room_id = $2::text AND status IN ('running','canceling')
-  AND (lease_expires_at <= ${NOW} OR (status = 'running' AND deadline IS NOT NULL AND deadline <= ${NOW}))`;
-const STALE = `room_id = $2::text AND status = 'queued' AND queue_timeout_ms IS NOT NULL
-  AND queued_at + queue_timeout_ms <= ${NOW}`;
-const GATE_DUE = `room_id = $2::text AND status = 'blocked' AND gate_state IS NOT NULL
-  AND deadline IS NOT NULL AND deadline <= ${NOW}`;
-const EXPIRED = `room_id = $2::text AND status = 'pending' AND confirm_deadline IS NOT NULL
-  AND confirm_deadline <= ${NOW}`;
-
 /**
- * The reaper's look, without a lock or a write: is the fence still held, and is anything due? A
- * leader reaps on every tick and almost always finds nothing, so that costs this one read.
- */
-const REAP_DUE_SQL = `SELECT EXISTS (SELECT 1 FROM room_leases
-           WHERE room_id = $2 AND holder_node = $3 AND holder_boot = $4 AND term = $5 AND expires_at > ${NOW}) AS fenced,
-         EXISTS (SELECT 1 FROM tasks WHERE ${OVERDUE}) OR EXISTS (SELECT 1 FROM tasks WHERE ${STALE})
-           OR EXISTS (SELECT 1 FROM runs WHERE ${EXPIRED}) OR EXISTS (SELECT 1 FROM tasks WHERE ${GATE_DUE}) AS due,
-         EXISTS (SELECT 1 FROM tasks WHERE room_id = $2 AND status IN ('queued','running','canceling'))
-           OR EXISTS (SELECT 1 FROM runs WHERE room_id = $2 AND status = 'pending'
-                                           AND confirm_deadline IS NOT NULL)
-           OR EXISTS (SELECT 1 FROM tasks WHERE room_id = $2 AND status = 'blocked' AND gate_state IS NOT NULL
-                                            AND deadline IS NOT NULL) AS open`;
-
-/**
- * The reaper on PostgreSQL: the domain decides (decideReap for each overdue running or canceling
- * task, queueTimedOut for a queued one), this applies, in one fenced transaction whose rows are
- * locked as read, so a worker's finish or renewal either comes first (and the task is no longer
- * overdue when read) or waits and then finds the version moved. Log lines: expired runs first, then
- * the moved tasks by run and task id.
- */
-export async function reap(db: Db, fence: LeaderFence): Promise<ReapResult> {
-  const look = await db.one<{ fenced: boolean; due: boolean; open: boolean }>("reap", REAP_DUE_SQL, [
-    db.clockParam(),
-    ...fenceParams(fence),
-  ]);
-  if (look[0] === undefined || !look[0].fenced) throw await fenceConflict(db, "reap", fence);
-  const result: ReapResult = {
-    requeued: 0,
-    failed: 0,
-    timedOut: 0,
-    canceled: 0,
-    expiredRuns: 0,
-    open: look[0].open,
-  };
-  if (!look[0].due) return result;
-
-  return db.tx("reap", async (tx) => {
-    await lockFence(tx, "reap", fence);
-    const roomId = fence.roomId;
-    const term = fence.term;
-    const actor = sessionKey(fence.session);
-    const { rows: nowRows } = await tx.query<{ now: number }>(`SELECT ${NOW} AS now`, [tx.clockParam]);
-    const now = Number(nowRows[0]?.now);
-    const room = [tx.clockParam, roomId];
-    const lines: { runId: string; taskId: string; kind: string; data: Record<string, unknown> }[] = [];
-    const moved = (r: ReapRow, to: TaskStatus, data: Record<string, unknown>): void => {
-      lines.push({ runId: r.run_id, taskId: r.task_id, kind: `task.${to}`, data });
-    };
-    const apply = async (r: ReapRow, set: string, values: unknown[]): Promise<boolean> =>
-      ((
-        await tx.query(
-          `UPDATE tasks SET ${set}, version = version + 1 WHERE run_id = $1 AND task_id = $2 AND version = $3`,
-          [r.run_id, r.task_id, r.version, ...values],
-        )
-      ).rowCount ?? 0) === 1;
-
-    const overdue = await tx.query<ReapRow>(
-      `SELECT ${REAP_COLUMNS} FROM tasks WHERE ${OVERDUE} FOR UPDATE`,
-      room,
-    );
-    for (const r of overdue.rows) {
-      const decision = reapDecision(r, now);
-      if (decision === null) continue;
-      const reason = decision.reason;
-      if (decision.to === "canceled") {
-        const set = `status = 'canceled', lease_expires_at = NULL, finished_at = $4,
-                     error = coalesce(error, 'canceled; the executor stopped renewing')`;
-        if (await apply(r, set, [now])) {
-          result.canceled++;
-          moved(r, "canceled", { reason });
-        }
-      } else {
-        const moves = await moveOverdue(tx, r, decision, now);
-        if (moves === null) continue;
-        if (decision.to === "queued") result.requeued++;
-        else if (decision.to === "timed_out") result.timedOut++;
-        else result.failed++;
-        moved(r, decision.to, moves);
-      }
-    }
-
-    const stale = await tx.query<ReapRow & { queued_at: number | null; queue_timeout_ms: number | null }>(
-      `SELECT run_id, task_id, status, version, queued_at, queue_timeout_ms FROM tasks WHERE ${STALE} FOR UPDATE`,
-      room,
-    );
-    for (const r of stale.rows) {
-      const due = queueTimedOut(
-        { status: r.status, queuedAt: r.queued_at, queueTimeoutMs: r.queue_timeout_ms },
-        now,
-      );
-      if (due && (await apply(r, "status = 'timed_out', finished_at = $4, error = 'queue timeout'", [now]))) {
-        result.timedOut++;
-        moved(r, "timed_out", { reason: "queue timeout" });
-      }
-    }
-
-    // Open approval gates past their timeout: timed_out or skipped, as the gate declares.
-    const gates = await tx.query<ReapRow & { gate: GateSpec; gate_state: GateState }>(
-      `SELECT run_id, task_id, status, version, gate, gate_state FROM tasks WHERE ${GATE_DUE} FOR UPDATE`,
-      room,
-    );
-    for (const r of gates.rows) {
-      const verdict = timeOutGate(r.gate, r.gate_state, now);
-      const set = "status = $4, gate_state = $5::jsonb, deadline = NULL, finished_at = $6, error = $7";
-      if (await apply(r, set, [verdict.to, JSON.stringify(verdict.state), now, gateTimeoutError(r.gate)])) {
-        if (verdict.to === "timed_out") result.timedOut++;
-        lines.push({
-          runId: r.run_id,
-          taskId: r.task_id,
-          kind: "gate.timed_out",
-          data: { onTimeout: r.gate.onTimeout },
-        });
-        moved(r, verdict.to, { reason: "gate timeout" });
-      }
-    }
-
-    const expired = await tx.query<{ run_id: string }>(
-      `UPDATE runs SET status = 'expired', updated_at = ${NOW} WHERE ${EXPIRED} RETURNING run_id`,
-      room,
-    );
-    result.expiredRuns = expired.rows.length;
-    if (expired.rows.length > 0) {
-      const runIds = expired.rows.map((r) => r.run_id);
-      const unstarted = await tx.query<{ run_id: string; task_id: string }>(
-        `UPDATE tasks SET status = 'canceled', version = version + 1, finished_at = $2,
-                error = coalesce(error, 'canceled before it started')
-          WHERE run_id = ANY($1::text[]) AND status IN ('blocked','queued')
-          RETURNING run_id, task_id`,
-        [runIds, now],
-      );
-      for (const t of unstarted.rows)
-        lines.push({ runId: t.run_id, taskId: t.task_id, kind: "task.canceled", data: {} });
-      for (const runId of [...runIds].sort())
-        tx.log(roomId, { kind: "run.expired", runId, term, actor, data: { from: "pending" } });
-      tx.touch("runs", roomId);
-    }
-
-    lines.sort((a, b) => cmp(a.runId, b.runId) || cmp(a.taskId, b.taskId));
-    for (const l of lines) tx.log(roomId, { ...l, term, actor });
-    if (lines.length > 0) tx.touch("tasks", roomId);
-    return result;
-  });
-}
-
-const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-
-/**
- * Moves a running task the reaper found overdue, or its worker released (releaseTask), as the
- * domain decided (decideReap, decideLost): back to the queue (attempt + 1; a lost node's rerun also
- * raises max_attempts, so no retry is spent) or to its end. Fenced by the row's version; the log
- * line's data, or null when the row had moved.
+ * releaseTask's move of a released task (tasks.ts), as the reaper moves an overdue one: the shared
+ * script (store-common/ops/reap.ts, moveOverdue) run inside the caller's transaction; the log line's
+ * data, or null when the row had moved.
  */
 export async function moveOverdue(
   tx: Tx,
@@ -355,26 +192,6 @@ export async function moveOverdue(
   decision: Exclude<ReapDecision, { to: "canceled" }>,
   now: number,
 ): Promise<Record<string, unknown> | null> {
-  const where = "version = version + 1 WHERE run_id = $1 AND task_id = $2 AND version = $3";
-  const key = [r.run_id, r.task_id, r.version];
-  const reason = decision.reason;
-  if (decision.to === "queued") {
-    const notBefore = now + decision.waitMs;
-    const res = await tx.query(
-      `UPDATE tasks SET status = 'queued', attempt = attempt + 1, claim_version = NULL, executor_node = NULL,
-              executor_boot = NULL, lease_expires_at = NULL, deadline = NULL, not_before = $4,
-              queued_at = $5, error = $6, lost_reruns = lost_reruns + $7::int,
-              max_attempts = max_attempts + $8::int, ${where}`,
-      [...key, notBefore, now, reason, decision.lostNode ? 1 : 0, decision.lostRerun ? 1 : 0],
-    );
-    if ((res.rowCount ?? 0) !== 1) return null;
-    return { reason, attempt: r.attempt, notBefore, ...lostData(decision) };
-  }
-  const res = await tx.query(
-    `UPDATE tasks SET status = $4, lease_expires_at = NULL, finished_at = $5, error = $6,
-            lost_reruns = lost_reruns + $7::int, ${where}`,
-    [...key, decision.to, now, reason, decision.lostNode ? 1 : 0],
-  );
-  if ((res.rowCount ?? 0) !== 1) return null;
-  return { reason, attempt: r.attempt };
+  const { moved, data } = await runScript(tx, moveOverdueScript(r, decision, now));
+  return moved === 1 ? data : null;
 }

@@ -23,6 +23,7 @@ import * as outbox from "../store-common/ops/outbox.js";
 import * as policies from "../store-common/ops/policy.js";
 import * as caps from "../store-common/ops/caps.js";
 import * as runOutcomes from "../store-common/ops/run-outcomes.js";
+import * as reaper from "../store-common/ops/reap.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import { checkPruneLimits } from "../store-common/retention.js";
 import { readScript, writeScript } from "./script-driver.js";
@@ -142,7 +143,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     finishAndClaim: async (token, result, offer, max) => tasks.finishAndClaim(c, token, result, offer, max),
 
     scheduleStep: async (fence, incremental) => scheduler.scheduleStep(c, fence, incremental),
-    reap: async (fence) => scheduler.reap(c, fence),
+    reap: async (fence) => writeScript(c, "reap", () => reaper.reap(fence)),
     deriveRunOutcomes: async (fence) =>
       writeScript(c, "derive run outcomes", () => runOutcomes.deriveRunOutcomes(fence)),
     setRoomCap: async (roomId, cap, ctx) =>
