@@ -13,9 +13,9 @@ import Database from "better-sqlite3";
 import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { openPostgresStore } from "../../src/adapters/postgres/index.js";
-import { MIGRATIONS as PG_MIGRATIONS } from "../../src/adapters/postgres/migrations.js";
+import { migrations as pgMigrations } from "../../src/adapters/postgres/migrations.js";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
-import { MIGRATIONS as SQLITE_MIGRATIONS } from "../../src/adapters/sqlite/migrations.js";
+import { migrations as sqliteMigrations } from "../../src/adapters/sqlite/migrations.js";
 import type { Migration } from "../../src/adapters/store-common/schema.js";
 import type { TestDatabase } from "../support/postgres.js";
 import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
@@ -117,8 +117,8 @@ describe("SQLite migrations against the golden schema", () => {
   it("each migration leaves the schema it left when it was released", () => {
     const dumps = new Map<number, string>();
     const path = join(db.dir, "steps.db");
-    stepwise(path, SQLITE_MIGRATIONS, Infinity, (v) => dumps.set(v, dumpFile(path)));
-    expect(dumps.size).toBe(SQLITE_MIGRATIONS.length);
+    stepwise(path, sqliteMigrations(), Infinity, (v) => dumps.set(v, dumpFile(path)));
+    expect(dumps.size).toBe(sqliteMigrations().length);
     checkGolden("sqlite", dumps);
   });
 
@@ -127,7 +127,7 @@ describe("SQLite migrations against the golden schema", () => {
     await (await db.open()).close();
     expect(dumpFile(db.path)).toBe(golden.schema);
     const released = join(db.dir, "released.db");
-    stepwise(released, SQLITE_MIGRATIONS, FROM_RELEASED);
+    stepwise(released, sqliteMigrations(), FROM_RELEASED);
     expect(dumpFile(released)).not.toBe(golden.schema);
     await (await openSqliteStore(released, { migrate: true })).close();
     expect(dumpFile(released)).toBe(golden.schema);
@@ -153,7 +153,7 @@ describe("PostgreSQL migrations against the golden schema", () => {
     await client.query(
       "CREATE TABLE schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
     );
-    for (const m of PG_MIGRATIONS.filter((x) => x.version <= upTo)) {
+    for (const m of pgMigrations().filter((x) => x.version <= upTo)) {
       await client.query(m.sql);
       await client.query("INSERT INTO schema_version (version) VALUES ($1)", [m.version]);
       await each?.(m.version);
@@ -166,7 +166,7 @@ describe("PostgreSQL migrations against the golden schema", () => {
     await stepwise("golden_steps", Infinity, async (v) => {
       dumps.set(v, await dumpPostgresSchema(client, "golden_steps"));
     });
-    expect(dumps.size).toBe(PG_MIGRATIONS.length);
+    expect(dumps.size).toBe(pgMigrations().length);
     checkGolden("postgres", dumps);
   });
 
