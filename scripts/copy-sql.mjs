@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * `npm run build`'s step after tsc: the stores' migrations are SQL files beside the code
- * (src/adapters/<dialect>/migrations/*.sql, docs/architecture.md §9, "Migrations"), which tsc does
+ * (src/adapters/<dialect>/migrations/*.sql, docs/architecture.md §11), which tsc does
  * not emit; each goes to the same place under dist/. A folder's old .sql files in dist/ go first, so
  * a file renamed or removed in src/ is not left behind to be read as a migration.
  */

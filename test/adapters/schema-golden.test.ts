@@ -1,5 +1,5 @@
 /**
- * A released migration never changes (docs/architecture.md §9, "Migrations"): the schema each one
+ * A released migration never changes (docs/architecture.md §11): the schema each one
  * leaves, applied in order on an empty store, is compared with golden dumps taken when it was
  * released (test/adapters/schema-golden/). `<dialect>-steps.txt` holds the sha256 of the schema
  * after each version, `<dialect>-schema.txt` the whole schema at the newest; a store opened empty,

@@ -1,9 +1,9 @@
 /**
- * The PostgreSQL schema: numbered SQL files in ./migrations/ (docs/architecture.md §9,
- * "Migrations"), applied at open by the shared runner (store-common/migrations.ts) in one
- * transaction under an advisory lock, so concurrent openers apply each version once. Add a file for
- * a new version; never edit a released one (test/adapters/schema-golden.test.ts). A schema whose
- * recorded version is newer than this release's is refused.
+ * The PostgreSQL schema: numbered SQL files in ./migrations/ (docs/architecture.md §11), applied
+ * at open by the shared runner (store-common/migrations.ts) in one transaction under an advisory
+ * lock, so concurrent openers apply each version once. Add a file for a new version; never edit a
+ * released one (test/adapters/schema-golden.test.ts). A schema whose recorded version is newer
+ * than this release's is refused.
  */
 import type pg from "pg";
 import { STORE_SCHEMA } from "../../domain/release.js";

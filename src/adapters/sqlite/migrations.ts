@@ -1,5 +1,5 @@
 /**
- * The SQLite schema: numbered SQL files in ./migrations/ (docs/architecture.md §9, "Migrations"),
+ * The SQLite schema: numbered SQL files in ./migrations/ (docs/architecture.md §11),
  * applied at open by the shared runner (store-common/migrations.ts) inside one BEGIN IMMEDIATE
  * transaction. Add a file for a new version; never edit a released one (test/adapters/schema-golden.test.ts).
  * A database whose recorded version is newer than this release's schema is refused.

@@ -1,5 +1,5 @@
 /**
- * The migration runner both stores share (docs/architecture.md §9, "Migrations"): a dialect's
+ * The migration runner both stores share (docs/architecture.md §11): a dialect's
  * migrations are numbered SQL files in its own folder (src/adapters/<dialect>/migrations/), read
  * here, and applied in order by a script the dialect's driver carries out inside its one migration
  * transaction — synchronously on SQLite, awaited on PostgreSQL — as store scripts are
