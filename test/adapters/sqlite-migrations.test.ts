@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import Database from "better-sqlite3";
 import { LATEST_SCHEMA_VERSION, openSqliteStore } from "../../src/adapters/sqlite/index.js";
-import { MIGRATIONS } from "../../src/adapters/sqlite/migrations.js";
+import { migrations } from "../../src/adapters/sqlite/migrations.js";
 import { SchemaTooNewError, StoreError } from "../../src/ports/errors.js";
 import { becomeLeader, chainDag, publishRunning } from "../support/store-fixtures.js";
 import { sqliteCapabilities, sqliteTestDb } from "../support/sqlite-harness.js";
@@ -56,7 +56,7 @@ describe("SQLite migrations", () => {
     const path = join(db.dir, "events-v6.db");
     const raw = new Database(path);
     raw.exec("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT");
-    for (const m of MIGRATIONS.filter((m) => m.version <= 6)) {
+    for (const m of migrations().filter((m) => m.version <= 6)) {
       raw.exec(m.sql);
       raw.prepare("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)").run(m.version, 0);
     }

@@ -9,8 +9,8 @@ import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MIGRATIONS as PG_MIGRATIONS } from "../../src/adapters/postgres/migrations.js";
-import { MIGRATIONS as SQLITE_MIGRATIONS } from "../../src/adapters/sqlite/migrations.js";
+import { migrations as pgMigrations } from "../../src/adapters/postgres/migrations.js";
+import { migrations as sqliteMigrations } from "../../src/adapters/sqlite/migrations.js";
 import { RELEASE, STORE_SCHEMA } from "../../src/domain/release.js";
 import type { NodeProcess, StoreKind, Target } from "../support/engine-cluster.js";
 import {
@@ -37,7 +37,7 @@ async function previousStore(target: Target): Promise<void> {
     const db = new Database(target.store.slice("sqlite:".length));
     db.pragma("journal_mode = WAL");
     db.exec("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT");
-    for (const m of SQLITE_MIGRATIONS.filter((x) => x.version <= upTo)) {
+    for (const m of sqliteMigrations().filter((x) => x.version <= upTo)) {
       db.exec(m.sql);
       db.prepare("INSERT INTO schema_version VALUES (?, ?)").run(m.version, now);
     }
@@ -56,7 +56,7 @@ async function previousStore(target: Target): Promise<void> {
     await c.query(
       "CREATE TABLE schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
     );
-    for (const m of PG_MIGRATIONS.filter((x) => x.version <= upTo)) {
+    for (const m of pgMigrations().filter((x) => x.version <= upTo)) {
       await c.query(m.sql);
       await c.query("INSERT INTO schema_version (version) VALUES ($1)", [m.version]);
     }

@@ -181,6 +181,17 @@ function assembleImage(root: string): Image {
   expect(buildRuns).toContain("npm ci");
   expect(buildRuns).toContain("npm run build");
   expect(buildRuns).toContain("npm prune --omit=dev");
+  // `npm run build` runs scripts of the checkout (the copy of the migrations' SQL files, among
+  // them): the build stage must have copied each of them in before it runs.
+  const pkg = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as {
+    scripts: Record<string, string>;
+  };
+  const buildCopies = build.filter((i) => i.op === "COPY").flatMap((i) => parseCopy(i.args).sources);
+  for (const script of pkg.scripts["build"]!.match(/scripts\/[\w.-]+/g) ?? [])
+    expect(
+      buildCopies.some((s) => script === s || script.startsWith(`${s.replace(/\/$/, "")}/`)),
+      `the build stage copies ${script} before npm run build`,
+    ).toBe(true);
   const buildWorkdir = build
     .filter((i) => i.op === "WORKDIR")
     .pop()

@@ -5,7 +5,7 @@
 import pg from "pg";
 import { openPostgresStore } from "../../src/adapters/postgres/index.js";
 import type { PostgresStoreOptions } from "../../src/adapters/postgres/index.js";
-import { MIGRATIONS } from "../../src/adapters/postgres/migrations.js";
+import { migrations } from "../../src/adapters/postgres/migrations.js";
 import type { Store } from "../../src/ports/store.js";
 import type { ContractCapabilities, StoreHarness } from "../contracts/context.js";
 import type { TestDatabase } from "./postgres.js";
@@ -130,10 +130,9 @@ export function postgresCapabilities(db: () => TestDatabase): ContractCapabiliti
           `CREATE SCHEMA ${schema}`,
           `SET search_path TO ${schema}`,
           "CREATE TABLE schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
-          ...MIGRATIONS.filter((m) => m.version <= version).flatMap((m) => [
-            m.sql,
-            `INSERT INTO schema_version (version) VALUES (${m.version})`,
-          ]),
+          ...migrations()
+            .filter((m) => m.version <= version)
+            .flatMap((m) => [m.sql, `INSERT INTO schema_version (version) VALUES (${m.version})`]),
         ].join(";\n"),
       );
       for (const r of runs)

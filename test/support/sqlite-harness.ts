@@ -10,7 +10,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { SqliteStoreOptions } from "../../src/adapters/sqlite/index.js";
-import { MIGRATIONS } from "../../src/adapters/sqlite/migrations.js";
+import { migrations } from "../../src/adapters/sqlite/migrations.js";
 import { CLAIM_SQL } from "../../src/adapters/sqlite/tasks.js";
 import type { Store } from "../../src/ports/store.js";
 import type { ContractCapabilities, StoreHarness } from "../contracts/context.js";
@@ -99,7 +99,7 @@ export function sqliteCapabilities(db: () => SqliteTestDb): ContractCapabilities
         raw.exec(
           "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT",
         );
-        for (const m of MIGRATIONS.filter((m) => m.version <= version)) {
+        for (const m of migrations().filter((m) => m.version <= version)) {
           raw.exec(m.sql);
           raw.prepare("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)").run(m.version, 0);
         }

@@ -6,7 +6,7 @@ import pg from "pg";
 import type { StoreInspection, StoreNodeSeen } from "../../ports/store.js";
 import { planSteps } from "../store-common/schema.js";
 import { clientConfig } from "./db.js";
-import { LATEST_SCHEMA_VERSION, MIGRATIONS } from "./migrations.js";
+import { LATEST_SCHEMA_VERSION, migrations } from "./migrations.js";
 import { mapError, NOW } from "./sql.js";
 
 export async function inspectPostgresStore(url: string, schema = "public"): Promise<StoreInspection> {
@@ -27,7 +27,7 @@ export async function inspectPostgresStore(url: string, schema = "public"): Prom
     return {
       schema: found,
       latest: LATEST_SCHEMA_VERSION,
-      steps: found > LATEST_SCHEMA_VERSION ? [] : planSteps(MIGRATIONS, found),
+      steps: found > LATEST_SCHEMA_VERSION ? [] : planSteps(migrations(), found),
       nodes: found === 0 ? [] : await nodesSeen(client),
     };
   } catch (e) {

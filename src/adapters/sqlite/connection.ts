@@ -88,8 +88,9 @@ export class SqliteConnection {
       // commits, and the WAL stays consistent either way.
       this.db.pragma(`synchronous = ${synchronous === "normal" ? "NORMAL" : "FULL"}`);
       this.db.pragma("foreign_keys = ON");
-      // This connection speaks FLEET_PROTOCOL: the store's fence triggers (migrations.ts, version 17)
-      // look for this view in the connection's own temp schema, which an older release never made.
+      // This connection speaks FLEET_PROTOCOL: the store's fence triggers (migration
+      // 017-fleet-protocol-2.sql) look for this view in the connection's own temp schema, which an
+      // older release never made.
       declareFleetProtocol(this.db);
       this.inTransaction = this.db.transaction((body: () => unknown) => body());
     } catch (e) {

@@ -6,7 +6,7 @@ import { chmodSync } from "node:fs";
 import Database from "better-sqlite3";
 import type { StoreInspection, StoreNodeSeen } from "../../ports/store.js";
 import { planSteps } from "../store-common/schema.js";
-import { currentSchemaVersion, LATEST_SCHEMA_VERSION, MIGRATIONS } from "./migrations.js";
+import { currentSchemaVersion, LATEST_SCHEMA_VERSION, migrations } from "./migrations.js";
 
 const BUSY_TIMEOUT_MS = 5_000;
 
@@ -18,7 +18,7 @@ export function inspectSqliteStore(path: string, now = Date.now()): StoreInspect
     return {
       schema,
       latest: LATEST_SCHEMA_VERSION,
-      steps: schema > LATEST_SCHEMA_VERSION ? [] : planSteps(MIGRATIONS, schema),
+      steps: schema > LATEST_SCHEMA_VERSION ? [] : planSteps(migrations(), schema),
       nodes: schema === 0 ? [] : nodesSeen(db, now),
     };
   } finally {

@@ -1,7 +1,9 @@
 /**
- * What both stores' migrations share: their shape, and the status lists of the CHECK constraints.
- * The lists are literal text, not built from the domain's enums: a released migration must never
- * change, even when a later version adds a status (that needs a new migration in each store).
+ * What both stores' migrations share: their shape, read from a numbered SQL file
+ * (store-common/migrations.ts), and the plan `dagbot migrate` prints. A file's SQL is literal
+ * text, the CHECK constraints' status lists too, not built from the domain's enums: a released
+ * migration must never change, even when a later version adds a status (that needs a new migration
+ * in each store).
  */
 
 export interface Migration {
@@ -29,9 +31,3 @@ export function planSteps(migrations: readonly Migration[], from: number): Migra
     .filter((m) => m.version > from)
     .map((m) => ({ version: m.version, summary: m.summary, fleetProtocol: m.fleetProtocol ?? null }));
 }
-
-export const TASK_STATUS_LIST = `('blocked','queued','running','canceling','succeeded','failed','timed_out','canceled','skipped')`;
-export const RUN_STATUS_LIST = `('pending','running','canceling','succeeded','failed','canceled','rejected','expired')`;
-
-export const latestVersion = (migrations: readonly Migration[]): number =>
-  migrations[migrations.length - 1]?.version ?? 0;

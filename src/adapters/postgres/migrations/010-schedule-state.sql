@@ -1,0 +1,13 @@
+-- summary: schedules with a state, an owner and the newest slot considered
+--
+-- A schedule is an object of its own, with a state (active, paused, deleted), who
+-- changed it last, when and why, and the newest slot it fired or skipped: a skipped slot is
+-- recorded (with an event saying why) so no later leader considers it again.
+
+ALTER TABLE definitions ADD COLUMN schedule_state text NOT NULL DEFAULT 'active'
+  CHECK (schedule_state IN ('active','paused','deleted'));
+ALTER TABLE definitions ADD COLUMN schedule_state_by text;
+ALTER TABLE definitions ADD COLUMN schedule_state_at bigint;
+ALTER TABLE definitions ADD COLUMN schedule_state_reason text;
+ALTER TABLE definitions ADD COLUMN slots_through bigint;
+UPDATE definitions SET slots_through = last_slot_at;
