@@ -119,7 +119,13 @@ function claimInTx(
     });
     claimedRooms.add(roomId);
     claimed.push({
-      token: { runId: task.runId, taskId: task.taskId, version: task.version, session: offer.session },
+      token: {
+        runId: task.runId,
+        taskId: task.taskId,
+        version: task.version,
+        session: offer.session,
+        claim: { attempt: task.attempt, retryBackoffMs: task.retryBackoffMs },
+      },
       task,
     });
   }
