@@ -25,8 +25,9 @@ import * as inbox from "../store-common/ops/inbox.js";
 import * as outbox from "../store-common/ops/outbox.js";
 import * as policies from "../store-common/ops/policy.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
+import * as renewOutput from "../store-common/ops/renew-output.js";
 import { checkPruneLimits } from "../store-common/retention.js";
-import { readScript, writeScript } from "./script-driver.js";
+import { readScript, statementScript, writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
 export { DEFAULT_ROOM_CAP } from "./scheduler.js";
 export { CLAIM_PICK_SQL } from "./tasks.js";
@@ -146,9 +147,11 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     claimTasks: async (offer, max) => tasks.claimTasks(db, offer, max),
     claimDemand: async (roomId, liveWithinMs) => claimDemand(db, roomId, liveWithinMs),
     wakeNodes: async (roomId, nodeIds) => wakeNodes(db, roomId, nodeIds),
-    renewTaskLease: async (token, leaseMs) => tasks.renewTaskLease(db, token, leaseMs),
+    renewTaskLease: async (token, leaseMs) =>
+      statementScript(db, "renew task lease", () => renewOutput.renewTaskLease(token, leaseMs)),
     releaseTask: async (token, why) => tasks.releaseTask(db, token, why),
-    writeTaskOutput: async (token, output, bytes) => tasks.writeTaskOutput(db, token, output, bytes),
+    writeTaskOutput: async (token, output, bytes) =>
+      statementScript(db, "write task output", () => renewOutput.writeTaskOutput(token, output, bytes)),
     finishTask: async (token, result) => finishes.finish(token, result),
     finishAndClaim: async (token, result, offer, max) => finishes.finishAndClaim(token, result, offer, max),
 

@@ -96,6 +96,15 @@ export async function readScript<T>(db: Db, operation: string, make: () => Scrip
 }
 
 /**
+ * A write of one guarded statement that logs nothing (a task lease's renewal, an output write), on
+ * the pool: the statement is its own transaction, one round trip; a step after it (the read that
+ * explains a refusal) is another.
+ */
+export function statementScript<T>(db: Db, operation: string, make: () => Script<T>): Promise<T> {
+  return readScript(db, operation, make);
+}
+
+/**
  * Inside a transaction: hold a shared lock on the room's lease row while it still names this fence
  * unexpired (store-common/ops/fence.ts). An acquire or renewal must wait for the write to commit, so
  * the fence cannot change between this check and the commit. ConflictError when the fence no longer holds.

@@ -11,13 +11,7 @@ import type { Db, Row } from "./db.js";
 import { explainMiss, LOG_CTES } from "./guards.js";
 import { cleanText, NOW, sessionKey } from "./sql.js";
 import { TASK_COLUMNS, toTask } from "./rows.js";
-import {
-  checkClaim,
-  checkTaskLease,
-  outputBytes,
-  outputTail,
-  outputValuesJson,
-} from "../store-common/checks.js";
+import { checkClaim, outputBytes, outputTail, outputValuesJson } from "../store-common/checks.js";
 import type { FinishAnswers, FinishDecision } from "../../domain/task-states.js";
 import { checkTaskOutcome, decideLost, finishAnswers } from "../../domain/task-states.js";
 import type { ReapRow } from "../store-common/reap.js";
@@ -199,23 +193,6 @@ function tokenMiss(db: Db, operation: string, token: TaskToken): Promise<Error> 
   );
 }
 
-export async function renewTaskLease(
-  db: Db,
-  token: TaskToken,
-  leaseMs: number,
-): Promise<{ leaseExpiresAt: number; status: TaskStatus }> {
-  checkTaskLease("renew task lease", leaseMs);
-  // Not logged and version unchanged: a renewal is not a change of state.
-  const rows = await db.one<{ lease_expires_at: number; status: TaskStatus }>(
-    "renew task lease",
-    `UPDATE tasks SET lease_expires_at = ${NOW} + $7::bigint WHERE ${HELD} RETURNING lease_expires_at, status`,
-    [db.clockParam(), ...tokenParams(token), Math.ceil(leaseMs)],
-  );
-  const r = rows[0];
-  if (r === undefined) throw await tokenMiss(db, "renew task lease", token);
-  return { leaseExpiresAt: r.lease_expires_at, status: r.status };
-}
-
 /**
  * The worker gives up an attempt whose action it stopped for a store it could not reach (docs/
  * architecture.md §3, "Task lease"): decided as a lost attempt with its words (decideLost), moved as
@@ -248,22 +225,6 @@ export async function releaseTask(db: Db, token: TaskToken, why: string): Promis
   });
   if (released === null) throw await tokenMiss(db, "release task", token);
   return released;
-}
-
-export async function writeTaskOutput(
-  db: Db,
-  token: TaskToken,
-  output: string,
-  written: number,
-): Promise<void> {
-  const bytes = outputBytes(output, written);
-  // Not logged, version unchanged, no NOTIFY: output is not a change of state.
-  const rows = await db.one(
-    "write task output",
-    `UPDATE tasks SET output = $6::text, output_bytes = $7::bigint WHERE ${heldAt(1)} RETURNING 1 AS held`,
-    [...tokenParams(token), cleanText(outputTail(output)), bytes],
-  );
-  if (rows[0] === undefined) throw await tokenMiss(db, "write task output", token);
 }
 
 /**
