@@ -44,12 +44,13 @@ export const CHAT_PASS_BACKOFF: Backoff = { baseMs: 250, capMs: 30_000, maxDoubl
 
 /** A task's retry wait doubles per failed attempt up to this ceiling (or its base, if that is larger). */
 export const MAX_TASK_RETRY_BACKOFF_MS = 60 * 60 * 1000;
-/** The doublings of a task's retry wait stop here (PostgreSQL computes the same in SQL). */
+/** The doublings of a task's retry wait stop here. */
 export const TASK_RETRY_MAX_DOUBLINGS = 30;
 
 /**
  * How long a task waits before attempt `failedAttempt + 1`: its `retry_backoff` doubled per failed
- * attempt after the first. PostgreSQL's finish statement computes the same (a contract test checks).
+ * attempt after the first. Both stores' finishes are given this wait as a value (decideFinish,
+ * finishAnswers in task-states.ts); no store computes it again.
  */
 export function taskRetryWaitMs(baseMs: number, failedAttempt: number): number {
   return backoffMs(

@@ -218,6 +218,38 @@ export function decideFinish(task: AttemptState, outcome: TaskOutcome): FinishDe
 }
 
 /**
+ * decideFinish for each state the row may be in when the finish lands, for a store that applies a
+ * finish in one statement without reading the row first (PostgreSQL's hot path). The attempt and
+ * its retry settings are the claim's, fixed while the claim holds; whether attempts are left, and
+ * whether the task is canceling, are the row's (the leader may have raised `max_attempts` or asked
+ * for a cancel since the claim), so the statement picks among these answers and decides nothing.
+ */
+export interface FinishAnswers {
+  /** Running, with attempts left (attempt < max_attempts). */
+  left: FinishDecision;
+  /** Running, none left. */
+  spent: FinishDecision;
+  /** Canceling. */
+  canceling: FinishDecision;
+}
+
+export function finishAnswers(
+  outcome: TaskOutcome,
+  claim: { attempt: number; retryBackoffMs: number },
+): FinishAnswers {
+  const at = (status: TaskStatus, maxAttempts: number): FinishDecision =>
+    decideFinish(
+      { status, attempt: claim.attempt, maxAttempts, retryBackoffMs: claim.retryBackoffMs },
+      outcome,
+    );
+  return {
+    left: at("running", claim.attempt + 1),
+    spent: at("running", claim.attempt),
+    canceling: at("canceling", claim.attempt),
+  };
+}
+
+/**
  * Why the reaper moved a task (its `error` and the log line's reason): a deadline that passed, a
  * canceling task's expired lease, or the words of a lost node (lostNodeWords).
  */

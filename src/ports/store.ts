@@ -535,6 +535,13 @@ export interface TaskToken {
   taskId: string;
   version: number;
   session: Session;
+  /**
+   * The claimed attempt and its retry settings as the claim found them (fixed while the claim
+   * holds): what the domain needs to decide a failed finish's retry before the store is asked, so
+   * PostgreSQL applies a finish in one statement (finishAnswers in src/domain/task-states.ts). A
+   * token made without a claim leaves it out, and the store reads it first.
+   */
+  claim?: { attempt: number; retryBackoffMs: number };
 }
 
 export interface ClaimedTask {

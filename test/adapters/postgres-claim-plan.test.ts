@@ -126,6 +126,11 @@ it("the whole claim and finish statements reach their rows by index only: no seq
       "node/boot",
       3,
       '{"version":"1.2.3"}',
+      // The domain's answers (finishAnswers) for a success: the same end in every case, no wait.
+      "succeeded",
+      "succeeded",
+      "succeeded",
+      null,
     ];
     const [claim, finishClaim, finish] = await explainWrites([
       [CLAIM_SQL, [null, ...claimArgs]],

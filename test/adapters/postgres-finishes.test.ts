@@ -7,12 +7,23 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Db } from "../../src/adapters/postgres/db.js";
+import { taskRetryWaitMs } from "../../src/domain/backoff.js";
 import { Finishes } from "../../src/adapters/postgres/finishes.js";
 import { openPostgresStore } from "../../src/adapters/postgres/index.js";
+import type { TaskSpec } from "../../src/domain/model.js";
 import type { ClaimedTask, Store } from "../../src/ports/store.js";
 import type { TestDatabase } from "../support/postgres.js";
 import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
-import { becomeLeader, dag, offer, ok, publishRunning, session, task } from "../support/store-fixtures.js";
+import {
+  becomeLeader,
+  dag,
+  failed as failure,
+  offer,
+  ok,
+  publishRunning,
+  session,
+  task,
+} from "../support/store-fixtures.js";
 
 describe("PostgreSQL batched finishes", () => {
   let tdb: TestDatabase;
@@ -37,7 +48,10 @@ describe("PostgreSQL batched finishes", () => {
   });
 
   /** `n` running tasks of a fresh room, claimed by one node. */
-  const running = async (n: number): Promise<{ room: string; runId: string; held: ClaimedTask[] }> => {
+  const running = async (
+    n: number,
+    spec: (i: number) => Partial<Omit<TaskSpec, "id">> = () => ({}),
+  ): Promise<{ room: string; runId: string; held: ClaimedTask[] }> => {
     const room = `!fin-${Math.random().toString(36).slice(2, 10)}`;
     const fence = await becomeLeader(store, room);
     await store.setRoomCap(room, n, { fence });
@@ -47,7 +61,7 @@ describe("PostgreSQL batched finishes", () => {
       fence,
       dag(
         `d${n}`,
-        ids.map((id) => task(id)),
+        ids.map((id, i) => task(id, spec(i))),
       ),
     );
     const held = (await store.claimTasks(offer(session("w"), [room]), n)).claimed;
@@ -87,5 +101,41 @@ describe("PostgreSQL batched finishes", () => {
       status: "running",
       version: bad.token.version,
     });
+  });
+
+  it("failures alone and in a batch wait the domain's retry wait of their own claim, each its own", async () => {
+    // Each task its own base, so a wait read at another finish's position would show.
+    const { runId, held } = await running(5, (i) => ({ retries: 1, retryBackoffMs: 1000 * (i + 1) }));
+    const finishes = new Finishes(db);
+    const answers = await Promise.all(held.map((c) => finishes.finish(c.token, failure)));
+    expect(answers.map((a) => a.status)).toEqual(held.map(() => "queued"));
+    // Two alone, then the other three in one statement.
+    expect(finishes.counts).toEqual({ statements: 3, finishes: 5 });
+    for (const c of held) {
+      const t = await store.getTask(runId, c.task.taskId);
+      expect(t).toMatchObject({ status: "queued", attempt: 2 });
+      expect(t!.notBefore! - t!.queuedAt!).toBe(taskRetryWaitMs(c.task.retryBackoffMs, 1));
+    }
+  });
+
+  it("a finish picks the answer for the row as it is: attempts raised since the claim retry, a token without its claim is read first", async () => {
+    const { runId, held } = await running(3, () => ({ retries: 0, retryBackoffMs: 7000 }));
+    const [spent, raised, bare] = held as [ClaimedTask, ClaimedTask, ClaimedTask];
+    // The claim found no attempt left; the row has one more now (as a leader may give it).
+    for (const c of [raised, bare])
+      await db.pool.query(
+        "UPDATE tasks SET max_attempts = max_attempts + 1 WHERE run_id = $1 AND task_id = $2",
+        [runId, c.task.taskId],
+      );
+    const finishes = new Finishes(db);
+    expect((await finishes.finish(spent.token, failure)).status).toBe("failed");
+    expect((await finishes.finish(raised.token, failure)).status).toBe("queued");
+    const { claim, ...token } = bare.token;
+    expect(claim).toEqual({ attempt: 1, retryBackoffMs: 7000 });
+    expect((await finishes.finish(token, failure)).status).toBe("queued");
+    for (const c of [raised, bare]) {
+      const t = await store.getTask(runId, c.task.taskId);
+      expect(t!.notBefore! - t!.queuedAt!).toBe(taskRetryWaitMs(7000, 1));
+    }
   });
 });

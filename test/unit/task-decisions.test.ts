@@ -9,6 +9,7 @@ import {
   canTransitionTask,
   checkTaskOutcome,
   decideFinish,
+  finishAnswers,
   MAX_LOST_RERUNS,
   decideReap,
   queueTimedOut,
@@ -44,6 +45,37 @@ describe("decideFinish", () => {
     for (const bad of ["running", "queued", "canceling", "", null, 3])
       expect(() => checkTaskOutcome("finish task", bad)).toThrow(RangeError);
     expect(checkTaskOutcome("finish task", "timed_out")).toBe("timed_out");
+  });
+});
+
+describe("finishAnswers", () => {
+  it("answers each case of the row exactly as decideFinish decides it on that row", () => {
+    fc.assert(
+      fc.property(
+        held,
+        attempts,
+        fc.integer({ min: 0, max: 10_000_000 }),
+        fc.constantFrom(...TASK_OUTCOMES),
+        (status, a, retryBackoffMs, outcome) => {
+          const answers = finishAnswers(outcome, { attempt: a.attempt, retryBackoffMs });
+          // The case a store's statement picks for this row.
+          const picked =
+            status === "canceling"
+              ? answers.canceling
+              : a.attempt < a.maxAttempts
+                ? answers.left
+                : answers.spent;
+          expect(picked).toEqual(decideFinish({ status, ...a, retryBackoffMs }, outcome));
+        },
+      ),
+    );
+  });
+
+  it("gives a failure with attempts left the domain's retry wait for the claimed attempt", () => {
+    const answers = finishAnswers("failed", { attempt: 3, retryBackoffMs: 250 });
+    expect(answers.left).toEqual({ kind: "retry", to: "queued", waitMs: taskRetryWaitMs(250, 3) });
+    expect(answers.spent).toEqual({ kind: "end", to: "failed" });
+    expect(finishAnswers("canceled", { attempt: 1, retryBackoffMs: 250 }).left.kind).toBe("refused");
   });
 });
 

@@ -15,7 +15,7 @@ import type { TaskStatus } from "../../domain/model.js";
 import type { ClaimBatch, NodeOffer, TaskResult, TaskToken } from "../../ports/store.js";
 import type { Db } from "./db.js";
 import type { FinishAnswer, FinishOrder } from "./tasks.js";
-import { finishAndClaim, finishMany, finishOrder, finishTask } from "./tasks.js";
+import { attemptOf, checkFinish, finishAndClaim, finishMany, finishOrder, finishTask } from "./tasks.js";
 
 /** The most finishes one statement carries (its parameter arrays stay small). */
 const MAX_FINISHES_PER_STATEMENT = 64;
@@ -43,7 +43,9 @@ export class Finishes {
   constructor(private readonly db: Db) {}
 
   async finish(token: TaskToken, result: TaskResult): Promise<{ status: TaskStatus }> {
-    const a = await this.enqueue(finishOrder(token, result, null), null);
+    checkFinish(result, null);
+    const attempt = token.claim ?? (await attemptOf(this.db, token));
+    const a = await this.enqueue(finishOrder(token, result, null, attempt), null);
     if (!a.ok) throw a.error;
     return { status: a.status };
   }
@@ -54,7 +56,9 @@ export class Finishes {
     offer: NodeOffer,
     max: number,
   ): Promise<{ status: TaskStatus; batch: ClaimBatch }> {
-    const a = await this.enqueue(finishOrder(token, result, { offer, max }), offer);
+    checkFinish(result, { offer, max });
+    const attempt = token.claim ?? (await attemptOf(this.db, token));
+    const a = await this.enqueue(finishOrder(token, result, { offer, max }, attempt), offer);
     if (!a.ok) throw a.error;
     return { status: a.status, batch: a.batch ?? { claimed: [], more: false, nextReadyInMs: null } };
   }

@@ -29,6 +29,7 @@ import * as caps from "../store-common/ops/caps.js";
 import * as runOutcomes from "../store-common/ops/run-outcomes.js";
 import * as reaper from "../store-common/ops/reap.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
+import * as renewOutput from "../store-common/ops/renew-output.js";
 import { checkPruneLimits } from "../store-common/retention.js";
 import { autocommitScript, readScript, writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
@@ -168,9 +169,11 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     claimTasks: async (offer, max) => tasks.claimTasks(db, offer, max),
     claimDemand: async (roomId, liveWithinMs) => claimDemand(db, roomId, liveWithinMs),
     wakeNodes: async (roomId, nodeIds) => wakeNodes(db, roomId, nodeIds),
-    renewTaskLease: async (token, leaseMs) => tasks.renewTaskLease(db, token, leaseMs),
+    renewTaskLease: async (token, leaseMs) =>
+      autocommitScript(db, "renew task lease", () => renewOutput.renewTaskLease(token, leaseMs)),
     releaseTask: async (token, why) => tasks.releaseTask(db, token, why),
-    writeTaskOutput: async (token, output, bytes) => tasks.writeTaskOutput(db, token, output, bytes),
+    writeTaskOutput: async (token, output, bytes) =>
+      autocommitScript(db, "write task output", () => renewOutput.writeTaskOutput(token, output, bytes)),
     finishTask: async (token, result) => finishes.finish(token, result),
     finishAndClaim: async (token, result, offer, max) => finishes.finishAndClaim(token, result, offer, max),
 

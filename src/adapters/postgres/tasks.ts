@@ -11,15 +11,9 @@ import type { Db, Row } from "./db.js";
 import { explainMiss, LOG_CTES } from "./guards.js";
 import { cleanText, NOW, sessionKey } from "./sql.js";
 import { TASK_COLUMNS, toTask } from "./rows.js";
-import {
-  checkClaim,
-  checkTaskLease,
-  outputBytes,
-  outputTail,
-  outputValuesJson,
-} from "../store-common/checks.js";
-import { MAX_TASK_RETRY_BACKOFF_MS, TASK_RETRY_MAX_DOUBLINGS } from "../../domain/backoff.js";
-import { checkTaskOutcome, decideLost } from "../../domain/task-states.js";
+import { checkClaim, outputBytes, outputTail, outputValuesJson } from "../store-common/checks.js";
+import type { FinishAnswers, FinishDecision } from "../../domain/task-states.js";
+import { checkTaskOutcome, decideLost, finishAnswers } from "../../domain/task-states.js";
 import type { ReapRow } from "../store-common/reap.js";
 import { REAP_COLUMNS, lostStateOf } from "../store-common/reap.js";
 import { moveOverdue } from "./scheduler.js";
@@ -124,7 +118,13 @@ function claimBatch(db: Db, offer: NodeOffer, rows: Row[], finishedIn: readonly 
     const task = toTask(row);
     rooms.add(String(row.room_id));
     claimed.push({
-      token: { runId: task.runId, taskId: task.taskId, version: task.version, session: offer.session },
+      token: {
+        runId: task.runId,
+        taskId: task.taskId,
+        version: task.version,
+        session: offer.session,
+        claim: { attempt: task.attempt, retryBackoffMs: task.retryBackoffMs },
+      },
       task,
     });
   }
@@ -193,23 +193,6 @@ function tokenMiss(db: Db, operation: string, token: TaskToken): Promise<Error> 
   );
 }
 
-export async function renewTaskLease(
-  db: Db,
-  token: TaskToken,
-  leaseMs: number,
-): Promise<{ leaseExpiresAt: number; status: TaskStatus }> {
-  checkTaskLease("renew task lease", leaseMs);
-  // Not logged and version unchanged: a renewal is not a change of state.
-  const rows = await db.one<{ lease_expires_at: number; status: TaskStatus }>(
-    "renew task lease",
-    `UPDATE tasks SET lease_expires_at = ${NOW} + $7::bigint WHERE ${HELD} RETURNING lease_expires_at, status`,
-    [db.clockParam(), ...tokenParams(token), Math.ceil(leaseMs)],
-  );
-  const r = rows[0];
-  if (r === undefined) throw await tokenMiss(db, "renew task lease", token);
-  return { leaseExpiresAt: r.lease_expires_at, status: r.status };
-}
-
 /**
  * The worker gives up an attempt whose action it stopped for a store it could not reach (docs/
  * architecture.md §3, "Task lease"): decided as a lost attempt with its words (decideLost), moved as
@@ -244,22 +227,6 @@ export async function releaseTask(db: Db, token: TaskToken, why: string): Promis
   return released;
 }
 
-export async function writeTaskOutput(
-  db: Db,
-  token: TaskToken,
-  output: string,
-  written: number,
-): Promise<void> {
-  const bytes = outputBytes(output, written);
-  // Not logged, version unchanged, no NOTIFY: output is not a change of state.
-  const rows = await db.one(
-    "write task output",
-    `UPDATE tasks SET output = $6::text, output_bytes = $7::bigint WHERE ${heldAt(1)} RETURNING 1 AS held`,
-    [...tokenParams(token), cleanText(outputTail(output)), bytes],
-  );
-  if (rows[0] === undefined) throw await tokenMiss(db, "write task output", token);
-}
-
 /**
  * Where a finish statement takes each value of a finish: parameters for one task, the columns of
  * the `b` rows (unnest of parameter arrays) for a batch. `held` is the fence; `from` joins `b` in.
@@ -274,11 +241,19 @@ interface FinishSource {
   actor: string;
   bytes: string;
   values: string;
+  /**
+   * The domain's answers (finishAnswers), as the status each case of the row goes to (null: the
+   * finish is refused there), and a retry's wait.
+   */
+  left: string;
+  spent: string;
+  canceling: string;
+  waitMs: string;
   /** More of `b` for the caller, after the task's columns. */
   returning: string;
 }
 
-/** One finish, from parameters $2–$13 (finishArgs). */
+/** One finish, from parameters $2–$13 (finishArgs) and its answers $14–$17 (answerArgs). */
 const ONE: FinishSource = {
   held: HELD,
   from: "",
@@ -289,41 +264,43 @@ const ONE: FinishSource = {
   actor: "$11::text",
   bytes: "$12::bigint",
   values: "$13::jsonb",
+  left: "$14::text",
+  spent: "$15::text",
+  canceling: "$16::text",
+  waitMs: "$17::bigint",
   returning: "",
 };
 
-// A failure or timeout of a running task with attempts left goes back to the queue: the domain's
-// decideFinish (task-states.ts) as one statement, which SQLite applies row by row.
-const retry = (v: FinishSource): string =>
-  `(${v.outcome} IN ('failed','timed_out') AND status = 'running' AND attempt < max_attempts)`;
 /**
- * A retry's wait in SQL, kept in the finish statement (one round trip on the hot path): the domain's
- * taskRetryWaitMs with the same constants; the contract suite checks both stores wait the same.
+ * The status the finish moves the row to: the domain's answer (finishAnswers, src/domain/task-states.ts)
+ * for the case the row is in, picked here and decided nowhere else. Null: refused (a "canceled"
+ * for a task nobody canceled), and the row is not moved.
  */
-export const BACKOFF = `least(retry_backoff_ms * power(2::numeric, least(greatest(attempt - 1, 0), ${TASK_RETRY_MAX_DOUBLINGS})),
-                       greatest(retry_backoff_ms, ${MAX_TASK_RETRY_BACKOFF_MS}))::bigint`;
+const next = (v: FinishSource): string =>
+  `(CASE WHEN status = 'canceling' THEN ${v.canceling} WHEN attempt < max_attempts THEN ${v.left} ELSE ${v.spent} END)`;
 
 /**
  * The finish's CTE `fin` and its log line's source. The outputs land with a success only, in this
  * fenced statement: a stale attempt's never do.
  */
 function finishCte(v: FinishSource): string {
-  const RETRY = retry(v);
+  const NEXT = next(v);
+  const RETRY = `(${NEXT} = 'queued')`;
   return `fin AS (
     UPDATE tasks SET
-      status = CASE WHEN ${RETRY} THEN 'queued' ELSE ${v.outcome} END,
+      status = ${NEXT},
       version = version + 1,
       attempt = CASE WHEN ${RETRY} THEN attempt + 1 ELSE attempt END,
       claim_version = CASE WHEN ${RETRY} THEN NULL ELSE claim_version END,
       executor_node = CASE WHEN ${RETRY} THEN NULL ELSE executor_node END,
       executor_boot = CASE WHEN ${RETRY} THEN NULL ELSE executor_boot END,
       deadline = CASE WHEN ${RETRY} THEN NULL ELSE deadline END,
-      not_before = CASE WHEN ${RETRY} THEN ${NOW} + ${BACKOFF} ELSE not_before END,
+      not_before = CASE WHEN ${RETRY} THEN ${NOW} + ${v.waitMs} ELSE not_before END,
       queued_at = CASE WHEN ${RETRY} THEN ${NOW} ELSE queued_at END,
       finished_at = CASE WHEN ${RETRY} THEN NULL ELSE ${NOW} END,
       lease_expires_at = NULL, exit_code = ${v.exitCode}, output = ${v.output}, output_bytes = ${v.bytes}, error = ${v.error},
       output_values = CASE WHEN ${v.outcome} = 'succeeded' THEN ${v.values} ELSE output_values END${v.from}
-    WHERE ${v.held} AND (${v.outcome} <> 'canceled' OR status = 'canceling')
+    WHERE ${v.held} AND ${NEXT} IS NOT NULL
     RETURNING room_id, run_id, task_id, status, attempt, not_before${v.returning})`;
 }
 
@@ -349,10 +326,10 @@ export const FINISH_SQL = `WITH ${FINISH_CTE},
  * finishTask and claimTasks as ONE statement (one round trip, one commit). The pick waits for the
  * finish (`gate`): a token that no longer holds its task claims nothing, and the statement returns
  * no row. Like every statement it reads the tasks as they were when it began, so a failure the
- * finish sends back to the queue is not picked by it. Parameters: $1 clock, $2–$13 as FINISH_SQL,
- * then claimParams(14).
+ * finish sends back to the queue is not picked by it. Parameters: $1 clock, $2–$17 as FINISH_SQL,
+ * then claimParams(18).
  */
-const FINISH_CLAIM = claimCtes(14, "EXISTS (SELECT 1 FROM fin)");
+const FINISH_CLAIM = claimCtes(18, "EXISTS (SELECT 1 FROM fin)");
 export const FINISH_CLAIM_SQL = `WITH ${FINISH_CTE},
   ${FINISH_CLAIM.ctes},
   src AS (${FINISH_LOG}
@@ -396,6 +373,7 @@ export async function finishTask(db: Db, order: FinishOrder): Promise<{ status: 
   const rows = await db.one<{ status: TaskStatus; room_id: string }>("finish task", FINISH_SQL, [
     db.clockParam(),
     ...order.columns,
+    ...order.answers,
   ]);
   const r = rows[0];
   if (r === undefined) throw await finishMiss(db, token, result);
@@ -413,6 +391,7 @@ export async function finishAndClaim(
   const rows = await db.one("finish task", FINISH_CLAIM_SQL, [
     db.clockParam(),
     ...order.columns,
+    ...order.answers,
     ...claimArgs(offer, order.claim),
   ]);
   const head = rows[0];
@@ -424,7 +403,8 @@ export async function finishAndClaim(
 
 /**
  * Many finishes as ONE statement (Finishes, finishes.ts): the `b` rows are the finishes, unnested
- * from parameter arrays $2–$14 (finishArgs' columns, then how many tasks each asks to claim), each
+ * from parameter arrays $2–$14 (finishArgs' columns, then how many tasks each asks to claim), and
+ * their answers from $15–$18 (answerArgs' columns, read by the row's ordinal), each
  * fenced by its own token exactly as FINISH_SQL fences one; a refused one moves nothing and the
  * others go on. The statement's one commit and its log lock are shared.
  */
@@ -439,6 +419,11 @@ const MANY: FinishSource = {
   actor: "b_actor",
   bytes: "b_bytes",
   values: "b_values",
+  // The answers of the batch's finishes, one array each, read at the row's ordinal (b_i).
+  left: "($15::text[])[b_i]",
+  spent: "($16::text[])[b_i]",
+  canceling: "($17::text[])[b_i]",
+  waitMs: "($18::bigint[])[b_i]",
   returning: ", b_i, b_outcome, b_exit, b_error, b_actor, b_wants",
 };
 const MANY_ROWS = `b AS (
@@ -453,11 +438,11 @@ export const FINISH_MANY_SQL = `WITH ${MANY_ROWS},
 
 /**
  * Many finishes and one claim for those of them that held and asked for one (all with one offer),
- * as ONE statement: the claim takes at most the sum of their asks. Parameters: $1 clock, $2–$14 as
- * FINISH_MANY_SQL, then claimParams(15) (its max: the sum of all the asks).
+ * as ONE statement: the claim takes at most the sum of their asks. Parameters: $1 clock, $2–$18 as
+ * FINISH_MANY_SQL, then claimParams(19) (its max: the sum of all the asks).
  */
 const MANY_CLAIM = claimCtes(
-  15,
+  19,
   undefined,
   (max) => `least(${max}, (SELECT coalesce(sum(b_wants), 0) FROM fin))::int`,
 );
@@ -478,6 +463,8 @@ export interface FinishOrder {
   result: TaskResult;
   /** finishArgs: the finish's parameters, in FINISH_SQL's order. */
   columns: readonly unknown[];
+  /** answerArgs: the domain's answers for each case of the row, after the columns. */
+  answers: readonly unknown[];
   /** How many tasks it asks to claim with its offer (0: none). */
   claim: number;
 }
@@ -494,10 +481,48 @@ export function finishOrder(
   token: TaskToken,
   result: TaskResult,
   claim: { offer: NodeOffer; max: number } | null,
+  attempt: AttemptOfClaim,
 ): FinishOrder {
+  const outcome = checkTaskOutcome("finish task", result.outcome);
+  if (claim !== null) checkClaim(claim.offer, claim.max);
+  return {
+    token,
+    result,
+    columns: finishArgs(token, result),
+    answers: answerArgs(finishAnswers(outcome, attempt)),
+    claim: claim?.max ?? 0,
+  };
+}
+
+/** The claimed attempt a finish's answers are decided for (TaskToken.claim). */
+export type AttemptOfClaim = NonNullable<TaskToken["claim"]>;
+
+/** Bad input of a finish, thrown before anything is read or sent. */
+export function checkFinish(result: TaskResult, claim: { offer: NodeOffer; max: number } | null): void {
   checkTaskOutcome("finish task", result.outcome);
   if (claim !== null) checkClaim(claim.offer, claim.max);
-  return { token, result, columns: finishArgs(token, result), claim: claim?.max ?? 0 };
+}
+
+/**
+ * The token's claimed attempt: as its claim found it, or, for a token made without a claim, read
+ * from the row it fences (one more round trip, never on a worker's path: its tokens come from claims).
+ * A row the token no longer holds makes the finish miss whatever the answers say.
+ */
+export async function attemptOf(db: Db, token: TaskToken): Promise<AttemptOfClaim> {
+  if (token.claim !== undefined) return token.claim;
+  const rows = await db.one<{ attempt: number; retry_backoff_ms: number }>(
+    "finish task",
+    "SELECT attempt, retry_backoff_ms FROM tasks WHERE run_id = $1::text AND task_id = $2::text",
+    [token.runId, token.taskId],
+  );
+  const r = rows[0];
+  return { attempt: r?.attempt ?? 0, retryBackoffMs: r?.retry_backoff_ms ?? 0 };
+}
+
+/** The domain's answers as the statement takes them: the status of each case (null: refused), a retry's wait. */
+function answerArgs(a: FinishAnswers): unknown[] {
+  const to = (d: FinishDecision): string | null => (d.kind === "refused" ? null : d.to);
+  return [to(a.left), to(a.spent), to(a.canceling), a.left.kind === "retry" ? a.left.waitMs : null];
 }
 
 /**
@@ -510,10 +535,12 @@ export async function finishMany(
   orders: readonly FinishOrder[],
   offer: NodeOffer | null,
 ): Promise<FinishAnswer[]> {
-  // finish_rows' arrays: each parameter of finishArgs across the finishes, then their claims.
+  // finish_rows' arrays: each parameter of finishArgs across the finishes, then their claims;
+  // then each of their answers across the finishes.
   const arrays = [
     ...(orders[0]?.columns ?? []).map((_, i) => orders.map((o) => o.columns[i])),
     orders.map((o) => o.claim),
+    ...(orders[0]?.answers ?? []).map((_, i) => orders.map((o) => o.answers[i])),
   ];
   const held = new Map<number, { status: TaskStatus; room: string }>();
   let claimed: ClaimBatch | null = null;

@@ -26,6 +26,7 @@ import * as caps from "../store-common/ops/caps.js";
 import * as runOutcomes from "../store-common/ops/run-outcomes.js";
 import * as reaper from "../store-common/ops/reap.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
+import * as renewOutput from "../store-common/ops/renew-output.js";
 import { checkPruneLimits } from "../store-common/retention.js";
 import { readScript, writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
@@ -155,9 +156,11 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     wakeNodes: async (roomId, nodeIds) => {
       if (nodeIds.length > 0) changes.emit("wake", roomId, nodeIds);
     },
-    renewTaskLease: async (token, leaseMs) => tasks.renewTaskLease(c, token, leaseMs),
+    renewTaskLease: async (token, leaseMs) =>
+      writeScript(c, "renew task lease", () => renewOutput.renewTaskLease(token, leaseMs)),
     releaseTask: async (token, why) => tasks.releaseTask(c, token, why),
-    writeTaskOutput: async (token, output, bytes) => tasks.writeTaskOutput(c, token, output, bytes),
+    writeTaskOutput: async (token, output, bytes) =>
+      writeScript(c, "write task output", () => renewOutput.writeTaskOutput(token, output, bytes)),
     finishTask: async (token, result) => tasks.finishTask(c, token, result),
     finishAndClaim: async (token, result, offer, max) => tasks.finishAndClaim(c, token, result, offer, max),
 

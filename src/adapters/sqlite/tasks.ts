@@ -8,13 +8,7 @@ import { LIMIT } from "./connection.js";
 import { sessionKey } from "./connection.js";
 import { toTask } from "./rows.js";
 import { TASK_COLUMNS } from "./runs.js";
-import {
-  checkClaim,
-  checkTaskLease,
-  outputBytes,
-  outputTail,
-  outputValuesJson,
-} from "../store-common/checks.js";
+import { checkClaim, outputBytes, outputTail, outputValuesJson } from "../store-common/checks.js";
 import { checkTaskOutcome, decideFinish, decideLost } from "../../domain/task-states.js";
 import type { ReapRow as CommonReapRow } from "../store-common/reap.js";
 import { REAP_COLUMNS, lostStateOf } from "../store-common/reap.js";
@@ -119,7 +113,13 @@ function claimInTx(
     });
     claimedRooms.add(roomId);
     claimed.push({
-      token: { runId: task.runId, taskId: task.taskId, version: task.version, session: offer.session },
+      token: {
+        runId: task.runId,
+        taskId: task.taskId,
+        version: task.version,
+        session: offer.session,
+        claim: { attempt: task.attempt, retryBackoffMs: task.retryBackoffMs },
+      },
       task,
     });
   }
@@ -182,26 +182,6 @@ function fenced(c: SqliteConnection, operation: string, token: TaskToken): Fence
   );
 }
 
-export function renewTaskLease(
-  c: SqliteConnection,
-  token: TaskToken,
-  leaseMs: number,
-): Promise<{ leaseExpiresAt: number; status: TaskStatus }> {
-  checkTaskLease("renew task lease", leaseMs);
-  return c.write("renew task lease", (tx) => {
-    const row = fenced(c, "renew task lease", token);
-    const leaseExpiresAt = tx.now + leaseMs;
-    // Not logged and version unchanged: a renewal is not a change of state.
-    c.run(
-      "UPDATE tasks SET lease_expires_at = ? WHERE seq = ? AND version = ?",
-      leaseExpiresAt,
-      row.seq,
-      row.version,
-    );
-    return { leaseExpiresAt, status: row.status };
-  });
-}
-
 /**
  * The worker gives up an attempt whose action it stopped for a store it could not reach (docs/
  * architecture.md §3, "Task lease"): decided as a lost attempt with its words (decideLost), moved as
@@ -234,27 +214,6 @@ export function releaseTask(
     tx.touch("tasks", held.room_id);
     tx.touch(decision.to === "queued" ? "ready" : "done", held.room_id);
     return { status: decision.to };
-  });
-}
-
-export function writeTaskOutput(
-  c: SqliteConnection,
-  token: TaskToken,
-  output: string,
-  written: number,
-): Promise<void> {
-  const tail = outputTail(output);
-  const bytes = outputBytes(output, written);
-  return c.write("write task output", () => {
-    const row = fenced(c, "write task output", token);
-    // Not logged, version unchanged, no change notification: output is not a change of state.
-    c.run(
-      "UPDATE tasks SET output = ?, output_bytes = ? WHERE seq = ? AND version = ?",
-      tail,
-      bytes,
-      row.seq,
-      row.version,
-    );
   });
 }
 

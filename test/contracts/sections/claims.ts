@@ -70,6 +70,8 @@ export function claimsSection(ctx: ContractContext): void {
       taskId: "a",
       version: before!.version + 1,
       session: w,
+      // What the domain decides a failed finish's retry from (finishAnswers), as the claim found it.
+      claim: { attempt: 1, retryBackoffMs: 1000 },
     });
     expect(claimed?.task).toMatchObject({
       status: "running",
