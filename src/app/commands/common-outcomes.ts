@@ -6,7 +6,7 @@
 import { GENERAL_HELP_LINE } from "../../domain/command-grammar.js";
 import { retryWords } from "../picture-budget.js";
 import { paragraphs, usage } from "../render/blocks.js";
-import { join, r, text } from "../render/html.js";
+import { code, join, r, text } from "../render/html.js";
 import type { Rendered } from "../render/html.js";
 import type { Idiom } from "./face.js";
 import { codeIn, commandIn, markIn } from "./face.js";
@@ -64,7 +64,8 @@ const _everyKindRendered: [Unrendered] extends [never] ? true : Unrendered = tru
 
 function renderNotFound(o: Extract<Outcome, { kind: "not-found" }>, say: Idiom): Rendered {
   const guess = o.didYouMean === null ? text("") : r` Did you mean ${codeIn(say, o.didYouMean)}?`;
-  if (o.dag === true) return r`There is no DAG or run ${codeIn(say, o.dagId)} in this room.${guess}`;
+  if (o.dag === true)
+    return r`There is no DAG or run ${say.chat === true ? code(o.dagId) : `"${o.dagId}"`} in this room.${guess}`;
   if (o.taskId === null)
     return r`No run named ${codeIn(say, o.dagId)} in this room.${guess} ${commandIn(say, "list", [])} shows the runs.`;
   const known = join(

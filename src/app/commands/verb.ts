@@ -128,7 +128,7 @@ export interface HttpInput {
  * the answer's data for each outcome that is a success (the outcome table gives the status; every
  * other outcome is a problem the table names).
  */
-export interface VerbHttp<C> {
+export interface VerbHttp<C, N extends { kind: string } = never> {
   readonly method: "GET" | "POST" | "PUT" | "DELETE";
   /** Fastify's form: `/v1/runs/:id/confirm`; a `:room` parameter names the room. */
   readonly path: string;
@@ -140,9 +140,9 @@ export interface VerbHttp<C> {
   readonly response: z.ZodType;
   readonly command: (input: HttpInput) => C;
   /** The answer's data for a success outcome; null for one that is not (then it is a problem). */
-  readonly answer: (outcome: Outcome) => Record<string, unknown> | null;
+  readonly answer: (outcome: Outcome | N) => Record<string, unknown> | null;
   /** Headers of a success answer (a read's Link to its next page). */
-  readonly headers?: (outcome: Outcome, input: HttpInput) => Readonly<Record<string, string>>;
+  readonly headers?: (outcome: Outcome | N, input: HttpInput) => Readonly<Record<string, string>>;
 }
 
 /**
@@ -190,7 +190,7 @@ interface VerbBase<C extends { verb: string }, K extends OutcomeKind, N extends 
   readOnly?(command: C): boolean;
   readonly cli?: VerbCli<C>;
   /** Its route; a verb with sub-actions (schedule pause|resume|delete) may have one per action. */
-  readonly http?: VerbHttp<C> | readonly VerbHttp<C>[];
+  readonly http?: VerbHttp<C, N> | readonly VerbHttp<C, N>[];
   /**
    * How an HTTP answer names a command of this verb given its words as the CLI takes them, when its
    * first route's path cannot say it (a verb whose routes differ by what its words are: policy).
