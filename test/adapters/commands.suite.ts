@@ -403,7 +403,9 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(await ask(r, AUTO, "!dag run nightly")).toContain("`nightly.4`");
         expect((await store.getRun(r.roomId, "nightly.4"))?.status).toBe("running");
         expect(await ask(r, FRIEND, "!dag list nightly")).toMatch(/4 runs of `nightly`/);
-        expect(await ask(r, FRIEND, "!dag list nosuch")).toMatch(/No run named `nosuch`/);
+        expect(await ask(r, FRIEND, "!dag list nosuch")).toMatch(
+          /There is no DAG or run `nosuch` in this room/,
+        );
       }),
     );
 
