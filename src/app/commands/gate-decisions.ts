@@ -10,7 +10,13 @@ import type { Pair, PairWords } from "../../domain/name-values.js";
 import { pairsFromData, pairsFromWords } from "../../domain/name-values.js";
 import { quoteInput } from "../../domain/command-text.js";
 import type { Decider, GateVerdict } from "../../domain/gates.js";
-import { faceOfSender, gateDeciderProblem, gateTxnId, gateValuesProblem } from "../../domain/gates.js";
+import {
+  faceOfSender,
+  gateDecisionRecord,
+  gateDeciderProblem,
+  gateTxnId,
+  gateValuesProblem,
+} from "../../domain/gates.js";
 import { isNotFound } from "../../ports/errors.js";
 import type { StoreCommandResult } from "../../ports/store.js";
 import type { Rendered } from "../render/html.js";
@@ -203,21 +209,10 @@ export function gateOutcomeOf(
   gate: string,
   by: string,
 ): Outcome {
-  return {
-    kind: "gate",
-    verb,
-    result: verdict.kind,
-    runId: run.runId,
-    dagId: run.dagId,
-    publishEventId: run.publishEventId,
-    gate,
-    by,
-    ...(verdict.kind === "recorded" ? { missing: verdict.missing } : {}),
-    ...(verdict.kind === "form" || (verdict.kind === "closed" && verdict.message !== undefined)
-      ? { message: verdict.message }
-      : {}),
-    ...(verdict.kind === "approved" ? { values: verdict.state.values } : {}),
-  };
+  return gateOutcomeFromStored(
+    { op: "gate", ...gateDecisionRecord(verdict, { decision: verb, by }, run, gate) },
+    run.publishEventId,
+  );
 }
 
 /** The outcome again from what the store kept on the inbox row (a restart between handled and replied). */
