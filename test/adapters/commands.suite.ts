@@ -286,7 +286,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
           /@op:test approved with ticket=OPS-1/,
         );
         expect(await ask(r, OP2, "!dag approve gated ok")).toMatch(
-          /approved `gated\/ok`: what needs it runs now/,
+          /approved `gated\/ok` with ticket=OPS-1: the gate is open, what needs it runs now/,
         );
         const gate = (await store.getTask(run.runId, "ok"))!;
         expect(gate.status).toBe("succeeded");
