@@ -173,6 +173,47 @@ export interface GateDecisionInput {
 }
 
 /**
+ * A gate decision as the inbox row keeps it: the store writes it with the decision, and the answer
+ * (and its reply after a restart) is read from it, so it is built once, here.
+ */
+// A type, not an interface: the store keeps it as JSON (a Record<string, unknown>).
+export type GateDecisionRecord = {
+  decision: GateDecisionInput["decision"];
+  kind: GateVerdict["kind"];
+  runId: string;
+  dagId: string;
+  taskId: string;
+  by: string;
+  /** Approvals still needed after a recorded one. */
+  missing?: number;
+  /** Why a form refused the approval, or why the gate is closed. */
+  message?: string;
+  /** The form's values once approved. */
+  values?: Record<string, string>;
+};
+
+export function gateDecisionRecord(
+  verdict: GateVerdict,
+  input: Pick<GateDecisionInput, "decision" | "by">,
+  run: { runId: string; dagId: string },
+  taskId: string,
+): GateDecisionRecord {
+  return {
+    decision: input.decision,
+    kind: verdict.kind,
+    runId: run.runId,
+    dagId: run.dagId,
+    taskId,
+    by: input.by,
+    ...(verdict.kind === "recorded" ? { missing: verdict.missing } : {}),
+    ...(verdict.kind === "form" || (verdict.kind === "closed" && verdict.message !== undefined)
+      ? { message: verdict.message }
+      : {}),
+    ...(verdict.kind === "approved" ? { values: verdict.state.values } : {}),
+  };
+}
+
+/**
  * What a decision does to a gate: `status` is its task's status now. A deny ends it at once; an
  * approval counts once per person, and the one that reaches `approvers` approves it, provided every
  * field of the form has a value by then. A field keeps the first value given: an approver who gives

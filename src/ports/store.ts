@@ -18,7 +18,13 @@ import type { ActionTemplate } from "../domain/action-argv.js";
 import type { RunDecision } from "../domain/run-states.js";
 import type { ArgValue, ParsedDag, Placement, RunStatus, TaskStatus } from "../domain/model.js";
 import type { ScheduleAction, ScheduleState } from "../domain/schedule.js";
-import type { GateDecisionInput, GateSpec, GateState, GateVerdict } from "../domain/gates.js";
+import type {
+  GateDecisionInput,
+  GateDecisionRecord,
+  GateSpec,
+  GateState,
+  GateVerdict,
+} from "../domain/gates.js";
 
 /** A node's life: node_id plus a boot id chosen at start. A restart under the same name is a new session. */
 export interface Session {
@@ -169,21 +175,7 @@ export type StoreCommandResult =
       proposal?: { changeId: string; proposedBy: string };
     }
   | { op: "policy"; kind: "proposed"; proposal: PolicyProposal }
-  | {
-      op: "gate";
-      decision: GateDecisionInput["decision"];
-      kind: GateVerdict["kind"];
-      runId: string;
-      dagId: string;
-      taskId: string;
-      by: string;
-      /** Approvals still needed after a recorded one. */
-      missing?: number;
-      /** Why a form refused the approval. */
-      message?: string;
-      /** The form's values once approved. */
-      values?: Record<string, string>;
-    };
+  | ({ op: "gate" } & GateDecisionRecord);
 
 /** The app's outcome (src/app/commands/outcome.ts owns its shape), with where its reply threads. */
 export type AppCommandResult = {

@@ -286,7 +286,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
           /@op:test approved with ticket=OPS-1/,
         );
         expect(await ask(r, OP2, "!dag approve gated ok")).toMatch(
-          /approved `gated\/ok`: what needs it runs now/,
+          /approved `gated\/ok` with ticket=OPS-1: the gate is open, what needs it runs now/,
         );
         const gate = (await store.getTask(run.runId, "ok"))!;
         expect(gate.status).toBe("succeeded");
@@ -403,7 +403,9 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(await ask(r, AUTO, "!dag run nightly")).toContain("`nightly.4`");
         expect((await store.getRun(r.roomId, "nightly.4"))?.status).toBe("running");
         expect(await ask(r, FRIEND, "!dag list nightly")).toMatch(/4 runs of `nightly`/);
-        expect(await ask(r, FRIEND, "!dag list nosuch")).toMatch(/No run named `nosuch`/);
+        expect(await ask(r, FRIEND, "!dag list nosuch")).toMatch(
+          /There is no DAG or run `nosuch` in this room/,
+        );
       }),
     );
 

@@ -90,7 +90,7 @@ describe("CLI decisions", () => {
         // It was confirmed: the answer says so, not that it awaits confirmation.
         expect(startedAnswer.status).not.toBe("pending");
         expect(startedAnswer.message).not.toMatch(/awaits confirmation/);
-        expect(startedAnswer.message).toContain("hello.3 is confirmed");
+        expect(startedAnswer.message).toMatch(/confirmed hello.3; it started/);
         await waitForRunStatus(store, "hello.3", (s) => s === "succeeded");
         const sameTasks = (await store.getRun("local", "hello.3"))!.dag.tasks;
         expect(sameTasks).toEqual((await store.getRun("local", "hello"))!.dag.tasks);

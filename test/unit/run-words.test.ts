@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import type { Outcome, RunSummary } from "../../src/app/commands/outcome.js";
 import { plainTextOf } from "../../src/app/commands/outcome-table.js";
 import { renderDecision } from "../../src/app/commands/run-decisions.js";
+import { CHAT_IDIOM } from "../../src/app/commands/face.js";
 import { CLI_IDIOM } from "../../src/cli/subcommands/verb-commands.js";
 import { runTimeWords } from "../../src/domain/duration.js";
 import type { RunStatus } from "../../src/domain/model.js";
@@ -65,13 +66,16 @@ describe("a run's state after `it`", () => {
         { kind: "decision", verb: "confirm", result: "wrong-status", run: run(status), by: "local:ops" },
         CLI_IDIOM,
       );
-      const chat = renderDecision({
-        kind: "decision",
-        verb: "confirm",
-        result: "wrong-status",
-        run: run(status),
-        by: "@ops:example.org",
-      }).body;
+      const chat = renderDecision(
+        {
+          kind: "decision",
+          verb: "confirm",
+          result: "wrong-status",
+          run: run(status),
+          by: "@ops:example.org",
+        },
+        CHAT_IDIOM,
+      ).body;
       for (const said of [exists, refused, chat])
         expect(said, status).not.toMatch(/[Ii]t is (succeeded|failed|canceled|rejected|expired)/);
     }

@@ -160,9 +160,9 @@ export function registerVerbRoutes(
     outcome: Outcome,
     base: Record<string, unknown>,
   ): StoredAnswer => {
-    const mapped = httpAnswerOf(outcome);
+    const mapped = httpAnswerOf(outcome, registry.verbs);
     const data = mapped.ok ? route.answer(outcome) : null;
-    const text = plainTextOf(outcome, idiom);
+    const text = plainTextOf(outcome, idiom, registry.verbs);
     if (mapped.ok && data !== null) {
       const created = mapped.status === 201 ? createdRunOf(outcome) : null;
       return {

@@ -5,7 +5,7 @@
  * fenced transaction.
  */
 import type { GateDecisionInput, GateSpec, GateState, GateVerdict } from "../../domain/gates.js";
-import { gateOpenedData } from "../../domain/gates.js";
+import { gateDecisionRecord, gateOpenedData } from "../../domain/gates.js";
 import type { TaskStatus } from "../../domain/model.js";
 import type { LeaderFence, StoreCommandResult } from "../../ports/store.js";
 import type { LogLine } from "./records.js";
@@ -95,18 +95,5 @@ export function gateOutcome(
   run: { runId: string; dagId: string },
   taskId: string,
 ): StoreCommandResult {
-  return {
-    op: "gate",
-    decision: input.decision,
-    kind: verdict.kind,
-    runId: run.runId,
-    dagId: run.dagId,
-    taskId,
-    by: input.by,
-    ...(verdict.kind === "recorded" ? { missing: verdict.missing } : {}),
-    ...(verdict.kind === "form" || (verdict.kind === "closed" && verdict.message !== undefined)
-      ? { message: verdict.message }
-      : {}),
-    ...(verdict.kind === "approved" ? { values: verdict.state.values } : {}),
-  };
+  return { op: "gate", ...gateDecisionRecord(verdict, input, run, taskId) };
 }

@@ -10,11 +10,19 @@ import type { Pair, PairWords } from "../../domain/name-values.js";
 import { pairsFromData, pairsFromWords } from "../../domain/name-values.js";
 import { quoteInput } from "../../domain/command-text.js";
 import type { Decider, GateVerdict } from "../../domain/gates.js";
-import { faceOfSender, gateDeciderProblem, gateTxnId, gateValuesProblem } from "../../domain/gates.js";
+import {
+  faceOfSender,
+  gateDecisionRecord,
+  gateDeciderProblem,
+  gateTxnId,
+  gateValuesProblem,
+} from "../../domain/gates.js";
 import { isNotFound } from "../../ports/errors.js";
 import type { StoreCommandResult } from "../../ports/store.js";
 import type { Rendered } from "../render/html.js";
-import { code, r, userPill } from "../render/html.js";
+import { r } from "../render/html.js";
+import type { Idiom } from "./face.js";
+import { codeIn, markIn, userIn } from "./face.js";
 import { findRun } from "../run-ref.js";
 import type { CommandStore, HandlerContext } from "./context.js";
 import type { RunRecord } from "../../ports/store.js";
@@ -201,21 +209,10 @@ export function gateOutcomeOf(
   gate: string,
   by: string,
 ): Outcome {
-  return {
-    kind: "gate",
-    verb,
-    result: verdict.kind,
-    runId: run.runId,
-    dagId: run.dagId,
-    publishEventId: run.publishEventId,
-    gate,
-    by,
-    ...(verdict.kind === "recorded" ? { missing: verdict.missing } : {}),
-    ...(verdict.kind === "form" || (verdict.kind === "closed" && verdict.message !== undefined)
-      ? { message: verdict.message }
-      : {}),
-    ...(verdict.kind === "approved" ? { values: verdict.state.values } : {}),
-  };
+  return gateOutcomeFromStored(
+    { op: "gate", ...gateDecisionRecord(verdict, { decision: verb, by }, run, gate) },
+    run.publishEventId,
+  );
 }
 
 /** The outcome again from what the store kept on the inbox row (a restart between handled and replied). */
@@ -247,45 +244,34 @@ export function gateSucceeded(o: GateOutcome): boolean {
   );
 }
 
-/** The plain text of a gate outcome (CLI, HTTP). */
-export function gateText(o: GateOutcome): string {
-  const gate = `${o.dagId}/${o.gate}`;
+/** A gate outcome in the face's words (chat, CLI, HTTP). */
+export function renderGate(o: GateOutcome, say: Idiom): Rendered {
+  const gate = codeIn(say, `${o.dagId}/${o.gate}`);
+  const by = userIn(say, o.by);
   switch (o.result) {
     case "recorded":
-      return `${o.by} approved ${gate}; it waits for ${o.missing ?? 1} more ${o.missing === 1 ? "approval" : "approvals"}.`;
+      return r`${markIn(say, "👍")}${by} approved ${gate}; it waits for ${String(o.missing ?? 1)} more ${
+        o.missing === 1 ? "approval" : "approvals"
+      }.`;
     case "approved": {
       const values = Object.entries(o.values ?? {});
       const given = values.length === 0 ? "" : ` with ${values.map(([n, v]) => `${n}=${v}`).join(" ")}`;
-      return `${o.by} approved ${gate}${given}: the gate is open, what needs it runs now.`;
+      return r`${markIn(say, "✅")}${by} approved ${gate}${given}: the gate is open, what needs it runs now.`;
     }
     case "denied":
-      return `${o.by} denied ${gate}: the gate failed, and what needs it is skipped.`;
+      return r`${markIn(say, "❌")}${by} denied ${gate}: the gate failed, and what needs it is skipped.`;
     case "already":
       return o.by.startsWith("@")
-        ? `${o.by} already approved ${gate}; an approval counts once per person.`
-        : `the local operator already approved ${gate}; the CLI and every HTTP token are the local operator and count as one approver, so another must be a room member.`;
+        ? r`${by} already approved ${gate}; an approval counts once per person.`
+        : r`the local operator already approved ${gate}; the CLI and every HTTP token are the local operator and count as one approver, so another must be a room member.`;
     case "closed":
       return o.message === undefined
-        ? `${gate} is decided already (or its run ended): nothing changed.`
-        : `${gate} is closed: ${o.message}. Nothing changed.`;
+        ? r`${gate} is decided already (or its run ended): nothing changed.`
+        : r`${gate} is closed: ${o.message}. Nothing changed.`;
     case "not-open":
-      return `${gate} is not open yet: what it needs has not all succeeded. Nothing changed.`;
+      return r`${gate} is not open yet: what it needs has not all succeeded. Nothing changed.`;
     case "form":
-      return `${gate} was not approved: ${o.message ?? "its form is incomplete"}.`;
-  }
-}
-
-export function renderGate(o: GateOutcome): Rendered {
-  const gate = code(`${o.dagId}/${o.gate}`);
-  switch (o.result) {
-    case "recorded":
-      return r`👍 ${userPill(o.by)} approved ${gate}; it waits for ${String(o.missing ?? 1)} more.`;
-    case "approved":
-      return r`✅ ${userPill(o.by)} approved ${gate}: what needs it runs now.`;
-    case "denied":
-      return r`❌ ${userPill(o.by)} denied ${gate}: what needs it is skipped.`;
-    default:
-      return r`${gateText(o)}`;
+      return r`${gate} was not approved: ${o.message ?? "its form is incomplete"}.`;
   }
 }
 

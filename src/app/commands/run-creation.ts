@@ -22,6 +22,10 @@ import type { CommandPolicy, CommandStore, HandlerContext } from "./context.js";
 import type { Outcome, RunSummary } from "./outcome.js";
 import { summarizeRun } from "./outcome.js";
 import { commandContext } from "./shared.js";
+import type { Idiom } from "./face.js";
+import { byLayout, markIn } from "./face.js";
+import { shortHash } from "../../domain/command-grammar.js";
+import { formatDuration } from "../../domain/duration.js";
 
 /** Issues kept in an outcome; a 1000-task document with a typo in every task gets the gist. */
 const MAX_STORED_ISSUES = 50;
@@ -234,27 +238,78 @@ export async function freeId(
 
 /** The replies to a new run (published, or a new run of a published DAG), an existing one, a conflict and an invalid DAG. */
 export const CREATION_RENDERERS = {
-  published: (o: Extract<Outcome, { kind: "published" }>): Rendered =>
-    renderPublished(o.run, o.needsConfirmation, o.run.definition),
-  exists: (o: Extract<Outcome, { kind: "exists" }>): Rendered =>
-    paragraphs([
-      r`${code(o.run.dagId)} already exists with the same content: nothing new was stored.`,
-      r`It ${RUN_SAID[o.run.status]} (published by ${userPill(
-        o.run.publisher,
-      )} at ${dateTime(o.run.createdAt)}). See ${code(`!dag status ${o.run.dagId}`)}.`,
-    ]),
-  conflict: (o: Extract<Outcome, { kind: "conflict" }>): Rendered =>
-    paragraphs([
-      r`⚠️ ${code(o.dagId)} already exists with different content (${
-        RUN_WORD[o.existing.status]
-      }, published by ${userPill(o.existing.publisher)}): nothing was stored.`,
-      r`To publish this DAG, give it a new ${code("id")} (for example ${code(o.suggestion)}); to run the failed part of the existing one again, use ${code(
-        `!dag retry ${o.dagId}`,
-      )}.`,
-    ]),
-  "invalid-dag": (o: Extract<Outcome, { kind: "invalid-dag" }>): Rendered =>
-    renderInvalidDag(o.source, o.issues, o.moreIssues),
+  published: byLayout(
+    (o: Extract<Outcome, { kind: "published" }>): Rendered =>
+      renderPublished(o.run, o.needsConfirmation, o.run.definition),
+    (o, say) => {
+      if (o.run.registered === true) {
+        const head = `Registered ${o.run.dagId} without running it: no task runs now; its schedule, after and webhooks start its runs once it is confirmed.`;
+        return o.needsConfirmation ? `${head} ${awaiting(o.run, o.twoPersonRule, say)}` : head;
+      }
+      const head = created(
+        o.run,
+        o.run.definition === undefined ? "Published" : `New run of ${o.run.definition}:`,
+      );
+      return o.needsConfirmation
+        ? `${head} ${awaiting(o.run, o.twoPersonRule, say)}`
+        : `${head} It starts now.`;
+    },
+  ),
+  exists: byLayout(
+    (o: Extract<Outcome, { kind: "exists" }>): Rendered =>
+      paragraphs([
+        r`${code(o.run.dagId)} already exists with the same content: nothing new was stored.`,
+        r`It ${RUN_SAID[o.run.status]} (published by ${userPill(
+          o.run.publisher,
+        )} at ${dateTime(o.run.createdAt)}). See ${code(`!dag status ${o.run.dagId}`)}.`,
+      ]),
+    (o, say) =>
+      `${o.run.dagId} already exists with the same content: nothing new was stored. It ${RUN_SAID[o.run.status]}; ` +
+      `${say.command("status", [o.run.dagId])} shows it.`,
+  ),
+  conflict: byLayout(
+    (o: Extract<Outcome, { kind: "conflict" }>): Rendered =>
+      paragraphs([
+        r`⚠️ ${code(o.dagId)} already exists with different content (${
+          RUN_WORD[o.existing.status]
+        }, published by ${userPill(o.existing.publisher)}): nothing was stored.`,
+        r`To publish this DAG, give it a new ${code("id")} (for example ${code(o.suggestion)}); to run the failed part of the existing one again, use ${code(
+          `!dag retry ${o.dagId}`,
+        )}.`,
+      ]),
+    (o) =>
+      `${o.dagId} already exists with different content (${RUN_WORD[o.existing.status]}): nothing was stored. ` +
+      `Give this DAG another id, for example ${o.suggestion}.`,
+  ),
+  "invalid-dag": (o: Extract<Outcome, { kind: "invalid-dag" }>, say: Idiom): Rendered =>
+    renderInvalidDag(o.source, o.issues, o.moreIssues, say),
 } as const;
+
+/** The command that confirms a run as it was shown: with its hash when it has one. */
+function confirmArgs(run: RunSummary): string[] {
+  return run.hash === undefined ? [run.dagId] : [run.dagId, shortHash(run.hash)];
+}
+
+/** A new run in plain words: its id, its tasks, its hash and its parameter values. */
+function created(run: RunSummary, what: string): string {
+  const hash = run.hash === undefined ? "" : `, content hash ${shortHash(run.hash)}`;
+  const values = Object.entries(run.params ?? {});
+  const given = values.length === 0 ? "" : `; ${values.map(([n, v]) => `${n}=${v}`).join(" ")}`;
+  return `${what} ${run.dagId} (${plural(run.taskCount, "task")}${hash}${given}).`;
+}
+
+/** How a new run that awaits confirmation is confirmed (or dropped), in plain words. */
+export function awaiting(run: RunSummary, twoPersonRule: boolean, say: Idiom): string {
+  const expiry =
+    run.confirmDeadline === null
+      ? ""
+      : ` within ${formatDuration(Math.max(0, run.confirmDeadline - run.createdAt))}`;
+  const who = twoPersonRule ? "someone other than the publisher" : "an operator";
+  return `It awaits confirmation${expiry} by ${who}: ${say.command("confirm", confirmArgs(run))} (or ${say.command(
+    "reject",
+    [run.dagId],
+  )} to drop it).`;
+}
 
 /**
  * One line: what was stored, and that its card is in this message's thread. The card says what to
@@ -282,10 +337,10 @@ function renderPublished(run: RunSummary, needsConfirmation: boolean, definition
 
 const MAX_SHOWN_ISSUES = 20;
 
-function renderInvalidDag(source: string, issues: readonly string[], more: number): Rendered {
+function renderInvalidDag(source: string, issues: readonly string[], more: number, say: Idiom): Rendered {
   const shown = issues.slice(0, MAX_SHOWN_ISSUES);
   const extra = more + issues.length - shown.length;
-  const head = r`⚠️ The DAG ${source} is not valid (${plural(issues.length + more, "problem")}); nothing was stored.`;
+  const head = r`${markIn(say, "⚠️")}The DAG ${source} is not valid (${plural(issues.length + more, "problem")}); nothing was stored.`;
   const tail = extra > 0 ? [text(`… and ${plural(extra, "more problem")}.`)] : [];
   return {
     body: [head.body, ...shown.map((i) => `- ${i}`), ...tail.map((t) => t.body)].join("\n"),

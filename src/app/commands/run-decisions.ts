@@ -11,7 +11,9 @@ import type { RunDecision } from "../../domain/run-states.js";
 import type { Rendered } from "../render/html.js";
 import { confirmBody, decisionSchema, emptyBody, runParams } from "./http-shapes.js";
 import type { VerbHttp } from "./verb.js";
-import { code, r, text, userPill } from "../render/html.js";
+import { r, text } from "../render/html.js";
+import type { Idiom } from "./face.js";
+import { codeIn, commandIn, markIn, userIn } from "./face.js";
 import { RUN_SAID, RUN_WORD } from "../render/words.js";
 import type { CommandPolicy, HandlerContext } from "./context.js";
 import type { Outcome } from "./outcome.js";
@@ -107,42 +109,48 @@ export function decisionRoute<C extends { verb: DecisionVerb }>(
 }
 
 /** A confirmation by hash that names other content than the run's: nothing was started. */
-export function renderHashMismatch(outcome: Extract<Outcome, { kind: "hash-mismatch" }>): Rendered {
+export function renderHashMismatch(
+  outcome: Extract<Outcome, { kind: "hash-mismatch" }>,
+  say: Idiom,
+): Rendered {
   const { run } = outcome;
-  return r`⛔ ${code(run.dagId)} has content hash ${shortHash(run.hash ?? "")}, not ${outcome.given.slice(
+  return r`${markIn(say, "⛔")}${codeIn(say, run.dagId)} has content hash ${shortHash(run.hash ?? "")}, not ${outcome.given.slice(
     0,
     SHORT_HASH_LENGTH,
-  )}: it is not the DAG you confirmed, so it was not started. Read its status card, then confirm the hash shown there (${code(
-    `!dag confirm ${run.dagId} ${shortHash(run.hash ?? "")}`,
+  )}: it is not the DAG you confirmed, so it was not started. Read its ${say.chat === true ? "status card" : "status"}, then confirm the hash shown there (${commandIn(
+    say,
+    "confirm",
+    [run.dagId, shortHash(run.hash ?? "")],
   )}).`;
 }
 
-export function renderDecision(outcome: Extract<Outcome, { kind: "decision" }>): Rendered {
+export function renderDecision(outcome: Extract<Outcome, { kind: "decision" }>, say: Idiom): Rendered {
   const { run, verb, result } = outcome;
-  const id = code(run.dagId);
+  const id = codeIn(say, run.dagId);
+  const by = userIn(say, outcome.by);
   const now = RUN_WORD[run.status];
   // Said as what happened, not as a state: an answer in the main timeline stays true after the run
   // moves on, and the run's card (in its thread) says where it is now.
   if (result === "done") {
     if (verb === "confirm")
       return run.registered === true
-        ? r`▶️ ${userPill(outcome.by)} confirmed ${id}: registered, nothing runs now.`
-        : r`▶️ ${userPill(outcome.by)} confirmed ${id}; it started.`;
-    if (verb === "reject") return r`✋ ${userPill(outcome.by)} rejected ${id}; it will not run.`;
+        ? r`${markIn(say, "▶️")}${by} confirmed ${id}: registered, nothing runs now.`
+        : r`${markIn(say, "▶️")}${by} confirmed ${id}; it started.`;
+    if (verb === "reject") return r`${markIn(say, "✋")}${by} rejected ${id}; it will not run.`;
     return run.status === "canceled"
-      ? r`🚫 ${userPill(outcome.by)} canceled ${id}; none of its tasks was running.`
-      : r`🛑 ${userPill(outcome.by)} canceled ${id}: tasks that had not started were canceled, running ones were told to stop.`;
+      ? r`${markIn(say, "🚫")}${by} canceled ${id}; none of its tasks was running.`
+      : r`${markIn(say, "🛑")}${by} canceled ${id}: tasks that had not started were canceled, running ones were told to stop.`;
   }
   if (result === "already") {
     if (verb === "confirm") {
-      const by = run.confirmedBy === null ? text("") : r` by ${userPill(run.confirmedBy)}`;
-      return r`${id} is already confirmed${by}; it ${RUN_SAID[run.status]}.`;
+      const confirmer = run.confirmedBy === null ? text("") : r` by ${userIn(say, run.confirmedBy)}`;
+      return r`${id} is already confirmed${confirmer}; it ${RUN_SAID[run.status]}.`;
     }
     return verb === "reject" ? r`${id} is already rejected.` : r`${id} is already ${now}.`;
   }
   const hint =
     verb === "reject" && (run.status === "running" || run.status === "canceling")
-      ? r` To stop it, use ${code(`!dag cancel ${run.dagId}`)}.`
+      ? r` To stop it, use ${commandIn(say, "cancel", [run.dagId])}.`
       : text("");
   return r`${id} cannot be ${verb === "cancel" ? "canceled" : `${verb}ed`}: it ${RUN_SAID[run.status]}.${hint}`;
 }

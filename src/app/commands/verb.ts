@@ -4,8 +4,10 @@
  * permission, its handler, the renderers of the outcomes it answers with (chat), and its CLI
  * subcommand and HTTP route. The parser, the handler table, help, the reply renderer, the CLI's
  * subcommands and the HTTP routes (so the OpenAPI document) are all built from the list in
- * verbs/index.ts; what an outcome means outside chat (exit status, HTTP status, plain text) is the
- * outcome table's (outcome-table.ts). Adding a verb: its file and one line in VERBS.
+ * verbs/index.ts. Each outcome kind has one renderer, beside the verb that gives it (or, for the
+ * answers any verb may give, in common-outcomes.ts), for chat, the CLI and HTTP alike; the outcome
+ * table (outcome-table.ts) keeps only HTTP statuses and exit statuses. Adding a verb, even with an
+ * outcome kind of its own: its file and one line in VERBS.
  */
 import type {
   ArgSpec,
@@ -19,10 +21,36 @@ import type { z } from "zod";
 import type { Rendered } from "../render/html.js";
 import type { CommandPolicy, HandlerContext } from "./context.js";
 import type { Outcome, OutcomeKind } from "./outcome.js";
+import type { Idiom } from "./face.js";
+import type { HttpAnswer } from "./outcome-table.js";
+
+/**
+ * The one renderer of an outcome kind, for every face: chat reads the HTML and the plain body, the
+ * CLI prints the body, HTTP gives it as a problem's detail. The face's idiom names other commands
+ * (`!dag confirm x`, `dagbot confirm x`, `POST /v1/runs/x/confirm`) and says whether it is chat.
+ * Null: no reply in chat (the text faces then say nothing either). `aside`: a line the CLI prints
+ * beside the answer, on stderr (a next page).
+ */
+export type OutcomeRenderer<O> = (outcome: O, say: Idiom) => (Rendered & { readonly aside?: string }) | null;
 
 /** The renderer of each outcome kind a verb answers with. */
 export type OutcomeRenderers<K extends OutcomeKind> = {
-  readonly [P in K]: (outcome: Extract<Outcome, { kind: P }>) => Rendered | null;
+  readonly [P in K]: OutcomeRenderer<Extract<Outcome, { kind: P }>>;
+};
+
+/**
+ * An outcome kind a verb brings with it (the outcome table does not know it): its renderer, and its
+ * HTTP answer and CLI exit status, which the table gives for the kinds it knows.
+ */
+export interface NewOutcome<O extends { kind: string }> {
+  readonly render: OutcomeRenderer<O>;
+  readonly http: (outcome: O) => HttpAnswer;
+  readonly exit: (outcome: O) => number;
+}
+
+/** A verb's own outcome kinds, by kind. */
+export type NewOutcomes<N extends { kind: string }> = {
+  readonly [P in N["kind"]]: NewOutcome<Extract<N, { kind: P }>>;
 };
 
 /** A positional argument of a verb's CLI subcommand (one with its own grammar says its own). */
@@ -46,7 +74,8 @@ export interface CliOption {
  * `dagbot <verb>` (src/cli/subcommands/verb-commands.ts builds it): its arguments, --help, --json,
  * --room and, for a verb that writes, --wait; the command it builds goes to the room's leader through
  * the inbox AS DATA (a verb that writes), or runs against the store (a read, opened only if it
- * exists). Its exit status and text come from the outcome table (outcome-table.ts).
+ * exists). Its exit status comes from the outcome table (outcome-table.ts), its text from the
+ * renderer of the outcome (outcome-faces.ts).
  */
 export interface VerbCli<C> {
   /** The subcommand's name when it is not the verb's (`run` is `dagbot trigger`). */
@@ -99,7 +128,7 @@ export interface HttpInput {
  * the answer's data for each outcome that is a success (the outcome table gives the status; every
  * other outcome is a problem the table names).
  */
-export interface VerbHttp<C> {
+export interface VerbHttp<C, N extends { kind: string } = never> {
   readonly method: "GET" | "POST" | "PUT" | "DELETE";
   /** Fastify's form: `/v1/runs/:id/confirm`; a `:room` parameter names the room. */
   readonly path: string;
@@ -111,9 +140,9 @@ export interface VerbHttp<C> {
   readonly response: z.ZodType;
   readonly command: (input: HttpInput) => C;
   /** The answer's data for a success outcome; null for one that is not (then it is a problem). */
-  readonly answer: (outcome: Outcome) => Record<string, unknown> | null;
+  readonly answer: (outcome: Outcome | N) => Record<string, unknown> | null;
   /** Headers of a success answer (a read's Link to its next page). */
-  readonly headers?: (outcome: Outcome, input: HttpInput) => Readonly<Record<string, string>>;
+  readonly headers?: (outcome: Outcome | N, input: HttpInput) => Readonly<Record<string, string>>;
 }
 
 /**
@@ -128,7 +157,7 @@ export const VERB_GROUPS = {
 } as const;
 export type VerbGroup = keyof typeof VERB_GROUPS;
 
-interface VerbBase<C extends { verb: string }, K extends OutcomeKind> {
+interface VerbBase<C extends { verb: string }, K extends OutcomeKind, N extends { kind: string } = never> {
   readonly verb: C["verb"];
   /** The help line: what it does. */
   readonly summary: string;
@@ -145,8 +174,13 @@ interface VerbBase<C extends { verb: string }, K extends OutcomeKind> {
   /** Extra lines for `!dag help <verb>`. */
   readonly details: readonly string[];
   /** `verbs`: the whole list, for the verb that describes the others (help). */
-  handle(ctx: HandlerContext, command: C, verbs: readonly AnyVerb[]): Promise<Outcome> | Outcome;
+  handle(ctx: HandlerContext, command: C, verbs: readonly AnyVerb[]): Promise<Outcome | N> | Outcome | N;
   readonly render: OutcomeRenderers<K>;
+  /**
+   * Outcome kinds of its own, which no other verb gives and the outcome table does not know: a new
+   * kind is declared here, in the verb's file, and nowhere else (docs/architecture.md §5).
+   */
+  readonly outcomes?: NewOutcomes<N>;
   /** It changes the room (through the leader's inbox): the CLI and HTTP send it there, never run it. */
   readonly writes?: boolean;
   /**
@@ -156,7 +190,7 @@ interface VerbBase<C extends { verb: string }, K extends OutcomeKind> {
   readOnly?(command: C): boolean;
   readonly cli?: VerbCli<C>;
   /** Its route; a verb with sub-actions (schedule pause|resume|delete) may have one per action. */
-  readonly http?: VerbHttp<C> | readonly VerbHttp<C>[];
+  readonly http?: VerbHttp<C, N> | readonly VerbHttp<C, N>[];
   /**
    * How an HTTP answer names a command of this verb given its words as the CLI takes them, when its
    * first route's path cannot say it (a verb whose routes differ by what its words are: policy).
@@ -191,11 +225,18 @@ interface OwnGrammar<C> {
   readonly fromData?: (data: Readonly<Record<string, unknown>>) => Parsed<C>;
 }
 
-export type VerbDeclaration<C extends { verb: string }, K extends OutcomeKind> = VerbBase<C, K> &
-  (DeclaredArgs | OwnGrammar<C>);
+export type VerbDeclaration<
+  C extends { verb: string },
+  K extends OutcomeKind,
+  N extends { kind: string } = never,
+> = VerbBase<C, K, N> & (DeclaredArgs | OwnGrammar<C>);
 
 /** A declared verb: everything the grammar, the table, help and the CLI read. */
-export interface Verb<C extends { verb: string }, K extends OutcomeKind> extends VerbBase<C, K> {
+export interface Verb<
+  C extends { verb: string },
+  K extends OutcomeKind,
+  N extends { kind: string } = never,
+> extends VerbBase<C, K, N> {
   readonly usage: string;
   readonly args?: readonly ArgSpec[];
   readonly dataFields?: Readonly<Record<string, DataFieldCheck>>;
@@ -209,14 +250,16 @@ export interface Verb<C extends { verb: string }, K extends OutcomeKind> extends
 export type AnyVerb = Verb<{ verb: string }, never>;
 
 /** The command a verb parses into. */
-export type CommandOf<T> = T extends Verb<infer C, infer _K> ? C : never;
+export type CommandOf<T> = T extends Verb<infer C, infer _K, infer _N> ? C : never;
 /** The outcome kinds a verb renders. */
-export type RenderedKindOf<T> = T extends Verb<infer _C, infer K> ? K : never;
+export type RenderedKindOf<T> = T extends Verb<infer _C, infer K, infer _N> ? K : never;
 
-export function defineVerb<C extends { verb: string }, K extends OutcomeKind>(
-  declaration: VerbDeclaration<C, K>,
-): Verb<C, K> {
+export function defineVerb<
+  C extends { verb: string },
+  K extends OutcomeKind,
+  N extends { kind: string } = never,
+>(declaration: VerbDeclaration<C, K, N>): Verb<C, K, N> {
   if ("args" in declaration) return { ...declaration, usage: usageOf(declaration.verb, declaration.args) };
   // The grammar calls `same` only with two commands of this verb.
-  return declaration as Verb<C, K>;
+  return declaration as Verb<C, K, N>;
 }

@@ -4,6 +4,7 @@ import type { Rendered } from "./html.js";
 import { code, r, userPill } from "./html.js";
 import { honestProgress } from "./status-card.js";
 import { dateTime, RUN_EMOJI, RUN_WORD } from "./words.js";
+import { outcomeLine } from "../../domain/run-counts.js";
 
 export function paragraphs(parts: readonly Rendered[]): Rendered {
   return { body: parts.map((p) => p.body).join("\n"), html: parts.map((p) => `<p>${p.html}</p>`).join("") };
@@ -34,4 +35,15 @@ export function bulleted(head: Rendered, items: readonly Rendered[]): Rendered {
     body: [head.body, ...items.map((i) => i.body)].join("\n"),
     html: `<p>${head.html}</p><ul>${items.map((i) => `<li>${i.html}</li>`).join("")}</ul>`,
   };
+}
+
+/** Runs as plain lines, one each: its id (the uuid is in the data as runId), status and task counts. */
+export function runLines(runs: readonly RunProgress[], none: string): string {
+  if (runs.length === 0) return none;
+  return runs
+    .map(
+      ({ run, summary }) =>
+        `${run.dagId.padEnd(24)} ${run.status.padEnd(10)} ${outcomeLine(summary.byStatus, summary.total)}`,
+    )
+    .join("\n");
 }

@@ -120,7 +120,13 @@ export function registerVerbCommands(program: Program, registry: VerbRegistry = 
           );
           const reads = verb.readOnly?.(command as never) === true;
           return verb.writes === true && !reads
-            ? sendVerb(command, options, cli.queuesWithoutNode === true, cli.selfLeads === true)
+            ? sendVerb(
+                command,
+                options,
+                cli.queuesWithoutNode === true,
+                cli.selfLeads === true,
+                registry.verbs,
+              )
             : readVerb(registry, verb, command, options);
         });
       },
@@ -167,7 +173,7 @@ async function readVerb(
     const outcome: Outcome = check.ok
       ? await verb.handle({ ...ctx, verb: verb.verb }, command, registry.verbs)
       : { kind: "refused", verb: verb.verb, reason: check.reason, helpLine: "" };
-    const exit = exitStatusOf(outcome);
+    const exit = exitStatusOf(outcome, registry.verbs);
     const data = (exit === 0 ? declaring.cli?.json?.(outcome) : null) ?? dataOf(outcome);
     if (options.json === true) {
       process.stdout.write(
@@ -176,10 +182,10 @@ async function readVerb(
       return exit;
     }
     // What was read goes to stdout (one line per run, for scripts); a failure and an aside to stderr.
-    const text = `${plainTextOf(outcome, CLI_IDIOM)}\n`;
+    const text = `${plainTextOf(outcome, CLI_IDIOM, registry.verbs)}\n`;
     if (exit === 0) process.stdout.write(text);
     else process.stderr.write(text);
-    const aside = asideOf(outcome, CLI_IDIOM);
+    const aside = asideOf(outcome, CLI_IDIOM, registry.verbs);
     if (aside !== null) process.stderr.write(`${aside}\n`);
     return exit;
   } finally {
@@ -192,6 +198,7 @@ async function sendVerb(
   options: VerbOptions,
   queues: boolean,
   selfLead: boolean,
+  verbs: readonly AnyVerb[],
 ): Promise<number> {
   return withLeaderRoom(options, async ({ store, roomId, policy, send }) => {
     if (queues && !(await roomHasLiveNode(store, roomId, policy.nodeStaleAfterMs))) {
@@ -222,14 +229,16 @@ async function sendVerb(
     const run = answer.runId === null ? null : await store.getRunById(answer.runId);
     // With --confirm the answer is the created run's, as it started (not "it awaits confirmation").
     const shown: Outcome =
-      confirmed !== null && created !== null && exitStatusOf(confirmed) === 0
+      confirmed !== null && created !== null && exitStatusOf(confirmed, verbs) === 0
         ? { ...created, needsConfirmation: false }
         : outcome;
     const exit =
-      confirmed === null ? exitStatusOf(outcome) : Math.max(exitStatusOf(outcome), exitStatusOf(confirmed));
+      confirmed === null
+        ? exitStatusOf(outcome, verbs)
+        : Math.max(exitStatusOf(outcome, verbs), exitStatusOf(confirmed, verbs));
     const text = [
-      plainTextOf(shown, CLI_IDIOM),
-      ...(confirmed === null ? [] : [plainTextOf(confirmed, CLI_IDIOM)]),
+      plainTextOf(shown, CLI_IDIOM, verbs),
+      ...(confirmed === null ? [] : [plainTextOf(confirmed, CLI_IDIOM, verbs)]),
     ].join("\n");
     const data = dataOf(shown);
     return print(

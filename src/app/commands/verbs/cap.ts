@@ -42,9 +42,9 @@ export const cap = defineVerb<{ verb: "cap"; n: number }, "cap">({
   },
   render: {
     cap: (o) =>
-      r`The room's cap on running tasks is now ${String(o.cap)} (it was ${String(o.previous)}). ${
+      r`The room's cap on active tasks is now ${String(o.cap)} (it was ${String(o.previous)}). ${
         o.cap >= o.previous
-          ? "Queued tasks start as soon as slots are free."
+          ? "Waiting tasks are queued as soon as slots are free."
           : "Running tasks are not interrupted; new ones start as they finish."
       }`,
   },

@@ -8,6 +8,7 @@ import { notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
 import { isOperator } from "../permissions.js";
 import { findRun } from "../../run-ref.js";
+import { byLayout } from "../face.js";
 
 /** The room's policy `graph operators`. */
 function picturesForOperators(policy: CommandPolicy): boolean {
@@ -30,7 +31,10 @@ export const graph = defineVerb<{ verb: "graph"; id: string }, "graph">({
   render: {
     // Asked in the main timeline, the picture goes into the run's thread and this answers here;
     // asked in the thread, the picture itself is the answer (inbox-step.ts, render/pictures.ts).
-    graph: (o) => r`🖼️ The picture of ${code(o.run.dagId)} goes into its thread.`,
+    graph: byLayout(
+      (o) => r`🖼️ The picture of ${code(o.run.dagId)} goes into its thread.`,
+      (o, say) => `${say.command("graph", [o.run.dagId])} draws ${o.run.dagId}.`,
+    ),
   },
 });
 

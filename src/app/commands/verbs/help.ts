@@ -8,6 +8,7 @@ import type { HelpGroup, Outcome } from "../outcome.js";
 import { isOperator, mayUse, needsOperator } from "../permissions.js";
 import type { AnyVerb, VerbGroup } from "../verb.js";
 import { defineVerb, VERB_GROUPS } from "../verb.js";
+import { byLayout } from "../face.js";
 
 export interface HelpCommand {
   verb: "help";
@@ -33,7 +34,9 @@ export const help = defineVerb<HelpCommand, "help">({
       : grammar.unknownCommand(topicRaw, (verb) => ({ command: `!dag help ${verb}`, partial: false }));
   },
   handle: (ctx, c, verbs) => helpOutcome(ctx, c.topic, verbs),
-  render: { help: renderHelp },
+  render: {
+    help: byLayout(renderHelp, (o) => o.entries.map((e) => `${e.verb} — ${e.summary}`).join("\n")),
+  },
 });
 
 /**

@@ -1,6 +1,6 @@
 /** `!dag list [<id>]`: the room's recent runs, or the runs of one published DAG. */
-import { listing } from "../../render/blocks.js";
-import { code, r } from "../../render/html.js";
+import { listing, runLines } from "../../render/blocks.js";
+import { code, r, text } from "../../render/html.js";
 import { emptyListWords, plural } from "../../render/words.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome, RunProgress } from "../outcome.js";
@@ -108,7 +108,14 @@ export const list = defineVerb<ListCommand, "list">({
     },
   },
   render: {
-    list: (o) => {
+    list: (o, say) => {
+      if (say.chat !== true) {
+        const where = o.of !== undefined ? `of ${o.of}` : o.room !== undefined ? `in room ${o.room}` : "here";
+        const lines = text(runLines(o.runs, emptyListWords(o.statuses, o.others, where)));
+        return o.next === undefined
+          ? lines
+          : { ...lines, aside: `more: the next page with ${say.command("list", ["--cursor", o.next])}` };
+      }
       if (o.of !== undefined)
         return listing(
           r`${plural(o.runs.length, "run")} of ${code(o.of)}, newest first (start another with ${code(

@@ -23,6 +23,7 @@ import { summarizeRun, taskLine } from "../outcome.js";
 import { notFoundRun, notFoundTask } from "../shared.js";
 import { defineVerb } from "../verb.js";
 import { findRun } from "../../run-ref.js";
+import { byLayout } from "../face.js";
 
 export const logs = defineVerb<{ verb: "logs"; id: string; task: string }, "logs">({
   verb: "logs",
@@ -34,7 +35,12 @@ export const logs = defineVerb<{ verb: "logs"; id: string; task: string }, "logs
   openWhen: (policy) => (policy.logs ?? "operators") === "anyone",
   details: ["Operators only, unless the room's policy says `logs anyone` (see `!dag help policy`)."],
   handle: (ctx, c) => handleLogs(ctx, c.id, c.task),
-  render: { logs: renderLogs },
+  render: {
+    logs: byLayout(
+      renderLogs,
+      (o) => o.output ?? `(no output; ${o.task.taskId} is ${TASK_WORD[o.task.status]})`,
+    ),
+  },
 });
 
 async function handleLogs(ctx: HandlerContext, dagId: string, taskId: string): Promise<Outcome> {

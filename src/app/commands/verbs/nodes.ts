@@ -14,6 +14,7 @@ import type { Outcome } from "../outcome.js";
 import type { NodeLine } from "../outcome.js";
 import { nodeLine } from "../outcome.js";
 import { defineVerb } from "../verb.js";
+import { byLayout } from "../face.js";
 
 export interface NodesCommand {
   verb: "nodes";
@@ -42,7 +43,7 @@ export const nodes = defineVerb<NodesCommand, "nodes">({
     );
   },
   handle: (ctx, c) => handleNodes(ctx, c.verbose === true),
-  render: { nodes: renderNodes },
+  render: { nodes: byLayout(renderNodes, nodesText) },
 });
 
 async function handleNodes(ctx: HandlerContext, verbose = false): Promise<Outcome> {
@@ -107,4 +108,21 @@ function mixedReleases(nodes: NodeLine[], staleAfterMs: number, head: Rendered):
   const releases = [...new Set(live.map((n) => describeRelease(n.release ?? null, n.protocol ?? null)))];
   if (releases.length < 2) return head;
   return r`${head} ⚠️ Nodes of ${String(releases.length)} releases are live: ${releases.join("; ")} (an upgrade in progress: README, Upgrading).`;
+}
+
+/** One line per node: its load, its release, its crypto's health; the leader marked. */
+function nodesText(o: Extract<Outcome, { kind: "nodes" }>): string {
+  return (
+    o.nodes
+      .map(
+        (n) =>
+          `${n.nodeId}${o.leader?.nodeId === n.nodeId ? " (leader)" : ""}: ${n.runningTasks}/${n.capacity} busy, ${describeRelease(n.release ?? null, n.protocol ?? null)}${[
+            deviceWords(n),
+            undecryptableWords(n),
+          ]
+            .map((w) => (w === null ? "" : `, ${w}`))
+            .join("")}`,
+      )
+      .join("\n") || "no nodes"
+  );
 }

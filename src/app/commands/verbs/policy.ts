@@ -14,7 +14,7 @@ import { arity, fail, ok, unquote } from "../../../domain/command-grammar.js";
 import { quoteInput } from "../../../domain/command-text.js";
 import { formatDuration } from "../../../domain/duration.js";
 import type { PolicyProposal, RoomPolicy } from "../../../ports/store.js";
-import { codeBlock, code, r, text } from "../../render/html.js";
+import { codeBlock, r, text } from "../../render/html.js";
 import {
   emptyBody,
   policyChangeBody,
@@ -26,7 +26,8 @@ import type { Rendered } from "../../render/html.js";
 import type { HandlerContext } from "../context.js";
 import { roomPolicyOf } from "../context.js";
 import type { Outcome } from "../outcome.js";
-import type { Idiom } from "../outcome-table.js";
+import type { Idiom } from "../face.js";
+import { codeIn, commandIn, markIn } from "../face.js";
 import { mayChangePolicy, policyChangeNeedsSecondAdmin } from "../permissions.js";
 import type { VerbHttp } from "../verb.js";
 import { defineVerb } from "../verb.js";
@@ -143,7 +144,7 @@ export const policy = defineVerb<PolicyCommand, "policy" | "policy-proposed">({
   ] satisfies VerbHttp<PolicyCommand>[],
   httpWords: (args) => policyHttpWords(args),
   render: {
-    policy: (outcome) => {
+    policy: (outcome, say) => {
       const p = outcome.policy;
       const users = (list: readonly string[]): string => (list.length === 0 ? "nobody" : list.join(", "));
       const lines = [
@@ -152,21 +153,27 @@ export const policy = defineVerb<PolicyCommand, "policy" | "policy-proposed">({
         `auto_confirm: ${users(p.autoConfirm)}`,
         `hook_auto_confirm: ${users(p.hookAutoConfirm ?? [])}`,
       ];
-      return r`${policyHead(outcome)}${codeBlock(lines.join("\n"))}`;
+      return say.chat === true
+        ? r`${policyHead(outcome, say)}${codeBlock(lines.join("\n"))}`
+        : r`${policyHead(outcome, say)}\n${lines.join("\n")}`;
     },
-    "policy-proposed": (o) =>
-      r`🔐 Policy change proposed by ${o.by}: ${code(o.change)}. It is not applied yet: the two-person rule needs a second room admin to confirm it with ${code(`!dag policy confirm ${o.changeId}`)}. It expires in ${formatDuration(Math.max(0, o.expiresAt - o.proposedAt))}.`,
+    "policy-proposed": (o, say) =>
+      r`${markIn(say, "🔐")}Policy change proposed by ${o.by}: ${codeIn(say, o.change)}. It is not applied yet: the two-person rule needs a second room admin to confirm it with ${commandIn(
+        say,
+        "policy",
+        ["confirm", o.changeId],
+      )}. It expires in ${formatDuration(Math.max(0, o.expiresAt - o.proposedAt))}.`,
   },
 });
 
-function policyHead(o: Extract<Outcome, { kind: "policy" }>): Rendered {
+function policyHead(o: Extract<Outcome, { kind: "policy" }>, say: Idiom): Rendered {
   if (o.changed === null) return text("The room's policy (every node enforces it):");
   const who = o.by === undefined ? text("") : r` by ${o.by}`;
   const whose =
     o.proposal === undefined
       ? text("")
-      : r` (proposed by ${o.proposal.proposedBy} as ${code(o.proposal.changeId)})`;
-  return r`🔐 The room's policy is changed${who}${whose}: ${o.changed}. Every node enforces it now. Update [permissions] in the nodes' configs to match, or they will not lead after a restart:`;
+      : r` (proposed by ${o.proposal.proposedBy} as ${codeIn(say, o.proposal.changeId)})`;
+  return r`${markIn(say, "🔐")}The room's policy is changed${who}${whose}: ${o.changed}. Every node enforces it now. Update [permissions] in the nodes' configs to match, or they will not lead after a restart:`;
 }
 
 /**

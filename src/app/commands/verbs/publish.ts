@@ -34,6 +34,7 @@ import {
 } from "../run-creation.js";
 import { publishBody, publishedSchema } from "../http-shapes.js";
 import { defineVerb } from "../verb.js";
+import { byLayout } from "../face.js";
 
 export type PublishSource =
   { kind: "inline"; format: "json" | "toml"; text: string } | { kind: "library"; name: string };
@@ -98,13 +99,16 @@ export const publish = defineVerb<
   },
   render: {
     ...CREATION_RENDERERS,
-    "library-error": (o) =>
-      paragraphs([
-        r`⚠️ Cannot publish ${code(o.name)} from the DAG library: ${o.message}`,
-        usage(
-          "!dag publish <name>  (a DAG file from the node's library folder), or a ```json / ```toml block",
-        ),
-      ]),
+    "library-error": byLayout(
+      (o) =>
+        paragraphs([
+          r`⚠️ Cannot publish ${code(o.name)} from the DAG library: ${o.message}`,
+          usage(
+            "!dag publish <name>  (a DAG file from the node's library folder), or a ```json / ```toml block",
+          ),
+        ]),
+      (o) => `Cannot publish ${o.name} from the DAG library: ${o.message}`,
+    ),
   },
 });
 

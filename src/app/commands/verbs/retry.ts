@@ -12,11 +12,19 @@ import { plural, RUN_SAID, RUN_WORD } from "../../render/words.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome, RunSummary } from "../outcome.js";
 import { summarizeRun } from "../outcome.js";
-import { createAndDescribe, freeId, invalidDag, retryCandidates, unknownActions } from "../run-creation.js";
+import {
+  awaiting,
+  createAndDescribe,
+  freeId,
+  invalidDag,
+  retryCandidates,
+  unknownActions,
+} from "../run-creation.js";
 import { emptyBody, retriedSchema, runParams } from "../http-shapes.js";
 import { notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
 import { findRun } from "../../run-ref.js";
+import { byLayout } from "../face.js";
 
 export const retry = defineVerb<{ verb: "retry"; id: string }, "retried" | "nothing-to-retry">({
   verb: "retry",
@@ -27,8 +35,23 @@ export const retry = defineVerb<{ verb: "retry"; id: string }, "retried" | "noth
   details: [],
   handle: (ctx, c): Promise<Outcome> => handleRetry(ctx, c.id),
   render: {
-    retried: renderRetried,
-    "nothing-to-retry": (o) => renderNothingToRetry(o.run, o.why),
+    retried: byLayout(renderRetried, (o, say) => {
+      const head = `Retrying the part of ${o.from.dagId} that did not succeed as ${o.run.dagId}: ${plural(
+        o.taskIds.length,
+        "task",
+      )} (${o.taskIds.slice(0, 20).join(", ")}${o.taskIds.length > 20 ? ", …" : ""}).`;
+      return o.needsConfirmation ? `${head} ${awaiting(o.run, false, say)}` : `${head} It starts now.`;
+    }),
+    "nothing-to-retry": byLayout(
+      (o) => renderNothingToRetry(o.run, o.why),
+      (o, say) => {
+        const id = o.run.dagId;
+        if (o.why === "succeeded") return `${id} succeeded: nothing to retry.`;
+        if (o.why === "not-ended")
+          return `${id} is still ${RUN_WORD[o.run.status]}; retry is for a run that ended (${say.command("cancel", [id])} stops it).`;
+        return `${id} cannot be retried: nobody confirmed it (it ${RUN_SAID[o.run.status]}).`;
+      },
+    ),
   },
   writes: true,
   cli: {

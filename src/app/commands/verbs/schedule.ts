@@ -10,7 +10,9 @@ import { quoteInput } from "../../../domain/command-text.js";
 import { isNotFound } from "../../../ports/errors.js";
 import type { ScheduleAction } from "../../../ports/store.js";
 import type { Rendered } from "../../render/html.js";
-import { code, r } from "../../render/html.js";
+import { r } from "../../render/html.js";
+import type { Idiom } from "../face.js";
+import { codeIn, commandIn, markIn } from "../face.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
 import { emptyBody, scheduleChangedSchema, scheduleParams, scheduleReasonBody } from "../http-shapes.js";
@@ -100,8 +102,8 @@ export const schedule = defineVerb<ScheduleCommand, "schedule-changed" | "no-sch
   ],
   render: {
     "schedule-changed": renderChanged,
-    "no-schedule": (o) =>
-      r`${code(o.dagId)} has no schedule in this room. ${code("!dag schedules")} lists the room's schedules.`,
+    "no-schedule": (o, say) =>
+      r`${codeIn(say, o.dagId)} has no schedule in this room. ${commandIn(say, "schedules", [])} lists the room's schedules.`,
   },
 });
 
@@ -189,10 +191,10 @@ async function handleSchedule(ctx: HandlerContext, c: ScheduleCommand): Promise<
   }
 }
 
-const DONE: Record<ScheduleAction, string> = {
-  pause: "⏸️ The schedule of %ID% is paused: no slot fires until it is resumed.",
-  resume: "▶️ The schedule of %ID% is active again: its next slot after now fires.",
-  delete: "🗑️ The schedule of %ID% is deleted: it never fires again.",
+const DONE: Record<ScheduleAction, readonly [mark: string, words: string]> = {
+  pause: ["⏸️", "The schedule of %ID% is paused: no slot fires until it is resumed."],
+  resume: ["▶️", "The schedule of %ID% is active again: its next slot after now fires."],
+  delete: ["🗑️", "The schedule of %ID% is deleted: it never fires again."],
 };
 
 const ALREADY: Record<ScheduleAction, string> = {
@@ -201,13 +203,13 @@ const ALREADY: Record<ScheduleAction, string> = {
   delete: "The schedule of %ID% was already deleted.",
 };
 
-function renderChanged(o: Extract<Outcome, { kind: "schedule-changed" }>): Rendered {
+function renderChanged(o: Extract<Outcome, { kind: "schedule-changed" }>, say: Idiom): Rendered {
   const template =
     o.result === "done"
-      ? DONE[o.action]
+      ? `${markIn(say, DONE[o.action][0])}${DONE[o.action][1]}`
       : o.result === "already"
         ? ALREADY[o.action]
         : "The schedule of %ID% is deleted: it cannot be paused or resumed.";
   const [before, after] = template.split("%ID%") as [string, string];
-  return r`${before}${code(o.dagId)}${after}`;
+  return r`${before}${codeIn(say, o.dagId)}${after}`;
 }

@@ -10,6 +10,7 @@ import type { Outcome, ScheduleLine } from "../outcome.js";
 import { MAX_LISTED_RUNS } from "../shared.js";
 import { schedulesSchema } from "../http-shapes.js";
 import { defineVerb } from "../verb.js";
+import { byLayout } from "../face.js";
 
 export const schedules = defineVerb<{ verb: "schedules" }, "schedules">({
   verb: "schedules",
@@ -34,7 +35,17 @@ export const schedules = defineVerb<{ verb: "schedules" }, "schedules">({
     command: () => ({ verb: "schedules" }),
     answer: (o) => (o.kind === "schedules" ? { at: o.at, schedules: o.schedules } : null),
   },
-  render: { schedules: (o) => renderSchedules(o.schedules) },
+  render: {
+    schedules: byLayout(
+      (o) => renderSchedules(o.schedules),
+      (o) =>
+        o.schedules.length === 0
+          ? "no scheduled DAGs"
+          : o.schedules
+              .map((l) => `${l.dagId}  ${l.cron} ${l.timezone}  missed: ${l.missed}  ${scheduleState(l)}`)
+              .join("\n"),
+    ),
+  },
 });
 
 /** Scheduled definitions read for `!dag schedules` (the reply shows the first 30 still in force). */
@@ -91,4 +102,18 @@ function renderSchedules(lines: readonly ScheduleLine[]): Rendered {
       return r`${paused ? "⏸️" : "⏰"} ${code(l.dagId)} — ${code(l.cron)} ${l.timezone}, missed: ${l.missed} · ${next}${last}${waiting}${pause}${owner}`;
     }),
   ]);
+}
+
+/** A schedule's state in a line: paused (by whom, when, why) or its next slot; its owner. */
+function scheduleState(l: ScheduleLine): string {
+  const owner = l.owner === undefined ? "" : `  owner ${l.owner}`;
+  if (l.state === "paused") {
+    const by = l.pausedBy === null || l.pausedBy === undefined ? "" : ` by ${l.pausedBy}`;
+    const at =
+      l.pausedAt === null || l.pausedAt === undefined ? "" : ` at ${new Date(l.pausedAt).toISOString()}`;
+    const why = l.reason === null || l.reason === undefined ? "" : `: ${l.reason}`;
+    return `paused${by}${at}${why}${owner}`;
+  }
+  const next = l.next === null ? "no next slot" : `next ${new Date(l.next).toISOString()}`;
+  return `${next}${l.active ? "" : "  (fires once confirmed)"}${owner}`;
 }

@@ -3,11 +3,11 @@ import { RUN_ID_ARG } from "../../../domain/command-grammar.js";
 import { failureText } from "../../../domain/failure-words.js";
 import type { RunStatus } from "../../../domain/model.js";
 import { summarizeTasks } from "../../../domain/run-status.js";
-import { listing } from "../../render/blocks.js";
+import { listing, runLines } from "../../render/blocks.js";
 import { paragraphs } from "../../render/blocks.js";
 import type { Rendered } from "../../render/html.js";
 import { code, r } from "../../render/html.js";
-import { MAX_CARD_TASK_LINES, renderRunView } from "../../render/status-card.js";
+import { MAX_CARD_TASK_LINES, renderRunView, showsPaused } from "../../render/status-card.js";
 import { clockTime, plural } from "../../render/words.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
@@ -20,6 +20,12 @@ import { runParams, runStatusSchema } from "../http-shapes.js";
 import { listPage } from "./list.js";
 import { findRun } from "../../run-ref.js";
 import { readRoomWaits, waitsOf } from "../../task-waits.js";
+import { formatDuration, runTimeWords } from "../../../domain/duration.js";
+import { exitWords } from "../../../domain/exit-status.js";
+import { againWords } from "../../../domain/failure-words.js";
+import { TASK_STATUSES } from "../../../domain/model.js";
+import type { Idiom } from "../face.js";
+import { byLayout } from "../face.js";
 
 const ACTIVE_RUN_STATUSES: RunStatus[] = ["pending", "running", "canceling"];
 
@@ -82,25 +88,31 @@ export const status = defineVerb<StatusCommand, "status" | "overview">({
         : null,
   },
   render: {
-    status: (o) =>
-      withOutputs(
-        renderRunView(
-          {
-            run: o.run,
-            summary: o.summary,
-            tasks: o.tasks,
-            at: o.at,
-            ...(o.roomCap === undefined ? {} : { roomCap: o.roomCap }),
-          },
-          false,
+    status: byLayout(
+      (o) =>
+        withOutputs(
+          renderRunView(
+            {
+              run: o.run,
+              summary: o.summary,
+              tasks: o.tasks,
+              at: o.at,
+              ...(o.roomCap === undefined ? {} : { roomCap: o.roomCap }),
+            },
+            false,
+          ),
+          o.tasks,
         ),
-        o.tasks,
-      ),
+      statusText,
+    ),
     // "as of": a reply is not edited, so what it says is dated (a "running" here may be long over).
-    overview: (o) =>
-      o.runs.length === 0
-        ? r`Nothing is pending or running in this room as of ${clockTime(o.at)}. ${code("!dag list")} shows recent runs.`
-        : listing(r`${plural(o.runs.length, "active run")} as of ${clockTime(o.at)}:`, o.runs),
+    overview: byLayout(
+      (o) =>
+        o.runs.length === 0
+          ? r`Nothing is pending or running in this room as of ${clockTime(o.at)}. ${code("!dag list")} shows recent runs.`
+          : listing(r`${plural(o.runs.length, "active run")} as of ${clockTime(o.at)}:`, o.runs),
+      (o) => runLines(o.runs, "nothing is pending or running"),
+    ),
   },
 });
 
@@ -155,4 +167,45 @@ async function handleStatus(
     room: ctx.roomId,
     ...(run.status === "failed" ? { failure: failureText(tasks) } : {}),
   };
+}
+
+/**
+ * One run with its tasks, as plain lines: a line per task (state, how long, its node, attempts, how
+ * a failed one ended, why a waiting one waits), the run's line, and whether the room is paused.
+ */
+function statusText(o: Extract<Outcome, { kind: "status" }>, say: Idiom): string {
+  const idWidth = Math.min(40, Math.max(4, ...o.tasks.map((t) => t.taskId.length)));
+  const lines = o.tasks.map((t) => {
+    const took = t.startedAt === null ? null : (t.finishedAt ?? o.at) - t.startedAt;
+    const cols = [
+      t.taskId.padEnd(idWidth),
+      t.status.padEnd(9),
+      (took === null ? "-" : formatDuration(took)).padStart(8),
+      t.node ?? "",
+      t.attempt > 1 ? `attempts ${t.attempt}` : "",
+      t.decided !== undefined
+        ? t.decided
+        : t.status === "failed" || t.status === "timed_out"
+          ? exitWords(t.exitCode, t.error).join(", ")
+          : (againWords(t) ?? ""),
+      t.wait === undefined ? "" : `waits: ${t.wait.text}`,
+    ];
+    const line = `  ${cols.filter((c, i) => i < 3 || c !== "").join("  ")}`.trimEnd();
+    // What it published for its dependents, one NAME=value a line under it.
+    const published = Object.entries(t.outputs ?? {}).map(([name, value]) => `      output ${name}=${value}`);
+    return [line, ...published].join("\n");
+  });
+  const run = o.run;
+  const counts = TASK_STATUSES.filter((st) => (o.summary.byStatus[st] ?? 0) > 0)
+    .map((st) => `${o.summary.byStatus[st]} ${st.replace("_", " ")}`)
+    .join(", ");
+  lines.push(
+    `run ${run.dagId} (${run.runId}) ${runTimeWords(run.status, run.createdAt, run.updatedAt, o.at)}: ${counts}`,
+  );
+  if (o.failure !== undefined && o.failure !== "") lines.push(`  ${o.failure}`);
+  if (showsPaused(run.status, o.roomCap))
+    lines.push(
+      `room ${o.room ?? "this room"} is paused (cap 0): no task starts until \`${say.command("cap", ["N"])}\` raises the cap`,
+    );
+  return lines.join("\n");
 }

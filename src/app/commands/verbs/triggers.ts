@@ -13,6 +13,8 @@ import type { HandlerContext } from "../context.js";
 import type { Outcome, TriggerLine } from "../outcome.js";
 import { triggersSchema } from "../http-shapes.js";
 import { defineVerb } from "../verb.js";
+import type { Idiom } from "../face.js";
+import { byLayout } from "../face.js";
 
 export const triggers = defineVerb<{ verb: "triggers" }, "triggers">({
   verb: "triggers",
@@ -39,7 +41,7 @@ export const triggers = defineVerb<{ verb: "triggers" }, "triggers">({
     answer: (o) =>
       o.kind === "triggers" ? { at: o.at, triggers: o.triggers, schedules: o.schedules } : null,
   },
-  render: { triggers: (o) => renderTriggers(o.triggers, o.schedules) },
+  render: { triggers: byLayout((o) => renderTriggers(o.triggers, o.schedules), triggersText) },
 });
 
 /** Definitions read for `!dag triggers`; the reply shows the first MAX_SHOWN. */
@@ -110,4 +112,23 @@ function renderTriggers(lines: readonly TriggerLine[], schedules: number): Rende
     }),
     ...tail,
   ]);
+}
+
+/** One line per DAG that runs after another: what fires it, its newest firing, its owner. */
+function triggersText(o: Extract<Outcome, { kind: "triggers" }>, say: Idiom): string {
+  const lines = o.triggers.map((t) => {
+    const last =
+      t.last === null
+        ? "not fired yet"
+        : t.last.run !== null
+          ? `last: ${t.last.run} after ${t.last.upstream} ${t.last.status}`
+          : `last: skipped after ${t.last.upstream} ${t.last.status}: ${t.last.reason ?? ""}`;
+    const waiting = t.active ? "" : "  (fires once confirmed)";
+    return `${t.dagId}  after ${t.after} ${t.status.join("|")}  ${last}${waiting}  owner ${t.owner}`;
+  });
+  const schedules =
+    o.schedules === 0 ? [] : [`${o.schedules} schedule(s): ${say.command("schedules", [])} lists them`];
+  return [...(lines.length === 0 ? ["no DAG runs after another in this room"] : lines), ...schedules].join(
+    "\n",
+  );
 }
