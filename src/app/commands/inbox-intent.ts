@@ -65,7 +65,7 @@ export function unreadableFrom(from: SenderRelease | null): string | null {
   return (
     `this command came from dagbot ${from.release} (fleet protocol ${from.protocol}), and the leader runs ` +
     `dagbot ${RELEASE} (fleet protocol ${FLEET_PROTOCOL}), which cannot read it: nothing was done. ` +
-    "Upgrade the leading node's release (README, Upgrading), or send it with this release's dagbot"
+    "Upgrade the leading node's release (docs/operations.md, \"Upgrading\"), or send it with this release's dagbot"
   );
 }
 

@@ -107,7 +107,7 @@ function mixedReleases(nodes: NodeLine[], staleAfterMs: number, head: Rendered):
   const live = nodes.filter((n) => n.heartbeatAgeMs <= staleAfterMs);
   const releases = [...new Set(live.map((n) => describeRelease(n.release ?? null, n.protocol ?? null)))];
   if (releases.length < 2) return head;
-  return r`${head} ⚠️ Nodes of ${String(releases.length)} releases are live: ${releases.join("; ")} (an upgrade in progress: README, Upgrading).`;
+  return r`${head} ⚠️ Nodes of ${String(releases.length)} releases are live: ${releases.join("; ")} (an upgrade in progress: docs/operations.md, "Upgrading").`;
 }
 
 /** One line per node: its load, its release, its crypto's health; the leader marked. */

@@ -2,7 +2,7 @@
  * `!dag schedule pause|resume|delete <dag_id> [reason]`: stop a schedule, start it again,
  * or end it for good. A leader write, fenced by its term; the state change, its event and the inbox
  * mark commit together (DefinitionStore.changeSchedule). Slots that fall while a schedule is paused
- * never fire: a resume counts from the moment it is made (README, "Schedules").
+ * never fire: a resume counts from the moment it is made (docs/architecture.md §3, "Schedule").
  */
 import type { Parsed } from "../../../domain/command-grammar.js";
 import { arity, checkId, fail, ok, unquote } from "../../../domain/command-grammar.js";
