@@ -8,7 +8,8 @@ import type { LeaderFence } from "../../ports/store.js";
 import { FENCE_HOLDS, fenceHolds } from "../store-common/ops/fence.js";
 import { compile } from "../store-common/script.js";
 import type { Db, Queryable } from "./db.js";
-import { LOG_LOCK, mapError, NOW } from "./sql.js";
+import { mapError } from "./sql.js";
+export { LOG_CTES } from "../store-common/postgres-text.js";
 import { fenceConflict, runScript } from "./script-driver.js";
 
 /**
@@ -36,23 +37,6 @@ export const fenceParams = (f: LeaderFence): unknown[] => [
   f.session.bootId,
   f.term,
 ];
-
-/**
- * The event-log CTEs for a single-statement write whose CTE `src` yields one row per log line with
- * columns room_id, ord, kind, run_id, task_id, term, actor, data. `log_lock` reads `src`, so the
- * room's log lock is taken after the write has locked its rows (the log lock is always the last
- * lock a transaction takes), and seq is drawn per inserted row after that lock, in `ord` order.
- */
-export const LOG_CTES = `
-  log_lock AS (
-    SELECT room_id, pg_advisory_xact_lock_shared(${LOG_LOCK("room_id")}) AS locked
-      FROM (SELECT DISTINCT room_id FROM src) r),
-  log_ins AS (
-    INSERT INTO events (room_id, at, kind, run_id, task_id, term, actor, data)
-    SELECT src.room_id, ${NOW}, src.kind, src.run_id, src.task_id, src.term, src.actor, src.data
-      FROM src JOIN log_lock USING (room_id)
-     ORDER BY src.ord
-    RETURNING 1)`;
 
 /**
  * After a guarded write changed nothing, find out why: the fence lost (ConflictError on the lease),

@@ -3,21 +3,11 @@
  * the event-log lock key, text cleaning and the mapping of driver errors to the port's errors.
  */
 export { mapError } from "../store-common/checks.js";
-
-/**
- * The store's clock in epoch ms. `$1` of every statement that reads time is the test clock's value
- * or NULL; NULL means now(), the transaction's start time: one instant for every row a transaction
- * writes, and never later than the moment a lock wait ended, so each expiry check errs toward
- * "not yet expired" while the row lock keeps the decision safe.
- */
-export const NOW = "coalesce($1::bigint, floor(extract(epoch FROM now()) * 1000)::bigint)";
+export { LOG_LOCK, NOW } from "../store-common/postgres-text.js";
 
 export const quoteIdent = (name: string): string => `"${name.replaceAll('"', '""')}"`;
 
 export { sessionKey } from "../store-common/records.js";
-
-/** The advisory lock key of a room's event log: writers hold it shared, readers exclusive. */
-export const LOG_LOCK = (room: string): string => `hashtext('dagbot.events'), hashtext(${room})`;
 
 /** A UTF-16 surrogate without its other half: JSON.stringify escapes it as \udXXX, which jsonb refuses. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;

@@ -10,6 +10,7 @@
  * (`?` for SQLite, `$n::type` for PostgreSQL, whose `$1` is always the clock of NOW).
  */
 import type { ChangeTopic } from "../../ports/store.js";
+import { NOW } from "./postgres-text.js";
 import type { LogLine, rowMappers } from "./records.js";
 
 /**
@@ -157,7 +158,6 @@ function placeholder(part: Param, dialect: Dialect, n: number): string {
   const value = `$${n}::${PG_CAST[type]}`;
   return type === "textList" ? ` = ANY(${value})` : type === "limit" ? `LIMIT ${value}` : value;
 }
-const PG_NOW = "coalesce($1::bigint, floor(extract(epoch FROM now()) * 1000)::bigint)";
 
 const compiled = { sqlite: new WeakMap<Statement, Compiled>(), postgres: new WeakMap<Statement, Compiled>() };
 
@@ -184,7 +184,7 @@ export function compile(s: Statement, dialect: Dialect): Compiled {
   for (const part of parts) {
     if (typeof part === "string") text += part;
     else if (part.kind === "now") {
-      if (dialect === "postgres") text += PG_NOW;
+      if (dialect === "postgres") text += NOW;
       else {
         text += "?";
         order.push(part);

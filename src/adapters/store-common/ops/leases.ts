@@ -6,7 +6,7 @@
  * leader's hot path, one round trip.
  */
 import type { LeaderFence, LeaseState, LeaseSync, LeaseWish, Session } from "../../../ports/store.js";
-import { LOG_CTES } from "../../postgres/guards.js";
+import { LOG_CTES } from "../postgres-text.js";
 import { acquiredFence } from "../../../ports/lease-answer.js";
 import { checkLeaseTtl } from "../checks.js";
 import { leaseFromRow, sessionKey } from "../records.js";

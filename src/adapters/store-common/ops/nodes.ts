@@ -4,7 +4,7 @@
  */
 import { ConflictError, NotFoundError } from "../../../ports/errors.js";
 import type { LogEvent, NodeHeartbeat, NodeRecord, Session } from "../../../ports/store.js";
-import { LOG_LOCK } from "../../postgres/sql.js";
+import { LOG_LOCK } from "../postgres-text.js";
 import { checkCapacity } from "../checks.js";
 import type { Script } from "../script.js";
 import { mappers, p, row, rows, run, sql } from "../script.js";
