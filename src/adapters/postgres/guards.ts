@@ -13,21 +13,28 @@ export { LOG_CTES } from "../store-common/postgres-text.js";
 import { fenceConflict, runScript } from "./script-driver.js";
 
 /**
- * The fence as a CTE for single-statement leader writes: `fence` has one row while the lease still
- * names this fence unexpired, and locks it FOR SHARE until the statement's transaction commits.
- * Parameters: $1 clock, then the four at `at` (room, node, boot, term). Its condition is FENCE_HOLDS
- * (store-common/ops/fence.ts), compiled, its values renumbered to start at `at`.
+ * The fence's condition (FENCE_HOLDS, store-common/ops/fence.ts) compiled for a statement of this
+ * adapter's own: $1 the clock, its four values (room, node, boot, term; fenceParams' order)
+ * renumbered to start at `at`.
  */
-export function fenceCte(at: number): string {
+export function fenceHoldsText(at: number): string {
   // FENCE_HOLDS compiles with the clock as $1 and its values, in fenceParams' order, as $2…$5.
   const compiled = compile(FENCE_HOLDS, "postgres");
   const names = compiled.order.map((slot) => (slot.kind === "now" ? "now" : slot.name)).join();
-  if (names !== "now,roomId,node,boot,term") throw new Error(`fenceCte: FENCE_HOLDS takes ${names}`);
-  const holds = compiled.text.replace(/\$(\d+)::/g, (whole, n: string) =>
+  if (names !== "now,roomId,node,boot,term") throw new Error(`fenceHoldsText: FENCE_HOLDS takes ${names}`);
+  return compiled.text.replace(/\$(\d+)::/g, (whole, n: string) =>
     n === "1" ? whole : `$${Number(n) - 2 + at}::`,
   );
+}
+
+/**
+ * The fence as a CTE for single-statement leader writes: `fence` has one row while the lease still
+ * names this fence unexpired, and locks it FOR SHARE until the statement's transaction commits.
+ * Parameters: $1 clock, then the four at `at` (room, node, boot, term).
+ */
+export function fenceCte(at: number): string {
   return `fence AS (
-    SELECT 1 FROM room_leases WHERE ${holds}
+    SELECT 1 FROM room_leases WHERE ${fenceHoldsText(at)}
      FOR SHARE)`;
 }
 

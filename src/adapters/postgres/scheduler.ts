@@ -27,7 +27,7 @@ import type {
   ScheduleResult,
 } from "../../ports/store.js";
 import type { Db, Tx } from "./db.js";
-import { fenceCte, fenceParams, LOG_CTES } from "./guards.js";
+import { fenceCte, fenceHoldsText, fenceParams, LOG_CTES } from "./guards.js";
 import { markHandledInTx } from "./inbox.js";
 import { NOW, sessionKey } from "./sql.js";
 import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
@@ -209,8 +209,7 @@ const EXPIRED = `room_id = $2::text AND status = 'pending' AND confirm_deadline 
  * The reaper's look, without a lock or a write: is the fence still held, and is anything due? A
  * leader reaps on every tick and almost always finds nothing, so that costs this one read.
  */
-const REAP_DUE_SQL = `SELECT EXISTS (SELECT 1 FROM room_leases
-           WHERE room_id = $2 AND holder_node = $3 AND holder_boot = $4 AND term = $5 AND expires_at > ${NOW}) AS fenced,
+const REAP_DUE_SQL = `SELECT EXISTS (SELECT 1 FROM room_leases WHERE ${fenceHoldsText(2)}) AS fenced,
          EXISTS (SELECT 1 FROM tasks WHERE ${OVERDUE}) OR EXISTS (SELECT 1 FROM tasks WHERE ${STALE})
            OR EXISTS (SELECT 1 FROM runs WHERE ${EXPIRED}) OR EXISTS (SELECT 1 FROM tasks WHERE ${GATE_DUE}) AS due,
          EXISTS (SELECT 1 FROM tasks WHERE room_id = $2 AND status IN ('queued','running','canceling'))
