@@ -95,7 +95,7 @@ describe.each(["sqlite", "postgres"] as const)("publish --register on %s", (kind
     await cliOk("submit", after, "--confirm");
     // Confirmed: the registering run ends without a task, and the schedule fires.
     const confirmed = await cliOk("confirm", "tick");
-    expect(confirmed.stdout + confirmed.stderr).toContain("tick is confirmed: registered, nothing runs now.");
+    expect(confirmed.stdout + confirmed.stderr).toContain("confirmed tick: registered, nothing runs now.");
     const registered = await waitFor(
       "the registering run to end",
       () => s.getRun(ROOM, "tick"),

@@ -157,7 +157,16 @@ describe("the room's rules on every path that starts a run", () => {
 
   it("a run canceled before anyone confirmed it fires no after DAG; a confirmed run canceled does", async () => {
     failed = true;
-    await publish(deployDag("up"));
+    // `up` runs for `ms`: quick for its first run, long for the one canceled while it runs below
+    // (a run that had already succeeded could no longer be canceled).
+    await publish({
+      id: "up",
+      params: {
+        v: { pattern: "[A-Za-z0-9]{1,20}", default: "none" },
+        ms: { pattern: "[0-9]{1,6}", default: "50" },
+      },
+      tasks: [{ id: "say", action: "work", args: { ms: "{params.ms}" } }],
+    });
     expect((await call(api.base, "POST", "/v1/runs/up/confirm", { body: {} })).status).toBe(200);
     await waitForRunStatus(store, "up", (s) => s === "succeeded");
     const down = {
@@ -191,7 +200,9 @@ describe("the room's rules on every path that starts a run", () => {
     expect(downRuns.map((r) => r.dagId)).toEqual(["down"]);
 
     // Confirmed, then canceled: it ran on that confirmation, and down fires with its value.
-    const again = await call(api.base, "POST", "/v1/runs", { body: { dagId: "up", params: { v: "Y" } } });
+    const again = await call(api.base, "POST", "/v1/runs", {
+      body: { dagId: "up", params: { v: "Y", ms: "60000" } },
+    });
     expect(again.status, again.text).toBe(201);
     const name = String(again.body.run.dagId);
     expect((await call(api.base, "POST", `/v1/runs/${name}/confirm`, { body: {} })).status).toBe(200);

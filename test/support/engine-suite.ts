@@ -127,7 +127,7 @@ export function describeEngineSuite(kind: StoreKind): void {
       );
       const raised = await cli(["cap", "10", "--config", configA!]);
       expect(raised.code, raised.stderr).toBe(0);
-      expect(raised.stdout).toContain("10 (was 3)");
+      expect(raised.stdout).toContain("is now 10 (it was 3)");
       expect(await waitForRunStatus(c.store, "big", (s) => s !== "running", 120_000)).toBe("succeeded");
 
       const final = await c.store.listTasks(runId);
