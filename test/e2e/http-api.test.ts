@@ -23,6 +23,7 @@ import {
   startLeadingHttpNode,
   stopLeadingHttpNode,
 } from "../support/http-client.js";
+import { freezeOutsideWrite } from "../support/freeze.js";
 import { waitFor } from "../support/store-wait.js";
 
 let target: Target;
@@ -865,8 +866,9 @@ describe("a write no leader answers in time", () => {
         extra: 'command_timeout = "1s"',
         tables: "\n[permissions]\npower_level = 50\n",
       });
-      // The leader freezes while it still holds the lease: the command is queued, and nobody answers.
-      leader.kill("SIGSTOP");
+      // The leader freezes while it still holds the lease (never inside a write transaction, which
+      // would keep the follower's write out): the command is queued, and nobody answers.
+      await freezeOutsideWrite((signal) => leader.kill(signal), t);
       const key = { "idempotency-key": "late-1" };
       const late = await call(follower.base, "POST", "/v1/dags", { body: hello("late"), headers: key });
       expectProblem(late, 504, "leader-timeout");

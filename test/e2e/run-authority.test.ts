@@ -16,6 +16,7 @@ import type { Target } from "../support/engine-cluster.js";
 import { ROOM, waitForRunStatus } from "../support/engine-cluster.js";
 import type { HttpNode } from "../support/http-client.js";
 import { call, startLeadingHttpNode, stopLeadingHttpNode } from "../support/http-client.js";
+import { freezeOutsideWrite } from "../support/freeze.js";
 import { waitFor } from "../support/store-wait.js";
 
 const ENV_SECRET = "DAGBOT_TEST_AUTHORITY_HOOK_SECRET";
@@ -240,8 +241,9 @@ describe("the room's rules on every path that starts a run", () => {
     );
     const deadline = opened!.deadline!;
     // The leader paused across the deadline; the approval is in its inbox when it wakes, as the
-    // CLI puts it there, so the leader may handle it before its reaper looks at the gate.
-    api.node.kill("SIGSTOP");
+    // CLI puts it there, so the leader may handle it before its reaper looks at the gate. It is never
+    // frozen inside a write transaction, which would keep the test's own write out.
+    await freezeOutsideWrite((signal) => api.node.kill(signal), target);
     try {
       await waitFor(
         "the store's clock past the deadline",

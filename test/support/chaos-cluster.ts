@@ -4,11 +4,11 @@
  * and a chat stand-in that writes commands into the inbox the way Matrix intake does (a Matrix
  * sender, origin_server_ts, the event content as received, inserted by every node that "saw" it).
  */
-import Database from "better-sqlite3";
 import type { Store } from "../../src/ports/store.js";
 import type { NodeProcess, StoreKind, Target } from "./engine-cluster.js";
 import { ROOM, startNode, targetIn, writeNodeConfig } from "./engine-cluster.js";
 import { readNodeLog } from "./chaos-checks.js";
+import { freezeOutsideWrite } from "./freeze.js";
 import { waitFor } from "./store-wait.js";
 
 /** The chat user the scenarios send commands as: allowlisted, so publish, confirm and cap are allowed. */
@@ -254,45 +254,7 @@ export class ChatStandIn {
   }
 }
 
-/**
- * SIGSTOP of `nodeId`. On SQLite a process stopped inside a write transaction keeps the file's write
- * lock, and every node on that file waits until it resumes or dies (a known limit of one SQLite file
- * shared by processes; PostgreSQL ends such a session after 2 s, see pg-frozen-transaction.test.ts).
- * That case is detected (the lock stays taken for a whole second, far longer than any live
- * transaction) and the freeze is retried a moment later; returns how many times that happened.
- */
-export async function freezeOutsideWriteTransaction(
-  f: Fleet,
-  nodeId: string,
-  target: Target,
-): Promise<number> {
-  for (let retries = 0; ; retries++) {
-    f.signal(nodeId, "SIGSTOP");
-    if (target.kind !== "sqlite" || !(await writeLockHeldFor(target.store.replace(/^sqlite:/, ""), 1_000)))
-      return retries;
-    f.signal(nodeId, "SIGCONT");
-    if (retries >= 20) throw new Error(`${nodeId} stopped inside a write transaction 20 times in a row`);
-    await new Promise((r) => setTimeout(r, 20 + retries * 7));
-  }
-}
-
-/** True when no write transaction could start on the SQLite file for `ms` (probing every 20 ms). */
-async function writeLockHeldFor(path: string, ms: number): Promise<boolean> {
-  const db = new Database(path, { timeout: 0 });
-  try {
-    const deadline = Date.now() + ms;
-    while (Date.now() < deadline) {
-      try {
-        db.exec("BEGIN IMMEDIATE");
-        db.exec("ROLLBACK");
-        return false;
-      } catch (err) {
-        if (!String((err as { code?: string }).code).startsWith("SQLITE_BUSY")) throw err;
-      }
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    return true;
-  } finally {
-    db.close();
-  }
+/** SIGSTOP of `nodeId`, never inside a write transaction on SQLite (see ./freeze.ts). */
+export function freezeOutsideWriteTransaction(f: Fleet, nodeId: string, target: Target): Promise<number> {
+  return freezeOutsideWrite((signal) => f.signal(nodeId, signal), target);
 }
