@@ -11,7 +11,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { LIMIT } from "../../src/adapters/sqlite/connection.js";
 import { CLAIM_SQL } from "../../src/adapters/sqlite/tasks.js";
 import { NEXT_INBOX_SQL } from "../../src/adapters/sqlite/inbox.js";
-import { REAP_OPEN_SQL, ROOM_ACTIVE_COUNT_SQL, ROOM_KEYS_SQL } from "../../src/adapters/sqlite/scheduler.js";
+import { REAP_OPEN } from "../../src/adapters/store-common/ops/reap.js";
+import { ROOM_LOAD } from "../../src/adapters/store-common/ops/caps.js";
+import { compile, sql } from "../../src/adapters/store-common/script.js";
 import type { Store } from "../../src/ports/store.js";
 import { session } from "../support/store-fixtures.js";
 import { sqliteCapabilities, sqliteTestDb } from "../support/sqlite-harness.js";
@@ -59,10 +61,12 @@ describe(`SQLite query plans with ${FINISHED} tasks, ${FINISHED / QUEUED_EVERY} 
   });
 
   it("the reaper's look for anything that could expire reads the open tasks through indexes, not every task", () => {
+    const open = compile(sql("the reaper's look for open work")`SELECT ${REAP_OPEN} AS open`, "sqlite");
     const plan = (
-      db.raw().prepare(`EXPLAIN QUERY PLAN ${REAP_OPEN_SQL}`).all(ROOM, ROOM, ROOM, ROOM) as {
-        detail: string;
-      }[]
+      db
+        .raw()
+        .prepare(`EXPLAIN QUERY PLAN ${open.text}`)
+        .all(...open.order.map(() => ROOM)) as { detail: string }[]
     ).map((r) => r.detail);
     const tasks = plan.filter((l) => /^(SCAN|SEARCH) tasks\b/.test(l));
     expect(tasks, plan.join("\n")).toHaveLength(3);
@@ -78,17 +82,20 @@ describe(`SQLite query plans with ${FINISHED} tasks, ${FINISHED / QUEUED_EVERY} 
   });
 
   it("roomLoad (why a task waits) reads the room's active tasks through the partial indexes, not every task", () => {
-    for (const sql of [ROOM_ACTIVE_COUNT_SQL, ROOM_KEYS_SQL]) {
-      const plan = (
-        db.raw().prepare(`EXPLAIN QUERY PLAN ${sql}`).all(ROOM, ROOM) as { detail: string }[]
-      ).map((r) => r.detail);
-      const tasks = plan.filter((l) => /^(SCAN|SEARCH) (t|tasks)\b/.test(l));
-      expect(tasks, plan.join("\n")).toHaveLength(2);
-      expect(
-        tasks.every((l) => l.includes("INDEX tasks_claim") || l.includes("INDEX tasks_executor")),
-        plan.join("\n"),
-      ).toBe(true);
-    }
+    // One statement: the active count and the held keys each read the active tasks as two halves.
+    const load = compile(ROOM_LOAD, "sqlite");
+    const plan = (
+      db
+        .raw()
+        .prepare(`EXPLAIN QUERY PLAN ${load.text}`)
+        .all(...load.order.map(() => ROOM)) as { detail: string }[]
+    ).map((r) => r.detail);
+    const tasks = plan.filter((l) => /^(SCAN|SEARCH) (t|tasks)\b/.test(l));
+    expect(tasks, plan.join("\n")).toHaveLength(4);
+    expect(
+      tasks.every((l) => l.includes("INDEX tasks_claim") || l.includes("INDEX tasks_executor")),
+      plan.join("\n"),
+    ).toBe(true);
   });
 
   it("the claim index holds only the queued rows", () => {

@@ -25,6 +25,9 @@ import * as definitions from "../store-common/ops/definitions.js";
 import * as reads from "../store-common/ops/run-reads.js";
 import * as runs from "../store-common/ops/runs.js";
 import * as policies from "../store-common/ops/policy.js";
+import * as caps from "../store-common/ops/caps.js";
+import * as runOutcomes from "../store-common/ops/run-outcomes.js";
+import * as reaper from "../store-common/ops/reap.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import * as renewOutput from "../store-common/ops/renew-output.js";
 import { checkPruneLimits } from "../store-common/retention.js";
@@ -175,12 +178,21 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     finishAndClaim: async (token, result, offer, max) => finishes.finishAndClaim(token, result, offer, max),
 
     scheduleStep: async (fence, incremental) => scheduler.scheduleStep(db, fence, incremental),
-    reap: async (fence) => scheduler.reap(db, fence),
-    deriveRunOutcomes: async (fence) => scheduler.deriveRunOutcomes(db, fence),
-    setRoomCap: async (roomId, cap, ctx) => scheduler.setRoomCap(db, roomId, cap, ctx),
-    getRoomCap: async (roomId) => scheduler.getRoomCap(db, roomId),
-    roomLoad: async (roomId) => scheduler.roomLoad(db, roomId),
-    initRoomCap: async (roomId, cap) => scheduler.initRoomCap(db, roomId, cap),
+    // A look on the pool first (one round trip): a leader reaps on every tick and almost always finds nothing due.
+    reap: async (fence) => {
+      const look = await readScript(db, "reap", () => reaper.reapLook(fence));
+      return look.due ? writeScript(db, "reap", () => reaper.reap(fence)) : look.result;
+    },
+    // A look on the pool first (one round trip): a leader derives on every tick and almost always finds nothing.
+    deriveRunOutcomes: async (fence) =>
+      (await readScript(db, "derive run outcomes", () => runOutcomes.runOutcomesDue(fence)))
+        ? writeScript(db, "derive run outcomes", () => runOutcomes.deriveRunOutcomes(fence))
+        : [],
+    setRoomCap: async (roomId, cap, ctx) =>
+      writeScript(db, "set room cap", () => caps.setRoomCap(roomId, cap, ctx)),
+    getRoomCap: async (roomId) => readScript(db, "get room cap", () => caps.getRoomCap(roomId)),
+    roomLoad: async (roomId) => readScript(db, "room load", () => caps.roomLoad(roomId)),
+    initRoomCap: async (roomId, cap) => writeScript(db, "init room cap", () => caps.initRoomCap(roomId, cap)),
     initRoomPolicy: async (roomId, policy, setBy) =>
       writeScript(db, "init room policy", () => policies.initRoomPolicy(roomId, policy, setBy)),
     getRoomPolicy: async (roomId) => readScript(db, "get room policy", () => policies.getRoomPolicy(roomId)),

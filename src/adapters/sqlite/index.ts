@@ -22,6 +22,9 @@ import * as definitions from "../store-common/ops/definitions.js";
 import * as reads from "../store-common/ops/run-reads.js";
 import * as runs from "../store-common/ops/runs.js";
 import * as policies from "../store-common/ops/policy.js";
+import * as caps from "../store-common/ops/caps.js";
+import * as runOutcomes from "../store-common/ops/run-outcomes.js";
+import * as reaper from "../store-common/ops/reap.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import * as renewOutput from "../store-common/ops/renew-output.js";
 import { checkPruneLimits } from "../store-common/retention.js";
@@ -162,12 +165,14 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     finishAndClaim: async (token, result, offer, max) => tasks.finishAndClaim(c, token, result, offer, max),
 
     scheduleStep: async (fence, incremental) => scheduler.scheduleStep(c, fence, incremental),
-    reap: async (fence) => scheduler.reap(c, fence),
-    deriveRunOutcomes: async (fence) => scheduler.deriveRunOutcomes(c, fence),
-    setRoomCap: async (roomId, cap, ctx) => scheduler.setRoomCap(c, roomId, cap, ctx),
-    getRoomCap: async (roomId) => scheduler.getRoomCap(c, roomId),
-    roomLoad: async (roomId) => scheduler.roomLoad(c, roomId),
-    initRoomCap: async (roomId, cap) => scheduler.initRoomCap(c, roomId, cap),
+    reap: async (fence) => writeScript(c, "reap", () => reaper.reap(fence)),
+    deriveRunOutcomes: async (fence) =>
+      writeScript(c, "derive run outcomes", () => runOutcomes.deriveRunOutcomes(fence)),
+    setRoomCap: async (roomId, cap, ctx) =>
+      writeScript(c, "set room cap", () => caps.setRoomCap(roomId, cap, ctx)),
+    getRoomCap: async (roomId) => readScript(c, "get room cap", () => caps.getRoomCap(roomId)),
+    roomLoad: async (roomId) => readScript(c, "room load", () => caps.roomLoad(roomId)),
+    initRoomCap: async (roomId, cap) => writeScript(c, "init room cap", () => caps.initRoomCap(roomId, cap)),
     initRoomPolicy: async (roomId, policy, setBy) =>
       writeScript(c, "init room policy", () => policies.initRoomPolicy(roomId, policy, setBy)),
     getRoomPolicy: async (roomId) => readScript(c, "get room policy", () => policies.getRoomPolicy(roomId)),
