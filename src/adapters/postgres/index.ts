@@ -28,6 +28,7 @@ import * as policies from "../store-common/ops/policy.js";
 import * as caps from "../store-common/ops/caps.js";
 import * as runOutcomes from "../store-common/ops/run-outcomes.js";
 import * as reaper from "../store-common/ops/reap.js";
+import * as release from "../store-common/ops/release-task.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import * as renewOutput from "../store-common/ops/renew-output.js";
 import { checkPruneLimits } from "../store-common/retention.js";
@@ -171,7 +172,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     wakeNodes: async (roomId, nodeIds) => wakeNodes(db, roomId, nodeIds),
     renewTaskLease: async (token, leaseMs) =>
       autocommitScript(db, "renew task lease", () => renewOutput.renewTaskLease(token, leaseMs)),
-    releaseTask: async (token, why) => tasks.releaseTask(db, token, why),
+    releaseTask: async (token, why) => writeScript(db, "release task", () => release.releaseTask(token, why)),
     writeTaskOutput: async (token, output, bytes) =>
       autocommitScript(db, "write task output", () => renewOutput.writeTaskOutput(token, output, bytes)),
     finishTask: async (token, result) => finishes.finish(token, result),

@@ -12,13 +12,11 @@ import type { TaskRef } from "../../domain/scheduling.js";
 import type { GateSpec } from "../../domain/gates.js";
 import { openGateState } from "../../domain/gates.js";
 import { gateOpenedLine } from "../store-common/gate-writes.js";
-import type { ReapDecision } from "../../domain/task-states.js";
 import type { LeaderFence, ScheduleResult } from "../../ports/store.js";
 import type { Db, Tx } from "./db.js";
 import { NOW, sessionKey } from "./sql.js";
 import { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
-import { lockFence, runScript } from "./script-driver.js";
-import { moveOverdue as moveOverdueScript } from "../store-common/ops/reap.js";
+import { lockFence } from "./script-driver.js";
 
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
@@ -179,19 +177,4 @@ interface SnapTask {
   concurrencyKey: string | null;
   isGate: boolean;
   gateOpen: boolean;
-}
-
-/**
- * releaseTask's move of a released task (tasks.ts), as the reaper moves an overdue one: the shared
- * script (store-common/ops/reap.ts, moveOverdue) run inside the caller's transaction; the log line's
- * data, or null when the row had moved.
- */
-export async function moveOverdue(
-  tx: Tx,
-  r: { run_id: string; task_id: string; version: number; attempt: number },
-  decision: Exclude<ReapDecision, { to: "canceled" }>,
-  now: number,
-): Promise<Record<string, unknown> | null> {
-  const { moved, data } = await runScript(tx, moveOverdueScript(r, decision, now));
-  return moved === 1 ? data : null;
 }

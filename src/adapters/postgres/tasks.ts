@@ -13,10 +13,7 @@ import { cleanText, NOW, sessionKey } from "./sql.js";
 import { TASK_COLUMNS, toTask } from "./rows.js";
 import { checkClaim, outputBytes, outputTail, outputValuesJson } from "../store-common/checks.js";
 import type { FinishAnswers, FinishDecision } from "../../domain/task-states.js";
-import { checkTaskOutcome, decideLost, finishAnswers } from "../../domain/task-states.js";
-import type { ReapRow } from "../store-common/reap.js";
-import { REAP_COLUMNS, lostStateOf } from "../store-common/reap.js";
-import { moveOverdue } from "./scheduler.js";
+import { checkTaskOutcome, finishAnswers } from "../../domain/task-states.js";
 
 /**
  * The claim's pick (docs/query-plans.md): claim_pick (migration 7) walks the partial index
@@ -191,40 +188,6 @@ function tokenMiss(db: Db, operation: string, token: TaskToken): Promise<Error> 
        FROM tasks WHERE run_id = $1 AND task_id = $2`,
     [token.runId, token.taskId],
   );
-}
-
-/**
- * The worker gives up an attempt whose action it stopped for a store it could not reach (docs/
- * architecture.md §3, "Task lease"): decided as a lost attempt with its words (decideLost), moved as
- * the reaper moves one (moveOverdue), fenced by the token; only a running task (a canceling one is
- * the reaper's to cancel).
- */
-export async function releaseTask(db: Db, token: TaskToken, why: string): Promise<{ status: TaskStatus }> {
-  const released = await db.tx("release task", async (tx) => {
-    const { rows } = await tx.query<ReapRow & { room_id: string }>(
-      `SELECT room_id, ${REAP_COLUMNS} FROM tasks WHERE ${heldAt(1)} AND status = 'running' FOR UPDATE`,
-      tokenParams(token),
-    );
-    const r = rows[0];
-    if (r === undefined) return null;
-    const { rows: nowRows } = await tx.query<{ now: number }>(`SELECT ${NOW} AS now`, [tx.clockParam]);
-    const now = Number(nowRows[0]?.now);
-    const decision = decideLost(lostStateOf(r), why);
-    const data = await moveOverdue(tx, r, decision, now);
-    if (data === null) return null;
-    tx.log(r.room_id, {
-      kind: `task.${decision.to}`,
-      runId: token.runId,
-      taskId: token.taskId,
-      actor: sessionKey(token.session),
-      data,
-    });
-    tx.touch("tasks", r.room_id);
-    tx.touch(decision.to === "queued" ? "ready" : "done", r.room_id);
-    return { status: decision.to };
-  });
-  if (released === null) throw await tokenMiss(db, "release task", token);
-  return released;
 }
 
 /**

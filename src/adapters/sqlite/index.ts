@@ -25,6 +25,7 @@ import * as policies from "../store-common/ops/policy.js";
 import * as caps from "../store-common/ops/caps.js";
 import * as runOutcomes from "../store-common/ops/run-outcomes.js";
 import * as reaper from "../store-common/ops/reap.js";
+import * as release from "../store-common/ops/release-task.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import * as renewOutput from "../store-common/ops/renew-output.js";
 import { checkPruneLimits } from "../store-common/retention.js";
@@ -158,7 +159,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     },
     renewTaskLease: async (token, leaseMs) =>
       writeScript(c, "renew task lease", () => renewOutput.renewTaskLease(token, leaseMs)),
-    releaseTask: async (token, why) => tasks.releaseTask(c, token, why),
+    releaseTask: async (token, why) => writeScript(c, "release task", () => release.releaseTask(token, why)),
     writeTaskOutput: async (token, output, bytes) =>
       writeScript(c, "write task output", () => renewOutput.writeTaskOutput(token, output, bytes)),
     finishTask: async (token, result) => tasks.finishTask(c, token, result),

@@ -14,10 +14,8 @@ import { gateOpenedLine } from "../store-common/gate-writes.js";
 import type { LeaderFence, ScheduleResult } from "../../ports/store.js";
 import type { SqliteConnection } from "./connection.js";
 import { sessionKey } from "./connection.js";
-import type { ReapDecision } from "../../domain/task-states.js";
 import { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
-import { checkFence, runScript } from "./script-driver.js";
-import { moveOverdue as moveOverdueScript } from "../store-common/ops/reap.js";
+import { checkFence } from "./script-driver.js";
 
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
@@ -174,16 +172,3 @@ const ROOM_ACTIVE = `SELECT %COLS% FROM tasks t WHERE t.status = 'queued' AND t.
   UNION ALL SELECT %COLS% FROM tasks t WHERE t.status IN ('running','canceling') AND t.room_id = ?`;
 /** The room's active tasks, for the caps of an incremental scheduling step. */
 const ACTIVE_ROWS_SQL = ROOM_ACTIVE.replaceAll("%COLS%", "t.run_id, t.task_id, t.concurrency_key");
-
-/**
- * releaseTask's move of a released task (tasks.ts), as the reaper moves an overdue one: the shared
- * script (store-common/ops/reap.ts, moveOverdue) run inside the caller's write.
- */
-export function moveOverdue(
-  c: SqliteConnection,
-  now: number,
-  r: { run_id: string; task_id: string; version: number; attempt: number },
-  decision: Exclude<ReapDecision, { to: "canceled" }>,
-): { moved: number; data: Record<string, unknown> } {
-  return runScript(c, { now }, moveOverdueScript(r, decision, now));
-}

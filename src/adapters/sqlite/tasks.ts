@@ -9,10 +9,7 @@ import { sessionKey } from "./connection.js";
 import { toTask } from "./rows.js";
 import { TASK_COLUMNS } from "./runs.js";
 import { checkClaim, outputBytes, outputTail, outputValuesJson } from "../store-common/checks.js";
-import { checkTaskOutcome, decideFinish, decideLost } from "../../domain/task-states.js";
-import type { ReapRow as CommonReapRow } from "../store-common/reap.js";
-import { REAP_COLUMNS, lostStateOf } from "../store-common/reap.js";
-import { moveOverdue } from "./scheduler.js";
+import { checkTaskOutcome, decideFinish } from "../../domain/task-states.js";
 import { holderKey } from "../store-common/records.js";
 
 /**
@@ -180,41 +177,6 @@ function fenced(c: SqliteConnection, operation: string, token: TaskToken): Fence
       executor: holderKey(row.executor_node, row.executor_boot),
     },
   );
-}
-
-/**
- * The worker gives up an attempt whose action it stopped for a store it could not reach (docs/
- * architecture.md §3, "Task lease"): decided as a lost attempt with its words (decideLost), moved as
- * the reaper moves one (moveOverdue), fenced by the token; only a running task (a canceling one is
- * the reaper's to cancel).
- */
-export function releaseTask(
-  c: SqliteConnection,
-  token: TaskToken,
-  why: string,
-): Promise<{ status: TaskStatus }> {
-  return c.write("release task", (tx) => {
-    const held = fenced(c, "release task", token);
-    if (held.status !== "running")
-      throw new ConflictError("release task", { status: "running" }, { status: held.status });
-    const r = c.get<CommonReapRow & { seq: number }>(
-      `SELECT seq, ${REAP_COLUMNS} FROM tasks WHERE seq = ?`,
-      held.seq,
-    )!;
-    const decision = decideLost(lostStateOf(r), why);
-    const { data } = moveOverdue(c, tx.now, r, decision);
-    tx.log({
-      roomId: held.room_id,
-      kind: `task.${decision.to}`,
-      runId: token.runId,
-      taskId: token.taskId,
-      actor: sessionKey(token.session),
-      data,
-    });
-    tx.touch("tasks", held.room_id);
-    tx.touch(decision.to === "queued" ? "ready" : "done", held.room_id);
-    return { status: decision.to };
-  });
 }
 
 export function finishTask(
