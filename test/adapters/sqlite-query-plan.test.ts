@@ -13,6 +13,7 @@ import { CLAIM_SQL } from "../../src/adapters/sqlite/tasks.js";
 import { NEXT_INBOX_SQL } from "../../src/adapters/sqlite/inbox.js";
 import { REAP_OPEN } from "../../src/adapters/store-common/ops/reap.js";
 import { ROOM_LOAD } from "../../src/adapters/store-common/ops/caps.js";
+import { STEP_LOOK, STEP_MOVE } from "../../src/adapters/store-common/ops/schedule-step.js";
 import { compile, sql } from "../../src/adapters/store-common/script.js";
 import type { Store } from "../../src/ports/store.js";
 import { session } from "../support/store-fixtures.js";
@@ -96,6 +97,41 @@ describe(`SQLite query plans with ${FINISHED} tasks, ${FINISHED / QUEUED_EVERY} 
       tasks.every((l) => l.includes("INDEX tasks_claim") || l.includes("INDEX tasks_executor")),
       plan.join("\n"),
     ).toBe(true);
+  });
+
+  it("an incremental scheduling step reads the room's active tasks through the partial indexes, not every task", () => {
+    const look = compile(STEP_LOOK, "sqlite");
+    const values: Record<string, unknown> = { roomId: ROOM, defaultCap: 10 };
+    const plan = (
+      db
+        .raw()
+        .prepare(`EXPLAIN QUERY PLAN ${look.text}`)
+        .all(...look.order.map((o) => (o.kind === "param" ? values[o.name] : 0))) as { detail: string }[]
+    ).map((r) => r.detail);
+    const tasks = plan.filter((l) => /^(SCAN|SEARCH) (t|tasks)\b/.test(l));
+    expect(tasks, plan.join("\n")).toHaveLength(2);
+    expect(
+      tasks.every((l) => l.includes("INDEX tasks_claim") || l.includes("INDEX tasks_executor")),
+      plan.join("\n"),
+    ).toBe(true);
+  });
+
+  it("a scheduling step moves the tasks it decided on by primary key, one statement for all of them", () => {
+    const move = compile(STEP_MOVE, "sqlite");
+    const values: Record<string, unknown> = {
+      to: "queued",
+      refs: JSON.stringify([{ run_id: "r", task_id: "t1" }]),
+    };
+    const plan = (
+      db
+        .raw()
+        .prepare(`EXPLAIN QUERY PLAN ${move.text}`)
+        .all(...move.order.map((o) => (o.kind === "param" ? values[o.name] : 0))) as { detail: string }[]
+    ).map((r) => r.detail);
+    const tasks = plan.filter((l) => /^(SCAN|SEARCH) (t|tasks)\b/.test(l));
+    expect(tasks, plan.join("\n")).toEqual([
+      expect.stringMatching(/^SEARCH tasks USING INDEX \S+ \(run_id=\? AND task_id=\?\)$/),
+    ]);
   });
 
   it("the claim index holds only the queued rows", () => {

@@ -14,7 +14,8 @@ import { claimDemand, wakeNodes } from "./demand.js";
 import * as leases from "../store-common/ops/leases.js";
 import { migrate } from "./migrations.js";
 import * as nodes from "../store-common/ops/nodes.js";
-import * as scheduler from "./scheduler.js";
+import { ScheduleViews } from "../store-common/schedule-views.js";
+import * as step from "../store-common/ops/schedule-step.js";
 import * as tasks from "./tasks.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
@@ -34,7 +35,7 @@ import * as renewOutput from "../store-common/ops/renew-output.js";
 import { checkPruneLimits } from "../store-common/retention.js";
 import { autocommitScript, readScript, writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
-export { DEFAULT_ROOM_CAP } from "./scheduler.js";
+export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 export { CLAIM_PICK_SQL } from "./tasks.js";
 
 export interface PostgresStoreOptions extends StoreOptions {
@@ -178,7 +179,13 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     finishTask: async (token, result) => finishes.finish(token, result),
     finishAndClaim: async (token, result, offer, max) => finishes.finishAndClaim(token, result, offer, max),
 
-    scheduleStep: async (fence, incremental) => scheduler.scheduleStep(db, fence, incremental),
+    scheduleStep: async (fence, incremental) => {
+      const kept = ScheduleViews.of(db);
+      return kept.guard(
+        fence,
+        writeScript(db, "schedule step", () => step.scheduleStep(kept, fence, incremental)),
+      );
+    },
     // A look on the pool first (one round trip): a leader reaps on every tick and almost always finds nothing due.
     reap: async (fence) => {
       const look = await readScript(db, "reap", () => reaper.reapLook(fence));

@@ -11,7 +11,8 @@ import { claimDemand } from "./demand.js";
 import * as leases from "../store-common/ops/leases.js";
 import { checkSchemaVersion, currentSchemaVersion, LATEST_SCHEMA_VERSION, migrate } from "./migrations.js";
 import * as nodes from "../store-common/ops/nodes.js";
-import * as scheduler from "./scheduler.js";
+import { ScheduleViews } from "../store-common/schedule-views.js";
+import * as step from "../store-common/ops/schedule-step.js";
 import * as tasks from "./tasks.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
@@ -31,7 +32,7 @@ import * as renewOutput from "../store-common/ops/renew-output.js";
 import { checkPruneLimits } from "../store-common/retention.js";
 import { readScript, writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
-export { DEFAULT_ROOM_CAP } from "./scheduler.js";
+export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
 export interface SqliteStoreOptions extends StoreOptions {
   /** How long a write waits for another connection's lock before retrying (default 5000 ms). */
@@ -165,7 +166,13 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     finishTask: async (token, result) => tasks.finishTask(c, token, result),
     finishAndClaim: async (token, result, offer, max) => tasks.finishAndClaim(c, token, result, offer, max),
 
-    scheduleStep: async (fence, incremental) => scheduler.scheduleStep(c, fence, incremental),
+    scheduleStep: async (fence, incremental) => {
+      const kept = ScheduleViews.of(c);
+      return kept.guard(
+        fence,
+        writeScript(c, "schedule step", () => step.scheduleStep(kept, fence, incremental)),
+      );
+    },
     reap: async (fence) => writeScript(c, "reap", () => reaper.reap(fence)),
     deriveRunOutcomes: async (fence) =>
       writeScript(c, "derive run outcomes", () => runOutcomes.deriveRunOutcomes(fence)),

@@ -8,14 +8,6 @@ import type { ScheduleDecision } from "../../domain/scheduling.js";
 import type { LeaderFence } from "../../ports/store.js";
 import { sessionKey } from "./records.js";
 
-/**
- * What one scheduling step queues under: the task is still blocked and every need has succeeded,
- * checked by the write itself, so no view, however stale, can start a task before its needs.
- * SQLite form: `needs` is a JSON array of task ids.
- */
-export const SQLITE_NEEDS_MET = `NOT EXISTS (SELECT 1 FROM json_each(tasks.needs) n
-  WHERE NOT EXISTS (SELECT 1 FROM tasks d
-                     WHERE d.run_id = tasks.run_id AND d.task_id = n.value AND d.status = 'succeeded'))`;
 export class ScheduleViews {
   private static readonly byOwner = new WeakMap<object, ScheduleViews>();
 
