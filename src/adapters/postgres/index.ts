@@ -27,11 +27,12 @@ import * as runs from "../store-common/ops/runs.js";
 import * as policies from "../store-common/ops/policy.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import * as renewOutput from "../store-common/ops/renew-output.js";
+import * as claims from "../store-common/ops/claims.js";
+import { checkClaim } from "../store-common/checks.js";
 import { checkPruneLimits } from "../store-common/retention.js";
-import { autocommitScript, readScript, writeScript } from "./script-driver.js";
+import { autocommitScript, hotScript, readScript, writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
 export { DEFAULT_ROOM_CAP } from "./scheduler.js";
-export { CLAIM_PICK_SQL } from "./tasks.js";
 
 export interface PostgresStoreOptions extends StoreOptions {
   /** Connections in the pool (default 10): the most statements this Store runs at once. */
@@ -162,8 +163,14 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     listAfterFirings: async (roomId, opts) =>
       readScript(db, "list after firings", () => after.listAfterFirings(roomId, opts)),
 
-    claimTask: async (offer) => tasks.claimTask(db, offer),
-    claimTasks: async (offer, max) => tasks.claimTasks(db, offer, max),
+    claimTask: async (offer) => {
+      checkClaim(offer, 1);
+      return hotScript(db, "claim task", () => claims.claimTask(offer));
+    },
+    claimTasks: async (offer, max) => {
+      checkClaim(offer, max);
+      return hotScript(db, "claim task", () => claims.claimTasks(offer, max));
+    },
     claimDemand: async (roomId, liveWithinMs) => claimDemand(db, roomId, liveWithinMs),
     wakeNodes: async (roomId, nodeIds) => wakeNodes(db, roomId, nodeIds),
     renewTaskLease: async (token, leaseMs) =>
