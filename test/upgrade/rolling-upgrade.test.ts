@@ -8,11 +8,14 @@
 //      it says there is nothing to migrate), leaving the golden schema; they finish their tasks and
 //      run what needed them, none failing;
 //   3. a node of today's release (c) joins; a new run's tasks are spread over both releases, each
-//      run once, and `dagbot nodes` says the releases are mixed (when their versions differ);
+//      run once, and `dagbot nodes` says the releases are mixed (when their versions differ); a run
+//      with an approval gate and an output reference, published and approved through today's CLI
+//      while a node of the previous release leads, waits for the approval and passes the value;
 //   4. a node of the previous release restarted on the store: of an older schema (0.2.0), it refuses
 //      it, saying the schema is newer; of today's schema (0.3.x), it runs on the store today's nodes
 //      have been writing, and a run published with its own CLI runs a task on it;
-//   5. the previous release's nodes are replaced one at a time by today's, with work in flight.
+//   5. the previous release's nodes are replaced one at a time by today's, with work in flight; of
+//      today's schema, the previous release's CLI publishes the last run, which today's nodes run.
 //
 // Every action execution is counted from the actions' own records (test/upgrade/fixtures/act.mjs).
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -39,10 +42,13 @@ import {
   waitForRun,
   withTimeout,
 } from "./helpers.js";
+import type { NodesView } from "./helpers.js";
 import type { PreviousVersion, Release } from "./releases.js";
 import { PREVIOUS_RELEASES, currentRelease, previousRelease, runCli, said, startNode } from "./releases.js";
 import { postgresProbe, sqliteProbe } from "./store-probe.js";
 import type { StoreProbe } from "./store-probe.js";
+
+const VERSION_PATTERN = "[0-9]+\\.[0-9]+\\.[0-9]+";
 
 /** The previous releases of today's fleet protocol, each with each store. */
 const ROLLING = (Object.keys(PREVIOUS_RELEASES) as PreviousVersion[])
@@ -233,6 +239,65 @@ describe.each(ROLLING)("rolling upgrade from %s on %s", (PREVIOUS, kind) => {
       for (const id of spread) f.release(id);
       await step("the spread run ends", () => waitForRun(now, dir, f.config("cli", now), "spread", 60_000));
 
+      // Commands of today's CLI answered by a leader of the previous release: a gated run with an
+      // output reference, published, confirmed and approved through today's CLI.
+      const leader = async (): Promise<string> => {
+        const r = await dagbot(now, ["nodes", "--json"]);
+        check(r.code === 0, `dagbot nodes --json failed: ${said(r)}`);
+        const view = parseJson(r) as unknown as NodesView;
+        return view.leaders.find((l) => l.room === "local")?.nodeId ?? "(none)";
+      };
+      await soft(
+        `the room is led by a node of ${PREVIOUS} while today's CLI publishes a gated run`,
+        async () => {
+          const id = await leader();
+          check(id === "a" || id === "b", `the leader is ${id}, not a or b (${PREVIOUS})`);
+        },
+      );
+      const gatedRun = await submit(now, {
+        id: "gated",
+        tasks: [
+          { id: "build", action: "build", args: { v: "1.2.3" }, outputs: { version: VERSION_PATTERN } },
+          { id: "ok", needs: ["build"], approve: { who: "operators", description: "roll out 1.2.3" } },
+          {
+            id: "deploy",
+            action: "deploy",
+            args: { version: "{tasks.build.outputs.version}" },
+            needs: ["ok"],
+          },
+        ],
+      });
+      await step("the gate of the gated run waits for an approval", async () => {
+        await waitFor(
+          "build ran and the gate is open (dagbot status gated)",
+          async () => ({ records: f.read(), status: (await dagbot(now, ["status", "gated"])).stdout }),
+          (st) =>
+            st.records.some((r) => r.run === gatedRun && r.task === "build") &&
+            /awaits approval/.test(st.status),
+          { timeoutMs: 60_000, intervalMs: 250 },
+        );
+        const ran = f.read().filter((r) => r.run === gatedRun);
+        check(
+          !ran.some((r) => r.kind === "approve" || r.kind === "deploy"),
+          `the gate was taken for a task, or deploy ran before the approval:\n${lines(ran)}`,
+        );
+      });
+      await step("approving through today's CLI", async () => {
+        const r = await dagbot(now, ["approve", "gated", "ok"], 90_000);
+        check(
+          r.code === 0 && /approved gated\/ok/.test(r.stdout + r.stderr),
+          `unexpected answer to approve (leader ${await leader()}): ${said(r)}`,
+        );
+      });
+      await step("the gated run ends, its deploy got the value", async () => {
+        await waitForRun(now, dir, f.config("cli", now), "gated", 60_000);
+        const deploys = f.read().filter((r) => r.run === gatedRun && r.kind === "deploy");
+        check(
+          deploys.length === 1 && deploys[0]!.arg === "1.2.3",
+          `deploy should have run once with 1.2.3:\n${lines(deploys)}`,
+        );
+      });
+
       // ---- 4. A node of the previous release restarted on the store today's build migrated.
       oldB.child.kill("SIGTERM");
       await step(`b (${PREVIOUS}) stops gracefully`, () =>
@@ -314,7 +379,8 @@ describe.each(ROLLING)("rolling upgrade from %s on %s", (PREVIOUS, kind) => {
         withTimeout(oldA.exited, 60_000, `a did not exit within 60 s of SIGTERM\n${tail(oldA)}`),
       );
       const newA = f.start(now, "a");
-      const lastRun = await submit(now, {
+      // Same schema: the previous release's CLI publishes it, and today's nodes alone answer it.
+      const lastRun = await submit(restartedRefuses ? now : old, {
         id: "after",
         tasks: [
           { id: "x", action: "note", args: { text: "x" } },
@@ -337,7 +403,14 @@ describe.each(ROLLING)("rolling upgrade from %s on %s", (PREVIOUS, kind) => {
 
       await step("every action of every run ran exactly once", () => {
         const all = f.read();
-        const runs = [inflightRun, spreadRun, rollingRun, lastRun, ...(backRun === null ? [] : [backRun])];
+        const runs = [
+          inflightRun,
+          spreadRun,
+          gatedRun,
+          rollingRun,
+          lastRun,
+          ...(backRun === null ? [] : [backRun]),
+        ];
         for (const run of runs) {
           const byTask = new Map<string, ActionRecord[]>();
           for (const r of all.filter((x) => x.run === run && x.phase !== "end"))
