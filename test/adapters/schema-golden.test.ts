@@ -7,7 +7,7 @@
  * fails here. A new migration has no golden yet: `UPDATE_SCHEMA_GOLDEN=1 npx vitest run
  * test/adapters/schema-golden.test.ts` records it, and never rewrites a version already recorded.
  */
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import pg from "pg";
@@ -19,43 +19,32 @@ import { migrations as sqliteMigrations } from "../../src/adapters/sqlite/migrat
 import type { Migration } from "../../src/adapters/store-common/schema.js";
 import type { TestDatabase } from "../support/postgres.js";
 import { createTestDatabase, dropOrKeep } from "../support/postgres.js";
-import { dumpPostgresSchema, dumpSqliteSchema, sha256 } from "../support/schema-dump.js";
+import type { SchemaGolden } from "../support/schema-dump.js";
+import {
+  SCHEMA_GOLDEN,
+  dumpPostgresSchema,
+  dumpSqliteSchema,
+  readSchemaGolden,
+  sha256,
+} from "../support/schema-dump.js";
 import { sqliteTestDb } from "../support/sqlite-harness.js";
 
-const GOLDEN = new URL("./schema-golden/", import.meta.url);
 const UPDATE = process.env["UPDATE_SCHEMA_GOLDEN"] === "1";
 /** 0.2.0's schema in both stores: a store it left is migrated by this release. */
 const FROM_RELEASED = 17;
-
-interface Golden {
-  steps: Map<number, string>;
-  schema: string;
-}
-
-function readGolden(dialect: string): Golden {
-  const stepsFile = new URL(`${dialect}-steps.txt`, GOLDEN);
-  const schemaFile = new URL(`${dialect}-schema.txt`, GOLDEN);
-  const steps = new Map<number, string>();
-  if (existsSync(stepsFile))
-    for (const line of readFileSync(stepsFile, "utf8").split("\n")) {
-      const [v, hash] = line.split(" ");
-      if (v !== undefined && hash !== undefined) steps.set(Number(v), hash);
-    }
-  return { steps, schema: existsSync(schemaFile) ? readFileSync(schemaFile, "utf8") : "" };
-}
 
 /**
  * Compares each version's schema with its golden; with UPDATE_SCHEMA_GOLDEN=1, versions not
  * recorded yet are added (and the newest whole schema written) before the comparison.
  */
-function checkGolden(dialect: string, dumps: Map<number, string>): Golden {
-  const golden = readGolden(dialect);
+function checkGolden(dialect: "sqlite" | "postgres", dumps: Map<number, string>): SchemaGolden {
+  const golden = readSchemaGolden(dialect);
   const latest = Math.max(...dumps.keys());
   if (UPDATE && !golden.steps.has(latest)) {
     for (const [v, dump] of dumps) if (!golden.steps.has(v)) golden.steps.set(v, sha256(dump));
     const lines = [...golden.steps].sort(([a], [b]) => a - b).map(([v, h]) => `${v} ${h}\n`);
-    writeFileSync(new URL(`${dialect}-steps.txt`, GOLDEN), lines.join(""));
-    writeFileSync(new URL(`${dialect}-schema.txt`, GOLDEN), dumps.get(latest)!);
+    writeFileSync(new URL(`${dialect}-steps.txt`, SCHEMA_GOLDEN), lines.join(""));
+    writeFileSync(new URL(`${dialect}-schema.txt`, SCHEMA_GOLDEN), dumps.get(latest)!);
     golden.schema = dumps.get(latest)!;
   }
   for (const [v, dump] of dumps) {
@@ -123,7 +112,7 @@ describe("SQLite migrations against the golden schema", () => {
   });
 
   it("an empty store and one of 0.2.0's schema, opened, end with the golden schema", async () => {
-    const golden = readGolden("sqlite");
+    const golden = readSchemaGolden("sqlite");
     await (await db.open()).close();
     expect(dumpFile(db.path)).toBe(golden.schema);
     const released = join(db.dir, "released.db");
@@ -171,7 +160,7 @@ describe("PostgreSQL migrations against the golden schema", () => {
   });
 
   it("an empty store and one of 0.2.0's schema, opened, end with the golden schema", async () => {
-    const golden = readGolden("postgres");
+    const golden = readSchemaGolden("postgres");
     await (await openPostgresStore(pgdb.url, { poolSize: 1, schema: "golden_fresh" })).close();
     expect(await dumpPostgresSchema(client, "golden_fresh")).toBe(golden.schema);
     await stepwise("golden_released", FROM_RELEASED);

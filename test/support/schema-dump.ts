@@ -5,6 +5,7 @@
  * triggers, the schema's own name written as <schema> so dumps of two schemas compare.
  */
 import { createHash } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
 import type Database from "better-sqlite3";
 import type pg from "pg";
 
@@ -74,3 +75,26 @@ export async function dumpPostgresSchema(client: pg.ClientBase, schema: string):
 }
 
 export const sha256 = (text: string): string => createHash("sha256").update(text).digest("hex");
+
+/** Where the golden dumps are kept (test/adapters/schema-golden.test.ts records and checks them). */
+export const SCHEMA_GOLDEN = new URL("../adapters/schema-golden/", import.meta.url);
+
+export interface SchemaGolden {
+  /** The sha256 of the dump after each version. */
+  steps: Map<number, string>;
+  /** The whole dump at the newest version. */
+  schema: string;
+}
+
+/** A dialect's golden dumps, empty where none is recorded yet. */
+export function readSchemaGolden(dialect: "sqlite" | "postgres"): SchemaGolden {
+  const stepsFile = new URL(`${dialect}-steps.txt`, SCHEMA_GOLDEN);
+  const schemaFile = new URL(`${dialect}-schema.txt`, SCHEMA_GOLDEN);
+  const steps = new Map<number, string>();
+  if (existsSync(stepsFile))
+    for (const line of readFileSync(stepsFile, "utf8").split("\n")) {
+      const [v, hash] = line.split(" ");
+      if (v !== undefined && hash !== undefined) steps.set(Number(v), hash);
+    }
+  return { steps, schema: existsSync(schemaFile) ? readFileSync(schemaFile, "utf8") : "" };
+}

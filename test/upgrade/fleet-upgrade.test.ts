@@ -29,6 +29,7 @@ import { Fleet } from "./fleet.js";
 import type { NodesView } from "./helpers.js";
 import {
   check,
+  checkSchemaGolden,
   complaints,
   endUpgradeTest,
   lines,
@@ -102,6 +103,10 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
       check(
         (await probe.schemaVersion()) === OLD_SCHEMA[kind],
         `0.1.0 made a ${kind} store of schema ${await probe.schemaVersion()}, expected ${OLD_SCHEMA[kind]}`,
+      );
+      await soft(
+        `the store 0.1.0 made with its own migrations is the golden schema ${OLD_SCHEMA[kind]}`,
+        () => checkSchemaGolden(probe, OLD_SCHEMA[kind], "0.1.0's"),
       );
       const inflight = writeDag({
         id: "inflight",
@@ -221,6 +226,9 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         );
         return r;
       });
+      await soft("today's migrate left the golden schema", () =>
+        checkSchemaGolden(probe, NEW_SCHEMA, "today's migrate left the 0.1.0"),
+      );
       if (kind === "sqlite") {
         await step("1. the SQLite backup `dagbot migrate` took and printed", async () => {
           const path = /backed up to (\S+)/.exec(migrated.stdout + migrated.stderr)?.[1];

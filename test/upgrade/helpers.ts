@@ -5,11 +5,13 @@
 import { rmSync } from "node:fs";
 import { dropOrKeep } from "../support/postgres.js";
 import type { TestDatabase } from "../support/postgres.js";
+import { readSchemaGolden, sha256 } from "../support/schema-dump.js";
 import { waitFor } from "../support/store-wait.js";
 import type { ActionRecord, Fleet } from "./fleet.js";
 import { killAll } from "./releases.js";
 import type { CliResult, NodeProcess, Release } from "./releases.js";
 import { runCli, said } from "./releases.js";
+import type { StoreProbe } from "./store-probe.js";
 
 /** Fails with `what` first, so the message says which part of the upgrade went wrong. */
 export async function step<T>(what: string, fn: () => Promise<T> | T): Promise<T> {
@@ -174,4 +176,34 @@ export async function endUpgradeTest(o: {
   if (o.db !== null) await dropOrKeep(o.db, o.failed);
   if (o.failed) console.warn(`kept the ${o.folder} ${o.dir} (configs, node logs, records.jsonl)`);
   else rmSync(o.dir, { recursive: true, force: true });
+}
+
+/**
+ * Checks a live store's schema against the golden dumps of test/adapters/schema-golden/, which were
+ * taken from today's migration files on an empty store: a store a previous release made with its own
+ * migrations must be the golden schema of its version, and one today's build migrated the whole
+ * golden schema of the newest (docs/architecture.md §11, "a released file never changes").
+ */
+export async function checkSchemaGolden(probe: StoreProbe, version: number, whose: string): Promise<void> {
+  const golden = readSchemaGolden(probe.kind);
+  const dump = await probe.schemaDump();
+  const newest = Math.max(...golden.steps.keys());
+  if (version === newest) {
+    if (dump === golden.schema) return;
+    const have = dump.split("\n");
+    const want = golden.schema.split("\n");
+    let at = 0;
+    while (have[at] === want[at]) at++;
+    throw new Error(
+      `${whose} ${probe.kind} store at schema ${version} is not the golden schema ` +
+        `(test/adapters/schema-golden/${probe.kind}-schema.txt); first difference at line ${at + 1}:\n` +
+        `  store:  ${have[at] ?? "(end)"}\n  golden: ${want[at] ?? "(end)"}`,
+    );
+  }
+  const expected = golden.steps.get(version);
+  check(
+    expected !== undefined && sha256(dump) === expected,
+    `${whose} ${probe.kind} store at schema ${version} is not the golden schema of that version ` +
+      `(test/adapters/schema-golden/${probe.kind}-steps.txt: ${expected ?? "none recorded"}, the store's: ${sha256(dump)})`,
+  );
 }

@@ -1,14 +1,21 @@
-// A rolling upgrade of one fleet protocol (docs/architecture.md §11): the previous release, 0.2.0
-// (built from this repository's history), and today's share a migrated store, on PostgreSQL and on
-// SQLite:
+// A rolling upgrade of one fleet protocol (docs/architecture.md §11): each previous release of
+// today's protocol (0.2.0, 0.3.0, 0.3.1; built from this repository's history) and today's share a
+// store, on PostgreSQL and on SQLite:
 //
-//   1. two 0.2.0 nodes (a, b) run on a store of 0.2.0's schema, with a long task running on each;
-//   2. today's `dagbot migrate` migrates the store while they run; they finish their tasks and run
-//      what needed them, none failing;
+//   1. two nodes of the previous release (a, b) run on a store it made, with a long task running on
+//      each; the store is the golden schema of its version (test/adapters/schema-golden/);
+//   2. today's `dagbot migrate` migrates the store while they run (0.3.x: the schema is today's, and
+//      it says there is nothing to migrate), leaving the golden schema; they finish their tasks and
+//      run what needed them, none failing;
 //   3. a node of today's release (c) joins; a new run's tasks are spread over both releases, each
-//      run once, and `dagbot nodes` says the releases are mixed;
-//   4. a 0.2.0 node restarted on the migrated store refuses it, saying the schema is newer;
-//   5. the 0.2.0 nodes are replaced one at a time by today's, with work in flight.
+//      run once, and `dagbot nodes` says the releases are mixed (when their versions differ); a run
+//      with an approval gate and an output reference, published and approved through today's CLI
+//      while a node of the previous release leads, waits for the approval and passes the value;
+//   4. a node of the previous release restarted on the store: of an older schema (0.2.0), it refuses
+//      it, saying the schema is newer; of today's schema (0.3.x), it runs on the store today's nodes
+//      have been writing, and a run published with its own CLI runs a task on it;
+//   5. the previous release's nodes are replaced one at a time by today's, with work in flight; of
+//      today's schema, the previous release's CLI publishes the last run, which today's nodes run.
 //
 // Every action execution is counted from the actions' own records (test/upgrade/fixtures/act.mjs).
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -16,7 +23,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
-import { STORE_SCHEMA } from "../../src/domain/release.js";
+import { FLEET_PROTOCOL, STORE_SCHEMA } from "../../src/domain/release.js";
 import { createTestDatabase } from "../support/postgres.js";
 import type { TestDatabase } from "../support/postgres.js";
 import { waitFor } from "../support/store-wait.js";
@@ -24,6 +31,7 @@ import { Fleet } from "./fleet.js";
 import type { ActionRecord } from "./fleet.js";
 import {
   check,
+  checkSchemaGolden,
   complaints,
   endUpgradeTest,
   lines,
@@ -34,18 +42,25 @@ import {
   waitForRun,
   withTimeout,
 } from "./helpers.js";
-import type { Release } from "./releases.js";
+import type { NodesView } from "./helpers.js";
+import type { PreviousVersion, Release } from "./releases.js";
 import { PREVIOUS_RELEASES, currentRelease, previousRelease, runCli, said, startNode } from "./releases.js";
 import { postgresProbe, sqliteProbe } from "./store-probe.js";
 import type { StoreProbe } from "./store-probe.js";
 
-const PREVIOUS = "0.2.0";
+const VERSION_PATTERN = "[0-9]+\\.[0-9]+\\.[0-9]+";
 
-describe.each(["postgres", "sqlite"] as const)("rolling upgrade on %s", (kind) => {
-  it(`${PREVIOUS} nodes beside today's on a migrated store: in-flight work ends, new work spread over both, each action once, a restarted ${PREVIOUS} node refuses, then replaced`, async () => {
+/** The previous releases of today's fleet protocol, each with each store. */
+const ROLLING = (Object.keys(PREVIOUS_RELEASES) as PreviousVersion[])
+  .filter((v) => PREVIOUS_RELEASES[v].protocol === FLEET_PROTOCOL)
+  .flatMap((v) => (["postgres", "sqlite"] as const).map((kind) => [v, kind] as const));
+
+describe.each(ROLLING)("rolling upgrade from %s on %s", (PREVIOUS, kind) => {
+  const oldSchema = PREVIOUS_RELEASES[PREVIOUS].schema[kind];
+  const restartedRefuses = oldSchema < STORE_SCHEMA;
+  it(`${PREVIOUS} nodes beside today's on a migrated store: in-flight work ends, new work spread over both, each action once, a restarted ${PREVIOUS} node ${restartedRefuses ? "refuses" : "works"}, then replaced`, async () => {
     const old = previousRelease(PREVIOUS);
     const now = currentRelease();
-    const oldSchema = PREVIOUS_RELEASES[PREVIOUS].schema[kind];
     const dir = mkdtempSync(join(tmpdir(), `dagbot-rolling-${kind}-`));
     let db: TestDatabase | null = null;
     let fleet: Fleet | null = null;
@@ -53,7 +68,8 @@ describe.each(["postgres", "sqlite"] as const)("rolling upgrade on %s", (kind) =
     const { problems, soft, withProblems } = softChecks();
     try {
       db = kind === "postgres" ? await createTestDatabase() : null;
-      // The test database's URL as it is: 0.2.0 declares fleet protocol 2 on its connections itself.
+      // The test database's URL as it is: every release of protocol 2 declares it on its connections
+      // itself.
       const probe: StoreProbe = db !== null ? postgresProbe(db.url) : sqliteProbe(join(dir, "store.db"));
       const f = new Fleet(dir, probe.store);
       fleet = f;
@@ -81,7 +97,8 @@ describe.each(["postgres", "sqlite"] as const)("rolling upgrade on %s", (kind) =
           { timeoutMs, intervalMs: 100 },
         );
 
-      // ---- 1. A fleet of 0.2.0 on a store of its schema, with a long task running on each node.
+      // ---- 1. A fleet of the previous release on a store of its schema, with a long task running on
+      // each node.
       const oldA = f.start(old, "a");
       const oldB = f.start(old, "b");
       await step(`the two ${PREVIOUS} nodes start and beat`, () =>
@@ -101,6 +118,9 @@ describe.each(["postgres", "sqlite"] as const)("rolling upgrade on %s", (kind) =
         (await probe.schemaVersion()) === oldSchema,
         `${PREVIOUS} made a ${kind} store of schema ${await probe.schemaVersion()}, expected ${oldSchema}`,
       );
+      await soft(`the store ${PREVIOUS} made with its own migrations is the golden schema ${oldSchema}`, () =>
+        checkSchemaGolden(probe, oldSchema, PREVIOUS),
+      );
       const capped = await dagbot(old, ["cap", "20"]);
       check(capped.code === 0, `${PREVIOUS} could not set the cap: ${said(capped)}`);
       const inflightRun = await submit(old, {
@@ -117,16 +137,25 @@ describe.each(["postgres", "sqlite"] as const)("rolling upgrade on %s", (kind) =
         waitStarted("long_a and long_b started (action records)", ["long_a", "long_b"]),
       );
 
-      // ---- 2. Today's `dagbot migrate` while both 0.2.0 nodes run.
+      // ---- 2. Today's `dagbot migrate` while both nodes of the previous release run.
       const migratedAt = Date.now();
-      await step("`dagbot migrate` of today's release while the 0.2.0 nodes run", async () => {
+      await step(`\`dagbot migrate\` of today's release while the ${PREVIOUS} nodes run`, async () => {
         const r = await dagbot(now, ["migrate"], 120_000);
         check(r.code === 0, `migrate failed: ${said(r)}`);
         check(
           (await probe.schemaVersion()) === STORE_SCHEMA,
           `after migrate the schema is ${await probe.schemaVersion()}, expected ${STORE_SCHEMA}: ${said(r)}`,
         );
+        check(
+          restartedRefuses
+            ? r.stdout.includes(`migrated: schema ${oldSchema} -> ${STORE_SCHEMA}`)
+            : /nothing to migrate/.test(r.stdout),
+          `migrate should say ${restartedRefuses ? "it migrated" : "there is nothing to migrate"}: ${said(r)}`,
+        );
       });
+      await soft("today's migrate left the golden schema", () =>
+        checkSchemaGolden(probe, STORE_SCHEMA, `today's migrate left the ${PREVIOUS}`),
+      );
       f.release("long_a");
       f.release("long_b");
       await step(`the in-flight run ends on the ${PREVIOUS} nodes after the migration`, async () => {
@@ -178,59 +207,160 @@ describe.each(["postgres", "sqlite"] as const)("rolling upgrade on %s", (kind) =
           `the new run's tasks should run on both releases:\n${lines(on)}`,
         );
       });
-      await soft("`dagbot nodes` shows `mixed releases:` naming both releases' nodes", async () => {
-        const r = await dagbot(now, ["nodes"]);
-        const mixed = r.stdout.split("\n").find((l) => l.startsWith("mixed releases:")) ?? "";
-        check(
-          /\ba\b/.test(mixed) && /\bb\b/.test(mixed) && /\bc\b/.test(mixed),
-          `no \`mixed releases:\` line naming a, b (${old.label}) and c (${now.label})` +
-            (old.version === now.version
-              ? `: today's build still calls itself ${now.version}, the previous release's version, so \`dagbot nodes\` cannot tell them apart (package.json version, src/domain/release.ts RELEASE)`
-              : "") +
-            `\n${said(r)}`,
+      if (old.version !== now.version)
+        await soft("`dagbot nodes` shows `mixed releases:` naming both releases' nodes", async () => {
+          const r = await dagbot(now, ["nodes"]);
+          const mixed = r.stdout.split("\n").find((l) => l.startsWith("mixed releases:")) ?? "";
+          check(
+            /\ba\b/.test(mixed) && /\bb\b/.test(mixed) && /\bc\b/.test(mixed),
+            `no \`mixed releases:\` line naming a, b (${old.label}) and c (${now.label})\n${said(r)}`,
+          );
+        });
+      // Until it is released, today's build carries the version of the release before it
+      // (package.json, src/domain/release.ts RELEASE): `dagbot nodes` names one release for all three.
+      else
+        await soft(
+          `\`dagbot nodes\` shows a, b and c as dagbot ${now.version}, no \`mixed releases:\``,
+          async () => {
+            const r = await dagbot(now, ["nodes"]);
+            const release = `dagbot ${now.version}, protocol ${FLEET_PROTOCOL}`;
+            check(
+              ["a", "b", "c"].every((id) =>
+                r.stdout.split("\n").some((l) => l.startsWith(`${id} `) && l.includes(release)),
+              ) && !/^mixed releases:/m.test(r.stdout),
+              `expected a, b and c each as \`${release}\` and no \`mixed releases:\` line\n${said(r)}`,
+            );
+          },
         );
-      });
       // Held past two room-lease ttls (2 s, test/upgrade/fleet.ts): each release's task-lease renewals
-      // are judged by the other's reaper (the leader is a 0.2.0 node here), and a task taken for lost
+      // are judged by the other's reaper (the leader is a node of the previous release here), and a task taken for lost
       // would run twice.
       await sleep(5_000);
       for (const id of spread) f.release(id);
       await step("the spread run ends", () => waitForRun(now, dir, f.config("cli", now), "spread", 60_000));
 
-      // ---- 4. A 0.2.0 node restarted on the migrated store refuses it.
+      // Commands of today's CLI answered by a leader of the previous release: a gated run with an
+      // output reference, published, confirmed and approved through today's CLI.
+      const leader = async (): Promise<string> => {
+        const r = await dagbot(now, ["nodes", "--json"]);
+        check(r.code === 0, `dagbot nodes --json failed: ${said(r)}`);
+        const view = parseJson(r) as unknown as NodesView;
+        return view.leaders.find((l) => l.room === "local")?.nodeId ?? "(none)";
+      };
+      await soft(
+        `the room is led by a node of ${PREVIOUS} while today's CLI publishes a gated run`,
+        async () => {
+          const id = await leader();
+          check(id === "a" || id === "b", `the leader is ${id}, not a or b (${PREVIOUS})`);
+        },
+      );
+      const gatedRun = await submit(now, {
+        id: "gated",
+        tasks: [
+          { id: "build", action: "build", args: { v: "1.2.3" }, outputs: { version: VERSION_PATTERN } },
+          { id: "ok", needs: ["build"], approve: { who: "operators", description: "roll out 1.2.3" } },
+          {
+            id: "deploy",
+            action: "deploy",
+            args: { version: "{tasks.build.outputs.version}" },
+            needs: ["ok"],
+          },
+        ],
+      });
+      await step("the gate of the gated run waits for an approval", async () => {
+        await waitFor(
+          "build ran and the gate is open (dagbot status gated)",
+          async () => ({ records: f.read(), status: (await dagbot(now, ["status", "gated"])).stdout }),
+          (st) =>
+            st.records.some((r) => r.run === gatedRun && r.task === "build") &&
+            /awaits approval/.test(st.status),
+          { timeoutMs: 60_000, intervalMs: 250 },
+        );
+        const ran = f.read().filter((r) => r.run === gatedRun);
+        check(
+          !ran.some((r) => r.kind === "approve" || r.kind === "deploy"),
+          `the gate was taken for a task, or deploy ran before the approval:\n${lines(ran)}`,
+        );
+      });
+      await step("approving through today's CLI", async () => {
+        const r = await dagbot(now, ["approve", "gated", "ok"], 90_000);
+        check(
+          r.code === 0 && /approved gated\/ok/.test(r.stdout + r.stderr),
+          `unexpected answer to approve (leader ${await leader()}): ${said(r)}`,
+        );
+      });
+      await step("the gated run ends, its deploy got the value", async () => {
+        await waitForRun(now, dir, f.config("cli", now), "gated", 60_000);
+        const deploys = f.read().filter((r) => r.run === gatedRun && r.kind === "deploy");
+        check(
+          deploys.length === 1 && deploys[0]!.arg === "1.2.3",
+          `deploy should have run once with 1.2.3:\n${lines(deploys)}`,
+        );
+      });
+
+      // ---- 4. A node of the previous release restarted on the store today's build migrated.
       oldB.child.kill("SIGTERM");
       await step(`b (${PREVIOUS}) stops gracefully`, () =>
         withTimeout(oldB.exited, 60_000, `b did not exit within 60 s of SIGTERM\n${tail(oldB)}`),
       );
       const restarted = startNode(old, dir, f.config("b", old), "b-restart");
       f.nodes.push(restarted);
-      await step(`b (${PREVIOUS}) restarted on the schema-${STORE_SCHEMA} store refuses it`, async () => {
-        const exit = await withTimeout(
-          restarted.exited,
-          30_000,
-          `a restarted ${PREVIOUS} node still runs on a schema-${STORE_SCHEMA} store after 30 s:\n${tail(restarted)}`,
+      let backRun: string | null = null;
+      if (restartedRefuses)
+        await step(`b (${PREVIOUS}) restarted on the schema-${STORE_SCHEMA} store refuses it`, async () => {
+          const exit = await withTimeout(
+            restarted.exited,
+            30_000,
+            `a restarted ${PREVIOUS} node still runs on a schema-${STORE_SCHEMA} store after 30 s:\n${tail(restarted)}`,
+          );
+          check(
+            exit.code !== null && exit.code !== 0,
+            `it exited ${JSON.stringify(exit)}:\n${tail(restarted)}`,
+          );
+          check(
+            new RegExp(
+              `schema is version ${STORE_SCHEMA}, newer than this dagbot supports \\(${oldSchema}\\)`,
+            ).test(restarted.log()),
+            `it should say the store's schema is newer than it supports:\n${tail(restarted)}`,
+          );
+          console.log(
+            `${PREVIOUS} restarted on the migrated store (${kind}), exit ${JSON.stringify(exit)}: ${
+              restarted
+                .log()
+                .split("\n")
+                .find((l) => /newer than this dagbot/.test(l)) ?? ""
+            }`,
+          );
+        });
+      else {
+        // Same schema: the store today's nodes have written stays the store of the previous release.
+        backRun = await submit(old, {
+          id: "back",
+          tasks: [
+            { id: "on_b", action: "note", args: { text: "on_b" }, on: { node: "b" } },
+            { id: "then", action: "note", args: { text: "then" }, needs: ["on_b"] },
+          ],
+        });
+        await step(
+          `b (${PREVIOUS}) restarted on the store today's nodes wrote runs a task of a run its own CLI published`,
+          async () => {
+            await waitForRun(now, dir, f.config("cli", now), "back", 60_000).catch((e: unknown) => {
+              throw new Error(`${String(e)}\nb (${PREVIOUS}, restarted) log:\n${tail(restarted)}`);
+            });
+            const onB = f.read().filter((r) => r.run === backRun && r.task === "on_b" && r.phase !== "end");
+            check(
+              onB.length === 1 && onB[0]!.node === `b${OLD}`,
+              `on_b should have run once, on b (${PREVIOUS}):\n${lines(onB)}`,
+            );
+          },
         );
-        check(
-          exit.code !== null && exit.code !== 0,
-          `it exited ${JSON.stringify(exit)}:\n${tail(restarted)}`,
+        restarted.child.kill("SIGTERM");
+        await step(`b (${PREVIOUS}, restarted) stops gracefully`, () =>
+          withTimeout(restarted.exited, 60_000, `b did not exit within 60 s of SIGTERM\n${tail(restarted)}`),
         );
-        check(
-          new RegExp(
-            `schema is version ${STORE_SCHEMA}, newer than this dagbot supports \\(${oldSchema}\\)`,
-          ).test(restarted.log()),
-          `it should say the store's schema is newer than it supports:\n${tail(restarted)}`,
-        );
-        console.log(
-          `${PREVIOUS} restarted on the migrated store (${kind}), exit ${JSON.stringify(exit)}: ${
-            restarted
-              .log()
-              .split("\n")
-              .find((l) => /newer than this dagbot/.test(l)) ?? ""
-          }`,
-        );
-      });
+      }
 
-      // ---- 5. The 0.2.0 nodes replaced one at a time, with work in flight.
+      // ---- 5. The previous release's nodes replaced one at a time, with work in flight.
       const newB = f.start(now, "b");
       const rolling = ["r_a", "r_b", "r_c", "r_d"];
       const rollingRun = await submit(now, {
@@ -241,7 +371,7 @@ describe.each(["postgres", "sqlite"] as const)("rolling upgrade on %s", (kind) =
         ],
       });
       await step("the rolling run's holds start", () => waitStarted("r_a…r_d started", rolling));
-      // a (0.2.0), stopping, hands the room over and finishes its holds under today's leader.
+      // a (the previous release), stopping, hands the room over and finishes its holds under today's leader.
       oldA.child.kill("SIGTERM");
       await sleep(5_000);
       for (const id of rolling) f.release(id);
@@ -249,7 +379,8 @@ describe.each(["postgres", "sqlite"] as const)("rolling upgrade on %s", (kind) =
         withTimeout(oldA.exited, 60_000, `a did not exit within 60 s of SIGTERM\n${tail(oldA)}`),
       );
       const newA = f.start(now, "a");
-      const lastRun = await submit(now, {
+      // Same schema: the previous release's CLI publishes it, and today's nodes alone answer it.
+      const lastRun = await submit(restartedRefuses ? now : old, {
         id: "after",
         tasks: [
           { id: "x", action: "note", args: { text: "x" } },
@@ -272,7 +403,14 @@ describe.each(["postgres", "sqlite"] as const)("rolling upgrade on %s", (kind) =
 
       await step("every action of every run ran exactly once", () => {
         const all = f.read();
-        const runs = [inflightRun, spreadRun, rollingRun, lastRun];
+        const runs = [
+          inflightRun,
+          spreadRun,
+          gatedRun,
+          rollingRun,
+          lastRun,
+          ...(backRun === null ? [] : [backRun]),
+        ];
         for (const run of runs) {
           const byTask = new Map<string, ActionRecord[]>();
           for (const r of all.filter((x) => x.run === run && x.phase !== "end"))
@@ -283,7 +421,14 @@ describe.each(["postgres", "sqlite"] as const)("rolling upgrade on %s", (kind) =
             `run ${run}: ${twice.map(([t, rs]) => `${t} ran ${rs.length} times:\n${lines(rs)}`).join("\n")}`,
           );
         }
-        const counts = { inflight: 5, spread: 7, rolling: 5, after: 2 };
+        const counts = {
+          inflight: 5,
+          spread: 7,
+          gated: 2,
+          rolling: 5,
+          after: 2,
+          back: backRun === null ? 0 : 2,
+        };
         const total = Object.values(counts).reduce((x, y) => x + y, 0);
         const executions = all.filter((r) => runs.includes(String(r.run)) && r.phase !== "end");
         check(

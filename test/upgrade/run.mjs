@@ -1,7 +1,7 @@
 // `npm run upgrade-test`: the upgrade test (test/upgrade/) on the two Node lines it needs.
 //
 // The previous release 0.1.0 runs on Node 20: its better-sqlite3 12 is compiled against the
-// machine's Node headers (its .npmrc says nodedir=/usr). 0.2.0 and today's release need Node 22 or
+// machine's Node headers (its .npmrc says nodedir=/usr). 0.2.0, 0.3.x and today's release need Node 22 or
 // later, and the test runner runs on it, so their nodes and CLI are `process.execPath` in the test
 // (the previous releases are named in test/upgrade/releases.ts).
 //

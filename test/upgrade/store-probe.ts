@@ -1,12 +1,14 @@
 /**
  * The upgrade test looks into the store with plain SQL, never through src/ (today's store code would
  * be the thing under test, and opening a store with it could migrate it): the schema version, the
- * shape of the schema, and the raw bytes of a SQLite file.
+ * shape of the schema (a digest, and the dump the golden schemas of test/adapters/schema-golden/
+ * are taken with), and the raw bytes of a SQLite file.
  */
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import Database from "better-sqlite3";
 import pg from "pg";
+import { dumpPostgresSchema, dumpSqliteSchema } from "../support/schema-dump.js";
 
 export type StoreKind = "postgres" | "sqlite";
 
@@ -20,6 +22,8 @@ export interface StoreProbe {
   schemaVersion(): Promise<number>;
   /** A digest of the schema's definition (tables, columns, indexes, triggers, functions). */
   schemaDigest(): Promise<string>;
+  /** The schema as test/support/schema-dump.ts writes it, to compare with the golden dumps. */
+  schemaDump(): Promise<string>;
 }
 
 export function sqliteProbe(path: string): StoreProbe {
@@ -43,6 +47,15 @@ export function sqliteProbe(path: string): StoreProbe {
     async schemaDigest() {
       const rows = await query("SELECT type, name, sql FROM sqlite_master ORDER BY type, name");
       return digest(rows);
+    },
+    async schemaDump() {
+      const db = new Database(path, { readonly: true, fileMustExist: true });
+      try {
+        db.pragma("busy_timeout = 5000");
+        return dumpSqliteSchema(db);
+      } finally {
+        db.close();
+      }
     },
   };
 }
@@ -86,6 +99,16 @@ export function postgresProbe(url: string): StoreProbe {
           WHERE n.nspname = current_schema() ORDER BY p.proname, src`,
       );
       return digest([columns, indexes, triggers, functions]);
+    },
+    async schemaDump() {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      try {
+        const { rows } = await client.query<{ s: string }>("SELECT current_schema() AS s");
+        return await dumpPostgresSchema(client, rows[0]!.s);
+      } finally {
+        await client.end().catch(() => {});
+      }
     },
   };
 }
