@@ -10,7 +10,8 @@ import { ChangeFeed } from "./change-feed.js";
 import { Db } from "./db.js";
 import { Finishes } from "./finishes.js";
 import { mapError, NOW, quoteIdent } from "./sql.js";
-import { claimDemand, wakeNodes } from "./demand.js";
+import { claimDemand } from "../store-common/ops/claim-demand.js";
+import { wakePayloads } from "./change-feed.js";
 import * as leases from "../store-common/ops/leases.js";
 import { migrate } from "./migrations.js";
 import * as nodes from "../store-common/ops/nodes.js";
@@ -175,8 +176,12 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       checkClaim(offer, max);
       return hotScript(db, "claim task", () => claims.claimTasks(offer, max));
     },
-    claimDemand: async (roomId, liveWithinMs) => claimDemand(db, roomId, liveWithinMs),
-    wakeNodes: async (roomId, nodeIds) => wakeNodes(db, roomId, nodeIds),
+    claimDemand: async (roomId, liveWithinMs) =>
+      readScript(db, "claim demand", () => claimDemand(roomId, liveWithinMs)),
+    // A NOTIFY naming the nodes, so only they claim.
+    wakeNodes: async (roomId, nodeIds) => {
+      for (const payload of wakePayloads(roomId, nodeIds)) db.notifySoon(payload);
+    },
     renewTaskLease: async (token, leaseMs) =>
       autocommitScript(db, "renew task lease", () => renewOutput.renewTaskLease(token, leaseMs)),
     releaseTask: async (token, why) => writeScript(db, "release task", () => release.releaseTask(token, why)),

@@ -7,7 +7,7 @@ import { StoreMissingError } from "../../ports/errors.js";
 import type { Store, StoreOptions } from "../../ports/store.js";
 import { ChangeFeed } from "./change-feed.js";
 import { SqliteConnection } from "./connection.js";
-import { claimDemand } from "./demand.js";
+import { claimDemand } from "../store-common/ops/claim-demand.js";
 import * as leases from "../store-common/ops/leases.js";
 import { checkSchemaVersion, currentSchemaVersion, LATEST_SCHEMA_VERSION, migrate } from "./migrations.js";
 import * as nodes from "../store-common/ops/nodes.js";
@@ -161,7 +161,8 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
       checkClaim(offer, max);
       return writeScript(c, "claim task", () => claims.claimTasks(offer, max));
     },
-    claimDemand: async (roomId, liveWithinMs) => claimDemand(c, roomId, liveWithinMs),
+    claimDemand: async (roomId, liveWithinMs) =>
+      readScript(c, "claim demand", () => claimDemand(roomId, liveWithinMs)),
     // Other processes hear the scheduler's commit through the data_version poll (every worker wakes);
     // this process's workers hear the names.
     wakeNodes: async (roomId, nodeIds) => {
