@@ -128,3 +128,44 @@ export function isMarkWords(status: TaskStatus, error: string | null): boolean {
     (error.startsWith(`${MARK_PREFIX}succeeded by `) || error.startsWith(`${MARK_PREFIX}skipped by `))
   );
 }
+
+/**
+ * What a handled mark keeps on its command's inbox row, so its answer is rebuilt the same after a
+ * restart: the verdict's kind, where, who and why, and the status it found or left.
+ */
+export type MarkRecord = {
+  kind: MarkVerdict["kind"];
+  runId: string;
+  dagId: string;
+  taskId: string;
+  to: MarkTarget;
+  by: string;
+  reason: string | null;
+  /** The task's status before the mark (marked), or the one that refused it. */
+  status: TaskStatus;
+  /** The run's status when it was refused for it. */
+  runStatus?: RunStatus;
+  /** The dependents it let go on (skipped → blocked). */
+  revived: string[];
+};
+
+export function markRecord(
+  verdict: MarkVerdict,
+  input: MarkInput,
+  run: { runId: string; dagId: string },
+  taskId: string,
+  found: TaskStatus,
+): MarkRecord {
+  return {
+    kind: verdict.kind,
+    runId: run.runId,
+    dagId: run.dagId,
+    taskId,
+    to: input.to,
+    by: input.by,
+    reason: input.reason,
+    status: verdict.kind === "marked" ? verdict.from : found,
+    ...(verdict.kind === "run-not-running" ? { runStatus: verdict.runStatus } : {}),
+    revived: verdict.kind === "marked" ? verdict.revive : [],
+  };
+}
