@@ -12,13 +12,14 @@ import type { CommandContext, MarkTaskResult } from "../../../ports/store.js";
 import { checkRoom } from "../checks.js";
 import { RUN_COLUMNS, sessionKey, TASK_COLUMNS } from "../records.js";
 import type { Script } from "../script.js";
-import { log, mappers, now, p, row, rows, run, sql, touch } from "../script.js";
+import { log, mappers, p, row, rows, run, sql, touch } from "../script.js";
 import { holdFence } from "./fence.js";
 import { markHandled } from "./inbox-handled.js";
 
 // Locked on PostgreSQL: a cancel or a derived end of the run either came first or waits for the mark.
-const RUN = sql("a run by its DAG, locked")`
-  SELECT ${RUN_COLUMNS} FROM runs
+// The clock comes with the row (no round trip of its own): the mark's words say when.
+const RUN = sql("a run by its DAG, locked, and the clock")`
+  SELECT ${RUN_COLUMNS}, ${p.now} AS now FROM runs
    WHERE room_id = ${p.text("roomId")} AND dag_id = ${p.text("dagId")}${p.only({ postgres: " FOR UPDATE" })}`;
 
 // Every task of the run, locked: a claim, a finish or the scheduler either came first or waits.
@@ -70,7 +71,7 @@ export function* markTask(
   );
   if (before === undefined || verdict === null) throw new NotFoundError(operation, { roomId, dagId, taskId });
   if (verdict.kind === "marked") {
-    const at = yield* now();
+    const at = Number(runRow["now"]);
     const moved = yield* run(MARK, {
       to: verdict.to,
       words: markWords(input, at),
