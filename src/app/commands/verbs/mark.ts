@@ -127,7 +127,7 @@ async function handleMark(ctx: HandlerContext, c: MarkCommand): Promise<Outcome>
   try {
     const result = await ctx.store.markTask(cmd, ctx.roomId, run.dagId, c.task, input);
     return markOutcomeFromStored(
-      markRecord(result.verdict, input, result.run, c.task, task.status),
+      markRecord(result.verdict, input, result.run, c.task, result.task.status),
       run.publishEventId,
     );
   } catch (err) {
