@@ -10,8 +10,9 @@ import { ACTIVE_TASK_STATUSES, isTerminalTask } from "./task-states.js";
  * The status the run should move to given its tasks' statuses, or `current` when no derived move
  * applies. Only `running` and `canceling` runs have derived moves:
  * - running → succeeded when every task is terminal and every one succeeded or was skipped (a task
- *   is skipped only behind a failed, timed-out or canceled one, which fails the run anyway, or behind
- *   an approval gate that timed out with on_timeout = "skip": what its DAG asked for, not a failure);
+ *   is skipped only behind a failed, timed-out or canceled one, which fails the run anyway, behind
+ *   an approval gate that timed out with on_timeout = "skip": what its DAG asked for, not a failure,
+ *   or by an operator's mark, kept on the task: docs/architecture.md §3 "Mark");
  * - running → failed when every task is terminal and some task did not succeed;
  * - canceling → canceled when every task is terminal. the first design said "once no task is running
  *   or canceling"; cancel has already canceled the blocked and queued ones, but a task claimed between

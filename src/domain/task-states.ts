@@ -5,6 +5,8 @@
  *   blocked → skipped, blocked | queued → canceled, queued → timed_out (never ran)
  *   running → queued (retry), running → canceling → canceled          (retries and cancels)
  *   blocked → succeeded | failed | timed_out | skipped               (an approval gate, gates.ts)
+ *   blocked | queued | failed | timed_out → succeeded | skipped       (an operator's mark, task-mark.ts)
+ *   skipped → blocked                                                 (a dependent the mark lets go on)
  *
  * An approval gate runs nothing: once its needs succeeded the scheduler opens it (its gate state is
  * set; it stays blocked, never queued), and a decision or its timeout ends it from blocked.
@@ -13,7 +15,9 @@
  * command handlers, e.g. cancel) and `reaper` all run on the room's leader and are fenced by its term;
  * `worker` is the node executing the task, fenced by (task_id, version) and executor = itself.
  * The condition of each row is documentation: the store's compare-and-set enforces it (expected
- * status and version in the WHERE clause). Terminal states never change.
+ * status and version in the WHERE clause). Terminal states never change, but for an operator's
+ * mark (task-mark.ts, docs/architecture.md §3 "Mark"): a failed or timed-out task of a run still
+ * running may be marked succeeded or skipped, and what the mark lets go on is skipped no longer.
  */
 import type { TaskStatus } from "./model.js";
 import { TASK_STATUSES } from "./model.js";
@@ -60,6 +64,21 @@ export const TASK_TRANSITIONS: readonly TaskTransition[] = [
     condition: 'an open approval gate past its timeout, on_timeout = "skip"; version=v',
   },
   { from: "queued", to: "canceled", who: ["leader"], condition: "cancel; status unchanged since read" },
+  ...(["blocked", "queued", "failed", "timed_out"] as const).flatMap((from) =>
+    (["succeeded", "skipped"] as const).map((to) => ({
+      from,
+      to,
+      who: ["leader"] as TaskActor[],
+      condition: "mark: an operator's override, its run running (task-mark.ts); version=v",
+    })),
+  ),
+  {
+    from: "skipped",
+    to: "blocked",
+    who: ["leader"],
+    condition:
+      "mark succeeded: a dependent the scheduler skipped behind the marked task, with no other bad need (task-mark.ts); version=v",
+  },
   {
     from: "queued",
     to: "running",

@@ -25,6 +25,7 @@ import type {
   GateState,
   GateVerdict,
 } from "../domain/gates.js";
+import type { MarkInput, MarkRecord, MarkVerdict } from "../domain/task-mark.js";
 
 /** A node's life: node_id plus a boot id chosen at start. A restart under the same name is a new session. */
 export interface Session {
@@ -175,7 +176,8 @@ export type StoreCommandResult =
       proposal?: { changeId: string; proposedBy: string };
     }
   | { op: "policy"; kind: "proposed"; proposal: PolicyProposal }
-  | ({ op: "gate" } & GateDecisionRecord);
+  | ({ op: "gate" } & GateDecisionRecord)
+  | ({ op: "mark" } & MarkRecord);
 
 /** The app's outcome (src/app/commands/outcome.ts owns its shape), with where its reply threads. */
 export type AppCommandResult = {
@@ -356,6 +358,12 @@ export interface RunPage {
 export const MAX_RUN_PAGE = 500;
 
 /** What a decision on an approval gate did: the domain's verdict, and the run and task after it. */
+export interface MarkTaskResult {
+  verdict: MarkVerdict;
+  run: RunRecord;
+  task: TaskRecord;
+}
+
 export interface GateDecisionResult {
   verdict: GateVerdict;
   run: RunRecord;
@@ -408,6 +416,20 @@ export interface RunStore {
     taskId: string,
     input: GateDecisionInput,
   ): Promise<GateDecisionResult>;
+  /**
+   * An operator's mark of task `taskId` of run `dagId` (by its name) as succeeded or skipped: the
+   * domain's decideMark on the run and its tasks as read, locked, in the transaction; the task's
+   * move and the dependents it lets go on applied with guarded UPDATEs, logged, and the inbox row
+   * marked with the result, all in one fenced transaction. A refusal changes nothing but the row.
+   * NotFoundError when there is no such run or task.
+   */
+  markTask(
+    ctx: CommandContext,
+    roomId: string,
+    dagId: string,
+    taskId: string,
+    input: MarkInput,
+  ): Promise<MarkTaskResult>;
 }
 
 // ---------------------------------------------------------------------------------------------

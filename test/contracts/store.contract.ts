@@ -16,6 +16,7 @@ import { fleetSection } from "./sections/fleet.js";
 import { gatesSection } from "./sections/gates.js";
 import { inboxSection } from "./sections/inbox.js";
 import { leasesSection } from "./sections/leases.js";
+import { marksSection } from "./sections/marks.js";
 import { eventlogSection } from "./sections/eventlog.js";
 import { idempotencySection } from "./sections/idempotency.js";
 import { migrationsSection } from "./sections/migrations.js";
@@ -45,6 +46,7 @@ const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["outputs", outputsSection],
   ["scheduler", schedulerSection],
   ["gates", gatesSection],
+  ["marks", marksSection],
   ["outbox", outboxSection],
   ["nodes", nodesSection],
   ["policies", policiesSection],

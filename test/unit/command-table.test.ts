@@ -21,6 +21,7 @@ describe("COMMANDS", () => {
       "cap",
       "confirm",
       "logs",
+      "mark",
       "policy",
       "publish",
       "reject",
@@ -74,8 +75,9 @@ describe("COMMANDS", () => {
     for (const c of COMMANDS) {
       const first = c.usage.split(" | ")[0]!;
       const typed = first.replace(
-        /\[<name>=<value> \.\.\.\]|\[<reason> \.\.\.\]|\[?<[a-z]+>\]?|\[[a-z]+\]/g,
-        (m) => examples[m] ?? m,
+        /\[<name>=<value> \.\.\.\]|\[<reason> \.\.\.\]|\[?<[a-z]+>\]?|\[[a-z]+\]|[a-z]+\|[a-z]+/g,
+        // A choice of words (`succeeded|skipped`): its first.
+        (m) => examples[m] ?? (m.includes("|") ? m.split("|")[0]! : m),
       );
       const r = parseCommand({ body: typed });
       expect(r.kind === "command" && r.command.verb, typed).toBe(c.verb);
@@ -101,7 +103,7 @@ describe("renderHelp", () => {
         .every((l) => !l.includes(" * — ")),
     ).toBe(true);
     expect(renderHelp("open")).toHaveLength(10);
-    expect(renderHelp("operator")).toHaveLength(11);
+    expect(renderHelp("operator")).toHaveLength(12);
     const cap = renderHelp("cap");
     expect(cap[0]).toBe("!dag cap <n>");
     expect(cap[1]).toContain("operators only");
@@ -133,9 +135,19 @@ describe("suggestVerb", () => {
 });
 
 describe("declared arguments", () => {
-  it("every verb but help, publish, run, approve, deny, nodes, policy and schedule declares its arguments, and its usage line is made from them", () => {
+  it("every verb but help, publish, run, approve, deny, mark, nodes, policy and schedule declares its arguments, and its usage line is made from them", () => {
     const own = COMMANDS.filter((c) => c.args === undefined).map((c) => c.verb);
-    expect(own.sort()).toEqual(["approve", "deny", "help", "nodes", "policy", "publish", "run", "schedule"]);
+    expect(own.sort()).toEqual([
+      "approve",
+      "deny",
+      "help",
+      "mark",
+      "nodes",
+      "policy",
+      "publish",
+      "run",
+      "schedule",
+    ]);
     for (const c of COMMANDS) {
       if (c.args === undefined) continue;
       const shown = c.args.map((a) => (a.optional === true ? `[<${a.name}>]` : `<${a.name}>`));

@@ -53,7 +53,7 @@ describe("the command table", () => {
     }
   });
 
-  it("operator verbs are exactly publish, run, confirm, reject, cancel, retry, cap, logs, policy and schedule", () => {
+  it("operator verbs are exactly publish, run, confirm, reject, cancel, mark, retry, cap, logs, policy and schedule", () => {
     const operator = COMMANDS.filter((c) => COMMAND_HANDLERS[c.verb].permission === "operator").map(
       (c) => c.verb,
     );
@@ -62,6 +62,7 @@ describe("the command table", () => {
       "cap",
       "confirm",
       "logs",
+      "mark",
       "policy",
       "publish",
       "reject",
@@ -127,6 +128,7 @@ describe("permissions", () => {
       "confirm",
       "reject",
       "cancel",
+      "mark",
       "schedule",
       "logs",
       "retry",

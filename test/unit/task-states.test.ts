@@ -41,6 +41,16 @@ const LEGAL: ReadonlyArray<readonly [TaskStatus, TaskStatus, TaskActor]> = [
   ["running", "canceling", "leader"],
   ["canceling", "canceled", "worker"],
   ["canceling", "canceled", "reaper"],
+  // An operator's mark (task-mark.ts): a task that waits or ended badly, ended as the operator says.
+  ["blocked", "skipped", "leader"],
+  ["queued", "succeeded", "leader"],
+  ["queued", "skipped", "leader"],
+  ["failed", "succeeded", "leader"],
+  ["failed", "skipped", "leader"],
+  ["timed_out", "succeeded", "leader"],
+  ["timed_out", "skipped", "leader"],
+  // What a mark lets go on: a dependent the scheduler skipped is decided again.
+  ["skipped", "blocked", "leader"],
 ];
 const legalKey = (from: string, to: string, actor: string): string => `${from}>${to}>${actor}`;
 const legalSet = new Set(LEGAL.map(([f, t, a]) => legalKey(f, t, a)));
@@ -74,14 +84,18 @@ describe("task transitions", () => {
     }
   });
 
-  it("never leaves a terminal state, and a task may never stay put", () => {
+  it("leaves a terminal state only by the leader's mark, and a task may never stay put", () => {
     expect([...TERMINAL_TASK_STATUSES].sort()).toEqual(
       ["canceled", "failed", "skipped", "succeeded", "timed_out"].sort(),
     );
     for (const from of TASK_STATUSES) {
       expect(isTerminalTask(from)).toBe(TERMINAL_TASK_STATUSES.has(from));
-      if (isTerminalTask(from)) expect(taskTargets(from)).toEqual([]);
-      else expect(taskTargets(from).length).toBeGreaterThan(0);
+      if (isTerminalTask(from)) {
+        for (const actor of ["scheduler", "reaper", "worker"] as const)
+          expect(taskTargets(from, actor)).toEqual([]);
+        for (const row of TASK_TRANSITIONS.filter((t) => t.from === from))
+          expect(row.condition).toMatch(/^mark/);
+      } else expect(taskTargets(from).length).toBeGreaterThan(0);
       for (const actor of TASK_ACTORS) expect(canTransitionTask(from, from, actor)).toBe(false);
     }
   });

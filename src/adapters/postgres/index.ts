@@ -19,6 +19,7 @@ import { ScheduleViews } from "../store-common/schedule-views.js";
 import * as step from "../store-common/ops/schedule-step.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
+import { markTask } from "../store-common/ops/mark-task.js";
 import * as inbox from "../store-common/ops/inbox.js";
 import * as outbox from "../store-common/ops/outbox.js";
 import * as after from "../store-common/ops/after.js";
@@ -135,6 +136,8 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       writeScript(db, "cancel run", () => runs.cancelRun(ctx, roomId, dagId, by)),
     decideGate: async (ctx, roomId, dagId, taskId, input) =>
       writeScript(db, `${input.decision} gate`, () => decideGate(ctx, roomId, dagId, taskId, input)),
+    markTask: async (ctx, roomId, dagId, taskId, input) =>
+      writeScript(db, `mark task ${input.to}`, () => markTask(ctx, roomId, dagId, taskId, input)),
     getRun: async (roomId, dagId) => readScript(db, "get run", () => reads.getRun(roomId, dagId)),
     getRunById: async (runId) => readScript(db, "get run by id", () => reads.getRunById(runId)),
     listRuns: async (roomId, opts) => readScript(db, "list runs", () => reads.listRuns(roomId, opts)),

@@ -15,6 +15,7 @@ import { ScheduleViews } from "../store-common/schedule-views.js";
 import * as step from "../store-common/ops/schedule-step.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
+import { markTask } from "../store-common/ops/mark-task.js";
 import * as inbox from "../store-common/ops/inbox.js";
 import * as outbox from "../store-common/ops/outbox.js";
 import * as after from "../store-common/ops/after.js";
@@ -120,6 +121,8 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
       writeScript(c, "cancel run", () => runs.cancelRun(ctx, roomId, dagId, by)),
     decideGate: async (ctx, roomId, dagId, taskId, input) =>
       writeScript(c, `${input.decision} gate`, () => decideGate(ctx, roomId, dagId, taskId, input)),
+    markTask: async (ctx, roomId, dagId, taskId, input) =>
+      writeScript(c, `mark task ${input.to}`, () => markTask(ctx, roomId, dagId, taskId, input)),
     getRun: async (roomId, dagId) => readScript(c, "get run", () => reads.getRun(roomId, dagId)),
     getRunById: async (runId) => readScript(c, "get run by id", () => reads.getRunById(runId)),
     listRuns: async (roomId, opts) => readScript(c, "list runs", () => reads.listRuns(roomId, opts)),

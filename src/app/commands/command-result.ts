@@ -4,12 +4,18 @@
  * same shapes; anything else is null (the caller says the result cannot be shown).
  */
 import { isRunDecision, isRunStatus } from "../../domain/run-states.js";
+import { isMarkTarget } from "../../domain/task-mark.js";
+import { isTaskStatus } from "../../domain/task-states.js";
 import type { CommandResult, PolicyProposal, RoomPolicy, StoreCommandResult } from "../../ports/store.js";
 
 const str = (v: unknown): v is string => typeof v === "string";
 const num = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
 const obj = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v);
+
+const MARK_VERDICT_KINDS = ["marked", "running", "wrong-status", "run-not-running"] as const;
+const isMarkVerdictKind = (v: unknown): v is (typeof MARK_VERDICT_KINDS)[number] =>
+  typeof v === "string" && (MARK_VERDICT_KINDS as readonly string[]).includes(v);
 
 const GATE_VERDICT_KINDS = [
   "recorded",
@@ -102,6 +108,25 @@ function readStoreResult(r: Record<string, unknown>): StoreCommandResult | null 
         ...(obj(values) && Object.values(values).every(str)
           ? { values: values as Record<string, string> }
           : {}),
+      };
+    }
+    case "mark": {
+      const { taskId, to, by, reason, revived, runStatus } = r;
+      if (!str(runId) || !str(dagId) || !str(taskId) || !str(by) || !isTaskStatus(status)) return null;
+      if (!isMarkTarget(to) || !isMarkVerdictKind(kind) || (reason !== null && !str(reason))) return null;
+      if (!Array.isArray(revived) || !revived.every(str)) return null;
+      return {
+        op,
+        kind,
+        runId,
+        dagId,
+        taskId,
+        to,
+        by,
+        reason,
+        status,
+        revived,
+        ...(isRunStatus(runStatus) ? { runStatus } : {}),
       };
     }
     default: {

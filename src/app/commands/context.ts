@@ -32,6 +32,7 @@ export type CommandStore = Pick<
   | "countTaskStatuses"
   | "getTask"
   | "decideGate"
+  | "markTask"
 > &
   Pick<
     DefinitionStore,

@@ -118,7 +118,7 @@ export const taskLineSchema = z
       .string()
       .optional()
       .describe(
-        "an approval gate's decision: who (from which face, when) approved or denied it, or its timeout",
+        "who decided the task's end: an approval gate's decision (who, from which face, when, approved or denied), its timeout, or an operator's mark (marked succeeded|skipped by whom, from which face, when, why)",
       ),
   })
   .meta({ id: "TaskLine" });

@@ -37,6 +37,7 @@ import type { CommandPolicy, CommandStore, DagLibrary, HandlerContext } from "./
 import { withRoomPolicy } from "./context.js";
 import { describeDecision } from "./run-decisions.js";
 import { findGateMessage, gateOutcomeFromStored } from "./gate-decisions.js";
+import { markOutcomeFromStored } from "./verbs/mark.js";
 import { describeCreate } from "./run-creation.js";
 import type { InboxIntent } from "./inbox-intent.js";
 import {
@@ -564,6 +565,7 @@ async function outcomeFromStoreResult(
   const run = await deps.store.getRunById(result.runId);
   if (run === null) return unreadable(row, "its run is gone");
   if (result.op === "gate") return gateOutcomeFromStored(result, run.publishEventId);
+  if (result.op === "mark") return markOutcomeFromStored(result, run.publishEventId);
   const recorded = { ...run, status: result.status };
   if (result.op === "publish") {
     const verb = commandVerbOf(intent);

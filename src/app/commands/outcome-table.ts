@@ -102,6 +102,11 @@ const TABLE: { readonly [K in OutcomeKind]: Entry<K> } = {
           : problem(409, "wrong-status", { gate: o.gate, result: o.result }),
     exit: (o) => (gateSucceeded(o) ? EXIT_OK : EXIT_REFUSED),
   },
+  mark: {
+    http: (o) =>
+      o.result === "marked" ? ok200 : problem(409, "wrong-status", { task: o.taskId, status: o.status }),
+    exit: (o) => (o.result === "marked" ? EXIT_OK : EXIT_REFUSED),
+  },
   "not-found": {
     http: (o) =>
       problem(404, o.taskId === null ? "run-not-found" : "task-not-found", {

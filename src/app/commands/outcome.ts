@@ -13,6 +13,8 @@ import { summarizeCounts } from "../../domain/run-status.js";
 import type { ExplainedWait, WaitReason } from "../../domain/wait-reasons.js";
 import { explained } from "../../domain/wait-reasons.js";
 import { gateDecisionWords } from "../../domain/gates.js";
+import type { MarkRecord } from "../../domain/task-mark.js";
+import { isMarkWords } from "../../domain/task-mark.js";
 import type {
   AppCommandResult,
   NodeRecord,
@@ -70,7 +72,10 @@ export interface TaskLine {
   lastLine?: string;
   /** Why a blocked or queued task waits (domain/wait-reasons.ts); absent when it does not, or unknown. */
   wait?: ExplainedWait;
-  /** An approval gate's decision in words (gates.ts gateDecisionWords); absent until it is decided. */
+  /**
+   * Who decided the task's end, in words: an approval gate's decision (gates.ts gateDecisionWords),
+   * or an operator's mark (task-mark.ts markWords); absent otherwise.
+   */
   decided?: string;
   /**
    * The values it published for its dependents (domain/outputs.ts), where the answer shows them (a
@@ -220,6 +225,8 @@ export type Outcome =
       /** The form's values once approved: the gate's outputs. */
       values?: Record<string, string>;
     }
+  /** mark: the verdict of decideMark (task-mark.ts) as the store kept it, and the run's thread. */
+  | ({ kind: "mark"; result: MarkRecord["kind"]; publishEventId: string | null } & Omit<MarkRecord, "kind">)
   | {
       kind: "not-found";
       dagId: string;
@@ -413,8 +420,14 @@ export function taskLine(task: TaskRecord, wait?: WaitReason, withOutputs = fals
     ...(lastLine === null ? {} : { lastLine }),
     ...(wait === undefined ? {} : { wait: explained(wait) }),
     ...(withOutputs && task.outputValues !== null ? { outputs: task.outputValues } : {}),
-    ...(task.gateState?.decision == null ? {} : { decided: gateDecisionWords(task.gateState) }),
+    ...decidedOf(task),
   };
+}
+
+/** Who decided the task's end, in words: an operator's mark (task-mark.ts), or a gate's decision. */
+function decidedOf(task: TaskRecord): { decided?: string } {
+  if (isMarkWords(task.status, task.error)) return { decided: firstLine(task.error ?? "", MAX_ERROR_CHARS) };
+  return task.gateState?.decision == null ? {} : { decided: gateDecisionWords(task.gateState) };
 }
 
 function firstLine(value: string, max: number): string {

@@ -2,6 +2,7 @@
  * The status card of a run (docs/architecture.md §4 step 5): one message per run, edited in place as tasks
  * move. `!dag status <id>` renders the same view as a reply. Pure: the time is passed in.
  */
+import { isMarkWords } from "../../domain/task-mark.js";
 import { appliedDag } from "../../domain/params.js";
 import { isTerminalRun } from "../../domain/run-states.js";
 import { exitWords } from "../../domain/exit-status.js";
@@ -106,12 +107,18 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
 
   // A card shows each task that needs eyes and folds the others into one line per state; a
   // `!dag status` reply (asked for) shows every task line.
-  const eyes = asCard ? view.tasks.filter((t) => NEEDS_EYES.has(t.status)) : view.tasks;
+  // An operator's mark is shown on its own line too: the run's outcome rests on it (task-mark.ts).
+  const eyes = asCard
+    ? view.tasks.filter((t) => NEEDS_EYES.has(t.status) || isMarkWords(t.status, t.error))
+    : view.tasks;
   // Awaiting confirmation, the plan lists every task already: no second list of them waiting.
   const folded = asCard && plan.length === 0 ? foldedLines(view) : [];
   const taskLines = [...eyes.map((t) => renderTaskLine(t, view.at)), ...folded];
   const shownCount = asCard
-    ? TASK_STATUSES.filter((s) => !NEEDS_EYES.has(s)).reduce((n, s) => n + summary.byStatus[s], eyes.length)
+    ? TASK_STATUSES.filter((s) => !NEEDS_EYES.has(s)).reduce(
+        (n, s) => n + summary.byStatus[s],
+        eyes.filter((t) => NEEDS_EYES.has(t.status)).length,
+      )
     : view.tasks.length;
   const hidden = summary.total - shownCount;
   const footer = r`${startedBy(run)}${

@@ -20,6 +20,7 @@ import { graph } from "./graph.js";
 import { help } from "./help.js";
 import { list } from "./list.js";
 import { logs } from "./logs.js";
+import { mark } from "./mark.js";
 import { nodes } from "./nodes.js";
 import { policy } from "./policy.js";
 import { publish } from "./publish.js";
@@ -40,6 +41,7 @@ export const VERBS = [
   cancel,
   approve,
   deny,
+  mark,
   status,
   list,
   schedules,
