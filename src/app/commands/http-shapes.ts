@@ -7,6 +7,7 @@
 import { z } from "zod";
 import {
   COMMAND_ID_PATTERN,
+  isTaskId,
   LIBRARY_NAME_PATTERN,
   MAX_CAP,
   MAX_COMMAND_BYTES,
@@ -25,7 +26,13 @@ export const roomParam = z
   .regex(/^[\x21-\x7e]+$/, { error: "a room id is printable ASCII without spaces" });
 
 export const runParams = z.strictObject({ id: idParam });
-export const taskParams = z.strictObject({ id: idParam, task: idParam });
+/** A task id in a path: an id, or a matrix instance's (`deploy[region=eu]`, percent-encoded or not). */
+export const taskIdParam = z
+  .string()
+  .refine(isTaskId, {
+    error: "use 1-64 of A-Z a-z 0-9 _ . -, or a matrix instance's id like deploy[region=eu]",
+  });
+export const taskParams = z.strictObject({ id: idParam, task: taskIdParam });
 export const roomParams = z.strictObject({ room: roomParam });
 
 const runStatus = z.enum(RUN_STATUSES);
