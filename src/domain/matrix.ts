@@ -6,7 +6,8 @@
  * document task id can look like (ids hold no `[`).
  */
 import type { TaskStatus } from "./model.js";
-import { countStatuses } from "./run-counts.js";
+import type { TaskSummary } from "./run-status.js";
+import { summarizeTasks } from "./run-status.js";
 
 export const MATRIX_LIMITS = {
   /** Instances one matrix task expands into: a run's card, picture and claims stay readable and cheap. */
@@ -103,11 +104,11 @@ export function documentIndexes(taskIds: readonly string[]): number[] {
   });
 }
 
-/** One matrix task on a face: its instances and how many are in each status. */
+/** One matrix task on a face: its instances, and their counts as a run's (run-status.ts). */
 export interface MatrixGroup {
   task: string;
   instances: string[];
-  byStatus: Record<TaskStatus, number>;
+  summary: TaskSummary;
 }
 
 /**
@@ -127,12 +128,12 @@ export function matrixGroups(tasks: ReadonlyArray<{ taskId: string; status: Task
   return [...groups].map(([task, g]) => ({
     task,
     instances: g.instances,
-    byStatus: countStatuses(g.statuses),
+    summary: summarizeTasks(g.statuses),
   }));
 }
 
 /** The order a group's counts are said in: what ended well, what needs eyes, what is yet to happen. */
-export const GROUP_COUNT_ORDER: readonly TaskStatus[] = [
+const GROUP_COUNT_ORDER: readonly TaskStatus[] = [
   "succeeded",
   "failed",
   "timed_out",
@@ -143,3 +144,8 @@ export const GROUP_COUNT_ORDER: readonly TaskStatus[] = [
   "queued",
   "blocked",
 ];
+
+/** A group's non-zero counts in the order every face says them: `[["succeeded", 4], ["failed", 1]]`. */
+export function groupCounts(byStatus: Readonly<Record<TaskStatus, number>>): Array<[TaskStatus, number]> {
+  return GROUP_COUNT_ORDER.filter((s) => (byStatus[s] ?? 0) > 0).map((s) => [s, byStatus[s]]);
+}

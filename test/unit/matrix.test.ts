@@ -7,7 +7,7 @@ import { checkActions, checkTaskArguments, formatIssue, parseDag } from "../../s
 import { isTaskId } from "../../src/domain/command-grammar.js";
 import { parseCommand } from "../../src/app/commands/verbs/index.js";
 import type { ParsedDag } from "../../src/domain/model.js";
-import { matrixGroups, parseInstanceId } from "../../src/domain/matrix.js";
+import { groupCounts, matrixGroups, parseInstanceId } from "../../src/domain/matrix.js";
 import { planLevels } from "../../src/domain/plan.js";
 
 function ok(result: ParseDagResult): ParsedDag {
@@ -321,7 +321,12 @@ describe("instance ids on every face", () => {
     expect(groups[0]).toMatchObject({
       task: "deploy",
       instances: ["deploy[r=eu]", "deploy[r=us]", "deploy[r=ap]"],
-      byStatus: { succeeded: 1, failed: 1, running: 1, blocked: 0 },
+      summary: { total: 3, byStatus: { succeeded: 1, failed: 1, running: 1, blocked: 0 } },
     });
+    expect(groupCounts(groups[0]!.summary.byStatus)).toEqual([
+      ["succeeded", 1],
+      ["failed", 1],
+      ["running", 1],
+    ]);
   });
 });

@@ -1,0 +1,88 @@
+/** A run with a matrix task on its faces: the card and the `!dag status` reply group its instances. */
+import { describe, expect, it } from "vitest";
+import { cardMessage } from "../../src/app/render/messages.js";
+import { renderStatusCard } from "../../src/app/render/status-card.js";
+import { parseDag } from "../../src/domain/dag.js";
+import type { TaskStatus } from "../../src/domain/model.js";
+import type { RunRecord, TaskRecord } from "../../src/ports/store.js";
+import { taskFixture } from "../support/task-record.js";
+
+const T0 = Date.UTC(2024, 4, 1, 12, 0, 0);
+
+const parsed = parseDag(
+  `id = "rollout"
+[[tasks]]
+id = "build"
+action = "echo"
+[[tasks]]
+id = "deploy"
+action = "echo"
+needs = ["build"]
+matrix = { region = ["eu", "us"], tier = ["web", "db", "cache"] }
+args = { message = "{matrix.region}" }
+`,
+  "toml",
+);
+if (!parsed.ok) throw new Error("the matrix DAG must parse");
+const dag = parsed.dag;
+
+function run(extra: Partial<RunRecord> = {}): RunRecord {
+  return {
+    runId: "run-1",
+    roomId: "!room:test",
+    dagId: "rollout",
+    hash: parsed.ok ? parsed.hash : "h",
+    status: "running",
+    description: null,
+    maxParallel: null,
+    publisher: "@alice:test",
+    publishEventId: "$publish",
+    confirmedBy: "@alice:test",
+    confirmDeadline: null,
+    createdAt: T0,
+    updatedAt: T0,
+    dag,
+    ...extra,
+  };
+}
+
+const STATES: TaskStatus[] = ["succeeded", "succeeded", "failed", "succeeded", "running", "succeeded"];
+
+function tasks(): TaskRecord[] {
+  const instances = dag.tasks.slice(1);
+  return [
+    taskFixture({ taskId: "build", status: "succeeded", startedAt: T0, finishedAt: T0 + 1_000 }),
+    ...instances.map((t, i) =>
+      taskFixture({
+        taskId: t.id,
+        status: STATES[i]!,
+        startedAt: T0 + 1_000,
+        finishedAt: STATES[i] === "running" ? null : T0 + 3_000,
+        ...(STATES[i] === "failed" ? { exitCode: 1 } : {}),
+      }),
+    ),
+  ];
+}
+
+describe("a matrix task on the status card", () => {
+  it("is one line counting its instances by state, with the instances that need eyes listed", () => {
+    const card = renderStatusCard(run(), tasks(), T0 + 8_000);
+    const lines = card.body.split("\n");
+    expect(lines).toContain("`deploy` × 6: 4 ✅ 1 ❌ 1 🔄");
+    expect(card.html).toContain("<code>deploy</code> × 6: 4 ✅ 1 ❌ 1 🔄");
+    // The progress line still counts every task, the build too.
+    expect(card.body).toContain("5/7 succeeded · 1 failed · 1 running");
+    expect(lines.some((l) => l.startsWith("❌ `deploy[region=eu,tier=cache]`"))).toBe(true);
+    expect(lines.some((l) => l.startsWith("🔄 `deploy[region=us,tier=db]`"))).toBe(true);
+  });
+
+  it("is the same line in the message the bot sends", () => {
+    const message = cardMessage(run(), tasks(), T0 + 8_000);
+    expect(String(message.content["body"])).toContain("`deploy` × 6: 4 ✅ 1 ❌ 1 🔄");
+  });
+
+  it("says nothing of groups for a run without a matrix", () => {
+    const plain = tasks().map((t) => ({ ...t, taskId: t.taskId.replace(/\[.*\]$/, `_${t.version}`) }));
+    expect(renderStatusCard(run(), plain, T0 + 8_000).body).not.toContain(" × ");
+  });
+});
