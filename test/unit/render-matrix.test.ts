@@ -1,8 +1,9 @@
-/** A run with a matrix task on its faces: the card and the `!dag status` reply group its instances. */
+/** A run with a matrix task on its faces: the card, the `!dag status` reply and the picture group its instances. */
 import { describe, expect, it } from "vitest";
 import { cardMessage } from "../../src/app/render/messages.js";
 import { renderStatusCard } from "../../src/app/render/status-card.js";
 import { parseDag } from "../../src/domain/dag.js";
+import { buildRunGraph } from "../../src/domain/run-graph.js";
 import type { TaskStatus } from "../../src/domain/model.js";
 import type { RunRecord, TaskRecord } from "../../src/ports/store.js";
 import { taskFixture } from "../support/task-record.js";
@@ -84,5 +85,49 @@ describe("a matrix task on the status card", () => {
   it("says nothing of groups for a run without a matrix", () => {
     const plain = tasks().map((t) => ({ ...t, taskId: t.taskId.replace(/\[.*\]$/, `_${t.version}`) }));
     expect(renderStatusCard(run(), plain, T0 + 8_000).body).not.toContain(" × ");
+  });
+});
+
+describe("a matrix task in the picture of a run", () => {
+  const input = (states: readonly TaskStatus[]) =>
+    buildRunGraph({
+      dagId: "rollout",
+      runLabel: "12345678",
+      runStatusWord: "running",
+      tasks: dag.tasks.map((t, i) => ({
+        id: t.id,
+        action: t.action,
+        needs: t.needs,
+        status: i === 0 ? "succeeded" : states[i - 1]!,
+      })),
+    });
+
+  it("is one box named after the task, edged from what it needs, however few its instances", () => {
+    const graph = input(["succeeded", "succeeded", "succeeded", "succeeded", "queued", "queued"]);
+    expect(graph.boxes.map((b) => [b.kind, b.caption, b.taskIds.length])).toEqual([
+      ["task", "echo", 1],
+      ["group", "deploy × 6", 6],
+    ]);
+    expect(graph.boxes[1]!.counts).toMatchObject({ succeeded: 4, queued: 2 });
+    expect(graph.edges).toEqual([[graph.boxes[0]!.key, graph.boxes[1]!.key]]);
+  });
+
+  it("keeps an instance that failed in sight beside the box, which says how many it holds", () => {
+    const graph = input(STATES);
+    expect(graph.boxes.map((b) => [b.kind, b.caption, b.taskIds])).toEqual([
+      ["task", "echo", ["build"]],
+      [
+        "group",
+        "deploy × 6 (4 here)",
+        [
+          "deploy[region=eu,tier=web]",
+          "deploy[region=eu,tier=db]",
+          "deploy[region=us,tier=web]",
+          "deploy[region=us,tier=cache]",
+        ],
+      ],
+      ["task", "echo", ["deploy[region=eu,tier=cache]"]],
+      ["task", "echo", ["deploy[region=us,tier=db]"]],
+    ]);
   });
 });
