@@ -8,6 +8,7 @@
 import type { TaskStatus } from "./model.js";
 import type { TaskSummary } from "./run-status.js";
 import { summarizeTasks } from "./run-status.js";
+import { TASK_STATUS_WORD } from "./run-counts.js";
 
 export const MATRIX_LIMITS = {
   /** Instances one matrix task expands into: a run's card, picture and claims stay readable and cheap. */
@@ -148,4 +149,10 @@ const GROUP_COUNT_ORDER: readonly TaskStatus[] = [
 /** A group's non-zero counts in the order every face says them: `[["succeeded", 4], ["failed", 1]]`. */
 export function groupCounts(byStatus: Readonly<Record<TaskStatus, number>>): Array<[TaskStatus, number]> {
   return GROUP_COUNT_ORDER.filter((s) => (byStatus[s] ?? 0) > 0).map((s) => [s, byStatus[s]]);
+}
+
+/** A group in plain words, for the CLI: `deploy × 6: 4 succeeded, 1 failed, 1 running`. */
+export function groupWords(group: { task: string; summary: TaskSummary }): string {
+  const counts = groupCounts(group.summary.byStatus).map(([s, n]) => `${n} ${TASK_STATUS_WORD[s]}`);
+  return `${group.task} × ${group.summary.total}: ${counts.join(", ")}`;
 }

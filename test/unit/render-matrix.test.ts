@@ -4,6 +4,7 @@ import { cardMessage } from "../../src/app/render/messages.js";
 import { renderStatusCard } from "../../src/app/render/status-card.js";
 import { parseDag } from "../../src/domain/dag.js";
 import { buildRunGraph } from "../../src/domain/run-graph.js";
+import { renderSummary } from "../../src/cli/progress.js";
 import type { TaskStatus } from "../../src/domain/model.js";
 import type { RunRecord, TaskRecord } from "../../src/ports/store.js";
 import { taskFixture } from "../support/task-record.js";
@@ -129,5 +130,15 @@ describe("a matrix task in the picture of a run", () => {
       ["task", "echo", ["deploy[region=eu,tier=cache]"]],
       ["task", "echo", ["deploy[region=us,tier=db]"]],
     ]);
+  });
+});
+
+describe("a matrix task in the CLI's table of a run", () => {
+  it("is one line of words after the instances' own lines", () => {
+    const lines = renderSummary(run(), tasks(), T0 + 8_000)
+      .trimEnd()
+      .split("\n");
+    expect(lines.at(-2)).toBe("deploy × 6: 4 succeeded, 1 failed, 1 running");
+    expect(lines.filter((l) => l.startsWith("  deploy["))).toHaveLength(6);
   });
 });

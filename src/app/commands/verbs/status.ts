@@ -24,8 +24,7 @@ import { formatDuration, runTimeWords } from "../../../domain/duration.js";
 import { exitWords } from "../../../domain/exit-status.js";
 import { againWords } from "../../../domain/failure-words.js";
 import { TASK_STATUSES } from "../../../domain/model.js";
-import { groupCounts, matrixGroups } from "../../../domain/matrix.js";
-import { TASK_STATUS_WORD } from "../../../domain/run-counts.js";
+import { groupWords, matrixGroups } from "../../../domain/matrix.js";
 import type { Idiom } from "../face.js";
 import { byLayout } from "../face.js";
 
@@ -206,12 +205,7 @@ function statusText(o: Extract<Outcome, { kind: "status" }>, say: Idiom): string
     .map((st) => `${o.summary.byStatus[st]} ${st.replace("_", " ")}`)
     .join(", ");
   // A matrix task as one line over its instances' lines: `deploy × 6: 4 succeeded, 1 failed, 1 running`.
-  for (const g of o.groups ?? [])
-    lines.push(
-      `${g.task} × ${g.summary.total}: ${groupCounts(g.summary.byStatus)
-        .map(([st, n]) => `${n} ${TASK_STATUS_WORD[st]}`)
-        .join(", ")}`,
-    );
+  for (const g of o.groups ?? []) lines.push(groupWords(g));
   lines.push(
     `run ${run.dagId} (${run.runId}) ${runTimeWords(run.status, run.createdAt, run.updatedAt, o.at)}: ${counts}`,
   );
