@@ -9,6 +9,8 @@ import { parseCommand } from "../../src/app/commands/verbs/index.js";
 import type { ParsedDag } from "../../src/domain/model.js";
 import { groupCounts, matrixGroups, parseInstanceId } from "../../src/domain/matrix.js";
 import { planLevels } from "../../src/domain/plan.js";
+import { resolveParams } from "../../src/domain/params.js";
+import { taskParams } from "../../src/app/commands/http-shapes.js";
 
 function ok(result: ParseDagResult): ParsedDag {
   if (!result.ok) throw new Error(`expected a valid DAG, got:\n${result.issues.map(formatIssue).join("\n")}`);
@@ -308,6 +310,34 @@ describe("instance ids on every face", () => {
       command: { verb: "logs", task: "deploy[region=eu,tier=web]" },
     });
     expect(parseCommand({ body: "!dag logs rollout deploy[region=eu;rm]" })).toMatchObject({ kind: "error" });
+  });
+
+  it("lets an HTTP path name an instance, and refuses what is neither an id nor an instance's", () => {
+    expect(taskParams.safeParse({ id: "rollout", task: "deploy[region=eu,tier=web]" }).success).toBe(true);
+    expect(taskParams.safeParse({ id: "rollout", task: "deploy[region=eu,tier=web" }).success).toBe(false);
+  });
+
+  it("places a parameter's refusal on an instance at the document's task", () => {
+    const dag = ok(
+      parseDag(
+        JSON.stringify({
+          id: "m",
+          params: { v: { pattern: "[a-z]+", default: "x" } },
+          tasks: [
+            { id: "first", action: "echo", matrix: { q: ["1", "2"] } },
+            { id: "t", action: "echo", matrix: { r: ["a", "b"] }, args: { x: "{params.v}".repeat(20) } },
+          ],
+        }),
+        "json",
+      ),
+    );
+    const result = resolveParams(dag, [["v", "y".repeat(4000)]]);
+    expect(result).toMatchObject({
+      ok: false,
+      message: expect.stringMatching(
+        /^with these parameter values, tasks\[1\]\.args\.x would be 80000 characters long/,
+      ),
+    });
   });
 
   it("groups a run's instances by matrix task, counting each status", () => {
