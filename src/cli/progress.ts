@@ -11,6 +11,7 @@ import type { RunRecord, TaskRecord } from "../ports/store.js";
 import type { WaitReason } from "../domain/wait-reasons.js";
 import { waitText } from "../domain/wait-reasons.js";
 import { isTerminalRun } from "../domain/run-states.js";
+import { groupWords, matrixGroups } from "../domain/matrix.js";
 
 export interface ProgressOutput {
   write(text: string): unknown;
@@ -307,6 +308,8 @@ export function renderSummary(
     ];
     lines.push(`  ${cols.filter((c, i) => i < 3 || c !== "").join("  ")}`.trimEnd());
   }
+  // A matrix task as one line over its instances' lines (domain/matrix.ts).
+  for (const g of matrixGroups(tasks)) lines.push(groupWords(g));
   lines.push(
     `run ${run.dagId} (${run.runId}) ${runTimeWords(run.status, run.createdAt, run.updatedAt, nowMs)}: ${counts(tasks)}`,
   );

@@ -10,11 +10,19 @@
  */
 import { htmlToText, quoteInput, stripReplyFallback, utf8Length } from "./command-text.js";
 import { ID_PATTERN } from "./dag-schema.js";
+import { parseInstanceId } from "./matrix.js";
 
 /** A command message may be at most this many UTF-8 bytes; a DAG document has the same limit. */
 export const MAX_COMMAND_BYTES = 64 * 1024;
 /** Run and task ids: the DAG documents' own pattern, so any id a DAG may have can be named. */
 export const COMMAND_ID_PATTERN = ID_PATTERN;
+/** A task id: a DAG document's, or an instance of its matrix task (`deploy[region=eu,tier=web]`, matrix.ts). */
+export function isTaskId(id: string): boolean {
+  return COMMAND_ID_PATTERN.test(id) || parseInstanceId(id) !== null;
+}
+/** What a task id is, said when one is refused. */
+export const TASK_ID_RULE =
+  "1 to 64 characters of A-Z a-z 0-9 _ . -, or a matrix instance's id like deploy[region=eu]";
 /** Library names are ids that do not start with `.` or `-`, so `.`, `..` and option-like names are out. */
 export const LIBRARY_NAME_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
 /** The Matrix HTML format; other formats' bodies are ignored. */
@@ -211,6 +219,13 @@ export function checkId(verb: string, what: string, raw: string): string | Parse
   return fail("bad-id", verb, `bad ${what} ${quoteInput(raw)}: an id is ${ID_RULE}`);
 }
 
+/** A task (or gate) id: an id, or a matrix instance's. */
+export function checkTaskId(verb: string, what: string, raw: string): string | Parsed<never> {
+  const id = unquote(raw);
+  if (isTaskId(id)) return id;
+  return fail("bad-id", verb, `bad ${what} ${quoteInput(raw)}: a task id is ${TASK_ID_RULE}`);
+}
+
 const ARG_WORDS: Record<number, string> = { 0: "no arguments", 1: "one argument", 2: "two arguments" };
 
 /** Too few or too many words after the verb, as an error; null when the count is right. */
@@ -261,7 +276,7 @@ function parseArg(verb: string, spec: ArgSpec, raw: string): string | number | P
     case "run-id":
       return checkId(verb, "id", raw);
     case "task-id":
-      return checkId(verb, "task id", raw);
+      return checkTaskId(verb, "task id", raw);
     case "hash": {
       const hash = unquote(raw);
       if (HASH_PREFIX_PATTERN.test(hash)) return hash.toLowerCase();

@@ -9,6 +9,8 @@ import { OUTPUT_LIMITS, outputReferences } from "./outputs.js";
 import { newCheckBudget, PARAM_LIMITS, paramReferences, paramValueProblem } from "./params.js";
 import { scheduleProblem } from "./schedule.js";
 import { AFTER_STATUSES, parseAfterSource } from "./after.js";
+import { MATRIX_LIMITS, MATRIX_VALUE } from "./matrix.js";
+import { expandTasks, matrixIssues } from "./matrix-expansion.js";
 
 /** Every limit a DAG document is held to; messages quote these numbers. */
 export const DAG_LIMITS = {
@@ -133,16 +135,17 @@ function isTable(value: unknown): value is Record<string, unknown> {
 function namedEntries(
   raw: unknown,
   ctx: z.RefinementCtx,
-  what: "argument" | "parameter" | "output" | "field",
+  what: "argument" | "parameter" | "output" | "field" | "axis",
   max: number,
 ): Array<[string, unknown]> {
+  const whats = what === "axis" ? "axes" : `${what}s`;
   if (!isTable(raw)) {
-    ctx.addIssue({ code: "custom", message: `expected a table of ${what}s, got ${describeValue(raw)}` });
+    ctx.addIssue({ code: "custom", message: `expected a table of ${whats}, got ${describeValue(raw)}` });
     return [];
   }
   const keys = Object.keys(raw);
   if (keys.length > max)
-    ctx.addIssue({ code: "custom", message: `has ${keys.length} ${what}s; at most ${max}` });
+    ctx.addIssue({ code: "custom", message: `has ${keys.length} ${whats}; at most ${max}` });
   const entries: Array<[string, unknown]> = [];
   for (const key of keys) {
     const problem = RESERVED_NAMES.has(key) ? null : argNameProblem(key);
@@ -269,6 +272,53 @@ const outputsSchema = patternsSchema(
   "the output's pattern (a non-empty string, RE2, matched against the whole value)",
 );
 
+/**
+ * `matrix = { AXIS = ["VALUE", ...] }` (matrix.ts): names as argument names, each axis a list of
+ * distinct values with an id's characters (a value is part of its instance's id), at most
+ * MATRIX_LIMITS.maxInstances combinations in all.
+ */
+const matrixSchema = z
+  .unknown()
+  .superRefine((raw, ctx) => {
+    const entries = namedEntries(raw, ctx, "axis", MATRIX_LIMITS.maxAxes);
+    if (isTable(raw) && Object.keys(raw).length === 0)
+      ctx.addIssue({ code: "custom", message: "names no axis; a matrix needs at least one list of values" });
+    const lengths: number[] = [];
+    for (const [axis, values] of entries) {
+      if (!Array.isArray(values) || values.length === 0 || values.length > MATRIX_LIMITS.maxValues) {
+        const got = Array.isArray(values) ? `${values.length} values` : describeValue(values);
+        ctx.addIssue({
+          code: "custom",
+          path: [axis],
+          message: `expected a list of 1 to ${MATRIX_LIMITS.maxValues} values, got ${got}`,
+        });
+        lengths.push(0);
+        continue;
+      }
+      lengths.push(values.length);
+      const seen = new Set<string>();
+      values.forEach((value: unknown, j) => {
+        const problem =
+          typeof value !== "string"
+            ? `expected a string (write ${typeof value === "number" ? `"${value}"` : "it in quotes"}), got ${describeValue(value)}`
+            : !MATRIX_VALUE.test(value)
+              ? `${quote(value)} is not a matrix value: 1 to ${MATRIX_LIMITS.maxValueLength} characters of A-Z a-z 0-9 _ . - (it becomes part of the instance's id)`
+              : seen.has(value)
+                ? `${quote(value)} is listed twice`
+                : null;
+        if (typeof value === "string") seen.add(value);
+        if (problem !== null) ctx.addIssue({ code: "custom", path: [axis, j], message: problem });
+      });
+    }
+    const count = lengths.reduce((n, l) => n * l, 1);
+    if (lengths.length > 0 && count > MATRIX_LIMITS.maxInstances)
+      ctx.addIssue({
+        code: "custom",
+        message: `expands to ${count} instances (${lengths.join(" × ")}); a matrix task may have at most ${MATRIX_LIMITS.maxInstances}`,
+      });
+  })
+  .transform((raw) => ownRecord<string[]>(raw, (v) => [...(v as string[])]));
+
 /** The limits of an approval gate (`approve = { ... }`). */
 export const GATE_LIMITS = {
   maxApprovers: 10,
@@ -383,6 +433,8 @@ const taskSchema = z.strictObject({
   outputs: outputsSchema.optional(),
   // false: an attempt whose node was lost is never run again (task-states.ts, decideReap).
   rerun_if_lost: z.boolean().optional(),
+  // Expanded at parse into one task per combination (matrix-expansion.ts); no spec keeps it.
+  matrix: matrixSchema.optional(),
 });
 
 const AFTER_STATUS_RULE = `must be one of ${AFTER_STATUSES.map((s) => `"${s}"`).join(", ")} (or a list of them)`;
@@ -505,6 +557,8 @@ function outputReferenceProblem(
     return `refers to ${ref}, the task's own output; only a task it needs can give it one`;
   if (!ancestors.has(producer))
     return `refers to ${ref}, but "${producer}" is not among the tasks "${taskId}" needs (directly or through others), so it may not have run yet: add it to needs`;
+  if (task.matrix !== undefined)
+    return `refers to ${ref}, but "${producer}" is a matrix task, whose instances each have their own outputs: no one value is its`;
   // An approval gate's outputs are its form's fields.
   const declared = task.outputs ?? task.approve?.form ?? {};
   if (!Object.hasOwn(declared, name)) {
@@ -642,13 +696,22 @@ export const dagSchema = documentSchema
         }
       }
     });
+    // Matrix references and the bounds of the expanded DAG: an instance's argument is a document
+    // argument (its length limit), and all of them together a run's (params.ts maxAppliedTotal).
+    const expansion = {
+      maxTasks: DAG_LIMITS.maxTasks,
+      maxArgLength: DAG_LIMITS.maxArgStringLength,
+      maxArgsTotal: PARAM_LIMITS.maxAppliedTotal,
+    };
+    for (const issue of matrixIssues(doc.tasks, expansion))
+      ctx.addIssue({ code: "custom", path: issue.path, message: issue.message });
   })
   .transform((doc): ParsedDag => {
     const dag: ParsedDag = {
       id: doc.id,
       description: doc.description ?? null,
       maxParallel: doc.max_parallel ?? null,
-      tasks: doc.tasks.map(toTaskSpec),
+      tasks: expandTasks(doc.tasks, doc.tasks.map(toTaskSpec)),
     };
     // Absent when none are declared, so a DAG without parameters keeps the hash it always had.
     if (doc.params !== undefined && Object.keys(doc.params).length > 0) dag.params = doc.params;

@@ -9,6 +9,7 @@ import type { ParsedDag } from "./model.js";
 import { dagHash } from "./canonical-hash.js";
 import { checkGraph, graphView } from "./dag-graph.js";
 import { deferredArgs } from "./outputs.js";
+import { documentIndexes, parseInstanceId } from "./matrix.js";
 import type { DagIssue } from "./dag-issues.js";
 import { describeValue, formatPath, quote, suggestion } from "./dag-issues.js";
 import { DOCUMENT_KEYS, GATE_KEYS, PLACEMENT_KEYS, TASK_KEYS, dagSchema } from "./dag-schema.js";
@@ -71,8 +72,14 @@ function neverThrow(validate: () => ParseDagResult): ParseDagResult {
 /** Issues for tasks whose action is not in `knownActions` (for the leader, which knows every node's). */
 export function checkActions(dag: ParsedDag, knownActions: ReadonlySet<string>): DagIssue[] {
   const issues: DagIssue[] = [];
-  dag.tasks.forEach((task, i) => {
+  const seen = new Set<number>();
+  const places = documentIndexes(dag.tasks.map((t) => t.id));
+  dag.tasks.forEach((task, n) => {
     if (task.gate !== undefined || knownActions.has(task.action)) return;
+    // The instances of a matrix task share its action: one issue, at the document's task.
+    const i = places[n] ?? n;
+    if (seen.has(i)) return;
+    seen.add(i);
     const known = [...knownActions].sort();
     const listed =
       known.length === 0 ? "no node offers any action" : `known: ${known.slice(0, 20).join(", ")}`;
@@ -102,10 +109,14 @@ export function checkTaskArguments(
   offers: ReadonlyMap<string, readonly ActionOffer[]>,
 ): DagIssue[] {
   const issues: DagIssue[] = [];
-  dag.tasks.forEach((task, i) => {
+  const places = documentIndexes(dag.tasks.map((t) => t.id));
+  const seen = new Set<string>();
+  dag.tasks.forEach((task, n) => {
     if (task.gate !== undefined) return;
     const defined = offers.get(task.action) ?? [];
-    const seen = new Set<string>();
+    // An instance of a matrix task is placed at the document's task and named in the message.
+    const i = places[n] ?? n;
+    const instance = parseInstanceId(task.id) === null ? "" : ` (in ${task.id})`;
     for (const offer of defined) {
       const where = defined.length > 1 ? ` (as ${offer.nodes.slice(0, 3).join(", ")} define it)` : "";
       for (const problem of checkArgs(offer.template, task.args, deferredArgs(task.args)).problems) {
@@ -113,7 +124,7 @@ export function checkTaskArguments(
         const key = `${path}\0${problem.message}`;
         if (seen.has(key)) continue;
         seen.add(key);
-        issues.push({ path, message: `${problem.message}${where}` });
+        issues.push({ path, message: `${problem.message}${where}${instance}` });
       }
     }
   });

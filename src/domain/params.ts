@@ -8,6 +8,7 @@
 import type { ArgValue, ParamSpec, ParsedDag, TaskSpec } from "./model.js";
 import { checkCost, compileParamPattern, PATTERN_LIMITS } from "./param-pattern.js";
 import { holdsOutputReference, PARAM_REFERENCE } from "./references.js";
+import { documentIndexes } from "./matrix.js";
 
 export const PARAM_LIMITS = {
   maxParams: 32,
@@ -135,7 +136,10 @@ export function resolveParams(
  */
 function appliedSizeProblem(dag: ParsedDag, values: Readonly<Record<string, string>>): string | null {
   let total = 0;
-  for (const [i, task] of dag.tasks.entries()) {
+  // A matrix instance is placed at the document's task it came from (matrix.ts).
+  const places = documentIndexes(dag.tasks.map((t) => t.id));
+  for (const [n, task] of dag.tasks.entries()) {
+    const i = places[n] ?? n;
     for (const [key, raw] of Object.entries(task.args)) {
       if (typeof raw !== "string") continue;
       let length = raw.length;

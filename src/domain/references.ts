@@ -4,7 +4,8 @@
  * (outputs.ts). Each is put in once: a value is never read for references again. A parameter's value
  * may not hold an output reference (it is put in before outputs are), and an output's value neither
  * kind (a retry puts its producers' values in before its parameters): no value can become a
- * reference the DAG's validation never saw.
+ * reference the DAG's validation never saw. A matrix task's `{matrix.AXIS}` (matrix.ts) is put in
+ * first, when the document is parsed: its values are id characters only, so none holds a brace.
  */
 
 /** `{params.NAME}` in a task argument's string value. */

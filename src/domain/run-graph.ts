@@ -4,6 +4,7 @@
  *
  * Grouping, in this order, never hiding a task that needs eyes (running, canceling, failed,
  * timed out) unless a group already shows more than EYES_PER_GROUP of them:
+ * 0. a matrix task's instances (matrix.ts) become one box, `deploy × 6`, however few they are;
  * 1. wide fan-outs: more than FAN_LIMIT tasks with the same needs and the same dependents
  *    become one box;
  * 2. long chains: CHAIN_MIN or more tasks in a row, each the only dependent of the one before and
@@ -13,7 +14,8 @@
  *    each plan level become one box per level.
  * What is still over the picture budget after that is reduced by graph-budget.ts (implied edges
  * left out, then bands of levels), so no DAG costs more than the budget to draw.
- * A quotient of a DAG by these groups stays acyclic: fan-out members share needs and dependents,
+ * A quotient of a DAG by these groups stays acyclic: a matrix task's instances and fan-out members
+ * share needs and dependents,
  * a chain has one way in and one way out, and a level's tasks have no edges among themselves.
  */
 import type { TaskStatus } from "./model.js";
@@ -22,6 +24,7 @@ import { countStatuses, outcomeCounts } from "./run-counts.js";
 export type { GraphBox, GraphReduction, RunGraph } from "./run-graph-shapes.js";
 import type { GraphBox, GraphReduction, RunGraph } from "./run-graph-shapes.js";
 import { fitToBudget, overBudget, PICTURE_BUDGET, withoutImpliedEdges } from "./graph-budget.js";
+import { parseInstanceId } from "./matrix.js";
 
 export const FAN_LIMIT = 8;
 export const CHAIN_MIN = 4;
@@ -96,6 +99,23 @@ export function buildRunGraph(input: RunGraphInput): RunGraph {
     groups += 1;
   };
 
+  // 0. A matrix task's instances: one box named after the task, as every other face groups them.
+  const matrixOf = new Map<number, { task: string; instances: number }>();
+  const instances = new Map<string, number[]>();
+  tasks.forEach((t, i) => {
+    const task = parseInstanceId(t.id)?.task;
+    if (task === undefined) return;
+    const members = instances.get(task);
+    if (members === undefined) instances.set(task, [i]);
+    else members.push(i);
+  });
+  for (const [task, members] of instances) {
+    const folded = foldable(members, tasks);
+    if (folded.length < 2) continue;
+    matrixOf.set(groups, { task, instances: members.length });
+    assign(folded);
+  }
+
   // 1. Wide fan-outs: same needs, same dependents.
   const classes = new Map<string, number[]>();
   tasks.forEach((_, i) => {
@@ -105,8 +125,10 @@ export function buildRunGraph(input: RunGraphInput): RunGraph {
     else members.push(i);
   });
   for (const members of classes.values()) {
-    if (members.length <= FAN_LIMIT) continue;
-    const folded = foldable(members, tasks);
+    // A matrix task's instances are in a box already.
+    const free = members.filter((m) => group[m] === -1);
+    if (free.length <= FAN_LIMIT) continue;
+    const folded = foldable(free, tasks);
     if (folded.length >= 2) assign(folded);
   }
 
@@ -149,13 +171,13 @@ export function buildRunGraph(input: RunGraphInput): RunGraph {
   };
   const folded = boxCount() > MAX_BOXES;
   if (folded) foldLevels();
-  let graph = assemble(input, needs, group, groups, thinned ? "implied-edges" : null);
+  let graph = assemble(input, needs, group, groups, matrixOf, thinned ? "implied-edges" : null);
   if (!folded && overBudget(graph, PICTURE_BUDGET)) {
     // Leaving implied edges out keeps every task in sight; fold levels only when that is not enough.
     const reduced = fitToBudget(graph, PICTURE_BUDGET, URGENCY);
     if (reduced.reduction === "implied-edges") return reduced;
     foldLevels();
-    graph = assemble(input, needs, group, groups, graph.reduction ?? null);
+    graph = assemble(input, needs, group, groups, matrixOf, graph.reduction ?? null);
   }
   return fitToBudget(graph, PICTURE_BUDGET, URGENCY);
 }
@@ -212,6 +234,7 @@ function assemble(
   needs: readonly number[][],
   group: readonly number[],
   groups: number,
+  matrixOf: ReadonlyMap<number, { task: string; instances: number }>,
   reduction: GraphReduction,
 ): RunGraph {
   const tasks = input.tasks;
@@ -245,11 +268,19 @@ function assemble(
     const counts = countStatuses(members[g]!.map((m) => tasks[m]!.status));
     const first = ids[0]!;
     const last = ids[ids.length - 1]!;
+    const matrix = matrixOf.get(g);
+    // A matrix box is named by its task; instances that need eyes stand beside it (foldable).
+    const caption =
+      matrix === undefined
+        ? `${ids.length} tasks`
+        : ids.length === matrix.instances
+          ? `${matrix.task} × ${matrix.instances}`
+          : `${matrix.task} × ${matrix.instances} (${ids.length} here)`;
     boxes.push({
       key: `g:${g}`,
       kind: "group",
       title: ids.length === 2 ? `${first}, ${last}` : `${first} … ${last}`,
-      caption: `${ids.length} tasks`,
+      caption,
       status: URGENCY.find((s) => counts[s] > 0) ?? "blocked",
       taskIds: ids,
       counts,

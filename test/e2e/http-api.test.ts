@@ -243,6 +243,63 @@ describe("commands and reads", () => {
     );
   }, 30_000);
 
+  it("groups a matrix task's instances in the run, reads one instance's logs by its id, and refuses a matrix past its bound", async () => {
+    await track(
+      (async () => {
+        const document = {
+          id: "mx",
+          tasks: [
+            {
+              id: "deploy",
+              action: "echo",
+              matrix: { region: ["eu", "us"], tier: ["web", "db", "cache"] },
+              args: { message: "{matrix.region}-{matrix.tier}" },
+            },
+          ],
+        };
+        const pub = await call(api.base, "POST", "/v1/dags", { body: { document } });
+        expect(pub.status, pub.text).toBe(201);
+        expect(pub.body.run.taskCount).toBe(6);
+        const confirm = await call(api.base, "POST", "/v1/runs/mx/confirm");
+        expect(confirm.status, confirm.text).toBe(200);
+        const done = await waitFor(
+          "mx ended",
+          () => call(api.base, "GET", "/v1/runs/mx", { token: READ_TOKEN }),
+          (r) => r.body?.run?.status === "succeeded" || r.body?.run?.status === "failed",
+        );
+        expect(done.body.run.status, done.text).toBe("succeeded");
+        expect(done.body.groups).toEqual([
+          { task: "deploy", summary: expect.objectContaining({ total: 6, done: 6 }) },
+        ]);
+        expect(done.body.groups[0].summary.byStatus.succeeded).toBe(6);
+        const instance = encodeURIComponent("deploy[region=us,tier=db]");
+        const logs = await call(api.base, "GET", `/v1/runs/mx/tasks/${instance}/logs`);
+        expect(logs.status, logs.text).toBe(200);
+        expect(logs.body.output).toBe("us-db\n");
+        expectProblem(
+          await call(api.base, "GET", `/v1/runs/mx/tasks/${encodeURIComponent("deploy[region=us")}/logs`),
+          400,
+          "bad-request",
+        );
+
+        const values = (n: number) => Array.from({ length: n }, (_, i) => `v${i}`);
+        const tooBig = await call(api.base, "POST", "/v1/dags", {
+          body: {
+            document: {
+              id: "mx_big",
+              tasks: [{ id: "t", action: "echo", matrix: { a: values(16), b: values(17) } }],
+            },
+          },
+        });
+        expectProblem(tooBig, 422, "invalid-dag");
+        expect(tooBig.body.issues.join("\n")).toContain(
+          "expands to 272 instances (16 × 17); a matrix task may have at most 256",
+        );
+        expect(await store.getRun(ROOM, "mx_big")).toBeNull();
+      })(),
+    );
+  }, 30_000);
+
   it("POST /v1/dags with register: true registers a DAG without running it, confirmed like any publish", async () => {
     await track(
       (async () => {

@@ -159,6 +159,38 @@ describe("the Matrix bot in a room of three nodes", () => {
     );
   });
 
+  it("a matrix task's card reads, as a client shows it, one line over its instances; !dag status names an instance", async () => {
+    const published = await command(
+      alice,
+      publishJson({
+        id: "e2e_matrix",
+        tasks: [
+          {
+            id: "deploy",
+            action: "echo",
+            matrix: { region: ["eu", "us"], tier: ["web", "db", "cache"] },
+            args: { message: "{matrix.region}-{matrix.tier}" },
+          },
+        ],
+      }),
+    );
+    expect(bodyOf(published.reply)).toMatch(/for confirmation/);
+    const card = await alice.waitFor(cardOf("e2e_matrix"), T, "the matrix run's card");
+    // Awaiting confirmation, the card groups the six instances as waiting.
+    expect(bodyOf(card)).toContain("`deploy` × 6: 6 ⚪");
+    await command(bob, "!dag confirm e2e_matrix");
+    // The edit a client shows in place of the card: the group line once every instance succeeded.
+    const done = await alice.waitFor(
+      cardEditSaying(card.event_id, "`deploy` × 6: 6 ✅"),
+      T,
+      "the matrix card edited to six succeeded instances",
+    );
+    expect(String(done.content["m.new_content"]?.body)).toMatch(/6\/6 succeeded/);
+    const one = await command(carol, "!dag status e2e_matrix deploy[region=us,tier=db]");
+    expect(bodyOf(one.reply)).toContain("deploy[region=us,tier=db]");
+    expect(bodyOf(one.reply)).toMatch(/succeeded/);
+  });
+
   it("the same DAG again is 'already exists'; other content under the id is a conflict and stores nothing", async () => {
     const again = await command(alice, publishJson(twoTasks("e2e_first")));
     expect(bodyOf(again.reply)).toMatch(/already exists with the same content/);

@@ -5,7 +5,7 @@
  * domain's verdict and marks the inbox row. Refusals change nothing.
  */
 import type { Parsed } from "../../domain/command-grammar.js";
-import { checkId, fail, ok } from "../../domain/command-grammar.js";
+import { checkId, checkTaskId, fail, ok } from "../../domain/command-grammar.js";
 import type { Pair, PairWords } from "../../domain/name-values.js";
 import { pairsFromData, pairsFromWords } from "../../domain/name-values.js";
 import { quoteInput } from "../../domain/command-text.js";
@@ -64,7 +64,7 @@ export function parseGateCommand(verb: GateVerb, args: string[], after: string):
     return fail("missing-argument", verb, `missing <gate>, the id of the gate task: !dag ${verb} needs it`);
   const id = checkId(verb, "run id", rawId);
   if (typeof id !== "string") return id;
-  const gate = checkId(verb, "gate id", rawGate);
+  const gate = checkTaskId(verb, "gate id", rawGate);
   if (typeof gate !== "string") return gate;
   if (verb === "deny") {
     // The reason is the rest of the text as typed, spaces and all.
@@ -112,7 +112,7 @@ export function gateCommandFromData(
     return fail("missing-argument", verb, "missing gate, the id of the gate task");
   const id = checkId(verb, "run id", rawId);
   if (typeof id !== "string") return id;
-  const gate = checkId(verb, "gate id", rawGate);
+  const gate = checkTaskId(verb, "gate id", rawGate);
   if (typeof gate !== "string") return gate;
   if (verb === "deny") {
     const reason = data["reason"] ?? null;

@@ -7,12 +7,13 @@
 import { z } from "zod";
 import {
   COMMAND_ID_PATTERN,
+  isTaskId,
   LIBRARY_NAME_PATTERN,
   MAX_CAP,
   MAX_COMMAND_BYTES,
 } from "../../domain/command-grammar.js";
 import { RUN_STATUSES, TASK_STATUSES } from "../../domain/model.js";
-import type { RunSummary, ScheduleLine, TaskLine } from "./outcome.js";
+import type { MatrixGroupLine, RunSummary, ScheduleLine, TaskLine } from "./outcome.js";
 import { MAX_LIST_LIMIT } from "../run-list.js";
 
 export const idParam = z.string().regex(COMMAND_ID_PATTERN, { error: "use 1-64 of A-Z a-z 0-9 _ . -" });
@@ -25,7 +26,11 @@ export const roomParam = z
   .regex(/^[\x21-\x7e]+$/, { error: "a room id is printable ASCII without spaces" });
 
 export const runParams = z.strictObject({ id: idParam });
-export const taskParams = z.strictObject({ id: idParam, task: idParam });
+/** A task id in a path: an id, or a matrix instance's (`deploy[region=eu]`, percent-encoded or not). */
+export const taskIdParam = z.string().refine(isTaskId, {
+  error: "use 1-64 of A-Z a-z 0-9 _ . -, or a matrix instance's id like deploy[region=eu]",
+});
+export const taskParams = z.strictObject({ id: idParam, task: taskIdParam });
 export const roomParams = z.strictObject({ room: roomParam });
 
 const runStatus = z.enum(RUN_STATUSES);
@@ -158,6 +163,13 @@ export const runListSchema = z.object({
 });
 
 /** GET /v1/runs/{id}: one run with every task (the status verb's answer). */
+export const matrixGroupSchema = z
+  .object({
+    task: z.string().describe("the matrix task's id as the document wrote it"),
+    summary: taskSummarySchema.describe("its instances' counts"),
+  })
+  .meta({ id: "MatrixGroup" });
+
 export const runStatusSchema = z.object({
   room: z.string(),
   run: runSummarySchema,
@@ -169,6 +181,10 @@ export const runStatusSchema = z.object({
     .string()
     .optional()
     .describe("a failed run only: its failed tasks with how each ended, then its skipped ones, in words"),
+  groups: z
+    .array(matrixGroupSchema)
+    .optional()
+    .describe("its matrix tasks, each with its instances' counts (the instances are among tasks)"),
 });
 
 const registerField = z
@@ -409,4 +425,5 @@ export const scheduleChangedSchema = z.object({
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 const _runSummarySame: Same<z.output<typeof runSummarySchema>, RunSummary> = true;
 const _taskLineSame: Same<z.output<typeof taskLineSchema>, TaskLine> = true;
+const _matrixGroupSame: Same<z.output<typeof matrixGroupSchema>, MatrixGroupLine> = true;
 const _scheduleLineSame: Same<z.output<typeof scheduleLineSchema>, ScheduleLine> = true;

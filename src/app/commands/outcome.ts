@@ -52,6 +52,12 @@ export interface RunSummary {
   registered?: true;
 }
 
+/** A matrix task on a run's faces (domain/matrix.ts): its id and its instances' counts. */
+export interface MatrixGroupLine {
+  task: string;
+  summary: TaskSummary;
+}
+
 export interface TaskLine {
   taskId: string;
   action: string;
@@ -254,6 +260,8 @@ export type Outcome =
        * failed (exit 1); `rollout`, `smoke_test` skipped". Absent for any other run.
        */
       failure?: string;
+      /** Its matrix tasks, each with its instances' counts; absent for a run without one. */
+      groups?: MatrixGroupLine[];
     }
   | { kind: "overview"; runs: RunProgress[]; at: number }
   | { kind: "schedules"; schedules: ScheduleLine[]; at: number }

@@ -18,7 +18,8 @@ import type { ParsedDag } from "../../domain/model.js";
 import type { RunRecord, TaskRecord } from "../../ports/store.js";
 import type { WaitReason, WaitWord } from "../../domain/wait-reasons.js";
 import { groupWaits, waitWords } from "../../domain/wait-reasons.js";
-import type { RunSummary, TaskLine } from "../commands/outcome.js";
+import type { MatrixGroupLine, RunSummary, TaskLine } from "../commands/outcome.js";
+import { groupCounts, matrixGroups } from "../../domain/matrix.js";
 import { selectTaskLines, summarizeRun } from "../commands/outcome.js";
 import type { Rendered } from "./html.js";
 import { renderPlan } from "./dag-plan.js";
@@ -48,6 +49,8 @@ export interface RunView {
   roomCap?: number;
   /** While the run awaits confirmation: what it will run, so the confirmer sees what they approve. */
   plan?: { dag: ParsedDag; hash: string } | undefined;
+  /** Its matrix tasks with their instances' counts (every task counted, as summary). */
+  groups?: MatrixGroupLine[];
 }
 
 export function runView(
@@ -57,6 +60,7 @@ export function runView(
   roomCap?: number,
   waits?: ReadonlyMap<string, WaitReason>,
 ): RunView {
+  const groups = matrixGroups(tasks).map((g) => ({ task: g.task, summary: g.summary }));
   return {
     run: summarizeRun(run),
     summary: summarizeTasks(tasks.map((t) => t.status)),
@@ -64,6 +68,7 @@ export function runView(
     at: now,
     ...(roomCap === undefined ? {} : { roomCap }),
     plan: run.status === "pending" ? { dag: appliedDag(run.dag), hash: run.hash } : undefined,
+    ...(groups.length > 0 ? { groups } : {}),
   };
 }
 
@@ -97,6 +102,7 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
       ),
     );
   else parts.push(progressLine(summary));
+  parts.push(...(view.groups ?? []).map(groupLine));
   if (showsPaused(run.status, view.roomCap)) {
     parts.push(r`Room paused: its cap is 0, so no task starts until ${code("!dag cap <n>")} raises it.`);
   }
@@ -145,6 +151,15 @@ export function renderRunView(view: RunView, asCard = true): Rendered {
       hiddenNote.map((h) => `<p>${h.html}</p>`).join("") +
       `<p><sub>${footer.html}</sub></p>`,
   };
+}
+
+/**
+ * `` `deploy` × 6: 4 ✅ 1 ❌ 1 🔄 ``: a matrix task as one line, its instances counted by state
+ * (domain/matrix.ts); the instances themselves are task lines like any other.
+ */
+export function groupLine(group: MatrixGroupLine): Rendered {
+  const counts = groupCounts(group.summary.byStatus).map(([s, n]) => `${n} ${TASK_EMOJI[s]}`);
+  return r`${code(group.task)} × ${String(group.summary.total)}: ${counts.join(" ")}`;
 }
 
 /** Task states a card lists one line each; the others fold into one line per state. */

@@ -24,6 +24,7 @@ import { formatDuration, runTimeWords } from "../../../domain/duration.js";
 import { exitWords } from "../../../domain/exit-status.js";
 import { againWords } from "../../../domain/failure-words.js";
 import { TASK_STATUSES } from "../../../domain/model.js";
+import { groupWords, matrixGroups } from "../../../domain/matrix.js";
 import type { Idiom } from "../face.js";
 import { byLayout } from "../face.js";
 
@@ -84,6 +85,7 @@ export const status = defineVerb<StatusCommand, "status" | "overview">({
             ...(o.roomCap === undefined ? {} : { roomCap: o.roomCap }),
             at: o.at,
             ...(o.failure === undefined ? {} : { failure: o.failure }),
+            ...(o.groups === undefined ? {} : { groups: o.groups }),
           }
         : null,
   },
@@ -98,6 +100,7 @@ export const status = defineVerb<StatusCommand, "status" | "overview">({
               tasks: o.tasks,
               at: o.at,
               ...(o.roomCap === undefined ? {} : { roomCap: o.roomCap }),
+              ...(o.groups === undefined ? {} : { groups: o.groups }),
             },
             false,
           ),
@@ -151,6 +154,7 @@ async function handleStatus(
   // Why tasks wait: the room's load and live nodes, two reads however many tasks the run has.
   const room = await readRoomWaits(ctx.store, ctx.roomId, ctx.policy.nodeStaleAfterMs);
   const waits = waitsOf(run, tasks, room);
+  const groups = matrixGroups(tasks).map((g) => ({ task: g.task, summary: g.summary }));
   return {
     kind: "status",
     run: summarizeRun(run),
@@ -166,6 +170,7 @@ async function handleStatus(
     roomCap: room.load.cap,
     room: ctx.roomId,
     ...(run.status === "failed" ? { failure: failureText(tasks) } : {}),
+    ...(groups.length > 0 ? { groups } : {}),
   };
 }
 
@@ -199,6 +204,8 @@ function statusText(o: Extract<Outcome, { kind: "status" }>, say: Idiom): string
   const counts = TASK_STATUSES.filter((st) => (o.summary.byStatus[st] ?? 0) > 0)
     .map((st) => `${o.summary.byStatus[st]} ${st.replace("_", " ")}`)
     .join(", ");
+  // A matrix task as one line over its instances' lines: `deploy × 6: 4 succeeded, 1 failed, 1 running`.
+  for (const g of o.groups ?? []) lines.push(groupWords(g));
   lines.push(
     `run ${run.dagId} (${run.runId}) ${runTimeWords(run.status, run.createdAt, run.updatedAt, o.at)}: ${counts}`,
   );
