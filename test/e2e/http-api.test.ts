@@ -711,6 +711,7 @@ describe("commands and reads", () => {
         "/v1/runs/{id}/reject",
         "/v1/runs/{id}/retry",
         "/v1/runs/{id}/tasks/{task}/logs",
+        "/v1/runs/{id}/tasks/{task}/mark",
         "/v1/schedules",
         "/v1/schedules/{id}",
         "/v1/schedules/{id}/pause",
