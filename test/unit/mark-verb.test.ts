@@ -31,6 +31,10 @@ describe("mark's grammar", () => {
     expect(parseCommand({ body: "!dag mark ship build skipped" })).toMatchObject({
       command: { to: "skipped", reason: null },
     });
+    // A matrix instance is marked by its own id (src/domain/matrix.ts).
+    expect(parseCommand({ body: "!dag mark ship deploy[region=eu,tier=web] succeeded" })).toMatchObject({
+      command: { task: "deploy[region=eu,tier=web]", to: "succeeded" },
+    });
   });
 
   it("refuses another target, a missing one, and a reason too long, naming the problem", () => {

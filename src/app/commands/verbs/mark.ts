@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import type { Parsed } from "../../../domain/command-grammar.js";
-import { checkId, fail, ok } from "../../../domain/command-grammar.js";
+import { checkId, checkTaskId, fail, ok } from "../../../domain/command-grammar.js";
 import { quoteInput } from "../../../domain/command-text.js";
 import { faceOfSender } from "../../../domain/gates.js";
 import type { RunStatus, TaskStatus } from "../../../domain/model.js";
@@ -71,7 +71,7 @@ function commandOf(
 ): Parsed<MarkCommand> {
   const id = checkId("mark", "run id", rawId);
   if (typeof id !== "string") return id;
-  const task = checkId("mark", "task id", rawTask);
+  const task = checkTaskId("mark", "task id", rawTask);
   if (typeof task !== "string") return task;
   if (!isMarkTarget(rawTo))
     return fail("bad-argument", "mark", `${quoteInput(rawTo)} is not succeeded or skipped`);
