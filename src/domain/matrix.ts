@@ -8,7 +8,7 @@
 import type { TaskStatus } from "./model.js";
 import type { TaskSummary } from "./run-status.js";
 import { summarizeTasks } from "./run-status.js";
-import { TASK_STATUS_WORD } from "./run-counts.js";
+import { COUNT_ORDER, TASK_STATUS_WORD } from "./run-counts.js";
 
 export const MATRIX_LIMITS = {
   /** Instances one matrix task expands into: a run's card, picture and claims stay readable and cheap. */
@@ -134,17 +134,7 @@ export function matrixGroups(tasks: ReadonlyArray<{ taskId: string; status: Task
 }
 
 /** The order a group's counts are said in: what ended well, what needs eyes, what is yet to happen. */
-const GROUP_COUNT_ORDER: readonly TaskStatus[] = [
-  "succeeded",
-  "failed",
-  "timed_out",
-  "canceled",
-  "skipped",
-  "running",
-  "canceling",
-  "queued",
-  "blocked",
-];
+const GROUP_COUNT_ORDER: readonly TaskStatus[] = ["succeeded", ...COUNT_ORDER];
 
 /** A group's non-zero counts in the order every face says them: `[["succeeded", 4], ["failed", 1]]`. */
 export function groupCounts(byStatus: Readonly<Record<TaskStatus, number>>): Array<[TaskStatus, number]> {

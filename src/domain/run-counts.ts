@@ -19,7 +19,7 @@ export const TASK_STATUS_WORD: Readonly<Record<TaskStatus, string>> = {
 };
 
 /** The order of the parts after "succeeded": what needs eyes first, then what is left to happen. */
-const COUNT_ORDER: readonly TaskStatus[] = [
+export const COUNT_ORDER: readonly TaskStatus[] = [
   "failed",
   "timed_out",
   "canceled",
