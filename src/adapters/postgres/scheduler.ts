@@ -31,7 +31,6 @@ import { fenceCte, fenceHoldsText, fenceParams, LOG_CTES } from "./guards.js";
 import { markHandledInTx } from "./inbox.js";
 import { NOW, sessionKey } from "./sql.js";
 import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
-import { capOutcome } from "../store-common/run-outcomes.js";
 import { fenceConflict, lockFence } from "./script-driver.js";
 
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
@@ -428,7 +427,7 @@ export async function setRoomCap(
   db: Db,
   roomId: string,
   cap: number,
-  ctx?: CommandContext,
+  ctx?: CommandContext<{ previous: number }>,
 ): Promise<{ previous: number }> {
   checkRoomCap(cap);
   return db.tx("set room cap", async (tx) => {
@@ -452,8 +451,9 @@ export async function setRoomCap(
       actor: fence === undefined ? null : sessionKey(fence.session),
       data: { cap },
     });
-    if (fence !== undefined && ctx?.inboxEventId !== undefined)
-      await markHandledInTx(tx, fence, ctx.inboxEventId, capOutcome(cap, previous));
+    const answer = ctx?.inboxEventId === undefined ? null : ctx.answer({ previous });
+    if (answer !== null && ctx?.inboxEventId !== undefined)
+      await markHandledInTx(tx, ctx.fence, ctx.inboxEventId, answer);
     tx.touch("cap", roomId);
     return { previous };
   });

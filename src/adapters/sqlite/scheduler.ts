@@ -28,7 +28,6 @@ import type { ReapRow as CommonReapRow } from "../store-common/reap.js";
 import type { ReapDecision } from "../../domain/task-states.js";
 import { REAP_COLUMNS, lostData, reapDecision } from "../store-common/reap.js";
 import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../store-common/checks.js";
-import { capOutcome } from "../store-common/run-outcomes.js";
 import { checkFence } from "./script-driver.js";
 
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
@@ -350,7 +349,7 @@ export function setRoomCap(
   c: SqliteConnection,
   roomId: string,
   cap: number,
-  ctx?: CommandContext,
+  ctx?: CommandContext<{ previous: number }>,
 ): Promise<{ previous: number }> {
   checkRoomCap(cap);
   return c.write("set room cap", (tx: Tx) => {
@@ -372,8 +371,9 @@ export function setRoomCap(
       actor: fence === undefined ? null : sessionKey(fence.session),
       data: { cap },
     });
-    if (fence !== undefined && ctx?.inboxEventId !== undefined)
-      markHandledInTx(c, tx, fence, ctx.inboxEventId, capOutcome(cap, previous));
+    const answer = ctx?.inboxEventId === undefined ? null : ctx.answer({ previous });
+    if (answer !== null && ctx?.inboxEventId !== undefined)
+      markHandledInTx(c, tx, ctx.fence, ctx.inboxEventId, answer);
     tx.touch("cap", roomId);
     return { previous };
   });

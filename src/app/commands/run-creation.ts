@@ -102,7 +102,10 @@ export async function createAndDescribe(
   /** The runs whose content the new run carries (none for newly published content). */
   sources: readonly ContentSource[],
 ): Promise<Outcome> {
-  const cmd = commandContext(ctx);
+  // A conflict stored nothing: its answer names a free id, read after it (the inbox step marks it).
+  const answer = (result: CreateRunResult): Outcome | null =>
+    result.kind === "conflict" ? null : creationOutcome(result, retryOf, ctx.policy);
+  const cmd = commandContext(ctx, answer);
   if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
   const result = await ctx.store.createRun(cmd, {
     roomId: ctx.roomId,
@@ -114,7 +117,9 @@ export async function createAndDescribe(
     needsConfirmation: needsConfirmation(ctx.policy, ctx.sender, sources),
     confirmTimeoutMs: ctx.policy.confirmTimeoutMs,
   });
-  return describeCreate(ctx.store, ctx.roomId, ctx.policy, result, retryOf);
+  return result.kind === "conflict"
+    ? conflictOutcome(ctx.store, ctx.roomId, result.existing)
+    : creationOutcome(result, retryOf, ctx.policy);
 }
 
 /**
@@ -141,35 +146,33 @@ export function needsConfirmation(
 }
 
 /**
- * The outcome of a createRun result. The inbox step calls it too when it rebuilds the outcome from
- * the result the store recorded, so the reply is the same on both paths.
+ * The outcome of a createRun result that stored a run or found the same content: pure, so the store
+ * keeps it on the command's inbox row in the transaction that created the run (shared.ts).
  */
-export async function describeCreate(
+export function creationOutcome(
+  result: Exclude<CreateRunResult, { kind: "conflict" }>,
+  retryOf: RunRecord | null,
+  policy: Pick<CommandPolicy, "twoPersonRule">,
+): Outcome {
+  if (result.kind === "exists") return { kind: "exists", run: summarizeRun(result.run) };
+  const run = summarizeRun(result.run);
+  const needsConfirmation = run.status === "pending";
+  if (retryOf !== null) {
+    const taskIds = result.run.dag.tasks.map((t) => t.id);
+    return { kind: "retried", from: summarizeRun(retryOf), run, taskIds, needsConfirmation };
+  }
+  return { kind: "published", run, needsConfirmation, twoPersonRule: policy.twoPersonRule };
+}
+
+/** A publish that met other content under its id: the answer names a free id to publish under. */
+export async function conflictOutcome(
   store: Pick<CommandStore, "getRun">,
   roomId: string,
-  policy: CommandPolicy,
-  result: CreateRunResult,
-  retryOf: RunRecord | null,
+  existing: RunRecord,
 ): Promise<Outcome> {
-  switch (result.kind) {
-    case "created": {
-      const run = summarizeRun(result.run);
-      const needsConfirmation = run.status === "pending";
-      if (retryOf !== null) {
-        const taskIds = result.run.dag.tasks.map((t) => t.id);
-        return { kind: "retried", from: summarizeRun(retryOf), run, taskIds, needsConfirmation };
-      }
-      return { kind: "published", run, needsConfirmation, twoPersonRule: policy.twoPersonRule };
-    }
-    case "exists":
-      return { kind: "exists", run: summarizeRun(result.run) };
-    case "conflict": {
-      const dagId = result.existing.dagId;
-      const suggestion =
-        (await freeId(store, roomId, renameCandidates(dagId))) ?? `${dagId.slice(0, 50)}-new`;
-      return { kind: "conflict", dagId, existing: summarizeRun(result.existing), suggestion };
-    }
-  }
+  const dagId = existing.dagId;
+  const suggestion = (await freeId(store, roomId, renameCandidates(dagId))) ?? `${dagId.slice(0, 50)}-new`;
+  return { kind: "conflict", dagId, existing: summarizeRun(existing), suggestion };
 }
 
 export function invalidDag(where: string, issues: readonly DagIssue[]): Outcome {
