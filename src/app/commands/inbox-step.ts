@@ -45,7 +45,7 @@ import {
 import { RELEASE } from "../../domain/release.js";
 import type { Outcome } from "./outcome.js";
 import { storedThreadRoot, unwrapOutcome, wrapOutcome } from "./outcome.js";
-import { outcomeOfOldResult } from "./old-results.js";
+import { outcomeOfOldResult, unreadable } from "./old-results.js";
 import { commandErrorOutcome, executeCommand } from "./table.js";
 import { PictureLimiter, pictureRefusal } from "../picture-budget.js";
 
@@ -511,9 +511,9 @@ function placementOf(row: InboxEvent, intent: InboxIntent, outcome: Outcome): Pl
 
 /**
  * The outcome of a handled (or replied) row, whoever marked it: the app, or the store in the same
- * transaction as the command's effect, both keep the outcome (wrapOutcome); a row that a release of
- * 0.3.1 or earlier handled may hold its store's own result, read by old-results.ts. The CLI and HTTP API read
- * answers with it; null while the row is new.
+ * transaction as the command's effect, both keep the outcome (wrapOutcome); a row that 0.3.1 or
+ * earlier handled may hold its store's own result, read by old-results.ts. The CLI and HTTP API
+ * read answers with it; null while the row is new.
  */
 export async function readOutcome(
   deps: Pick<InboxDeps, "store" | "policy">,
@@ -522,10 +522,7 @@ export async function readOutcome(
   if (row.status === "new") return null;
   return (
     unwrapOutcome(row.result) ??
-    (await outcomeOfOldResult(deps, row)) ?? {
-      kind: "command-error",
-      message: `the command was handled, but its result cannot be shown (${JSON.stringify(row.result).slice(0, 200)})`,
-      helpLine: `event ${row.eventId}`,
-    }
+    (await outcomeOfOldResult(deps, row)) ??
+    unreadable(row, `unknown result ${JSON.stringify(row.result).slice(0, 200)}`)
   );
 }

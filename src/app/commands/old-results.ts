@@ -115,7 +115,8 @@ export async function outcomeOfOldResult(
   return describeDecision(result.op, { kind: result.kind, run: recorded }, result.by);
 }
 
-function unreadable(row: InboxEvent, why: string): Outcome {
+/** The answer to a handled row whose result no reader of this release knows. */
+export function unreadable(row: InboxEvent, why: string): Outcome {
   return {
     kind: "command-error",
     message: `the command was handled, but its result cannot be shown (${why})`,
