@@ -18,7 +18,6 @@ import type { CommandPolicy, DagLibrary, HandlerContext } from "../app/commands/
 import { withRoomPolicy } from "../app/commands/context.js";
 import type { Command } from "../app/commands/verbs/index.js";
 import type { Outcome } from "../app/commands/outcome.js";
-import { readCommandResult } from "../app/commands/command-result.js";
 import type { InboxStep } from "../app/leader.js";
 import type { NodeConfig } from "../config/node-config.js";
 import type { Logger } from "../ports/logger.js";
@@ -220,14 +219,11 @@ export async function awaitLocalCommand(
 ): Promise<CommandAnswer | null> {
   const row = await waitForInbox(store, eventId, timeoutMs);
   if (row === null) return null;
-  // A decision the store marked handled itself records its result, not an outcome: rebuilt here.
   const outcome = await readOutcome({ store, policy }, row);
-  const result = readCommandResult(row.result);
-  const fromOutcome = outcome !== null && "run" in outcome ? outcome.run : null;
-  const fromStore = result !== null && "runId" in result ? result : null;
-  const runId = fromOutcome?.runId ?? fromStore?.runId ?? null;
-  const dagId = fromOutcome?.dagId ?? fromStore?.dagId ?? null;
-  return { row, outcome, runId, dagId };
+  // A gate's outcome names its run by id; the others that name one carry its summary.
+  const run =
+    outcome === null ? null : outcome.kind === "gate" ? outcome : "run" in outcome ? outcome.run : null;
+  return { row, outcome, runId: run?.runId ?? null, dagId: run?.dagId ?? null };
 }
 
 async function waitForInbox(store: Store, eventId: string, timeoutMs: number): Promise<InboxEvent | null> {

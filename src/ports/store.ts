@@ -15,17 +15,10 @@
  *   version) plus the executor's session is the fencing token of the executing worker.
  */
 import type { ActionTemplate } from "../domain/action-argv.js";
-import type { RunDecision } from "../domain/run-states.js";
 import type { ArgValue, ParsedDag, Placement, RunStatus, TaskStatus } from "../domain/model.js";
 import type { ScheduleAction, ScheduleState } from "../domain/schedule.js";
-import type {
-  GateDecisionInput,
-  GateDecisionRecord,
-  GateSpec,
-  GateState,
-  GateVerdict,
-} from "../domain/gates.js";
-import type { MarkInput, MarkRecord, MarkVerdict } from "../domain/task-mark.js";
+import type { GateDecisionInput, GateSpec, GateState, GateVerdict } from "../domain/gates.js";
+import type { MarkInput, MarkVerdict } from "../domain/task-mark.js";
 
 /** A node's life: node_id plus a boot id chosen at start. A restart under the same name is a new session. */
 export interface Session {
@@ -121,67 +114,18 @@ export interface InboxEvent extends InboxEventInput {
   status: InboxStatus;
   receivedAt: number;
   handledTerm: number | null;
-  /** A CommandResult as the store keeps it: JSON, opaque to the store; the app reads it with readCommandResult. */
+  /** An AppCommandResult as the store keeps it: JSON, opaque to the store; the app reads it (inbox-step.ts readOutcome). */
   result: Record<string, unknown> | null;
 }
 
 /**
- * What a handled command stores as its inbox row's result (JSON), one union for every writer. A
- * store writes `op` results when it applies a command's effect and marks the row in the same
- * transaction (CommandContext.inboxEventId); the app writes its rendered outcome for everything
- * else (reads, errors, refusals). `op` tells them apart; the reply is rebuilt from either.
+ * What a handled command keeps as its inbox row's result: the app's outcome (src/app/commands/outcome.ts
+ * owns its shape), whoever marked the row, the app itself or a store operation in the same
+ * transaction as the command's effect (CommandContext.answer). Rows of 0.3.1 and earlier may hold
+ * the store's own shape instead (`op`); the app reads those in src/app/commands/old-results.ts.
+ * A type alias, not an interface, so that it is a Record<string, unknown> the store can keep as JSON.
  */
-export type CommandResult = StoreCommandResult | AppCommandResult;
-
-// Type aliases, not interfaces, so that each is a Record<string, unknown> the store can keep as JSON.
-
-export type StoreCommandResult =
-  | {
-      op: "publish";
-      kind: CreateRunResult["kind"];
-      runId: string;
-      dagId: string;
-      /** The run's status when the command was handled (it may have moved on since). */
-      status: RunStatus;
-      /** A conflict's two hashes. */
-      existingHash?: string;
-      hash?: string;
-      /** The verb of the command that created it (publish, run, retry), when recorded. */
-      verb?: string;
-    }
-  | {
-      op: RunDecision;
-      kind: RunDecisionResult["kind"];
-      runId: string;
-      dagId: string;
-      status: RunStatus;
-      by: string;
-    }
-  | { op: "cap"; kind: "set"; cap: number; previous: number }
-  | {
-      op: "schedule";
-      action: ScheduleAction;
-      kind: ScheduleChangeResult["kind"];
-      dagId: string;
-      /** The schedule's state after the command. */
-      state: ScheduleState;
-      by: string;
-    }
-  | {
-      op: "policy";
-      kind: "set";
-      policy: RoomPolicy;
-      previous: RoomPolicy | null;
-      /** Set when the change was a proposal that this command confirmed. */
-      proposal?: { changeId: string; proposedBy: string };
-    }
-  | { op: "policy"; kind: "proposed"; proposal: PolicyProposal }
-  | ({ op: "gate" } & GateDecisionRecord)
-  | ({ op: "mark" } & MarkRecord);
-
-/** The app's outcome (src/app/commands/outcome.ts owns its shape), with where its reply threads. */
 export type AppCommandResult = {
-  op?: undefined;
   dagbotOutcome: { kind: string };
   /** The thread a reaction's answer goes to, fixed when it was handled. */
   threadRoot?: string | null;
@@ -225,15 +169,19 @@ export interface InboxStore {
 
 /**
  * Leader operations that are the effect of a command accept this: when `inboxEventId` is given,
- * the same transaction also moves that inbox row new → handled with the operation's outcome as its
- * result, so the effect and the "handled" mark commit together or not at all.
+ * the same transaction also moves that inbox row new → handled, keeping as its result what `answer`
+ * builds from the operation's result (the app's outcome), so the effect and the "handled" mark commit
+ * together or not at all. `answer` is called inside the transaction and must be pure; it returns
+ * null only for a result that changed nothing (a publish meeting other content), whose answer needs
+ * more reads: the row then stays new and the caller marks it (InboxStore.markInboxHandled).
  */
-export interface CommandContext {
-  fence: LeaderFence;
-  inboxEventId?: string;
-  /** The command's verb, recorded in the inbox row's result (`run` and `retry` create runs too). */
-  verb?: string;
-}
+export type CommandContext<R = unknown> =
+  | { fence: LeaderFence; inboxEventId?: undefined }
+  | {
+      fence: LeaderFence;
+      inboxEventId: string;
+      answer: (result: R) => Record<string, unknown> | null;
+    };
 
 // ---------------------------------------------------------------------------------------------
 // Runs and tasks
@@ -357,7 +305,7 @@ export interface RunPage {
 /** The largest page a store reads at once, whatever a caller asks for. */
 export const MAX_RUN_PAGE = 500;
 
-/** What a decision on an approval gate did: the domain's verdict, and the run and task after it. */
+/** What an operator's mark did: the domain's verdict, and the run and task after it. */
 export interface MarkTaskResult {
   verdict: MarkVerdict;
   run: RunRecord;
@@ -377,16 +325,31 @@ export interface RunStore {
    * references that definition (NotFoundError when it does not exist) and moves its lastSlotAt /
    * lastRunNumber when the run is a slot run / an `<id>.N` run.
    */
-  createRun(ctx: CommandContext, input: CreateRunInput): Promise<CreateRunResult>;
+  createRun(ctx: CommandContext<CreateRunResult>, input: CreateRunInput): Promise<CreateRunResult>;
   /** pending → running (recording who confirmed); "already" when it is running or further. NotFoundError if no such run. */
-  confirmRun(ctx: CommandContext, roomId: string, dagId: string, by: string): Promise<RunDecisionResult>;
+  confirmRun(
+    ctx: CommandContext<RunDecisionResult>,
+    roomId: string,
+    dagId: string,
+    by: string,
+  ): Promise<RunDecisionResult>;
   /** pending → rejected. */
-  rejectRun(ctx: CommandContext, roomId: string, dagId: string, by: string): Promise<RunDecisionResult>;
+  rejectRun(
+    ctx: CommandContext<RunDecisionResult>,
+    roomId: string,
+    dagId: string,
+    by: string,
+  ): Promise<RunDecisionResult>;
   /**
    * running/pending → canceling: blocked and queued tasks → canceled (no side effect), running →
    * canceling (the executing worker stops it). A run with nothing left running ends canceled at once.
    */
-  cancelRun(ctx: CommandContext, roomId: string, dagId: string, by: string): Promise<RunDecisionResult>;
+  cancelRun(
+    ctx: CommandContext<RunDecisionResult>,
+    roomId: string,
+    dagId: string,
+    by: string,
+  ): Promise<RunDecisionResult>;
   getRun(roomId: string, dagId: string): Promise<RunRecord | null>;
   getRunById(runId: string): Promise<RunRecord | null>;
   listRuns(roomId: string, options?: { statuses?: RunStatus[]; limit?: number }): Promise<RunRecord[]>;
@@ -410,7 +373,7 @@ export interface RunStore {
    * with the result, all in one fenced transaction. NotFoundError when there is no such run or task.
    */
   decideGate(
-    ctx: CommandContext,
+    ctx: CommandContext<GateDecisionResult>,
     roomId: string,
     dagId: string,
     taskId: string,
@@ -424,7 +387,7 @@ export interface RunStore {
    * NotFoundError when there is no such run or task.
    */
   markTask(
-    ctx: CommandContext,
+    ctx: CommandContext<MarkTaskResult>,
     roomId: string,
     dagId: string,
     taskId: string,
@@ -515,7 +478,7 @@ export interface DefinitionStore {
    * when the room has no definition of that id with a schedule.
    */
   changeSchedule(
-    ctx: CommandContext,
+    ctx: CommandContext<ScheduleChangeResult>,
     roomId: string,
     dagId: string,
     change: ScheduleChange,
@@ -735,7 +698,11 @@ export interface Scheduler {
    * and, given an inbox event id, that row is marked handled in the same transaction (result
    * `{ op: "cap", kind: "set", cap, previous }`), so a crash cannot apply one command twice.
    */
-  setRoomCap(roomId: string, cap: number, ctx?: CommandContext): Promise<{ previous: number }>;
+  setRoomCap(
+    roomId: string,
+    cap: number,
+    ctx?: CommandContext<{ previous: number }>,
+  ): Promise<{ previous: number }>;
   getRoomCap(roomId: string): Promise<number>;
   /** The room's cap, active count and held concurrency keys, read together (one round trip). */
   roomLoad(roomId: string): Promise<RoomLoad>;
@@ -792,11 +759,11 @@ export interface PolicyStore {
   getRoomPolicy(roomId: string): Promise<StoredRoomPolicy | null>;
   /**
    * Replaces the room's policy, fenced by the leader's term; given an inbox event id, that row is
-   * marked handled in the same transaction (result `{ op: "policy", kind: "set", policy, previous }`).
+   * marked handled in the same transaction (with the answer to a PolicySet).
    * Logged as a `policy.set` event with who, from what and to what.
    */
   setRoomPolicy(
-    ctx: CommandContext,
+    ctx: CommandContext<PolicySet>,
     roomId: string,
     policy: RoomPolicy,
     by: string,
@@ -808,14 +775,22 @@ export interface PolicyStore {
    * Keeps a change a room admin proposed under the two-person rule, fenced by the leader's term; it
    * waits for another admin's confirmation (setRoomPolicy with `confirms`) until `ttlMs` from now on
    * the store's clock. Given an inbox event id, that row is marked handled in the same transaction
-   * (result `{ op: "policy", kind: "proposed", proposal }`). Logged as a `policy.proposed` event.
+   * (with the answer to the proposal as kept). Logged as a `policy.proposed` event.
    */
   proposePolicyChange(
-    ctx: CommandContext,
+    ctx: CommandContext<PolicyProposal>,
     roomId: string,
     proposal: { changeId: string; change: Record<string, unknown>; by: string; ttlMs: number },
   ): Promise<PolicyProposal>;
   getPolicyProposal(roomId: string, changeId: string): Promise<PolicyProposal | null>;
+}
+
+/** What a policy write did, as its command's answer reads it: the policy before, and the proposal it applied. */
+export interface PolicySet {
+  policy: RoomPolicy;
+  previous: RoomPolicy | null;
+  /** Set when the change was a proposal that this write confirmed. */
+  proposal?: { changeId: string; proposedBy: string };
 }
 
 export interface SetPolicyOptions {

@@ -217,7 +217,10 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(String(card?.content["body"])).toContain("0/3 succeeded · 3 waiting");
         const row = await store.getInboxEvent(eventId);
         expect(row?.status).toBe("replied");
-        expect(row?.result).toMatchObject({ op: "publish", kind: "created", runId: run?.runId });
+        // The row keeps the outcome the faces render, written with the run in one transaction.
+        expect(row?.result).toMatchObject({
+          dagbotOutcome: { kind: "published", run: { runId: run?.runId, dagId: "nightly" } },
+        });
       }),
     );
 
@@ -1027,12 +1030,12 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         await handleInboxEvent(deps, r.fence, row!); // ... and the process dies here.
         const handled = await store.getInboxEvent(eventId);
         expect(handled?.status).toBe("handled");
-        expect(handled?.result).toEqual({ op: "cap", kind: "set", cap: 4, previous });
+        expect(handled?.result).toEqual({ dagbotOutcome: { kind: "cap", cap: 4, previous } });
         expect(await store.getRoomCap(r.roomId)).toBe(4);
         // A second handling of the same row is refused by the store and changes nothing.
         await store.setRoomCap(r.roomId, 6, { fence: r.fence });
         const again = await store
-          .setRoomCap(r.roomId, 4, { fence: r.fence, inboxEventId: eventId })
+          .setRoomCap(r.roomId, 4, { fence: r.fence, inboxEventId: eventId, answer: () => ({}) })
           .catch((e: unknown) => e);
         expect(isConflict(again)).toBe(true);
         expect(await store.getRoomCap(r.roomId)).toBe(6);
@@ -1041,6 +1044,53 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(String((await reply(eventId))?.content["body"])).toContain(`is now 4 (it was ${previous})`);
         const capEvents = (await store.readEvents(r.roomId, 0)).filter((e) => e.kind === "cap.set");
         expect(capEvents.map((e) => e.data["cap"])).toEqual([4, 6]);
+      }),
+    );
+
+    it(
+      "a row an older release's store handled (its own result, `op`) is answered in this release's words",
+      track(async () => {
+        // A 0.3.x leader applied the command and kept its store's result on the row; this release
+        // answers it (old-results.ts) as it answers the same command it handled itself.
+        const r = await room();
+        const old = async (body: string, sender: string, result: (id: string) => Record<string, unknown>) => {
+          const eventId = await say(r.roomId, sender, body);
+          await store.markInboxHandled(r.fence, eventId, result(eventId));
+          expect(await drain(r.fence)).toBe(1);
+          return String((await reply(eventId))?.content["body"]);
+        };
+        const publish = publishToml(chainToml("oldrow"));
+        await ask(r, OP, publish);
+        const run = (await store.getRun(r.roomId, "oldrow"))!;
+        const exists = {
+          op: "publish",
+          kind: "exists",
+          runId: run.runId,
+          dagId: "oldrow",
+          status: "pending",
+        };
+        expect(await old(publish, OP, () => ({ ...exists, verb: "publish" }))).toBe(
+          await ask(r, OP, publish),
+        );
+
+        await store.confirmRun({ fence: r.fence }, r.roomId, "oldrow", OP);
+        const confirm = { op: "confirm", kind: "done", runId: run.runId, dagId: "oldrow", by: OP };
+        expect(await old("!dag confirm oldrow", OP, () => ({ ...confirm, status: "running" }))).toBe(
+          "▶️ @op:test confirmed `oldrow`; it started.",
+        );
+        const already = { ...confirm, kind: "already", status: "running" };
+        expect(await old("!dag confirm oldrow", OP, () => already)).toBe(
+          await ask(r, OP, "!dag confirm oldrow"),
+        );
+
+        const previous = await store.getRoomCap(r.roomId);
+        await store.setRoomCap(r.roomId, 5, { fence: r.fence });
+        const cap = { op: "cap", kind: "set", cap: 5, previous };
+        expect(await old("!dag cap 5", OP, () => cap)).toContain(`is now 5 (it was ${previous})`);
+        // A result of no shape this release knows is said to be unreadable, not guessed at.
+        expect(await old("!dag cap 6", OP, () => ({ op: "cap", kind: "set", cap: "6" }))).toMatch(
+          /the command was handled, but its result cannot be shown/,
+        );
       }),
     );
 

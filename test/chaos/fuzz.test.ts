@@ -190,8 +190,8 @@ async function fuzzPass(kind: string, store: Store, total: number): Promise<void
     const kindOf = outcome?.kind ?? String(result["kind"] ?? "none");
     outcomes.set(kindOf, (outcomes.get(kindOf) ?? 0) + 1);
     if (outcome?.kind === "ignored") ignored.add(eventId);
-    if (outcome === null && result["op"] === "publish" && result["kind"] === "created")
-      created.set(String(result["runId"]), eventId);
+    // A new run's answer, however the row was marked (the store keeps the outcome: CommandContext).
+    if (outcome?.kind === "published" || outcome?.kind === "retried") created.set(outcome.run.runId, eventId);
     if (event.mustReply && outcome?.kind === "ignored")
       unanswered.push(`${eventId} (${event.category}) ignored`);
     const reply = await store.getOutbox(replyTxnId(eventId));

@@ -73,8 +73,15 @@ export async function becomeLeader(store: Store, roomId: string, nodeId = "leade
   return fence;
 }
 
+/**
+ * A command's context; given an inbox row, the row keeps `{ answered: <the operation's result> }`
+ * (the app keeps its outcome there: ports/store.ts CommandContext).
+ */
 export const cmd = (fence: LeaderFence, inboxEventId?: string): CommandContext =>
-  inboxEventId === undefined ? { fence } : { fence, inboxEventId };
+  inboxEventId === undefined ? { fence } : { fence, inboxEventId, answer: answered };
+
+/** What `cmd` keeps on the row: the operation's result as given to its answer. */
+export const answered = (result: unknown): Record<string, unknown> => ({ answered: result });
 
 /** Publish a running (auto-confirmed) run and queue what is ready. */
 export async function publishRunning(store: Store, fence: LeaderFence, d: ParsedDag): Promise<RunRecord> {

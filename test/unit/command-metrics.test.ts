@@ -23,4 +23,31 @@ describe("command labels", () => {
     expect(commandLabels({ op: "cap", kind: "set" })).toEqual({ verb: "cap", outcome: "cap" });
     expect(commandLabels({ op: "gate", kind: "x" }).verb).toBe("other");
   });
+
+  it("counts the outcome a row keeps now under the labels the store's own result had", () => {
+    const run = { runId: "r", dagId: "d.2", definition: "d" };
+    const kept = (o: Record<string, unknown>) => commandLabels({ dagbotOutcome: o });
+    expect(kept({ kind: "decision", verb: "confirm", result: "done", run })).toEqual(
+      commandLabels({ op: "confirm", kind: "done" }),
+    );
+    expect(kept({ kind: "gate", verb: "deny", result: "denied" })).toEqual({
+      verb: "deny",
+      outcome: "gate-denied",
+    });
+    expect(kept({ kind: "schedule-changed", action: "pause", result: "done" })).toEqual(
+      commandLabels({ op: "schedule", action: "pause", kind: "done" }),
+    );
+    expect(kept({ kind: "published", run })).toEqual(
+      commandLabels({ op: "publish", verb: "run", kind: "created" }),
+    );
+    expect(kept({ kind: "retried", run })).toEqual(
+      commandLabels({ op: "publish", verb: "retry", kind: "created" }),
+    );
+    expect(kept({ kind: "published", run: { runId: "r", dagId: "d" } })).toEqual({
+      verb: "publish",
+      outcome: "published",
+    });
+    expect(kept({ kind: "cap", cap: 1, previous: 2 })).toEqual(commandLabels({ op: "cap", kind: "set" }));
+    expect(kept({ kind: "policy-proposed" })).toEqual(commandLabels({ op: "policy", kind: "proposed" }));
+  });
 });

@@ -1,9 +1,9 @@
 // The mark verb's grammar, its command as data, its answers in each face's words, and its record
-// read back from an inbox row (src/app/commands/verbs/mark.ts, command-result.ts).
+// read back from an inbox row (src/app/commands/verbs/mark.ts, outcome.ts).
 import { describe, expect, it } from "vitest";
-import { readCommandResult } from "../../src/app/commands/command-result.js";
+import { unwrapOutcome, wrapOutcome } from "../../src/app/commands/outcome.js";
 import { plainTextOf } from "../../src/app/commands/outcome-faces.js";
-import { markOutcomeFromStored } from "../../src/app/commands/verbs/mark.js";
+import { markOutcome } from "../../src/app/commands/verbs/mark.js";
 import { parseCommand, parseCommandData } from "../../src/app/commands/verbs/index.js";
 import type { MarkRecord } from "../../src/domain/task-mark.js";
 
@@ -62,7 +62,7 @@ describe("mark's grammar", () => {
 
 describe("mark's answers", () => {
   it("says what the mark did and what it let go on, or why it was refused and what to do instead", () => {
-    const say = (r: MarkRecord): string => plainTextOf(markOutcomeFromStored(r, null), cli);
+    const say = (r: MarkRecord): string => plainTextOf(markOutcome(r, null), cli);
     expect(say(record({}))).toBe(
       "local:ops marked ship/build succeeded (flaky runner): what needs it may run now; test, deploy are no longer skipped.",
     );
@@ -80,10 +80,10 @@ describe("mark's answers", () => {
     );
   });
 
-  it("is read back from the inbox row the store marked, and a malformed record is not", () => {
-    const stored = { op: "mark", ...record({ kind: "run-not-running", runStatus: "failed", revived: [] }) };
-    expect(readCommandResult(stored)).toEqual(stored);
-    expect(readCommandResult({ ...stored, to: "failed" })).toBeNull();
-    expect(readCommandResult({ ...stored, revived: "test" })).toBeNull();
+  it("is read back from the inbox row the store marked as the same outcome, and a malformed one is not", () => {
+    const o = markOutcome(record({ kind: "run-not-running", runStatus: "failed", revived: [] }), "$publish");
+    const stored = JSON.parse(JSON.stringify(wrapOutcome(o))) as Record<string, unknown>;
+    expect(unwrapOutcome(stored)).toEqual(o);
+    expect(unwrapOutcome({ dagbotOutcome: "not an outcome" })).toBeNull();
   });
 });

@@ -79,7 +79,9 @@ describe("a run's state after `it`", () => {
       for (const said of [exists, refused, chat])
         expect(said, status).not.toMatch(/[Ii]t is (succeeded|failed|canceled|rejected|expired)/);
     }
-    expect(plainTextOf({ kind: "exists", run: run("succeeded") }, CLI_IDIOM)).toContain("It succeeded;");
+    expect(plainTextOf({ kind: "exists", run: run("succeeded") }, CLI_IDIOM)).toContain(
+      "It succeeded (published by",
+    );
     expect(
       plainTextOf(
         { kind: "decision", verb: "confirm", result: "wrong-status", run: run("canceled"), by: "local:ops" },

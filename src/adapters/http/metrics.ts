@@ -251,11 +251,11 @@ const CREATING_VERBS = new Set(["publish", "run", "retry"]);
 /** The labels of a handled command's stored result (exported for its unit test). */
 export function commandLabels(result: unknown): { verb: string; outcome: string } {
   const r = (typeof result === "object" && result !== null ? result : {}) as Record<string, unknown>;
-  const outcome = r["dagbotOutcome"] as { kind?: unknown; verb?: unknown } | undefined;
-  if (outcome !== undefined && typeof outcome.kind === "string") {
-    const kind = outcome.kind;
-    const verb = typeof outcome.verb === "string" ? outcome.verb : (VERB_OF_KIND[kind] ?? "none");
-    return { verb, outcome: kind };
+  const outcome = r["dagbotOutcome"] as Record<string, unknown> | undefined;
+  if (outcome !== undefined && typeof outcome["kind"] === "string") {
+    const kind = outcome["kind"];
+    const verb = typeof outcome["verb"] === "string" ? outcome["verb"] : (VERB_OF_KIND[kind] ?? "none");
+    return storeLabels(kind, outcome) ?? { verb, outcome: kind };
   }
   // A gate decision the store recorded itself is counted under its verb: approve or deny.
   if (r["op"] === "gate" && (r["decision"] === "approve" || r["decision"] === "deny")) {
@@ -276,6 +276,24 @@ export function commandLabels(result: unknown): { verb: string; outcome: string 
   // A policy result's kind is "set" like a cap's, or "proposed": named as the app's outcomes are.
   if (op === "policy") return { verb: op, outcome: kind === "proposed" ? "policy-proposed" : "policy" };
   return { verb: op, outcome: STORE_KIND[kind] ?? (decision ? `decision-${kind}` : kind.slice(0, 32)) };
+}
+
+/**
+ * The labels of the outcomes a store once kept in its own shape (0.3.1 and earlier; the row now
+ * keeps the app's outcome): the same as before, so a series does not change its name on upgrade.
+ */
+function storeLabels(kind: string, o: Record<string, unknown>): { verb: string; outcome: string } | null {
+  const result = typeof o["result"] === "string" ? o["result"] : "other";
+  const verb = typeof o["verb"] === "string" ? o["verb"] : null;
+  if (kind === "decision" && verb !== null) return { verb, outcome: `decision-${result}`.slice(0, 32) };
+  if (kind === "gate" && verb !== null) return { verb, outcome: `gate-${result}`.slice(0, 32) };
+  if (kind === "schedule-changed" && typeof o["action"] === "string")
+    return { verb: "schedule", outcome: `schedule-${o["action"]}-${result}`.slice(0, 32) };
+  const run = o["run"] as { definition?: unknown } | undefined;
+  // A new run of a published DAG (`run`), and a retry's new run, were counted as published.
+  if (kind === "published" && typeof run?.definition === "string") return { verb: "run", outcome: kind };
+  if (kind === "retried") return { verb: "retry", outcome: "published" };
+  return null;
 }
 
 function remember(map: Map<string, number>, key: string, at: number): void {

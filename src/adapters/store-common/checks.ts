@@ -10,7 +10,7 @@ import {
   SchemaTooOldError,
   StoreError,
 } from "../../ports/errors.js";
-import type { CommandContext, LeaderFence, OutboxMessageInput } from "../../ports/store.js";
+import type { LeaderFence, OutboxMessageInput } from "../../ports/store.js";
 
 /** The room's cap on active tasks until `!dag cap` sets one. */
 export const DEFAULT_ROOM_CAP = 16;
@@ -94,7 +94,7 @@ export function checkCapacity(capacity: number): void {
 }
 
 /** The fence must cover the room the command acts on. */
-export function checkRoom(operation: string, ctx: CommandContext, roomId: string): void {
+export function checkRoom(operation: string, ctx: { fence: LeaderFence }, roomId: string): void {
   if (ctx.fence.roomId !== roomId)
     throw new ConflictError(operation, { roomId: ctx.fence.roomId }, { roomId });
 }

@@ -3,15 +3,7 @@
  * event-log lines of schedule changes and slots.
  */
 import type { SlotInfo } from "../../domain/schedule.js";
-import type {
-  DefinitionRecord,
-  LeaderFence,
-  ScheduleAction,
-  ScheduleChange,
-  ScheduleChangeResult,
-  SkippedSlots,
-  StoreCommandResult,
-} from "../../ports/store.js";
+import type { LeaderFence, ScheduleAction, ScheduleChange, SkippedSlots } from "../../ports/store.js";
 import type { LogLine } from "./records.js";
 import { sessionKey } from "./records.js";
 
@@ -61,21 +53,5 @@ export function slotsSkippedLine(fence: LeaderFence, dagId: string, skipped: Ski
     term: fence.term,
     actor: sessionKey(fence.session),
     data: { dagId, first: skipped.first, last: skipped.last, count: skipped.count, reason: skipped.reason },
-  };
-}
-
-/** The inbox result of a `schedule` command. */
-export function scheduleOutcome(
-  change: ScheduleChange,
-  kind: ScheduleChangeResult["kind"],
-  definition: DefinitionRecord,
-): StoreCommandResult {
-  return {
-    op: "schedule",
-    action: change.action,
-    kind,
-    dagId: definition.dagId,
-    state: definition.scheduleState.state,
-    by: change.by,
   };
 }

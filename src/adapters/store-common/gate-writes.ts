@@ -1,13 +1,13 @@
 /**
  * What a decision on an approval gate writes, shared by both stores: the domain decides
- * (decideGate in src/domain/gates.ts); this names the task's new status, its error, the event-log
- * lines and the inbox row's result. The stores apply it with one guarded UPDATE in the command's
+ * (decideGate in src/domain/gates.ts); this names the task's new status, its error, and the event-log
+ * lines. The stores apply it with one guarded UPDATE in the command's
  * fenced transaction.
  */
 import type { GateDecisionInput, GateSpec, GateState, GateVerdict } from "../../domain/gates.js";
-import { gateDecisionRecord, gateOpenedData } from "../../domain/gates.js";
+import { gateOpenedData } from "../../domain/gates.js";
 import type { TaskStatus } from "../../domain/model.js";
-import type { LeaderFence, StoreCommandResult } from "../../ports/store.js";
+import type { LeaderFence } from "../../ports/store.js";
 import type { LogLine } from "./records.js";
 import { sessionKey } from "./records.js";
 
@@ -86,14 +86,4 @@ export function gateWrite(verdict: GateVerdict, input: GateDecisionInput): GateW
     default:
       return { status: null, ends: false, error: null, outputs: null, lines: [] };
   }
-}
-
-/** The inbox row's result of a gate decision: enough to answer it again after a restart. */
-export function gateOutcome(
-  verdict: GateVerdict,
-  input: GateDecisionInput,
-  run: { runId: string; dagId: string },
-  taskId: string,
-): StoreCommandResult {
-  return { op: "gate", ...gateDecisionRecord(verdict, input, run, taskId) };
 }

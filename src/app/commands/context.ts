@@ -89,15 +89,13 @@ export interface HandlerContext {
   sender: string;
   /**
    * The chat event of the command: an inbox row that a state-changing handler marks handled in the
-   * same transaction as its effect (CommandContext.inboxEventId), and the publish event a status card
+   * same transaction as its effect (CommandContext), and the publish event a status card
    * threads under. Null from the CLI and HTTP.
    */
   eventId: string | null;
   standing: SenderStanding;
   policy: CommandPolicy;
   loadDag: DagLibrary;
-  /** The verb being run (executeCommand sets it): a store effect records it with its result. */
-  verb?: string;
 }
 
 /** The room policy a CommandPolicy carries (what the store holds for the room). */

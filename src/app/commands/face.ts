@@ -4,7 +4,8 @@
  * helpers here let one sentence serve every face (docs/architecture.md §5).
  */
 import type { Rendered } from "../render/html.js";
-import { code, text, userPill } from "../render/html.js";
+import { code, join, text, userPill } from "../render/html.js";
+import { paragraphs } from "../render/blocks.js";
 
 /** How a face names a command: `!dag confirm x` in chat, `dagbot confirm x h` on the CLI, `POST /v1/runs/x/confirm` over HTTP. */
 export interface Idiom {
@@ -34,6 +35,11 @@ export function userIn(say: Idiom, user: string): Rendered {
 /** A chat mark (an emoji and a space) that the text faces leave out. */
 export function markIn(say: Idiom, emoji: string): string {
   return say.chat === true ? `${emoji} ` : "";
+}
+
+/** Sentences of one answer: a paragraph each in chat, one line on the CLI and over HTTP. */
+export function sentencesIn(say: Idiom, parts: readonly Rendered[]): Rendered {
+  return say.chat === true ? paragraphs(parts) : join(parts, " ");
 }
 
 /**

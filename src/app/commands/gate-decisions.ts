@@ -9,7 +9,7 @@ import { checkId, checkTaskId, fail, ok } from "../../domain/command-grammar.js"
 import type { Pair, PairWords } from "../../domain/name-values.js";
 import { pairsFromData, pairsFromWords } from "../../domain/name-values.js";
 import { quoteInput } from "../../domain/command-text.js";
-import type { Decider, GateVerdict } from "../../domain/gates.js";
+import type { Decider, GateDecisionRecord, GateVerdict } from "../../domain/gates.js";
 import {
   faceOfSender,
   gateDecisionRecord,
@@ -18,14 +18,13 @@ import {
   gateValuesProblem,
 } from "../../domain/gates.js";
 import { isNotFound } from "../../ports/errors.js";
-import type { StoreCommandResult } from "../../ports/store.js";
 import type { Rendered } from "../render/html.js";
 import { r } from "../render/html.js";
 import type { Idiom } from "./face.js";
 import { codeIn, markIn, userIn } from "./face.js";
 import { findRun } from "../run-ref.js";
 import type { CommandStore, HandlerContext } from "./context.js";
-import type { RunRecord } from "../../ports/store.js";
+import type { GateDecisionResult, RunRecord } from "../../ports/store.js";
 import { gateBody, gateDecisionSchema, taskParams } from "./http-shapes.js";
 import type { Outcome } from "./outcome.js";
 import { isOperator } from "./permissions.js";
@@ -152,8 +151,7 @@ export async function handleGateDecision(
   c: GateCommand,
   usage: string,
 ): Promise<Outcome> {
-  const cmd = commandContext(ctx);
-  if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
+  if (ctx.fence === null) return { kind: "not-leader", roomId: ctx.roomId };
   const run = await findRun(ctx.store, ctx.roomId, c.id);
   if (run === null) return notFoundRun(ctx, c.id);
   const task = await ctx.store.getTask(run.runId, c.gate);
@@ -187,6 +185,10 @@ export async function handleGateDecision(
   const values = Object.fromEntries(c.values);
   const bad = gateValuesProblem(task.gate, values);
   if (bad !== null) return { kind: "command-error", message: bad, helpLine };
+  const answer = (result: GateDecisionResult): Outcome =>
+    gateOutcomeOf(c.verb, result.verdict, run, c.gate, ctx.sender);
+  const cmd = commandContext(ctx, answer);
+  if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
   try {
     const result = await ctx.store.decideGate(cmd, ctx.roomId, run.dagId, c.gate, {
       decision: c.verb,
@@ -195,7 +197,7 @@ export async function handleGateDecision(
       values,
       reason: c.reason,
     });
-    return gateOutcomeOf(c.verb, result.verdict, run, c.gate, ctx.sender);
+    return answer(result);
   } catch (err) {
     if (isNotFound(err)) return notFoundRun(ctx, c.id);
     throw err;
@@ -210,16 +212,13 @@ export function gateOutcomeOf(
   by: string,
 ): Outcome {
   return gateOutcomeFromStored(
-    { op: "gate", ...gateDecisionRecord(verdict, { decision: verb, by }, run, gate) },
+    gateDecisionRecord(verdict, { decision: verb, by }, run, gate),
     run.publishEventId,
   );
 }
 
-/** The outcome again from what the store kept on the inbox row (a restart between handled and replied). */
-export function gateOutcomeFromStored(
-  stored: Extract<StoreCommandResult, { op: "gate" }>,
-  publishEventId: string | null,
-): Outcome {
+/** The outcome of a gate decision's record (gates.ts gateDecisionRecord): as decided, or read from a row of an older release. */
+export function gateOutcomeFromStored(stored: GateDecisionRecord, publishEventId: string | null): Outcome {
   return {
     kind: "gate",
     verb: stored.decision,

@@ -1,9 +1,9 @@
 /**
  * The leader's inbox step (docs/architecture.md §4, §8): take the room's next inbox row and carry it through
- *   new → handled: run the command; a state-changing handler passes { fence, inboxEventId } so its
- *                  effect and the mark commit in one transaction (the store records its result);
- *                  every other outcome is stored with markInboxHandled;
- *   handled → replied: render the reply from the STORED result and enqueue it (txnId reply.<event_id>)
+ *   new → handled: run the command; a state-changing handler passes { fence, inboxEventId, answer }
+ *                  so its effect and the mark commit in one transaction (the store keeps the
+ *                  outcome `answer` builds); every other outcome is stored with markInboxHandled;
+ *   handled → replied: render the reply from the STORED outcome and enqueue it (txnId reply.<event_id>)
  *                  together with a new run's status card (card.<run_id>) in one markInboxReplied.
  * A crash between the two halves leaves the row handled; the next leader repeats only the second
  * half, which renders the same reply under the same txnId. A ConflictError (deposed) propagates so
@@ -12,7 +12,6 @@
  * took two leaders down is quarantined instead of handled (src/domain/inbox-handling.ts).
  */
 import { isQuarantined } from "../../domain/inbox-handling.js";
-import type { CommandVerb } from "./verbs/index.js";
 import { helpLineFor } from "./verbs/index.js";
 import { isConflict, StoreError } from "../../ports/errors.js";
 import type { Command } from "./verbs/index.js";
@@ -22,7 +21,6 @@ import type { PermissionOracle } from "../../ports/permissions.js";
 import { hookPermission } from "./permissions.js";
 import { INBOX_EVENT_TYPE_KEY } from "../../ports/store.js";
 import type {
-  CreateRunResult,
   InboxEvent,
   InboxStore,
   LeaderFence,
@@ -35,10 +33,7 @@ import { isTerminalRun } from "../../domain/run-states.js";
 import { pictureRequestMessage, picturePlacement } from "../render/pictures.js";
 import type { CommandPolicy, CommandStore, DagLibrary, HandlerContext } from "./context.js";
 import { withRoomPolicy } from "./context.js";
-import { describeDecision } from "./run-decisions.js";
-import { findGateMessage, gateOutcomeFromStored } from "./gate-decisions.js";
-import { markOutcomeFromStored } from "./verbs/mark.js";
-import { describeCreate } from "./run-creation.js";
+import { findGateMessage } from "./gate-decisions.js";
 import type { InboxIntent } from "./inbox-intent.js";
 import {
   decodeInboxContent,
@@ -49,12 +44,10 @@ import {
 } from "./inbox-intent.js";
 import { RELEASE } from "../../domain/release.js";
 import type { Outcome } from "./outcome.js";
-import { unwrapOutcome, wrapOutcome } from "./outcome.js";
-import { findRun } from "../run-ref.js";
-import { readCommandResult } from "./command-result.js";
+import { storedThreadRoot, unwrapOutcome, wrapOutcome } from "./outcome.js";
+import { outcomeOfOldResult, unreadable } from "./old-results.js";
 import { commandErrorOutcome, executeCommand } from "./table.js";
 import { PictureLimiter, pictureRefusal } from "../picture-budget.js";
-import { describePolicyDiff, proposedOutcome } from "./verbs/policy.js";
 
 export interface InboxDeps {
   store: CommandStore &
@@ -485,8 +478,7 @@ function answerTxnId(eventId: string, outcome: Outcome, placement: Placement): s
  * picture asked for in the main timeline live in the run's thread, and the answer here points there.
  */
 function placementOf(row: InboxEvent, intent: InboxIntent, outcome: Outcome): Placement {
-  const stored = readCommandResult(row.result);
-  const storedRoot = stored?.op === undefined ? stored?.threadRoot : undefined;
+  const storedRoot = storedThreadRoot(row.result);
   if (intent.kind === "reaction") {
     const root =
       typeof storedRoot === "string"
@@ -518,8 +510,10 @@ function placementOf(row: InboxEvent, intent: InboxIntent, outcome: Outcome): Pl
 }
 
 /**
- * The outcome of a handled (or replied) row, whoever recorded it: ours as stored, or rebuilt from
- * the store's own result. The CLI and HTTP API read answers with it; null while the row is new.
+ * The outcome of a handled (or replied) row, whoever marked it: the app, or the store in the same
+ * transaction as the command's effect, both keep the outcome (wrapOutcome); a row that 0.3.1 or
+ * earlier handled may hold its store's own result, read by old-results.ts. The CLI and HTTP API
+ * read answers with it; null while the row is new.
  */
 export async function readOutcome(
   deps: Pick<InboxDeps, "store" | "policy">,
@@ -528,68 +522,7 @@ export async function readOutcome(
   if (row.status === "new") return null;
   return (
     unwrapOutcome(row.result) ??
-    (await outcomeFromStoreResult(deps, row, decodeInboxContent(row.content, row.sender)))
+    (await outcomeOfOldResult(deps, row)) ??
+    unreadable(row, `unknown result ${JSON.stringify(row.result).slice(0, 200)}`)
   );
-}
-
-/**
- * The outcome of a row the store marked handled itself (createRun, confirmRun, rejectRun, cancelRun,
- * setRoomCap and setRoomPolicy with an inboxEventId: a StoreCommandResult); the outcome is rebuilt
- * with the same functions the handlers use, with the run's status as it was recorded.
- */
-async function outcomeFromStoreResult(
-  deps: Pick<InboxDeps, "store" | "policy">,
-  row: InboxEvent,
-  intent: InboxIntent,
-): Promise<Outcome> {
-  const result = readCommandResult(row.result);
-  if (result === null || result.op === undefined)
-    return unreadable(row, `unknown result ${JSON.stringify(row.result).slice(0, 200)}`);
-  if (result.op === "cap") return { kind: "cap", cap: result.cap, previous: result.previous };
-  if (result.op === "policy") {
-    if (result.kind === "proposed") return proposedOutcome(result.proposal);
-    const { policy, previous, proposal } = result;
-    const changed = describePolicyDiff(previous, policy);
-    return {
-      kind: "policy",
-      policy,
-      changed,
-      by: row.sender,
-      ...(proposal === undefined ? {} : { proposal }),
-    };
-  }
-  if (result.op === "schedule") {
-    const { action, kind, dagId, state, by } = result;
-    return { kind: "schedule-changed", action, result: kind, dagId, state, by };
-  }
-  const run = await deps.store.getRunById(result.runId);
-  if (run === null) return unreadable(row, "its run is gone");
-  if (result.op === "gate") return gateOutcomeFromStored(result, run.publishEventId);
-  if (result.op === "mark") return markOutcomeFromStored(result, run.publishEventId);
-  const recorded = { ...run, status: result.status };
-  if (result.op === "publish") {
-    const verb = commandVerbOf(intent);
-    const retryOf = verb?.verb === "retry" ? await findRun(deps.store, row.roomId, verb.id) : null;
-    const { kind } = result;
-    const created: CreateRunResult =
-      kind === "conflict" ? { kind, existing: recorded } : { kind, run: recorded };
-    return describeCreate(deps.store, row.roomId, deps.policy, created, retryOf);
-  }
-  return describeDecision(result.op, { kind: result.kind, run: recorded }, result.by);
-}
-
-function unreadable(row: InboxEvent, why: string): Outcome {
-  return {
-    kind: "command-error",
-    message: `the command was handled, but its result cannot be shown (${why})`,
-    helpLine: `event ${row.eventId}`,
-  };
-}
-
-function commandVerbOf(intent: InboxIntent): { verb: CommandVerb; id: string } | null {
-  if (intent.kind !== "message" && intent.kind !== "data") return null;
-  const parsed = intent.kind === "data" ? parseCommandData(intent.data) : parseCommand(intent.input);
-  if (parsed.kind !== "command") return null;
-  const c = parsed.command;
-  return c.verb === "retry" ? { verb: c.verb, id: c.id } : null;
 }

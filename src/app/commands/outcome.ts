@@ -23,7 +23,6 @@ import type {
   RunStore,
   TaskRecord,
 } from "../../ports/store.js";
-import { readCommandResult } from "./command-result.js";
 
 /** A verb of docs/architecture.md §5 (verbs/index.ts), as stored in an outcome. */
 export type Verb = string;
@@ -373,18 +372,28 @@ export type Outcome =
 export type OutcomeKind = Outcome["kind"];
 
 /**
- * The app's member of the stored CommandResult union: the outcome as rendered, so the reply step
- * can tell ours from a result the store wrote itself (which has an `op`).
+ * What a handled command's inbox row keeps, whoever marked it (the app, or a store operation in the
+ * transaction of the command's effect: ports/store.ts CommandContext): the outcome every face renders.
  */
 export function wrapOutcome(outcome: Outcome, threadRoot?: string | null): AppCommandResult {
   return threadRoot === undefined ? { dagbotOutcome: outcome } : { dagbotOutcome: outcome, threadRoot };
 }
 
-/** Our outcome from a stored result; null when the store wrote it (or it is unreadable). */
+/**
+ * The outcome a row keeps; null while it has none, or when an older release's store wrote its own
+ * shape there (old-results.ts reads those).
+ */
 export function unwrapOutcome(result: Record<string, unknown> | null): Outcome | null {
-  const read = readCommandResult(result);
-  // The app wrote it from an Outcome (wrapOutcome), so its shape is ours.
-  return read !== null && read.op === undefined ? (read.dagbotOutcome as Outcome) : null;
+  const outcome = result?.["dagbotOutcome"];
+  if (typeof outcome !== "object" || outcome === null || Array.isArray(outcome)) return null;
+  // Written from an Outcome (wrapOutcome), by this release or an older one: its shape is ours.
+  return typeof (outcome as { kind?: unknown }).kind === "string" ? (outcome as Outcome) : null;
+}
+
+/** The thread a reaction's answer goes to, as kept with the outcome; undefined when none was kept. */
+export function storedThreadRoot(result: Record<string, unknown> | null): string | null | undefined {
+  const root = unwrapOutcome(result) === null ? undefined : result?.["threadRoot"];
+  return typeof root === "string" || root === null ? root : undefined;
 }
 
 export function summarizeRun(run: RunRecord): RunSummary {

@@ -14,16 +14,15 @@ import { definitionSource, runStartVerdict } from "../../domain/run-authority.js
 import type { HookOrigin } from "../../domain/webhook.js";
 import { hookOfSender } from "../../domain/webhook.js";
 import type { CreateRunResult, DefinitionRecord, RunRecord } from "../../ports/store.js";
-import { paragraphs } from "../render/blocks.js";
 import type { Rendered } from "../render/html.js";
-import { code, escapeHtml, r, text, userPill } from "../render/html.js";
+import { escapeHtml, r, text } from "../render/html.js";
 import { dateTime, plural, RUN_SAID, RUN_WORD } from "../render/words.js";
 import type { CommandPolicy, CommandStore, HandlerContext } from "./context.js";
 import type { Outcome, RunSummary } from "./outcome.js";
 import { summarizeRun } from "./outcome.js";
 import { commandContext } from "./shared.js";
 import type { Idiom } from "./face.js";
-import { byLayout, markIn } from "./face.js";
+import { codeIn, commandIn, markIn, sentencesIn, userIn } from "./face.js";
 import { shortHash } from "../../domain/command-grammar.js";
 import { formatDuration } from "../../domain/duration.js";
 
@@ -102,7 +101,10 @@ export async function createAndDescribe(
   /** The runs whose content the new run carries (none for newly published content). */
   sources: readonly ContentSource[],
 ): Promise<Outcome> {
-  const cmd = commandContext(ctx);
+  // A conflict stored nothing: its answer names a free id, read after it (the inbox step marks it).
+  const answer = (result: CreateRunResult): Outcome | null =>
+    result.kind === "conflict" ? null : creationOutcome(result, retryOf, ctx.policy);
+  const cmd = commandContext(ctx, answer);
   if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
   const result = await ctx.store.createRun(cmd, {
     roomId: ctx.roomId,
@@ -114,7 +116,9 @@ export async function createAndDescribe(
     needsConfirmation: needsConfirmation(ctx.policy, ctx.sender, sources),
     confirmTimeoutMs: ctx.policy.confirmTimeoutMs,
   });
-  return describeCreate(ctx.store, ctx.roomId, ctx.policy, result, retryOf);
+  return result.kind === "conflict"
+    ? conflictOutcome(ctx.store, ctx.roomId, result.existing)
+    : creationOutcome(result, retryOf, ctx.policy);
 }
 
 /**
@@ -141,35 +145,33 @@ export function needsConfirmation(
 }
 
 /**
- * The outcome of a createRun result. The inbox step calls it too when it rebuilds the outcome from
- * the result the store recorded, so the reply is the same on both paths.
+ * The outcome of a createRun result that stored a run or found the same content: pure, so the store
+ * keeps it on the command's inbox row in the transaction that created the run (shared.ts).
  */
-export async function describeCreate(
+export function creationOutcome(
+  result: Exclude<CreateRunResult, { kind: "conflict" }>,
+  retryOf: RunRecord | null,
+  policy: Pick<CommandPolicy, "twoPersonRule">,
+): Outcome {
+  if (result.kind === "exists") return { kind: "exists", run: summarizeRun(result.run) };
+  const run = summarizeRun(result.run);
+  const needsConfirmation = run.status === "pending";
+  if (retryOf !== null) {
+    const taskIds = result.run.dag.tasks.map((t) => t.id);
+    return { kind: "retried", from: summarizeRun(retryOf), run, taskIds, needsConfirmation };
+  }
+  return { kind: "published", run, needsConfirmation, twoPersonRule: policy.twoPersonRule };
+}
+
+/** A publish that met other content under its id: the answer names a free id to publish under. */
+export async function conflictOutcome(
   store: Pick<CommandStore, "getRun">,
   roomId: string,
-  policy: CommandPolicy,
-  result: CreateRunResult,
-  retryOf: RunRecord | null,
+  existing: RunRecord,
 ): Promise<Outcome> {
-  switch (result.kind) {
-    case "created": {
-      const run = summarizeRun(result.run);
-      const needsConfirmation = run.status === "pending";
-      if (retryOf !== null) {
-        const taskIds = result.run.dag.tasks.map((t) => t.id);
-        return { kind: "retried", from: summarizeRun(retryOf), run, taskIds, needsConfirmation };
-      }
-      return { kind: "published", run, needsConfirmation, twoPersonRule: policy.twoPersonRule };
-    }
-    case "exists":
-      return { kind: "exists", run: summarizeRun(result.run) };
-    case "conflict": {
-      const dagId = result.existing.dagId;
-      const suggestion =
-        (await freeId(store, roomId, renameCandidates(dagId))) ?? `${dagId.slice(0, 50)}-new`;
-      return { kind: "conflict", dagId, existing: summarizeRun(result.existing), suggestion };
-    }
-  }
+  const dagId = existing.dagId;
+  const suggestion = (await freeId(store, roomId, renameCandidates(dagId))) ?? `${dagId.slice(0, 50)}-new`;
+  return { kind: "conflict", dagId, existing: summarizeRun(existing), suggestion };
 }
 
 export function invalidDag(where: string, issues: readonly DagIssue[]): Outcome {
@@ -236,51 +238,29 @@ export async function freeId(
   return null;
 }
 
-/** The replies to a new run (published, or a new run of a published DAG), an existing one, a conflict and an invalid DAG. */
+/**
+ * The replies to a new run (published, or a new run of a published DAG), an existing one, a conflict
+ * and an invalid DAG: one renderer each, in the face's idiom (face.ts).
+ */
 export const CREATION_RENDERERS = {
-  published: byLayout(
-    (o: Extract<Outcome, { kind: "published" }>): Rendered =>
-      renderPublished(o.run, o.needsConfirmation, o.run.definition),
-    (o, say) => {
-      if (o.run.registered === true) {
-        const head = `Registered ${o.run.dagId} without running it: no task runs now; its schedule, after and webhooks start its runs once it is confirmed.`;
-        return o.needsConfirmation ? `${head} ${awaiting(o.run, o.twoPersonRule, say)}` : head;
-      }
-      const head = created(
-        o.run,
-        o.run.definition === undefined ? "Published" : `New run of ${o.run.definition}:`,
-      );
-      return o.needsConfirmation
-        ? `${head} ${awaiting(o.run, o.twoPersonRule, say)}`
-        : `${head} It starts now.`;
-    },
-  ),
-  exists: byLayout(
-    (o: Extract<Outcome, { kind: "exists" }>): Rendered =>
-      paragraphs([
-        r`${code(o.run.dagId)} already exists with the same content: nothing new was stored.`,
-        r`It ${RUN_SAID[o.run.status]} (published by ${userPill(
-          o.run.publisher,
-        )} at ${dateTime(o.run.createdAt)}). See ${code(`!dag status ${o.run.dagId}`)}.`,
-      ]),
-    (o, say) =>
-      `${o.run.dagId} already exists with the same content: nothing new was stored. It ${RUN_SAID[o.run.status]}; ` +
-      `${say.command("status", [o.run.dagId])} shows it.`,
-  ),
-  conflict: byLayout(
-    (o: Extract<Outcome, { kind: "conflict" }>): Rendered =>
-      paragraphs([
-        r`⚠️ ${code(o.dagId)} already exists with different content (${
-          RUN_WORD[o.existing.status]
-        }, published by ${userPill(o.existing.publisher)}): nothing was stored.`,
-        r`To publish this DAG, give it a new ${code("id")} (for example ${code(o.suggestion)}); to run the failed part of the existing one again, use ${code(
-          `!dag retry ${o.dagId}`,
-        )}.`,
-      ]),
-    (o) =>
-      `${o.dagId} already exists with different content (${RUN_WORD[o.existing.status]}): nothing was stored. ` +
-      `Give this DAG another id, for example ${o.suggestion}.`,
-  ),
+  published: (o: Extract<Outcome, { kind: "published" }>, say: Idiom): Rendered => renderPublished(o, say),
+  exists: (o: Extract<Outcome, { kind: "exists" }>, say: Idiom): Rendered =>
+    sentencesIn(say, [
+      r`${codeIn(say, o.run.dagId)} already exists with the same content: nothing new was stored.`,
+      r`It ${RUN_SAID[o.run.status]} (published by ${userIn(say, o.run.publisher)} at ${dateTime(
+        o.run.createdAt,
+      )}). See ${commandIn(say, "status", [o.run.dagId])}.`,
+    ]),
+  conflict: (o: Extract<Outcome, { kind: "conflict" }>, say: Idiom): Rendered =>
+    sentencesIn(say, [
+      r`${markIn(say, "⚠️")}${codeIn(say, o.dagId)} already exists with different content (${
+        RUN_WORD[o.existing.status]
+      }, published by ${userIn(say, o.existing.publisher)}): nothing was stored.`,
+      r`To publish this DAG, give it a new ${codeIn(say, "id")} (for example ${codeIn(
+        say,
+        o.suggestion,
+      )}); to run the failed part of the existing one again, use ${commandIn(say, "retry", [o.dagId])}.`,
+    ]),
   "invalid-dag": (o: Extract<Outcome, { kind: "invalid-dag" }>, say: Idiom): Rendered =>
     renderInvalidDag(o.source, o.issues, o.moreIssues, say),
 } as const;
@@ -288,14 +268,6 @@ export const CREATION_RENDERERS = {
 /** The command that confirms a run as it was shown: with its hash when it has one. */
 function confirmArgs(run: RunSummary): string[] {
   return run.hash === undefined ? [run.dagId] : [run.dagId, shortHash(run.hash)];
-}
-
-/** A new run in plain words: its id, its tasks, its hash and its parameter values. */
-function created(run: RunSummary, what: string): string {
-  const hash = run.hash === undefined ? "" : `, content hash ${shortHash(run.hash)}`;
-  const values = Object.entries(run.params ?? {});
-  const given = values.length === 0 ? "" : `; ${values.map(([n, v]) => `${n}=${v}`).join(" ")}`;
-  return `${what} ${run.dagId} (${plural(run.taskCount, "task")}${hash}${given}).`;
 }
 
 /** How a new run that awaits confirmation is confirmed (or dropped), in plain words. */
@@ -312,25 +284,30 @@ export function awaiting(run: RunSummary, twoPersonRule: boolean, say: Idiom): s
 }
 
 /**
- * One line: what was stored, and that its card is in this message's thread. The card says what to
- * do (confirm with its hash, react ✅) and keeps saying what is true; this line stays true too.
+ * One line: what was stored. In chat its card is in this message's thread, and the card says what to
+ * do (confirm with its hash, react ✅) and keeps saying what is true; elsewhere no card is shown, so
+ * the answer says how to confirm it.
  */
-function renderPublished(run: RunSummary, needsConfirmation: boolean, definition?: string): Rendered {
+function renderPublished(o: Extract<Outcome, { kind: "published" }>, say: Idiom): Rendered {
+  const { run, needsConfirmation } = o;
+  const id = codeIn(say, run.dagId);
   const values = Object.entries(run.params ?? {});
-  const given = values.length === 0 ? "" : r`; ${code(values.map(([n, v]) => `${n}=${v}`).join(" "))}`;
-  const what = r`${code(run.dagId)} (${plural(run.taskCount, "task")}${given})`;
+  const given = values.length === 0 ? "" : r`; ${codeIn(say, values.map(([n, v]) => `${n}=${v}`).join(" "))}`;
+  const what = r`${id} (${plural(run.taskCount, "task")}${given})`;
   const head =
     run.registered === true
       ? needsConfirmation
-        ? r`Registered ${code(run.dagId)} without running it, for confirmation: once confirmed, its schedule, after and webhooks start its runs`
-        : r`Registered ${code(run.dagId)} without running it: no task runs now; its schedule, after and webhooks start its runs`
-      : definition === undefined
+        ? r`Registered ${id} without running it, for confirmation: once confirmed, its schedule, after and webhooks start its runs`
+        : r`Registered ${id} without running it: no task runs now; its schedule, after and webhooks start its runs`
+      : run.definition === undefined
         ? needsConfirmation
           ? r`Published ${what} for confirmation`
           : r`Published ${what}; it started`
         : needsConfirmation
-          ? r`New run of ${definition}: ${what}, for confirmation`
-          : r`New run of ${definition}: ${what}; it started`;
+          ? r`New run of ${run.definition}: ${what}, for confirmation`
+          : r`New run of ${run.definition}: ${what}; it started`;
+  if (say.chat !== true)
+    return needsConfirmation ? r`${head}. ${awaiting(run, o.twoPersonRule, say)}` : r`${head}.`;
   // A run without a publish message (a webhook's) is answered under its card, in the card's thread.
   return run.publishEventId === null ? r`📥 ${head}.` : r`📥 ${head}. Its card is in the thread.`;
 }

@@ -37,7 +37,8 @@ export async function handleDecision(
   ref: string,
   hash: string | null = null,
 ): Promise<Outcome> {
-  const cmd = commandContext(ctx);
+  const answer = (result: RunDecisionResult): Outcome => describeDecision(verb, result, ctx.sender);
+  const cmd = commandContext(ctx, answer);
   if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
   const run = await findRun(ctx.store, ctx.roomId, ref);
   if (run === null) return notFoundRun(ctx, ref);
@@ -63,10 +64,10 @@ export async function handleDecision(
     if (isNotFound(err)) return notFoundRun(ctx, dagId);
     throw err;
   }
-  return describeDecision(verb, result, ctx.sender);
+  return answer(result);
 }
 
-/** The outcome of a decision; the inbox step rebuilds it the same way from the stored result. */
+/** The outcome of a decision: what the store keeps on the command's row in the decision's transaction. */
 export function describeDecision(verb: DecisionVerb, result: RunDecisionResult, by: string): Outcome {
   return { kind: "decision", verb, result: result.kind, run: summarizeRun(result.run), by };
 }

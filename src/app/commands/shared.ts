@@ -2,17 +2,31 @@
 import type { CommandContext } from "../../ports/store.js";
 import type { HandlerContext } from "./context.js";
 import type { Outcome } from "./outcome.js";
+import { wrapOutcome } from "./outcome.js";
 
 /** Runs a listing shows at most. */
 export const MAX_LISTED_RUNS = 15;
 
-/** The CommandContext of a state change: the fence, and the inbox row to mark in the same transaction. */
-export function commandContext(ctx: HandlerContext): CommandContext | null {
+/**
+ * The CommandContext of a state change: the fence, and the inbox row the store marks handled in the
+ * same transaction, keeping the outcome `answer` gives for the store's result: the one the handler
+ * returns too, so every face reads the outcome the handler decided (docs/architecture.md §4). Null
+ * from `answer`: the result changed nothing and its outcome needs more reads; the row stays new and
+ * the inbox step stores the handler's outcome (inbox-step.ts). Null without a fence (not the leader).
+ */
+export function commandContext<R>(
+  ctx: HandlerContext,
+  answer: (result: R) => Outcome | null,
+): CommandContext<R> | null {
   if (ctx.fence === null) return null;
+  if (ctx.eventId === null) return { fence: ctx.fence };
   return {
     fence: ctx.fence,
-    ...(ctx.eventId === null ? {} : { inboxEventId: ctx.eventId }),
-    ...(ctx.verb === undefined ? {} : { verb: ctx.verb }),
+    inboxEventId: ctx.eventId,
+    answer: (result) => {
+      const outcome = answer(result);
+      return outcome === null ? null : wrapOutcome(outcome);
+    },
   };
 }
 

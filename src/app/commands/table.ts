@@ -58,7 +58,7 @@ export function refusal(ctx: HandlerContext, verb: CommandVerb): Outcome | null 
 export async function executeCommand(ctx: HandlerContext, command: Command): Promise<Outcome> {
   const refused = refusal(ctx, command.verb);
   if (refused !== null) return refused;
-  return COMMAND_HANDLERS[command.verb].handle({ ...ctx, verb: command.verb }, command);
+  return COMMAND_HANDLERS[command.verb].handle(ctx, command);
 }
 
 /**

@@ -171,7 +171,7 @@ async function readVerb(
     const ctx = await localReadContext(store, roomId, config);
     const check = permissionFor(verb, ctx.standing, ctx.policy);
     const outcome: Outcome = check.ok
-      ? await verb.handle({ ...ctx, verb: verb.verb }, command, registry.verbs)
+      ? await verb.handle(ctx, command, registry.verbs)
       : { kind: "refused", verb: verb.verb, reason: check.reason, helpLine: "" };
     const exit = exitStatusOf(outcome, registry.verbs);
     const data = (exit === 0 ? declaring.cli?.json?.(outcome) : null) ?? dataOf(outcome);

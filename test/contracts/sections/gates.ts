@@ -143,10 +143,7 @@ export function gatesSection(ctx: ContractContext): void {
     );
     expect(first.verdict).toMatchObject({ kind: "recorded", missing: 1 });
     expect((await store.getInboxEvent(row1))!.result).toMatchObject({
-      op: "gate",
-      kind: "recorded",
-      taskId: "ok",
-      missing: 1,
+      answered: { verdict: { kind: "recorded", missing: 1 }, task: { taskId: "ok" } },
     });
     // The same inbox row again (a duplicate delivery, a replay): refused, nothing changes.
     await expect(
@@ -270,7 +267,9 @@ export function gatesSection(ctx: ContractContext): void {
     expect(gate.status).toBe("blocked");
     expect(gate.gateState).toMatchObject({ approvals: [], decision: null });
     expect(gate.outputValues).toBeNull();
-    expect((await store.getInboxEvent(row))?.result).toMatchObject({ op: "gate", kind: "closed" });
+    expect((await store.getInboxEvent(row))?.result).toMatchObject({
+      answered: { verdict: { kind: "closed" } },
+    });
     // The reaper then times it out, and what needs it never runs.
     await store.reap(fence);
     await store.scheduleStep(fence);

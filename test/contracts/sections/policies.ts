@@ -8,7 +8,7 @@
 import { expect, it } from "vitest";
 import { ConflictError } from "../../../src/ports/errors.js";
 import type { RoomPolicy } from "../../../src/ports/store.js";
-import { becomeLeader } from "../../support/store-fixtures.js";
+import { answered, becomeLeader } from "../../support/store-fixtures.js";
 import type { ContractContext } from "../context.js";
 
 const strict: RoomPolicy = {
@@ -57,7 +57,7 @@ export function policiesSection(ctx: ContractContext): void {
     });
     const changed = { ...strict, twoPersonRule: false };
     const result = await store.setRoomPolicy(
-      { fence, inboxEventId: "$policy-1" },
+      { fence, inboxEventId: "$policy-1", answer: answered },
       room,
       changed,
       "@ops:example.org",
@@ -66,7 +66,7 @@ export function policiesSection(ctx: ContractContext): void {
     expect(await store.getRoomPolicy(room)).toMatchObject({ policy: changed, setBy: "@ops:example.org" });
     const row = await store.getInboxEvent("$policy-1");
     expect(row?.status).toBe("handled");
-    expect(row?.result).toMatchObject({ op: "policy", kind: "set", policy: changed, previous: strict });
+    expect(row?.result).toEqual({ answered: { policy: changed, previous: strict } });
   });
 
   it("a deposed leader cannot change it, and the policy stays as it was", async () => {
@@ -112,12 +112,16 @@ export function policiesSection(ctx: ContractContext): void {
     });
     const eventId = (await store.nextInboxEvent(fence))!.eventId;
     const change = { setting: "two_person_rule", value: "off" };
-    const proposed = await store.proposePolicyChange({ fence, inboxEventId: eventId }, room, {
-      changeId: "0a1b2c3d",
-      change,
-      by: "@a:x",
-      ttlMs: 60_000,
-    });
+    const proposed = await store.proposePolicyChange(
+      { fence, inboxEventId: eventId, answer: answered },
+      room,
+      {
+        changeId: "0a1b2c3d",
+        change,
+        by: "@a:x",
+        ttlMs: 60_000,
+      },
+    );
     expect(proposed).toMatchObject({
       roomId: room,
       changeId: "0a1b2c3d",
@@ -137,9 +141,7 @@ export function policiesSection(ctx: ContractContext): void {
     });
     expect(again).toEqual(proposed);
     expect((await store.getInboxEvent(eventId))?.result).toMatchObject({
-      op: "policy",
-      kind: "proposed",
-      proposal: { changeId: "0a1b2c3d", proposedBy: "@a:x" },
+      answered: { changeId: "0a1b2c3d", proposedBy: "@a:x" },
     });
     expect((await store.getRoomPolicy(room))?.policy).toEqual(strict);
 

@@ -163,6 +163,29 @@ export function runsSection(ctx: ContractContext): void {
     if (r.kind === "created") expect(await store.listTasks(r.run.runId)).toHaveLength(5);
   });
 
+  it("leaves the row new when the answer is null (a publish that met other content stored nothing)", async () => {
+    const { store, room, fence } = await setup();
+    const d = chainDag(ctx.uid("d"), 2);
+    await store.createRun(cmd(fence), runInput(room, d));
+    const eventId = await inboxRow(store, room);
+    const seen: string[] = [];
+    const other = { ...runInput(room, chainDag(d.id, 3)), hash: "other" };
+    const r = await store.createRun(
+      {
+        fence,
+        inboxEventId: eventId,
+        answer: (result) => {
+          seen.push(result.kind);
+          return null;
+        },
+      },
+      other,
+    );
+    expect(r.kind).toBe("conflict");
+    expect(seen).toEqual(["conflict"]);
+    expect(await store.getInboxEvent(eventId)).toMatchObject({ status: "new", result: null });
+  });
+
   it("marks the command's inbox row handled in the same transaction, and refuses a second handling", async () => {
     const { store, room, fence } = await setup();
     const eventId = await inboxRow(store, room);
@@ -171,7 +194,8 @@ export function runsSection(ctx: ContractContext): void {
     if (r.kind !== "created") throw new Error(r.kind);
     const row = await store.getInboxEvent(eventId);
     expect(row).toMatchObject({ status: "handled", handledTerm: fence.term });
-    expect(row?.result).toMatchObject({ kind: "created", runId: r.run.runId });
+    // The row keeps what the caller's answer made of the result the call returned, in the same write.
+    expect(row?.result).toMatchObject({ answered: { kind: "created", run: { runId: r.run.runId } } });
     // Replayed command (e.g. a second leader): refused whole; no second run under another id.
     const d2 = chainDag(ctx.uid("d"), 2);
     await expect(store.createRun(cmd(fence, eventId), runInput(room, d2))).rejects.toBeInstanceOf(
@@ -200,7 +224,10 @@ export function runsSection(ctx: ContractContext): void {
     const done = await store.confirmRun(cmd(fence, eventId), room, d.id, "@bob:x");
     expect(done.kind).toBe("done");
     expect(done.run).toMatchObject({ status: "running", confirmedBy: "@bob:x" });
-    expect(await store.getInboxEvent(eventId)).toMatchObject({ status: "handled", result: { kind: "done" } });
+    expect(await store.getInboxEvent(eventId)).toMatchObject({
+      status: "handled",
+      result: { answered: { kind: "done" } },
+    });
     const again = await store.confirmRun(cmd(fence), room, d.id, "@carol:x");
     expect(again.kind).toBe("already");
     expect(again.run.confirmedBy).toBe("@bob:x");
@@ -225,7 +252,9 @@ export function runsSection(ctx: ContractContext): void {
     const late = await store.confirmRun(cmd(fence, eventId), room, d.id, "@bob:x");
     expect(late.kind).toBe("wrong-status");
     expect(late.run).toMatchObject({ status: "expired", confirmedBy: null });
-    expect(await store.getInboxEvent(eventId)).toMatchObject({ result: { kind: "wrong-status" } });
+    expect(await store.getInboxEvent(eventId)).toMatchObject({
+      result: { answered: { kind: "wrong-status", run: { status: "expired" } } },
+    });
     const stored = (await store.getRun(room, d.id))!;
     expect(stored).toMatchObject({ status: "pending", confirmedBy: null });
     expect((await store.listTasks(stored.runId)).map((t) => t.status)).toEqual(["blocked"]);

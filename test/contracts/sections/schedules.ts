@@ -8,7 +8,17 @@ import { expect, it } from "vitest";
 import type { ParsedDag } from "../../../src/domain/model.js";
 import { ConflictError, NotFoundError } from "../../../src/ports/errors.js";
 import type { LeaderFence, PruneLimits, Store } from "../../../src/ports/store.js";
-import { becomeLeader, cmd, dag, offer, ok, runInput, session, task } from "../../support/store-fixtures.js";
+import {
+  answered,
+  becomeLeader,
+  cmd,
+  dag,
+  offer,
+  ok,
+  runInput,
+  session,
+  task,
+} from "../../support/store-fixtures.js";
 import type { ContractContext } from "../context.js";
 
 const DAY = 24 * 3_600_000;
@@ -128,7 +138,7 @@ export function schedulesSection(ctx: ContractContext): void {
       content: { msgtype: "m.notice", body: `paused ${n}` },
     });
     await store.changeSchedule(
-      { fence, inboxEventId: `$pause-${id}` },
+      { fence, inboxEventId: `$pause-${id}`, answer: answered },
       room,
       id,
       { action: "pause", by: "@ops:example.org", reason: null },
@@ -136,13 +146,11 @@ export function schedulesSection(ctx: ContractContext): void {
     );
     const row = await store.getInboxEvent(`$pause-${id}`);
     expect(row?.status).toBe("handled");
-    expect(row?.result).toEqual({
-      op: "schedule",
-      action: "pause",
-      kind: "done",
-      dagId: id,
-      state: "paused",
-      by: "@ops:example.org",
+    expect(row?.result).toMatchObject({
+      answered: {
+        kind: "done",
+        definition: { dagId: id, scheduleState: { state: "paused", by: "@ops:example.org" } },
+      },
     });
     expect((await store.getOutbox(notice(1).txnId))?.content).toMatchObject({ body: "paused 1" });
     // Already paused: nothing changes, so nothing is said.

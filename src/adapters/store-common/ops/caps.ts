@@ -6,11 +6,10 @@
 import type { CommandContext, RoomLoad } from "../../../ports/store.js";
 import { checkRoom, checkRoomCap, DEFAULT_ROOM_CAP } from "../checks.js";
 import { sessionKey } from "../records.js";
-import { capOutcome } from "../run-outcomes.js";
 import type { Script } from "../script.js";
 import { log, p, row, rows, run, sql, touch } from "../script.js";
 import { holdFence } from "./fence.js";
-import { markHandled } from "./inbox-handled.js";
+import { markAnswered } from "./inbox-handled.js";
 
 const CAP = sql("a room's cap")`SELECT cap FROM room_caps WHERE room_id = ${p.text("roomId")}`;
 
@@ -83,7 +82,11 @@ export function* roomLoad(roomId: string): Script<RoomLoad> {
 }
 
 /** Sets the room's cap; with a command's context, fenced and marking its inbox row handled. */
-export function* setRoomCap(roomId: string, cap: number, ctx?: CommandContext): Script<{ previous: number }> {
+export function* setRoomCap(
+  roomId: string,
+  cap: number,
+  ctx?: CommandContext<{ previous: number }>,
+): Script<{ previous: number }> {
   const operation = "set room cap";
   checkRoomCap(cap);
   const fence = ctx?.fence;
@@ -100,8 +103,7 @@ export function* setRoomCap(roomId: string, cap: number, ctx?: CommandContext): 
     actor: fence === undefined ? null : sessionKey(fence.session),
     data: { cap },
   });
-  if (fence !== undefined && ctx?.inboxEventId !== undefined)
-    yield* markHandled(fence, ctx.inboxEventId, capOutcome(cap, previous));
+  if (ctx !== undefined) yield* markAnswered(ctx, { previous });
   yield* touch("cap", roomId);
   return { previous };
 }

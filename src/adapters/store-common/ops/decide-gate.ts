@@ -8,12 +8,12 @@ import { decideGate as decide } from "../../../domain/gates.js";
 import { NotFoundError } from "../../../ports/errors.js";
 import type { CommandContext, GateDecisionResult } from "../../../ports/store.js";
 import { checkRoom } from "../checks.js";
-import { gateOutcome, gateWrite } from "../gate-writes.js";
+import { gateWrite } from "../gate-writes.js";
 import { RUN_COLUMNS, sessionKey, TASK_COLUMNS } from "../records.js";
 import type { Script } from "../script.js";
 import { log, mappers, now, p, row, run, sql, touch } from "../script.js";
 import { holdFence } from "./fence.js";
-import { markHandled } from "./inbox-handled.js";
+import { markAnswered } from "./inbox-handled.js";
 
 const RUN = sql("a run by its DAG")`
   SELECT ${RUN_COLUMNS} FROM runs WHERE room_id = ${p.text("roomId")} AND dag_id = ${p.text("dagId")}`;
@@ -35,7 +35,7 @@ const WRITE = sql("a gate's decision")`
      AND status = 'blocked'`;
 
 export function* decideGate(
-  ctx: CommandContext,
+  ctx: CommandContext<GateDecisionResult>,
   roomId: string,
   dagId: string,
   taskId: string,
@@ -72,8 +72,12 @@ export function* decideGate(
       yield* log(roomId, { ...line, runId: theRun.runId, taskId, term: ctx.fence.term, actor });
     yield* touch("tasks", roomId);
   }
-  if (ctx.inboxEventId !== undefined)
-    yield* markHandled(ctx.fence, ctx.inboxEventId, gateOutcome(verdict, input, theRun, taskId));
   const after = yield* row(TASK_AFTER, { runId: theRun.runId, taskId });
-  return { verdict, run: theRun, task: after === undefined ? before : m.toTask(after) };
+  const result: GateDecisionResult = {
+    verdict,
+    run: theRun,
+    task: after === undefined ? before : m.toTask(after),
+  };
+  yield* markAnswered(ctx, result);
+  return result;
 }

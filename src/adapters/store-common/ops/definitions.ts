@@ -19,18 +19,12 @@ import type {
   SkippedSlots,
 } from "../../../ports/store.js";
 import { checkRoom } from "../checks.js";
-import {
-  runNumber,
-  scheduleChangeLine,
-  scheduleOutcome,
-  slotFiredLine,
-  slotsSkippedLine,
-} from "../definitions.js";
+import { runNumber, scheduleChangeLine, slotFiredLine, slotsSkippedLine } from "../definitions.js";
 import { DEFINITION_COLUMNS, DEFINITION_FROM, RUN_COLUMNS } from "../records.js";
 import type { Script } from "../script.js";
 import { log, mappers, p, row, rows, run, sql, touch } from "../script.js";
 import { holdFence } from "./fence.js";
-import { markHandled } from "./inbox-handled.js";
+import { markAnswered } from "./inbox-handled.js";
 import { enqueue } from "./outbox.js";
 import { SEQ } from "./run-reads.js";
 
@@ -140,7 +134,7 @@ const RUNS_OF = sql("a definition's runs")`
  * UPDATE, with its notices queued in the same transaction.
  */
 export function* changeSchedule(
-  ctx: CommandContext,
+  ctx: CommandContext<ScheduleChangeResult>,
   roomId: string,
   dagId: string,
   change: ScheduleChange,
@@ -171,9 +165,9 @@ export function* changeSchedule(
     const after = yield* row(DEFINITION, { roomId, dagId });
     if (after !== undefined) definition = m.toDefinition(after);
   }
-  if (ctx.inboxEventId !== undefined)
-    yield* markHandled(ctx.fence, ctx.inboxEventId, scheduleOutcome(change, verdict.kind, definition));
-  return { kind: verdict.kind, definition };
+  const result: ScheduleChangeResult = { kind: verdict.kind, definition };
+  yield* markAnswered(ctx, result);
+  return result;
 }
 
 export function* skipScheduleSlots(

@@ -3,7 +3,7 @@
  * command's effect and its mark commit together (docs/architecture.md §4). Written once for both stores.
  */
 import { ConflictError, NotFoundError } from "../../../ports/errors.js";
-import type { LeaderFence } from "../../../ports/store.js";
+import type { CommandContext, LeaderFence } from "../../../ports/store.js";
 import { sessionKey } from "../records.js";
 import type { Script } from "../script.js";
 import { log, p, row, run, sql, touch } from "../script.js";
@@ -15,6 +15,16 @@ const MARK = sql("an inbox row, new → handled")`
 
 const FOUND = sql("an inbox row's status")`
   SELECT status, room_id FROM processed_events WHERE event_id = ${p.text("eventId")}`;
+
+/**
+ * The command's row, handled with the caller's answer to `result` (its outcome), when the operation
+ * answers a row; a null answer leaves the row new for the caller (ports/store.ts CommandContext).
+ */
+export function* markAnswered<R>(ctx: CommandContext<R>, result: R): Script<void> {
+  if (ctx.inboxEventId === undefined) return;
+  const answer = ctx.answer(result);
+  if (answer !== null) yield* markHandled(ctx.fence, ctx.inboxEventId, answer);
+}
 
 /** ConflictError when the row is no longer new: the command must not take effect twice. */
 export function* markHandled(

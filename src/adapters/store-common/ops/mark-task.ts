@@ -6,7 +6,7 @@
  * their status), the log lines, and the command's inbox row marked with the result.
  */
 import type { MarkInput, MarkVerdict } from "../../../domain/task-mark.js";
-import { decideMark, markRecord, markWords } from "../../../domain/task-mark.js";
+import { decideMark, markWords } from "../../../domain/task-mark.js";
 import { ConflictError, NotFoundError } from "../../../ports/errors.js";
 import type { CommandContext, MarkTaskResult } from "../../../ports/store.js";
 import { checkRoom } from "../checks.js";
@@ -14,7 +14,7 @@ import { RUN_COLUMNS, sessionKey, TASK_COLUMNS } from "../records.js";
 import type { Script } from "../script.js";
 import { log, mappers, p, row, rows, run, sql, touch } from "../script.js";
 import { holdFence } from "./fence.js";
-import { markHandled } from "./inbox-handled.js";
+import { markAnswered } from "./inbox-handled.js";
 
 // Locked on PostgreSQL: a cancel or a derived end of the run either came first or waits for the mark.
 // The clock comes with the row (no round trip of its own): the mark's words say when.
@@ -42,7 +42,7 @@ const REVIVE = sql("the dependents a mark lets go on")`
      AND error IS NULL AND gate_state IS NULL`;
 
 export function* markTask(
-  ctx: CommandContext,
+  ctx: CommandContext<MarkTaskResult>,
   roomId: string,
   dagId: string,
   taskId: string,
@@ -100,11 +100,12 @@ export function* markTask(
       yield* log(roomId, { ...line, kind: "task.blocked", taskId: id, data: { markOf: taskId, ...who } });
     yield* touch("tasks", roomId);
   }
-  if (ctx.inboxEventId !== undefined)
-    yield* markHandled(ctx.fence, ctx.inboxEventId, {
-      op: "mark",
-      ...markRecord(verdict, input, theRun, taskId, before.status),
-    });
   const after = yield* row(TASK, { runId: theRun.runId, taskId });
-  return { verdict, run: theRun, task: after === undefined ? before : m.toTask(after) };
+  const result: MarkTaskResult = {
+    verdict,
+    run: theRun,
+    task: after === undefined ? before : m.toTask(after),
+  };
+  yield* markAnswered(ctx, result);
+  return result;
 }

@@ -7,6 +7,7 @@
 import { NotFoundError } from "../../../ports/errors.js";
 import type {
   CommandContext,
+  PolicySet,
   PolicyProposal,
   RoomPolicy,
   SetPolicyOptions,
@@ -15,11 +16,11 @@ import type {
 import { checkRoom } from "../checks.js";
 import type { Row } from "../records.js";
 import { sessionKey } from "../records.js";
-import { policyOutcome, policySetEvent, proposalOutcome } from "../run-outcomes.js";
+import { policySetEvent } from "../run-outcomes.js";
 import type { Mappers, Script } from "../script.js";
 import { log, mappers, now, p, row, run, sql } from "../script.js";
 import { holdFence } from "./fence.js";
-import { markHandled } from "./inbox-handled.js";
+import { markAnswered } from "./inbox-handled.js";
 
 const POLICY = sql("a room's policy")`SELECT * FROM room_policies WHERE room_id = ${p.text("roomId")}`;
 
@@ -99,7 +100,7 @@ export function* getRoomPolicy(roomId: string): Script<StoredRoomPolicy | null> 
 }
 
 export function* setRoomPolicy(
-  ctx: CommandContext,
+  ctx: CommandContext<PolicySet>,
   roomId: string,
   policy: RoomPolicy,
   by: string,
@@ -129,13 +130,12 @@ export function* setRoomPolicy(
     actor: sessionKey(ctx.fence.session),
     data: policySetEvent(policy, previous, by, options, proposal),
   });
-  if (ctx.inboxEventId !== undefined)
-    yield* markHandled(ctx.fence, ctx.inboxEventId, policyOutcome(policy, previous, proposal));
+  yield* markAnswered(ctx, { policy, previous, ...(proposal === undefined ? {} : { proposal }) });
   return { kind: "set", previous };
 }
 
 export function* proposePolicyChange(
-  ctx: CommandContext,
+  ctx: CommandContext<PolicyProposal>,
   roomId: string,
   change: { changeId: string; change: Record<string, unknown>; by: string; ttlMs: number },
 ): Script<PolicyProposal> {
@@ -166,8 +166,7 @@ export function* proposePolicyChange(
         expiresAt: proposal.expiresAt,
       },
     });
-  if (ctx.inboxEventId !== undefined)
-    yield* markHandled(ctx.fence, ctx.inboxEventId, proposalOutcome(proposal));
+  yield* markAnswered(ctx, proposal);
   return proposal;
 }
 

@@ -21,19 +21,13 @@ import type {
 import { checkRoom } from "../checks.js";
 import { RUN_COLUMNS, sessionKey } from "../records.js";
 import type { RunDecision } from "../run-outcomes.js";
-import {
-  againstExisting,
-  decisionOutcome,
-  decisionVerdict,
-  publishOutcome,
-  runStatusAt,
-} from "../run-outcomes.js";
+import { againstExisting, decisionVerdict, runStatusAt } from "../run-outcomes.js";
 import type { Script } from "../script.js";
 import { log, mappers, p, row, rows, run, sql, touch } from "../script.js";
 import { recordDefinition } from "./definitions.js";
 import { holdFence } from "./fence.js";
 import { getRun } from "./run-reads.js";
-import { markHandled } from "./inbox-handled.js";
+import { markAnswered } from "./inbox-handled.js";
 
 // Locked on PostgreSQL: two decisions on one run apply one after the other. The clock comes with
 // the row (no round trip of its own): a decision is judged on it (runStatusAt).
@@ -108,7 +102,10 @@ const STOPPABLE = canceledFrom("canceling");
 /** A task a cancel waits for: its process is running, or stopping. */
 const LIVE_STATUSES = [...STOPPABLE, "canceling"];
 
-export function* createRun(ctx: CommandContext, input: CreateRunInput): Script<CreateRunResult> {
+export function* createRun(
+  ctx: CommandContext<CreateRunResult>,
+  input: CreateRunInput,
+): Script<CreateRunResult> {
   const operation = "create run";
   yield* holdFence(operation, ctx.fence);
   checkRoom(operation, ctx, input.roomId);
@@ -118,8 +115,7 @@ export function* createRun(ctx: CommandContext, input: CreateRunInput): Script<C
     existing !== null
       ? againstExisting(existing, input.hash)
       : { kind: "created", run: yield* insertRun(ctx.fence, input) };
-  if (ctx.inboxEventId !== undefined)
-    yield* markHandled(ctx.fence, ctx.inboxEventId, publishOutcome(result, dagId, input.hash, ctx.verb));
+  yield* markAnswered(ctx, result);
   return result;
 }
 
@@ -184,11 +180,12 @@ export function* insertRun(fence: LeaderFence, input: CreateRunInput): Script<Ru
   return m.toRun(inserted);
 }
 
-export const confirmRun = (ctx: CommandContext, roomId: string, dagId: string, by: string) =>
+type DecisionContext = CommandContext<RunDecisionResult>;
+export const confirmRun = (ctx: DecisionContext, roomId: string, dagId: string, by: string) =>
   decide("confirm", ctx, roomId, dagId, by);
-export const rejectRun = (ctx: CommandContext, roomId: string, dagId: string, by: string) =>
+export const rejectRun = (ctx: DecisionContext, roomId: string, dagId: string, by: string) =>
   decide("reject", ctx, roomId, dagId, by);
-export const cancelRun = (ctx: CommandContext, roomId: string, dagId: string, by: string) =>
+export const cancelRun = (ctx: DecisionContext, roomId: string, dagId: string, by: string) =>
   decide("cancel", ctx, roomId, dagId, by);
 
 /**
@@ -197,7 +194,7 @@ export const cancelRun = (ctx: CommandContext, roomId: string, dagId: string, by
  */
 function* decide(
   decision: RunDecision,
-  ctx: CommandContext,
+  ctx: DecisionContext,
   roomId: string,
   dagId: string,
   by: string,
@@ -215,14 +212,14 @@ function* decide(
   const kind = verdict === "apply" ? "done" : verdict;
   const theRun = verdict === "apply" ? yield* apply(decision, ctx, before, by) : { ...before, status };
   if (kind === "done") yield* touch("runs", roomId);
-  if (ctx.inboxEventId !== undefined)
-    yield* markHandled(ctx.fence, ctx.inboxEventId, decisionOutcome(decision, kind, theRun, dagId, by));
-  return { kind, run: theRun };
+  const result: RunDecisionResult = { kind, run: theRun };
+  yield* markAnswered(ctx, result);
+  return result;
 }
 
 function* apply(
   decision: RunDecision,
-  ctx: CommandContext,
+  ctx: DecisionContext,
   before: RunRecord,
   by: string,
 ): Script<RunRecord> {
@@ -248,7 +245,7 @@ function* apply(
   return after;
 }
 
-function* setStatus(ctx: CommandContext, before: RunRecord, to: RunStatus, by: string): Script<RunRecord> {
+function* setStatus(ctx: DecisionContext, before: RunRecord, to: RunStatus, by: string): Script<RunRecord> {
   const m = yield* mappers();
   const changed = yield* row(SET_STATUS, {
     to,

@@ -16,11 +16,11 @@ export const cap = defineVerb<{ verb: "cap"; n: number }, "cap">({
     "Raising the cap starts waiting tasks at once; lowering it never interrupts a running task.",
   ],
   handle: async (ctx, c) => {
-    const cmd = commandContext(ctx);
+    const answer = ({ previous }: { previous: number }) => ({ kind: "cap" as const, cap: c.n, previous });
+    const cmd = commandContext(ctx, answer);
     if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
     // The cap and the inbox mark commit together: a crash cannot apply one command twice.
-    const { previous } = await ctx.store.setRoomCap(ctx.roomId, c.n, cmd);
-    return { kind: "cap", cap: c.n, previous };
+    return answer(await ctx.store.setRoomCap(ctx.roomId, c.n, cmd));
   },
   writes: true,
   cli: {

@@ -15,6 +15,7 @@ import { isTerminalRun } from "../../../domain/run-states.js";
 import type { MarkRecord, MarkTarget } from "../../../domain/task-mark.js";
 import { MARK_TARGETS, MAX_MARK_REASON, isMarkTarget, markRecord } from "../../../domain/task-mark.js";
 import { isNotFound } from "../../../ports/errors.js";
+import type { MarkTaskResult } from "../../../ports/store.js";
 import type { Rendered } from "../../render/html.js";
 import { r, text } from "../../render/html.js";
 import { RUN_SAID } from "../../render/words.js";
@@ -41,12 +42,9 @@ export interface MarkCommand {
 /** The outcome of a mark: what the store kept on the inbox row, and the run's thread in chat. */
 export type MarkOutcome = Extract<Outcome, { kind: "mark" }>;
 
-/** The outcome again from the record the store kept (a restart between handled and replied). */
-export function markOutcomeFromStored(
-  stored: MarkRecord & { op?: "mark" },
-  publishEventId: string | null,
-): MarkOutcome {
-  const { kind, op: _op, ...rest } = stored;
+/** A mark's outcome, from what the domain recorded of it. */
+export function markOutcome(record: MarkRecord, publishEventId: string | null): MarkOutcome {
+  const { kind, ...rest } = record;
   return { kind: "mark", result: kind, publishEventId, ...rest };
 }
 
@@ -104,8 +102,7 @@ function markFromData(data: Readonly<Record<string, unknown>>): Parsed<MarkComma
 }
 
 async function handleMark(ctx: HandlerContext, c: MarkCommand): Promise<Outcome> {
-  const cmd = commandContext(ctx);
-  if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
+  if (ctx.fence === null) return { kind: "not-leader", roomId: ctx.roomId };
   const run = await findRun(ctx.store, ctx.roomId, c.id);
   if (run === null) return notFoundRun(ctx, c.id);
   const task = await ctx.store.getTask(run.runId, c.task);
@@ -124,12 +121,15 @@ async function handleMark(ctx: HandlerContext, c: MarkCommand): Promise<Outcome>
       helpLine: `usage: ${USAGE}`,
     };
   const input = { to: c.to, by: ctx.sender, face: faceOfSender(ctx.sender), reason: c.reason };
-  try {
-    const result = await ctx.store.markTask(cmd, ctx.roomId, run.dagId, c.task, input);
-    return markOutcomeFromStored(
+  const answer = (result: MarkTaskResult): Outcome =>
+    markOutcome(
       markRecord(result.verdict, input, result.run, c.task, result.task.status),
       run.publishEventId,
     );
+  const cmd = commandContext(ctx, answer);
+  if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
+  try {
+    return answer(await ctx.store.markTask(cmd, ctx.roomId, run.dagId, c.task, input));
   } catch (err) {
     if (isNotFound(err)) return notFoundRun(ctx, c.id);
     throw err;

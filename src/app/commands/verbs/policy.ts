@@ -13,7 +13,7 @@ import type { Parsed } from "../../../domain/command-grammar.js";
 import { arity, fail, ok, unquote } from "../../../domain/command-grammar.js";
 import { quoteInput } from "../../../domain/command-text.js";
 import { formatDuration } from "../../../domain/duration.js";
-import type { PolicyProposal, RoomPolicy } from "../../../ports/store.js";
+import type { CommandContext, PolicyProposal, PolicySet, RoomPolicy } from "../../../ports/store.js";
 import { codeBlock, r, text } from "../../render/html.js";
 import {
   emptyBody,
@@ -29,6 +29,7 @@ import type { Outcome } from "../outcome.js";
 import type { Idiom } from "../face.js";
 import { codeIn, commandIn, markIn } from "../face.js";
 import { mayChangePolicy, policyChangeNeedsSecondAdmin } from "../permissions.js";
+import { commandContext } from "../shared.js";
 import type { VerbHttp } from "../verb.js";
 import { defineVerb } from "../verb.js";
 
@@ -406,17 +407,15 @@ async function handlePolicy(ctx: HandlerContext, c: PolicyCommand): Promise<Outc
   const admin = mayChangePolicy(ctx.standing);
   if (!admin.ok)
     return { kind: "refused", verb: "policy", reason: admin.reason, helpLine: `usage: ${USAGE}` };
-  if (ctx.fence === null) return { kind: "not-leader", roomId: ctx.roomId };
-  // Every write below marks the command's inbox row handled in its own transaction.
-  const write = {
-    fence: ctx.fence,
-    ...(ctx.eventId === null ? {} : { inboxEventId: ctx.eventId }),
-  };
-  if (c.confirm !== undefined) return confirmProposal(ctx, write, current, c.confirm);
+  // Every write below marks the command's inbox row handled in its own transaction, with its outcome.
+  const propose = commandContext(ctx, proposedOutcome);
+  const set = commandContext(ctx, (done: PolicySet) => policySetOutcome(done, ctx.sender));
+  if (propose === null || set === null) return { kind: "not-leader", roomId: ctx.roomId };
+  if (c.confirm !== undefined) return confirmProposal(ctx, set, current, c.confirm);
   if (c.change === null) return { kind: "policy", policy: current, changed: null };
   const [setting, value] = policyChangeArgs(c.change);
   if (policyChangeNeedsSecondAdmin(ctx.standing, ctx.policy)) {
-    const proposal = await ctx.store.proposePolicyChange(write, ctx.roomId, {
+    const proposal = await ctx.store.proposePolicyChange(propose, ctx.roomId, {
       changeId: policyChangeId(ctx.eventId ?? `${ctx.sender}/${await ctx.store.now()}`),
       change: { setting, value },
       by: ctx.sender,
@@ -425,8 +424,20 @@ async function handlePolicy(ctx: HandlerContext, c: PolicyCommand): Promise<Outc
     return proposedOutcome(proposal);
   }
   const next = applyPolicyChange(current, c.change);
-  await ctx.store.setRoomPolicy(write, ctx.roomId, next, ctx.sender, { change: { setting, value } });
-  return { kind: "policy", policy: next, changed: describePolicyDiff(current, next), by: ctx.sender };
+  const done = await ctx.store.setRoomPolicy(set, ctx.roomId, next, ctx.sender, {
+    change: { setting, value },
+  });
+  // Without a proposal to confirm, the write is always "set".
+  return policySetOutcome(
+    { policy: next, previous: done.kind === "set" ? done.previous : current },
+    ctx.sender,
+  );
+}
+
+/** A change applied: the policy after it, what changed from the one the store held, who applied it. */
+export function policySetOutcome({ policy, previous, proposal }: PolicySet, by: string): Outcome {
+  const changed = describePolicyDiff(previous, policy);
+  return { kind: "policy", policy, changed, by, ...(proposal === undefined ? {} : { proposal }) };
 }
 
 export function proposedOutcome(p: PolicyProposal): Outcome {
@@ -443,7 +454,7 @@ export function proposedOutcome(p: PolicyProposal): Outcome {
 
 async function confirmProposal(
   ctx: HandlerContext,
-  write: { fence: NonNullable<HandlerContext["fence"]>; inboxEventId?: string },
+  write: CommandContext<PolicySet>,
   current: RoomPolicy,
   changeId: string,
 ): Promise<Outcome> {
@@ -471,14 +482,10 @@ async function confirmProposal(
     change: { setting, value },
     confirms: changeId,
   });
-  if (done.kind === "set")
-    return {
-      kind: "policy",
-      policy: next,
-      changed: describePolicyDiff(current, next),
-      by: ctx.sender,
-      proposal: { changeId, proposedBy: proposal.proposedBy },
-    };
+  if (done.kind === "set") {
+    const confirmed = { changeId, proposedBy: proposal.proposedBy };
+    return policySetOutcome({ policy: next, previous: done.previous, proposal: confirmed }, ctx.sender);
+  }
   // The store's guard refused (the proposal moved on since it was read): say how it stands now.
   const now = await ctx.store.now();
   return error(

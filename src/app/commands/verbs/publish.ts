@@ -22,7 +22,7 @@ import type { ParsedDag } from "../../../domain/model.js";
 import { appliedDag, resolveParams } from "../../../domain/params.js";
 import { isTerminalRun } from "../../../domain/run-states.js";
 import { paragraphs, usage } from "../../render/blocks.js";
-import { code, r } from "../../render/html.js";
+import { r } from "../../render/html.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
 import {
@@ -34,7 +34,7 @@ import {
 } from "../run-creation.js";
 import { publishBody, publishedSchema } from "../http-shapes.js";
 import { defineVerb } from "../verb.js";
-import { byLayout } from "../face.js";
+import { codeIn, markIn } from "../face.js";
 
 export type PublishSource =
   { kind: "inline"; format: "json" | "toml"; text: string } | { kind: "library"; name: string };
@@ -99,16 +99,18 @@ export const publish = defineVerb<
   },
   render: {
     ...CREATION_RENDERERS,
-    "library-error": byLayout(
-      (o) =>
-        paragraphs([
-          r`⚠️ Cannot publish ${code(o.name)} from the DAG library: ${o.message}`,
-          usage(
-            "!dag publish <name>  (a DAG file from the node's library folder), or a ```json / ```toml block",
-          ),
-        ]),
-      (o) => `Cannot publish ${o.name} from the DAG library: ${o.message}`,
-    ),
+    "library-error": (o, say) => {
+      const said = r`${markIn(say, "⚠️")}Cannot publish ${codeIn(say, o.name)} from the DAG library: ${o.message}`;
+      // The usage line is chat's grammar: the other faces name the library in their own options.
+      return say.chat === true
+        ? paragraphs([
+            said,
+            usage(
+              "!dag publish <name>  (a DAG file from the node's library folder), or a ```json / ```toml block",
+            ),
+          ])
+        : said;
+    },
   },
 });
 

@@ -7,7 +7,7 @@ import { appliedDag } from "../../../domain/params.js";
 import { runSource, runStartVerdict } from "../../../domain/run-authority.js";
 import { isTerminalRun } from "../../../domain/run-states.js";
 import type { Rendered } from "../../render/html.js";
-import { code, join, r, text } from "../../render/html.js";
+import { join, r, text } from "../../render/html.js";
 import { plural, RUN_SAID, RUN_WORD } from "../../render/words.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome, RunSummary } from "../outcome.js";
@@ -24,7 +24,8 @@ import { emptyBody, retriedSchema, runParams } from "../http-shapes.js";
 import { notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
 import { findRun } from "../../run-ref.js";
-import { byLayout } from "../face.js";
+import type { Idiom } from "../face.js";
+import { codeIn, commandIn, markIn } from "../face.js";
 
 export const retry = defineVerb<{ verb: "retry"; id: string }, "retried" | "nothing-to-retry">({
   verb: "retry",
@@ -35,23 +36,8 @@ export const retry = defineVerb<{ verb: "retry"; id: string }, "retried" | "noth
   details: [],
   handle: (ctx, c): Promise<Outcome> => handleRetry(ctx, c.id),
   render: {
-    retried: byLayout(renderRetried, (o, say) => {
-      const head = `Retrying the part of ${o.from.dagId} that did not succeed as ${o.run.dagId}: ${plural(
-        o.taskIds.length,
-        "task",
-      )} (${o.taskIds.slice(0, 20).join(", ")}${o.taskIds.length > 20 ? ", …" : ""}).`;
-      return o.needsConfirmation ? `${head} ${awaiting(o.run, false, say)}` : `${head} It starts now.`;
-    }),
-    "nothing-to-retry": byLayout(
-      (o) => renderNothingToRetry(o.run, o.why),
-      (o, say) => {
-        const id = o.run.dagId;
-        if (o.why === "succeeded") return `${id} succeeded: nothing to retry.`;
-        if (o.why === "not-ended")
-          return `${id} is still ${RUN_WORD[o.run.status]}; retry is for a run that ended (${say.command("cancel", [id])} stops it).`;
-        return `${id} cannot be retried: nobody confirmed it (it ${RUN_SAID[o.run.status]}).`;
-      },
-    ),
+    retried: renderRetried,
+    "nothing-to-retry": (o, say) => renderNothingToRetry(o.run, o.why, say),
   },
   writes: true,
   cli: {
@@ -124,32 +110,39 @@ async function handleRetry(ctx: HandlerContext, dagId: string): Promise<Outcome>
   return createAndDescribe(ctx, dag, dagHash(dag), from, [source]);
 }
 
-function renderRetried(outcome: Extract<Outcome, { kind: "retried" }>): Rendered {
-  const shown = outcome.taskIds.slice(0, 20).map((t) => code(t));
+function renderRetried(outcome: Extract<Outcome, { kind: "retried" }>, say: Idiom): Rendered {
+  const shown = outcome.taskIds.slice(0, 20).map((t) => codeIn(say, t));
   const more =
     outcome.taskIds.length > shown.length
       ? text(` and ${outcome.taskIds.length - shown.length} more`)
       : text("");
-  // One line, like a publish's answer: the card (in this message's thread) says what to do next.
   const how = outcome.needsConfirmation ? ", for confirmation" : "; it started";
-  return r`🔁 Retrying the part of ${code(outcome.from.dagId)} that did not succeed as ${code(outcome.run.dagId)}: ${plural(
-    outcome.taskIds.length,
-    "task",
-  )} (${join(shown, ", ")}${more})${how}. Its card is in the thread.`;
+  const head = r`${markIn(say, "🔁")}Retrying the part of ${codeIn(say, outcome.from.dagId)} that did not succeed as ${codeIn(
+    say,
+    outcome.run.dagId,
+  )}: ${plural(outcome.taskIds.length, "task")} (${join(shown, ", ")}${more})${how}.`;
+  // One line, like a publish's answer: in chat the card (in this message's thread) says what to do
+  // next; elsewhere no card is shown, so the answer says how to confirm it.
+  if (say.chat === true) return r`${head} Its card is in the thread.`;
+  return outcome.needsConfirmation ? r`${head} ${awaiting(outcome.run, false, say)}` : head;
 }
 
 function renderNothingToRetry(
   run: RunSummary,
   why: Extract<Outcome, { kind: "nothing-to-retry" }>["why"],
+  say: Idiom,
 ): Rendered {
+  const id = codeIn(say, run.dagId);
   switch (why) {
     case "succeeded":
-      return r`${code(run.dagId)} succeeded: nothing to retry.`;
+      return r`${id} succeeded: nothing to retry.`;
     case "not-ended":
-      return r`${code(run.dagId)} is still ${RUN_WORD[run.status]}; retry is for a run that ended. Stop it first with ${code(
-        `!dag cancel ${run.dagId}`,
+      return r`${id} is still ${RUN_WORD[run.status]}; retry is for a run that ended. Stop it first with ${commandIn(
+        say,
+        "cancel",
+        [run.dagId],
       )}.`;
     case "never-confirmed":
-      return r`⛔ ${code(run.dagId)} cannot be retried: nobody confirmed it (it ${RUN_SAID[run.status]}), and retry is for a run that was confirmed and ran. To run it, publish it again under a new id; it then awaits confirmation like any new DAG.`;
+      return r`${markIn(say, "⛔")}${id} cannot be retried: nobody confirmed it (it ${RUN_SAID[run.status]}), and retry is for a run that was confirmed and ran. To run it, publish it again under a new id; it then awaits confirmation like any new DAG.`;
   }
 }

@@ -8,7 +8,7 @@ import type { Parsed } from "../../../domain/command-grammar.js";
 import { arity, checkId, fail, ok, unquote } from "../../../domain/command-grammar.js";
 import { quoteInput } from "../../../domain/command-text.js";
 import { isNotFound } from "../../../ports/errors.js";
-import type { ScheduleAction } from "../../../ports/store.js";
+import type { ScheduleAction, ScheduleChangeResult } from "../../../ports/store.js";
 import type { Rendered } from "../../render/html.js";
 import { r } from "../../render/html.js";
 import type { Idiom } from "../face.js";
@@ -167,24 +167,26 @@ function keptReason(text: string): string | null {
 }
 
 async function handleSchedule(ctx: HandlerContext, c: ScheduleCommand): Promise<Outcome> {
-  const cmd = commandContext(ctx);
+  const answer = (done: ScheduleChangeResult): Outcome => ({
+    kind: "schedule-changed",
+    action: c.action,
+    result: done.kind,
+    dagId: c.id,
+    state: done.definition.scheduleState.state,
+    by: ctx.sender,
+  });
+  const cmd = commandContext(ctx, answer);
   if (cmd === null) return { kind: "not-leader", roomId: ctx.roomId };
   const def = await ctx.store.getDefinition(ctx.roomId, c.id);
   if (def === null || def.schedule === null) return { kind: "no-schedule", dagId: c.id };
   try {
-    const done = await ctx.store.changeSchedule(cmd, ctx.roomId, c.id, {
-      action: c.action,
-      by: ctx.sender,
-      reason: c.reason,
-    });
-    return {
-      kind: "schedule-changed",
-      action: c.action,
-      result: done.kind,
-      dagId: c.id,
-      state: done.definition.scheduleState.state,
-      by: ctx.sender,
-    };
+    return answer(
+      await ctx.store.changeSchedule(cmd, ctx.roomId, c.id, {
+        action: c.action,
+        by: ctx.sender,
+        reason: c.reason,
+      }),
+    );
   } catch (err) {
     if (isNotFound(err)) return { kind: "no-schedule", dagId: c.id };
     throw err;
