@@ -828,7 +828,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         // Its first line is a title: what a preview or a reply's quote shows.
         expect(help.split("\n")).toEqual([
           "dagbot commands",
-          "Run DAGs: `publish` 🔒, `run` 🔒, `confirm` 🔒, `reject` 🔒, `cancel` 🔒, `approve`, `deny`, `retry` 🔒",
+          "Run DAGs: `publish` 🔒, `run` 🔒, `confirm` 🔒, `reject` 🔒, `cancel` 🔒, `approve`, `deny`, `mark` 🔒, `retry` 🔒",
           "Follow runs: `status`, `list`, `logs` 🔒, `graph`, `nodes`",
           "Schedules and the room: `schedules`, `schedule` 🔒, `triggers`, `cap` 🔒, `policy` 🔒",
           "🔒 needs an operator (power level 50 or a place on the allowlist; you are not one).",

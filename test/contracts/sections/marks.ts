@@ -104,11 +104,12 @@ export function marksSection(ctx: ContractContext): void {
     });
     const handled = await store.getInboxEvent(row);
     expect(handled?.status).toBe("handled");
+    // The row keeps the command's answer to what the store returned (store-fixtures.ts, answered).
     expect(handled?.result).toMatchObject({
-      op: "mark",
-      kind: "marked",
-      taskId: "build",
-      revived: ["test", "deploy"],
+      answered: {
+        verdict: { kind: "marked", revive: ["test", "deploy"] },
+        task: { taskId: "build", status: "succeeded" },
+      },
     });
     const lines = (await store.readEvents(room, 0)).filter((e) => e.data["by"] === "local:ops");
     expect(lines.map((e) => [e.kind, e.taskId])).toEqual([
@@ -154,7 +155,9 @@ export function marksSection(ctx: ContractContext): void {
     expect(result.verdict.kind).toBe(kind);
     expect(await snapshot(s.store, s.room, s.run.runId)).toEqual(before);
     // The command is answered once: its row holds the refusal.
-    expect((await s.store.getInboxEvent(row))?.result).toMatchObject({ op: "mark", kind, taskId });
+    expect((await s.store.getInboxEvent(row))?.result).toMatchObject({
+      answered: { verdict: { kind }, task: { taskId } },
+    });
   };
 
   it("refuses a running task, a task that succeeded, and any task of a run that ended, changing nothing", async () => {
