@@ -45,6 +45,7 @@ export interface RoomWithPeopleOptions<P extends string> {
     hs: SynapseHandle;
     roomId: string;
     bots: RegisteredUser[];
+    people: Record<P, MatrixUser>;
   }) => Promise<string[] | void>;
   /**
    * The fleet's config, [matrix] section and library (hs, rooms and bots are the fixture's), or a
@@ -111,9 +112,9 @@ export function useRoomWithPeople<P extends string>(o: RoomWithPeopleOptions<P>)
       ...(Object.keys(levels).length > 0 ? { powerLevels: { users: levels } } : {}),
     });
     for (const u of users.slice(1)) await u.joinRoom(roomId);
-    const more = (await o.beforeFleet?.({ hs, roomId, bots })) ?? [];
-    creator = users[0];
     const people = Object.fromEntries(entries.map(([name], i) => [name, users[i]])) as Record<P, MatrixUser>;
+    const more = (await o.beforeFleet?.({ hs, roomId, bots, people })) ?? [];
+    creator = users[0];
     const userIds = Object.fromEntries(entries.map(([name], i) => [name, accounts[i]!.userId])) as Record<
       P,
       string
