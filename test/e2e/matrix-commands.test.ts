@@ -4,7 +4,7 @@
  * errors, an encrypted room and an invite to a room not in the config. One homeserver and one
  * fleet serve every test of the file; each test uses its own DAG ids.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { Store } from "../../src/ports/store.js";
 import { BotFleet } from "../support/bot-fleet.js";
@@ -18,19 +18,45 @@ import {
   roomHistory,
   txnOf,
 } from "../support/bot-chat.js";
-import { useSynapse } from "../support/matrix-fixture.js";
-import { MatrixUser, type MatrixEvent } from "../support/matrix-user.js";
+import type { MatrixUser, MatrixEvent } from "../support/matrix-user.js";
+import { useRoomWithPeople } from "../support/room-with-people.js";
 import { waitFor } from "../support/store-wait.js";
 import type { RegisteredUser } from "../support/synapse.js";
 
-const fx = useSynapse();
-let fleet: BotFleet;
+const room = useRoomWithPeople({
+  people: {
+    alice: { localpart: "alice", power: 100 }, // publisher
+    bob: { localpart: "bob", power: 50 }, // confirmer
+    carol: { localpart: "carol" }, // member, power 0
+  },
+  bots: { prefix: "cmdbot", count: 3 },
+  roomName: "dagbot e2e",
+  async beforeFleet({ bots, people: { alice } }) {
+    const encrypted = await alice.request("POST", "/_matrix/client/v3/createRoom", {
+      preset: "private_chat",
+      name: "encrypted",
+      invite: bots.map((x) => x.userId),
+      initial_state: [
+        { type: "m.room.encryption", state_key: "", content: { algorithm: "m.megolm.v1.aes-sha2" } },
+      ],
+    });
+    encryptedRoomId = encrypted.room_id;
+    return [encryptedRoomId];
+  },
+  fleet: {
+    config: { permissions: { power_level: 50, two_person_rule: true } },
+    // This file checks the switch off: an encrypted room then gets one notice (matrix-encrypted.test.ts
+    // covers encryption on).
+    matrix: { encryption: false },
+    library: { "nightly.toml": 'id = "nightly"\n[[tasks]]\nid = "only"\naction = "true"\n' },
+  },
+});
 let store: Store;
 let roomId: string;
 let encryptedRoomId: string;
-let alice: MatrixUser; // publisher, power 100
-let bob: MatrixUser; // confirmer, power 50
-let carol: MatrixUser; // member, power 0
+let alice: MatrixUser;
+let bob: MatrixUser;
+let carol: MatrixUser;
 let bots: RegisteredUser[];
 /** Every command the tests sent, to check at the end that each got exactly one reply. */
 const commands: string[] = [];
@@ -56,61 +82,16 @@ const twoTasks = (id: string, message = "hi") => ({
   ],
 });
 
-beforeAll(async () => {
-  const { hs } = fx;
-  bots = [];
-  for (const n of [1, 2, 3]) bots.push(await hs.registerUser(`cmdbot${n}`, { deviceId: `CMDBOT${n}` }));
-  const [a, b, c] = [
-    await hs.registerUser("alice"),
-    await hs.registerUser("bob"),
-    await hs.registerUser("carol"),
-  ];
-  alice = new MatrixUser(hs.url, a);
-  bob = new MatrixUser(hs.url, b);
-  carol = new MatrixUser(hs.url, c);
-  roomId = await hs.createRoom(a.accessToken, {
-    name: "dagbot e2e",
-    invite: [...bots.map((x) => x.userId), b.userId, c.userId],
-    powerLevels: { users: { [a.userId]: 100, [b.userId]: 50 } },
-  });
-  await bob.joinRoom(roomId);
-  await carol.joinRoom(roomId);
-  const encrypted = await alice.request("POST", "/_matrix/client/v3/createRoom", {
-    preset: "private_chat",
-    name: "encrypted",
-    invite: bots.map((x) => x.userId),
-    initial_state: [
-      { type: "m.room.encryption", state_key: "", content: { algorithm: "m.megolm.v1.aes-sha2" } },
-    ],
-  });
-  encryptedRoomId = encrypted.room_id;
-
-  fleet = new BotFleet({
-    hs,
+beforeAll(() => {
+  ({
+    roomId,
+    store,
     bots,
-    rooms: [roomId, encryptedRoomId],
-    config: { permissions: { power_level: 50, two_person_rule: true } },
-    // This file checks the switch off: an encrypted room then gets one notice (matrix-encrypted.test.ts
-    // covers encryption on).
-    matrix: { encryption: false },
-    library: { "nightly.toml": 'id = "nightly"\n[[tasks]]\nid = "only"\naction = "true"\n' },
-  });
-  await fleet.startAll();
-  store = await openSqliteStore(fleet.storePath);
-  alice.startSync();
-}, 120_000);
-
-afterEach((ctx) => {
-  if (ctx.task.result?.state === "fail") {
-    fleet?.keepDir();
-    console.error(fleet?.tails());
-  }
+    people: { alice, bob, carol },
+  } = room);
 });
 
-afterAll(async () => {
-  await alice?.stopSync();
-  await store?.close();
-  await fleet?.dispose();
+afterAll(() => {
   if (latencies.length > 0) {
     const sorted = [...latencies].sort((x, y) => x - y);
     const pct = (p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
@@ -346,7 +327,7 @@ describe("the Matrix bot in a room of three nodes", () => {
   });
 
   it("a command older than the command window when a node first sees it is ignored, never replayed", async () => {
-    const { hs } = fx;
+    const { hs } = room;
     const lone = await hs.registerUser("cmdbot-window", { deviceId: "WINDOWBOT" });
     const windowRoom = await hs.createRoom(alice.accessToken, { name: "window", invite: [lone.userId] });
     const stale = await alice.sendText(windowRoom, "!dag list");
@@ -390,7 +371,7 @@ describe("the Matrix bot in a room of three nodes", () => {
   });
 
   it("a token of another account than matrix.user_id stops the node with exit status 2", async () => {
-    const { hs } = fx;
+    const { hs } = room;
     const real = await hs.registerUser("cmdbot-real");
     const wrong = new BotFleet({
       hs,

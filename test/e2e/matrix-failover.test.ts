@@ -4,11 +4,10 @@
  * sync's timeline holds) are sent and then restarted from their stored sync tokens, and Synapse
  * restarted mid-run. Throughout, every command gets exactly one reply and every run one final message.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_TIMELINE_LIMIT } from "../../src/adapters/matrix/intake.js";
 import type { Store } from "../../src/ports/store.js";
-import { BotFleet } from "../support/bot-fleet.js";
+import type { BotFleet } from "../support/bot-fleet.js";
 import {
   bodyOf,
   cardEditSaying,
@@ -19,11 +18,19 @@ import {
   roomHistory,
   txnOf,
 } from "../support/bot-chat.js";
-import { useSynapse } from "../support/matrix-fixture.js";
-import { MatrixUser } from "../support/matrix-user.js";
+import type { MatrixUser } from "../support/matrix-user.js";
+import { useRoomWithPeople } from "../support/room-with-people.js";
 import { waitFor } from "../support/store-wait.js";
 
-const fx = useSynapse();
+// A failed test keeps Synapse's data dir too (the fixture's useSynapse does).
+const room = useRoomWithPeople({
+  // No power levels set: alice creates the room, so she is at 100 by Synapse's default.
+  people: { alice: { localpart: "fo-alice" } },
+  bots: { prefix: "fobot", count: 3 },
+  roomName: "failover",
+  fleet: (ids) => ({ config: { permissions: { power_level: 50, auto_confirm: [ids.alice] } } }),
+  tailLines: 25,
+});
 let fleet: BotFleet;
 let store: Store;
 let roomId: string;
@@ -79,36 +86,13 @@ async function someTaskRunning(runId: string): Promise<void> {
   );
 }
 
-beforeAll(async () => {
-  const { hs } = fx;
-  const bots = [];
-  for (const n of [1, 2, 3]) bots.push(await hs.registerUser(`fobot${n}`, { deviceId: `FOBOT${n}` }));
-  const a = await hs.registerUser("fo-alice");
-  alice = new MatrixUser(hs.url, a);
-  roomId = await hs.createRoom(a.accessToken, { name: "failover", invite: bots.map((b) => b.userId) });
-  fleet = new BotFleet({
-    hs,
-    bots,
-    rooms: [roomId],
-    config: { permissions: { power_level: 50, auto_confirm: [a.userId] } },
-  });
-  await fleet.startAll();
-  store = await openSqliteStore(fleet.storePath);
-  alice.startSync();
-}, 120_000);
-
-afterEach((ctx) => {
-  if (ctx.task.result?.state === "fail") {
-    fleet?.keepDir();
-    fx.hs.keepDataDir();
-    console.error(fleet?.tails(25));
-  }
-});
-
-afterAll(async () => {
-  await alice?.stopSync();
-  await store?.close();
-  await fleet?.dispose();
+beforeAll(() => {
+  ({
+    roomId,
+    store,
+    fleet,
+    people: { alice },
+  } = room);
 });
 
 describe("the Matrix bot through failures", () => {
@@ -180,7 +164,7 @@ describe("the Matrix bot through failures", () => {
     const run = await runOf("fo_synapse");
     runIds.push(run.runId);
     await someTaskRunning(run.runId);
-    await fx.hs.restart();
+    await room.hs.restart();
     const after = await send("!dag status fo_synapse");
     const reply = await alice.waitFor(replyTo(after), T, "the reply after the restart");
     expect(bodyOf(reply)).toMatch(/fo_synapse/);

@@ -6,61 +6,27 @@
  * with ✅, erin with `!dag approve … ticket=OPS-7`; the ticket reaches deploy's argv (what echo
  * printed), and the gate's message is edited to say who approved and when.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { Store } from "../../src/ports/store.js";
-import { BotFleet, TEST_ACTIONS } from "../support/bot-fleet.js";
-import { bodyOf, publishJson, replyTo } from "../support/bot-chat.js";
-import { useSynapse } from "../support/matrix-fixture.js";
-import { MatrixUser, type MatrixEvent } from "../support/matrix-user.js";
+import { TEST_ACTIONS } from "../support/bot-fleet.js";
+import { bodyOf, publishJson } from "../support/bot-chat.js";
+import type { MatrixUser, MatrixEvent } from "../support/matrix-user.js";
+import { useRoomWithPeople } from "../support/room-with-people.js";
 import { waitFor } from "../support/store-wait.js";
 
-const fx = useSynapse();
-let fleet: BotFleet;
-let store: Store;
-let roomId: string;
-let alice: MatrixUser; // publisher, power 100
-let bob: MatrixUser; // confirmer, power 50
-let carol: MatrixUser; // operator, power 50
-let erin: MatrixUser; // operator, power 50
-let dave: MatrixUser; // member, power 10
-const T = 30_000;
-
-beforeAll(async () => {
-  const { hs } = fx;
-  const bots = [];
-  for (const n of [1, 2]) bots.push(await hs.registerUser(`gatebot${n}`, { deviceId: `GATEBOT${n}` }));
-  const people = [];
-  for (const name of ["gate-alice", "gate-bob", "gate-carol", "gate-erin", "gate-dave"])
-    people.push(await hs.registerUser(name));
-  const [a, b, c, e, d] = people as [(typeof people)[number], ...(typeof people)[number][]];
-  [alice, bob, carol, erin, dave] = [a, b!, c!, e!, d!].map((u) => new MatrixUser(hs.url, u)) as [
-    MatrixUser,
-    MatrixUser,
-    MatrixUser,
-    MatrixUser,
-    MatrixUser,
-  ];
-  roomId = await hs.createRoom(a.accessToken, {
-    name: "approval gates",
-    invite: [...bots.map((x) => x.userId), b!.userId, c!.userId, e!.userId, d!.userId],
-    powerLevels: {
-      users: {
-        [a.userId]: 100,
-        [b!.userId]: 50,
-        [c!.userId]: 50,
-        [e!.userId]: 50,
-        [d!.userId]: 10,
-        // The bots hold operator power too: they are still never named as approvers.
-        ...Object.fromEntries(bots.map((x) => [x.userId, 50])),
-      },
-    },
-  });
-  for (const u of [bob, carol, erin, dave]) await u.joinRoom(roomId);
-  fleet = new BotFleet({
-    hs,
-    bots,
-    rooms: [roomId],
+const room = useRoomWithPeople({
+  people: {
+    alice: { localpart: "gate-alice", power: 100 }, // publisher
+    bob: { localpart: "gate-bob", power: 50 }, // confirmer
+    carol: { localpart: "gate-carol", power: 50 }, // operator
+    erin: { localpart: "gate-erin", power: 50 }, // operator
+    dave: { localpart: "gate-dave", power: 10 }, // member
+  },
+  bots: { prefix: "gatebot", count: 2 },
+  // The bots hold operator power too: they are still never named as approvers.
+  botPower: 50,
+  roomName: "approval gates",
+  fleet: {
     config: {
       permissions: { power_level: 50 },
       actions: {
@@ -75,29 +41,25 @@ beforeAll(async () => {
       },
     },
     matrix: { encryption: false },
-  });
-  await fleet.startAll();
-  store = await openSqliteStore(fleet.storePath);
-  alice.startSync();
-}, 120_000);
-
-afterEach((ctx) => {
-  if (ctx.task.result?.state === "fail") {
-    fleet?.keepDir();
-    console.error(fleet?.tails());
-  }
+  },
 });
+const { say } = room;
+let store: Store;
+let roomId: string;
+let alice: MatrixUser;
+let bob: MatrixUser;
+let carol: MatrixUser;
+let erin: MatrixUser;
+let dave: MatrixUser;
+const T = 30_000;
 
-afterAll(async () => {
-  await alice?.stopSync();
-  await store?.close();
-  await fleet?.dispose();
+beforeAll(() => {
+  ({
+    roomId,
+    store,
+    people: { alice, bob, carol, erin, dave },
+  } = room);
 });
-
-async function say(user: MatrixUser, text: string, what: string): Promise<string> {
-  const sent = await user.sendText(roomId, text);
-  return bodyOf(await alice.waitFor(replyTo(sent), T, what));
-}
 
 describe("an approval gate in chat", () => {
   it("mentions exactly who may approve, refuses a member once, passes with a reaction and a command, and its form value reaches the next task", async () => {

@@ -10,23 +10,52 @@
  * approval) and at the end.
  */
 import { writeFileSync } from "node:fs";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { Store } from "../../src/ports/store.js";
-import { BotFleet, TEST_ACTIONS } from "../support/bot-fleet.js";
+import { TEST_ACTIONS, type BotFleet } from "../support/bot-fleet.js";
 import { bodyOf, cardOf, publishJson, replyTo, txnOf } from "../support/bot-chat.js";
-import { useSynapse } from "../support/matrix-fixture.js";
-import { MatrixUser, type MatrixEvent } from "../support/matrix-user.js";
+import type { MatrixUser, MatrixEvent } from "../support/matrix-user.js";
 import { loginDevice, messagesAsShown, roomText, type ShownMessage } from "../support/room-as-shown.js";
+import { useRoomWithPeople } from "../support/room-with-people.js";
 import { waitFor } from "../support/store-wait.js";
 
-const fx = useSynapse();
+const room = useRoomWithPeople({
+  people: {
+    alice: { localpart: "alice", power: 100 }, // publisher, on auto_confirm: her publish starts at once
+    bob: { localpart: "bob", power: 50 }, // operator: the one person who may approve the gate
+  },
+  // One bot account with a device per node.
+  bots: async (hs) => {
+    const account = await hs.registerUser("dagbot", { deviceId: "DAGBOT1" });
+    return [account, await loginDevice(hs.url, account, "DAGBOT2")];
+  },
+  // The bot account holds operator power too: it is still never named as an approver.
+  botPower: 50,
+  roomName: "release room",
+  fleet: (ids) => ({
+    config: {
+      permissions: { power_level: 50, auto_confirm: [ids.alice] },
+      actions: {
+        ...TEST_ACTIONS,
+        // Takes a moment, then publishes version=<v>: what the gate's message says is approved.
+        stamp: {
+          argv: ["sh", "-c", 'sleep 1; echo "version=$0" >> "$DAGBOT_OUTPUT"', "{v}"],
+          args: { v: { pattern: "[0-9.]{1,20}" } },
+          timeout: "1m",
+          kill_grace: "300ms",
+        },
+      },
+    },
+    matrix: { encryption: false },
+  }),
+  tailLines: 25,
+});
 let fleet: BotFleet;
 let store: Store;
 let roomId: string;
 let botUserId: string;
-let alice: MatrixUser; // publisher, power 100, on auto_confirm: her publish starts at once
-let bob: MatrixUser; // operator, power 50: the one person who may approve the gate
+let alice: MatrixUser;
+let bob: MatrixUser;
 /** bot-sdk backs off 5–15 s after a failed sync; a new leader's catch-up can take that long. */
 const T = 60_000;
 
@@ -49,57 +78,14 @@ const DAG = {
   ],
 };
 
-beforeAll(async () => {
-  const { hs } = fx;
-  const account = await hs.registerUser("dagbot", { deviceId: "DAGBOT1" });
-  botUserId = account.userId;
-  const devices = [account, await loginDevice(hs.url, account, "DAGBOT2")];
-  const a = await hs.registerUser("alice");
-  const b = await hs.registerUser("bob");
-  alice = new MatrixUser(hs.url, a);
-  bob = new MatrixUser(hs.url, b);
-  roomId = await hs.createRoom(a.accessToken, {
-    name: "release room",
-    invite: [account.userId, b.userId],
-    // The bot account holds operator power too: it is still never named as an approver.
-    powerLevels: { users: { [a.userId]: 100, [b.userId]: 50, [account.userId]: 50 } },
-  });
-  await bob.joinRoom(roomId);
-  fleet = new BotFleet({
-    hs,
-    bots: devices,
-    rooms: [roomId],
-    config: {
-      permissions: { power_level: 50, auto_confirm: [a.userId] },
-      actions: {
-        ...TEST_ACTIONS,
-        // Takes a moment, then publishes version=<v>: what the gate's message says is approved.
-        stamp: {
-          argv: ["sh", "-c", 'sleep 1; echo "version=$0" >> "$DAGBOT_OUTPUT"', "{v}"],
-          args: { v: { pattern: "[0-9.]{1,20}" } },
-          timeout: "1m",
-          kill_grace: "300ms",
-        },
-      },
-    },
-    matrix: { encryption: false },
-  });
-  await fleet.startAll();
-  store = await openSqliteStore(fleet.storePath);
-  alice.startSync();
-}, 120_000);
-
-afterEach((ctx) => {
-  if (ctx.task.result?.state === "fail") {
-    fleet?.keepDir();
-    console.error(fleet?.tails(25));
-  }
-});
-
-afterAll(async () => {
-  await alice?.stopSync();
-  await store?.close();
-  await fleet?.dispose();
+beforeAll(() => {
+  ({
+    roomId,
+    store,
+    fleet,
+    people: { alice, bob },
+  } = room);
+  botUserId = room.bots[0]!.userId;
 });
 
 async function leaderIndex(): Promise<number> {

@@ -4,64 +4,41 @@
  * needs it runs, the run ends succeeded, and the run's card shows the mark (who, from chat, why).
  * (The CLI and HTTP faces: mark-faces.test.ts.)
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { Store } from "../../src/ports/store.js";
-import { BotFleet, TEST_ACTIONS } from "../support/bot-fleet.js";
-import { bodyOf, publishJson, replyTo } from "../support/bot-chat.js";
-import { useSynapse } from "../support/matrix-fixture.js";
-import { MatrixUser } from "../support/matrix-user.js";
+import { TEST_ACTIONS } from "../support/bot-fleet.js";
+import { publishJson } from "../support/bot-chat.js";
+import type { MatrixUser } from "../support/matrix-user.js";
+import { useRoomWithPeople } from "../support/room-with-people.js";
 import { waitFor } from "../support/store-wait.js";
 
-const fx = useSynapse();
-let fleet: BotFleet;
+const room = useRoomWithPeople({
+  people: {
+    alice: { localpart: "mark-alice", power: 100 }, // operator
+    dave: { localpart: "mark-dave", power: 10 }, // member
+  },
+  bots: { prefix: "markbot" },
+  botPower: 50,
+  roomName: "marks",
+  fleet: (ids) => ({
+    config: { permissions: { power_level: 50, auto_confirm: [ids.alice] }, actions: TEST_ACTIONS },
+    matrix: { encryption: false },
+  }),
+});
+const { say } = room;
 let store: Store;
 let roomId: string;
-let alice: MatrixUser; // operator, power 100
-let dave: MatrixUser; // member, power 10
+let alice: MatrixUser;
+let dave: MatrixUser;
 const T = 30_000;
 
-beforeAll(async () => {
-  const { hs } = fx;
-  const bot = await hs.registerUser("markbot1", { deviceId: "MARKBOT1" });
-  const a = await hs.registerUser("mark-alice");
-  const d = await hs.registerUser("mark-dave");
-  [alice, dave] = [new MatrixUser(hs.url, a), new MatrixUser(hs.url, d)];
-  roomId = await hs.createRoom(a.accessToken, {
-    name: "marks",
-    invite: [bot.userId, d.userId],
-    powerLevels: { users: { [a.userId]: 100, [d.userId]: 10, [bot.userId]: 50 } },
-  });
-  await dave.joinRoom(roomId);
-  fleet = new BotFleet({
-    hs,
-    bots: [bot],
-    rooms: [roomId],
-    config: { permissions: { power_level: 50, auto_confirm: [a.userId] }, actions: TEST_ACTIONS },
-    matrix: { encryption: false },
-  });
-  await fleet.startAll();
-  store = await openSqliteStore(fleet.storePath);
-  alice.startSync();
-}, 120_000);
-
-afterEach((ctx) => {
-  if (ctx.task.result?.state === "fail") {
-    fleet?.keepDir();
-    console.error(fleet?.tails());
-  }
+beforeAll(() => {
+  ({
+    roomId,
+    store,
+    people: { alice, dave },
+  } = room);
 });
-
-afterAll(async () => {
-  await alice?.stopSync();
-  await store?.close();
-  await fleet?.dispose();
-});
-
-async function say(user: MatrixUser, text: string, what: string): Promise<string> {
-  const sent = await user.sendText(roomId, text);
-  return bodyOf(await alice.waitFor(replyTo(sent), T, what));
-}
 
 describe("mark in chat", () => {
   it("is refused to a member, and an operator's mark of an open gate lets the run go on, shown on its card", async () => {

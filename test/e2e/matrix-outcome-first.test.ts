@@ -5,38 +5,22 @@
  * publisher through `m.mentions`, not by opening with their name; the card, read with its bundled
  * latest edit, carries the same last line and names every task.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { Store } from "../../src/ports/store.js";
-import { BotFleet, TEST_ACTIONS } from "../support/bot-fleet.js";
+import { TEST_ACTIONS } from "../support/bot-fleet.js";
 import { bodyOf, cardOf, publishJson, replyTo, txnOf } from "../support/bot-chat.js";
-import { useSynapse } from "../support/matrix-fixture.js";
-import { MatrixUser, type MatrixEvent } from "../support/matrix-user.js";
+import type { MatrixUser, MatrixEvent } from "../support/matrix-user.js";
+import { useRoomWithPeople } from "../support/room-with-people.js";
 import { waitFor } from "../support/store-wait.js";
 
-const fx = useSynapse();
-let fleet: BotFleet;
-let store: Store;
-let roomId: string;
-let alice: MatrixUser; // operator on auto_confirm: her publish starts at once
-const T = 30_000;
-
-beforeAll(async () => {
-  const { hs } = fx;
-  const bot = await hs.registerUser("outcomebot1", { deviceId: "OUTCOMEBOT1" });
-  const a = await hs.registerUser("outcome-alice");
-  alice = new MatrixUser(hs.url, a);
-  roomId = await hs.createRoom(a.accessToken, {
-    name: "outcome first",
-    invite: [bot.userId],
-    powerLevels: { users: { [a.userId]: 100 } },
-  });
-  fleet = new BotFleet({
-    hs,
-    bots: [bot],
-    rooms: [roomId],
+const room = useRoomWithPeople({
+  // alice is an operator on auto_confirm: her publish starts at once.
+  people: { alice: { localpart: "outcome-alice", power: 100 } },
+  bots: { prefix: "outcomebot" },
+  roomName: "outcome first",
+  fleet: (ids) => ({
     config: {
-      permissions: { power_level: 50, auto_confirm: [a.userId] },
+      permissions: { power_level: 50, auto_confirm: [ids.alice] },
       actions: {
         ...TEST_ACTIONS,
         // Prints its progress, then why it fails, in colour, on stderr, and exits 1.
@@ -53,23 +37,19 @@ beforeAll(async () => {
       },
     },
     matrix: { encryption: false },
-  });
-  await fleet.startAll();
-  store = await openSqliteStore(fleet.storePath);
-  alice.startSync();
-}, 120_000);
-
-afterEach((ctx) => {
-  if (ctx.task.result?.state === "fail") {
-    fleet?.keepDir();
-    console.error(fleet?.tails());
-  }
+  }),
 });
+let store: Store;
+let roomId: string;
+let alice: MatrixUser;
+const T = 30_000;
 
-afterAll(async () => {
-  await alice?.stopSync();
-  await store?.close();
-  await fleet?.dispose();
+beforeAll(() => {
+  ({
+    roomId,
+    store,
+    people: { alice },
+  } = room);
 });
 
 /** An event as a client fetches it: with the homeserver's bundled relations (edit, thread summary). */

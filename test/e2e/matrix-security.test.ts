@@ -16,24 +16,55 @@
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { matrixHttp } from "../../src/adapters/matrix/http.js";
 import { MatrixOutboxTransport } from "../../src/adapters/matrix/outbox-transport.js";
-import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { Store } from "../../src/ports/store.js";
-import { BotFleet, TEST_ACTIONS } from "../support/bot-fleet.js";
+import { TEST_ACTIONS, type BotFleet } from "../support/bot-fleet.js";
 import { bodyOf, cardOf, countByTxn, publishJson, replyTo, roomHistory, txnOf } from "../support/bot-chat.js";
-import { useSynapse } from "../support/matrix-fixture.js";
 import { MatrixUser, type MatrixEvent } from "../support/matrix-user.js";
+import { useRoomWithPeople } from "../support/room-with-people.js";
 import type { RegisteredUser } from "../support/synapse.js";
 
-const fx = useSynapse();
+const room = useRoomWithPeople({
+  people: {
+    alice: { localpart: "sec-alice", power: 100 }, // publisher
+    bob: { localpart: "sec-bob", power: 50 }, // confirmer
+    carol: { localpart: "sec-carol" }, // member, power 0
+  },
+  bots: { prefix: "secbot", count: 2 },
+  roomName: "dagbot security",
+  async beforeFleet({ hs, roomId, bots }) {
+    await new MatrixUser(hs.url, bots[1]!).joinRoom(roomId);
+  },
+  fleet: {
+    config: {
+      permissions: { power_level: 50, two_person_rule: true },
+      actions: {
+        ...TEST_ACTIONS,
+        environ: {
+          argv: ["cat", "/proc/{pid}/environ"],
+          args: { pid: { pattern: "[0-9]{1,10}" } },
+          timeout: "1m",
+          kill_grace: "300ms",
+        },
+        show: {
+          argv: ["cat", "{path}"],
+          args: { path: { pattern: "[A-Za-z0-9_./-]{1,200}" } },
+          timeout: "1m",
+          kill_grace: "300ms",
+        },
+      },
+    },
+  },
+  start: "first",
+});
 let fleet: BotFleet;
 let store: Store;
 let roomId: string;
-let alice: MatrixUser; // publisher, power 100
-let bob: MatrixUser; // confirmer, power 50
-let carol: MatrixUser; // member, power 0
+let alice: MatrixUser;
+let bob: MatrixUser;
+let carol: MatrixUser;
 let bots: RegisteredUser[];
 
 const T = 30_000;
@@ -55,67 +86,14 @@ async function notifications(user: MatrixUser): Promise<Array<{ event: MatrixEve
   return res.notifications as Array<{ event: MatrixEvent; actions: unknown[] }>;
 }
 
-beforeAll(async () => {
-  const { hs } = fx;
-  bots = [
-    await hs.registerUser("secbot1", { deviceId: "SECBOT1" }),
-    await hs.registerUser("secbot2", { deviceId: "SECBOT2" }),
-  ];
-  const [a, b, c] = [
-    await hs.registerUser("sec-alice"),
-    await hs.registerUser("sec-bob"),
-    await hs.registerUser("sec-carol"),
-  ];
-  alice = new MatrixUser(hs.url, a);
-  bob = new MatrixUser(hs.url, b);
-  carol = new MatrixUser(hs.url, c);
-  roomId = await hs.createRoom(a.accessToken, {
-    name: "dagbot security",
-    invite: [...bots.map((x) => x.userId), b.userId, c.userId],
-    powerLevels: { users: { [a.userId]: 100, [b.userId]: 50 } },
-  });
-  await bob.joinRoom(roomId);
-  await carol.joinRoom(roomId);
-  await new MatrixUser(hs.url, bots[1]!).joinRoom(roomId);
-  fleet = new BotFleet({
-    hs,
+beforeAll(() => {
+  ({
+    roomId,
+    store,
+    fleet,
     bots,
-    rooms: [roomId],
-    config: {
-      permissions: { power_level: 50, two_person_rule: true },
-      actions: {
-        ...TEST_ACTIONS,
-        environ: {
-          argv: ["cat", "/proc/{pid}/environ"],
-          args: { pid: { pattern: "[0-9]{1,10}" } },
-          timeout: "1m",
-          kill_grace: "300ms",
-        },
-        show: {
-          argv: ["cat", "{path}"],
-          args: { path: { pattern: "[A-Za-z0-9_./-]{1,200}" } },
-          timeout: "1m",
-          kill_grace: "300ms",
-        },
-      },
-    },
-  });
-  await fleet.start(0);
-  store = await openSqliteStore(fleet.storePath);
-  alice.startSync();
-}, 120_000);
-
-afterEach((ctx) => {
-  if (ctx.task.result?.state === "fail") {
-    fleet?.keepDir();
-    console.error(fleet?.tails());
-  }
-});
-
-afterAll(async () => {
-  await alice?.stopSync();
-  await store?.close();
-  await fleet?.dispose();
+    people: { alice, bob, carol },
+  } = room);
 });
 
 describe("what the confirmer sees is what runs", () => {
@@ -251,7 +229,7 @@ describe("only the configured fleet is the fleet", () => {
   });
 
   it("a new leader's look for inherited sends counts only the fleet's events", async () => {
-    const secondBot = new MatrixUser(fx.hs.url, bots[1]!);
+    const secondBot = new MatrixUser(room.hs.url, bots[1]!);
     await secondBot.sendEvent(roomId, "m.room.message", {
       msgtype: "m.notice",
       body: "sent by the fleet",
@@ -266,7 +244,7 @@ describe("only the configured fleet is the fleet", () => {
     const lead = bots[0]!;
     const transport = new MatrixOutboxTransport(
       { sendEvent: () => Promise.reject(new Error("not used")) },
-      matrixHttp(fx.hs.url, lead.accessToken),
+      matrixHttp(room.hs.url, lead.accessToken),
       new Set(bots.map((b) => b.userId)),
     );
     const found = await transport.findSent(roomId, new Set(["sec.fleet", "sec.forged"]), Date.now() - 60_000);

@@ -8,22 +8,30 @@
  * confirmation; the proposer's own confirmation is refused; the applied change is announced in the
  * room and kept as a `policy.set` event with who, from what and to what.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { RoomPolicy, Store } from "../../src/ports/store.js";
-import { BotFleet } from "../support/bot-fleet.js";
 import { bodyOf, publishJson, replyTo } from "../support/bot-chat.js";
-import { useSynapse } from "../support/matrix-fixture.js";
-import { MatrixUser, type MatrixEvent } from "../support/matrix-user.js";
+import type { MatrixUser, MatrixEvent } from "../support/matrix-user.js";
+import { useRoomWithPeople } from "../support/room-with-people.js";
 
-const fx = useSynapse();
-let fleet: BotFleet;
+const room = useRoomWithPeople({
+  people: {
+    alice: { localpart: "pol-alice", power: 100 }, // room admin (the room's creator)
+    bob: { localpart: "pol-bob", power: 50 }, // operator
+    carol: { localpart: "pol-carol" }, // member, power 0
+    dave: { localpart: "pol-dave", power: 100 }, // room admin
+  },
+  bots: { prefix: "polbot" },
+  roomName: "dagbot policy",
+  fleet: { config: { permissions: { power_level: 50, two_person_rule: true } } },
+  start: "first",
+});
 let store: Store;
 let roomId: string;
-let alice: MatrixUser; // room admin, power 100 (the room's creator)
-let dave: MatrixUser; // room admin, power 100
-let bob: MatrixUser; // operator, power 50
-let carol: MatrixUser; // member, power 0
+let alice: MatrixUser;
+let dave: MatrixUser;
+let bob: MatrixUser;
+let carol: MatrixUser;
 
 const T = 30_000;
 
@@ -39,47 +47,12 @@ async function command(user: MatrixUser, body: string): Promise<string> {
 
 const policyNow = async (): Promise<RoomPolicy | undefined> => (await store.getRoomPolicy(roomId))?.policy;
 
-beforeAll(async () => {
-  const { hs } = fx;
-  const bot = await hs.registerUser("polbot1", { deviceId: "POLBOT1" });
-  const [a, b, c, d] = [
-    await hs.registerUser("pol-alice"),
-    await hs.registerUser("pol-bob"),
-    await hs.registerUser("pol-carol"),
-    await hs.registerUser("pol-dave"),
-  ];
-  alice = new MatrixUser(hs.url, a);
-  bob = new MatrixUser(hs.url, b);
-  carol = new MatrixUser(hs.url, c);
-  dave = new MatrixUser(hs.url, d);
-  roomId = await hs.createRoom(a.accessToken, {
-    name: "dagbot policy",
-    invite: [bot.userId, b.userId, c.userId, d.userId],
-    powerLevels: { users: { [a.userId]: 100, [d.userId]: 100, [b.userId]: 50 } },
-  });
-  for (const u of [bob, carol, dave]) await u.joinRoom(roomId);
-  fleet = new BotFleet({
-    hs,
-    bots: [bot],
-    rooms: [roomId],
-    config: { permissions: { power_level: 50, two_person_rule: true } },
-  });
-  await fleet.start(0);
-  store = await openSqliteStore(fleet.storePath);
-  alice.startSync();
-}, 120_000);
-
-afterEach((ctx) => {
-  if (ctx.task.result?.state === "fail") {
-    fleet?.keepDir();
-    console.error(fleet?.tails());
-  }
-});
-
-afterAll(async () => {
-  await alice?.stopSync();
-  await store?.close();
-  await fleet?.dispose();
+beforeAll(() => {
+  ({
+    roomId,
+    store,
+    people: { alice, dave, bob, carol },
+  } = room);
 });
 
 describe("the room's policy belongs to the room's admins", () => {
