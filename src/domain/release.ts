@@ -9,11 +9,11 @@
  *   means raises it, and from then on the store refuses the writes of older protocols' nodes.
  */
 
-export const RELEASE = "0.3.1";
+export const RELEASE = "0.4.0";
 export const STORE_SCHEMA = 19;
 export const FLEET_PROTOCOL = 2;
 
-/** `dagbot 0.3.1 (store schema 19, fleet protocol 2)`: what `--version` prints. */
+/** `dagbot 0.4.0 (store schema 19, fleet protocol 2)`: what `--version` prints. */
 export function releaseLine(): string {
   return `dagbot ${RELEASE} (store schema ${STORE_SCHEMA}, fleet protocol ${FLEET_PROTOCOL})`;
 }
