@@ -177,9 +177,16 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
         writeScript(c, "schedule step", () => step.scheduleStep(kept, fence, incremental)),
       );
     },
-    reap: async (fence) => writeScript(c, "reap", () => reaper.reap(fence)),
+    // A look without the write lock first: a leader reaps and derives on every tick and almost
+    // always finds nothing, and a write would take the lock and commit for nothing.
+    reap: async (fence) => {
+      const look = await readScript(c, "reap", () => reaper.reapLook(fence));
+      return look.due ? writeScript(c, "reap", () => reaper.reap(fence)) : look.result;
+    },
     deriveRunOutcomes: async (fence) =>
-      writeScript(c, "derive run outcomes", () => runOutcomes.deriveRunOutcomes(fence)),
+      (await readScript(c, "derive run outcomes", () => runOutcomes.runOutcomesDue(fence)))
+        ? writeScript(c, "derive run outcomes", () => runOutcomes.deriveRunOutcomes(fence))
+        : [],
     setRoomCap: async (roomId, cap, ctx) =>
       writeScript(c, "set room cap", () => caps.setRoomCap(roomId, cap, ctx)),
     getRoomCap: async (roomId) => readScript(c, "get room cap", () => caps.getRoomCap(roomId)),
