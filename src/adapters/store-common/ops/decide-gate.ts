@@ -13,7 +13,7 @@ import { RUN_COLUMNS, sessionKey, TASK_COLUMNS } from "../records.js";
 import type { Script } from "../script.js";
 import { log, mappers, now, p, row, run, sql, touch } from "../script.js";
 import { holdFence } from "./fence.js";
-import { markAnswered } from "./inbox-handled.js";
+import { answerTaskDecision } from "./inbox-handled.js";
 
 const RUN = sql("a run by its DAG")`
   SELECT ${RUN_COLUMNS} FROM runs WHERE room_id = ${p.text("roomId")} AND dag_id = ${p.text("dagId")}`;
@@ -21,9 +21,6 @@ const RUN = sql("a run by its DAG")`
 // Locked as read on PostgreSQL: a reaper timing the gate out either came first (the gate is closed) or waits.
 const TASK = sql("a gate's task, locked")`
   SELECT ${TASK_COLUMNS} FROM tasks WHERE run_id = ${p.text("runId")} AND task_id = ${p.text("taskId")}${p.only({ postgres: " FOR UPDATE" })}`;
-
-const TASK_AFTER = sql("a gate's task")`
-  SELECT ${TASK_COLUMNS} FROM tasks WHERE run_id = ${p.text("runId")} AND task_id = ${p.text("taskId")}`;
 
 const WRITE = sql("a gate's decision")`
   UPDATE tasks SET status = ${p.text("status")}, gate_state = ${p.json("state")}, version = version + 1,
@@ -72,12 +69,5 @@ export function* decideGate(
       yield* log(roomId, { ...line, runId: theRun.runId, taskId, term: ctx.fence.term, actor });
     yield* touch("tasks", roomId);
   }
-  const after = yield* row(TASK_AFTER, { runId: theRun.runId, taskId });
-  const result: GateDecisionResult = {
-    verdict,
-    run: theRun,
-    task: after === undefined ? before : m.toTask(after),
-  };
-  yield* markAnswered(ctx, result);
-  return result;
+  return yield* answerTaskDecision(ctx, verdict, theRun, before);
 }

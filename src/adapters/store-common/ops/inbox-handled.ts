@@ -3,10 +3,10 @@
  * command's effect and its mark commit together (docs/architecture.md §4). Written once for both stores.
  */
 import { ConflictError, NotFoundError } from "../../../ports/errors.js";
-import type { CommandContext, LeaderFence } from "../../../ports/store.js";
-import { sessionKey } from "../records.js";
+import type { CommandContext, LeaderFence, RunRecord, TaskRecord } from "../../../ports/store.js";
+import { sessionKey, TASK_COLUMNS } from "../records.js";
 import type { Script } from "../script.js";
-import { log, p, row, run, sql, touch } from "../script.js";
+import { log, mappers, p, row, run, sql, touch } from "../script.js";
 
 const MARK = sql("an inbox row, new → handled")`
   UPDATE processed_events SET status = 'handled', result = ${p.json("result")}, handled_term = ${p.int("term")},
@@ -24,6 +24,27 @@ export function* markAnswered<R>(ctx: CommandContext<R>, result: R): Script<void
   if (ctx.inboxEventId === undefined) return;
   const answer = ctx.answer(result);
   if (answer !== null) yield* markHandled(ctx.fence, ctx.inboxEventId, answer);
+}
+
+const TASK_NOW = sql("a task, as the command left it")`
+  SELECT ${TASK_COLUMNS} FROM tasks WHERE run_id = ${p.text("runId")} AND task_id = ${p.text("taskId")}`;
+
+/**
+ * A decision on one task of a run (a gate's, an operator's mark), answered: its result holds the
+ * domain's verdict, the run and the task as the write left it, and the command's row keeps the
+ * caller's answer to it.
+ */
+export function* answerTaskDecision<V>(
+  ctx: CommandContext<{ verdict: V; run: RunRecord; task: TaskRecord }>,
+  verdict: V,
+  theRun: RunRecord,
+  before: TaskRecord,
+): Script<{ verdict: V; run: RunRecord; task: TaskRecord }> {
+  const m = yield* mappers();
+  const after = yield* row(TASK_NOW, { runId: theRun.runId, taskId: before.taskId });
+  const result = { verdict, run: theRun, task: after === undefined ? before : m.toTask(after) };
+  yield* markAnswered(ctx, result);
+  return result;
 }
 
 /** ConflictError when the row is no longer new: the command must not take effect twice. */

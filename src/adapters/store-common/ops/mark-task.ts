@@ -14,7 +14,7 @@ import { RUN_COLUMNS, sessionKey, TASK_COLUMNS } from "../records.js";
 import type { Script } from "../script.js";
 import { log, mappers, p, row, rows, run, sql, touch } from "../script.js";
 import { holdFence } from "./fence.js";
-import { markAnswered } from "./inbox-handled.js";
+import { answerTaskDecision } from "./inbox-handled.js";
 
 // Locked on PostgreSQL: a cancel or a derived end of the run either came first or waits for the mark.
 // The clock comes with the row (no round trip of its own): the mark's words say when.
@@ -25,9 +25,6 @@ const RUN = sql("a run by its DAG, locked, and the clock")`
 // Every task of the run, locked: a claim, a finish or the scheduler either came first or waits.
 const TASKS = sql("a run's tasks, locked")`
   SELECT ${TASK_COLUMNS} FROM tasks WHERE run_id = ${p.text("runId")} ORDER BY seq${p.only({ postgres: " FOR UPDATE" })}`;
-
-const TASK = sql("a task")`
-  SELECT ${TASK_COLUMNS} FROM tasks WHERE run_id = ${p.text("runId")} AND task_id = ${p.text("taskId")}`;
 
 // A queued task marked leaves the queue: nothing claims it (status), and it holds no slot.
 const MARK = sql("a task's mark")`
@@ -100,12 +97,5 @@ export function* markTask(
       yield* log(roomId, { ...line, kind: "task.blocked", taskId: id, data: { markOf: taskId, ...who } });
     yield* touch("tasks", roomId);
   }
-  const after = yield* row(TASK, { runId: theRun.runId, taskId });
-  const result: MarkTaskResult = {
-    verdict,
-    run: theRun,
-    task: after === undefined ? before : m.toTask(after),
-  };
-  yield* markAnswered(ctx, result);
-  return result;
+  return yield* answerTaskDecision(ctx, verdict, theRun, before);
 }
