@@ -68,7 +68,12 @@ describe("one node id, one process", () => {
       const third = start(config, "twin-3");
       await rowOf(third.child.pid);
       expect(third.child.exitCode).toBeNull();
-      expect(readFileSync(third.logPath, "utf8")).toContain("earlier process on this host, which is gone");
+      // The log is written asynchronously: the line may reach the file after the heartbeat's row.
+      await waitFor(
+        "the restart to say its predecessor is gone",
+        () => readFileSync(third.logPath, "utf8"),
+        (log) => log.includes("earlier process on this host, which is gone"),
+      );
     } catch (e) {
       failed = true;
       throw e;
