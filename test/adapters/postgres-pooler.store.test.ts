@@ -9,7 +9,12 @@
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { POOLER_POLL_MS } from "../../src/adapters/postgres/change-feed.js";
-import { openPostgresStore, postgresStoreStats } from "../../src/adapters/postgres/index.js";
+import {
+  LATEST_SCHEMA_VERSION,
+  openPostgresStore,
+  postgresStoreStats,
+} from "../../src/adapters/postgres/index.js";
+import { inspectPostgresStore } from "../../src/adapters/postgres/upgrade.js";
 import type { Store } from "../../src/ports/store.js";
 import { describeStoreContract } from "../contracts/store.contract.js";
 import type { PgBouncer } from "../support/pgbouncer.js";
@@ -64,6 +69,17 @@ describe("PostgreSQL store behind a transaction-mode PgBouncer", () => {
     await expect(client.connect()).rejects.toThrow(/unsupported startup parameter/);
     await client.end().catch(() => {});
     await expect(openPostgresStore(url, { poolSize: 1 })).rejects.toThrow(/startup parameter/);
+  });
+
+  it("a store is inspected through the pooler (dagbot migrate --dry-run, a node's start): its schema and nodes", async () => {
+    const a = await open();
+    await a.heartbeat({ session: session("seen"), labels: [], actions: [], capacity: 1, roomIds: [] });
+    const seen = await inspectPostgresStore(url, "public", "transaction");
+    expect(seen.schema).toBe(LATEST_SCHEMA_VERSION);
+    expect(seen.steps).toEqual([]);
+    expect(seen.nodes.map((n) => n.nodeId)).toContain("seen");
+    // Without the mode, the pooler refuses the connection's startup options.
+    await expect(inspectPostgresStore(url)).rejects.toThrow(/startup parameter/);
   });
 
   it("another Store hears a commit with no LISTEN: by its poll, naming every topic", async () => {
