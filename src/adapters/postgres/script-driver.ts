@@ -15,7 +15,6 @@ export type ScriptEnv = Pick<Tx, "query" | "clockParam"> & Partial<Pick<Tx, "log
 
 const readOnly = (step: string): Error => new Error(`a store script wrote (${step}) outside a transaction`);
 import { cleanText, json as jsonText, mapError } from "./sql.js";
-import { prepared } from "./db.js";
 
 // The driver has decoded jsonb and text[] already.
 const json = <T>(v: unknown): T => v as T;
@@ -98,7 +97,7 @@ export function writeScript<T>(db: Db, operation: string, make: () => Script<T>)
 export async function readScript<T>(db: Db, operation: string, make: () => Script<T>): Promise<T> {
   try {
     return await runScript(
-      { query: (text, values) => db.pool.query(prepared(text, values)), clockParam: db.clockParam() },
+      { query: (text, values) => db.query(text, values), clockParam: db.clockParam() },
       make(),
     );
   } catch (e) {
@@ -109,7 +108,8 @@ export async function readScript<T>(db: Db, operation: string, make: () => Scrip
 /**
  * A script of one-statement writes on the pool, outside a transaction: each statement commits alone,
  * one round trip (a lease renewal, a node's lease wishes). Such a statement writes its own log lines
- * and NOTIFY (data-modifying CTEs); `touch` tells this Store's own listeners once the script ends.
+ * (data-modifying CTEs); what it `touch`es is told once the script ends, as a transaction's is
+ * (Db.committed).
  */
 export async function autocommitScript<T>(db: Db, operation: string, make: () => Script<T>): Promise<T> {
   const topics: [ChangeTopic, string | null][] = [];
@@ -117,7 +117,7 @@ export async function autocommitScript<T>(db: Db, operation: string, make: () =>
   try {
     result = await runScript(
       {
-        query: (text, values) => db.pool.query(prepared(text, values)),
+        query: (text, values) => db.query(text, values),
         clockParam: db.clockParam(),
         touch: (topic, roomId) => topics.push([topic, roomId]),
       },
@@ -144,7 +144,7 @@ export async function fenceConflict(
   db: Db,
   operation: string,
   fence: LeaderFence,
-  q: Queryable = db.pool,
+  q: Queryable = db,
 ): Promise<Error> {
   try {
     return await runScript(

@@ -1,7 +1,7 @@
 /**
  * The worker's side on PostgreSQL: claim, renew and finish, each ONE statement (the hot path) with
  * its event-log line in the same statement, fenced by (claim version, session). Other Stores hear
- * of them through a NOTIFY sent right after the commit (Db.committedHot).
+ * of them through a NOTIFY sent right after the commit (Db.committed).
  */
 import type { TaskStatus } from "../../domain/model.js";
 import { ConflictError } from "../../ports/errors.js";
@@ -133,7 +133,7 @@ function claimBatch(db: Db, offer: NodeOffer, rows: Row[], finishedIn: readonly 
   // serving itself must say so, or the leader would count its free slots as taken.
   const claimer = `${more ? CLAIM_LEFT_MORE : ""}${offer.session.nodeId}`;
   for (const room of finishedIn) rooms.add(room);
-  for (const room of rooms) db.committedHot("tasks", room, [claimer]);
+  for (const room of rooms) db.committed("tasks", room, [claimer]);
   return {
     claimed,
     more,
@@ -178,7 +178,7 @@ const tokenParams = (t: TaskToken): unknown[] => [
 function tokenMiss(db: Db, operation: string, token: TaskToken): Promise<Error> {
   return explainMiss(
     db,
-    db.pool,
+    db,
     operation,
     null,
     { runId: token.runId, taskId: token.taskId },
@@ -315,10 +315,10 @@ const finishArgs = (token: TaskToken, result: TaskResult): unknown[] => [
 
 /** The finish's change notes, after the commit. */
 function finished(db: Db, status: TaskStatus, roomId: string): void {
-  db.committedHot("tasks", roomId);
+  db.committed("tasks", roomId);
   // A retry is claimable once its backoff passes, with no scheduling step: the leader must look.
-  if (status === "queued") db.committedHot("ready", roomId);
-  else db.committedHot("done", roomId);
+  if (status === "queued") db.committed("ready", roomId);
+  else db.committed("done", roomId);
 }
 
 /** The typed error of a finish whose token no longer holds its task. */
