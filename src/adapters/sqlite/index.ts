@@ -177,16 +177,12 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
         writeScript(c, "schedule step", () => step.scheduleStep(kept, fence, incremental)),
       );
     },
-    // A look without the write lock first: a leader reaps and derives on every tick and almost
-    // always finds nothing, and a write would take the lock and commit for nothing.
-    reap: async (fence) => {
-      const look = await readScript(c, "reap", () => reaper.reapLook(fence));
-      return look.due ? writeScript(c, "reap", () => reaper.reap(fence)) : look.result;
-    },
+    // Inside the group commit, like every leader write: the scripts look first and write only
+    // when something is due, so a tick that finds nothing costs a savepoint in the batch. A read
+    // of its own would commit the batch early (a read flushes the writes asked before it).
+    reap: async (fence) => writeScript(c, "reap", () => reaper.reap(fence)),
     deriveRunOutcomes: async (fence) =>
-      (await readScript(c, "derive run outcomes", () => runOutcomes.runOutcomesDue(fence)))
-        ? writeScript(c, "derive run outcomes", () => runOutcomes.deriveRunOutcomes(fence))
-        : [],
+      writeScript(c, "derive run outcomes", () => runOutcomes.deriveRunOutcomes(fence)),
     setRoomCap: async (roomId, cap, ctx) =>
       writeScript(c, "set room cap", () => caps.setRoomCap(roomId, cap, ctx)),
     getRoomCap: async (roomId) => readScript(c, "get room cap", () => caps.getRoomCap(roomId)),
