@@ -11,7 +11,10 @@ import { compile, p, runsIn, sql, valuesOf } from "../store-common/script.js";
 import type { Db, Queryable, Tx } from "./db.js";
 
 /** What a script runs in: a transaction, or the pool (one statement each, writing no log). */
-export type ScriptEnv = Pick<Tx, "query" | "clockParam"> & Partial<Pick<Tx, "log" | "touch">>;
+export type ScriptEnv = Pick<Tx, "query" | "clockParam"> &
+  Partial<Pick<Tx, "log">> & {
+    touch?: (topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]) => void;
+  };
 
 const readOnly = (step: string): Error => new Error(`a store script wrote (${step}) outside a transaction`);
 import { cleanText, json as jsonText, mapError } from "./sql.js";
@@ -58,7 +61,7 @@ async function carryOut(tx: ScriptEnv, step: Step): Promise<unknown> {
       return undefined;
     case "touch":
       if (tx.touch === undefined) throw readOnly("touch");
-      tx.touch(step.topic, step.roomId);
+      tx.touch(step.topic, step.roomId, step.nodes);
       return undefined;
   }
 }
@@ -127,6 +130,31 @@ export async function autocommitScript<T>(db: Db, operation: string, make: () =>
     throw mapError(operation, e);
   }
   for (const [topic, roomId] of topics) db.committed(topic, roomId);
+  return result;
+}
+
+/**
+ * The worker's hot path (a claim, a finish) as autocommitScript runs it: one-statement writes that
+ * log inside themselves, one round trip each. Its change notes go out as the hot path's
+ * (Db.committedHot): this Store's listeners at once, other Stores through one NOTIFY transaction
+ * for everything committed meanwhile, the claimer named.
+ */
+export async function hotScript<T>(db: Db, operation: string, make: () => Script<T>): Promise<T> {
+  const topics: [ChangeTopic, string | null, (readonly string[])?][] = [];
+  let result: T;
+  try {
+    result = await runScript(
+      {
+        query: (text, values) => db.pool.query(prepared(text, values)),
+        clockParam: db.clockParam(),
+        touch: (topic, roomId, nodes) => topics.push([topic, roomId, nodes]),
+      },
+      make(),
+    );
+  } catch (e) {
+    throw mapError(operation, e);
+  }
+  for (const [topic, roomId, nodes] of topics) db.committedHot(topic, roomId, nodes);
   return result;
 }
 

@@ -18,7 +18,7 @@ const json = <T>(v: unknown): T => JSON.parse(v as string) as T;
 const MAPPERS: Mappers = { ...rowMappers(json), json };
 
 const encode = (type: ParamType, v: unknown): unknown =>
-  type === "json" || type === "textList" || type === "texts"
+  type === "json" || type === "textList" || type === "texts" || type === "array"
     ? JSON.stringify(v)
     : type === "bool"
       ? v === true

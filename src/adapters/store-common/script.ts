@@ -22,7 +22,7 @@ export type Mappers = ReturnType<typeof rowMappers> & { json<T>(v: unknown): T }
 export type Dialect = "sqlite" | "postgres";
 export type Row = Record<string, unknown>;
 
-export type ParamType = "text" | "int" | "json" | "bool" | "textList" | "texts" | "limit";
+export type ParamType = "text" | "int" | "json" | "bool" | "textList" | "texts" | "limit" | "array";
 
 export interface Param {
   readonly kind: "param";
@@ -30,6 +30,8 @@ export interface Param {
   readonly type: ParamType;
   /** A JSON array of objects read as a table (p.table): its alias and its columns. */
   readonly table?: { readonly alias: string; readonly columns: Readonly<Record<string, ColumnType>> };
+  /** An array's PostgreSQL element type (p.array). */
+  readonly element?: string;
 }
 
 /** A column of a table given as a JSON array (p.table). */
@@ -81,6 +83,11 @@ export const p = {
     type: "json",
     table: { alias, columns },
   }),
+  /**
+   * A JS array as one PostgreSQL array of `element` (`$n::int[]`), for a PostgreSQL-only statement
+   * that unnests many rows' values (SQLite: JSON text).
+   */
+  array: (name: string, element: string): Param => ({ kind: "param", name, type: "array", element }),
   now: { kind: "now" } as Now,
   only: (texts: { sqlite?: string | Statement; postgres?: string | Statement }): Only => ({
     kind: "only",
@@ -126,6 +133,7 @@ const PG_CAST: Record<ParamType, string> = {
   textList: "text[]",
   texts: "text[]",
   limit: "bigint",
+  array: "text[]",
 };
 
 const PG_COLUMN: Record<ColumnType, string> = {
@@ -155,7 +163,7 @@ function placeholder(part: Param, dialect: Dialect, n: number): string {
       : type === "limit"
         ? "LIMIT ? + 0"
         : "?";
-  const value = `$${n}::${PG_CAST[type]}`;
+  const value = `$${n}::${type === "array" ? `${part.element ?? "text"}[]` : PG_CAST[type]}`;
   return type === "textList" ? ` = ANY(${value})` : type === "limit" ? `LIMIT ${value}` : value;
 }
 
