@@ -7,7 +7,7 @@ import type { ChangeTopic, LeaderFence } from "../../ports/store.js";
 import { fenceConflict as conflictOf, holdFence } from "../store-common/ops/fence.js";
 import { rowMappers } from "../store-common/records.js";
 import type { Mappers, ParamType, Script, Statement, Step } from "../store-common/script.js";
-import { compile, p, runsIn, sql, valuesOf } from "../store-common/script.js";
+import { compile, p, sql, valuesOf } from "../store-common/script.js";
 import type { Db, Queryable, Tx } from "./db.js";
 
 /** What a script runs in: a transaction, or the pool (one statement each, writing no log). */
@@ -38,7 +38,7 @@ async function carryOut(tx: ScriptEnv, step: Step): Promise<unknown> {
     case "rows":
     case "run": {
       const compiled = compile(step.statement, "postgres");
-      if (!runsIn(compiled)) return step.step === "rows" ? [] : 0;
+      if (!compiled.runs) return step.step === "rows" ? [] : 0;
       const values = valuesOf(compiled, step.statement, step.values, encode, () => tx.clockParam);
       const result = await tx.query(compiled.text, values);
       return step.step === "rows" ? result.rows : (result.rowCount ?? 0);
