@@ -18,7 +18,6 @@ import { migrate } from "./migrations.js";
 import * as nodes from "../store-common/ops/nodes.js";
 import { ScheduleViews } from "../store-common/schedule-views.js";
 import * as step from "../store-common/ops/schedule-step.js";
-import * as tasks from "./tasks.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
 import { markTask } from "../store-common/ops/mark-task.js";
@@ -35,11 +34,12 @@ import * as reaper from "../store-common/ops/reap.js";
 import * as release from "../store-common/ops/release-task.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import * as renewOutput from "../store-common/ops/renew-output.js";
+import * as claims from "../store-common/ops/claims.js";
+import { checkClaim } from "../store-common/checks.js";
 import { checkPruneLimits } from "../store-common/retention.js";
 import { autocommitScript, readScript, writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
-export { CLAIM_PICK_SQL } from "./tasks.js";
 
 export interface PostgresStoreOptions extends StoreOptions {
   /** Connections in the pool (default 10): the most statements this Store runs at once. */
@@ -202,8 +202,14 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     listAfterFirings: async (roomId, opts) =>
       readScript(db, "list after firings", () => after.listAfterFirings(roomId, opts)),
 
-    claimTask: async (offer) => tasks.claimTask(db, offer),
-    claimTasks: async (offer, max) => tasks.claimTasks(db, offer, max),
+    claimTask: async (offer) => {
+      checkClaim(offer, 1);
+      return autocommitScript(db, "claim task", () => claims.claimTask(offer));
+    },
+    claimTasks: async (offer, max) => {
+      checkClaim(offer, max);
+      return autocommitScript(db, "claim task", () => claims.claimTasks(offer, max));
+    },
     claimDemand: async (roomId, liveWithinMs) =>
       readScript(db, "claim demand", () => claimDemand(roomId, liveWithinMs)),
     // A NOTIFY naming the nodes, so only they claim (sent with the batch: Db.committed).
