@@ -271,14 +271,28 @@ export class Db {
 
   /**
    * One statement on a pooled connection, its own transaction (a Queryable). Behind a pooler it is
-   * wrapped in a transaction that makes the connection's settings first.
+   * wrapped in a transaction that makes the connection's settings first. Errors come back as the
+   * driver gave them (a script may look at a statement's error code).
    */
   async query<R extends pg.QueryResultRow = Row>(
     text: string,
     values: unknown[] = [],
   ): Promise<pg.QueryResult<R>> {
     if (!this.pooler) return this.pool.query<R>(prepared(text, values));
-    const client = await this.pool.connect();
+    return this.inTransaction(await this.pool.connect(), (client) => client.query<R>(text, values));
+  }
+
+  /**
+   * `fn` between BEGIN (with the pooler's settings) and COMMIT on `client`, rolled back when it
+   * throws (the error as thrown); the client released, discarded if its connection was lost. A
+   * connection lost while checked out (a server restart, a session the server ended) emits "error"
+   * on the client, which would crash the process without a listener; the statement in flight or
+   * the next one fails with it.
+   */
+  private async inTransaction<T>(
+    client: pg.PoolClient,
+    fn: (client: pg.PoolClient) => Promise<T>,
+  ): Promise<T> {
     let broken: Error | undefined;
     const onLost = (e: Error): void => {
       broken = e;
@@ -286,7 +300,7 @@ export class Db {
     client.on("error", onLost);
     try {
       await client.query(this.begin);
-      const result = await client.query<R>(text, values);
+      const result = await fn(client);
       await client.query("COMMIT");
       return result;
     } catch (e) {
@@ -341,19 +355,12 @@ export class Db {
       },
       touch: (topic, roomId) => topics.add(`${topic}:${roomId ?? ""}`),
     };
-    let broken: Error | undefined;
-    // A connection lost while checked out (a server restart, a session the server ended) emits
-    // "error" on the client, which would crash the process without a listener; the statement in
-    // flight or the next one fails with it, and the client is discarded on release.
-    const onLost = (e: Error): void => {
-      broken = e;
-    };
-    client.on("error", onLost);
     try {
-      await client.query(this.begin);
-      const result = await fn(tx);
-      for (const [roomId, list] of entries) await appendEvents(this, client, clockParam, roomId, list);
-      await client.query("COMMIT");
+      const result = await this.inTransaction(client, async () => {
+        const value = await fn(tx);
+        for (const [roomId, list] of entries) await appendEvents(this, client, clockParam, roomId, list);
+        return value;
+      });
       for (const t of topics) {
         const at = t.indexOf(":");
         const room = t.slice(at + 1);
@@ -361,15 +368,7 @@ export class Db {
       }
       return result;
     } catch (e) {
-      try {
-        await client.query("ROLLBACK");
-      } catch (rollbackError) {
-        broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-      }
       throw mapError(operation, e);
-    } finally {
-      client.off("error", onLost);
-      client.release(broken);
     }
   }
 
