@@ -27,8 +27,8 @@ export function isRunWhen(value: unknown): value is RunWhen {
 }
 
 /** A task that waits for its needs to end rather than to succeed. */
-export function isConditional(when: RunWhen | undefined): boolean {
-  return when !== undefined && when !== "succeeded";
+export function isConditional(when: RunWhen | null | undefined): boolean {
+  return isRunWhen(when) && when !== "succeeded";
 }
 
 /** How one need stands: its status (undefined when unknown) and whether it is an approval gate. */

@@ -52,7 +52,7 @@ const VERSION_PATTERN = "[0-9]+\\.[0-9]+\\.[0-9]+";
 
 /** The previous releases of today's fleet protocol, each with each store. */
 const ROLLING = (Object.keys(PREVIOUS_RELEASES) as PreviousVersion[])
-  .filter((v) => PREVIOUS_RELEASES[v].protocol === FLEET_PROTOCOL)
+  .filter((v) => (PREVIOUS_RELEASES[v].protocol as number) === FLEET_PROTOCOL)
   .flatMap((v) => (["postgres", "sqlite"] as const).map((kind) => [v, kind] as const));
 
 describe.each(ROLLING)("rolling upgrade from %s on %s", (PREVIOUS, kind) => {
