@@ -65,7 +65,7 @@ describe.each(ROLLING)("rolling upgrade from %s on %s", (PREVIOUS, kind) => {
   const raise = PREVIOUS_RELEASES[PREVIOUS].protocol < FLEET_PROTOCOL;
   /** What a protocol-3 store says to an older node's claim or lease (migration 020). */
   const REFUSED = new RegExp(`needs dagbot [0-9.]+ or later \\(fleet protocol ${FLEET_PROTOCOL}\\)`);
-  it(`${PREVIOUS} nodes beside today's on a migrated store: in-flight work ends, new work spread over both, each action once, a restarted ${PREVIOUS} node ${restartedRefuses ? "refuses" : "works"}, then replaced`, async () => {
+  it(`${PREVIOUS} nodes beside today's on a migrated store: in-flight work ends, ${raise ? "new work on today's nodes only (a protocol raise)" : "new work spread over both"}, each action once, a restarted ${PREVIOUS} node ${restartedRefuses ? "refuses" : "works"}, then replaced`, async () => {
     const old = previousRelease(PREVIOUS);
     const now = currentRelease();
     const dir = mkdtempSync(join(tmpdir(), `dagbot-rolling-${kind}-`));
@@ -279,7 +279,9 @@ describe.each(ROLLING)("rolling upgrade from %s on %s", (PREVIOUS, kind) => {
             `the new run's tasks should run on both releases:\n${lines(on)}`,
           );
         });
-      if (old.version !== now.version)
+      // Mixed when the versions differ, or the protocols do (today's build carries the version of the
+      // release before it until it is released, src/domain/release.ts RELEASE).
+      if (old.version !== now.version || raise)
         await soft("`dagbot nodes` shows `mixed releases:` naming both releases' nodes", async () => {
           const r = await dagbot(now, ["nodes"]);
           const mixed = r.stdout.split("\n").find((l) => l.startsWith("mixed releases:")) ?? "";
