@@ -70,6 +70,12 @@ export interface TaskSpec {
    * task, so their DAGs keep their hash.
    */
   gate?: GateSpec;
+  /**
+   * Its run condition (`when`, run-when.ts) when not the default "succeeded": it waits for its needs
+   * to end and runs if one failed, an approval it needs was denied, or whatever they ended as.
+   * Absent otherwise, so older DAGs keep their hash.
+   */
+  when?: "failed" | "denied" | "done";
 }
 
 /** A DAG that passed the schema and the graph checks. Tasks keep the document's order. */

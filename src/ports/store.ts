@@ -15,7 +15,7 @@
  *   version) plus the executor's session is the fencing token of the executing worker.
  */
 import type { ActionTemplate } from "../domain/action-argv.js";
-import type { ArgValue, ParsedDag, Placement, RunStatus, TaskStatus } from "../domain/model.js";
+import type { ArgValue, ParsedDag, Placement, RunStatus, TaskSpec, TaskStatus } from "../domain/model.js";
 import type { ScheduleAction, ScheduleState } from "../domain/schedule.js";
 import type { GateDecisionInput, GateSpec, GateState, GateVerdict } from "../domain/gates.js";
 import type { MarkInput, MarkVerdict } from "../domain/task-mark.js";
@@ -253,6 +253,8 @@ export interface TaskRecord {
   gate: GateSpec | null;
   /** An approval gate's state once it opened: approvals, form values, decision; null before. */
   gateState: GateState | null;
+  /** Its run condition (`when`, src/domain/run-when.ts) when not the default "succeeded"; absent otherwise. */
+  when?: TaskSpec["when"];
 }
 
 export interface CreateRunInput {

@@ -25,6 +25,7 @@ import { outboxSection } from "./sections/outbox.js";
 import { outputsSection } from "./sections/outputs.js";
 import { policiesSection } from "./sections/policies.js";
 import { retentionSection } from "./sections/retention.js";
+import { runConditionsSection } from "./sections/run-conditions.js";
 import { runsSection } from "./sections/runs.js";
 import { scaleSection } from "./sections/scale.js";
 import { scheduleLoopSection } from "./sections/schedule-loop.js";
@@ -46,6 +47,7 @@ const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["outputs", outputsSection],
   ["scheduler", schedulerSection],
   ["gates", gatesSection],
+  ["run-conditions", runConditionsSection],
   ["marks", marksSection],
   ["outbox", outboxSection],
   ["nodes", nodesSection],

@@ -88,10 +88,12 @@ export function postgresCapabilities(
     openPostgresStore(db().url, options),
 ): ContractCapabilities {
   return {
-    asOlderRelease: async (sql) => {
-      // A connection as a release before 0.2.0 opened it: no dagbot.protocol setting.
+    asOlderRelease: async (sql, protocol) => {
+      // A connection as a release before 0.2.0 opened it: no dagbot.protocol setting; or as a
+      // release of an older protocol: its own setting (db.ts, as it was then).
       const url = new URL(db().url);
       url.searchParams.delete("options");
+      if (protocol !== undefined) url.searchParams.set("options", `-c dagbot.protocol=${protocol}`);
       const older = new pg.Client({ connectionString: url.toString() });
       await older.connect();
       try {

@@ -58,11 +58,14 @@ const quote = (s: string): string => `'${s.replaceAll("'", "''")}'`;
 
 export function sqliteCapabilities(db: () => SqliteTestDb): ContractCapabilities {
   return {
-    asOlderRelease: async (sql) => {
-      // A connection as a release before 0.2.0 opened it: no fleet protocol view.
+    asOlderRelease: async (sql, protocol) => {
+      // A connection as a release before 0.2.0 opened it: no fleet protocol view; or as a release
+      // of an older protocol: its own view (connection.ts declareFleetProtocol, as it was then).
       const older = new Database(db().path);
       try {
         older.pragma("busy_timeout = 5000");
+        if (protocol !== undefined)
+          older.exec(`CREATE TEMP VIEW dagbot_fleet_protocol_${protocol} AS SELECT ${protocol} AS protocol`);
         older.exec(sql);
       } finally {
         older.close();

@@ -11,6 +11,8 @@ import { decideSchedule } from "../../src/domain/scheduling.js";
 
 const ACTIVE = new Set<TaskStatus>(["queued", "running", "canceling"]);
 const ENDS = ["succeeded", "succeeded", "succeeded", "failed", "timed_out", "canceled"] as const;
+// Rooms carry run conditions (`when`) and gates that ended failed (denied) too: the view judges
+// conditional tasks as decideSchedule does, whether their needs end by a worker or a skip.
 
 const activeOf = (tasks: readonly ScheduleTask[]): ActiveTask[] =>
   tasks
@@ -47,6 +49,9 @@ const runArb = (runId: string) =>
           priority: fc.integer({ min: 0, max: 2 }),
           concurrencyKey: fc.option(fc.constantFrom("k1", "k2", "k3"), { nil: null, freq: 2 }),
           gate: fc.integer({ min: 0, max: 9 }).map((n) => n === 0),
+          when: fc.constantFrom(undefined, undefined, undefined, "failed", "denied", "done") as fc.Arbitrary<
+            ScheduleTask["when"]
+          >,
         }),
         { minLength: 1, maxLength: 10 },
       ),
@@ -69,6 +74,7 @@ const runArb = (runId: string) =>
         concurrencyKey: t.gate ? null : t.concurrencyKey,
         isGate: t.gate,
         gateOpen: false,
+        ...(t.when !== undefined ? { when: t.when } : {}),
       })),
     }));
 

@@ -106,8 +106,8 @@ export function clientConfig(o: PgOptions): pg.ClientConfig {
     types,
     // Every connection resolves our tables in the chosen schema, so one database can hold several stores.
     // dagbot.protocol: the fleet protocol this connection speaks, which the store's fence triggers
-    // read (migration 017-fleet-protocol-2.sql; docs/architecture.md §11). An older release never
-    // sets it.
+    // read (migrations 017-fleet-protocol-2.sql and 020-run-conditions.sql; docs/architecture.md
+    // §11). An older release never sets it.
     options: [
       theirs,
       `-c search_path=${quoteIdent(o.schema)}`,
