@@ -15,6 +15,7 @@ import {
   postgresStoreStats,
 } from "../../src/adapters/postgres/index.js";
 import { inspectPostgresStore } from "../../src/adapters/postgres/upgrade.js";
+import { FLEET_PROTOCOL } from "../../src/domain/release.js";
 import type { Store } from "../../src/ports/store.js";
 import { describeStoreContract } from "../contracts/store.contract.js";
 import type { PgBouncer } from "../support/pgbouncer.js";
@@ -121,14 +122,14 @@ describe("PostgreSQL store behind a transaction-mode PgBouncer", () => {
     await older.connect();
     try {
       await expect(older.query("UPDATE tasks SET started_at = 1 WHERE task_id = 't'")).rejects.toThrow(
-        /fleet protocol 2/,
+        new RegExp(`fleet protocol ${FLEET_PROTOCOL}`),
       );
       // The setting of a transaction before it does not leak into the next one on the server connection.
       await older.query("BEGIN");
       await older.query("SELECT set_config('dagbot.protocol', '2', true)");
       await older.query("COMMIT");
       await expect(older.query("INSERT INTO processed_events (event_id) VALUES ('x')")).rejects.toThrow(
-        /fleet protocol 2/,
+        new RegExp(`fleet protocol ${FLEET_PROTOCOL}`),
       );
     } finally {
       await older.end().catch(() => {});
