@@ -226,7 +226,7 @@ describe.each<StoreKind>(["sqlite", "postgres"])("upgrading a %s store from the 
       nodes: { nodeId: string; release: string | null; protocol: number }[];
     };
     expect(json.nodes.map((n) => [n.nodeId, n.release, n.protocol])).toEqual([
-      ["new-1", RELEASE, 2],
+      ["new-1", RELEASE, FLEET_PROTOCOL],
       ["old-1", null, 1],
     ]);
     failed = false;
