@@ -154,5 +154,6 @@ describe("CLI decisions", () => {
       if (node !== null) await killAll([node]);
       await target.cleanup(failed);
     }
-  });
+    // A dozen CLI processes one after another, each starting Node: 10–15 s alone, past 30 s under load.
+  }, 90_000);
 });

@@ -96,9 +96,13 @@ describe("a schedule whose publisher loses their power level", () => {
     expect(said).toHaveLength(1);
     const events = (await store.readEvents(roomId, 0)).filter((e) => e.kind.startsWith("schedule."));
     expect(events.filter((e) => e.kind === "schedule.paused")).toHaveLength(1);
-    expect(events.filter((e) => e.kind === "schedule.skipped").map((e) => e.data["reason"])).toEqual([
-      paused?.scheduleState.reason,
-    ]);
+    // One slot skipped for the publisher's power level; on a loaded machine the leader may also
+    // have missed a slot before the pause, which the schedule's missed policy skips and says so.
+    const reasons = events.filter((e) => e.kind === "schedule.skipped").map((e) => String(e.data["reason"]));
+    expect(reasons.filter((r) => r === paused?.scheduleState.reason)).toHaveLength(1);
+    expect(reasons.filter((r) => r !== paused?.scheduleState.reason && !r.startsWith("missed: "))).toEqual(
+      [],
+    );
 
     // An operator deletes it in chat; `!dag schedules` no longer lists it.
     const del = await bob.sendText(roomId, "!dag schedule delete tick");
