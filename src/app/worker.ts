@@ -58,7 +58,7 @@ import { SELF_SERVE_MS } from "./wake-targets.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
 import type { ArgValue } from "../domain/model.js";
 import type { ProducerOutputs } from "../domain/outputs.js";
-import { outputReferences, parseOutputFile, substituteOutputs } from "../domain/outputs.js";
+import { outputReferences, oversizeProblem, parseOutputFile, substituteOutputs } from "../domain/outputs.js";
 
 export interface WorkerSettings {
   session: Session;
@@ -815,9 +815,11 @@ export function withPublished(result: TaskResult, exec: ExecResult, claimed: Cla
   const parsed =
     "problem" in published
       ? { ok: false as const, message: published.problem }
-      : published.text.trim() === "" && Object.keys(declared).length === 0
-        ? null
-        : parseOutputFile(claimed.task.taskId, declared, published.text);
+      : "oversize" in published
+        ? { ok: false as const, message: oversizeProblem(claimed.task.taskId, declared, published.oversize) }
+        : published.text.trim() === "" && Object.keys(declared).length === 0
+          ? null
+          : parseOutputFile(claimed.task.taskId, declared, published.text);
   if (parsed === null) return result;
   if (!parsed.ok) return { ...result, outcome: "failed", error: `outputs refused: ${parsed.message}` };
   return { ...result, outputs: parsed.values };

@@ -5,7 +5,8 @@ import type { GateSpec, GateWho } from "./gates.js";
 import { describeChar, describeValue, quote } from "./dag-issues.js";
 import { parseDuration } from "./duration.js";
 import { compileParamPattern } from "./param-pattern.js";
-import { OUTPUT_LIMITS, outputReferences } from "./outputs.js";
+import { FAN_OUT_LIMITS, isListOutput, OUTPUT_LIMITS, outputReferences } from "./outputs.js";
+import type { OutputDeclaration } from "./outputs.js";
 import { newCheckBudget, PARAM_LIMITS, paramReferences, paramValueProblem } from "./params.js";
 import { scheduleProblem } from "./schedule.js";
 import { AFTER_STATUSES, parseAfterSource } from "./after.js";
@@ -262,15 +263,64 @@ const paramsSchema = z
     }),
   );
 
+const listOutputSchema = z.strictObject({
+  // Its length and complexity are checked with its compilation (param-pattern.ts), in one message.
+  pattern: z.string().min(1),
+  list: z.literal(true, { error: () => "must be true: the table form declares a list output" }),
+  max_items: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .superRefine((n, ctx) => {
+      if (n !== undefined && n > FAN_OUT_LIMITS.maxItems)
+        ctx.addIssue({
+          code: "custom",
+          message: `is ${n}; a list output may hold at most ${FAN_OUT_LIMITS.maxItems} items (the fan-out bound)`,
+        });
+    }),
+});
+
 /**
- * `outputs = { NAME = "PATTERN" }`: what a task publishes for its dependents (outputs.ts). Names as
- * argument names; each pattern compiled with RE2 within the limits of param-pattern.ts.
+ * `outputs = { NAME = "PATTERN" }`: what a task publishes for its dependents (outputs.ts), or
+ * `NAME = { pattern = "PATTERN", list = true, max_items = 100 }` for a list of values (one line an
+ * item). Names as argument names; each pattern compiled with RE2 within the limits of
+ * param-pattern.ts.
  */
-const outputsSchema = patternsSchema(
-  "output",
-  OUTPUT_LIMITS.maxOutputs,
-  "the output's pattern (a non-empty string, RE2, matched against the whole value)",
-);
+const outputsSchema = z
+  .unknown()
+  .superRefine((raw, ctx) => {
+    for (const [key, value] of namedEntries(raw, ctx, "output", OUTPUT_LIMITS.maxOutputs)) {
+      let pattern: string;
+      if (isTable(value)) {
+        const list = listOutputSchema.safeParse(value);
+        if (!list.success) {
+          for (const issue of list.error.issues)
+            ctx.addIssue({ code: "custom", path: [key, ...issue.path.map(String)], message: issue.message });
+          continue;
+        }
+        pattern = list.data.pattern;
+      } else if (typeof value === "string" && value.length > 0) pattern = value;
+      else {
+        ctx.addIssue({
+          code: "custom",
+          path: [key],
+          message: `expected the output's pattern (a non-empty string, RE2, matched against the whole value) or a list output ({ pattern = "...", list = true, max_items = N }), got ${describeValue(value)}`,
+        });
+        continue;
+      }
+      const compiled = compileParamPattern(pattern);
+      if (typeof compiled === "string")
+        ctx.addIssue({ code: "custom", path: isTable(value) ? [key, "pattern"] : [key], message: compiled });
+    }
+  })
+  .transform((raw) =>
+    ownRecord<OutputDeclaration>(raw, (v) => {
+      if (typeof v === "string") return v;
+      const list = v as { pattern: string; max_items?: number };
+      return { pattern: list.pattern, list: true, maxItems: list.max_items ?? FAN_OUT_LIMITS.maxItems };
+    }),
+  );
 
 /**
  * `matrix = { AXIS = ["VALUE", ...] }` (matrix.ts): names as argument names, each axis a list of
@@ -560,12 +610,14 @@ function outputReferenceProblem(
   if (task.matrix !== undefined)
     return `refers to ${ref}, but "${producer}" is a matrix task, whose instances each have their own outputs: no one value is its`;
   // An approval gate's outputs are its form's fields.
-  const declared = task.outputs ?? task.approve?.form ?? {};
+  const declared: Record<string, OutputDeclaration> = task.outputs ?? task.approve?.form ?? {};
   if (!Object.hasOwn(declared, name)) {
     const names = Object.keys(declared);
     const has = names.length === 0 ? "it declares no outputs" : `it declares ${names.join(", ")}`;
     return `refers to ${ref}, but task "${producer}" declares no output "${name}" (${has})`;
   }
+  if (isListOutput(declared[name]))
+    return `refers to ${ref}, but "${name}" of task "${producer}" is a list output, not one value: run a task once per item with for_each = { items = "${ref}" }`;
   return null;
 }
 

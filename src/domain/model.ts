@@ -1,4 +1,5 @@
 /** The shared vocabulary of dagbot: the parsed DAG and the state names every layer speaks. */
+import type { OutputDeclaration } from "./outputs.js";
 
 /** A task's life, docs/architecture.md §3. The transition table lives in task-states.ts. */
 export const TASK_STATUSES = [
@@ -55,10 +56,11 @@ export interface TaskSpec {
   /** Higher is claimed first; ties go first in, first out. */
   priority: number;
   /**
-   * The values it publishes for its dependents (outputs.ts): name → RE2 pattern of the whole value.
-   * Absent when it declares none, so older DAGs keep their hash.
+   * The values it publishes for its dependents (outputs.ts): name → RE2 pattern of the whole value,
+   * or a list output (`{ pattern, list: true, maxItems }`). Absent when it declares none, so older
+   * DAGs keep their hash.
    */
-  outputs?: Record<string, string>;
+  outputs?: Record<string, OutputDeclaration>;
   /**
    * `false` when an attempt whose node was lost must not run again (`rerun_if_lost = false`: an
    * action that must never run twice); absent otherwise, so older DAGs keep their hash.

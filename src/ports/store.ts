@@ -19,6 +19,7 @@ import type { ArgValue, ParsedDag, Placement, RunStatus, TaskStatus } from "../d
 import type { ScheduleAction, ScheduleState } from "../domain/schedule.js";
 import type { GateDecisionInput, GateSpec, GateState, GateVerdict } from "../domain/gates.js";
 import type { MarkInput, MarkVerdict } from "../domain/task-mark.js";
+import type { OutputDeclaration, OutputValue } from "../domain/outputs.js";
 
 /** A node's life: node_id plus a boot id chosen at start. A restart under the same name is a new session. */
 export interface Session {
@@ -243,12 +244,12 @@ export interface TaskRecord {
   outputBytes: number | null;
   error: string | null;
   /** The outputs the task declares (name → pattern, src/domain/outputs.ts); null when none. */
-  outputPatterns: Record<string, string> | null;
+  outputPatterns: Record<string, OutputDeclaration> | null;
   /**
    * The values it published for its dependents, written in the same fenced finish as its success
    * (so exactly once, and never by a stale attempt); null until then, and for a task declaring none.
    */
-  outputValues: Record<string, string> | null;
+  outputValues: Record<string, OutputValue> | null;
   /** An approval gate's spec (src/domain/gates.ts); null for a task that runs an action. */
   gate: GateSpec | null;
   /** An approval gate's state once it opened: approvals, form values, decision; null before. */
@@ -538,7 +539,7 @@ export interface TaskResult {
    * The values the attempt published (checked against the task's declared outputs by the worker):
    * kept only when the finish makes the task succeeded, in the same fenced write.
    */
-  outputs?: Record<string, string>;
+  outputs?: Record<string, OutputValue>;
 }
 
 /** What one batch claim took, and what it saw left for this node. */

@@ -5,6 +5,7 @@
  */
 import type { GateSpec, GateState } from "../../domain/gates.js";
 import type { ParsedDag, RunStatus, TaskStatus } from "../../domain/model.js";
+import type { OutputDeclaration, OutputValue } from "../../domain/outputs.js";
 import type {
   DefinitionRecord,
   InboxEvent,
@@ -171,11 +172,11 @@ export function taskFromRow(r: Row, json: DecodeJson): TaskRecord {
     outputPatterns:
       r.output_patterns === null || r.output_patterns === undefined
         ? null
-        : json<Record<string, string>>(r.output_patterns),
+        : json<Record<string, OutputDeclaration>>(r.output_patterns),
     outputValues:
       r.output_values === null || r.output_values === undefined
         ? null
-        : json<Record<string, string>>(r.output_values),
+        : json<Record<string, OutputValue>>(r.output_values),
     gate: r.gate === null || r.gate === undefined ? null : json<GateSpec>(r.gate),
     gateState: r.gate_state === null || r.gate_state === undefined ? null : json<GateState>(r.gate_state),
   };

@@ -116,9 +116,11 @@ export const taskLineSchema = z
       .describe("a failed or timed-out task's last printed line (masked, cut to one short line)"),
     wait: taskWaitSchema.optional().describe("why a blocked or queued task waits; absent when it does not"),
     outputs: z
-      .record(z.string(), z.string())
+      .record(z.string(), z.union([z.string(), z.array(z.string())]))
       .optional()
-      .describe("the values the task published for its dependents (DAGBOT_OUTPUT); absent while it has none"),
+      .describe(
+        "the values the task published for its dependents (DAGBOT_OUTPUT; a list output's items as an array); absent while it has none",
+      ),
     decided: z
       .string()
       .optional()
