@@ -12,6 +12,7 @@ import { scheduleProblem } from "./schedule.js";
 import { AFTER_STATUSES, parseAfterSource } from "./after.js";
 import { MATRIX_LIMITS, MATRIX_VALUE } from "./matrix.js";
 import { expandTasks, matrixIssues } from "./matrix-expansion.js";
+import { fanOutIssues, toForEachSpec } from "./fan-out.js";
 
 /** Every limit a DAG document is held to; messages quote these numbers. */
 export const DAG_LIMITS = {
@@ -462,6 +463,16 @@ const ACTION_ONLY_KEYS = [
   "rerun_if_lost",
 ] as const;
 
+/**
+ * `for_each = { items = "{tasks.discover.outputs.hosts}", max_parallel = 8, fail_fast = false }`
+ * (fan-out.ts): the task runs once per item of a list output of a task it needs.
+ */
+const forEachSchema = z.strictObject({
+  items: z.string().min(1).max(200),
+  max_parallel: integer(1, FAN_OUT_LIMITS.maxItems).optional(),
+  fail_fast: z.boolean().optional(),
+});
+
 const placementSchema = z.strictObject({
   labels: z.array(idSchema).max(DAG_LIMITS.maxLabels).optional(),
   node: idSchema.optional(),
@@ -485,6 +496,8 @@ const taskSchema = z.strictObject({
   rerun_if_lost: z.boolean().optional(),
   // Expanded at parse into one task per combination (matrix-expansion.ts); no spec keeps it.
   matrix: matrixSchema.optional(),
+  // Expanded at run time by the leader, once per item of a list output (fan-out.ts).
+  for_each: forEachSchema.optional(),
 });
 
 const AFTER_STATUS_RULE = `must be one of ${AFTER_STATUSES.map((s) => `"${s}"`).join(", ")} (or a list of them)`;
@@ -561,6 +574,8 @@ function toTaskSpec(task: TaskDocument): TaskSpec {
   if (task.outputs !== undefined && Object.keys(task.outputs).length > 0) spec.outputs = task.outputs;
   // Only `rerun_if_lost = false` is kept, so a DAG that does not say it keeps the hash it always had.
   if (task.rerun_if_lost === false) spec.rerunIfLost = false;
+  // Only a fan-out's template carries the key, so a DAG without one keeps the hash it always had.
+  if (task.for_each !== undefined) spec.forEach = toForEachSpec(task.for_each);
   // Only a gate carries the key, so a DAG without gates keeps the hash it always had. Its form's
   // fields are its outputs: the approved values are what dependents read as {tasks.ID.outputs.NAME}.
   if (task.approve !== undefined) {
@@ -609,6 +624,8 @@ function outputReferenceProblem(
     return `refers to ${ref}, but "${producer}" is not among the tasks "${taskId}" needs (directly or through others), so it may not have run yet: add it to needs`;
   if (task.matrix !== undefined)
     return `refers to ${ref}, but "${producer}" is a matrix task, whose instances each have their own outputs: no one value is its`;
+  if (task.for_each !== undefined)
+    return `refers to ${ref}, but "${producer}" is a fan-out (for_each), whose instances each have their own outputs: no one value is its`;
   // An approval gate's outputs are its form's fields.
   const declared: Record<string, OutputDeclaration> = task.outputs ?? task.approve?.form ?? {};
   if (!Object.hasOwn(declared, name)) {
@@ -756,6 +773,8 @@ export const dagSchema = documentSchema
       maxArgsTotal: PARAM_LIMITS.maxAppliedTotal,
     };
     for (const issue of matrixIssues(doc.tasks, expansion))
+      ctx.addIssue({ code: "custom", path: issue.path, message: issue.message });
+    for (const issue of fanOutIssues(doc.tasks))
       ctx.addIssue({ code: "custom", path: issue.path, message: issue.message });
   })
   .transform((doc): ParsedDag => {

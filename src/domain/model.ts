@@ -72,6 +72,24 @@ export interface TaskSpec {
    * task, so their DAGs keep their hash.
    */
   gate?: GateSpec;
+  /**
+   * Set on a fan-out's template (`for_each`, fan-out.ts): it never runs itself; when its producer
+   * succeeds the leader writes one instance per item of the list. Absent on every other task, so
+   * their DAGs keep their hash.
+   */
+  forEach?: ForEachSpec;
+}
+
+/** A task's `for_each`, defaults filled in: the list it fans out over, and how its instances run. */
+export interface ForEachSpec {
+  /** The task whose list output gives the items (a need of the template). */
+  producer: string;
+  /** The list output's name. */
+  output: string;
+  /** At most this many of its instances active at once (queued, running, canceling); null: no own limit. */
+  maxParallel: number | null;
+  /** true: once an instance ends failed or timed out, its instances that have not started are skipped. */
+  failFast: boolean;
 }
 
 /** A DAG that passed the schema and the graph checks. Tasks keep the document's order. */

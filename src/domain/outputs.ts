@@ -15,7 +15,7 @@
 import type { ArgValue } from "./model.js";
 import type { CheckBudget } from "./params.js";
 import { checkCost, compileParamPattern, PATTERN_LIMITS } from "./param-pattern.js";
-import { holdsReference, OUTPUT_REFERENCE } from "./references.js";
+import { holdsItemReference, holdsReference, OUTPUT_REFERENCE } from "./references.js";
 
 export { OUTPUT_REFERENCE } from "./references.js";
 
@@ -135,11 +135,15 @@ export function outputReferences(text: string): OutputReference[] {
   return [...text.matchAll(OUTPUT_REFERENCE)].map((m) => ({ taskId: m[1] ?? "", name: m[2] ?? "" }));
 }
 
-/** The argument names whose values refer to an output: known only when the task runs. */
+/**
+ * The argument names whose values refer to an output or to a fan-out's item: known only when the
+ * task (or the instance) runs, so the action's checks of them wait until then.
+ */
 export function deferredArgs(args: Readonly<Record<string, ArgValue>>): Set<string> {
   const names = new Set<string>();
   for (const [key, value] of Object.entries(args))
-    if (typeof value === "string" && outputReferences(value).length > 0) names.add(key);
+    if (typeof value === "string" && (outputReferences(value).length > 0 || holdsItemReference(value)))
+      names.add(key);
   return names;
 }
 
@@ -168,7 +172,7 @@ export function outputValueProblem(
   if (value.includes("\0")) return `${what} contains a NUL byte`;
   if (/[\r\n]/.test(value)) return `${what} spans more than one line; a value is one line`;
   if (holdsReference(value))
-    return `${what} (value ${shown(value)}) holds a {params.…} or {tasks.…} reference, which a value may not`;
+    return `${what} (value ${shown(value)}) holds a {params.…}, {tasks.…} or {item} reference, which a value may not`;
   const compiled = compileParamPattern(pattern);
   if (typeof compiled === "string") return `${what} has an invalid pattern: it ${compiled}`;
   const cost = checkCost(compiled, value);

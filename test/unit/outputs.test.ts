@@ -187,10 +187,10 @@ describe("the DAGBOT_OUTPUT file", () => {
     );
     expect(fail("version=1.2.3\nnote=a\0b\n")).toBe('output "note" of task build contains a NUL byte');
     expect(fail("version=1.2.3\nnote={tasks.x.outputs.y}\n")).toMatch(
-      /output "note" of task build \(value "\{tasks.x.outputs.y\}"\) holds a \{params.…\} or \{tasks.…\} reference/,
+      /output "note" of task build \(value "\{tasks.x.outputs.y\}"\) holds a \{params.…\}, \{tasks.…\} or \{item\} reference/,
     );
     expect(fail("version=1.2.3\nnote={params.day}\n")).toMatch(
-      /holds a \{params.…\} or \{tasks.…\} reference/,
+      /holds a \{params.…\}, \{tasks.…\} or \{item\} reference/,
     );
   });
 

@@ -1,0 +1,215 @@
+/**
+ * Fan-out (`for_each`): the document's checks, the parsed spec, and the instances' ids and
+ * arguments (docs/dag-format.md "Fan-out").
+ */
+import { describe, expect, it } from "vitest";
+import { dagHash } from "../../src/domain/canonical-hash.js";
+import { checkTaskArguments, parseDag } from "../../src/domain/dag.js";
+import { fanOutInstanceId, instanceArgs } from "../../src/domain/fan-out.js";
+import { groupOf, matrixGroups, parseInstanceId } from "../../src/domain/matrix.js";
+import type { ParsedDag } from "../../src/domain/model.js";
+import { checkTaskId } from "../../src/domain/command-grammar.js";
+import { paramValueProblem } from "../../src/domain/params.js";
+
+const FLEET = (forEach: string, args = `{ host = "{item}" }`, more = ""): string => `id = "fleet"
+
+[[tasks]]
+id = "discover"
+action = "discover"
+outputs = { hosts = { pattern = "[a-z0-9.-]+", list = true, max_items = 100 }, region = "[a-z]+" }
+
+[[tasks]]
+id = "deploy"
+action = "deploy"
+needs = ["discover"]
+args = ${args}
+for_each = ${forEach}
+${more}`;
+
+function parsed(text: string): ParsedDag {
+  const result = parseDag(text, "toml");
+  if (!result.ok) throw new Error(JSON.stringify(result.issues));
+  return result.dag;
+}
+
+function issuesOf(text: string): string[] {
+  const result = parseDag(text, "toml");
+  return result.ok ? [] : result.issues.map((i) => `${i.path}: ${i.message}`);
+}
+
+describe("for_each in the DAG document", () => {
+  it("parses the template with its producer, list, limit and fail_fast (defaults: no own limit, false)", () => {
+    const dag = parsed(
+      FLEET(`{ items = "{tasks.discover.outputs.hosts}", max_parallel = 8, fail_fast = true }`),
+    );
+    expect(dag.tasks.map((t) => t.id)).toEqual(["discover", "deploy"]);
+    expect(dag.tasks[1]?.forEach).toEqual({
+      producer: "discover",
+      output: "hosts",
+      maxParallel: 8,
+      failFast: true,
+    });
+    expect(dag.tasks[1]?.args).toEqual({ host: "{item}" });
+    const plain = parsed(FLEET(`{ items = "{tasks.discover.outputs.hosts}" }`));
+    expect(plain.tasks[1]?.forEach).toEqual({
+      producer: "discover",
+      output: "hosts",
+      maxParallel: null,
+      failFast: false,
+    });
+    expect(dag.tasks[0]).not.toHaveProperty("forEach");
+    expect(dagHash(dag)).not.toBe(dagHash(plain));
+  });
+
+  it("refuses items that are not one reference to a declared list of a task it needs, naming the problem", () => {
+    const at = "tasks[1].for_each.items: ";
+    expect(issuesOf(FLEET(`{ items = "hosts" }`))).toEqual([
+      `${at}must be exactly one list output reference, "{tasks.TASK.outputs.LIST}"; got "hosts"`,
+    ]);
+    expect(issuesOf(FLEET(`{ items = "x {tasks.discover.outputs.hosts}" }`))[0]).toMatch(
+      /^tasks\[1\]\.for_each\.items: must be exactly one list output reference/,
+    );
+    expect(issuesOf(FLEET(`{ items = "{tasks.discover.outputs.region}" }`))).toEqual([
+      `${at}refers to {tasks.discover.outputs.region}, but "region" of task "discover" is one value, not a list: declare it { pattern = "...", list = true }`,
+    ]);
+    expect(issuesOf(FLEET(`{ items = "{tasks.discover.outputs.nodes}" }`))).toEqual([
+      `${at}refers to {tasks.discover.outputs.nodes}, but task "discover" declares no output "nodes" (it declares hosts, region)`,
+    ]);
+    expect(issuesOf(FLEET(`{ items = "{tasks.discovr.outputs.hosts}" }`))).toEqual([
+      `${at}refers to {tasks.discovr.outputs.hosts}, but the DAG has no task "discovr"`,
+    ]);
+    const notANeed = `id = "fleet"
+[[tasks]]
+id = "discover"
+action = "discover"
+outputs = { hosts = { pattern = "[a-z]+", list = true } }
+[[tasks]]
+id = "between"
+action = "echo"
+needs = ["discover"]
+[[tasks]]
+id = "deploy"
+action = "deploy"
+needs = ["between"]
+for_each = { items = "{tasks.discover.outputs.hosts}" }
+`;
+    expect(issuesOf(notANeed)).toEqual([
+      `tasks[2].for_each.items: refers to {tasks.discover.outputs.hosts}, but "discover" is not among the needs of "deploy": a fan-out needs its producer directly (add it to needs)`,
+    ]);
+  });
+
+  it("refuses for_each beside a matrix, on a gate, bad limits and unknown keys", () => {
+    expect(
+      issuesOf(
+        FLEET(
+          `{ items = "{tasks.discover.outputs.hosts}" }`,
+          `{ host = "{item}" }`,
+          `matrix = { tier = ["web"] }`,
+        ),
+      ),
+    ).toContain(
+      "tasks[1].for_each: a task has a matrix or a for_each, not both: fan out over one list, or expand one matrix",
+    );
+    expect(issuesOf(FLEET(`{ items = "{tasks.discover.outputs.hosts}", max_parallel = 0 }`))[0]).toMatch(
+      /^tasks\[1\]\.for_each\.max_parallel: /,
+    );
+    expect(issuesOf(FLEET(`{ items = "{tasks.discover.outputs.hosts}", max_parallel = 1001 }`))[0]).toMatch(
+      /^tasks\[1\]\.for_each\.max_parallel: /,
+    );
+    expect(issuesOf(FLEET(`{ items = "{tasks.discover.outputs.hosts}", each = 1 }`))[0]).toMatch(
+      /^tasks\[1\]\.for_each/,
+    );
+    const gate = `id = "g"
+[[tasks]]
+id = "discover"
+action = "discover"
+outputs = { hosts = { pattern = "[a-z]+", list = true } }
+[[tasks]]
+id = "ok"
+needs = ["discover"]
+approve = {}
+for_each = { items = "{tasks.discover.outputs.hosts}" }
+`;
+    expect(issuesOf(gate)).toEqual([
+      "tasks[1].for_each: an approval gate cannot fan out: it runs nothing (fan out the task after it)",
+    ]);
+  });
+
+  it("refuses {item} outside a fan-out and a {item that is not whole; a value may not hold {item}", () => {
+    const outside = `id = "x"
+[[tasks]]
+id = "a"
+action = "echo"
+args = { v = "{item}" }
+`;
+    expect(issuesOf(outside)).toEqual([
+      `tasks[0].args.v: refers to the fan-out's item, but task "a" has no for_each (give it for_each = { items = "{tasks.TASK.outputs.LIST}" })`,
+    ]);
+    expect(
+      issuesOf(FLEET(`{ items = "{tasks.discover.outputs.hosts}" }`, `{ host = "{item.name}" }`)),
+    ).toEqual([
+      `tasks[1].args.host: says "{item" but not as an item reference: write {item} or {item.index}`,
+    ]);
+    expect(paramValueProblem("p", { pattern: ".*", default: null }, "{item}")).toBe(
+      'parameter "p" holds an item reference ({item}), which a value may not',
+    );
+  });
+
+  it("refuses an output reference to a fan-out (its instances each have their own)", () => {
+    const fanIn = `[[tasks]]
+id = "report"
+action = "echo"
+needs = ["deploy"]
+args = { urls = "{tasks.deploy.outputs.url}" }
+`;
+    const text = FLEET(`{ items = "{tasks.discover.outputs.hosts}" }`).replace(
+      'action = "deploy"',
+      'action = "deploy"\noutputs = { url = "[a-z:/.]+" }',
+    );
+    expect(issuesOf(text + fanIn)).toEqual([
+      'tasks[2].args.urls: refers to {tasks.deploy.outputs.url}, but "deploy" is a fan-out (for_each), whose instances each have their own outputs: no one value is its',
+    ]);
+  });
+
+  it("an argument saying {item} is checked against the action when the instance runs, not at publish", () => {
+    const dag = parsed(
+      FLEET(`{ items = "{tasks.discover.outputs.hosts}" }`, `{ host = "{item}", n = "{item.index}" }`),
+    );
+    const template = {
+      name: "deploy",
+      argv: ["deploy", "{host}", "{n}"],
+      args: { host: "[a-z.]+", n: "[0-9]+" },
+    };
+    const offers = new Map([
+      ["deploy", [{ template, nodes: ["a"] }]],
+      ["discover", [{ template: { name: "discover", argv: ["d"], args: {} }, nodes: ["a"] }]],
+    ]);
+    expect(checkTaskArguments(dag, offers as never)).toEqual([]);
+  });
+});
+
+describe("fan-out instances", () => {
+  it("are named by the matrix id grammar, so every face groups them and commands accept the id", () => {
+    expect(fanOutInstanceId("deploy", 0)).toBe("deploy[item=0]");
+    expect(parseInstanceId("deploy[item=12]")).toEqual({ task: "deploy", values: [["item", "12"]] });
+    expect(groupOf("deploy[item=12]")).toBe("deploy");
+    expect(checkTaskId("logs", "task id", "deploy[item=999]")).toBe("deploy[item=999]");
+    expect(
+      matrixGroups([
+        { taskId: "discover", status: "succeeded" },
+        { taskId: "deploy[item=0]", status: "succeeded" },
+        { taskId: "deploy[item=1]", status: "running" },
+      ]),
+    ).toMatchObject([{ task: "deploy", instances: ["deploy[item=0]", "deploy[item=1]"] }]);
+  });
+
+  it("put their item and index into the template's string arguments, once", () => {
+    expect(
+      instanceArgs(
+        { host: "{item}", label: "#{item.index} {item}", n: 3, keep: "{tasks.a.outputs.b}" },
+        "web1",
+        4,
+      ),
+    ).toEqual({ host: "web1", label: "#4 web1", n: 3, keep: "{tasks.a.outputs.b}" });
+  });
+});
