@@ -8,7 +8,7 @@
  * references, the checks a document is held to, and the instances' ids and arguments.
  */
 import type { ArgValue, ForEachSpec } from "./model.js";
-import { isListOutput, type OutputDeclaration } from "./outputs.js";
+import { FAN_OUT_LIMITS, isListOutput, type OutputDeclaration, type OutputValue } from "./outputs.js";
 import { ITEM_REFERENCE_SOURCE, OUTPUT_REFERENCE } from "./references.js";
 
 /** The axis name of a fan-out instance's id: `deploy[item=3]`. */
@@ -148,4 +148,51 @@ export function instanceArgs(
     Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
   }
   return out;
+}
+
+/** One instance the leader writes: its id, its arguments with its item put in, and its item. */
+export interface PlannedInstance {
+  id: string;
+  args: Record<string, ArgValue>;
+  item: string;
+}
+
+/**
+ * The instances of fan-out `templateId` once its producer succeeded: one per item of the list the
+ * producer published (`published`: its output values, null when it published none, as a producer an
+ * operator marked succeeded), in order. A producer without the list gives no item, as an empty list
+ * does: the fan-out's dependents then go on without it. More items than the bound (the worker
+ * refuses them, so only a store written otherwise could hold them) is an error.
+ */
+export function planExpansion(
+  templateId: string,
+  spec: ForEachSpec,
+  args: Readonly<Record<string, ArgValue>>,
+  published: Readonly<Record<string, OutputValue>> | null,
+): PlannedInstance[] {
+  const value =
+    published !== null && Object.hasOwn(published, spec.output) ? published[spec.output] : undefined;
+  const items = Array.isArray(value) ? value : [];
+  if (items.length > FAN_OUT_LIMITS.maxItems)
+    throw new RangeError(
+      `fan-out ${templateId}: list output "${spec.output}" of task ${spec.producer} holds ${items.length} items; at most ${FAN_OUT_LIMITS.maxItems}`,
+    );
+  return items.map((item, index) => ({
+    id: fanOutInstanceId(templateId, index),
+    args: instanceArgs(args, item, index),
+    item,
+  }));
+}
+
+/**
+ * A task's needs once fan-out `templateId` was replaced by `instances` (in place of the template, in
+ * order; none for an empty list), or null when it did not need the template.
+ */
+export function needsAfterExpansion(
+  needs: readonly string[],
+  templateId: string,
+  instances: readonly string[],
+): string[] | null {
+  if (!needs.includes(templateId)) return null;
+  return needs.flatMap((n) => (n === templateId ? instances : [n]));
 }

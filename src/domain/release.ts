@@ -10,7 +10,7 @@
  */
 
 export const RELEASE = "0.4.0";
-export const STORE_SCHEMA = 19;
+export const STORE_SCHEMA = 20;
 export const FLEET_PROTOCOL = 2;
 
 /** `dagbot 0.4.0 (store schema 19, fleet protocol 2)`: what `--version` prints. */

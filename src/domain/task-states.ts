@@ -41,7 +41,8 @@ export const TASK_TRANSITIONS: readonly TaskTransition[] = [
     from: "blocked",
     to: "skipped",
     who: ["scheduler"],
-    condition: "some needs task ended failed, timed_out, canceled or skipped",
+    condition:
+      "some needs task ended failed, timed_out, canceled or skipped, or (fail_fast) another instance of its fan-out ended failed or timed_out",
   },
   { from: "blocked", to: "canceled", who: ["leader"], condition: "cancel; status unchanged since read" },
   {
@@ -64,6 +65,12 @@ export const TASK_TRANSITIONS: readonly TaskTransition[] = [
     condition: 'an open approval gate past its timeout, on_timeout = "skip"; version=v',
   },
   { from: "queued", to: "canceled", who: ["leader"], condition: "cancel; status unchanged since read" },
+  {
+    from: "queued",
+    to: "skipped",
+    who: ["scheduler"],
+    condition: "fail_fast: another instance of its fan-out ended failed or timed_out; status='queued'",
+  },
   ...(["blocked", "queued", "failed", "timed_out"] as const).flatMap((from) =>
     (["succeeded", "skipped"] as const).map((to) => ({
       from,

@@ -15,7 +15,7 @@
  *   version) plus the executor's session is the fencing token of the executing worker.
  */
 import type { ActionTemplate } from "../domain/action-argv.js";
-import type { ArgValue, ParsedDag, Placement, RunStatus, TaskStatus } from "../domain/model.js";
+import type { ArgValue, ForEachSpec, ParsedDag, Placement, RunStatus, TaskStatus } from "../domain/model.js";
 import type { ScheduleAction, ScheduleState } from "../domain/schedule.js";
 import type { GateDecisionInput, GateSpec, GateState, GateVerdict } from "../domain/gates.js";
 import type { MarkInput, MarkVerdict } from "../domain/task-mark.js";
@@ -254,6 +254,12 @@ export interface TaskRecord {
   gate: GateSpec | null;
   /** An approval gate's state once it opened: approvals, form values, decision; null before. */
   gateState: GateState | null;
+  /** A fan-out's template, not yet expanded (src/domain/fan-out.ts): its for_each; null otherwise. */
+  forEach: ForEachSpec | null;
+  /** An instance of a fan-out: its fan-out's id (the template's), its max_parallel, its item; null otherwise. */
+  fanOut: string | null;
+  fanOutLimit: number | null;
+  item: string | null;
 }
 
 export interface CreateRunInput {
@@ -629,6 +635,8 @@ export interface ScheduleResult {
   skipped: number;
   /** Approval gates opened (src/domain/gates.ts): they stay blocked, awaiting people. */
   opened?: number;
+  /** Fan-out templates replaced by their instances (src/domain/fan-out.ts): the next step schedules them. */
+  expanded?: number;
 }
 
 export interface ReapResult {

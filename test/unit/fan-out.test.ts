@@ -5,7 +5,12 @@
 import { describe, expect, it } from "vitest";
 import { dagHash } from "../../src/domain/canonical-hash.js";
 import { checkTaskArguments, parseDag } from "../../src/domain/dag.js";
-import { fanOutInstanceId, instanceArgs } from "../../src/domain/fan-out.js";
+import {
+  fanOutInstanceId,
+  instanceArgs,
+  needsAfterExpansion,
+  planExpansion,
+} from "../../src/domain/fan-out.js";
 import { groupOf, matrixGroups, parseInstanceId } from "../../src/domain/matrix.js";
 import type { ParsedDag } from "../../src/domain/model.js";
 import { checkTaskId } from "../../src/domain/command-grammar.js";
@@ -211,5 +216,30 @@ describe("fan-out instances", () => {
         4,
       ),
     ).toEqual({ host: "web1", label: "#4 web1", n: 3, keep: "{tasks.a.outputs.b}" });
+  });
+});
+
+describe("the expansion the leader writes", () => {
+  const spec = { producer: "discover", output: "hosts", maxParallel: 8, failFast: false };
+
+  it("plans one instance per item in order; none for an empty or missing list", () => {
+    expect(planExpansion("deploy", spec, { host: "{item}" }, { hosts: ["a", "b"], region: "eu" })).toEqual([
+      { id: "deploy[item=0]", args: { host: "a" }, item: "a" },
+      { id: "deploy[item=1]", args: { host: "b" }, item: "b" },
+    ]);
+    expect(planExpansion("deploy", spec, {}, { hosts: [] })).toEqual([]);
+    // A producer an operator marked succeeded published nothing: no item.
+    expect(planExpansion("deploy", spec, {}, null)).toEqual([]);
+    expect(() =>
+      planExpansion("deploy", spec, {}, { hosts: Array.from({ length: 1001 }, () => "h") }),
+    ).toThrow(/holds 1001 items; at most 1000/);
+  });
+
+  it("puts the instances in the template's place in what needed it", () => {
+    expect(needsAfterExpansion(["a", "deploy", "b"], "deploy", ["deploy[item=0]", "deploy[item=1]"])).toEqual(
+      ["a", "deploy[item=0]", "deploy[item=1]", "b"],
+    );
+    expect(needsAfterExpansion(["deploy"], "deploy", [])).toEqual([]);
+    expect(needsAfterExpansion(["a"], "deploy", ["deploy[item=0]"])).toBeNull();
   });
 });
