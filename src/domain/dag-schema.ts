@@ -614,6 +614,7 @@ function outputReferenceProblem(
   name: string,
   byId: ReadonlyMap<string, TaskDocument>,
   ancestors: ReadonlySet<string>,
+  wholeArgument: boolean,
 ): string | null {
   const ref = `{tasks.${producer}.outputs.${name}}`;
   const task = byId.get(producer);
@@ -624,8 +625,9 @@ function outputReferenceProblem(
     return `refers to ${ref}, but "${producer}" is not among the tasks "${taskId}" needs (directly or through others), so it may not have run yet: add it to needs`;
   if (task.matrix !== undefined)
     return `refers to ${ref}, but "${producer}" is a matrix task, whose instances each have their own outputs: no one value is its`;
-  if (task.for_each !== undefined)
-    return `refers to ${ref}, but "${producer}" is a fan-out (for_each), whose instances each have their own outputs: no one value is its`;
+  // A fan-in: a fan-out's output is the list of its instances' values, which fills whole argv entries.
+  if (task.for_each !== undefined && !wholeArgument)
+    return `refers to ${ref}, the list of fan-out "${producer}"'s values, inside a longer string: a list must be the whole argument (it becomes one argv entry per item)`;
   // An approval gate's outputs are its form's fields.
   const declared: Record<string, OutputDeclaration> = task.outputs ?? task.approve?.form ?? {};
   if (!Object.hasOwn(declared, name)) {
@@ -751,6 +753,7 @@ export const dagSchema = documentSchema
             ref.name,
             byId,
             ancestors.get(task.id) ?? new Set(),
+            refs.length === 1 && value === `{tasks.${ref.taskId}.outputs.${ref.name}}`,
           );
           if (problem !== null)
             ctx.addIssue({ code: "custom", path: ["tasks", i, "args", key], message: problem });

@@ -12,6 +12,7 @@
  * A list output (`{ pattern, list = true, max_items }`) is the same line repeated, one an item, in
  * order; a fan-out (`for_each`) runs a task once per item (docs/dag-format.md "Fan-out").
  */
+import type { RunArgValue } from "./action-argv.js";
 import type { ArgValue } from "./model.js";
 import type { CheckBudget } from "./params.js";
 import { checkCost, compileParamPattern, PATTERN_LIMITS } from "./param-pattern.js";
@@ -271,9 +272,15 @@ export interface ProducerOutputs {
   declared: Readonly<Record<string, OutputDeclaration>>;
   /** Its published values; null while it has none (it has not succeeded). */
   values: Readonly<Record<string, OutputValue>> | null;
+  /**
+   * For a fan-out (docs/dag-format.md "Fan-out"): each instance's published values, in item order
+   * (null for one that published none); `values` is then null. A fan-out with no item has none.
+   */
+  instances?: ReadonlyArray<Readonly<Record<string, OutputValue>> | null>;
 }
 
-export type SubstituteResult = { ok: true; args: Record<string, ArgValue> } | { ok: false; message: string };
+export type SubstituteResult =
+  { ok: true; args: Record<string, RunArgValue> } | { ok: false; message: string };
 
 /**
  * A task's arguments with every `{tasks.ID.outputs.NAME}` replaced by the producer's value, in one
@@ -288,7 +295,39 @@ export function substituteOutputs(
 ): SubstituteResult {
   const budget: CheckBudget = { spent: 0 };
   let problem: string | null = null;
-  const out = replaceReferences(args, (key, whole, producer, name) => {
+  // A fan-in: an argument that is exactly one reference to a fan-out's output is the list of its
+  // instances' values, in item order, each checked as when it was published.
+  const lists = new Map<string, string[]>();
+  for (const key of Object.keys(args)) {
+    const raw = args[key];
+    const ref = typeof raw === "string" ? parseWholeReference(raw) : null;
+    const p = ref === null ? undefined : producers.get(ref.taskId);
+    if (ref === null || p?.instances === undefined) continue;
+    const declaration = Object.hasOwn(p.declared, ref.name) ? p.declared[ref.name]! : null;
+    const items: string[] = [];
+    for (const [i, values] of p.instances.entries()) {
+      const v = values !== null && Object.hasOwn(values, ref.name) ? values[ref.name]! : null;
+      if (declaration === null || typeof v !== "string") {
+        problem ??= `argument "${key}" of task ${taskId} refers to ${raw as string}, but instance ${i} of fan-out ${ref.taskId} has published no output "${ref.name}"`;
+        break;
+      }
+      problem ??= outputValueProblem(
+        `${ref.taskId}[item=${i}]`,
+        ref.name,
+        outputPattern(declaration),
+        v,
+        budget,
+      );
+      items.push(v);
+    }
+    lists.set(key, items);
+  }
+  const out: Record<string, RunArgValue> = replaceReferences(args, (key, whole, producer, name) => {
+    if (lists.has(key)) return whole;
+    if (producers.get(producer)?.instances !== undefined) {
+      problem ??= `argument "${key}" of task ${taskId} refers to ${whole}, the list of fan-out ${producer}'s values, inside a longer string: a list must be the whole argument`;
+      return whole;
+    }
     if (problem !== null) return whole;
     const p = producers.get(producer);
     const values = p?.values ?? null;
@@ -308,7 +347,16 @@ export function substituteOutputs(
         : outputValueProblem(producer, name, outputPattern(declaration), v, budget);
     return v;
   });
+  for (const [key, items] of lists) setOwn(out, key, items);
   return problem === null ? { ok: true, args: out } : { ok: false, message: problem };
+}
+
+const WHOLE_REFERENCE = new RegExp(`^${OUTPUT_REFERENCE.source}$`);
+
+/** The producer and output a string names when it is exactly one output reference; else null. */
+export function parseWholeReference(text: string): OutputReference | null {
+  const m = WHOLE_REFERENCE.exec(text);
+  return m === null ? null : { taskId: m[1] ?? "", name: m[2] ?? "" };
 }
 
 /**

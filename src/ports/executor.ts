@@ -1,6 +1,6 @@
 /** The executor port: run one configured action for one task attempt, bounded in time and output. */
 import type { ActionTemplate } from "../domain/action-argv.js";
-import type { ArgValue } from "../domain/model.js";
+import type { RunArgValue } from "../domain/action-argv.js";
 import type { OversizeOutputFile } from "../domain/outputs.js";
 
 /** An action as a node's config defines it. Durations are milliseconds. */
@@ -39,7 +39,7 @@ export type PublishedFile = { text: string } | { problem: string } | { oversize:
 
 export interface ExecRequest {
   action: ActionDefinition;
-  args: Readonly<Record<string, ArgValue>>;
+  args: Readonly<Record<string, RunArgValue>>;
   env: ExecIdentityEnv;
   /** Overrides action.timeoutMs (a task's `timeout`). */
   timeoutMs?: number;

@@ -15,6 +15,11 @@ import { groupOf, matrixGroups, parseInstanceId } from "../../src/domain/matrix.
 import type { ParsedDag } from "../../src/domain/model.js";
 import { checkTaskId } from "../../src/domain/command-grammar.js";
 import { paramValueProblem } from "../../src/domain/params.js";
+import { renderArgv } from "../../src/domain/action-argv.js";
+import { substituteOutputs } from "../../src/domain/outputs.js";
+import { fanOutOutputs } from "../../src/app/worker.js";
+import type { TaskRecord } from "../../src/ports/store.js";
+import { taskFixture } from "../support/task-record.js";
 
 const FLEET = (forEach: string, args = `{ host = "{item}" }`, more = ""): string => `id = "fleet"
 
@@ -160,20 +165,22 @@ args = { v = "{item}" }
     );
   });
 
-  it("refuses an output reference to a fan-out (its instances each have their own)", () => {
-    const fanIn = `[[tasks]]
+  it("takes a fan-out's output as a whole argument (the list of its instances' values), never inside a longer string", () => {
+    const fanIn = (urls: string): string => `[[tasks]]
 id = "report"
 action = "echo"
 needs = ["deploy"]
-args = { urls = "{tasks.deploy.outputs.url}" }
+args = { urls = "${urls}" }
 `;
     const text = FLEET(`{ items = "{tasks.discover.outputs.hosts}" }`).replace(
       'action = "deploy"',
       'action = "deploy"\noutputs = { url = "[a-z:/.]+" }',
     );
-    expect(issuesOf(text + fanIn)).toEqual([
-      'tasks[2].args.urls: refers to {tasks.deploy.outputs.url}, but "deploy" is a fan-out (for_each), whose instances each have their own outputs: no one value is its',
+    expect(issuesOf(text + fanIn("{tasks.deploy.outputs.url}"))).toEqual([]);
+    expect(issuesOf(text + fanIn("urls={tasks.deploy.outputs.url}"))).toEqual([
+      `tasks[2].args.urls: refers to {tasks.deploy.outputs.url}, the list of fan-out "deploy"'s values, inside a longer string: a list must be the whole argument (it becomes one argv entry per item)`,
     ]);
+    expect(issuesOf(text + fanIn("{tasks.deploy.outputs.nope}"))[0]).toMatch(/declares no output "nope"/);
   });
 
   it("an argument saying {item} is checked against the action when the instance runs, not at publish", () => {
@@ -241,5 +248,96 @@ describe("the expansion the leader writes", () => {
     );
     expect(needsAfterExpansion(["deploy"], "deploy", [])).toEqual([]);
     expect(needsAfterExpansion(["a"], "deploy", ["deploy[item=0]"])).toBeNull();
+  });
+});
+
+describe("a fan-in's list", () => {
+  const producers = (instances: Array<Record<string, string> | null>) =>
+    new Map([["deploy", { declared: { url: "[a-z0-9:/.]+" }, values: null, instances }]]);
+
+  it("is the instances' values in item order, checked again; one that published none is refused", () => {
+    expect(
+      substituteOutputs(
+        "report",
+        { urls: "{tasks.deploy.outputs.url}", n: 2 },
+        producers([{ url: "h0" }, { url: "h1" }]),
+      ),
+    ).toEqual({ ok: true, args: { urls: ["h0", "h1"], n: 2 } });
+    expect(substituteOutputs("report", { urls: "{tasks.deploy.outputs.url}" }, producers([]))).toEqual({
+      ok: true,
+      args: { urls: [] },
+    });
+    expect(
+      substituteOutputs("report", { urls: "{tasks.deploy.outputs.url}" }, producers([{ url: "h0" }, null])),
+    ).toEqual({
+      ok: false,
+      message:
+        'argument "urls" of task report refers to {tasks.deploy.outputs.url}, but instance 1 of fan-out deploy has published no output "url"',
+    });
+    expect(
+      substituteOutputs("report", { urls: "{tasks.deploy.outputs.url}" }, producers([{ url: "NO WAY" }])),
+    ).toMatchObject({
+      ok: false,
+      message: expect.stringMatching(
+        /output "url" of task deploy\[item=0\] \(value "NO WAY"\) does not match/,
+      ),
+    });
+    expect(
+      substituteOutputs("report", { urls: "x {tasks.deploy.outputs.url}" }, producers([{ url: "a" }])),
+    ).toMatchObject({
+      ok: false,
+      message: expect.stringMatching(/inside a longer string: a list must be the whole argument/),
+    });
+  });
+
+  it("fills each whole argv entry with one entry per item, checked against the action's pattern; never part of an entry", () => {
+    const action = {
+      name: "report",
+      argv: ["report", "--", "{urls}"],
+      args: { urls: { pattern: "[a-z0-9]+" } },
+    };
+    expect(renderArgv(action, { urls: ["h0", "h1", "h2"] })).toEqual({
+      ok: true,
+      argv: ["report", "--", "h0", "h1", "h2"],
+    });
+    expect(renderArgv(action, { urls: [] })).toEqual({ ok: true, argv: ["report", "--"] });
+    expect(renderArgv(action, { urls: ["h0", "-rf"] })).toEqual({
+      ok: false,
+      message: 'argument "urls" item 1: does not match its pattern [a-z0-9]+',
+    });
+    const dashes = { ...action, args: { urls: { pattern: "[a-z0-9-]+" } } };
+    expect(renderArgv(dashes, { urls: ["-rf"] })).toMatchObject({
+      ok: false,
+      message: expect.stringMatching(/item 0: starts with "-"/),
+    });
+    const embedded = { ...action, argv: ["report", "--urls={urls}"] };
+    expect(renderArgv(embedded, { urls: ["h0"] })).toMatchObject({
+      ok: false,
+      message: expect.stringMatching(
+        /is a list \(1 items, a fan-out's values\), which only fills a whole argv entry/,
+      ),
+    });
+  });
+
+  it("the worker reads the instances of a fan-out in item order, whatever order the store lists them in", () => {
+    const row = (i: number, status: TaskRecord["status"], url: string) =>
+      taskFixture({
+        taskId: `deploy[item=${i}]`,
+        status,
+        fanOut: "deploy",
+        outputPatterns: { url: "[a-z0-9]+" },
+        outputValues: status === "succeeded" ? { url } : null,
+      });
+    const read = fanOutOutputs("deploy", [
+      row(10, "succeeded", "ten"),
+      row(2, "succeeded", "two"),
+      row(9, "failed", "x"),
+      taskFixture(),
+    ]);
+    expect(read).toEqual({
+      declared: { url: "[a-z0-9]+" },
+      values: null,
+      instances: [{ url: "two" }, null, { url: "ten" }],
+    });
   });
 });
