@@ -7,8 +7,14 @@
  * `{item}` (and `{item.index}`, its position from 0). This module holds the pure parts: the
  * references, the checks a document is held to, and the instances' ids and arguments.
  */
-import type { ArgValue, ForEachSpec } from "./model.js";
-import { FAN_OUT_LIMITS, isListOutput, type OutputDeclaration, type OutputValue } from "./outputs.js";
+import type { ArgValue, ForEachSpec, ParsedDag, TaskStatus } from "./model.js";
+import {
+  FAN_OUT_LIMITS,
+  isListOutput,
+  outputReferences,
+  type OutputDeclaration,
+  type OutputValue,
+} from "./outputs.js";
 import { ITEM_REFERENCE_SOURCE, OUTPUT_REFERENCE } from "./references.js";
 
 /** The axis name of a fan-out instance's id: `deploy[item=3]`. */
@@ -195,4 +201,42 @@ export function needsAfterExpansion(
 ): string[] | null {
   if (!needs.includes(templateId)) return null;
   return needs.flatMap((n) => (n === templateId ? instances : [n]));
+}
+
+/**
+ * The tasks of `dag` a retry runs again (`!dag retry`), by the ids the document gave them: each that
+ * did not succeed, and a fan-out, with its producer, when any of its instances did not succeed (or
+ * it was never expanded), or when a task run again reads its outputs. A retry re-expands a fan-out
+ * from a list its producer publishes again: the instances a run made are not the document's tasks,
+ * and the list they came from may have changed since (docs/dag-format.md "Fan-out").
+ */
+export function retriedTaskIds(
+  dag: ParsedDag,
+  tasks: ReadonlyArray<{ taskId: string; status: TaskStatus; fanOut: string | null }>,
+): Set<string> {
+  const again = new Set(
+    tasks.filter((t) => t.status !== "succeeded" && t.fanOut === null).map((t) => t.taskId),
+  );
+  const fanOuts = dag.tasks.filter((t) => t.forEach !== undefined);
+  for (const t of tasks) if (t.status !== "succeeded" && t.fanOut !== null) again.add(t.fanOut);
+  // A fan-in run again needs its fan-out's instances: they are run again with it.
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const f of fanOuts) {
+      if (again.has(f.id)) continue;
+      const read = dag.tasks.some(
+        (t) =>
+          again.has(t.id) &&
+          Object.values(t.args).some(
+            (v) => typeof v === "string" && outputReferences(v).some((r) => r.taskId === f.id),
+          ),
+      );
+      if (read) {
+        again.add(f.id);
+        grew = true;
+      }
+    }
+  }
+  for (const f of fanOuts) if (again.has(f.id)) again.add(f.forEach!.producer);
+  return again;
 }

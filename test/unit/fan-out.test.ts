@@ -10,6 +10,7 @@ import {
   instanceArgs,
   needsAfterExpansion,
   planExpansion,
+  retriedTaskIds,
 } from "../../src/domain/fan-out.js";
 import { groupOf, matrixGroups, parseInstanceId } from "../../src/domain/matrix.js";
 import type { ParsedDag } from "../../src/domain/model.js";
@@ -339,5 +340,59 @@ describe("a fan-in's list", () => {
       values: null,
       instances: [{ url: "two" }, null, { url: "ten" }],
     });
+  });
+});
+
+describe("a retry of a run with a fan-out", () => {
+  const dag = parsed(
+    FLEET(
+      `{ items = "{tasks.discover.outputs.hosts}" }`,
+      `{ host = "{item}" }`,
+      `[[tasks]]\nid = "report"\naction = "report"\nneeds = ["deploy"]\nargs = { urls = "{tasks.deploy.outputs.url}" }\n[[tasks]]\nid = "side"\naction = "x"\nneeds = ["discover"]\n`,
+    ).replace('action = "deploy"', 'action = "deploy"\noutputs = { url = "[a-z]+" }'),
+  );
+  const row = (taskId: string, status: TaskRecord["status"], fanOut: string | null = null) => ({
+    taskId,
+    status,
+    fanOut,
+  });
+
+  it("runs the fan-out again from its producer when an instance did not succeed; what succeeded elsewhere stays", () => {
+    const again = retriedTaskIds(dag, [
+      row("discover", "succeeded"),
+      row("side", "succeeded"),
+      row("deploy[item=0]", "succeeded", "deploy"),
+      row("deploy[item=1]", "failed", "deploy"),
+      row("report", "skipped"),
+    ]);
+    expect([...again].sort()).toEqual(["deploy", "discover", "report"]);
+  });
+
+  it("runs it again when the fan-in that reads its outputs runs again, even if every instance succeeded", () => {
+    const again = retriedTaskIds(dag, [
+      row("discover", "succeeded"),
+      row("side", "failed"),
+      row("deploy[item=0]", "succeeded", "deploy"),
+      row("report", "failed"),
+    ]);
+    expect([...again].sort()).toEqual(["deploy", "discover", "report", "side"]);
+    // Only an unrelated task failed: the fan-out is not run again.
+    const side = retriedTaskIds(dag, [
+      row("discover", "succeeded"),
+      row("side", "failed"),
+      row("deploy[item=0]", "succeeded", "deploy"),
+      row("report", "succeeded"),
+    ]);
+    expect([...side]).toEqual(["side"]);
+  });
+
+  it("an unexpanded template (its producer failed) is run again with it", () => {
+    const again = retriedTaskIds(dag, [
+      row("discover", "failed"),
+      row("side", "skipped"),
+      row("deploy", "skipped"),
+      row("report", "skipped"),
+    ]);
+    expect([...again].sort()).toEqual(["deploy", "discover", "report", "side"]);
   });
 });
