@@ -83,6 +83,11 @@ export const taskWaitSchema = z
     waitOf("paused", {}),
     waitOf("room-cap", { cap: z.number(), active: z.number() }),
     waitOf("run-cap", { maxParallel: z.number() }),
+    waitOf("fan-out-items", {
+      producer: z.string().describe("the task whose list output the fan-out waits for"),
+      output: z.string(),
+    }),
+    waitOf("fan-out-cap", { fanOut: z.string().describe("the fan-out's id"), maxParallel: z.number() }),
     waitOf("concurrency-key", {
       key: z.string(),
       holder: z.object({ dagId: z.string(), taskId: z.string() }).nullable(),
