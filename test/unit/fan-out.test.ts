@@ -21,6 +21,8 @@ import { substituteOutputs } from "../../src/domain/outputs.js";
 import { fanOutOutputs } from "../../src/app/worker.js";
 import type { TaskRecord } from "../../src/ports/store.js";
 import { taskFixture } from "../support/task-record.js";
+import { dagGraphOf } from "../../src/app/run-picture.js";
+import { buildRunGraph } from "../../src/domain/run-graph.js";
 
 const FLEET = (forEach: string, args = `{ host = "{item}" }`, more = ""): string => `id = "fleet"
 
@@ -394,5 +396,31 @@ describe("a retry of a run with a fan-out", () => {
       row("report", "skipped"),
     ]);
     expect([...again].sort()).toEqual(["deploy", "discover", "report", "side"]);
+  });
+});
+
+describe("the picture of a fan-out", () => {
+  it("draws the template before its expansion as `deploy × for each hosts`, its instances after as one box", () => {
+    const dag = parsed(FLEET(`{ items = "{tasks.discover.outputs.hosts}" }`));
+    const before = dagGraphOf(dag);
+    expect(before.boxes.find((b) => b.title === "deploy")).toMatchObject({
+      kind: "task",
+      caption: "deploy × for each hosts",
+    });
+    const after = buildRunGraph({
+      dagId: "fleet",
+      runLabel: null,
+      runStatusWord: "running",
+      tasks: [
+        { id: "discover", action: "discover", needs: [], status: "succeeded" },
+        ...Array.from({ length: 12 }, (_, i) => ({
+          id: `deploy[item=${i}]`,
+          action: "deploy",
+          needs: ["discover"],
+          status: "succeeded" as const,
+        })),
+      ],
+    });
+    expect(after.boxes.map((b) => b.caption)).toEqual(["discover", "deploy × 12"]);
   });
 });
