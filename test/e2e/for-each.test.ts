@@ -4,13 +4,12 @@
 // records); one instance fails its first attempt and is retried alone; the fan-in is given the 50
 // instances' outputs in item order. A producer writing 10,000 items against max_items = 100 fails
 // naming the output, the count and the bound.
-import { readFileSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Store } from "../../src/ports/store.js";
 import type { NodeProcess, StoreKind, Target } from "../support/engine-cluster.js";
 import {
-  REPO,
   ROOM,
   allEvents,
   cli,
@@ -24,37 +23,10 @@ import {
   writeNodeConfig,
 } from "../support/engine-cluster.js";
 import { untilNodeBeats } from "../support/store-wait.js";
+import { fanOutActions, fleetDag, maxOverlap, recordsOf } from "../support/fan-out-fleet.js";
 
-const SCRIPT = resolve(REPO, "test/support/engine-fixtures/fan-out-record.mjs");
 const ITEMS = 50;
 const LIMIT = 8;
-
-interface Line {
-  run: string;
-  task: string;
-  attempt: number;
-  mode: string;
-  event?: "start" | "end";
-  at?: number;
-  host?: string;
-  index?: string;
-  urls?: string[];
-}
-
-/** The most actions between their start and end lines at any one time (an end before a start at the same ms). */
-function maxOverlap(lines: readonly Line[]): number {
-  const edges = lines
-    .filter((l) => l.event !== undefined)
-    .map((l) => ({ at: l.at!, step: l.event === "start" ? 1 : -1 }))
-    .sort((a, b) => a.at - b.at || a.step - b.step);
-  let now = 0;
-  let most = 0;
-  for (const e of edges) {
-    now += e.step;
-    most = Math.max(most, now);
-  }
-  return most;
-}
 
 describe.each<StoreKind>(["sqlite", "postgres"])("a fan-out on %s with two node processes", (kind) => {
   let target: Target | null = null;
@@ -77,57 +49,14 @@ describe.each<StoreKind>(["sqlite", "postgres"])("a fan-out on %s with two node 
     const records = join(target.dir, "records.jsonl");
     const failing = "deploy[item=7]";
     writeFileSync(`${records}.fail`, failing);
-    const node = JSON.stringify(process.execPath);
-    const script = JSON.stringify(SCRIPT);
-    const file = JSON.stringify(records);
-    const extra = `
-[actions.discover]
-argv = [${node}, ${script}, "discover", ${file}, "{n}"]
-args = { n = { pattern = '[0-9]{1,5}' } }
-timeout = "30s"
-kill_grace = "300ms"
-
-[actions.deploy]
-argv = [${node}, ${script}, "deploy", ${file}, "{host}", "{index}"]
-args = { host = { pattern = '[a-z0-9.-]+' }, index = { pattern = '[0-9]+' } }
-timeout = "30s"
-kill_grace = "300ms"
-
-[actions.report]
-argv = [${node}, ${script}, "report", ${file}, "{urls}"]
-args = { urls = { pattern = 'u-[a-z0-9.-]+' } }
-timeout = "30s"
-kill_grace = "300ms"
-`;
+    const extra = fanOutActions(records);
     // Twelve slots between the two nodes: the fan-out's own limit is what holds it to eight.
     const configs = ["node-a", "node-b"].map((nodeId) => {
       const config = writeNodeConfig(target!, { nodeId, capacity: 6, extra });
       nodes.push(startNode(target!, config, nodeId));
       return config;
     });
-    const fleet = (id: string, n: number) =>
-      writeDag(target!, {
-        id,
-        tasks: [
-          {
-            id: "discover",
-            action: "discover",
-            args: { n: String(n) },
-            outputs: { hosts: { pattern: "[a-z0-9.-]+", list: true, max_items: 100 } },
-          },
-          {
-            id: "deploy",
-            action: "deploy",
-            needs: ["discover"],
-            args: { host: "{item}", index: "{item.index}" },
-            outputs: { url: "u-[a-z0-9.-]+" },
-            retries: 1,
-            retry_backoff: "100ms",
-            for_each: { items: "{tasks.discover.outputs.hosts}", max_parallel: LIMIT },
-          },
-          { id: "report", action: "report", needs: ["deploy"], args: { urls: "{tasks.deploy.outputs.url}" } },
-        ],
-      });
+    const fleet = (id: string, n: number) => writeDag(target!, fleetDag(id, n, LIMIT));
     await untilNodeBeats(store);
     const submitted = await cli(["submit", fleet("fleet", ITEMS), "--config", configs[0]!, "--confirm"]);
     expect(submitted.code, submitted.stderr).toBe(0);
@@ -136,11 +65,7 @@ kill_grace = "300ms"
     );
     const run = (await store.getRun(ROOM, "fleet"))!;
 
-    const lines = readFileSync(records, "utf8")
-      .trim()
-      .split("\n")
-      .map((l) => JSON.parse(l) as Line)
-      .filter((l) => l.run === run.runId);
+    const lines = recordsOf(records, run.runId);
     // Each instance ran with its own item: one attempt each, two for the one that failed first.
     const starts = lines.filter((l) => l.event === "start");
     const expected = Array.from({ length: ITEMS }, (_, i) => `deploy[item=${i}]`);
