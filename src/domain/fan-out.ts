@@ -168,21 +168,20 @@ export interface PlannedInstance {
  * producer published (`published`: its output values, null when it published none, as a producer an
  * operator marked succeeded), in order. A producer without the list gives no item, as an empty list
  * does: the fan-out's dependents then go on without it. More items than the bound (the worker
- * refuses them, so only a store written otherwise could hold them) is an error.
+ * refuses them, so only a store written otherwise could hold them) expands nothing: the reason is
+ * the answer, and the leader skips the template with it rather than stop scheduling the room.
  */
 export function planExpansion(
   templateId: string,
   spec: ForEachSpec,
   args: Readonly<Record<string, ArgValue>>,
   published: Readonly<Record<string, OutputValue>> | null,
-): PlannedInstance[] {
+): PlannedInstance[] | string {
   const value =
     published !== null && Object.hasOwn(published, spec.output) ? published[spec.output] : undefined;
   const items = Array.isArray(value) ? value : [];
   if (items.length > FAN_OUT_LIMITS.maxItems)
-    throw new RangeError(
-      `fan-out ${templateId}: list output "${spec.output}" of task ${spec.producer} holds ${items.length} items; at most ${FAN_OUT_LIMITS.maxItems}`,
-    );
+    return `list output "${spec.output}" of task ${spec.producer} holds ${items.length} items; a fan-out may have at most ${FAN_OUT_LIMITS.maxItems}`;
   return items.map((item, index) => ({
     id: fanOutInstanceId(templateId, index),
     args: instanceArgs(args, item, index),

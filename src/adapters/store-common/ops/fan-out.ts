@@ -51,6 +51,12 @@ const DELETE_TEMPLATE = sql("a fan-out's template, expanded")`
      AND status = 'blocked' AND for_each IS NOT NULL
   RETURNING task_id`;
 
+const SKIP_TEMPLATE = sql("a fan-out's template, skipped")`
+  UPDATE tasks SET status = 'skipped', version = version + 1, finished_at = ${p.now}, error = ${p.text("why")}
+   WHERE run_id = ${p.text("runId")} AND task_id = ${p.text("taskId")}
+     AND status = 'blocked' AND for_each IS NOT NULL
+  RETURNING task_id`;
+
 const RUN_NEEDS = sql("the needs of a run's tasks")`
   SELECT task_id, needs FROM tasks WHERE run_id = ${p.text("runId")}`;
 
@@ -81,6 +87,19 @@ export function* expandFanOut(fence: LeaderFence, t: TaskRef): Script<number | n
       ? null
       : m.json<Record<string, OutputValue>>(producer.output_values);
   const instances = planExpansion(t.taskId, spec, m.json(template.args), published);
+  if (typeof instances === "string") {
+    // Past the bound: skipped with the reason (what needs it follows), never half expanded.
+    const skipped = yield* rows(SKIP_TEMPLATE, { ...t, why: `not fanned out: ${instances}` });
+    if (skipped.length === 1)
+      yield* log(fence.roomId, {
+        kind: "task.skipped",
+        runId: t.runId,
+        taskId: t.taskId,
+        term: fence.term,
+        actor: sessionKey(fence.session),
+      });
+    return null;
+  }
   if (instances.length > 0)
     yield* run(INSERT_INSTANCES, {
       ...t,
