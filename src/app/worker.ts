@@ -717,7 +717,7 @@ export class Worker {
         try {
           const t = await this.deps.store.getTask(task.runId, id);
           if (t !== null) found.set(id, { declared: t.outputPatterns ?? {}, values: t.outputValues });
-          // No row: a fan-out, replaced by its instances (docs/dag-format.md "Fan-out"); the
+          // No row: a fan-out, replaced by its instances (docs/architecture.md §6, "Fan-out"); the
           // argument gets their values in item order (none when the list was empty).
           else found.set(id, fanOutOutputs(id, await this.deps.store.listTasks(task.runId)));
           break;

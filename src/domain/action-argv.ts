@@ -31,7 +31,7 @@ export type RenderResult = { ok: true; argv: string[] } | { ok: false; message: 
 /**
  * A value as the worker hands it to the action: a DAG's value, or a fan-in's list (the values a
  * fan-out's instances published, outputs.ts), which fills each whole argv entry it is used in with
- * one entry per item, like xargs (docs/dag-format.md "Fan-out").
+ * one entry per item, like xargs (docs/architecture.md §6, "Fan-out").
  */
 export type RunArgValue = ArgValue | readonly string[];
 

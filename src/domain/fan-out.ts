@@ -1,5 +1,5 @@
 /**
- * Fan-out (`for_each`, docs/dag-format.md "Fan-out"): a task run once per item of a list output an
+ * Fan-out (`for_each`, docs/architecture.md §6, "Fan-out"): a task run once per item of a list output an
  * earlier task published. It is a matrix expanded at run time: when the producer succeeds, the
  * leader writes one ordinary task per item, `deploy[item=0]`, `deploy[item=1]`, ... (the matrix's id
  * grammar, so every face groups them as it groups a matrix's instances), each with the template's
@@ -207,7 +207,7 @@ export function needsAfterExpansion(
  * did not succeed, and a fan-out, with its producer, when any of its instances did not succeed (or
  * it was never expanded), or when a task run again reads its outputs. A retry re-expands a fan-out
  * from a list its producer publishes again: the instances a run made are not the document's tasks,
- * and the list they came from may have changed since (docs/dag-format.md "Fan-out").
+ * and the list they came from may have changed since (docs/architecture.md §6, "Fan-out").
  */
 export function retriedTaskIds(
   dag: ParsedDag,

@@ -10,7 +10,7 @@
  * an ancestor (through `needs`) declaring NAME, and the worker puts the value in when the dependent
  * runs (substituteOutputs), where the action's own argument checks still apply, as for parameters.
  * A list output (`{ pattern, list = true, max_items }`) is the same line repeated, one an item, in
- * order; a fan-out (`for_each`) runs a task once per item (docs/dag-format.md "Fan-out").
+ * order; a fan-out (`for_each`) runs a task once per item (docs/architecture.md §6, "Fan-out").
  */
 import type { RunArgValue } from "./action-argv.js";
 import type { ArgValue } from "./model.js";
@@ -34,7 +34,7 @@ export const OUTPUT_LIMITS = {
   maxCheckCost: 4 * PATTERN_LIMITS.maxCheckCost,
 } as const;
 
-/** The bounds of list outputs and the fan-outs over them (docs/dag-format.md "Fan-out"). */
+/** The bounds of list outputs and the fan-outs over them (docs/architecture.md §6, "Fan-out"). */
 export const FAN_OUT_LIMITS = {
   /** Items one list output may hold (and so instances one fan-out may have); `max_items` at most this. */
   maxItems: 1000,
@@ -273,7 +273,7 @@ export interface ProducerOutputs {
   /** Its published values; null while it has none (it has not succeeded). */
   values: Readonly<Record<string, OutputValue>> | null;
   /**
-   * For a fan-out (docs/dag-format.md "Fan-out"): each instance's published values, in item order
+   * For a fan-out (docs/architecture.md §6, "Fan-out"): each instance's published values, in item order
    * (null for one that published none); `values` is then null. A fan-out with no item has none.
    */
   instances?: ReadonlyArray<Readonly<Record<string, OutputValue>> | null>;

@@ -1,6 +1,6 @@
 -- summary: fan-out (for_each): a template's spec, its instances' group, limit, fail_fast and item
 --
--- Fan-out (docs/dag-format.md "Fan-out", docs/architecture.md §4): for_each holds a template's
+-- Fan-out (docs/architecture.md §6, "Fan-out", docs/architecture.md §4): for_each holds a template's
 -- spec (JSON: producer, output, maxParallel, failFast); the template never runs: the leader's
 -- scheduling step replaces it, in one fenced write, by one instance per item of the producer's
 -- list. An instance keeps its fan-out's id (fan_out), the limit on its active instances

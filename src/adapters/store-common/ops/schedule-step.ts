@@ -214,7 +214,7 @@ export function* scheduleStep(
       yield* log(roomId, gateOpenedLine(fence, t, spec, state));
     }
   }
-  // Fan-outs (docs/dag-format.md "Fan-out"): templates replaced by their instances, and fail_fast's
+  // Fan-outs (docs/architecture.md §6, "Fan-out"): templates replaced by their instances, and fail_fast's
   // queued instances skipped, in this same fenced write.
   let expanded = 0;
   for (const t of decision.toExpand) if ((yield* expandFanOut(fence, t)) !== null) expanded += 1;
