@@ -93,6 +93,14 @@ describe.each<StoreKind>(["sqlite", "postgres"])("a fan-out on %s with two node 
     // The CLI groups the instances under the fan-out's id.
     const status = await cli(["status", "fleet", "--config", configs[1]!]);
     expect(status.stdout).toContain(`deploy × ${ITEMS}: ${ITEMS} succeeded`);
+    const json = await cli(["status", "fleet", "--config", configs[1]!, "--json"]);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      groups: [{ task: "deploy", summary: { total: ITEMS, byStatus: { succeeded: ITEMS } } }],
+    });
+    const one = await cli(["status", "fleet", failing, "--config", configs[1]!]);
+    expect(one.code, one.stderr).toBe(0);
+    expect(one.stdout).toMatch(/deploy\[item=7\]\s+succeeded/);
+    expect(one.stdout).toContain("url=u-host-7");
 
     // 10,000 items against max_items = 100: the producer fails naming the output, the count and
     // the bound (the file is past 64 KiB: its lines are counted, not refused for its size).
