@@ -2,7 +2,8 @@
 // PostgreSQL. A producer publishes a 50-item list; the leader fans a task out over it, 50 instances
 // each given its item, at most 8 running at once (measured from the actions' own start and end
 // records); one instance fails its first attempt and is retried alone; the fan-in is given the 50
-// instances' outputs in item order. A producer writing 10,000 items against max_items = 100 fails
+// instances' outputs in item order. A retry of a run whose instance failed for good runs the
+// producer again and re-expands. A producer writing 10,000 items against max_items = 100 fails
 // naming the output, the count and the bound.
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -43,7 +44,7 @@ describe.each<StoreKind>(["sqlite", "postgres"])("a fan-out on %s with two node 
     store = null;
   });
 
-  it("runs one instance per item of a 50-item list, at most 8 at once, retries one alone, and gives the fan-in the 50 outputs in order; refuses a 10,000-item list naming the bound", async () => {
+  it("runs one instance per item of a 50-item list, at most 8 at once, retries one alone, and gives the fan-in the 50 outputs in order; a retry re-expands; refuses a 10,000-item list naming the bound", async () => {
     target = await createTarget(kind, "foreach");
     store = await target.open();
     const records = join(target.dir, "records.jsonl");
@@ -101,6 +102,35 @@ describe.each<StoreKind>(["sqlite", "postgres"])("a fan-out on %s with two node 
     expect(one.code, one.stderr).toBe(0);
     expect(one.stdout).toMatch(/deploy\[item=7\]\s+succeeded/);
     expect(one.stdout).toContain("url=u-host-7");
+
+    // A retry of a run whose instance failed for good runs the producer again and re-expands.
+    writeFileSync(`${records}.fail`, "deploy[item=2] always");
+    const small = await cli(["submit", fleet("small", 5), "--config", configs[0]!, "--confirm"]);
+    expect(small.code, small.stderr).toBe(0);
+    expect(await waitForRunStatus(store, "small", (s) => s !== "pending" && s !== "running")).toBe("failed");
+    const smallRun = (await store.getRun(ROOM, "small"))!;
+    expect(
+      Object.fromEntries((await store.listTasks(smallRun.runId)).map((t) => [t.taskId, t.status])),
+    ).toMatchObject({ "deploy[item=2]": "failed", "deploy[item=3]": "succeeded", report: "skipped" });
+    writeFileSync(`${records}.fail`, "");
+    const retried = await cli(["retry", "small", "--config", configs[0]!, "--confirm"]);
+    expect(retried.code, retried.stderr).toBe(0);
+    expect(await waitForRunStatus(store, "small.retry1", (s) => s !== "pending" && s !== "running")).toBe(
+      "succeeded",
+    );
+    const retryRun = (await store.getRun(ROOM, "small.retry1"))!;
+    expect((await store.listTasks(retryRun.runId)).map((t) => [t.taskId, t.status]).sort()).toEqual(
+      [
+        ["discover", "succeeded"],
+        ["report", "succeeded"],
+        ...Array.from({ length: 5 }, (_, i) => [`deploy[item=${i}]`, "succeeded"]),
+      ].sort(),
+    );
+    const again = recordsOf(records, retryRun.runId);
+    expect(again.filter((l) => l.mode === "discover")).toHaveLength(1);
+    expect(again.filter((l) => l.mode === "report").map((l) => l.urls)).toEqual([
+      Array.from({ length: 5 }, (_, i) => `u-host-${i}`),
+    ]);
 
     // 10,000 items against max_items = 100: the producer fails naming the output, the count and
     // the bound (the file is past 64 KiB: its lines are counted, not refused for its size).
