@@ -65,6 +65,8 @@ export interface FanOutIssue {
 export function fanOutIssues(tasks: readonly FanOutTaskDocument[]): FanOutIssue[] {
   const issues: FanOutIssue[] = [];
   const byId = new Map(tasks.map((t) => [t.id, t]));
+  let instances = 0;
+  let firstFanOut: number | null = null;
   tasks.forEach((task, i) => {
     const place = (...rest: Array<string | number>): Array<string | number> => ["tasks", i, ...rest];
     for (const [key, value] of Object.entries(task.args ?? {})) {
@@ -116,8 +118,19 @@ export function fanOutIssues(tasks: readonly FanOutTaskDocument[]): FanOutIssue[
       problem = `refers to ${ref}, but task "${producer.id}" declares no output "${items.output}" (${has})`;
     } else if (!isListOutput(producer.outputs?.[items.output]))
       problem = `refers to ${ref}, but "${items.output}" of task "${producer.id}" is one value, not a list: declare it { pattern = "...", list = true }`;
-    if (problem !== null) issues.push({ path: place("for_each", "items"), message: problem });
+    if (problem !== null) {
+      issues.push({ path: place("for_each", "items"), message: problem });
+      return;
+    }
+    const list = producer?.outputs?.[items.output];
+    if (isListOutput(list)) instances += list.maxItems;
+    firstFanOut ??= i;
   });
+  if (instances > FAN_OUT_LIMITS.maxRunInstances && firstFanOut !== null)
+    issues.push({
+      path: ["tasks", firstFanOut, "for_each"],
+      message: `the DAG's fan-outs may add up to ${instances} instances (the sum of their lists' max_items); a run may have at most ${FAN_OUT_LIMITS.maxRunInstances}: lower max_items`,
+    });
   return issues;
 }
 

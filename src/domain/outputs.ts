@@ -43,6 +43,11 @@ export const FAN_OUT_LIMITS = {
    * attempt's scalar outputs, so a list of 1,000 host names under a simple pattern fits.
    */
   maxListCheckCost: 16 * 4 * PATTERN_LIMITS.maxCheckCost,
+  /**
+   * Instances all the fan-outs of one run may add together, counted from their lists' max_items at
+   * publish: a DAG of 1,000 tasks cannot become a run of a million rows.
+   */
+  maxRunInstances: 5000,
 } as const;
 
 /** A declared list output: the line `NAME=value` repeated, one an item, at most `maxItems` of them. */

@@ -424,3 +424,30 @@ describe("the picture of a fan-out", () => {
     expect(after.boxes.map((b) => b.caption)).toEqual(["discover", "deploy × 12"]);
   });
 });
+
+describe("the bound on a run's instances", () => {
+  const many = (fanOuts: number, maxItems: number): string =>
+    `id = "wide"
+[[tasks]]
+id = "discover"
+action = "discover"
+outputs = { hosts = { pattern = "[a-z]+", list = true, max_items = ${maxItems} } }
+` +
+    Array.from(
+      { length: fanOuts },
+      (_, i) => `[[tasks]]
+id = "f${i}"
+action = "deploy"
+needs = ["discover"]
+for_each = { items = "{tasks.discover.outputs.hosts}" }
+`,
+    ).join("");
+
+  it("refuses fan-outs whose lists' max_items add up past 5,000, naming the sum and the bound", () => {
+    expect(issuesOf(many(5, 1000))).toEqual([]);
+    expect(issuesOf(many(6, 1000))).toEqual([
+      "tasks[1].for_each: the DAG's fan-outs may add up to 6000 instances (the sum of their lists' max_items); a run may have at most 5000: lower max_items",
+    ]);
+    expect(issuesOf(many(6, 800))).toEqual([]);
+  });
+});
