@@ -11,6 +11,8 @@ import type { Store, StoreInspection, StoreOptions } from "../ports/store.js";
 export interface OpenStoreOptions extends StoreOptions {
   /** A PostgreSQL store's pool size (ignored for SQLite). */
   poolSize?: number;
+  /** A PostgreSQL store reached through a transaction-mode pooler (ignored for SQLite); default "none". */
+  pooler?: "none" | "transaction";
   /** A SQLite store's synchronous pragma (ignored for PostgreSQL); default full. */
   sqliteSynchronous?: "full" | "normal";
   /**
@@ -36,7 +38,7 @@ export async function openStore(location: StoreLocation, options: OpenStoreOptio
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     }
     const { openSqliteStore } = await import("./sqlite/index.js");
-    const { sqliteSynchronous, createFolder: _createFolder, ...rest } = options;
+    const { sqliteSynchronous, createFolder: _createFolder, pooler: _pooler, ...rest } = options;
     return openSqliteStore(path, {
       ...rest,
       ...(sqliteSynchronous === undefined ? {} : { synchronous: sqliteSynchronous }),
@@ -50,7 +52,10 @@ export async function openStore(location: StoreLocation, options: OpenStoreOptio
  * What the store holds before anything changes it: its schema, the steps to this release's and the
  * nodes it has heard of (docs/architecture.md §11). A SQLite file that does not exist is an empty store.
  */
-export async function inspectStore(location: StoreLocation): Promise<StoreInspection> {
+export async function inspectStore(
+  location: StoreLocation,
+  options: Pick<OpenStoreOptions, "pooler"> = {},
+): Promise<StoreInspection> {
   if (location.kind === "sqlite") {
     const path = resolve(location.path);
     const { inspectSqliteStore } = await import("./sqlite/upgrade.js");
@@ -61,7 +66,7 @@ export async function inspectStore(location: StoreLocation): Promise<StoreInspec
     return inspectSqliteStore(path);
   }
   const { inspectPostgresStore } = await import("./postgres/upgrade.js");
-  return inspectPostgresStore(location.url);
+  return inspectPostgresStore(location.url, "public", options.pooler);
 }
 
 /** Where a SQLite store's backup before migrating from `from` goes: beside it, named by schema and time. */
@@ -81,7 +86,7 @@ export async function migrateStore(
   location: StoreLocation,
   options: OpenStoreOptions & { backup?: string },
 ): Promise<{ from: number; to: number; backup: string | null }> {
-  const before = await inspectStore(location);
+  const before = await inspectStore(location, options);
   let backup: string | null = null;
   if (
     location.kind === "sqlite" &&

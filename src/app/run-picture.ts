@@ -34,6 +34,7 @@ export function runGraphOf(
       ...boxWait(t.taskId),
       ...(t.gate === null ? {} : { gate: true as const }),
       ...(t.forEach === null ? {} : { forEach: t.forEach.output }),
+      ...(t.when === undefined ? {} : { when: t.when }),
     })),
     ...(waits === undefined ? {} : { waits: waitsLine(groupWaits(waits, plain)) }),
   });
@@ -52,6 +53,7 @@ export function dagGraphOf(dag: ParsedDag): RunGraph {
       status: "blocked" as const,
       ...(t.gate === undefined ? {} : { gate: true as const }),
       ...(t.forEach === undefined ? {} : { forEach: t.forEach.output }),
+      ...(t.when === undefined ? {} : { when: t.when }),
     })),
   });
 }

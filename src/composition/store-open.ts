@@ -15,7 +15,11 @@ import { openWithRetry } from "./store-retry.js";
 
 /** What the config says about how to open its store. */
 function storeOptions(config: NodeConfig): OpenStoreOptions {
-  return { poolSize: config.storePoolSize, sqliteSynchronous: config.sqliteSynchronous };
+  return {
+    poolSize: config.storePoolSize,
+    pooler: config.storePooler,
+    sqliteSynchronous: config.sqliteSynchronous,
+  };
 }
 
 /**
@@ -114,7 +118,7 @@ async function openMigratingIfAlone(
  * start, naming the live nodes and the command to run. A SQLite store is backed up first.
  */
 export async function migrateIfAlone(config: NodeConfig, logger: Logger): Promise<void> {
-  const seen = await inspectStore(config.store);
+  const seen = await inspectStore(config.store, storeOptions(config));
   if (seen.schema === 0 || seen.schema >= seen.latest) return;
   const where = describeStoreLocation(config.store);
   const command =
@@ -154,7 +158,7 @@ function scrub(text: string): string {
 /** What `dagbot migrate` shows before it changes anything; a failure is a SetupError (exit 1). */
 export async function inspectConfiguredStore(config: NodeConfig): Promise<StoreInspection> {
   try {
-    return await inspectStore(config.store);
+    return await inspectStore(config.store, storeOptions(config));
   } catch (err) {
     throw new SetupError(
       `cannot read the store ${describeStoreLocation(config.store)}: ${storeErrorText(err)}`,

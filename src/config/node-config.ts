@@ -168,6 +168,7 @@ export interface WebhookConfig extends WebhookSpec {
 }
 
 export const STORE_MIGRATE = ["when_alone", "always", "never"] as const;
+export type StorePooler = "none" | "transaction";
 export type StoreMigrate = (typeof STORE_MIGRATE)[number];
 
 export interface NodeConfig {
@@ -178,6 +179,11 @@ export interface NodeConfig {
   store: StoreLocation;
   /** Connections in a PostgreSQL store's pool, shared by all the node's rooms and loops (plus one LISTEN connection). */
   storePoolSize: number;
+  /**
+   * A PostgreSQL store reached through a transaction-mode pooler such as PgBouncer ("transaction"):
+   * no LISTEN connection, wake-ups by polling (docs/operations.md, "Behind a connection pooler").
+   */
+  storePooler: StorePooler;
   /** A SQLite store's durability (docs/configuration.md); ignored for PostgreSQL. */
   sqliteSynchronous: SqliteSynchronous;
   /**
@@ -873,6 +879,12 @@ export const nodeConfigFileSchema = z
       .describe(
         "Connections in a PostgreSQL store's pool, shared by the node's rooms and loops (plus one LISTEN connection).",
       ),
+    store_pooler: z
+      .enum(["none", "transaction"])
+      .prefault("none")
+      .describe(
+        'How a PostgreSQL store is reached: "none" directly (or through a session-mode pooler), "transaction" through a transaction-mode pooler such as PgBouncer: no LISTEN connection (other nodes\' changes are seen within 0.5 s, by polling), no named prepared statements, no startup options (docs/operations.md, "Behind a connection pooler"). Ignored for SQLite.',
+      ),
     sqlite_synchronous: z
       .enum(["full", "normal"])
       .prefault("full")
@@ -1094,6 +1106,7 @@ export function toNodeConfig(
     capacity: file.capacity,
     store: file.store,
     storePoolSize: file.store_pool_size,
+    storePooler: file.store_pooler,
     sqliteSynchronous: file.sqlite_synchronous,
     storeMigrate: file.store_migrate,
     dagLibrary: file.dag_library ?? null,

@@ -13,6 +13,7 @@ import { AFTER_STATUSES, parseAfterSource } from "./after.js";
 import { MATRIX_LIMITS, MATRIX_VALUE } from "./matrix.js";
 import { expandTasks, matrixIssues } from "./matrix-expansion.js";
 import { fanOutIssues, toForEachSpec } from "./fan-out.js";
+import { RUN_WHENS } from "./run-when.js";
 
 /** Every limit a DAG document is held to; messages quote these numbers. */
 export const DAG_LIMITS = {
@@ -478,6 +479,8 @@ const placementSchema = z.strictObject({
   node: idSchema.optional(),
 });
 
+const WHEN_RULE = `must be one of ${RUN_WHENS.map((w) => `"${w}"`).join(", ")}`;
+
 const taskSchema = z.strictObject({
   id: idSchema,
   action: idSchema.optional(),
@@ -494,6 +497,8 @@ const taskSchema = z.strictObject({
   outputs: outputsSchema.optional(),
   // false: an attempt whose node was lost is never run again (task-states.ts, decideReap).
   rerun_if_lost: z.boolean().optional(),
+  // Its run condition (run-when.ts): when it runs, by how its needs ended.
+  when: z.enum(RUN_WHENS, { error: () => WHEN_RULE }).optional(),
   // Expanded at parse into one task per combination (matrix-expansion.ts); no spec keeps it.
   matrix: matrixSchema.optional(),
   // Expanded at run time by the leader, once per item of a list output (fan-out.ts).
@@ -572,6 +577,8 @@ function toTaskSpec(task: TaskDocument): TaskSpec {
   };
   // Absent when none are declared, so a DAG without outputs keeps the hash it always had.
   if (task.outputs !== undefined && Object.keys(task.outputs).length > 0) spec.outputs = task.outputs;
+  // Only a condition other than the default is kept, so a DAG that does not say it keeps its hash.
+  if (task.when !== undefined && task.when !== "succeeded") spec.when = task.when;
   // Only `rerun_if_lost = false` is kept, so a DAG that does not say it keeps the hash it always had.
   if (task.rerun_if_lost === false) spec.rerunIfLost = false;
   // Only a fan-out's template carries the key, so a DAG without one keeps the hash it always had.
@@ -729,6 +736,25 @@ export const dagSchema = documentSchema
           code: "custom",
           path: ["tasks", i, "approve", "approvers"],
           message: `asks for ${gate.approvers} approvers, but only ${gate.who.length} ${gate.who.length === 1 ? "person is" : "people are"} listed in who`,
+        });
+    });
+    // A run condition other than the default judges needs: a task must have some, and "denied" a
+    // need that is an approval gate (run-when.ts).
+    const gateIds = new Set(doc.tasks.filter((t) => t.approve !== undefined).map((t) => t.id));
+    doc.tasks.forEach((task, i) => {
+      if (task.when === undefined || task.when === "succeeded") return;
+      const needs = task.needs ?? [];
+      if (needs.length === 0)
+        ctx.addIssue({
+          code: "custom",
+          path: ["tasks", i, "when"],
+          message: `task "${task.id}" says when = "${task.when}" but needs nothing: a condition judges how the tasks it needs ended`,
+        });
+      else if (task.when === "denied" && !needs.some((n) => gateIds.has(n)))
+        ctx.addIssue({
+          code: "custom",
+          path: ["tasks", i, "when"],
+          message: `task "${task.id}" says when = "denied" but none of the tasks it needs (${needs.join(", ")}) is an approval gate: only a gate is denied`,
         });
     });
     // Every {params.NAME} a task argument says must be declared, and every

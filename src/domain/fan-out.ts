@@ -47,6 +47,7 @@ export interface FanOutTaskDocument {
   outputs?: Readonly<Record<string, OutputDeclaration>> | undefined;
   matrix?: unknown;
   approve?: unknown;
+  when?: string | undefined;
   for_each?:
     { items: string; max_parallel?: number | undefined; fail_fast?: boolean | undefined } | undefined;
 }
@@ -94,6 +95,12 @@ export function fanOutIssues(tasks: readonly FanOutTaskDocument[]): FanOutIssue[
       issues.push({
         path: place("for_each"),
         message: "an approval gate cannot fan out: it runs nothing (fan out the task after it)",
+      });
+    // A fan-out runs over what its producer published, so it runs only when its needs succeeded.
+    if (task.when !== undefined && task.when !== "succeeded")
+      issues.push({
+        path: place("when"),
+        message: `a fan-out runs over its producer's list, so only when its needs succeeded: give the condition to a task after it, not to "${task.id}"`,
       });
     const items = parseItems(spec.items);
     if (items === null) {

@@ -73,6 +73,12 @@ export interface TaskSpec {
    */
   gate?: GateSpec;
   /**
+   * Its run condition (`when`, run-when.ts) when not the default "succeeded": it waits for its needs
+   * to end and runs if one failed, an approval it needs was denied, or whatever they ended as.
+   * Absent otherwise, so older DAGs keep their hash.
+   */
+  when?: "failed" | "denied" | "done";
+  /**
    * Set on a fan-out's template (`for_each`, fan-out.ts): it never runs itself; when its producer
    * succeeds the leader writes one instance per item of the list. Absent on every other task, so
    * their DAGs keep their hash.

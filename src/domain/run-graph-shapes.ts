@@ -25,6 +25,8 @@ export interface GraphBox {
   wait?: string;
   /** A task box of an approval gate: people decide it, so it has a shape of its own. */
   gate?: true;
+  /** A task box's run condition when not the default (run-when.ts): said on the box and its edges. */
+  when?: "failed" | "denied" | "done";
 }
 
 export interface RunGraph {

@@ -18,7 +18,7 @@
  * share needs and dependents,
  * a chain has one way in and one way out, and a level's tasks have no edges among themselves.
  */
-import type { TaskStatus } from "./model.js";
+import type { TaskSpec, TaskStatus } from "./model.js";
 import { TASK_STATUSES } from "./model.js";
 import { countStatuses, outcomeCounts } from "./run-counts.js";
 export type { GraphBox, GraphReduction, RunGraph } from "./run-graph-shapes.js";
@@ -50,6 +50,8 @@ export interface GraphTaskInput {
   gate?: true;
   /** A fan-out not expanded yet (fan-out.ts): the list output it fans out over, named in its caption. */
   forEach?: string;
+  /** Its run condition (run-when.ts) when not the default: the box and the edges into it say it. */
+  when?: TaskSpec["when"];
 }
 
 export interface RunGraphInput {
@@ -265,6 +267,7 @@ function assemble(
         counts: countStatuses([task.status]),
         ...(task.wait === undefined ? {} : { wait: task.wait }),
         ...(task.gate === true ? { gate: true as const } : {}),
+        ...(task.when === undefined ? {} : { when: task.when }),
       });
       return;
     }

@@ -11,6 +11,9 @@
  * - the caps are counted from the active tasks the store reports in the same transaction, never from
  *   the view, so a stale view can only miss work, never admit past a cap.
  *
+ * - a conditional task (run-when.ts) is judged again whenever one of its needs ends, in a task's end
+ *   or in a skip of the same decision, and joins the ready tasks or the skipped ones by its verdict.
+ *
  * Between whole passes only workers change tasks, and only active ones (a claim, a finish); every
  * other writer (commands, the reaper, new runs) is followed by a whole pass. `ended` reports what
  * left the active set; anything the view cannot explain returns false, and the caller rebuilds
@@ -27,6 +30,8 @@ import type {
   TaskRef,
 } from "./scheduling.js";
 import { admit, comparePickOrder, stopsFanOut } from "./scheduling.js";
+import type { RunWhen, WhenVerdict } from "./run-when.js";
+import { isConditional, judgeWhen } from "./run-when.js";
 import { ACTIVE_TASK_STATUSES, SKIPPING_TASK_STATUSES } from "./task-states.js";
 
 /** An active task as the store reports it: what the caps count. */
@@ -50,6 +55,8 @@ interface Entry {
   /** Needs not (yet) succeeded; a need missing from the snapshot never succeeds. */
   unmet: number;
   dependents: Entry[];
+  /** Already among the ready tasks or the gates to open. */
+  placed: boolean;
 }
 
 const keyOf = (runId: string, taskId: string): string => `${runId}\u0000${taskId}`;
@@ -67,11 +74,13 @@ export class ScheduleView {
   private seeds: Entry[] = [];
   /** What the view holds as active (queued, running, canceling), by key. */
   private readonly active = new Map<string, Entry>();
+  /** Conditional tasks to judge in the next decision: a need of theirs ended since the last one. */
+  private toJudge: Entry[] = [];
 
   constructor(snapshot: ScheduleSnapshot) {
     this.runs = new Map(snapshot.runs.map((r) => [r.runId, { ...r }]));
     for (const t of snapshot.tasks) {
-      this.entries.set(keyOf(t.runId, t.taskId), { task: { ...t }, unmet: 0, dependents: [] });
+      this.entries.set(keyOf(t.runId, t.taskId), { task: { ...t }, unmet: 0, dependents: [], placed: false });
     }
     for (const e of this.entries.values()) {
       for (const n of e.task.needs) {
@@ -81,6 +90,7 @@ export class ScheduleView {
       }
       if (ACTIVE_TASK_STATUSES.has(e.task.status)) this.active.set(keyOf(e.task.runId, e.task.taskId), e);
       if (SKIPPING_TASK_STATUSES.has(e.task.status)) this.seeds.push(e);
+      if (isConditional(e.task.when) && this.movable(e)) this.toJudge.push(e);
       this.offer(e, false);
     }
     this.ready.sort((a, b) => comparePickOrder(a.task, b.task));
@@ -89,6 +99,11 @@ export class ScheduleView {
   /** A task's needs (task ids of its run), for a store that checks them before it queues. */
   needsOf(runId: string, taskId: string): readonly string[] {
     return this.entries.get(keyOf(runId, taskId))?.task.needs ?? [];
+  }
+
+  /** A task's run condition (absent: "succeeded"), for a store that checks it before it queues. */
+  whenOf(runId: string, taskId: string): RunWhen | undefined {
+    return this.entries.get(keyOf(runId, taskId))?.task.when;
   }
 
   /** Whether the store's open runs are exactly the view's, with the same status and cap. */
@@ -129,6 +144,7 @@ export class ScheduleView {
       if (stopsFanOut({ ...e.task, status: t.status })) return false;
       this.active.delete(k);
       e.task.status = t.status;
+      for (const d of e.dependents) if (isConditional(d.task.when)) this.toJudge.push(d);
       if (t.status === "succeeded") {
         for (const d of e.dependents) {
           d.unmet -= 1;
@@ -143,14 +159,39 @@ export class ScheduleView {
   decide(storeActive: readonly ActiveTask[], caps: ScheduleCaps): ScheduleDecision {
     const skipped: Entry[] = [];
     const marked = new Set<Entry>();
+    const judge = (e: Entry): WhenVerdict =>
+      judgeWhen(
+        e.task.when,
+        e.task.needs.map((n) => {
+          const need = this.entries.get(keyOf(e.task.runId, n));
+          if (need === undefined) return { status: undefined };
+          return {
+            status: marked.has(need) ? "skipped" : need.task.status,
+            isGate: need.task.isGate === true,
+          };
+        }),
+      );
+    const late = new Set<Entry>();
+    const skip = (e: Entry): void => {
+      marked.add(e);
+      skipped.push(e);
+      this.seeds.push(e);
+    };
+    // A conditional task is judged on its needs as they stand with this decision's skips counted.
+    const settle = (e: Entry): void => {
+      const verdict = judge(e);
+      if (verdict === "skip") skip(e);
+      else if (verdict === "run") late.add(e);
+    };
+    for (const e of this.toJudge.splice(0)) if (!marked.has(e) && this.movable(e)) settle(e);
     for (let next = this.seeds.pop(); next !== undefined; next = this.seeds.pop()) {
       for (const d of next.dependents) {
         if (marked.has(d) || !this.movable(d)) continue;
-        marked.add(d);
-        skipped.push(d);
-        this.seeds.push(d);
+        if (isConditional(d.task.when)) settle(d);
+        else skip(d);
       }
     }
+    for (const e of late) if (!marked.has(e)) this.place(e, true);
     const ready = this.ready;
     const candidates = function* (): Generator<ScheduleTask> {
       for (const e of ready) if (!marked.has(e) && e.task.status === "blocked") yield e.task;
@@ -212,9 +253,16 @@ export class ScheduleView {
     return e.task.status === "blocked" && this.runs.get(e.task.runId)?.status === "running";
   }
 
-  /** Puts a task whose needs all succeeded where the next decision looks for it. */
+  /** Puts a task whose needs all succeeded where the next decision looks for it; conditional ones are judged in decide. */
   private offer(e: Entry, sorted: boolean): void {
-    if (e.unmet !== 0 || !this.movable(e)) return;
+    if (e.unmet !== 0 || isConditional(e.task.when)) return;
+    this.place(e, sorted);
+  }
+
+  /** Puts a task that may run where the next decision looks for it. */
+  private place(e: Entry, sorted: boolean): void {
+    if (e.placed || !this.movable(e)) return;
+    e.placed = true;
     if (e.task.isGate === true) {
       if (e.task.gateOpen !== true) this.gates.add(e);
       return;

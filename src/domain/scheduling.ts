@@ -6,11 +6,13 @@
  * Semantics:
  * - Only tasks of `running` runs move. Pending runs wait for confirmation; a canceling run's blocked
  *   tasks are canceled by the cancel handler, not skipped or queued.
- * - Skip: a blocked task with some `needs` task failed, timed_out, canceled or skipped becomes skipped.
- *   The decision is closed under dependency: a task behind a task skipped in this same decision is
- *   skipped too, so one call reaches the fixed point (a SQL version may loop until no row changes).
- * - Ready: a blocked task whose `needs` all succeeded. A need missing from the snapshot is never
- *   succeeded, so its task stays blocked (parseDag rejects unknown needs; this is defence only).
+ * - Skip and ready follow each task's run condition (run-when.ts, judgeWhen): by default a blocked
+ *   task with some `needs` task failed, timed_out, canceled or skipped becomes skipped, and one whose
+ *   needs all succeeded is ready; a conditional task (`when` = failed, denied, done) waits until
+ *   every need ended, then is ready or skipped by its condition. The decision is closed under
+ *   dependency: a task skipped in this same decision counts as skipped for the tasks behind it, so
+ *   one call reaches the fixed point. A need missing from the snapshot never ends, so its task stays
+ *   blocked (parseDag rejects unknown needs; this is defence only).
  * - Caps count *active* tasks: queued + running + canceling, of any run in the room. Queued counts
  *   because the scheduler is the only writer that admits work (one leader, term-fenced), so the caps
  *   hold without workers coordinating: a claim is a plain CAS on one row, and a retry (running →
@@ -33,7 +35,9 @@
  *   that have not started are skipped: blocked ones with the skips above, queued ones (`toStop`).
  */
 import type { RunStatus, TaskStatus } from "./model.js";
-import { ACTIVE_TASK_STATUSES, SKIPPING_TASK_STATUSES } from "./task-states.js";
+import type { RunWhen, WhenVerdict } from "./run-when.js";
+import { judgeWhen } from "./run-when.js";
+import { ACTIVE_TASK_STATUSES } from "./task-states.js";
 
 export interface TaskRef {
   runId: string;
@@ -54,6 +58,8 @@ export interface ScheduleTask {
   isGate?: boolean;
   /** The gate has opened (its state is set); it waits for people, not for the scheduler. */
   gateOpen?: boolean;
+  /** Its run condition (run-when.ts); absent means "succeeded". */
+  when?: RunWhen;
   /** A fan-out's template (for_each): expanded when its needs succeeded, never queued. */
   isFanOut?: boolean;
   /** An instance of a fan-out: its fan-out's id (the template's), else absent or null. */
@@ -87,7 +93,7 @@ export interface ScheduleDecision {
   toQueue: TaskRef[];
   /** In seq order. */
   toSkip: TaskRef[];
-  /** Approval gates whose needs all succeeded and that are not open yet, in seq order. */
+  /** Approval gates whose condition is met (their needs all succeeded, by default) and that are not open yet, in seq order. */
   toOpen: TaskRef[];
   /** Fan-out templates whose needs all succeeded, to replace by their instances, in seq order. */
   toExpand: TaskRef[];
@@ -130,8 +136,9 @@ export function decideSchedule(snapshot: ScheduleSnapshot, caps: ScheduleCaps): 
   const isMovable = (t: ScheduleTask): boolean =>
     t.status === "blocked" && runs.get(t.runId)?.status === "running";
 
-  // Skips first, to the fixed point: a skip only ever enables more skips, never a queue. A worklist
-  // over reverse edges keeps a long chain linear instead of one pass per link.
+  // Skips first, to the fixed point: a skip only ever enables more skips or lets a conditional
+  // task (run-when.ts) whose needs have now all ended be judged, never queues an ordinary one. A
+  // worklist over reverse edges keeps a long chain linear instead of one pass per link.
   const dependents = new Map<string, ScheduleTask[]>();
   for (const t of snapshot.tasks) {
     for (const n of t.needs) {
@@ -142,7 +149,24 @@ export function decideSchedule(snapshot: ScheduleSnapshot, caps: ScheduleCaps): 
     }
   }
   const skipped = new Set<string>();
-  const work = snapshot.tasks.filter((t) => SKIPPING_TASK_STATUSES.has(t.status));
+  const verdict = (t: ScheduleTask): WhenVerdict =>
+    judgeWhen(
+      t.when,
+      t.needs.map((n) => {
+        const need = byKey.get(key(t.runId, n));
+        if (need === undefined) return { status: undefined };
+        return {
+          status: skipped.has(key(t.runId, n)) ? "skipped" : need.status,
+          isGate: need.isGate === true,
+        };
+      }),
+    );
+  const work: ScheduleTask[] = [];
+  const skip = (t: ScheduleTask): void => {
+    skipped.add(key(t.runId, t.taskId));
+    work.push(t);
+  };
+  for (const t of snapshot.tasks) if (isMovable(t) && verdict(t) === "skip") skip(t);
   // fail_fast: the fan-outs one of whose instances failed; their blocked instances are skipped
   // (and what needs them, through the worklist), their queued ones stopped.
   const stopped = new Set(snapshot.tasks.filter(stopsFanOut).map((t) => key(t.runId, t.fanOut!)));
@@ -150,26 +174,18 @@ export function decideSchedule(snapshot: ScheduleSnapshot, caps: ScheduleCaps): 
     t.fanOut !== undefined && t.fanOut !== null && stopped.has(key(t.runId, t.fanOut));
   if (stopped.size > 0)
     for (const t of snapshot.tasks)
-      if (inStopped(t) && isMovable(t) && !skipped.has(key(t.runId, t.taskId))) {
-        skipped.add(key(t.runId, t.taskId));
-        work.push(t);
-      }
+      if (inStopped(t) && isMovable(t) && !skipped.has(key(t.runId, t.taskId))) skip(t);
   for (let next = work.pop(); next !== undefined; next = work.pop()) {
     for (const d of dependents.get(key(next.runId, next.taskId)) ?? []) {
-      const k = key(d.runId, d.taskId);
-      if (skipped.has(k) || !isMovable(d)) continue;
-      skipped.add(k);
-      work.push(d);
+      if (skipped.has(key(d.runId, d.taskId)) || !isMovable(d)) continue;
+      if (verdict(d) === "skip") skip(d);
     }
   }
 
   const active = snapshot.tasks.filter((t) => ACTIVE_TASK_STATUSES.has(t.status));
 
   const satisfied = snapshot.tasks.filter(
-    (t) =>
-      isMovable(t) &&
-      !skipped.has(key(t.runId, t.taskId)) &&
-      t.needs.every((n) => byKey.get(key(t.runId, n))?.status === "succeeded"),
+    (t) => isMovable(t) && !skipped.has(key(t.runId, t.taskId)) && verdict(t) === "run",
   );
   const toOpen = satisfied
     .filter((t) => t.isGate === true && t.gateOpen !== true)
@@ -182,13 +198,13 @@ export function decideSchedule(snapshot: ScheduleSnapshot, caps: ScheduleCaps): 
   const ready = satisfied.filter((t) => t.isGate !== true && t.isFanOut !== true).sort(comparePickOrder);
 
   const toQueue = admit(ready, active, (runId) => runs.get(runId)?.maxParallel ?? null, caps);
-  const toStop = snapshot.tasks
-    .filter((t) => t.status === "queued" && inStopped(t) && runs.get(t.runId)?.status === "running")
-    .sort(compareSeq)
-    .map((t) => ({ runId: t.runId, taskId: t.taskId }));
 
   const toSkip = snapshot.tasks
     .filter((t) => skipped.has(key(t.runId, t.taskId)))
+    .sort(compareSeq)
+    .map((t) => ({ runId: t.runId, taskId: t.taskId }));
+  const toStop = snapshot.tasks
+    .filter((t) => t.status === "queued" && inStopped(t) && runs.get(t.runId)?.status === "running")
     .sort(compareSeq)
     .map((t) => ({ runId: t.runId, taskId: t.taskId }));
   return { toQueue, toSkip, toOpen, toExpand, toStop };

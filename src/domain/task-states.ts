@@ -36,13 +36,18 @@ export interface TaskTransition {
 
 /** One row per (from, to, condition); a move is legal when some row lists the actor. */
 export const TASK_TRANSITIONS: readonly TaskTransition[] = [
-  { from: "blocked", to: "queued", who: ["scheduler"], condition: "every needs task succeeded, caps allow" },
+  {
+    from: "blocked",
+    to: "queued",
+    who: ["scheduler"],
+    condition: "its run condition holds (run-when.ts; by default every needs task succeeded), caps allow",
+  },
   {
     from: "blocked",
     to: "skipped",
     who: ["scheduler"],
     condition:
-      "some needs task ended failed, timed_out, canceled or skipped, or (fail_fast) another instance of its fan-out ended failed or timed_out",
+      "its run condition cannot hold (run-when.ts; by default some needs task ended failed, timed_out, canceled or skipped; otherwise every needs task ended and the condition is not met), or (fail_fast) another instance of its fan-out ended failed or timed_out",
   },
   { from: "blocked", to: "canceled", who: ["leader"], condition: "cancel; status unchanged since read" },
   {

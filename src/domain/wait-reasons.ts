@@ -4,24 +4,29 @@
  * decided from what the store already knows. Pure.
  *
  * A task of a pending run awaits confirmation. Of a running run, a blocked task waits, in this order,
- * for its needs (named; a fan-out's template for its producer's list), for the room (paused by cap
- * 0, or its cap reached), for its run's `max_parallel`, for its fan-out's `max_parallel` (an
- * instance), or for its concurrency key (named, with the task holding it): the conditions
+ * for its needs (named; a fan-out's template for its producer's list; a task with a run
+ * condition, for them to end), for the room (paused by cap 0, or its cap reached), for its run's
+ * `max_parallel`, for its fan-out's `max_parallel` (an instance), or for its concurrency key
+ * (named, with the task holding it): the conditions
  * decideSchedule (scheduling.ts) checks before it admits a task. A queued task waits out a retry
  * backoff, or for a live node of the room that offers its action (with its labels, and the node it
  * is pinned to), or for a free slot on such a node: the conditions of a claim. A task with none of
  * these is about to move (the leader or a worker has not acted yet) and has no reason. Canceling
  * runs and running or ended tasks never wait.
  */
-import type { ForEachSpec, Placement, RunStatus, TaskStatus } from "./model.js";
-import { ACTIVE_TASK_STATUSES } from "./task-states.js";
+import type { ForEachSpec, Placement, RunStatus, TaskSpec, TaskStatus } from "./model.js";
+import { isConditional, whenWords } from "./run-when.js";
+import { ACTIVE_TASK_STATUSES, isTerminalTask } from "./task-states.js";
 import type { GateSpec, GateState } from "./gates.js";
 import { whoWords } from "./gates.js";
 
 export type WaitReason =
   | { kind: "confirmation" }
-  /** The needs that have not succeeded yet, in the task's order. */
-  | { kind: "needs"; tasks: string[] }
+  /**
+   * The needs that have not succeeded yet, in the task's order; for a task with a run condition
+   * (`when`, run-when.ts), the needs that have not ended yet, and its condition.
+   */
+  | { kind: "needs"; tasks: string[]; when?: ConditionalWhen }
   | { kind: "paused" }
   | { kind: "room-cap"; cap: number; active: number }
   | { kind: "run-cap"; maxParallel: number }
@@ -39,6 +44,9 @@ export type WaitReason =
   | { kind: "backoff"; until: number }
   /** An open approval gate (gates.ts): who may decide, who approved so far, how many it asks for. */
   | { kind: "approval"; who: string; approvedBy: string[]; approvers: number };
+
+/** A run condition other than the default. */
+type ConditionalWhen = NonNullable<TaskSpec["when"]>;
 
 export type WaitKind = WaitReason["kind"];
 export const WAIT_KINDS = [
@@ -72,6 +80,8 @@ export interface WaitTask {
   forEach?: ForEachSpec | null;
   fanOut?: string | null;
   fanOutLimit?: number | null;
+  /** Its run condition (run-when.ts) when not the default; absent otherwise. */
+  when?: TaskSpec["when"];
 }
 
 /** A live node serving the room, from its heartbeat. */
@@ -133,11 +143,20 @@ function blockedReason(
   runActive: number,
   holders: ReadonlyMap<string, KeyHolder>,
 ): WaitReason | null {
-  const unmet = t.needs.filter((n) => statusOf.get(n) !== "succeeded");
-  const producer = t.forEach?.producer;
-  if (producer !== undefined && unmet.length === 1 && unmet[0] === producer)
-    return { kind: "fan-out-items", producer, output: t.forEach!.output };
-  if (unmet.length > 0) return { kind: "needs", tasks: unmet };
+  // A conditional task waits for its needs to end, whatever they end as (run-when.ts).
+  if (t.when !== undefined && isConditional(t.when)) {
+    const open = t.needs.filter((n) => {
+      const s = statusOf.get(n);
+      return s === undefined || !isTerminalTask(s);
+    });
+    if (open.length > 0) return { kind: "needs", tasks: open, when: t.when };
+  } else {
+    const unmet = t.needs.filter((n) => statusOf.get(n) !== "succeeded");
+    const producer = t.forEach?.producer;
+    if (producer !== undefined && unmet.length === 1 && unmet[0] === producer)
+      return { kind: "fan-out-items", producer, output: t.forEach!.output };
+    if (unmet.length > 0) return { kind: "needs", tasks: unmet };
+  }
   // A template whose needs succeeded is replaced by its instances at the next step: no cap holds it.
   if (t.forEach !== undefined && t.forEach !== null) return null;
   // A gate holds no slot: no cap or key holds it, only people (once the scheduler opened it).
@@ -203,7 +222,9 @@ export function waitWords(reason: WaitReason): WaitWord[] {
     case "confirmation":
       return ["awaits confirmation"];
     case "needs":
-      return ["needs ", ...names(reason.tasks)];
+      return reason.when === undefined
+        ? ["needs ", ...names(reason.tasks)]
+        : ["waits for ", ...names(reason.tasks), " to end; ", whenWords(reason.when)];
     case "paused":
       return ["room paused (cap 0)"];
     case "room-cap":

@@ -15,7 +15,15 @@
  *   version) plus the executor's session is the fencing token of the executing worker.
  */
 import type { ActionTemplate } from "../domain/action-argv.js";
-import type { ArgValue, ForEachSpec, ParsedDag, Placement, RunStatus, TaskStatus } from "../domain/model.js";
+import type {
+  ArgValue,
+  ForEachSpec,
+  ParsedDag,
+  Placement,
+  RunStatus,
+  TaskSpec,
+  TaskStatus,
+} from "../domain/model.js";
 import type { ScheduleAction, ScheduleState } from "../domain/schedule.js";
 import type { GateDecisionInput, GateSpec, GateState, GateVerdict } from "../domain/gates.js";
 import type { MarkInput, MarkVerdict } from "../domain/task-mark.js";
@@ -260,6 +268,8 @@ export interface TaskRecord {
   fanOut: string | null;
   fanOutLimit: number | null;
   item: string | null;
+  /** Its run condition (`when`, src/domain/run-when.ts) when not the default "succeeded"; absent otherwise. */
+  when?: TaskSpec["when"];
 }
 
 export interface CreateRunInput {

@@ -7,7 +7,9 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { openPostgresStore } from "../../src/adapters/postgres/index.js";
 import pg from "pg";
-import { CLAIM_SQL, FINISH_CLAIM_SQL, FINISH_SQL } from "../../src/adapters/postgres/tasks.js";
+import { queryOf } from "../../src/adapters/postgres/script-driver.js";
+import { CLAIM } from "../../src/adapters/store-common/ops/claims.js";
+import { FINISH, FINISH_CLAIM } from "../../src/adapters/store-common/ops/finish.js";
 import type { Store } from "../../src/ports/store.js";
 import type { PlanNode } from "../support/postgres-harness.js";
 import { explainClaimPick } from "../support/postgres-harness.js";
@@ -111,32 +113,47 @@ async function explainWrites(statements: Array<[string, unknown[]]>): Promise<st
 it("the whole claim and finish statements reach their rows by index only: no sequential scan of tasks", async () => {
   try {
     await pickAfter(20_000);
-    const claimArgs = [["!room"], "node", ["echo"], ["linux"], "boot", 1000, "node/boot", 1];
-    const finishArgs = (t: string) => [
-      null,
-      "r1",
-      t,
-      2,
-      "node",
-      "boot",
-      "succeeded",
-      0,
-      "out",
-      null,
-      "node/boot",
-      3,
-      '{"version":"1.2.3"}',
+    const claimValues = {
+      rooms: ["!room"],
+      node: "node",
+      actions: ["echo"],
+      labels: ["linux"],
+      boot: "boot",
+      leaseMs: 1000,
+      actor: "node/boot",
+      max: 1,
+    };
+    const finishValues = (t: string) => ({
+      runId: "r1",
+      taskId: t,
+      version: 2,
+      node: "node",
+      boot: "boot",
+      outcome: "succeeded",
+      exitCode: 0,
+      output: "out",
+      error: null,
+      actor: "node/boot",
+      bytes: 3,
+      values: '{"version":"1.2.3"}',
       // The domain's answers (finishAnswers) for a success: the same end in every case, no wait.
-      "succeeded",
-      "succeeded",
-      "succeeded",
-      null,
-    ];
+      left: "succeeded",
+      spent: "succeeded",
+      canceling: "succeeded",
+      waitMs: null,
+    });
+    const statement = (
+      s: Parameters<typeof queryOf>[0],
+      values: Record<string, unknown>,
+    ): [string, unknown[]] => {
+      const q = queryOf(s, values);
+      return [q.sql, q.values];
+    };
     const [claim, finishClaim, finish] = await explainWrites([
-      [CLAIM_SQL, [null, ...claimArgs]],
+      statement(CLAIM, claimValues),
       // Finishes t20001 (claimed above) and claims t20002 in the same statement.
-      [FINISH_CLAIM_SQL, [...finishArgs("t20001"), ...claimArgs]],
-      [FINISH_SQL, finishArgs("t20002")],
+      statement(FINISH_CLAIM, { ...finishValues("t20001"), ...claimValues }),
+      statement(FINISH, finishValues("t20002")),
     ]);
     console.info(`claim statement plan with 20 000 finished tasks:\n${claim!.join("\n")}`);
     console.info(`finish-and-claim statement plan:\n${finishClaim!.join("\n")}`);

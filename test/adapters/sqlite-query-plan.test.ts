@@ -9,7 +9,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { LIMIT } from "../../src/adapters/sqlite/connection.js";
-import { CLAIM_SQL } from "../../src/adapters/sqlite/tasks.js";
+import { CLAIM } from "../../src/adapters/store-common/ops/claims.js";
 import { NEXT_INBOX_SQL } from "../../src/adapters/sqlite/inbox.js";
 import { REAP_OPEN } from "../../src/adapters/store-common/ops/reap.js";
 import { ROOM_LOAD } from "../../src/adapters/store-common/ops/caps.js";
@@ -239,6 +239,6 @@ describe("SQLite statements and their row limits", () => {
       );
     expect(bare.map((b) => b.at)).toEqual([]);
     expect(LIMIT).toBe("LIMIT ? + 0");
-    expect(CLAIM_SQL).toContain(LIMIT);
+    expect(compile(CLAIM, "sqlite").text).toContain(LIMIT);
   });
 });

@@ -56,9 +56,10 @@ export interface ContractCapabilities {
   schemaVersion(): Promise<number>;
   /**
    * Run SQL (no parameters) on a connection of the shared store as a release before 0.2.0 makes
-   * one: without declaring a fleet protocol (docs/architecture.md §11).
+   * one: without declaring a fleet protocol (docs/architecture.md §11); with `protocol`, as a release
+   * of that older protocol makes one (2: 0.2.0 to 0.4.0).
    */
-  asOlderRelease(sql: string): Promise<void>;
+  asOlderRelease(sql: string, protocol?: number): Promise<void>;
   /** Overwrite the recorded schema version (e.g. to a version newer than the code knows). */
   forceSchemaVersion(version: number): Promise<void>;
   /** The plan the store's claim query gets, as text lines (EXPLAIN QUERY PLAN / EXPLAIN). */

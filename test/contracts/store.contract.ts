@@ -26,6 +26,7 @@ import { outboxSection } from "./sections/outbox.js";
 import { outputsSection } from "./sections/outputs.js";
 import { policiesSection } from "./sections/policies.js";
 import { retentionSection } from "./sections/retention.js";
+import { runConditionsSection } from "./sections/run-conditions.js";
 import { runsSection } from "./sections/runs.js";
 import { scaleSection } from "./sections/scale.js";
 import { scheduleLoopSection } from "./sections/schedule-loop.js";
@@ -48,6 +49,7 @@ const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["scheduler", schedulerSection],
   ["gates", gatesSection],
   ["fan-out", fanOutSection],
+  ["run-conditions", runConditionsSection],
   ["marks", marksSection],
   ["outbox", outboxSection],
   ["nodes", nodesSection],

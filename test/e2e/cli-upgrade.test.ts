@@ -11,7 +11,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrations as pgMigrations } from "../../src/adapters/postgres/migrations.js";
 import { migrations as sqliteMigrations } from "../../src/adapters/sqlite/migrations.js";
-import { RELEASE, STORE_SCHEMA } from "../../src/domain/release.js";
+import { FLEET_PROTOCOL, RELEASE, STORE_SCHEMA } from "../../src/domain/release.js";
 import type { NodeProcess, StoreKind, Target } from "../support/engine-cluster.js";
 import {
   cli,
@@ -215,7 +215,9 @@ describe.each<StoreKind>(["sqlite", "postgres"])("upgrading a %s store from the 
     await beatOldNode(target);
     const shown = await cli(["nodes", "--store", target.store], { cwd: target.dir });
     expect(shown.code, shown.stderr).toBe(0);
-    expect(shown.stdout).toMatch(new RegExp(`new-1 .*dagbot ${RELEASE.replaceAll(".", "\\.")}, protocol 2`));
+    expect(shown.stdout).toMatch(
+      new RegExp(`new-1 .*dagbot ${RELEASE.replaceAll(".", "\\.")}, protocol ${FLEET_PROTOCOL}`),
+    );
     expect(shown.stdout).toMatch(/old-1 .*dagbot before 0\.2\.0, protocol 1/);
     expect(shown.stdout).toContain("mixed releases: ");
     const json = JSON.parse(
@@ -224,7 +226,7 @@ describe.each<StoreKind>(["sqlite", "postgres"])("upgrading a %s store from the 
       nodes: { nodeId: string; release: string | null; protocol: number }[];
     };
     expect(json.nodes.map((n) => [n.nodeId, n.release, n.protocol])).toEqual([
-      ["new-1", RELEASE, 2],
+      ["new-1", RELEASE, FLEET_PROTOCOL],
       ["old-1", null, 1],
     ]);
     failed = false;

@@ -82,12 +82,18 @@ export async function explainClaimPick(db: TestDatabase, max = 1): Promise<Claim
   };
 }
 
-export function postgresCapabilities(db: () => TestDatabase): ContractCapabilities {
+export function postgresCapabilities(
+  db: () => TestDatabase,
+  openStore: (options: PostgresStoreOptions) => Promise<Store> = (options) =>
+    openPostgresStore(db().url, options),
+): ContractCapabilities {
   return {
-    asOlderRelease: async (sql) => {
-      // A connection as a release before 0.2.0 opened it: no dagbot.protocol setting.
+    asOlderRelease: async (sql, protocol) => {
+      // A connection as a release before 0.2.0 opened it: no dagbot.protocol setting; or as a
+      // release of an older protocol: its own setting (db.ts, as it was then).
       const url = new URL(db().url);
       url.searchParams.delete("options");
+      if (protocol !== undefined) url.searchParams.set("options", `-c dagbot.protocol=${protocol}`);
       const older = new pg.Client({ connectionString: url.toString() });
       await older.connect();
       try {
@@ -152,7 +158,7 @@ export function postgresCapabilities(db: () => TestDatabase): ContractCapabiliti
           ],
         );
       return {
-        open: (options) => openPostgresStore(db().url, { poolSize: 2, ...options, schema }),
+        open: (options) => openStore({ poolSize: 2, ...options, schema }),
       };
     },
     insertFinishedRuns: async (roomId, dagId, count, createdAt) => {
@@ -184,8 +190,14 @@ export function postgresCapabilities(db: () => TestDatabase): ContractCapabiliti
   };
 }
 
-/** The harness describeStoreContract needs, over one database per test file. */
-export function postgresHarness(options: PostgresStoreOptions = {}): {
+/**
+ * The harness describeStoreContract needs, over one database per test file. `urlOf`: the URL the
+ * Stores open for the test database (default its own; a pooler's for the pooler's suite).
+ */
+export function postgresHarness(
+  options: PostgresStoreOptions = {},
+  urlOf: (db: TestDatabase) => Promise<string> | string = (db) => db.url,
+): {
   create: () => Promise<StoreHarness>;
   capabilities: ContractCapabilities;
   database: () => TestDatabase;
@@ -197,10 +209,12 @@ export function postgresHarness(options: PostgresStoreOptions = {}): {
   };
   return {
     database,
-    capabilities: postgresCapabilities(database),
+    capabilities: postgresCapabilities(database, async (o) =>
+      openPostgresStore(await urlOf(database()), { ...options, ...o }),
+    ),
     create: async () => ({
-      open: (o): Promise<Store> =>
-        openPostgresStore(database().url, { poolSize: TEST_POOL_SIZE, ...options, ...o }),
+      open: async (o): Promise<Store> =>
+        openPostgresStore(await urlOf(database()), { poolSize: TEST_POOL_SIZE, ...options, ...o }),
       fresh: async () => {
         if (current !== undefined) await current.drop();
         current = await createTestDatabase();

@@ -11,7 +11,8 @@ import Database from "better-sqlite3";
 import { openSqliteStore } from "../../src/adapters/sqlite/index.js";
 import type { SqliteStoreOptions } from "../../src/adapters/sqlite/index.js";
 import { migrations } from "../../src/adapters/sqlite/migrations.js";
-import { CLAIM_SQL } from "../../src/adapters/sqlite/tasks.js";
+import { queryOf } from "../../src/adapters/sqlite/script-driver.js";
+import { CLAIM } from "../../src/adapters/store-common/ops/claims.js";
 import type { Store } from "../../src/ports/store.js";
 import type { ContractCapabilities, StoreHarness } from "../contracts/context.js";
 
@@ -57,11 +58,14 @@ const quote = (s: string): string => `'${s.replaceAll("'", "''")}'`;
 
 export function sqliteCapabilities(db: () => SqliteTestDb): ContractCapabilities {
   return {
-    asOlderRelease: async (sql) => {
-      // A connection as a release before 0.2.0 opened it: no fleet protocol view.
+    asOlderRelease: async (sql, protocol) => {
+      // A connection as a release before 0.2.0 opened it: no fleet protocol view; or as a release
+      // of an older protocol: its own view (connection.ts declareFleetProtocol, as it was then).
       const older = new Database(db().path);
       try {
         older.pragma("busy_timeout = 5000");
+        if (protocol !== undefined)
+          older.exec(`CREATE TEMP VIEW dagbot_fleet_protocol_${protocol} AS SELECT ${protocol} AS protocol`);
         older.exec(sql);
       } finally {
         older.close();
@@ -155,10 +159,16 @@ export function sqliteCapabilities(db: () => SqliteTestDb): ContractCapabilities
         .run(status, runId, taskId);
     },
     explainClaim: async () => {
+      // The claim's first statement, SQLite's pick (store-common/ops/claims.ts).
+      const q = queryOf(
+        CLAIM,
+        { rooms: ["!room"], node: "node", actions: ["echo"], labels: ["linux"], picks: 2 },
+        Date.now(),
+      );
       const rows = db()
         .raw()
-        .prepare(`EXPLAIN QUERY PLAN ${CLAIM_SQL}`)
-        .all('["!room"]', Date.now(), "node", '["echo"]', '["linux"]', 2) as Array<{ detail: string }>;
+        .prepare(`EXPLAIN QUERY PLAN ${q.sql}`)
+        .all(...q.values) as Array<{ detail: string }>;
       return rows.map((r) => r.detail);
     },
   };

@@ -189,6 +189,7 @@ describe("defaults", () => {
       capacity: 2,
       store: { kind: "sqlite", path: "./data/dagbot.db" },
       storePoolSize: 2,
+      storePooler: "none",
       sqliteSynchronous: "full",
       storeMigrate: "when_alone",
       dagLibrary: null,

@@ -55,6 +55,31 @@ describe("parseDag on valid documents", () => {
     expect(bad.ok).toBe(false);
   });
 
+  it("keeps a run condition (when) other than succeeded, and refuses one that cannot be judged", () => {
+    const dag = (tasks: string): ParseDagResult => parseDag(`id = "d"\n${tasks}`, "toml");
+    const gate = '[[tasks]]\nid = "ship"\napprove = {}\n';
+    const build = '[[tasks]]\nid = "build"\naction = "echo"\n';
+    const task = (when: string, needs: string) =>
+      `[[tasks]]\nid = "after"\naction = "echo"\nneeds = [${needs}]\nwhen = "${when}"\n`;
+    const plain = dag(build + '[[tasks]]\nid = "after"\naction = "echo"\nneeds = ["build"]\n');
+    const same = dag(build + task("succeeded", '"build"'));
+    expect(plain.ok && same.ok && plain.hash === same.hash).toBe(true);
+    expect(ok(same).tasks[1]?.when).toBeUndefined();
+    expect(ok(dag(build + task("failed", '"build"'))).tasks[1]?.when).toBe("failed");
+    expect(ok(dag(build + task("done", '"build"'))).tasks[1]?.when).toBe("done");
+    expect(ok(dag(gate + task("denied", '"ship"'))).tasks[1]?.when).toBe("denied");
+    const issues = (r: ParseDagResult): string[] => (r.ok ? [] : r.issues.map(formatIssue));
+    expect(issues(dag(build + task("maybe", '"build"')))).toEqual([
+      'tasks[1].when: must be one of "succeeded", "failed", "denied", "done"',
+    ]);
+    expect(issues(dag(build + task("failed", "")))).toEqual([
+      'tasks[1].when: task "after" says when = "failed" but needs nothing: a condition judges how the tasks it needs ended',
+    ]);
+    expect(issues(dag(build + task("denied", '"build"')))).toEqual([
+      'tasks[1].when: task "after" says when = "denied" but none of the tasks it needs (build) is an approval gate: only a gate is denied',
+    ]);
+  });
+
   it("reads every key of the hello example (TOML)", () => {
     const dag = ok(parseDag(readFileSync(join(examplesDir, "hello.toml"), "utf8"), "toml"));
     expect(dag).toEqual({

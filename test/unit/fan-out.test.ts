@@ -148,6 +148,21 @@ for_each = { items = "{tasks.discover.outputs.hosts}" }
     ]);
   });
 
+  it("refuses a run condition on a fan-out: it runs over its producer's list, so only after a success", () => {
+    expect(
+      issuesOf(
+        FLEET(`{ items = "{tasks.discover.outputs.hosts}" }`, `{ host = "{item}" }`, `when = "failed"`),
+      ),
+    ).toContain(
+      `tasks[1].when: a fan-out runs over its producer's list, so only when its needs succeeded: give the condition to a task after it, not to "deploy"`,
+    );
+    expect(
+      issuesOf(
+        FLEET(`{ items = "{tasks.discover.outputs.hosts}" }`, `{ host = "{item}" }`, `when = "succeeded"`),
+      ),
+    ).toEqual([]);
+  });
+
   it("refuses {item} outside a fan-out and a {item that is not whole; a value may not hold {item}", () => {
     const outside = `id = "x"
 [[tasks]]

@@ -177,3 +177,25 @@ describe("outcomeCounts", () => {
     );
   });
 });
+
+describe("a task with a run condition in the picture", () => {
+  it("carries its condition on its box; the DOT says it on the box and draws the edges into it dotted", async () => {
+    const { toDot } = await import("../../src/adapters/graph/dot.js");
+    const graph = buildRunGraph({
+      dagId: "d",
+      runLabel: null,
+      runStatusWord: "running",
+      tasks: [
+        { id: "build", action: "echo", needs: [], status: "failed" },
+        { id: "cleanup", action: "echo", needs: ["build"], status: "queued", when: "failed" },
+        { id: "next", action: "echo", needs: ["build"], status: "skipped" },
+      ],
+    });
+    expect(graph.boxes.find((b) => b.title === "cleanup")?.when).toBe("failed");
+    expect(graph.boxes.find((b) => b.title === "next")?.when).toBeUndefined();
+    const dot = toDot(graph);
+    expect(dot).toContain("when failed");
+    expect(dot).toMatch(/"t:build" -> "t:cleanup" \[style=dotted\]/);
+    expect(dot).not.toMatch(/"t:build" -> "t:next" \[[^\]]*dotted/);
+  });
+});

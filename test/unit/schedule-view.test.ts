@@ -11,6 +11,8 @@ import { decideSchedule } from "../../src/domain/scheduling.js";
 
 const ACTIVE = new Set<TaskStatus>(["queued", "running", "canceling"]);
 const ENDS = ["succeeded", "succeeded", "succeeded", "failed", "timed_out", "canceled"] as const;
+// Rooms carry run conditions (`when`) and gates that ended failed (denied) too: the view judges
+// conditional tasks as decideSchedule does, whether their needs end by a worker or a skip.
 
 const activeOf = (tasks: readonly ScheduleTask[]): ActiveTask[] =>
   tasks
@@ -54,6 +56,9 @@ const runArb = (runId: string) =>
           gate: fc.integer({ min: 0, max: 9 }).map((n) => n === 0),
           // An instance of fan-out g1 (at most 1 active) or g2 (at most 2), or no fan-out.
           fanOut: fc.option(fc.constantFrom("g1", "g2"), { nil: null, freq: 2 }),
+          when: fc.constantFrom(undefined, undefined, undefined, "failed", "denied", "done") as fc.Arbitrary<
+            ScheduleTask["when"]
+          >,
         }),
         { minLength: 1, maxLength: 10 },
       ),
@@ -77,6 +82,7 @@ const runArb = (runId: string) =>
         isGate: t.gate,
         gateOpen: false,
         ...(t.gate || t.fanOut === null ? {} : { fanOut: t.fanOut, fanOutLimit: t.fanOut === "g1" ? 1 : 2 }),
+        ...(t.when !== undefined ? { when: t.when } : {}),
       })),
     }));
 

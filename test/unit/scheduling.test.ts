@@ -541,3 +541,206 @@ describe("fan-outs in decideSchedule", () => {
     expect(d.toQueue).toEqual([{ runId: "r", taskId: "d[item=3]" }]);
   });
 });
+
+// ---- run conditions (`when`, run-when.ts) ----
+
+describe("decideSchedule with run conditions", () => {
+  const gate = { isGate: true, gateOpen: true };
+  const decide = (tasks: ScheduleTask[]) => decideSchedule({ runs: [run("r")], tasks }, { globalCap: null });
+
+  it("runs a when = failed cleanup only once every need ended and one failed", () => {
+    const base = (b: TaskStatus, c: TaskStatus) => [
+      task("r", "b", { status: b }),
+      task("r", "c", { status: c }),
+      task("r", "cleanup", { needs: ["b", "c"], when: "failed" }),
+    ];
+    expect(ids(decide(base("failed", "running")).toQueue)).toEqual([]);
+    expect(ids(decide(base("failed", "running")).toSkip)).toEqual([]);
+    expect(ids(decide(base("failed", "succeeded")).toQueue)).toEqual(["r/cleanup"]);
+    expect(ids(decide(base("timed_out", "skipped")).toQueue)).toEqual(["r/cleanup"]);
+    expect(ids(decide(base("succeeded", "succeeded")).toSkip)).toEqual(["r/cleanup"]);
+    expect(ids(decide(base("succeeded", "skipped")).toSkip)).toEqual(["r/cleanup"]);
+  });
+
+  it("runs a when = denied branch only behind a denied approval gate, not a failed action", () => {
+    const denied = decide([
+      task("r", "ship", { status: "failed", ...gate }),
+      task("r", "notify", { needs: ["ship"], when: "denied" }),
+      task("r", "cleanup", { needs: ["ship"], when: "failed" }),
+      task("r", "deploy", { needs: ["ship"] }),
+    ]);
+    expect(ids(denied.toQueue)).toEqual(["r/notify"]);
+    expect(ids(denied.toSkip)).toEqual(["r/cleanup", "r/deploy"]);
+    const approved = decide([
+      task("r", "ship", { status: "succeeded", ...gate }),
+      task("r", "notify", { needs: ["ship"], when: "denied" }),
+    ]);
+    expect(ids(approved.toSkip)).toEqual(["r/notify"]);
+    const timedOut = decide([
+      task("r", "ship", { status: "timed_out", ...gate }),
+      task("r", "notify", { needs: ["ship"], when: "denied" }),
+    ]);
+    expect(ids(timedOut.toSkip)).toEqual(["r/notify"]);
+  });
+
+  it("runs a when = done task whatever its needs ended as, and waits while one has not", () => {
+    for (const s of ["succeeded", "failed", "timed_out", "skipped", "canceled"] as const)
+      expect(
+        ids(decide([task("r", "a", { status: s }), task("r", "z", { needs: ["a"], when: "done" })]).toQueue),
+      ).toEqual(["r/z"]);
+    for (const s of ["queued", "running", "canceling"] as const)
+      expect(decide([task("r", "a", { status: s }), task("r", "z", { needs: ["a"], when: "done" })])).toEqual(
+        {
+          toQueue: [],
+          toSkip: [],
+          toOpen: [],
+          toExpand: [],
+          toStop: [],
+        },
+      );
+    // Behind a blocked need it waits too: the need itself is what is queued.
+    expect(
+      ids(
+        decide([task("r", "a", { status: "blocked" }), task("r", "z", { needs: ["a"], when: "done" })])
+          .toQueue,
+      ),
+    ).toEqual(["r/a"]);
+  });
+
+  it("reaches the fixed point through a chain: skips behind a failure let a cleanup run, a skipped cleanup skips its dependents", () => {
+    const d = decide([
+      task("r", "build", { status: "failed" }),
+      task("r", "test", { needs: ["build"] }),
+      task("r", "publish", { needs: ["test"] }),
+      task("r", "cleanup", { needs: ["publish"], when: "done" }),
+      task("r", "alarm", { needs: ["publish"], when: "failed" }),
+      task("r", "after-alarm", { needs: ["alarm"] }),
+      task("r", "after-all", { needs: ["after-alarm"], when: "done" }),
+    ]);
+    expect(ids(d.toQueue)).toEqual(["r/cleanup", "r/after-all"]);
+    expect(ids(d.toSkip)).toEqual(["r/test", "r/publish", "r/alarm", "r/after-alarm"]);
+  });
+
+  it("opens a conditional approval gate when its condition is met, and moves nothing in a canceling run", () => {
+    const d = decide([
+      task("r", "a", { status: "failed" }),
+      task("r", "rollback-ok", { needs: ["a"], when: "failed", isGate: true }),
+    ]);
+    expect(ids(d.toOpen)).toEqual(["r/rollback-ok"]);
+    const canceling = decideSchedule(
+      {
+        runs: [run("r", { status: "canceling" })],
+        tasks: [task("r", "a", { status: "failed" }), task("r", "z", { needs: ["a"], when: "done" })],
+      },
+      { globalCap: null },
+    );
+    expect(canceling).toEqual({ toQueue: [], toSkip: [], toOpen: [], toExpand: [], toStop: [] });
+  });
+
+  it("keeps the run's outcome honest: a failure stays failed after its cleanup, a skipped cleanup does not fail a run", () => {
+    expect(deriveRunOutcome("running", ["failed", "succeeded"])).toBe("failed");
+    expect(deriveRunOutcome("running", ["succeeded", "skipped"])).toBe("succeeded");
+  });
+
+  /** The rule restated naively: each blocked task of a running run judged from its needs, repeated until nothing changes. */
+  function reference(snapshot: ScheduleSnapshot): { ready: Set<string>; skipped: Set<string> } {
+    const status = new Map(snapshot.tasks.map((t) => [tkey(t), t.status]));
+    const gateOf = new Map(snapshot.tasks.map((t) => [tkey(t), t.isGate === true]));
+    const running = new Set(snapshot.runs.filter((r) => r.status === "running").map((r) => r.runId));
+    const terminal = (s: TaskStatus | undefined) =>
+      s !== undefined && ["succeeded", "failed", "timed_out", "canceled", "skipped"].includes(s);
+    const judge = (t: ScheduleTask): "run" | "skip" | "wait" => {
+      const needs = t.needs.map((n) => ({
+        s: status.get(`${t.runId}/${n}`),
+        gate: gateOf.get(`${t.runId}/${n}`) ?? false,
+      }));
+      const when = t.when ?? "succeeded";
+      if (when === "succeeded") {
+        if (needs.some((n) => n.s !== undefined && ENDS_BADLY.has(n.s))) return "skip";
+        return needs.every((n) => n.s === "succeeded") ? "run" : "wait";
+      }
+      if (!needs.every((n) => terminal(n.s))) return "wait";
+      if (when === "done") return "run";
+      const denied = (n: { s?: TaskStatus; gate: boolean }) => n.gate && n.s === "failed";
+      if (when === "denied") return needs.some(denied) ? "run" : "skip";
+      return needs.some((n) => (n.s === "failed" || n.s === "timed_out") && !denied(n)) ? "run" : "skip";
+    };
+    const skipped = new Set<string>();
+    for (let changed = true; changed;) {
+      changed = false;
+      for (const t of snapshot.tasks) {
+        if (t.status !== "blocked" || !running.has(t.runId) || skipped.has(tkey(t))) continue;
+        if (judge(t) === "skip") {
+          skipped.add(tkey(t));
+          status.set(tkey(t), "skipped");
+          changed = true;
+        }
+      }
+    }
+    const ready = new Set(
+      snapshot.tasks
+        .filter(
+          (t) =>
+            t.status === "blocked" && running.has(t.runId) && !skipped.has(tkey(t)) && judge(t) === "run",
+        )
+        .map(tkey),
+    );
+    return { ready, skipped };
+  }
+
+  const conditionalRoomArb = fc
+    .tuple(
+      roomArb(taskStatusArb),
+      fc.array(
+        fc.constantFrom(undefined, undefined, "failed", "denied", "done") as fc.Arbitrary<
+          ScheduleTask["when"]
+        >,
+        {
+          minLength: 24,
+          maxLength: 24,
+        },
+      ),
+      fc.array(fc.boolean(), { minLength: 24, maxLength: 24 }),
+    )
+    .map(([room, whens, gates]) => ({
+      ...room,
+      snapshot: {
+        ...room.snapshot,
+        tasks: room.snapshot.tasks.map((t, i) => {
+          const isGate = gates[i] === true && !ACTIVE.has(t.status) && i % 3 === 0;
+          const when = whens[i];
+          return {
+            ...t,
+            ...(isGate ? { isGate, concurrencyKey: null } : {}),
+            ...(when !== undefined && t.needs.length > 0 ? { when } : {}),
+          };
+        }),
+      },
+    }));
+
+  it("decides as the naive reference does on random rooms with conditions and denied gates", () => {
+    fc.assert(
+      fc.property(conditionalRoomArb, ({ snapshot, globalCap }) => {
+        const d = decideSchedule(snapshot, { globalCap });
+        const want = reference(snapshot);
+        expect(new Set(d.toSkip.map(tkey))).toEqual(want.skipped);
+        for (const r of [...d.toQueue, ...d.toOpen]) expect(want.ready.has(tkey(r)), tkey(r)).toBe(true);
+        // Every ready gate not open yet is opened; caps aside, nothing ready is forgotten.
+        const gatesReady = snapshot.tasks.filter(
+          (t) => t.isGate === true && t.gateOpen !== true && want.ready.has(tkey(t)),
+        );
+        expect(new Set(d.toOpen.map(tkey))).toEqual(new Set(gatesReady.map(tkey)));
+        if (globalCap === null) {
+          const plain = snapshot.tasks.filter((t) => t.isGate !== true && want.ready.has(tkey(t)));
+          const free = plain.filter((t) => t.concurrencyKey === null);
+          const maxOf = (runId: string) => snapshot.runs.find((r) => r.runId === runId)?.maxParallel ?? null;
+          for (const t of free)
+            if (maxOf(t.runId) === null) expect(d.toQueue.map(tkey), tkey(t)).toContain(tkey(t));
+        }
+        // The fixed point: deciding again on the result finds nothing more to skip.
+        expect(decideSchedule(apply(snapshot, d), { globalCap }).toSkip).toEqual([]);
+      }),
+      { numRuns: 400 },
+    );
+  });
+});

@@ -21,7 +21,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
-import { STORE_SCHEMA } from "../../src/domain/release.js";
+import { FLEET_PROTOCOL, STORE_SCHEMA } from "../../src/domain/release.js";
 import { createTestDatabase } from "../support/postgres.js";
 import type { TestDatabase } from "../support/postgres.js";
 import { waitFor } from "../support/store-wait.js";
@@ -276,7 +276,7 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
           nodesJson,
           (v) =>
             ["a", "b"].every((id) => v.nodes.some((n) => n.nodeId === id && n.state === "alive")) &&
-            v.nodes.some((n) => n.nodeId === "a" && n["protocol"] === 2),
+            v.nodes.some((n) => n.nodeId === "a" && n["protocol"] === FLEET_PROTOCOL),
           { timeoutMs: 30_000, intervalMs: 250 },
         ).catch((e: unknown) => {
           throw new Error(`${String(e)}\na (today's) log:\n${tail(newA)}`);
@@ -299,8 +299,8 @@ describe.each(["postgres", "sqlite"] as const)("upgrade day on %s", (kind) => {
         const entry = (id: string) => view.nodes.find((n) => n.nodeId === id);
         const shown = (id: string): string => JSON.stringify(entry(id));
         check(
-          entry("a")?.["release"] === NEW_VERSION && entry("a")?.["protocol"] === 2,
-          `dagbot nodes --json should show a as release ${NEW_VERSION}, protocol 2: ${shown("a")}`,
+          entry("a")?.["release"] === NEW_VERSION && entry("a")?.["protocol"] === FLEET_PROTOCOL,
+          `dagbot nodes --json should show a as release ${NEW_VERSION}, protocol ${FLEET_PROTOCOL}: ${shown("a")}`,
         );
         check(
           entry("b")?.["release"] !== NEW_VERSION && Number(entry("b")?.["protocol"] ?? 1) < 2,

@@ -1,6 +1,9 @@
-// A rolling upgrade of one fleet protocol (docs/architecture.md §11): each previous release of
-// today's protocol (0.2.0, 0.3.0, 0.3.1; built from this repository's history) and today's share a
-// store, on PostgreSQL and on SQLite:
+// A rolling upgrade (docs/architecture.md §11): each previous release of protocol 2 or later (0.2.0,
+// 0.3.0, 0.3.1, 0.4.0; built from this repository's history) and today's share a store, on
+// PostgreSQL and on SQLite. Of today's protocol, the releases work side by side; of an older one
+// (today raises the protocol to 3: a protocol-2 leader would misjudge run conditions), its nodes
+// finish what they run and take no new work once the store is migrated, refused at the database
+// with a message naming the release needed, and today's nodes do the rest:
 //
 //   1. two nodes of the previous release (a, b) run on a store it made, with a long task running on
 //      each; the store is the golden schema of its version (test/adapters/schema-golden/);
@@ -50,15 +53,19 @@ import type { StoreProbe } from "./store-probe.js";
 
 const VERSION_PATTERN = "[0-9]+\\.[0-9]+\\.[0-9]+";
 
-/** The previous releases of today's fleet protocol, each with each store. */
+/** The previous releases that declare a fleet protocol (2 or later), each with each store. */
 const ROLLING = (Object.keys(PREVIOUS_RELEASES) as PreviousVersion[])
-  .filter((v) => PREVIOUS_RELEASES[v].protocol === FLEET_PROTOCOL)
+  .filter((v) => PREVIOUS_RELEASES[v].protocol >= 2)
   .flatMap((v) => (["postgres", "sqlite"] as const).map((kind) => [v, kind] as const));
 
 describe.each(ROLLING)("rolling upgrade from %s on %s", (PREVIOUS, kind) => {
   const oldSchema = PREVIOUS_RELEASES[PREVIOUS].schema[kind];
   const restartedRefuses = oldSchema < STORE_SCHEMA;
-  it(`${PREVIOUS} nodes beside today's on a migrated store: in-flight work ends, new work spread over both, each action once, a restarted ${PREVIOUS} node ${restartedRefuses ? "refuses" : "works"}, then replaced`, async () => {
+  // Today's migration raises the protocol: the previous release's nodes take no new work after it.
+  const raise = PREVIOUS_RELEASES[PREVIOUS].protocol < FLEET_PROTOCOL;
+  /** What a protocol-3 store says to an older node's claim or lease (migration 020). */
+  const REFUSED = new RegExp(`needs dagbot [0-9.]+ or later \\(fleet protocol ${FLEET_PROTOCOL}\\)`);
+  it(`${PREVIOUS} nodes beside today's on a migrated store: in-flight work ends, ${raise ? "new work on today's nodes only (a protocol raise)" : "new work spread over both"}, each action once, a restarted ${PREVIOUS} node ${restartedRefuses ? "refuses" : "works"}, then replaced`, async () => {
     const old = previousRelease(PREVIOUS);
     const now = currentRelease();
     const dir = mkdtempSync(join(tmpdir(), `dagbot-rolling-${kind}-`));
@@ -158,24 +165,62 @@ describe.each(ROLLING)("rolling upgrade from %s on %s", (PREVIOUS, kind) => {
       );
       f.release("long_a");
       f.release("long_b");
-      await step(`the in-flight run ends on the ${PREVIOUS} nodes after the migration`, async () => {
-        await waitForRun(now, dir, f.config("cli", now), "inflight", 60_000);
-        const ran = f.read().filter((r) => r.run === inflightRun);
-        for (const task of ["after_a", "after_b", "last"]) {
-          const runs = ran.filter((r) => r.task === task);
-          check(
-            runs.length === 1 && runs[0]!.node.endsWith(OLD),
-            `${task} should have run once on a ${PREVIOUS} node after the migration:\n${lines(runs)}`,
-          );
-        }
-      });
-      check(oldA.running() && oldB.running(), `a ${PREVIOUS} node stopped:\n${tail(oldA)}\n${tail(oldB)}`);
-      await soft(`the ${PREVIOUS} nodes logged no warning or error after the migration`, async () => {
-        const said = [oldA, oldB].flatMap((n) =>
-          complaints(n, migratedAt).map((l) => `${n.nodeId}: ${l.msg}: ${l.err ?? l.reason ?? ""}`),
+      if (raise)
+        await step(
+          `the ${PREVIOUS} nodes finish their long tasks after the migration, and start nothing more`,
+          async () => {
+            await waitFor(
+              "long_a and long_b ended (action records)",
+              async () => f.read(),
+              (rs) =>
+                ["long_a", "long_b"].every((t) =>
+                  rs.some((r) => r.run === inflightRun && r.task === t && r.phase === "end"),
+                ),
+              { timeoutMs: 30_000, intervalMs: 100 },
+            );
+            // Past a few of their claim rounds: nothing of the run starts on them.
+            await sleep(3_000);
+            const next = f
+              .read()
+              .filter(
+                (r) => r.run === inflightRun && ["after_a", "after_b", "last"].includes(String(r.task)),
+              );
+            check(next.length === 0, `a ${PREVIOUS} node ran work after the protocol raise:\n${lines(next)}`);
+          },
         );
-        check(said.length === 0, said.join("\n"));
-      });
+      else
+        await step(`the in-flight run ends on the ${PREVIOUS} nodes after the migration`, async () => {
+          await waitForRun(now, dir, f.config("cli", now), "inflight", 60_000);
+          const ran = f.read().filter((r) => r.run === inflightRun);
+          for (const task of ["after_a", "after_b", "last"]) {
+            const runs = ran.filter((r) => r.task === task);
+            check(
+              runs.length === 1 && runs[0]!.node.endsWith(OLD),
+              `${task} should have run once on a ${PREVIOUS} node after the migration:\n${lines(runs)}`,
+            );
+          }
+        });
+      check(oldA.running() && oldB.running(), `a ${PREVIOUS} node stopped:\n${tail(oldA)}\n${tail(oldB)}`);
+      if (raise)
+        await soft(
+          `the ${PREVIOUS} nodes say what the store refuses them, naming the release it needs`,
+          async () => {
+            const said = [oldA, oldB].flatMap((n) =>
+              complaints(n, migratedAt).map((l) => `${l.msg}: ${l.err ?? l.reason ?? ""}`),
+            );
+            check(
+              said.some((l) => REFUSED.test(l)),
+              `no refusal naming fleet protocol ${FLEET_PROTOCOL} in their logs:\n${said.join("\n")}`,
+            );
+          },
+        );
+      else
+        await soft(`the ${PREVIOUS} nodes logged no warning or error after the migration`, async () => {
+          const said = [oldA, oldB].flatMap((n) =>
+            complaints(n, migratedAt).map((l) => `${n.nodeId}: ${l.msg}: ${l.err ?? l.reason ?? ""}`),
+          );
+          check(said.length === 0, said.join("\n"));
+        });
 
       // ---- 3. A node of today's release joins; new work is spread over both releases.
       const newC = f.start(now, "c");
@@ -190,6 +235,21 @@ describe.each(ROLLING)("rolling upgrade from %s on %s", (PREVIOUS, kind) => {
           throw new Error(`${String(e)}\nc log:\n${tail(newC)}`);
         }),
       );
+      if (raise)
+        await step(
+          "c leads and ends the in-flight run: the tasks after the long ones run on today's node",
+          async () => {
+            await waitForRun(now, dir, f.config("cli", now), "inflight", 60_000);
+            const ran = f.read().filter((r) => r.run === inflightRun && r.phase !== "end");
+            for (const task of ["after_a", "after_b", "last"]) {
+              const runs = ran.filter((r) => r.task === task);
+              check(
+                runs.length === 1 && runs[0]!.node.endsWith(NEW),
+                `${task} should have run once on c:\n${lines(runs)}`,
+              );
+            }
+          },
+        );
       const spread = ["s_a", "s_b", "s_c", "s_d", "s_e", "s_f"];
       const spreadRun = await submit(now, {
         id: "spread",
@@ -198,16 +258,30 @@ describe.each(ROLLING)("rolling upgrade from %s on %s", (PREVIOUS, kind) => {
           { id: "join", action: "note", args: { text: "join" }, needs: spread },
         ],
       });
-      await step("the six holds of a new run run at once, on both releases", async () => {
-        // Three nodes of capacity 2: every slot taken.
-        await waitStarted("s_a…s_f started (action records)", spread);
-        const on = f.read().filter((r) => r.run === spreadRun && r.phase === "start");
-        check(
-          on.some((r) => r.node.endsWith(OLD)) && on.some((r) => r.node.endsWith(NEW)),
-          `the new run's tasks should run on both releases:\n${lines(on)}`,
-        );
-      });
-      if (old.version !== now.version)
+      if (raise) {
+        // Only today's node claims: the holds are let go at once and run two at a time on c.
+        for (const id of spread) f.release(id);
+        await step("a new run's tasks all run on today's node, none on the older ones", async () => {
+          await waitForRun(now, dir, f.config("cli", now), "spread", 60_000);
+          const on = f.read().filter((r) => r.run === spreadRun && r.phase !== "end");
+          check(
+            on.length === spread.length + 1 && on.every((r) => r.node.endsWith(NEW)),
+            `every task should have run once, on c:\n${lines(on)}`,
+          );
+        });
+      } else
+        await step("the six holds of a new run run at once, on both releases", async () => {
+          // Three nodes of capacity 2: every slot taken.
+          await waitStarted("s_a…s_f started (action records)", spread);
+          const on = f.read().filter((r) => r.run === spreadRun && r.phase === "start");
+          check(
+            on.some((r) => r.node.endsWith(OLD)) && on.some((r) => r.node.endsWith(NEW)),
+            `the new run's tasks should run on both releases:\n${lines(on)}`,
+          );
+        });
+      // Mixed when the versions differ, or the protocols do (today's build carries the version of the
+      // release before it until it is released, src/domain/release.ts RELEASE).
+      if (old.version !== now.version || raise)
         await soft("`dagbot nodes` shows `mixed releases:` naming both releases' nodes", async () => {
           const r = await dagbot(now, ["nodes"]);
           const mixed = r.stdout.split("\n").find((l) => l.startsWith("mixed releases:")) ?? "";
@@ -232,12 +306,14 @@ describe.each(ROLLING)("rolling upgrade from %s on %s", (PREVIOUS, kind) => {
             );
           },
         );
-      // Held past two room-lease ttls (2 s, test/upgrade/fleet.ts): each release's task-lease renewals
-      // are judged by the other's reaper (the leader is a node of the previous release here), and a task taken for lost
-      // would run twice.
-      await sleep(5_000);
-      for (const id of spread) f.release(id);
-      await step("the spread run ends", () => waitForRun(now, dir, f.config("cli", now), "spread", 60_000));
+      if (!raise) {
+        // Held past two room-lease ttls (2 s, test/upgrade/fleet.ts): each release's task-lease renewals
+        // are judged by the other's reaper (the leader is a node of the previous release here), and a task taken for lost
+        // would run twice.
+        await sleep(5_000);
+        for (const id of spread) f.release(id);
+        await step("the spread run ends", () => waitForRun(now, dir, f.config("cli", now), "spread", 60_000));
+      }
 
       // Commands of today's CLI answered by a leader of the previous release: a gated run with an
       // output reference, published, confirmed and approved through today's CLI.
@@ -248,10 +324,13 @@ describe.each(ROLLING)("rolling upgrade from %s on %s", (PREVIOUS, kind) => {
         return view.leaders.find((l) => l.room === "local")?.nodeId ?? "(none)";
       };
       await soft(
-        `the room is led by a node of ${PREVIOUS} while today's CLI publishes a gated run`,
+        raise
+          ? `the room is led by c (today's): a ${PREVIOUS} node may not take the lease`
+          : `the room is led by a node of ${PREVIOUS} while today's CLI publishes a gated run`,
         async () => {
           const id = await leader();
-          check(id === "a" || id === "b", `the leader is ${id}, not a or b (${PREVIOUS})`);
+          if (raise) check(id === "c", `the leader is ${id}, not c (today's)`);
+          else check(id === "a" || id === "b", `the leader is ${id}, not a or b (${PREVIOUS})`);
         },
       );
       const gatedRun = await submit(now, {

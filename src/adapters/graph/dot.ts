@@ -78,6 +78,7 @@ function boxLines(box: GraphBox): string {
     return stacked([
       `<b>${html(box.title)}</b>`,
       small(html(box.caption)),
+      ...(box.when === undefined ? [] : [small(`when ${box.when}`)]),
       small(style.word),
       ...(box.wait === undefined ? [] : [small(`waits: ${html(box.wait)}`, 9)]),
     ]);
@@ -156,6 +157,7 @@ function titleLabel(graph: RunGraph): string {
  */
 export function toDot(graph: RunGraph, layout: GridLayout = { perColumn: null, perBand: null }): string {
   const status = new Map(graph.boxes.map((b) => [b.key, b.status]));
+  const conditional = new Set(graph.boxes.filter((b) => b.when !== undefined).map((b) => b.key));
   const place = placeBoxes(graph, layout);
   const bandOf = (key: string): number => place.get(key)?.band ?? 0;
   const bands = Math.max(0, ...[...place.values()].map((p) => p.band)) + 1;
@@ -179,6 +181,8 @@ export function toDot(graph: RunGraph, layout: GridLayout = { perColumn: null, p
     // What did not run because of a failure: a dashed red edge into it, to follow the damage.
     const broken = NOT_RUN.has(status.get(from) ?? "blocked") && status.get(to) === "skipped";
     const attrs = broken ? [`color="#c62828"`, "style=dashed"] : [];
+    // Into a task with a run condition (run-when.ts): dotted, it runs by how its needs ended.
+    if (!broken && conditional.has(to)) attrs.push("style=dotted");
     // An edge into the next band goes back to its first column: it must not rank its target.
     if (bandOf(from) !== bandOf(to)) attrs.push("constraint=false");
     lines.push(`  ${q(from)} -> ${q(to)}${attrs.length > 0 ? ` [${attrs.join(", ")}]` : ""};`);

@@ -4,6 +4,11 @@
  * finishes) only while a listener of this process wants those topics. Connected only while someone listens; after a
  * lost connection it reconnects with backoff and wakes every listener once, since notifications
  * sent while it was away are gone.
+ *
+ * Behind a transaction-mode pooler (PgOptions.pooler) there is no LISTEN: a server connection is
+ * the Store's only for a transaction. Listeners hear this Store's own commits at once, as always,
+ * and every topic of every room every POOLER_POLL_MS, which bounds how late they hear other nodes'
+ * (docs/operations.md, "Behind a connection pooler").
  */
 import pg from "pg";
 import type { ChangeTopic } from "../../ports/store.js";
@@ -35,6 +40,9 @@ export function wakePayloads(roomId: string, nodeIds: readonly string[]): string
   if (named > 0) out.push(current);
   return out;
 }
+/** Behind a transaction-mode pooler: how often listeners are woken to look (docs/operations.md). */
+export const POOLER_POLL_MS = 500;
+
 const MIN_RETRY_MS = 100;
 const MAX_RETRY_MS = 5000;
 
@@ -46,6 +54,8 @@ export class ChangeFeed {
   private retryMs = MIN_RETRY_MS;
   private closed = false;
   private readonly dead = new WeakSet<pg.Client>();
+  /** Behind a pooler: the timer that wakes every listener (no LISTEN connection). */
+  private pollTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly options: PgOptions,
@@ -123,6 +133,12 @@ export class ChangeFeed {
   }
 
   private ensure(): void {
+    if (this.options.pooler === "transaction") {
+      if (this.closed || this.pollTimer !== undefined || this.listeners.size === 0) return;
+      this.pollTimer = setInterval(() => this.listeners.emitAll(), POOLER_POLL_MS);
+      this.pollTimer.unref();
+      return;
+    }
     if (
       this.closed ||
       this.client !== undefined ||
@@ -192,6 +208,8 @@ export class ChangeFeed {
   }
 
   private async disconnect(): Promise<void> {
+    if (this.pollTimer !== undefined) clearInterval(this.pollTimer);
+    this.pollTimer = undefined;
     if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
     await this.connecting;

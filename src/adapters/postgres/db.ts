@@ -1,7 +1,9 @@
 /**
  * The PostgreSQL connection discipline: one pool of prepared statements, short transactions,
  * leader fencing by a shared lock on the room's lease row, the event log appended last, and the
- * notifications of commits (NOTIFY, and this Store's own listeners at once).
+ * notifications of commits (this Store's own listeners at once, other Stores through one batched
+ * NOTIFY transaction after the commits: docs/architecture.md §8, "Wake-ups"). Behind a
+ * transaction-mode pooler no statement is named and no setting outlives its transaction.
  */
 import { createHash } from "node:crypto";
 import pg from "pg";
@@ -26,11 +28,28 @@ const types = {
   },
 };
 
+/**
+ * How the Store reaches the server: "none" directly (or through a session-mode pooler), or
+ * "transaction" through a transaction-mode pooler such as PgBouncer, where a server connection is
+ * the Store's only for one transaction: no LISTEN, no named prepared statements, no startup options
+ * and no setting that outlives a transaction (docs/operations.md, "Behind a connection pooler").
+ */
+export const POOLER_MODES = ["none", "transaction"] as const;
+export type PoolerMode = (typeof POOLER_MODES)[number];
+
 export interface PgOptions {
   url: string;
   poolSize: number;
   schema: string;
   clock: (() => number) | undefined;
+  /** Default "none". */
+  pooler?: PoolerMode;
+  /**
+   * How long the first commit of a batch waits for others before their one NOTIFY transaction goes
+   * (default 0: the commits of the same turn of the event loop, then whatever commits while it is on
+   * its way).
+   */
+  notifyWindowMs?: number;
 }
 
 /**
@@ -43,6 +62,20 @@ export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 2_000;
 
 /** The startup option that says a connection speaks this release's fleet protocol. */
 export const FLEET_PROTOCOL_OPTION = `-c dagbot.protocol=${FLEET_PROTOCOL}`;
+
+const literal = (s: string): string => `'${s.replaceAll("'", "''")}'`;
+
+/**
+ * In "transaction" pooler mode, the settings clientConfig gives a direct connection at startup,
+ * made by the first statement of every transaction instead and gone at its end (set_config's
+ * is_local): the schema, the idle-in-transaction limit, and the fleet protocol the store's fence
+ * triggers read (migration 017-fleet-protocol-2.sql; docs/architecture.md §11).
+ */
+export function transactionSettings(o: Pick<PgOptions, "schema">): string {
+  return `SELECT set_config('search_path', ${literal(quoteIdent(o.schema))}, true),
+    set_config('idle_in_transaction_session_timeout', '${IDLE_IN_TRANSACTION_TIMEOUT_MS}', true),
+    set_config('dagbot.protocol', '${FLEET_PROTOCOL}', true)`;
+}
 
 export function clientConfig(o: PgOptions): pg.ClientConfig {
   // node-postgres lets a URL's `options` parameter replace the config's: it is taken out of the URL
@@ -59,13 +92,22 @@ export function clientConfig(o: PgOptions): pg.ClientConfig {
   } catch {
     // Not a URL node-postgres parses as one either: left as it is.
   }
+  if (o.pooler === "transaction")
+    // A transaction-mode pooler refuses startup options (and hands the server connection to others
+    // between transactions): each transaction makes its settings itself (transactionSettings).
+    return {
+      connectionString: url,
+      types,
+      ...(theirs === "" ? {} : { options: theirs }),
+      application_name: "dagbot",
+    };
   return {
     connectionString: url,
     types,
     // Every connection resolves our tables in the chosen schema, so one database can hold several stores.
     // dagbot.protocol: the fleet protocol this connection speaks, which the store's fence triggers
-    // read (migration 017-fleet-protocol-2.sql; docs/architecture.md §11). An older release never
-    // sets it.
+    // read (migrations 017-fleet-protocol-2.sql and 020-run-conditions.sql; docs/architecture.md
+    // §11). An older release never sets it.
     options: [
       theirs,
       `-c search_path=${quoteIdent(o.schema)}`,
@@ -108,7 +150,6 @@ export const CHANNEL = "dagbot";
  * listening node).
  */
 export const HOT_CHANNEL = "dagbot_tasks";
-const HOT_SQL = HOT_TOPICS.map((t) => `'${t}'`).join(", ");
 
 /** The channel a payload (`topic:room…`) goes to. */
 export function channelOf(payload: string): string {
@@ -120,7 +161,7 @@ export function channelOf(payload: string): string {
 /** What a write transaction collects and writes last: its log lines and the topics to notify. */
 export interface Tx {
   readonly client: pg.PoolClient;
-  /** A prepared statement on the transaction's connection. */
+  /** A statement on the transaction's connection (prepared, unless behind a transaction-mode pooler). */
   query<R extends pg.QueryResultRow = Row>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
   /** The clock parameter ($1) of every statement in this transaction. */
   readonly clockParam: number | null;
@@ -135,37 +176,47 @@ export class Db {
    * other Stores hear them through LISTEN.
    */
   onCommit: ((topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]) => void) | undefined;
+  /** Behind a transaction-mode pooler (PgOptions.pooler). */
+  readonly pooler: boolean;
+  /**
+   * How many NOTIFY transactions this Store has sent: no write transaction notifies, so this is
+   * the number of commits that took PostgreSQL's notify lock (postgresStoreStats).
+   */
+  notifyTransactions = 0;
 
   constructor(readonly options: PgOptions) {
+    this.pooler = options.pooler === "transaction";
     this.pool = new pg.Pool({ ...clientConfig(options), max: options.poolSize });
     // An idle client that loses its connection must not crash the process; the pool drops it.
     this.pool.on("error", () => {});
   }
 
-  /** Tell this Store's own listeners of a committed change. */
-  committed(topic: ChangeTopic, roomId: string | null): void {
-    this.onCommit?.(topic, roomId);
+  /** A statement's query config: named (prepared once per connection) unless behind a pooler. */
+  statement(text: string, values: unknown[] = []): pg.QueryConfig {
+    return this.pooler ? { text, values } : prepared(text, values);
+  }
+
+  /** What opens a transaction: BEGIN, and behind a pooler the connection's settings with it. */
+  get begin(): string {
+    return this.pooler ? `BEGIN; ${transactionSettings(this.options)}` : "BEGIN";
   }
 
   /**
-   * For the worker's hot path (claim, finish): tell this Store's listeners now and other Stores
-   * right after, through one NOTIFY transaction for everything committed meanwhile. PostgreSQL
-   * serializes the commits of notifying transactions under one global lock (held through the WAL
-   * flush), which halved claim throughput at 8 workers when each claim notified in its own
-   * transaction. The cost: a crash between the commit and this NOTIFY loses the wake-up, which
-   * the port allows (listeners also poll).
+   * A committed change: tell this Store's listeners now and other Stores right after, through one
+   * NOTIFY transaction for everything committed meanwhile (docs/architecture.md §8, "Wake-ups").
+   * No write transaction notifies: PostgreSQL serializes the commits of notifying transactions
+   * under one database-wide lock held through the WAL flush, which capped a fleet at a few hundred
+   * notifying commits a second and halved claim throughput at 8 workers. The cost: a crash between
+   * the commit and this NOTIFY loses the wake-up, which the port allows (listeners also poll).
    */
-  committedHot(topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]): void {
+  committed(topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]): void {
     this.onCommit?.(topic, roomId, nodes);
-    this.pendingNotify.add([`${topic}:${roomId ?? ""}`, ...(nodes ?? [])].join("\n"));
-    this.flushing ??= this.flushNotify().finally(() => {
-      this.flushing = undefined;
-    });
+    this.notifySoon([`${topic}:${roomId ?? ""}`, ...(nodes ?? [])].join("\n"));
   }
 
   /**
-   * Send a NOTIFY payload soon, with the batch of the hot path, and not to this Store's own
-   * listeners (they hear it back through LISTEN, once).
+   * Send a NOTIFY payload soon, with the batch, and not to this Store's own listeners (they hear
+   * it back through LISTEN, once).
    */
   notifySoon(payload: string): void {
     this.pendingNotify.add(payload);
@@ -180,9 +231,14 @@ export class Db {
   onNotifyError: (e: unknown) => void = () => {};
 
   private async flushNotify(): Promise<void> {
-    // Let the commits of this tick join the batch.
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    while (this.pendingNotify.size > 0 && !this.ended) {
+    const windowMs = this.options.notifyWindowMs ?? 0;
+    for (;;) {
+      // Let the commits of this tick (or of the window) join the batch: one NOTIFY transaction a
+      // window at most, whatever commits meanwhile.
+      await new Promise<void>((resolve) =>
+        windowMs > 0 ? setTimeout(resolve, windowMs) : setImmediate(resolve),
+      );
+      if (this.pendingNotify.size === 0 || this.ended) return;
       const batch = [...this.pendingNotify];
       this.pendingNotify.clear();
       let client: pg.PoolClient | undefined;
@@ -190,7 +246,9 @@ export class Db {
         client = await this.pool.connect();
         client.on("error", ignoreLost);
         const c = client;
-        // One round trip; no WAL flush waited for while the notify lock is held.
+        this.notifyTransactions += 1;
+        // One round trip; no WAL flush waited for while the notify lock is held. It writes no
+        // data and names no table, so it needs none of a pooler's per-transaction settings.
         await c.query(
           `BEGIN; SET LOCAL synchronous_commit TO off;
            SELECT ${batch.map((t) => `pg_notify('${channelOf(t)}', ${c.escapeLiteral(t)})`).join(", ")}; COMMIT`,
@@ -211,6 +269,53 @@ export class Db {
     return this.options.clock === undefined ? null : this.options.clock();
   }
 
+  /**
+   * One statement on a pooled connection, its own transaction (a Queryable). Behind a pooler it is
+   * wrapped in a transaction that makes the connection's settings first. Errors come back as the
+   * driver gave them (a script may look at a statement's error code).
+   */
+  async query<R extends pg.QueryResultRow = Row>(
+    text: string,
+    values: unknown[] = [],
+  ): Promise<pg.QueryResult<R>> {
+    if (!this.pooler) return this.pool.query<R>(prepared(text, values));
+    return this.inTransaction(await this.pool.connect(), (client) => client.query<R>(text, values));
+  }
+
+  /**
+   * `fn` between BEGIN (with the pooler's settings) and COMMIT on `client`, rolled back when it
+   * throws (the error as thrown); the client released, discarded if its connection was lost. A
+   * connection lost while checked out (a server restart, a session the server ended) emits "error"
+   * on the client, which would crash the process without a listener; the statement in flight or
+   * the next one fails with it.
+   */
+  private async inTransaction<T>(
+    client: pg.PoolClient,
+    fn: (client: pg.PoolClient) => Promise<T>,
+  ): Promise<T> {
+    let broken: Error | undefined;
+    const onLost = (e: Error): void => {
+      broken = e;
+    };
+    client.on("error", onLost);
+    try {
+      await client.query(this.begin);
+      const result = await fn(client);
+      await client.query("COMMIT");
+      return result;
+    } catch (e) {
+      try {
+        await client.query("ROLLBACK");
+      } catch (rollbackError) {
+        broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+      }
+      throw e;
+    } finally {
+      client.off("error", onLost);
+      client.release(broken);
+    }
+  }
+
   /** One statement on a pooled connection (its own transaction). */
   async one<R extends pg.QueryResultRow = Row>(
     operation: string,
@@ -218,7 +323,7 @@ export class Db {
     values: unknown[],
   ): Promise<R[]> {
     try {
-      return (await this.pool.query<R>(prepared(text, values))).rows;
+      return (await this.query<R>(text, values)).rows;
     } catch (e) {
       throw mapError(operation, e);
     }
@@ -241,7 +346,7 @@ export class Db {
     const tx: Tx = {
       client,
       query: <R extends pg.QueryResultRow>(text: string, values: unknown[] = []) =>
-        client.query<R>(prepared(text, values)),
+        client.query<R>(this.statement(text, values)),
       clockParam,
       log: (roomId, entry) => {
         const list = entries.get(roomId) ?? [];
@@ -250,27 +355,12 @@ export class Db {
       },
       touch: (topic, roomId) => topics.add(`${topic}:${roomId ?? ""}`),
     };
-    let broken: Error | undefined;
-    // A connection lost while checked out (a server restart, a session the server ended) emits
-    // "error" on the client, which would crash the process without a listener; the statement in
-    // flight or the next one fails with it, and the client is discarded on release.
-    const onLost = (e: Error): void => {
-      broken = e;
-    };
-    client.on("error", onLost);
     try {
-      await client.query("BEGIN");
-      const result = await fn(tx);
-      for (const [roomId, list] of entries) await appendEvents(client, clockParam, roomId, list);
-      if (topics.size > 0)
-        await client.query(
-          prepared(
-            `SELECT pg_notify(CASE WHEN split_part(t, ':', 1) IN (${HOT_SQL}) THEN '${HOT_CHANNEL}' ELSE '${CHANNEL}' END, t)
-               FROM unnest($1::text[]) t`,
-            [[...topics]],
-          ),
-        );
-      await client.query("COMMIT");
+      const result = await this.inTransaction(client, async () => {
+        const value = await fn(tx);
+        for (const [roomId, list] of entries) await appendEvents(this, client, clockParam, roomId, list);
+        return value;
+      });
       for (const t of topics) {
         const at = t.indexOf(":");
         const room = t.slice(at + 1);
@@ -278,15 +368,7 @@ export class Db {
       }
       return result;
     } catch (e) {
-      try {
-        await client.query("ROLLBACK");
-      } catch (rollbackError) {
-        broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-      }
       throw mapError(operation, e);
-    } finally {
-      client.off("error", onLost);
-      client.release(broken);
     }
   }
 
@@ -304,13 +386,14 @@ export class Db {
  * rows in order, each drawing the next seq as it is inserted.
  */
 async function appendEvents(
+  db: Db,
   client: pg.PoolClient,
   clockParam: number | null,
   roomId: string,
   list: LogEntry[],
 ): Promise<void> {
   await client.query(
-    prepared(
+    db.statement(
       `WITH lk AS (SELECT pg_advisory_xact_lock_shared(${LOG_LOCK("$2::text")}))
        INSERT INTO events (room_id, at, kind, run_id, task_id, term, actor, data)
        SELECT $2, ${NOW}, e.kind, e.run_id, e.task_id, e.term, e.actor, e.data

@@ -2,7 +2,7 @@
  * The worker's finishes on PostgreSQL, batched as River's completer batches them
  * (docs/architecture.md §8, "Commits"): a finish asked for while another batch of this Store's is
  * on its way waits for it and then goes with every finish asked for meanwhile, in ONE statement
- * and one commit, each fenced by its own token (tasks.ts, FINISH_MANY_SQL). A finish asked for when
+ * and one commit, each fenced by its own token (tasks.ts, FINISH_MANY). A finish asked for when
  * none is on its way goes at once, alone, as it always did: batching adds no wait, it only uses the
  * one there was. Finishes that ask to claim share the batch's one claim when their offers are the
  * same (one node's slots); others wait for a batch of their own.
@@ -14,8 +14,17 @@
 import type { TaskStatus } from "../../domain/model.js";
 import type { ClaimBatch, NodeOffer, TaskResult, TaskToken } from "../../ports/store.js";
 import type { Db } from "./db.js";
-import type { FinishAnswer, FinishOrder } from "./tasks.js";
-import { attemptOf, checkFinish, finishAndClaim, finishMany, finishOrder, finishTask } from "./tasks.js";
+import type { FinishOrder } from "../store-common/ops/finish.js";
+import {
+  attemptOf,
+  checkFinish,
+  finishAndClaimOne,
+  finishOne,
+  finishOrder,
+} from "../store-common/ops/finish.js";
+import { autocommitScript, readScript } from "./script-driver.js";
+import type { FinishAnswer } from "./tasks.js";
+import { finishMany } from "./tasks.js";
 
 /** The most finishes one statement carries (its parameter arrays stay small). */
 const MAX_FINISHES_PER_STATEMENT = 64;
@@ -44,7 +53,7 @@ export class Finishes {
 
   async finish(token: TaskToken, result: TaskResult): Promise<{ status: TaskStatus }> {
     checkFinish(result, null);
-    const attempt = token.claim ?? (await attemptOf(this.db, token));
+    const attempt = token.claim ?? (await readScript(this.db, "finish task", () => attemptOf(token)));
     const a = await this.enqueue(finishOrder(token, result, null, attempt), null);
     if (!a.ok) throw a.error;
     return { status: a.status };
@@ -57,7 +66,7 @@ export class Finishes {
     max: number,
   ): Promise<{ status: TaskStatus; batch: ClaimBatch }> {
     checkFinish(result, { offer, max });
-    const attempt = token.claim ?? (await attemptOf(this.db, token));
+    const attempt = token.claim ?? (await readScript(this.db, "finish task", () => attemptOf(token)));
     const a = await this.enqueue(finishOrder(token, result, { offer, max }, attempt), offer);
     if (!a.ok) throw a.error;
     return { status: a.status, batch: a.batch ?? { claimed: [], more: false, nextReadyInMs: null } };
@@ -138,11 +147,14 @@ export class Finishes {
   /** One finish in the statement it always had. */
   private async alone(w: Waiting): Promise<void> {
     try {
-      if (w.offer === null) {
-        const { status } = await finishTask(this.db, w);
+      const offer = w.offer;
+      if (offer === null) {
+        const { status } = await autocommitScript(this.db, "finish task", () => finishOne(w));
         w.answer({ ok: true, status, batch: null });
       } else {
-        const { status, batch } = await finishAndClaim(this.db, w, w.offer);
+        const { status, batch } = await autocommitScript(this.db, "finish task", () =>
+          finishAndClaimOne(w, offer),
+        );
         w.answer({ ok: true, status, batch });
       }
     } catch (e) {

@@ -7,7 +7,8 @@ import type pg from "pg";
 import { StoreMissingError } from "../../ports/errors.js";
 import type { Store, StoreOptions } from "../../ports/store.js";
 import { ChangeFeed } from "./change-feed.js";
-import { Db } from "./db.js";
+import type { PoolerMode } from "./db.js";
+import { Db, POOLER_MODES } from "./db.js";
 import { Finishes } from "./finishes.js";
 import { mapError, NOW, quoteIdent } from "./sql.js";
 import { claimDemand } from "../store-common/ops/claim-demand.js";
@@ -17,7 +18,6 @@ import { migrate } from "./migrations.js";
 import * as nodes from "../store-common/ops/nodes.js";
 import { ScheduleViews } from "../store-common/schedule-views.js";
 import * as step from "../store-common/ops/schedule-step.js";
-import * as tasks from "./tasks.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
 import { markTask } from "../store-common/ops/mark-task.js";
@@ -34,11 +34,12 @@ import * as reaper from "../store-common/ops/reap.js";
 import * as release from "../store-common/ops/release-task.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import * as renewOutput from "../store-common/ops/renew-output.js";
+import * as claims from "../store-common/ops/claims.js";
+import { checkClaim } from "../store-common/checks.js";
 import { checkPruneLimits } from "../store-common/retention.js";
 import { autocommitScript, readScript, writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
-export { CLAIM_PICK_SQL } from "./tasks.js";
 
 export interface PostgresStoreOptions extends StoreOptions {
   /** Connections in the pool (default 10): the most statements this Store runs at once. */
@@ -47,6 +48,28 @@ export interface PostgresStoreOptions extends StoreOptions {
   schema?: string;
   /** Where errors thrown by onChange listeners, and lost LISTEN connections, go (default: process.emitWarning). */
   onListenerError?: (error: unknown) => void;
+  /**
+   * "transaction": the URL names a transaction-mode pooler (PgBouncer): no LISTEN (listeners are
+   * woken every POOLER_POLL_MS and by this Store's own commits), no named prepared statements, no
+   * startup options. Default "none".
+   */
+  pooler?: PoolerMode;
+  /** How long a batch of NOTIFYs waits for more commits before it goes (Db; default 0). */
+  notifyWindowMs?: number;
+}
+
+/** What a PostgreSQL Store counts about itself (tests and benchmarks read it). */
+export interface PostgresStoreStats {
+  /** The NOTIFY transactions it has sent (no write transaction notifies: docs/architecture.md §8, "Wake-ups"). */
+  notifyTransactions: number;
+}
+
+const dbs = new WeakMap<Store, Db>();
+
+/** The counts of a Store openPostgresStore opened; undefined for any other Store. */
+export function postgresStoreStats(store: Store): PostgresStoreStats | undefined {
+  const db = dbs.get(store);
+  return db === undefined ? undefined : { notifyTransactions: db.notifyTransactions };
 }
 
 export const DEFAULT_POOL_SIZE = 10;
@@ -58,7 +81,15 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     throw new RangeError(`postgres store: poolSize must be a whole number ≥ 1, got ${poolSize}`);
   const schema = options.schema ?? "public";
   if (schema === "") throw new RangeError("postgres store: schema must not be empty");
-  const db = new Db({ url, poolSize, schema, clock: options.clock });
+  const pooler = options.pooler ?? "none";
+  if (!(POOLER_MODES as readonly string[]).includes(pooler))
+    throw new RangeError(
+      `postgres store: pooler must be one of ${POOLER_MODES.join(", ")}, got ${String(pooler)}`,
+    );
+  const notifyWindowMs = options.notifyWindowMs ?? 0;
+  if (!Number.isFinite(notifyWindowMs) || notifyWindowMs < 0)
+    throw new RangeError(`postgres store: notifyWindowMs must be a number ≥ 0, got ${notifyWindowMs}`);
+  const db = new Db({ url, poolSize, schema, clock: options.clock, pooler, notifyWindowMs });
   const finishes = new Finishes(db);
   try {
     const client = await db.pool.connect();
@@ -72,7 +103,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     try {
       if (options.existing === true && !(await hasSchema(client, schema)))
         throw new StoreMissingError(`the database holds no dagbot tables in schema "${schema}"`);
-      await migrate(client, schema, options.migrate === true);
+      await migrate(client, schema, options.migrate === true, db.begin);
     } finally {
       client.off("error", onLost);
       client.release(lost);
@@ -171,11 +202,17 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     listAfterFirings: async (roomId, opts) =>
       readScript(db, "list after firings", () => after.listAfterFirings(roomId, opts)),
 
-    claimTask: async (offer) => tasks.claimTask(db, offer),
-    claimTasks: async (offer, max) => tasks.claimTasks(db, offer, max),
+    claimTask: async (offer) => {
+      checkClaim(offer, 1);
+      return autocommitScript(db, "claim task", () => claims.claimTask(offer));
+    },
+    claimTasks: async (offer, max) => {
+      checkClaim(offer, max);
+      return autocommitScript(db, "claim task", () => claims.claimTasks(offer, max));
+    },
     claimDemand: async (roomId, liveWithinMs) =>
       readScript(db, "claim demand", () => claimDemand(roomId, liveWithinMs)),
-    // A NOTIFY naming the nodes, so only they claim.
+    // A NOTIFY naming the nodes, so only they claim (sent with the batch: Db.committed).
     wakeNodes: async (roomId, nodeIds) => {
       for (const payload of wakePayloads(roomId, nodeIds)) db.notifySoon(payload);
     },
@@ -249,6 +286,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       return writeScript(db, "prune", () => pruneBatch(fence, limits));
     },
   };
+  dbs.set(store, db);
   return store;
 }
 

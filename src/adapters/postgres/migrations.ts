@@ -27,8 +27,10 @@ export async function migrate(
   client: pg.PoolClient,
   schema: string,
   allowUpgrade = true,
+  begin = "BEGIN",
 ): Promise<{ from: number; to: number }> {
-  await client.query("BEGIN");
+  // `begin`: what opens the transaction (Db.begin: behind a pooler, with the connection's settings).
+  await client.query(begin);
   try {
     await client.query("SELECT pg_advisory_xact_lock(hashtext('dagbot.migrate'), hashtext($1))", [schema]);
     const script = runner.migrationScript(migrations, LATEST_SCHEMA_VERSION, allowUpgrade);

@@ -7,15 +7,17 @@ import type { ChangeTopic, LeaderFence } from "../../ports/store.js";
 import { fenceConflict as conflictOf, holdFence } from "../store-common/ops/fence.js";
 import { rowMappers } from "../store-common/records.js";
 import type { Mappers, ParamType, Script, Statement, Step } from "../store-common/script.js";
-import { compile, p, runsIn, sql, valuesOf } from "../store-common/script.js";
+import { compile, p, sql, valuesOf } from "../store-common/script.js";
 import type { Db, Queryable, Tx } from "./db.js";
 
 /** What a script runs in: a transaction, or the pool (one statement each, writing no log). */
-export type ScriptEnv = Pick<Tx, "query" | "clockParam"> & Partial<Pick<Tx, "log" | "touch">>;
+export type ScriptEnv = Pick<Tx, "query" | "clockParam"> &
+  Partial<Pick<Tx, "log">> & {
+    touch?: (topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]) => void;
+  };
 
 const readOnly = (step: string): Error => new Error(`a store script wrote (${step}) outside a transaction`);
 import { cleanText, json as jsonText, mapError } from "./sql.js";
-import { prepared } from "./db.js";
 
 // The driver has decoded jsonb and text[] already.
 const json = <T>(v: unknown): T => v as T;
@@ -35,7 +37,7 @@ async function carryOut(tx: ScriptEnv, step: Step): Promise<unknown> {
     case "rows":
     case "run": {
       const compiled = compile(step.statement, "postgres");
-      if (!runsIn(compiled)) return step.step === "rows" ? [] : 0;
+      if (!compiled.runs) return step.step === "rows" ? [] : 0;
       const values = valuesOf(compiled, step.statement, step.values, encode, () => tx.clockParam);
       const result = await tx.query(compiled.text, values);
       return step.step === "rows" ? result.rows : (result.rowCount ?? 0);
@@ -58,7 +60,7 @@ async function carryOut(tx: ScriptEnv, step: Step): Promise<unknown> {
       return undefined;
     case "touch":
       if (tx.touch === undefined) throw readOnly("touch");
-      tx.touch(step.topic, step.roomId);
+      tx.touch(step.topic, step.roomId, step.nodes);
       return undefined;
   }
 }
@@ -98,7 +100,7 @@ export function writeScript<T>(db: Db, operation: string, make: () => Script<T>)
 export async function readScript<T>(db: Db, operation: string, make: () => Script<T>): Promise<T> {
   try {
     return await runScript(
-      { query: (text, values) => db.pool.query(prepared(text, values)), clockParam: db.clockParam() },
+      { query: (text, values) => db.query(text, values), clockParam: db.clockParam() },
       make(),
     );
   } catch (e) {
@@ -108,25 +110,26 @@ export async function readScript<T>(db: Db, operation: string, make: () => Scrip
 
 /**
  * A script of one-statement writes on the pool, outside a transaction: each statement commits alone,
- * one round trip (a lease renewal, a node's lease wishes). Such a statement writes its own log lines
- * and NOTIFY (data-modifying CTEs); `touch` tells this Store's own listeners once the script ends.
+ * one round trip (a claim, a finish, a lease renewal, a node's lease wishes). Such a statement writes its own log lines
+ * (data-modifying CTEs); what it `touch`es is told once the script ends, as a transaction's is
+ * (Db.committed).
  */
 export async function autocommitScript<T>(db: Db, operation: string, make: () => Script<T>): Promise<T> {
-  const topics: [ChangeTopic, string | null][] = [];
+  const topics: [ChangeTopic, string | null, (readonly string[])?][] = [];
   let result: T;
   try {
     result = await runScript(
       {
-        query: (text, values) => db.pool.query(prepared(text, values)),
+        query: (text, values) => db.query(text, values),
         clockParam: db.clockParam(),
-        touch: (topic, roomId) => topics.push([topic, roomId]),
+        touch: (topic, roomId, nodes) => topics.push([topic, roomId, nodes]),
       },
       make(),
     );
   } catch (e) {
     throw mapError(operation, e);
   }
-  for (const [topic, roomId] of topics) db.committed(topic, roomId);
+  for (const [topic, roomId, nodes] of topics) db.committed(topic, roomId, nodes);
   return result;
 }
 
@@ -144,7 +147,7 @@ export async function fenceConflict(
   db: Db,
   operation: string,
   fence: LeaderFence,
-  q: Queryable = db.pool,
+  q: Queryable = db,
 ): Promise<Error> {
   try {
     return await runScript(

@@ -5,15 +5,22 @@
 import pg from "pg";
 import type { StoreInspection, StoreNodeSeen } from "../../ports/store.js";
 import { planSteps } from "../store-common/schema.js";
-import { clientConfig } from "./db.js";
+import type { PoolerMode } from "./db.js";
+import { clientConfig, transactionSettings } from "./db.js";
 import { LATEST_SCHEMA_VERSION, migrations } from "./migrations.js";
 import { mapError, NOW } from "./sql.js";
 
-export async function inspectPostgresStore(url: string, schema = "public"): Promise<StoreInspection> {
-  const client = new pg.Client(clientConfig({ url, poolSize: 1, schema, clock: undefined }));
+export async function inspectPostgresStore(
+  url: string,
+  schema = "public",
+  pooler: PoolerMode = "none",
+): Promise<StoreInspection> {
+  const client = new pg.Client(clientConfig({ url, poolSize: 1, schema, clock: undefined, pooler }));
   client.on("error", () => {});
   try {
     await client.connect();
+    // Behind a transaction-mode pooler the settings last one transaction: look inside one.
+    if (pooler === "transaction") await client.query(`BEGIN READ ONLY; ${transactionSettings({ schema })}`);
     const version = await client.query<{ t: string | null }>(
       "SELECT to_regclass('schema_version')::text AS t",
     );

@@ -89,8 +89,8 @@ export class SqliteConnection {
       this.db.pragma(`synchronous = ${synchronous === "normal" ? "NORMAL" : "FULL"}`);
       this.db.pragma("foreign_keys = ON");
       // This connection speaks FLEET_PROTOCOL: the store's fence triggers (migration
-      // 017-fleet-protocol-2.sql) look for this view in the connection's own temp schema, which an
-      // older release never made.
+      // 017-fleet-protocol-2.sql, made again for protocol 3 by 020-run-conditions.sql) look for
+      // this view in the connection's own temp schema, which an older release never made.
       declareFleetProtocol(this.db);
       this.inTransaction = this.db.transaction((body: () => unknown) => body());
     } catch (e) {

@@ -13,7 +13,6 @@ import { checkSchemaVersion, currentSchemaVersion, LATEST_SCHEMA_VERSION, migrat
 import * as nodes from "../store-common/ops/nodes.js";
 import { ScheduleViews } from "../store-common/schedule-views.js";
 import * as step from "../store-common/ops/schedule-step.js";
-import * as tasks from "./tasks.js";
 
 import { decideGate } from "../store-common/ops/decide-gate.js";
 import { markTask } from "../store-common/ops/mark-task.js";
@@ -30,6 +29,10 @@ import * as reaper from "../store-common/ops/reap.js";
 import * as release from "../store-common/ops/release-task.js";
 import { pruneBatch } from "../store-common/ops/prune.js";
 import * as renewOutput from "../store-common/ops/renew-output.js";
+import * as claims from "../store-common/ops/claims.js";
+import * as finish from "../store-common/ops/finish.js";
+import { checkFinish } from "../store-common/ops/finish.js";
+import { checkClaim } from "../store-common/checks.js";
 import { checkPruneLimits } from "../store-common/retention.js";
 import { readScript, writeScript } from "./script-driver.js";
 export { LATEST_SCHEMA_VERSION } from "./migrations.js";
@@ -153,8 +156,14 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     listAfterFirings: async (roomId, opts) =>
       readScript(c, "list after firings", () => after.listAfterFirings(roomId, opts)),
 
-    claimTask: async (offer) => tasks.claimTask(c, offer),
-    claimTasks: async (offer, max) => tasks.claimTasks(c, offer, max),
+    claimTask: async (offer) => {
+      checkClaim(offer, 1);
+      return writeScript(c, "claim task", () => claims.claimTask(offer));
+    },
+    claimTasks: async (offer, max) => {
+      checkClaim(offer, max);
+      return writeScript(c, "claim task", () => claims.claimTasks(offer, max));
+    },
     claimDemand: async (roomId, liveWithinMs) =>
       readScript(c, "claim demand", () => claimDemand(roomId, liveWithinMs)),
     // Other processes hear the scheduler's commit through the data_version poll (every worker wakes);
@@ -167,8 +176,15 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     releaseTask: async (token, why) => writeScript(c, "release task", () => release.releaseTask(token, why)),
     writeTaskOutput: async (token, output, bytes) =>
       writeScript(c, "write task output", () => renewOutput.writeTaskOutput(token, output, bytes)),
-    finishTask: async (token, result) => tasks.finishTask(c, token, result),
-    finishAndClaim: async (token, result, offer, max) => tasks.finishAndClaim(c, token, result, offer, max),
+    // Bad input is refused before the write, as on PostgreSQL.
+    finishTask: async (token, result) => {
+      checkFinish(result, null);
+      return writeScript(c, "finish task", () => finish.finishTask(token, result));
+    },
+    finishAndClaim: async (token, result, offer, max) => {
+      checkFinish(result, { offer, max });
+      return writeScript(c, "finish task", () => finish.finishAndClaim(token, result, offer, max));
+    },
 
     scheduleStep: async (fence, incremental) => {
       const kept = ScheduleViews.of(c);
@@ -177,16 +193,12 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
         writeScript(c, "schedule step", () => step.scheduleStep(kept, fence, incremental)),
       );
     },
-    // A look without the write lock first: a leader reaps and derives on every tick and almost
-    // always finds nothing, and a write would take the lock and commit for nothing.
-    reap: async (fence) => {
-      const look = await readScript(c, "reap", () => reaper.reapLook(fence));
-      return look.due ? writeScript(c, "reap", () => reaper.reap(fence)) : look.result;
-    },
+    // Inside the group commit, like every leader write: the scripts look first and write only
+    // when something is due, so a tick that finds nothing costs a savepoint in the batch. A read
+    // of its own would commit the batch early (a read flushes the writes asked before it).
+    reap: async (fence) => writeScript(c, "reap", () => reaper.reap(fence)),
     deriveRunOutcomes: async (fence) =>
-      (await readScript(c, "derive run outcomes", () => runOutcomes.runOutcomesDue(fence)))
-        ? writeScript(c, "derive run outcomes", () => runOutcomes.deriveRunOutcomes(fence))
-        : [],
+      writeScript(c, "derive run outcomes", () => runOutcomes.deriveRunOutcomes(fence)),
     setRoomCap: async (roomId, cap, ctx) =>
       writeScript(c, "set room cap", () => caps.setRoomCap(roomId, cap, ctx)),
     getRoomCap: async (roomId) => readScript(c, "get room cap", () => caps.getRoomCap(roomId)),

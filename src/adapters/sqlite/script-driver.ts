@@ -6,7 +6,7 @@ import type { LeaderFence } from "../../ports/store.js";
 import { holdFence } from "../store-common/ops/fence.js";
 import { rowMappers } from "../store-common/records.js";
 import type { Mappers, ParamType, Script, Statement, Step } from "../store-common/script.js";
-import { compile, runsIn, valuesOf } from "../store-common/script.js";
+import { compile, valuesOf } from "../store-common/script.js";
 import type { SqliteConnection, Tx } from "./connection.js";
 
 /** What a script runs in: a write transaction, or a read (which has a clock and writes nothing). */
@@ -18,7 +18,7 @@ const json = <T>(v: unknown): T => JSON.parse(v as string) as T;
 const MAPPERS: Mappers = { ...rowMappers(json), json };
 
 const encode = (type: ParamType, v: unknown): unknown =>
-  type === "json" || type === "textList" || type === "texts"
+  type === "json" || type === "textList" || type === "texts" || type === "array"
     ? JSON.stringify(v)
     : type === "bool"
       ? v === true
@@ -31,7 +31,7 @@ function carryOut(c: SqliteConnection, tx: ScriptEnv, step: Step): unknown {
     case "rows":
     case "run": {
       const compiled = compile(step.statement, "sqlite");
-      if (!runsIn(compiled)) return step.step === "rows" ? [] : 0;
+      if (!compiled.runs) return step.step === "rows" ? [] : 0;
       const values = valuesOf(compiled, step.statement, step.values, encode, () => tx.now);
       return step.step === "rows" ? c.all(compiled.text, ...values) : c.run(compiled.text, ...values);
     }

@@ -22,7 +22,7 @@ export type Mappers = ReturnType<typeof rowMappers> & { json<T>(v: unknown): T }
 export type Dialect = "sqlite" | "postgres";
 export type Row = Record<string, unknown>;
 
-export type ParamType = "text" | "int" | "json" | "bool" | "textList" | "texts" | "limit";
+export type ParamType = "text" | "int" | "json" | "bool" | "textList" | "texts" | "limit" | "array";
 
 export interface Param {
   readonly kind: "param";
@@ -30,6 +30,8 @@ export interface Param {
   readonly type: ParamType;
   /** A JSON array of objects read as a table (p.table): its alias and its columns. */
   readonly table?: { readonly alias: string; readonly columns: Readonly<Record<string, ColumnType>> };
+  /** An array's PostgreSQL element type (p.array). */
+  readonly element?: string;
 }
 
 /** A column of a table given as a JSON array (p.table). */
@@ -81,6 +83,11 @@ export const p = {
     type: "json",
     table: { alias, columns },
   }),
+  /**
+   * A JS array as one PostgreSQL array of `element` (`$n::int[]`), for a PostgreSQL-only statement
+   * that unnests many rows' values (SQLite: JSON text).
+   */
+  array: (name: string, element: string): Param => ({ kind: "param", name, type: "array", element }),
   now: { kind: "now" } as Now,
   only: (texts: { sqlite?: string | Statement; postgres?: string | Statement }): Only => ({
     kind: "only",
@@ -114,6 +121,11 @@ export function sql(name: string) {
 /** A statement compiled for one dialect: its text and the values in placeholder order. */
 export interface Compiled {
   readonly text: string;
+  /**
+   * Whether the dialect runs the statement at all: one whose every part belongs to the other dialect
+   * (a lock only PostgreSQL takes) is no statement there, and its step returns no rows.
+   */
+  readonly runs: boolean;
   /** Named values in placeholder order, and where the clock goes. */
   readonly order: readonly (Param | Now)[];
 }
@@ -126,6 +138,7 @@ const PG_CAST: Record<ParamType, string> = {
   textList: "text[]",
   texts: "text[]",
   limit: "bigint",
+  array: "text[]",
 };
 
 const PG_COLUMN: Record<ColumnType, string> = {
@@ -155,7 +168,7 @@ function placeholder(part: Param, dialect: Dialect, n: number): string {
       : type === "limit"
         ? "LIMIT ? + 0"
         : "?";
-  const value = `$${n}::${PG_CAST[type]}`;
+  const value = `$${n}::${type === "array" ? `${part.element ?? "text"}[]` : PG_CAST[type]}`;
   return type === "textList" ? ` = ANY(${value})` : type === "limit" ? `LIMIT ${value}` : value;
 }
 
@@ -202,16 +215,10 @@ export function compile(s: Statement, dialect: Dialect): Compiled {
       text += placeholder(part, dialect, n);
     }
   }
-  const result = { text, order };
+  const result = { text, order, runs: text.trim() !== "" };
   compiled[dialect].set(s, result);
   return result;
 }
-
-/**
- * Whether `dialect` runs the statement at all: one whose every part belongs to the other dialect (a
- * lock only PostgreSQL takes) is no statement there, and its step returns no rows.
- */
-export const runsIn = (c: Compiled): boolean => c.text.trim() !== "";
 
 /** One step of a script, carried out by the dialect's driver. */
 export type Step =
@@ -248,7 +255,8 @@ export function* row<R = Row>(
   statement: Statement,
   values: Record<string, unknown> = {},
 ): Script<R | undefined> {
-  return (yield* rows<R>(statement, values))[0];
+  // Yielded here rather than through rows(): one generator less on every step of the hot path.
+  return ((yield { step: "rows", statement, values }) as R[])[0];
 }
 
 /** Runs a statement; the number of rows it changed. */

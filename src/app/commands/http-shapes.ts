@@ -79,7 +79,15 @@ const waitOf = <K extends string, S extends z.ZodRawShape>(kind: K, shape: S) =>
 export const taskWaitSchema = z
   .discriminatedUnion("kind", [
     waitOf("confirmation", {}),
-    waitOf("needs", { tasks: z.array(z.string()).describe("the needs that have not succeeded") }),
+    waitOf("needs", {
+      tasks: z
+        .array(z.string())
+        .describe("the needs that have not succeeded (for a task with a run condition: not ended)"),
+      when: z
+        .enum(["failed", "denied", "done"])
+        .optional()
+        .describe("the task's run condition, when not the default: it waits for its needs to end"),
+    }),
     waitOf("paused", {}),
     waitOf("room-cap", { cap: z.number(), active: z.number() }),
     waitOf("run-cap", { maxParallel: z.number() }),
@@ -130,7 +138,7 @@ export const taskLineSchema = z
       .string()
       .optional()
       .describe(
-        "who decided the task's end: an approval gate's decision (who, from which face, when, approved or denied), its timeout, or an operator's mark (marked succeeded|skipped by whom, from which face, when, why)",
+        "who decided the task's end: an approval gate's decision (who, from which face, when, approved or denied), its timeout, an operator's mark (marked succeeded|skipped by whom, from which face, when, why), or, for a task with a run condition (when) that was skipped, that its condition was not met",
       ),
   })
   .meta({ id: "TaskLine" });

@@ -13,6 +13,7 @@ import { summarizeCounts } from "../../domain/run-status.js";
 import type { ExplainedWait, WaitReason } from "../../domain/wait-reasons.js";
 import { explained } from "../../domain/wait-reasons.js";
 import { gateDecisionWords } from "../../domain/gates.js";
+import { whenNotMetWords } from "../../domain/run-when.js";
 import type { MarkRecord } from "../../domain/task-mark.js";
 import { isMarkWords } from "../../domain/task-mark.js";
 import type {
@@ -80,7 +81,8 @@ export interface TaskLine {
   wait?: ExplainedWait;
   /**
    * Who decided the task's end, in words: an approval gate's decision (gates.ts gateDecisionWords),
-   * or an operator's mark (task-mark.ts markWords); absent otherwise.
+   * an operator's mark (task-mark.ts markWords), or a run condition not met (run-when.ts
+   * whenNotMetWords); absent otherwise.
    */
   decided?: string;
   /**
@@ -442,10 +444,15 @@ export function taskLine(task: TaskRecord, wait?: WaitReason, withOutputs = fals
   };
 }
 
-/** Who decided the task's end, in words: an operator's mark (task-mark.ts), or a gate's decision. */
+/**
+ * Who decided the task's end, in words: an operator's mark (task-mark.ts), a gate's decision, or,
+ * for a task with a run condition the scheduler skipped, that its condition was not met (run-when.ts).
+ */
 function decidedOf(task: TaskRecord): { decided?: string } {
   if (isMarkWords(task.status, task.error)) return { decided: firstLine(task.error ?? "", MAX_ERROR_CHARS) };
-  return task.gateState?.decision == null ? {} : { decided: gateDecisionWords(task.gateState) };
+  if (task.gateState?.decision != null) return { decided: gateDecisionWords(task.gateState) };
+  if (task.status === "skipped" && task.when !== undefined) return { decided: whenNotMetWords(task.when) };
+  return {};
 }
 
 function firstLine(value: string, max: number): string {

@@ -9,7 +9,7 @@ import { SchemaTooOldError } from "../../../src/ports/errors.js";
 import { becomeLeader, dag, ok, offer, publishRunning, session, task } from "../../support/store-fixtures.js";
 import type { ContractContext } from "../context.js";
 
-const NEEDS = /needs dagbot 0\.2\.0 or later \(fleet protocol 2\)/;
+const NEEDS = /needs dagbot 0\.5\.0 or later \(fleet protocol 3\)/;
 
 export function fleetSection(ctx: ContractContext): void {
   const refused = async (sql: string): Promise<unknown> =>
@@ -58,6 +58,38 @@ export function fleetSection(ctx: ContractContext): void {
     const lease = await store.getLease(room);
     expect(lease?.holder?.nodeId).toBe("leader");
     expect(lease?.term).toBe(fence.term);
+  });
+
+  it("a connection of fleet protocol 2 (0.2.0 to 0.4.0) may not claim, lead or start a run either: it would not judge run conditions", async () => {
+    const store = await ctx.store();
+    const room = ctx.uid("!fleet");
+    const fence = await becomeLeader(store, room);
+    const run = await publishRunning(store, fence, dag(ctx.uid("f"), [task("a")]));
+    const claim = await ctx.capabilities
+      .asOlderRelease(
+        `UPDATE tasks SET status = 'running', version = version + 1, started_at = 1
+          WHERE run_id = ${q(run.runId)} AND task_id = 'a'`,
+        2,
+      )
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
+    expect(String(claim)).toMatch(NEEDS);
+    const lease = await ctx.capabilities
+      .asOlderRelease(`UPDATE room_leases SET expires_at = expires_at WHERE room_id = ${q(room)}`, 2)
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
+    expect(String(lease)).toMatch(NEEDS);
+    expect((await store.getTask(run.runId, "a"))?.status).toBe("queued");
+    // Its finish of a task it runs still passes: what it runs ends once.
+    await ctx.capabilities.asOlderRelease(
+      `UPDATE tasks SET output = 'half' WHERE run_id = ${q(run.runId)} AND task_id = 'a'`,
+      2,
+    );
+    expect((await store.getTask(run.runId, "a"))?.output).toBe("half");
   });
 
   it("an older release's connection may still renew, write the output of and finish the task it runs", async () => {

@@ -301,6 +301,31 @@ export function scaleSection(ctx: ContractContext): void {
     expect(byId.get(gpu)).toEqual({ nodeId: gpu, free: 2, fits: 2 });
   });
 
+  it("claimDemand: a retry waiting out its backoff is not ready, and says when it will be", async () => {
+    const { store, room, fence } = await setup();
+    const w = session(ctx.uid("w"), "wb");
+    await store.heartbeat({ session: w, labels: [], capacity: 2, actions: ["echo"], roomIds: [room] });
+    await publishRunning(
+      store,
+      fence,
+      dag(ctx.uid("d"), [
+        task("a", { retries: 1, retryBackoffMs: 5000 }),
+        task("b", { retries: 1, retryBackoffMs: 9000 }),
+      ]),
+    );
+    for (let i = 0; i < 2; i++) {
+      const c = (await store.claimTask(offer(w, [room])))!;
+      expect(await store.finishTask(c.token, failed)).toEqual({ status: "queued" });
+    }
+    // Both wait; the sooner one is named, and no node is offered work.
+    expect(await store.claimDemand(room, 60_000)).toEqual({ ready: 0, nextReadyInMs: 5000, nodes: [] });
+    ctx.clock.advance(5000);
+    const demand = await store.claimDemand(room, 60_000);
+    expect(demand.ready).toBe(1);
+    expect(demand.nextReadyInMs).toBe(4000);
+    expect(demand.nodes).toEqual([{ nodeId: w.nodeId, free: 2, fits: 1 }]);
+  });
+
   it("wakeNodes reaches a listener on another connection, for the named node", async () => {
     const { store, room } = await setup();
     const listener = await ctx.open();

@@ -22,29 +22,38 @@ const LIVE_NODES = sql("the live nodes serving the room")`heartbeat_at > ${p.now
 
 const QUEUED = sql("the room's queued tasks")`status = 'queued' AND room_id = ${p.text("roomId")}`;
 
+const READY = sql("ready")`(not_before IS NULL OR not_before <= ${p.now})`;
+
+/**
+ * The queued tasks grouped by what a node needs, each group's ready count and the earliest time one
+ * of its waiting tasks becomes ready, in one pass over the queue's partial index; the live nodes
+ * and their running tasks only when some task is ready. A leader asks on every tick and mostly
+ * finds the queue empty: then this reads the empty queue and nothing else.
+ */
 export const DEMAND = sql("the room's claim demand")`
-  SELECT 'node' AS k, node_id AS a, boot_id AS b, labels, actions, capacity AS n
-    FROM nodes WHERE ${LIVE_NODES}
-  UNION ALL
-  SELECT 'ready', action, node_pin, labels, NULL, count(*)
-    FROM tasks WHERE ${QUEUED} AND (not_before IS NULL OR not_before <= ${p.now})
+  SELECT 'queued' AS k, action AS a, node_pin AS b, labels, NULL AS actions,
+         sum(CASE WHEN ${READY} THEN 1 ELSE 0 END) AS n,
+         min(CASE WHEN ${READY} THEN NULL ELSE not_before END) - ${p.now} AS next
+    FROM tasks WHERE ${QUEUED}
    GROUP BY action, node_pin, labels
   UNION ALL
-  SELECT 'next', NULL, NULL, NULL, NULL, min(not_before) - ${p.now}
-    FROM tasks WHERE ${QUEUED} AND not_before > ${p.now}
+  SELECT 'node', node_id, boot_id, labels, actions, capacity, NULL
+    FROM nodes WHERE ${LIVE_NODES} AND EXISTS (SELECT 1 FROM tasks WHERE ${QUEUED} AND ${READY})
   UNION ALL
-  SELECT 'busy', executor_node, executor_boot, NULL, NULL, count(*)
+  SELECT 'busy', executor_node, executor_boot, NULL, NULL, count(*), NULL
     FROM tasks WHERE status IN ('running','canceling')
      AND executor_node IN (SELECT node_id FROM nodes WHERE ${LIVE_NODES})
+     AND EXISTS (SELECT 1 FROM tasks WHERE ${QUEUED} AND ${READY})
    GROUP BY executor_node, executor_boot`;
 
 interface DemandRow {
-  k: "node" | "ready" | "next" | "busy";
+  k: "node" | "queued" | "busy";
   a: string | null;
   b: string | null;
   labels: unknown;
   actions: unknown;
   n: number | string | null;
+  next: number | string | null;
 }
 
 export function* claimDemand(roomId: string, liveWithinMs: number): Script<ClaimDemand> {
@@ -61,9 +70,11 @@ export function* claimDemand(roomId: string, liveWithinMs: number): Script<Claim
   const busy = new Map<string, number>();
   let nextReadyInMs: number | null = null;
   for (const r of found) {
-    if (r.k === "ready")
-      ready.push({ action: String(r.a), pin: r.b, labels: m.json<string[]>(r.labels), count: Number(r.n) });
-    else if (r.k === "node")
+    if (r.k === "queued") {
+      if (Number(r.n) > 0)
+        ready.push({ action: String(r.a), pin: r.b, labels: m.json<string[]>(r.labels), count: Number(r.n) });
+      if (r.next !== null) nextReadyInMs = Math.max(0, Math.min(nextReadyInMs ?? Infinity, Number(r.next)));
+    } else if (r.k === "node")
       live.push({
         nodeId: String(r.a),
         bootId: String(r.b),
@@ -71,8 +82,7 @@ export function* claimDemand(roomId: string, liveWithinMs: number): Script<Claim
         labels: new Set(m.json<string[]>(r.labels)),
         actions: new Set(m.json<string[]>(r.actions)),
       });
-    else if (r.k === "busy") busy.set(`${r.a}/${r.b}`, Number(r.n));
-    else if (r.n !== null) nextReadyInMs = Math.max(0, Number(r.n));
+    else busy.set(`${r.a}/${r.b}`, Number(r.n));
   }
   const count = ready.reduce((sum, t) => sum + t.count, 0);
   if (count === 0) return { ready: 0, nextReadyInMs, nodes: [] };

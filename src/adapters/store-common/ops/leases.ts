@@ -2,7 +2,7 @@
  * Room leases (leadership), written once for both stores (docs/architecture.md §3, "Lease"): take a
  * room's lease where it is free or expired with term + 1, renew it while the fence holds, release it
  * keeping its term, read it. On the store's clock. A node's acquires and renewals are one statement
- * (syncLeases), which on PostgreSQL also writes their log lines and notifications: the renewal is the
+ * (syncLeases), which on PostgreSQL also writes their log lines: the renewal is the
  * leader's hot path, one round trip.
  */
 import type { LeaderFence, LeaseState, LeaseSync, LeaseWish, Session } from "../../../ports/store.js";
@@ -31,7 +31,7 @@ const WANT = "(SELECT want FROM w WHERE w.room_id = l.room_id)";
  * extends a row the session holds under the wished term (the fence's condition) and never creates
  * one. ON CONFLICT locks the existing row before judging it, so of N racers exactly one takes it;
  * rooms go in room order so two nodes lock rows in the same order. It returns the rows it took.
- * On PostgreSQL the upsert is a CTE of one statement that also logs each acquire, notifies, and
+ * On PostgreSQL the upsert is a CTE of one statement that also logs each acquire and
  * answers for every wish with the lease as found in its snapshot (`logged`: the log line is written).
  */
 const SYNC = sql("a node's lease wishes")`
@@ -53,7 +53,7 @@ const SYNC = sql("a node's lease wishes")`
          ELSE ${leaseHeldBy("l", { node: p.text("node"), boot: p.text("boot"), term: WANT })} END
   RETURNING room_id, 1 AS taken, term, expires_at, holder_node, holder_boot, ${p.now} AS now, 0 AS logged${p.only(
     {
-      postgres: sql("the acquires logged and notified, every wish answered")`),
+      postgres: sql("the acquires logged, every wish answered")`),
   src AS (
     SELECT up.room_id, 1 AS ord, 'lease.acquired' AS kind, NULL::text AS run_id, NULL::text AS task_id,
            up.term, ${p.text("actor")} AS actor, jsonb_build_object('expiresAt', up.expires_at) AS data
@@ -61,8 +61,7 @@ const SYNC = sql("a node's lease wishes")`
   ${LOG_CTES}
   SELECT w.room_id, up.room_id IS NOT NULL AS taken, coalesce(up.term, cur.term, 0) AS term,
          coalesce(up.expires_at, cur.expires_at, 0) AS expires_at, cur.holder_node, cur.holder_boot,
-         ${p.now} AS now, up.room_id IS NOT NULL AS logged,
-         CASE WHEN up.room_id IS NOT NULL AND w.want IS NULL THEN pg_notify('dagbot', 'lease:' || w.room_id) END AS notified
+         ${p.now} AS now, up.room_id IS NOT NULL AS logged
     FROM w LEFT JOIN up ON up.room_id = w.room_id LEFT JOIN room_leases cur ON cur.room_id = w.room_id`,
     },
   )}`;
@@ -76,16 +75,16 @@ const RENEW = sql("a lease renewed")`
   UPDATE room_leases SET expires_at = ${p.now} + ${p.int("ttl")} WHERE ${FENCE_HOLDS} RETURNING expires_at`;
 
 // The term stays: the next holder's term must be higher than every earlier one. On PostgreSQL one
-// statement that also logs and notifies (`logged`), as the node's lease wishes are.
+// statement that also logs (`logged`), as the node's lease wishes are.
 const RELEASE = sql("a lease released")`
   ${p.only({ postgres: "WITH up AS (" })}UPDATE room_leases SET holder_node = NULL, holder_boot = NULL, expires_at = ${p.now}
    WHERE ${FENCE_HOLDS} RETURNING room_id, term, 0 AS logged${p.only({
-     postgres: sql("the release logged and notified")`),
+     postgres: sql("the release logged")`),
   src AS (
     SELECT room_id, 1 AS ord, 'lease.released' AS kind, NULL::text AS run_id, NULL::text AS task_id,
            term, ${p.text("actor")} AS actor, '{}'::jsonb AS data FROM up),
   ${LOG_CTES}
-  SELECT room_id, term, true AS logged, pg_notify('dagbot', 'lease:' || room_id) AS notified FROM up`,
+  SELECT room_id, term, true AS logged FROM up`,
    })}`;
 
 /**

@@ -14,6 +14,8 @@ import type { ActiveTask } from "../../../domain/schedule-view.js";
 import { ScheduleView } from "../../../domain/schedule-view.js";
 import type { ScheduleDecision, ScheduleRun, ScheduleTask, TaskRef } from "../../../domain/scheduling.js";
 import { decideSchedule } from "../../../domain/scheduling.js";
+import type { NeedEnd } from "../../../domain/run-when.js";
+import { isRunWhen, judgeWhen } from "../../../domain/run-when.js";
 import type { LeaderFence, ScheduleResult } from "../../../ports/store.js";
 import { DEFAULT_ROOM_CAP } from "../checks.js";
 import { gateOpenedLine } from "../gate-writes.js";
@@ -52,16 +54,16 @@ export const STEP_LOOK = sql("the room's active tasks, open runs and cap")`
 /** Every task of the room's open runs, the runs and the cap, as tagged rows: a whole read. */
 const SNAPSHOT = sql("the room's open runs, their tasks and the cap")`
   SELECT 'task' AS k, t.run_id, t.task_id, t.status, t.needs, t.priority, t.seq, t.concurrency_key,
-         t.gate IS NOT NULL AS gate, t.gate_state IS NOT NULL AS gate_open, ${NO_INT} AS max_parallel,
-         ${NO_INT} AS cap, t.for_each IS NOT NULL AS fan_out_template, t.fan_out, t.fan_out_limit,
-         t.fan_out_fail_fast
+         t.gate IS NOT NULL AS gate, t.gate_state IS NOT NULL AS gate_open, t.run_when,
+         ${NO_INT} AS max_parallel, ${NO_INT} AS cap, t.for_each IS NOT NULL AS fan_out_template, t.fan_out,
+         t.fan_out_limit, t.fan_out_fail_fast
     FROM runs r JOIN tasks t ON t.run_id = r.run_id
    WHERE r.room_id = ${p.text("roomId")} AND r.status IN ('pending','running','canceling')
   UNION ALL
-  SELECT 'run', run_id, NULL, status, NULL, NULL, NULL, NULL, NULL, NULL, max_parallel, NULL, NULL, NULL, NULL, NULL
+  SELECT 'run', run_id, NULL, status, NULL, NULL, NULL, NULL, NULL, NULL, NULL, max_parallel, NULL, NULL, NULL, NULL, NULL
     FROM runs WHERE ${OPEN_RUNS}
   UNION ALL
-  SELECT 'cap', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ${CAP}, NULL, NULL, NULL, NULL`;
+  SELECT 'cap', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ${CAP}, NULL, NULL, NULL, NULL`;
 
 const REFS = (name: string) => p.table(name, "m", { run_id: "text", task_id: "text" });
 
@@ -71,15 +73,15 @@ const STATUSES = sql("the status of the tasks the view had active")`
     JOIN tasks t ON t.run_id = m.run_id AND t.task_id = m.task_id`;
 
 /**
- * Of the needs given, those succeeded in the store now: a task is queued only where every need has
- * succeeded, read in this transaction (a succeeded task never changes again), so no view, however
- * stale, starts a task early. One primary-key join; a check inside the UPDATE was planned by
- * PostgreSQL as a scan per task.
+ * How the needs given stand in the store now: a task is queued only where its run condition holds
+ * on them (run-when.ts; by default every need succeeded), read in this transaction after its skips
+ * were written (an ended task never changes again in a running run but by an operator's mark, which
+ * runs under the same fence), so no view, however stale, starts a task early. One primary-key join;
+ * a check inside the UPDATE was planned by PostgreSQL as a scan per task.
  */
-const SUCCEEDED = sql("the needs that succeeded")`
-  SELECT d.run_id, d.task_id FROM ${REFS("refs")}
-    JOIN tasks d ON d.run_id = m.run_id AND d.task_id = m.task_id
-   WHERE d.status = 'succeeded'`;
+const NEED_ENDS = sql("how the needs stand")`
+  SELECT d.run_id, d.task_id, d.status, d.gate IS NOT NULL AS gate FROM ${REFS("refs")}
+    JOIN tasks d ON d.run_id = m.run_id AND d.task_id = m.task_id`;
 
 export const STEP_MOVE = sql("blocked tasks, queued or skipped")`
   UPDATE tasks SET status = ${p.text("to")}, version = version + 1,
@@ -166,6 +168,7 @@ export function* scheduleStep(
           fanOut: (r.fan_out as string | null) ?? null,
           fanOutLimit: intOrNull(r.fan_out_limit),
           failFast: truth(r.fan_out_fail_fast),
+          ...(isRunWhen(r.run_when) ? { when: r.run_when } : {}),
         });
       else if (r.k === "run")
         room.runs.push({
@@ -182,7 +185,6 @@ export function* scheduleStep(
     planned = { decision: decideSchedule(room, { globalCap: cap }), view: new ScheduleView(room) };
   }
   const { decision, view } = planned;
-  const toQueue = yield* needsMet(decision.toQueue, view);
   const actor = sessionKey(fence.session);
   function* move(to: "skipped" | "queued", refs: readonly TaskRef[]): Script<number> {
     if (refs.length === 0) return 0;
@@ -198,6 +200,8 @@ export function* scheduleStep(
     return done.size;
   }
   const skipped = yield* move("skipped", decision.toSkip);
+  // After the skips: a conditional task may run behind a need skipped in this same decision.
+  const toQueue = yield* needsMet(decision.toQueue, view);
   const queued = yield* move("queued", toQueue);
   let opened = 0;
   if (decision.toOpen.length > 0) {
@@ -229,16 +233,23 @@ export function* scheduleStep(
   };
 }
 
-/** Of `refs`, those whose every need is succeeded in the store now. */
+/** Of `refs`, those whose run condition holds on their needs as the store has them now. */
 function* needsMet(refs: readonly TaskRef[], view: ScheduleView): Script<TaskRef[]> {
   const needs = refs.flatMap((r) =>
     view.needsOf(r.runId, r.taskId).map((n) => ({ run_id: r.runId, task_id: n })),
   );
   if (needs.length === 0) return [...refs];
-  const done = new Set(
-    (yield* rows<{ run_id: string; task_id: string }>(SUCCEEDED, { refs: needs })).map((r) =>
-      key(r.run_id, r.task_id),
-    ),
+  const ends = new Map<string, NeedEnd>();
+  for (const r of yield* rows<{ run_id: string; task_id: string; status: TaskStatus; gate: unknown }>(
+    NEED_ENDS,
+    { refs: needs },
+  ))
+    ends.set(key(r.run_id, r.task_id), { status: r.status, isGate: truth(r.gate) });
+  return refs.filter(
+    (r) =>
+      judgeWhen(
+        view.whenOf(r.runId, r.taskId),
+        view.needsOf(r.runId, r.taskId).map((n) => ends.get(key(r.runId, n)) ?? { status: undefined }),
+      ) === "run",
   );
-  return refs.filter((r) => view.needsOf(r.runId, r.taskId).every((n) => done.has(key(r.runId, n))));
 }

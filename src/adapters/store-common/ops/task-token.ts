@@ -7,18 +7,40 @@
 import { ConflictError, NotFoundError } from "../../../ports/errors.js";
 import type { TaskToken } from "../../../ports/store.js";
 import { holderKey, sessionKey } from "../records.js";
-import type { Script } from "../script.js";
+import type { Param, Script, Statement } from "../script.js";
 import { p, row, sql } from "../script.js";
 
+/** A value of the token's condition: a named value, or SQL text (a column of a batch's rows). */
+type Slot = Param | string;
+
 /**
- * The token's condition on a `tasks` row, the one place it is written; its values are
- * `tokenValues(token)`. Statements embed it (`sql(…)\`… WHERE ${TOKEN_HOLDS}\``).
+ * The token's condition on a `tasks` row, the one place it is written: the task is running or
+ * canceling under this claim version and session. A batch of finishes gives each row's token as
+ * columns (PostgreSQL's finish batching).
  */
-export const TOKEN_HOLDS = sql(
-  "the task token's condition",
-)`run_id = ${p.text("runId")} AND task_id = ${p.text("taskId")}
-     AND claim_version = ${p.int("version")} AND executor_node = ${p.text("node")}
-     AND executor_boot = ${p.text("boot")} AND status IN ('running','canceling')`;
+export function tokenHeldBy(by: {
+  runId: Slot;
+  taskId: Slot;
+  version: Slot;
+  node: Slot;
+  boot: Slot;
+}): Statement {
+  return sql("the task token's condition")`run_id = ${by.runId} AND task_id = ${by.taskId}
+     AND claim_version = ${by.version} AND executor_node = ${by.node}
+     AND executor_boot = ${by.boot} AND status IN ('running','canceling')`;
+}
+
+/**
+ * The token's condition with its values `tokenValues(token)`. Statements embed it
+ * (`sql(…)\`… WHERE ${TOKEN_HOLDS}\``).
+ */
+export const TOKEN_HOLDS = tokenHeldBy({
+  runId: p.text("runId"),
+  taskId: p.text("taskId"),
+  version: p.int("version"),
+  node: p.text("node"),
+  boot: p.text("boot"),
+});
 
 /** The named values of TOKEN_HOLDS. */
 export const tokenValues = (token: TaskToken): Record<string, unknown> => ({

@@ -100,7 +100,9 @@ async function handleRetry(ctx: HandlerContext, dagId: string): Promise<Outcome>
     definition: from.dag.definition ?? from.dagId,
     id: newId,
     // Needs on tasks that already succeeded are met: dropping them lets those tasks start at once,
-    // and the outputs they published are put into the arguments that refer to them.
+    // and the outputs they published are put into the arguments that refer to them. A task keeps
+    // its run condition (`when`, run-when.ts), and dropping a succeeded need changes none of its
+    // verdicts: such a need has ended, and neither failed nor was denied.
     tasks: from.dag.tasks
       .filter((t) => again.has(t.id))
       .map((t) => ({
