@@ -17,6 +17,7 @@ const TIMING = [
   "test/e2e/stop-grace.test.ts",
   "test/e2e/schedules-fleet.test.ts",
   "test/e2e/after-chain-leader-kill.test.ts",
+  "test/e2e/for-each-leader-kill.test.ts",
   "test/e2e/gates-fleet.test.ts",
   "test/e2e/engine-retention.test.ts",
   "test/e2e/http-events.test.ts",

@@ -96,6 +96,8 @@ export interface LeaderPass {
   open: boolean;
   queued: number;
   skipped: number;
+  /** Fan-outs expanded: their instances are scheduled by the next step. */
+  expanded: number;
   outcomes: number;
 }
 
@@ -139,6 +141,7 @@ export async function leaderPass(
     ...reaped,
     queued: scheduled.queued,
     skipped: scheduled.skipped,
+    expanded: scheduled.expanded ?? 0,
     outcomes: 0,
   };
   await options.afterSchedule?.(pass);
@@ -161,6 +164,7 @@ const changedAnything = (p: LeaderPass): boolean =>
     p.expiredRuns +
     p.queued +
     p.skipped +
+    p.expanded +
     p.outcomes >
   0;
 
@@ -242,8 +246,9 @@ export async function runLeaderLoop(
         });
         tickMs = tick;
         failures = 0;
-        // After a scheduling-only pass only a skip can have left more to do (its dependents).
-        const more = whole ? changedAnything(pass) : pass.skipped > 0;
+        // After a scheduling-only pass only a skip (its dependents) or a fan-out's expansion (its
+        // instances) can have left more to do.
+        const more = whole ? changedAnything(pass) : pass.skipped + pass.expanded > 0;
         again = more && backToBack < MAX_BACK_TO_BACK_PASSES;
         backToBack = again ? backToBack + 1 : 0;
       } catch (err) {

@@ -38,7 +38,10 @@ export function maskingExecutor(executor: Executor, mask: Masker, keepChars = In
               published:
                 "text" in result.published
                   ? { text: mask(result.published.text) }
-                  : { problem: mask(result.published.problem) },
+                  : "problem" in result.published
+                    ? { problem: mask(result.published.problem) }
+                    : // Counts by name; a message names only the DAG's declared names (oversizeProblem).
+                      result.published,
             }),
       };
     },

@@ -33,6 +33,7 @@ export function runGraphOf(
       status: t.status,
       ...boxWait(t.taskId),
       ...(t.gate === null ? {} : { gate: true as const }),
+      ...(t.forEach === null ? {} : { forEach: t.forEach.output }),
       ...(t.when === undefined ? {} : { when: t.when }),
     })),
     ...(waits === undefined ? {} : { waits: waitsLine(groupWaits(waits, plain)) }),
@@ -51,6 +52,7 @@ export function dagGraphOf(dag: ParsedDag): RunGraph {
       needs: t.needs,
       status: "blocked" as const,
       ...(t.gate === undefined ? {} : { gate: true as const }),
+      ...(t.forEach === undefined ? {} : { forEach: t.forEach.output }),
       ...(t.when === undefined ? {} : { when: t.when }),
     })),
   });

@@ -36,6 +36,7 @@ import { Waker, wakeOnChange } from "./wake.js";
 import type { RoomWaitFacts } from "./task-waits.js";
 import { readRoomWaits, waitsOf } from "./task-waits.js";
 import { CHAT_PASS_BACKOFF, backoffMs } from "../domain/backoff.js";
+import { outputValueText } from "../domain/outputs.js";
 
 export interface StatusCardDeps {
   store: Pick<RunStore, "listRuns" | "getRunById" | "listTasks"> &
@@ -305,6 +306,6 @@ export function inputsOf(gate: TaskRecord, tasks: readonly TaskRecord[]): Record
   const out: Record<string, string> = {};
   for (const t of needs)
     for (const [k, v] of Object.entries(t.outputValues ?? {}))
-      out[(count.get(k) ?? 0) > 1 ? `${t.taskId}.${k}` : k] = v;
+      out[(count.get(k) ?? 0) > 1 ? `${t.taskId}.${k}` : k] = outputValueText(v);
   return out;
 }

@@ -48,6 +48,7 @@ import type {
   RunStore,
   Session,
   TaskClaimer,
+  TaskRecord,
   TaskResult,
 } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
@@ -56,9 +57,10 @@ import { OutputWriter } from "./output-writer.js";
 import { Waker } from "./wake.js";
 import { SELF_SERVE_MS } from "./wake-targets.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
-import type { ArgValue } from "../domain/model.js";
+import type { RunArgValue } from "../domain/action-argv.js";
+import { parseInstanceId } from "../domain/matrix.js";
 import type { ProducerOutputs } from "../domain/outputs.js";
-import { outputReferences, parseOutputFile, substituteOutputs } from "../domain/outputs.js";
+import { outputReferences, oversizeProblem, parseOutputFile, substituteOutputs } from "../domain/outputs.js";
 
 export interface WorkerSettings {
   session: Session;
@@ -86,7 +88,7 @@ export interface WorkerSettings {
 }
 
 export interface WorkerDeps {
-  store: TaskClaimer & ChangeFeed & Pick<RunStore, "getTask">;
+  store: TaskClaimer & ChangeFeed & Pick<RunStore, "getTask" | "listTasks">;
   executor: Executor;
   clock: Clock;
   logger: Logger;
@@ -606,7 +608,7 @@ export class Worker {
           })()
         : Promise.resolve();
 
-    let args: Readonly<Record<string, ArgValue>> = task.args;
+    let args: Readonly<Record<string, RunArgValue>> = task.args;
     if (exec === null && r.reason === null && action !== undefined) {
       const put = await this.withOutputs(r, log);
       if (put.ok) args = put.args;
@@ -703,7 +705,7 @@ export class Worker {
   private async withOutputs(
     r: Running,
     log: Logger,
-  ): Promise<{ ok: true; args: Readonly<Record<string, ArgValue>> } | { ok: false; message: string }> {
+  ): Promise<{ ok: true; args: Readonly<Record<string, RunArgValue>> } | { ok: false; message: string }> {
     const { task } = r.claimed;
     const producers = new Set<string>();
     for (const value of Object.values(task.args))
@@ -715,6 +717,9 @@ export class Worker {
         try {
           const t = await this.deps.store.getTask(task.runId, id);
           if (t !== null) found.set(id, { declared: t.outputPatterns ?? {}, values: t.outputValues });
+          // No row: a fan-out, replaced by its instances (docs/architecture.md §6, "Fan-out"); the
+          // argument gets their values in item order (none when the list was empty).
+          else found.set(id, fanOutOutputs(id, await this.deps.store.listTasks(task.runId)));
           break;
         } catch (err) {
           this.deps.onStoreError?.();
@@ -782,6 +787,19 @@ export class Worker {
   }
 }
 
+/** A fan-out's instances' published values, in item order, as a fan-in's argument reads them. */
+export function fanOutOutputs(fanOut: string, tasks: readonly TaskRecord[]): ProducerOutputs {
+  const instances = tasks
+    .filter((t) => t.fanOut === fanOut)
+    .map((t) => ({ t, index: Number(parseInstanceId(t.taskId)?.values[0]?.[1] ?? NaN) }))
+    .sort((a, b) => a.index - b.index);
+  return {
+    declared: instances[0]?.t.outputPatterns ?? {},
+    values: null,
+    instances: instances.map(({ t }) => (t.status === "succeeded" ? t.outputValues : null)),
+  };
+}
+
 function runningKey(claimed: ClaimedTask): string {
   return `${claimed.token.runId}/${claimed.token.taskId}`;
 }
@@ -815,9 +833,11 @@ export function withPublished(result: TaskResult, exec: ExecResult, claimed: Cla
   const parsed =
     "problem" in published
       ? { ok: false as const, message: published.problem }
-      : published.text.trim() === "" && Object.keys(declared).length === 0
-        ? null
-        : parseOutputFile(claimed.task.taskId, declared, published.text);
+      : "oversize" in published
+        ? { ok: false as const, message: oversizeProblem(claimed.task.taskId, declared, published.oversize) }
+        : published.text.trim() === "" && Object.keys(declared).length === 0
+          ? null
+          : parseOutputFile(claimed.task.taskId, declared, published.text);
   if (parsed === null) return result;
   if (!parsed.ok) return { ...result, outcome: "failed", error: `outputs refused: ${parsed.message}` };
   return { ...result, outputs: parsed.values };

@@ -28,6 +28,13 @@ export interface ActionTemplate {
 
 export type RenderResult = { ok: true; argv: string[] } | { ok: false; message: string };
 
+/**
+ * A value as the worker hands it to the action: a DAG's value, or a fan-in's list (the values a
+ * fan-out's instances published, outputs.ts), which fills each whole argv entry it is used in with
+ * one entry per item, like xargs (docs/architecture.md §6, "Fan-out").
+ */
+export type RunArgValue = ArgValue | readonly string[];
+
 /** Linux refuses a single argv string above 128 KiB (MAX_ARG_STRLEN); stay well under it. */
 export const MAX_ARG_BYTES = 64 * 1024;
 
@@ -90,6 +97,27 @@ function stringify(value: ArgValue): string {
   return typeof value === "string" ? value : String(value);
 }
 
+/** Why `raw` cannot be argument `name` of the action (its type, size, pattern, a leading "-"), or null. */
+function valueProblem(
+  action: ActionTemplate,
+  name: string,
+  spec: ArgSpec,
+  raw: unknown,
+  whole: ReadonlySet<string>,
+): string | null {
+  if (typeof raw !== "string" && typeof raw !== "number" && typeof raw !== "boolean")
+    return "must be a string, number or boolean";
+  const value = stringify(raw);
+  if (value.includes("\0")) return "contains a NUL byte";
+  if (utf8.encode(value).length > MAX_ARG_BYTES) return `is longer than ${MAX_ARG_BYTES} bytes`;
+  const pattern = compileArgPattern(spec.pattern);
+  if (typeof pattern === "string") return `has an invalid pattern in the node config: ${pattern}`;
+  if (!pattern.matches(value)) return `does not match its pattern ${spec.pattern}`;
+  if (value.startsWith("-") && whole.has(name) && spec.allowLeadingDash !== true)
+    return `starts with "-", which the program would read as an option; action "${action.name}" does not allow that for "${name}"`;
+  return null;
+}
+
 /** One argument problem: `arg` names the argument, or is null for a problem of the action itself. */
 export interface ArgProblem {
   arg: string | null;
@@ -105,11 +133,11 @@ export interface ArgProblem {
  */
 export function checkArgs(
   action: ActionTemplate,
-  args: Readonly<Record<string, ArgValue>>,
+  args: Readonly<Record<string, RunArgValue>>,
   deferred: ReadonlySet<string> = new Set(),
-): { problems: ArgProblem[]; values: Map<string, string> } {
+): { problems: ArgProblem[]; values: Map<string, string | string[]> } {
   const problems: ArgProblem[] = [];
-  const values = new Map<string, string>();
+  const values = new Map<string, string | string[]>();
   const whole = wholeEntryArgs(action);
   const fail = (arg: string, message: string): void => {
     problems.push({ arg, message: `argument "${arg}" ${message}` });
@@ -125,36 +153,37 @@ export function checkArgs(
     }
     if (deferred.has(name)) continue;
     const raw = args[name];
-    if (typeof raw !== "string" && typeof raw !== "number" && typeof raw !== "boolean") {
-      fail(name, "must be a string, number or boolean");
-      continue;
-    }
-    const value = stringify(raw);
-    if (value.includes("\0")) {
-      fail(name, "contains a NUL byte");
-      continue;
-    }
-    if (utf8.encode(value).length > MAX_ARG_BYTES) {
-      fail(name, `is longer than ${MAX_ARG_BYTES} bytes`);
-      continue;
-    }
-    const pattern = compileArgPattern(spec.pattern);
-    if (typeof pattern === "string") {
-      fail(name, `has an invalid pattern in the node config: ${pattern}`);
-      continue;
-    }
-    if (!pattern.matches(value)) {
-      fail(name, `does not match its pattern ${spec.pattern}`);
-      continue;
-    }
-    if (value.startsWith("-") && whole.has(name) && spec.allowLeadingDash !== true) {
-      fail(
-        name,
-        `starts with "-", which the program would read as an option; action "${action.name}" does not allow that for "${name}"`,
+    if (Array.isArray(raw)) {
+      // A fan-in's list: each item is checked as a value, and it may only fill whole argv entries.
+      const embedded = action.argv.some(
+        (element, index) =>
+          placeholdersOf(element).includes(name) && (index === 0 || element !== `{${name}}`),
       );
+      if (embedded) {
+        fail(
+          name,
+          `is a list (${raw.length} items, a fan-out's values), which only fills a whole argv entry ("{${name}}" alone), one entry per item; action "${action.name}" uses it inside a longer entry`,
+        );
+        continue;
+      }
+      const items: string[] = [];
+      for (const [i, item] of (raw as readonly unknown[]).entries()) {
+        const problem = valueProblem(action, name, spec, item, whole);
+        if (problem !== null) {
+          fail(name, `item ${i}: ${problem}`);
+          break;
+        }
+        items.push(item as string);
+      }
+      if (items.length === raw.length) values.set(name, items);
       continue;
     }
-    values.set(name, value);
+    const problem = valueProblem(action, name, spec, raw, whole);
+    if (problem !== null) {
+      fail(name, problem);
+      continue;
+    }
+    values.set(name, stringify(raw as ArgValue));
   }
   for (const element of action.argv) {
     for (const name of placeholdersOf(element)) {
@@ -170,18 +199,31 @@ export function checkArgs(
 }
 
 /**
- * Substitutes `args` into `action.argv`. One template element always yields one argv entry (a value
- * with spaces, quotes or newlines is never split), substitution is a single pass (a value containing
+ * Substitutes `args` into `action.argv`. One template element yields one argv entry (a value with
+ * spaces, quotes or newlines is never split), except a whole entry filled by a fan-in's list, which
+ * yields one entry per item, substitution is a single pass (a value containing
  * `{x}` stays literal), and every problem is reported naming its argument.
  */
-export function renderArgv(action: ActionTemplate, args: Readonly<Record<string, ArgValue>>): RenderResult {
+export function renderArgv(
+  action: ActionTemplate,
+  args: Readonly<Record<string, RunArgValue>>,
+): RenderResult {
   const { problems, values } = checkArgs(action, args);
   if (problems.length > 0) {
     return { ok: false, message: [...new Set(problems.map((p) => p.message))].join("; ") };
   }
-  const argv = action.argv.map((element) =>
-    element.replace(PLACEHOLDER, (whole, name: string) => values.get(name) ?? whole),
-  );
+  // A list (checkArgs allowed it only as a whole entry) gives one entry per item, none when empty.
+  const argv = action.argv.flatMap((element, index) => {
+    const listed = index > 0 ? /^\{([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(element)?.[1] : undefined;
+    const list = listed === undefined ? undefined : values.get(listed);
+    if (Array.isArray(list)) return list;
+    return [
+      element.replace(PLACEHOLDER, (whole, name: string) => {
+        const value = values.get(name);
+        return typeof value === "string" ? value : whole;
+      }),
+    ];
+  });
   if (argv.length === 0 || argv[0] === "") {
     return { ok: false, message: `action "${action.name}" has an empty argv` };
   }

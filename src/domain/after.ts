@@ -7,6 +7,7 @@
  * here; docs/architecture.md §3 ("Trigger") tells where each is applied.
  */
 import type { AfterSpec, ParsedDag, RunStatus, RunTrigger } from "./model.js";
+import { isListOutput, type OutputValue } from "./outputs.js";
 
 // The declaration's shapes live with the rest of the model (model.ts); they are named here too.
 export { AFTER_STATUSES } from "./model.js";
@@ -67,7 +68,7 @@ export function triggerWords(trigger: RunTrigger): string {
 }
 
 /** Outputs of the upstream run's tasks, by task then name; null where the store keeps none. */
-export type UpstreamOutputs = ReadonlyMap<string, Readonly<Record<string, string>>> | null;
+export type UpstreamOutputs = ReadonlyMap<string, Readonly<Record<string, OutputValue>>> | null;
 
 /**
  * The values the mapping gives, in the order declared, or why a value cannot be had (the firing is
@@ -104,7 +105,13 @@ export function afterValues(
         ok: false,
         reason: `parameter "${param}" maps to ${text}, but task ${source.task} of ${upstream.name} published no output "${source.name}"`,
       };
-    given.push([param, published[source.name]!]);
+    const value = published[source.name]!;
+    if (typeof value !== "string")
+      return {
+        ok: false,
+        reason: `parameter "${param}" maps to ${text}, but "${source.name}" of task ${source.task} is a list output (${value.length} items); a parameter takes one value`,
+      };
+    given.push([param, value]);
   }
   return { ok: true, given };
 }
@@ -135,6 +142,11 @@ export function afterMappingProblems(
       out.push({
         param,
         message: `maps to ${text}, but task ${source.task} of ${upstream.id} declares no output "${source.name}"`,
+      });
+    else if (isListOutput(task.outputs?.[source.name]))
+      out.push({
+        param,
+        message: `maps to ${text}, but "${source.name}" of task ${source.task} of ${upstream.id} is a list output; a parameter takes one value`,
       });
   }
   return out;

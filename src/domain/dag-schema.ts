@@ -5,12 +5,14 @@ import type { GateSpec, GateWho } from "./gates.js";
 import { describeChar, describeValue, quote } from "./dag-issues.js";
 import { parseDuration } from "./duration.js";
 import { compileParamPattern } from "./param-pattern.js";
-import { OUTPUT_LIMITS, outputReferences } from "./outputs.js";
+import { FAN_OUT_LIMITS, isListOutput, OUTPUT_LIMITS, outputReferences } from "./outputs.js";
+import type { OutputDeclaration } from "./outputs.js";
 import { newCheckBudget, PARAM_LIMITS, paramReferences, paramValueProblem } from "./params.js";
 import { scheduleProblem } from "./schedule.js";
 import { AFTER_STATUSES, parseAfterSource } from "./after.js";
 import { MATRIX_LIMITS, MATRIX_VALUE } from "./matrix.js";
 import { expandTasks, matrixIssues } from "./matrix-expansion.js";
+import { fanOutIssues, toForEachSpec } from "./fan-out.js";
 import { RUN_WHENS } from "./run-when.js";
 
 /** Every limit a DAG document is held to; messages quote these numbers. */
@@ -263,15 +265,64 @@ const paramsSchema = z
     }),
   );
 
+const listOutputSchema = z.strictObject({
+  // Its length and complexity are checked with its compilation (param-pattern.ts), in one message.
+  pattern: z.string().min(1),
+  list: z.literal(true, { error: () => "must be true: the table form declares a list output" }),
+  max_items: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .superRefine((n, ctx) => {
+      if (n !== undefined && n > FAN_OUT_LIMITS.maxItems)
+        ctx.addIssue({
+          code: "custom",
+          message: `is ${n}; a list output may hold at most ${FAN_OUT_LIMITS.maxItems} items (the fan-out bound)`,
+        });
+    }),
+});
+
 /**
- * `outputs = { NAME = "PATTERN" }`: what a task publishes for its dependents (outputs.ts). Names as
- * argument names; each pattern compiled with RE2 within the limits of param-pattern.ts.
+ * `outputs = { NAME = "PATTERN" }`: what a task publishes for its dependents (outputs.ts), or
+ * `NAME = { pattern = "PATTERN", list = true, max_items = 100 }` for a list of values (one line an
+ * item). Names as argument names; each pattern compiled with RE2 within the limits of
+ * param-pattern.ts.
  */
-const outputsSchema = patternsSchema(
-  "output",
-  OUTPUT_LIMITS.maxOutputs,
-  "the output's pattern (a non-empty string, RE2, matched against the whole value)",
-);
+const outputsSchema = z
+  .unknown()
+  .superRefine((raw, ctx) => {
+    for (const [key, value] of namedEntries(raw, ctx, "output", OUTPUT_LIMITS.maxOutputs)) {
+      let pattern: string;
+      if (isTable(value)) {
+        const list = listOutputSchema.safeParse(value);
+        if (!list.success) {
+          for (const issue of list.error.issues)
+            ctx.addIssue({ code: "custom", path: [key, ...issue.path.map(String)], message: issue.message });
+          continue;
+        }
+        pattern = list.data.pattern;
+      } else if (typeof value === "string" && value.length > 0) pattern = value;
+      else {
+        ctx.addIssue({
+          code: "custom",
+          path: [key],
+          message: `expected the output's pattern (a non-empty string, RE2, matched against the whole value) or a list output ({ pattern = "...", list = true, max_items = N }), got ${describeValue(value)}`,
+        });
+        continue;
+      }
+      const compiled = compileParamPattern(pattern);
+      if (typeof compiled === "string")
+        ctx.addIssue({ code: "custom", path: isTable(value) ? [key, "pattern"] : [key], message: compiled });
+    }
+  })
+  .transform((raw) =>
+    ownRecord<OutputDeclaration>(raw, (v) => {
+      if (typeof v === "string") return v;
+      const list = v as { pattern: string; max_items?: number };
+      return { pattern: list.pattern, list: true, maxItems: list.max_items ?? FAN_OUT_LIMITS.maxItems };
+    }),
+  );
 
 /**
  * `matrix = { AXIS = ["VALUE", ...] }` (matrix.ts): names as argument names, each axis a list of
@@ -413,6 +464,16 @@ const ACTION_ONLY_KEYS = [
   "rerun_if_lost",
 ] as const;
 
+/**
+ * `for_each = { items = "{tasks.discover.outputs.hosts}", max_parallel = 8, fail_fast = false }`
+ * (fan-out.ts): the task runs once per item of a list output of a task it needs.
+ */
+const forEachSchema = z.strictObject({
+  items: z.string().min(1).max(200),
+  max_parallel: integer(1, FAN_OUT_LIMITS.maxItems).optional(),
+  fail_fast: z.boolean().optional(),
+});
+
 const placementSchema = z.strictObject({
   labels: z.array(idSchema).max(DAG_LIMITS.maxLabels).optional(),
   node: idSchema.optional(),
@@ -440,6 +501,8 @@ const taskSchema = z.strictObject({
   when: z.enum(RUN_WHENS, { error: () => WHEN_RULE }).optional(),
   // Expanded at parse into one task per combination (matrix-expansion.ts); no spec keeps it.
   matrix: matrixSchema.optional(),
+  // Expanded at run time by the leader, once per item of a list output (fan-out.ts).
+  for_each: forEachSchema.optional(),
 });
 
 const AFTER_STATUS_RULE = `must be one of ${AFTER_STATUSES.map((s) => `"${s}"`).join(", ")} (or a list of them)`;
@@ -518,6 +581,8 @@ function toTaskSpec(task: TaskDocument): TaskSpec {
   if (task.when !== undefined && task.when !== "succeeded") spec.when = task.when;
   // Only `rerun_if_lost = false` is kept, so a DAG that does not say it keeps the hash it always had.
   if (task.rerun_if_lost === false) spec.rerunIfLost = false;
+  // Only a fan-out's template carries the key, so a DAG without one keeps the hash it always had.
+  if (task.for_each !== undefined) spec.forEach = toForEachSpec(task.for_each);
   // Only a gate carries the key, so a DAG without gates keeps the hash it always had. Its form's
   // fields are its outputs: the approved values are what dependents read as {tasks.ID.outputs.NAME}.
   if (task.approve !== undefined) {
@@ -556,6 +621,7 @@ function outputReferenceProblem(
   name: string,
   byId: ReadonlyMap<string, TaskDocument>,
   ancestors: ReadonlySet<string>,
+  wholeArgument: boolean,
 ): string | null {
   const ref = `{tasks.${producer}.outputs.${name}}`;
   const task = byId.get(producer);
@@ -566,13 +632,18 @@ function outputReferenceProblem(
     return `refers to ${ref}, but "${producer}" is not among the tasks "${taskId}" needs (directly or through others), so it may not have run yet: add it to needs`;
   if (task.matrix !== undefined)
     return `refers to ${ref}, but "${producer}" is a matrix task, whose instances each have their own outputs: no one value is its`;
+  // A fan-in: a fan-out's output is the list of its instances' values, which fills whole argv entries.
+  if (task.for_each !== undefined && !wholeArgument)
+    return `refers to ${ref}, the list of fan-out "${producer}"'s values, inside a longer string: a list must be the whole argument (it becomes one argv entry per item)`;
   // An approval gate's outputs are its form's fields.
-  const declared = task.outputs ?? task.approve?.form ?? {};
+  const declared: Record<string, OutputDeclaration> = task.outputs ?? task.approve?.form ?? {};
   if (!Object.hasOwn(declared, name)) {
     const names = Object.keys(declared);
     const has = names.length === 0 ? "it declares no outputs" : `it declares ${names.join(", ")}`;
     return `refers to ${ref}, but task "${producer}" declares no output "${name}" (${has})`;
   }
+  if (isListOutput(declared[name]))
+    return `refers to ${ref}, but "${name}" of task "${producer}" is a list output, not one value: run a task once per item with for_each = { items = "${ref}" }`;
   return null;
 }
 
@@ -708,6 +779,7 @@ export const dagSchema = documentSchema
             ref.name,
             byId,
             ancestors.get(task.id) ?? new Set(),
+            refs.length === 1 && value === `{tasks.${ref.taskId}.outputs.${ref.name}}`,
           );
           if (problem !== null)
             ctx.addIssue({ code: "custom", path: ["tasks", i, "args", key], message: problem });
@@ -730,6 +802,8 @@ export const dagSchema = documentSchema
       maxArgsTotal: PARAM_LIMITS.maxAppliedTotal,
     };
     for (const issue of matrixIssues(doc.tasks, expansion))
+      ctx.addIssue({ code: "custom", path: issue.path, message: issue.message });
+    for (const issue of fanOutIssues(doc.tasks))
       ctx.addIssue({ code: "custom", path: issue.path, message: issue.message });
   })
   .transform((doc): ParsedDag => {

@@ -125,7 +125,7 @@ export function gateValuesProblem(
     // approved as text would become another parameter's value where a retry carries it into an
     // argument, past every pattern (docs/architecture.md §6, "Outputs", step 5).
     if (holdsReference(value))
-      return `field "${name}" holds a {params.…} or {tasks.…} reference, which a form value may not: it becomes the gate's output`;
+      return `field "${name}" holds a {params.…}, {tasks.…} or {item} reference, which a form value may not: it becomes the gate's output`;
     if (/[\r\n]/.test(value)) return `field "${name}" spans more than one line; a value is one line`;
     const problem = paramValueProblem(name, { pattern: spec.form[name]!, default: null }, value, budget);
     if (problem !== null) return problem.replace(/^parameter /, "field ");

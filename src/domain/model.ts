@@ -1,4 +1,5 @@
 /** The shared vocabulary of dagbot: the parsed DAG and the state names every layer speaks. */
+import type { OutputDeclaration } from "./outputs.js";
 
 /** A task's life, docs/architecture.md §3. The transition table lives in task-states.ts. */
 export const TASK_STATUSES = [
@@ -55,10 +56,11 @@ export interface TaskSpec {
   /** Higher is claimed first; ties go first in, first out. */
   priority: number;
   /**
-   * The values it publishes for its dependents (outputs.ts): name → RE2 pattern of the whole value.
-   * Absent when it declares none, so older DAGs keep their hash.
+   * The values it publishes for its dependents (outputs.ts): name → RE2 pattern of the whole value,
+   * or a list output (`{ pattern, list: true, maxItems }`). Absent when it declares none, so older
+   * DAGs keep their hash.
    */
-  outputs?: Record<string, string>;
+  outputs?: Record<string, OutputDeclaration>;
   /**
    * `false` when an attempt whose node was lost must not run again (`rerun_if_lost = false`: an
    * action that must never run twice); absent otherwise, so older DAGs keep their hash.
@@ -76,6 +78,24 @@ export interface TaskSpec {
    * Absent otherwise, so older DAGs keep their hash.
    */
   when?: "failed" | "denied" | "done";
+  /**
+   * Set on a fan-out's template (`for_each`, fan-out.ts): it never runs itself; when its producer
+   * succeeds the leader writes one instance per item of the list. Absent on every other task, so
+   * their DAGs keep their hash.
+   */
+  forEach?: ForEachSpec;
+}
+
+/** A task's `for_each`, defaults filled in: the list it fans out over, and how its instances run. */
+export interface ForEachSpec {
+  /** The task whose list output gives the items (a need of the template). */
+  producer: string;
+  /** The list output's name. */
+  output: string;
+  /** At most this many of its instances active at once (queued, running, canceling); null: no own limit. */
+  maxParallel: number | null;
+  /** true: once an instance ends failed or timed out, its instances that have not started are skipped. */
+  failFast: boolean;
 }
 
 /** A DAG that passed the schema and the graph checks. Tasks keep the document's order. */

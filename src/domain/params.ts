@@ -7,7 +7,7 @@
  */
 import type { ArgValue, ParamSpec, ParsedDag, TaskSpec } from "./model.js";
 import { checkCost, compileParamPattern, PATTERN_LIMITS } from "./param-pattern.js";
-import { holdsOutputReference, PARAM_REFERENCE } from "./references.js";
+import { holdsItemReference, holdsOutputReference, PARAM_REFERENCE } from "./references.js";
 import { documentIndexes } from "./matrix.js";
 
 export const PARAM_LIMITS = {
@@ -68,6 +68,9 @@ export function paramValueProblem(
   // reference nobody checked.
   if (holdsOutputReference(value))
     return `parameter "${name}" holds an output reference ({tasks.…}), which a value may not`;
+  // A fan-out's items are put in after parameters too (fan-out.ts).
+  if (holdsItemReference(value))
+    return `parameter "${name}" holds an item reference ({item}), which a value may not`;
   const pattern = compileParamPattern(spec.pattern);
   if (typeof pattern === "string") return `parameter "${name}" has an invalid pattern: it ${pattern}`;
   const cost = checkCost(pattern, value);

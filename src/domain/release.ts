@@ -10,10 +10,10 @@
  */
 
 export const RELEASE = "0.4.0";
-export const STORE_SCHEMA = 20;
+export const STORE_SCHEMA = 21;
 export const FLEET_PROTOCOL = 3;
 
-/** `dagbot 0.4.0 (store schema 20, fleet protocol 3)`: what `--version` prints. */
+/** `dagbot 0.4.0 (store schema 21, fleet protocol 3)`: what `--version` prints. */
 export function releaseLine(): string {
   return `dagbot ${RELEASE} (store schema ${STORE_SCHEMA}, fleet protocol ${FLEET_PROTOCOL})`;
 }

@@ -48,6 +48,8 @@ export interface GraphTaskInput {
   wait?: string;
   /** An approval gate (gates.ts): drawn in a shape of its own. */
   gate?: true;
+  /** A fan-out not expanded yet (fan-out.ts): the list output it fans out over, named in its caption. */
+  forEach?: string;
   /** Its run condition (run-when.ts) when not the default: the box and the edges into it say it. */
   when?: TaskSpec["when"];
 }
@@ -254,7 +256,12 @@ function assemble(
         key: keyOf(i),
         kind: "task",
         title: task.id,
-        caption: task.gate === true ? "approval gate" : task.action,
+        caption:
+          task.gate === true
+            ? "approval gate"
+            : task.forEach !== undefined
+              ? `${task.id} × for each ${task.forEach}`
+              : task.action,
         status: task.status,
         taskIds: [task.id],
         counts: countStatuses([task.status]),

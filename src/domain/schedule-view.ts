@@ -17,7 +17,8 @@
  * Between whole passes only workers change tasks, and only active ones (a claim, a finish); every
  * other writer (commands, the reaper, new runs) is followed by a whole pass. `ended` reports what
  * left the active set; anything the view cannot explain returns false, and the caller rebuilds
- * from a whole read. Property-tested against decideSchedule (test/unit/schedule-view.test.ts).
+ * from a whole read, as it does after a fan-out's expansion (new rows) and when an instance's end
+ * stops its fail_fast fan-out (decideSchedule decides both). Property-tested against decideSchedule (test/unit/schedule-view.test.ts).
  */
 import type { TaskStatus } from "./model.js";
 import type {
@@ -28,7 +29,7 @@ import type {
   ScheduleTask,
   TaskRef,
 } from "./scheduling.js";
-import { admit, comparePickOrder } from "./scheduling.js";
+import { admit, comparePickOrder, stopsFanOut } from "./scheduling.js";
 import type { RunWhen, WhenVerdict } from "./run-when.js";
 import { isConditional, judgeWhen } from "./run-when.js";
 import { ACTIVE_TASK_STATUSES, SKIPPING_TASK_STATUSES } from "./task-states.js";
@@ -38,6 +39,8 @@ export interface ActiveTask {
   runId: string;
   taskId: string;
   concurrencyKey: string | null;
+  /** An instance's fan-out (its limit counts its active instances); absent or null otherwise. */
+  fanOut?: string | null;
 }
 
 /** A task that left the active set since the view last looked, with the status it has now. */
@@ -65,6 +68,8 @@ export class ScheduleView {
   private ready: Entry[] = [];
   /** Gates whose needs all succeeded and that have not opened. */
   private readonly gates = new Set<Entry>();
+  /** Fan-out templates whose needs all succeeded: to expand. */
+  private readonly fanOuts = new Set<Entry>();
   /** Tasks that ended badly and whose dependents are still to be skipped. */
   private seeds: Entry[] = [];
   /** What the view holds as active (queued, running, canceling), by key. */
@@ -135,6 +140,8 @@ export class ScheduleView {
       const k = keyOf(t.runId, t.taskId);
       const e = this.active.get(k);
       if (e === undefined || ACTIVE_TASK_STATUSES.has(t.status) || t.status === "blocked") return false;
+      // A fail_fast fan-out stopped by this end: a whole pass skips its instances not started.
+      if (stopsFanOut({ ...e.task, status: t.status })) return false;
       this.active.delete(k);
       e.task.status = t.status;
       for (const d of e.dependents) if (isConditional(d.task.when)) this.toJudge.push(d);
@@ -205,7 +212,11 @@ export class ScheduleView {
       .filter((g) => !marked.has(g))
       .sort(bySeq)
       .map(ref);
-    return { toQueue, toSkip: skipped.sort(bySeq).map(ref), toOpen };
+    const toExpand = [...this.fanOuts]
+      .filter((f) => !marked.has(f))
+      .sort(bySeq)
+      .map(ref);
+    return { toQueue, toSkip: skipped.sort(bySeq).map(ref), toOpen, toExpand, toStop: [] };
   }
 
   /** Records what the caller wrote of a decision: queued tasks become active, skipped ones end, gates open. */
@@ -229,9 +240,12 @@ export class ScheduleView {
     }
     if (decision.toQueue.length + decision.toSkip.length > 0)
       this.ready = this.ready.filter((e) => e.task.status === "blocked");
-    for (const r of decision.toSkip) {
+    for (const r of [...decision.toSkip, ...decision.toExpand]) {
       const e = this.entries.get(keyOf(r.runId, r.taskId));
-      if (e !== undefined) this.gates.delete(e);
+      if (e !== undefined) {
+        this.gates.delete(e);
+        this.fanOuts.delete(e);
+      }
     }
   }
 
@@ -251,6 +265,10 @@ export class ScheduleView {
     e.placed = true;
     if (e.task.isGate === true) {
       if (e.task.gateOpen !== true) this.gates.add(e);
+      return;
+    }
+    if (e.task.isFanOut === true) {
+      this.fanOuts.add(e);
       return;
     }
     if (!sorted) {

@@ -28,6 +28,11 @@
  *   global cap stops admission outright.
  * - Gates (gates.ts): a ready approval gate is opened (`toOpen`) instead of queued; it stays blocked
  *   while open, holds no slot and no key, and is never queued. Its skip follows the rule above.
+ * - Fan-outs (fan-out.ts): a ready template is expanded (`toExpand`) instead of queued: the store
+ *   replaces it by its instances in the same write. An instance counts against its fan-out's own
+ *   limit (`fanOutLimit`: active instances of one fan-out of one run), beside the run's and the
+ *   room's. With fail_fast, once an instance of a fan-out ended failed or timed_out, its instances
+ *   that have not started are skipped: blocked ones with the skips above, queued ones (`toStop`).
  */
 import type { RunStatus, TaskStatus } from "./model.js";
 import type { RunWhen, WhenVerdict } from "./run-when.js";
@@ -55,6 +60,14 @@ export interface ScheduleTask {
   gateOpen?: boolean;
   /** Its run condition (run-when.ts); absent means "succeeded". */
   when?: RunWhen;
+  /** A fan-out's template (for_each): expanded when its needs succeeded, never queued. */
+  isFanOut?: boolean;
+  /** An instance of a fan-out: its fan-out's id (the template's), else absent or null. */
+  fanOut?: string | null;
+  /** An instance's fan-out's max_parallel; null or absent: no limit of its own. */
+  fanOutLimit?: number | null;
+  /** An instance's fan-out's fail_fast. */
+  failFast?: boolean;
 }
 
 export interface ScheduleRun {
@@ -82,6 +95,20 @@ export interface ScheduleDecision {
   toSkip: TaskRef[];
   /** Approval gates whose condition is met (their needs all succeeded, by default) and that are not open yet, in seq order. */
   toOpen: TaskRef[];
+  /** Fan-out templates whose needs all succeeded, to replace by their instances, in seq order. */
+  toExpand: TaskRef[];
+  /** Queued instances of a fail_fast fan-out one of whose instances failed: to skip, in seq order. */
+  toStop: TaskRef[];
+}
+
+/** Whether an instance's end stops its fail_fast fan-out's instances that have not started. */
+export function stopsFanOut(t: Pick<ScheduleTask, "fanOut" | "failFast" | "status">): boolean {
+  return (
+    t.fanOut !== undefined &&
+    t.fanOut !== null &&
+    t.failFast === true &&
+    (t.status === "failed" || t.status === "timed_out")
+  );
 }
 
 /** Total order in which ready tasks are admitted: priority desc, seq asc, then run id, task id. */
@@ -140,6 +167,14 @@ export function decideSchedule(snapshot: ScheduleSnapshot, caps: ScheduleCaps): 
     work.push(t);
   };
   for (const t of snapshot.tasks) if (isMovable(t) && verdict(t) === "skip") skip(t);
+  // fail_fast: the fan-outs one of whose instances failed; their blocked instances are skipped
+  // (and what needs them, through the worklist), their queued ones stopped.
+  const stopped = new Set(snapshot.tasks.filter(stopsFanOut).map((t) => key(t.runId, t.fanOut!)));
+  const inStopped = (t: ScheduleTask): boolean =>
+    t.fanOut !== undefined && t.fanOut !== null && stopped.has(key(t.runId, t.fanOut));
+  if (stopped.size > 0)
+    for (const t of snapshot.tasks)
+      if (inStopped(t) && isMovable(t) && !skipped.has(key(t.runId, t.taskId))) skip(t);
   for (let next = work.pop(); next !== undefined; next = work.pop()) {
     for (const d of dependents.get(key(next.runId, next.taskId)) ?? []) {
       if (skipped.has(key(d.runId, d.taskId)) || !isMovable(d)) continue;
@@ -156,7 +191,11 @@ export function decideSchedule(snapshot: ScheduleSnapshot, caps: ScheduleCaps): 
     .filter((t) => t.isGate === true && t.gateOpen !== true)
     .sort(compareSeq)
     .map((t) => ({ runId: t.runId, taskId: t.taskId }));
-  const ready = satisfied.filter((t) => t.isGate !== true).sort(comparePickOrder);
+  const toExpand = satisfied
+    .filter((t) => t.isFanOut === true)
+    .sort(compareSeq)
+    .map((t) => ({ runId: t.runId, taskId: t.taskId }));
+  const ready = satisfied.filter((t) => t.isGate !== true && t.isFanOut !== true).sort(comparePickOrder);
 
   const toQueue = admit(ready, active, (runId) => runs.get(runId)?.maxParallel ?? null, caps);
 
@@ -164,26 +203,35 @@ export function decideSchedule(snapshot: ScheduleSnapshot, caps: ScheduleCaps): 
     .filter((t) => skipped.has(key(t.runId, t.taskId)))
     .sort(compareSeq)
     .map((t) => ({ runId: t.runId, taskId: t.taskId }));
-  return { toQueue, toSkip, toOpen };
+  const toStop = snapshot.tasks
+    .filter((t) => t.status === "queued" && inStopped(t) && runs.get(t.runId)?.status === "running")
+    .sort(compareSeq)
+    .map((t) => ({ runId: t.runId, taskId: t.taskId }));
+  return { toQueue, toSkip, toOpen, toExpand, toStop };
 }
 
 /**
  * Admission, shared by decideSchedule and the leader's view (schedule-view.ts): `ready` in pick
- * order, each admitted unless its run is at its max_parallel or its key is held, until the room's
- * cap is reached; `active` (queued, running, canceling) counts against the caps.
+ * order, each admitted unless its run is at its max_parallel, its fan-out at its own, or its key is
+ * held, until the room's cap is reached; `active` (queued, running, canceling) counts against the caps.
  */
 export function admit(
   ready: Iterable<ScheduleTask>,
-  active: ReadonlyArray<Pick<ScheduleTask, "runId" | "concurrencyKey">>,
+  active: ReadonlyArray<Pick<ScheduleTask, "runId" | "concurrencyKey" | "fanOut">>,
   maxParallelOf: (runId: string) => number | null,
   caps: ScheduleCaps,
 ): TaskRef[] {
   let globalActive = active.length;
   const runActive = new Map<string, number>();
+  const fanOutActive = new Map<string, number>();
   const keysHeld = new Set<string>();
   for (const a of active) {
     runActive.set(a.runId, (runActive.get(a.runId) ?? 0) + 1);
     if (a.concurrencyKey !== null) keysHeld.add(a.concurrencyKey);
+    if (a.fanOut !== undefined && a.fanOut !== null) {
+      const g = key(a.runId, a.fanOut);
+      fanOutActive.set(g, (fanOutActive.get(g) ?? 0) + 1);
+    }
   }
   const toQueue: TaskRef[] = [];
   for (const t of ready) {
@@ -192,9 +240,13 @@ export function admit(
     const inRun = runActive.get(t.runId) ?? 0;
     if (maxParallel !== null && inRun >= maxParallel) continue;
     if (t.concurrencyKey !== null && keysHeld.has(t.concurrencyKey)) continue;
+    const group = t.fanOut === undefined || t.fanOut === null ? null : key(t.runId, t.fanOut);
+    const inGroup = group === null ? 0 : (fanOutActive.get(group) ?? 0);
+    if (group !== null && t.fanOutLimit != null && inGroup >= t.fanOutLimit) continue;
     toQueue.push({ runId: t.runId, taskId: t.taskId });
     globalActive += 1;
     runActive.set(t.runId, inRun + 1);
+    if (group !== null) fanOutActive.set(group, inGroup + 1);
     if (t.concurrencyKey !== null) keysHeld.add(t.concurrencyKey);
   }
   return toQueue;

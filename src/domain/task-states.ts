@@ -47,7 +47,7 @@ export const TASK_TRANSITIONS: readonly TaskTransition[] = [
     to: "skipped",
     who: ["scheduler"],
     condition:
-      "its run condition cannot hold (run-when.ts; by default some needs task ended failed, timed_out, canceled or skipped; otherwise every needs task ended and the condition is not met)",
+      "its run condition cannot hold (run-when.ts; by default some needs task ended failed, timed_out, canceled or skipped; otherwise every needs task ended and the condition is not met), or (fail_fast) another instance of its fan-out ended failed or timed_out",
   },
   { from: "blocked", to: "canceled", who: ["leader"], condition: "cancel; status unchanged since read" },
   {
@@ -70,6 +70,12 @@ export const TASK_TRANSITIONS: readonly TaskTransition[] = [
     condition: 'an open approval gate past its timeout, on_timeout = "skip"; version=v',
   },
   { from: "queued", to: "canceled", who: ["leader"], condition: "cancel; status unchanged since read" },
+  {
+    from: "queued",
+    to: "skipped",
+    who: ["scheduler"],
+    condition: "fail_fast: another instance of its fan-out ended failed or timed_out; status='queued'",
+  },
   ...(["blocked", "queued", "failed", "timed_out"] as const).flatMap((from) =>
     (["succeeded", "skipped"] as const).map((to) => ({
       from,

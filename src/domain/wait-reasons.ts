@@ -4,15 +4,17 @@
  * decided from what the store already knows. Pure.
  *
  * A task of a pending run awaits confirmation. Of a running run, a blocked task waits, in this order,
- * for its needs (named; a task with a run condition, for them to end), for the room (paused by cap 0, or its cap reached), for its run's
- * `max_parallel`, or for its concurrency key (named, with the task holding it): the conditions
+ * for its needs (named; a fan-out's template for its producer's list; a task with a run
+ * condition, for them to end), for the room (paused by cap 0, or its cap reached), for its run's
+ * `max_parallel`, for its fan-out's `max_parallel` (an instance), or for its concurrency key
+ * (named, with the task holding it): the conditions
  * decideSchedule (scheduling.ts) checks before it admits a task. A queued task waits out a retry
  * backoff, or for a live node of the room that offers its action (with its labels, and the node it
  * is pinned to), or for a free slot on such a node: the conditions of a claim. A task with none of
  * these is about to move (the leader or a worker has not acted yet) and has no reason. Canceling
  * runs and running or ended tasks never wait.
  */
-import type { Placement, RunStatus, TaskSpec, TaskStatus } from "./model.js";
+import type { ForEachSpec, Placement, RunStatus, TaskSpec, TaskStatus } from "./model.js";
 import { isConditional, whenWords } from "./run-when.js";
 import { ACTIVE_TASK_STATUSES, isTerminalTask } from "./task-states.js";
 import type { GateSpec, GateState } from "./gates.js";
@@ -28,6 +30,10 @@ export type WaitReason =
   | { kind: "paused" }
   | { kind: "room-cap"; cap: number; active: number }
   | { kind: "run-cap"; maxParallel: number }
+  /** A fan-out's template (fan-out.ts) waits for the list its producer publishes. */
+  | { kind: "fan-out-items"; producer: string; output: string }
+  /** An instance held by its fan-out's max_parallel. */
+  | { kind: "fan-out-cap"; fanOut: string; maxParallel: number }
   /** `holder`: the active task holding the key (its run's DAG id), when known. */
   | { kind: "concurrency-key"; key: string; holder: { dagId: string; taskId: string } | null }
   /** No live node of the room offers `action` (with `labels`, and being `node` when pinned). */
@@ -49,6 +55,8 @@ export const WAIT_KINDS = [
   "paused",
   "room-cap",
   "run-cap",
+  "fan-out-items",
+  "fan-out-cap",
   "concurrency-key",
   "no-node",
   "nodes-busy",
@@ -68,6 +76,10 @@ export interface WaitTask {
   /** An approval gate's spec and state (a task record carries both; null or absent otherwise). */
   gate?: GateSpec | null;
   gateState?: GateState | null;
+  /** A fan-out's template: its for_each; an instance: its fan-out and that one's max_parallel. */
+  forEach?: ForEachSpec | null;
+  fanOut?: string | null;
+  fanOutLimit?: number | null;
   /** Its run condition (run-when.ts) when not the default; absent otherwise. */
   when?: TaskSpec["when"];
 }
@@ -140,8 +152,13 @@ function blockedReason(
     if (open.length > 0) return { kind: "needs", tasks: open, when: t.when };
   } else {
     const unmet = t.needs.filter((n) => statusOf.get(n) !== "succeeded");
+    const producer = t.forEach?.producer;
+    if (producer !== undefined && unmet.length === 1 && unmet[0] === producer)
+      return { kind: "fan-out-items", producer, output: t.forEach!.output };
     if (unmet.length > 0) return { kind: "needs", tasks: unmet };
   }
+  // A template whose needs succeeded is replaced by its instances at the next step: no cap holds it.
+  if (t.forEach !== undefined && t.forEach !== null) return null;
   // A gate holds no slot: no cap or key holds it, only people (once the scheduler opened it).
   if (t.gate !== undefined && t.gate !== null) {
     const state = t.gateState ?? null;
@@ -158,6 +175,14 @@ function blockedReason(
     return { kind: "room-cap", cap: facts.roomCap, active: facts.roomActive };
   if (facts.maxParallel !== null && runActive >= facts.maxParallel)
     return { kind: "run-cap", maxParallel: facts.maxParallel };
+  const fanOut = t.fanOut ?? null;
+  const limit = t.fanOutLimit ?? null;
+  if (fanOut !== null && limit !== null) {
+    const active = facts.tasks.filter(
+      (o) => o.fanOut === fanOut && ACTIVE_TASK_STATUSES.has(o.status),
+    ).length;
+    if (active >= limit) return { kind: "fan-out-cap", fanOut, maxParallel: limit };
+  }
   if (t.concurrencyKey !== null) {
     const holder = holders.get(t.concurrencyKey);
     if (holder !== undefined)
@@ -206,6 +231,16 @@ export function waitWords(reason: WaitReason): WaitWord[] {
       return [`room cap reached (${reason.cap} active)`];
     case "run-cap":
       return [`the run's max_parallel reached (${reason.maxParallel} active)`];
+    case "fan-out-items":
+      return [
+        "fans out over the list ",
+        { code: reason.output },
+        " of ",
+        { code: reason.producer },
+        " once it succeeds",
+      ];
+    case "fan-out-cap":
+      return ["fan-out ", { code: reason.fanOut }, `'s max_parallel reached (${reason.maxParallel} active)`];
     case "concurrency-key":
       return [
         "concurrency key ",

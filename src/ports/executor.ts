@@ -1,6 +1,7 @@
 /** The executor port: run one configured action for one task attempt, bounded in time and output. */
 import type { ActionTemplate } from "../domain/action-argv.js";
-import type { ArgValue } from "../domain/model.js";
+import type { RunArgValue } from "../domain/action-argv.js";
+import type { OversizeOutputFile } from "../domain/outputs.js";
 
 /** An action as a node's config defines it. Durations are milliseconds. */
 export interface ActionDefinition extends ActionTemplate {
@@ -30,13 +31,15 @@ export interface ExecIdentityEnv {
 
 /**
  * What an action published in its DAGBOT_OUTPUT file (src/domain/outputs.ts says what it may hold):
- * the file's text, or why it could not be read (too large, not a regular file, not UTF-8).
+ * the file's text, or why it could not be read (not a regular file, not UTF-8), or, for a file too
+ * large to parse, its size and its lines counted by name (so that a list written with too many items
+ * is refused for its count, not its size: oversizeProblem).
  */
-export type PublishedFile = { text: string } | { problem: string };
+export type PublishedFile = { text: string } | { problem: string } | { oversize: OversizeOutputFile };
 
 export interface ExecRequest {
   action: ActionDefinition;
-  args: Readonly<Record<string, ArgValue>>;
+  args: Readonly<Record<string, RunArgValue>>;
   env: ExecIdentityEnv;
   /** Overrides action.timeoutMs (a task's `timeout`). */
   timeoutMs?: number;

@@ -15,10 +15,19 @@
  *   version) plus the executor's session is the fencing token of the executing worker.
  */
 import type { ActionTemplate } from "../domain/action-argv.js";
-import type { ArgValue, ParsedDag, Placement, RunStatus, TaskSpec, TaskStatus } from "../domain/model.js";
+import type {
+  ArgValue,
+  ForEachSpec,
+  ParsedDag,
+  Placement,
+  RunStatus,
+  TaskSpec,
+  TaskStatus,
+} from "../domain/model.js";
 import type { ScheduleAction, ScheduleState } from "../domain/schedule.js";
 import type { GateDecisionInput, GateSpec, GateState, GateVerdict } from "../domain/gates.js";
 import type { MarkInput, MarkVerdict } from "../domain/task-mark.js";
+import type { OutputDeclaration, OutputValue } from "../domain/outputs.js";
 
 /** A node's life: node_id plus a boot id chosen at start. A restart under the same name is a new session. */
 export interface Session {
@@ -243,16 +252,22 @@ export interface TaskRecord {
   outputBytes: number | null;
   error: string | null;
   /** The outputs the task declares (name → pattern, src/domain/outputs.ts); null when none. */
-  outputPatterns: Record<string, string> | null;
+  outputPatterns: Record<string, OutputDeclaration> | null;
   /**
    * The values it published for its dependents, written in the same fenced finish as its success
    * (so exactly once, and never by a stale attempt); null until then, and for a task declaring none.
    */
-  outputValues: Record<string, string> | null;
+  outputValues: Record<string, OutputValue> | null;
   /** An approval gate's spec (src/domain/gates.ts); null for a task that runs an action. */
   gate: GateSpec | null;
   /** An approval gate's state once it opened: approvals, form values, decision; null before. */
   gateState: GateState | null;
+  /** A fan-out's template, not yet expanded (src/domain/fan-out.ts): its for_each; null otherwise. */
+  forEach: ForEachSpec | null;
+  /** An instance of a fan-out: its fan-out's id (the template's), its max_parallel, its item; null otherwise. */
+  fanOut: string | null;
+  fanOutLimit: number | null;
+  item: string | null;
   /** Its run condition (`when`, src/domain/run-when.ts) when not the default "succeeded"; absent otherwise. */
   when?: TaskSpec["when"];
 }
@@ -540,7 +555,7 @@ export interface TaskResult {
    * The values the attempt published (checked against the task's declared outputs by the worker):
    * kept only when the finish makes the task succeeded, in the same fenced write.
    */
-  outputs?: Record<string, string>;
+  outputs?: Record<string, OutputValue>;
 }
 
 /** What one batch claim took, and what it saw left for this node. */
@@ -630,6 +645,8 @@ export interface ScheduleResult {
   skipped: number;
   /** Approval gates opened (src/domain/gates.ts): they stay blocked, awaiting people. */
   opened?: number;
+  /** Fan-out templates replaced by their instances (src/domain/fan-out.ts): the next step schedules them. */
+  expanded?: number;
 }
 
 export interface ReapResult {

@@ -277,7 +277,7 @@ export function describeCommandSuite(backend: CommandsBackend): void {
         expect(await ask(r, OP, "!dag approve gated ok ticket=ops-1")).toMatch(/does not match its pattern/);
         // A form value is the gate's output: no reference, whatever the pattern.
         expect(await ask(r, OP, "!dag approve gated ok ticket={params.p}")).toMatch(
-          /field "ticket" holds a \{params\.…\} or \{tasks\.…\} reference/,
+          /field "ticket" holds a \{params\.…\}, \{tasks\.…\} or \{item\} reference/,
         );
         expect(await ask(r, OP, "!dag approve gated nosuch")).toMatch(/has no task named/);
         expect((await store.getTask(run.runId, "ok"))!.gateState!.approvals).toEqual([]);

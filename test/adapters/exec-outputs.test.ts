@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createProcessExecutor, pickBaseEnv } from "../../src/adapters/exec/process-executor.js";
 import { maskingExecutor } from "../../src/app/masking-executor.js";
+import { oversizeProblem, type OversizeOutputFile } from "../../src/domain/outputs.js";
 import { secretMasker } from "../../src/domain/secret-mask.js";
 import type { ActionDefinition, ExecResult } from "../../src/ports/executor.js";
 
@@ -85,7 +86,7 @@ describe("DAGBOT_OUTPUT", () => {
 
   it("refuses a file over 64 KiB, a link or a pipe in its place, and bytes that are not UTF-8; a removed file published nothing", async () => {
     const big = await run('head -c 70000 /dev/zero | tr "\\0" a >> "$DAGBOT_OUTPUT"');
-    expect(big.published).toEqual({ problem: "$DAGBOT_OUTPUT holds 70000 bytes; at most 65536" });
+    expect(big.published).toEqual({ oversize: { bytes: 70000, lines: {}, complete: true } });
     const link = await run('rm "$DAGBOT_OUTPUT"; ln -s /etc/passwd "$DAGBOT_OUTPUT"');
     expect(link.published).toEqual({ problem: "$DAGBOT_OUTPUT was replaced by a symbolic link" });
     const fifo = await run('rm "$DAGBOT_OUTPUT"; mkfifo "$DAGBOT_OUTPUT"');
@@ -94,6 +95,19 @@ describe("DAGBOT_OUTPUT", () => {
     expect(binary.published).toEqual({ problem: "$DAGBOT_OUTPUT is not UTF-8 text" });
     const gone = await run('rm "$DAGBOT_OUTPUT"');
     expect(gone.published).toEqual({ text: "" });
+    expect(readdirSync(parent)).toEqual([]);
+  });
+
+  it("counts the lines of a file over 64 KiB by name, so a 10,000-item list is refused for its count, not its size", async () => {
+    const r = await run(
+      'i=0; while [ $i -lt 10000 ]; do echo "hosts=host-$i.example.org"; i=$((i+1)); done >> "$DAGBOT_OUTPUT"; echo "note=x" >> "$DAGBOT_OUTPUT"',
+    );
+    expect(r.outcome).toBe("succeeded");
+    expect(r.published).toMatchObject({ oversize: { lines: { hosts: 10000, note: 1 }, complete: true } });
+    const declared = { hosts: { pattern: "[a-z0-9.-]+", list: true as const, maxItems: 100 }, note: "x" };
+    expect(
+      oversizeProblem("discover", declared, (r.published as { oversize: OversizeOutputFile }).oversize),
+    ).toBe('list output "hosts" of task discover has 10000 items; at most 100 (its max_items)');
     expect(readdirSync(parent)).toEqual([]);
   });
 

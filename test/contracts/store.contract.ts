@@ -13,6 +13,7 @@ import { claimsSection } from "./sections/claims.js";
 import { definitionsSection } from "./sections/definitions.js";
 import { finishClaimSection } from "./sections/finish-claim.js";
 import { fleetSection } from "./sections/fleet.js";
+import { fanOutSection } from "./sections/fan-out.js";
 import { gatesSection } from "./sections/gates.js";
 import { inboxSection } from "./sections/inbox.js";
 import { leasesSection } from "./sections/leases.js";
@@ -47,6 +48,7 @@ const sections: ReadonlyArray<readonly [string, ContractSection]> = [
   ["outputs", outputsSection],
   ["scheduler", schedulerSection],
   ["gates", gatesSection],
+  ["fan-out", fanOutSection],
   ["run-conditions", runConditionsSection],
   ["marks", marksSection],
   ["outbox", outboxSection],

@@ -25,7 +25,7 @@ export function taskRecord(runId: string, taskId: string, action: string): TaskR
   return taskFixture({ runId, taskId, status: "running", version: 2, action });
 }
 
-export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, "getTask"> {
+export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, "getTask" | "listTasks"> {
   renewals: RenewalMode = "grant";
   /** How long a claim or finish takes to answer, on the FakeClock; 0 answers at once. */
   latencyMs = 0;
@@ -150,6 +150,10 @@ export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, 
 
   getTask(): Promise<TaskRecord | null> {
     return Promise.resolve(null);
+  }
+
+  listTasks(): Promise<TaskRecord[]> {
+    return Promise.resolve([]);
   }
 
   onChange(): () => void {

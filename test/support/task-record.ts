@@ -34,6 +34,10 @@ export function taskFixture(fields: Partial<TaskRecord> = {}): TaskRecord {
     outputValues: null,
     gate: null,
     gateState: null,
+    forEach: null,
+    fanOut: null,
+    fanOutLimit: null,
+    item: null,
     ...fields,
   };
 }

@@ -270,7 +270,7 @@ describe("what a decision does to a gate", () => {
     const open = { ...SPEC, form: { note: ".*" } };
     for (const value of ["{params.p}", "x{tasks.build.outputs.v}y"])
       expect(gateValuesProblem(open, { note: value })).toBe(
-        'field "note" holds a {params.…} or {tasks.…} reference, which a form value may not: it becomes the gate\'s output',
+        'field "note" holds a {params.…}, {tasks.…} or {item} reference, which a form value may not: it becomes the gate\'s output',
       );
     expect(gateValuesProblem(open, { note: "a\nb" })).toMatch(/more than one line/);
     expect(gateValuesProblem(open, { note: "{params}" })).toBeNull();

@@ -8,7 +8,15 @@ import { dagHash } from "../../src/domain/canonical-hash.js";
 import { parseDag } from "../../src/domain/dag.js";
 import { checkTaskArguments } from "../../src/domain/dag.js";
 import type { ParsedDag } from "../../src/domain/model.js";
-import { OUTPUT_LIMITS, parseOutputFile, substituteOutputs } from "../../src/domain/outputs.js";
+import {
+  FAN_OUT_LIMITS,
+  type OutputDeclaration,
+  OUTPUT_LIMITS,
+  outputValueText,
+  oversizeProblem,
+  parseOutputFile,
+  substituteOutputs,
+} from "../../src/domain/outputs.js";
 import { resolveParams } from "../../src/domain/params.js";
 import { withPublished } from "../../src/app/worker.js";
 import type { RunSummary, TaskLine } from "../../src/app/commands/outcome.js";
@@ -179,10 +187,10 @@ describe("the DAGBOT_OUTPUT file", () => {
     );
     expect(fail("version=1.2.3\nnote=a\0b\n")).toBe('output "note" of task build contains a NUL byte');
     expect(fail("version=1.2.3\nnote={tasks.x.outputs.y}\n")).toMatch(
-      /output "note" of task build \(value "\{tasks.x.outputs.y\}"\) holds a \{params.…\} or \{tasks.…\} reference/,
+      /output "note" of task build \(value "\{tasks.x.outputs.y\}"\) holds a \{params.…\}, \{tasks.…\} or \{item\} reference/,
     );
     expect(fail("version=1.2.3\nnote={params.day}\n")).toMatch(
-      /holds a \{params.…\} or \{tasks.…\} reference/,
+      /holds a \{params.…\}, \{tasks.…\} or \{item\} reference/,
     );
   });
 
@@ -297,7 +305,7 @@ args = { m = "{params.v}" }
 });
 
 describe("the worker's reading of an attempt's file (withPublished)", () => {
-  const exec = (published?: { text: string } | { problem: string }): ExecResult => ({
+  const exec = (published?: ExecResult["published"]): ExecResult => ({
     outcome: "succeeded",
     exitCode: 0,
     signal: null,
@@ -307,7 +315,7 @@ describe("the worker's reading of an attempt's file (withPublished)", () => {
     durationMs: 1,
     ...(published === undefined ? {} : { published }),
   });
-  const claimed = (outputPatterns: Record<string, string> | null): ClaimedTask => {
+  const claimed = (outputPatterns: Record<string, OutputDeclaration> | null): ClaimedTask => {
     const task = taskRecord("run-1", "build", "build");
     return {
       token: { runId: "run-1", taskId: "build", version: 2, session: { nodeId: "n", bootId: "b" } },
@@ -340,6 +348,21 @@ describe("the worker's reading of an attempt's file (withPublished)", () => {
     ).toMatchObject({
       outcome: "failed",
       error: "outputs refused: $DAGBOT_OUTPUT is not UTF-8 text",
+    });
+    const list = { hosts: { pattern: "[a-z0-9]+", list: true as const, maxItems: 50 } };
+    expect(
+      withPublished(
+        success,
+        exec({ oversize: { bytes: 90_000, lines: { hosts: 10_000 }, complete: true } }),
+        claimed(list),
+      ),
+    ).toMatchObject({
+      outcome: "failed",
+      error: 'outputs refused: list output "hosts" of task build has 10000 items; at most 50 (its max_items)',
+    });
+    expect(withPublished(success, exec({ text: "hosts=a\nhosts=b\n" }), claimed(list))).toEqual({
+      ...success,
+      outputs: { hosts: ["a", "b"] },
     });
     const failed: TaskResult = { outcome: "failed", exitCode: 1, output: "", error: "exited with status 1" };
     expect(withPublished(failed, exec({ text: "v=x" }), claimed({ v: "[0-9]" }))).toEqual(failed);
@@ -403,5 +426,135 @@ describe("chat shows a task's outputs", () => {
       at: T0,
     })!;
     expect(none.body).not.toContain("Outputs");
+  });
+});
+
+describe("list outputs", () => {
+  const DISCOVER = (hosts: string, more = ""): string => `id = "fleet"
+
+[[tasks]]
+id = "discover"
+action = "discover"
+outputs = { hosts = ${hosts}, region = "[a-z]+" }
+${more}`;
+
+  it("declares a list with its pattern and max_items (the bound when absent); the plain form stays a single value", () => {
+    const dag = parsed(DISCOVER(`{ pattern = "[a-z0-9.-]+", list = true, max_items = 100 }`));
+    expect(dag.tasks[0]?.outputs).toEqual({
+      hosts: { pattern: "[a-z0-9.-]+", list: true, maxItems: 100 },
+      region: "[a-z]+",
+    });
+    const unbounded = parsed(DISCOVER(`{ pattern = "[a-z0-9.-]+", list = true }`));
+    expect(unbounded.tasks[0]?.outputs?.["hosts"]).toEqual({
+      pattern: "[a-z0-9.-]+",
+      list: true,
+      maxItems: FAN_OUT_LIMITS.maxItems,
+    });
+  });
+
+  it("refuses max_items above the bound naming it, a table without list = true, a bad pattern, and a list used as one value", () => {
+    expect(issuesOf(DISCOVER(`{ pattern = "[a-z]+", list = true, max_items = 5000 }`))).toEqual([
+      "tasks[0].outputs.hosts.max_items: is 5000; a list output may hold at most 1000 items (the fan-out bound)",
+    ]);
+    expect(issuesOf(DISCOVER(`{ pattern = "[a-z]+", list = false }`))).toEqual([
+      "tasks[0].outputs.hosts.list: must be true: the table form declares a list output",
+    ]);
+    expect(issuesOf(DISCOVER(`{ pattern = "(", list = true }`))[0]).toMatch(
+      /^tasks\[0\]\.outputs\.hosts\.pattern: /,
+    );
+    expect(issuesOf(DISCOVER(`{ pattern = "[a-z]+", list = true, extra = 1 }`))[0]).toMatch(
+      /^tasks\[0\]\.outputs\.hosts/,
+    );
+    const used = DISCOVER(
+      `{ pattern = "[a-z]+", list = true }`,
+      `[[tasks]]\nid = "deploy"\naction = "deploy"\nneeds = ["discover"]\nargs = { to = "{tasks.discover.outputs.hosts}", r = "{tasks.discover.outputs.region}" }\n`,
+    );
+    expect(issuesOf(used)).toEqual([
+      'tasks[1].args.to: refers to {tasks.discover.outputs.hosts}, but "hosts" of task "discover" is a list output, not one value: run a task once per item with for_each = { items = "{tasks.discover.outputs.hosts}" }',
+    ]);
+  });
+
+  it("reads the repeated line as the items in order; zero lines is an empty list", () => {
+    const declared = {
+      hosts: { pattern: "[a-z0-9.-]+", list: true as const, maxItems: 3 },
+      region: "[a-z]+",
+    };
+    expect(
+      parseOutputFile("discover", declared, "hosts=b.example\nregion=eu\nhosts=a.example\nhosts=c\n"),
+    ).toEqual({
+      ok: true,
+      values: { hosts: ["b.example", "a.example", "c"], region: "eu" },
+    });
+    expect(parseOutputFile("discover", declared, "region=eu\n")).toEqual({
+      ok: true,
+      values: { hosts: [], region: "eu" },
+    });
+  });
+
+  it("refuses more items than max_items (or the bound) naming the output, the count and the bound, and checks each item", () => {
+    const fail = (text: string, maxItems: number): string => {
+      const r = parseOutputFile(
+        "discover",
+        { hosts: { pattern: "[a-z0-9.-]+", list: true, maxItems } },
+        text,
+      );
+      if (r.ok) throw new Error("expected a refusal");
+      return r.message;
+    };
+    const lines = (n: number): string => Array.from({ length: n }, (_, i) => `hosts=h${i}\n`).join("");
+    expect(fail(lines(4), 3)).toBe(
+      'list output "hosts" of task discover has 4 items; at most 3 (its max_items)',
+    );
+    expect(fail(lines(1001), 1000)).toBe(
+      'list output "hosts" of task discover has 1001 items; at most 1000, the most a list output may hold',
+    );
+    expect(fail("hosts=ok\nhosts=NOT OK\n", 10)).toBe(
+      'output "hosts" of task discover (value "NOT OK") does not match its pattern [a-z0-9.-]+ (item 1, line 2 of $DAGBOT_OUTPUT)',
+    );
+    // 1,000 items under a simple pattern fit the list's own check budget.
+    expect(
+      parseOutputFile(
+        "discover",
+        { hosts: { pattern: "[a-z0-9.-]+", list: true, maxItems: 1000 } },
+        lines(1000),
+      ),
+    ).toMatchObject({ ok: true });
+  });
+
+  it("an oversize file is refused for a list's count before its size; otherwise for its size", () => {
+    const declared = { hosts: { pattern: "[a-z0-9.-]+", list: true as const, maxItems: 1000 }, note: ".*" };
+    expect(
+      oversizeProblem("discover", declared, { bytes: 200_000, lines: { hosts: 10_000 }, complete: true }),
+    ).toBe(
+      'list output "hosts" of task discover has 10000 items; at most 1000, the most a list output may hold',
+    );
+    expect(
+      oversizeProblem("discover", declared, { bytes: 9e7, lines: { hosts: 2_000 }, complete: false }),
+    ).toBe(
+      'list output "hosts" of task discover has at least 2000 items; at most 1000, the most a list output may hold',
+    );
+    expect(
+      oversizeProblem("discover", declared, { bytes: 70_000, lines: { hosts: 10, note: 1 }, complete: true }),
+    ).toBe("$DAGBOT_OUTPUT holds 70000 bytes; at most 65536");
+  });
+
+  it("a list is never put into an argument, and is shown short", () => {
+    const producers = new Map([
+      [
+        "discover",
+        {
+          declared: { hosts: { pattern: "[a-z]+", list: true as const, maxItems: 5 } },
+          values: { hosts: ["a", "b"] },
+        },
+      ],
+    ]);
+    expect(substituteOutputs("deploy", { to: "{tasks.discover.outputs.hosts}" }, producers)).toEqual({
+      ok: false,
+      message:
+        'argument "to" of task deploy refers to {tasks.discover.outputs.hosts}, but "hosts" of task discover is a list output: a list is fanned out over (for_each), not put into an argument',
+    });
+    expect(outputValueText(["a", "b"])).toBe("[a, b]");
+    expect(outputValueText(["a", "b", "c", "d"])).toBe("[a, b, c, … 4 items]");
+    expect(outputValueText("1.2.3")).toBe("1.2.3");
   });
 });

@@ -17,7 +17,12 @@ const ENDS = ["succeeded", "succeeded", "succeeded", "failed", "timed_out", "can
 const activeOf = (tasks: readonly ScheduleTask[]): ActiveTask[] =>
   tasks
     .filter((t) => ACTIVE.has(t.status))
-    .map((t) => ({ runId: t.runId, taskId: t.taskId, concurrencyKey: t.concurrencyKey }));
+    .map((t) => ({
+      runId: t.runId,
+      taskId: t.taskId,
+      concurrencyKey: t.concurrencyKey,
+      fanOut: t.fanOut ?? null,
+    }));
 
 /** Writes a decision into the room as the store would. */
 function apply(tasks: ScheduleTask[], d: ScheduleDecision): void {
@@ -49,6 +54,8 @@ const runArb = (runId: string) =>
           priority: fc.integer({ min: 0, max: 2 }),
           concurrencyKey: fc.option(fc.constantFrom("k1", "k2", "k3"), { nil: null, freq: 2 }),
           gate: fc.integer({ min: 0, max: 9 }).map((n) => n === 0),
+          // An instance of fan-out g1 (at most 1 active) or g2 (at most 2), or no fan-out.
+          fanOut: fc.option(fc.constantFrom("g1", "g2"), { nil: null, freq: 2 }),
           when: fc.constantFrom(undefined, undefined, undefined, "failed", "denied", "done") as fc.Arbitrary<
             ScheduleTask["when"]
           >,
@@ -74,6 +81,7 @@ const runArb = (runId: string) =>
         concurrencyKey: t.gate ? null : t.concurrencyKey,
         isGate: t.gate,
         gateOpen: false,
+        ...(t.gate || t.fanOut === null ? {} : { fanOut: t.fanOut, fanOutLimit: t.fanOut === "g1" ? 1 : 2 }),
         ...(t.when !== undefined ? { when: t.when } : {}),
       })),
     }));

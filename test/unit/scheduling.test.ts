@@ -55,6 +55,8 @@ describe("decideSchedule examples", () => {
       toQueue: [{ runId: "r", taskId: "b" }],
       toSkip: [],
       toOpen: [],
+      toExpand: [],
+      toStop: [],
     });
   });
 
@@ -108,6 +110,8 @@ describe("decideSchedule examples", () => {
         toQueue: [],
         toSkip: [],
         toOpen: [],
+        toExpand: [],
+        toStop: [],
       });
     }
     expect(decideSchedule({ runs: [], tasks: [task("ghost", "a")] }, { globalCap: null }).toQueue).toEqual(
@@ -117,7 +121,13 @@ describe("decideSchedule examples", () => {
 
   it("keeps a task with a need missing from the snapshot blocked", () => {
     const snap = { runs: [run("r")], tasks: [task("r", "b", { needs: ["nope"] })] };
-    expect(decideSchedule(snap, { globalCap: null })).toEqual({ toQueue: [], toSkip: [], toOpen: [] });
+    expect(decideSchedule(snap, { globalCap: null })).toEqual({
+      toQueue: [],
+      toSkip: [],
+      toOpen: [],
+      toExpand: [],
+      toStop: [],
+    });
   });
 
   it("admits by priority first, then first in first out, up to the global cap", () => {
@@ -448,6 +458,90 @@ describe("decideSchedule properties", () => {
   });
 });
 
+describe("fan-outs in decideSchedule", () => {
+  const run = { runId: "r", status: "running" as const, maxParallel: null };
+  const t = (taskId: string, extra: Partial<ScheduleTask> = {}): ScheduleTask => ({
+    runId: "r",
+    taskId,
+    status: "blocked",
+    needs: [],
+    priority: 0,
+    seq: Number(taskId.replace(/\D/g, "")) || 0,
+    concurrencyKey: null,
+    ...extra,
+  });
+  const instance = (i: number, extra: Partial<ScheduleTask> = {}): ScheduleTask =>
+    t(`d[item=${i}]`, { seq: 10 + i, fanOut: "d", fanOutLimit: 2, ...extra });
+
+  it("expands a template whose needs succeeded instead of queueing it; one still waiting is left", () => {
+    const d = decideSchedule(
+      {
+        runs: [run],
+        tasks: [
+          t("p1", { status: "succeeded" }),
+          t("d2", { needs: ["p1"], isFanOut: true }),
+          t("e3", { needs: ["x"], isFanOut: true }),
+        ],
+      },
+      { globalCap: null },
+    );
+    expect(d.toExpand).toEqual([{ runId: "r", taskId: "d2" }]);
+    expect(d.toQueue).toEqual([]);
+  });
+
+  it("admits at most a fan-out's max_parallel of its instances, counting the active ones, beside other tasks", () => {
+    const tasks = [instance(0, { status: "running" }), instance(1), instance(2), instance(3), t("o5")];
+    const d = decideSchedule({ runs: [run], tasks }, { globalCap: null });
+    expect(d.toQueue.map((r) => r.taskId)).toEqual(["o5", "d[item=1]"]);
+    // Another run's fan-out of the same id is counted apart.
+    const other = { ...instance(4), runId: "r2" };
+    const two = decideSchedule(
+      { runs: [run, { ...run, runId: "r2" }], tasks: [...tasks, other] },
+      { globalCap: null },
+    );
+    expect(two.toQueue.map((r) => `${r.runId}/${r.taskId}`)).toContain("r2/d[item=4]");
+  });
+
+  it("fail_fast: a failed or timed-out instance skips its fan-out's blocked and queued instances (and what needs them)", () => {
+    for (const end of ["failed", "timed_out"] as const) {
+      const d = decideSchedule(
+        {
+          runs: [run],
+          tasks: [
+            instance(0, { status: end, failFast: true }),
+            instance(1, { status: "running", failFast: true }),
+            instance(2, { status: "queued", failFast: true }),
+            instance(3, { failFast: true }),
+            t("z9", { needs: ["d[item=3]"] }),
+          ],
+        },
+        { globalCap: null },
+      );
+      expect(d.toSkip.map((r) => r.taskId)).toEqual(["z9", "d[item=3]"]);
+      expect(d.toStop).toEqual([{ runId: "r", taskId: "d[item=2]" }]);
+      expect(d.toQueue).toEqual([]);
+    }
+  });
+
+  it("without fail_fast, or after a success or a cancel, the others go on", () => {
+    const d = decideSchedule(
+      {
+        runs: [run],
+        tasks: [
+          instance(0, { status: "failed" }),
+          instance(1, { status: "canceled", failFast: true }),
+          instance(2, { status: "queued" }),
+          instance(3),
+        ],
+      },
+      { globalCap: null },
+    );
+    expect(d.toSkip).toEqual([]);
+    expect(d.toStop).toEqual([]);
+    expect(d.toQueue).toEqual([{ runId: "r", taskId: "d[item=3]" }]);
+  });
+});
+
 // ---- run conditions (`when`, run-when.ts) ----
 
 describe("decideSchedule with run conditions", () => {
@@ -500,6 +594,8 @@ describe("decideSchedule with run conditions", () => {
           toQueue: [],
           toSkip: [],
           toOpen: [],
+          toExpand: [],
+          toStop: [],
         },
       );
     // Behind a blocked need it waits too: the need itself is what is queued.
@@ -538,7 +634,7 @@ describe("decideSchedule with run conditions", () => {
       },
       { globalCap: null },
     );
-    expect(canceling).toEqual({ toQueue: [], toSkip: [], toOpen: [] });
+    expect(canceling).toEqual({ toQueue: [], toSkip: [], toOpen: [], toExpand: [], toStop: [] });
   });
 
   it("keeps the run's outcome honest: a failure stays failed after its cleanup, a skipped cleanup does not fail a run", () => {

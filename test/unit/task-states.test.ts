@@ -26,6 +26,8 @@ const LEGAL: ReadonlyArray<readonly [TaskStatus, TaskStatus, TaskActor]> = [
   ["blocked", "timed_out", "reaper"],
   ["blocked", "skipped", "reaper"],
   ["queued", "canceled", "leader"],
+  // fail_fast (fan-out.ts): a fan-out's queued instances skipped once one of them failed.
+  ["queued", "skipped", "scheduler"],
   ["queued", "running", "worker"],
   ["queued", "timed_out", "reaper"],
   ["running", "succeeded", "worker"],

@@ -97,6 +97,46 @@ describe("explainWaits examples", () => {
     });
   });
 
+  it("a fan-out's template waits for its producer's list; an instance for its fan-out's max_parallel", () => {
+    const forEach = { producer: "discover", output: "hosts", maxParallel: 2, failFast: false };
+    expect(
+      texts(
+        facts([
+          task("discover", { status: "running" }),
+          task("other", { status: "running" }),
+          task("deploy", { needs: ["discover"], forEach }),
+          task("both", { needs: ["discover", "other"], forEach }),
+        ]),
+      ),
+    ).toEqual({
+      deploy: "fans out over the list `hosts` of `discover` once it succeeds",
+      both: "needs `discover`, `other`",
+    });
+    // Its producer succeeded: it is expanded at the next step, whatever the caps.
+    expect(
+      texts(
+        facts([task("discover", { status: "succeeded" }), task("deploy", { needs: ["discover"], forEach })], {
+          roomCap: 0,
+        }),
+      ),
+    ).toEqual({});
+    const instance = (i: number, status: TaskStatus) =>
+      task(`deploy[item=${i}]`, { status, fanOut: "deploy", fanOutLimit: 2 });
+    expect(
+      texts(
+        facts([
+          instance(0, "running"),
+          instance(1, "queued"),
+          instance(2, "blocked"),
+          instance(3, "succeeded"),
+        ]),
+      ),
+    ).toEqual({ "deploy[item=2]": "fan-out `deploy`'s max_parallel reached (2 active)" });
+    expect(texts(facts([instance(0, "running"), instance(1, "succeeded"), instance(2, "blocked")]))).toEqual(
+      {},
+    );
+  });
+
   it("a ready task nothing holds has no reason: the leader has not moved it yet", () => {
     expect(explainWaits(facts([task("a", { concurrencyKey: "free" })])).size).toBe(0);
   });

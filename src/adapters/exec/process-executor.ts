@@ -8,6 +8,7 @@ import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { constants, statSync } from "node:fs";
 import { chown, mkdtemp, open, rm } from "node:fs/promises";
+import type { FileHandle } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -15,7 +16,7 @@ import type { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { renderArgv } from "../../domain/action-argv.js";
 import { formatDuration } from "../../domain/duration.js";
-import { OUTPUT_LIMITS } from "../../domain/outputs.js";
+import { OUTPUT_LIMITS, type OversizeOutputFile } from "../../domain/outputs.js";
 import type {
   ExecOutcome,
   ExecRequest,
@@ -98,10 +99,15 @@ async function outputFile(
   }
 }
 
+/** Bytes of an oversize DAGBOT_OUTPUT file read to count its lines by name; past it the counts are lower bounds. */
+export const OVERSIZE_COUNT_BYTES = 64 * 1024 * 1024;
+
 /**
  * What the action left in its DAGBOT_OUTPUT file, read within OUTPUT_LIMITS.maxFileBytes. The action
  * owns the directory, so the path is opened without following a link and without waiting on a pipe,
- * and must be a regular file; a file it removed published nothing.
+ * and must be a regular file; a file it removed published nothing. A larger file is not parsed: its
+ * `NAME=` lines are counted by name (at most OVERSIZE_COUNT_BYTES read), so a list output written
+ * with too many items is refused naming its count (domain/outputs.ts oversizeProblem).
  */
 export async function readPublished(path: string): Promise<PublishedFile> {
   const max = OUTPUT_LIMITS.maxFileBytes;
@@ -117,10 +123,10 @@ export async function readPublished(path: string): Promise<PublishedFile> {
   try {
     const info = await handle.stat();
     if (!info.isFile()) return { problem: "$DAGBOT_OUTPUT is no longer a regular file" };
-    if (info.size > max) return { problem: `$DAGBOT_OUTPUT holds ${info.size} bytes; at most ${max}` };
+    if (info.size > max) return { oversize: await countLines(handle, info.size) };
     const buffer = Buffer.alloc(max + 1);
     const { bytesRead } = await handle.read(buffer, 0, max + 1, 0);
-    if (bytesRead > max) return { problem: `$DAGBOT_OUTPUT holds more than ${max} bytes` };
+    if (bytesRead > max) return { oversize: await countLines(handle, bytesRead) };
     try {
       return { text: new TextDecoder("utf-8", { fatal: true }).decode(buffer.subarray(0, bytesRead)) };
     } catch {
@@ -129,6 +135,52 @@ export async function readPublished(path: string): Promise<PublishedFile> {
   } finally {
     await handle.close();
   }
+}
+
+const COUNTED_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+
+/**
+ * The `NAME=` lines of an oversize file counted by name, reading at most OVERSIZE_COUNT_BYTES in
+ * 64 KiB chunks; only names are kept (at most 64 distinct), never values.
+ */
+async function countLines(handle: FileHandle, bytes: number): Promise<OversizeOutputFile> {
+  const lines: Record<string, number> = {};
+  let distinct = 0;
+  const chunk = Buffer.alloc(64 * 1024);
+  let position = 0;
+  let head = ""; // the start of the current line, up to its first "=" (or 65 bytes)
+  let inValue = false;
+  const endHead = (): void => {
+    if (COUNTED_NAME.test(head) && (Object.hasOwn(lines, head) || distinct < 64)) {
+      if (!Object.hasOwn(lines, head)) {
+        distinct++;
+        Object.defineProperty(lines, head, {
+          value: 0,
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      }
+      lines[head]!++;
+    }
+  };
+  while (position < OVERSIZE_COUNT_BYTES) {
+    const { bytesRead } = await handle.read(chunk, 0, chunk.length, position);
+    if (bytesRead === 0) return { bytes: Math.max(bytes, position), lines, complete: true };
+    position += bytesRead;
+    for (let i = 0; i < bytesRead; i++) {
+      const c = chunk[i]!;
+      if (c === 0x0a) {
+        head = "";
+        inValue = false;
+      } else if (inValue) continue;
+      else if (c === 0x3d) {
+        endHead();
+        inValue = true;
+      } else if (head.length <= 64) head += String.fromCharCode(c);
+    }
+  }
+  return { bytes: Math.max(bytes, position), lines, complete: false };
 }
 
 /**

@@ -10,7 +10,7 @@ import { runScript } from "./script-driver.js";
 export const TASK_COLUMNS = `seq, run_id, task_id, status, version, attempt, max_attempts, action, args, needs, labels,
   node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, executor_node, executor_boot,
   lease_expires_at, not_before, deadline, queued_at, started_at, finished_at, exit_code, output, output_bytes, error,
-  output_patterns, output_values, gate, gate_state`;
+  output_patterns, output_values, gate, gate_state, for_each, fan_out, fan_out_limit, item`;
 
 /** blocked/queued → canceled for a run that will never start them (store-common/ops/runs.ts). Returns how many. */
 export function cancelUnstartedTasks(

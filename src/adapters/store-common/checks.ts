@@ -11,6 +11,7 @@ import {
   StoreError,
 } from "../../ports/errors.js";
 import type { LeaderFence, OutboxMessageInput } from "../../ports/store.js";
+import { FAN_OUT_LIMITS, type OutputValue } from "../../domain/outputs.js";
 
 /** The room's cap on active tasks until `!dag cap` sets one. */
 export const DEFAULT_ROOM_CAP = 16;
@@ -40,7 +41,7 @@ const MAX_OUTPUT_VALUE_BYTES = 4 * 1024;
  */
 export function outputValuesJson(result: {
   outcome: string;
-  outputs?: Record<string, string>;
+  outputs?: Record<string, OutputValue>;
 }): string | null {
   const outputs = result.outputs;
   if (outputs === undefined || result.outcome !== "succeeded") return null;
@@ -53,14 +54,17 @@ export function outputValuesJson(result: {
     const value: unknown = outputs[name];
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || name.length > MAX_OUTPUT_NAME)
       throw new RangeError(`finish task: ${JSON.stringify(name.slice(0, 80))} is not an output name`);
-    if (
-      typeof value !== "string" ||
-      Buffer.byteLength(value) > MAX_OUTPUT_VALUE_BYTES ||
-      value.includes("\0")
-    )
+    // A list output's items are each a value (src/domain/outputs.ts FAN_OUT_LIMITS).
+    const items: unknown[] = Array.isArray(value) ? value : [value];
+    if (Array.isArray(value) && value.length > FAN_OUT_LIMITS.maxItems)
       throw new RangeError(
-        `finish task: output "${name}" must be text of at most ${MAX_OUTPUT_VALUE_BYTES} bytes without NUL`,
+        `finish task: list output "${name}" has ${value.length} items; at most ${FAN_OUT_LIMITS.maxItems}`,
       );
+    for (const item of items)
+      if (typeof item !== "string" || Buffer.byteLength(item) > MAX_OUTPUT_VALUE_BYTES || item.includes("\0"))
+        throw new RangeError(
+          `finish task: output "${name}" must be text of at most ${MAX_OUTPUT_VALUE_BYTES} bytes without NUL (or a list of such)`,
+        );
   }
   return JSON.stringify(outputs);
 }

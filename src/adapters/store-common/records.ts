@@ -4,7 +4,8 @@
  * driver has already parsed); everything after that decoding is the same for both.
  */
 import type { GateSpec, GateState } from "../../domain/gates.js";
-import type { ParsedDag, RunStatus, TaskSpec, TaskStatus } from "../../domain/model.js";
+import type { ForEachSpec, ParsedDag, RunStatus, TaskSpec, TaskStatus } from "../../domain/model.js";
+import type { OutputDeclaration, OutputValue } from "../../domain/outputs.js";
 import type { RunWhen } from "../../domain/run-when.js";
 import { isConditional } from "../../domain/run-when.js";
 import type {
@@ -31,7 +32,7 @@ export const RUN_COLUMNS =
   "run_id, room_id, dag_id, hash, status, description, max_parallel, publisher, publish_event_id, confirmed_by, confirm_deadline, created_at, updated_at, dag";
 
 export const TASK_COLUMNS =
-  "run_id, task_id, room_id, seq, status, version, claim_version, attempt, max_attempts, action, args, needs, labels, node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, executor_node, executor_boot, lease_expires_at, not_before, deadline, queued_at, started_at, finished_at, exit_code, output, output_bytes, error, output_patterns, output_values, gate, gate_state, run_when";
+  "run_id, task_id, room_id, seq, status, version, claim_version, attempt, max_attempts, action, args, needs, labels, node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms, executor_node, executor_boot, lease_expires_at, not_before, deadline, queued_at, started_at, finished_at, exit_code, output, output_bytes, error, output_patterns, output_values, gate, gate_state, run_when, for_each, fan_out, fan_out_limit, item";
 
 /** A definition row with its first run's approval (LEFT JOIN runs o ON o.run_id = d.first_run_id). */
 export const DEFINITION_COLUMNS =
@@ -173,14 +174,18 @@ export function taskFromRow(r: Row, json: DecodeJson): TaskRecord {
     outputPatterns:
       r.output_patterns === null || r.output_patterns === undefined
         ? null
-        : json<Record<string, string>>(r.output_patterns),
+        : json<Record<string, OutputDeclaration>>(r.output_patterns),
     outputValues:
       r.output_values === null || r.output_values === undefined
         ? null
-        : json<Record<string, string>>(r.output_values),
+        : json<Record<string, OutputValue>>(r.output_values),
     gate: r.gate === null || r.gate === undefined ? null : json<GateSpec>(r.gate),
     gateState: r.gate_state === null || r.gate_state === undefined ? null : json<GateState>(r.gate_state),
     ...(isConditional(r.run_when as RunWhen | null) ? { when: r.run_when as TaskSpec["when"] } : {}),
+    forEach: r.for_each === null || r.for_each === undefined ? null : json<ForEachSpec>(r.for_each),
+    fanOut: strOrNull(r.fan_out),
+    fanOutLimit: numOrNull(r.fan_out_limit),
+    item: strOrNull(r.item),
   };
 }
 

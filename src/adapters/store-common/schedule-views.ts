@@ -47,7 +47,8 @@ export class ScheduleViews {
    */
   settled(fence: LeaderFence, view: ScheduleView, decision: ScheduleDecision, written: number): void {
     const all = decision.toQueue.length + decision.toSkip.length + decision.toOpen.length;
-    if (written !== all) {
+    // An expansion writes rows the view never saw, a stop ends queued tasks: read the room again.
+    if (written !== all || decision.toExpand.length + decision.toStop.length > 0) {
       this.drop(fence);
       return;
     }

@@ -91,6 +91,11 @@ export const taskWaitSchema = z
     waitOf("paused", {}),
     waitOf("room-cap", { cap: z.number(), active: z.number() }),
     waitOf("run-cap", { maxParallel: z.number() }),
+    waitOf("fan-out-items", {
+      producer: z.string().describe("the task whose list output the fan-out waits for"),
+      output: z.string(),
+    }),
+    waitOf("fan-out-cap", { fanOut: z.string().describe("the fan-out's id"), maxParallel: z.number() }),
     waitOf("concurrency-key", {
       key: z.string(),
       holder: z.object({ dagId: z.string(), taskId: z.string() }).nullable(),
@@ -124,9 +129,11 @@ export const taskLineSchema = z
       .describe("a failed or timed-out task's last printed line (masked, cut to one short line)"),
     wait: taskWaitSchema.optional().describe("why a blocked or queued task waits; absent when it does not"),
     outputs: z
-      .record(z.string(), z.string())
+      .record(z.string(), z.union([z.string(), z.array(z.string())]))
       .optional()
-      .describe("the values the task published for its dependents (DAGBOT_OUTPUT); absent while it has none"),
+      .describe(
+        "the values the task published for its dependents (DAGBOT_OUTPUT; a list output's items as an array); absent while it has none",
+      ),
     decided: z
       .string()
       .optional()

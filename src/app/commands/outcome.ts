@@ -24,6 +24,7 @@ import type {
   RunStore,
   TaskRecord,
 } from "../../ports/store.js";
+import type { OutputValue } from "../../domain/outputs.js";
 
 /** A verb of docs/architecture.md §5 (verbs/index.ts), as stored in an outcome. */
 export type Verb = string;
@@ -88,7 +89,7 @@ export interface TaskLine {
    * The values it published for its dependents (domain/outputs.ts), where the answer shows them (a
    * task's logs, its status, a CLI or HTTP status); absent otherwise and while it has none.
    */
-  outputs?: Record<string, string>;
+  outputs?: Record<string, OutputValue>;
 }
 
 /** A run with its progress counts, for lists. */

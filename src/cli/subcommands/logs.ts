@@ -19,6 +19,7 @@ import { openConfiguredStore } from "../../composition/store-open.js";
 import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
 import type { CommonOptions } from "../config-options.js";
 import { taskDurationMs } from "../progress.js";
+import { outputValueText } from "../../domain/outputs.js";
 
 interface LogsOptions extends CommonOptions {
   room?: string;
@@ -187,7 +188,9 @@ function stateLine(run: RunRecord, task: TaskRecord, now: number): string {
   // The error on a line of its own, unless it only says the exit status again.
   const more = task.exitCode === null ? [exit, ...error] : error;
   // What it published for its dependents, one NAME=value a line.
-  const outputs = Object.entries(task.outputValues ?? {}).map(([name, value]) => `output ${name}=${value}`);
+  const outputs = Object.entries(task.outputValues ?? {}).map(
+    ([name, value]) => `output ${name}=${outputValueText(value)}`,
+  );
   return [head, ...more.filter((e) => e !== undefined), ...outputs].join("\n");
 }
 

@@ -48,10 +48,10 @@ const INSERT_RUN = sql("a new run")`
 const INSERT_TASKS = sql("a new run's tasks")`
   INSERT INTO tasks (run_id, task_id, room_id, status, version, attempt, max_attempts, action, args, needs, labels,
                      node_pin, priority, concurrency_key, timeout_ms, queue_timeout_ms, retry_backoff_ms,
-                     output_patterns, gate, rerun_if_lost, run_when)
+                     output_patterns, gate, rerun_if_lost, run_when, for_each)
   SELECT ${p.text("runId")}, x.id, ${p.text("roomId")}, 'blocked', 1, 1, x.max_attempts, x.action, x.args, x.needs,
          x.labels, x.node, x.priority, x.concurrency_key, x.timeout_ms, x.queue_timeout_ms, x.retry_backoff_ms,
-         x.output_patterns, x.gate, x.rerun_if_lost, x.run_when
+         x.output_patterns, x.gate, x.rerun_if_lost, x.run_when, x.for_each
     FROM ${p.table("tasks", "x", {
       n: "int",
       id: "text",
@@ -70,6 +70,7 @@ const INSERT_TASKS = sql("a new run's tasks")`
       gate: "json",
       rerun_if_lost: "bool",
       run_when: "text",
+      for_each: "json",
     })}
    ORDER BY x.n`;
 
@@ -168,6 +169,7 @@ export function* insertRun(fence: LeaderFence, input: CreateRunInput): Script<Ru
         gate: t.gate ?? null,
         rerun_if_lost: t.rerunIfLost ?? true,
         run_when: t.when ?? null,
+        for_each: t.forEach ?? null,
       })),
     });
   yield* log(roomId, {

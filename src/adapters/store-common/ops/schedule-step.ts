@@ -23,6 +23,7 @@ import { sessionKey } from "../records.js";
 import type { ScheduleViews } from "../schedule-views.js";
 import type { Script } from "../script.js";
 import { log, mappers, now, p, row, rows, sql, touch } from "../script.js";
+import { expandFanOut, stopFanOut } from "./fan-out.js";
 import { holdFence } from "./fence.js";
 
 const OPEN_RUNS = sql("the room's open runs")`room_id = ${p.text("roomId")}
@@ -40,28 +41,29 @@ const NO_INT = "CAST(NULL AS INTEGER)";
  */
 export const STEP_LOOK = sql("the room's active tasks, open runs and cap")`
   SELECT 'active' AS k, t.run_id, t.task_id, t.concurrency_key, ${NO_TEXT} AS status,
-         ${NO_INT} AS max_parallel, ${NO_INT} AS cap
+         ${NO_INT} AS max_parallel, ${NO_INT} AS cap, t.fan_out
     FROM tasks t WHERE t.status = 'queued' AND t.room_id = ${p.text("roomId")}
   UNION ALL
-  SELECT 'active', t.run_id, t.task_id, t.concurrency_key, ${NO_TEXT}, ${NO_INT}, ${NO_INT}
+  SELECT 'active', t.run_id, t.task_id, t.concurrency_key, ${NO_TEXT}, ${NO_INT}, ${NO_INT}, t.fan_out
     FROM tasks t WHERE t.status IN ('running','canceling') AND t.room_id = ${p.text("roomId")}
   UNION ALL
-  SELECT 'run', run_id, ${NO_TEXT}, ${NO_TEXT}, status, max_parallel, ${NO_INT} FROM runs WHERE ${OPEN_RUNS}
+  SELECT 'run', run_id, ${NO_TEXT}, ${NO_TEXT}, status, max_parallel, ${NO_INT}, ${NO_TEXT} FROM runs WHERE ${OPEN_RUNS}
   UNION ALL
-  SELECT 'cap', ${NO_TEXT}, ${NO_TEXT}, ${NO_TEXT}, ${NO_TEXT}, ${NO_INT}, ${CAP}`;
+  SELECT 'cap', ${NO_TEXT}, ${NO_TEXT}, ${NO_TEXT}, ${NO_TEXT}, ${NO_INT}, ${CAP}, ${NO_TEXT}`;
 
 /** Every task of the room's open runs, the runs and the cap, as tagged rows: a whole read. */
 const SNAPSHOT = sql("the room's open runs, their tasks and the cap")`
   SELECT 'task' AS k, t.run_id, t.task_id, t.status, t.needs, t.priority, t.seq, t.concurrency_key,
          t.gate IS NOT NULL AS gate, t.gate_state IS NOT NULL AS gate_open, t.run_when,
-         ${NO_INT} AS max_parallel, ${NO_INT} AS cap
+         ${NO_INT} AS max_parallel, ${NO_INT} AS cap, t.for_each IS NOT NULL AS fan_out_template, t.fan_out,
+         t.fan_out_limit, t.fan_out_fail_fast
     FROM runs r JOIN tasks t ON t.run_id = r.run_id
    WHERE r.room_id = ${p.text("roomId")} AND r.status IN ('pending','running','canceling')
   UNION ALL
-  SELECT 'run', run_id, NULL, status, NULL, NULL, NULL, NULL, NULL, NULL, NULL, max_parallel, NULL
+  SELECT 'run', run_id, NULL, status, NULL, NULL, NULL, NULL, NULL, NULL, NULL, max_parallel, NULL, NULL, NULL, NULL, NULL
     FROM runs WHERE ${OPEN_RUNS}
   UNION ALL
-  SELECT 'cap', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ${CAP}`;
+  SELECT 'cap', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ${CAP}, NULL, NULL, NULL, NULL`;
 
 const REFS = (name: string) => p.table(name, "m", { run_id: "text", task_id: "text" });
 
@@ -128,6 +130,7 @@ export function* scheduleStep(
           runId: String(r.run_id),
           taskId: String(r.task_id),
           concurrencyKey: (r.concurrency_key as string | null) ?? null,
+          fanOut: (r.fan_out as string | null) ?? null,
         });
       else cap = Number(r.cap);
     }
@@ -161,6 +164,10 @@ export function* scheduleStep(
           concurrencyKey: (r.concurrency_key as string | null) ?? null,
           isGate: truth(r.gate),
           gateOpen: truth(r.gate_open),
+          isFanOut: truth(r.fan_out_template),
+          fanOut: (r.fan_out as string | null) ?? null,
+          fanOutLimit: intOrNull(r.fan_out_limit),
+          failFast: truth(r.fan_out_fail_fast),
           ...(isRunWhen(r.run_when) ? { when: r.run_when } : {}),
         });
       else if (r.k === "run")
@@ -211,9 +218,19 @@ export function* scheduleStep(
       yield* log(roomId, gateOpenedLine(fence, t, spec, state));
     }
   }
+  // Fan-outs (docs/architecture.md §6, "Fan-out"): templates replaced by their instances, and fail_fast's
+  // queued instances skipped, in this same fenced write.
+  let expanded = 0;
+  for (const t of decision.toExpand) if ((yield* expandFanOut(fence, t)) !== null) expanded += 1;
+  const stopped = yield* stopFanOut(fence, decision.toStop);
   kept.settled(fence, view, decision, queued + skipped + opened);
-  if (queued + skipped + opened > 0) yield* touch("tasks", roomId);
-  return opened > 0 ? { queued, skipped, opened } : { queued, skipped };
+  if (queued + skipped + opened + expanded + stopped > 0) yield* touch("tasks", roomId);
+  return {
+    queued,
+    skipped: skipped + stopped,
+    ...(opened > 0 ? { opened } : {}),
+    ...(expanded > 0 ? { expanded } : {}),
+  };
 }
 
 /** Of `refs`, those whose run condition holds on their needs as the store has them now. */

@@ -24,6 +24,7 @@ import { notFoundRun, notFoundTask } from "../shared.js";
 import { defineVerb } from "../verb.js";
 import { findRun } from "../../run-ref.js";
 import { byLayout } from "../face.js";
+import { outputValueText } from "../../../domain/outputs.js";
 
 export const logs = defineVerb<{ verb: "logs"; id: string; task: string }, "logs">({
   verb: "logs",
@@ -106,7 +107,7 @@ export function outputsLine(task: TaskLine): Rendered[] {
   if (entries.length === 0) return [];
   return [
     r`Outputs: ${join(
-      entries.map(([name, value]) => code(`${name}=${value}`)),
+      entries.map(([name, value]) => code(`${name}=${outputValueText(value)}`)),
       ", ",
     )}`,
   ];

@@ -3,6 +3,7 @@ import { RUN_ID_ARG } from "../../../domain/command-grammar.js";
 import type { ParsedDag } from "../../../domain/model.js";
 import { dagHash } from "../../../domain/canonical-hash.js";
 import { carryOutputs } from "../../../domain/outputs.js";
+import { retriedTaskIds } from "../../../domain/fan-out.js";
 import { appliedDag } from "../../../domain/params.js";
 import { runSource, runStartVerdict } from "../../../domain/run-authority.js";
 import { isTerminalRun } from "../../../domain/run-states.js";
@@ -71,11 +72,14 @@ async function handleRetry(ctx: HandlerContext, dagId: string): Promise<Outcome>
   if (runStartVerdict(true, [source]).kind !== "start")
     return { kind: "nothing-to-retry", run: summarizeRun(from), why: "never-confirmed" };
   const tasks = await ctx.store.listTasks(from.runId);
-  const again = new Set(tasks.filter((t) => t.status !== "succeeded").map((t) => t.taskId));
+  // What did not succeed, and a fan-out (with its producer) whose instances did not all succeed.
+  const again = retriedTaskIds(from.dag, tasks);
   // What the tasks that are not run again published feeds their dependents in the retry.
   const published = new Map(
     tasks.flatMap((t) =>
-      t.status === "succeeded" && t.outputValues !== null ? [[t.taskId, t.outputValues]] : [],
+      t.status === "succeeded" && t.outputValues !== null && !again.has(t.taskId)
+        ? [[t.taskId, t.outputValues]]
+        : [],
     ),
   );
   if (again.size === 0) return { kind: "nothing-to-retry", run: summarizeRun(from), why: "succeeded" };

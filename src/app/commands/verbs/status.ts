@@ -27,6 +27,7 @@ import { TASK_STATUSES } from "../../../domain/model.js";
 import { groupWords, matrixGroups } from "../../../domain/matrix.js";
 import type { Idiom } from "../face.js";
 import { byLayout } from "../face.js";
+import { outputValueText } from "../../../domain/outputs.js";
 
 const ACTIVE_RUN_STATUSES: RunStatus[] = ["pending", "running", "canceling"];
 
@@ -197,7 +198,9 @@ function statusText(o: Extract<Outcome, { kind: "status" }>, say: Idiom): string
     ];
     const line = `  ${cols.filter((c, i) => i < 3 || c !== "").join("  ")}`.trimEnd();
     // What it published for its dependents, one NAME=value a line under it.
-    const published = Object.entries(t.outputs ?? {}).map(([name, value]) => `      output ${name}=${value}`);
+    const published = Object.entries(t.outputs ?? {}).map(
+      ([name, value]) => `      output ${name}=${outputValueText(value)}`,
+    );
     return [line, ...published].join("\n");
   });
   const run = o.run;
