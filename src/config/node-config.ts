@@ -110,8 +110,12 @@ export interface RetentionConfig {
   forgetKeysAfterMs: number;
 }
 
-/** What an HTTP API token may do: `read` the routes that change nothing, or also `operate` (chat's operators). */
-export type HttpTokenLevel = "read" | "operate";
+/**
+ * What an HTTP API token may do: `read` the routes that change nothing, or also `operate` (chat's
+ * operators); `edge` only the /v1/edge/ routes, for the one edge node it names (docs/operations.md,
+ * "Edge nodes").
+ */
+export type HttpTokenLevel = "read" | "operate" | "edge";
 
 export interface HttpToken {
   /** Who holds it: recorded as the sender (`http:<name>`) of its commands and in logs, never the token. */
@@ -124,6 +128,8 @@ export interface HttpToken {
    * room is answered like one the node does not serve, so the token does not learn which those are.
    */
   rooms?: string[];
+  /** An edge token's node id: the only node whose tasks and heartbeat it may speak for. */
+  node?: string;
 }
 
 export interface HttpConfig {
@@ -655,8 +661,15 @@ const httpSchema = z
               "The token's SHA-256 as 64 lower-case hex digits (`printf %s TOKEN | sha256sum`); the config never holds the token.",
             ),
           level: z
-            .enum(["read", "operate"], { error: 'must be "read" or "operate"' })
-            .describe('"read" (the GET routes and the event stream) or "operate" (the writes too).'),
+            .enum(["read", "operate", "edge"], { error: 'must be "read", "operate" or "edge"' })
+            .describe(
+              '"read" (the GET routes and the event stream), "operate" (the writes too) or "edge" (only the /v1/edge/ routes, for the node it names).',
+            ),
+          node: id
+            .optional()
+            .describe(
+              'An edge token\'s node id (required with level = "edge", refused otherwise): the only node it may claim, renew and finish tasks for.',
+            ),
           // Checked against the node's rooms below (the file's top level knows them).
           rooms: uniqueList(z.string().min(1))
             .min(1, { error: "must name at least one room (leave rooms out for every room)" })
@@ -672,6 +685,10 @@ const httpSchema = z
         tokens.forEach((t, i) => {
           if (seen.has(t.name)) ctx.addIssue({ code: "custom", path: [i, "name"], message: "is used twice" });
           seen.add(t.name);
+          if (t.level === "edge" && t.node === undefined)
+            ctx.addIssue({ code: "custom", path: [i, "node"], message: 'required with level = "edge"' });
+          if (t.level !== "edge" && t.node !== undefined)
+            ctx.addIssue({ code: "custom", path: [i, "node"], message: "only an edge token names a node" });
         });
       })
       .describe("The bearer tokens (`[[http.tokens]]`), at least one."),
@@ -1044,7 +1061,7 @@ export function knownKeysAt(path: readonly PropertyKey[]): string[] | null {
   }
   if (first === "actions" && path.length === 2) return Object.keys(actionSchema.shape);
   if (first === "http" && second === "tokens" && path.length === 3)
-    return ["name", "sha256", "level", "rooms"];
+    return ["name", "sha256", "level", "rooms", "node"];
   if (first === "webhooks" && path.length === 2) return Object.keys(webhookSchema.shape);
   if (first === "webhooks" && third === "filter" && path.length === 4) return ["pointer", "pattern"];
   if (
@@ -1151,6 +1168,7 @@ export function toNodeConfig(
               sha256: t.sha256,
               level: t.level,
               ...(t.rooms === undefined ? {} : { rooms: t.rooms }),
+              ...(t.node === undefined ? {} : { node: t.node }),
             })),
             openHealth: file.http.health === "open",
             openMetrics: file.http.metrics === "open",
