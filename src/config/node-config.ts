@@ -173,6 +173,21 @@ export interface WebhookConfig extends WebhookSpec {
   secretFrom: { file: string } | { env: string };
 }
 
+/**
+ * An edge node (docs/operations.md, "Edge nodes"): no store connection; its worker and heartbeat go
+ * through the core nodes' HTTP API, one core at a time, in this order.
+ */
+export interface EdgeConfig {
+  /** The core nodes' HTTP API base URLs, like "http://10.0.0.1:8080". */
+  cores: string[];
+  /** The file the edge token was read from (for messages). */
+  tokenFile: string;
+  /** Secret: the edge token, read by the loader from token_file; never log it (redactConfig). */
+  token: string;
+  /** How long one request to a core may take before the next core is tried. */
+  requestTimeoutMs: number;
+}
+
 export const STORE_MIGRATE = ["when_alone", "always", "never"] as const;
 export type StorePooler = "none" | "transaction";
 export type StoreMigrate = (typeof STORE_MIGRATE)[number];
@@ -210,6 +225,8 @@ export interface NodeConfig {
   limits: LimitsConfig;
   retention: RetentionConfig;
   http: HttpConfig | null;
+  /** Null for a core node (it opens the store); set for an edge node, which holds no store connection. */
+  edge: EdgeConfig | null;
   /** Webhook endpoints served on the HTTP API; empty without `[[webhooks]]`. */
   webhooks: WebhookConfig[];
   logLevel: LogLevel;
@@ -636,6 +653,33 @@ const retentionSchema = z
     }
   });
 
+const edgeSchema = z.strictObject({
+  cores: z
+    .array(
+      z
+        .url({ protocol: /^https?$/, error: 'must be an http(s) URL like "http://10.0.0.1:8080"' })
+        .transform((u) => u.replace(/\/+$/, "")),
+    )
+    .min(1, { error: "must name at least one core node" })
+    .max(100)
+    .describe(
+      "The core nodes' HTTP API URLs, tried in this order; the edge moves to the next when one fails.",
+    ),
+  token_file: z
+    .string()
+    .min(1)
+    .describe(
+      'An owner-only file holding the edge token (a core\'s `[[http.tokens]]` of level "edge" naming this node).',
+    ),
+  rooms: uniqueList(z.string().min(1))
+    .min(1)
+    .optional()
+    .describe("The rooms whose tasks this edge node runs (default: the room `local`)."),
+  request_timeout: duration(100)
+    .prefault("10s")
+    .describe("How long one request to a core may take before the next core is tried."),
+});
+
 const httpSchema = z
   .strictObject({
     listen: z
@@ -950,6 +994,11 @@ export const nodeConfigFileSchema = z
     limits: limitsSchema.prefault({}).describe("The room's cap and how long a run waits for confirmation."),
     retention: retentionSchema.prefault({}).describe("What the leader forgets, and when."),
     http: httpSchema.optional().describe("The HTTP API; off unless present."),
+    edge: edgeSchema
+      .optional()
+      .describe(
+        'Makes this an edge node: no store connection; it runs tasks through the core nodes\' HTTP API (docs/operations.md, "Edge nodes").',
+      ),
     webhooks: z
       .array(webhookSchema)
       .max(100)
@@ -978,6 +1027,16 @@ export const nodeConfigFileSchema = z
         )}m here): a command forgotten sooner could be handled twice`,
       });
     }
+    // An edge node is a worker and a heartbeat only: what needs the store or a homeserver is not its.
+    if (file.edge !== undefined)
+      for (const key of ["matrix", "http", "dag_library"] as const)
+        if (file[key] !== undefined)
+          ctx.addIssue({
+            code: "custom",
+            path: [key],
+            message:
+              "an edge node holds no store: it has no chat, HTTP API or DAG library (leave it out or drop [edge])",
+          });
     // A token limited to rooms names rooms of this node: a typo would otherwise lock it out silently.
     const rooms = file.matrix?.rooms ?? [LOCAL_ROOM_ID];
     file.http?.tokens.forEach((token, i) => {
@@ -1054,6 +1113,7 @@ export function knownKeysAt(path: readonly PropertyKey[]): string[] | null {
     limits: limitsSchema,
     retention: retentionSchema,
     http: httpSchema,
+    edge: edgeSchema,
   };
   if (path.length === 0) return Object.keys(nodeConfigFileSchema.shape);
   if (path.length === 1 && typeof first === "string" && sections[first] !== undefined) {
@@ -1128,7 +1188,7 @@ export function toNodeConfig(
     storeMigrate: file.store_migrate,
     dagLibrary: file.dag_library ?? null,
     matrix,
-    rooms: matrix === null ? [LOCAL_ROOM_ID] : matrix.rooms,
+    rooms: matrix !== null ? matrix.rooms : (file.edge?.rooms ?? [LOCAL_ROOM_ID]),
     permissions: {
       powerLevel: file.permissions.power_level,
       allow: file.permissions.allow,
@@ -1181,6 +1241,16 @@ export function toNodeConfig(
             headerTimeoutMs: file.http.header_timeout,
             requestTimeoutMs: file.http.request_timeout,
             keepAliveTimeoutMs: file.http.keep_alive_timeout,
+          },
+    edge:
+      file.edge === undefined
+        ? null
+        : {
+            cores: file.edge.cores,
+            tokenFile: file.edge.token_file,
+            // Read by the loader (loadConfig) once the file is valid; never part of the file.
+            token: "",
+            requestTimeoutMs: file.edge.request_timeout,
           },
     webhooks: file.webhooks.map((h) => ({
       id: h.id,
