@@ -25,7 +25,9 @@ export interface NodeOptions extends CommonOptions {
 }
 
 export async function runNode(options: NodeOptions): Promise<number> {
-  const config = resolveConfig(options, options.nodeId === undefined ? {} : { nodeId: options.nodeId });
+  const config = resolveConfig(options, options.nodeId === undefined ? {} : { nodeId: options.nodeId }, {
+    edge: true,
+  });
   const logger = makeLogger(config);
   // An edge node opens no store: its worker talks to the core nodes (docs/operations.md, "Edge nodes").
   if (config.edge !== null) return runEdgeNode(config, config.edge, logger);

@@ -11,6 +11,7 @@ import { parseConfig } from "../../src/config/load-config.js";
 import type { NodeConfig } from "../../src/config/node-config.js";
 import { nodeSecrets } from "../../src/config/node-secrets.js";
 import { redactConfig } from "../../src/config/redact-config.js";
+import { resolveConfig } from "../../src/composition/config-resolve.js";
 
 const dir = mkdtempSync(join(tmpdir(), "dagbot-edge-config-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -99,5 +100,19 @@ describe("edge tokens in [[http.tokens]]", () => {
         }),
       ),
     ).toEqual(["http.tokens[0].node: only an edge token names a node"]);
+  });
+});
+
+describe("commands given an edge node's config", () => {
+  it("only `dagbot node` runs it; any other command is told it names no store", () => {
+    const file = join(dir, "edge.toml");
+    writeFileSync(
+      file,
+      `node_id = "edge-1"\n[edge]\ncores = ["http://127.0.0.1:1"]\ntoken_file = ${JSON.stringify(tokenFile)}\n`,
+    );
+    expect(resolveConfig({ config: file }, {}, { edge: true }).edge?.cores).toEqual(["http://127.0.0.1:1"]);
+    expect(() => resolveConfig({ config: file }, {}, { storeOnly: true })).toThrow(
+      /is an edge node's \(\[edge\]\): it names no store, and only 'dagbot node' runs it/,
+    );
   });
 });
