@@ -30,7 +30,7 @@ export type EdgeSettings = Pick<
 > & { debounceMs: number };
 
 export interface EdgeDeps {
-  store: WorkerDeps["store"] & Pick<NodeStore, "heartbeat">;
+  store: WorkerDeps["store"] & Pick<NodeStore, "heartbeat" | "removeNode">;
   executor: Executor;
   clock: Clock;
   logger: Logger;
@@ -40,7 +40,7 @@ export interface EdgeDeps {
 export interface EdgeNode {
   readonly session: Session;
   runningTasks(): number;
-  /** Stop claiming, let running tasks finish (or kill them), stop the heartbeat. */
+  /** Stop claiming, let running tasks finish (or kill them), stop the heartbeat, remove the node's row. */
   stop(options?: StopOptions): Promise<void>;
 }
 
@@ -119,6 +119,11 @@ export function startEdgeNode(settings: EdgeSettings, deps: EdgeDeps): EdgeNode 
         await stopped;
         heartbeatStop.abort();
         await heartbeat;
+        try {
+          await store.removeNode(session);
+        } catch (err) {
+          log.warn({ err: String(err) }, "could not remove the node row");
+        }
         log.info("edge node stopped");
       })();
       return stopping;

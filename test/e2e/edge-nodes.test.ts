@@ -220,6 +220,12 @@ describe("edge nodes: workers with no store connection, through two core nodes",
       });
       expect(answer.status, `${method} ${path}`).toBe(403);
     }
+    // A graceful stop: the edge leaves through the core, its row gone from the store.
+    const edge3 = ctx.nodes.find((n) => n.nodeId === "edge-3")!;
+    edge3.kill("SIGTERM");
+    expect((await edge3.exited).code).toBe(0);
+    expect((await store.listNodes()).some((n) => n.session.nodeId === "edge-3")).toBe(false);
+    expect((await store.listNodes()).some((n) => n.session.nodeId === "edge-2")).toBe(true);
     failed = false;
   }, 240_000);
 });

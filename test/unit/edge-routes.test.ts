@@ -160,6 +160,12 @@ describe("the edge routes over a real store", () => {
     });
     const nodes = await store.listNodes();
     expect(nodes.find((n) => n.session.nodeId === "edge-1")?.labels).toEqual(["edge"]);
+    // Another node's row cannot be removed by this edge; its own can.
+    const leave = await post("/v1/edge/leave", OTHER_EDGE_TOKEN, { session: me });
+    expect(leave.status).toBe(403);
+    expect((await store.listNodes()).some((n) => n.session.nodeId === "edge-1")).toBe(true);
+    await edge.removeNode(me);
+    expect((await store.listNodes()).some((n) => n.session.nodeId === "edge-1")).toBe(false);
   });
 
   it("finishAndClaim hands the slot to the next task in one call", async () => {

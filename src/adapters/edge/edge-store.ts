@@ -26,6 +26,7 @@ import type {
   NodeOffer,
   NodeStore,
   RunStore,
+  Session,
   TaskClaimer,
   ChangeFeed,
   TaskRecord,
@@ -90,7 +91,7 @@ export function answerOf(
 }
 
 export class EdgeStore
-  implements TaskClaimer, ChangeFeed, Pick<RunStore, "getTask">, Pick<NodeStore, "heartbeat">
+  implements TaskClaimer, ChangeFeed, Pick<RunStore, "getTask">, Pick<NodeStore, "heartbeat" | "removeNode">
 {
   private current = 0;
   private readonly listeners = new Set<{
@@ -169,6 +170,10 @@ export class EdgeStore
 
   async heartbeat(beat: NodeHeartbeat): Promise<void> {
     await this.call("heartbeat", "POST", "/v1/edge/heartbeat", { beat });
+  }
+
+  async removeNode(session: Session): Promise<void> {
+    await this.call("remove node", "POST", "/v1/edge/leave", { session });
   }
 
   onChange(listener: ChangeListener, topics?: readonly ChangeTopic[]): () => void {

@@ -140,6 +140,16 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
     await storeCall("heartbeat", () => store.heartbeat(beat));
     return {};
   });
+  app.post(
+    "/v1/edge/leave",
+    route("Remove the edge node's row at a graceful stop", e.leaveBody),
+    async (req) => {
+      const { session } = req.body as e.LeaveBody;
+      edgeCaller(req, [session]);
+      await storeCall("leave", () => store.removeNode(session));
+      return {};
+    },
+  );
   app.get(
     "/v1/edge/task",
     {

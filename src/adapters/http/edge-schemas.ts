@@ -80,6 +80,8 @@ export const heartbeatBody = z.strictObject({
   }),
 });
 
+export const leaveBody = z.strictObject({ session: sessionSchema });
+
 export const taskQuery = z.strictObject({ run: text(200).min(1), task: text(200).min(1) });
 
 export type ClaimBody = z.output<typeof claimBody>;
@@ -89,4 +91,5 @@ export type RenewBody = z.output<typeof renewBody>;
 export type ReleaseBody = z.output<typeof releaseBody>;
 export type OutputBody = z.output<typeof outputBody>;
 export type HeartbeatBody = z.output<typeof heartbeatBody>;
+export type LeaveBody = z.output<typeof leaveBody>;
 export type TaskQuery = z.output<typeof taskQuery>;
