@@ -254,10 +254,18 @@ describe("the edge routes over a real store", () => {
     expect(batch.claimed).toEqual([]);
     expect(edge.core).toBe(base);
     const heard: string[] = [];
-    const unsubscribe = edge.onChange((topic, roomId) => heard.push(`${topic}:${roomId ?? "*"}`), ["wake"]);
+    const unsubscribe = edge.onChange(
+      (topic, roomId, nodes) => heard.push(`${topic}:${roomId ?? "*"}:${nodes?.join(",") ?? "all"}`),
+      ["wake"],
+    );
     try {
       // The stream opens with a wake for everyone (the edge claims for what it may have missed).
-      await expect.poll(() => heard, { timeout: 5_000 }).toContain("wake:*");
+      await expect.poll(() => heard, { timeout: 5_000 }).toContain("wake:*:all");
+      // The leader's wakes: one naming another node is not relayed; one naming this node is, with its count.
+      await store.wakeNodes(ROOM, ["edge-2/1"]);
+      await store.wakeNodes(ROOM, ["edge-1/3"]);
+      await expect.poll(() => heard, { timeout: 5_000 }).toContain(`wake:${ROOM}:edge-1/3`);
+      expect(heard.filter((h) => h.includes("edge-2"))).toEqual([]);
     } finally {
       unsubscribe();
     }
