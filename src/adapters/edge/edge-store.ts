@@ -49,6 +49,9 @@ export interface EdgeStoreOptions {
   reconnectMs?: number;
 }
 
+/** How long a wake stream the core refused waits before it asks again. */
+const REFUSED_RETRY_MS = 30_000;
+
 /** A problem document as the core answers it (src/adapters/http/problem.ts). */
 interface ProblemAnswer {
   code?: string;
@@ -257,6 +260,8 @@ export class EdgeStore
   private async follow(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       const at = this.current;
+      // A refusal (a token the core does not know) is not mended by asking again at once.
+      let waitMs = this.reconnectMs;
       try {
         const res = await fetch(`${this.options.cores[at]!}/v1/edge/wakes`, {
           headers: { ...this.headers(false), accept: "text/event-stream" },
@@ -264,9 +269,10 @@ export class EdgeStore
         });
         if (res.status !== 200 || res.body === null) {
           const refused = answerOf("wakes", res.status, await res.json().catch(() => null));
-          if (refused !== null && "error" in refused)
+          if (refused !== null && "error" in refused) {
             this.log.error({ err: refused.error.message }, "edge: the core refused the wake stream");
-          else this.moveOn(at, `wake stream: status ${res.status}`);
+            waitMs = Math.max(this.reconnectMs, REFUSED_RETRY_MS);
+          } else this.moveOn(at, `wake stream: status ${res.status}`);
         } else {
           const decoder = new TextDecoder();
           let buffered = "";
@@ -296,7 +302,7 @@ export class EdgeStore
       }
       if (signal.aborted) return;
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, this.reconnectMs);
+        const timer = setTimeout(resolve, waitMs);
         signal.addEventListener(
           "abort",
           () => {
