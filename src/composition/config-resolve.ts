@@ -45,12 +45,14 @@ const BUILTIN_CONFIG: Record<string, unknown> = {
 
 /**
  * Loads the config with args > env > file; throws SetupError naming every bad key. `storeOnly`: the
- * command never talks to the homeserver, so a bot's config needs no access token for it.
+ * command never talks to the homeserver, so a bot's config needs no access token for it. `edge`:
+ * the command runs an edge node's config (only `dagbot node`); every other command needs a store,
+ * which an edge's config does not name (docs/operations.md, "Edge nodes").
  */
 export function resolveConfig(
   options: CommonOptions,
   extra: ConfigOverrides = {},
-  { storeOnly = false }: { storeOnly?: boolean } = {},
+  { storeOnly = false, edge = false }: { storeOnly?: boolean; edge?: boolean } = {},
 ): NodeConfig {
   const file = options.config ?? packagedLocalConfig() ?? undefined;
   const overrides: ConfigOverrides = { ...extra };
@@ -64,6 +66,10 @@ export function resolveConfig(
     const where = file === undefined ? "the built-in config" : file;
     throw new SetupError(`invalid config (${where}):\n${indent(formatConfigIssues(result.issues))}`);
   }
+  if (result.config.edge !== null && !edge)
+    throw new SetupError(
+      `${file ?? "the config"} is an edge node's ([edge]): it names no store, and only 'dagbot node' runs it; give this command a core node's config`,
+    );
   return result.config;
 }
 

@@ -13,6 +13,7 @@ import { scheduleAuthority } from "../app/schedule-authority.js";
 import { engineMetricsRelay, startNodeHttpApi } from "./http-api.js";
 import { engineSettings, makeLogger, nodeExecutor } from "./engine-settings.js";
 import { openNodeStore } from "./store-open.js";
+import { runEdgeNode } from "./edge-node.js";
 import { ownNodeId } from "./node-identity.js";
 import { resolveConfig } from "./config-resolve.js";
 import type { CommonOptions } from "./config-resolve.js";
@@ -24,8 +25,12 @@ export interface NodeOptions extends CommonOptions {
 }
 
 export async function runNode(options: NodeOptions): Promise<number> {
-  const config = resolveConfig(options, options.nodeId === undefined ? {} : { nodeId: options.nodeId });
+  const config = resolveConfig(options, options.nodeId === undefined ? {} : { nodeId: options.nodeId }, {
+    edge: true,
+  });
   const logger = makeLogger(config);
+  // An edge node opens no store: its worker talks to the core nodes (docs/operations.md, "Edge nodes").
+  if (config.edge !== null) return runEdgeNode(config, config.edge, logger);
 
   // Signals are heard from the start: one that comes while the store is still unreachable ends the
   // wait (exit 0) instead of being lost.

@@ -456,6 +456,23 @@ export function parseConfig(raw: unknown, options: Omit<LoadConfigOptions, "file
     const config = toNodeConfig(parsed.data, stated, users);
     const hookIssues = readWebhookSecrets(config, options.env);
     if (hookIssues.length > 0) return { ok: false, issues: hookIssues };
+    if (config.edge !== null) {
+      // An edge node holds no store: a store named anyway (file, DAGBOT_STORE, --store) is a mistake.
+      if (doc.store !== undefined)
+        return {
+          ok: false,
+          issues: [
+            {
+              path: "store",
+              message: `an edge node holds no store connection: leave store out${sources.has("store") ? ` (set by ${sources.get("store")})` : ""}`,
+            },
+          ],
+        };
+      const token = readPrivateFile(config.edge.tokenFile);
+      if (typeof token !== "string")
+        return { ok: false, issues: [{ path: "edge.token_file", message: token.error }] };
+      config.edge.token = token;
+    }
     return { ok: true, config };
   }
 

@@ -110,8 +110,12 @@ export interface RetentionConfig {
   forgetKeysAfterMs: number;
 }
 
-/** What an HTTP API token may do: `read` the routes that change nothing, or also `operate` (chat's operators). */
-export type HttpTokenLevel = "read" | "operate";
+/**
+ * What an HTTP API token may do: `read` the routes that change nothing, or also `operate` (chat's
+ * operators); `edge` only the /v1/edge/ routes, for the one edge node it names (docs/operations.md,
+ * "Edge nodes").
+ */
+export type HttpTokenLevel = "read" | "operate" | "edge";
 
 export interface HttpToken {
   /** Who holds it: recorded as the sender (`http:<name>`) of its commands and in logs, never the token. */
@@ -124,6 +128,8 @@ export interface HttpToken {
    * room is answered like one the node does not serve, so the token does not learn which those are.
    */
   rooms?: string[];
+  /** An edge token's node id: the only node whose tasks and heartbeat it may speak for. */
+  node?: string;
 }
 
 export interface HttpConfig {
@@ -167,6 +173,21 @@ export interface WebhookConfig extends WebhookSpec {
   secretFrom: { file: string } | { env: string };
 }
 
+/**
+ * An edge node (docs/operations.md, "Edge nodes"): no store connection; its worker and heartbeat go
+ * through the core nodes' HTTP API, one core at a time, in this order.
+ */
+export interface EdgeConfig {
+  /** The core nodes' HTTP API base URLs, like "http://10.0.0.1:8080". */
+  cores: string[];
+  /** The file the edge token was read from (for messages). */
+  tokenFile: string;
+  /** Secret: the edge token, read by the loader from token_file; never log it (redactConfig). */
+  token: string;
+  /** How long one request to a core may take before the next core is tried. */
+  requestTimeoutMs: number;
+}
+
 export const STORE_MIGRATE = ["when_alone", "always", "never"] as const;
 export type StorePooler = "none" | "transaction";
 export type StoreMigrate = (typeof STORE_MIGRATE)[number];
@@ -204,6 +225,8 @@ export interface NodeConfig {
   limits: LimitsConfig;
   retention: RetentionConfig;
   http: HttpConfig | null;
+  /** Null for a core node (it opens the store); set for an edge node, which holds no store connection. */
+  edge: EdgeConfig | null;
   /** Webhook endpoints served on the HTTP API; empty without `[[webhooks]]`. */
   webhooks: WebhookConfig[];
   logLevel: LogLevel;
@@ -630,6 +653,33 @@ const retentionSchema = z
     }
   });
 
+const edgeSchema = z.strictObject({
+  cores: z
+    .array(
+      z
+        .url({ protocol: /^https?$/, error: 'must be an http(s) URL like "http://10.0.0.1:8080"' })
+        .transform((u) => u.replace(/\/+$/, "")),
+    )
+    .min(1, { error: "must name at least one core node" })
+    .max(100)
+    .describe(
+      "The core nodes' HTTP API URLs, tried in this order; the edge moves to the next when one fails.",
+    ),
+  token_file: z
+    .string()
+    .min(1)
+    .describe(
+      'An owner-only file holding the edge token (a core\'s `[[http.tokens]]` of level "edge" naming this node).',
+    ),
+  rooms: uniqueList(z.string().min(1))
+    .min(1)
+    .optional()
+    .describe("The rooms whose tasks this edge node runs (default: the room `local`)."),
+  request_timeout: duration(100)
+    .prefault("10s")
+    .describe("How long one request to a core may take before the next core is tried."),
+});
+
 const httpSchema = z
   .strictObject({
     listen: z
@@ -655,8 +705,15 @@ const httpSchema = z
               "The token's SHA-256 as 64 lower-case hex digits (`printf %s TOKEN | sha256sum`); the config never holds the token.",
             ),
           level: z
-            .enum(["read", "operate"], { error: 'must be "read" or "operate"' })
-            .describe('"read" (the GET routes and the event stream) or "operate" (the writes too).'),
+            .enum(["read", "operate", "edge"], { error: 'must be "read", "operate" or "edge"' })
+            .describe(
+              '"read" (the GET routes and the event stream), "operate" (the writes too) or "edge" (only the /v1/edge/ routes, for the node it names).',
+            ),
+          node: id
+            .optional()
+            .describe(
+              'An edge token\'s node id (required with level = "edge", refused otherwise): the only node it may claim, renew and finish tasks for.',
+            ),
           // Checked against the node's rooms below (the file's top level knows them).
           rooms: uniqueList(z.string().min(1))
             .min(1, { error: "must name at least one room (leave rooms out for every room)" })
@@ -672,6 +729,10 @@ const httpSchema = z
         tokens.forEach((t, i) => {
           if (seen.has(t.name)) ctx.addIssue({ code: "custom", path: [i, "name"], message: "is used twice" });
           seen.add(t.name);
+          if (t.level === "edge" && t.node === undefined)
+            ctx.addIssue({ code: "custom", path: [i, "node"], message: 'required with level = "edge"' });
+          if (t.level !== "edge" && t.node !== undefined)
+            ctx.addIssue({ code: "custom", path: [i, "node"], message: "only an edge token names a node" });
         });
       })
       .describe("The bearer tokens (`[[http.tokens]]`), at least one."),
@@ -933,6 +994,11 @@ export const nodeConfigFileSchema = z
     limits: limitsSchema.prefault({}).describe("The room's cap and how long a run waits for confirmation."),
     retention: retentionSchema.prefault({}).describe("What the leader forgets, and when."),
     http: httpSchema.optional().describe("The HTTP API; off unless present."),
+    edge: edgeSchema
+      .optional()
+      .describe(
+        'Makes this an edge node: no store connection; it runs tasks through the core nodes\' HTTP API (docs/operations.md, "Edge nodes").',
+      ),
     webhooks: z
       .array(webhookSchema)
       .max(100)
@@ -961,6 +1027,16 @@ export const nodeConfigFileSchema = z
         )}m here): a command forgotten sooner could be handled twice`,
       });
     }
+    // An edge node is a worker and a heartbeat only: what needs the store or a homeserver is not its.
+    if (file.edge !== undefined)
+      for (const key of ["matrix", "http", "dag_library"] as const)
+        if (file[key] !== undefined)
+          ctx.addIssue({
+            code: "custom",
+            path: [key],
+            message:
+              "an edge node holds no store: it has no chat, HTTP API or DAG library (leave it out or drop [edge])",
+          });
     // A token limited to rooms names rooms of this node: a typo would otherwise lock it out silently.
     const rooms = file.matrix?.rooms ?? [LOCAL_ROOM_ID];
     file.http?.tokens.forEach((token, i) => {
@@ -1037,6 +1113,7 @@ export function knownKeysAt(path: readonly PropertyKey[]): string[] | null {
     limits: limitsSchema,
     retention: retentionSchema,
     http: httpSchema,
+    edge: edgeSchema,
   };
   if (path.length === 0) return Object.keys(nodeConfigFileSchema.shape);
   if (path.length === 1 && typeof first === "string" && sections[first] !== undefined) {
@@ -1044,7 +1121,7 @@ export function knownKeysAt(path: readonly PropertyKey[]): string[] | null {
   }
   if (first === "actions" && path.length === 2) return Object.keys(actionSchema.shape);
   if (first === "http" && second === "tokens" && path.length === 3)
-    return ["name", "sha256", "level", "rooms"];
+    return ["name", "sha256", "level", "rooms", "node"];
   if (first === "webhooks" && path.length === 2) return Object.keys(webhookSchema.shape);
   if (first === "webhooks" && third === "filter" && path.length === 4) return ["pointer", "pattern"];
   if (
@@ -1111,7 +1188,7 @@ export function toNodeConfig(
     storeMigrate: file.store_migrate,
     dagLibrary: file.dag_library ?? null,
     matrix,
-    rooms: matrix === null ? [LOCAL_ROOM_ID] : matrix.rooms,
+    rooms: matrix !== null ? matrix.rooms : (file.edge?.rooms ?? [LOCAL_ROOM_ID]),
     permissions: {
       powerLevel: file.permissions.power_level,
       allow: file.permissions.allow,
@@ -1151,6 +1228,7 @@ export function toNodeConfig(
               sha256: t.sha256,
               level: t.level,
               ...(t.rooms === undefined ? {} : { rooms: t.rooms }),
+              ...(t.node === undefined ? {} : { node: t.node }),
             })),
             openHealth: file.http.health === "open",
             openMetrics: file.http.metrics === "open",
@@ -1163,6 +1241,16 @@ export function toNodeConfig(
             headerTimeoutMs: file.http.header_timeout,
             requestTimeoutMs: file.http.request_timeout,
             keepAliveTimeoutMs: file.http.keep_alive_timeout,
+          },
+    edge:
+      file.edge === undefined
+        ? null
+        : {
+            cores: file.edge.cores,
+            tokenFile: file.edge.token_file,
+            // Read by the loader (loadConfig) once the file is valid; never part of the file.
+            token: "",
+            requestTimeoutMs: file.edge.request_timeout,
           },
     webhooks: file.webhooks.map((h) => ({
       id: h.id,

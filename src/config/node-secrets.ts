@@ -20,7 +20,7 @@ export function consumedSecretEnv(config: NodeConfig): string[] {
   return [...new Set([...CONSUMED_SECRET_ENV, ...named])];
 }
 
-/** Every secret of the node: the Matrix access token and recovery key, the store's password, the HTTP token hashes, the webhooks' secrets, PGPASSWORD. */
+/** Every secret of the node: the Matrix access token and recovery key, the store's password, the HTTP token hashes, the webhooks' secrets, an edge node's token, PGPASSWORD. */
 export function nodeSecrets(config: NodeConfig, env: Readonly<Record<string, string | undefined>>): string[] {
   const secrets: string[] = [];
   const token = config.matrix?.accessToken;
@@ -34,6 +34,7 @@ export function nodeSecrets(config: NodeConfig, env: Readonly<Record<string, str
   // Only hashes are configured, but a hash of a short token can be brute-forced.
   for (const t of config.http?.tokens ?? []) secrets.push(t.sha256);
   for (const hook of config.webhooks) if (hook.secret !== "") secrets.push(hook.secret);
+  if (config.edge !== null && config.edge.token !== "") secrets.push(config.edge.token);
   const pgPassword = env["PGPASSWORD"];
   if (pgPassword !== undefined && pgPassword !== "") secrets.push(pgPassword);
   return [...new Set(secrets)];

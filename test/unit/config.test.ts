@@ -221,6 +221,7 @@ describe("defaults", () => {
         forgetKeysAfterMs: 30 * 86_400_000,
       },
       http: null,
+      edge: null,
       webhooks: [],
       logLevel: "info",
       stopGraceMs: 8_000,
@@ -514,7 +515,7 @@ describe("bad values in place", () => {
           ],
         },
       },
-      ['http.tokens[0].level: must be "read" or "operate"'],
+      ['http.tokens[0].level: must be "read", "operate" or "edge"'],
     ],
     [
       "a bad listen address",

@@ -12,6 +12,8 @@ export interface Caller {
   level: HttpTokenLevel;
   /** The only rooms the token may use; absent: every room of the node. */
   rooms?: readonly string[];
+  /** An edge token's node: the only node id its /v1/edge/ calls may speak for. */
+  node?: string;
 }
 
 export function sha256Hex(text: string): string {
@@ -25,7 +27,12 @@ export function tokenVerifier(
   tokens: readonly HttpToken[],
 ): (authorization: string | undefined) => Caller | null {
   const known = tokens.map((t) => ({
-    caller: { name: t.name, level: t.level, ...(t.rooms === undefined ? {} : { rooms: t.rooms }) },
+    caller: {
+      name: t.name,
+      level: t.level,
+      ...(t.rooms === undefined ? {} : { rooms: t.rooms }),
+      ...(t.node === undefined ? {} : { node: t.node }),
+    },
     hash: Buffer.from(t.sha256, "hex"),
   }));
   return (authorization) => {
@@ -43,8 +50,18 @@ export function tokenVerifier(
   };
 }
 
+/**
+ * Whether a token of `level` may call a route that needs `needed`. An edge token calls the /v1/edge/
+ * routes and nothing else, and only an edge token calls them (docs/security.md, edge tokens).
+ */
 export function allows(level: HttpTokenLevel, needed: HttpTokenLevel): boolean {
+  if (level === "edge" || needed === "edge") return level === needed;
   return needed === "read" || level === "operate";
+}
+
+/** Whether an edge caller may speak for the session of `nodeId`: its token names that node. */
+export function maySpeakFor(caller: Caller, nodeId: string): boolean {
+  return caller.level === "edge" && caller.node === nodeId;
 }
 
 /** Whether the caller's token may read or act on the room. */

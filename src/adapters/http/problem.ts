@@ -27,6 +27,7 @@ export type ProblemCode =
   | "webhook-mapping"
   | OutcomeProblemCode
   | "leader-timeout"
+  | "lost-claim"
   | "store-unavailable"
   | "too-many-streams"
   | "internal"
@@ -61,6 +62,7 @@ const TITLES: Record<string, string> = {
   "schedule-not-found": "The room has no schedule of that DAG",
   "schedule-deleted": "The schedule is deleted: it cannot be paused or resumed",
   "leader-timeout": "The room's leader did not answer in time; retry with the same Idempotency-Key",
+  "lost-claim": "The task's claim is no longer held by this token",
   "store-unavailable": "The store cannot be reached",
   "too-many-streams": "This node serves as many event streams as it may; try again later or another node",
   internal: "Internal error",

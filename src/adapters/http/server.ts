@@ -33,6 +33,7 @@ import { PROBLEM_CONTENT_TYPE, ProblemError, fail, problem } from "./problem.js"
 import { registerReadRoutes } from "./read-routes.js";
 import { registerVerbRoutes } from "./verb-routes.js";
 import { registerHookRoutes } from "./hook-routes.js";
+import { registerEdgeRoutes } from "./edge-routes.js";
 import * as s from "./schemas.js";
 
 export interface HttpApi {
@@ -204,7 +205,7 @@ export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
     const caller = verify(req.headers.authorization);
     if (caller === null) fail(401, "unauthorized", "send Authorization: Bearer <token>");
     req.caller = caller;
-    const needed: HttpTokenLevel = access === "operate" ? "operate" : "read";
+    const needed: HttpTokenLevel = access === "operate" || access === "edge" ? access : "read";
     if (!allows(caller!.level, needed)) fail(403, "forbidden", `this route needs a token of level ${needed}`);
     // Metrics cover every room of the node (their labels name them): not for a token limited to some.
     if (access === "metrics" && caller!.rooms !== undefined)
@@ -226,7 +227,7 @@ export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
   app.addHook("onResponse", async (req, reply) => {
     const route = req.routeOptions.url ?? "unmatched";
     metrics.httpRequests.inc({ route, method: req.method, status: String(reply.statusCode) });
-    if (route !== "/v1/events")
+    if (route !== "/v1/events" && route !== "/v1/edge/wakes")
       metrics.httpDuration.observe({ route, method: req.method }, reply.elapsedTime / 1000);
   });
 
@@ -254,6 +255,7 @@ export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
   registerVerbRoutes(app, ctx, deps.registry);
   registerReadRoutes(app, ctx);
   await registerHookRoutes(app, ctx, deps.webhooks ?? [], metrics, deps.registry);
+  registerEdgeRoutes(app, ctx);
 
   // --- Operations -----------------------------------------------------------------------------
 

@@ -1,0 +1,317 @@
+/**
+ * The worker's store port over HTTP (docs/operations.md, "Edge nodes"): an edge node holds no store
+ * connection; each call of TaskClaimer, getTask and heartbeat is a request to a core node's /v1/edge/
+ * routes (src/adapters/http/edge-routes.ts), the fencing token carried unchanged, and the answers
+ * come back as the port's types and typed errors, so the Worker behaves as with a direct store:
+ * a 409 is the ConflictError the store raised (a lost renewal aborts the action), a 404 the
+ * NotFoundError, and a core that cannot be reached or answers 5xx a StoreError (the worker backs off
+ * and retries, as it does for a store outage).
+ *
+ * One core at a time: a connection error, a timeout or a 5xx moves to the next core and tries the
+ * same call there, each core once per call. A claim whose answer was lost claimed nothing this edge
+ * knows of: those tasks' leases expire unrenewed and the leader's reaper requeues them
+ * (docs/architecture.md §3), as for a node that died after claiming.
+ *
+ * Wake-ups: one Server-Sent Events stream (/v1/edge/wakes) from the current core, turned into
+ * ChangeFeed callbacks. A lost stream is reopened (on the next core when this one is gone) and
+ * announces itself with a wake for everyone, so the worker claims for what it may have missed;
+ * the worker's safety tick stays the net.
+ */
+import type {
+  ChangeListener,
+  ChangeTopic,
+  ClaimBatch,
+  ClaimedTask,
+  NodeHeartbeat,
+  NodeOffer,
+  NodeStore,
+  RunStore,
+  Session,
+  TaskClaimer,
+  ChangeFeed,
+  TaskRecord,
+  TaskResult,
+  TaskToken,
+} from "../../ports/store.js";
+import type { TaskStatus } from "../../domain/model.js";
+import { ConflictError, NotFoundError, StoreError } from "../../ports/errors.js";
+import type { Logger } from "../../ports/logger.js";
+
+export interface EdgeStoreOptions {
+  /** The core nodes' HTTP API base URLs, tried in this order. */
+  cores: readonly string[];
+  /** The edge token (a secret: never logged). */
+  token: string;
+  logger: Logger;
+  /** How long one request may take before the next core is tried; default 10 s. */
+  requestTimeoutMs?: number;
+  /** How long to wait before reopening a lost wake stream; default 1 s. */
+  reconnectMs?: number;
+}
+
+/** How long a wake stream the core refused waits before it asks again. */
+const REFUSED_RETRY_MS = 30_000;
+
+/** A problem document as the core answers it (src/adapters/http/problem.ts). */
+interface ProblemAnswer {
+  code?: string;
+  detail?: string;
+  operation?: string;
+  expected?: Record<string, unknown>;
+  found?: Record<string, unknown> | null;
+  key?: Record<string, unknown>;
+}
+
+/** A refusal that is neither a conflict nor a missing row: the edge's config or the core's (a token, a room). */
+export class EdgeRefusedError extends Error {
+  override readonly name = "EdgeRefusedError";
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    detail: string,
+  ) {
+    super(`the core refused (${status} ${code}): ${detail}`);
+  }
+}
+
+/**
+ * The answer of one core to one request as the port's outcome: the parsed body, or the typed error.
+ * Null: try the next core (the core is unreachable or failing).
+ */
+export function answerOf(
+  operation: string,
+  status: number,
+  body: unknown,
+): { value: unknown } | { error: Error } | null {
+  if (status >= 200 && status < 300) return { value: body };
+  if (status >= 500) return null;
+  const p = (typeof body === "object" && body !== null ? body : {}) as ProblemAnswer;
+  if (status === 409 && p.code === "lost-claim")
+    return { error: new ConflictError(p.operation ?? operation, p.expected ?? {}, p.found ?? null) };
+  if (status === 404 && p.code === "task-not-found")
+    return { error: new NotFoundError(p.operation ?? operation, p.key ?? {}) };
+  return { error: new EdgeRefusedError(status, p.code ?? "unknown", p.detail ?? "") };
+}
+
+export class EdgeStore
+  implements TaskClaimer, ChangeFeed, Pick<RunStore, "getTask">, Pick<NodeStore, "heartbeat" | "removeNode">
+{
+  private current = 0;
+  private readonly listeners = new Set<{
+    listener: ChangeListener;
+    topics: readonly ChangeTopic[] | undefined;
+  }>();
+  private stream: AbortController | null = null;
+  private readonly log: Logger;
+  private readonly timeoutMs: number;
+  private readonly reconnectMs: number;
+
+  constructor(private readonly options: EdgeStoreOptions) {
+    if (options.cores.length === 0) throw new Error("an edge node needs at least one core (edge.cores)");
+    this.log = options.logger.child({ component: "edge" });
+    this.timeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.reconnectMs = options.reconnectMs ?? 1_000;
+  }
+
+  /** The core the edge talks to now. */
+  get core(): string {
+    return this.options.cores[this.current]!;
+  }
+
+  claimTasks(offer: NodeOffer, max: number): Promise<ClaimBatch> {
+    return this.call("claim", "POST", "/v1/edge/claim", { offer, max }) as Promise<ClaimBatch>;
+  }
+
+  async claimTask(offer: NodeOffer): Promise<ClaimedTask | null> {
+    return (await this.claimTasks(offer, 1)).claimed[0] ?? null;
+  }
+
+  renewTaskLease(token: TaskToken, leaseMs: number): Promise<{ leaseExpiresAt: number; status: TaskStatus }> {
+    return this.call("renew task lease", "POST", "/v1/edge/renew", { token, leaseMs }) as Promise<{
+      leaseExpiresAt: number;
+      status: TaskStatus;
+    }>;
+  }
+
+  releaseTask(token: TaskToken, why: string): Promise<{ status: TaskStatus }> {
+    return this.call("release task", "POST", "/v1/edge/release", { token, why }) as Promise<{
+      status: TaskStatus;
+    }>;
+  }
+
+  async writeTaskOutput(token: TaskToken, output: string, outputBytes: number): Promise<void> {
+    await this.call("write task output", "POST", "/v1/edge/output", { token, output, outputBytes });
+  }
+
+  finishTask(token: TaskToken, result: TaskResult): Promise<{ status: TaskStatus }> {
+    return this.call("finish task", "POST", "/v1/edge/finish", { token, result }) as Promise<{
+      status: TaskStatus;
+    }>;
+  }
+
+  finishAndClaim(
+    token: TaskToken,
+    result: TaskResult,
+    offer: NodeOffer,
+    max: number,
+  ): Promise<{ status: TaskStatus; batch: ClaimBatch }> {
+    return this.call("finish and claim", "POST", "/v1/edge/finish-and-claim", {
+      token,
+      result,
+      offer,
+      max,
+    }) as Promise<{ status: TaskStatus; batch: ClaimBatch }>;
+  }
+
+  async getTask(runId: string, taskId: string): Promise<TaskRecord | null> {
+    const query = new URLSearchParams({ run: runId, task: taskId });
+    const answer = (await this.call("get task", "GET", `/v1/edge/task?${query.toString()}`)) as {
+      task: TaskRecord | null;
+    };
+    return answer.task;
+  }
+
+  async heartbeat(beat: NodeHeartbeat): Promise<void> {
+    await this.call("heartbeat", "POST", "/v1/edge/heartbeat", { beat });
+  }
+
+  async removeNode(session: Session): Promise<void> {
+    await this.call("remove node", "POST", "/v1/edge/leave", { session });
+  }
+
+  onChange(listener: ChangeListener, topics?: readonly ChangeTopic[]): () => void {
+    const entry = { listener, topics };
+    this.listeners.add(entry);
+    if (this.stream === null) {
+      this.stream = new AbortController();
+      void this.follow(this.stream.signal);
+    }
+    return () => {
+      this.listeners.delete(entry);
+      if (this.listeners.size === 0) this.close();
+    };
+  }
+
+  /** Closes the wake stream. */
+  close(): void {
+    this.stream?.abort();
+    this.stream = null;
+  }
+
+  private headers(json: boolean): Record<string, string> {
+    return {
+      authorization: `Bearer ${this.options.token}`,
+      ...(json ? { "content-type": "application/json" } : {}),
+    };
+  }
+
+  /** The core after this one, once `failed` is still the current one (a concurrent call may have moved on). */
+  private moveOn(failed: number, why: string): void {
+    if (this.current !== failed) return;
+    this.current = (failed + 1) % this.options.cores.length;
+    this.log.warn({ from: this.options.cores[failed], to: this.core, why }, "edge: moving to the next core");
+  }
+
+  private async call(
+    operation: string,
+    method: "GET" | "POST",
+    path: string,
+    body?: unknown,
+  ): Promise<unknown> {
+    let last: unknown = null;
+    for (let tried = 0; tried < this.options.cores.length; tried += 1) {
+      const at = this.current;
+      const base = this.options.cores[at]!;
+      let status: number;
+      let parsed: unknown;
+      try {
+        const res = await fetch(`${base}${path}`, {
+          method,
+          headers: this.headers(body !== undefined),
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+          signal: AbortSignal.timeout(this.timeoutMs),
+        });
+        status = res.status;
+        const text = await res.text();
+        parsed = text === "" ? null : JSON.parse(text);
+      } catch (err) {
+        last = err;
+        this.moveOn(at, String(err).slice(0, 200));
+        continue;
+      }
+      const answer = answerOf(operation, status, parsed);
+      if (answer === null) {
+        last = new Error(`${base} answered ${status}`);
+        this.moveOn(at, `status ${status}`);
+        continue;
+      }
+      if ("error" in answer) throw answer.error;
+      return answer.value;
+    }
+    throw new StoreError(operation, { cause: last ?? new Error("no core answered") });
+  }
+
+  private deliver(topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]): void {
+    for (const { listener, topics } of [...this.listeners])
+      if (topics === undefined || topics.includes(topic)) listener(topic, roomId, nodes);
+  }
+
+  /** Follows the current core's wake stream until closed, reopening it (on the next core when failing). */
+  private async follow(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      const at = this.current;
+      // A refusal (a token the core does not know) is not mended by asking again at once.
+      let waitMs = this.reconnectMs;
+      try {
+        const res = await fetch(`${this.options.cores[at]!}/v1/edge/wakes`, {
+          headers: { ...this.headers(false), accept: "text/event-stream" },
+          signal,
+        });
+        if (res.status !== 200 || res.body === null) {
+          const refused = answerOf("wakes", res.status, await res.json().catch(() => null));
+          if (refused !== null && "error" in refused) {
+            this.log.error({ err: refused.error.message }, "edge: the core refused the wake stream");
+            waitMs = Math.max(this.reconnectMs, REFUSED_RETRY_MS);
+          } else this.moveOn(at, `wake stream: status ${res.status}`);
+        } else {
+          const decoder = new TextDecoder();
+          let buffered = "";
+          for await (const chunk of res.body) {
+            buffered += decoder.decode(chunk as Uint8Array, { stream: true });
+            let end: number;
+            while ((end = buffered.indexOf("\n\n")) >= 0) {
+              const frame = buffered.slice(0, end);
+              buffered = buffered.slice(end + 2);
+              for (const line of frame.split("\n")) {
+                if (!line.startsWith("data: ")) continue;
+                const data = JSON.parse(line.slice(6)) as {
+                  topic: ChangeTopic;
+                  roomId: string | null;
+                  nodes?: string[];
+                };
+                this.deliver(data.topic, data.roomId, data.nodes);
+              }
+            }
+          }
+          // The core ended the stream (it stops): the next one.
+          if (!signal.aborted) this.moveOn(at, "wake stream ended");
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        this.moveOn(at, `wake stream: ${String(err).slice(0, 200)}`);
+      }
+      if (signal.aborted) return;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, waitMs);
+        signal.addEventListener(
+          "abort",
+          () => {
+            clearTimeout(timer);
+            resolve();
+          },
+          { once: true },
+        );
+      });
+    }
+  }
+}

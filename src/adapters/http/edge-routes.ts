@@ -1,0 +1,223 @@
+/**
+ * The /v1/edge/ routes (docs/operations.md, "Edge nodes"): what an edge node, a worker that holds no
+ * store connection, asks a core node to do in its stead: claim, renew, write output, release and
+ * finish its tasks, beat its heartbeat, read a task, hear its wake-ups. Each is one call of the
+ * worker's store port (TaskClaimer, getTask, heartbeat), its fencing token carried unchanged.
+ *
+ * Only an edge token calls them (auth.ts), and only for the node its config names: every session a
+ * body carries, in an offer, a token or a heartbeat, must be that node's, so an edge can never speak
+ * for another node's claims (a 403 before the store is asked). The store's answers map to status
+ * codes the edge's client maps back to the same typed errors (src/adapters/edge/edge-store.ts): a
+ * ConflictError is a 409 `lost-claim`, a NotFoundError a 404 `task-not-found`, any other store
+ * failure a 503 `store-unavailable`.
+ */
+import type { FastifyRequest } from "fastify";
+import { z } from "zod";
+import type { ChangeTopic, Session } from "../../ports/store.js";
+import { wakeFor } from "../../ports/store.js";
+import { isConflict, isNotFound } from "../../ports/errors.js";
+import type { Caller } from "./auth.js";
+import { maySpeakFor } from "./auth.js";
+import type { RouteContext, ZodApp } from "./context.js";
+import { fail } from "./problem.js";
+import * as e from "./edge-schemas.js";
+import * as s from "./schemas.js";
+
+/** The store port's answers, as the port types them (the edge's client reads them as such). */
+const answers = { 200: z.unknown(), "4xx": s.problemSchema, "5xx": s.problemSchema };
+
+/**
+ * A finish or an output write carries the action's kept output (up to its output_limit, at most
+ * 64 MiB, JSON-escaped): larger than http.body_limit allows the other routes. Only an edge token's
+ * requests get this far: the token is checked before the body is read.
+ */
+export const EDGE_BODY_LIMIT_BYTES = 400 * 1024 * 1024;
+
+/** The topics an edge's worker acts on: wake-ups and a run's cancel. */
+const EDGE_TOPICS: readonly ChangeTopic[] = ["wake", "runs"];
+
+export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
+  const { deps, log, callerOf, streams } = ctx;
+  const { store, config } = deps;
+
+  /** The edge caller, once each session its body names is its own node's. */
+  const edgeCaller = (req: FastifyRequest, sessions: readonly Session[]): Caller => {
+    const caller = callerOf(req);
+    for (const session of sessions)
+      if (!maySpeakFor(caller, session.nodeId))
+        fail(
+          403,
+          "forbidden",
+          `this token speaks for node "${caller.node ?? ""}" only, not "${session.nodeId}"`,
+        );
+    return caller;
+  };
+  /** The rooms an edge may claim in or hear of: the node's, within the token's own. */
+  const mayServe = (caller: Caller, roomId: string): boolean =>
+    deps.rooms.includes(roomId) && (caller.rooms === undefined || caller.rooms.includes(roomId));
+  const checkRooms = (caller: Caller, roomIds: readonly string[]): void => {
+    for (const roomId of roomIds)
+      if (!mayServe(caller, roomId)) fail(404, "unknown-room", `this node does not serve room "${roomId}"`);
+  };
+  /** The store's typed errors as the status codes the edge's client maps back. */
+  const storeCall = async <T>(operation: string, call: () => Promise<T>): Promise<T> => {
+    try {
+      return await call();
+    } catch (err) {
+      if (isConflict(err))
+        return fail(409, "lost-claim", err.message, {
+          operation: err.operation,
+          expected: err.expected,
+          found: err.found,
+        });
+      if (isNotFound(err))
+        return fail(404, "task-not-found", err.message, { operation: err.operation, key: err.key });
+      ctx.storeError();
+      log.warn({ operation, err: String(err).slice(0, 300) }, "edge store call failed");
+      return fail(503, "store-unavailable", "the store could not be reached; try again");
+    }
+  };
+  const route = (summary: string, body: unknown, bodyLimit?: number) => ({
+    config: { access: "edge" as const },
+    ...(bodyLimit === undefined ? {} : { bodyLimit }),
+    schema: { summary, body, response: answers },
+  });
+
+  app.post(
+    "/v1/edge/claim",
+    route("Claim up to `max` fitting tasks for the edge node (TaskClaimer.claimTasks)", e.claimBody),
+    async (req) => {
+      const { offer, max } = req.body as e.ClaimBody;
+      checkRooms(edgeCaller(req, [offer.session]), offer.roomIds);
+      return storeCall("claim", () => store.claimTasks(offer, max));
+    },
+  );
+  app.post(
+    "/v1/edge/finish",
+    route("Record the end of an attempt, fenced by its token", e.finishBody, EDGE_BODY_LIMIT_BYTES),
+    async (req) => {
+      const { token, result } = req.body as e.FinishBody;
+      edgeCaller(req, [token.session]);
+      return storeCall("finish", () => store.finishTask(token, result));
+    },
+  );
+  app.post(
+    "/v1/edge/finish-and-claim",
+    route("Finish an attempt and claim in one commit", e.finishAndClaimBody, EDGE_BODY_LIMIT_BYTES),
+    async (req) => {
+      const { token, result, offer, max } = req.body as e.FinishAndClaimBody;
+      checkRooms(edgeCaller(req, [token.session, offer.session]), offer.roomIds);
+      return storeCall("finish-and-claim", () => store.finishAndClaim(token, result, offer, max));
+    },
+  );
+  app.post("/v1/edge/renew", route("Extend a task's lease", e.renewBody), async (req) => {
+    const { token, leaseMs } = req.body as e.RenewBody;
+    edgeCaller(req, [token.session]);
+    return storeCall("renew", () => store.renewTaskLease(token, leaseMs));
+  });
+  app.post(
+    "/v1/edge/release",
+    route("Give up an attempt whose action stopped", e.releaseBody),
+    async (req) => {
+      const { token, why } = req.body as e.ReleaseBody;
+      edgeCaller(req, [token.session]);
+      return storeCall("release", () => store.releaseTask(token, why));
+    },
+  );
+  app.post(
+    "/v1/edge/output",
+    route("Write a running attempt's output so far", e.outputBody, EDGE_BODY_LIMIT_BYTES),
+    async (req) => {
+      const { token, output, outputBytes } = req.body as e.OutputBody;
+      edgeCaller(req, [token.session]);
+      await storeCall("output", () => store.writeTaskOutput(token, output, outputBytes));
+      return {};
+    },
+  );
+  app.post("/v1/edge/heartbeat", route("The edge node's heartbeat", e.heartbeatBody), async (req) => {
+    const { beat } = req.body as e.HeartbeatBody;
+    checkRooms(edgeCaller(req, [beat.session]), beat.roomIds);
+    await storeCall("heartbeat", () => store.heartbeat(beat));
+    return {};
+  });
+  app.post(
+    "/v1/edge/leave",
+    route("Remove the edge node's row at a graceful stop", e.leaveBody),
+    async (req) => {
+      const { session } = req.body as e.LeaveBody;
+      edgeCaller(req, [session]);
+      await storeCall("leave", () => store.removeNode(session));
+      return {};
+    },
+  );
+  app.get(
+    "/v1/edge/task",
+    {
+      config: { access: "edge" },
+      schema: {
+        summary: "One task of a run in the edge's rooms",
+        querystring: e.taskQuery,
+        response: answers,
+      },
+    },
+    async (req) => {
+      const caller = edgeCaller(req, []);
+      const { run, task } = req.query as e.TaskQuery;
+      // A run of another room is answered as no task: an edge reads only its rooms' runs.
+      const found = await storeCall("task", async () => {
+        const r = await store.getRunById(run);
+        return r === null || !mayServe(caller, r.roomId) ? null : store.getTask(run, task);
+      });
+      return { task: found };
+    },
+  );
+  app.get(
+    "/v1/edge/wakes",
+    {
+      config: { access: "edge" },
+      schema: {
+        summary:
+          "The wake-ups and run changes for the edge's node as Server-Sent Events (data: {topic, roomId, nodes})",
+      },
+    },
+    async (req, reply) => {
+      const caller = edgeCaller(req, []);
+      const me = caller.node ?? "";
+      if (streams.open >= config.maxStreams) {
+        reply.header("retry-after", "5");
+        fail(
+          503,
+          "too-many-streams",
+          `at most ${config.maxStreams} event streams at once (http.max_streams)`,
+        );
+      }
+      reply.hijack();
+      const res = reply.raw;
+      streams.open += 1;
+      res.writeHead(200, {
+        "content-type": "text/event-stream",
+        "cache-control": "no-store",
+        connection: "keep-alive",
+      });
+      // A first frame: the edge knows it is connected (and claims, for what it may have missed).
+      res.write(`data: ${JSON.stringify({ topic: "wake", roomId: null })}\n\n`);
+      const unsubscribe = store.onChange((topic, roomId, nodes) => {
+        if (roomId !== null && !mayServe(caller, roomId)) return;
+        // A wake named for other nodes only is not this edge's business (nor are their names).
+        if (topic === "wake" && nodes !== undefined && wakeFor(me, nodes) === null) return;
+        const named = nodes?.filter((n) => n === me || n.startsWith(`${me}/`));
+        res.write(
+          `data: ${JSON.stringify({ topic, roomId, ...(named === undefined ? {} : { nodes: named }) })}\n\n`,
+        );
+      }, EDGE_TOPICS);
+      const beat = setInterval(() => res.write(": beat\n\n"), config.heartbeatMs);
+      await new Promise<void>((resolve) => {
+        res.on("close", resolve);
+        res.on("error", resolve);
+      });
+      clearInterval(beat);
+      unsubscribe();
+      streams.open -= 1;
+    },
+  );
+}
