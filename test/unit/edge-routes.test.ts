@@ -143,6 +143,15 @@ describe("the edge routes over a real store", () => {
     expect((await store.getTask(run.runId, "a"))?.output).toBe("half way\n");
     expect((await edge.getTask(run.runId, "a"))?.executor).toEqual(me);
     expect(await edge.getTask(run.runId, "nope")).toBeNull();
+    // A fan-in on an edge reads its fan-out's instances: the run's tasks, none of another room's run.
+    expect((await edge.listTasks(run.runId)).map((t) => t.taskId)).toEqual(["a"]);
+    const elsewhere = await publishRunning(
+      store,
+      await becomeLeader(store, "!elsewhere:example.org"),
+      dag("edge-b", [task("b")]),
+    );
+    expect(await edge.listTasks(elsewhere.runId)).toEqual([]);
+    expect(await edge.listTasks("no-such-run")).toEqual([]);
     expect(await edge.finishTask(claimed.token, ok)).toEqual({ status: "succeeded" });
     expect((await store.getTask(run.runId, "a"))?.status).toBe("succeeded");
     // The same finish again: the token no longer holds the task; the worker sees the store's conflict.

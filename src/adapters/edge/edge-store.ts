@@ -1,6 +1,6 @@
 /**
  * The worker's store port over HTTP (docs/operations.md, "Edge nodes"): an edge node holds no store
- * connection; each call of TaskClaimer, getTask and heartbeat is a request to a core node's /v1/edge/
+ * connection; each call of TaskClaimer, getTask, listTasks and heartbeat is a request to a core node's /v1/edge/
  * routes (src/adapters/http/edge-routes.ts), the fencing token carried unchanged, and the answers
  * come back as the port's types and typed errors, so the Worker behaves as with a direct store:
  * a 409 is the ConflictError the store raised (a lost renewal aborts the action), a 404 the
@@ -94,7 +94,11 @@ export function answerOf(
 }
 
 export class EdgeStore
-  implements TaskClaimer, ChangeFeed, Pick<RunStore, "getTask">, Pick<NodeStore, "heartbeat" | "removeNode">
+  implements
+    TaskClaimer,
+    ChangeFeed,
+    Pick<RunStore, "getTask" | "listTasks">,
+    Pick<NodeStore, "heartbeat" | "removeNode">
 {
   private current = 0;
   private readonly listeners = new Set<{
@@ -169,6 +173,15 @@ export class EdgeStore
       task: TaskRecord | null;
     };
     return answer.task;
+  }
+
+  /** The tasks of a run (a fan-in reads its fan-out's instances' outputs); none of a run of another room. */
+  async listTasks(runId: string): Promise<TaskRecord[]> {
+    const query = new URLSearchParams({ run: runId });
+    const answer = (await this.call("list tasks", "GET", `/v1/edge/tasks?${query.toString()}`)) as {
+      tasks: TaskRecord[];
+    };
+    return answer.tasks;
   }
 
   async heartbeat(beat: NodeHeartbeat): Promise<void> {

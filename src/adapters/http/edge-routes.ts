@@ -2,7 +2,7 @@
  * The /v1/edge/ routes (docs/operations.md, "Edge nodes"): what an edge node, a worker that holds no
  * store connection, asks a core node to do in its stead: claim, renew, write output, release and
  * finish its tasks, beat its heartbeat, read a task, hear its wake-ups. Each is one call of the
- * worker's store port (TaskClaimer, getTask, heartbeat), its fencing token carried unchanged.
+ * worker's store port (TaskClaimer, getTask, listTasks, heartbeat), its fencing token carried unchanged.
  *
  * Only an edge token calls them (auth.ts), and only for the node its config names: every session a
  * body carries, in an offer, a token or a heartbeat, must be that node's, so an edge can never speak
@@ -169,6 +169,27 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
         return r === null || !mayServe(caller, r.roomId) ? null : store.getTask(run, task);
       });
       return { task: found };
+    },
+  );
+  app.get(
+    "/v1/edge/tasks",
+    {
+      config: { access: "edge" },
+      schema: {
+        summary: "The tasks of a run in the edge's rooms (a fan-in reads its fan-out's instances)",
+        querystring: e.tasksQuery,
+        response: answers,
+      },
+    },
+    async (req) => {
+      const caller = edgeCaller(req, []);
+      const { run } = req.query as e.TasksQuery;
+      // A run of another room is answered as no tasks, as /v1/edge/task answers no task.
+      const found = await storeCall("tasks", async () => {
+        const r = await store.getRunById(run);
+        return r === null || !mayServe(caller, r.roomId) ? [] : store.listTasks(run);
+      });
+      return { tasks: found };
     },
   );
   app.get(

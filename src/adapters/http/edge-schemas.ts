@@ -83,6 +83,7 @@ export const heartbeatBody = z.strictObject({
 export const leaveBody = z.strictObject({ session: sessionSchema });
 
 export const taskQuery = z.strictObject({ run: text(200).min(1), task: text(200).min(1) });
+export const tasksQuery = z.strictObject({ run: text(200).min(1) });
 
 export type ClaimBody = z.output<typeof claimBody>;
 export type FinishBody = z.output<typeof finishBody>;
@@ -93,3 +94,4 @@ export type OutputBody = z.output<typeof outputBody>;
 export type HeartbeatBody = z.output<typeof heartbeatBody>;
 export type LeaveBody = z.output<typeof leaveBody>;
 export type TaskQuery = z.output<typeof taskQuery>;
+export type TasksQuery = z.output<typeof tasksQuery>;
