@@ -706,6 +706,7 @@ describe("commands and reads", () => {
         "/v1/edge/release",
         "/v1/edge/renew",
         "/v1/edge/task",
+        "/v1/edge/tasks",
         "/v1/edge/wakes",
         "/v1/events",
         "/v1/nodes",
