@@ -3,9 +3,6 @@
  * and its worker, over an injected Store, Executor, Clock and Logger. No chat here: a chat adapter
  * feeds the inbox and drains the outbox beside it.
  */
-import { FLEET_PROTOCOL, RELEASE } from "../domain/release.js";
-import { formatDuration } from "../domain/duration.js";
-import { publicTemplate } from "../domain/action-argv.js";
 import type { Clock } from "../ports/clock.js";
 import type { ActionDefinition, Executor } from "../ports/executor.js";
 import type { Logger } from "../ports/logger.js";
@@ -21,10 +18,12 @@ import type {
 import type { EngineLoop, EngineObserver } from "./engine-observer.js";
 import type { LeaseTimings } from "./lease-keeper.js";
 import type { InboxStep, LeaderTimings, RetentionSettings } from "./leader.js";
+import type { StopOptions } from "./node-lifecycle.js";
 import type { ScheduleAuthority } from "./schedules.js";
 import { LeaseBatcher } from "./lease-batcher.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { runLeaderLoop } from "./leader.js";
+import { gracefulStop, startHeartbeat, workerSettings } from "./node-lifecycle.js";
 import { Worker } from "./worker.js";
 
 export interface EngineSettings {
@@ -140,15 +139,7 @@ export interface EngineDeps {
   scheduleAuthority?: ScheduleAuthority | null;
 }
 
-export interface StopOptions {
-  /** Kill running actions and write nothing (their leases expire and another node retries them). */
-  abortRunning?: boolean;
-  /**
-   * A graceful stop waits at most this long for running actions (each named in the log), then
-   * kills them as `abortRunning` does (config `stop_grace`). Absent: it waits for them to end.
-   */
-  graceMs?: number;
-}
+export type { StopOptions } from "./node-lifecycle.js";
 
 export interface EngineNode {
   readonly session: Session;
@@ -171,42 +162,25 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
   const { store, clock } = deps;
   const storeErrorOf = (loop: EngineLoop) => (): void => deps.observer?.storeError?.(loop);
 
-  const actionSpecs = Object.fromEntries(
-    [...settings.actions].map(([name, action]) => [name, publicTemplate(action)]),
-  );
-  const heartbeatStop = new AbortController();
-  const beat = async (): Promise<void> => {
-    try {
-      await store.heartbeat({
-        session,
-        labels: settings.labels,
-        capacity: settings.capacity,
-        actions: [...settings.actions.keys()],
-        roomIds: settings.roomIds,
-        actionSpecs,
-        ...deps.crypto?.(),
-        release: RELEASE,
-        protocol: FLEET_PROTOCOL,
-      });
-    } catch (err) {
-      deps.observer?.storeError?.("heartbeat");
-      log.warn({ err: String(err) }, "heartbeat failed");
-    }
-  };
-  const heartbeat = (async () => {
-    if (settings.initialCap !== undefined && settings.initialCap !== null) {
-      const cap = settings.initialCap;
-      for (const roomId of settings.roomIds) {
-        await store.initRoomCap(roomId, cap).catch((err: unknown) => {
-          log.warn({ room: roomId, err: String(err) }, "could not apply the configured room cap");
-        });
-      }
-    }
-    while (!heartbeatStop.signal.aborted) {
-      await beat();
-      await clock.sleep(settings.heartbeatEveryMs, heartbeatStop.signal);
-    }
-  })();
+  const cap = settings.initialCap;
+  const heartbeat = startHeartbeat(settings, session, settings.heartbeatEveryMs, {
+    store,
+    clock,
+    logger: log,
+    ...(deps.crypto === undefined ? {} : { extra: deps.crypto }),
+    onError: storeErrorOf("heartbeat"),
+    ...(cap === undefined || cap === null
+      ? {}
+      : {
+          before: async () => {
+            for (const roomId of settings.roomIds) {
+              await store.initRoomCap(roomId, cap).catch((err: unknown) => {
+                log.warn({ room: roomId, err: String(err) }, "could not apply the configured room cap");
+              });
+            }
+          },
+        }),
+  });
 
   // The rooms' acquires and renewals that coincide go to the store as one statement.
   const batcher = new LeaseBatcher(store, session, settings.lease.ttlMs);
@@ -253,25 +227,26 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
   );
 
   const worker = settings.work
-    ? new Worker(
-        {
-          session,
-          roomIds: settings.roomIds,
-          labels: settings.labels,
-          capacity: settings.capacity,
-          actions: settings.actions,
-          taskLeaseMs: settings.taskLeaseMs,
-          ...(settings.taskRenewEveryMs === undefined ? {} : { renewEveryMs: settings.taskRenewEveryMs }),
-          ...(settings.taskMarginMs === undefined ? {} : { marginMs: settings.taskMarginMs }),
-          pollMs: settings.workerPollMs,
-          debounceMs: settings.leader.debounceMs,
-        },
-        { store, executor: deps.executor, clock, logger: log, onStoreError: storeErrorOf("worker") },
-      )
+    ? new Worker(workerSettings(settings, session, settings.leader.debounceMs), {
+        store,
+        executor: deps.executor,
+        clock,
+        logger: log,
+        onStoreError: storeErrorOf("worker"),
+      })
     : null;
+  const stopper = gracefulStop({
+    worker,
+    heartbeat,
+    store,
+    session,
+    clock,
+    logger: log,
+    // Leadership is handed over at once (every lease released), not after the drain.
+    alongside: () => Promise.all(keepers.map((k) => k.stop())),
+    stoppedMessage: "node stopped",
+  });
 
-  // The row first, so `nodes` and the leader's view of actions see this node before it claims.
-  let stopRequested = false;
   /**
    * Sets the room's policy where none is stored; where one is and this config states something else,
    * says so loudly and returns false: a node must not lead under rules the room did not choose.
@@ -287,7 +262,7 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
     const policy = settings.policy;
     if (policy === undefined || policy === null) return true;
     let said = "";
-    while (!heartbeatStop.signal.aborted && !stopRequested) {
+    while (!heartbeat.signal.aborted && !stopper.requested) {
       try {
         const { set, stored } = await store.initRoomPolicy(roomId, policy.wanted, settings.nodeId);
         if (set) {
@@ -320,18 +295,19 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
       } catch (err) {
         log.warn({ room: roomId, err: String(err) }, "could not read the room's policy; retrying");
       }
-      await clock.sleep(settings.lease.acquireEveryMs, heartbeatStop.signal);
+      await clock.sleep(settings.lease.acquireEveryMs, heartbeat.signal);
     }
     return false;
   };
 
-  void beat().then(async () => {
-    if (stopRequested) return;
+  // The row first, so `nodes` and the leader's view of actions see this node before it claims.
+  void heartbeat.beat().then(async () => {
+    if (stopper.requested) return;
     worker?.start();
     await Promise.all(
       keepers.map(async (k, i) => {
         const roomId = settings.roomIds[i] ?? "";
-        if ((await mayLead(roomId)) && !stopRequested) k.start();
+        if ((await mayLead(roomId)) && !stopper.requested) k.start();
       }),
     );
   });
@@ -340,63 +316,12 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
     "node started",
   );
 
-  /**
-   * Says which tasks a graceful stop waits for, and kills what still runs once `graceMs` passed: a
-   * container's stop grace period ends in a SIGKILL that would leave no word of what it cut short.
-   */
-  const boundDrain = (w: Worker, graceMs: number, drained: Promise<void>): void => {
-    const waiting = w.runningTasks();
-    if (waiting.length === 0) return;
-    const grace = formatDuration(graceMs);
-    for (const t of waiting)
-      log.info(
-        { run: t.runId, task: t.taskId, action: t.action, runningMs: t.runningMs },
-        `stopping: waiting up to ${grace} for task ${t.taskId} (${t.action}, running for ${formatDuration(t.runningMs)}) to finish`,
-      );
-    const done = new AbortController();
-    void drained.finally(() => done.abort());
-    void clock.sleep(graceMs, done.signal).then(() => {
-      if (done.signal.aborted) return;
-      const left = w.runningTasks();
-      if (left.length === 0) return;
-      log.warn(
-        { tasks: left.map((t) => `${t.runId}/${t.taskId}`) },
-        `stop_grace (${grace}) passed: killing ${left.length} running action${left.length === 1 ? "" : "s"}; once their leases expire each task is retried if it has retries left`,
-      );
-      void w.stop({ abortRunning: true });
-    });
-  };
-
-  let stopping: Promise<void> | null = null;
   return {
     session,
     leading: (roomId) => keepers[settings.roomIds.indexOf(roomId)]?.fence ?? null,
     runningTasks: () => worker?.runningCount ?? 0,
     policyConflicts: () => conflicts,
-    stop(options: StopOptions = {}) {
-      if (options.abortRunning === true && stopping !== null) {
-        // A second, harder stop while draining: kill what still runs.
-        void worker?.stop({ abortRunning: true });
-        return stopping;
-      }
-      stopRequested = true;
-      stopping ??= (async () => {
-        const workerStopped = worker?.stop(options) ?? Promise.resolve();
-        if (worker !== null && options.abortRunning !== true && options.graceMs !== undefined)
-          boundDrain(worker, options.graceMs, workerStopped);
-        await Promise.all(keepers.map((k) => k.stop()));
-        await workerStopped;
-        heartbeatStop.abort();
-        await heartbeat;
-        try {
-          await store.removeNode(session);
-        } catch (err) {
-          log.warn({ err: String(err) }, "could not remove the node row");
-        }
-        log.info("node stopped");
-      })();
-      return stopping;
-    },
+    stop: (options) => stopper.stop(options),
   };
 }
 
