@@ -4,64 +4,37 @@
 // the store holds: the fan-out was expanded once, every instance ran exactly once (counted from the
 // actions' own records and from the store), and the fan-in got the 50 urls in item order. Its own
 // file so that it runs in the timing group (vitest.config.ts).
-import { join } from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Store } from "../../src/ports/store.js";
-import type { NodeProcess, StoreKind, Target } from "../support/engine-cluster.js";
+import { describe, expect, it } from "vitest";
+import type { StoreKind } from "../support/engine-cluster.js";
 import {
   ROOM,
   allEvents,
   cli,
-  createTarget,
-  killAll,
-  requireBuild,
-  startNode,
   successCounts,
   termRegressions,
   waitForRunStatus,
   writeDag,
-  writeNodeConfig,
 } from "../support/engine-cluster.js";
+import { useNodeFleet } from "../support/node-fleet.js";
 import { waitFor } from "../support/store-wait.js";
 import { fanOutActions, fleetDag, recordsOf } from "../support/fan-out-fleet.js";
 
 const ITEMS = 50;
 
 describe.each<StoreKind>(["sqlite", "postgres"])("a fan-out on %s when its leader is killed", (kind) => {
-  let target: Target | null = null;
-  let store: Store | null = null;
-  const nodes: NodeProcess[] = [];
-
-  beforeAll(() => requireBuild());
-
-  afterEach(async (context) => {
-    await killAll(nodes.splice(0));
-    await store?.close();
-    await target?.cleanup(context.task.result?.state === "fail");
-    target = null;
-    store = null;
-  });
+  const openFleet = useNodeFleet(kind);
 
   it("kill -9 of the leader mid fan-out: expanded once, every instance run exactly once, the fan-in complete", async () => {
-    target = await createTarget(kind, "foreach-kill");
-    store = await target.open();
-    const records = join(target.dir, "records.jsonl");
+    const { target, store: s, records, startNode, startNodes } = await openFleet("foreach-kill");
     // The leader first, alone and without the fan-out's actions; then two workers with them.
-    const leaderConfig = writeNodeConfig(target, { nodeId: "node-a", capacity: 2 });
-    const leader = startNode(target, leaderConfig, "node-a");
-    nodes.push(leader);
-    const s = store;
+    const leader = startNode("node-a", { capacity: 2 }).node;
     const first = await waitFor(
       "node-a leading",
       () => s.getLease(ROOM),
       (l) => l?.holder?.nodeId === "node-a",
       { timeoutMs: 20_000, intervalMs: 25 },
     );
-    const configs = ["node-b", "node-c"].map((nodeId) => {
-      const config = writeNodeConfig(target!, { nodeId, capacity: 3, extra: fanOutActions(records) });
-      nodes.push(startNode(target!, config, nodeId));
-      return config;
-    });
+    const configs = startNodes(["node-b", "node-c"], { capacity: 3, extra: fanOutActions(records) });
     await waitFor(
       "three nodes",
       () => s.listNodes(),

@@ -6,23 +6,17 @@
 // producer again and re-expands. A producer writing 10,000 items against max_items = 100 fails
 // naming the output, the count and the bound.
 import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Store } from "../../src/ports/store.js";
-import type { NodeProcess, StoreKind, Target } from "../support/engine-cluster.js";
+import { describe, expect, it } from "vitest";
+import type { StoreKind } from "../support/engine-cluster.js";
 import {
   ROOM,
   allEvents,
   cli,
-  createTarget,
-  killAll,
-  requireBuild,
-  startNode,
   successCounts,
   waitForRunStatus,
   writeDag,
-  writeNodeConfig,
 } from "../support/engine-cluster.js";
+import { useNodeFleet } from "../support/node-fleet.js";
 import { untilNodeBeats } from "../support/store-wait.js";
 import { fanOutActions, fleetDag, maxOverlap, recordsOf } from "../support/fan-out-fleet.js";
 
@@ -30,34 +24,16 @@ const ITEMS = 50;
 const LIMIT = 8;
 
 describe.each<StoreKind>(["sqlite", "postgres"])("a fan-out on %s with two node processes", (kind) => {
-  let target: Target | null = null;
-  let store: Store | null = null;
-  const nodes: NodeProcess[] = [];
-
-  beforeAll(() => requireBuild());
-
-  afterEach(async (context) => {
-    await killAll(nodes.splice(0));
-    await store?.close();
-    await target?.cleanup(context.task.result?.state === "fail");
-    target = null;
-    store = null;
-  });
+  const openFleet = useNodeFleet(kind);
 
   it("runs one instance per item of a 50-item list, at most 8 at once, retries one alone, and gives the fan-in the 50 outputs in order; a retry re-expands; refuses a 10,000-item list naming the bound", async () => {
-    target = await createTarget(kind, "foreach");
-    store = await target.open();
-    const records = join(target.dir, "records.jsonl");
+    const { target, store, records, startNodes } = await openFleet("foreach");
     const failing = "deploy[item=7]";
     writeFileSync(`${records}.fail`, failing);
     const extra = fanOutActions(records);
     // Twelve slots between the two nodes: the fan-out's own limit is what holds it to eight.
-    const configs = ["node-a", "node-b"].map((nodeId) => {
-      const config = writeNodeConfig(target!, { nodeId, capacity: 6, extra });
-      nodes.push(startNode(target!, config, nodeId));
-      return config;
-    });
-    const fleet = (id: string, n: number) => writeDag(target!, fleetDag(id, n, LIMIT));
+    const configs = startNodes(["node-a", "node-b"], { capacity: 6, extra });
+    const fleet = (id: string, n: number) => writeDag(target, fleetDag(id, n, LIMIT));
     await untilNodeBeats(store);
     const submitted = await cli(["submit", fleet("fleet", ITEMS), "--config", configs[0]!, "--confirm"]);
     expect(submitted.code, submitted.stderr).toBe(0);

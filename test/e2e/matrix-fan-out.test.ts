@@ -4,24 +4,19 @@
 // is retried alone; a matrix past its bound is refused with the bound and the count, and nothing is
 // stored.
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Store } from "../../src/ports/store.js";
-import type { NodeProcess, StoreKind, Target } from "../support/engine-cluster.js";
+import { resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+import type { StoreKind } from "../support/engine-cluster.js";
 import {
   REPO,
   ROOM,
   allEvents,
   cli,
-  createTarget,
-  killAll,
-  requireBuild,
-  startNode,
   successCounts,
   waitForRunStatus,
   writeDag,
-  writeNodeConfig,
 } from "../support/engine-cluster.js";
+import { useNodeFleet } from "../support/node-fleet.js";
 import { untilNodeBeats } from "../support/store-wait.js";
 
 const RECORD = resolve(REPO, "test/support/engine-fixtures/matrix-record.mjs");
@@ -34,24 +29,10 @@ interface Record {
 }
 
 describe.each<StoreKind>(["sqlite", "postgres"])("a matrix on %s with two node processes", (kind) => {
-  let target: Target | null = null;
-  let store: Store | null = null;
-  const nodes: NodeProcess[] = [];
-
-  beforeAll(() => requireBuild());
-
-  afterEach(async (context) => {
-    await killAll(nodes.splice(0));
-    await store?.close();
-    await target?.cleanup(context.task.result?.state === "fail");
-    target = null;
-    store = null;
-  });
+  const openFleet = useNodeFleet(kind);
 
   it("runs the six instances of a 2 × 3 matrix exactly once each; retries the one that failed alone, then what needs them; refuses 272 instances", async () => {
-    target = await createTarget(kind, "matrix");
-    store = await target.open();
-    const records = join(target.dir, "records.jsonl");
+    const { target, store, records, startNodes } = await openFleet("matrix");
     const failing = "deploy[region=us,tier=db]";
     writeFileSync(`${records}.fail`, failing);
     const extra = `
@@ -61,11 +42,7 @@ args = { region = { pattern = '[a-z]{2}' }, tier = { pattern = '[a-z]+' } }
 timeout = "30s"
 kill_grace = "300ms"
 `;
-    const configs = ["node-a", "node-b"].map((nodeId) => {
-      const config = writeNodeConfig(target!, { nodeId, capacity: 3, extra });
-      nodes.push(startNode(target!, config, nodeId));
-      return config;
-    });
+    const configs = startNodes(["node-a", "node-b"], { capacity: 3, extra });
     const dagPath = writeDag(target, {
       id: "rollout",
       tasks: [
