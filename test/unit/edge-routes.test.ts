@@ -281,6 +281,32 @@ describe("the edge routes over a real store", () => {
     // Every core gone: the worker sees a StoreError (it backs off and retries).
     const lost = new EdgeStore({ cores: [gone], token: EDGE_TOKEN, logger: silentLogger() });
     await expect(lost.claimTasks(offer(session("edge-1"), [ROOM]), 1)).rejects.toBeInstanceOf(StoreError);
+  });
+
+  it("serves at most max_streams wake streams at once: one more is a 503 saying when to retry", async () => {
+    const open = () => {
+      const abort = new AbortController();
+      const res = fetch(`${base}/v1/edge/wakes`, {
+        headers: { authorization: `Bearer ${EDGE_TOKEN}` },
+        signal: abort.signal,
+      });
+      return { abort, res };
+    };
+    // The previous test's stream is closed once the server heard it end.
+    const streams = async () =>
+      (await api.metrics.registry.getSingleMetric("dagbot_event_stream_clients")?.get())?.values[0]?.value;
+    await expect.poll(streams, { timeout: 5_000 }).toBe(0);
+    // inProcessHttpConfig allows two streams.
+    const held = [open(), open()];
+    try {
+      for (const h of held) expect((await h.res).status).toBe(200);
+      const third = await open().res;
+      expect(third.status).toBe(503);
+      expect(third.headers.get("retry-after")).toBe("5");
+      expect(((await third.json()) as { code?: string }).code).toBe("too-many-streams");
+    } finally {
+      for (const h of held) h.abort.abort();
+    }
     failed = false;
   });
 });

@@ -19,6 +19,7 @@ import { isConflict, isNotFound } from "../../ports/errors.js";
 import type { Caller } from "./auth.js";
 import { maySpeakFor } from "./auth.js";
 import type { RouteContext, ZodApp } from "./context.js";
+import { refuseStreamPastCap } from "./event-stream.js";
 import { fail } from "./problem.js";
 import * as e from "./edge-schemas.js";
 import * as s from "./schemas.js";
@@ -204,14 +205,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
     async (req, reply) => {
       const caller = edgeCaller(req, []);
       const me = caller.node ?? "";
-      if (streams.open >= config.maxStreams) {
-        reply.header("retry-after", "5");
-        fail(
-          503,
-          "too-many-streams",
-          `at most ${config.maxStreams} event streams at once (http.max_streams)`,
-        );
-      }
+      refuseStreamPastCap(streams, config.maxStreams, reply);
       reply.hijack();
       const res = reply.raw;
       streams.open += 1;

@@ -13,6 +13,7 @@
 import type { ServerResponse } from "node:http";
 import type { LogEvent } from "../../ports/store.js";
 import type { EventHub, EventHubStore, EventListener } from "./event-hub.js";
+import { fail } from "./problem.js";
 
 export interface StreamOptions {
   roomId: string;
@@ -30,6 +31,20 @@ export interface StreamStats {
   open: number;
   dropped: number;
   snapshots: number;
+}
+
+/**
+ * Refuses a stream past `http.max_streams` (503 too-many-streams, retry in 5 s), for every route that
+ * holds one open (/v1/events, /v1/edge/wakes); called before the request is hijacked.
+ */
+export function refuseStreamPastCap(
+  streams: StreamStats,
+  maxStreams: number,
+  reply: { header(name: string, value: string): unknown },
+): void {
+  if (streams.open < maxStreams) return;
+  reply.header("retry-after", "5");
+  fail(503, "too-many-streams", `at most ${maxStreams} event streams at once (http.max_streams)`);
 }
 
 const REPLAY_PAGE = 500;

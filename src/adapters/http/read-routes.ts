@@ -10,7 +10,7 @@ import type { RunRecord } from "../../ports/store.js";
 import type { Caller } from "./auth.js";
 import type { RouteContext, ZodApp } from "./context.js";
 import { outcomeProblem } from "./context.js";
-import { streamEvents } from "./event-stream.js";
+import { refuseStreamPastCap, streamEvents } from "./event-stream.js";
 import { fail } from "./problem.js";
 import * as s from "./schemas.js";
 
@@ -106,14 +106,7 @@ export function registerReadRoutes(app: ZodApp, ctx: RouteContext): void {
         }
         if (run === null) fail(404, "run-not-found", `no run "${req.query.run}" in this room`);
       }
-      if (streams.open >= config.maxStreams) {
-        reply.header("retry-after", "5");
-        fail(
-          503,
-          "too-many-streams",
-          `at most ${config.maxStreams} event streams at once (http.max_streams)`,
-        );
-      }
+      refuseStreamPastCap(streams, config.maxStreams, reply);
       reply.hijack();
       try {
         await streamEvents(
