@@ -22,20 +22,9 @@ export async function runEdgeNode(config: NodeConfig, edge: EdgeConfig, logger: 
   const settings = engineSettings(config);
   const bootId = globalThis.crypto.randomUUID().slice(0, 8);
   logger.info({ cores: edge.cores, node: config.nodeId }, "edge node: no store; talking to the core nodes");
+  // A core node's settings serve as they are: the edge reads only the fields EdgeSettings names.
   const node = startEdgeNode(
-    {
-      nodeId: settings.nodeId,
-      labels: settings.labels,
-      capacity: settings.capacity,
-      roomIds: settings.roomIds,
-      actions: settings.actions,
-      taskLeaseMs: settings.taskLeaseMs,
-      ...(settings.taskRenewEveryMs === undefined ? {} : { taskRenewEveryMs: settings.taskRenewEveryMs }),
-      ...(settings.taskMarginMs === undefined ? {} : { taskMarginMs: settings.taskMarginMs }),
-      heartbeatEveryMs: settings.heartbeatEveryMs,
-      workerPollMs: settings.workerPollMs,
-      debounceMs: DEFAULT_LEADER_TIMINGS.debounceMs,
-    },
+    { ...settings, debounceMs: DEFAULT_LEADER_TIMINGS.debounceMs },
     { store, executor: nodeExecutor(config, process.env, logger), clock: systemClock, logger, bootId },
   );
   await new Promise<void>((resolve) => {
