@@ -130,6 +130,10 @@ export interface HttpToken {
   rooms?: string[];
   /** An edge token's node id: the only node whose tasks and heartbeat it may speak for. */
   node?: string;
+  /** An edge token's labels: its node's claims and heartbeat may name these only; absent: any. */
+  labels?: string[];
+  /** An edge token's actions: its node's claims and heartbeat may name these only; absent: any. */
+  actions?: string[];
 }
 
 export interface HttpConfig {
@@ -721,6 +725,16 @@ const httpSchema = z
             .describe(
               "Only these rooms of the node (default: all of them); another room is answered as one the node does not serve.",
             ),
+          labels: uniqueList(z.string().min(1))
+            .optional()
+            .describe(
+              "An edge token's labels: a claim or heartbeat naming another label is refused (403); default: any label.",
+            ),
+          actions: uniqueList(z.string().min(1))
+            .optional()
+            .describe(
+              "An edge token's actions: a claim or heartbeat naming another action is refused (403); default: any action.",
+            ),
         }),
       )
       .min(1, { error: "must hold at least one token" })
@@ -733,6 +747,9 @@ const httpSchema = z
             ctx.addIssue({ code: "custom", path: [i, "node"], message: 'required with level = "edge"' });
           if (t.level !== "edge" && t.node !== undefined)
             ctx.addIssue({ code: "custom", path: [i, "node"], message: "only an edge token names a node" });
+          for (const key of ["labels", "actions"] as const)
+            if (t.level !== "edge" && t[key] !== undefined)
+              ctx.addIssue({ code: "custom", path: [i, key], message: `only an edge token names ${key}` });
         });
       })
       .describe("The bearer tokens (`[[http.tokens]]`), at least one."),
@@ -1229,6 +1246,8 @@ export function toNodeConfig(
               level: t.level,
               ...(t.rooms === undefined ? {} : { rooms: t.rooms }),
               ...(t.node === undefined ? {} : { node: t.node }),
+              ...(t.labels === undefined ? {} : { labels: t.labels }),
+              ...(t.actions === undefined ? {} : { actions: t.actions }),
             })),
             openHealth: file.http.health === "open",
             openMetrics: file.http.metrics === "open",

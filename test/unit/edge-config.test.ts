@@ -101,6 +101,21 @@ describe("edge tokens in [[http.tokens]]", () => {
       ),
     ).toEqual(["http.tokens[0].node: only an edge token names a node"]);
   });
+  it("an edge token may be kept to labels and actions; no other level names them", () => {
+    const scoped = { name: "e1", sha256: "1".repeat(64), level: "edge", node: "edge-1" };
+    const config = ok(parseConfig(http({ ...scoped, labels: ["gpu"], actions: [] }), { env: {} }));
+    expect(config.http?.tokens[0]).toEqual({ ...scoped, labels: ["gpu"], actions: [] });
+    expect(
+      messages(
+        parseConfig(http({ name: "r", sha256: "1".repeat(64), level: "read", labels: ["gpu"] }), {
+          env: {},
+        }),
+      ),
+    ).toEqual(["http.tokens[0].labels: only an edge token names labels"]);
+    expect(messages(parseConfig(http({ ...scoped, actions: ["train", "train"] }), { env: {} }))[0]).toContain(
+      "http.tokens[0].actions[1]",
+    );
+  });
 });
 
 describe("commands given an edge node's config", () => {

@@ -22,6 +22,7 @@ const sha = (t: string): string => createHash("sha256").update(t).digest("hex");
 const EDGE_TOKEN = "edge-token-0123456789abcdef-edge1";
 const OTHER_EDGE_TOKEN = "edge-token-0123456789abcdef-edge2";
 const READ_TOKEN = "read-token-0123456789abcdef-reader";
+const SCOPED_EDGE_TOKEN = "edge-token-0123456789abcdef-edge3";
 const ROOM = "local";
 
 describe("answerOf: the core's answers as the worker's port types them", () => {
@@ -96,6 +97,14 @@ describe("the edge routes over a real store", () => {
       { name: "reader", sha256: sha(READ_TOKEN), level: "read" },
       { name: "edge1", sha256: sha(EDGE_TOKEN), level: "edge", node: "edge-1" },
       { name: "edge2", sha256: sha(OTHER_EDGE_TOKEN), level: "edge", node: "edge-2" },
+      {
+        name: "edge3",
+        sha256: sha(SCOPED_EDGE_TOKEN),
+        level: "edge",
+        node: "edge-3",
+        labels: ["cpu"],
+        actions: ["echo"],
+      },
     ];
     api = await startHttpApi({
       config,
@@ -227,6 +236,58 @@ describe("the edge routes over a real store", () => {
     });
     expect(elsewhere.status).toBe(404);
     await victim.finishTask(claimed.token, ok);
+  });
+
+  it("refuses an offer or heartbeat beyond the token's labels and actions, before the store is asked", async () => {
+    const run = await publishRunning(store, fence, dag("edge-scope", [task("s")]));
+    const me = session("edge-3");
+    const refusals = [
+      ["/v1/edge/claim", { offer: offer(me, [ROOM], { labels: ["cpu", "gpu"] }), max: 1 }, '"gpu"'],
+      ["/v1/edge/claim", { offer: offer(me, [ROOM], { actions: ["echo", "rm"] }), max: 1 }, '"rm"'],
+      [
+        "/v1/edge/heartbeat",
+        { beat: { session: me, labels: ["gpu"], capacity: 1, actions: [], roomIds: [ROOM] } },
+        '"gpu"',
+      ],
+      [
+        "/v1/edge/heartbeat",
+        {
+          beat: {
+            session: me,
+            labels: [],
+            capacity: 1,
+            actions: ["echo"],
+            roomIds: [ROOM],
+            actionSpecs: { rm: { name: "rm", argv: ["rm"], args: {} } },
+          },
+        },
+        '"rm"',
+      ],
+    ] as const;
+    for (const [path, body, named] of refusals) {
+      const answer = await post(path, SCOPED_EDGE_TOKEN, body);
+      expect(answer.status, `${path} ${named}`).toBe(403);
+      expect(answer.body["code"]).toBe("forbidden");
+      expect(String(answer.body["detail"])).toContain(named);
+    }
+    // Nothing was claimed, and no row was written for the node.
+    expect((await store.getTask(run.runId, "s"))?.status).toBe("queued");
+    expect((await store.listNodes()).some((n) => n.session.nodeId === "edge-3")).toBe(false);
+    // finish-and-claim's offer is checked too: the finish is not recorded when its offer is refused.
+    const edge = new EdgeStore({ cores: [base], token: SCOPED_EDGE_TOKEN, logger: silentLogger() });
+    const within = offer(me, [ROOM], { labels: ["cpu"] });
+    const claimed = (await edge.claimTasks(within, 1)).claimed[0]!;
+    expect(claimed.task.runId).toBe(run.runId);
+    const mixed = await post("/v1/edge/finish-and-claim", SCOPED_EDGE_TOKEN, {
+      token: claimed.token,
+      result: ok,
+      offer: offer(me, [ROOM], { actions: ["train"] }),
+      max: 1,
+    });
+    expect(mixed.status).toBe(403);
+    expect(String(mixed.body["detail"])).toContain('"train"');
+    expect((await store.getTask(run.runId, "s"))?.status).toBe("running");
+    expect((await edge.finishAndClaim(claimed.token, ok, within, 1)).status).toBe("succeeded");
   });
 
   it("an edge token calls no other route, and no other token calls the edge routes", async () => {

@@ -14,6 +14,10 @@ export interface Caller {
   rooms?: readonly string[];
   /** An edge token's node: the only node id its /v1/edge/ calls may speak for. */
   node?: string;
+  /** An edge token's labels: the only ones its offers and heartbeats may name; absent: any. */
+  labels?: readonly string[];
+  /** An edge token's actions: the only ones its offers and heartbeats may name; absent: any. */
+  actions?: readonly string[];
 }
 
 export function sha256Hex(text: string): string {
@@ -32,6 +36,8 @@ export function tokenVerifier(
       level: t.level,
       ...(t.rooms === undefined ? {} : { rooms: t.rooms }),
       ...(t.node === undefined ? {} : { node: t.node }),
+      ...(t.labels === undefined ? {} : { labels: t.labels }),
+      ...(t.actions === undefined ? {} : { actions: t.actions }),
     },
     hash: Buffer.from(t.sha256, "hex"),
   }));
@@ -62,6 +68,26 @@ export function allows(level: HttpTokenLevel, needed: HttpTokenLevel): boolean {
 /** Whether an edge caller may speak for the session of `nodeId`: its token names that node. */
 export function maySpeakFor(caller: Caller, nodeId: string): boolean {
   return caller.level === "edge" && caller.node === nodeId;
+}
+
+/**
+ * What an edge caller's offer or heartbeat names beyond its token's scope (`labels`, `actions`), as
+ * words for a 403; null when all of it is within. A token without a list allows any of that kind.
+ */
+export function beyondScope(
+  caller: Caller,
+  named: { labels: readonly string[]; actions: readonly string[] },
+): string | null {
+  for (const kind of ["labels", "actions"] as const) {
+    const allowed = caller[kind];
+    if (allowed === undefined) continue;
+    const extra = named[kind].find((name) => !allowed.includes(name));
+    if (extra !== undefined)
+      return `this token may not name ${kind === "labels" ? "label" : "action"} "${extra}" (its ${kind}: ${
+        allowed.length === 0 ? "none" : allowed.join(", ")
+      })`;
+  }
+  return null;
 }
 
 /** Whether the caller's token may read or act on the room. */

@@ -17,7 +17,7 @@ import type { ChangeTopic, Session } from "../../ports/store.js";
 import { wakeFor } from "../../ports/store.js";
 import { isConflict, isNotFound } from "../../ports/errors.js";
 import type { Caller } from "./auth.js";
-import { maySpeakFor } from "./auth.js";
+import { beyondScope, maySpeakFor } from "./auth.js";
 import type { RouteContext, ZodApp } from "./context.js";
 import { refuseStreamPastCap } from "./event-stream.js";
 import { fail } from "./problem.js";
@@ -60,6 +60,19 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
     for (const roomId of roomIds)
       if (!mayServe(caller, roomId)) fail(404, "unknown-room", `this node does not serve room "${roomId}"`);
   };
+  /**
+   * An offer or a heartbeat within the token's labels and actions: an edge that claims a label it
+   * was not given would be handed tasks meant for other machines (docs/security.md, edge tokens).
+   */
+  const checkScope = (
+    caller: Caller,
+    named: { labels: readonly string[]; actions: readonly string[]; actionSpecs?: object },
+  ): void => {
+    const actions =
+      named.actionSpecs === undefined ? named.actions : [...named.actions, ...Object.keys(named.actionSpecs)];
+    const beyond = beyondScope(caller, { labels: named.labels, actions });
+    if (beyond !== null) fail(403, "forbidden", beyond);
+  };
   /** The store's typed errors as the status codes the edge's client maps back. */
   const storeCall = async <T>(operation: string, call: () => Promise<T>): Promise<T> => {
     try {
@@ -89,7 +102,9 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
     route("Claim up to `max` fitting tasks for the edge node (TaskClaimer.claimTasks)", e.claimBody),
     async (req) => {
       const { offer, max } = req.body as e.ClaimBody;
-      checkRooms(edgeCaller(req, [offer.session]), offer.roomIds);
+      const caller = edgeCaller(req, [offer.session]);
+      checkScope(caller, offer);
+      checkRooms(caller, offer.roomIds);
       return storeCall("claim", () => store.claimTasks(offer, max));
     },
   );
@@ -107,7 +122,9 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
     route("Finish an attempt and claim in one commit", e.finishAndClaimBody, EDGE_BODY_LIMIT_BYTES),
     async (req) => {
       const { token, result, offer, max } = req.body as e.FinishAndClaimBody;
-      checkRooms(edgeCaller(req, [token.session, offer.session]), offer.roomIds);
+      const caller = edgeCaller(req, [token.session, offer.session]);
+      checkScope(caller, offer);
+      checkRooms(caller, offer.roomIds);
       return storeCall("finish-and-claim", () => store.finishAndClaim(token, result, offer, max));
     },
   );
@@ -137,7 +154,9 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
   );
   app.post("/v1/edge/heartbeat", route("The edge node's heartbeat", e.heartbeatBody), async (req) => {
     const { beat } = req.body as e.HeartbeatBody;
-    checkRooms(edgeCaller(req, [beat.session]), beat.roomIds);
+    const caller = edgeCaller(req, [beat.session]);
+    checkScope(caller, beat);
+    checkRooms(caller, beat.roomIds);
     await storeCall("heartbeat", () => store.heartbeat(beat));
     return {};
   });
