@@ -147,6 +147,11 @@ export interface HttpConfig {
   openMetrics: boolean;
   /** The largest request body accepted; larger ones are 413 before they are parsed. */
   bodyLimitBytes: number;
+  /**
+   * The most output an edge's finish or output write may carry (`edge_output_limit`, default the
+   * largest `output_limit` of this node's actions): the edge routes' body limit is made from it.
+   */
+  edgeOutputLimitBytes: number;
   /** Bytes an event-stream client may have waiting unread before it is dropped (told to resume). */
   sseBufferBytes: number;
   /** How long a write waits for the room's leader to handle it before answering 504. */
@@ -272,6 +277,8 @@ const MAX_RETENTION_MS = 10 * 365 * 86_400_000;
  */
 export const RETENTION_WINDOW_MARGIN_MS = 3_600_000;
 const MAX_OUTPUT_LIMIT = 64 * 1024 * 1024;
+/** An action's `output_limit` when it names none (its prefault below). */
+const DEFAULT_OUTPUT_LIMIT = 64 * 1024;
 
 const id = z.string().regex(ID, { error: ID_HINT });
 const userId = z.string().regex(USER_ID, { error: 'must be a Matrix user id like "@alice:example.org"' });
@@ -764,6 +771,12 @@ const httpSchema = z
     body_limit: byteSize
       .prefault("256KiB")
       .describe("The largest request body; larger ones are 413 before they are parsed."),
+    edge_output_limit: byteSize
+      .optional()
+      .meta({ shownDefault: "the largest `output_limit` of this node's actions , at least 64KiB" })
+      .describe(
+        "The most output an edge's finish may carry; its body may be 6 times that (JSON-escaped) and 1MiB more, larger ones are 413. Set it to the edges' largest `output_limit`; an edge over it keeps the tail that fits.",
+      ),
     sse_buffer: byteSize
       .prefault("1MiB")
       .describe("Unread event-stream bytes before a slow client is dropped (told to resume)."),
@@ -1252,6 +1265,9 @@ export function toNodeConfig(
             openHealth: file.http.health === "open",
             openMetrics: file.http.metrics === "open",
             bodyLimitBytes: file.http.body_limit,
+            edgeOutputLimitBytes:
+              file.http.edge_output_limit ??
+              Math.max(DEFAULT_OUTPUT_LIMIT, ...Object.values(file.actions).map((a) => a.output_limit)),
             sseBufferBytes: file.http.sse_buffer,
             commandTimeoutMs: file.http.command_timeout,
             heartbeatMs: file.http.heartbeat,

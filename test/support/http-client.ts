@@ -28,6 +28,7 @@ export function inProcessHttpConfig(token: string): HttpConfig {
     openHealth: true,
     openMetrics: true,
     bodyLimitBytes: 65_536,
+    edgeOutputLimitBytes: 65_536,
     sseBufferBytes: 65_536,
     commandTimeoutMs: 1_000,
     heartbeatMs: 15_000,

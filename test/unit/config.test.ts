@@ -267,6 +267,8 @@ describe("defaults", () => {
       openHealth: true,
       openMetrics: true,
       bodyLimitBytes: 262_144,
+      // The largest output_limit of its actions (upload's 1MiB): an edge's finish may carry that.
+      edgeOutputLimitBytes: 1_048_576,
       sseBufferBytes: 1_048_576,
       commandTimeoutMs: 30_000,
       heartbeatMs: 15_000,

@@ -118,6 +118,33 @@ describe("edge tokens in [[http.tokens]]", () => {
   });
 });
 
+describe("http.edge_output_limit", () => {
+  const core = (extra: Record<string, unknown>) => ({
+    node_id: "core-1",
+    http: {
+      listen: "127.0.0.1:0",
+      tokens: [{ name: "e1", sha256: "1".repeat(64), level: "edge", node: "edge-1" }],
+      ...extra,
+    },
+  });
+  it("defaults to the largest output_limit of the node's actions, at least 64KiB; may be set", () => {
+    expect(ok(parseConfig(core({}), { env: {} })).http?.edgeOutputLimitBytes).toBe(65_536);
+    const actions = {
+      small: { argv: ["true"], output_limit: "1KiB" },
+      big: { argv: ["true"], output_limit: "2MiB" },
+    };
+    expect(ok(parseConfig({ ...core({}), actions }, { env: {} })).http?.edgeOutputLimitBytes).toBe(
+      2 * 1024 * 1024,
+    );
+    expect(ok(parseConfig(core({ edge_output_limit: "8MiB" }), { env: {} })).http?.edgeOutputLimitBytes).toBe(
+      8 * 1024 * 1024,
+    );
+    expect(messages(parseConfig(core({ edge_output_limit: "65MiB" }), { env: {} }))).toEqual([
+      "http.edge_output_limit: must be at most 64MiB",
+    ]);
+  });
+});
+
 describe("commands given an edge node's config", () => {
   it("only `dagbot node` runs it; any other command is told it names no store", () => {
     const file = join(dir, "edge.toml");

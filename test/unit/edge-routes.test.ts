@@ -11,7 +11,8 @@ import { silentLogger } from "../../src/adapters/log/pino-logger.js";
 import { startHttpApi } from "../../src/adapters/http/server.js";
 import type { HttpApi } from "../../src/adapters/http/server.js";
 import { allows, maySpeakFor } from "../../src/adapters/http/auth.js";
-import { EdgeRefusedError, EdgeStore, answerOf } from "../../src/adapters/edge/edge-store.js";
+import { EdgeRefusedError, EdgeStore, answerOf, fitOutput } from "../../src/adapters/edge/edge-store.js";
+import { edgeBodyLimitBytes } from "../../src/adapters/http/edge-routes.js";
 import { ConflictError, NotFoundError, StoreError } from "../../src/ports/errors.js";
 import type { LeaderFence, Store } from "../../src/ports/store.js";
 import { inProcessHttpConfig } from "../support/http-client.js";
@@ -288,6 +289,44 @@ describe("the edge routes over a real store", () => {
     expect(String(mixed.body["detail"])).toContain('"train"');
     expect((await store.getTask(run.runId, "s"))?.status).toBe("running");
     expect((await edge.finishAndClaim(claimed.token, ok, within, 1)).status).toBe("succeeded");
+  });
+
+  it("refuses a finish over the edge body limit with 413; the edge's client then sends the tail that fits", async () => {
+    const run = await publishRunning(store, fence, dag("edge-big", [task("big")]));
+    const edge = new EdgeStore({ cores: [base], token: EDGE_TOKEN, logger: silentLogger() });
+    const claimed = (await edge.claimTasks(offer(session("edge-1"), [ROOM]), 1)).claimed[0]!;
+    // The test core's http.edge_output_limit is 64 KiB: its body limit is 6 times that and 1 MiB.
+    const limitBytes = edgeBodyLimitBytes(65_536);
+    expect(limitBytes).toBe(65_536 * 6 + 1024 * 1024);
+    const lines = Array.from({ length: 100_000 }, (_, i) => `line ${i} \u0001\n`).join("");
+    const output = `${lines}the end\n`;
+    expect(Buffer.byteLength(JSON.stringify(output))).toBeGreaterThan(limitBytes);
+    const result = { ...ok, output, outputBytes: Buffer.byteLength(output) };
+    for (const [path, body] of [
+      ["/v1/edge/finish", { token: claimed.token, result }],
+      ["/v1/edge/output", { token: claimed.token, output, outputBytes: result.outputBytes }],
+    ] as const) {
+      const answer = await post(path, EDGE_TOKEN, body);
+      expect(answer.status, path).toBe(413);
+      expect(answer.body["code"]).toBe("body-too-large");
+      expect(answer.body["limitBytes"]).toBe(limitBytes);
+      expect(String(answer.body["detail"])).toContain(String(limitBytes));
+    }
+    expect((await store.getTask(run.runId, "big"))?.status).toBe("running");
+    // Through the client: the outcome is recorded, with the output's tail that fits.
+    expect(await edge.finishTask(claimed.token, result)).toEqual({ status: "succeeded" });
+    const stored = await store.getTask(run.runId, "big");
+    expect(stored?.status).toBe("succeeded");
+    expect(stored?.output?.endsWith("the end\n")).toBe(true);
+    expect(output.endsWith(stored?.output ?? "")).toBe(true);
+    expect(stored!.output!.length).toBeLessThan(output.length);
+    expect(stored?.outputBytes).toBe(result.outputBytes);
+    // The longest tail that fits, and only that.
+    const wrap = (r: typeof result) => ({ token: claimed.token, result: r });
+    const fitted = fitOutput(result, wrap, limitBytes)!;
+    expect(Buffer.byteLength(JSON.stringify(wrap(fitted)))).toBeLessThanOrEqual(limitBytes);
+    const oneMore = { ...result, output: output.slice(-(fitted.output.length + 1)) };
+    expect(Buffer.byteLength(JSON.stringify(wrap(oneMore)))).toBeGreaterThan(limitBytes);
   });
 
   it("an edge token calls no other route, and no other token calls the edge routes", async () => {

@@ -55,6 +55,7 @@ const REFUSED_RETRY_MS = 30_000;
 /** A problem document as the core answers it (src/adapters/http/problem.ts). */
 interface ProblemAnswer {
   code?: string;
+  limitBytes?: number;
   detail?: string;
   operation?: string;
   expected?: Record<string, unknown>;
@@ -69,9 +70,34 @@ export class EdgeRefusedError extends Error {
     readonly status: number,
     readonly code: string,
     detail: string,
+    /** A 413's limit: the largest body the route takes. */
+    readonly limitBytes?: number,
   ) {
     super(`the core refused (${status} ${code}): ${detail}`);
   }
+}
+
+/**
+ * The body with its `output` cut to the tail whose JSON fits in `limitBytes`: the kept output is a
+ * tail already (output_limit), so a core whose http.edge_output_limit is smaller than the edge's
+ * output_limit keeps less of it rather than never hearing the outcome. Null: nothing fits.
+ */
+export function fitOutput<T extends { output: string }>(
+  body: T,
+  wrap: (b: T) => unknown,
+  limitBytes: number,
+): T | null {
+  const size = (output: string) => Buffer.byteLength(JSON.stringify(wrap({ ...body, output })));
+  if (size("") > limitBytes) return null;
+  // The longest tail that fits, by bisection on its length in UTF-16 units.
+  let fits = 0;
+  let over = body.output.length + 1;
+  while (over - fits > 1) {
+    const mid = Math.floor((fits + over) / 2);
+    if (size(body.output.slice(-mid)) <= limitBytes) fits = mid;
+    else over = mid;
+  }
+  return { ...body, output: fits === 0 ? "" : body.output.slice(-fits) };
 }
 
 /**
@@ -90,7 +116,7 @@ export function answerOf(
     return { error: new ConflictError(p.operation ?? operation, p.expected ?? {}, p.found ?? null) };
   if (status === 404 && p.code === "task-not-found")
     return { error: new NotFoundError(p.operation ?? operation, p.key ?? {}) };
-  return { error: new EdgeRefusedError(status, p.code ?? "unknown", p.detail ?? "") };
+  return { error: new EdgeRefusedError(status, p.code ?? "unknown", p.detail ?? "", p.limitBytes) };
 }
 
 export class EdgeStore
@@ -144,13 +170,19 @@ export class EdgeStore
   }
 
   async writeTaskOutput(token: TaskToken, output: string, outputBytes: number): Promise<void> {
-    await this.call("write task output", "POST", "/v1/edge/output", { token, output, outputBytes });
+    await this.fitting(
+      { output },
+      (o) => ({ token, output: o.output, outputBytes }),
+      (body) => this.call("write task output", "POST", "/v1/edge/output", body),
+    );
   }
 
   finishTask(token: TaskToken, result: TaskResult): Promise<{ status: TaskStatus }> {
-    return this.call("finish task", "POST", "/v1/edge/finish", { token, result }) as Promise<{
-      status: TaskStatus;
-    }>;
+    return this.fitting(
+      result,
+      (r) => ({ token, result: r }),
+      (body) => this.call("finish task", "POST", "/v1/edge/finish", body),
+    ) as Promise<{ status: TaskStatus }>;
   }
 
   finishAndClaim(
@@ -159,12 +191,34 @@ export class EdgeStore
     offer: NodeOffer,
     max: number,
   ): Promise<{ status: TaskStatus; batch: ClaimBatch }> {
-    return this.call("finish and claim", "POST", "/v1/edge/finish-and-claim", {
-      token,
+    return this.fitting(
       result,
-      offer,
-      max,
-    }) as Promise<{ status: TaskStatus; batch: ClaimBatch }>;
+      (r) => ({ token, result: r, offer, max }),
+      (body) => this.call("finish and claim", "POST", "/v1/edge/finish-and-claim", body),
+    ) as Promise<{ status: TaskStatus; batch: ClaimBatch }>;
+  }
+
+  /**
+   * Sends the body made of `part`; when the core answers 413 with its limit, once more with the
+   * output cut to the tail that fits (fitOutput; outputBytes still counts all the attempt wrote).
+   */
+  private async fitting<T extends { output: string }>(
+    part: T,
+    wrap: (p: T) => unknown,
+    send: (body: unknown) => Promise<unknown>,
+  ): Promise<unknown> {
+    try {
+      return await send(wrap(part));
+    } catch (err) {
+      if (!(err instanceof EdgeRefusedError) || err.status !== 413 || err.limitBytes === undefined) throw err;
+      const fitted = fitOutput(part, wrap, err.limitBytes);
+      if (fitted === null) throw err;
+      this.log.warn(
+        { limitBytes: err.limitBytes, kept: fitted.output.length, of: part.output.length },
+        "edge: the core takes less output than this node keeps; sending the tail that fits (http.edge_output_limit)",
+      );
+      return send(wrap(fitted));
+    }
   }
 
   async getTask(runId: string, taskId: string): Promise<TaskRecord | null> {

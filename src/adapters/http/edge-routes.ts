@@ -28,11 +28,21 @@ import * as s from "./schemas.js";
 const answers = { 200: z.unknown(), "4xx": s.problemSchema, "5xx": s.problemSchema };
 
 /**
- * A finish or an output write carries the action's kept output (up to its output_limit, at most
- * 64 MiB, JSON-escaped): larger than http.body_limit allows the other routes. Only an edge token's
- * requests get this far: the token is checked before the body is read.
+ * What a finish or an output write may add to its output: the task token, the error text, the
+ * published values (at most 32 of 4 KiB, JSON-escaped), the JSON around them.
  */
-export const EDGE_BODY_LIMIT_BYTES = 400 * 1024 * 1024;
+export const EDGE_ENVELOPE_BYTES = 1024 * 1024;
+
+/**
+ * The body limit of a finish or an output write: the kept output (at most `outputLimitBytes`, the
+ * core's http.edge_output_limit) JSON-escaped at worst (a control byte is `\u00XX`, six bytes), and the
+ * envelope. Larger than http.body_limit allows the other routes, far less than the 400 MiB any
+ * output_limit would need: each such body is held whole in memory before it is parsed. Only an edge
+ * token's requests get this far: the token is checked before the body is read.
+ */
+export function edgeBodyLimitBytes(outputLimitBytes: number): number {
+  return outputLimitBytes * 6 + EDGE_ENVELOPE_BYTES;
+}
 
 /** The topics an edge's worker acts on: wake-ups and a run's cancel. */
 const EDGE_TOPICS: readonly ChangeTopic[] = ["wake", "runs"];
@@ -40,6 +50,7 @@ const EDGE_TOPICS: readonly ChangeTopic[] = ["wake", "runs"];
 export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
   const { deps, log, callerOf, streams } = ctx;
   const { store, config } = deps;
+  const outputBodyLimit = edgeBodyLimitBytes(config.edgeOutputLimitBytes);
 
   /** The edge caller, once each session its body names is its own node's. */
   const edgeCaller = (req: FastifyRequest, sessions: readonly Session[]): Caller => {
@@ -110,7 +121,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
   );
   app.post(
     "/v1/edge/finish",
-    route("Record the end of an attempt, fenced by its token", e.finishBody, EDGE_BODY_LIMIT_BYTES),
+    route("Record the end of an attempt, fenced by its token", e.finishBody, outputBodyLimit),
     async (req) => {
       const { token, result } = req.body as e.FinishBody;
       edgeCaller(req, [token.session]);
@@ -119,7 +130,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
   );
   app.post(
     "/v1/edge/finish-and-claim",
-    route("Finish an attempt and claim in one commit", e.finishAndClaimBody, EDGE_BODY_LIMIT_BYTES),
+    route("Finish an attempt and claim in one commit", e.finishAndClaimBody, outputBodyLimit),
     async (req) => {
       const { token, result, offer, max } = req.body as e.FinishAndClaimBody;
       const caller = edgeCaller(req, [token.session, offer.session]);
@@ -144,7 +155,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
   );
   app.post(
     "/v1/edge/output",
-    route("Write a running attempt's output so far", e.outputBody, EDGE_BODY_LIMIT_BYTES),
+    route("Write a running attempt's output so far", e.outputBody, outputBodyLimit),
     async (req) => {
       const { token, output, outputBytes } = req.body as e.OutputBody;
       edgeCaller(req, [token.session]);

@@ -169,8 +169,14 @@ export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
         problem(400, "bad-request", errors.map((e) => `${e.path}: ${e.message}`).join("; "), { errors }),
       );
     }
-    if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE")
-      return sendProblem(reply, problem(413, "body-too-large", `at most ${config.bodyLimitBytes} bytes`));
+    if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
+      // A route's own limit (the edge routes') is the one it was over.
+      const limitBytes = req.routeOptions.bodyLimit ?? config.bodyLimitBytes;
+      return sendProblem(
+        reply,
+        problem(413, "body-too-large", `the body may be at most ${limitBytes} bytes`, { limitBytes }),
+      );
+    }
     if (err.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE")
       return sendProblem(
         reply,
