@@ -45,11 +45,11 @@ import type {
   ClaimBatch,
   ClaimedTask,
   NodeOffer,
-  RunStore,
   Session,
   TaskClaimer,
-  TaskRecord,
   TaskResult,
+  WorkerTaskReader,
+  WorkerTaskView,
 } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
 import { wakeFor } from "../ports/store.js";
@@ -88,7 +88,7 @@ export interface WorkerSettings {
 }
 
 export interface WorkerDeps {
-  store: TaskClaimer & ChangeFeed & Pick<RunStore, "getTask" | "listTasks">;
+  store: TaskClaimer & ChangeFeed & WorkerTaskReader;
   executor: Executor;
   clock: Clock;
   logger: Logger;
@@ -788,7 +788,7 @@ export class Worker {
 }
 
 /** A fan-out's instances' published values, in item order, as a fan-in's argument reads them. */
-export function fanOutOutputs(fanOut: string, tasks: readonly TaskRecord[]): ProducerOutputs {
+export function fanOutOutputs(fanOut: string, tasks: readonly WorkerTaskView[]): ProducerOutputs {
   const instances = tasks
     .filter((t) => t.fanOut === fanOut)
     .map((t) => ({ t, index: Number(parseInstanceId(t.taskId)?.values[0]?.[1] ?? NaN) }))

@@ -587,6 +587,23 @@ export interface ClaimDemand {
   nodes: NodeSlots[];
 }
 
+/**
+ * What a worker reads of a task besides its own claim: whether a cancel reached its attempt
+ * (status, attempt, executor) and a producer's published outputs for its arguments (a fan-in's:
+ * its fan-out's instances, found by `fanOut` and their ids). An edge node is answered this much of
+ * a task and no more (src/adapters/http/edge-routes.ts): no other task's output, error or arguments.
+ */
+export type WorkerTaskView = Pick<
+  TaskRecord,
+  "runId" | "taskId" | "status" | "attempt" | "executor" | "fanOut" | "outputPatterns" | "outputValues"
+>;
+
+/** The worker's reads of the store (WorkerTaskView): a task, a run's tasks. */
+export interface WorkerTaskReader {
+  getTask(runId: string, taskId: string): Promise<WorkerTaskView | null>;
+  listTasks(runId: string): Promise<WorkerTaskView[]>;
+}
+
 export interface TaskClaimer {
   /**
    * Like claimTask for up to `max` tasks in ONE statement (a node claims up to its free slots),

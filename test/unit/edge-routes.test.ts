@@ -329,6 +329,57 @@ describe("the edge routes over a real store", () => {
     expect(Buffer.byteLength(JSON.stringify(wrap(oneMore)))).toBeGreaterThan(limitBytes);
   });
 
+  it("answers a task read with what the worker reads only: no output, error or arguments", async () => {
+    const run = await publishRunning(
+      store,
+      fence,
+      dag("edge-view", [task("p", { args: { msg: "hush-arg" } }), task("q")]),
+    );
+    // A core node ran p, and kept its output and error.
+    const core = (await store.claimTasks(offer(session("core-1"), [ROOM]), 1)).claimed[0]!;
+    expect(core.task.taskId).toBe("p");
+    await store.finishTask(core.token, {
+      outcome: "failed",
+      exitCode: 3,
+      output: "hush-output\n",
+      error: "hush-error",
+    });
+    const edge = new EdgeStore({ cores: [base], token: EDGE_TOKEN, logger: silentLogger() });
+    const mine = (await edge.claimTasks(offer(session("edge-1"), [ROOM]), 1)).claimed[0]!;
+    expect(mine.task.taskId).toBe("q");
+    const viewKeys = [
+      "attempt",
+      "executor",
+      "fanOut",
+      "outputPatterns",
+      "outputValues",
+      "runId",
+      "status",
+      "taskId",
+    ];
+    const get = async (path: string) => {
+      const res = await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${EDGE_TOKEN}` } });
+      expect(res.status, path).toBe(200);
+      return { text: await res.clone().text(), body: (await res.json()) as Record<string, unknown> };
+    };
+    const one = await get(`/v1/edge/task?run=${run.runId}&task=p`);
+    expect(Object.keys(one.body["task"] as object).sort()).toEqual(viewKeys);
+    expect(one.body["task"]).toMatchObject({ status: "failed", attempt: 1, executor: null });
+    const all = await get(`/v1/edge/tasks?run=${run.runId}`);
+    const tasks = all.body["tasks"] as Record<string, unknown>[];
+    expect(tasks.map((t) => Object.keys(t).sort())).toEqual([viewKeys, viewKeys]);
+    for (const { text } of [one, all]) {
+      expect(text).not.toContain("hush-output");
+      expect(text).not.toContain("hush-error");
+      expect(text).not.toContain("hush-arg");
+      expect(text).not.toContain("core-1");
+    }
+    // Its own attempt is named: the worker checks a cancel reached that one.
+    expect(tasks.find((t) => t["taskId"] === "q")?.["executor"]).toEqual(mine.token.session);
+    expect((await edge.getTask(run.runId, "q"))?.executor).toEqual(mine.token.session);
+    await edge.finishTask(mine.token, ok);
+  });
+
   it("an edge token calls no other route, and no other token calls the edge routes", async () => {
     for (const path of ["/v1/runs", "/v1/nodes", "/metrics", "/v1/events"]) {
       const res = await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${EDGE_TOKEN}` } });

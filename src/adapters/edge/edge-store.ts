@@ -25,13 +25,13 @@ import type {
   NodeHeartbeat,
   NodeOffer,
   NodeStore,
-  RunStore,
   Session,
   TaskClaimer,
   ChangeFeed,
-  TaskRecord,
   TaskResult,
   TaskToken,
+  WorkerTaskReader,
+  WorkerTaskView,
 } from "../../ports/store.js";
 import type { TaskStatus } from "../../domain/model.js";
 import { ConflictError, NotFoundError, StoreError } from "../../ports/errors.js";
@@ -120,11 +120,7 @@ export function answerOf(
 }
 
 export class EdgeStore
-  implements
-    TaskClaimer,
-    ChangeFeed,
-    Pick<RunStore, "getTask" | "listTasks">,
-    Pick<NodeStore, "heartbeat" | "removeNode">
+  implements TaskClaimer, ChangeFeed, WorkerTaskReader, Pick<NodeStore, "heartbeat" | "removeNode">
 {
   private current = 0;
   private readonly listeners = new Set<{
@@ -221,19 +217,20 @@ export class EdgeStore
     }
   }
 
-  async getTask(runId: string, taskId: string): Promise<TaskRecord | null> {
+  /** What the worker reads of a task (WorkerTaskView): the core answers no more. */
+  async getTask(runId: string, taskId: string): Promise<WorkerTaskView | null> {
     const query = new URLSearchParams({ run: runId, task: taskId });
     const answer = (await this.call("get task", "GET", `/v1/edge/task?${query.toString()}`)) as {
-      task: TaskRecord | null;
+      task: WorkerTaskView | null;
     };
     return answer.task;
   }
 
   /** The tasks of a run (a fan-in reads its fan-out's instances' outputs); none of a run of another room. */
-  async listTasks(runId: string): Promise<TaskRecord[]> {
+  async listTasks(runId: string): Promise<WorkerTaskView[]> {
     const query = new URLSearchParams({ run: runId });
     const answer = (await this.call("list tasks", "GET", `/v1/edge/tasks?${query.toString()}`)) as {
-      tasks: TaskRecord[];
+      tasks: WorkerTaskView[];
     };
     return answer.tasks;
   }

@@ -2,7 +2,8 @@
  * The /v1/edge/ routes (docs/operations.md, "Edge nodes"): what an edge node, a worker that holds no
  * store connection, asks a core node to do in its stead: claim, renew, write output, release and
  * finish its tasks, beat its heartbeat, read a task, hear its wake-ups. Each is one call of the
- * worker's store port (TaskClaimer, getTask, listTasks, heartbeat), its fencing token carried unchanged.
+ * worker's store port (TaskClaimer, WorkerTaskReader, heartbeat), its fencing token carried unchanged;
+ * a task read is answered as the worker reads it (WorkerTaskView), not as the store holds it.
  *
  * Only an edge token calls them (auth.ts), and only for the node its config names: every session a
  * body carries, in an offer, a token or a heartbeat, must be that node's, so an edge can never speak
@@ -13,7 +14,7 @@
  */
 import type { FastifyRequest } from "fastify";
 import { z } from "zod";
-import type { ChangeTopic, Session } from "../../ports/store.js";
+import type { ChangeTopic, Session, TaskRecord, WorkerTaskView } from "../../ports/store.js";
 import { wakeFor } from "../../ports/store.js";
 import { isConflict, isNotFound } from "../../ports/errors.js";
 import type { Caller } from "./auth.js";
@@ -46,6 +47,24 @@ export function edgeBodyLimitBytes(outputLimitBytes: number): number {
 
 /** The topics an edge's worker acts on: wake-ups and a run's cancel. */
 const EDGE_TOPICS: readonly ChangeTopic[] = ["wake", "runs"];
+
+/**
+ * A task as an edge's worker reads it (WorkerTaskView) and nothing more: no output, error, arguments
+ * or timings of tasks it may not even run. The executor is named only when it is the edge's own
+ * node (the worker checks a cancel reached its own attempt); another node's session is not its business.
+ */
+export function edgeTaskView(t: TaskRecord, node: string): WorkerTaskView {
+  return {
+    runId: t.runId,
+    taskId: t.taskId,
+    status: t.status,
+    attempt: t.attempt,
+    executor: t.executor?.nodeId === node ? t.executor : null,
+    fanOut: t.fanOut,
+    outputPatterns: t.outputPatterns,
+    outputValues: t.outputValues,
+  };
+}
 
 export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
   const { deps, log, callerOf, streams } = ctx;
@@ -197,7 +216,9 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
       // A run of another room is answered as no task: an edge reads only its rooms' runs.
       const found = await storeCall("task", async () => {
         const r = await store.getRunById(run);
-        return r === null || !mayServe(caller, r.roomId) ? null : store.getTask(run, task);
+        if (r === null || !mayServe(caller, r.roomId)) return null;
+        const t = await store.getTask(run, task);
+        return t === null ? null : edgeTaskView(t, caller.node ?? "");
       });
       return { task: found };
     },
@@ -218,7 +239,8 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
       // A run of another room is answered as no tasks, as /v1/edge/task answers no task.
       const found = await storeCall("tasks", async () => {
         const r = await store.getRunById(run);
-        return r === null || !mayServe(caller, r.roomId) ? [] : store.listTasks(run);
+        if (r === null || !mayServe(caller, r.roomId)) return [];
+        return (await store.listTasks(run)).map((t) => edgeTaskView(t, caller.node ?? ""));
       });
       return { tasks: found };
     },
