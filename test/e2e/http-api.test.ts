@@ -701,6 +701,7 @@ describe("commands and reads", () => {
         "/v1/edge/finish",
         "/v1/edge/finish-and-claim",
         "/v1/edge/heartbeat",
+        "/v1/edge/held",
         "/v1/edge/leave",
         "/v1/edge/output",
         "/v1/edge/release",

@@ -211,6 +211,7 @@ describe("the edge routes over a real store", () => {
       ["/v1/edge/release", { token: claimed.token, why: "mine now" }],
       ["/v1/edge/output", { token: claimed.token, output: "x", outputBytes: 1 }],
       ["/v1/edge/claim", { offer: offer(session("edge-1"), [ROOM]), max: 1 }],
+      ["/v1/edge/held", { session: claimed.token.session, roomIds: [ROOM] }],
     ] as const) {
       const answer = await post(path, OTHER_EDGE_TOKEN, body);
       expect(answer.status, path).toBe(403);
@@ -236,7 +237,16 @@ describe("the edge routes over a real store", () => {
       max: 1,
     });
     expect(elsewhere.status).toBe(404);
+    // The session's own held tasks, with the tokens the claim gave (what an edge adopts after a lost answer).
+    const held = await post("/v1/edge/held", EDGE_TOKEN, { session: claimed.token.session, roomIds: [ROOM] });
+    expect(held.status).toBe(200);
+    expect((held.body["held"] as { token: unknown }[]).map((c) => c.token)).toEqual([claimed.token]);
     await victim.finishTask(claimed.token, ok);
+    const after = await post("/v1/edge/held", EDGE_TOKEN, {
+      session: claimed.token.session,
+      roomIds: [ROOM],
+    });
+    expect(after.body["held"]).toEqual([]);
   });
 
   it("refuses an offer or heartbeat beyond the token's labels and actions, before the store is asked", async () => {

@@ -8,9 +8,11 @@
  * and retries, as it does for a store outage).
  *
  * One core at a time: a connection error, a timeout or a 5xx moves to the next core and tries the
- * same call there, each core once per call. A claim whose answer was lost claimed nothing this edge
- * knows of: those tasks' leases expire unrenewed and the leader's reaper requeues them
- * (docs/architecture.md §3), as for a node that died after claiming.
+ * same call there, each core once per call, except a claim: one whose answer was lost (a connection
+ * cut, a timeout, a 5xx) may have committed, so it is not sent again. The edge asks a core what its
+ * session holds (/v1/edge/held) and hands the worker, once each, the tasks it holds and was never
+ * handed (adopt), their leases renewed first: no task waits out its lease unrun, none runs twice.
+ * Claims go one at a time so that what the session holds is never read while a claim is out.
  *
  * Wake-ups: one Server-Sent Events stream (/v1/edge/wakes) from the current core, turned into
  * ChangeFeed callbacks. A lost stream is reopened (on the next core when this one is gone) and
@@ -119,10 +121,23 @@ export function answerOf(
   return { error: new EdgeRefusedError(status, p.code ?? "unknown", p.detail ?? "", p.limitBytes) };
 }
 
+/** A claim sent to a core that gave no answer: it may have committed. A StoreError to the worker. */
+export class AnswerLostError extends StoreError {}
+
+const tokenKey = (t: TaskToken): string => `${t.runId}\u0000${t.taskId}\u0000${t.version}`;
+
 export class EdgeStore
   implements TaskClaimer, ChangeFeed, WorkerTaskReader, Pick<NodeStore, "heartbeat" | "removeNode">
 {
   private current = 0;
+  /** The tail of the claims in flight (oneClaimAtATime). */
+  private claiming: Promise<unknown> = Promise.resolve();
+  /** The claims the worker was handed and has not finished or released (tokenKey). */
+  private readonly handedOut = new Set<string>();
+  /** A claim's answer was lost: what the session holds is to be asked before the next claim. */
+  private unsure = false;
+  /** Tasks the session holds that the worker was never handed, for the next claims (adopt). */
+  private adoptable: ClaimedTask[] = [];
   private readonly listeners = new Set<{
     listener: ChangeListener;
     topics: readonly ChangeTopic[] | undefined;
@@ -145,7 +160,21 @@ export class EdgeStore
   }
 
   claimTasks(offer: NodeOffer, max: number): Promise<ClaimBatch> {
-    return this.call("claim", "POST", "/v1/edge/claim", { offer, max }) as Promise<ClaimBatch>;
+    return this.oneClaimAtATime(async () => {
+      const adopted = await this.adopt(offer, max);
+      if (adopted.length > 0) return { claimed: adopted, more: true, nextReadyInMs: null };
+      let batch: ClaimBatch;
+      try {
+        batch = (await this.call("claim", "POST", "/v1/edge/claim", { offer, max }, false)) as ClaimBatch;
+      } catch (err) {
+        if (!(err instanceof AnswerLostError)) throw err;
+        // It may have committed: what the session holds now, less what the worker runs, is its batch.
+        const claimed = await this.adopt(offer, max);
+        return { claimed, more: true, nextReadyInMs: null };
+      }
+      this.handOut(batch.claimed);
+      return batch;
+    });
   }
 
   async claimTask(offer: NodeOffer): Promise<ClaimedTask | null> {
@@ -160,9 +189,12 @@ export class EdgeStore
   }
 
   releaseTask(token: TaskToken, why: string): Promise<{ status: TaskStatus }> {
-    return this.call("release task", "POST", "/v1/edge/release", { token, why }) as Promise<{
-      status: TaskStatus;
-    }>;
+    return this.ending(
+      token,
+      this.call("release task", "POST", "/v1/edge/release", { token, why }) as Promise<{
+        status: TaskStatus;
+      }>,
+    );
   }
 
   async writeTaskOutput(token: TaskToken, output: string, outputBytes: number): Promise<void> {
@@ -174,24 +206,108 @@ export class EdgeStore
   }
 
   finishTask(token: TaskToken, result: TaskResult): Promise<{ status: TaskStatus }> {
-    return this.fitting(
-      result,
-      (r) => ({ token, result: r }),
-      (body) => this.call("finish task", "POST", "/v1/edge/finish", body),
-    ) as Promise<{ status: TaskStatus }>;
+    return this.ending(
+      token,
+      this.fitting(
+        result,
+        (r) => ({ token, result: r }),
+        (body) => this.call("finish task", "POST", "/v1/edge/finish", body),
+      ) as Promise<{ status: TaskStatus }>,
+    );
   }
 
+  /**
+   * Finish and claim in one call. Its answer lost, it may have committed or not: the worker is told
+   * of a store error and finishes again (a 409 then says the finish had committed), and what it
+   * claimed is adopted by the next claim (claimTasks).
+   */
   finishAndClaim(
     token: TaskToken,
     result: TaskResult,
     offer: NodeOffer,
     max: number,
   ): Promise<{ status: TaskStatus; batch: ClaimBatch }> {
-    return this.fitting(
-      result,
-      (r) => ({ token, result: r, offer, max }),
-      (body) => this.call("finish and claim", "POST", "/v1/edge/finish-and-claim", body),
-    ) as Promise<{ status: TaskStatus; batch: ClaimBatch }>;
+    return this.oneClaimAtATime(async () => {
+      const answer = (await this.ending(
+        token,
+        this.fitting(
+          result,
+          (r) => ({ token, result: r, offer, max }),
+          (body) => this.call("finish and claim", "POST", "/v1/edge/finish-and-claim", body, false),
+        ),
+      )) as { status: TaskStatus; batch: ClaimBatch };
+      this.handOut(answer.batch.claimed);
+      return answer;
+    });
+  }
+
+  /**
+   * Claims one after another: while a claim is out, what the session holds is not yet what the
+   * worker was handed, so a recovery (adopt) must not read it then.
+   */
+  private oneClaimAtATime<T>(claim: () => Promise<T>): Promise<T> {
+    const next = this.claiming.then(claim, claim);
+    this.claiming = next.catch(() => undefined);
+    return next;
+  }
+
+  /** The worker now runs these: a later recovery does not hand them out again. */
+  private handOut(claimed: readonly ClaimedTask[]): void {
+    for (const c of claimed) this.handedOut.add(tokenKey(c.token));
+  }
+
+  /** A finish or release that ended (or found ended) the token's claim: it is no longer the worker's. */
+  private async ending<T>(token: TaskToken, call: Promise<T>): Promise<T> {
+    try {
+      const answer = await call;
+      this.handedOut.delete(tokenKey(token));
+      return answer;
+    } catch (err) {
+      if (err instanceof ConflictError || err instanceof NotFoundError)
+        this.handedOut.delete(tokenKey(token));
+      throw err;
+    }
+  }
+
+  /**
+   * After a claim whose answer was lost (it may have committed: the tasks are the session's, and
+   * nobody runs them): the running tasks the session holds that the worker was never handed, up to
+   * `max`, each lease renewed first, so the worker runs each once, now, instead of the lease
+   * expiring on a task nobody runs (a retry spent, or a task with none failed). Those past `max`
+   * wait for the next claim. When the core cannot be asked, the next claim asks first.
+   */
+  private async adopt(offer: NodeOffer, max: number): Promise<ClaimedTask[]> {
+    if (this.unsure) {
+      const { held } = (await this.call("held tasks", "POST", "/v1/edge/held", {
+        session: offer.session,
+        roomIds: offer.roomIds,
+      })) as { held: ClaimedTask[] };
+      this.unsure = false;
+      const waiting = new Set(this.adoptable.map((c) => tokenKey(c.token)));
+      for (const c of held)
+        if (!this.handedOut.has(tokenKey(c.token)) && !waiting.has(tokenKey(c.token))) this.adoptable.push(c);
+      if (held.length > 0)
+        this.log.info({ held: held.length, adopt: this.adoptable.length }, "edge: a claim's answer was lost");
+    }
+    const adopted: ClaimedTask[] = [];
+    while (adopted.length < max && this.adoptable.length > 0) {
+      const c = this.adoptable[0]!;
+      try {
+        await this.renewTaskLease(c.token, offer.leaseMs);
+      } catch (err) {
+        // Reaped or canceled meanwhile: not ours to run. A store error: the next claim tries again.
+        if (!(err instanceof ConflictError || err instanceof NotFoundError)) {
+          if (adopted.length > 0) break;
+          throw err;
+        }
+        this.adoptable.shift();
+        continue;
+      }
+      this.adoptable.shift();
+      adopted.push(c);
+    }
+    this.handOut(adopted);
+    return adopted;
   }
 
   /**
@@ -276,11 +392,18 @@ export class EdgeStore
     this.log.warn({ from: this.options.cores[failed], to: this.core, why }, "edge: moving to the next core");
   }
 
+  /**
+   * One request, on the current core and then on the next ones while a core fails. `resend` false
+   * (a claim): a failure after the request was sent is not sent again, since the core may have
+   * committed it; the next core becomes current, a later claim recovers (adopt), and the caller
+   * gets an AnswerLostError.
+   */
   private async call(
     operation: string,
     method: "GET" | "POST",
     path: string,
     body?: unknown,
+    resend = true,
   ): Promise<unknown> {
     let last: unknown = null;
     for (let tried = 0; tried < this.options.cores.length; tried += 1) {
@@ -301,18 +424,25 @@ export class EdgeStore
       } catch (err) {
         last = err;
         this.moveOn(at, String(err).slice(0, 200));
+        if (!resend) throw this.answerLost(operation, err);
         continue;
       }
       const answer = answerOf(operation, status, parsed);
       if (answer === null) {
         last = new Error(`${base} answered ${status}`);
         this.moveOn(at, `status ${status}`);
+        if (!resend) throw this.answerLost(operation, last);
         continue;
       }
       if ("error" in answer) throw answer.error;
       return answer.value;
     }
     throw new StoreError(operation, { cause: last ?? new Error("no core answered") });
+  }
+
+  private answerLost(operation: string, cause: unknown): AnswerLostError {
+    this.unsure = true;
+    return new AnswerLostError(operation, { cause });
   }
 
   private deliver(topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]): void {

@@ -1,7 +1,8 @@
 /**
  * The /v1/edge/ routes (docs/operations.md, "Edge nodes"): what an edge node, a worker that holds no
  * store connection, asks a core node to do in its stead: claim, renew, write output, release and
- * finish its tasks, beat its heartbeat, read a task, hear its wake-ups. Each is one call of the
+ * finish its tasks, beat its heartbeat, read a task, hear its wake-ups, and list the tasks its session
+ * holds (after a claim whose answer was lost, src/adapters/edge/edge-store.ts). Each is one call of the
  * worker's store port (TaskClaimer, WorkerTaskReader, heartbeat), its fencing token carried unchanged;
  * a task read is answered as the worker reads it (WorkerTaskView), not as the store holds it.
  *
@@ -14,7 +15,7 @@
  */
 import type { FastifyRequest } from "fastify";
 import { z } from "zod";
-import type { ChangeTopic, Session, TaskRecord, WorkerTaskView } from "../../ports/store.js";
+import type { ChangeTopic, ClaimedTask, Session, TaskRecord, WorkerTaskView } from "../../ports/store.js";
 import { wakeFor } from "../../ports/store.js";
 import { isConflict, isNotFound } from "../../ports/errors.js";
 import type { Caller } from "./auth.js";
@@ -44,6 +45,13 @@ export const EDGE_ENVELOPE_BYTES = 1024 * 1024;
 export function edgeBodyLimitBytes(outputLimitBytes: number): number {
   return outputLimitBytes * 6 + EDGE_ENVELOPE_BYTES;
 }
+
+/**
+ * How many running runs of a room a held-tasks read looks through. The read is an edge's recovery
+ * from a lost claim answer (rare), made of the store's run and task reads: a room with more running
+ * runs than this has its newest ones looked through, and a task missed there waits out its lease.
+ */
+const HELD_RUNS_LIMIT = 10_000;
 
 /** The topics an edge's worker acts on: wake-ups and a run's cancel. */
 const EDGE_TOPICS: readonly ChangeTopic[] = ["wake", "runs"];
@@ -198,6 +206,47 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
       edgeCaller(req, [session]);
       await storeCall("leave", () => store.removeNode(session));
       return {};
+    },
+  );
+  app.post(
+    "/v1/edge/held",
+    route(
+      "The running tasks the session holds in the rooms, with their tokens: what a claim whose answer was lost claimed",
+      e.heldBody,
+    ),
+    async (req) => {
+      const { session, roomIds } = req.body as e.HeldBody;
+      const caller = edgeCaller(req, [session]);
+      checkRooms(caller, roomIds);
+      const held = await storeCall("held", async () => {
+        const found: ClaimedTask[] = [];
+        for (const roomId of roomIds) {
+          const runs = await store.listRuns(roomId, {
+            statuses: ["running", "canceling"],
+            limit: HELD_RUNS_LIMIT,
+          });
+          for (const run of runs)
+            for (const task of await store.listTasks(run.runId))
+              if (
+                task.status === "running" &&
+                task.executor?.nodeId === session.nodeId &&
+                task.executor.bootId === session.bootId
+              )
+                // A running task's version is its claim's (a cancel, which raises it, makes it canceling).
+                found.push({
+                  token: {
+                    runId: task.runId,
+                    taskId: task.taskId,
+                    version: task.version,
+                    session,
+                    claim: { attempt: task.attempt, retryBackoffMs: task.retryBackoffMs },
+                  },
+                  task,
+                });
+        }
+        return found;
+      });
+      return { held };
     },
   );
   app.get(

@@ -81,6 +81,7 @@ export const heartbeatBody = z.strictObject({
 });
 
 export const leaveBody = z.strictObject({ session: sessionSchema });
+export const heldBody = z.strictObject({ session: sessionSchema, roomIds: names });
 
 export const taskQuery = z.strictObject({ run: text(200).min(1), task: text(200).min(1) });
 export const tasksQuery = z.strictObject({ run: text(200).min(1) });
@@ -93,5 +94,6 @@ export type ReleaseBody = z.output<typeof releaseBody>;
 export type OutputBody = z.output<typeof outputBody>;
 export type HeartbeatBody = z.output<typeof heartbeatBody>;
 export type LeaveBody = z.output<typeof leaveBody>;
+export type HeldBody = z.output<typeof heldBody>;
 export type TaskQuery = z.output<typeof taskQuery>;
 export type TasksQuery = z.output<typeof tasksQuery>;

@@ -1,0 +1,199 @@
+/**
+ * A claim whose answer is lost (docs/operations.md, "Edge nodes"): an edge node's worker, its
+ * EdgeStore and a core's HTTP API over a real SQLite store, with a TCP proxy between edge and core
+ * that cuts the connection when the answer of the first claim and of the first finish-and-claim
+ * comes back, after the core committed them. The edge adopts what its session holds: every task
+ * runs once, on its first attempt, long before a task lease (10 minutes here) could expire.
+ */
+import { createHash } from "node:crypto";
+import { connect, createServer } from "node:net";
+import type { Server, Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { silentLogger } from "../../src/adapters/log/pino-logger.js";
+import { systemClock } from "../../src/adapters/clock/system-clock.js";
+import { startHttpApi } from "../../src/adapters/http/server.js";
+import type { HttpApi } from "../../src/adapters/http/server.js";
+import { EdgeStore } from "../../src/adapters/edge/edge-store.js";
+import { startEdgeNode } from "../../src/app/edge-node.js";
+import type { EdgeNode } from "../../src/app/edge-node.js";
+import type { ActionDefinition, ExecRequest, ExecResult, Executor } from "../../src/ports/executor.js";
+import type { Store } from "../../src/ports/store.js";
+import { inProcessHttpConfig } from "../support/http-client.js";
+import { sqliteTestDb } from "../support/sqlite-harness.js";
+import { becomeLeader, dag, publishRunning, task } from "../support/store-fixtures.js";
+
+const sha = (t: string): string => createHash("sha256").update(t).digest("hex");
+const EDGE_TOKEN = "edge-token-0123456789abcdef-lost1";
+const ROOM = "local";
+const TASK_LEASE_MS = 600_000;
+
+/**
+ * A TCP proxy to `targetPort` that, for each path in `cut`, lets the first request to it reach the
+ * core and destroys the connection as that request's answer starts to come back: the core has
+ * committed, the edge never hears it. Keep-alive requests on one connection come one at a time, so
+ * the first answer after the request is its own.
+ */
+async function cuttingProxy(
+  targetPort: number,
+  cut: string[],
+): Promise<{ port: number; cutPaths: string[]; close(): Promise<void> }> {
+  const pending = new Set(cut);
+  const cutPaths: string[] = [];
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((inbound) => {
+    const outbound = connect(targetPort, "127.0.0.1");
+    for (const s of [inbound, outbound]) {
+      sockets.add(s);
+      s.on("close", () => sockets.delete(s));
+      s.on("error", () => {
+        inbound.destroy();
+        outbound.destroy();
+      });
+    }
+    let cutting: string | null = null;
+    inbound.on("data", (chunk: Buffer) => {
+      const path = /^POST (\S+) HTTP/.exec(chunk.toString("latin1"))?.[1];
+      if (path !== undefined && pending.delete(path)) cutting = path;
+      outbound.write(chunk);
+    });
+    outbound.on("data", (chunk: Buffer) => {
+      if (cutting !== null) {
+        cutPaths.push(cutting);
+        inbound.destroy();
+        outbound.destroy();
+        return;
+      }
+      inbound.write(chunk);
+    });
+    inbound.on("end", () => outbound.end());
+    outbound.on("end", () => inbound.end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  const port = typeof address === "object" && address !== null ? address.port : 0;
+  return {
+    port,
+    cutPaths,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** An executor that records each attempt it starts (run/task/attempt) and succeeds at once. */
+class RecordingExecutor implements Executor {
+  readonly ran: string[] = [];
+  run(request: ExecRequest): Promise<ExecResult> {
+    this.ran.push(`${request.env.DAGBOT_TASK_ID}#${request.env.DAGBOT_ATTEMPT}`);
+    return Promise.resolve({
+      outcome: "succeeded",
+      exitCode: 0,
+      signal: null,
+      output: "ok\n",
+      outputTruncated: false,
+      totalOutputBytes: 3,
+      durationMs: 1,
+    });
+  }
+}
+
+const echo: ActionDefinition = {
+  name: "echo",
+  argv: ["true"],
+  args: {},
+  cwd: null,
+  env: {},
+  timeoutMs: 60_000,
+  outputLimitBytes: 65_536,
+  killGraceMs: 1_000,
+};
+
+describe("an edge's claim whose answer is lost", () => {
+  const db = sqliteTestDb("edge-lost-claim");
+  let store: Store;
+  let api: HttpApi;
+  let failed = true;
+
+  beforeAll(async () => {
+    store = await db.open();
+    const config = inProcessHttpConfig("read-token-0123456789abcdef-unused");
+    config.tokens = [{ name: "edge1", sha256: sha(EDGE_TOKEN), level: "edge", node: "edge-1" }];
+    api = await startHttpApi({
+      config,
+      session: "core/boot",
+      rooms: [ROOM],
+      store,
+      logger: silentLogger(),
+      read: async () => {
+        throw new Error("no reads here");
+      },
+      awaitCommand: async () => null,
+      leaderTerm: () => null,
+      outboxPending: async () => null,
+      readiness: async () => ({}),
+      snapshot: async () => ({}),
+    });
+  });
+  afterAll(async () => {
+    await api?.close();
+    await store?.close();
+    db.cleanup(failed);
+  });
+
+  it("is adopted: every task runs exactly once, on its first attempt, long before its lease ends", async () => {
+    const fence = await becomeLeader(store, ROOM);
+    const ids = ["t1", "t2", "t3", "t4"];
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(
+        "lost-claim",
+        ids.map((id) => task(id)),
+      ),
+    );
+    const proxy = await cuttingProxy(api.port, ["/v1/edge/claim", "/v1/edge/finish-and-claim"]);
+    const executor = new RecordingExecutor();
+    const edgeStore = new EdgeStore({
+      cores: [`http://127.0.0.1:${proxy.port}`],
+      token: EDGE_TOKEN,
+      logger: silentLogger(),
+    });
+    let node: EdgeNode | null = null;
+    try {
+      node = startEdgeNode(
+        {
+          nodeId: "edge-1",
+          labels: [],
+          // One slot: the first claim leaves tasks behind, so the first finish claims the next in the same call.
+          capacity: 1,
+          roomIds: [ROOM],
+          actions: new Map([["echo", echo]]),
+          taskLeaseMs: TASK_LEASE_MS,
+          heartbeatEveryMs: 60_000,
+          workerPollMs: 200,
+          debounceMs: 0,
+        },
+        { store: edgeStore, executor, clock: systemClock, logger: silentLogger(), bootId: "boot-1" },
+      );
+      // A lease expiry would take 10 minutes; every task is done long before.
+      await expect
+        .poll(async () => (await store.listTasks(run.runId)).map((t) => t.status), { timeout: 30_000 })
+        .toEqual(ids.map(() => "succeeded"));
+      // Both answers were cut after the core committed...
+      expect(proxy.cutPaths).toEqual(["/v1/edge/claim", "/v1/edge/finish-and-claim"]);
+      // ...and still each task ran once, on its first attempt (a lease expiry would have made a second).
+      expect([...executor.ran].sort()).toEqual(ids.map((id) => `${id}#1`));
+      for (const t of await store.listTasks(run.runId)) {
+        expect(t.attempt, t.taskId).toBe(1);
+        expect(t.executor?.nodeId).toBe("edge-1");
+      }
+      failed = false;
+    } finally {
+      await node?.stop();
+      edgeStore.close();
+      await proxy.close();
+    }
+  });
+});
