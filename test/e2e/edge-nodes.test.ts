@@ -33,7 +33,10 @@ interface Ctx {
   nodes: NodeProcess[];
 }
 
-/** The edge tokens as a core's extra [[http.tokens]] tables, one per edge, each bound to its node. */
+/**
+ * The edge tokens as a core's extra [[http.tokens]] tables, one per edge, each bound to its node and
+ * kept to the label and action the edges have (a claim or heartbeat naming others would be a 403).
+ */
 function edgeTokenTables(tokens: ReadonlyMap<string, string>): string {
   return [...tokens]
     .map(
@@ -43,6 +46,8 @@ name = "${node}"
 sha256 = "${sha(token)}"
 level = "edge"
 node = "${node}"
+labels = ["edge"]
+actions = ["append"]
 `,
     )
     .join("");

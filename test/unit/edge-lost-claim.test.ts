@@ -17,10 +17,10 @@ import { EdgeStore } from "../../src/adapters/edge/edge-store.js";
 import { startEdgeNode } from "../../src/app/edge-node.js";
 import type { EdgeNode } from "../../src/app/edge-node.js";
 import type { ActionDefinition, ExecRequest, ExecResult, Executor } from "../../src/ports/executor.js";
-import type { Store } from "../../src/ports/store.js";
+import type { LeaderFence, Store } from "../../src/ports/store.js";
 import { inProcessHttpConfig } from "../support/http-client.js";
 import { sqliteTestDb } from "../support/sqlite-harness.js";
-import { becomeLeader, dag, publishRunning, task } from "../support/store-fixtures.js";
+import { becomeLeader, dag, offer, ok, publishRunning, session, task } from "../support/store-fixtures.js";
 
 const sha = (t: string): string => createHash("sha256").update(t).digest("hex");
 const EDGE_TOKEN = "edge-token-0123456789abcdef-lost1";
@@ -114,10 +114,12 @@ describe("an edge's claim whose answer is lost", () => {
   const db = sqliteTestDb("edge-lost-claim");
   let store: Store;
   let api: HttpApi;
+  let fence: LeaderFence;
   let failed = true;
 
   beforeAll(async () => {
     store = await db.open();
+    fence = await becomeLeader(store, ROOM);
     const config = inProcessHttpConfig("read-token-0123456789abcdef-unused");
     config.tokens = [{ name: "edge1", sha256: sha(EDGE_TOKEN), level: "edge", node: "edge-1" }];
     api = await startHttpApi({
@@ -142,8 +144,43 @@ describe("an edge's claim whose answer is lost", () => {
     db.cleanup(failed);
   });
 
+  it("answers the claim with the tasks it committed, and never hands one out twice", async () => {
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(
+        "lost-direct",
+        ["d1", "d2", "d3", "d4", "d5"].map((id) => task(id)),
+      ),
+    );
+    const proxy = await cuttingProxy(api.port, ["/v1/edge/claim"]);
+    const edge = new EdgeStore({
+      cores: [`http://127.0.0.1:${proxy.port}`],
+      token: EDGE_TOKEN,
+      logger: silentLogger(),
+    });
+    const me = session("edge-1");
+    try {
+      const first = await edge.claimTasks(offer(me, [ROOM]), 3);
+      expect(proxy.cutPaths).toEqual(["/v1/edge/claim"]);
+      // The cut claim's three tasks, as the store holds them for this session, with working tokens.
+      const held = (await store.listTasks(run.runId)).filter((t) => t.status === "running");
+      expect(first.claimed.map((c) => c.task.taskId).sort()).toEqual(held.map((t) => t.taskId).sort());
+      expect(first.claimed).toHaveLength(3);
+      // The next claim claims the other two, and hands none of the first three out again.
+      const second = await edge.claimTasks(offer(me, [ROOM]), 5);
+      const all = [...first.claimed, ...second.claimed].map((c) => c.task.taskId).sort();
+      expect(all).toEqual(["d1", "d2", "d3", "d4", "d5"]);
+      for (const c of [...first.claimed, ...second.claimed])
+        expect(await edge.finishTask(c.token, { ...ok, output: "" })).toEqual({ status: "succeeded" });
+      expect((await edge.claimTasks(offer(me, [ROOM]), 5)).claimed).toEqual([]);
+    } finally {
+      edge.close();
+      await proxy.close();
+    }
+  });
+
   it("is adopted: every task runs exactly once, on its first attempt, long before its lease ends", async () => {
-    const fence = await becomeLeader(store, ROOM);
     const ids = ["t1", "t2", "t3", "t4"];
     const run = await publishRunning(
       store,
