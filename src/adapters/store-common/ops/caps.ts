@@ -40,16 +40,19 @@ export const ROOM_ACTIVE = sql("the room's active tasks")`
 
 /**
  * The room's cap (null when never set), active count and held keys in one statement (one round
- * trip): one row per held key in seq order, or one row with null key columns when none is held.
+ * trip) of tagged rows: one 'cap' row, then one 'key' row per held key. The active tasks are read
+ * once (`a`); joining them as three derived tables cost SQLite six times as much (0.144 ms against
+ * 0.024 ms on a mid-run snapshot), and the leader asks on every scheduling step.
  */
 export const ROOM_LOAD = sql("a room's cap, active tasks and held keys")`
-  SELECT c.cap, n.active, k.concurrency_key, k.dag_id, k.task_id
-    FROM (SELECT (SELECT cap FROM room_caps WHERE room_id = ${p.text("roomId")}) AS cap) c
-   CROSS JOIN (SELECT count(*) AS active FROM (${ROOM_ACTIVE}) a) n
-    LEFT JOIN (SELECT a.seq, a.concurrency_key, r.dag_id, a.task_id FROM (${ROOM_ACTIVE}) a
-                 JOIN runs r ON r.run_id = a.run_id
-                WHERE a.concurrency_key IS NOT NULL) k ON 1 = 1
-   ORDER BY k.seq`;
+  WITH a AS MATERIALIZED (${ROOM_ACTIVE})
+  SELECT 'cap' AS k, (SELECT cap FROM room_caps WHERE room_id = ${p.text("roomId")}) AS cap,
+         (SELECT count(*) FROM a) AS active, NULL AS concurrency_key, NULL AS dag_id, NULL AS task_id,
+         NULL AS seq
+  UNION ALL
+  SELECT 'key', NULL, NULL, a.concurrency_key, r.dag_id, a.task_id, a.seq
+    FROM a JOIN runs r ON r.run_id = a.run_id
+   WHERE a.concurrency_key IS NOT NULL`;
 
 /** The room's cap: DEFAULT_ROOM_CAP until one is set. */
 export function* roomCap(roomId: string): Script<number> {
@@ -63,21 +66,23 @@ export function* getRoomCap(roomId: string): Script<number> {
 
 export function* roomLoad(roomId: string): Script<RoomLoad> {
   const found = yield* rows<{
+    k: "cap" | "key";
     cap: number | null;
-    active: number | string;
+    active: number | string | null;
     concurrency_key: string | null;
     dag_id: string | null;
     task_id: string | null;
+    seq: number | string | null;
   }>(ROOM_LOAD, { roomId });
-  const head = found[0];
+  const head = found.find((r) => r.k === "cap");
   return {
     cap: head?.cap === null || head?.cap === undefined ? DEFAULT_ROOM_CAP : Number(head.cap),
     active: Number(head?.active ?? 0),
-    keys: found.flatMap((k) =>
-      k.concurrency_key === null
-        ? []
-        : [{ key: k.concurrency_key, dagId: k.dag_id ?? "", taskId: k.task_id ?? "" }],
-    ),
+    // Held keys in seq order (the order the caps admitted them).
+    keys: found
+      .filter((r) => r.k === "key" && r.concurrency_key !== null)
+      .sort((x, y) => Number(x.seq) - Number(y.seq))
+      .map((k) => ({ key: k.concurrency_key ?? "", dagId: k.dag_id ?? "", taskId: k.task_id ?? "" })),
   };
 }
 
