@@ -23,7 +23,8 @@ const NO_TEXT = "CAST(NULL AS TEXT)";
  * a leader makes on every tick, which almost always finds no run. It reads no task row of a run that
  * still has one open (the NOT EXISTS stops at the first), so its cost does not grow with the size of
  * the runs going on. Tagged rows, the fence's first: SQLite planned a join of the two as a co-routine
- * that cost three times as much.
+ * that cost three times as much; sorted here, not by an ORDER BY, whose sorter cost SQLite ten times
+ * the look itself (0.076 ms against 0.008 ms on a mid-run snapshot).
  */
 const LOOK = sql("the runs that may have ended, fenced")`
   SELECT 'fence' AS k, count(*) AS held, ${NO_TEXT} AS run_id, ${NO_TEXT} AS dag_id, ${NO_TEXT} AS status,
@@ -31,8 +32,7 @@ const LOOK = sql("the runs that may have ended, fenced")`
     FROM room_leases WHERE ${FENCE_HOLDS}
   UNION ALL
   SELECT 'run', 0, r.run_id, r.dag_id, r.status, r.created_at FROM runs r
-   WHERE r.room_id = ${p.text("roomId")} AND r.status IN ('running','canceling') AND ${NOTHING_OPEN}
-   ORDER BY k, created_at, run_id`;
+   WHERE r.room_id = ${p.text("roomId")} AND r.status IN ('running','canceling') AND ${NOTHING_OPEN}`;
 
 /** The distinct statuses of the tasks of the runs the look found: what the domain decides from. */
 const STATUSES = sql("the statuses of the ended runs' tasks")`
@@ -58,11 +58,15 @@ function* decided(fence: LeaderFence): Script<Decided[] | null> {
     run_id: string;
     dag_id: string;
     status: RunStatus;
+    created_at: number | string | null;
   }>(LOOK, fenceValues(fence));
-  if (Number(found[0]?.held ?? 0) === 0) return null;
+  if (Number(found.find((r) => r.k === "fence")?.held ?? 0) === 0) return null;
   const runs = new Map<string, { dagId: string; status: RunStatus; tasks: TaskStatus[] }>();
-  for (const r of found)
-    if (r.k === "run") runs.set(r.run_id, { dagId: r.dag_id, status: r.status, tasks: [] });
+  // Oldest first, as a run's outcome is written.
+  const ended = found
+    .filter((r) => r.k === "run")
+    .sort((a, b) => Number(a.created_at) - Number(b.created_at) || (a.run_id < b.run_id ? -1 : 1));
+  for (const r of ended) runs.set(r.run_id, { dagId: r.dag_id, status: r.status, tasks: [] });
   if (runs.size === 0) return [];
   const statuses = yield* rows<{ run_id: string; status: TaskStatus }>(STATUSES, {
     runIds: [...runs.keys()],
