@@ -375,6 +375,12 @@ export interface RunStore {
    * each filter has an index ordered like the list, so a page costs its own rows, not the room's.
    */
   pageRuns(roomId: string, query: RunPageQuery): Promise<RunPage>;
+  /**
+   * A run's tasks in seq order, each with only the last 4,096 characters of its kept output
+   * (LISTED_OUTPUT_CHARS): enough for the last line a card, a progress view or a summary shows. A
+   * card or a progress view reads the whole run on each refresh, and 1,000 tasks' whole outputs
+   * (64 KiB each by default) are 64 MB a read; getTask gives a task's whole output.
+   */
   listTasks(runId: string): Promise<TaskRecord[]>;
   /**
    * Each run's tasks counted by status, in one query for all of them: what a list of runs shows

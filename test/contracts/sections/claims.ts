@@ -330,6 +330,24 @@ export function claimsSection(ctx: ContractContext): void {
     expect((await store.getTask(run.runId, "a"))?.output).toBe("héllo\n");
   });
 
+  it("a run's list carries each task's last 4,096 characters of output; getTask the whole", async () => {
+    const { store, room, fence } = await setup();
+    const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("a"), task("b")]));
+    const a = (await store.claimTask(offer(session("w1"), [room], { leaseMs: LEASE })))!;
+    // 10,000 characters, two of them outside the Basic Multilingual Plane, ending with the line shown.
+    const whole = `${"é".repeat(6_000)}\n${"x".repeat(3_900)}🙂\nboom: disk full 🙂\n`;
+    await store.finishTask(a.token, { ...failed, output: whole });
+    const b = (await store.claimTask(offer(session("w1"), [room], { leaseMs: LEASE })))!;
+    await store.finishTask(b.token, { ...ok, output: "short\n" });
+    const listed = new Map((await store.listTasks(run.runId)).map((t) => [t.taskId, t]));
+    const tail = listed.get("a")!.output!;
+    expect([...tail].length).toBe(4_096);
+    expect(whole.endsWith(tail)).toBe(true);
+    expect(tail.endsWith("boom: disk full 🙂\n")).toBe(true);
+    expect(listed.get("b")!.output).toBe("short\n");
+    expect((await store.getTask(run.runId, "a"))!.output).toBe(whole);
+  });
+
   it("a stale executor whose task the reaper failed (no attempts left) cannot overwrite the outcome", async () => {
     const { store, room, fence } = await setup();
     const run = await publishRunning(store, fence, dag(ctx.uid("d"), [task("a", { rerunIfLost: false })]));

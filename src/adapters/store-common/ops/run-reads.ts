@@ -29,8 +29,17 @@ const LIST_IN = sql("the room's runs in some statuses")`
   SELECT ${RUN_COLUMNS} FROM runs WHERE room_id = ${p.text("roomId")} AND status${p.inList("statuses")}
    ORDER BY created_at DESC, ${SEQ} DESC ${p.limit("limit")}`;
 
+/** How much of each task's kept output a run's list carries: its last characters (Store.listTasks). */
+export const LISTED_OUTPUT_CHARS = 4096;
+const [BEFORE_OUTPUT = "", AFTER_OUTPUT = ""] = TASK_COLUMNS.split(", output, ");
+const OUTPUT_TAIL = p.only({
+  postgres: `right(output, ${LISTED_OUTPUT_CHARS})`,
+  sqlite: `substr(output, -${LISTED_OUTPUT_CHARS})`,
+});
+
 const TASKS = sql("a run's tasks")`
-  SELECT ${TASK_COLUMNS} FROM tasks WHERE run_id = ${p.text("runId")} ORDER BY seq`;
+  SELECT ${BEFORE_OUTPUT}, ${OUTPUT_TAIL} AS output, ${AFTER_OUTPUT}
+    FROM tasks WHERE run_id = ${p.text("runId")} ORDER BY seq`;
 
 const TASK = sql("a task")`
   SELECT ${TASK_COLUMNS} FROM tasks WHERE run_id = ${p.text("runId")} AND task_id = ${p.text("taskId")}`;
