@@ -105,6 +105,9 @@ function claimPgSummary(r) {
     graphileCpu: cpuSummary(r.cpu.graphile),
     graphileDefault: summarize(r.graphileDefault),
     graphileDefaultCpu: cpuSummary(r.cpu.graphileDefault),
+    graphilePromiseSettings: r.graphilePromiseSettings,
+    graphilePromise: summarize(r.graphilePromise),
+    graphilePromiseCpu: cpuSummary(r.cpu.graphilePromise),
     backlog: {
       queued: r.backlog.queued,
       perSecond: summarize(r.backlog.perSecond),
@@ -113,6 +116,7 @@ function claimPgSummary(r) {
     },
     ratioGraphile: summarize(ratios(r.dagbot[top], r.graphile)),
     ratioGraphileDefault: summarize(ratios(r.dagbot[top], r.graphileDefault)),
+    ratioGraphilePromise: summarize(ratios(r.dagbot[top], r.graphilePromise)),
     errors: r.errors,
     firstError: r.firstError,
   };

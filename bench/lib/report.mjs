@@ -91,6 +91,11 @@ function claimSection(r) {
           ? ""
           : ` At its defaults (no local queue, no batched completion): ${fmtSummary(pg.graphileDefault, "/s")} ` +
             `(CPU ${cpu(pg.graphileDefaultCpu)} µs/job); dagbot / it: ${fmtSummary(pg.ratioGraphileDefault, "×")}.`) +
+        (pg.graphilePromise === undefined
+          ? ""
+          : ` At dagbot's promise (${pg.graphilePromiseSettings?.name ?? "fetching only for its free slots"}, ` +
+            `the judged comparison): ${fmtSummary(pg.graphilePromise, "/s")} (CPU ${cpu(pg.graphilePromiseCpu)} µs/job); ` +
+            `dagbot / it: ${fmtSummary(pg.ratioGraphilePromise, "×")}.`) +
         ` Store errors during the claim loops: ${pg.errors}.`,
       "",
     );
