@@ -5,6 +5,8 @@
 // 15 MB less RSS (bench/README.md, Memory). V8 reads it only at start, so it cannot be set here.
 import { readFileSync } from "node:fs";
 import * as nodeModule from "node:module";
+import { homedir } from "node:os";
+import { privateCacheDir } from "./cli/compile-cache.js";
 import { tooOldNode } from "./cli/node-floor.js";
 import { releaseLine } from "./domain/release.js";
 
@@ -39,15 +41,21 @@ if (args.length === 1 && (args[0] === "--version" || args[0] === "-V")) {
 }
 
 /**
- * V8's code cache for the modules loaded after this (Node's compile cache, in the OS temporary
- * folder): compiling some 400 modules was about a third of a one-task `dagbot run`, and a later
- * start reads their bytecode instead (bench/README.md, "`dagbot run` of a one-task DAG"). An entry
- * is keyed by the file's content, so an upgrade only misses. NODE_DISABLE_COMPILE_CACHE=1 turns it
- * off; a folder that cannot be written leaves it off. Node 22.0 has no such call; it then loads as before.
+ * V8's code cache for the modules loaded after this (Node's compile cache): compiling some 400
+ * modules was about a fifth of a one-task `dagbot run`, and a later start reads their bytecode
+ * instead (bench/README.md, "`dagbot run` of a one-task DAG"). An entry is keyed by the file's
+ * content, so an upgrade only misses. NODE_DISABLE_COMPILE_CACHE=1 turns it off; NODE_COMPILE_CACHE
+ * names another folder. Node 22.0 has no such call; it then loads as before.
  */
 function enableCompileCache(): void {
-  const withCache = nodeModule as unknown as { enableCompileCache?: () => unknown };
-  withCache.enableCompileCache?.();
+  const withCache = nodeModule as unknown as { enableCompileCache?: (dir?: string) => unknown };
+  if (withCache.enableCompileCache === undefined) return;
+  if (process.env["NODE_COMPILE_CACHE"] !== undefined) {
+    withCache.enableCompileCache();
+    return;
+  }
+  const dir = privateCacheDir(process.env, homedir(), process.getuid?.());
+  if (dir !== null) withCache.enableCompileCache(dir);
 }
 
 async function runCommand(): Promise<void> {
