@@ -9,6 +9,7 @@ import { homedir } from "node:os";
 import { privateCacheDir } from "./cli/compile-cache.js";
 import { tooOldNode } from "./cli/node-floor.js";
 import { releaseLine } from "./domain/release.js";
+import { packageFile } from "./package-files.js";
 
 // A reader that went away (`dagbot status | head -1`) has all it wanted: end quietly, not with an
 // EPIPE stack trace. Other write errors are real and keep their default (a crash with the cause).
@@ -19,7 +20,7 @@ process.stdout.on("error", (err: NodeJS.ErrnoException) => {
 
 /** The package this file was installed from (package.json is shipped beside dist/). */
 function packageJson(): { engines?: { node?: unknown } } {
-  return JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+  return JSON.parse(readFileSync(packageFile("package.json"), "utf8")) as {
     engines?: { node?: unknown };
   };
 }

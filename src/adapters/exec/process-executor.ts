@@ -26,6 +26,7 @@ import type {
   PublishedFile,
 } from "../../ports/executor.js";
 import { TailBuffer } from "./tail-buffer.js";
+import { treeUrl } from "../../package-files.js";
 
 export interface ProcessExecutorOptions {
   /**
@@ -66,7 +67,7 @@ export function pickBaseEnv(env: Readonly<Record<string, string | undefined>>): 
 }
 
 /** The supervisor script: plain JavaScript, so this path is right from src/ (tests) and from dist/. */
-const SUPERVISOR = fileURLToPath(new URL("./action-supervisor.js", import.meta.url));
+const SUPERVISOR = fileURLToPath(treeUrl("adapters/exec/action-supervisor.js"));
 
 export function createProcessExecutor(options: ProcessExecutorOptions = {}): Executor {
   const baseEnv = { PATH: DEFAULT_PATH, ...options.baseEnv };
