@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
- * `npm run build`'s last step: bundles the `dagbot` command (dist/cli.js as tsc wrote it, and every
- * module it reaches, zod included) into dist/cli.js and a few chunks beside it (dist/chunk-*.js).
+ * `npm run build`'s last step: bundles the `dagbot` command (dist/cli.js as tsc wrote it, every
+ * module of dagbot's it reaches, and the small pure-JavaScript packages in BUNDLED) into
+ * dist/cli.js and a few chunks beside it (dist/chunk-*.js).
  * Loading some 400 modules one by one was the largest part of a short command's start
  * (bench/README.md, "`dagbot run` of a one-task DAG"); the subcommands' dynamic imports stay
  * chunks of their own, loaded when used. Other packages (the drivers, the SDKs, those that start
@@ -18,8 +19,9 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const dist = join(root, "dist");
 const entry = join(dist, "cli.js");
 const MARK = "// dagbot: bundled by scripts/bundle-cli.mjs";
-// Packages bundled with the command: plain ES modules, many files, no files of their own to find.
-const BUNDLED = new Set(["zod"]);
+// Packages bundled with the command: plain JavaScript with no files of their own to find, no
+// native code and no worker threads (commander, the one CommonJS one, gets a require of its own).
+const BUNDLED = new Set(["zod", "commander", "smol-toml", "re2js", "croner"]);
 
 if (readFileSync(entry, "utf8").includes(MARK)) {
   throw new Error("bundle-cli: dist/cli.js is already a bundle; run tsc (npm run build) first");
