@@ -195,6 +195,41 @@ export async function benchFloor(scratch, { rounds, log, variants = FLOOR_VARIAN
   return out;
 }
 
+/** The DAG of the start-up figure: one task, action `true`. */
+export const ONE_TASK_DAG = { id: "one", tasks: [{ id: "t", action: "true" }] };
+
+/**
+ * `dagbot run` of a one-task DAG, process start to exit, each run in a fresh folder with a fresh
+ * store (as a first `dagbot run` there has it) and the section's config (2 in-process nodes). What
+ * it measures is the fixed cost of a run: Node's start, the modules, the store's creation and
+ * migrations, the election, publish and confirm, one action and the stop. One run first, not
+ * counted, is the first start after a build: Node's compile cache is empty then (its figure is kept
+ * as `firstMs`).
+ */
+export async function benchOneTaskRun(scratch, { runs, log }) {
+  const dir = scratch.dir("one-task");
+  const dagPath = join(dir, "one.json");
+  writeFileSync(dagPath, `${JSON.stringify(ONE_TASK_DAG)}\n`);
+  const once = async (n) => {
+    const runDir = scratch.dir(`one-task-${n}`);
+    const cfg = join(runDir, "node.toml");
+    writeFileSync(cfg, runConfig(join(runDir, "dagbot.db")));
+    return timed(
+      process.execPath,
+      [...cliNodeFlags(), CLI, "run", dagPath, "--nodes", "2", "--config", cfg],
+      runDir,
+    );
+  };
+  const firstMs = await once(0);
+  const ms = [];
+  for (let n = 1; n <= runs; n++) ms.push(await once(n));
+  const sorted = [...ms].sort((a, b) => a - b);
+  log(
+    `  dagbot run of a one-task DAG: first ${Math.round(firstMs)} ms, then ${sorted.map((v) => Math.round(v)).join(", ")} ms (load ${loadavg()[0].toFixed(2)})`,
+  );
+  return { firstMs, ms };
+}
+
 /** Publishes and confirms on the running PostgreSQL nodes; wall ms until the run is seen ended. */
 async function pgRun(store, doc) {
   const t0 = performance.now();

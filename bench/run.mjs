@@ -14,7 +14,7 @@ import { benchClaimPostgres } from "./claim-pg.mjs";
 import { benchClaimSqlite } from "./claim-sqlite.mjs";
 import { benchDagOverhead, SCENARIOS } from "./dag-overhead.mjs";
 import { benchFailover, FAILOVER_TTL_MS } from "./failover.mjs";
-import { benchFloor, FLOOR_SHAPES } from "./floor.mjs";
+import { benchFloor, benchOneTaskRun, FLOOR_SHAPES } from "./floor.mjs";
 import { benchHttp } from "./http.mjs";
 import { benchRetention } from "./retention.mjs";
 import { machineInfo } from "./lib/machine.mjs";
@@ -32,7 +32,7 @@ const MODES = {
     claimPg: { rounds: 3, jobs: 500, workerCounts: [1, 4, 8], graphileJobs: 20_000, backlog: 10_000 },
     claimSqlite: { rounds: 3, jobs: 300, processCounts: [1, 2, 4] },
     dag: { rounds: 1, chainRounds: 3 },
-    floor: { rounds: 2 },
+    floor: { rounds: 2, oneTaskRuns: 10 },
     failover: { kills: 2, stops: 3 },
     chat: { samples: 50 },
     // The figure is "after 10,000 commands and 1,000 runs"; on PostgreSQL each command costs about
@@ -45,7 +45,7 @@ const MODES = {
     claimPg: { rounds: 5, jobs: 2000, workerCounts: [1, 4, 8], graphileJobs: 20_000, backlog: 10_000 },
     claimSqlite: { rounds: 5, jobs: 1000, processCounts: [1, 2, 4] },
     dag: { rounds: 3, chainRounds: 5 },
-    floor: { rounds: 5 },
+    floor: { rounds: 5, oneTaskRuns: 20 },
     failover: { kills: 5, stops: 5 },
     chat: { samples: 100 },
     retention: { commands: { sqlite: 10_000, postgres: 10_000 } },
@@ -105,6 +105,9 @@ function claimPgSummary(r) {
     graphileCpu: cpuSummary(r.cpu.graphile),
     graphileDefault: summarize(r.graphileDefault),
     graphileDefaultCpu: cpuSummary(r.cpu.graphileDefault),
+    graphilePromiseSettings: r.graphilePromiseSettings,
+    graphilePromise: summarize(r.graphilePromise),
+    graphilePromiseCpu: cpuSummary(r.cpu.graphilePromise),
     backlog: {
       queued: r.backlog.queued,
       perSecond: summarize(r.backlog.perSecond),
@@ -113,6 +116,7 @@ function claimPgSummary(r) {
     },
     ratioGraphile: summarize(ratios(r.dagbot[top], r.graphile)),
     ratioGraphileDefault: summarize(ratios(r.dagbot[top], r.graphileDefault)),
+    ratioGraphilePromise: summarize(ratios(r.dagbot[top], r.graphilePromise)),
     errors: r.errors,
     firstError: r.firstError,
   };
@@ -265,7 +269,12 @@ async function main() {
         (results.dag ??= {})[kind] = dagSummary(await benchDagOverhead(scratch, kind, { ...cfg.dag, log }));
     });
     await section("floor", async () => {
-      results.floor = floorSummary(await benchFloor(scratch, { ...cfg.floor, log }));
+      // Before the floor's rounds start their PostgreSQL nodes: the start-up is timed on a quiet store.
+      const oneTask = await benchOneTaskRun(scratch, { runs: cfg.floor.oneTaskRuns, log });
+      results.floor = {
+        ...floorSummary(await benchFloor(scratch, { rounds: cfg.floor.rounds, log })),
+        oneTaskRun: { ...summarize(oneTask.ms), firstMs: oneTask.firstMs },
+      };
     });
     await section("failover", async () => {
       for (const kind of STORE_KINDS)

@@ -91,6 +91,11 @@ function claimSection(r) {
           ? ""
           : ` At its defaults (no local queue, no batched completion): ${fmtSummary(pg.graphileDefault, "/s")} ` +
             `(CPU ${cpu(pg.graphileDefaultCpu)} µs/job); dagbot / it: ${fmtSummary(pg.ratioGraphileDefault, "×")}.`) +
+        (pg.graphilePromise === undefined
+          ? ""
+          : ` At dagbot's promise (${pg.graphilePromiseSettings?.name ?? "fetching only for its free slots"}, ` +
+            `the judged comparison): ${fmtSummary(pg.graphilePromise, "/s")} (CPU ${cpu(pg.graphilePromiseCpu)} µs/job); ` +
+            `dagbot / it: ${fmtSummary(pg.ratioGraphilePromise, "×")}.`) +
         ` Store errors during the claim loops: ${pg.errors}.`,
       "",
     );
@@ -256,6 +261,14 @@ function floorSection(r) {
     "each task `true` started by `child_process.spawn` with nothing else: no store, no supervisor, no",
     "durability. It is what any runner hosted in Node pays here to start the processes.",
     "",
+    ...(f.oneTaskRun === undefined
+      ? []
+      : [
+          `\`dagbot run\` of a one-task DAG (action \`true\`, 2 in-process nodes, a fresh store each run), ` +
+            `process start to exit: ${fmtSummary(f.oneTaskRun, "ms")} over ${f.oneTaskRun.rounds.length} runs; ` +
+            `the first after the build (Node's compile cache empty, not counted): ${fmt(f.oneTaskRun.firstMs)} ms.`,
+          "",
+        ]),
     `Load average (1 min) at each round's start and at the end: ${f.loadAverages.map((x) => fmt(x)).join(", ")}.`,
     "",
   ].join("\n");

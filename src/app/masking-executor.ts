@@ -16,6 +16,7 @@ import type { ExecRequest, ExecResult, Executor, OutputSoFar } from "../ports/ex
 export function maskingExecutor(executor: Executor, mask: Masker, keepChars = Infinity): Executor {
   const tail = (text: string): string => (text.length > keepChars ? text.slice(-keepChars) : text);
   return {
+    ...(executor.prepare === undefined ? {} : { prepare: () => executor.prepare?.() }),
     async run(request: ExecRequest): Promise<ExecResult> {
       const onOutput = request.onOutput;
       const result = await executor.run(

@@ -5,11 +5,11 @@
  * CommonOptions (src/cli/config-options.ts); this module never sees argv.
  */
 import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import type { ConfigOverrides } from "../config/load-config.js";
 import { formatConfigIssues, loadConfig, parseConfig } from "../config/load-config.js";
 import type { NodeConfig } from "../config/node-config.js";
 import { SetupError } from "./setup-error.js";
+import { packageFile } from "../package-files.js";
 
 export interface CommonOptions {
   config?: string;
@@ -19,7 +19,7 @@ export interface CommonOptions {
 
 /** The engine-only config shipped with the package: used when --config is absent. */
 export function packagedLocalConfig(): string | null {
-  const path = fileURLToPath(new URL("../../config/local.toml", import.meta.url));
+  const path = packageFile("config/local.toml");
   return existsSync(path) ? path : null;
 }
 

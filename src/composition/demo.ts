@@ -9,7 +9,6 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { startSynapse, type SynapseHandle } from "../harness/local-synapse.js";
 import { startNodeProcess, type NodeProcess } from "../harness/node-process.js";
 import { installChildReaper } from "../harness/child-reaper.js";
@@ -17,6 +16,7 @@ import { RoomWatcher, type WatchedEvent } from "../harness/room-watcher.js";
 import { SetupError } from "./setup-error.js";
 import { LOCAL_ACTIONS } from "./config-resolve.js";
 import { onStopSignals } from "./stop-signals.js";
+import { packageFile } from "../package-files.js";
 
 export interface DemoOptions {
   dag: string;
@@ -31,7 +31,7 @@ const out = (line = ""): void => {
 };
 
 function packagePath(relative: string): string {
-  return fileURLToPath(new URL(`../../${relative}`, import.meta.url));
+  return packageFile(relative);
 }
 
 export async function runDemo(options: DemoOptions): Promise<number> {

@@ -26,6 +26,8 @@ export function startLocalNodes(
   nodeIds: readonly string[],
 ): LocalNodes {
   const executor = nodeExecutor(config, process.env, logger);
+  // A run has tasks to start within moments: the supervisor's start overlaps the election and publish.
+  executor.prepare?.();
   const processInbox = commandStep(config, store, logger);
   const nodes = nodeIds.map((nodeId) =>
     startEngineNode(engineSettings(config, { nodeId }), {

@@ -16,13 +16,13 @@ import {
   writeFileSync,
 } from "node:fs";
 import { homedir, tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { renderSynapseConfig, type SynapseRateLimits } from "./synapse-config.js";
 import { freePort, spawnSynapse, stopProcess, tailOf, waitReady, type Running } from "./synapse-process.js";
+import { packageFile } from "../package-files.js";
 
 // src/adapters/matrix/ and dist/adapters/matrix/ are both three levels below the package root.
-const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const REPO_ROOT = packageFile(".");
 const INSTALL_SCRIPT = join(REPO_ROOT, "scripts/install-synapse.sh");
 const SERVER_NAME = "localhost";
 

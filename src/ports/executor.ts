@@ -119,4 +119,9 @@ export interface ExecResult {
 export interface Executor {
   /** Never rejects: every failure, including a refused argument, is an ExecResult. */
   run(request: ExecRequest): Promise<ExecResult>;
+  /**
+   * Gets ready for an action expected soon (the process executor starts its supervisor), so that
+   * the first action does not wait for that; an executor with nothing to prepare has none.
+   */
+  prepare?(): void;
 }

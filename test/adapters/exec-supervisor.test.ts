@@ -169,4 +169,42 @@ describe("action supervisor", () => {
     expect(second).not.toBe(first);
     started.push(second);
   });
+
+  it("prepare() starts the supervisor before any action, the first action runs under it, and an unused one is let go", async () => {
+    const supervisors = (): number[] =>
+      descendantsOf(process.pid).filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("action-supervisor");
+        } catch {
+          return false;
+        }
+      });
+    const before = new Set(supervisors());
+    const prepared = createProcessExecutor({ baseEnv: pickBaseEnv(process.env), supervisorIdleMs: 300 });
+    prepared.prepare?.();
+    const fresh = supervisors().filter((pid) => !before.has(pid));
+    expect(fresh).toHaveLength(1);
+    const supervisor = fresh[0]!;
+    started.push(supervisor);
+    const r = await prepared.run({
+      action: action({ argv: ["sh", "-c", "echo $PPID"] }),
+      args: {},
+      env: identity,
+    });
+    expect(r.outcome).toBe("succeeded");
+    expect(Number(r.output.trim())).toBe(supervisor);
+
+    const unused = createProcessExecutor({ baseEnv: pickBaseEnv(process.env), supervisorIdleMs: 200 });
+    const known = new Set(supervisors());
+    unused.prepare?.();
+    const idle = supervisors().filter((pid) => !known.has(pid));
+    expect(idle).toHaveLength(1);
+    started.push(idle[0]!);
+    await waitFor(
+      "the unused supervisor gone",
+      () => isRunning(idle[0]!),
+      (running) => !running,
+      { timeoutMs: 5_000 },
+    );
+  });
 });

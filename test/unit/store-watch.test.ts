@@ -54,6 +54,30 @@ describe("watchStore's atLeastMs (dagbot run's progress view paced by its last r
     }
   });
 
+  it("a change of an urgent table ends the pause at once", async () => {
+    const watch = watchStore(store, "!room:test", ["inbox"], { urgent: ["inbox"] });
+    try {
+      const t0 = performance.now();
+      setTimeout(() => void say("!room:test"), 20);
+      await watch.wait(5_000, undefined, 4_000);
+      expect(performance.now() - t0).toBeLessThan(2_000);
+    } finally {
+      watch.close();
+    }
+  });
+
+  it("an urgent change of another room does not end the pause", async () => {
+    const watch = watchStore(store, "!room:test", ["inbox"], { urgent: ["inbox"] });
+    try {
+      const t0 = performance.now();
+      setTimeout(() => void say("!other:test"), 20);
+      await watch.wait(600, undefined, 300);
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(295);
+    } finally {
+      watch.close();
+    }
+  });
+
   it("stop ends the pause at once", async () => {
     const watch = watchStore(store, "!room:test", ["inbox"]);
     const stop = new AbortController();

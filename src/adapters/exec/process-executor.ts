@@ -26,6 +26,7 @@ import type {
   PublishedFile,
 } from "../../ports/executor.js";
 import { TailBuffer } from "./tail-buffer.js";
+import { treeUrl } from "../../package-files.js";
 
 export interface ProcessExecutorOptions {
   /**
@@ -66,13 +67,16 @@ export function pickBaseEnv(env: Readonly<Record<string, string | undefined>>): 
 }
 
 /** The supervisor script: plain JavaScript, so this path is right from src/ (tests) and from dist/. */
-const SUPERVISOR = fileURLToPath(new URL("./action-supervisor.js", import.meta.url));
+const SUPERVISOR = fileURLToPath(treeUrl("adapters/exec/action-supervisor.js"));
 
 export function createProcessExecutor(options: ProcessExecutorOptions = {}): Executor {
   const baseEnv = { PATH: DEFAULT_PATH, ...options.baseEnv };
   const supervisor = new SupervisorLink(options.supervisorIdleMs ?? DEFAULT_SUPERVISOR_IDLE_MS);
   const outputDir = options.outputDir ?? tmpdir();
-  return { run: (request) => runAction(request, baseEnv, supervisor, outputDir) };
+  return {
+    run: (request) => runAction(request, baseEnv, supervisor, outputDir),
+    prepare: () => supervisor.prepare(),
+  };
 }
 
 /**
@@ -389,11 +393,27 @@ class SupervisorLink {
     return { send };
   }
 
+  /**
+   * Starts the supervisor ahead of the first action, off the critical path of its start (a Node
+   * process's own start: 30–40 ms on a quiet machine, several times that on a loaded one). It is let
+   * go after idleMs if no action comes, and keeps the node's event loop alive no more than an idle one.
+   */
+  prepare(): void {
+    if (this.child !== null) return;
+    this.ensure();
+    this.setRef(false);
+    if (this.listeners.size === 0) this.retireWhenIdle();
+  }
+
   private forget(id: number): void {
     this.listeners.delete(id);
     this.groups.delete(id);
     if (this.listeners.size > 0) return;
     this.setRef(false);
+    this.retireWhenIdle();
+  }
+
+  private retireWhenIdle(): void {
     if (this.idle !== null) clearTimeout(this.idle);
     this.idle = setTimeout(() => this.retire(), this.idleMs);
     this.idle.unref();

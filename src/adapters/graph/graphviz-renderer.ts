@@ -9,18 +9,15 @@
  */
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
-import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import type { RunGraph } from "../../domain/run-graph.js";
 import type { GraphRenderer, Picture, PictureFormat } from "../../ports/graph-renderer.js";
 import { RenderError } from "../../ports/graph-renderer.js";
 import { FONT, toDot } from "./dot.js";
 import { bestFit, fitScore, layoutCandidates } from "./grid-layout.js";
+import { packageFile } from "../../package-files.js";
 
-// src/adapters/graph/ and dist/adapters/graph/ are both three levels below the package root.
-const FONT_FILES = ["DejaVuSans.ttf", "DejaVuSans-Bold.ttf"].map((f) =>
-  fileURLToPath(new URL(`../../../assets/fonts/${f}`, import.meta.url)),
-);
+const FONT_FILES = ["DejaVuSans.ttf", "DejaVuSans-Bold.ttf"].map((f) => packageFile(`assets/fonts/${f}`));
 
 /** Pictures beyond these bounds are scaled down: no chat client shows more, and memory stays bounded. */
 export const MAX_SIDE_PX = 8000;

@@ -10,10 +10,11 @@ import { STORE_SCHEMA } from "../../domain/release.js";
 import type { Migration } from "../store-common/schema.js";
 import * as runner from "../store-common/migrations.js";
 import { quoteIdent } from "./sql.js";
+import { treeUrl } from "../../package-files.js";
 
 export const LATEST_SCHEMA_VERSION = STORE_SCHEMA;
 
-const FOLDER = new URL("./migrations/", import.meta.url);
+const FOLDER = treeUrl("adapters/postgres/migrations/");
 
 /** The migration files, versions 1 to LATEST_SCHEMA_VERSION, read when first needed. */
 export const migrations = (): readonly Migration[] => runner.readMigrations(FOLDER, LATEST_SCHEMA_VERSION);

@@ -8,10 +8,11 @@ import type Database from "better-sqlite3";
 import { STORE_SCHEMA } from "../../domain/release.js";
 import type { Migration } from "../store-common/schema.js";
 import * as runner from "../store-common/migrations.js";
+import { treeUrl } from "../../package-files.js";
 
 export const LATEST_SCHEMA_VERSION = STORE_SCHEMA;
 
-const FOLDER = new URL("./migrations/", import.meta.url);
+const FOLDER = treeUrl("adapters/sqlite/migrations/");
 
 /** The migration files, versions 1 to LATEST_SCHEMA_VERSION, read when first needed. */
 export const migrations = (): readonly Migration[] => runner.readMigrations(FOLDER, LATEST_SCHEMA_VERSION);

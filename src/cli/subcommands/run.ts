@@ -265,7 +265,9 @@ async function follow(
 ): Promise<RunRecord | null> {
   const out = process.stdout;
   const view = createProgress(out, { color: colorFor(out) });
-  const watch = watchStore(store, roomId, ["tasks", "runs"]);
+  // The run's own changes (running, then its end) come a few times a run: the view shows its end
+  // at once, not after the debounce of task changes, and the command exits that much sooner.
+  const watch = watchStore(store, roomId, ["tasks", "runs"], { urgent: ["runs"] });
   // Task times are on the store's clock; durations of running tasks are shown against it.
   const offset = (await store.now()) - Date.now();
   let run: RunRecord | null = null;
