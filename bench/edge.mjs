@@ -269,7 +269,7 @@ export async function benchEdge(
           config: edgeConfigPath,
           edges: mine,
           heartbeatEveryMs: EDGE_HEARTBEAT_MS,
-          requestTimeoutMs: 5_000,
+          requestTimeoutMs: 10_000,
           startGapMs: Math.max(1, Math.floor(10_000 / mine.length)),
           stopTimeoutMs: 15_000,
         }),
