@@ -404,7 +404,10 @@ function edgeSection(r) {
       [
         ["edge nodes / edge processes / core nodes", `${e.edges} / ${e.processes} / ${e.coreCount}`],
         ["tasks (each an `sh` appending its record)", String(e.tasks)],
-        ["run, first publish → last run succeeded", `${f(e.seconds)} s`],
+        [
+          "run, first publish → last run ended",
+          `${f(e.seconds)} s${e.timedOut ? " (cut at the bound)" : ""}`,
+        ],
         [
           "kill -9 of a core (not the leader)",
           `${e.killed} at ${f(e.killedAtS)} s, ${e.doneBeforeKill} tasks run; ${e.edgesMoved} edges moved`,
@@ -421,8 +424,8 @@ function edgeSection(r) {
         ["tasks/s", f(e.tasksPerSecond)],
         ["commits/s", f(e.commitsPerSecond, 0)],
         [
-          "records / distinct / duplicates / missing",
-          `${e.records} / ${e.distinct} / ${e.duplicates} / ${e.missing}`,
+          "records / distinct / duplicates / missing / attempts past the first",
+          `${e.records} / ${e.distinct} / ${e.duplicates} / ${e.missing} / ${e.rerun}`,
         ],
         [
           "CPU over the run, % of the machine: all / cores / edge processes / PostgreSQL",
