@@ -2,7 +2,7 @@
  * `npm run bench`: builds nothing itself (the npm script runs `npm run build` first), runs every
  * section against dist/, and writes bench/results/latest.json and the results part of
  * bench/README.md. Quick mode by default (about 3 minutes on 2 cores); `--full` for more rounds;
- * `--only claim-pg,claim-sqlite,dag,floor,failover,chat,retention,http` to run some sections (results are then partial).
+ * `--only claim-pg,claim-sqlite,dag,floor,failover,chat,retention,http,edge` to run some sections (results are then partial).
  */
 import { loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
@@ -13,6 +13,7 @@ import { benchChat, hasStartCommand } from "./chat.mjs";
 import { benchClaimPostgres } from "./claim-pg.mjs";
 import { benchClaimSqlite } from "./claim-sqlite.mjs";
 import { benchDagOverhead, SCENARIOS } from "./dag-overhead.mjs";
+import { benchEdge } from "./edge.mjs";
 import { benchFailover, FAILOVER_TTL_MS } from "./failover.mjs";
 import { benchFloor, benchOneTaskRun, FLOOR_SHAPES } from "./floor.mjs";
 import { benchHttp } from "./http.mjs";
@@ -25,7 +26,17 @@ import { STORE_KINDS } from "./lib/stores.mjs";
 import { judge } from "./lib/targets.mjs";
 
 const BENCH_DIR = fileURLToPath(new URL(".", import.meta.url));
-const SECTIONS = ["claim-pg", "claim-sqlite", "dag", "floor", "failover", "chat", "retention", "http"];
+const SECTIONS = [
+  "claim-pg",
+  "claim-sqlite",
+  "dag",
+  "floor",
+  "failover",
+  "chat",
+  "retention",
+  "http",
+  "edge",
+];
 
 const MODES = {
   quick: {
@@ -39,7 +50,9 @@ const MODES = {
     // 15 commits, so quick mode drives a tenth there (the shape of the result is the same).
     retention: { commands: { sqlite: 10_000, postgres: 1_000 } },
     http: { seconds: 3 },
-    watchdogMs: 15 * 60_000,
+    // 1,000 edges in 4 processes against 3 cores; tasks kept modest, each is an `sh` process.
+    edge: { edges: 1000, processes: 4, tasks: 3000, poolSize: 8, runTimeoutMs: 120_000 },
+    watchdogMs: 18 * 60_000,
   },
   full: {
     claimPg: { rounds: 5, jobs: 2000, workerCounts: [1, 4, 8], graphileJobs: 20_000, backlog: 10_000 },
@@ -50,7 +63,8 @@ const MODES = {
     chat: { samples: 100 },
     retention: { commands: { sqlite: 10_000, postgres: 10_000 } },
     http: { seconds: 10 },
-    watchdogMs: 75 * 60_000,
+    edge: { edges: 1000, processes: 8, tasks: 10_000, poolSize: 8, runTimeoutMs: 900_000 },
+    watchdogMs: 80 * 60_000,
   },
 };
 
@@ -292,6 +306,12 @@ async function main() {
     await section("http", async () => {
       for (const kind of STORE_KINDS)
         (results.http ??= {})[kind] = await benchHttp(scratch, kind, { ...cfg.http, log });
+    });
+    await section("edge", async () => {
+      // DAGBOT_BENCH_EDGES runs another fleet size (tasks scaled with it): where 1,000 do not fit.
+      const edges = Number(process.env.DAGBOT_BENCH_EDGES ?? cfg.edge.edges);
+      const tasks = Math.round((cfg.edge.tasks * edges) / cfg.edge.edges);
+      results.edge = await benchEdge(scratch, { ...cfg.edge, edges, tasks, log });
     });
     if (opts.only.includes("chat") && !hasStartCommand()) {
       results.chat = { measured: false, reason: "`dagbot start` (the Matrix bot) is not built yet" };

@@ -404,6 +404,54 @@ function httpSection(r) {
   ].join("\n");
 }
 
+function edgeSection(r) {
+  const e = r.edge;
+  if (e === undefined) return "";
+  const f = (v, d = 1) => (v === null || v === undefined ? "–" : Number(v).toFixed(d));
+  const c = e.cpuSharePercent ?? {};
+  return [
+    "### Edge nodes (section 10)",
+    "",
+    table(
+      ["what", "value"],
+      [
+        ["edge nodes / edge processes / core nodes", `${e.edges} / ${e.processes} / ${e.coreCount}`],
+        ["tasks (each an `sh` appending its record)", String(e.tasks)],
+        [
+          "run, first publish → last run ended",
+          `${f(e.seconds)} s${e.timedOut ? " (cut at the bound)" : ""}`,
+        ],
+        [
+          "kill -9 of a core (not the leader)",
+          `${e.killed} at ${f(e.killedAtS)} s, ${e.doneBeforeKill} tasks run; ${e.edgesMoved} edges moved`,
+        ],
+        ["PostgreSQL connections to the bench database, max", String(e.maxConnections)],
+        [
+          "claim call as the edge sees it, p50 / p99",
+          `${f(e.claimP50Ms)} / ${f(e.claimP99Ms)} ms (${e.claims} calls)`,
+        ],
+        [
+          "finish-and-claim call, p50 / p99",
+          `${f(e.finishAndClaimP50Ms)} / ${f(e.finishAndClaimP99Ms)} ms (${e.finishAndClaims} calls)`,
+        ],
+        ["tasks/s", f(e.tasksPerSecond)],
+        ["commits/s", f(e.commitsPerSecond, 0)],
+        [
+          "records / distinct / duplicates / missing / attempts past the first",
+          `${e.records} / ${e.distinct} / ${e.duplicates} / ${e.missing} / ${e.rerun}`,
+        ],
+        [
+          "CPU over the run, % of the machine: all / cores / edge processes / PostgreSQL",
+          `${f(c.machine)} / ${Object.values(c.cores ?? {})
+            .map((x) => f(x))
+            .join(" + ")} / ${f(c.edgeProcesses)} / ${f(c.postgres)}`,
+        ],
+      ],
+    ),
+    "",
+  ].join("\n");
+}
+
 function targetsSection(rows) {
   return [
     "### Targets",
@@ -428,6 +476,7 @@ export function renderResults(r) {
     chatSection(r),
     retentionSection(r),
     httpSection(r),
+    edgeSection(r),
     Object.keys(r.errors).length === 0
       ? ""
       : `### Sections that failed\n\n${Object.entries(r.errors)

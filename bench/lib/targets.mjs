@@ -188,6 +188,38 @@ export function judge(results) {
       ),
     );
   }
+  const e = results.edge;
+  if (e !== undefined) {
+    const load = `${e.edges} edges on ${e.coreCount} cores`;
+    rows.push(
+      row(`edge: PostgreSQL connections in all, max (${load})`, e.maxConnections, "", "≤", 100),
+      row(`edge: claim call p50 as the edge sees it (${load})`, e.claimP50Ms, "ms", "≤", 20),
+      row(
+        `edge: claim call p99 as the edge sees it`,
+        e.claimP99Ms,
+        "ms",
+        "≤",
+        20,
+        "info: the judged figure is p50",
+      ),
+      row(
+        `edge: tasks run exactly once across a core's kill -9 (of ${e.tasks}; duplicates + missing)`,
+        e.records === undefined ? null : e.duplicates + e.missing,
+        "",
+        "≤",
+        0,
+      ),
+      row(
+        "edge: runs that did not succeed",
+        e.statuses === undefined ? null : e.statuses.filter((x) => x !== "succeeded").length,
+        "",
+        "≤",
+        0,
+      ),
+      row(`edge: throughput`, e.tasksPerSecond, "tasks/s", "≥", 0, "info: no target"),
+      row(`edge: PostgreSQL commits per second`, e.commitsPerSecond, "/s", "≥", 0, "info: no target"),
+    );
+  }
   const c = results.chat;
   if (c?.measured === true) {
     rows.push(
