@@ -656,7 +656,14 @@ export class Worker {
     const result = withPublished(toTaskResult(exec, r.reason), exec, r.claimed);
     if (result.outcome === "failed" && exec.outcome === "succeeded")
       log.info({ error: result.error }, "the action succeeded but its outputs were refused");
-    await this.finish(r, result, log, () => term);
+    await this.finish(
+      r,
+      result,
+      log,
+      () => term,
+      (stop) => renew(stop),
+      timings.renewEveryMs,
+    );
   }
 
   /**
@@ -740,7 +747,54 @@ export class Worker {
    * claiming for the other free slots at the same time (it counts this one as taken). A retry
    * after a store error only finishes; the freed slot then claims as usual.
    */
-  private async finish(r: Running, result: TaskResult, log: Logger, term: () => LeaseTerm): Promise<void> {
+  /**
+   * Records the attempt's end: finishAndClaim or finishTask, tried again with backoff while the
+   * store fails. The task's lease is kept renewed (`renew`, every `renewEveryMs`) for as long as the
+   * finish is being sent, so a finish that a slow or failing store answers late is not overtaken by
+   * the reaper running the ended action again (docs/architecture.md §3, "Task lease"). The renewals
+   * stop once the store has failed the finish for FINISH_KEEP_LEASES leases in a row: then the lease
+   * runs out, as before, and the worker gives up.
+   */
+  private async finish(
+    r: Running,
+    result: TaskResult,
+    log: Logger,
+    term: () => LeaseTerm,
+    renew: (stop: AbortSignal) => Promise<"ok" | "lost" | "failed">,
+    renewEveryMs: number,
+  ): Promise<void> {
+    const { clock } = this.deps;
+    const keeping = new AbortController();
+    const endedAt = clock.monotonicMs();
+    const keeper = (async () => {
+      for (let failures = 0; !keeping.signal.aborted;) {
+        const due = failures === 0 ? term().sentAt + renewEveryMs : clock.monotonicMs();
+        await clock.sleep(
+          Math.max(0, due - clock.monotonicMs()) +
+            (failures === 0 ? 0 : backoffMs(STORE_CALL_BACKOFF, failures)),
+          keeping.signal,
+        );
+        if (keeping.signal.aborted) return;
+        if (clock.monotonicMs() - endedAt > FINISH_KEEP_LEASES * term().ttlMs) return;
+        const kept = await renew(keeping.signal);
+        if (kept === "lost") return;
+        failures = kept === "ok" ? 0 : failures + 1;
+      }
+    })();
+    try {
+      await this.sendFinish(r, result, log, term);
+    } finally {
+      keeping.abort();
+      await keeper;
+    }
+  }
+
+  private async sendFinish(
+    r: Running,
+    result: TaskResult,
+    log: Logger,
+    term: () => LeaseTerm,
+  ): Promise<void> {
     const { clock, store } = this.deps;
     for (let failures = 0; ; failures += 1) {
       try {
@@ -799,6 +853,9 @@ export function fanOutOutputs(fanOut: string, tasks: readonly WorkerTaskView[]):
     instances: instances.map(({ t }) => (t.status === "succeeded" ? t.outputValues : null)),
   };
 }
+
+/** How many task leases a worker keeps renewing while the store fails its finish, before it gives up. */
+export const FINISH_KEEP_LEASES = 3;
 
 function runningKey(claimed: ClaimedTask): string {
   return `${claimed.token.runId}/${claimed.token.taskId}`;

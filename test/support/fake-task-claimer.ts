@@ -33,6 +33,8 @@ export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, 
   claimLimit = Number.POSITIVE_INFINITY;
   /** When set, finishAndClaim rejects with it and changes nothing (a refused or failed transaction). */
   finishAndClaimError: Error | null = null;
+  /** Until this monotonic time, every finish (alone or with a claim) fails as a store outage would. */
+  finishFailsUntil = Number.NEGATIVE_INFINITY;
   /** What a claim that left nothing ready says of the soonest waiting task (ms until ready). */
   nextReadyInMs: number | null = null;
   readonly calls: Array<{ op: string; at: number }> = [];
@@ -125,7 +127,13 @@ export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, 
   async finishTask(token: TaskToken, result: TaskResult): Promise<{ status: TaskStatus }> {
     this.calls.push({ op: "finish", at: this.clock.monotonicMs() });
     await this.answer();
+    this.failFinishNow();
     return this.record(token, result);
+  }
+
+  private failFinishNow(): void {
+    if (this.clock.monotonicMs() < this.finishFailsUntil)
+      throw new StoreError("finish task", { cause: new Error("connection refused") });
   }
 
   private record(token: TaskToken, result: TaskResult): { status: TaskStatus } {
@@ -143,6 +151,7 @@ export class FakeTaskClaimer implements TaskClaimer, ChangeFeed, Pick<RunStore, 
     this.calls.push({ op: "claim-after-finish", at: this.clock.monotonicMs() });
     await this.answer();
     if (this.finishAndClaimError !== null) throw this.finishAndClaimError;
+    this.failFinishNow();
     // The claim picks from the queue as it was before the finish, as the stores do.
     const batch = await this.take(offer, max);
     return { ...this.record(token, result), batch };

@@ -4,7 +4,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/adapters/log/pino-logger.js";
 import type { WorkerSettings } from "../../src/app/worker.js";
-import { Worker } from "../../src/app/worker.js";
+import { FINISH_KEEP_LEASES, Worker } from "../../src/app/worker.js";
 import type { ActionDefinition, ExecRequest, ExecResult, Executor } from "../../src/ports/executor.js";
 import { FakeClock, settle } from "../support/fake-clock.js";
 import { FakeTaskClaimer, taskRecord } from "../support/fake-task-claimer.js";
@@ -184,5 +184,40 @@ describe("Worker lease", () => {
     await clock.advance(TTL);
     expect(executor.started).toEqual([]);
     expect(store.finished).toEqual([]);
+  });
+
+  it("keeps the lease renewed while the store fails the finish, so the finish lands after the store is back and the reaper never runs the ended action again", async () => {
+    const { clock, store, executor } = await claimed();
+    // The store fails every finish for two and a half leases after the action ends.
+    const endsAt = START + 1_000;
+    store.finishFailsUntil = endsAt + 2.5 * TTL;
+    await clock.advance(1_000);
+    executor.succeed();
+    await settle();
+    for (let t = 0; t < 3 * TTL; t += 500) await clock.advance(500);
+    expect(store.finished.map((r) => r.outcome)).toEqual(["succeeded"]);
+    const finishes = store.calls.filter((c) => c.op === "finish" || c.op === "claim-after-finish");
+    const landed = finishes[finishes.length - 1]!.at;
+    expect(landed).toBeGreaterThanOrEqual(store.finishFailsUntil);
+    // Renewed every renew_every from the last renewal before the end until the finish landed: the
+    // lease never lapsed (no gap between renewals, or before the finish, longer than the lease).
+    const renewals = store.calls.filter((c) => c.op === "renew:grant").map((c) => c.at);
+    const held = [START, ...renewals.filter((at) => at <= landed), landed];
+    for (let i = 1; i < held.length; i++) expect(held[i]! - held[i - 1]!).toBeLessThan(TTL);
+  });
+
+  it("stops renewing after FINISH_KEEP_LEASES leases of failed finishes, and gives up with the lease", async () => {
+    const { clock, store, executor } = await claimed();
+    store.finishFailsUntil = Number.POSITIVE_INFINITY;
+    executor.succeed();
+    await settle();
+    for (let t = 0; t < 6 * TTL; t += 500) await clock.advance(500);
+    expect(store.finished).toEqual([]);
+    const renewals = store.calls.filter((c) => c.op === "renew:grant").map((c) => c.at);
+    expect(Math.max(...renewals)).toBeLessThanOrEqual(START + FINISH_KEEP_LEASES * TTL);
+    const tries = store.calls.filter((c) => c.op === "finish" || c.op === "claim-after-finish");
+    // Once the lease it stopped renewing has passed, it tries no more: the worker gave up.
+    expect(tries[tries.length - 1]!.at).toBeLessThan(Math.max(...renewals) + 2 * TTL);
+    expect(tries.length).toBeGreaterThan(3);
   });
 });
