@@ -36,6 +36,8 @@ const TASK_LEASE_MS = 600_000;
 async function cuttingProxy(
   targetPort: number,
   cut: string[],
+  /** Paths answered with a plain 404, as a core of a release without the route answers. */
+  unknown: string[] = [],
 ): Promise<{ port: number; cutPaths: string[]; close(): Promise<void> }> {
   const pending = new Set(cut);
   const cutPaths: string[] = [];
@@ -53,6 +55,18 @@ async function cuttingProxy(
     let cutting: string | null = null;
     inbound.on("data", (chunk: Buffer) => {
       const path = /^POST (\S+) HTTP/.exec(chunk.toString("latin1"))?.[1];
+      if (path !== undefined && unknown.includes(path)) {
+        const body = JSON.stringify({
+          message: `Route POST:${path} not found`,
+          error: "Not Found",
+          statusCode: 404,
+        });
+        inbound.end(
+          `HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
+        );
+        outbound.destroy();
+        return;
+      }
       if (path !== undefined && pending.delete(path)) cutting = path;
       outbound.write(chunk);
     });
@@ -174,6 +188,44 @@ describe("an edge's claim whose answer is lost", () => {
       for (const c of [...first.claimed, ...second.claimed])
         expect(await edge.finishTask(c.token, { ...ok, output: "" })).toEqual({ status: "succeeded" });
       expect((await edge.claimTasks(offer(me, [ROOM]), 5)).claimed).toEqual([]);
+    } finally {
+      edge.close();
+      await proxy.close();
+    }
+  });
+
+  it("from a core without /v1/edge/held (0.5.0), leaves the lost claim's tasks to their lease and goes on claiming", async () => {
+    const run = await publishRunning(
+      store,
+      fence,
+      dag(
+        "lost-old-core",
+        ["o1", "o2", "o3", "o4"].map((id) => task(id)),
+      ),
+    );
+    const proxy = await cuttingProxy(api.port, ["/v1/edge/claim"], ["/v1/edge/held"]);
+    const edge = new EdgeStore({
+      cores: [`http://127.0.0.1:${proxy.port}`],
+      token: EDGE_TOKEN,
+      logger: silentLogger(),
+    });
+    const me = session("edge-1");
+    try {
+      // The first claim committed two tasks and its answer was lost; the core cannot say which.
+      expect((await edge.claimTasks(offer(me, [ROOM]), 2)).claimed).toEqual([]);
+      expect(proxy.cutPaths).toEqual(["/v1/edge/claim"]);
+      const lost = (await store.listTasks(run.runId))
+        .filter((t) => t.status === "running")
+        .map((t) => t.taskId);
+      expect(lost).toHaveLength(2);
+      // The edge is not stuck: the next claim takes the other two, never the lost ones.
+      const next = await edge.claimTasks(offer(me, [ROOM]), 4);
+      expect(next.claimed.map((c) => c.task.taskId).sort()).toEqual(
+        ["o1", "o2", "o3", "o4"].filter((id) => !lost.includes(id)),
+      );
+      for (const c of next.claimed)
+        expect(await edge.finishTask(c.token, { ...ok, output: "" })).toEqual({ status: "succeeded" });
+      expect((await edge.claimTasks(offer(me, [ROOM]), 4)).claimed).toEqual([]);
     } finally {
       edge.close();
       await proxy.close();

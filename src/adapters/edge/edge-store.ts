@@ -278,10 +278,22 @@ export class EdgeStore
    */
   private async adopt(offer: NodeOffer, max: number): Promise<ClaimedTask[]> {
     if (this.unsure) {
-      const { held } = (await this.call("held tasks", "POST", "/v1/edge/held", {
-        session: offer.session,
-        roomIds: offer.roomIds,
-      })) as { held: ClaimedTask[] };
+      let held: ClaimedTask[];
+      try {
+        ({ held } = (await this.call("held tasks", "POST", "/v1/edge/held", {
+          session: offer.session,
+          roomIds: offer.roomIds,
+        })) as { held: ClaimedTask[] });
+      } catch (err) {
+        // A core of 0.5.0 has no such route (a plain 404): the tasks that claim took wait out their
+        // lease, as they did there, rather than this edge claiming nothing more (docs/operations.md,
+        // "Edge nodes": upgrade the cores first).
+        if (!(err instanceof EdgeRefusedError && err.status === 404 && err.code === "unknown")) throw err;
+        this.log.warn(
+          "edge: the core cannot say what a lost claim took (an older release); it waits its lease",
+        );
+        held = [];
+      }
       this.unsure = false;
       const waiting = new Set(this.adoptable.map((c) => tokenKey(c.token)));
       for (const c of held)
