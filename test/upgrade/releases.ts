@@ -5,7 +5,7 @@
  *   repository's history into a cache folder (`git archive` of its commit, then `npm ci`, which
  *   installs its dependencies and builds its dist/) and run on the Node line it needs: 0.1.0 on
  *   Node 20 (DAGBOT_UPGRADE_OLD_NODE, set by test/upgrade/run.mjs: its better-sqlite3 compiles
- *   against the Node 20 headers), 0.2.0, 0.3.0, 0.3.1 and 0.4.0 on the test runner's own Node (their
+ *   against the Node 20 headers), 0.2.0 to 0.5.0 on the test runner's own Node (their
  *   engines say >=22);
  * - today's, this checkout's dist/, run on the test runner's own Node (22 or later).
  */
@@ -40,12 +40,13 @@ export interface PreviousReleaseSpec {
 
 /**
  * The previous releases, by version: what `npm run upgrade-test` runs beside today's (docs/operations.md,
- * "Upgrading", "Checking an upgrade"). Each of them → today's raises the fleet protocol (a release
- * whose `protocol` is below today's FLEET_PROTOCOL): 0.1.0 (protocol 1) through the upgrade
+ * "Upgrading", "Checking an upgrade"). From 0.1.0 to 0.4.0, each → today's raises the fleet
+ * protocol (a release whose `protocol` is below today's FLEET_PROTOCOL): 0.1.0 (protocol 1) through the upgrade
  * procedure (fleet-upgrade.test.ts); 0.2.0, 0.3.0, 0.3.1 and 0.4.0 (protocol 2, schema 17 or 19:
  * their src/domain/release.ts) through the rolling upgrade (rolling-upgrade.test.ts), where their
  * nodes finish what they run and take no new work once today's migration 20 raised the protocol to
- * 3. A previous release of today's protocol would keep working beside today's there instead.
+ * 3. 0.5.0 (protocol 3, schema 21) is of today's protocol and schema: its nodes keep working beside
+ * today's there, and a restarted one starts again.
  */
 export const PREVIOUS_RELEASES = {
   "0.1.0": { commit: "633923a", node: "node20", schema: { postgres: 7, sqlite: 8 }, protocol: 1 },
@@ -53,6 +54,7 @@ export const PREVIOUS_RELEASES = {
   "0.3.0": { commit: "fd16258", node: "runner", schema: { postgres: 19, sqlite: 19 }, protocol: 2 },
   "0.3.1": { commit: "84b2431", node: "runner", schema: { postgres: 19, sqlite: 19 }, protocol: 2 },
   "0.4.0": { commit: "27adfe1", node: "runner", schema: { postgres: 19, sqlite: 19 }, protocol: 2 },
+  "0.5.0": { commit: "5b7b85b", node: "runner", schema: { postgres: 21, sqlite: 21 }, protocol: 3 },
 } as const satisfies Record<string, PreviousReleaseSpec>;
 
 export type PreviousVersion = keyof typeof PREVIOUS_RELEASES;
