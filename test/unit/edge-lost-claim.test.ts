@@ -11,13 +11,13 @@ import type { Server, Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/adapters/log/pino-logger.js";
 import { systemClock } from "../../src/adapters/clock/system-clock.js";
-import { startHttpApi } from "../../src/adapters/http/server.js";
 import type { HttpApi } from "../../src/adapters/http/server.js";
 import { EdgeStore } from "../../src/adapters/edge/edge-store.js";
 import { startEdgeNode } from "../../src/app/edge-node.js";
 import type { EdgeNode } from "../../src/app/edge-node.js";
 import type { ActionDefinition, ExecRequest, ExecResult, Executor } from "../../src/ports/executor.js";
 import type { LeaderFence, Store } from "../../src/ports/store.js";
+import { startEdgeCore } from "../support/edge-core.js";
 import { inProcessHttpConfig } from "../support/http-client.js";
 import { sqliteTestDb } from "../support/sqlite-harness.js";
 import { becomeLeader, dag, offer, ok, publishRunning, session, task } from "../support/store-fixtures.js";
@@ -136,21 +136,7 @@ describe("an edge's claim whose answer is lost", () => {
     fence = await becomeLeader(store, ROOM);
     const config = inProcessHttpConfig("read-token-0123456789abcdef-unused");
     config.tokens = [{ name: "edge1", sha256: sha(EDGE_TOKEN), level: "edge", node: "edge-1" }];
-    api = await startHttpApi({
-      config,
-      session: "core/boot",
-      rooms: [ROOM],
-      store,
-      logger: silentLogger(),
-      read: async () => {
-        throw new Error("no reads here");
-      },
-      awaitCommand: async () => null,
-      leaderTerm: () => null,
-      outboxPending: async () => null,
-      readiness: async () => ({}),
-      snapshot: async () => ({}),
-    });
+    api = await startEdgeCore(store, config, ROOM);
   });
   afterAll(async () => {
     await api?.close();
@@ -158,21 +144,24 @@ describe("an edge's claim whose answer is lost", () => {
     db.cleanup(failed);
   });
 
-  it("answers the claim with the tasks it committed, and never hands one out twice", async () => {
-    const run = await publishRunning(
+  /** A running run of `ids` in the room. */
+  const running = (dagId: string, ids: readonly string[]) =>
+    publishRunning(
       store,
       fence,
       dag(
-        "lost-direct",
-        ["d1", "d2", "d3", "d4", "d5"].map((id) => task(id)),
+        dagId,
+        ids.map((id) => task(id)),
       ),
     );
+  /** The edge's store client, talking to the core through `proxy`. */
+  const edgeThrough = (proxy: { port: number }): EdgeStore =>
+    new EdgeStore({ cores: [`http://127.0.0.1:${proxy.port}`], token: EDGE_TOKEN, logger: silentLogger() });
+
+  it("answers the claim with the tasks it committed, and never hands one out twice", async () => {
+    const run = await running("lost-direct", ["d1", "d2", "d3", "d4", "d5"]);
     const proxy = await cuttingProxy(api.port, ["/v1/edge/claim"]);
-    const edge = new EdgeStore({
-      cores: [`http://127.0.0.1:${proxy.port}`],
-      token: EDGE_TOKEN,
-      logger: silentLogger(),
-    });
+    const edge = edgeThrough(proxy);
     const me = session("edge-1");
     try {
       const first = await edge.claimTasks(offer(me, [ROOM]), 3);
@@ -195,20 +184,9 @@ describe("an edge's claim whose answer is lost", () => {
   });
 
   it("from a core without /v1/edge/held (0.5.0), leaves the lost claim's tasks to their lease and goes on claiming", async () => {
-    const run = await publishRunning(
-      store,
-      fence,
-      dag(
-        "lost-old-core",
-        ["o1", "o2", "o3", "o4"].map((id) => task(id)),
-      ),
-    );
+    const run = await running("lost-old-core", ["o1", "o2", "o3", "o4"]);
     const proxy = await cuttingProxy(api.port, ["/v1/edge/claim"], ["/v1/edge/held"]);
-    const edge = new EdgeStore({
-      cores: [`http://127.0.0.1:${proxy.port}`],
-      token: EDGE_TOKEN,
-      logger: silentLogger(),
-    });
+    const edge = edgeThrough(proxy);
     const me = session("edge-1");
     try {
       // The first claim committed two tasks and its answer was lost; the core cannot say which.
@@ -234,21 +212,10 @@ describe("an edge's claim whose answer is lost", () => {
 
   it("is adopted: every task runs exactly once, on its first attempt, long before its lease ends", async () => {
     const ids = ["t1", "t2", "t3", "t4"];
-    const run = await publishRunning(
-      store,
-      fence,
-      dag(
-        "lost-claim",
-        ids.map((id) => task(id)),
-      ),
-    );
+    const run = await running("lost-claim", ids);
     const proxy = await cuttingProxy(api.port, ["/v1/edge/claim", "/v1/edge/finish-and-claim"]);
     const executor = new RecordingExecutor();
-    const edgeStore = new EdgeStore({
-      cores: [`http://127.0.0.1:${proxy.port}`],
-      token: EDGE_TOKEN,
-      logger: silentLogger(),
-    });
+    const edgeStore = edgeThrough(proxy);
     let node: EdgeNode | null = null;
     try {
       node = startEdgeNode(

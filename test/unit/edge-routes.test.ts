@@ -8,13 +8,13 @@ import { createHash } from "node:crypto";
 import { createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/adapters/log/pino-logger.js";
-import { startHttpApi } from "../../src/adapters/http/server.js";
 import type { HttpApi } from "../../src/adapters/http/server.js";
 import { allows, maySpeakFor } from "../../src/adapters/http/auth.js";
 import { EdgeRefusedError, EdgeStore, answerOf, fitOutput } from "../../src/adapters/edge/edge-store.js";
 import { edgeBodyLimitBytes } from "../../src/adapters/http/edge-routes.js";
 import { ConflictError, NotFoundError, StoreError } from "../../src/ports/errors.js";
 import type { LeaderFence, Store } from "../../src/ports/store.js";
+import { startEdgeCore } from "../support/edge-core.js";
 import { inProcessHttpConfig } from "../support/http-client.js";
 import { sqliteTestDb } from "../support/sqlite-harness.js";
 import { becomeLeader, dag, offer, ok, publishRunning, session, task } from "../support/store-fixtures.js";
@@ -107,21 +107,7 @@ describe("the edge routes over a real store", () => {
         actions: ["echo"],
       },
     ];
-    api = await startHttpApi({
-      config,
-      session: "core/boot",
-      rooms: [ROOM],
-      store,
-      logger: silentLogger(),
-      read: async () => {
-        throw new Error("no reads here");
-      },
-      awaitCommand: async () => null,
-      leaderTerm: () => null,
-      outboxPending: async () => null,
-      readiness: async () => ({}),
-      snapshot: async () => ({}),
-    });
+    api = await startEdgeCore(store, config, ROOM);
     base = `http://127.0.0.1:${api.port}`;
   });
   afterAll(async () => {

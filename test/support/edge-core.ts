@@ -1,0 +1,27 @@
+/**
+ * A core's HTTP API in this process over a real store, for the edge tests: the edge routes with the
+ * tokens given, and nothing behind the read, command and status routes (docs/operations.md, "Edge nodes").
+ */
+import { silentLogger } from "../../src/adapters/log/pino-logger.js";
+import { startHttpApi } from "../../src/adapters/http/server.js";
+import type { HttpApi } from "../../src/adapters/http/server.js";
+import type { HttpConfig } from "../../src/config/node-config.js";
+import type { Store } from "../../src/ports/store.js";
+
+export function startEdgeCore(store: Store, config: HttpConfig, room: string): Promise<HttpApi> {
+  return startHttpApi({
+    config,
+    session: "core/boot",
+    rooms: [room],
+    store,
+    logger: silentLogger(),
+    read: async () => {
+      throw new Error("no reads here");
+    },
+    awaitCommand: async () => null,
+    leaderTerm: () => null,
+    outboxPending: async () => null,
+    readiness: async () => ({}),
+    snapshot: async () => ({}),
+  });
+}
