@@ -5,12 +5,11 @@
  */
 import { createHash } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { silentLogger } from "../../src/adapters/log/pino-logger.js";
-import { startHttpApi } from "../../src/adapters/http/server.js";
 import type { HttpApi } from "../../src/adapters/http/server.js";
 import { HEARTBEAT_BATCH_MAX } from "../../src/app/heartbeat-batcher.js";
 import type { Clock } from "../../src/ports/clock.js";
 import type { NodeHeartbeat, Store } from "../../src/ports/store.js";
+import { startEdgeCore } from "../support/edge-core.js";
 import { inProcessHttpConfig } from "../support/http-client.js";
 import type { SqliteTestDb } from "../support/sqlite-harness.js";
 import { sqliteTestDb } from "../support/sqlite-harness.js";
@@ -90,22 +89,7 @@ describe("edge heartbeats through a core, counted", () => {
       level: "edge" as const,
       node: `edge-${i}`,
     }));
-    api = await startHttpApi({
-      config,
-      session: "core/boot",
-      rooms: [ROOM],
-      store: count.store,
-      logger: silentLogger(),
-      ...(clock === undefined ? {} : { clock }),
-      read: async () => {
-        throw new Error("no reads here");
-      },
-      awaitCommand: async () => null,
-      leaderTerm: () => null,
-      outboxPending: async () => null,
-      readiness: async () => ({}),
-      snapshot: async () => ({}),
-    });
+    api = await startEdgeCore(count.store, config, ROOM, clock);
     return { base: `http://127.0.0.1:${api.port}`, ...count };
   };
 
