@@ -908,6 +908,12 @@ export interface NodeRecord extends NodeHeartbeat {
 export interface NodeStore {
   /** Upsert by node_id; a new boot id replaces the old session's row. */
   heartbeat(beat: NodeHeartbeat): Promise<void>;
+  /**
+   * Many nodes' heartbeats in one commit, each as heartbeat() writes it (a core's batch of its edges'
+   * beats, docs/operations.md "Edge nodes"). A node named twice is written as its last beat; a bad
+   * beat (capacity) refuses the batch and writes nothing.
+   */
+  heartbeats(beats: readonly NodeHeartbeat[]): Promise<void>;
   listNodes(): Promise<NodeRecord[]>;
   /** Remove the row of this session at a graceful stop (fenced by boot id). */
   removeNode(session: Session): Promise<void>;

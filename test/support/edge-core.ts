@@ -6,15 +6,23 @@ import { silentLogger } from "../../src/adapters/log/pino-logger.js";
 import { startHttpApi } from "../../src/adapters/http/server.js";
 import type { HttpApi } from "../../src/adapters/http/server.js";
 import type { HttpConfig } from "../../src/config/node-config.js";
+import type { Clock } from "../../src/ports/clock.js";
 import type { Store } from "../../src/ports/store.js";
 
-export function startEdgeCore(store: Store, config: HttpConfig, room: string): Promise<HttpApi> {
+/** `clock`: the time of the window that gathers edges' heartbeats (default: the system clock). */
+export function startEdgeCore(
+  store: Store,
+  config: HttpConfig,
+  room: string,
+  clock?: Clock,
+): Promise<HttpApi> {
   return startHttpApi({
     config,
     session: "core/boot",
     rooms: [room],
     store,
     logger: silentLogger(),
+    ...(clock === undefined ? {} : { clock }),
     read: async () => {
       throw new Error("no reads here");
     },

@@ -8,6 +8,7 @@ import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Outcome } from "../../app/commands/outcome.js";
 import type { HttpConfig, WebhookConfig } from "../../config/node-config.js";
 import type { Command, VerbRegistry } from "../../app/commands/verbs/index.js";
+import type { Clock } from "../../ports/clock.js";
 import type { Logger } from "../../ports/logger.js";
 import type { Store } from "../../ports/store.js";
 import type { Caller } from "./auth.js";
@@ -29,6 +30,8 @@ export interface HttpApiDeps {
   rooms: readonly string[];
   store: Store;
   logger: Logger;
+  /** Time for the window that gathers edges' heartbeats into one commit (default: the system clock). */
+  clock?: Clock;
   /** Runs a read command of the command table for the caller (no write, no inbox row). */
   read(roomId: string, command: Command, caller: Caller): Promise<Outcome>;
   /** Waits until the room's leader handled and answered the inbox row; null after `timeoutMs`. */

@@ -4,6 +4,7 @@
  * finish its tasks, beat its heartbeat, read a task, hear its wake-ups, and list the tasks its session
  * holds (after a claim whose answer was lost, src/adapters/edge/edge-store.ts). Each is one call of the
  * worker's store port (TaskClaimer, WorkerTaskReader, heartbeat), its fencing token carried unchanged;
+ * heartbeats alone are gathered first, many edges' beats in one commit (src/app/heartbeat-batcher.ts);
  * a task read is answered as the worker reads it (WorkerTaskView), not as the store holds it.
  *
  * Only an edge token calls them (auth.ts), and only for the node its config names: every session a
@@ -18,6 +19,8 @@ import { z } from "zod";
 import type { ChangeTopic, ClaimedTask, Session, TaskRecord, WorkerTaskView } from "../../ports/store.js";
 import { wakeFor } from "../../ports/store.js";
 import { isConflict, isNotFound } from "../../ports/errors.js";
+import { HeartbeatBatcher } from "../../app/heartbeat-batcher.js";
+import { systemClock } from "../clock/system-clock.js";
 import type { Caller } from "./auth.js";
 import { beyondScope, maySpeakFor } from "./auth.js";
 import type { RouteContext, ZodApp } from "./context.js";
@@ -78,6 +81,10 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
   const { deps, log, callerOf, streams } = ctx;
   const { store, config } = deps;
   const outputBodyLimit = edgeBodyLimitBytes(config.edgeOutputLimitBytes);
+  // The edges' heartbeats, written in batches: one commit for the beats of a short window, not one
+  // each. At close the beats still waiting are written at once, so their requests are answered.
+  const beats = new HeartbeatBatcher(store, deps.clock ?? systemClock);
+  app.addHook("preClose", async () => beats.close());
 
   /** The edge caller, once each session its body names is its own node's. */
   const edgeCaller = (req: FastifyRequest, sessions: readonly Session[]): Caller => {
@@ -195,7 +202,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
     const caller = edgeCaller(req, [beat.session]);
     checkScope(caller, beat);
     checkRooms(caller, beat.roomIds);
-    await storeCall("heartbeat", () => store.heartbeat(beat));
+    await storeCall("heartbeat", () => beats.heartbeat(beat));
     return {};
   });
   app.post(

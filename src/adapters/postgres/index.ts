@@ -256,7 +256,8 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     getPolicyProposal: async (roomId, changeId) =>
       readScript(db, "get a policy proposal", () => policies.getPolicyProposal(roomId, changeId)),
 
-    heartbeat: async (beat) => autocommitScript(db, "heartbeat", () => nodes.heartbeat(beat)),
+    heartbeat: async (beat) => autocommitScript(db, "heartbeat", () => nodes.heartbeats([beat])),
+    heartbeats: async (beats) => autocommitScript(db, "heartbeats", () => nodes.heartbeats(beats)),
     listNodes: async () => readScript(db, "list nodes", () => nodes.listNodes()),
     removeNode: async (session) => autocommitScript(db, "remove node", () => nodes.removeNode(session)),
 

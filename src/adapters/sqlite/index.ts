@@ -214,7 +214,8 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     getPolicyProposal: async (roomId, changeId) =>
       readScript(c, "get a policy proposal", () => policies.getPolicyProposal(roomId, changeId)),
 
-    heartbeat: async (beat) => writeScript(c, "heartbeat", () => nodes.heartbeat(beat)),
+    heartbeat: async (beat) => writeScript(c, "heartbeat", () => nodes.heartbeats([beat])),
+    heartbeats: async (beats) => writeScript(c, "heartbeats", () => nodes.heartbeats(beats)),
     listNodes: async () => readScript(c, "list nodes", () => nodes.listNodes()),
     removeNode: async (session) => writeScript(c, "remove node", () => nodes.removeNode(session)),
 

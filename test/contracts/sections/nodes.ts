@@ -1,6 +1,7 @@
 /**
- * Store contract: nodes. Heartbeats upsert by node_id (a new boot id replaces the old session),
- * ages and running counts are read on the store's clock, and removal is fenced by boot id.
+ * Store contract: nodes. Heartbeats upsert by node_id (a new boot id replaces the old session), one
+ * or many in a call (a node named twice in a batch is written as its last beat); ages and running
+ * counts are read on the store's clock, and removal is fenced by boot id.
  */
 import { expect, it } from "vitest";
 import { ConflictError, NotFoundError } from "../../../src/ports/errors.js";
@@ -90,6 +91,84 @@ export function nodesSection(ctx: ContractContext): void {
       heartbeatAgeMs: 0,
     });
     expect(n?.startedAt).toBe(started);
+  });
+
+  it("heartbeats writes many nodes in one call, each as its own heartbeat would; a node named twice is its last beat", async () => {
+    const store = await ctx.store();
+    const kept = session(ctx.uid("kept"), "boot1");
+    const rebooted = ctx.uid("rebooted");
+    const fresh = session(ctx.uid("fresh"));
+    const twice = ctx.uid("twice");
+    await store.heartbeat(beat(kept));
+    await store.heartbeat(beat(session(rebooted, "boot1")));
+    const started = ctx.clock.now();
+    ctx.clock.advance(1000);
+    const spec = { name: "find", argv: ["find", "--", "{dir}"], args: { dir: { pattern: "[a-z/]+" } } };
+    await store.heartbeats([
+      beat(session(twice, "boot1"), { labels: ["first"] }),
+      beat(kept, { labels: ["linux"], capacity: 2 }),
+      beat(session(rebooted, "boot2")),
+      beat(fresh, {
+        actions: ["find"],
+        actionSpecs: { find: spec },
+        undecryptable: 2,
+        undecryptableReason: "withheld",
+        deviceSigned: true,
+        release: "0.7.0",
+        protocol: 3,
+      }),
+      beat(session(twice, "boot2"), { labels: ["second"], capacity: 7 }),
+    ]);
+    const now = ctx.clock.now();
+    expect((await find(store, kept.nodeId))[0]).toMatchObject({
+      session: kept,
+      labels: ["linux"],
+      capacity: 2,
+      heartbeatAt: now,
+      startedAt: started,
+    });
+    const again = await find(store, rebooted);
+    expect(again).toHaveLength(1);
+    expect(again[0]).toMatchObject({ session: { nodeId: rebooted, bootId: "boot2" }, startedAt: now });
+    expect(await find(store, fresh.nodeId)).toEqual([
+      {
+        session: fresh,
+        labels: ["linux", "storage"],
+        capacity: 4,
+        actions: ["find"],
+        roomIds: ["!a:example.org"],
+        heartbeatAt: now,
+        heartbeatAgeMs: 0,
+        runningTasks: 0,
+        startedAt: now,
+        actionSpecs: { find: spec },
+        undecryptable: 2,
+        undecryptableReason: "withheld",
+        deviceSigned: true,
+        release: "0.7.0",
+        protocol: 3,
+      },
+    ]);
+    const last = await find(store, twice);
+    expect(last).toHaveLength(1);
+    expect(last[0]).toMatchObject({
+      session: { nodeId: twice, bootId: "boot2" },
+      labels: ["second"],
+      capacity: 7,
+      startedAt: now,
+    });
+    // No beats: nothing written, nothing refused.
+    await store.heartbeats([]);
+    expect(await find(store, kept.nodeId)).toHaveLength(1);
+  });
+
+  it("heartbeats with one bad capacity refuses the whole batch and writes nothing", async () => {
+    const store = await ctx.store();
+    const good = session(ctx.uid("good"));
+    const bad = session(ctx.uid("bad"));
+    await expect(store.heartbeats([beat(good), beat(bad, { capacity: -1 })])).rejects.toThrow(RangeError);
+    expect(await find(store, good.nodeId)).toEqual([]);
+    expect(await find(store, bad.nodeId)).toEqual([]);
   });
 
   it("lists nodes ordered by node id", async () => {

@@ -9,13 +9,29 @@ import { checkCapacity } from "../checks.js";
 import type { Script } from "../script.js";
 import { mappers, p, row, rows, run, sql } from "../script.js";
 
-// Not in the event log: heartbeats are liveness, not state, and belong to no single room.
-const HEARTBEAT = sql("a node's heartbeat")`
+// Not in the event log: heartbeats are liveness, not state, and belong to no single room. One
+// statement for many nodes (a core writes its edges' beats in batches, docs/operations.md "Edge
+// nodes"); `WHERE true` keeps SQLite from reading ON CONFLICT as a join's ON.
+const HEARTBEATS = sql("nodes' heartbeats")`
   INSERT INTO nodes AS n (node_id, boot_id, labels, capacity, actions, room_ids, heartbeat_at, started_at,
                           action_specs, undecryptable, undecryptable_reason, device_signed, release, protocol)
-  VALUES (${p.text("node")}, ${p.text("boot")}, ${p.texts("labels")}, ${p.int("capacity")}, ${p.texts("actions")},
-          ${p.texts("rooms")}, ${p.now}, ${p.now}, ${p.json("specs")}, ${p.int("undecryptable")},
-          ${p.text("undecryptableReason")}, ${p.bool("deviceSigned")}, ${p.text("release")}, ${p.int("protocol")})
+  SELECT b.node, b.boot, b.labels, b.capacity, b.actions, b.rooms, ${p.now}, ${p.now}, b.specs, b.undecryptable,
+         b.reason, b.signed, b.rel, b.proto
+    FROM ${p.table("beats", "b", {
+      node: "text",
+      boot: "text",
+      labels: "textList",
+      capacity: "int",
+      actions: "textList",
+      rooms: "textList",
+      specs: "json",
+      undecryptable: "int",
+      reason: "text",
+      signed: "bool",
+      rel: "text",
+      proto: "int",
+    })}
+   WHERE true
   ON CONFLICT (node_id) DO UPDATE SET
     boot_id = excluded.boot_id, labels = excluded.labels, capacity = excluded.capacity,
     actions = excluded.actions, room_ids = excluded.room_ids, heartbeat_at = excluded.heartbeat_at,
@@ -77,22 +93,35 @@ const ENDED_BY = sql("who ended a run")`
 /** Default page of readEvents: enough for a status card, small enough to stream. */
 export const DEFAULT_EVENTS_LIMIT = 1000;
 
-export function* heartbeat(beat: NodeHeartbeat): Script<void> {
-  checkCapacity(beat.capacity);
-  yield* run(HEARTBEAT, {
-    node: beat.session.nodeId,
-    boot: beat.session.bootId,
-    labels: beat.labels,
-    capacity: beat.capacity,
-    actions: beat.actions,
-    rooms: beat.roomIds,
-    specs: beat.actionSpecs ?? {},
-    undecryptable: beat.undecryptable ?? 0,
-    undecryptableReason: beat.undecryptableReason ?? null,
-    deviceSigned: beat.deviceSigned ?? null,
-    release: beat.release ?? null,
-    protocol: beat.protocol ?? null,
-  });
+/**
+ * Many nodes' heartbeats in one statement, each written as a heartbeat of its own: a new boot id
+ * starts the node again, and every field is as its beat sent it. A node named twice is written once,
+ * as its last beat (PostgreSQL refuses to upsert one row twice in a statement; the later beat is the
+ * newer word). A bad beat refuses the whole batch, before anything is written. Rows go in node id
+ * order, so two batches racing over the same nodes lock them in the same order.
+ */
+export function* heartbeats(beats: readonly NodeHeartbeat[]): Script<void> {
+  for (const beat of beats) checkCapacity(beat.capacity);
+  const last = new Map<string, NodeHeartbeat>();
+  for (const beat of beats) last.set(beat.session.nodeId, beat);
+  if (last.size === 0) return;
+  const table = [...last.values()]
+    .sort((a, b) => (a.session.nodeId < b.session.nodeId ? -1 : a.session.nodeId > b.session.nodeId ? 1 : 0))
+    .map((beat) => ({
+      node: beat.session.nodeId,
+      boot: beat.session.bootId,
+      labels: beat.labels,
+      capacity: beat.capacity,
+      actions: beat.actions,
+      rooms: beat.roomIds,
+      specs: beat.actionSpecs ?? {},
+      undecryptable: beat.undecryptable ?? 0,
+      reason: beat.undecryptableReason ?? null,
+      signed: beat.deviceSigned ?? null,
+      rel: beat.release ?? null,
+      proto: beat.protocol ?? null,
+    }));
+  yield* run(HEARTBEATS, { beats: table });
 }
 
 export function* listNodes(): Script<NodeRecord[]> {
