@@ -192,8 +192,14 @@ describe("a headless fleet's policy", () => {
         (s) => s === 200,
         { timeoutMs: 20_000 },
       );
-      const log = readFileSync(running[0]!.logPath, "utf8");
-      expect(log).toContain("now agree with the room's policy");
+      // The node logs asynchronously (pino, sync: false): its line may reach the file a moment
+      // after /readyz answers.
+      await waitFor(
+        "the node to say its config now agrees with the room's policy",
+        () => readFileSync(running[0]!.logPath, "utf8"),
+        (log) => log.includes("now agree with the room's policy"),
+        { timeoutMs: 10_000 },
+      );
 
       // The same way out over HTTP: restarted disagreeing again, an operate token's policy change is
       // applied by the node it reaches, and a leader comes back.
