@@ -656,14 +656,7 @@ export class Worker {
     const result = withPublished(toTaskResult(exec, r.reason), exec, r.claimed);
     if (result.outcome === "failed" && exec.outcome === "succeeded")
       log.info({ error: result.error }, "the action succeeded but its outputs were refused");
-    await this.finish(
-      r,
-      result,
-      log,
-      () => term,
-      (stop) => renew(stop),
-      timings.renewEveryMs,
-    );
+    await this.finish(r, result, log, () => term, renew, timings);
   }
 
   /**
@@ -741,15 +734,9 @@ export class Worker {
   }
 
   /**
-   * Records the outcome, retrying store failures while our lease can still be valid. While the
-   * worker claims and its last claim left fitting tasks behind (recently), the first try also
-   * claims ONE task in the same commit, for this slot: never more, since the claim loop may be
-   * claiming for the other free slots at the same time (it counts this one as taken). A retry
-   * after a store error only finishes; the freed slot then claims as usual.
-   */
-  /**
    * Records the attempt's end: finishAndClaim or finishTask, tried again with backoff while the
-   * store fails. The task's lease is kept renewed (`renew`, every `renewEveryMs`) for as long as the
+   * store fails. The task's lease is kept renewed (`renew`, on the running action's schedule,
+   * nextRenewalAt) for as long as the
    * finish is being sent, so a finish that a slow or failing store answers late is not overtaken by
    * the reaper running the ended action again (docs/architecture.md §3, "Task lease"). The renewals
    * stop once the store has failed the finish for FINISH_KEEP_LEASES leases in a row: then the lease
@@ -761,21 +748,18 @@ export class Worker {
     log: Logger,
     term: () => LeaseTerm,
     renew: (stop: AbortSignal) => Promise<"ok" | "lost" | "failed">,
-    renewEveryMs: number,
+    timings: ClaimTimings,
   ): Promise<void> {
     const { clock } = this.deps;
     const keeping = new AbortController();
     const endedAt = clock.monotonicMs();
     const keeper = (async () => {
-      for (let failures = 0; !keeping.signal.aborted;) {
-        const due = failures === 0 ? term().sentAt + renewEveryMs : clock.monotonicMs();
-        await clock.sleep(
-          Math.max(0, due - clock.monotonicMs()) +
-            (failures === 0 ? 0 : backoffMs(STORE_CALL_BACKOFF, failures)),
-          keeping.signal,
-        );
+      for (let failures = 0, lastTryAt = endedAt; !keeping.signal.aborted;) {
+        const next = nextRenewalAt(term().sentAt, lastTryAt, failures, timings);
+        await clock.sleep(Math.max(0, next - clock.monotonicMs()), keeping.signal);
         if (keeping.signal.aborted) return;
         if (clock.monotonicMs() - endedAt > FINISH_KEEP_LEASES * term().ttlMs) return;
+        lastTryAt = clock.monotonicMs();
         const kept = await renew(keeping.signal);
         if (kept === "lost") return;
         failures = kept === "ok" ? 0 : failures + 1;
@@ -789,6 +773,13 @@ export class Worker {
     }
   }
 
+  /**
+   * Records the outcome, retrying store failures while our lease can still be valid. While the
+   * worker claims and its last claim left fitting tasks behind (recently), the first try also
+   * claims ONE task in the same commit, for this slot: never more, since the claim loop may be
+   * claiming for the other free slots at the same time (it counts this one as taken). A retry
+   * after a store error only finishes; the freed slot then claims as usual.
+   */
   private async sendFinish(
     r: Running,
     result: TaskResult,
