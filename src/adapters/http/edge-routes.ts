@@ -4,8 +4,10 @@
  * finish its tasks, beat its heartbeat, read a task, hear its wake-ups, and list the tasks its session
  * holds (after a claim whose answer was lost, src/adapters/edge/edge-store.ts). Each is one call of the
  * worker's store port (TaskClaimer, WorkerTaskReader, heartbeat), its fencing token carried unchanged;
- * heartbeats alone are gathered first, many edges' beats in one commit (src/app/heartbeat-batcher.ts);
- * a task read is answered as the worker reads it (WorkerTaskView), not as the store holds it.
+ * heartbeats alone are gathered first, many edges' beats in one commit (src/app/heartbeat-batcher.ts),
+ * and a claim first looks at a shared read of the queue, answered empty without a claim transaction
+ * when nothing queued fits its offer (src/app/claim-gate.ts); a task read is answered as the worker
+ * reads it (WorkerTaskView), not as the store holds it.
  *
  * Only an edge token calls them (auth.ts), and only for the node its config names: every session a
  * body carries, in an offer, a token or a heartbeat, must be that node's, so an edge can never speak
@@ -20,6 +22,7 @@ import type { ChangeTopic, ClaimedTask, Session, TaskRecord, WorkerTaskView } fr
 import { wakeFor } from "../../ports/store.js";
 import { isConflict, isNotFound } from "../../ports/errors.js";
 import { HeartbeatBatcher } from "../../app/heartbeat-batcher.js";
+import { QueueLook } from "../../app/claim-gate.js";
 import { systemClock } from "../clock/system-clock.js";
 import type { Caller } from "./auth.js";
 import { beyondScope, maySpeakFor } from "./auth.js";
@@ -85,6 +88,8 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
   // each. At close the beats still waiting are written at once, so their requests are answered.
   const beats = new HeartbeatBatcher(store, deps.clock ?? systemClock);
   app.addHook("preClose", async () => beats.close());
+  // The queue of the node's rooms as its edges' claims look at it first, one read for many claims.
+  const queue = new QueueLook(store, deps.rooms);
 
   /** The edge caller, once each session its body names is its own node's. */
   const edgeCaller = (req: FastifyRequest, sessions: readonly Session[]): Caller => {
@@ -150,6 +155,10 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
       const caller = edgeCaller(req, [offer.session]);
       checkScope(caller, offer);
       checkRooms(caller, offer.roomIds);
+      // Most claims of an idle fleet find nothing: one shared read of the queue answers them, no
+      // claim transaction each (src/app/claim-gate.ts). A look that fails leaves it to the claim.
+      const empty = await queue.emptyClaim(offer).catch(() => null);
+      if (empty !== null) return empty;
       return storeCall("claim", () => store.claimTasks(offer, max));
     },
   );
