@@ -8,7 +8,12 @@
  *   of the queue's shapes (QueueReader), not a claim transaction each. A claim may use only a read
  *   that started after it arrived (FreshRead), so a task queued before the claim was sent is seen;
  *   one queued later is announced by the leader's wake, which makes the edge claim again.
+ * - ClaimAdmission: a claim reaches the store only while the claims in flight leave part of the
+ *   store pool to the other calls and the pool is not already full of them; others wait their turn,
+ *   and a claim past the wait bound, or waiting too long, is refused (ClaimsBusyError: the edge
+ *   claims again after a short while). Every other call goes straight on, only counted.
  */
+import type { Clock } from "../ports/clock.js";
 import type { ClaimBatch, NodeOffer, QueueReader, QueuedShape } from "../ports/store.js";
 import { taskFits } from "../domain/claim-fit.js";
 
@@ -87,5 +92,135 @@ export class QueueLook {
   /** The empty answer when no queued task fits the offer (no claim needed), null when one may. */
   async emptyClaim(offer: NodeOffer): Promise<ClaimBatch | null> {
     return emptyClaimFor(await this.shapes.get(), offer);
+  }
+}
+
+/** A claim refused for load before the store was asked: the edge asks again after `retryAfterS`. */
+export class ClaimsBusyError extends Error {
+  override readonly name = "ClaimsBusyError";
+  constructor(
+    readonly retryAfterS: number,
+    why: string,
+  ) {
+    super(`the core is busy (${why}); claim again in about ${retryAfterS} s`);
+  }
+}
+
+/**
+ * How long a refused claim's edge waits before asking again (its client spreads it: src/adapters/
+ * edge/edge-store.ts). Short: a claim refused is work delayed, and the leader's wakes still come.
+ */
+export const BUSY_RETRY_AFTER_S = 1;
+
+/**
+ * How long a claim may wait its turn before it is refused rather than sent: well within the edge's
+ * request timeout (10 s), whose expiry on a claim costs a look at what the session holds.
+ */
+export const CLAIM_WAIT_MAX_MS = 2_000;
+
+/**
+ * The share of the store pool kept from claims, for the calls that keep a guarantee: a quarter, at
+ * least one connection when the pool has two or more. A pool of one is shared as it comes.
+ */
+export function claimSlotsFor(poolSize: number): number {
+  const reserved = poolSize > 1 ? Math.max(1, Math.floor(poolSize / 4)) : 0;
+  return Math.max(1, poolSize - reserved);
+}
+
+/** How many claims may wait their turn: four per pool connection, a wait of a few claims' time each. */
+export function claimWaitBoundFor(poolSize: number): number {
+  return poolSize * 4;
+}
+
+export class ClaimAdmission {
+  /** Edge store calls in flight, claims included. */
+  private inFlight = 0;
+  private claiming = 0;
+  /** The claims waiting their turn, first come first; each is admitted with its turn counted. */
+  private readonly waiting: (() => void)[] = [];
+  readonly claimSlots: number;
+  readonly waitBound: number;
+  /** Claims refused for load (tests and the bench read it). */
+  refused = 0;
+
+  constructor(
+    private readonly poolSize: number,
+    private readonly clock: Pick<Clock, "sleep">,
+    private readonly waitMaxMs = CLAIM_WAIT_MAX_MS,
+  ) {
+    this.claimSlots = claimSlotsFor(poolSize);
+    this.waitBound = claimWaitBoundFor(poolSize);
+  }
+
+  /** Claims waiting their turn now. */
+  get queued(): number {
+    return this.waiting.length;
+  }
+
+  /** Runs a claim once its turn comes; ClaimsBusyError, before `call` runs, when it would wait past the bounds. */
+  async claim<T>(call: () => Promise<T>): Promise<T> {
+    if (this.waiting.length === 0 && this.hasRoom()) this.take();
+    else await this.waitTurn();
+    try {
+      return await call();
+    } finally {
+      this.claiming -= 1;
+      this.inFlight -= 1;
+      this.pass();
+    }
+  }
+
+  /** Runs a call that is never refused (a renewal, a finish, a release, an output write), counted. */
+  async other<T>(call: () => Promise<T>): Promise<T> {
+    this.inFlight += 1;
+    try {
+      return await call();
+    } finally {
+      this.inFlight -= 1;
+      this.pass();
+    }
+  }
+
+  private hasRoom(): boolean {
+    return this.claiming < this.claimSlots && this.inFlight < this.poolSize;
+  }
+
+  private take(): void {
+    this.claiming += 1;
+    this.inFlight += 1;
+  }
+
+  /** Resolves with its turn taken (counted by pass), or rejects busy. */
+  private waitTurn(): Promise<void> {
+    if (this.waiting.length >= this.waitBound)
+      return Promise.reject(this.busy("the claims waiting are at the bound"));
+    return new Promise<void>((resolve, reject) => {
+      const timer = new AbortController();
+      const waiter = (): void => {
+        timer.abort();
+        resolve();
+      };
+      this.waiting.push(waiter);
+      void this.clock.sleep(this.waitMaxMs, timer.signal).then(() => {
+        if (timer.signal.aborted) return;
+        const at = this.waiting.indexOf(waiter);
+        if (at < 0) return;
+        this.waiting.splice(at, 1);
+        reject(this.busy(`a claim waited ${this.waitMaxMs} ms for its turn`));
+      });
+    });
+  }
+
+  /** Hands freed room to the claims waiting, first come first. */
+  private pass(): void {
+    while (this.waiting.length > 0 && this.hasRoom()) {
+      this.take();
+      this.waiting.shift()!();
+    }
+  }
+
+  private busy(why: string): ClaimsBusyError {
+    this.refused += 1;
+    return new ClaimsBusyError(BUSY_RETRY_AFTER_S, why);
   }
 }

@@ -1,11 +1,20 @@
 /**
  * A core's gate before its edges' claims (src/app/claim-gate.ts): the shared read of the queue
  * answers a claim only when it started after the claim arrived, and says which offers nothing fits.
- * Pure: the reads are deferred promises this test settles.
+ * Claims wait for part of the store pool and are refused past a bound while other calls go on.
+ * Pure: the reads and calls are deferred promises this test settles, on a fake clock.
  */
 import { describe, expect, it } from "vitest";
-import { emptyClaimFor, FreshRead } from "../../src/app/claim-gate.js";
+import {
+  ClaimAdmission,
+  ClaimsBusyError,
+  claimSlotsFor,
+  claimWaitBoundFor,
+  emptyClaimFor,
+  FreshRead,
+} from "../../src/app/claim-gate.js";
 import type { NodeOffer, QueuedShape } from "../../src/ports/store.js";
+import { FakeClock, settle } from "../support/fake-clock.js";
 
 /** A read the test ends: each call starts one, kept in order. */
 function deferredReads(): {
@@ -21,11 +30,6 @@ function deferredReads(): {
       }),
   };
 }
-
-/** Lets the promise callbacks queued so far run. */
-const settle = async (): Promise<void> => {
-  for (let i = 0; i < 5; i++) await Promise.resolve();
-};
 
 describe("FreshRead: a call is answered only by a read that started after it arrived", () => {
   it("a call arriving while a read is in flight waits for the next read, which the calls of that time share", async () => {
@@ -120,5 +124,90 @@ describe("emptyClaimFor: whether a claim could take a task, from the queue's sha
       shape({ ready: 0, nextReadyInMs: 100, roomId: "r2" }),
     ];
     expect(emptyClaimFor(waiting, offer)).toEqual({ claimed: [], more: false, nextReadyInMs: 4000 });
+  });
+});
+
+/** A call the test ends: resolves with "done" once `end` is called. */
+function held(): { call: () => Promise<string>; started: () => boolean; end: () => void } {
+  let started = false;
+  let end: () => void = () => undefined;
+  const done = new Promise<void>((resolve) => {
+    end = resolve;
+  });
+  return {
+    call: async () => {
+      started = true;
+      await done;
+      return "done";
+    },
+    started: () => started,
+    end: () => end(),
+  };
+}
+
+describe("ClaimAdmission: claims wait for part of the pool and are refused past a bound; other calls never", () => {
+  it("derives its bounds from the pool: a quarter of it (at least one) kept from claims", () => {
+    expect([1, 2, 4, 8, 10].map(claimSlotsFor)).toEqual([1, 1, 3, 6, 8]);
+    expect(claimWaitBoundFor(8)).toBe(32);
+  });
+
+  it("a claim past the slots waits, past the wait bound is refused before it runs; a renewal goes straight on", async () => {
+    const clock = new FakeClock();
+    const gate = new ClaimAdmission(4, clock);
+    expect(gate.claimSlots).toBe(3);
+    const running = [held(), held(), held()];
+    const answers = running.map((h) => gate.claim(h.call));
+    expect(running.every((h) => h.started())).toBe(true);
+    // The slots are taken: the next claims wait, up to the bound (16 for a pool of 4).
+    const waiting = Array.from({ length: 16 }, () => held());
+    const later = waiting.map((h) => gate.claim(h.call));
+    await settle();
+    expect(waiting.some((h) => h.started())).toBe(false);
+    expect(gate.queued).toBe(16);
+    // One more is refused at once, its call never made.
+    const refused = held();
+    await expect(gate.claim(refused.call)).rejects.toBeInstanceOf(ClaimsBusyError);
+    expect(refused.started()).toBe(false);
+    expect(gate.refused).toBe(1);
+    // A renewal is neither refused nor queued behind the claims.
+    const renewal = held();
+    const renewed = gate.other(renewal.call);
+    expect(renewal.started()).toBe(true);
+    renewal.end();
+    await expect(renewed).resolves.toBe("done");
+    // A claim that ends hands its slot to the first waiting, first come first.
+    running[0]!.end();
+    await answers[0];
+    await settle();
+    expect(waiting.map((h) => h.started())).toEqual([true, ...Array<boolean>(15).fill(false)]);
+    for (const h of [...running, ...waiting]) h.end();
+    await Promise.all([...answers, ...later]);
+    expect(gate.queued).toBe(0);
+  });
+
+  it("claims wait while the pool is full of other calls, and a claim that waited too long is refused", async () => {
+    const clock = new FakeClock();
+    const gate = new ClaimAdmission(2, clock, 2_000);
+    const renewals = [held(), held()];
+    const renewed = renewals.map((h) => gate.other(h.call));
+    const claim = held();
+    const answer = gate.claim(claim.call);
+    const late = held();
+    const lateAnswer = gate.claim(late.call);
+    const lateRefused = expect(lateAnswer).rejects.toBeInstanceOf(ClaimsBusyError);
+    await settle();
+    // The pool's two connections are the renewals': the claims wait.
+    expect(claim.started()).toBe(false);
+    renewals[0]!.end();
+    await renewed[0];
+    await settle();
+    expect(claim.started()).toBe(true);
+    // The second claim finds the one claim slot of a pool of 2 taken, and waits past its bound.
+    await clock.advance(2_000);
+    await lateRefused;
+    expect(late.started()).toBe(false);
+    claim.end();
+    renewals[1]!.end();
+    await Promise.all([answer, renewed[1]]);
   });
 });

@@ -12,7 +12,10 @@
  * cut, a timeout, a 5xx) may have committed, so it is not sent again. The edge asks a core what its
  * session holds (/v1/edge/held) and hands the worker, once each, the tasks it holds and was never
  * handed (adopt), their leases renewed first: no task waits out its lease unrun, none runs twice.
- * Claims go one at a time so that what the session holds is never read while a claim is out.
+ * Claims go one at a time so that what the session holds is never read while a claim is out. A
+ * claim the core refused for load (503 `busy`, before it asked the store) is none of these: it
+ * answers "no task now", and the worker claims again after the core's Retry-After, spread, on the
+ * same core.
  *
  * Wake-ups: one Server-Sent Events stream (/v1/edge/wakes) from the current core, turned into
  * ChangeFeed callbacks. A lost stream is reopened (on the next core when this one is gone) and
@@ -110,15 +113,43 @@ export function answerOf(
   operation: string,
   status: number,
   body: unknown,
+  retryAfter: string | null = null,
 ): { value: unknown } | { error: Error } | null {
   if (status >= 200 && status < 300) return { value: body };
-  if (status >= 500) return null;
   const p = (typeof body === "object" && body !== null ? body : {}) as ProblemAnswer;
+  if (status === 503 && p.code === "busy") {
+    const seconds = Number(retryAfter);
+    return { error: new CoreBusyError(seconds > 0 ? seconds * 1000 : BUSY_RETRY_MS) };
+  }
+  if (status >= 500) return null;
   if (status === 409 && p.code === "lost-claim")
     return { error: new ConflictError(p.operation ?? operation, p.expected ?? {}, p.found ?? null) };
   if (status === 404 && p.code === "task-not-found")
     return { error: new NotFoundError(p.operation ?? operation, p.key ?? {}) };
   return { error: new EdgeRefusedError(status, p.code ?? "unknown", p.detail ?? "", p.limitBytes) };
+}
+
+/**
+ * A claim the core refused for load before asking the store (503 `busy`): nothing was claimed, and
+ * the core asks for the claim again after `retryAfterMs`. Not a failure: the claim answers "no task
+ * now", and the edge stays on its core (moving would not make the claim less optional).
+ */
+export class CoreBusyError extends Error {
+  override readonly name = "CoreBusyError";
+  constructor(readonly retryAfterMs: number) {
+    super(`the core is busy; claim again in ${retryAfterMs} ms`);
+  }
+}
+
+/** A busy core's wait when its answer names none. */
+const BUSY_RETRY_MS = 1_000;
+
+/**
+ * When a claim refused as busy asks again: the core's Retry-After, spread over half to one and a
+ * half times it, so the edges refused together do not come back together.
+ */
+export function busyRetryMs(retryAfterMs: number, random: () => number = Math.random): number {
+  return Math.round(retryAfterMs * (0.5 + random()));
 }
 
 /** A claim sent to a core that gave no answer: it may have committed. A StoreError to the worker. */
@@ -167,6 +198,9 @@ export class EdgeStore
       try {
         batch = (await this.call("claim", "POST", "/v1/edge/claim", { offer, max }, false)) as ClaimBatch;
       } catch (err) {
+        // Refused for load: no task now; the worker claims again once this says a task may be ready.
+        if (err instanceof CoreBusyError)
+          return { claimed: [], more: false, nextReadyInMs: busyRetryMs(err.retryAfterMs) };
         if (!(err instanceof AnswerLostError)) throw err;
         // It may have committed: what the session holds now, less what the worker runs, is its batch.
         const claimed = await this.adopt(offer, max);
@@ -423,6 +457,7 @@ export class EdgeStore
       const base = this.options.cores[at]!;
       let status: number;
       let parsed: unknown;
+      let retryAfter: string | null;
       try {
         const res = await fetch(`${base}${path}`, {
           method,
@@ -431,6 +466,7 @@ export class EdgeStore
           signal: AbortSignal.timeout(this.timeoutMs),
         });
         status = res.status;
+        retryAfter = res.headers.get("retry-after");
         const text = await res.text();
         parsed = text === "" ? null : JSON.parse(text);
       } catch (err) {
@@ -439,7 +475,7 @@ export class EdgeStore
         if (!resend) throw this.answerLost(operation, err);
         continue;
       }
-      const answer = answerOf(operation, status, parsed);
+      const answer = answerOf(operation, status, parsed, retryAfter);
       if (answer === null) {
         last = new Error(`${base} answered ${status}`);
         this.moveOn(at, `status ${status}`);

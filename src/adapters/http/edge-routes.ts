@@ -6,7 +6,9 @@
  * worker's store port (TaskClaimer, WorkerTaskReader, heartbeat), its fencing token carried unchanged;
  * heartbeats alone are gathered first, many edges' beats in one commit (src/app/heartbeat-batcher.ts),
  * and a claim first looks at a shared read of the queue, answered empty without a claim transaction
- * when nothing queued fits its offer (src/app/claim-gate.ts); a task read is answered as the worker
+ * when nothing queued fits its offer, and waits its turn for part of the store pool, refused 503
+ * `busy` with a Retry-After past a bound, while renewals, finishes, releases and output writes are
+ * never refused nor wait behind claims (src/app/claim-gate.ts); a task read is answered as the worker
  * reads it (WorkerTaskView), not as the store holds it.
  *
  * Only an edge token calls them (auth.ts), and only for the node its config names: every session a
@@ -22,8 +24,9 @@ import type { ChangeTopic, ClaimedTask, Session, TaskRecord, WorkerTaskView } fr
 import { wakeFor } from "../../ports/store.js";
 import { isConflict, isNotFound } from "../../ports/errors.js";
 import { HeartbeatBatcher } from "../../app/heartbeat-batcher.js";
-import { QueueLook } from "../../app/claim-gate.js";
+import { ClaimAdmission, ClaimsBusyError, QueueLook } from "../../app/claim-gate.js";
 import { systemClock } from "../clock/system-clock.js";
+import { DEFAULT_STORE_POOL_SIZE } from "../../config/node-config.js";
 import type { Caller } from "./auth.js";
 import { beyondScope, maySpeakFor } from "./auth.js";
 import type { RouteContext, ZodApp } from "./context.js";
@@ -90,6 +93,12 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
   app.addHook("preClose", async () => beats.close());
   // The queue of the node's rooms as its edges' claims look at it first, one read for many claims.
   const queue = new QueueLook(store, deps.rooms);
+  // Claims wait their turn for part of the store pool and are refused past a bound; the calls that
+  // keep a guarantee (renewals, finishes, releases, output) never wait behind them nor are refused.
+  const admission = new ClaimAdmission(
+    deps.storePoolSize ?? DEFAULT_STORE_POOL_SIZE,
+    deps.clock ?? systemClock,
+  );
 
   /** The edge caller, once each session its body names is its own node's. */
   const edgeCaller = (req: FastifyRequest, sessions: readonly Session[]): Caller => {
@@ -128,6 +137,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
     try {
       return await call();
     } catch (err) {
+      if (err instanceof ClaimsBusyError) throw err;
       if (isConflict(err))
         return fail(409, "lost-claim", err.message, {
           operation: err.operation,
@@ -150,7 +160,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
   app.post(
     "/v1/edge/claim",
     route("Claim up to `max` fitting tasks for the edge node (TaskClaimer.claimTasks)", e.claimBody),
-    async (req) => {
+    async (req, reply) => {
       const { offer, max } = req.body as e.ClaimBody;
       const caller = edgeCaller(req, [offer.session]);
       checkScope(caller, offer);
@@ -159,7 +169,13 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
       // claim transaction each (src/app/claim-gate.ts). A look that fails leaves it to the claim.
       const empty = await queue.emptyClaim(offer).catch(() => null);
       if (empty !== null) return empty;
-      return storeCall("claim", () => store.claimTasks(offer, max));
+      try {
+        return await storeCall("claim", () => admission.claim(() => store.claimTasks(offer, max)));
+      } catch (err) {
+        if (!(err instanceof ClaimsBusyError)) throw err;
+        reply.header("retry-after", String(err.retryAfterS));
+        return fail(503, "busy", err.message);
+      }
     },
   );
   app.post(
@@ -168,7 +184,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
     async (req) => {
       const { token, result } = req.body as e.FinishBody;
       edgeCaller(req, [token.session]);
-      return storeCall("finish", () => store.finishTask(token, result));
+      return storeCall("finish", () => admission.other(() => store.finishTask(token, result)));
     },
   );
   app.post(
@@ -179,13 +195,15 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
       const caller = edgeCaller(req, [token.session, offer.session]);
       checkScope(caller, offer);
       checkRooms(caller, offer.roomIds);
-      return storeCall("finish-and-claim", () => store.finishAndClaim(token, result, offer, max));
+      return storeCall("finish-and-claim", () =>
+        admission.other(() => store.finishAndClaim(token, result, offer, max)),
+      );
     },
   );
   app.post("/v1/edge/renew", route("Extend a task's lease", e.renewBody), async (req) => {
     const { token, leaseMs } = req.body as e.RenewBody;
     edgeCaller(req, [token.session]);
-    return storeCall("renew", () => store.renewTaskLease(token, leaseMs));
+    return storeCall("renew", () => admission.other(() => store.renewTaskLease(token, leaseMs)));
   });
   app.post(
     "/v1/edge/release",
@@ -193,7 +211,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
     async (req) => {
       const { token, why } = req.body as e.ReleaseBody;
       edgeCaller(req, [token.session]);
-      return storeCall("release", () => store.releaseTask(token, why));
+      return storeCall("release", () => admission.other(() => store.releaseTask(token, why)));
     },
   );
   app.post(
@@ -202,7 +220,9 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
     async (req) => {
       const { token, output, outputBytes } = req.body as e.OutputBody;
       edgeCaller(req, [token.session]);
-      await storeCall("output", () => store.writeTaskOutput(token, output, outputBytes));
+      await storeCall("output", () =>
+        admission.other(() => store.writeTaskOutput(token, output, outputBytes)),
+      );
       return {};
     },
   );
