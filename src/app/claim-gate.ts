@@ -76,11 +76,24 @@ export function emptyClaimFor(shapes: readonly QueuedShape[], offer: NodeOffer):
   return { claimed: [], more: false, nextReadyInMs };
 }
 
+/**
+ * How long a read that found ready work sends the claims that fit it straight to the store, without
+ * a fresh read each. Only "nothing fits" must be fresh: a claim sent on for work already taken finds
+ * nothing, as every claim did before the look, and says so (claimedNothing).
+ */
+export const FOUND_WORK_FOR_MS = 1_000;
+
 /** The shared look at the queue of a core's rooms before its edges' claims. */
 export class QueueLook {
   private readonly shapes: FreshRead<QueuedShape[]>;
+  /** The last read, while it found ready work (and not longer than FOUND_WORK_FOR_MS). */
+  private found: { shapes: QueuedShape[]; at: number } | null = null;
 
-  constructor(store: QueueReader, rooms: readonly string[]) {
+  constructor(
+    store: QueueReader,
+    rooms: readonly string[],
+    private readonly clock: Pick<Clock, "monotonicMs">,
+  ) {
     this.shapes = new FreshRead(() => store.queuedShapes(rooms));
   }
 
@@ -91,7 +104,21 @@ export class QueueLook {
 
   /** The empty answer when no queued task fits the offer (no claim needed), null when one may. */
   async emptyClaim(offer: NodeOffer): Promise<ClaimBatch | null> {
-    return emptyClaimFor(await this.shapes.get(), offer);
+    const found = this.found;
+    if (
+      found !== null &&
+      this.clock.monotonicMs() - found.at < FOUND_WORK_FOR_MS &&
+      emptyClaimFor(found.shapes, offer) === null
+    )
+      return null;
+    const shapes = await this.shapes.get();
+    this.found = shapes.some((s) => s.ready > 0) ? { shapes, at: this.clock.monotonicMs() } : null;
+    return emptyClaimFor(shapes, offer);
+  }
+
+  /** A claim sent on took nothing: the work the last read found may be gone; the next claims read afresh. */
+  claimedNothing(): void {
+    this.found = null;
   }
 }
 
@@ -107,10 +134,13 @@ export class ClaimsBusyError extends Error {
 }
 
 /**
- * How long a refused claim's edge waits before asking again (its client spreads it: src/adapters/
- * edge/edge-store.ts). Short: a claim refused is work delayed, and the leader's wakes still come.
+ * The bounds of a refused claim's Retry-After (its edge's client spreads it: src/adapters/edge/
+ * edge-store.ts). Between them, the time the claims waiting now take to pass at the recent pace:
+ * an edge that asks sooner is refused again, and each refusal costs the core a request. At most a
+ * few seconds: a claim refused is work delayed, and the leader's wakes still come.
  */
-export const BUSY_RETRY_AFTER_S = 1;
+export const BUSY_RETRY_AFTER_MIN_S = 1;
+export const BUSY_RETRY_AFTER_MAX_S = 5;
 
 /**
  * How long a claim may wait its turn before it is refused rather than sent: well within the edge's
@@ -142,10 +172,12 @@ export class ClaimAdmission {
   readonly waitBound: number;
   /** Claims refused for load (tests and the bench read it). */
   refused = 0;
+  /** How long a claim held its turn lately (ms, a moving average): the pace of the queue. */
+  private claimMs = 0;
 
   constructor(
     private readonly poolSize: number,
-    private readonly clock: Pick<Clock, "sleep">,
+    private readonly clock: Pick<Clock, "sleep" | "monotonicMs">,
     private readonly waitMaxMs = CLAIM_WAIT_MAX_MS,
   ) {
     this.claimSlots = claimSlotsFor(poolSize);
@@ -161,9 +193,12 @@ export class ClaimAdmission {
   async claim<T>(call: () => Promise<T>): Promise<T> {
     if (this.waiting.length === 0 && this.hasRoom()) this.take();
     else await this.waitTurn();
+    const started = this.clock.monotonicMs();
     try {
       return await call();
     } finally {
+      const took = this.clock.monotonicMs() - started;
+      this.claimMs = this.claimMs === 0 ? took : 0.8 * this.claimMs + 0.2 * took;
       this.claiming -= 1;
       this.inFlight -= 1;
       this.pass();
@@ -221,6 +256,11 @@ export class ClaimAdmission {
 
   private busy(why: string): ClaimsBusyError {
     this.refused += 1;
-    return new ClaimsBusyError(BUSY_RETRY_AFTER_S, why);
+    const passMs = (this.waiting.length * this.claimMs) / this.claimSlots;
+    const retryAfterS = Math.min(
+      BUSY_RETRY_AFTER_MAX_S,
+      Math.max(BUSY_RETRY_AFTER_MIN_S, Math.ceil(passMs / 1000)),
+    );
+    return new ClaimsBusyError(retryAfterS, why);
   }
 }

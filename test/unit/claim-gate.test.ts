@@ -11,7 +11,9 @@ import {
   claimSlotsFor,
   claimWaitBoundFor,
   emptyClaimFor,
+  FOUND_WORK_FOR_MS,
   FreshRead,
+  QueueLook,
 } from "../../src/app/claim-gate.js";
 import type { NodeOffer, QueuedShape } from "../../src/ports/store.js";
 import { FakeClock, settle } from "../support/fake-clock.js";
@@ -127,6 +129,65 @@ describe("emptyClaimFor: whether a claim could take a task, from the queue's sha
   });
 });
 
+describe("QueueLook: a read that found ready work sends the claims that fit it on for a while", () => {
+  const offer = (nodeId: string, labels: string[] = []): NodeOffer => ({
+    session: { nodeId, bootId: "b" },
+    roomIds: ["r1"],
+    labels,
+    actions: ["echo"],
+    leaseMs: 15_000,
+  });
+  const ready: QueuedShape = {
+    roomId: "r1",
+    action: "echo",
+    pin: null,
+    labels: [],
+    ready: 3,
+    nextReadyInMs: null,
+  };
+  const gpuOnly: QueuedShape = { ...ready, labels: ["gpu"] };
+
+  it("claims that fit what it found go on without a read, until it is old or a claim took nothing", async () => {
+    const clock = new FakeClock();
+    let queue: QueuedShape[] = [ready];
+    let reads = 0;
+    const look = new QueueLook(
+      {
+        queuedShapes: async () => {
+          reads += 1;
+          return queue;
+        },
+      },
+      ["r1"],
+      clock,
+    );
+    expect(await look.emptyClaim(offer("e1"))).toBeNull();
+    expect(reads).toBe(1);
+    // The work is gone (claimed elsewhere): a claim sent on finds nothing, as before the look.
+    queue = [];
+    expect(await look.emptyClaim(offer("e2"))).toBeNull();
+    expect(reads).toBe(1);
+    // It said so: the next claim reads afresh, and "nothing" is only ever a fresh read's.
+    look.claimedNothing();
+    expect(await look.emptyClaim(offer("e3"))).toEqual({ claimed: [], more: false, nextReadyInMs: null });
+    expect(reads).toBe(2);
+    // Ready work for gpu edges does not send a plain edge's claim on: it reads.
+    queue = [gpuOnly];
+    expect(await look.emptyClaim(offer("g1", ["gpu"]))).toBeNull();
+    expect(reads).toBe(3);
+    expect(await look.emptyClaim(offer("e4"))).toEqual({ claimed: [], more: false, nextReadyInMs: null });
+    expect(reads).toBe(4);
+    // Found work is sent on for FOUND_WORK_FOR_MS only.
+    queue = [ready];
+    expect(await look.emptyClaim(offer("e5"))).toBeNull();
+    expect(reads).toBe(5);
+    queue = [];
+    await clock.advance(FOUND_WORK_FOR_MS);
+    expect(await look.emptyClaim(offer("e6"))).toEqual({ claimed: [], more: false, nextReadyInMs: null });
+    expect(reads).toBe(6);
+  });
+});
+
 /** A call the test ends: resolves with "done" once `end` is called. */
 function held(): { call: () => Promise<string>; started: () => boolean; end: () => void } {
   let started = false;
@@ -183,6 +244,38 @@ describe("ClaimAdmission: claims wait for part of the pool and are refused past 
     for (const h of [...running, ...waiting]) h.end();
     await Promise.all([...answers, ...later]);
     expect(gate.queued).toBe(0);
+  });
+
+  it("a refusal's Retry-After is the time the claims waiting take to pass at the recent pace, 1 to 5 s", async () => {
+    const clock = new FakeClock();
+    const gate = new ClaimAdmission(1, clock, 60_000);
+    const busyAfter = async (): Promise<number> => {
+      try {
+        await gate.claim(async () => "never");
+      } catch (e) {
+        if (e instanceof ClaimsBusyError) return e.retryAfterS;
+      }
+      throw new Error("not refused");
+    };
+    // A pool of one: one claim at a time, four waiting; nothing measured yet: 1 s.
+    const first = held();
+    const answers = [gate.claim(first.call)];
+    const waiting = Array.from({ length: 4 }, () => held());
+    answers.push(...waiting.map((h) => gate.claim(h.call)));
+    expect(await busyAfter()).toBe(1);
+    // Claims that each hold their turn 700 ms: four waiting pass in about 2.8 s.
+    for (const h of [first, ...waiting]) {
+      await settle();
+      expect(h.started()).toBe(true);
+      await clock.advance(700);
+      h.end();
+    }
+    await Promise.all(answers);
+    const slow = [held(), ...Array.from({ length: 4 }, () => held())];
+    const later = slow.map((h) => gate.claim(h.call));
+    expect(await busyAfter()).toBe(3);
+    for (const h of slow) h.end();
+    await Promise.all(later);
   });
 
   it("claims wait while the pool is full of other calls, and a claim that waited too long is refused", async () => {

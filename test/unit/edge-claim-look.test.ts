@@ -8,9 +8,10 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/adapters/log/pino-logger.js";
 import { EdgeStore } from "../../src/adapters/edge/edge-store.js";
 import type { HttpApi } from "../../src/adapters/http/server.js";
-import { QueueLook } from "../../src/app/claim-gate.js";
+import { FOUND_WORK_FOR_MS, QueueLook } from "../../src/app/claim-gate.js";
 import type { Store } from "../../src/ports/store.js";
 import { startEdgeCore } from "../support/edge-core.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { inProcessHttpConfig } from "../support/http-client.js";
 import type { SqliteTestDb } from "../support/sqlite-harness.js";
 import { sqliteTestDb } from "../support/sqlite-harness.js";
@@ -82,7 +83,8 @@ describe("an edge claim that nothing fits, over a real store", () => {
 
   it(`${CLAIMS} claims at once cost at most two queue reads and no claim; a fitting task goes on to the claim`, async () => {
     const { fence, store: s, claims, reads } = await open();
-    const look = new QueueLook(s, [ROOM]);
+    const clock = new FakeClock();
+    const look = new QueueLook(s, [ROOM], clock);
     // A task that fits none of the offers: another action.
     await publishRunning(store!, fence, dag("other", [task("x", { action: "deploy" })]));
     const answers = await Promise.all(
@@ -94,10 +96,13 @@ describe("an edge claim that nothing fits, over a real store", () => {
     // A fitting task queued now: the next look sends its claim on.
     await publishRunning(store!, fence, dag("mine", [task("y", { retries: 1, retryBackoffMs: 60_000 })]));
     expect(await look.emptyClaim(offer(session("edge-0"), [ROOM]))).toBeNull();
-    // Its first attempt failed: it waits out its backoff, and the edge is told when to ask again.
+    // Its first attempt failed: it waits out its backoff, and once the read that found it ready is
+    // too old to send claims on, the edge is told when to ask again.
     const w = session("edge-1");
     const c = (await s.claimTasks(offer(w, [ROOM]), 1)).claimed[0]!;
     expect(await s.finishTask(c.token, failedResult)).toEqual({ status: "queued" });
+    expect(await look.emptyClaim(offer(w, [ROOM]))).toBeNull();
+    await clock.advance(FOUND_WORK_FOR_MS);
     const waiting = await look.emptyClaim(offer(w, [ROOM]));
     expect(waiting?.claimed).toEqual([]);
     expect(waiting?.nextReadyInMs).toBeGreaterThan(50_000);

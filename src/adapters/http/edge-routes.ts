@@ -92,7 +92,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
   const beats = new HeartbeatBatcher(store, deps.clock ?? systemClock);
   app.addHook("preClose", async () => beats.close());
   // The queue of the node's rooms as its edges' claims look at it first, one read for many claims.
-  const queue = new QueueLook(store, deps.rooms);
+  const queue = new QueueLook(store, deps.rooms, deps.clock ?? systemClock);
   // Claims wait their turn for part of the store pool and are refused past a bound; the calls that
   // keep a guarantee (renewals, finishes, releases, output) never wait behind them nor are refused.
   const admission = new ClaimAdmission(
@@ -170,7 +170,9 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
       const empty = await queue.emptyClaim(offer).catch(() => null);
       if (empty !== null) return empty;
       try {
-        return await storeCall("claim", () => admission.claim(() => store.claimTasks(offer, max)));
+        const batch = await storeCall("claim", () => admission.claim(() => store.claimTasks(offer, max)));
+        if (batch.claimed.length === 0) queue.claimedNothing();
+        return batch;
       } catch (err) {
         if (!(err instanceof ClaimsBusyError)) throw err;
         reply.header("retry-after", String(err.retryAfterS));
