@@ -2,7 +2,8 @@
  * Under load a core sheds claims, never renewals (docs/operations.md, "Edge nodes";
  * src/app/claim-gate.ts): a claim past the wait bound is answered 503 `busy` with a Retry-After
  * before the store is asked, while a renewal is served; the edge's client takes that as "no task
- * now" and claims again later on the same core. A real SQLite store whose claims the test holds.
+ * now", sends no claim until the wait passed, and then claims again on the same core. A real
+ * SQLite store whose claims the test holds.
  */
 import { createHash } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -101,7 +102,8 @@ describe("a busy core's claims", () => {
     const base = `http://127.0.0.1:${api.port}`;
     const me = session("edge-1");
     const o: NodeOffer = offer(me, [ROOM]);
-    const edge = new EdgeStore({ cores: [base], token: EDGE_TOKEN, logger: silentLogger() });
+    let now = 0;
+    const edge = new EdgeStore({ cores: [base], token: EDGE_TOKEN, logger: silentLogger(), now: () => now });
     await publishRunning(store, fence, dag("work", [task("a"), task("b")]));
     const running = (await edge.claimTasks(o, 1)).claimed[0]!;
 
@@ -141,11 +143,23 @@ describe("a busy core's claims", () => {
     expect(busy.nextReadyInMs).toBeGreaterThanOrEqual(500);
     expect(busy.nextReadyInMs).toBeLessThanOrEqual(1500);
     expect(edge.core).toBe(base);
+    // Asked again before the wait passed (a leader's wake, say): answered by the edge itself.
+    const refusedAtCore = async (): Promise<number> =>
+      (await api!.metrics.httpRequests.get()).values
+        .filter((v) => v.labels.route === "/v1/edge/claim" && v.labels.status === "503")
+        .reduce((sum, v) => sum + v.value, 0);
+    const refusals = await refusedAtCore();
+    now += 400;
+    const early = await edge.claimTasks(o, 1);
+    expect(early).toEqual({ claimed: [], more: false, nextReadyInMs: busy.nextReadyInMs! - 400 });
+    expect(await refusedAtCore()).toBe(refusals);
+    now += 1_100;
 
     held.hold(false);
     const answered = await Promise.all(claims);
     expect(answered.filter((s) => s === 200)).toHaveLength(1 + waitBound);
     expect(statuses.filter((s) => s === 503)).toHaveLength(2);
+    expect(await refusedAtCore()).toBe(3);
     // One of the claims held took "b". The edge claims again once the core has room, and gets work.
     expect(await edge.finishTask(running.token, ok)).toEqual({ status: "succeeded" });
     await publishRunning(store, fence, dag("more", [task("c")]));

@@ -14,8 +14,8 @@
  * handed (adopt), their leases renewed first: no task waits out its lease unrun, none runs twice.
  * Claims go one at a time so that what the session holds is never read while a claim is out. A
  * claim the core refused for load (503 `busy`, before it asked the store) is none of these: it
- * answers "no task now", and the worker claims again after the core's Retry-After, spread, on the
- * same core.
+ * answers "no task now", and the edge sends no claim before the core's Retry-After, spread, has
+ * passed (a wake-up's claim meanwhile is answered so here), then claims on the same core.
  *
  * Wake-ups: one Server-Sent Events stream (/v1/edge/wakes) from the current core, turned into
  * ChangeFeed callbacks. A lost stream is reopened (on the next core when this one is gone) and
@@ -52,6 +52,8 @@ export interface EdgeStoreOptions {
   requestTimeoutMs?: number;
   /** How long to wait before reopening a lost wake stream; default 1 s. */
   reconnectMs?: number;
+  /** Monotonic ms, for a busy core's wait (default performance.now). */
+  now?: () => number;
 }
 
 /** How long a wake stream the core refused waits before it asks again. */
@@ -177,12 +179,19 @@ export class EdgeStore
   private readonly log: Logger;
   private readonly timeoutMs: number;
   private readonly reconnectMs: number;
+  private readonly now: () => number;
+  /**
+   * Until when (now()) the core that refused a claim as busy asked not to be asked again: a claim
+   * before then, a leader's wake-up's included, is answered "no task now" here, without a request.
+   */
+  private busyUntil = 0;
 
   constructor(private readonly options: EdgeStoreOptions) {
     if (options.cores.length === 0) throw new Error("an edge node needs at least one core (edge.cores)");
     this.log = options.logger.child({ component: "edge" });
     this.timeoutMs = options.requestTimeoutMs ?? 10_000;
     this.reconnectMs = options.reconnectMs ?? 1_000;
+    this.now = options.now ?? (() => performance.now());
   }
 
   /** The core the edge talks to now. */
@@ -194,13 +203,18 @@ export class EdgeStore
     return this.oneClaimAtATime(async () => {
       const adopted = await this.adopt(offer, max);
       if (adopted.length > 0) return { claimed: adopted, more: true, nextReadyInMs: null };
+      const now = this.now();
+      if (now < this.busyUntil) return { claimed: [], more: false, nextReadyInMs: this.busyUntil - now };
       let batch: ClaimBatch;
       try {
         batch = (await this.call("claim", "POST", "/v1/edge/claim", { offer, max }, false)) as ClaimBatch;
       } catch (err) {
         // Refused for load: no task now; the worker claims again once this says a task may be ready.
-        if (err instanceof CoreBusyError)
-          return { claimed: [], more: false, nextReadyInMs: busyRetryMs(err.retryAfterMs) };
+        if (err instanceof CoreBusyError) {
+          const waitMs = busyRetryMs(err.retryAfterMs);
+          this.busyUntil = this.now() + waitMs;
+          return { claimed: [], more: false, nextReadyInMs: waitMs };
+        }
         if (!(err instanceof AnswerLostError)) throw err;
         // It may have committed: what the session holds now, less what the worker runs, is its batch.
         const claimed = await this.adopt(offer, max);
