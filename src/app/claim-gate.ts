@@ -22,31 +22,51 @@ import { taskFits } from "../domain/claim-fit.js";
  * each of them: a call is answered only by a read that STARTED after the call arrived. A call
  * arriving while a read is in flight waits for the next one, which starts when that one ends; all
  * the calls arriving meanwhile share that next read. So at most one read is in flight, and any
- * number of calls cost at most two reads.
+ * number of calls cost at most two reads. With `spacing`, reads also start at least `gapMs` apart:
+ * a call arriving sooner after the last start waits for the next read with the others (calls spread
+ * over time then share reads too, at the cost of at most `gapMs` of wait).
  */
 export class FreshRead<T> {
   private inFlight: Promise<T> | null = null;
-  /** The read that starts once the one in flight ends; the calls that arrived during it wait for it. */
+  /** The read that starts next (when the one in flight ends and the gap passed); calls wait for it. */
   private following: Promise<T> | null = null;
+  private lastStart = -Infinity;
   /** Reads started (tests read it). */
   reads = 0;
 
-  constructor(private readonly read: () => Promise<T>) {}
+  constructor(
+    private readonly read: () => Promise<T>,
+    private readonly spacing?: { clock: Pick<Clock, "monotonicMs" | "sleep">; gapMs: number },
+  ) {}
 
   get(): Promise<T> {
     if (this.following !== null) return this.following;
-    if (this.inFlight === null) return this.begin();
-    const following = this.inFlight.then(
-      () => this.begin(),
-      () => this.begin(),
-    );
-    this.following = following;
-    return following;
+    if (this.inFlight === null && this.untilGap() <= 0) return this.begin();
+    this.following = this.next();
+    return this.following;
+  }
+
+  private untilGap(): number {
+    return this.spacing === undefined
+      ? 0
+      : this.lastStart + this.spacing.gapMs - this.spacing.clock.monotonicMs();
+  }
+
+  private async next(): Promise<T> {
+    if (this.inFlight !== null)
+      await this.inFlight.then(
+        () => undefined,
+        () => undefined,
+      );
+    const wait = this.untilGap();
+    if (wait > 0) await this.spacing!.clock.sleep(wait);
+    return this.begin();
   }
 
   private begin(): Promise<T> {
     this.following = null;
     this.reads += 1;
+    this.lastStart = this.spacing?.clock.monotonicMs() ?? 0;
     const read = this.read().finally(() => {
       if (this.inFlight === read) this.inFlight = null;
     });
@@ -83,6 +103,14 @@ export function emptyClaimFor(shapes: readonly QueuedShape[], offer: NodeOffer):
  */
 export const FOUND_WORK_FOR_MS = 1_000;
 
+/**
+ * The least time between two starts of a core's read of the queue: an idle fleet's safety ticks
+ * arrive spread over time (a thousand edges every 10 s), and without a gap nearly each would start
+ * a read of its own. 100 ms makes that at most ten reads a second a core, and delays a claim at
+ * most that long (a claim that fits work a recent read found does not wait: FOUND_WORK_FOR_MS).
+ */
+export const READ_GAP_MS = 100;
+
 /** The shared look at the queue of a core's rooms before its edges' claims. */
 export class QueueLook {
   private readonly shapes: FreshRead<QueuedShape[]>;
@@ -92,9 +120,10 @@ export class QueueLook {
   constructor(
     store: QueueReader,
     rooms: readonly string[],
-    private readonly clock: Pick<Clock, "monotonicMs">,
+    private readonly clock: Pick<Clock, "monotonicMs" | "sleep">,
+    gapMs = READ_GAP_MS,
   ) {
-    this.shapes = new FreshRead(() => store.queuedShapes(rooms));
+    this.shapes = new FreshRead(() => store.queuedShapes(rooms), { clock, gapMs });
   }
 
   /** Reads of the queue made so far (tests and the bench read it). */

@@ -63,6 +63,32 @@ describe("FreshRead: a call is answered only by a read that started after it arr
     expect(shared.reads).toBe(3);
   });
 
+  it("with a gap, a call soon after a read's start waits for the next read, which starts once the gap passed", async () => {
+    const { read, started } = deferredReads();
+    const clock = new FakeClock();
+    const shared = new FreshRead(read, { clock, gapMs: 100 });
+    const a = shared.get();
+    started[0]!.end(1);
+    await expect(a).resolves.toBe(1);
+    // Read 1 ended, but it started less than 100 ms ago: b and c wait for read 2.
+    await clock.advance(30);
+    const b = shared.get();
+    await clock.advance(30);
+    const c = shared.get();
+    await settle();
+    expect(started).toHaveLength(1);
+    await clock.advance(40);
+    expect(started).toHaveLength(2);
+    started[1]!.end(2);
+    await expect(Promise.all([b, c])).resolves.toEqual([2, 2]);
+    // A call after a quiet gap starts its read at once.
+    await clock.advance(150);
+    const d = shared.get();
+    expect(started).toHaveLength(3);
+    started[2]!.end(3);
+    await expect(d).resolves.toBe(3);
+  });
+
   it("a failed read fails its calls only; the calls waiting for the next one get a fresh read", async () => {
     const { read, started } = deferredReads();
     const shared = new FreshRead(read);
@@ -160,6 +186,7 @@ describe("QueueLook: a read that found ready work sends the claims that fit it o
       },
       ["r1"],
       clock,
+      0,
     );
     expect(await look.emptyClaim(offer("e1"))).toBeNull();
     expect(reads).toBe(1);

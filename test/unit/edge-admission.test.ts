@@ -25,14 +25,25 @@ const EDGE_TOKEN = "edge-token-0123456789abcdef-edge1";
 /** A pool of one: one claim at a time, four waiting (claimWaitBoundFor). */
 const POOL = 1;
 
-/** No claim's wait ends by time here: only the bound refuses, whatever this machine's speed. */
+/**
+ * No claim's wait (2 s) ends by time here: only the bound refuses, whatever this machine's speed.
+ * Shorter sleeps (the look's gap between reads, the heartbeats' window) pass as on the real clock.
+ */
 const endless: Clock = {
-  monotonicMs: () => 0,
-  wallMs: () => 0,
-  sleep: (_ms, signal) =>
+  monotonicMs: () => performance.now(),
+  wallMs: () => Date.now(),
+  sleep: (ms, signal) =>
     new Promise<void>((resolve) => {
-      if (signal?.aborted === true) resolve();
-      else signal?.addEventListener("abort", () => resolve(), { once: true });
+      if (signal?.aborted === true) return resolve();
+      const timer = ms < 1_000 ? setTimeout(resolve, ms) : undefined;
+      signal?.addEventListener(
+        "abort",
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        { once: true },
+      );
     }),
 };
 
@@ -133,7 +144,9 @@ describe("a busy core's claims", () => {
       return res.status;
     });
     await allRefused;
-    expect(retryAfters).toEqual(["1", "1"]);
+    // Retry-After: the time the claims waiting take to pass at this store's pace, 1 to 5 s.
+    expect(retryAfters).toHaveLength(2);
+    for (const seconds of retryAfters.map(Number)) expect(seconds >= 1 && seconds <= 5).toBe(true);
     expect(held.reached()).toBe(2); // the edge's first claim, and the one in flight now
     // A renewal is served while the claims wait.
     expect((await edge.renewTaskLease(running.token, 30_000)).status).toBe("running");
@@ -141,7 +154,7 @@ describe("a busy core's claims", () => {
     const busy = await edge.claimTasks(o, 1);
     expect(busy.claimed).toEqual([]);
     expect(busy.nextReadyInMs).toBeGreaterThanOrEqual(500);
-    expect(busy.nextReadyInMs).toBeLessThanOrEqual(1500);
+    expect(busy.nextReadyInMs).toBeLessThanOrEqual(7500);
     expect(edge.core).toBe(base);
     // Asked again before the wait passed (a leader's wake, say): answered by the edge itself.
     const refusedAtCore = async (): Promise<number> =>
@@ -153,7 +166,7 @@ describe("a busy core's claims", () => {
     const early = await edge.claimTasks(o, 1);
     expect(early).toEqual({ claimed: [], more: false, nextReadyInMs: busy.nextReadyInMs! - 400 });
     expect(await refusedAtCore()).toBe(refusals);
-    now += 1_100;
+    now += 10_000;
 
     held.hold(false);
     const answered = await Promise.all(claims);

@@ -84,7 +84,7 @@ describe("an edge claim that nothing fits, over a real store", () => {
   it(`${CLAIMS} claims at once cost at most two queue reads and no claim; a fitting task goes on to the claim`, async () => {
     const { fence, store: s, claims, reads } = await open();
     const clock = new FakeClock();
-    const look = new QueueLook(s, [ROOM], clock);
+    const look = new QueueLook(s, [ROOM], clock, 0);
     // A task that fits none of the offers: another action.
     await publishRunning(store!, fence, dag("other", [task("x", { action: "deploy" })]));
     const answers = await Promise.all(
