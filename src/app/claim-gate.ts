@@ -7,7 +7,8 @@
  * - QueueLook: a claim first asks whether any queued task could fit its offer, from ONE shared read
  *   of the queue's shapes (QueueReader), not a claim transaction each. A claim may use only a read
  *   that started after it arrived (FreshRead), so a task queued before the claim was sent is seen;
- *   one queued later is announced by the leader's wake, which makes the edge claim again.
+ *   one queued later is announced by the leader's wake, which makes the edge claim again. Only
+ *   "nothing fits" must be fresh: while a recent read found work, the claims that fit it go on.
  * - ClaimAdmission: a claim reaches the store only while the claims in flight leave part of the
  *   store pool to the other calls and the pool is not already full of them; others wait their turn,
  *   and a claim past the wait bound, or waiting too long, is refused (ClaimsBusyError: the edge
