@@ -1,9 +1,10 @@
 /**
  * The PostgreSQL connection discipline: one pool of prepared statements, short transactions, a
- * lane of its own for the node's lease statements (Lane), leader fencing by a shared lock on the room's lease row, the event log appended last, and the
- * notifications of commits (this Store's own listeners at once, other Stores through one batched
- * NOTIFY transaction after the commits: docs/architecture.md §8, "Wake-ups"). Behind a
- * transaction-mode pooler no statement is named and no setting outlives its transaction.
+ * connection of its own for the node's lease statements (Lane), leader fencing by a shared lock on
+ * the room's lease row, the event log appended last, and the notifications of commits (this
+ * Store's own listeners at once, other Stores through one batched NOTIFY transaction after the
+ * commits: docs/architecture.md §8, "Wake-ups"). Behind a transaction-mode pooler no statement is
+ * named and no setting outlives its transaction.
  */
 import { createHash } from "node:crypto";
 import pg from "pg";
@@ -21,7 +22,7 @@ export type Row = Record<string, unknown>;
  * the lease lane, one connection of its own for what keeps the node's leadership and liveness (its
  * room leases and its own heartbeat), so a renewal never waits behind a busy pool past the lease's
  * TTL and loses the room for nothing (docs/operations.md, "Running many nodes"). Its statements
- * are one-statement autocommits, so it holds no session state and works through a
+ * are single statements, each its own transaction, so it holds no session state and works through a
  * transaction-mode pooler as the pool does. (SQLite has no lane: one connection, its writes short
  * and serialised by the file.)
  */
