@@ -1,7 +1,8 @@
 /**
  * The migration runner's files (store-common/migrations.ts): a folder of NNN-name.sql read in
  * order, each file's header parsed, and a folder that does not hold exactly versions 1 to the
- * release's schema refused by name; the built package (dist/) holds the same files as src/.
+ * release's schema refused by name; the built package (dist/) holds the same files as src/, and
+ * SQLite's schema script.
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -80,5 +81,9 @@ describe("migration files", () => {
       for (const n of names)
         expect(readFileSync(new URL(n, dist), "utf8")).toBe(readFileSync(new URL(n, src), "utf8"));
     }
+    // SQLite's schema script, which an empty store is created from, beside them.
+    expect(readFileSync(new URL("dist/adapters/sqlite/schema.sql", root), "utf8")).toBe(
+      readFileSync(new URL("src/adapters/sqlite/schema.sql", root), "utf8"),
+    );
   });
 });
