@@ -1,6 +1,7 @@
 // The config's optional sections ([matrix], [http], [edge], [[webhooks]]) have their schemas built
 // only when a file has them (src/config/node-config.ts, nodeConfigSchemaFor), and a file is checked
-// exactly as with every section's schema: the same data, the same issues.
+// exactly as with every section's schema: the same data, the same issues. Its one check a process
+// compiles no parser (zod's fast path, a `new Function`).
 import { describe, expect, it, vi } from "vitest";
 
 const HASH = "a".repeat(64);
@@ -74,6 +75,28 @@ describe("the config's optional sections", () => {
       expect(partial.success, JSON.stringify(doc)).toBe(whole.success);
       if (whole.success) expect(partial.data).toEqual(whole.data);
       else expect(partial.error?.issues).toEqual(whole.error.issues);
+    }
+  });
+
+  it("are checked without compiling zod's fast path, which one check a process would not repay", async () => {
+    const m = await fresh();
+    const compiled: string[] = [];
+    const real = globalThis.Function;
+    globalThis.Function = new Proxy(real, {
+      construct(target, args: string[]) {
+        if (/payload/.test(args.at(-1) ?? "")) compiled.push(args.at(-1)!);
+        return Reflect.construct(target, args) as object;
+      },
+    });
+    try {
+      const r = m.parseConfig({ ...runConfig, matrix, http }, { env: {} });
+      expect(r.ok).toBe(true);
+      expect(compiled).toEqual([]);
+      // The same schema, checked as zod would by default, does compile it: the spy sees it.
+      m.nodeConfigFileSchema().safeParse({ ...runConfig, node_id: "n1" });
+      expect(compiled.length).toBeGreaterThan(0);
+    } finally {
+      globalThis.Function = real;
     }
   });
 });
