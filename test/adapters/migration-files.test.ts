@@ -9,7 +9,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { parseMigration, readMigrations } from "../../src/adapters/store-common/migrations.js";
+import {
+  parseMigration,
+  readMigrations,
+  readSchemaScript,
+} from "../../src/adapters/store-common/migrations.js";
 
 const scratch = mkdtempSync(join(tmpdir(), "dagbot-migration-files-"));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -67,6 +71,25 @@ describe("migration files", () => {
     );
     expect(() => parseMigration(1, "001-a.sql", file("x", "SELECT 1;", "-- fleet-protocol: two\n"))).toThrow(
       /fleet-protocol must be a whole number, got "two"/,
+    );
+  });
+
+  it("and a schema script: its version from its header, its SQL after it; a missing one or a version past the release's refused", () => {
+    const dir = folder({
+      "schema.sql": "-- schema: 2\n-- what migrations 1 to 2 leave\n\nCREATE TABLE a (x INTEGER);\n",
+      "ahead.sql": "-- schema: 3\n\nSELECT 1;\n",
+      "nameless.sql": "-- no version here\n\nSELECT 1;\n",
+    });
+    expect(readSchemaScript(new URL("schema.sql", dir), 2)).toEqual({
+      version: 2,
+      sql: "\nCREATE TABLE a (x INTEGER);\n",
+    });
+    expect(() => readSchemaScript(new URL("ahead.sql", dir), 2)).toThrow(
+      /its header must say "-- schema: N" with N from 1 to dagbot's schema \(2\), got "3"/,
+    );
+    expect(() => readSchemaScript(new URL("nameless.sql", dir), 2)).toThrow(/got ""/);
+    expect(() => readSchemaScript(new URL("missing.sql", dir), 2)).toThrow(
+      /dagbot's schema script is missing .*missing.sql.*reinstall dagbot/,
     );
   });
 
