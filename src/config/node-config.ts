@@ -207,7 +207,10 @@ export interface NodeConfig {
   /** How many tasks this node runs at once. */
   capacity: number;
   store: StoreLocation;
-  /** Connections in a PostgreSQL store's pool, shared by all the node's rooms and loops (plus one LISTEN connection). */
+  /**
+   * Connections in a PostgreSQL store's pool, shared by all the node's rooms and loops (plus the
+   * lease lane and one LISTEN connection).
+   */
   storePoolSize: number;
   /**
    * A PostgreSQL store reached through a transaction-mode pooler such as PgBouncer ("transaction"):
@@ -248,8 +251,8 @@ export interface NodeConfig {
 }
 
 /**
- * A PostgreSQL node holds at most this many pooled connections plus one listening connection: 3 a
- * node by default, which the scale bench runs at capacity 4 without waiting on it.
+ * A PostgreSQL node holds at most this many pooled connections plus its lease lane and one listening
+ * connection: 4 a node by default, which the scale bench runs at capacity 4 without waiting on it.
  */
 export const DEFAULT_STORE_POOL_SIZE = 2;
 
@@ -1013,7 +1016,7 @@ function fileSchema(sections: Sections) {
         .max(100)
         .prefault(DEFAULT_STORE_POOL_SIZE)
         .describe(
-          "Connections in a PostgreSQL store's pool, shared by the node's rooms and loops (plus one LISTEN connection).",
+          "Connections in a PostgreSQL store's pool, shared by the node's rooms and loops (plus one for its room leases and heartbeat, the lease lane, and one LISTEN connection: docs/operations.md, \"Running many nodes\").",
         ),
       store_pooler: z
         .enum(["none", "transaction"])
