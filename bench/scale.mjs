@@ -250,7 +250,7 @@ async function dbStats(admin, db) {
   const { rows } = await admin.query(
     `SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = $1)::bigint AS commits,
             (SELECT count(*) FROM pg_stat_activity WHERE datname = $1
-                AND application_name IN ('dagbot', 'dagbot-listen'))::int AS connections`,
+                AND application_name IN ('dagbot', 'dagbot-lease', 'dagbot-listen'))::int AS connections`,
     [db],
   );
   return { commits: Number(rows[0].commits), connections: rows[0].connections };

@@ -4,9 +4,10 @@
  * module of dagbot's it reaches, and the small pure-JavaScript packages in BUNDLED) into
  * dist/cli.js and a few chunks beside it (dist/chunk-*.js).
  * Loading some 400 modules one by one was the largest part of a short command's start
- * (bench/README.md, "`dagbot run` of a one-task DAG"); the subcommands' dynamic imports stay
- * chunks of their own, loaded when used. Other packages (the drivers, the SDKs, those that start
- * worker threads or carry native code) stay in node_modules. The modules under dist/ stay too:
+ * (bench/README.md, "`dagbot run` of a one-task DAG"); the modules every subcommand loads are one
+ * chunk ("start"), and the subcommands' dynamic imports stay chunks of their own, loaded when
+ * used. Other packages (the drivers, the SDKs, those that start worker threads or carry native
+ * code) stay in node_modules. The modules under dist/ stay too:
  * the tests and the bench import them. A module finds the files shipped beside it through
  * src/package-files.ts, which works from the chunks at dist/'s top as from its own folder.
  */
@@ -26,6 +27,27 @@ const BUNDLED = new Set(["zod", "commander", "smol-toml", "re2js", "croner"]);
 if (readFileSync(entry, "utf8").includes(MARK)) {
   throw new Error("bundle-cli: dist/cli.js is already a bundle; run tsc (npm run build) first");
 }
+
+/** The modules of dagbot's that `file` (under dist/) imports statically, to the last import, and itself. */
+function staticImports(file, found = new Set()) {
+  if (found.has(file)) return found;
+  found.add(file);
+  const text = readFileSync(file, "utf8");
+  for (const m of text.matchAll(
+    /^(?:import|export)\s(?!type\s)[^;]*?from\s*"(\.[^"]+)"|^import\s*"(\.[^"]+)"/gm,
+  ))
+    staticImports(join(dirname(file), m[1] ?? m[2]), found);
+  return found;
+}
+/**
+ * The modules every subcommand loads: what dist/cli/commands.js (the table of subcommands) imports
+ * statically, with the packages bundled beside them, go into one chunk, "start": each chunk is a
+ * module Node resolves, reads and links on its own. What dist/cli.js itself imports stays out of
+ * it, so that `dagbot --version` still loads none of it.
+ */
+const ENTRY_ONLY = staticImports(entry);
+const START = new Set([...staticImports(join(dist, "cli", "commands.js"))].filter((f) => !ENTRY_ONLY.has(f)));
+const BUNDLED_FILE = new RegExp(`[\\\\/]node_modules[\\\\/](${[...BUNDLED].join("|")})[\\\\/]`);
 const packageOf = (id) => (id.startsWith("@") ? id.split("/").slice(0, 2).join("/") : id.split("/")[0]);
 const bundle = await rolldown({
   input: entry,
@@ -44,6 +66,13 @@ try {
     entryFileNames: "cli.js",
     chunkFileNames: "chunk-[name]-[hash].js",
     postBanner: MARK,
+    codeSplitting: {
+      groups: [
+        // First, so that "start" (which takes its modules' imports too) leaves them out.
+        { name: "entry", test: (id) => ENTRY_ONLY.has(id) && id !== entry, priority: 2 },
+        { name: "start", test: (id) => START.has(id) || BUNDLED_FILE.test(id), priority: 1 },
+      ],
+    },
   });
 } finally {
   await bundle.close();

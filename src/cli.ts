@@ -72,7 +72,7 @@ async function runCommand(): Promise<void> {
     )
     .showHelpAfterError()
     .exitOverride();
-  registerCommands(program);
+  registerCommands(program, args[0]);
 
   try {
     await program.parseAsync(process.argv);

@@ -120,7 +120,10 @@ function tableOf(schema: JsonSchema): string[] {
 
 /** The generated part of docs/configuration.md, markers included. */
 export function configReference(): string {
-  const schema = z.toJSONSchema(nodeConfigFileSchema, { io: "input", unrepresentable: "any" }) as JsonSchema;
+  const schema = z.toJSONSchema(nodeConfigFileSchema(), {
+    io: "input",
+    unrepresentable: "any",
+  }) as JsonSchema;
   const sections: Section[] = [];
   sectionsOf(schema, "", sections);
   const parts = [

@@ -7,7 +7,7 @@ import { hostname as osHostname } from "node:os";
 import { extname, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import type * as z from "zod";
-import { knownKeysAt, nodeConfigFileSchema, resolveRunAs, toNodeConfig } from "./node-config.js";
+import { knownKeysAt, nodeConfigSchemaFor, resolveRunAs, toNodeConfig } from "./node-config.js";
 import type { NodeConfig } from "./node-config.js";
 
 export interface ConfigIssue {
@@ -433,7 +433,10 @@ export function parseConfig(raw: unknown, options: Omit<LoadConfigOptions, "file
 
   if (doc.node_id === undefined) doc.node_id = nodeIdFromHostname(options.hostname ?? osHostname());
 
-  const parsed = nodeConfigFileSchema.safeParse(doc, { error: messageFor });
+  // A config is checked once a process: zod's compiled fast path for an object (a `new Function`
+  // at its schema's first parse, which Node's compile cache never keeps) would cost more than it
+  // saves, 3–4 ms of a one-task `dagbot run` (bench/README.md).
+  const parsed = nodeConfigSchemaFor(doc).safeParse(doc, { error: messageFor, jitless: true });
   if (parsed.success) {
     const stated = isTable(doc.permissions) ? Object.keys(doc.permissions) : [];
     const wanted: Array<{ path: string; spec: string }> = [];

@@ -207,7 +207,10 @@ export interface NodeConfig {
   /** How many tasks this node runs at once. */
   capacity: number;
   store: StoreLocation;
-  /** Connections in a PostgreSQL store's pool, shared by all the node's rooms and loops (plus one LISTEN connection). */
+  /**
+   * Connections in a PostgreSQL store's pool, shared by all the node's rooms and loops (plus the
+   * lease lane and one LISTEN connection).
+   */
   storePoolSize: number;
   /**
    * A PostgreSQL store reached through a transaction-mode pooler such as PgBouncer ("transaction"):
@@ -248,8 +251,8 @@ export interface NodeConfig {
 }
 
 /**
- * A PostgreSQL node holds at most this many pooled connections plus one listening connection: 3 a
- * node by default, which the scale bench runs at capacity 4 without waiting on it.
+ * A PostgreSQL node holds at most this many pooled connections plus its lease lane and one listening
+ * connection: 4 a node by default, which the scale bench runs at capacity 4 without waiting on it.
  */
 export const DEFAULT_STORE_POOL_SIZE = 2;
 
@@ -460,68 +463,70 @@ const actionSchema = z
     }
   });
 
-const matrixSchema = z.strictObject({
-  homeserver_url: z
-    .url({
-      protocol: /^https?$/,
-      // Undefined defers to the loader's messages, so a missing URL reads "required".
-      error: (iss) =>
-        iss.input === undefined ? undefined : 'must be an http(s) URL like "https://matrix.example.org"',
-    })
-    .describe("The homeserver's URL, http(s)."),
-  user_id: userId.describe('The bot account, like "@dagbot:example.org".'),
-  access_token: z.string().min(1, { error: "must not be empty" }).meta({
-    description: "The account's access token (DAGBOT_ACCESS_TOKEN); better given as a file.",
-    shownDefault: "required, or `access_token_file`",
+const matrixSchema = section(() =>
+  z.strictObject({
+    homeserver_url: z
+      .url({
+        protocol: /^https?$/,
+        // Undefined defers to the loader's messages, so a missing URL reads "required".
+        error: (iss) =>
+          iss.input === undefined ? undefined : 'must be an http(s) URL like "https://matrix.example.org"',
+      })
+      .describe("The homeserver's URL, http(s)."),
+    user_id: userId.describe('The bot account, like "@dagbot:example.org".'),
+    access_token: z.string().min(1, { error: "must not be empty" }).meta({
+      description: "The account's access token (DAGBOT_ACCESS_TOKEN); better given as a file.",
+      shownDefault: "required, or `access_token_file`",
+    }),
+    /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
+    access_token_file: z
+      .string()
+      .optional()
+      .describe(
+        "An owner-only file holding the access token (or DAGBOT_ACCESS_TOKEN_FILE); not with `access_token`.",
+      ),
+    device_id: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "Accepted and not used: the node learns its device from the homeserver (whoami) for its token.",
+      ),
+    /** The account's recovery key (`dagbot crypto setup` wrote it), to cross-sign this node's device. */
+    recovery_key: z
+      .string()
+      .min(1, { error: "must not be empty" })
+      .optional()
+      .describe(
+        "The account's recovery key, which `dagbot crypto setup` wrote, to cross-sign this node's device (DAGBOT_RECOVERY_KEY); better given as a file.",
+      ),
+    /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
+    recovery_key_file: z
+      .string()
+      .optional()
+      .describe("An owner-only file holding the recovery key (or DAGBOT_RECOVERY_KEY_FILE)."),
+    rooms: uniqueList(roomId)
+      .min(1, { error: "must list at least one room id" })
+      .describe('The only rooms this node joins and acts in (room ids like "!abc:example.org").'),
+    command_window: duration(1)
+      .prefault("1h")
+      .describe(
+        "Commands older than this when a node first sees them are ignored, never replayed. All nodes of a room should use the same.",
+      ),
+    decrypt_grace: duration(1)
+      .prefault("15s")
+      .describe(
+        "How long an event not decrypted yet is retried before it counts as undecryptable and its sender is asked to re-send.",
+      ),
+    fleet: uniqueList(userId)
+      .prefault([])
+      .describe("The other nodes' bot accounts, when they are not one: their events are never commands."),
+    encryption: z
+      .boolean()
+      .prefault(true)
+      .describe("Read and answer in encrypted rooms; false: an encrypted room gets one notice."),
   }),
-  /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
-  access_token_file: z
-    .string()
-    .optional()
-    .describe(
-      "An owner-only file holding the access token (or DAGBOT_ACCESS_TOKEN_FILE); not with `access_token`.",
-    ),
-  device_id: z
-    .string()
-    .min(1)
-    .optional()
-    .describe(
-      "Accepted and not used: the node learns its device from the homeserver (whoami) for its token.",
-    ),
-  /** The account's recovery key (`dagbot crypto setup` wrote it), to cross-sign this node's device. */
-  recovery_key: z
-    .string()
-    .min(1, { error: "must not be empty" })
-    .optional()
-    .describe(
-      "The account's recovery key, which `dagbot crypto setup` wrote, to cross-sign this node's device (DAGBOT_RECOVERY_KEY); better given as a file.",
-    ),
-  /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
-  recovery_key_file: z
-    .string()
-    .optional()
-    .describe("An owner-only file holding the recovery key (or DAGBOT_RECOVERY_KEY_FILE)."),
-  rooms: uniqueList(roomId)
-    .min(1, { error: "must list at least one room id" })
-    .describe('The only rooms this node joins and acts in (room ids like "!abc:example.org").'),
-  command_window: duration(1)
-    .prefault("1h")
-    .describe(
-      "Commands older than this when a node first sees them are ignored, never replayed. All nodes of a room should use the same.",
-    ),
-  decrypt_grace: duration(1)
-    .prefault("15s")
-    .describe(
-      "How long an event not decrypted yet is retried before it counts as undecryptable and its sender is asked to re-send.",
-    ),
-  fleet: uniqueList(userId)
-    .prefault([])
-    .describe("The other nodes' bot accounts, when they are not one: their events are never commands."),
-  encryption: z
-    .boolean()
-    .prefault(true)
-    .describe("Read and answer in encrypted rooms; false: an encrypted room gets one notice."),
-});
+);
 
 const permissionsSchema = z.strictObject({
   power_level: z
@@ -664,172 +669,180 @@ const retentionSchema = z
     }
   });
 
-const edgeSchema = z.strictObject({
-  cores: z
-    .array(
-      z
-        .url({ protocol: /^https?$/, error: 'must be an http(s) URL like "http://10.0.0.1:8080"' })
-        .transform((u) => u.replace(/\/+$/, "")),
-    )
-    .min(1, { error: "must name at least one core node" })
-    .max(100)
-    .describe(
-      "The core nodes' HTTP API URLs, tried in this order; the edge moves to the next when one fails.",
-    ),
-  token_file: z
-    .string()
-    .min(1)
-    .describe(
-      'An owner-only file holding the edge token (a core\'s `[[http.tokens]]` of level "edge" naming this node).',
-    ),
-  rooms: uniqueList(z.string().min(1))
-    .min(1)
-    .optional()
-    .describe("The rooms whose tasks this edge node runs (default: the room `local`)."),
-  request_timeout: duration(100)
-    .prefault("10s")
-    .describe("How long one request to a core may take before the next core is tried."),
-});
-
-const httpSchema = z
-  .strictObject({
-    listen: z
-      .string()
-      .regex(LISTEN, { error: 'must be HOST:PORT, like "127.0.0.1:8080"' })
-      .refine((text) => Number(LISTEN.exec(text)?.[2] ?? 0) <= 65_535, {
-        error: "the port must be at most 65535",
-      })
-      .describe('HOST:PORT to listen on, like "127.0.0.1:8080"; put TLS in front of it beyond localhost.'),
-    tokens: z
+const edgeSchema = section(() =>
+  z.strictObject({
+    cores: z
       .array(
-        z.strictObject({
-          name: z
-            .string()
-            .regex(ID, { error: ID_HINT })
-            .describe("Who holds it: its commands are sent as `http:<name>`."),
-          sha256: z
-            .string()
-            .regex(/^[0-9a-f]{64}$/, {
-              error: "must be the token's SHA-256 as 64 lower-case hex digits (printf %s TOKEN | sha256sum)",
-            })
-            .describe(
-              "The token's SHA-256 as 64 lower-case hex digits (`printf %s TOKEN | sha256sum`); the config never holds the token.",
-            ),
-          level: z
-            .enum(["read", "operate", "edge"], { error: 'must be "read", "operate" or "edge"' })
-            .describe(
-              '"read" (the GET routes and the event stream), "operate" (the writes too) or "edge" (only the /v1/edge/ routes, for the node it names).',
-            ),
-          node: id
-            .optional()
-            .describe(
-              'An edge token\'s node id (required with level = "edge", refused otherwise): the only node it may claim, renew and finish tasks for.',
-            ),
-          // Checked against the node's rooms below (the file's top level knows them).
-          rooms: uniqueList(z.string().min(1))
-            .min(1, { error: "must name at least one room (leave rooms out for every room)" })
-            .optional()
-            .describe(
-              "Only these rooms of the node (default: all of them); another room is answered as one the node does not serve.",
-            ),
-          labels: uniqueList(z.string().min(1))
-            .optional()
-            .describe(
-              "An edge token's labels: a claim or heartbeat naming another label is refused (403); default: any label.",
-            ),
-          actions: uniqueList(z.string().min(1))
-            .optional()
-            .describe(
-              "An edge token's actions: a claim or heartbeat naming another action is refused (403); default: any action.",
-            ),
-        }),
+        z
+          .url({ protocol: /^https?$/, error: 'must be an http(s) URL like "http://10.0.0.1:8080"' })
+          .transform((u) => u.replace(/\/+$/, "")),
       )
-      .min(1, { error: "must hold at least one token" })
-      .superRefine((tokens, ctx) => {
-        const seen = new Set<string>();
-        tokens.forEach((t, i) => {
-          if (seen.has(t.name)) ctx.addIssue({ code: "custom", path: [i, "name"], message: "is used twice" });
-          seen.add(t.name);
-          if (t.level === "edge" && t.node === undefined)
-            ctx.addIssue({ code: "custom", path: [i, "node"], message: 'required with level = "edge"' });
-          if (t.level !== "edge" && t.node !== undefined)
-            ctx.addIssue({ code: "custom", path: [i, "node"], message: "only an edge token names a node" });
-          for (const key of ["labels", "actions"] as const)
-            if (t.level !== "edge" && t[key] !== undefined)
-              ctx.addIssue({ code: "custom", path: [i, key], message: `only an edge token names ${key}` });
-        });
-      })
-      .describe("The bearer tokens (`[[http.tokens]]`), at least one."),
-    health: z
-      .enum(["open", "token"], { error: 'must be "open" or "token"' })
-      .prefault("open")
-      .describe('Whether /healthz and /readyz answer without a token ("open") or need one ("token").'),
-    metrics: z
-      .enum(["open", "token"], { error: 'must be "open" or "token"' })
-      .prefault("token")
-      .describe('Whether /metrics answers without a token ("open") or needs one ("token").'),
-    body_limit: byteSize
-      .prefault("256KiB")
-      .describe("The largest request body; larger ones are 413 before they are parsed."),
-    edge_output_limit: byteSize
-      .optional()
-      .meta({ shownDefault: "the largest `output_limit` of this node's actions , at least 64KiB" })
+      .min(1, { error: "must name at least one core node" })
+      .max(100)
       .describe(
-        "The most output an edge's finish may carry; its body may be 6 times that (JSON-escaped) and 1MiB more, larger ones are 413. Set it to the edges' largest `output_limit`; an edge over it keeps the tail that fits.",
+        "The core nodes' HTTP API URLs, tried in this order; the edge moves to the next when one fails.",
       ),
-    sse_buffer: byteSize
-      .prefault("1MiB")
-      .describe("Unread event-stream bytes before a slow client is dropped (told to resume)."),
-    command_timeout: duration(1)
-      .prefault("30s")
-      .describe("How long a write waits for the room's leader before answering 504."),
-    heartbeat: duration(100).prefault("15s").describe("How often an idle event stream gets a comment line."),
-    max_streams: z
-      .number()
-      .int()
+    token_file: z
+      .string()
       .min(1)
-      .max(10_000)
-      .prefault(200)
-      .describe("Event streams at once; one more is 503."),
-    // Each connection costs a socket and some memory; the cap keeps a flood of idle or slow clients
-    // from taking the node's descriptors (the event streams count too, hence above max_streams).
-    max_connections: z
-      .number()
-      .int()
-      .min(2)
-      .max(100_000)
-      .prefault(512)
       .describe(
-        "Open connections at once, streams included (so more than `max_streams`); one more is closed as soon as it is accepted.",
+        'An owner-only file holding the edge token (a core\'s `[[http.tokens]]` of level "edge" naming this node).',
       ),
-    header_timeout: duration(100)
-      .prefault("10s")
-      .describe("How long a client may take to send a request's headers (then 408)."),
+    rooms: uniqueList(z.string().min(1))
+      .min(1)
+      .optional()
+      .describe("The rooms whose tasks this edge node runs (default: the room `local`)."),
     request_timeout: duration(100)
-      .prefault("30s")
-      .describe("How long a client may take to send a whole request (at least `header_timeout`)."),
-    keep_alive_timeout: duration(100)
-      .prefault("5s")
-      .describe(
-        "How long an idle kept-alive connection stays open; behind a proxy that keeps connections, set it above the proxy's idle timeout.",
-      ),
-  })
-  .superRefine((http, ctx) => {
-    if (http.max_connections <= http.max_streams) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["max_connections"],
-        message: "must be larger than http.max_streams (every event stream holds a connection)",
-      });
-    }
-    if (http.header_timeout > http.request_timeout) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["header_timeout"],
-        message: "must be at most http.request_timeout (the headers are part of the request)",
-      });
-    }
-  });
+      .prefault("10s")
+      .describe("How long one request to a core may take before the next core is tried."),
+  }),
+);
+
+const httpSchema = section(() =>
+  z
+    .strictObject({
+      listen: z
+        .string()
+        .regex(LISTEN, { error: 'must be HOST:PORT, like "127.0.0.1:8080"' })
+        .refine((text) => Number(LISTEN.exec(text)?.[2] ?? 0) <= 65_535, {
+          error: "the port must be at most 65535",
+        })
+        .describe('HOST:PORT to listen on, like "127.0.0.1:8080"; put TLS in front of it beyond localhost.'),
+      tokens: z
+        .array(
+          z.strictObject({
+            name: z
+              .string()
+              .regex(ID, { error: ID_HINT })
+              .describe("Who holds it: its commands are sent as `http:<name>`."),
+            sha256: z
+              .string()
+              .regex(/^[0-9a-f]{64}$/, {
+                error:
+                  "must be the token's SHA-256 as 64 lower-case hex digits (printf %s TOKEN | sha256sum)",
+              })
+              .describe(
+                "The token's SHA-256 as 64 lower-case hex digits (`printf %s TOKEN | sha256sum`); the config never holds the token.",
+              ),
+            level: z
+              .enum(["read", "operate", "edge"], { error: 'must be "read", "operate" or "edge"' })
+              .describe(
+                '"read" (the GET routes and the event stream), "operate" (the writes too) or "edge" (only the /v1/edge/ routes, for the node it names).',
+              ),
+            node: id
+              .optional()
+              .describe(
+                'An edge token\'s node id (required with level = "edge", refused otherwise): the only node it may claim, renew and finish tasks for.',
+              ),
+            // Checked against the node's rooms below (the file's top level knows them).
+            rooms: uniqueList(z.string().min(1))
+              .min(1, { error: "must name at least one room (leave rooms out for every room)" })
+              .optional()
+              .describe(
+                "Only these rooms of the node (default: all of them); another room is answered as one the node does not serve.",
+              ),
+            labels: uniqueList(z.string().min(1))
+              .optional()
+              .describe(
+                "An edge token's labels: a claim or heartbeat naming another label is refused (403); default: any label.",
+              ),
+            actions: uniqueList(z.string().min(1))
+              .optional()
+              .describe(
+                "An edge token's actions: a claim or heartbeat naming another action is refused (403); default: any action.",
+              ),
+          }),
+        )
+        .min(1, { error: "must hold at least one token" })
+        .superRefine((tokens, ctx) => {
+          const seen = new Set<string>();
+          tokens.forEach((t, i) => {
+            if (seen.has(t.name))
+              ctx.addIssue({ code: "custom", path: [i, "name"], message: "is used twice" });
+            seen.add(t.name);
+            if (t.level === "edge" && t.node === undefined)
+              ctx.addIssue({ code: "custom", path: [i, "node"], message: 'required with level = "edge"' });
+            if (t.level !== "edge" && t.node !== undefined)
+              ctx.addIssue({ code: "custom", path: [i, "node"], message: "only an edge token names a node" });
+            for (const key of ["labels", "actions"] as const)
+              if (t.level !== "edge" && t[key] !== undefined)
+                ctx.addIssue({ code: "custom", path: [i, key], message: `only an edge token names ${key}` });
+          });
+        })
+        .describe("The bearer tokens (`[[http.tokens]]`), at least one."),
+      health: z
+        .enum(["open", "token"], { error: 'must be "open" or "token"' })
+        .prefault("open")
+        .describe('Whether /healthz and /readyz answer without a token ("open") or need one ("token").'),
+      metrics: z
+        .enum(["open", "token"], { error: 'must be "open" or "token"' })
+        .prefault("token")
+        .describe('Whether /metrics answers without a token ("open") or needs one ("token").'),
+      body_limit: byteSize
+        .prefault("256KiB")
+        .describe("The largest request body; larger ones are 413 before they are parsed."),
+      edge_output_limit: byteSize
+        .optional()
+        .meta({ shownDefault: "the largest `output_limit` of this node's actions , at least 64KiB" })
+        .describe(
+          "The most output an edge's finish may carry; its body may be 6 times that (JSON-escaped) and 1MiB more, larger ones are 413. Set it to the edges' largest `output_limit`; an edge over it keeps the tail that fits.",
+        ),
+      sse_buffer: byteSize
+        .prefault("1MiB")
+        .describe("Unread event-stream bytes before a slow client is dropped (told to resume)."),
+      command_timeout: duration(1)
+        .prefault("30s")
+        .describe("How long a write waits for the room's leader before answering 504."),
+      heartbeat: duration(100)
+        .prefault("15s")
+        .describe("How often an idle event stream gets a comment line."),
+      max_streams: z
+        .number()
+        .int()
+        .min(1)
+        .max(10_000)
+        .prefault(200)
+        .describe("Event streams at once; one more is 503."),
+      // Each connection costs a socket and some memory; the cap keeps a flood of idle or slow clients
+      // from taking the node's descriptors (the event streams count too, hence above max_streams).
+      max_connections: z
+        .number()
+        .int()
+        .min(2)
+        .max(100_000)
+        .prefault(512)
+        .describe(
+          "Open connections at once, streams included (so more than `max_streams`); one more is closed as soon as it is accepted.",
+        ),
+      header_timeout: duration(100)
+        .prefault("10s")
+        .describe("How long a client may take to send a request's headers (then 408)."),
+      request_timeout: duration(100)
+        .prefault("30s")
+        .describe("How long a client may take to send a whole request (at least `header_timeout`)."),
+      keep_alive_timeout: duration(100)
+        .prefault("5s")
+        .describe(
+          "How long an idle kept-alive connection stays open; behind a proxy that keeps connections, set it above the proxy's idle timeout.",
+        ),
+    })
+    .superRefine((http, ctx) => {
+      if (http.max_connections <= http.max_streams) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["max_connections"],
+          message: "must be larger than http.max_streams (every event stream holds a connection)",
+        });
+      }
+      if (http.header_timeout > http.request_timeout) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["header_timeout"],
+          message: "must be at most http.request_timeout (the headers are part of the request)",
+        });
+      }
+    }),
+);
 
 /** A header name as a hook names one (compared in lower case, as Node gives them). */
 const headerName = z
@@ -842,102 +855,107 @@ const jsonPointer = z.string().superRefine((text, ctx) => {
   if (problem !== null) ctx.addIssue({ code: "custom", message: problem });
 });
 
-const webhookSchema = z
-  .strictObject({
-    id: id.describe("The hook's id: POST /v1/hooks/<id>; its runs are started by `hook:<id>`."),
-    /** The room it starts runs in; default: the node's only room. */
-    room: z
-      .string()
-      .min(1)
-      .optional()
-      .describe("The room it starts runs in (required when the node serves several)."),
-    dag: id.describe("The published DAG of the room it runs."),
-    kind: z
-      .enum(WEBHOOK_KINDS, { error: 'must be "github", "gitlab", "hmac" or "bearer"' })
-      .describe('How a delivery proves itself: "github", "gitlab", "hmac" or "bearer".'),
-    /** Read by the loader after validation (an owner-only file, like store_file). */
-    secret_file: z
-      .string()
-      .min(1)
-      .optional()
-      .describe("An owner-only file holding the hook's secret (this or `secret_env`)."),
-    /** The name of an environment variable holding the secret (taken out of the node's environment). */
-    secret_env: z
-      .string()
-      .regex(ENV_NAME, { error: "must be an environment variable's name" })
-      .optional()
-      .describe(
-        "An environment variable holding the hook's secret, taken out of the node's environment (this or `secret_file`).",
-      ),
-    params: z
-      .record(z.string().regex(ARG_NAME, { error: "parameter names are letters, digits and _" }), jsonPointer)
-      .prefault({})
-      .describe("Parameter name = JSON pointer into the payload (at most 32)."),
-    filter: z
-      .array(
-        z.strictObject({
-          pointer: jsonPointer.describe("A JSON pointer into the payload."),
-          pattern: z
-            .string()
-            .max(1000)
-            .superRefine((text, ctx) => {
-              const compiled = compileParamPattern(text);
-              if (typeof compiled === "string")
-                ctx.addIssue({ code: "custom", message: `is not a usable RE2 pattern: it ${compiled}` });
-            })
-            .describe("The RE2 pattern the value must match."),
-        }),
-      )
-      .max(16)
-      .prefault([])
-      .describe(
-        "Conditions that must all match, or the delivery is ignored (202): `{ pointer, pattern }`, at most 16.",
-      ),
-    events: uniqueList(z.string().min(1).max(100))
-      .min(1)
-      .optional()
-      .describe("Event types taken (from the kind's event header); default: any."),
-    link: z
-      .array(jsonPointer)
-      .min(1)
-      .max(8)
-      .optional()
-      .describe(
-        "JSON pointers to the link shown on the run's card, the first present wins (default: the kind's usual fields).",
-      ),
-    delivery_from: z
-      .array(jsonPointer)
-      .min(1)
-      .max(8)
-      .optional()
-      .describe("JSON pointers that name a delivery by content when the sender sends no delivery id."),
-    body_limit: byteSize.prefault("1MiB").describe("Larger deliveries are 413."),
-    replay_window: duration(1_000)
-      .prefault("5m")
-      .describe("hmac: how far a delivery's timestamp may be from the node's clock."),
-    timestamp_header: headerName
-      .prefault("X-Dagbot-Timestamp")
-      .describe("hmac: the header carrying the Unix timestamp."),
-    signature_header: headerName
-      .prefault("X-Dagbot-Signature")
-      .describe("hmac: the header carrying the signature."),
-    delivery_header: headerName
-      .prefault("X-Dagbot-Delivery")
-      .describe("hmac and bearer: the header carrying the delivery id."),
-    event_header: headerName
-      .optional()
-      .describe("hmac and bearer: the header carrying the event type (default: none)."),
-  })
-  .superRefine((hook, ctx) => {
-    if ((hook.secret_file === undefined) === (hook.secret_env === undefined))
-      ctx.addIssue({
-        code: "custom",
-        path: ["secret_file"],
-        message: "set secret_file or secret_env (one of them)",
-      });
-    if (Object.keys(hook.params).length > 32)
-      ctx.addIssue({ code: "custom", path: ["params"], message: "at most 32 parameters" });
-  });
+const webhookSchema = section(() =>
+  z
+    .strictObject({
+      id: id.describe("The hook's id: POST /v1/hooks/<id>; its runs are started by `hook:<id>`."),
+      /** The room it starts runs in; default: the node's only room. */
+      room: z
+        .string()
+        .min(1)
+        .optional()
+        .describe("The room it starts runs in (required when the node serves several)."),
+      dag: id.describe("The published DAG of the room it runs."),
+      kind: z
+        .enum(WEBHOOK_KINDS, { error: 'must be "github", "gitlab", "hmac" or "bearer"' })
+        .describe('How a delivery proves itself: "github", "gitlab", "hmac" or "bearer".'),
+      /** Read by the loader after validation (an owner-only file, like store_file). */
+      secret_file: z
+        .string()
+        .min(1)
+        .optional()
+        .describe("An owner-only file holding the hook's secret (this or `secret_env`)."),
+      /** The name of an environment variable holding the secret (taken out of the node's environment). */
+      secret_env: z
+        .string()
+        .regex(ENV_NAME, { error: "must be an environment variable's name" })
+        .optional()
+        .describe(
+          "An environment variable holding the hook's secret, taken out of the node's environment (this or `secret_file`).",
+        ),
+      params: z
+        .record(
+          z.string().regex(ARG_NAME, { error: "parameter names are letters, digits and _" }),
+          jsonPointer,
+        )
+        .prefault({})
+        .describe("Parameter name = JSON pointer into the payload (at most 32)."),
+      filter: z
+        .array(
+          z.strictObject({
+            pointer: jsonPointer.describe("A JSON pointer into the payload."),
+            pattern: z
+              .string()
+              .max(1000)
+              .superRefine((text, ctx) => {
+                const compiled = compileParamPattern(text);
+                if (typeof compiled === "string")
+                  ctx.addIssue({ code: "custom", message: `is not a usable RE2 pattern: it ${compiled}` });
+              })
+              .describe("The RE2 pattern the value must match."),
+          }),
+        )
+        .max(16)
+        .prefault([])
+        .describe(
+          "Conditions that must all match, or the delivery is ignored (202): `{ pointer, pattern }`, at most 16.",
+        ),
+      events: uniqueList(z.string().min(1).max(100))
+        .min(1)
+        .optional()
+        .describe("Event types taken (from the kind's event header); default: any."),
+      link: z
+        .array(jsonPointer)
+        .min(1)
+        .max(8)
+        .optional()
+        .describe(
+          "JSON pointers to the link shown on the run's card, the first present wins (default: the kind's usual fields).",
+        ),
+      delivery_from: z
+        .array(jsonPointer)
+        .min(1)
+        .max(8)
+        .optional()
+        .describe("JSON pointers that name a delivery by content when the sender sends no delivery id."),
+      body_limit: byteSize.prefault("1MiB").describe("Larger deliveries are 413."),
+      replay_window: duration(1_000)
+        .prefault("5m")
+        .describe("hmac: how far a delivery's timestamp may be from the node's clock."),
+      timestamp_header: headerName
+        .prefault("X-Dagbot-Timestamp")
+        .describe("hmac: the header carrying the Unix timestamp."),
+      signature_header: headerName
+        .prefault("X-Dagbot-Signature")
+        .describe("hmac: the header carrying the signature."),
+      delivery_header: headerName
+        .prefault("X-Dagbot-Delivery")
+        .describe("hmac and bearer: the header carrying the delivery id."),
+      event_header: headerName
+        .optional()
+        .describe("hmac and bearer: the header carrying the event type (default: none)."),
+    })
+    .superRefine((hook, ctx) => {
+      if ((hook.secret_file === undefined) === (hook.secret_env === undefined))
+        ctx.addIssue({
+          code: "custom",
+          path: ["secret_file"],
+          message: "set secret_file or secret_env (one of them)",
+        });
+      if (Object.keys(hook.params).length > 32)
+        ctx.addIssue({ code: "custom", path: ["params"], message: "at most 32 parameters" });
+    }),
+);
 
 const storeSchema = z.string().transform((text, ctx) => {
   const parsed = parseStoreLocation(text);
@@ -946,189 +964,265 @@ const storeSchema = z.string().transform((text, ctx) => {
   return z.NEVER;
 });
 
-/** The raw file's schema: snake_case keys as written, strict at every level. */
-export const nodeConfigFileSchema = z
-  .strictObject({
-    node_id: id.meta({
-      description: "This node's id, unique among the store's nodes (DAGBOT_NODE_ID).",
-      shownDefault: "from the host name",
-    }),
-    labels: uniqueList(id)
-      .prefault([])
-      .describe("Labels a task may ask for (`on = { labels = [...] }` in a DAG)."),
-    capacity: z.int().min(1).max(1024).prefault(2).describe("How many tasks this node runs at once."),
-    store: storeSchema
-      .prefault(DEFAULT_STORE)
-      .describe(
-        'The shared store: "sqlite:PATH" or a postgres:// URL (DAGBOT_STORE). Relative paths are relative to the folder dagbot starts in.',
-      ),
-    store_pool_size: z
-      .int()
-      .min(1)
-      .max(100)
-      .prefault(DEFAULT_STORE_POOL_SIZE)
-      .describe(
-        "Connections in a PostgreSQL store's pool, shared by the node's rooms and loops (plus one LISTEN connection).",
-      ),
-    store_pooler: z
-      .enum(["none", "transaction"])
-      .prefault("none")
-      .describe(
-        'How a PostgreSQL store is reached: "none" directly (or through a session-mode pooler), "transaction" through a transaction-mode pooler such as PgBouncer: no LISTEN connection (other nodes\' changes are seen within 0.5 s, by polling), no named prepared statements, no startup options (docs/operations.md, "Behind a connection pooler"). Ignored for SQLite.',
-      ),
-    sqlite_synchronous: z
-      .enum(["full", "normal"])
-      .prefault("full")
-      .describe(
-        'A SQLite store\'s durability: "full" syncs every commit (survives a power cut), "normal" only at WAL checkpoints (survives a killed process); ignored for PostgreSQL. All nodes on one file should say the same.',
-      ),
-    store_migrate: z
-      .enum(STORE_MIGRATE)
-      .prefault("when_alone")
-      .describe(
-        'When a node that finds its store at an older schema migrates it: "when_alone" only if no other node has a live heartbeat (else it refuses to start and names the command to run), "always", or "never" (only `dagbot migrate` does).',
-      ),
-    /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
-    store_file: z
-      .string()
-      .optional()
-      .describe("An owner-only file holding the store location (its password with it), instead of `store`."),
-    dag_library: z
-      .string()
-      .min(1)
-      .optional()
-      .describe("A folder of DAG files that `!dag publish <name>` reads."),
-    /** The user every action runs as unless it names its own run_as: a user name or "UID:GID". */
-    run_actions_as: z
-      .string()
-      .min(1)
-      .optional()
-      .describe('The user every action runs as unless it names its own `run_as`: a user name or "UID:GID".'),
-    matrix: matrixSchema
-      .optional()
-      .describe(
-        "The Matrix account and rooms; without it the node is engine-only and serves the room `local`.",
-      ),
-    permissions: permissionsSchema
-      .prefault({})
-      .describe(
-        "Who may do what in the node's rooms; the room's stored policy wins, and a node whose stated settings disagree with it does not lead.",
-      ),
-    actions: z
-      .record(z.string().regex(ID, { error: `action names ${ID_HINT}` }), actionSchema)
-      .prefault({})
-      .describe("The only programs a task can run, by name (`[actions.NAME]`)."),
-    lease: leaseSchema
-      .prefault({})
-      .describe("The room lease (leadership) and the task lease (a worker's claim)."),
-    limits: limitsSchema.prefault({}).describe("The room's cap and how long a run waits for confirmation."),
-    retention: retentionSchema.prefault({}).describe("What the leader forgets, and when."),
-    http: httpSchema.optional().describe("The HTTP API; off unless present."),
-    edge: edgeSchema
-      .optional()
-      .describe(
-        'Makes this an edge node: no store connection; it runs tasks through the core nodes\' HTTP API (docs/operations.md, "Edge nodes").',
-      ),
-    webhooks: z
-      .array(webhookSchema)
-      .max(100)
-      .prefault([])
-      .describe(
-        "Endpoints on the HTTP API that start runs from signed deliveries (`[[webhooks]]`, at most 100).",
-      ),
-    log_level: z.enum(LOG_LEVELS).prefault("info").describe("How much the node logs (DAGBOT_LOG_LEVEL)."),
-    stop_grace: duration(0)
-      .prefault("8s")
-      .describe(
-        "How long a graceful stop waits for running actions before it kills them; keep it shorter than the supervisor's own grace period.",
-      ),
-  })
-  .superRefine((file, ctx) => {
-    // An inbox row is what makes a replayed event a duplicate; intake takes events up to the
-    // command window old (by origin_server_ts, on its own clock), so a row pruned sooner could be
-    // inserted and handled again.
-    const window = file.matrix?.command_window;
-    if (window !== undefined && file.retention.finished < window + RETENTION_WINDOW_MARGIN_MS) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["retention", "finished"],
-        message: `must be at least matrix.command_window plus 1h (${Math.ceil(
-          (window + RETENTION_WINDOW_MARGIN_MS) / 60_000,
-        )}m here): a command forgotten sooner could be handled twice`,
+/**
+ * A section a file may leave out ([matrix], [http], [edge], [[webhooks]]): its schema is built at
+ * its first use, so a file without it (a `dagbot run` config has none of them) never builds it —
+ * zod's schemas for them were a fifth of a one-task `dagbot run`'s start (bench/README.md). `built`
+ * says whether it was.
+ */
+function section<T>(make: () => T): { (): T; readonly built: boolean } {
+  let made: T | undefined;
+  const get = (): T => (made ??= make());
+  return Object.defineProperty(get, "built", { get: () => made !== undefined }) as {
+    (): T;
+    readonly built: boolean;
+  };
+}
+
+/** The sections a file may leave out, by their key in the file. */
+export const OPTIONAL_SECTIONS = {
+  matrix: matrixSchema,
+  http: httpSchema,
+  edge: edgeSchema,
+  webhooks: webhookSchema,
+} as const;
+type OptionalSection = keyof typeof OPTIONAL_SECTIONS;
+type Sections = { readonly [K in OptionalSection]: ReturnType<(typeof OPTIONAL_SECTIONS)[K]> };
+
+/**
+ * The raw file's schema (snake_case keys as written, strict at every level), made from the schemas
+ * of its optional sections: the real ones, or for a section a file leaves out a stand-in that is
+ * never run (nodeConfigSchemaFor).
+ */
+function fileSchema(sections: Sections) {
+  return z
+    .strictObject({
+      node_id: id.meta({
+        description: "This node's id, unique among the store's nodes (DAGBOT_NODE_ID).",
+        shownDefault: "from the host name",
+      }),
+      labels: uniqueList(id)
+        .prefault([])
+        .describe("Labels a task may ask for (`on = { labels = [...] }` in a DAG)."),
+      capacity: z.int().min(1).max(1024).prefault(2).describe("How many tasks this node runs at once."),
+      store: storeSchema
+        .prefault(DEFAULT_STORE)
+        .describe(
+          'The shared store: "sqlite:PATH" or a postgres:// URL (DAGBOT_STORE). Relative paths are relative to the folder dagbot starts in.',
+        ),
+      store_pool_size: z
+        .int()
+        .min(1)
+        .max(100)
+        .prefault(DEFAULT_STORE_POOL_SIZE)
+        .describe(
+          "Connections in a PostgreSQL store's pool, shared by the node's rooms and loops (plus one for its room leases and heartbeat, the lease lane, and one LISTEN connection: docs/operations.md, \"Running many nodes\").",
+        ),
+      store_pooler: z
+        .enum(["none", "transaction"])
+        .prefault("none")
+        .describe(
+          'How a PostgreSQL store is reached: "none" directly (or through a session-mode pooler), "transaction" through a transaction-mode pooler such as PgBouncer: no LISTEN connection (other nodes\' changes are seen within 0.5 s, by polling), no named prepared statements, no startup options (docs/operations.md, "Behind a connection pooler"). Ignored for SQLite.',
+        ),
+      sqlite_synchronous: z
+        .enum(["full", "normal"])
+        .prefault("full")
+        .describe(
+          'A SQLite store\'s durability: "full" syncs every commit (survives a power cut), "normal" only at WAL checkpoints (survives a killed process); ignored for PostgreSQL. All nodes on one file should say the same.',
+        ),
+      store_migrate: z
+        .enum(STORE_MIGRATE)
+        .prefault("when_alone")
+        .describe(
+          'When a node that finds its store at an older schema migrates it: "when_alone" only if no other node has a live heartbeat (else it refuses to start and names the command to run), "always", or "never" (only `dagbot migrate` does).',
+        ),
+      /** Read and removed by the loader before validation; listed here for unknown-key hints only. */
+      store_file: z
+        .string()
+        .optional()
+        .describe(
+          "An owner-only file holding the store location (its password with it), instead of `store`.",
+        ),
+      dag_library: z
+        .string()
+        .min(1)
+        .optional()
+        .describe("A folder of DAG files that `!dag publish <name>` reads."),
+      /** The user every action runs as unless it names its own run_as: a user name or "UID:GID". */
+      run_actions_as: z
+        .string()
+        .min(1)
+        .optional()
+        .describe(
+          'The user every action runs as unless it names its own `run_as`: a user name or "UID:GID".',
+        ),
+      matrix: sections.matrix
+        .optional()
+        .describe(
+          "The Matrix account and rooms; without it the node is engine-only and serves the room `local`.",
+        ),
+      permissions: permissionsSchema
+        .prefault({})
+        .describe(
+          "Who may do what in the node's rooms; the room's stored policy wins, and a node whose stated settings disagree with it does not lead.",
+        ),
+      actions: z
+        .record(z.string().regex(ID, { error: `action names ${ID_HINT}` }), actionSchema)
+        .prefault({})
+        .describe("The only programs a task can run, by name (`[actions.NAME]`)."),
+      lease: leaseSchema
+        .prefault({})
+        .describe("The room lease (leadership) and the task lease (a worker's claim)."),
+      limits: limitsSchema.prefault({}).describe("The room's cap and how long a run waits for confirmation."),
+      retention: retentionSchema.prefault({}).describe("What the leader forgets, and when."),
+      http: sections.http.optional().describe("The HTTP API; off unless present."),
+      edge: sections.edge
+        .optional()
+        .describe(
+          'Makes this an edge node: no store connection; it runs tasks through the core nodes\' HTTP API (docs/operations.md, "Edge nodes").',
+        ),
+      webhooks: z
+        .array(sections.webhooks)
+        .max(100)
+        .prefault([])
+        .describe(
+          "Endpoints on the HTTP API that start runs from signed deliveries (`[[webhooks]]`, at most 100).",
+        ),
+      log_level: z.enum(LOG_LEVELS).prefault("info").describe("How much the node logs (DAGBOT_LOG_LEVEL)."),
+      stop_grace: duration(0)
+        .prefault("8s")
+        .describe(
+          "How long a graceful stop waits for running actions before it kills them; keep it shorter than the supervisor's own grace period.",
+        ),
+    })
+    .superRefine((file, ctx) => {
+      // An inbox row is what makes a replayed event a duplicate; intake takes events up to the
+      // command window old (by origin_server_ts, on its own clock), so a row pruned sooner could be
+      // inserted and handled again.
+      const window = file.matrix?.command_window;
+      if (window !== undefined && file.retention.finished < window + RETENTION_WINDOW_MARGIN_MS) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["retention", "finished"],
+          message: `must be at least matrix.command_window plus 1h (${Math.ceil(
+            (window + RETENTION_WINDOW_MARGIN_MS) / 60_000,
+          )}m here): a command forgotten sooner could be handled twice`,
+        });
+      }
+      // An edge node is a worker and a heartbeat only: what needs the store or a homeserver is not its.
+      if (file.edge !== undefined)
+        for (const key of ["matrix", "http", "dag_library"] as const)
+          if (file[key] !== undefined)
+            ctx.addIssue({
+              code: "custom",
+              path: [key],
+              message:
+                "an edge node holds no store: it has no chat, HTTP API or DAG library (leave it out or drop [edge])",
+            });
+      // A token limited to rooms names rooms of this node: a typo would otherwise lock it out silently.
+      const rooms = file.matrix?.rooms ?? [LOCAL_ROOM_ID];
+      file.http?.tokens.forEach((token, i) => {
+        token.rooms?.forEach((room, j) => {
+          if (!rooms.includes(room)) {
+            ctx.addIssue({
+              code: "custom",
+              path: ["http", "tokens", i, "rooms", j],
+              message: `is not one of this node's rooms (${rooms.join(", ")})`,
+            });
+          }
+        });
       });
-    }
-    // An edge node is a worker and a heartbeat only: what needs the store or a homeserver is not its.
-    if (file.edge !== undefined)
-      for (const key of ["matrix", "http", "dag_library"] as const)
-        if (file[key] !== undefined)
+      // Webhooks are served on the HTTP API, in one of the node's rooms, each under its own id.
+      const hookIds = new Set<string>();
+      file.webhooks.forEach((hook, i) => {
+        if (file.http === undefined)
           ctx.addIssue({
             code: "custom",
-            path: [key],
-            message:
-              "an edge node holds no store: it has no chat, HTTP API or DAG library (leave it out or drop [edge])",
+            path: ["webhooks", i],
+            message: "needs an [http] section: hooks are served on the HTTP API",
           });
-    // A token limited to rooms names rooms of this node: a typo would otherwise lock it out silently.
-    const rooms = file.matrix?.rooms ?? [LOCAL_ROOM_ID];
-    file.http?.tokens.forEach((token, i) => {
-      token.rooms?.forEach((room, j) => {
-        if (!rooms.includes(room)) {
+        if (hook.room !== undefined && !rooms.includes(hook.room))
           ctx.addIssue({
             code: "custom",
-            path: ["http", "tokens", i, "rooms", j],
+            path: ["webhooks", i, "room"],
             message: `is not one of this node's rooms (${rooms.join(", ")})`,
           });
-        }
+        if (hook.room === undefined && rooms.length > 1)
+          ctx.addIssue({
+            code: "custom",
+            path: ["webhooks", i, "room"],
+            message: "required: this node serves several rooms",
+          });
+        if (hookIds.has(hook.id))
+          ctx.addIssue({ code: "custom", path: ["webhooks", i, "id"], message: "is used twice" });
+        hookIds.add(hook.id);
       });
+      // A node beats once per lease.renew_every: a shorter limit would show live nodes as gone.
+      const gone = file.retention.node_gone_after;
+      if (gone !== undefined && gone <= 2 * file.lease.renew_every) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["retention", "node_gone_after"],
+          message: "must be longer than two heartbeats (2 × lease.renew_every)",
+        });
+      }
+      // Each action must be stoppable within its claim: the worker's timing relation (claim-deadline.ts).
+      const timings = {
+        ttlMs: file.lease.task_ttl,
+        renewEveryMs: file.lease.renew_every,
+        marginMs: taskMarginOf(file.lease),
+      };
+      if (timings.renewEveryMs + timings.marginMs >= timings.ttlMs) return; // reported under lease
+      for (const [name, action] of Object.entries(file.actions)) {
+        const problem = claimTimingProblem(timings, action.kill_grace);
+        if (problem !== null)
+          ctx.addIssue({ code: "custom", path: ["actions", name, "kill_grace"], message: problem });
+      }
     });
-    // Webhooks are served on the HTTP API, in one of the node's rooms, each under its own id.
-    const hookIds = new Set<string>();
-    file.webhooks.forEach((hook, i) => {
-      if (file.http === undefined)
-        ctx.addIssue({
-          code: "custom",
-          path: ["webhooks", i],
-          message: "needs an [http] section: hooks are served on the HTTP API",
-        });
-      if (hook.room !== undefined && !rooms.includes(hook.room))
-        ctx.addIssue({
-          code: "custom",
-          path: ["webhooks", i, "room"],
-          message: `is not one of this node's rooms (${rooms.join(", ")})`,
-        });
-      if (hook.room === undefined && rooms.length > 1)
-        ctx.addIssue({
-          code: "custom",
-          path: ["webhooks", i, "room"],
-          message: "required: this node serves several rooms",
-        });
-      if (hookIds.has(hook.id))
-        ctx.addIssue({ code: "custom", path: ["webhooks", i, "id"], message: "is used twice" });
-      hookIds.add(hook.id);
-    });
-    // A node beats once per lease.renew_every: a shorter limit would show live nodes as gone.
-    const gone = file.retention.node_gone_after;
-    if (gone !== undefined && gone <= 2 * file.lease.renew_every) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["retention", "node_gone_after"],
-        message: "must be longer than two heartbeats (2 × lease.renew_every)",
-      });
-    }
-    // Each action must be stoppable within its claim: the worker's timing relation (claim-deadline.ts).
-    const timings = {
-      ttlMs: file.lease.task_ttl,
-      renewEveryMs: file.lease.renew_every,
-      marginMs: taskMarginOf(file.lease),
-    };
-    if (timings.renewEveryMs + timings.marginMs >= timings.ttlMs) return; // reported under lease
-    for (const [name, action] of Object.entries(file.actions)) {
-      const problem = claimTimingProblem(timings, action.kill_grace);
-      if (problem !== null)
-        ctx.addIssue({ code: "custom", path: ["actions", name, "kill_grace"], message: problem });
-    }
-  });
+}
 
-export type NodeConfigFile = z.output<typeof nodeConfigFileSchema>;
+/** The schema of a file with every section: the reference's (config-reference.ts) and the hints'. */
+export const nodeConfigFileSchema = section(() =>
+  fileSchema({
+    matrix: matrixSchema(),
+    http: httpSchema(),
+    edge: edgeSchema(),
+    webhooks: webhookSchema(),
+  }),
+);
+
+// A stand-in for a section the file leaves out: an absent key never reaches it (it is optional, or
+// an empty list); the schema of a file with the section is the same as with every section.
+const ABSENT = z.never();
+const forFiles = new Map<string, ReturnType<typeof nodeConfigFileSchema>>();
+
+/**
+ * The schema `doc` (the file with the environment and options applied) is checked with: every
+ * section's own schema where `doc` has the section, else a stand-in, so only the sections it has
+ * are built. It checks and gives exactly what nodeConfigFileSchema would.
+ */
+export function nodeConfigSchemaFor(
+  doc: Readonly<Record<string, unknown>>,
+): ReturnType<typeof nodeConfigFileSchema> {
+  const present = (Object.keys(OPTIONAL_SECTIONS) as OptionalSection[]).filter((k) => doc[k] !== undefined);
+  if (present.length === Object.keys(OPTIONAL_SECTIONS).length) return nodeConfigFileSchema();
+  const key = present.join(",");
+  let schema = forFiles.get(key);
+  if (schema === undefined) {
+    const pick = <K extends OptionalSection>(k: K): Sections[K] =>
+      (present.includes(k) ? OPTIONAL_SECTIONS[k]() : ABSENT) as Sections[K];
+    schema = fileSchema({
+      matrix: pick("matrix"),
+      http: pick("http"),
+      edge: pick("edge"),
+      webhooks: pick("webhooks"),
+    });
+    forFiles.set(key, schema);
+  }
+  return schema;
+}
+
+export type NodeConfigFile = z.output<ReturnType<typeof nodeConfigFileSchema>>;
 
 /**
  * The keys a table at `path` accepts, for "unknown key" hints; null where any key goes (maps) or the
@@ -1136,23 +1230,23 @@ export type NodeConfigFile = z.output<typeof nodeConfigFileSchema>;
  */
 export function knownKeysAt(path: readonly PropertyKey[]): string[] | null {
   const [first, second, third, fourth] = path;
-  const sections: Record<string, z.ZodObject> = {
+  const sections: Record<string, () => z.ZodObject> = {
     matrix: matrixSchema,
-    permissions: permissionsSchema,
-    lease: leaseSchema,
-    limits: limitsSchema,
-    retention: retentionSchema,
+    permissions: () => permissionsSchema,
+    lease: () => leaseSchema,
+    limits: () => limitsSchema,
+    retention: () => retentionSchema,
     http: httpSchema,
     edge: edgeSchema,
   };
-  if (path.length === 0) return Object.keys(nodeConfigFileSchema.shape);
+  if (path.length === 0) return Object.keys(nodeConfigFileSchema().shape);
   if (path.length === 1 && typeof first === "string" && sections[first] !== undefined) {
-    return Object.keys(sections[first].shape);
+    return Object.keys(sections[first]().shape);
   }
   if (first === "actions" && path.length === 2) return Object.keys(actionSchema.shape);
   if (first === "http" && second === "tokens" && path.length === 3)
     return ["name", "sha256", "level", "rooms", "node"];
-  if (first === "webhooks" && path.length === 2) return Object.keys(webhookSchema.shape);
+  if (first === "webhooks" && path.length === 2) return Object.keys(webhookSchema().shape);
   if (first === "webhooks" && third === "filter" && path.length === 4) return ["pointer", "pattern"];
   if (
     first === "actions" &&

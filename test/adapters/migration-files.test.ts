@@ -1,14 +1,19 @@
 /**
  * The migration runner's files (store-common/migrations.ts): a folder of NNN-name.sql read in
  * order, each file's header parsed, and a folder that does not hold exactly versions 1 to the
- * release's schema refused by name; the built package (dist/) holds the same files as src/.
+ * release's schema refused by name; the built package (dist/) holds the same files as src/, and
+ * SQLite's schema script.
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { parseMigration, readMigrations } from "../../src/adapters/store-common/migrations.js";
+import {
+  parseMigration,
+  readMigrations,
+  readSchemaScript,
+} from "../../src/adapters/store-common/migrations.js";
 
 const scratch = mkdtempSync(join(tmpdir(), "dagbot-migration-files-"));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -69,6 +74,25 @@ describe("migration files", () => {
     );
   });
 
+  it("and a schema script: its version from its header, its SQL after it; a missing one or a version past the release's refused", () => {
+    const dir = folder({
+      "schema.sql": "-- schema: 2\n-- what migrations 1 to 2 leave\n\nCREATE TABLE a (x INTEGER);\n",
+      "ahead.sql": "-- schema: 3\n\nSELECT 1;\n",
+      "nameless.sql": "-- no version here\n\nSELECT 1;\n",
+    });
+    expect(readSchemaScript(new URL("schema.sql", dir), 2)).toEqual({
+      version: 2,
+      sql: "\nCREATE TABLE a (x INTEGER);\n",
+    });
+    expect(() => readSchemaScript(new URL("ahead.sql", dir), 2)).toThrow(
+      /its header must say "-- schema: N" with N from 1 to dagbot's schema \(2\), got "3"/,
+    );
+    expect(() => readSchemaScript(new URL("nameless.sql", dir), 2)).toThrow(/got ""/);
+    expect(() => readSchemaScript(new URL("missing.sql", dir), 2)).toThrow(
+      /dagbot's schema script is missing .*missing.sql.*reinstall dagbot/,
+    );
+  });
+
   it("reach dist/ as they are in src/ (npm run build copies them)", () => {
     const root = new URL("../../", import.meta.url);
     for (const dialect of ["sqlite", "postgres"]) {
@@ -80,5 +104,9 @@ describe("migration files", () => {
       for (const n of names)
         expect(readFileSync(new URL(n, dist), "utf8")).toBe(readFileSync(new URL(n, src), "utf8"));
     }
+    // SQLite's schema script, which an empty store is created from, beside them.
+    expect(readFileSync(new URL("dist/adapters/sqlite/schema.sql", root), "utf8")).toBe(
+      readFileSync(new URL("src/adapters/sqlite/schema.sql", root), "utf8"),
+    );
   });
 });

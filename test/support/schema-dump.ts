@@ -98,3 +98,26 @@ export function readSchemaGolden(dialect: "sqlite" | "postgres"): SchemaGolden {
     }
   return { steps, schema: existsSync(schemaFile) ? readFileSync(schemaFile, "utf8") : "" };
 }
+
+/**
+ * src/adapters/sqlite/schema.sql as it must be for a store migrated to `version`: the header, then
+ * the SQL of every sqlite_master entry in the order SQLite made them (rowid), as stored. Left out:
+ * schema_version (the runner's "prepare" makes it), sqlite_sequence and automatic indexes
+ * (SQLite makes those itself).
+ */
+export function sqliteSchemaScript(db: Database.Database, version: number): string {
+  const rows = db
+    .prepare(
+      `SELECT sql FROM sqlite_master
+        WHERE sql IS NOT NULL AND name NOT IN ('schema_version', 'sqlite_sequence') ORDER BY rowid`,
+    )
+    .all() as { sql: string }[];
+  const header = [
+    `-- schema: ${version}`,
+    `-- The SQLite schema that migrations 1 to ${version} (./migrations/) leave, as one script: an empty store`,
+    "-- is created from it, then given the migrations newer than it (docs/architecture.md §11).",
+    "-- Written from a migrated store by test/adapters/sqlite-schema-script.test.ts with",
+    "-- UPDATE_SCHEMA_GOLDEN=1, which also checks it; never edited by hand.",
+  ];
+  return `${header.join("\n")}\n${rows.map((r) => `\n${r.sql};\n`).join("")}`;
+}

@@ -2,10 +2,15 @@
  * The pino logger behind the Logger port: JSON lines, child loggers for {node, room, run, task}, and
  * secrets scrubbed from every line (secret-named keys anywhere in a record, passwords inside URLs,
  * bearer tokens inside strings) so neither a config dump nor an error message can leak them.
+ * pino itself is loaded at the first line the level lets through: a command that logs nothing
+ * (`dagbot run` at its level warn, when all goes well) never loads its 10 ms of modules
+ * (bench/README.md, "`dagbot run` of a one-task DAG").
  */
-import { pino } from "pino";
-import type { DestinationStream, Logger as PinoLogger } from "pino";
-import type { Logger } from "../../ports/logger.js";
+import { createRequire } from "node:module";
+import type { DestinationStream, Logger as PinoLogger, pino as Pino } from "pino";
+import type { LogFn, Logger } from "../../ports/logger.js";
+
+const requireHere = createRequire(import.meta.url);
 
 export type LogLevel = "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
 
@@ -46,8 +51,49 @@ export function redactRecord(value: unknown, depth = 0): unknown {
 }
 
 export function createLogger(options: LoggerOptions): Logger {
+  let root: PinoLogger | undefined;
+  return lazy(() => (root ??= pinoLogger(options)), RANK[options.level]);
+}
+
+/** How severe each level is; a logger lets through the lines at or above its own. */
+const RANK: Record<LogLevel, number> = {
+  trace: 10,
+  debug: 20,
+  info: 30,
+  warn: 40,
+  error: 50,
+  fatal: 60,
+  silent: Infinity,
+};
+const METHODS = ["trace", "debug", "info", "warn", "error", "fatal"] as const;
+const dropped: LogFn = () => {};
+
+/**
+ * A Logger whose pino logger (`made`, with its bindings) is made at its first line let through;
+ * lines below `threshold` are dropped here, as pino would drop them.
+ */
+function lazy(made: () => PinoLogger, threshold: number): Logger {
+  let inner: PinoLogger | undefined;
+  const get = (): PinoLogger => (inner ??= made());
+  const out = {
+    // pino applies formatters.bindings to the root only, so child bindings are redacted here.
+    child: (bindings: Record<string, unknown>) => {
+      const redacted = redactRecord(bindings) as Record<string, unknown>;
+      return lazy(() => get().child(redacted), threshold);
+    },
+  } as Logger;
+  for (const m of METHODS)
+    out[m] =
+      RANK[m] < threshold
+        ? dropped
+        : (((...args: [Record<string, unknown>, string]) => get()[m](...args)) as LogFn);
+  return out;
+}
+
+function pinoLogger(options: LoggerOptions): PinoLogger {
+  const { pino } = requireHere("pino") as { pino: typeof Pino };
   const destination = options.destination ?? pino.destination({ fd: 2, sync: false });
-  const logger = pino(
+  return pino(
     {
       level: options.level,
       base: options.base ?? null,
@@ -67,21 +113,6 @@ export function createLogger(options: LoggerOptions): Logger {
     },
     destination as DestinationStream,
   );
-  return wrap(logger);
-}
-
-// pino applies formatters.bindings to the root only, so child bindings are redacted here.
-function wrap(inner: PinoLogger): Logger {
-  const out: Logger = {
-    trace: inner.trace.bind(inner),
-    debug: inner.debug.bind(inner),
-    info: inner.info.bind(inner),
-    warn: inner.warn.bind(inner),
-    error: inner.error.bind(inner),
-    fatal: inner.fatal.bind(inner),
-    child: (bindings) => wrap(inner.child(redactRecord(bindings) as Record<string, unknown>)),
-  };
-  return out;
 }
 
 /** A logger that drops everything (tests of loops, commands that must print nothing else). */

@@ -1,9 +1,10 @@
 /**
- * The PostgreSQL connection discipline: one pool of prepared statements, short transactions,
- * leader fencing by a shared lock on the room's lease row, the event log appended last, and the
- * notifications of commits (this Store's own listeners at once, other Stores through one batched
- * NOTIFY transaction after the commits: docs/architecture.md §8, "Wake-ups"). Behind a
- * transaction-mode pooler no statement is named and no setting outlives its transaction.
+ * The PostgreSQL connection discipline: one pool of prepared statements, short transactions, a
+ * connection of its own for the node's lease statements (Lane), leader fencing by a shared lock on
+ * the room's lease row, the event log appended last, and the notifications of commits (this
+ * Store's own listeners at once, other Stores through one batched NOTIFY transaction after the
+ * commits: docs/architecture.md §8, "Wake-ups"). Behind a transaction-mode pooler no statement is
+ * named and no setting outlives its transaction.
  */
 import { createHash } from "node:crypto";
 import pg from "pg";
@@ -14,6 +15,18 @@ import type { LogLine } from "../store-common/records.js";
 import { clean, LOG_LOCK, mapError, NOW, quoteIdent } from "./sql.js";
 
 export type Row = Record<string, unknown>;
+
+/**
+ * Which connections a statement takes. "pool": the pool every statement shares, where a statement
+ * waits in line for a free connection behind claims, finishes and leaders' transactions. "lease":
+ * the lease lane, one connection of its own for what keeps the node's leadership and liveness (its
+ * room leases and its own heartbeat), so a renewal never waits behind a busy pool past the lease's
+ * TTL and loses the room for nothing (docs/operations.md, "Running many nodes"). Its statements
+ * are single statements, each its own transaction, so it holds no session state and works through a
+ * transaction-mode pooler as the pool does. (SQLite has no lane: one connection, its writes short
+ * and serialised by the file.)
+ */
+export type Lane = "pool" | "lease";
 
 /** Anything that runs a query: the pool (one statement, autocommit) or a client inside a transaction. */
 export interface Queryable {
@@ -171,6 +184,8 @@ export interface Tx {
 
 export class Db {
   readonly pool: pg.Pool;
+  /** The lease lane (Lane): one connection, kept open between renewals so none waits for a connect. */
+  readonly leaseLane: pg.Pool;
   /**
    * Hears this Store's own commits at once (its listeners need not wait for the NOTIFY round trip);
    * other Stores hear them through LISTEN.
@@ -187,8 +202,15 @@ export class Db {
   constructor(readonly options: PgOptions) {
     this.pooler = options.pooler === "transaction";
     this.pool = new pg.Pool({ ...clientConfig(options), max: options.poolSize });
+    this.leaseLane = new pg.Pool({
+      ...clientConfig(options),
+      application_name: "dagbot-lease",
+      max: 1,
+      idleTimeoutMillis: 0,
+    });
     // An idle client that loses its connection must not crash the process; the pool drops it.
     this.pool.on("error", () => {});
+    this.leaseLane.on("error", () => {});
   }
 
   /** A statement's query config: named (prepared once per connection) unless behind a pooler. */
@@ -270,16 +292,18 @@ export class Db {
   }
 
   /**
-   * One statement on a pooled connection, its own transaction (a Queryable). Behind a pooler it is
-   * wrapped in a transaction that makes the connection's settings first. Errors come back as the
+   * One statement on a connection of `lane`, its own transaction (a Queryable). Behind a pooler it
+   * is wrapped in a transaction that makes the connection's settings first. Errors come back as the
    * driver gave them (a script may look at a statement's error code).
    */
   async query<R extends pg.QueryResultRow = Row>(
     text: string,
     values: unknown[] = [],
+    lane: Lane = "pool",
   ): Promise<pg.QueryResult<R>> {
-    if (!this.pooler) return this.pool.query<R>(prepared(text, values));
-    return this.inTransaction(await this.pool.connect(), (client) => client.query<R>(text, values));
+    const pool = lane === "lease" ? this.leaseLane : this.pool;
+    if (!this.pooler) return pool.query<R>(prepared(text, values));
+    return this.inTransaction(await pool.connect(), (client) => client.query<R>(text, values));
   }
 
   /**
@@ -377,7 +401,7 @@ export class Db {
   async close(): Promise<void> {
     await this.flushing;
     this.ended = true;
-    await this.pool.end();
+    await Promise.all([this.pool.end(), this.leaseLane.end()]);
   }
 }
 

@@ -1,6 +1,7 @@
 /**
- * The PostgreSQL Store (node-postgres): a pool for statements and short transactions, one extra
- * connection for LISTEN while someone subscribes, migrations at open. For nodes on several hosts;
+ * The PostgreSQL Store (node-postgres): a pool for statements and short transactions, one
+ * connection for the node's lease statements and its own heartbeat (the lease lane: db.ts, Lane),
+ * one more for LISTEN while someone subscribes, migrations at open. For nodes on several hosts;
  * the server's now() is the one clock they all agree on.
  */
 import type pg from "pg";
@@ -42,7 +43,10 @@ export { LATEST_SCHEMA_VERSION } from "./migrations.js";
 export { DEFAULT_ROOM_CAP } from "../store-common/checks.js";
 
 export interface PostgresStoreOptions extends StoreOptions {
-  /** Connections in the pool (default 10): the most statements this Store runs at once. */
+  /**
+   * Connections in the pool (default 10): the most statements this Store runs at once, besides the
+   * lease lane's one (db.ts, Lane).
+   */
   poolSize?: number;
   /** The schema holding the tables (default "public"), created if missing. */
   schema?: string;
@@ -136,14 +140,16 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     },
     onChange: (listener, topics) => feed.subscribe(listener, topics),
 
+    // Every room lease statement goes by the lease lane, so a renewal never queues behind the pool.
     acquireLease: async (roomId, session, ttlMs) =>
-      autocommitScript(db, "acquire lease", () => leases.acquireLease(roomId, session, ttlMs)),
+      autocommitScript(db, "acquire lease", () => leases.acquireLease(roomId, session, ttlMs), "lease"),
     syncLeases: async (session, ttlMs, wishes) =>
-      autocommitScript(db, "sync leases", () => leases.syncLeases(session, ttlMs, wishes)),
+      autocommitScript(db, "sync leases", () => leases.syncLeases(session, ttlMs, wishes), "lease"),
     renewLease: async (fence, ttlMs) =>
-      autocommitScript(db, "renew lease", () => leases.renewLease(fence, ttlMs)),
-    releaseLease: async (fence) => autocommitScript(db, "release lease", () => leases.releaseLease(fence)),
-    getLease: async (roomId) => readScript(db, "get lease", () => leases.getLease(roomId)),
+      autocommitScript(db, "renew lease", () => leases.renewLease(fence, ttlMs), "lease"),
+    releaseLease: async (fence) =>
+      autocommitScript(db, "release lease", () => leases.releaseLease(fence), "lease"),
+    getLease: async (roomId) => readScript(db, "get lease", () => leases.getLease(roomId), "lease"),
 
     insertInboxEvent: async (event) =>
       writeScript(db, "insert inbox event", () => inbox.insertInboxEvent(event)),
@@ -257,7 +263,10 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     getPolicyProposal: async (roomId, changeId) =>
       readScript(db, "get a policy proposal", () => policies.getPolicyProposal(roomId, changeId)),
 
-    heartbeat: async (beat) => autocommitScript(db, "heartbeat", () => nodes.heartbeats([beat])),
+    // The node's own beat goes by the lease lane: a node whose beats stop reaching the store is
+    // taken for gone (no longer woken for its rooms' tasks, its id free to take). Its edges' beats (heartbeats, a core's batches of up to 200) take
+    // the pool: on the lane they would make the node's lease renewals wait behind them.
+    heartbeat: async (beat) => autocommitScript(db, "heartbeat", () => nodes.heartbeats([beat]), "lease"),
     heartbeats: async (beats) => autocommitScript(db, "heartbeats", () => nodes.heartbeats(beats)),
     listNodes: async () => readScript(db, "list nodes", () => nodes.listNodes()),
     removeNode: async (session) => autocommitScript(db, "remove node", () => nodes.removeNode(session)),

@@ -8,7 +8,7 @@ import { fenceConflict as conflictOf, holdFence } from "../store-common/ops/fenc
 import { rowMappers } from "../store-common/records.js";
 import type { Mappers, ParamType, Script, Statement, Step } from "../store-common/script.js";
 import { compile, p, sql, valuesOf } from "../store-common/script.js";
-import type { Db, Queryable, Tx } from "./db.js";
+import type { Db, Lane, Queryable, Tx } from "./db.js";
 
 /** What a script runs in: a transaction, or the pool (one statement each, writing no log). */
 export type ScriptEnv = Pick<Tx, "query" | "clockParam"> &
@@ -96,11 +96,19 @@ export function writeScript<T>(db: Db, operation: string, make: () => Script<T>)
   return db.tx(operation, (tx) => runScript(tx, make()));
 }
 
-/** A read on the pool, outside a transaction (each statement its own snapshot); it may not write. */
-export async function readScript<T>(db: Db, operation: string, make: () => Script<T>): Promise<T> {
+/**
+ * A read on the pool (or the lease lane: db.ts, Lane), outside a transaction (each statement its own
+ * snapshot); it may not write.
+ */
+export async function readScript<T>(
+  db: Db,
+  operation: string,
+  make: () => Script<T>,
+  lane: Lane = "pool",
+): Promise<T> {
   try {
     return await runScript(
-      { query: (text, values) => db.query(text, values), clockParam: db.clockParam() },
+      { query: (text, values) => db.query(text, values, lane), clockParam: db.clockParam() },
       make(),
     );
   } catch (e) {
@@ -109,18 +117,23 @@ export async function readScript<T>(db: Db, operation: string, make: () => Scrip
 }
 
 /**
- * A script of one-statement writes on the pool, outside a transaction: each statement commits alone,
- * one round trip (a claim, a finish, a lease renewal, a node's lease wishes). Such a statement writes its own log lines
- * (data-modifying CTEs); what it `touch`es is told once the script ends, as a transaction's is
- * (Db.committed).
+ * A script of one-statement writes on the pool (or the lease lane: db.ts, Lane), outside a
+ * transaction: each statement commits alone, one round trip (a claim, a finish, a lease renewal, a
+ * node's lease wishes). Such a statement writes its own log lines (data-modifying CTEs); what it
+ * `touch`es is told once the script ends, as a transaction's is (Db.committed).
  */
-export async function autocommitScript<T>(db: Db, operation: string, make: () => Script<T>): Promise<T> {
+export async function autocommitScript<T>(
+  db: Db,
+  operation: string,
+  make: () => Script<T>,
+  lane: Lane = "pool",
+): Promise<T> {
   const topics: [ChangeTopic, string | null, (readonly string[])?][] = [];
   let result: T;
   try {
     result = await runScript(
       {
-        query: (text, values) => db.query(text, values),
+        query: (text, values) => db.query(text, values, lane),
         clockParam: db.clockParam(),
         touch: (topic, roomId, nodes) => topics.push([topic, roomId, nodes]),
       },

@@ -2,11 +2,14 @@
  * The SQLite schema: numbered SQL files in ./migrations/ (docs/architecture.md §11),
  * applied at open by the shared runner (store-common/migrations.ts) inside one BEGIN IMMEDIATE
  * transaction. Add a file for a new version; never edit a released one (test/adapters/schema-golden.test.ts).
+ * An empty store is created from ./schema.sql, the schema those files leave as one script, then
+ * given the files newer than it (test/adapters/sqlite-schema-script.test.ts keeps it equal to them).
  * A database whose recorded version is newer than this release's schema is refused.
  */
 import type Database from "better-sqlite3";
 import { STORE_SCHEMA } from "../../domain/release.js";
 import type { Migration } from "../store-common/schema.js";
+import type { MigrationScript, SchemaScript } from "../store-common/migrations.js";
 import * as runner from "../store-common/migrations.js";
 import { treeUrl } from "../../package-files.js";
 
@@ -16,6 +19,11 @@ const FOLDER = treeUrl("adapters/sqlite/migrations/");
 
 /** The migration files, versions 1 to LATEST_SCHEMA_VERSION, read when first needed. */
 export const migrations = (): readonly Migration[] => runner.readMigrations(FOLDER, LATEST_SCHEMA_VERSION);
+
+/** The schema script an empty store is created from, read when first needed. */
+export const schemaScript = (): SchemaScript => runner.readSchemaScript(SCHEMA_FILE, LATEST_SCHEMA_VERSION);
+
+const SCHEMA_FILE = treeUrl("adapters/sqlite/schema.sql");
 
 /** The recorded version, 0 for an empty database. */
 export function currentSchemaVersion(db: Database.Database): number {
@@ -45,7 +53,25 @@ export function migrate(
   now: number,
   allowUpgrade = true,
 ): { from: number; to: number } {
-  const script = runner.migrationScript(migrations, LATEST_SCHEMA_VERSION, allowUpgrade);
+  return carryOut(
+    db,
+    runner.migrationScript(migrations, LATEST_SCHEMA_VERSION, allowUpgrade, schemaScript),
+    now,
+  );
+}
+
+/** Carries out the runner's script on `db`, each version recorded at `now`. */
+export function carryOut(
+  db: Database.Database,
+  script: MigrationScript,
+  now: number,
+): { from: number; to: number } {
+  // Prepared once schema_version exists (after "prepare").
+  let insert: Database.Statement | undefined;
+  const record = (version: number): void => {
+    insert ??= db.prepare("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)");
+    insert.run(version, now);
+  };
   let next = script.next();
   while (next.done !== true) {
     const step = next.value;
@@ -59,12 +85,14 @@ export function migrate(
         );
         next = script.next();
         break;
+      case "create":
+        db.exec(step.schema.sql);
+        for (let v = 1; v <= step.schema.version; v++) record(v);
+        next = script.next();
+        break;
       case "apply":
         db.exec(step.migration.sql);
-        db.prepare("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)").run(
-          step.migration.version,
-          now,
-        );
+        record(step.migration.version);
         next = script.next();
         break;
     }

@@ -4,7 +4,9 @@
  * here, and applied in order by a script the dialect's driver carries out inside its one migration
  * transaction — synchronously on SQLite, awaited on PostgreSQL — as store scripts are
  * (store-common/script.ts). The runner decides what to apply and what to refuse; the dialect says
- * how to read the recorded version, prepare the schema and apply one file.
+ * how to read the recorded version, prepare the schema and apply one file. A dialect may also ship
+ * its schema as one script (SQLite's schema.sql): an empty store is created from it, then any
+ * migration newer than it is applied on top.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -83,6 +85,54 @@ export function readMigrations(folder: URL, latest: number): readonly Migration[
   return migrations;
 }
 
+const SCHEMA = "-- schema: ";
+
+/** A dialect's schema as one script: what migrations 1 to `version` leave, made at once. */
+export interface SchemaScript {
+  readonly version: number;
+  readonly sql: string;
+}
+
+const loadedSchemas = new Map<string, SchemaScript>();
+
+/**
+ * The schema script at `file`: a header of `--` lines, one of them `-- schema: N` (the migrations
+ * it stands for are 1 to N, N at most `latest`), then the SQL. Read once, when an empty store is
+ * first created; a missing file is an incomplete install, refused like a missing migration.
+ */
+export function readSchemaScript(file: URL, latest: number): SchemaScript {
+  const cached = loadedSchemas.get(file.href);
+  if (cached !== undefined) return cached;
+  const path = fileURLToPath(file);
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    throw new Error(
+      `dagbot's schema script is missing (${path}): ${(e as Error).message}; reinstall dagbot`,
+      {
+        cause: e,
+      },
+    );
+  }
+  const lines = text.split("\n");
+  let end = 0;
+  while (end < lines.length && lines[end]!.startsWith("--")) end++;
+  const stated = lines
+    .slice(0, end)
+    .find((l) => l.startsWith(SCHEMA))
+    ?.slice(SCHEMA.length)
+    .trim();
+  const version = stated !== undefined && /^\d+$/.test(stated) ? Number(stated) : Number.NaN;
+  if (!(version >= 1 && version <= latest))
+    throw new Error(
+      `${path}: its header must say "${SCHEMA}N" with N from 1 to dagbot's schema (${latest}), got "${stated ?? ""}"`,
+    );
+  const script = { version, sql: lines.slice(end).join("\n") };
+  loadedSchemas.set(file.href, script);
+  return script;
+}
+
 /**
  * Whether a store at `found` may be opened by a release whose schema is `latest`: a newer schema
  * never, an older one only when the caller may migrate (`allowUpgrade`); an empty one (0) always.
@@ -99,25 +149,40 @@ export type RunnerStep =
   /** Before the first migration: what the files need in place (the schema_version table). */
   | { readonly step: "prepare" }
   /** Run one migration's SQL and record its version in schema_version. */
-  | { readonly step: "apply"; readonly migration: Migration };
+  | { readonly step: "apply"; readonly migration: Migration }
+  /**
+   * An empty store only: run the schema script and record versions 1 to its version in
+   * schema_version, the rows those migrations would have left.
+   */
+  | { readonly step: "create"; readonly schema: SchemaScript };
 
 export type MigrationScript = Generator<RunnerStep, { from: number; to: number }, unknown>;
 
 /**
  * Bring a store to `latest`: refuse a newer schema (and an older one unless `allowUpgrade`), then
- * apply each pending migration in order. The whole script runs in one transaction held by the
- * dialect under its lock, so of several nodes starting at once one migrates and the others find it
- * done, and a failing migration leaves the store as it was.
+ * apply each pending migration in order; an empty store, when the dialect has a schema script, is
+ * created from it instead and gets only the migrations newer than it (none while the script is
+ * kept at `latest`: the migration files are then not even read). The whole script runs in one
+ * transaction held by the dialect under its lock, so of several nodes starting at once one
+ * migrates and the others find it done, and a failing migration leaves the store as it was.
  */
 export function* migrationScript(
   migrations: () => readonly Migration[],
   latest: number,
   allowUpgrade: boolean,
+  schema?: () => SchemaScript,
 ): MigrationScript {
   const from = (yield { step: "version" }) as number;
   checkSchemaVersion(from, latest, allowUpgrade);
   if (from === latest) return { from, to: latest };
   yield { step: "prepare" };
-  for (const migration of migrations()) if (migration.version > from) yield { step: "apply", migration };
+  let at = from;
+  if (from === 0 && schema !== undefined) {
+    const created = schema();
+    yield { step: "create", schema: created };
+    at = created.version;
+  }
+  if (at < latest)
+    for (const migration of migrations()) if (migration.version > at) yield { step: "apply", migration };
   return { from, to: latest };
 }

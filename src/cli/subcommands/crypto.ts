@@ -3,7 +3,6 @@
  * (src/composition/crypto-setup.ts does it). The password or token comes from an owner-only file or
  * a prompt, never from the command line, where other users of the machine could read it.
  */
-import { createInterface } from "node:readline";
 import { Writable } from "node:stream";
 import type { Command } from "commander";
 import { readPrivateFile } from "../../config/load-config.js";
@@ -75,8 +74,12 @@ async function readSecret(options: SetupArgs): Promise<string> {
   return line;
 }
 
-/** One line from stdin; on a terminal the prompt is shown and what is typed is not echoed. */
-function prompt(question: string): Promise<string> {
+/**
+ * One line from stdin; on a terminal the prompt is shown and what is typed is not echoed. Node's
+ * readline (a dozen modules) is loaded here, not at every command's start.
+ */
+async function prompt(question: string): Promise<string> {
+  const { createInterface } = await import("node:readline");
   const tty = process.stdin.isTTY === true;
   if (tty) process.stderr.write(question);
   const muted = new Writable({ write: (_chunk, _enc, done) => done() });

@@ -1,9 +1,12 @@
-/** `dagbot graph FILE|RUN`: draws a DAG file, or a run of the store with its task states, as PNG or SVG. */
+/**
+ * `dagbot graph FILE|RUN`: draws a DAG file, or a run of the store with its task states, as PNG or SVG.
+ * The pictures' modules (the layout, the DOT writer, the renderer) are imported when it runs, not
+ * at every command's start (bench/README.md, "`dagbot run` of a one-task DAG").
+ */
 import { existsSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { extname } from "node:path";
 import type { Command } from "commander";
-import { dagGraphOf, runGraphOf } from "../../app/run-picture.js";
 import { findRun } from "../../app/run-ref.js";
 import { readRoomWaits, waitsOf } from "../../app/task-waits.js";
 import type { RunGraph } from "../../domain/run-graph.js";
@@ -12,7 +15,6 @@ import { RenderError } from "../../ports/graph-renderer.js";
 import { loadDagFile } from "../dag-file.js";
 import { CliError, runCli } from "../cli-error.js";
 import { openConfiguredStore } from "../../composition/store-open.js";
-import { createPictureRenderer } from "../../composition/pictures.js";
 import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js";
 import type { CommonOptions } from "../config-options.js";
 
@@ -44,6 +46,8 @@ function formatOf(out: string): PictureFormat {
 
 async function graph(target: string, options: GraphOptions): Promise<number> {
   if (options.out !== undefined) formatOf(options.out);
+  const { dagGraphOf, runGraphOf } = await import("../../app/run-picture.js");
+  const { createPictureRenderer } = await import("../../composition/pictures.js");
   let picture: RunGraph;
   let name: string;
   if (existsSync(target)) {

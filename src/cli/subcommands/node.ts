@@ -1,7 +1,10 @@
-/** Registers `dagbot node`; src/composition/node.ts runs it. */
+/**
+ * Registers `dagbot node`; src/composition/node.ts runs it, imported then: its modules (the chat,
+ * the HTTP API, an edge node's) are not loaded at every command's start (bench/README.md, "`dagbot
+ * run` of a one-task DAG").
+ */
 import type { Command } from "commander";
 import type { NodeOptions } from "../../composition/node.js";
-import { runNode } from "../../composition/node.js";
 import { runCli } from "../cli-error.js";
 import { withCommonOptions } from "../config-options.js";
 
@@ -18,5 +21,7 @@ export function registerNode(program: Command): void {
       "retried elsewhere once their leases expire). A store that cannot be reached yet (server down, too many\n" +
       "connections) is retried with backoff until it can. Exit status: 0 after a stop, 2 for a bad config or a\n" +
       "store that refuses it (authentication, no such database, a newer schema).",
-  ).action((options: NodeOptions) => runCli("node", () => runNode(options)));
+  ).action((options: NodeOptions) =>
+    runCli("node", async () => (await import("../../composition/node.js")).runNode(options)),
+  );
 }
