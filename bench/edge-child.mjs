@@ -7,6 +7,7 @@
  * Started with fork() and one argument, a JSON spec file (node ids, tokens, cores, config). Sends
  * {ready} once every edge has started, and on {stop} stops them all and sends {stats}.
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import { readFileSync } from "node:fs";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import process from "node:process";
@@ -34,14 +35,36 @@ loopDelay.enable();
 const claimMs = [];
 const finishAndClaimMs = [];
 const failures = { claim: 0, finishAndClaim: 0 };
+/** Claims the edge answered itself (a busy core's Retry-After not passed) and claims a core refused as busy. */
+const claimsUnsent = { local: 0, busy: 0 };
+
+/**
+ * Which claim call a request belongs to: only a claim that reached a core and was served is timed,
+ * so "no task now" answered by the edge itself (0 ms) or a core's 503 busy never counts as a fast
+ * claim (they are counted apart).
+ */
+const inClaim = new AsyncLocalStorage();
+const realFetch = globalThis.fetch;
+globalThis.fetch = async (url, init) => {
+  const res = await realFetch(url, init);
+  const call = inClaim.getStore();
+  if (call !== undefined && String(url).endsWith("/v1/edge/claim")) {
+    call.sent += 1;
+    if (res.status === 503) call.busy += 1;
+  }
+  return res;
+};
 
 /** The edge's client, its claim calls timed. */
 class TimedEdgeStore extends EdgeStore {
   async claimTasks(offer, max) {
     const t = performance.now();
+    const call = { sent: 0, busy: 0 };
     try {
-      const batch = await super.claimTasks(offer, max);
-      claimMs.push(performance.now() - t);
+      const batch = await inClaim.run(call, () => super.claimTasks(offer, max));
+      if (call.sent === 0) claimsUnsent.local += 1;
+      else if (call.busy === call.sent) claimsUnsent.busy += 1;
+      else claimMs.push(performance.now() - t);
       return batch;
     } catch (e) {
       failures.claim += 1;
@@ -101,7 +124,7 @@ process.on("message", async (m) => {
   ]);
   for (const e of edges) e.store.close();
   const loop = { p50Ms: loopDelay.percentile(50) / 1e6, p99Ms: loopDelay.percentile(99) / 1e6 };
-  process.send({ stats: { claimMs, finishAndClaimMs, failures, onCore, moved, loop } }, () =>
+  process.send({ stats: { claimMs, claimsUnsent, finishAndClaimMs, failures, onCore, moved, loop } }, () =>
     process.exit(0),
   );
 });

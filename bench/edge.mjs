@@ -452,7 +452,11 @@ export async function benchEdge(
       commitsPerSecond: (commits1 - commits0) / seconds,
       // Tasks that ran (distinct records) over the run: all of them, unless the bound cut it short.
       tasksPerSecond: seen.size / seconds,
+      // Only claims a core served: "no task now" answered by the edge itself while a busy core's
+      // Retry-After runs, and claims a core refused as busy, are counted apart, not timed.
       claims: claimMs.length,
+      claimsAnsweredByTheEdge: stats.reduce((a, s) => a + (s?.claimsUnsent?.local ?? 0), 0),
+      claimsRefusedBusy: stats.reduce((a, s) => a + (s?.claimsUnsent?.busy ?? 0), 0),
       claimP50Ms: percentile(claimMs, 50),
       claimP99Ms: percentile(claimMs, 99),
       finishAndClaims: finishAndClaimMs.length,
@@ -475,7 +479,7 @@ export async function benchEdge(
     });
     log(
       `  ${seen.size}/${tasks} tasks run in ${seconds.toFixed(1)} s${timedOut ? " (the bound)" : ""}: ${out.tasksPerSecond.toFixed(0)} tasks/s, ${out.commitsPerSecond.toFixed(0)} commits/s; ` +
-        `PG connections max ${maxConnections}; claim p50 ${out.claimP50Ms?.toFixed(1)} ms, p99 ${out.claimP99Ms?.toFixed(1)} ms (${claimMs.length} claims)`,
+        `PG connections max ${maxConnections}; claim p50 ${out.claimP50Ms?.toFixed(1)} ms, p99 ${out.claimP99Ms?.toFixed(1)} ms (${claimMs.length} claims served; ${out.claimsRefusedBusy} refused busy, ${out.claimsAnsweredByTheEdge} answered by the edge)`,
     );
     log(
       `  records ${lines.length}, distinct ${seen.size}, duplicates ${duplicates}, missing ${missing}; runs ${statuses.join(",")}; ` +

@@ -427,8 +427,8 @@ function edgeSection(r) {
         ],
         ["PostgreSQL connections to the bench database, max", String(e.maxConnections)],
         [
-          "claim call as the edge sees it, p50 / p99",
-          `${f(e.claimP50Ms)} / ${f(e.claimP99Ms)} ms (${e.claims} calls)`,
+          "claim call a core served, as the edge sees it, p50 / p99",
+          `${f(e.claimP50Ms)} / ${f(e.claimP99Ms)} ms (${e.claims} calls; ${e.claimsRefusedBusy ?? 0} refused busy, ${e.claimsAnsweredByTheEdge ?? 0} answered by the edge during a busy core's Retry-After, not timed)`,
         ],
         [
           "finish-and-claim call, p50 / p99",

@@ -193,7 +193,7 @@ export function judge(results) {
     const load = `${e.edges} edges on ${e.coreCount} cores`;
     rows.push(
       row(`edge: PostgreSQL connections in all, max (${load})`, e.maxConnections, "", "≤", 100),
-      row(`edge: claim call p50 as the edge sees it (${load})`, e.claimP50Ms, "ms", "≤", 20),
+      row(`edge: claim call a core served, p50 as the edge sees it (${load})`, e.claimP50Ms, "ms", "≤", 20),
       row(
         `edge: claim call p99 as the edge sees it`,
         e.claimP99Ms,

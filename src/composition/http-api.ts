@@ -92,6 +92,7 @@ export async function startNodeHttpApi(
     rooms: config.rooms,
     webhooks: config.webhooks,
     store,
+    storePoolSize: config.storePoolSize,
     logger,
     read: async (roomId, command, caller) => executeCommand(await contextFor(roomId, caller), command),
     // A policy command in a room no node leads is applied here, under the room's lease for it: the

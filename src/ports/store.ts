@@ -583,6 +583,29 @@ export interface NodeSlots {
   fits: number;
 }
 
+/**
+ * Queued tasks of a room that need the same of a node (action, pin, labels): what a core reads, once
+ * for many edges' claims, to answer a claim that nothing fits without a claim transaction
+ * (src/app/claim-gate.ts; docs/operations.md, "Edge nodes").
+ */
+export interface QueuedShape {
+  roomId: string;
+  action: string;
+  /** The node the tasks are pinned to (`on.node`); null: any node. */
+  pin: string | null;
+  labels: string[];
+  /** How many of them are ready now (not_before passed). */
+  ready: number;
+  /** Store-clock ms until the soonest of the others is ready; null when none waits. */
+  nextReadyInMs: number | null;
+}
+
+/** The queue as claims see it, read without a transaction. */
+export interface QueueReader {
+  /** The queued tasks of these rooms, grouped by what a node needs to claim them (QueuedShape). */
+  queuedShapes(roomIds: readonly string[]): Promise<QueuedShape[]>;
+}
+
 /** The room's ready work and the live nodes that could take it (Scheduler.claimDemand). */
 export interface ClaimDemand {
   /** Queued tasks of the room whose not_before has passed. */
@@ -1198,6 +1221,7 @@ export interface Store
     RunStore,
     DefinitionStore,
     TaskClaimer,
+    QueueReader,
     Scheduler,
     PolicyStore,
     NodeStore,

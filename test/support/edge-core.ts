@@ -9,12 +9,16 @@ import type { HttpConfig } from "../../src/config/node-config.js";
 import type { Clock } from "../../src/ports/clock.js";
 import type { Store } from "../../src/ports/store.js";
 
-/** `clock`: the time of the window that gathers edges' heartbeats (default: the system clock). */
+/**
+ * `clock`: the time of the window that gathers edges' heartbeats and of a claim's wait for its turn
+ * (default: the system clock); `storePoolSize`: what the claims' admission is sized from (default 2).
+ */
 export function startEdgeCore(
   store: Store,
   config: HttpConfig,
   room: string,
   clock?: Clock,
+  storePoolSize?: number,
 ): Promise<HttpApi> {
   return startHttpApi({
     config,
@@ -23,6 +27,7 @@ export function startEdgeCore(
     store,
     logger: silentLogger(),
     ...(clock === undefined ? {} : { clock }),
+    ...(storePoolSize === undefined ? {} : { storePoolSize }),
     read: async () => {
       throw new Error("no reads here");
     },

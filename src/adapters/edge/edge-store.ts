@@ -12,7 +12,10 @@
  * cut, a timeout, a 5xx) may have committed, so it is not sent again. The edge asks a core what its
  * session holds (/v1/edge/held) and hands the worker, once each, the tasks it holds and was never
  * handed (adopt), their leases renewed first: no task waits out its lease unrun, none runs twice.
- * Claims go one at a time so that what the session holds is never read while a claim is out.
+ * Claims go one at a time so that what the session holds is never read while a claim is out. A
+ * claim the core refused for load (503 `busy`, before it asked the store) is none of these: it
+ * answers "no task now", and the edge sends no claim before the core's Retry-After, spread, has
+ * passed (a wake-up's claim meanwhile is answered so here), then claims on the same core.
  *
  * Wake-ups: one Server-Sent Events stream (/v1/edge/wakes) from the current core, turned into
  * ChangeFeed callbacks. A lost stream is reopened (on the next core when this one is gone) and
@@ -49,6 +52,8 @@ export interface EdgeStoreOptions {
   requestTimeoutMs?: number;
   /** How long to wait before reopening a lost wake stream; default 1 s. */
   reconnectMs?: number;
+  /** Monotonic ms, for a busy core's wait (default performance.now). */
+  now?: () => number;
 }
 
 /** How long a wake stream the core refused waits before it asks again. */
@@ -110,15 +115,43 @@ export function answerOf(
   operation: string,
   status: number,
   body: unknown,
+  retryAfter: string | null = null,
 ): { value: unknown } | { error: Error } | null {
   if (status >= 200 && status < 300) return { value: body };
-  if (status >= 500) return null;
   const p = (typeof body === "object" && body !== null ? body : {}) as ProblemAnswer;
+  if (status === 503 && p.code === "busy") {
+    const seconds = Number(retryAfter);
+    return { error: new CoreBusyError(seconds > 0 ? seconds * 1000 : BUSY_RETRY_MS) };
+  }
+  if (status >= 500) return null;
   if (status === 409 && p.code === "lost-claim")
     return { error: new ConflictError(p.operation ?? operation, p.expected ?? {}, p.found ?? null) };
   if (status === 404 && p.code === "task-not-found")
     return { error: new NotFoundError(p.operation ?? operation, p.key ?? {}) };
   return { error: new EdgeRefusedError(status, p.code ?? "unknown", p.detail ?? "", p.limitBytes) };
+}
+
+/**
+ * A claim the core refused for load before asking the store (503 `busy`): nothing was claimed, and
+ * the core asks for the claim again after `retryAfterMs`. Not a failure: the claim answers "no task
+ * now", and the edge stays on its core (moving would not make the claim less optional).
+ */
+export class CoreBusyError extends Error {
+  override readonly name = "CoreBusyError";
+  constructor(readonly retryAfterMs: number) {
+    super(`the core is busy; claim again in ${retryAfterMs} ms`);
+  }
+}
+
+/** A busy core's wait when its answer names none. */
+const BUSY_RETRY_MS = 1_000;
+
+/**
+ * When a claim refused as busy asks again: the core's Retry-After, spread over half to one and a
+ * half times it, so the edges refused together do not come back together.
+ */
+export function busyRetryMs(retryAfterMs: number, random: () => number = Math.random): number {
+  return Math.round(retryAfterMs * (0.5 + random()));
 }
 
 /** A claim sent to a core that gave no answer: it may have committed. A StoreError to the worker. */
@@ -146,12 +179,19 @@ export class EdgeStore
   private readonly log: Logger;
   private readonly timeoutMs: number;
   private readonly reconnectMs: number;
+  private readonly now: () => number;
+  /**
+   * Until when (now()) the core that refused a claim as busy asked not to be asked again: a claim
+   * before then, a leader's wake-up's included, is answered "no task now" here, without a request.
+   */
+  private busyUntil = 0;
 
   constructor(private readonly options: EdgeStoreOptions) {
     if (options.cores.length === 0) throw new Error("an edge node needs at least one core (edge.cores)");
     this.log = options.logger.child({ component: "edge" });
     this.timeoutMs = options.requestTimeoutMs ?? 10_000;
     this.reconnectMs = options.reconnectMs ?? 1_000;
+    this.now = options.now ?? (() => performance.now());
   }
 
   /** The core the edge talks to now. */
@@ -163,10 +203,18 @@ export class EdgeStore
     return this.oneClaimAtATime(async () => {
       const adopted = await this.adopt(offer, max);
       if (adopted.length > 0) return { claimed: adopted, more: true, nextReadyInMs: null };
+      const now = this.now();
+      if (now < this.busyUntil) return { claimed: [], more: false, nextReadyInMs: this.busyUntil - now };
       let batch: ClaimBatch;
       try {
         batch = (await this.call("claim", "POST", "/v1/edge/claim", { offer, max }, false)) as ClaimBatch;
       } catch (err) {
+        // Refused for load: no task now; the worker claims again once this says a task may be ready.
+        if (err instanceof CoreBusyError) {
+          const waitMs = busyRetryMs(err.retryAfterMs);
+          this.busyUntil = this.now() + waitMs;
+          return { claimed: [], more: false, nextReadyInMs: waitMs };
+        }
         if (!(err instanceof AnswerLostError)) throw err;
         // It may have committed: what the session holds now, less what the worker runs, is its batch.
         const claimed = await this.adopt(offer, max);
@@ -423,6 +471,7 @@ export class EdgeStore
       const base = this.options.cores[at]!;
       let status: number;
       let parsed: unknown;
+      let retryAfter: string | null;
       try {
         const res = await fetch(`${base}${path}`, {
           method,
@@ -431,6 +480,7 @@ export class EdgeStore
           signal: AbortSignal.timeout(this.timeoutMs),
         });
         status = res.status;
+        retryAfter = res.headers.get("retry-after");
         const text = await res.text();
         parsed = text === "" ? null : JSON.parse(text);
       } catch (err) {
@@ -439,7 +489,7 @@ export class EdgeStore
         if (!resend) throw this.answerLost(operation, err);
         continue;
       }
-      const answer = answerOf(operation, status, parsed);
+      const answer = answerOf(operation, status, parsed, retryAfter);
       if (answer === null) {
         last = new Error(`${base} answered ${status}`);
         this.moveOn(at, `status ${status}`);

@@ -30,6 +30,11 @@ export interface HttpApiDeps {
   rooms: readonly string[];
   store: Store;
   logger: Logger;
+  /**
+   * The store pool's size (store_pool_size): how many of the edges' claims go to the store at once
+   * (src/app/claim-gate.ts). Default 2, the config's default.
+   */
+  storePoolSize?: number;
   /** Time for the window that gathers edges' heartbeats into one commit (default: the system clock). */
   clock?: Clock;
   /** Runs a read command of the command table for the caller (no write, no inbox row). */

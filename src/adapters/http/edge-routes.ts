@@ -4,8 +4,12 @@
  * finish its tasks, beat its heartbeat, read a task, hear its wake-ups, and list the tasks its session
  * holds (after a claim whose answer was lost, src/adapters/edge/edge-store.ts). Each is one call of the
  * worker's store port (TaskClaimer, WorkerTaskReader, heartbeat), its fencing token carried unchanged;
- * heartbeats alone are gathered first, many edges' beats in one commit (src/app/heartbeat-batcher.ts);
- * a task read is answered as the worker reads it (WorkerTaskView), not as the store holds it.
+ * heartbeats alone are gathered first, many edges' beats in one commit (src/app/heartbeat-batcher.ts),
+ * and a claim first looks at a shared read of the queue, answered empty without a claim transaction
+ * when nothing queued fits its offer, and waits its turn for part of the store pool, refused 503
+ * `busy` with a Retry-After past a bound, while renewals, finishes, releases and output writes are
+ * never refused nor wait behind claims (src/app/claim-gate.ts); a task read is answered as the worker
+ * reads it (WorkerTaskView), not as the store holds it.
  *
  * Only an edge token calls them (auth.ts), and only for the node its config names: every session a
  * body carries, in an offer, a token or a heartbeat, must be that node's, so an edge can never speak
@@ -20,7 +24,9 @@ import type { ChangeTopic, ClaimedTask, Session, TaskRecord, WorkerTaskView } fr
 import { wakeFor } from "../../ports/store.js";
 import { isConflict, isNotFound } from "../../ports/errors.js";
 import { HeartbeatBatcher } from "../../app/heartbeat-batcher.js";
+import { ClaimAdmission, ClaimsBusyError, QueueLook } from "../../app/claim-gate.js";
 import { systemClock } from "../clock/system-clock.js";
+import { DEFAULT_STORE_POOL_SIZE } from "../../config/node-config.js";
 import type { Caller } from "./auth.js";
 import { beyondScope, maySpeakFor } from "./auth.js";
 import type { RouteContext, ZodApp } from "./context.js";
@@ -85,6 +91,14 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
   // each. At close the beats still waiting are written at once, so their requests are answered.
   const beats = new HeartbeatBatcher(store, deps.clock ?? systemClock);
   app.addHook("preClose", async () => beats.close());
+  // The queue of the node's rooms as its edges' claims look at it first, one read for many claims.
+  const queue = new QueueLook(store, deps.rooms, deps.clock ?? systemClock);
+  // Claims wait their turn for part of the store pool and are refused past a bound; the calls that
+  // keep a guarantee (renewals, finishes, releases, output) never wait behind them nor are refused.
+  const admission = new ClaimAdmission(
+    deps.storePoolSize ?? DEFAULT_STORE_POOL_SIZE,
+    deps.clock ?? systemClock,
+  );
 
   /** The edge caller, once each session its body names is its own node's. */
   const edgeCaller = (req: FastifyRequest, sessions: readonly Session[]): Caller => {
@@ -123,6 +137,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
     try {
       return await call();
     } catch (err) {
+      if (err instanceof ClaimsBusyError) throw err;
       if (isConflict(err))
         return fail(409, "lost-claim", err.message, {
           operation: err.operation,
@@ -145,12 +160,24 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
   app.post(
     "/v1/edge/claim",
     route("Claim up to `max` fitting tasks for the edge node (TaskClaimer.claimTasks)", e.claimBody),
-    async (req) => {
+    async (req, reply) => {
       const { offer, max } = req.body as e.ClaimBody;
       const caller = edgeCaller(req, [offer.session]);
       checkScope(caller, offer);
       checkRooms(caller, offer.roomIds);
-      return storeCall("claim", () => store.claimTasks(offer, max));
+      // Most claims of an idle fleet find nothing: one shared read of the queue answers them, no
+      // claim transaction each (src/app/claim-gate.ts). A look that fails leaves it to the claim.
+      const empty = await queue.emptyClaim(offer).catch(() => null);
+      if (empty !== null) return empty;
+      try {
+        const batch = await storeCall("claim", () => admission.claim(() => store.claimTasks(offer, max)));
+        if (batch.claimed.length === 0) queue.claimedNothing();
+        return batch;
+      } catch (err) {
+        if (!(err instanceof ClaimsBusyError)) throw err;
+        reply.header("retry-after", String(err.retryAfterS));
+        return fail(503, "busy", err.message);
+      }
     },
   );
   app.post(
@@ -159,7 +186,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
     async (req) => {
       const { token, result } = req.body as e.FinishBody;
       edgeCaller(req, [token.session]);
-      return storeCall("finish", () => store.finishTask(token, result));
+      return storeCall("finish", () => admission.other(() => store.finishTask(token, result)));
     },
   );
   app.post(
@@ -170,13 +197,15 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
       const caller = edgeCaller(req, [token.session, offer.session]);
       checkScope(caller, offer);
       checkRooms(caller, offer.roomIds);
-      return storeCall("finish-and-claim", () => store.finishAndClaim(token, result, offer, max));
+      return storeCall("finish-and-claim", () =>
+        admission.other(() => store.finishAndClaim(token, result, offer, max)),
+      );
     },
   );
   app.post("/v1/edge/renew", route("Extend a task's lease", e.renewBody), async (req) => {
     const { token, leaseMs } = req.body as e.RenewBody;
     edgeCaller(req, [token.session]);
-    return storeCall("renew", () => store.renewTaskLease(token, leaseMs));
+    return storeCall("renew", () => admission.other(() => store.renewTaskLease(token, leaseMs)));
   });
   app.post(
     "/v1/edge/release",
@@ -184,7 +213,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
     async (req) => {
       const { token, why } = req.body as e.ReleaseBody;
       edgeCaller(req, [token.session]);
-      return storeCall("release", () => store.releaseTask(token, why));
+      return storeCall("release", () => admission.other(() => store.releaseTask(token, why)));
     },
   );
   app.post(
@@ -193,7 +222,9 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
     async (req) => {
       const { token, output, outputBytes } = req.body as e.OutputBody;
       edgeCaller(req, [token.session]);
-      await storeCall("output", () => store.writeTaskOutput(token, output, outputBytes));
+      await storeCall("output", () =>
+        admission.other(() => store.writeTaskOutput(token, output, outputBytes)),
+      );
       return {};
     },
   );

@@ -30,6 +30,7 @@ export type ProblemCode =
   | "lost-claim"
   | "store-unavailable"
   | "too-many-streams"
+  | "busy"
   | "internal"
   | `command-error.${CommandErrorCode}`
   | "command-error";
@@ -65,6 +66,7 @@ const TITLES: Record<string, string> = {
   "lost-claim": "The task's claim is no longer held by this token",
   "store-unavailable": "The store cannot be reached",
   "too-many-streams": "This node serves as many event streams as it may; try again later or another node",
+  busy: "This node has as many claims waiting as it takes; claim again after Retry-After",
   internal: "Internal error",
   "command-error": "The command is malformed",
 };

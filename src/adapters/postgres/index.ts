@@ -12,7 +12,7 @@ import type { PoolerMode } from "./db.js";
 import { Db, POOLER_MODES } from "./db.js";
 import { Finishes } from "./finishes.js";
 import { mapError, NOW, quoteIdent } from "./sql.js";
-import { claimDemand } from "../store-common/ops/claim-demand.js";
+import { claimDemand, queuedShapes } from "../store-common/ops/claim-demand.js";
 import { wakePayloads } from "./change-feed.js";
 import * as leases from "../store-common/ops/leases.js";
 import { migrate } from "./migrations.js";
@@ -218,6 +218,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     },
     claimDemand: async (roomId, liveWithinMs) =>
       readScript(db, "claim demand", () => claimDemand(roomId, liveWithinMs)),
+    queuedShapes: async (roomIds) => readScript(db, "queued shapes", () => queuedShapes(roomIds)),
     // A NOTIFY naming the nodes, so only they claim (sent with the batch: Db.committed).
     wakeNodes: async (roomId, nodeIds) => {
       for (const payload of wakePayloads(roomId, nodeIds)) db.notifySoon(payload);

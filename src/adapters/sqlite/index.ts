@@ -7,7 +7,7 @@ import { StoreMissingError } from "../../ports/errors.js";
 import type { Store, StoreOptions } from "../../ports/store.js";
 import { ChangeFeed } from "./change-feed.js";
 import { SqliteConnection } from "./connection.js";
-import { claimDemand } from "../store-common/ops/claim-demand.js";
+import { claimDemand, queuedShapes } from "../store-common/ops/claim-demand.js";
 import * as leases from "../store-common/ops/leases.js";
 import { checkSchemaVersion, currentSchemaVersion, LATEST_SCHEMA_VERSION, migrate } from "./migrations.js";
 import * as nodes from "../store-common/ops/nodes.js";
@@ -166,6 +166,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
     },
     claimDemand: async (roomId, liveWithinMs) =>
       readScript(c, "claim demand", () => claimDemand(roomId, liveWithinMs)),
+    queuedShapes: async (roomIds) => readScript(c, "queued shapes", () => queuedShapes(roomIds)),
     // Other processes hear the scheduler's commit through the data_version poll (every worker wakes);
     // this process's workers hear the names.
     wakeNodes: async (roomId, nodeIds) => {

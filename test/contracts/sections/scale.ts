@@ -4,7 +4,8 @@
  * same guarantees as acquireLease/renewLease (one winner among racers, fenced renewals, the event
  * log); claimTasks takes a batch up to the free slots that fit, each task exactly once among racing
  * connections, within the caps the scheduler admitted, and says what is left; claimDemand reports
- * the room's ready work and the live nodes that could take it; wakeNodes reaches the named node.
+ * the room's ready work and the live nodes that could take it, queuedShapes the queue's groups as an
+ * edge's claim looks at them; wakeNodes reaches the named node.
  */
 import { expect, it } from "vitest";
 import { ConflictError } from "../../../src/ports/errors.js";
@@ -324,6 +325,48 @@ export function scaleSection(ctx: ContractContext): void {
     expect(demand.ready).toBe(1);
     expect(demand.nextReadyInMs).toBe(4000);
     expect(demand.nodes).toEqual([{ nodeId: w.nodeId, free: 2, fits: 1 }]);
+  });
+
+  it("queuedShapes: the rooms' queued tasks grouped by what a node needs, ready or when they will be", async () => {
+    const { store, room, fence } = await setup();
+    const w = session(ctx.uid("w"), "wb");
+    expect(await store.queuedShapes([room])).toEqual([]);
+    await publishRunning(
+      store,
+      fence,
+      dag(ctx.uid("d"), [
+        task("a", { retries: 1, retryBackoffMs: 5000 }),
+        task("b"),
+        task("c"),
+        task("g", { action: "gpu-run", on: { labels: ["gpu", "big"], node: w.nodeId } }),
+      ]),
+    );
+    // The first claim takes "a" (first in); its failure sends it back to wait out its backoff.
+    const c = (await store.claimTask(offer(w, [room])))!;
+    expect(c.task.taskId).toBe("a");
+    expect(await store.finishTask(c.token, failed)).toEqual({ status: "queued" });
+    const shapes = await store.queuedShapes([room, ctx.uid("!empty")]);
+    const byAction = new Map(shapes.map((s) => [s.action, s]));
+    expect(shapes).toHaveLength(2);
+    expect(byAction.get("echo")).toEqual({
+      roomId: room,
+      action: "echo",
+      pin: null,
+      labels: [],
+      ready: 2,
+      nextReadyInMs: 5000,
+    });
+    const gpu = byAction.get("gpu-run")!;
+    expect({ ...gpu, labels: [...gpu.labels].sort() }).toEqual({
+      roomId: room,
+      action: "gpu-run",
+      pin: w.nodeId,
+      labels: ["big", "gpu"],
+      ready: 1,
+      nextReadyInMs: null,
+    });
+    // Another room's queue is not read.
+    expect(await store.queuedShapes([ctx.uid("!other")])).toEqual([]);
   });
 
   it("wakeNodes reaches a listener on another connection, for the named node", async () => {

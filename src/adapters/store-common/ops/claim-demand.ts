@@ -3,9 +3,11 @@
  * for both stores: the room's ready queued tasks, grouped by what a node needs to run them (action,
  * labels, pin), when the next waiting one becomes ready, and the live nodes serving the room with
  * their free slots (capacity minus the tasks their session runs in any room). One statement of
- * tagged rows; which node fits which group is decided here, in code, the same way for both stores.
+ * tagged rows; which node fits which group is decided here, in code, the same way for both stores
+ * (taskFits). Also the queue's shapes for a core's look before its edges' claims (queuedShapes).
  */
-import type { ClaimDemand, NodeSlots } from "../../../ports/store.js";
+import type { ClaimDemand, NodeSlots, QueuedShape } from "../../../ports/store.js";
+import { taskFits } from "../../../domain/claim-fit.js";
 import type { Script } from "../script.js";
 import { mappers, p, rows, sql } from "../script.js";
 
@@ -100,14 +102,41 @@ export function* claimDemand(roomId: string, liveWithinMs: number): Script<Claim
   const nodes: NodeSlots[] = live.map((n) => ({
     nodeId: n.nodeId,
     free: n.capacity - (busy.get(`${n.nodeId}/${n.bootId}`) ?? 0),
-    fits: groups
-      .filter(
-        (t) =>
-          n.actions.has(t.action) &&
-          (t.pin === null || t.pin === n.nodeId) &&
-          t.labels.every((l) => n.labels.has(l)),
-      )
-      .reduce((sum, t) => sum + t.count, 0),
+    fits: groups.filter((t) => taskFits(t, n)).reduce((sum, t) => sum + t.count, 0),
   }));
   return { ready: count, nextReadyInMs, nodes };
+}
+
+/**
+ * The queued tasks of the rooms grouped by what a node needs (QueuedShape): a core's look before its
+ * edges' claims (src/app/claim-gate.ts). One read, no transaction; the queue holds only what the
+ * caps admitted, so it is short, and its groups fewer.
+ */
+export const SHAPES = sql("the queue's shapes")`
+  SELECT room_id, action, node_pin, labels,
+         sum(CASE WHEN ${READY} THEN 1 ELSE 0 END) AS ready,
+         min(CASE WHEN ${READY} THEN NULL ELSE not_before END) - ${p.now} AS next
+    FROM tasks WHERE status = 'queued' AND room_id${p.inList("rooms")}
+   GROUP BY room_id, action, node_pin, labels`;
+
+interface ShapeRow {
+  room_id: string;
+  action: string;
+  node_pin: string | null;
+  labels: unknown;
+  ready: number | string;
+  next: number | string | null;
+}
+
+export function* queuedShapes(roomIds: readonly string[]): Script<QueuedShape[]> {
+  const m = yield* mappers();
+  const found = yield* rows<ShapeRow>(SHAPES, { rooms: [...roomIds] });
+  return found.map((r) => ({
+    roomId: r.room_id,
+    action: r.action,
+    pin: r.node_pin,
+    labels: m.json<string[]>(r.labels),
+    ready: Number(r.ready),
+    nextReadyInMs: r.next === null ? null : Math.max(0, Number(r.next)),
+  }));
 }
