@@ -8,7 +8,8 @@
  *   of the queue's shapes (QueueReader), not a claim transaction each. A claim may use only a read
  *   that started after it arrived (FreshRead), so a task queued before the claim was sent is seen;
  *   one queued later is announced by the leader's wake, which makes the edge claim again. Only
- *   "nothing fits" must be fresh: while a recent read found work, the claims that fit it go on.
+ *   "nothing fits" must be fresh: while a recent read found work, the claims that fit it go on,
+ *   and so does the claim of an edge the leader just woke (the wake says work was queued for it).
  * - ClaimAdmission: a claim reaches the store only while the claims in flight leave part of the
  *   store pool to the other calls and the pool is not already full of them; others wait their turn,
  *   and a claim past the wait bound, or waiting too long, is refused (ClaimsBusyError: the edge
@@ -112,11 +113,18 @@ export const FOUND_WORK_FOR_MS = 1_000;
  */
 export const READ_GAP_MS = 100;
 
+/** Past this many woken nodes remembered, those heard of longer than FOUND_WORK_FOR_MS ago are dropped. */
+const WOKEN_KEPT = 4096;
+
 /** The shared look at the queue of a core's rooms before its edges' claims. */
 export class QueueLook {
   private readonly shapes: FreshRead<QueuedShape[]>;
   /** The last read, while it found ready work (and not longer than FOUND_WORK_FOR_MS). */
   private found: { shapes: QueuedShape[]; at: number } | null = null;
+  /** The nodes a leader's wake named lately, and when this core heard it (monotonic ms). */
+  private readonly woken = new Map<string, number>();
+  /** When a wake that named no node (every node) was heard last. */
+  private wokenAll = -Infinity;
 
   constructor(
     store: QueueReader,
@@ -132,8 +140,29 @@ export class QueueLook {
     return this.shapes.reads;
   }
 
+  /**
+   * A leader's wake reached this core (its change feed's "wake"), naming the nodes it wakes (a name
+   * may carry "/N", how many to take), or none for every node: each of them claims next because work
+   * was queued for it, so that claim goes on to the store without waiting for a read (up to
+   * READ_GAP_MS). A "go on" is never wrong, only a claim transaction that may find nothing.
+   */
+  heardWake(nodes: readonly string[] | undefined): void {
+    const now = this.clock.monotonicMs();
+    if (nodes === undefined) {
+      this.wokenAll = now;
+      return;
+    }
+    if (this.woken.size > WOKEN_KEPT)
+      for (const [node, at] of this.woken) if (now - at >= FOUND_WORK_FOR_MS) this.woken.delete(node);
+    for (const name of nodes) this.woken.set(name.replace(/\/\d+$/, ""), now);
+  }
+
   /** The empty answer when no queued task fits the offer (no claim needed), null when one may. */
   async emptyClaim(offer: NodeOffer): Promise<ClaimBatch | null> {
+    const now = this.clock.monotonicMs();
+    const wokenAt = this.woken.get(offer.session.nodeId);
+    if (wokenAt !== undefined) this.woken.delete(offer.session.nodeId);
+    if (now - Math.max(wokenAt ?? -Infinity, this.wokenAll) < FOUND_WORK_FOR_MS) return null;
     const found = this.found;
     if (
       found !== null &&

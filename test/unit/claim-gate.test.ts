@@ -213,6 +213,41 @@ describe("QueueLook: a read that found ready work sends the claims that fit it o
     expect(await look.emptyClaim(offer("e6"))).toEqual({ claimed: [], more: false, nextReadyInMs: null });
     expect(reads).toBe(6);
   });
+
+  it("the claim of an edge a leader's wake named goes on without a read, once, within FOUND_WORK_FOR_MS", async () => {
+    const clock = new FakeClock();
+    let reads = 0;
+    const look = new QueueLook(
+      {
+        queuedShapes: async () => {
+          reads += 1;
+          return [];
+        },
+      },
+      ["r1"],
+      clock,
+      0,
+    );
+    const nothing = { claimed: [], more: false, nextReadyInMs: null };
+    look.heardWake(["e1/2", "e2"]);
+    expect(await look.emptyClaim(offer("e1"))).toBeNull();
+    expect(await look.emptyClaim(offer("e2"))).toBeNull();
+    expect(reads).toBe(0);
+    // Once: the same edge's next claim, and an edge the wake did not name, read.
+    expect(await look.emptyClaim(offer("e1"))).toEqual(nothing);
+    expect(await look.emptyClaim(offer("e3"))).toEqual(nothing);
+    expect(reads).toBe(2);
+    // A wake heard too long ago sends nothing on.
+    look.heardWake(["e4"]);
+    await clock.advance(FOUND_WORK_FOR_MS);
+    expect(await look.emptyClaim(offer("e4"))).toEqual(nothing);
+    expect(reads).toBe(3);
+    // A wake for every node sends each claim on while it is recent.
+    look.heardWake(undefined);
+    expect(await look.emptyClaim(offer("e5"))).toBeNull();
+    expect(await look.emptyClaim(offer("e6"))).toBeNull();
+    expect(reads).toBe(3);
+  });
 });
 
 /** A call the test ends: resolves with "done" once `end` is called. */

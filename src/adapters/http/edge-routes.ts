@@ -93,6 +93,14 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
   app.addHook("preClose", async () => beats.close());
   // The queue of the node's rooms as its edges' claims look at it first, one read for many claims.
   const queue = new QueueLook(store, deps.rooms, deps.clock ?? systemClock);
+  // A leader's wake names the edges it wakes: their next claims go on without waiting for a read.
+  const unheard = store.onChange(
+    (topic, _roomId, nodes) => {
+      if (topic === "wake") queue.heardWake(nodes);
+    },
+    ["wake"],
+  );
+  app.addHook("onClose", async () => unheard());
   // Claims wait their turn for part of the store pool and are refused past a bound; the calls that
   // keep a guarantee (renewals, finishes, releases, output) never wait behind them nor are refused.
   const admission = new ClaimAdmission(
