@@ -6,17 +6,15 @@
  * SQLite store whose claims the test holds.
  */
 import { createHash } from "node:crypto";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/adapters/log/pino-logger.js";
 import { answerOf, busyRetryMs, CoreBusyError, EdgeStore } from "../../src/adapters/edge/edge-store.js";
 import type { HttpApi } from "../../src/adapters/http/server.js";
 import { claimWaitBoundFor } from "../../src/app/claim-gate.js";
 import type { Clock } from "../../src/ports/clock.js";
 import type { NodeOffer, Store } from "../../src/ports/store.js";
-import { startEdgeCore } from "../support/edge-core.js";
+import { edgeCoreTestbed, startEdgeCore } from "../support/edge-core.js";
 import { inProcessHttpConfig } from "../support/http-client.js";
-import type { SqliteTestDb } from "../support/sqlite-harness.js";
-import { sqliteTestDb } from "../support/sqlite-harness.js";
 import { becomeLeader, dag, ok, offer, publishRunning, session, task } from "../support/store-fixtures.js";
 
 const sha = (t: string): string => createHash("sha256").update(t).digest("hex");
@@ -83,33 +81,17 @@ function holding(store: Store): { store: Store; hold: (on: boolean) => void; rea
 }
 
 describe("a busy core's claims", () => {
-  let db: SqliteTestDb | undefined;
   let store: Store | undefined;
   let api: HttpApi | undefined;
-  let failed = false;
-
-  beforeEach(({ onTestFailed }) =>
-    onTestFailed(() => {
-      failed = true;
-    }),
-  );
-  afterEach(async () => {
-    await api?.close();
-    await store?.close();
-    db?.cleanup(failed);
-    api = undefined;
-    store = undefined;
-    db = undefined;
-  });
+  const bed = edgeCoreTestbed("edge-admission");
 
   it("past the bound a claim is 503 busy with Retry-After, a renewal is still served, and the edge claims again", async () => {
-    db = sqliteTestDb("edge-admission");
-    store = await db.open();
+    store = await bed.open();
     const fence = await becomeLeader(store, ROOM);
     const held = holding(store);
     const config = { ...inProcessHttpConfig("read-token-0123456789abcdef-reader"), openMetrics: false };
     config.tokens = [{ name: "edge1", sha256: sha(EDGE_TOKEN), level: "edge", node: "edge-1" }];
-    api = await startEdgeCore(held.store, config, ROOM, endless, POOL);
+    api = bed.serve(await startEdgeCore(held.store, config, ROOM, endless, POOL));
     const base = `http://127.0.0.1:${api.port}`;
     const me = session("edge-1");
     const o: NodeOffer = offer(me, [ROOM]);

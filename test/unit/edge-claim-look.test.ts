@@ -4,17 +4,15 @@
  * queue-read calls counted; through the core's HTTP API for what an edge sees.
  */
 import { createHash } from "node:crypto";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/adapters/log/pino-logger.js";
 import { EdgeStore } from "../../src/adapters/edge/edge-store.js";
 import type { HttpApi } from "../../src/adapters/http/server.js";
 import { FOUND_WORK_FOR_MS, QueueLook } from "../../src/app/claim-gate.js";
 import type { Store } from "../../src/ports/store.js";
-import { startEdgeCore } from "../support/edge-core.js";
+import { edgeCoreTestbed, startEdgeCore } from "../support/edge-core.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { inProcessHttpConfig } from "../support/http-client.js";
-import type { SqliteTestDb } from "../support/sqlite-harness.js";
-import { sqliteTestDb } from "../support/sqlite-harness.js";
 import {
   becomeLeader,
   dag,
@@ -56,28 +54,12 @@ function counted(store: Store): { store: Store; claims: () => number; reads: () 
 }
 
 describe("an edge claim that nothing fits, over a real store", () => {
-  let db: SqliteTestDb | undefined;
   let store: Store | undefined;
   let api: HttpApi | undefined;
-  let failed = false;
-
-  beforeEach(({ onTestFailed }) =>
-    onTestFailed(() => {
-      failed = true;
-    }),
-  );
-  afterEach(async () => {
-    await api?.close();
-    await store?.close();
-    db?.cleanup(failed);
-    api = undefined;
-    store = undefined;
-    db = undefined;
-  });
+  const bed = edgeCoreTestbed("edge-claim-look");
 
   const open = async () => {
-    db = sqliteTestDb("edge-claim-look");
-    store = await db.open();
+    store = await bed.open();
     return { fence: await becomeLeader(store, ROOM), ...counted(store) };
   };
 
@@ -120,7 +102,7 @@ describe("an edge claim that nothing fits, over a real store", () => {
       level: "edge" as const,
       node: `edge-${i}`,
     }));
-    api = await startEdgeCore(s, config, ROOM);
+    api = bed.serve(await startEdgeCore(s, config, ROOM));
     const base = `http://127.0.0.1:${api.port}`;
     const edges = Array.from(
       { length: CLAIMS },

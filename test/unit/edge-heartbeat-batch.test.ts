@@ -4,15 +4,13 @@
  * store behind an HTTP API in this process; the store's heartbeats() calls are counted.
  */
 import { createHash } from "node:crypto";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { HttpApi } from "../../src/adapters/http/server.js";
 import { HEARTBEAT_BATCH_MAX } from "../../src/app/heartbeat-batcher.js";
 import type { Clock } from "../../src/ports/clock.js";
 import type { NodeHeartbeat, Store } from "../../src/ports/store.js";
-import { startEdgeCore } from "../support/edge-core.js";
+import { edgeCoreTestbed, startEdgeCore } from "../support/edge-core.js";
 import { inProcessHttpConfig } from "../support/http-client.js";
-import type { SqliteTestDb } from "../support/sqlite-harness.js";
-import { sqliteTestDb } from "../support/sqlite-harness.js";
 
 const sha = (t: string): string => createHash("sha256").update(t).digest("hex");
 const ROOM = "local";
@@ -57,29 +55,13 @@ const endlessWindow: Clock = {
 };
 
 describe("edge heartbeats through a core, counted", () => {
-  let db: SqliteTestDb | undefined;
   let api: HttpApi | undefined;
   let store: Store | undefined;
-  let failed = false;
-
-  beforeEach(({ onTestFailed }) =>
-    onTestFailed(() => {
-      failed = true;
-    }),
-  );
-  afterEach(async () => {
-    await api?.close();
-    await store?.close();
-    db?.cleanup(failed);
-    api = undefined;
-    store = undefined;
-    db = undefined;
-  });
+  const bed = edgeCoreTestbed("edge-heartbeat-batch");
 
   /** A core over a fresh SQLite store (its file kept when the test failed). */
   const start = async (clock?: Clock) => {
-    db = sqliteTestDb("edge-heartbeat-batch");
-    store = await db.open();
+    store = await bed.open();
     const count = counted(store);
     const config = { ...inProcessHttpConfig("read-token-0123456789abcdef-reader"), openMetrics: false };
     config.maxConnections = EDGES + 16;
@@ -89,7 +71,7 @@ describe("edge heartbeats through a core, counted", () => {
       level: "edge" as const,
       node: `edge-${i}`,
     }));
-    api = await startEdgeCore(count.store, config, ROOM, clock);
+    api = bed.serve(await startEdgeCore(count.store, config, ROOM, clock));
     return { base: `http://127.0.0.1:${api.port}`, ...count };
   };
 
