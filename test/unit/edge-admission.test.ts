@@ -144,6 +144,9 @@ describe("a busy core's claims", () => {
         .filter((v) => v.labels.route === "/v1/edge/claim" && v.labels.status === "503")
         .reduce((sum, v) => sum + v.value, 0);
     const refusals = await refusedAtCore();
+    expect((await api!.metrics.edgeClaims.get()).values.find((v) => v.labels.answer === "busy")?.value).toBe(
+      refusals,
+    );
     now += 400;
     const early = await edge.claimTasks(o, 1);
     expect(early).toEqual({ claimed: [], more: false, nextReadyInMs: busy.nextReadyInMs! - 400 });

@@ -118,5 +118,10 @@ describe("an edge claim that nothing fits, over a real store", () => {
     const batch = await edges[3]!.claimTasks(offer(session("edge-3"), [ROOM]), 1);
     expect(batch.claimed.map((c) => [c.task.runId, c.task.taskId])).toEqual([[run.runId, "a"]]);
     expect(claims()).toBe(1);
+    // The core's /metrics tells how it answered them.
+    const answered = Object.fromEntries(
+      (await api.metrics.edgeClaims.get()).values.map((v) => [v.labels.answer, v.value]),
+    );
+    expect(answered).toEqual({ looked: CLAIMS, store: 1 });
   });
 });

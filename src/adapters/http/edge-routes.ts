@@ -31,6 +31,7 @@ import type { Caller } from "./auth.js";
 import { beyondScope, maySpeakFor } from "./auth.js";
 import type { RouteContext, ZodApp } from "./context.js";
 import { refuseStreamPastCap } from "./event-stream.js";
+import type { NodeMetrics } from "./metrics.js";
 import { fail } from "./problem.js";
 import * as e from "./edge-schemas.js";
 import * as s from "./schemas.js";
@@ -83,7 +84,7 @@ export function edgeTaskView(t: TaskRecord, node: string): WorkerTaskView {
   };
 }
 
-export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
+export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext, metrics: NodeMetrics): void {
   const { deps, log, callerOf, streams } = ctx;
   const { store, config } = deps;
   const outputBodyLimit = edgeBodyLimitBytes(config.edgeOutputLimitBytes);
@@ -176,13 +177,18 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext): void {
       // Most claims of an idle fleet find nothing: one shared read of the queue answers them, no
       // claim transaction each (src/app/claim-gate.ts). A look that fails leaves it to the claim.
       const empty = await queue.emptyClaim(offer).catch(() => null);
-      if (empty !== null) return empty;
+      if (empty !== null) {
+        metrics.edgeClaims.inc({ answer: "looked" });
+        return empty;
+      }
       try {
         const batch = await storeCall("claim", () => admission.claim(() => store.claimTasks(offer, max)));
+        metrics.edgeClaims.inc({ answer: "store" });
         if (batch.claimed.length === 0) queue.claimedNothing();
         return batch;
       } catch (err) {
         if (!(err instanceof ClaimsBusyError)) throw err;
+        metrics.edgeClaims.inc({ answer: "busy" });
         reply.header("retry-after", String(err.retryAfterS));
         return fail(503, "busy", err.message);
       }

@@ -65,6 +65,7 @@ export class NodeMetrics {
   readonly loopStoreErrors: Counter<"loop">;
   readonly webhookDeliveries: Counter<"hook" | "result">;
   readonly webhookRefusals: Counter<"hook" | "reason">;
+  readonly edgeClaims: Counter<"answer">;
 
   constructor(
     private readonly session: string,
@@ -131,6 +132,12 @@ export class NodeMetrics {
       name: "dagbot_webhook_deliveries_total",
       help: "Verified webhook deliveries this node took, by hook and result (accepted, ignored, refused, timeout)",
       labelNames: ["hook", "result"],
+      registers,
+    });
+    this.edgeClaims = new Counter({
+      name: "dagbot_edge_claims_total",
+      help: "Edge nodes' claims this core answered, by how (src/app/claim-gate.ts): looked (nothing fits, from its read of the queue, no claim transaction), store (a claim transaction), busy (refused for load, 503 with Retry-After)",
+      labelNames: ["answer"],
       registers,
     });
     this.webhookRefusals = new Counter({

@@ -261,7 +261,7 @@ export async function startHttpApi(deps: HttpApiDeps): Promise<HttpApi> {
   registerVerbRoutes(app, ctx, deps.registry);
   registerReadRoutes(app, ctx);
   await registerHookRoutes(app, ctx, deps.webhooks ?? [], metrics, deps.registry);
-  registerEdgeRoutes(app, ctx);
+  registerEdgeRoutes(app, ctx, metrics);
 
   // --- Operations -----------------------------------------------------------------------------
 
