@@ -169,16 +169,34 @@ export async function queueLocalCommand(
   roomId: string,
   body: string | CommandData,
 ): Promise<string> {
-  const eventId = `cli.${randomUUID()}`;
-  await store.insertInboxEvent({
-    eventId,
-    roomId,
-    sender: localSender(),
-    originServerTs: await store.now(),
-    content: commandContent(body),
-    seenBy: "cli",
-  });
+  const [eventId] = await queueLocalCommands(store, roomId, [body]);
   return eventId;
+}
+
+/**
+ * Queues commands to be taken in the order given: a leader takes the inbox by origin time, then
+ * by event id (random here), so each is stamped a millisecond after the one before it.
+ */
+export async function queueLocalCommands<const B extends readonly (string | CommandData)[]>(
+  store: Store,
+  roomId: string,
+  bodies: B,
+): Promise<{ [K in keyof B]: string }> {
+  const at = await store.now();
+  const ids: string[] = [];
+  for (const [i, body] of bodies.entries()) {
+    const eventId = `cli.${randomUUID()}`;
+    await store.insertInboxEvent({
+      eventId,
+      roomId,
+      sender: localSender(),
+      originServerTs: at + i,
+      content: commandContent(body),
+      seenBy: "cli",
+    });
+    ids.push(eventId);
+  }
+  return ids as { [K in keyof B]: string };
 }
 
 /**

@@ -73,18 +73,31 @@ export async function command(
       EXIT_NO_LIVE_NODE,
     );
   }
+  return answerOf(store, roomId, eventId, waitMs, policy, leaderless?.advice);
+}
+
+/**
+ * The leader's answer to a command already in the inbox (queueLocalCommand), or the error that says
+ * none came within `waitMs` and why (`advice`: what keeps the room's nodes from leading it).
+ */
+export async function answerOf(
+  store: Store,
+  roomId: string,
+  eventId: string,
+  waitMs: number,
+  policy: CommandPolicy,
+  advice?: () => Promise<string | null>,
+): Promise<CommandAnswer> {
   const answer = await awaitLocalCommand(store, eventId, waitMs, policy);
-  if (answer === null) {
-    const why = await leaderless?.advice();
-    throw new SetupError(
-      `no leader of room ${roomId} answered within ${waitMs / 1000}s; the command stays in the inbox and ` +
-        (why === null || why === undefined
-          ? "is handled when a node of the room runs (start one with `dagbot node`)"
-          : `is handled when a node leads the room: ${why}`),
-      1,
-    );
-  }
-  return answer;
+  if (answer !== null) return answer;
+  const why = await advice?.();
+  throw new SetupError(
+    `no leader of room ${roomId} answered within ${waitMs / 1000}s; the command stays in the inbox and ` +
+      (why === null || why === undefined
+        ? "is handled when a node of the room runs (start one with `dagbot node`)"
+        : `is handled when a node leads the room: ${why}`),
+    1,
+  );
 }
 
 export interface RoomOptions extends CommonOptions {

@@ -3,6 +3,7 @@
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { Target } from "../support/engine-cluster.js";
 import {
@@ -51,6 +52,30 @@ describe("dagbot run", () => {
       ["hello", "succeeded"],
       ["hello.2", "succeeded"],
     ]);
+
+    // Each run took one publish and one confirm, both answered: the confirm named the content hash
+    // of exactly what was published under the run's id (hello.2 too), or a second one would follow.
+    const db = new Database(join(cwd, "data", "dagbot.db"), { readonly: true });
+    try {
+      const commands = db
+        .prepare(
+          "SELECT json_extract(content, '$.\"dagbot.command\".verb') AS verb, " +
+            "json_extract(content, '$.\"dagbot.command\".id') AS id, status, origin_server_ts AS at " +
+            "FROM processed_events " +
+            "WHERE seen_by = 'cli' ORDER BY origin_server_ts, event_id",
+        )
+        .all() as { verb: string; id: string | null; status: string; at: number }[];
+      expect(commands.map((c) => [c.verb, c.id, c.status])).toEqual([
+        ["publish", null, "replied"],
+        ["confirm", "hello", "replied"],
+        ["publish", null, "replied"],
+        ["confirm", "hello.2", "replied"],
+      ]);
+      // Queued together (not after the publish's answer), stamped so that a leader takes them in order.
+      expect([commands[1]!.at - commands[0]!.at, commands[3]!.at - commands[2]!.at]).toEqual([1, 1]);
+    } finally {
+      db.close();
+    }
   });
 
   it("exits 1 when the run fails and shows which task failed", async () => {
