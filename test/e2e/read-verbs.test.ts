@@ -5,6 +5,7 @@
 import { Command } from "commander";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { executeCommand } from "../../src/app/commands/table.js";
+import * as shapes from "../../src/app/commands/http-shapes.js";
 import { httpRoutesOf } from "../../src/app/commands/verb.js";
 import { list } from "../../src/app/commands/verbs/list.js";
 import { status } from "../../src/app/commands/verbs/status.js";
@@ -127,10 +128,10 @@ describe("the read verbs, from their declarations", () => {
         const doc = (await (await fetch(`${base}/openapi.json`)).json()) as {
           paths: Record<string, Record<string, { summary?: string }>>;
         };
-        const declared = httpRoutesOf(status)[0];
+        const declared = httpRoutesOf(status, shapes)[0];
         expect(declared?.path).toBe("/v1/runs/:id");
         expect(doc.paths["/v1/runs/{id}"]?.["get"]?.summary).toBe(declared?.summary);
-        const listRoute = httpRoutesOf(list)[0];
+        const listRoute = httpRoutesOf(list, shapes)[0];
         expect(listRoute?.path).toBe("/v1/runs");
         expect(doc.paths["/v1/runs"]?.["get"]?.summary).toBe(listRoute?.summary);
         const answer = await fetch(`${base}/v1/runs/wide`, { headers: { authorization: `Bearer ${token}` } });

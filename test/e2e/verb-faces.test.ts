@@ -5,7 +5,6 @@
 import { Command } from "commander";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import type { HandlerContext } from "../../src/app/commands/context.js";
-import { runParams } from "../../src/app/commands/http-shapes.js";
 import { summarizeRun } from "../../src/app/commands/outcome.js";
 import { notFoundRun } from "../../src/app/commands/shared.js";
 import type { AnyVerb } from "../../src/app/commands/verb.js";
@@ -36,15 +35,15 @@ const trial = defineVerb<{ verb: "trial"; id: string }, "graph">({
   },
   render: { graph: () => null },
   cli: { description: "Show one run's summary (a trial verb)." },
-  http: {
+  http: (s) => ({
     method: "GET",
     path: "/v1/trial/:id",
     summary: "One run's summary (a trial verb)",
-    params: runParams,
+    params: s.runParams,
     response: z.object({ room: z.string(), taskCount: z.number() }),
     command: ({ params }) => ({ verb: "trial", id: params["id"] ?? "" }),
     answer: (o) => (o.kind === "graph" ? { taskCount: o.run.taskCount } : null),
-  },
+  }),
 });
 
 const registry = registryOf([...COMMANDS, trial as unknown as AnyVerb]);

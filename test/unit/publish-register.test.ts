@@ -1,7 +1,7 @@
 // Publishing without running, in every face's form: chat's `--register`, a command given as data
 // (the CLI's `submit --register`), and the HTTP body's `register: true` all make the same command.
 import { describe, expect, it } from "vitest";
-import { publishBody } from "../../src/app/commands/http-shapes.js";
+import * as shapes from "../../src/app/commands/http-shapes.js";
 import { httpRoutesOf } from "../../src/app/commands/verb.js";
 import { publish } from "../../src/app/commands/verbs/publish.js";
 import { COMMANDS } from "../../src/app/commands/verbs/index.js";
@@ -38,14 +38,14 @@ describe("publish --register", () => {
   });
 
   it("HTTP: the body's `register` becomes the command's", () => {
-    const body = publishBody.parse({ text: toml, format: "toml", register: true });
-    const route = httpRoutesOf(publish)[0]!;
+    const body = shapes.publishBody.parse({ text: toml, format: "toml", register: true });
+    const route = httpRoutesOf(publish, shapes)[0]!;
     expect(route.command({ body, query: {}, params: {} } as never)).toEqual({
       verb: "publish",
       source: { kind: "inline", format: "toml", text: toml },
       register: true,
     });
-    expect(publishBody.safeParse({ library: "x", register: "yes" }).success).toBe(false);
+    expect(shapes.publishBody.safeParse({ library: "x", register: "yes" }).success).toBe(false);
   });
 });
 

@@ -5,6 +5,7 @@
 import type { Idiom } from "../../app/commands/outcome-table.js";
 import type { AnyVerb } from "../../app/commands/verb.js";
 import { httpRoutesOf } from "../../app/commands/verb.js";
+import * as shapes from "../../app/commands/http-shapes.js";
 
 /** Routes written by hand for verbs (read-routes.ts), so answers can name them. */
 const HAND_WRITTEN: Readonly<Record<string, { method: string; path: string }>> = {
@@ -21,7 +22,8 @@ export function httpIdiom(verbs: readonly AnyVerb[]): Idiom {
     command: (verb, args) => {
       const declared = verbs.find((v) => v.verb === verb);
       if (declared?.httpWords !== undefined) return declared.httpWords(args);
-      const route = (declared === undefined ? undefined : httpRoutesOf(declared)[0]) ?? HAND_WRITTEN[verb];
+      const route =
+        (declared === undefined ? undefined : httpRoutesOf(declared, shapes)[0]) ?? HAND_WRITTEN[verb];
       if (route === undefined) return `the ${verb} command`;
       const rest = [...args];
       const names = (declared?.args ?? []).map((a) => a.name);

@@ -13,6 +13,7 @@ import { createdRunOf, httpAnswerOf, plainTextOf } from "../../app/commands/outc
 import { structuredCommandContent } from "../../app/commands/inbox-intent.js";
 import type { AnyVerb, HttpInput, VerbHttp } from "../../app/commands/verb.js";
 import { httpRoutesOf } from "../../app/commands/verb.js";
+import * as shapes from "../../app/commands/http-shapes.js";
 import type { Command, VerbRegistry } from "../../app/commands/verbs/index.js";
 import { VERB_REGISTRY } from "../../app/commands/verbs/index.js";
 import { canonicalJson } from "../../domain/canonical-hash.js";
@@ -249,7 +250,7 @@ export function registerVerbRoutes(
     }
   };
 
-  for (const verb of registry.verbs) for (const route of httpRoutesOf(verb)) routeOf(verb, route);
+  for (const verb of registry.verbs) for (const route of httpRoutesOf(verb, shapes)) routeOf(verb, route);
 }
 
 /** A request's parts once its schemas have checked them. */

@@ -25,11 +25,10 @@ import { codeIn, markIn, userIn } from "./face.js";
 import { findRun } from "../run-ref.js";
 import type { CommandStore, HandlerContext } from "./context.js";
 import type { GateDecisionResult, RunRecord } from "../../ports/store.js";
-import { gateBody, gateDecisionSchema, taskParams } from "./http-shapes.js";
 import type { Outcome } from "./outcome.js";
 import { isOperator } from "./permissions.js";
 import { commandContext, notFoundRun, notFoundTask } from "./shared.js";
-import type { VerbHttp } from "./verb.js";
+import type { VerbHttp, Shapes } from "./verb.js";
 
 export type GateVerb = "approve" | "deny";
 
@@ -275,15 +274,15 @@ export function renderGate(o: GateOutcome, say: Idiom): Rendered {
 }
 
 /** The HTTP route of approve and deny: `POST /v1/runs/{id}/gates/{task}/approve|deny`. */
-export function gateRoute(verb: GateVerb): VerbHttp<GateCommand> {
+export function gateRoute(verb: GateVerb, s: Shapes): VerbHttp<GateCommand> {
   return {
     method: "POST",
     path: `/v1/runs/:id/gates/:task/${verb}`,
     summary:
       verb === "approve" ? "Approve an open approval gate of a run" : "Deny an open approval gate of a run",
-    params: taskParams,
-    body: gateBody(verb),
-    response: gateDecisionSchema,
+    params: s.taskParams,
+    body: s.gateBody(verb),
+    response: s.gateDecisionSchema,
     command: ({ params, body }) => {
       const b = (body ?? {}) as { values?: Record<string, string>; reason?: string };
       return {
@@ -321,6 +320,6 @@ export function gateVerbParts<V extends GateVerb>(verb: V, usage: string) {
     handle: (ctx: HandlerContext, c: C) => handleGateDecision(ctx, c, usage),
     render: { gate: renderGate },
     writes: true,
-    http: gateRoute(verb) as unknown as VerbHttp<C>,
+    http: (s: Shapes) => gateRoute(verb, s) as unknown as VerbHttp<C>,
   } as const;
 }

@@ -9,8 +9,7 @@ import type { SenderStanding } from "../../ports/permissions.js";
 import type { RunDecisionResult } from "../../ports/store.js";
 import type { RunDecision } from "../../domain/run-states.js";
 import type { Rendered } from "../render/html.js";
-import { confirmBody, decisionSchema, emptyBody, runParams } from "./http-shapes.js";
-import type { VerbHttp } from "./verb.js";
+import type { VerbHttp, Shapes } from "./verb.js";
 import { r, text } from "../render/html.js";
 import type { Idiom } from "./face.js";
 import { codeIn, commandIn, markIn, userIn } from "./face.js";
@@ -95,18 +94,18 @@ export function checkTwoPersonRule(
 export function decisionRoute<C extends { verb: DecisionVerb }>(
   verb: DecisionVerb,
   command: (id: string, body: unknown) => C,
-): VerbHttp<C> {
-  return {
+): (s: Shapes) => VerbHttp<C> {
+  return (s) => ({
     method: "POST",
     path: `/v1/runs/:id/${verb}`,
     summary: `${verb[0]!.toUpperCase()}${verb.slice(1)} a run`,
-    params: runParams,
-    body: verb === "confirm" ? confirmBody : emptyBody,
-    response: decisionSchema,
+    params: s.runParams,
+    body: verb === "confirm" ? s.confirmBody : s.emptyBody,
+    response: s.decisionSchema,
     command: ({ params, body }) => command(params["id"] ?? "", body),
     answer: (o) =>
       o.kind === "decision" && o.result !== "wrong-status" ? { result: o.result, run: o.run } : null,
-  };
+  });
 }
 
 /** A confirmation by hash that names other content than the run's: nothing was started. */

@@ -23,6 +23,7 @@ import type { CommandPolicy, HandlerContext } from "./context.js";
 import type { Outcome, OutcomeKind } from "./outcome.js";
 import type { Idiom } from "./face.js";
 import type { HttpAnswer } from "./outcome-table.js";
+import type * as HttpShapes from "./http-shapes.js";
 
 /**
  * The one renderer of an outcome kind, for every face: chat reads the HTML and the plain body, the
@@ -116,6 +117,13 @@ export interface VerbCli<C> {
 }
 
 /** The shape of an HTTP request's parts once its schemas have checked them. */
+/**
+ * The zod shapes of HTTP inputs and answers (http-shapes.ts). A verb's routes are made from them
+ * when the HTTP API is built, which hands them over: no other face builds the schemas, so a command
+ * that serves no HTTP starts without them (bench/README.md, "`dagbot run` of a one-task DAG").
+ */
+export type Shapes = typeof HttpShapes;
+
 export interface HttpInput {
   readonly params: Readonly<Record<string, string>>;
   readonly body: unknown;
@@ -190,7 +198,7 @@ interface VerbBase<C extends { verb: string }, K extends OutcomeKind, N extends 
   readOnly?(command: C): boolean;
   readonly cli?: VerbCli<C>;
   /** Its route; a verb with sub-actions (schedule pause|resume|delete) may have one per action. */
-  readonly http?: VerbHttp<C, N> | readonly VerbHttp<C, N>[];
+  readonly http?: (shapes: Shapes) => VerbHttp<C, N> | readonly VerbHttp<C, N>[];
   /**
    * How an HTTP answer names a command of this verb given its words as the CLI takes them, when its
    * first route's path cannot say it (a verb whose routes differ by what its words are: policy).
@@ -198,11 +206,12 @@ interface VerbBase<C extends { verb: string }, K extends OutcomeKind, N extends 
   readonly httpWords?: (args: readonly string[]) => string;
 }
 
-/** The HTTP routes a verb declares, none, one or several. */
-export function httpRoutesOf<C extends { verb: string }>(verb: {
-  readonly http?: VerbHttp<C> | readonly VerbHttp<C>[];
-}): readonly VerbHttp<C>[] {
-  const http = verb.http;
+/** The HTTP routes a verb declares, none, one or several, made with the shapes of http-shapes.ts. */
+export function httpRoutesOf<C extends { verb: string }>(
+  verb: { readonly http?: (shapes: Shapes) => VerbHttp<C> | readonly VerbHttp<C>[] },
+  shapes: Shapes,
+): readonly VerbHttp<C>[] {
+  const http = verb.http?.(shapes);
   if (http === undefined) return [];
   return Array.isArray(http) ? (http as readonly VerbHttp<C>[]) : [http as VerbHttp<C>];
 }

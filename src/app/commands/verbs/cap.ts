@@ -2,7 +2,6 @@
 import { MAX_CAP } from "../../../domain/command-grammar.js";
 import { r } from "../../render/html.js";
 import { commandContext } from "../shared.js";
-import { capBody, capSchema, roomParams } from "../http-shapes.js";
 import { defineVerb } from "../verb.js";
 
 export const cap = defineVerb<{ verb: "cap"; n: number }, "cap">({
@@ -30,16 +29,16 @@ export const cap = defineVerb<{ verb: "cap"; n: number }, "cap">({
       "task (admission stops until enough tasks finish); 0 pauses the room.",
     queuesWithoutNode: true,
   },
-  http: {
+  http: (s) => ({
     method: "PUT",
     path: "/v1/rooms/:room/cap",
     summary: "Set the room's cap on active tasks (0 pauses the room)",
-    params: roomParams,
-    body: capBody,
-    response: capSchema,
+    params: s.roomParams,
+    body: s.capBody,
+    response: s.capSchema,
     command: ({ body }) => ({ verb: "cap", n: (body as { cap: number }).cap }),
     answer: (o) => (o.kind === "cap" ? { cap: o.cap, previous: o.previous } : null),
-  },
+  }),
   render: {
     cap: (o) =>
       r`The room's cap on active tasks is now ${String(o.cap)} (it was ${String(o.previous)}). ${

@@ -9,7 +9,6 @@ import type { RunStatus } from "../../../domain/model.js";
 import { RUN_STATUSES } from "../../../domain/model.js";
 import { isRunStatus } from "../../../domain/run-states.js";
 import { decodeCursor, listRunPage, MAX_LIST_LIMIT } from "../../run-list.js";
-import { listQuery, runListSchema } from "../http-shapes.js";
 import { MAX_LISTED_RUNS, notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
 
@@ -79,13 +78,13 @@ export const list = defineVerb<ListCommand, "list">({
     },
     json: (o) => (o.kind === "list" ? listPage(o) : null),
   },
-  http: {
+  http: (s) => ({
     method: "GET",
     path: "/v1/runs",
     summary:
       "The room's runs, newest first, a page at a time: filtered by status and DAG; the next page's cursor is `next` and the Link header",
-    query: listQuery,
-    response: runListSchema,
+    query: s.listQuery,
+    response: s.runListSchema,
     command: ({ query }) => {
       const q = query as { limit?: number; cursor?: string; status?: string; dag?: string };
       return {
@@ -106,7 +105,7 @@ export const list = defineVerb<ListCommand, "list">({
       next.set("cursor", o.next);
       return { link: `</v1/runs?${next.toString()}>; rel="next"` };
     },
-  },
+  }),
   render: {
     list: (o, say) => {
       if (say.chat !== true) {

@@ -23,10 +23,10 @@ import { findRun } from "../../run-ref.js";
 import type { HandlerContext } from "../context.js";
 import type { Idiom } from "../face.js";
 import { codeIn, commandIn, markIn, userIn } from "../face.js";
-import { commandAnswer, taskParams } from "../http-shapes.js";
 import type { Outcome } from "../outcome.js";
 import { commandContext, notFoundRun, notFoundTask } from "../shared.js";
 import { defineVerb } from "../verb.js";
+import type { Shapes } from "../verb.js";
 
 const USAGE = "!dag mark <run> <task> succeeded|skipped [<reason> ...]";
 
@@ -182,18 +182,20 @@ function runNotRunning(o: MarkOutcome, say: Idiom, task: Rendered, runStatus: Ru
   return r`${task} cannot be marked: its run ${RUN_SAID[runStatus]}.${hint} Nothing changed.`;
 }
 
-const markedSchema = z.object({
-  ...commandAnswer,
-  result: z.literal("marked"),
-  runId: z.string(),
-  dagId: z.string(),
-  taskId: z.string(),
-  from: z.string().describe("the task's status before the mark"),
-  to: z.enum(MARK_TARGETS),
-  by: z.string(),
-  reason: z.string().nullable(),
-  revived: z.array(z.string()).describe("dependents skipped behind the task that may run again"),
-});
+/** The answer's shape, made with the route (verb.ts, Shapes). */
+const markedSchema = (s: Shapes) =>
+  z.object({
+    ...s.commandAnswer,
+    result: z.literal("marked"),
+    runId: z.string(),
+    dagId: z.string(),
+    taskId: z.string(),
+    from: z.string().describe("the task's status before the mark"),
+    to: z.enum(MARK_TARGETS),
+    by: z.string(),
+    reason: z.string().nullable(),
+    revived: z.array(z.string()).describe("dependents skipped behind the task that may run again"),
+  });
 
 export const mark = defineVerb<MarkCommand, "mark">({
   verb: "mark",
@@ -234,16 +236,16 @@ export const mark = defineVerb<MarkCommand, "mark">({
       };
     },
   },
-  http: {
+  http: (s) => ({
     method: "POST",
     path: "/v1/runs/:id/tasks/:task/mark",
     summary: "Mark a task that failed or waits as succeeded or skipped",
-    params: taskParams,
+    params: s.taskParams,
     body: z.strictObject({
       to: z.enum(MARK_TARGETS).describe("what the task is to count as"),
       reason: z.string().max(MAX_MARK_REASON).optional().describe("why, kept in the run's history"),
     }),
-    response: markedSchema,
+    response: markedSchema(s),
     command: ({ params, body }) => {
       const b = (body ?? {}) as { to?: MarkTarget; reason?: string };
       return {
@@ -268,5 +270,5 @@ export const mark = defineVerb<MarkCommand, "mark">({
             revived: o.revived,
           }
         : null,
-  },
+  }),
 });

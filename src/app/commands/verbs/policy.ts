@@ -15,13 +15,6 @@ import { quoteInput } from "../../../domain/command-text.js";
 import { formatDuration } from "../../../domain/duration.js";
 import type { CommandContext, PolicyProposal, PolicySet, RoomPolicy } from "../../../ports/store.js";
 import { codeBlock, r, text } from "../../render/html.js";
-import {
-  emptyBody,
-  policyChangeBody,
-  policyConfirmParams,
-  policySchema,
-  roomParams,
-} from "../http-shapes.js";
 import type { Rendered } from "../../render/html.js";
 import type { HandlerContext } from "../context.js";
 import { roomPolicyOf } from "../context.js";
@@ -108,41 +101,42 @@ export const policy = defineVerb<PolicyCommand, "policy" | "policy-proposed">({
       return { verb: "policy", change: { setting, value: typeof value === "string" ? value : "" } } as never;
     },
   },
-  http: [
-    {
-      method: "GET",
-      path: "/v1/rooms/:room/policy",
-      summary: "The room's policy, which every node enforces",
-      params: roomParams,
-      response: policySchema,
-      command: () => ({ verb: "policy", change: null }),
-      answer: policyAnswer,
-    },
-    {
-      method: "POST",
-      path: "/v1/rooms/:room/policy",
-      summary:
-        "Change the room's policy (an operate token is a room admin); under the two-person rule a read token's change would be a proposal",
-      params: roomParams,
-      body: policyChangeBody,
-      response: policySchema,
-      command: ({ body }) => {
-        const { setting, value } = body as { setting: string; value: string };
-        return { verb: "policy", change: { setting, value } as never };
+  http: (s) =>
+    [
+      {
+        method: "GET",
+        path: "/v1/rooms/:room/policy",
+        summary: "The room's policy, which every node enforces",
+        params: s.roomParams,
+        response: s.policySchema,
+        command: () => ({ verb: "policy", change: null }),
+        answer: policyAnswer,
       },
-      answer: policyAnswer,
-    },
-    {
-      method: "POST",
-      path: "/v1/rooms/:room/policy/:change/confirm",
-      summary: "Apply a policy change another admin proposed under the two-person rule",
-      params: policyConfirmParams,
-      body: emptyBody,
-      response: policySchema,
-      command: ({ params }) => ({ verb: "policy", change: null, confirm: params["change"] ?? "" }),
-      answer: policyAnswer,
-    },
-  ] satisfies VerbHttp<PolicyCommand>[],
+      {
+        method: "POST",
+        path: "/v1/rooms/:room/policy",
+        summary:
+          "Change the room's policy (an operate token is a room admin); under the two-person rule a read token's change would be a proposal",
+        params: s.roomParams,
+        body: s.policyChangeBody,
+        response: s.policySchema,
+        command: ({ body }) => {
+          const { setting, value } = body as { setting: string; value: string };
+          return { verb: "policy", change: { setting, value } as never };
+        },
+        answer: policyAnswer,
+      },
+      {
+        method: "POST",
+        path: "/v1/rooms/:room/policy/:change/confirm",
+        summary: "Apply a policy change another admin proposed under the two-person rule",
+        params: s.policyConfirmParams,
+        body: s.emptyBody,
+        response: s.policySchema,
+        command: ({ params }) => ({ verb: "policy", change: null, confirm: params["change"] ?? "" }),
+        answer: policyAnswer,
+      },
+    ] satisfies VerbHttp<PolicyCommand>[],
   httpWords: (args) => policyHttpWords(args),
   render: {
     policy: (outcome, say) => {

@@ -32,7 +32,7 @@ import {
   startRun,
   unknownActions,
 } from "../run-creation.js";
-import { publishBody, publishedSchema } from "../http-shapes.js";
+import type { publishBody } from "../http-shapes.js";
 import { defineVerb } from "../verb.js";
 import { codeIn, markIn } from "../face.js";
 
@@ -77,12 +77,12 @@ export const publish = defineVerb<
   same: sameCommand,
   handle: (ctx, c) => handlePublish(ctx, c.source, c.register === true),
   writes: true,
-  http: {
+  http: (s) => ({
     method: "POST",
     path: "/v1/dags",
     summary: "Publish a DAG (a run that waits for confirmation unless the publisher is on auto_confirm)",
-    body: publishBody,
-    response: publishedSchema,
+    body: s.publishBody,
+    response: s.publishedSchema,
     command: ({ body }) => ({
       verb: "publish",
       source: publishSourceOf(body as PublishBody),
@@ -96,7 +96,7 @@ export const publish = defineVerb<
             needsConfirmation: o.kind === "published" ? o.needsConfirmation : o.run.status === "pending",
           }
         : null,
-  },
+  }),
   render: {
     ...CREATION_RENDERERS,
     "library-error": (o, say) => {

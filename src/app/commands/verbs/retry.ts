@@ -21,7 +21,6 @@ import {
   retryCandidates,
   unknownActions,
 } from "../run-creation.js";
-import { emptyBody, retriedSchema, runParams } from "../http-shapes.js";
 import { notFoundRun } from "../shared.js";
 import { defineVerb } from "../verb.js";
 import { findRun } from "../../run-ref.js";
@@ -45,19 +44,19 @@ export const retry = defineVerb<{ verb: "retry"; id: string }, "retried" | "noth
     description: "Start a new run of the part of an ended run that did not succeed.",
     confirmOption: true,
   },
-  http: {
+  http: (s) => ({
     method: "POST",
     path: "/v1/runs/:id/retry",
     summary: "Start a new run of the part of a run that did not succeed",
-    params: runParams,
-    body: emptyBody,
-    response: retriedSchema,
+    params: s.runParams,
+    body: s.emptyBody,
+    response: s.retriedSchema,
     command: ({ params }) => ({ verb: "retry", id: params["id"] ?? "" }),
     answer: (o) =>
       o.kind === "retried"
         ? { from: o.from, run: o.run, taskIds: o.taskIds, needsConfirmation: o.needsConfirmation }
         : null,
-  },
+  }),
 });
 
 async function handleRetry(ctx: HandlerContext, dagId: string): Promise<Outcome> {

@@ -8,7 +8,6 @@ import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
 import { startRun } from "../run-creation.js";
 import { notFoundRun } from "../shared.js";
-import { triggerBody, triggeredSchema } from "../http-shapes.js";
 import { defineVerb } from "../verb.js";
 import { findRun } from "../../run-ref.js";
 import type { HookOrigin } from "../../../domain/webhook.js";
@@ -70,12 +69,12 @@ export const run = defineVerb<RunCommand, never>({
     }),
     confirmOption: true,
   },
-  http: {
+  http: (s) => ({
     method: "POST",
     path: "/v1/runs",
     summary: "Start a new run of a published DAG with values for its parameters",
-    body: triggerBody,
-    response: triggeredSchema,
+    body: s.triggerBody,
+    response: s.triggeredSchema,
     command: ({ body }) => {
       const b = body as { dagId: string; params?: Record<string, string> };
       return { verb: "run", id: b.dagId, params: Object.entries(b.params ?? {}) };
@@ -84,7 +83,7 @@ export const run = defineVerb<RunCommand, never>({
       o.kind === "published" && o.run.definition !== undefined
         ? { result: "created", run: o.run, needsConfirmation: o.needsConfirmation }
         : null,
-  },
+  }),
 });
 
 /** How a run's name=value words are called in refusals. */

@@ -15,7 +15,7 @@ import type { Idiom } from "../face.js";
 import { codeIn, commandIn, markIn } from "../face.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome } from "../outcome.js";
-import { emptyBody, scheduleChangedSchema, scheduleParams, scheduleReasonBody } from "../http-shapes.js";
+import type { Shapes } from "../verb.js";
 import { commandContext } from "../shared.js";
 import type { VerbHttp } from "../verb.js";
 import { defineVerb } from "../verb.js";
@@ -85,20 +85,22 @@ export const schedule = defineVerb<ScheduleCommand, "schedule-changed" | "no-sch
       };
     },
   },
-  http: [
+  http: (s) => [
     changeRoute(
+      s,
       "POST",
       "/v1/schedules/:id/pause",
       "Pause a DAG's schedule: no slot fires until it is resumed",
       "pause",
     ),
     changeRoute(
+      s,
       "POST",
       "/v1/schedules/:id/resume",
       "Resume a paused schedule: the next slot after now fires (the pause's slots never do)",
       "resume",
     ),
-    changeRoute("DELETE", "/v1/schedules/:id", "Delete a DAG's schedule: it never fires again", "delete"),
+    changeRoute(s, "DELETE", "/v1/schedules/:id", "Delete a DAG's schedule: it never fires again", "delete"),
   ],
   render: {
     "schedule-changed": renderChanged,
@@ -109,6 +111,7 @@ export const schedule = defineVerb<ScheduleCommand, "schedule-changed" | "no-sch
 
 /** The route of one action: the DAG id in the path, an optional reason in the body. */
 function changeRoute(
+  s: Shapes,
   method: "POST" | "DELETE",
   path: string,
   summary: string,
@@ -118,9 +121,9 @@ function changeRoute(
     method,
     path,
     summary,
-    params: scheduleParams,
-    ...(action === "resume" ? { body: emptyBody } : { body: scheduleReasonBody }),
-    response: scheduleChangedSchema,
+    params: s.scheduleParams,
+    ...(action === "resume" ? { body: s.emptyBody } : { body: s.scheduleReasonBody }),
+    response: s.scheduleChangedSchema,
     command: ({ params, body }) => {
       const reason = (body as { reason?: string } | null | undefined)?.reason;
       return { verb: "schedule", action, id: params["id"] ?? "", reason: reason ?? null };

@@ -8,7 +8,6 @@ import { isApprovedSchedule, isDroppedSchedule } from "../../schedules.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome, ScheduleLine } from "../outcome.js";
 import { MAX_LISTED_RUNS } from "../shared.js";
-import { schedulesSchema } from "../http-shapes.js";
 import { defineVerb } from "../verb.js";
 import { byLayout } from "../face.js";
 
@@ -27,14 +26,14 @@ export const schedules = defineVerb<{ verb: "schedules" }, "schedules">({
   cli: {
     description: "List the room's schedules: state (paused by whom, when, why), owner, next slot.",
   },
-  http: {
+  http: (s) => ({
     method: "GET",
     path: "/v1/schedules",
     summary: "The room's schedules: state, owner, expression, time zone, missed policy, next slot",
-    response: schedulesSchema,
+    response: s.schedulesSchema,
     command: () => ({ verb: "schedules" }),
     answer: (o) => (o.kind === "schedules" ? { at: o.at, schedules: o.schedules } : null),
-  },
+  }),
   render: {
     schedules: byLayout(
       (o) => renderSchedules(o.schedules),

@@ -16,7 +16,6 @@ import { progressOfRuns, selectTaskLines, summarizeRun, taskLine } from "../outc
 import { MAX_LISTED_RUNS, notFoundRun, notFoundTask } from "../shared.js";
 import { outputsLine } from "./logs.js";
 import { defineVerb } from "../verb.js";
-import { runParams, runStatusSchema } from "../http-shapes.js";
 import { listPage } from "./list.js";
 import { findRun } from "../../run-ref.js";
 import { readRoomWaits, waitsOf } from "../../task-waits.js";
@@ -70,12 +69,12 @@ export const status = defineVerb<StatusCommand, "status" | "overview">({
         : { verb: "list", id: null, limit: Number(options?.["limit"] ?? 20) },
     json: (o) => (o.kind === "list" ? listPage(o) : null),
   },
-  http: {
+  http: (s) => ({
     method: "GET",
     path: "/v1/runs/:id",
     summary: "One run with every task (a waiting one says why it waits)",
-    params: runParams,
-    response: runStatusSchema,
+    params: s.runParams,
+    response: s.runStatusSchema,
     command: ({ params }) => ({ verb: "status", id: params["id"] ?? "", every: true }),
     answer: (o) =>
       o.kind === "status"
@@ -89,7 +88,7 @@ export const status = defineVerb<StatusCommand, "status" | "overview">({
             ...(o.groups === undefined ? {} : { groups: o.groups }),
           }
         : null,
-  },
+  }),
   render: {
     status: byLayout(
       (o) =>

@@ -11,7 +11,6 @@ import { isApprovedAfter } from "../../after.js";
 import { isDroppedSchedule } from "../../schedules.js";
 import type { HandlerContext } from "../context.js";
 import type { Outcome, TriggerLine } from "../outcome.js";
-import { triggersSchema } from "../http-shapes.js";
 import { defineVerb } from "../verb.js";
 import type { Idiom } from "../face.js";
 import { byLayout } from "../face.js";
@@ -32,15 +31,15 @@ export const triggers = defineVerb<{ verb: "triggers" }, "triggers">({
   cli: {
     description: "List the DAGs that run after another DAG's runs: what fires each, its newest firing.",
   },
-  http: {
+  http: (s) => ({
     method: "GET",
     path: "/v1/triggers",
     summary: "The room's DAGs that run after another DAG: upstream, statuses, mapping, newest firing",
-    response: triggersSchema,
+    response: s.triggersSchema,
     command: () => ({ verb: "triggers" }),
     answer: (o) =>
       o.kind === "triggers" ? { at: o.at, triggers: o.triggers, schedules: o.schedules } : null,
-  },
+  }),
   render: { triggers: byLayout((o) => renderTriggers(o.triggers, o.schedules), triggersText) },
 });
 
