@@ -8,7 +8,7 @@ import { ConflictError } from "../ports/errors.js";
 import type { LeaderFence, LeaseStore, LeaseSync, LeaseWish, Session } from "../ports/store.js";
 import { acquiredFence, sessionKey } from "../ports/lease-answer.js";
 
-/** How long a call waits for others to join its statement. */
+/** How long a call waits for others to join its statement (none once every room of the node asked). */
 export const LEASE_BATCH_WINDOW_MS = 5;
 
 interface Pending {
@@ -28,6 +28,12 @@ export class LeaseBatcher implements Pick<LeaseStore, "acquireLease" | "renewLea
     private readonly session: Session,
     private readonly ttlMs: number,
     private readonly windowMs = LEASE_BATCH_WINDOW_MS,
+    /**
+     * The node's rooms, each with one keeper: once every one of them has asked, nobody is left to
+     * join, and the statement goes at once (a node of one room never waits: its first acquire, on
+     * the way to leading, is that much sooner).
+     */
+    private readonly rooms = Infinity,
   ) {}
 
   async acquireLease(
@@ -74,7 +80,10 @@ export class LeaseBatcher implements Pick<LeaseStore, "acquireLease" | "renewLea
         earlier.reject(new ConflictError("lease batch", { roomId: wish.roomId }, { superseded: true }));
       }
       this.pending.set(wish.roomId, { wish, resolve, reject });
-      this.timer ??= setTimeout(() => void this.flush(), this.windowMs);
+      if (this.pending.size >= this.rooms) {
+        if (this.timer !== null) clearTimeout(this.timer);
+        void this.flush();
+      } else this.timer ??= setTimeout(() => void this.flush(), this.windowMs);
     });
   }
 

@@ -20,7 +20,7 @@ import type { LeaseTimings } from "./lease-keeper.js";
 import type { InboxStep, LeaderTimings, RetentionSettings } from "./leader.js";
 import type { StopOptions } from "./node-lifecycle.js";
 import type { ScheduleAuthority } from "./schedules.js";
-import { LeaseBatcher } from "./lease-batcher.js";
+import { LEASE_BATCH_WINDOW_MS, LeaseBatcher } from "./lease-batcher.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { runLeaderLoop } from "./leader.js";
 import { gracefulStop, startHeartbeat, workerSettings } from "./node-lifecycle.js";
@@ -183,7 +183,13 @@ export function startEngineNode(settings: EngineSettings, deps: EngineDeps): Eng
   });
 
   // The rooms' acquires and renewals that coincide go to the store as one statement.
-  const batcher = new LeaseBatcher(store, session, settings.lease.ttlMs);
+  const batcher = new LeaseBatcher(
+    store,
+    session,
+    settings.lease.ttlMs,
+    LEASE_BATCH_WINDOW_MS,
+    settings.roomIds.length,
+  );
   const leaseStore: LeaseStore & ChangeFeed = {
     acquireLease: (roomId, s, ttlMs) => batcher.acquireLease(roomId, s, ttlMs),
     renewLease: (fence, ttlMs) => batcher.renewLease(fence, ttlMs),

@@ -126,6 +126,26 @@ describe("LeaseBatcher", () => {
     expect(e.found).toEqual({ holder: "other/x", term: 7, expiresAt: 5000, now: 1000 });
   });
 
+  it("sends a batch at once when every room of the node has asked, not after the window", async () => {
+    const store = fakeStore((w) => (w.term === null ? "acquired" : "renewed"));
+    // A window no test would wait out: only a complete batch can be answered.
+    const one = new LeaseBatcher(store, me, 10_000, 60_000, 1);
+    await expect(one.acquireLease("r1", me, 10_000)).resolves.toMatchObject({ roomId: "r1", term: 7 });
+    const two = new LeaseBatcher(store, me, 10_000, 60_000, 2);
+    let first = false;
+    const r1 = two.acquireLease("r1", me, 10_000).then((f) => ((first = true), f));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(first).toBe(false); // the second room has not asked: the window holds the first
+    const r2 = two.renewLease({ roomId: "r2", session: me, term: 3 }, 10_000);
+    await expect(Promise.all([r1, r2])).resolves.toHaveLength(2);
+    expect(store.calls.slice(1)).toEqual([
+      [
+        { roomId: "r1", term: null },
+        { roomId: "r2", term: 3 },
+      ],
+    ]);
+  });
+
   it("a lost renewal is a conflict (deposed), and a store failure reaches every caller of the batch", async () => {
     const store = fakeStore(() => "lost");
     const b = new LeaseBatcher(store, me, 10_000, 1);
