@@ -25,6 +25,7 @@ import { pickRoom, resolveConfig, withCommonOptions } from "../config-options.js
 import type { CommonOptions } from "../config-options.js";
 import { createProgress, renderSummary } from "../progress.js";
 import { answerOf, command } from "../../composition/leader-room.js";
+import { SetupError } from "../../composition/setup-error.js";
 import { commandPolicy, queueLocalCommands } from "../../composition/command-step.js";
 import { dagHash } from "../../domain/canonical-hash.js";
 import { WaitNotice } from "../wait-notice.js";
@@ -228,8 +229,19 @@ async function publishAndConfirm(
       publishCommand(dag.document, id),
       { verb: "confirm", id, hash: dagHash({ ...dag.dag, id }) },
     ]);
-    const answer = await answerOf(store, roomId, publishing, COMMAND_WAIT_MS, policy);
-    // Its answer is awaited in every case: it is never left behind for a later leader to apply.
+    const answer = await answerOf(store, roomId, publishing, COMMAND_WAIT_MS, policy).catch(
+      (err: unknown) => {
+        if (!(err instanceof SetupError)) throw err;
+        // Both stay queued, in order: the next leader of the room publishes and confirms the run.
+        throw new CliError(
+          `no leader of room ${roomId} answered within ${COMMAND_WAIT_MS / 1000}s; the publish and its ` +
+            "confirm stay in the inbox, and the run starts when a node of the room leads it",
+          1,
+        );
+      },
+    );
+    // A leader that took the publish takes the confirm next: its answer is awaited in every case,
+    // so that no confirm of this command is left for a later leader to apply.
     let confirmed = await answerOf(store, roomId, confirming, COMMAND_WAIT_MS, policy);
     const kind = answer.outcome?.kind ?? (answer.runId !== null ? "published" : null);
     if ((kind === "exists" || kind === "conflict") && attempt < 5) {
