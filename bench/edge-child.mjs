@@ -45,13 +45,30 @@ const claimsUnsent = { local: 0, busy: 0 };
  */
 const inClaim = new AsyncLocalStorage();
 const realFetch = globalThis.fetch;
-globalThis.fetch = async (url, init) => {
-  const res = await realFetch(url, init);
+/** Requests sent, by route and answer ("/v1/edge/claim 200"), and errors (no answer). */
+const requests = {};
+/** One request of an edge's client answered (its status) or not (null); the claims' counted for their call. */
+function exchanged(path, status) {
+  const route = path.split("?")[0];
+  const key = `${route} ${status ?? "error"}`;
+  requests[key] = (requests[key] ?? 0) + 1;
   const call = inClaim.getStore();
-  if (call !== undefined && String(url).endsWith("/v1/edge/claim")) {
+  if (call !== undefined && status !== null && route === "/v1/edge/claim") {
     call.sent += 1;
-    if (res.status === 503) call.busy += 1;
+    if (status === 503) call.busy += 1;
   }
+}
+// A build whose client sends with fetch (before the onExchange option): its requests seen here.
+globalThis.fetch = async (url, init) => {
+  const path = new URL(String(url)).pathname;
+  let res;
+  try {
+    res = await realFetch(url, init);
+  } catch (e) {
+    exchanged(path, null);
+    throw e;
+  }
+  exchanged(path, res.status);
   return res;
 };
 
@@ -87,7 +104,13 @@ class TimedEdgeStore extends EdgeStore {
 
 const edges = [];
 for (const { nodeId, token, cores } of spec.edges) {
-  const store = new TimedEdgeStore({ cores, token, logger, requestTimeoutMs: spec.requestTimeoutMs });
+  const store = new TimedEdgeStore({
+    cores,
+    token,
+    logger,
+    requestTimeoutMs: spec.requestTimeoutMs,
+    onExchange: exchanged,
+  });
   const node = startEdgeNode(
     {
       nodeId,
@@ -123,8 +146,18 @@ process.on("message", async (m) => {
     sleep(spec.stopTimeoutMs),
   ]);
   for (const e of edges) e.store.close();
+  // Why the edges' workers claimed (Worker.claims), summed; absent from a build without them.
+  const byCause = {};
+  for (const e of edges)
+    for (const [cause, c] of Object.entries(e.node.claims?.byCause ?? {})) {
+      const sum = (byCause[cause] ??= { statements: 0, empty: 0, tasks: 0 });
+      sum.statements += c.statements;
+      sum.empty += c.empty;
+      sum.tasks += c.tasks;
+    }
   const loop = { p50Ms: loopDelay.percentile(50) / 1e6, p99Ms: loopDelay.percentile(99) / 1e6 };
-  process.send({ stats: { claimMs, claimsUnsent, finishAndClaimMs, failures, onCore, moved, loop } }, () =>
-    process.exit(0),
+  process.send(
+    { stats: { claimMs, claimsUnsent, finishAndClaimMs, failures, onCore, moved, loop, requests, byCause } },
+    () => process.exit(0),
   );
 });
