@@ -20,8 +20,14 @@
  */
 import type { FastifyRequest } from "fastify";
 import { z } from "zod";
-import type { ChangeTopic, ClaimedTask, Session, TaskRecord, WorkerTaskView } from "../../ports/store.js";
-import { wakeFor } from "../../ports/store.js";
+import type {
+  ChangeFeed,
+  ChangeTopic,
+  ClaimedTask,
+  Session,
+  TaskRecord,
+  WorkerTaskView,
+} from "../../ports/store.js";
 import { isConflict, isNotFound } from "../../ports/errors.js";
 import { HeartbeatBatcher } from "../../app/heartbeat-batcher.js";
 import { ClaimAdmission, ClaimsBusyError, QueueLook } from "../../app/claim-gate.js";
@@ -66,6 +72,82 @@ const HELD_RUNS_LIMIT = 10_000;
 /** The topics an edge's worker acts on: wake-ups and a run's cancel. */
 const EDGE_TOPICS: readonly ChangeTopic[] = ["wake", "runs"];
 
+/** One edge's open wake stream: its node, whether it may hear of a room, and how a frame reaches it. */
+interface WakeStream {
+  node: string;
+  mayHear: (roomId: string) => boolean;
+  write: (frame: string) => void;
+}
+
+/**
+ * The wake streams a core holds open, by node, behind ONE change-feed subscription (while any is
+ * open): a change's frame is made once for the streams that get the same one, and a wake naming
+ * nodes reaches theirs by a look-up per name, not a scan of every name for each open stream (a
+ * thousand streams and a wake naming hundreds of nodes were most of a core's CPU under load). Each
+ * stream gets what it got from a subscription of its own: a wake naming nodes only when it names
+ * its node (`node`, or `node/N`), with those names only; any other change whole; nothing of a room
+ * it may not hear of.
+ */
+export class WakeStreams {
+  private readonly byNode = new Map<string, Set<WakeStream>>();
+  private count = 0;
+  private unsubscribe: (() => void) | null = null;
+
+  constructor(private readonly feed: Pick<ChangeFeed, "onChange">) {}
+
+  /** Opens a stream; the returned function closes it. */
+  add(stream: WakeStream): () => void {
+    let mine = this.byNode.get(stream.node);
+    if (mine === undefined) this.byNode.set(stream.node, (mine = new Set()));
+    mine.add(stream);
+    this.count += 1;
+    this.unsubscribe ??= this.feed.onChange(
+      (topic, roomId, nodes) => this.deliver(topic, roomId, nodes),
+      EDGE_TOPICS,
+    );
+    return () => {
+      if (!mine.delete(stream)) return;
+      if (mine.size === 0) this.byNode.delete(stream.node);
+      this.count -= 1;
+      if (this.count === 0) {
+        this.unsubscribe?.();
+        this.unsubscribe = null;
+      }
+    };
+  }
+
+  private deliver(topic: ChangeTopic, roomId: string | null, nodes: readonly string[] | undefined): void {
+    const send = (stream: WakeStream, frame: string): void => {
+      if (roomId === null || stream.mayHear(roomId)) stream.write(frame);
+    };
+    if (nodes === undefined) {
+      const frame = `data: ${JSON.stringify({ topic, roomId })}\n\n`;
+      for (const mine of this.byNode.values()) for (const stream of mine) send(stream, frame);
+      return;
+    }
+    // The names each open node is named by: a name `a/b/2` names node `a/b/2`, `a` and `a/b`.
+    const named = new Map<string, string[]>();
+    for (const name of nodes) {
+      for (let end = name.indexOf("/"); ; end = name.indexOf("/", end + 1)) {
+        const node = end < 0 ? name : name.slice(0, end);
+        if (this.byNode.has(node)) {
+          const names = named.get(node);
+          if (names === undefined) named.set(node, [name]);
+          else names.push(name);
+        }
+        if (end < 0) break;
+      }
+    }
+    // A wake for other nodes only is not this stream's business (nor are their names); any other
+    // change reaches every stream, with the names of its own node (none, perhaps).
+    const streamsOf = topic === "wake" ? named.keys() : this.byNode.keys();
+    for (const node of streamsOf) {
+      const frame = `data: ${JSON.stringify({ topic, roomId, nodes: named.get(node) ?? [] })}\n\n`;
+      for (const stream of this.byNode.get(node) ?? []) send(stream, frame);
+    }
+  }
+}
+
 /**
  * A task as an edge's worker reads it (WorkerTaskView) and nothing more: no output, error, arguments
  * or timings of tasks it may not even run. The executor is named only when it is the edge's own
@@ -102,6 +184,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext, metrics: Node
     ["wake"],
   );
   app.addHook("onClose", async () => unheard());
+  const wakeStreams = new WakeStreams(store);
   // Claims wait their turn for part of the store pool and are refused past a bound; the calls that
   // keep a guarantee (renewals, finishes, releases, output) never wait behind them nor are refused.
   const admission = new ClaimAdmission(
@@ -369,15 +452,11 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext, metrics: Node
       });
       // A first frame: the edge knows it is connected (and claims, for what it may have missed).
       res.write(`data: ${JSON.stringify({ topic: "wake", roomId: null })}\n\n`);
-      const unsubscribe = store.onChange((topic, roomId, nodes) => {
-        if (roomId !== null && !mayServe(caller, roomId)) return;
-        // A wake named for other nodes only is not this edge's business (nor are their names).
-        if (topic === "wake" && nodes !== undefined && wakeFor(me, nodes) === null) return;
-        const named = nodes?.filter((n) => n === me || n.startsWith(`${me}/`));
-        res.write(
-          `data: ${JSON.stringify({ topic, roomId, ...(named === undefined ? {} : { nodes: named }) })}\n\n`,
-        );
-      }, EDGE_TOPICS);
+      const unsubscribe = wakeStreams.add({
+        node: me,
+        mayHear: (roomId) => mayServe(caller, roomId),
+        write: (frame) => res.write(frame),
+      });
       const beat = setInterval(() => res.write(": beat\n\n"), config.heartbeatMs);
       await new Promise<void>((resolve) => {
         res.on("close", resolve);
