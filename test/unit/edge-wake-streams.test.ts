@@ -4,6 +4,9 @@ import { describe, expect, it } from "vitest";
 import { WakeStreams } from "../../src/adapters/http/edge-routes.js";
 import type { ChangeListener, ChangeTopic } from "../../src/ports/store.js";
 
+let now = 0;
+const clock = { monotonicMs: () => now };
+
 function feed() {
   const listeners = new Set<ChangeListener>();
   return {
@@ -27,7 +30,7 @@ const parse = (frames: string[]) =>
 describe("WakeStreams", () => {
   it("sends each stream the frames a subscription of its own sent, with one subscription while any is open", () => {
     const f = feed();
-    const hub = new WakeStreams(f);
+    const hub = new WakeStreams(f, clock);
     const got: Record<string, string[]> = { a: [], a2: [], ab: [], c: [] };
     const open = (key: string, node: string, rooms: string[]) =>
       hub.add({ node, mayHear: (r) => rooms.includes(r), write: (frame) => got[key]!.push(frame) });
@@ -74,7 +77,7 @@ describe("WakeStreams", () => {
 
   it("drops its subscription when the last stream closes and takes one again for the next", () => {
     const f = feed();
-    const hub = new WakeStreams(f);
+    const hub = new WakeStreams(f, clock);
     const close = hub.add({ node: "a", mayHear: () => true, write: () => {} });
     close();
     expect(f.listeners.size).toBe(0);
@@ -82,5 +85,31 @@ describe("WakeStreams", () => {
     hub.add({ node: "a", mayHear: () => true, write: (x) => frames.push(x) });
     f.emit("wake", "!r", ["a/3"]);
     expect(parse(frames)).toEqual([{ topic: "wake", roomId: "!r", nodes: ["a/3"] }]);
+  });
+
+  it("withholds the wakes naming a node it refused as busy for half the Retry-After, or until it claims", () => {
+    const f = feed();
+    const hub = new WakeStreams(f, clock);
+    const frames: string[] = [];
+    hub.add({ node: "a", mayHear: () => true, write: (x) => frames.push(x) });
+    now = 1_000;
+    hub.refused("a", 4);
+    f.emit("wake", "!r", ["a"]);
+    f.emit("runs", "!r");
+    f.emit("wake", "!r");
+    now = 2_999;
+    f.emit("wake", "!r", ["a/1"]);
+    now = 3_000;
+    f.emit("wake", "!r", ["a/2"]);
+    hub.refused("a", 4);
+    hub.claiming("a");
+    f.emit("wake", "!r", ["a/3"]);
+    // A run's change and a wake for every node still reach it.
+    expect(parse(frames)).toEqual([
+      { topic: "runs", roomId: "!r" },
+      { topic: "wake", roomId: "!r" },
+      { topic: "wake", roomId: "!r", nodes: ["a/2"] },
+      { topic: "wake", roomId: "!r", nodes: ["a/3"] },
+    ]);
   });
 });

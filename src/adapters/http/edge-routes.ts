@@ -19,6 +19,7 @@
  * failure a 503 `store-unavailable`.
  */
 import type { FastifyRequest } from "fastify";
+import type { Clock } from "../../ports/clock.js";
 import { z } from "zod";
 import type {
   ChangeFeed,
@@ -92,8 +93,38 @@ export class WakeStreams {
   private readonly byNode = new Map<string, Set<WakeStream>>();
   private count = 0;
   private unsubscribe: (() => void) | null = null;
+  /** The nodes this core refused a claim as busy, and until when (monotonic ms) they claim nothing. */
+  private readonly resting = new Map<string, number>();
 
-  constructor(private readonly feed: Pick<ChangeFeed, "onChange">) {}
+  constructor(
+    private readonly feed: Pick<ChangeFeed, "onChange">,
+    private readonly clock: Pick<Clock, "monotonicMs">,
+  ) {}
+
+  /**
+   * This core refused the node's claim as busy with this Retry-After: the node sends no claim for at
+   * least half of it (its client's spread: src/adapters/edge/edge-store.ts, busyRetryMs) and answers
+   * a wake meanwhile "no task now" itself, so a wake naming it is not sent until then. Under load the
+   * leader wakes the nodes that did not claim again every few hundred ms, and those frames were most
+   * of what a core wrote to its edges and most of what its edges read.
+   */
+  refused(node: string, retryAfterS: number): void {
+    this.resting.set(node, this.clock.monotonicMs() + (retryAfterS * 1000) / 2);
+  }
+
+  /** The node claims again (its rest is over, or it is an edge that does not rest): its wakes go on. */
+  claiming(node: string): void {
+    if (this.resting.size > 0) this.resting.delete(node);
+  }
+
+  /** Whether a wake naming the node is withheld now (see refused). */
+  private isResting(node: string, now: number): boolean {
+    const until = this.resting.get(node);
+    if (until === undefined) return false;
+    if (now < until) return true;
+    this.resting.delete(node);
+    return false;
+  }
 
   /** Opens a stream; the returned function closes it. */
   add(stream: WakeStream): () => void {
@@ -141,7 +172,9 @@ export class WakeStreams {
     // A wake for other nodes only is not this stream's business (nor are their names); any other
     // change reaches every stream, with the names of its own node (none, perhaps).
     const streamsOf = topic === "wake" ? named.keys() : this.byNode.keys();
+    const now = this.resting.size > 0 ? this.clock.monotonicMs() : 0;
     for (const node of streamsOf) {
+      if (topic === "wake" && this.resting.size > 0 && this.isResting(node, now)) continue;
       const frame = `data: ${JSON.stringify({ topic, roomId, nodes: named.get(node) ?? [] })}\n\n`;
       for (const stream of this.byNode.get(node) ?? []) send(stream, frame);
     }
@@ -184,7 +217,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext, metrics: Node
     ["wake"],
   );
   app.addHook("onClose", async () => unheard());
-  const wakeStreams = new WakeStreams(store);
+  const wakeStreams = new WakeStreams(store, deps.clock ?? systemClock);
   // Claims wait their turn for part of the store pool and are refused past a bound; the calls that
   // keep a guarantee (renewals, finishes, releases, output) never wait behind them nor are refused.
   const admission = new ClaimAdmission(
@@ -257,6 +290,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext, metrics: Node
       const caller = edgeCaller(req, [offer.session]);
       checkScope(caller, offer);
       checkRooms(caller, offer.roomIds);
+      wakeStreams.claiming(offer.session.nodeId);
       // Most claims of an idle fleet find nothing: one shared read of the queue answers them, no
       // claim transaction each (src/app/claim-gate.ts). A look that fails leaves it to the claim.
       const empty = await queue.emptyClaim(offer).catch(() => null);
@@ -272,6 +306,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext, metrics: Node
       } catch (err) {
         if (!(err instanceof ClaimsBusyError)) throw err;
         metrics.edgeClaims.inc({ answer: "busy" });
+        wakeStreams.refused(offer.session.nodeId, err.retryAfterS);
         reply.header("retry-after", String(err.retryAfterS));
         return fail(503, "busy", err.message);
       }
