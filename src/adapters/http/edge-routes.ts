@@ -31,7 +31,7 @@ import type {
 } from "../../ports/store.js";
 import { isConflict, isNotFound } from "../../ports/errors.js";
 import { HeartbeatBatcher } from "../../app/heartbeat-batcher.js";
-import { ClaimAdmission, ClaimsBusyError, QueueLook } from "../../app/claim-gate.js";
+import { ClaimAdmission, ClaimsBusyError, FreshRead, QueueLook } from "../../app/claim-gate.js";
 import { systemClock } from "../clock/system-clock.js";
 import { DEFAULT_STORE_POOL_SIZE } from "../../config/node-config.js";
 import type { Caller } from "./auth.js";
@@ -225,6 +225,31 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext, metrics: Node
     deps.clock ?? systemClock,
   );
 
+  // The running tasks of a room, as the held-tasks route reads them: one read shared by the calls
+  // that arrive while it is in flight, each answered by a read that started after it arrived
+  // (FreshRead). A core's loss leaves every edge whose claim was out on it asking the next core what
+  // it holds, at once: hundreds of reads of every running run's tasks held the survivors' pools
+  // until their edges' calls timed out, and each claim lost so asked again (bench/README.md, "Edge nodes").
+  const runningReads = new Map<string, FreshRead<TaskRecord[]>>();
+  const runningTasksOf = (roomId: string): Promise<TaskRecord[]> => {
+    let read = runningReads.get(roomId);
+    if (read === undefined) {
+      read = new FreshRead(async () => {
+        const running: TaskRecord[] = [];
+        const runs = await store.listRuns(roomId, {
+          statuses: ["running", "canceling"],
+          limit: HELD_RUNS_LIMIT,
+        });
+        for (const run of runs)
+          for (const task of await store.listTasks(run.runId))
+            if (task.status === "running") running.push(task);
+        return running;
+      });
+      runningReads.set(roomId, read);
+    }
+    return read.get();
+  };
+
   /** The edge caller, once each session its body names is its own node's. */
   const edgeCaller = (req: FastifyRequest, sessions: readonly Session[]): Caller => {
     const caller = callerOf(req);
@@ -390,30 +415,20 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext, metrics: Node
       checkRooms(caller, roomIds);
       const held = await storeCall("held", async () => {
         const found: ClaimedTask[] = [];
-        for (const roomId of roomIds) {
-          const runs = await store.listRuns(roomId, {
-            statuses: ["running", "canceling"],
-            limit: HELD_RUNS_LIMIT,
-          });
-          for (const run of runs)
-            for (const task of await store.listTasks(run.runId))
-              if (
-                task.status === "running" &&
-                task.executor?.nodeId === session.nodeId &&
-                task.executor.bootId === session.bootId
-              )
-                // A running task's version is its claim's (a cancel, which raises it, makes it canceling).
-                found.push({
-                  token: {
-                    runId: task.runId,
-                    taskId: task.taskId,
-                    version: task.version,
-                    session,
-                    claim: { attempt: task.attempt, retryBackoffMs: task.retryBackoffMs },
-                  },
-                  task,
-                });
-        }
+        for (const roomId of roomIds)
+          for (const task of await runningTasksOf(roomId))
+            if (task.executor?.nodeId === session.nodeId && task.executor.bootId === session.bootId)
+              // A running task's version is its claim's (a cancel, which raises it, makes it canceling).
+              found.push({
+                token: {
+                  runId: task.runId,
+                  taskId: task.taskId,
+                  version: task.version,
+                  session,
+                  claim: { attempt: task.attempt, retryBackoffMs: task.retryBackoffMs },
+                },
+                task,
+              });
         return found;
       });
       return { held };
