@@ -9,7 +9,8 @@
  *
  * One core at a time: a connection error, a timeout or a 5xx moves to the next core and tries the
  * same call there, each core once per call, except a claim: one whose answer was lost (a connection
- * cut, a timeout, a 5xx) may have committed, so it is not sent again. The edge asks a core what its
+ * cut, a timeout, a 5xx) may have committed, so it is not sent again (one whose connection the core
+ * refused was never sent: it goes to the next core like any call). The edge asks a core what its
  * session holds (/v1/edge/held) and hands the worker, once each, the tasks it holds and was never
  * handed (adopt), their leases renewed first: no task waits out its lease unrun, none runs twice.
  * Claims go one at a time so that what the session holds is never read while a claim is out. A
@@ -239,6 +240,14 @@ const BUSY_RETRY_MS = 1_000;
  */
 export function busyRetryMs(retryAfterMs: number, random: () => number = Math.random): number {
   return Math.round(retryAfterMs * (0.5 + random()));
+}
+
+/**
+ * A request whose connection the core refused was never sent (nothing listens: a core stopped or
+ * killed), so not even a claim's can have committed: no look at what the session holds is owed.
+ */
+export function neverSent(err: unknown): boolean {
+  return typeof err === "object" && err !== null && (err as { code?: unknown }).code === "ECONNREFUSED";
 }
 
 /** A claim sent to a core that gave no answer: it may have committed. A StoreError to the worker. */
@@ -577,7 +586,7 @@ export class EdgeStore
         this.options.onExchange?.(path, null);
         last = err;
         this.moveOn(at, String(err).slice(0, 200));
-        if (!resend) throw this.answerLost(operation, err);
+        if (!resend && !neverSent(err)) throw this.answerLost(operation, err);
         continue;
       }
       const answer = answerOf(operation, status, parsed, retryAfter);
