@@ -33,6 +33,9 @@ const executor = nodeExecutor(config, process.env, logger);
 const loopDelay = monitorEventLoopDelay({ resolution: 10 });
 loopDelay.enable();
 const claimMs = [];
+/** The same, of the claims sent once the tasks were published ({run} from the parent): the run's own. */
+const runClaimMs = [];
+let inRun = false;
 const finishAndClaimMs = [];
 const failures = { claim: 0, finishAndClaim: 0 };
 /** Claims the edge answered itself (a busy core's Retry-After not passed) and claims a core refused as busy. */
@@ -45,13 +48,30 @@ const claimsUnsent = { local: 0, busy: 0 };
  */
 const inClaim = new AsyncLocalStorage();
 const realFetch = globalThis.fetch;
-globalThis.fetch = async (url, init) => {
-  const res = await realFetch(url, init);
+/** Requests sent, by route and answer ("/v1/edge/claim 200"), and errors (no answer). */
+const requests = {};
+/** One request of an edge's client answered (its status) or not (null); the claims' counted for their call. */
+function exchanged(path, status) {
+  const route = path.split("?")[0];
+  const key = `${route} ${status ?? "error"}`;
+  requests[key] = (requests[key] ?? 0) + 1;
   const call = inClaim.getStore();
-  if (call !== undefined && String(url).endsWith("/v1/edge/claim")) {
+  if (call !== undefined && status !== null && route === "/v1/edge/claim") {
     call.sent += 1;
-    if (res.status === 503) call.busy += 1;
+    if (status === 503) call.busy += 1;
   }
+}
+// A build whose client sends with fetch (before the onExchange option): its requests seen here.
+globalThis.fetch = async (url, init) => {
+  const path = new URL(String(url)).pathname;
+  let res;
+  try {
+    res = await realFetch(url, init);
+  } catch (e) {
+    exchanged(path, null);
+    throw e;
+  }
+  exchanged(path, res.status);
   return res;
 };
 
@@ -59,12 +79,16 @@ globalThis.fetch = async (url, init) => {
 class TimedEdgeStore extends EdgeStore {
   async claimTasks(offer, max) {
     const t = performance.now();
+    const sentInRun = inRun;
     const call = { sent: 0, busy: 0 };
     try {
       const batch = await inClaim.run(call, () => super.claimTasks(offer, max));
       if (call.sent === 0) claimsUnsent.local += 1;
       else if (call.busy === call.sent) claimsUnsent.busy += 1;
-      else claimMs.push(performance.now() - t);
+      else {
+        claimMs.push(performance.now() - t);
+        if (sentInRun) runClaimMs.push(performance.now() - t);
+      }
       return batch;
     } catch (e) {
       failures.claim += 1;
@@ -87,7 +111,13 @@ class TimedEdgeStore extends EdgeStore {
 
 const edges = [];
 for (const { nodeId, token, cores } of spec.edges) {
-  const store = new TimedEdgeStore({ cores, token, logger, requestTimeoutMs: spec.requestTimeoutMs });
+  const store = new TimedEdgeStore({
+    cores,
+    token,
+    logger,
+    requestTimeoutMs: spec.requestTimeoutMs,
+    onExchange: exchanged,
+  });
   const node = startEdgeNode(
     {
       nodeId,
@@ -111,6 +141,7 @@ for (const { nodeId, token, cores } of spec.edges) {
 process.send({ ready: edges.length });
 
 process.on("message", async (m) => {
+  if (m?.run === true) inRun = true;
   if (m?.stop !== true) return;
   const onCore = {};
   let moved = 0;
@@ -123,8 +154,31 @@ process.on("message", async (m) => {
     sleep(spec.stopTimeoutMs),
   ]);
   for (const e of edges) e.store.close();
+  // Why the edges' workers claimed (Worker.claims), summed; absent from a build without them.
+  const byCause = {};
+  for (const e of edges)
+    for (const [cause, c] of Object.entries(e.node.claims?.byCause ?? {})) {
+      const sum = (byCause[cause] ??= { statements: 0, empty: 0, tasks: 0 });
+      sum.statements += c.statements;
+      sum.empty += c.empty;
+      sum.tasks += c.tasks;
+    }
   const loop = { p50Ms: loopDelay.percentile(50) / 1e6, p99Ms: loopDelay.percentile(99) / 1e6 };
-  process.send({ stats: { claimMs, claimsUnsent, finishAndClaimMs, failures, onCore, moved, loop } }, () =>
-    process.exit(0),
+  process.send(
+    {
+      stats: {
+        claimMs,
+        runClaimMs,
+        claimsUnsent,
+        finishAndClaimMs,
+        failures,
+        onCore,
+        moved,
+        loop,
+        requests,
+        byCause,
+      },
+    },
+    () => process.exit(0),
   );
 });

@@ -16,7 +16,7 @@
  */
 import { createHash, randomBytes } from "node:crypto";
 import { fork } from "node:child_process";
-import { closeSync, existsSync, openSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { closeSync, cpSync, existsSync, openSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -168,6 +168,19 @@ async function serverClaimTimes(base) {
     const within25 = pick("bucket", 'le="0.025"');
     if (count === null || count === 0) return null;
     return { requests: count, meanMs: (1000 * sum) / count, within25msShare: within25 / count };
+  } catch {
+    return null;
+  }
+}
+
+/** A core's edge claims by how it answered them (dagbot_edge_claims_total{answer}); null when gone. */
+async function edgeClaimAnswers(base) {
+  try {
+    const text = await (await fetch(`${base}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
+    const out = {};
+    for (const m of text.matchAll(/^dagbot_edge_claims_total\{answer="([^"]+)"\} (\S+)$/gm))
+      out[m[1]] = Number(m[2]);
+    return out;
   } catch {
     return null;
   }
@@ -341,6 +354,7 @@ export async function benchEdge(
     const commits0 = await commits();
     const cpu0 = cpuParts();
     const t0 = performance.now();
+    for (const { child } of children) child.send({ run: true });
     const runIds = [];
     const dags = Math.ceil(tasks / TASKS_PER_DAG);
     for (let d = 0; d < dags; d++) {
@@ -389,8 +403,12 @@ export async function benchEdge(
     const seconds = (performance.now() - t0) / 1000;
     const cpu1 = cpuParts();
     const serverClaim = {};
+    const coreClaimAnswers = {};
     for (const [i, id] of CORES.entries())
-      if (id !== victim) serverClaim[id] = await serverClaimTimes(bases[i]);
+      if (id !== victim) {
+        serverClaim[id] = await serverClaimTimes(bases[i]);
+        coreClaimAnswers[id] = await edgeClaimAnswers(bases[i]);
+      }
     const commits1 = await commits();
     sampling = false;
     await sampler;
@@ -423,6 +441,19 @@ export async function benchEdge(
       ),
     );
     const claimMs = stats.flatMap((s) => s?.claimMs ?? []);
+    const runClaimMs = stats.flatMap((s) => s?.runClaimMs ?? []);
+    // What the edges sent (by route and answer) and why their workers claimed, over their whole life.
+    const edgeRequests = {};
+    const claimsByCause = {};
+    for (const s of stats) {
+      for (const [k, n] of Object.entries(s?.requests ?? {})) edgeRequests[k] = (edgeRequests[k] ?? 0) + n;
+      for (const [cause, c] of Object.entries(s?.byCause ?? {})) {
+        const sum = (claimsByCause[cause] ??= { statements: 0, empty: 0, tasks: 0 });
+        sum.statements += c.statements;
+        sum.empty += c.empty;
+        sum.tasks += c.tasks;
+      }
+    }
     const finishAndClaimMs = stats.flatMap((s) => s?.finishAndClaimMs ?? []);
     const onCore = {};
     for (const s of stats)
@@ -459,6 +490,10 @@ export async function benchEdge(
       claimsRefusedBusy: stats.reduce((a, s) => a + (s?.claimsUnsent?.busy ?? 0), 0),
       claimP50Ms: percentile(claimMs, 50),
       claimP99Ms: percentile(claimMs, 99),
+      // The claims sent from the first publish on (the start's and the idle window's left out).
+      runClaims: runClaimMs.length,
+      runClaimP50Ms: percentile(runClaimMs, 50),
+      runClaimP99Ms: percentile(runClaimMs, 99),
       finishAndClaims: finishAndClaimMs.length,
       finishAndClaimP50Ms: percentile(finishAndClaimMs, 50),
       finishAndClaimP99Ms: percentile(finishAndClaimMs, 99),
@@ -471,6 +506,9 @@ export async function benchEdge(
       ),
       // Inside the surviving cores (their whole life, the idle minute included) and the load's own loop lag.
       serverClaim,
+      coreClaimAnswers,
+      edgeRequests,
+      claimsByCause,
       edgeLoopDelayP99Ms: Math.max(...stats.map((x) => x?.loop?.p99Ms ?? 0)),
       edgesMoved: stats.reduce((a, s) => a + (s?.moved ?? 0), 0),
       edgesOnCoreAtEnd: onCore,
@@ -490,11 +528,30 @@ export async function benchEdge(
           )} ms on average; edge processes' loop delay p99 ${out.edgeLoopDelayP99Ms.toFixed(0)} ms; CPU % machine ${out.cpuSharePercent.machine}, cores ${Object.values(out.cpuSharePercent.cores).join("/")}, ` +
         `edge processes ${out.cpuSharePercent.edgeProcesses}, postgres ${out.cpuSharePercent.postgres}`,
     );
+    log(
+      `  claims sent in the run (from the first publish): ${runClaimMs.length} served, p50 ${out.runClaimP50Ms?.toFixed(1)} ms, p99 ${out.runClaimP99Ms?.toFixed(1)} ms`,
+    );
+    log(`  edge requests ${JSON.stringify(edgeRequests)}`);
+    log(
+      `  claims by cause ${JSON.stringify(claimsByCause)}; cores answered ${JSON.stringify(coreClaimAnswers)}`,
+    );
   } finally {
     sampling = false;
     await sampler?.catch(() => {});
+    // An edge process exits once it sent its figures (and wrote its --cpu-prof, if asked): a while for that.
+    await Promise.race([
+      Promise.all(
+        children.map(({ child }) =>
+          child.exitCode === null ? new Promise((r) => child.once("exit", r)) : null,
+        ),
+      ),
+      sleep(5_000),
+    ]);
     for (const { child } of children) if (child.exitCode === null) child.kill("SIGKILL");
     await cluster.stopAll();
+    // DAGBOT_BENCH_EDGE_KEEP: the run's folder (node configs and logs) kept there, for a post-mortem.
+    if (process.env.DAGBOT_BENCH_EDGE_KEEP !== undefined)
+      cpSync(dir, join(process.env.DAGBOT_BENCH_EDGE_KEEP, `edge-${Date.now()}`), { recursive: true });
     await store.close();
     await admin.end().catch(() => {});
   }

@@ -194,12 +194,16 @@ export class ClaimsBusyError extends Error {
 
 /**
  * The bounds of a refused claim's Retry-After (its edge's client spreads it: src/adapters/edge/
- * edge-store.ts). Between them, the time the claims waiting now take to pass at the recent pace:
- * an edge that asks sooner is refused again, and each refusal costs the core a request. At most a
- * few seconds: a claim refused is work delayed, and the leader's wakes still come.
+ * edge-store.ts). Between them, the time the claims ahead of it take to pass at the recent pace:
+ * those waiting now, and those refused within the last BUSY_RETRY_AFTER_MAX_S, which come back
+ * before it. An edge that asks sooner is refused again, and each refusal costs the core a request
+ * and the edge's machine as much: with a thousand edges on a core that serves tens of claims a
+ * second, the claims waiting alone said 1 to 3 s, and the edges asked ten times for each claim
+ * served (bench/README.md, "Edge nodes"). An edge still takes a task the moment a finish of its
+ * own claims one (finish-and-claim), and a refusal is work delayed at most this long.
  */
 export const BUSY_RETRY_AFTER_MIN_S = 1;
-export const BUSY_RETRY_AFTER_MAX_S = 5;
+export const BUSY_RETRY_AFTER_MAX_S = 10;
 
 /**
  * How long a claim may wait its turn before it is refused rather than sent: well within the edge's
@@ -233,6 +237,10 @@ export class ClaimAdmission {
   refused = 0;
   /** How long a claim held its turn lately (ms, a moving average): the pace of the queue. */
   private claimMs = 0;
+  /** Refusals per second of the last BUSY_RETRY_AFTER_MAX_S seconds, by second modulo their count. */
+  private readonly refusedBySecond = new Array<number>(BUSY_RETRY_AFTER_MAX_S).fill(0);
+  /** The second (monotonic, floor) refusedBySecond was last moved to. */
+  private refusedSecond = 0;
 
   constructor(
     private readonly poolSize: number,
@@ -313,9 +321,22 @@ export class ClaimAdmission {
     }
   }
 
+  /** The claims refused within the last BUSY_RETRY_AFTER_MAX_S seconds (they come back), this one counted. */
+  private refusedLately(): number {
+    const second = Math.floor(this.clock.monotonicMs() / 1000);
+    const n = this.refusedBySecond.length;
+    for (let s = Math.max(this.refusedSecond + 1, second - n + 1); s <= second; s += 1)
+      this.refusedBySecond[s % n] = 0;
+    this.refusedSecond = Math.max(this.refusedSecond, second);
+    this.refusedBySecond[second % n]! += 1;
+    return this.refusedBySecond.reduce((a, b) => a + b, 0);
+  }
+
   private busy(why: string): ClaimsBusyError {
     this.refused += 1;
-    const passMs = (this.waiting.length * this.claimMs) / this.claimSlots;
+    // Ahead of this claim when it comes back: those waiting, and those refused lately (before it).
+    const ahead = this.waiting.length + this.refusedLately() - 1;
+    const passMs = (ahead * this.claimMs) / this.claimSlots;
     const retryAfterS = Math.min(
       BUSY_RETRY_AFTER_MAX_S,
       Math.max(BUSY_RETRY_AFTER_MIN_S, Math.ceil(passMs / 1000)),

@@ -40,6 +40,8 @@ export interface EdgeDeps {
 export interface EdgeNode {
   readonly session: Session;
   runningTasks(): number;
+  /** The worker's claims so far, by why they were sent (Worker.claims; the bench reads them). */
+  readonly claims: Worker["claims"];
   /** Stop claiming, let running tasks finish (or kill them), stop the heartbeat, remove the node's row. */
   stop(options?: StopOptions): Promise<void>;
 }
@@ -82,6 +84,7 @@ export function startEdgeNode(settings: EdgeSettings, deps: EdgeDeps): EdgeNode 
   return {
     session,
     runningTasks: () => worker.runningCount,
+    claims: worker.claims,
     stop: (options) => stopper.stop(options),
   };
 }

@@ -308,7 +308,7 @@ describe("ClaimAdmission: claims wait for part of the pool and are refused past 
     expect(gate.queued).toBe(0);
   });
 
-  it("a refusal's Retry-After is the time the claims waiting take to pass at the recent pace, 1 to 5 s", async () => {
+  it("a refusal's Retry-After is the time the claims waiting and those refused lately take to pass at the recent pace, 1 to 10 s", async () => {
     const clock = new FakeClock();
     const gate = new ClaimAdmission(1, clock, 60_000);
     const busyAfter = async (): Promise<number> => {
@@ -333,8 +333,17 @@ describe("ClaimAdmission: claims wait for part of the pool and are refused past 
       h.end();
     }
     await Promise.all(answers);
+    // Four waiting and the one refused 3.5 s ago (it comes back first) pass in about 3.5 s.
     const slow = [held(), ...Array.from({ length: 4 }, () => held())];
     const later = slow.map((h) => gate.claim(h.call));
+    expect(await busyAfter()).toBe(4);
+    // A crowd refused within the last 10 s comes back ahead: at most 10 s.
+    const crowd: number[] = [];
+    for (let i = 0; i < 20; i += 1) crowd.push(await busyAfter());
+    expect(crowd.slice(0, 3)).toEqual([5, 5, 6]);
+    expect(crowd.at(-1)).toBe(10);
+    // Ten seconds later the crowd refused then is forgotten: the four waiting and this one.
+    await clock.advance(10_000);
     expect(await busyAfter()).toBe(3);
     for (const h of slow) h.end();
     await Promise.all(later);

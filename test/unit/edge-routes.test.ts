@@ -399,16 +399,20 @@ describe("the edge routes over a real store", () => {
 
   it("moves to the next core when one is gone, and hears its wakes on the stream", async () => {
     const gone = `http://127.0.0.1:${await deadPort()}`;
+    const exchanges: string[] = [];
     const edge = new EdgeStore({
       cores: [gone, base],
       token: EDGE_TOKEN,
       logger: silentLogger(),
       reconnectMs: 50,
+      onExchange: (path, status) => exchanges.push(`${path} ${status ?? "none"}`),
     });
     expect(edge.core).toBe(gone);
     const batch = await edge.claimTasks(offer(session("edge-1"), [ROOM]), 1);
     expect(batch.claimed).toEqual([]);
     expect(edge.core).toBe(base);
+    // A refused connection sent nothing: the claim goes to the next core, no look at what the session holds.
+    expect(exchanges).toEqual(["/v1/edge/claim none", "/v1/edge/claim 200"]);
     const heard: string[] = [];
     const unsubscribe = edge.onChange(
       (topic, roomId, nodes) => heard.push(`${topic}:${roomId ?? "*"}:${nodes?.join(",") ?? "all"}`),

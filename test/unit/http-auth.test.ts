@@ -31,6 +31,22 @@ describe("tokenVerifier", () => {
     }
   });
 
+  it("finds a caller among many tokens, the first of a hash configured twice, whatever the hex case", () => {
+    const edges = Array.from({ length: 1000 }, (_, i) => ({
+      name: `edge-${i}`,
+      sha256: i % 2 === 0 ? sha256Hex(`edge-token-${i}`) : sha256Hex(`edge-token-${i}`).toUpperCase(),
+      level: "edge" as const,
+      node: `edge-${i}`,
+    }));
+    const many = tokenVerifier([
+      ...edges,
+      { name: "again", sha256: sha256Hex("edge-token-7"), level: "operate" },
+    ]);
+    expect(many("Bearer edge-token-7")).toEqual({ name: "edge-7", level: "edge", node: "edge-7" });
+    expect(many("Bearer edge-token-998")).toEqual({ name: "edge-998", level: "edge", node: "edge-998" });
+    expect(many("Bearer edge-token-1000")).toBeNull();
+  });
+
   it("gives read tokens the reads only", () => {
     expect(allows("read", "read")).toBe(true);
     expect(allows("read", "operate")).toBe(false);

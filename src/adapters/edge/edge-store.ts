@@ -9,7 +9,8 @@
  *
  * One core at a time: a connection error, a timeout or a 5xx moves to the next core and tries the
  * same call there, each core once per call, except a claim: one whose answer was lost (a connection
- * cut, a timeout, a 5xx) may have committed, so it is not sent again. The edge asks a core what its
+ * cut, a timeout, a 5xx) may have committed, so it is not sent again (one whose connection the core
+ * refused was never sent: it goes to the next core like any call). The edge asks a core what its
  * session holds (/v1/edge/held) and hands the worker, once each, the tasks it holds and was never
  * handed (adopt), their leases renewed first: no task waits out its lease unrun, none runs twice.
  * Claims go one at a time so that what the session holds is never read while a claim is out. A
@@ -38,6 +39,8 @@ import type {
   WorkerTaskReader,
   WorkerTaskView,
 } from "../../ports/store.js";
+import http from "node:http";
+import https from "node:https";
 import type { TaskStatus } from "../../domain/model.js";
 import { ConflictError, NotFoundError, StoreError } from "../../ports/errors.js";
 import type { Logger } from "../../ports/logger.js";
@@ -54,10 +57,95 @@ export interface EdgeStoreOptions {
   reconnectMs?: number;
   /** Monotonic ms, for a busy core's wait (default performance.now). */
   now?: () => number;
+  /**
+   * Told of each request once it is answered (its status) or failed without an answer (null), with
+   * its path: what the client sent, for metrics and the bench. Called in the caller's async context.
+   */
+  onExchange?: (path: string, status: number | null) => void;
 }
 
 /** How long a wake stream the core refused waits before it asks again. */
 const REFUSED_RETRY_MS = 30_000;
+
+/**
+ * The connections to the cores, kept open between requests and shared by the clients of a process.
+ * node:http rather than fetch: the same request costs an edge's process less than half the CPU
+ * (an idle fleet's heartbeats and safety ticks, a busy core's refusals: bench/README.md, "Edge nodes").
+ */
+const AGENTS = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
+
+/** One request's answer: its status, Retry-After and body. */
+interface Exchange {
+  status: number;
+  retryAfter: string | null;
+  text: string;
+}
+
+/** A request that took longer than the client's timeout (the next core is tried, as for a lost connection). */
+class RequestTimeoutError extends Error {
+  override readonly name = "RequestTimeoutError";
+}
+
+/** Opens one request; resolves with the response once its head arrived. `timeoutMs` bounds the whole exchange. */
+function open(
+  url: string,
+  options: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal },
+): { response: Promise<http.IncomingMessage>; request: http.ClientRequest } {
+  const secure = url.startsWith("https:");
+  const request = (secure ? https : http).request(url, {
+    method: options.method,
+    headers:
+      options.body === undefined
+        ? options.headers
+        : { ...options.headers, "content-length": String(Buffer.byteLength(options.body)) },
+    agent: secure ? AGENTS.https : AGENTS.http,
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+  });
+  const response = new Promise<http.IncomingMessage>((resolve, reject) => {
+    request.once("response", resolve);
+    // Every error, not only the first: an unheard one would end the process.
+    request.on("error", reject);
+  });
+  request.end(options.body);
+  return { response, request };
+}
+
+/** One request and its whole answer, within `timeoutMs`. */
+function exchange(
+  url: string,
+  options: { method: string; headers: Record<string, string>; body?: string },
+  timeoutMs: number,
+): Promise<Exchange> {
+  return new Promise<Exchange>((resolve, reject) => {
+    const { response, request } = open(url, options);
+    const timer = setTimeout(
+      () => request.destroy(new RequestTimeoutError(`no answer within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    const fail = (err: unknown): void => {
+      clearTimeout(timer);
+      reject(err instanceof Error ? err : new Error(String(err)));
+    };
+    response.then((res) => {
+      res.setEncoding("utf8");
+      let text = "";
+      res.on("data", (chunk: string) => {
+        text += chunk;
+      });
+      res.on("error", fail);
+      res.once("aborted", () => fail(new Error("the answer was cut off")));
+      res.once("end", () => {
+        clearTimeout(timer);
+        const retryAfter = res.headers["retry-after"];
+        resolve({
+          status: res.statusCode ?? 0,
+          retryAfter: typeof retryAfter === "string" ? retryAfter : null,
+          text,
+        });
+      });
+    }, fail);
+  });
+}
 
 /** A problem document as the core answers it (src/adapters/http/problem.ts). */
 interface ProblemAnswer {
@@ -152,6 +240,14 @@ const BUSY_RETRY_MS = 1_000;
  */
 export function busyRetryMs(retryAfterMs: number, random: () => number = Math.random): number {
   return Math.round(retryAfterMs * (0.5 + random()));
+}
+
+/**
+ * A request whose connection the core refused was never sent (nothing listens: a core stopped or
+ * killed), so not even a claim's can have committed: no look at what the session holds is owed.
+ */
+export function neverSent(err: unknown): boolean {
+  return typeof err === "object" && err !== null && (err as { code?: unknown }).code === "ECONNREFUSED";
 }
 
 /** A claim sent to a core that gave no answer: it may have committed. A StoreError to the worker. */
@@ -473,20 +569,24 @@ export class EdgeStore
       let parsed: unknown;
       let retryAfter: string | null;
       try {
-        const res = await fetch(`${base}${path}`, {
-          method,
-          headers: this.headers(body !== undefined),
-          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-          signal: AbortSignal.timeout(this.timeoutMs),
-        });
-        status = res.status;
-        retryAfter = res.headers.get("retry-after");
-        const text = await res.text();
-        parsed = text === "" ? null : JSON.parse(text);
+        const answer = await exchange(
+          `${base}${path}`,
+          {
+            method,
+            headers: this.headers(body !== undefined),
+            ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+          },
+          this.timeoutMs,
+        );
+        this.options.onExchange?.(path, answer.status);
+        status = answer.status;
+        retryAfter = answer.retryAfter;
+        parsed = answer.text === "" ? null : JSON.parse(answer.text);
       } catch (err) {
+        this.options.onExchange?.(path, null);
         last = err;
         this.moveOn(at, String(err).slice(0, 200));
-        if (!resend) throw this.answerLost(operation, err);
+        if (!resend && !neverSent(err)) throw this.answerLost(operation, err);
         continue;
       }
       const answer = answerOf(operation, status, parsed, retryAfter);
@@ -519,21 +619,32 @@ export class EdgeStore
       // A refusal (a token the core does not know) is not mended by asking again at once.
       let waitMs = this.reconnectMs;
       try {
-        const res = await fetch(`${this.options.cores[at]!}/v1/edge/wakes`, {
+        const res = await open(`${this.options.cores[at]!}/v1/edge/wakes`, {
+          method: "GET",
           headers: { ...this.headers(false), accept: "text/event-stream" },
           signal,
-        });
-        if (res.status !== 200 || res.body === null) {
-          const refused = answerOf("wakes", res.status, await res.json().catch(() => null));
+        }).response;
+        res.setEncoding("utf8");
+        const status = res.statusCode ?? 0;
+        this.options.onExchange?.("/v1/edge/wakes", status);
+        if (status !== 200) {
+          let text = "";
+          for await (const chunk of res) text += chunk as string;
+          let body: unknown = null;
+          try {
+            body = JSON.parse(text);
+          } catch {
+            // not a problem document
+          }
+          const refused = answerOf("wakes", status, body);
           if (refused !== null && "error" in refused) {
             this.log.error({ err: refused.error.message }, "edge: the core refused the wake stream");
             waitMs = Math.max(this.reconnectMs, REFUSED_RETRY_MS);
-          } else this.moveOn(at, `wake stream: status ${res.status}`);
+          } else this.moveOn(at, `wake stream: status ${status}`);
         } else {
-          const decoder = new TextDecoder();
           let buffered = "";
-          for await (const chunk of res.body) {
-            buffered += decoder.decode(chunk as Uint8Array, { stream: true });
+          for await (const chunk of res) {
+            buffered += chunk as string;
             let end: number;
             while ((end = buffered.indexOf("\n\n")) >= 0) {
               const frame = buffered.slice(0, end);
@@ -554,6 +665,7 @@ export class EdgeStore
         }
       } catch (err) {
         if (signal.aborted) return;
+        this.options.onExchange?.("/v1/edge/wakes", null);
         this.moveOn(at, `wake stream: ${String(err).slice(0, 200)}`);
       }
       if (signal.aborted) return;

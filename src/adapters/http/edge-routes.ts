@@ -19,12 +19,19 @@
  * failure a 503 `store-unavailable`.
  */
 import type { FastifyRequest } from "fastify";
+import type { Clock } from "../../ports/clock.js";
 import { z } from "zod";
-import type { ChangeTopic, ClaimedTask, Session, TaskRecord, WorkerTaskView } from "../../ports/store.js";
-import { wakeFor } from "../../ports/store.js";
+import type {
+  ChangeFeed,
+  ChangeTopic,
+  ClaimedTask,
+  Session,
+  TaskRecord,
+  WorkerTaskView,
+} from "../../ports/store.js";
 import { isConflict, isNotFound } from "../../ports/errors.js";
 import { HeartbeatBatcher } from "../../app/heartbeat-batcher.js";
-import { ClaimAdmission, ClaimsBusyError, QueueLook } from "../../app/claim-gate.js";
+import { ClaimAdmission, ClaimsBusyError, FreshRead, QueueLook } from "../../app/claim-gate.js";
 import { systemClock } from "../clock/system-clock.js";
 import { DEFAULT_STORE_POOL_SIZE } from "../../config/node-config.js";
 import type { Caller } from "./auth.js";
@@ -66,6 +73,114 @@ const HELD_RUNS_LIMIT = 10_000;
 /** The topics an edge's worker acts on: wake-ups and a run's cancel. */
 const EDGE_TOPICS: readonly ChangeTopic[] = ["wake", "runs"];
 
+/** One edge's open wake stream: its node, whether it may hear of a room, and how a frame reaches it. */
+interface WakeStream {
+  node: string;
+  mayHear: (roomId: string) => boolean;
+  write: (frame: string) => void;
+}
+
+/**
+ * The wake streams a core holds open, by node, behind ONE change-feed subscription (while any is
+ * open): a change's frame is made once for the streams that get the same one, and a wake naming
+ * nodes reaches theirs by a look-up per name, not a scan of every name for each open stream (a
+ * thousand streams and a wake naming hundreds of nodes were most of a core's CPU under load). Each
+ * stream gets what it got from a subscription of its own: a wake naming nodes only when it names
+ * its node (`node`, or `node/N`), with those names only; any other change whole; nothing of a room
+ * it may not hear of.
+ */
+export class WakeStreams {
+  private readonly byNode = new Map<string, Set<WakeStream>>();
+  private count = 0;
+  private unsubscribe: (() => void) | null = null;
+  /** The nodes this core refused a claim as busy, and until when (monotonic ms) they claim nothing. */
+  private readonly resting = new Map<string, number>();
+
+  constructor(
+    private readonly feed: Pick<ChangeFeed, "onChange">,
+    private readonly clock: Pick<Clock, "monotonicMs">,
+  ) {}
+
+  /**
+   * This core refused the node's claim as busy with this Retry-After: the node sends no claim for at
+   * least half of it (its client's spread: src/adapters/edge/edge-store.ts, busyRetryMs) and answers
+   * a wake meanwhile "no task now" itself, so a wake naming it is not sent until then. Under load the
+   * leader wakes the nodes that did not claim again every few hundred ms, and those frames were most
+   * of what a core wrote to its edges and most of what its edges read.
+   */
+  refused(node: string, retryAfterS: number): void {
+    this.resting.set(node, this.clock.monotonicMs() + (retryAfterS * 1000) / 2);
+  }
+
+  /** The node claims again (its rest is over, or it is an edge that does not rest): its wakes go on. */
+  claiming(node: string): void {
+    if (this.resting.size > 0) this.resting.delete(node);
+  }
+
+  /** Whether a wake naming the node is withheld now (see refused). */
+  private isResting(node: string, now: number): boolean {
+    const until = this.resting.get(node);
+    if (until === undefined) return false;
+    if (now < until) return true;
+    this.resting.delete(node);
+    return false;
+  }
+
+  /** Opens a stream; the returned function closes it. */
+  add(stream: WakeStream): () => void {
+    let mine = this.byNode.get(stream.node);
+    if (mine === undefined) this.byNode.set(stream.node, (mine = new Set()));
+    mine.add(stream);
+    this.count += 1;
+    this.unsubscribe ??= this.feed.onChange(
+      (topic, roomId, nodes) => this.deliver(topic, roomId, nodes),
+      EDGE_TOPICS,
+    );
+    return () => {
+      if (!mine.delete(stream)) return;
+      if (mine.size === 0) this.byNode.delete(stream.node);
+      this.count -= 1;
+      if (this.count === 0) {
+        this.unsubscribe?.();
+        this.unsubscribe = null;
+      }
+    };
+  }
+
+  private deliver(topic: ChangeTopic, roomId: string | null, nodes: readonly string[] | undefined): void {
+    const send = (stream: WakeStream, frame: string): void => {
+      if (roomId === null || stream.mayHear(roomId)) stream.write(frame);
+    };
+    if (nodes === undefined) {
+      const frame = `data: ${JSON.stringify({ topic, roomId })}\n\n`;
+      for (const mine of this.byNode.values()) for (const stream of mine) send(stream, frame);
+      return;
+    }
+    // The names each open node is named by: a name `a/b/2` names node `a/b/2`, `a` and `a/b`.
+    const named = new Map<string, string[]>();
+    for (const name of nodes) {
+      for (let end = name.indexOf("/"); ; end = name.indexOf("/", end + 1)) {
+        const node = end < 0 ? name : name.slice(0, end);
+        if (this.byNode.has(node)) {
+          const names = named.get(node);
+          if (names === undefined) named.set(node, [name]);
+          else names.push(name);
+        }
+        if (end < 0) break;
+      }
+    }
+    // A wake for other nodes only is not this stream's business (nor are their names); any other
+    // change reaches every stream, with the names of its own node (none, perhaps).
+    const streamsOf = topic === "wake" ? named.keys() : this.byNode.keys();
+    const now = this.resting.size > 0 ? this.clock.monotonicMs() : 0;
+    for (const node of streamsOf) {
+      if (topic === "wake" && this.resting.size > 0 && this.isResting(node, now)) continue;
+      const frame = `data: ${JSON.stringify({ topic, roomId, nodes: named.get(node) ?? [] })}\n\n`;
+      for (const stream of this.byNode.get(node) ?? []) send(stream, frame);
+    }
+  }
+}
+
 /**
  * A task as an edge's worker reads it (WorkerTaskView) and nothing more: no output, error, arguments
  * or timings of tasks it may not even run. The executor is named only when it is the edge's own
@@ -102,12 +217,38 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext, metrics: Node
     ["wake"],
   );
   app.addHook("onClose", async () => unheard());
+  const wakeStreams = new WakeStreams(store, deps.clock ?? systemClock);
   // Claims wait their turn for part of the store pool and are refused past a bound; the calls that
   // keep a guarantee (renewals, finishes, releases, output) never wait behind them nor are refused.
   const admission = new ClaimAdmission(
     deps.storePoolSize ?? DEFAULT_STORE_POOL_SIZE,
     deps.clock ?? systemClock,
   );
+
+  // The running tasks of a room, as the held-tasks route reads them: one read shared by the calls
+  // that arrive while it is in flight, each answered by a read that started after it arrived
+  // (FreshRead). A core's loss leaves every edge whose claim was out on it asking the next core what
+  // it holds, at once: hundreds of reads of every running run's tasks held the survivors' pools
+  // until their edges' calls timed out, and each claim lost so asked again (bench/README.md, "Edge nodes").
+  const runningReads = new Map<string, FreshRead<TaskRecord[]>>();
+  const runningTasksOf = (roomId: string): Promise<TaskRecord[]> => {
+    let read = runningReads.get(roomId);
+    if (read === undefined) {
+      read = new FreshRead(async () => {
+        const running: TaskRecord[] = [];
+        const runs = await store.listRuns(roomId, {
+          statuses: ["running", "canceling"],
+          limit: HELD_RUNS_LIMIT,
+        });
+        for (const run of runs)
+          for (const task of await store.listTasks(run.runId))
+            if (task.status === "running") running.push(task);
+        return running;
+      });
+      runningReads.set(roomId, read);
+    }
+    return read.get();
+  };
 
   /** The edge caller, once each session its body names is its own node's. */
   const edgeCaller = (req: FastifyRequest, sessions: readonly Session[]): Caller => {
@@ -174,6 +315,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext, metrics: Node
       const caller = edgeCaller(req, [offer.session]);
       checkScope(caller, offer);
       checkRooms(caller, offer.roomIds);
+      wakeStreams.claiming(offer.session.nodeId);
       // Most claims of an idle fleet find nothing: one shared read of the queue answers them, no
       // claim transaction each (src/app/claim-gate.ts). A look that fails leaves it to the claim.
       const empty = await queue.emptyClaim(offer).catch(() => null);
@@ -189,6 +331,7 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext, metrics: Node
       } catch (err) {
         if (!(err instanceof ClaimsBusyError)) throw err;
         metrics.edgeClaims.inc({ answer: "busy" });
+        wakeStreams.refused(offer.session.nodeId, err.retryAfterS);
         reply.header("retry-after", String(err.retryAfterS));
         return fail(503, "busy", err.message);
       }
@@ -272,30 +415,20 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext, metrics: Node
       checkRooms(caller, roomIds);
       const held = await storeCall("held", async () => {
         const found: ClaimedTask[] = [];
-        for (const roomId of roomIds) {
-          const runs = await store.listRuns(roomId, {
-            statuses: ["running", "canceling"],
-            limit: HELD_RUNS_LIMIT,
-          });
-          for (const run of runs)
-            for (const task of await store.listTasks(run.runId))
-              if (
-                task.status === "running" &&
-                task.executor?.nodeId === session.nodeId &&
-                task.executor.bootId === session.bootId
-              )
-                // A running task's version is its claim's (a cancel, which raises it, makes it canceling).
-                found.push({
-                  token: {
-                    runId: task.runId,
-                    taskId: task.taskId,
-                    version: task.version,
-                    session,
-                    claim: { attempt: task.attempt, retryBackoffMs: task.retryBackoffMs },
-                  },
-                  task,
-                });
-        }
+        for (const roomId of roomIds)
+          for (const task of await runningTasksOf(roomId))
+            if (task.executor?.nodeId === session.nodeId && task.executor.bootId === session.bootId)
+              // A running task's version is its claim's (a cancel, which raises it, makes it canceling).
+              found.push({
+                token: {
+                  runId: task.runId,
+                  taskId: task.taskId,
+                  version: task.version,
+                  session,
+                  claim: { attempt: task.attempt, retryBackoffMs: task.retryBackoffMs },
+                },
+                task,
+              });
         return found;
       });
       return { held };
@@ -369,15 +502,11 @@ export function registerEdgeRoutes(app: ZodApp, ctx: RouteContext, metrics: Node
       });
       // A first frame: the edge knows it is connected (and claims, for what it may have missed).
       res.write(`data: ${JSON.stringify({ topic: "wake", roomId: null })}\n\n`);
-      const unsubscribe = store.onChange((topic, roomId, nodes) => {
-        if (roomId !== null && !mayServe(caller, roomId)) return;
-        // A wake named for other nodes only is not this edge's business (nor are their names).
-        if (topic === "wake" && nodes !== undefined && wakeFor(me, nodes) === null) return;
-        const named = nodes?.filter((n) => n === me || n.startsWith(`${me}/`));
-        res.write(
-          `data: ${JSON.stringify({ topic, roomId, ...(named === undefined ? {} : { nodes: named }) })}\n\n`,
-        );
-      }, EDGE_TOPICS);
+      const unsubscribe = wakeStreams.add({
+        node: me,
+        mayHear: (roomId) => mayServe(caller, roomId),
+        write: (frame) => res.write(frame),
+      });
       const beat = setInterval(() => res.write(": beat\n\n"), config.heartbeatMs);
       await new Promise<void>((resolve) => {
         res.on("close", resolve);
