@@ -1120,6 +1120,18 @@ export function wakeFor(nodeId: string, names: readonly string[]): { take: numbe
   return null;
 }
 
+/**
+ * The nodes one of a wake's names names: wakeFor's rule read from the name's side (`a/b/2` names
+ * the nodes `a/b/2`, `a/b` and `a`), for a holder of many nodes' streams that looks each name up.
+ */
+export function nodesNamedBy(name: string): string[] {
+  const nodes: string[] = [];
+  for (let end = name.indexOf("/"); ; end = name.indexOf("/", end + 1)) {
+    nodes.push(end < 0 ? name : name.slice(0, end));
+    if (end < 0) return nodes;
+  }
+}
+
 export type ChangeListener = (topic: ChangeTopic, roomId: string | null, nodes?: readonly string[]) => void;
 
 export interface ChangeFeed {

@@ -6,7 +6,7 @@ import { planWake, SELF_SERVE_MS, WAKE_DEPRIORITIZE_MS, WAKE_HOLD_MS } from "../
 import type { RecentWake } from "../../src/app/wake-targets.js";
 import { ConflictError } from "../../src/ports/errors.js";
 import type { ClaimDemand, LeaseSync, LeaseWish, Session } from "../../src/ports/store.js";
-import { wakeFor, wakeTarget } from "../../src/ports/store.js";
+import { nodesNamedBy, wakeFor, wakeTarget } from "../../src/ports/store.js";
 
 const node = (nodeId: string, free: number, fits: number) => ({ nodeId, free, fits });
 
@@ -180,5 +180,13 @@ describe("wakeFor", () => {
     expect(wakeFor("n1", ["n1"])).toEqual({ take: null });
     expect(wakeFor("n1", ["n10/2", "n2/1"])).toBeNull();
     expect(wakeFor("n1", [wakeTarget("n1", 4)])).toEqual({ take: 4 });
+  });
+
+  it("nodesNamedBy reads the same rule from the name's side: a node is among them iff wakeFor finds it", () => {
+    const names = ["n1", "n1/3", "n10/2", "a/b/2", "a/b", "a//1", "/x", "edge-7/1", "x/"];
+    const nodes = ["n1", "n10", "n", "a", "a/b", "a/b/2", "a/", "", "edge-7", "edge", "x", "x/"];
+    for (const name of names)
+      for (const node of nodes)
+        expect(nodesNamedBy(name).includes(node), `${node} in ${name}`).toBe(wakeFor(node, [name]) !== null);
   });
 });

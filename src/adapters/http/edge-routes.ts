@@ -29,6 +29,7 @@ import type {
   TaskRecord,
   WorkerTaskView,
 } from "../../ports/store.js";
+import { nodesNamedBy } from "../../ports/store.js";
 import { isConflict, isNotFound } from "../../ports/errors.js";
 import { HeartbeatBatcher } from "../../app/heartbeat-batcher.js";
 import { ClaimAdmission, ClaimsBusyError, FreshRead, QueueLook } from "../../app/claim-gate.js";
@@ -156,17 +157,14 @@ export class WakeStreams {
       for (const mine of this.byNode.values()) for (const stream of mine) send(stream, frame);
       return;
     }
-    // The names each open node is named by: a name `a/b/2` names node `a/b/2`, `a` and `a/b`.
+    // The names each open node is named by (nodesNamedBy: the rule of wakeFor).
     const named = new Map<string, string[]>();
     for (const name of nodes) {
-      for (let end = name.indexOf("/"); ; end = name.indexOf("/", end + 1)) {
-        const node = end < 0 ? name : name.slice(0, end);
-        if (this.byNode.has(node)) {
-          const names = named.get(node);
-          if (names === undefined) named.set(node, [name]);
-          else names.push(name);
-        }
-        if (end < 0) break;
+      for (const node of nodesNamedBy(name)) {
+        if (!this.byNode.has(node)) continue;
+        const names = named.get(node);
+        if (names === undefined) named.set(node, [name]);
+        else names.push(name);
       }
     }
     // A wake for other nodes only is not this stream's business (nor are their names); any other
