@@ -17,6 +17,7 @@
  */
 import type { Clock } from "../ports/clock.js";
 import type { ClaimBatch, NodeOffer, QueueReader, QueuedShape } from "../ports/store.js";
+import { nodesNamedBy } from "../ports/store.js";
 import { taskFits } from "../domain/claim-fit.js";
 
 /**
@@ -142,7 +143,7 @@ export class QueueLook {
 
   /**
    * A leader's wake reached this core (its change feed's "wake"), naming the nodes it wakes (a name
-   * may carry "/N", how many to take), or none for every node: each of them claims next because work
+   * may carry "/N", how many to take: nodesNamedBy reads it as wakeFor does), or none for every node: each of them claims next because work
    * was queued for it, so that claim goes on to the store without waiting for a read (up to
    * READ_GAP_MS). A "go on" is never wrong, only a claim transaction that may find nothing.
    */
@@ -154,7 +155,7 @@ export class QueueLook {
     }
     if (this.woken.size > WOKEN_KEPT)
       for (const [node, at] of this.woken) if (now - at >= FOUND_WORK_FOR_MS) this.woken.delete(node);
-    for (const name of nodes) this.woken.set(name.replace(/\/\d+$/, ""), now);
+    for (const name of nodes) for (const node of nodesNamedBy(name)) this.woken.set(node, now);
   }
 
   /** The empty answer when no queued task fits the offer (no claim needed), null when one may. */
