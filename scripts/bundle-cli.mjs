@@ -22,7 +22,7 @@ const entry = join(dist, "cli.js");
 const MARK = "// dagbot: bundled by scripts/bundle-cli.mjs";
 // Packages bundled with the command: plain JavaScript with no files of their own to find, no
 // native code and no worker threads (commander, the one CommonJS one, gets a require of its own).
-const BUNDLED = new Set(["zod", "commander", "smol-toml", "re2js", "croner"]);
+const BUNDLED = new Set(["zod", "commander", "smol-toml", "croner"]);
 
 if (readFileSync(entry, "utf8").includes(MARK)) {
   throw new Error("bundle-cli: dist/cli.js is already a bundle; run tsc (npm run build) first");

@@ -2,7 +2,7 @@
  * Renders an action's argv template with a task's arguments: the one place where DAG input meets a
  * command line, so every value is checked against its declared pattern and lands in exactly one argv entry.
  */
-import { RE2JS } from "re2js";
+import { compileRe2 } from "./re2.js";
 import type { ArgValue } from "./model.js";
 
 /** How one argument of an action is checked. */
@@ -65,7 +65,7 @@ export function compileArgPattern(pattern: string): ArgPattern | string {
   const known = compiled.get(pattern);
   if (known !== undefined) return known;
   try {
-    const re = RE2JS.compile(pattern);
+    const re = compileRe2(pattern);
     const result: ArgPattern = { matches: (value) => re.matches(value) };
     if (compiled.size > 1000) compiled.clear();
     compiled.set(pattern, result);

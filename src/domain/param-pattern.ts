@@ -8,7 +8,8 @@
  * its program after, and a command's checks together by instructions × characters. The numbers are
  * in PATTERN_LIMITS; bench/README.md ("Parameter patterns") has what they cost.
  */
-import { RE2JS } from "re2js";
+import type { RE2JS } from "re2js";
+import { compileRe2 } from "./re2.js";
 
 export const PATTERN_LIMITS = {
   /** Characters of a pattern's source. */
@@ -55,7 +56,7 @@ function compileUncached(source: string): ParamPattern | string {
   if (estimate > ESTIMATE_GATE) return tooComplex(`about ${estimate}`);
   let re: RE2JS;
   try {
-    re = RE2JS.compile(source);
+    re = compileRe2(source);
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     return `is not a valid RE2 pattern: ${message.replace(/^error parsing regexp: /, "")}`;
