@@ -112,7 +112,7 @@ export const FOUND_WORK_FOR_MS = 1_000;
  * a read of its own. 10 ms makes that at most a hundred reads a second a core (each one read-only
  * statement: no WAL flush, no commit lock), and delays a claim at most that long (a claim that fits
  * work a recent read found does not wait: FOUND_WORK_FOR_MS). Under the bench's 1,000 edges the
- * claims a core served waited 84 ms at the median with 100 ms, 14-16 ms with 20 and 6 ms with 10,
+ * claims a core served waited 84 ms at the median with 100 ms, 14–16 ms with 20 and 6 ms with 10,
  * at the same throughput and connections; the idle fleet's cores and server went from 2.6 % and
  * 1.8 % of the machine to 3.1 % and 3.2 % (bench/README.md, "Edge nodes").
  */
