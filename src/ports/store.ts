@@ -1142,6 +1142,42 @@ export interface ChangeFeed {
    * receive the notification of every claim and finish).
    */
   onChange(listener: ChangeListener, topics?: readonly ChangeTopic[]): () => void;
+  /**
+   * Where this process's writes share a commit (SQLite's group commit): calls `joiner` inside each
+   * commit, after its writes ran and before it is durable, with the writes that succeeded; the
+   * writes the joiner asks for then, synchronously, join that commit (docs/architecture.md §8, "One
+   * commit a step"). Nothing is heard before the commit: a joined write settles after it like any
+   * other. A joiner may only ask for writes. Absent where a commit cannot take more (PostgreSQL).
+   */
+  joinCommits?(joiner: CommitJoiner): () => void;
+}
+
+/** A write a commit carried, as a joiner hears it: its operation and the changes it made. */
+export interface CommittedWrite {
+  operation: string;
+  touched: ReadonlyArray<readonly [ChangeTopic, string | null, (readonly string[])?]>;
+}
+
+export type CommitJoiner = (writes: readonly CommittedWrite[]) => void;
+
+/**
+ * Whether a write may have left tasks of `roomId` claimable: it queued or requeued some (a
+ * scheduling step, a reap, a retry), not a claim (which names its claimer) nor a task's end (its
+ * dependents are queued by the leader's step, which joins after it).
+ */
+export function madeClaimable(write: CommittedWrite, roomId: string): boolean {
+  let tasks = false;
+  for (const [topic, room, nodes] of write.touched) {
+    if (room !== roomId && room !== null) continue;
+    if (topic === "done") return false;
+    if (topic === "ready" || (topic === "tasks" && nodes === undefined)) tasks = true;
+  }
+  return tasks;
+}
+
+/** Whether a write ended a task of `roomId` (its dependents may be ready now). */
+export function endedTask(write: CommittedWrite, roomId: string): boolean {
+  return write.touched.some(([topic, room]) => topic === "done" && (room === roomId || room === null));
 }
 
 /**

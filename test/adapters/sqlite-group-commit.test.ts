@@ -6,7 +6,8 @@
  */
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
-import { SqliteConnection } from "../../src/adapters/sqlite/connection.js";
+import { MAX_JOIN_ROUNDS, SqliteConnection } from "../../src/adapters/sqlite/connection.js";
+import type { CommittedWrite } from "../../src/ports/store.js";
 import { ConflictError } from "../../src/ports/errors.js";
 import type { SqliteTestDb } from "../support/sqlite-harness.js";
 import { sqliteTestDb } from "../support/sqlite-harness.js";
@@ -107,5 +108,90 @@ describe("sqlite group commit", () => {
     const pending = c.write("late", () => c.run("INSERT INTO t (k, v) VALUES ('late', 1)"));
     c.close();
     await expect(pending).rejects.toThrow(/late/);
+  });
+
+  it("writes a joiner asks for inside a commit join it: they see its changes, fail alone and are heard in the next round", async () => {
+    const heard: string[] = [];
+    const c = await connection(heard);
+    const rounds: string[][] = [];
+    const joined: Array<Promise<unknown>> = [];
+    const leave = c.joinCommits(
+      (writes: readonly CommittedWrite[]) => {
+        rounds.push(writes.map((w) => `${w.operation}:${w.touched.map(([t, r]) => `${t} ${r}`).join(",")}`));
+        if (!writes.some((w) => w.operation === "finish")) return;
+        // What the finish wrote is there to read for a write that joins.
+        joined.push(
+          c.write("step", (tx) => {
+            const v = c.get<{ v: number }>("SELECT v FROM t WHERE k = 'a'")!.v;
+            c.run("INSERT INTO t (k, v) VALUES ('b', ?)", v + 1);
+            tx.touch("tasks", "!room");
+            return v + 1;
+          }),
+          c.write("refused", () => {
+            c.run("INSERT INTO t (k, v) VALUES ('c', 1)");
+            throw new ConflictError("refused", { k: "c" }, null);
+          }),
+        );
+      },
+      () => {},
+    );
+    const before = c.counts.commits;
+    const finish = c.write("finish", (tx) => {
+      c.run("INSERT INTO t (k, v) VALUES ('a', 41)");
+      tx.touch("done", "!room");
+    });
+    await finish;
+    const [step, refused] = await Promise.allSettled(joined);
+    expect(step).toEqual({ status: "fulfilled", value: 42 });
+    expect((refused as PromiseRejectedResult).reason).toBeInstanceOf(ConflictError);
+    expect(keys(c)).toEqual(["a", "b"]);
+    expect(c.counts.commits - before).toBe(1);
+    // The joiner heard the finish, then the step that joined it (not the write that failed).
+    expect(rounds).toEqual([["finish:done !room"], ["step:tasks !room"]]);
+    expect(heard).toEqual(["done !room", "tasks !room"]);
+    leave();
+    await c.write("after", () => c.run("INSERT INTO t (k, v) VALUES ('z', 0)"));
+    expect(rounds).toHaveLength(2);
+  });
+
+  it("a joiner that keeps asking adds at most MAX_JOIN_ROUNDS rounds to one commit", async () => {
+    const c = await connection();
+    let n = 0;
+    const asked: Array<Promise<unknown>> = [];
+    c.joinCommits(
+      () => {
+        n += 1;
+        asked.push(c.write(`again ${n}`, () => c.run("INSERT INTO t (k, v) VALUES (?, ?)", `j${n}`, n)));
+      },
+      () => {},
+    );
+    const before = c.counts.commits;
+    await c.write("first", () => c.run("INSERT INTO t (k, v) VALUES ('first', 0)"));
+    await Promise.all(asked);
+    expect(n).toBe(MAX_JOIN_ROUNDS);
+    expect(c.counts.commits - before).toBe(1);
+    expect(keys(c)).toHaveLength(MAX_JOIN_ROUNDS + 1);
+  });
+
+  it("a joiner may not read, and one that throws is reported while the commit goes on", async () => {
+    const c = await connection();
+    const reported: unknown[] = [];
+    let read: Promise<unknown> | null = null;
+    c.joinCommits(
+      () => {
+        read ??= c.read("a look", () => c.all("SELECT k FROM t"));
+      },
+      () => {},
+    );
+    c.joinCommits(
+      () => {
+        throw new Error("joiner broke");
+      },
+      (err) => reported.push(err),
+    );
+    await c.write("w", () => c.run("INSERT INTO t (k, v) VALUES ('w', 1)"));
+    expect(keys(c)).toEqual(["w"]);
+    await expect(read).rejects.toThrow(/a look: a read inside a commit/);
+    expect(String(reported[0])).toMatch(/joiner broke/);
   });
 });

@@ -6,7 +6,7 @@
 import { setImmediate as immediate } from "node:timers";
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
-import type { ChangeTopic } from "../../ports/store.js";
+import type { ChangeTopic, CommitJoiner, CommittedWrite } from "../../ports/store.js";
 import { mapError } from "../store-common/checks.js";
 import type { LogLine } from "../store-common/records.js";
 import type { Backoff } from "../../domain/backoff.js";
@@ -51,6 +51,13 @@ type WriteOutcome =
 
 // Retries after busy_timeout already waited: a few more chances with jitter, then a StoreError.
 const BUSY_RETRIES = 8;
+
+/**
+ * Rounds of writes that joiners may add to one commit (joinCommits): a finish, the leader's step it
+ * calls for, the claims that step calls for, and one more for what those bring. Bounded so that no
+ * chain of joiners can keep a transaction open.
+ */
+export const MAX_JOIN_ROUNDS = 4;
 
 export { sessionKey } from "../store-common/records.js";
 
@@ -158,6 +165,22 @@ export class SqliteConnection {
   private pending: PendingWrite[] = [];
   /** Commits made and writes they carried (group commit's measure: bench and tests read it). */
   readonly counts = { commits: 0, writes: 0 };
+  private readonly joiners = new Map<CommitJoiner, (err: unknown) => void>();
+  /** True while joiners are called: a read then would commit the batch under them. */
+  private joining = false;
+
+  /**
+   * Calls `joiner` inside every commit of this connection, after the commit's writes ran and before
+   * it is made durable, with the writes that succeeded (docs/architecture.md §8, "One commit a
+   * step"). The writes a joiner asks for there, synchronously, join the same commit, each in a
+   * savepoint of its own like any write of the batch, and joiners hear of them in the next round
+   * (MAX_JOIN_ROUNDS at most). A joiner may not read (the read is refused); one that throws is
+   * reported to `onError` and the commit goes on. Returns the way to stop.
+   */
+  joinCommits(joiner: CommitJoiner, onError: (err: unknown) => void): () => void {
+    this.joiners.set(joiner, onError);
+    return () => this.joiners.delete(joiner);
+  }
 
   /** Commits the writes asked for so far in one transaction; retried whole on SQLITE_BUSY. */
   private async flush(): Promise<void> {
@@ -193,6 +216,7 @@ export class SqliteConnection {
       this.inTransaction.immediate(() => {
         outcomes.length = 0;
         for (const op of batch) outcomes.push(this.inSavepoint(op));
+        this.joinRounds(batch, outcomes);
       });
     } catch (e) {
       if (isBusy(e) && mayRetry) return true;
@@ -218,6 +242,42 @@ export class SqliteConnection {
     return false;
   }
 
+  /**
+   * Inside the transaction: the joiners hear the writes of each round that succeeded; the writes
+   * they ask for are added to the batch (so a retried batch runs them again) and run in savepoints
+   * of their own. A retried batch calls the joiners again: each must ask at most once for what one
+   * change calls for (the leader's pass and a worker's claim keep a flag while theirs is on its way).
+   */
+  private joinRounds(batch: PendingWrite[], outcomes: WriteOutcome[]): void {
+    if (this.joiners.size === 0) return;
+    for (let round = 0, from = 0; round < MAX_JOIN_ROUNDS; round++) {
+      const writes: CommittedWrite[] = [];
+      for (let i = from; i < batch.length; i++) {
+        const o = outcomes[i];
+        if (o?.ok === true) writes.push({ operation: batch[i]!.operation, touched: o.touched });
+      }
+      if (writes.length === 0) return;
+      this.joining = true;
+      try {
+        for (const [joiner, onError] of this.joiners) {
+          try {
+            joiner(writes);
+          } catch (err) {
+            onError(err);
+          }
+        }
+      } finally {
+        this.joining = false;
+      }
+      if (this.pending.length === 0) return;
+      from = batch.length;
+      for (const op of this.pending.splice(0)) {
+        batch.push(op);
+        outcomes.push(this.inSavepoint(op));
+      }
+    }
+  }
+
   /** One write of a batch in its own savepoint: a failure undoes only its own changes. */
   private inSavepoint(op: PendingWrite): WriteOutcome {
     const touched: Touched[] = [];
@@ -241,6 +301,7 @@ export class SqliteConnection {
 
   /** A read; one statement or a deferred transaction, so it sees one snapshot. */
   async read<T>(operation: string, fn: (now: number) => T): Promise<T> {
+    if (this.joining) throw new Error(`${operation}: a read inside a commit's joiners (they may only write)`);
     this.flushBeforeRead();
     for (let attempt = 0; ; attempt++) {
       try {

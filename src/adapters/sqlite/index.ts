@@ -90,6 +90,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
       c.close();
     },
     onChange: (listener) => changes.subscribe(listener),
+    joinCommits: (joiner) => c.joinCommits(joiner, onError),
 
     acquireLease: async (roomId, session, ttlMs) =>
       writeScript(c, "acquire lease", () => leases.acquireLease(roomId, session, ttlMs)),
