@@ -9,7 +9,7 @@ import type { Clock } from "../ports/clock.js";
 import type { Logger } from "../ports/logger.js";
 import type { ChangeFeed, LeaderFence, PruneResult, RetentionStore, Scheduler } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
-import { CLAIM_LEFT_MORE, noneDeleted, wakeTarget } from "../ports/store.js";
+import { CLAIM_LEFT_MORE, endedTask, noneDeleted, wakeTarget } from "../ports/store.js";
 import { Waker } from "./wake.js";
 import type { ScheduleAuthority, ScheduleStore } from "./schedules.js";
 import { runScheduleLoop } from "./schedules.js";
@@ -155,6 +155,13 @@ export async function leaderPass(
   return pass;
 }
 
+/** A scheduling pass begun inside a commit, for the leader's loop to take as its next pass. */
+interface JoinedPass {
+  pass: Promise<LeaderPass>;
+  /** What the pass's wake-ups said of the next tick, once they are done. */
+  tick: () => number | null;
+}
+
 const changedAnything = (p: LeaderPass): boolean =>
   p.commands +
     p.requeued +
@@ -183,10 +190,18 @@ export async function runLeaderLoop(
   const wakes = new WakeKeeper(deps, fence.roomId, log);
   // Whether something other than a task's end arrived since the last pass began: a whole pass then.
   let wholePass = true;
+  let whole = true;
+  let lastWholeAt = deps.clock.monotonicMs();
+  // A scheduling pass begun inside the commit that ended a task (joinCommits), for the loop to take
+  // as its next pass; and whether that commit's own `done` is still to be heard (it needs no pass).
+  let waiting = false;
+  const join: { next: JoinedPass | null; doneOwed: boolean } = { next: null, doneOwed: false };
   const unsubscribe = deps.store.onChange(
     (topic, roomId, nodes) => {
       if (roomId !== null && roomId !== fence.roomId) return;
-      if (topic === "done") {
+      if (topic === "done" && join.doneOwed) {
+        join.doneOwed = false;
+      } else if (topic === "done") {
         // A task ended: its dependents may be ready now. Scheduling them is the critical path of every
         // dependency (bench/README.md, DAG overhead), so it skips the debounce and the inbox and
         // reaping steps; finishes come at most as fast as tasks run, and one pass covers all that
@@ -208,6 +223,26 @@ export async function runLeaderLoop(
     ["done", "tasks", "inbox", "runs", "cap", "ready"],
   );
   const stepDeps = { ...deps, logger: log };
+  // SQLite: a task's end is scheduled in the commit that records it, and the claims that step
+  // calls for join it too (docs/architecture.md §8, "One commit a step"). Only while the loop
+  // waits and owes no whole pass; otherwise the `done` wakes it as below.
+  const leaveCommits = deps.store.joinCommits?.((writes) => {
+    if (!waiting || join.next !== null || wholePass || signal.aborted) return;
+    if (deps.clock.monotonicMs() - lastWholeAt >= deps.timings.safetyTickMs) return;
+    if (!writes.some((w) => endedTask(w, fence.roomId))) return;
+    let tick: number | null = null;
+    const pass = leaderPass(stepDeps, fence, signal, {
+      scheduleOnly: true,
+      afterSchedule: async (p) => {
+        tick = await wakes.afterPass(p);
+      },
+    });
+    // Awaited by the loop, which handles its failure as its own pass's.
+    pass.catch(() => {});
+    join.next = { pass, tick: () => tick };
+    join.doneOwed = true;
+    waker.wake(true);
+  });
   const pruning = runPruneLoop(deps, log, fence, signal, deposed);
   // What the schedule and trigger loops share; each adds its own store.
   const roundDeps = {
@@ -227,29 +262,41 @@ export async function runLeaderLoop(
   let failures = 0;
   let backToBack = 0;
   let tickMs = deps.timings.safetyTickMs;
-  let whole = true;
-  let lastWholeAt = deps.clock.monotonicMs();
   try {
     while (!signal.aborted) {
       let again = false;
+      const mine = join.next;
+      join.next = null;
       try {
-        // However busy with finishes, reaping and the inbox come at least once per safety tick.
-        if (deps.clock.monotonicMs() - lastWholeAt >= deps.timings.safetyTickMs) whole = true;
-        if (whole) lastWholeAt = deps.clock.monotonicMs();
-        wholePass = false;
         let tick = tickMs;
-        const pass = await leaderPass(stepDeps, fence, signal, {
-          scheduleOnly: !whole,
-          afterSchedule: async (p) => {
-            tick = await wakes.afterPass(p);
-          },
-        });
+        let pass: LeaderPass;
+        if (mine !== null) {
+          // The scheduling pass the task's commit began; a whole pass asked for meanwhile follows it.
+          try {
+            pass = await mine.pass;
+          } finally {
+            join.doneOwed = false;
+          }
+          tick = mine.tick() ?? tick;
+        } else {
+          // However busy with finishes, reaping and the inbox come at least once per safety tick.
+          if (deps.clock.monotonicMs() - lastWholeAt >= deps.timings.safetyTickMs) whole = true;
+          if (whole) lastWholeAt = deps.clock.monotonicMs();
+          wholePass = false;
+          pass = await leaderPass(stepDeps, fence, signal, {
+            scheduleOnly: !whole,
+            afterSchedule: async (p) => {
+              tick = await wakes.afterPass(p);
+            },
+          });
+        }
         tickMs = tick;
         failures = 0;
         // After a scheduling-only pass only a skip (its dependents) or a fan-out's expansion (its
         // instances) can have left more to do.
-        const more = whole ? changedAnything(pass) : pass.skipped + pass.expanded > 0;
-        again = more && backToBack < MAX_BACK_TO_BACK_PASSES;
+        const scheduleOnly = mine !== null || !whole;
+        const more = scheduleOnly ? pass.skipped + pass.expanded > 0 : changedAnything(pass);
+        again = ((mine !== null && whole) || more) && backToBack < MAX_BACK_TO_BACK_PASSES;
         backToBack = again ? backToBack + 1 : 0;
       } catch (err) {
         if (isConflict(err)) {
@@ -267,9 +314,17 @@ export async function runLeaderLoop(
       }
       // The safety tick (no wake) is a whole pass: it is what notices leases and deadlines passing.
       if (again) whole ||= wholePass;
-      else whole = !(await waker.wait(tickMs, signal)) || wholePass;
+      else {
+        waiting = true;
+        try {
+          whole = !(await waker.wait(tickMs, signal)) || wholePass;
+        } finally {
+          waiting = false;
+        }
+      }
     }
   } finally {
+    leaveCommits?.();
     wakes.logStats(true);
     unsubscribe();
     await pruning;
