@@ -52,7 +52,8 @@ import type {
   WorkerTaskView,
 } from "../ports/store.js";
 import { isConflict } from "../ports/errors.js";
-import { wakeFor } from "../ports/store.js";
+import type { CommittedWrite } from "../ports/store.js";
+import { madeClaimable, wakeFor } from "../ports/store.js";
 import { OutputWriter } from "./output-writer.js";
 import { endWait, Waker } from "./wake.js";
 import { SELF_SERVE_MS } from "./wake-targets.js";
@@ -106,6 +107,12 @@ interface Running {
   controller: AbortController;
   reason: AbortReason | null;
   done: Promise<void>;
+  /**
+   * Its action has ended (or never started) and its finish does not claim for its slot itself
+   * (finishAndClaim): only its outcome is still being recorded, and a claim joined to a commit may
+   * count its slot as free.
+   */
+  ended: boolean;
 }
 
 /** After a waiting task's not_before, so the claim does not arrive a hair early. */
@@ -117,7 +124,8 @@ const NOT_BEFORE_SLACK_MS = 20;
  * naming this node (wake) or everyone (wakeAll), a waiting task's not_before (notBefore), the
  * safety tick (tick), a wake already answered by the claim in flight (spurious).
  */
-export type ClaimCause = "start" | "self" | "finish" | "wake" | "wakeAll" | "notBefore" | "tick" | "spurious";
+export type ClaimCause =
+  "start" | "self" | "finish" | "commit" | "wake" | "wakeAll" | "notBefore" | "tick" | "spurious";
 
 /** A wake answered later than this is counted as late (the leader's WAKE_HOLD_MS). */
 const LATE_WAKE_MS = 300;
@@ -149,6 +157,10 @@ export class Worker {
   private selfServe = true;
   /** When the first wake since the last claim arrived (monotonic), for the wake-to-claim delay. */
   private wokenAt: number | null = null;
+  /** The claim loop waits (idle): no claim of its own is on its way. */
+  private waiting = false;
+  /** Slots a claim joined to a commit (joinCommit) asked for; taken until it is answered. */
+  private joinedFor = 0;
   /**
    * Claim statements sent, those that took nothing, tasks claimed, and of the statements those
    * the safety tick sent (not a wake-up) and how many of them took nothing; and per cause of the
@@ -218,9 +230,11 @@ export class Worker {
       },
       ["runs"],
     );
+    const leaveCommits = feed.joinCommits?.((writes) => this.joinCommit(writes));
     this.unsubscribe = () => {
       unsubTasks();
       unsubRuns();
+      leaveCommits?.();
     };
     this.loop = this.claimLoop();
   }
@@ -257,7 +271,7 @@ export class Worker {
     let byTick = false;
     let cause: ClaimCause = "start";
     while (!signal.aborted) {
-      const free = this.settings.capacity - this.running.size;
+      const free = this.settings.capacity - this.running.size - this.joinedFor;
       if (free > 0) {
         try {
           const sentAt = this.deps.clock.monotonicMs();
@@ -293,7 +307,12 @@ export class Worker {
           continue;
         }
       }
-      cause = await this.idle(signal);
+      this.waiting = true;
+      try {
+        cause = await this.idle(signal);
+      } finally {
+        this.waiting = false;
+      }
       byTick = cause !== "wake";
     }
     const c = this.claims;
@@ -309,6 +328,51 @@ export class Worker {
         maxWakeDelayMs: c.maxWakeDelayMs,
       },
       "worker stopped claiming",
+    );
+  }
+
+  /**
+   * Inside a commit of this process (SQLite, Store.joinCommits) that queued tasks of this node's
+   * rooms: one claim for the free slots joins it, so the tasks a scheduling step queues are claimed
+   * in the step's own commit (docs/architecture.md §8, "One commit a step"). Only while the claim
+   * loop waits and no joined claim is on its way, so no slot is asked for twice; its tasks start
+   * once the commit is durable, as a claim's always do.
+   */
+  private joinCommit(writes: readonly CommittedWrite[]): void {
+    if (this.stopClaiming.signal.aborted || !this.waiting || this.joinedFor > 0) return;
+    const rooms = this.settings.roomIds;
+    if (!writes.some((w) => rooms.some((room) => madeClaimable(w, room)))) return;
+    // A slot whose action has ended holds no process: its finish is most likely in this very
+    // commit (the one whose step queued what this claims), so the chain's next task takes it.
+    let acting = 0;
+    for (const r of this.running.values()) if (!r.ended) acting += 1;
+    const free = this.settings.capacity - acting;
+    if (free <= 0) return;
+    const sentAt = this.deps.clock.monotonicMs();
+    this.joinedFor = free;
+    this.deps.store.claimTasks(this.offer(), free).then(
+      (batch) => {
+        this.joinedFor = 0;
+        this.count("commit", batch.claimed.length, false, 0);
+        // Claimed while stopping (stop() came during the commit): run them, as the claim loop does.
+        for (const claimed of batch.claimed) this.startTask(claimed, sentAt);
+        this.heard(batch);
+        if (
+          batch.more &&
+          this.settings.capacity - this.running.size > 0 &&
+          !this.stopClaiming.signal.aborted
+        ) {
+          this.selfServe = true;
+          this.waker.wake();
+        }
+      },
+      (err: unknown) => {
+        this.joinedFor = 0;
+        if (isConflict(err)) return;
+        this.deps.onStoreError?.();
+        this.log.warn({ err: String(err) }, "a claim joined to a commit failed");
+        this.waker.wake();
+      },
     );
   }
 
@@ -376,6 +440,7 @@ export class Worker {
       controller: new AbortController(),
       reason: null,
       done: Promise.resolve(),
+      ended: false,
     };
     this.running.set(key, entry);
     entry.done = this.execute(entry)
@@ -656,6 +721,7 @@ export class Worker {
     const result = withPublished(toTaskResult(exec, r.reason), exec, r.claimed);
     if (result.outcome === "failed" && exec.outcome === "succeeded")
       log.info({ error: result.error }, "the action succeeded but its outputs were refused");
+    r.ended = true;
     await this.finish(r, result, log, () => term, renew, timings);
   }
 
@@ -791,6 +857,8 @@ export class Worker {
       try {
         if (failures === 0 && !this.stopClaiming.signal.aborted && this.moreIsFresh()) {
           const sentAt = clock.monotonicMs();
+          // Its slot goes to what this finish claims, not to a claim joined to the commit.
+          r.ended = false;
           const { status, batch } = await store.finishAndClaim(r.claimed.token, result, this.offer(), 1);
           log.info({ outcome: result.outcome, status, exitCode: result.exitCode }, "finished");
           this.count("finish", batch.claimed.length, false, 0);

@@ -1,5 +1,7 @@
 // The engine loops in one process over a real SQLite file: how leadership ends (stop, deposed,
 // TTL passed locally with the store hanging) and how a worker reacts to a lost lease or a cancel.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/adapters/clock/system-clock.js";
 import { createProcessExecutor } from "../../src/adapters/exec/process-executor.js";
@@ -19,6 +21,7 @@ import type { SqliteTestDb } from "../support/sqlite-harness.js";
 import { sqliteTestDb } from "../support/sqlite-harness.js";
 import { waitFor } from "../support/store-wait.js";
 import { FakeClock } from "../support/fake-clock.js";
+import { walCommits } from "../support/wal-commits.js";
 import { cmd, dag, runInput, task } from "../support/store-fixtures.js";
 
 const ROOM = "room";
@@ -606,5 +609,142 @@ describe("dependencies", () => {
     );
     expect(run?.status).toBe("succeeded");
     expect((await s.listTasks(created.run.runId)).map((t) => t.status)).toEqual(Array(4).fill("succeeded"));
+  });
+
+  it("claims joined to commits keep the node's slots: never more of its actions at once than its capacity", async () => {
+    const s = await store();
+    const setup = await s.acquireLease(ROOM, { nodeId: "setup", bootId: "1" }, 30_000);
+    const fence = { roomId: ROOM, session: setup.session, term: setup.term };
+    // Four layers of four, each task needing one of the layer before: every finish queues work.
+    const id = (l: number, i: number): string => `l${l}t${i}`;
+    const tasks = [];
+    for (let l = 0; l < 4; l++)
+      for (let i = 0; i < 4; i++)
+        tasks.push({ id: id(l, i), action: "mark", ...(l > 0 ? { needs: [id(l - 1, i)] } : {}) });
+    const parsed = parseDag(JSON.stringify({ id: "layers", tasks }), "json");
+    if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
+    const created = await s.createRun(
+      { fence },
+      {
+        roomId: ROOM,
+        dag: parsed.dag,
+        hash: parsed.hash,
+        publisher: "test",
+        publishEventId: null,
+        needsConfirmation: false,
+        confirmTimeoutMs: 60_000,
+      },
+    );
+    if (created.kind !== "created") throw new Error(created.kind);
+    await s.releaseLease(fence);
+    // The actions' own record: a line when each starts and when it ends.
+    const marks = join(db!.dir, "marks");
+    const mark: ActionDefinition = {
+      ...sleepAction,
+      name: "mark",
+      argv: ["sh", "-c", 'echo start >> "$0"; sleep 0.02; echo end >> "$0"', marks],
+      args: {},
+    };
+    const minute = 60_000;
+    const node = startEngineNode(
+      {
+        nodeId: "runner",
+        labels: [],
+        capacity: 2,
+        roomIds: [ROOM],
+        actions: new Map([["mark", mark]]),
+        lease: { ttlMs: minute, renewEveryMs: minute / 3, acquireEveryMs: 150 },
+        leader: { debounceMs: 5, safetyTickMs: minute },
+        taskLeaseMs: minute,
+        heartbeatEveryMs: minute,
+        workerPollMs: minute,
+        work: true,
+      },
+      { store: s, executor: createProcessExecutor(), clock: systemClock, logger, processInbox: null },
+    );
+    cleanups.push(() => node.stop());
+    await waitFor(
+      "the run to succeed",
+      () => s.getRunById(created.run.runId),
+      (r) => r?.status === "succeeded",
+      { timeoutMs: 20_000 },
+    );
+    let now = 0;
+    let most = 0;
+    const lines = readFileSync(marks, "utf8").trim().split("\n");
+    for (const line of lines) {
+      now += line === "start" ? 1 : -1;
+      most = Math.max(most, now);
+    }
+    expect(lines).toHaveLength(32);
+    expect(most).toBe(2);
+  });
+
+  it("on SQLite a chain step is one commit: a task's finish, the leader's step and the next task's claim", async () => {
+    const s = await store();
+    const steps = 12;
+    const setup = await s.acquireLease(ROOM, { nodeId: "setup", bootId: "1" }, 30_000);
+    const fence = { roomId: ROOM, session: setup.session, term: setup.term };
+    const ids = Array.from({ length: steps }, (_, i) => `t${String(i).padStart(2, "0")}`);
+    const tasks = ids.map((id, i) => ({ id, action: "true", ...(i > 0 ? { needs: [ids[i - 1]] } : {}) }));
+    const parsed = parseDag(JSON.stringify({ id: "chain", tasks }), "json");
+    if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
+    const created = await s.createRun(
+      { fence },
+      {
+        roomId: ROOM,
+        dag: parsed.dag,
+        hash: parsed.hash,
+        publisher: "test",
+        publishEventId: null,
+        needsConfirmation: false,
+        confirmTimeoutMs: 60_000,
+      },
+    );
+    if (created.kind !== "created") throw new Error(created.kind);
+    await s.releaseLease(fence);
+    const trueAction: ActionDefinition = { ...sleepAction, name: "true", argv: ["true"], args: {} };
+    const minute = 60_000;
+    // One slot: the next task takes the slot of the one whose finish is in the same commit.
+    const node = startEngineNode(
+      {
+        nodeId: "runner",
+        labels: [],
+        capacity: 1,
+        roomIds: [ROOM],
+        actions: new Map([["true", trueAction]]),
+        lease: { ttlMs: minute, renewEveryMs: minute / 3, acquireEveryMs: 150 },
+        leader: { debounceMs: minute, safetyTickMs: minute },
+        taskLeaseMs: minute,
+        heartbeatEveryMs: minute,
+        workerPollMs: minute,
+        work: true,
+      },
+      { store: s, executor: createProcessExecutor(), clock: systemClock, logger, processInbox: null },
+    );
+    cleanups.push(() => node.stop());
+    await waitFor(
+      "the first task running",
+      () => s.getTask(created.run.runId, ids[0]!),
+      (t) => t?.status === "running" || t?.status === "succeeded",
+    );
+    const first = walCommits(db!.path);
+    await waitFor(
+      "the chain to succeed",
+      () => s.getRunById(created.run.runId),
+      (r) => r?.status === "succeeded",
+      { timeoutMs: 10_000 },
+    );
+    const commits = walCommits(db!.path) - first;
+    // Commits that wrote (the WAL's commit frames): each step's one that ends a task, queues its
+    // dependent and claims it, and the one that ends the run. The leader's look at the run's outcome
+    // after each step writes nothing while tasks are left. Three a step (35 here) when the step and
+    // the claim each took a commit of their own.
+    expect(commits).toBeGreaterThanOrEqual(steps - 1);
+    expect(commits).toBeLessThanOrEqual(steps + 3);
+    const log = await s.readEvents(ROOM, 0, 1000);
+    expect(log.filter((e) => e.kind === "task.succeeded" && e.runId === created.run.runId)).toHaveLength(
+      steps,
+    );
   });
 });
