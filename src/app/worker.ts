@@ -161,6 +161,8 @@ export class Worker {
   private waiting = false;
   /** Slots a claim joined to a commit (joinCommit) asked for; taken until it is answered. */
   private joinedFor = 0;
+  /** That claim, until its tasks have started (stop() waits for it). */
+  private joined: Promise<void> = Promise.resolve();
   /**
    * Claim statements sent, those that took nothing, tasks claimed, and of the statements those
    * the safety tick sent (not a wake-up) and how many of them took nothing; and per cause of the
@@ -250,6 +252,8 @@ export class Worker {
       for (const r of this.running.values()) this.abortTask(r, "shutdown");
     }
     await this.loop;
+    // A claim joined to a commit before the stop: its tasks start (and then end) like the others.
+    await this.joined;
     while (this.running.size > 0) await Promise.all([...this.running.values()].map((r) => r.done));
     this.unsubscribe?.();
   }
@@ -350,13 +354,16 @@ export class Worker {
     if (free <= 0) return;
     const sentAt = this.deps.clock.monotonicMs();
     this.joinedFor = free;
-    this.deps.store.claimTasks(this.offer(), free).then(
+    this.joined = this.deps.store.claimTasks(this.offer(), free).then(
       (batch) => {
         this.joinedFor = 0;
         this.count("commit", batch.claimed.length, false, 0);
         // Claimed while stopping (stop() came during the commit): run them, as the claim loop does.
         for (const claimed of batch.claimed) this.startTask(claimed, sentAt);
+        const planned = this.readyAt;
         this.heard(batch);
+        // A task that becomes ready sooner than the claim loop planned for: it plans again.
+        if (this.readyAt !== null && (planned === null || this.readyAt < planned)) endWait(this.replan);
         if (
           batch.more &&
           this.settings.capacity - this.running.size > 0 &&
