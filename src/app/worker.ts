@@ -360,18 +360,7 @@ export class Worker {
         this.count("commit", batch.claimed.length, false, 0);
         // Claimed while stopping (stop() came during the commit): run them, as the claim loop does.
         for (const claimed of batch.claimed) this.startTask(claimed, sentAt);
-        const planned = this.readyAt;
-        this.heard(batch);
-        // A task that becomes ready sooner than the claim loop planned for: it plans again.
-        if (this.readyAt !== null && (planned === null || this.readyAt < planned)) endWait(this.replan);
-        if (
-          batch.more &&
-          this.settings.capacity - this.running.size > 0 &&
-          !this.stopClaiming.signal.aborted
-        ) {
-          this.selfServe = true;
-          this.waker.wake();
-        }
+        this.heardBesideLoop(batch);
       },
       (err: unknown) => {
         this.joinedFor = 0;
@@ -381,6 +370,22 @@ export class Worker {
         this.waker.wake();
       },
     );
+  }
+
+  /**
+   * The answer of a claim made beside the claim loop (a finish's, or one joined to a commit), once
+   * its tasks started: what it says of the tasks left. A task that becomes ready sooner than the
+   * loop planned for makes it plan its wait again; "more" while slots are free makes it fill them at
+   * once (the leader then leaves this node to serve itself: planWake counts its free slots as taken).
+   */
+  private heardBesideLoop(batch: ClaimBatch): void {
+    const planned = this.readyAt;
+    this.heard(batch);
+    if (this.readyAt !== null && (planned === null || this.readyAt < planned)) endWait(this.replan);
+    if (batch.more && this.settings.capacity - this.running.size > 0 && !this.stopClaiming.signal.aborted) {
+      this.selfServe = true;
+      this.waker.wake();
+    }
   }
 
   /** What a claim's answer says of the tasks left for this node. */
@@ -869,21 +874,9 @@ export class Worker {
           const { status, batch } = await store.finishAndClaim(r.claimed.token, result, this.offer(), 1);
           log.info({ outcome: result.outcome, status, exitCode: result.exitCode }, "finished");
           this.count("finish", batch.claimed.length, false, 0);
-          const planned = this.readyAt;
-          this.heard(batch);
           // Claimed while stopping (stop() came during the call): run it, as the claim loop does.
           this.handOver(r, batch.claimed, sentAt);
-          if (this.readyAt !== null && (planned === null || this.readyAt < planned)) endWait(this.replan);
-          // Said "more" while other slots are free: the leader now leaves this node to serve itself
-          // (planWake counts its free slots as taken), so the claim loop fills them at once.
-          if (
-            batch.more &&
-            this.settings.capacity - this.running.size > 0 &&
-            !this.stopClaiming.signal.aborted
-          ) {
-            this.selfServe = true;
-            this.waker.wake();
-          }
+          this.heardBesideLoop(batch);
           return;
         }
         const { status } = await store.finishTask(r.claimed.token, result);
