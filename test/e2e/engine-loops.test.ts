@@ -554,33 +554,41 @@ describe("node", () => {
   });
 });
 
+/**
+ * A run of `tasks` created under a lease the node under test then takes over, so that the node's
+ * first pass schedules it; its run id.
+ */
+async function createdRun(s: Store, dagId: string, tasks: readonly object[]): Promise<string> {
+  const setup = await s.acquireLease(ROOM, { nodeId: "setup", bootId: "1" }, 30_000);
+  const fence = { roomId: ROOM, session: setup.session, term: setup.term };
+  const parsed = parseDag(JSON.stringify({ id: dagId, tasks }), "json");
+  if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
+  const created = await s.createRun(
+    { fence },
+    {
+      roomId: ROOM,
+      dag: parsed.dag,
+      hash: parsed.hash,
+      publisher: "test",
+      publishEventId: null,
+      needsConfirmation: false,
+      confirmTimeoutMs: 60_000,
+    },
+  );
+  if (created.kind !== "created") throw new Error(created.kind);
+  await s.releaseLease(fence);
+  return created.run.runId;
+}
+
 describe("dependencies", () => {
   it("a finished task's dependent is scheduled and claimed on the finish alone, with the debounce and every tick at a minute", async () => {
     const s = await store();
-    // The run is created under a lease the node takes over, so the node's first pass schedules it.
-    const setup = await s.acquireLease(ROOM, { nodeId: "setup", bootId: "1" }, 30_000);
-    const fence = { roomId: ROOM, session: setup.session, term: setup.term };
     const tasks = ["a", "b", "c", "d"].map((id, i) => ({
       id,
       action: "true",
       ...(i > 0 ? { needs: [["a", "b", "c"][i - 1]] } : {}),
     }));
-    const parsed = parseDag(JSON.stringify({ id: "chain", tasks }), "json");
-    if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
-    const created = await s.createRun(
-      { fence },
-      {
-        roomId: ROOM,
-        dag: parsed.dag,
-        hash: parsed.hash,
-        publisher: "test",
-        publishEventId: null,
-        needsConfirmation: false,
-        confirmTimeoutMs: 60_000,
-      },
-    );
-    if (created.kind !== "created") throw new Error(created.kind);
-    await s.releaseLease(fence);
+    const runId = await createdRun(s, "chain", tasks);
     const trueAction: ActionDefinition = { ...sleepAction, name: "true", argv: ["true"], args: {} };
     const minute = 60_000;
     const node = startEngineNode(
@@ -603,40 +611,23 @@ describe("dependencies", () => {
     cleanups.push(() => node.stop());
     const run = await waitFor(
       "the chain to succeed",
-      () => s.getRunById(created.run.runId),
+      () => s.getRunById(runId),
       (r) => r?.status === "succeeded",
       { timeoutMs: 10_000 },
     );
     expect(run?.status).toBe("succeeded");
-    expect((await s.listTasks(created.run.runId)).map((t) => t.status)).toEqual(Array(4).fill("succeeded"));
+    expect((await s.listTasks(runId)).map((t) => t.status)).toEqual(Array(4).fill("succeeded"));
   });
 
   it("claims joined to commits keep the node's slots: never more of its actions at once than its capacity", async () => {
     const s = await store();
-    const setup = await s.acquireLease(ROOM, { nodeId: "setup", bootId: "1" }, 30_000);
-    const fence = { roomId: ROOM, session: setup.session, term: setup.term };
     // Four layers of four, each task needing one of the layer before: every finish queues work.
     const id = (l: number, i: number): string => `l${l}t${i}`;
     const tasks = [];
     for (let l = 0; l < 4; l++)
       for (let i = 0; i < 4; i++)
         tasks.push({ id: id(l, i), action: "mark", ...(l > 0 ? { needs: [id(l - 1, i)] } : {}) });
-    const parsed = parseDag(JSON.stringify({ id: "layers", tasks }), "json");
-    if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
-    const created = await s.createRun(
-      { fence },
-      {
-        roomId: ROOM,
-        dag: parsed.dag,
-        hash: parsed.hash,
-        publisher: "test",
-        publishEventId: null,
-        needsConfirmation: false,
-        confirmTimeoutMs: 60_000,
-      },
-    );
-    if (created.kind !== "created") throw new Error(created.kind);
-    await s.releaseLease(fence);
+    const runId = await createdRun(s, "layers", tasks);
     // The actions' own record: a line when each starts and when it ends.
     const marks = join(db!.dir, "marks");
     const mark: ActionDefinition = {
@@ -665,7 +656,7 @@ describe("dependencies", () => {
     cleanups.push(() => node.stop());
     await waitFor(
       "the run to succeed",
-      () => s.getRunById(created.run.runId),
+      () => s.getRunById(runId),
       (r) => r?.status === "succeeded",
       { timeoutMs: 20_000 },
     );
@@ -683,26 +674,9 @@ describe("dependencies", () => {
   it("on SQLite a chain step is one commit: a task's finish, the leader's step and the next task's claim", async () => {
     const s = await store();
     const steps = 12;
-    const setup = await s.acquireLease(ROOM, { nodeId: "setup", bootId: "1" }, 30_000);
-    const fence = { roomId: ROOM, session: setup.session, term: setup.term };
     const ids = Array.from({ length: steps }, (_, i) => `t${String(i).padStart(2, "0")}`);
     const tasks = ids.map((id, i) => ({ id, action: "true", ...(i > 0 ? { needs: [ids[i - 1]] } : {}) }));
-    const parsed = parseDag(JSON.stringify({ id: "chain", tasks }), "json");
-    if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
-    const created = await s.createRun(
-      { fence },
-      {
-        roomId: ROOM,
-        dag: parsed.dag,
-        hash: parsed.hash,
-        publisher: "test",
-        publishEventId: null,
-        needsConfirmation: false,
-        confirmTimeoutMs: 60_000,
-      },
-    );
-    if (created.kind !== "created") throw new Error(created.kind);
-    await s.releaseLease(fence);
+    const runId = await createdRun(s, "chain", tasks);
     const trueAction: ActionDefinition = { ...sleepAction, name: "true", argv: ["true"], args: {} };
     const minute = 60_000;
     // One slot: the next task takes the slot of the one whose finish is in the same commit.
@@ -725,13 +699,13 @@ describe("dependencies", () => {
     cleanups.push(() => node.stop());
     await waitFor(
       "the first task running",
-      () => s.getTask(created.run.runId, ids[0]!),
+      () => s.getTask(runId, ids[0]!),
       (t) => t?.status === "running" || t?.status === "succeeded",
     );
     const first = walCommits(db!.path);
     await waitFor(
       "the chain to succeed",
-      () => s.getRunById(created.run.runId),
+      () => s.getRunById(runId),
       (r) => r?.status === "succeeded",
       { timeoutMs: 10_000 },
     );
@@ -743,8 +717,6 @@ describe("dependencies", () => {
     expect(commits).toBeGreaterThanOrEqual(steps - 1);
     expect(commits).toBeLessThanOrEqual(steps + 3);
     const log = await s.readEvents(ROOM, 0, 1000);
-    expect(log.filter((e) => e.kind === "task.succeeded" && e.runId === created.run.runId)).toHaveLength(
-      steps,
-    );
+    expect(log.filter((e) => e.kind === "task.succeeded" && e.runId === runId)).toHaveLength(steps);
   });
 });
