@@ -12,7 +12,7 @@ import { DEFAULT_LEADER_TIMINGS, runLeaderLoop } from "../../src/app/leader.js";
 import { runScheduleLoop } from "../../src/app/schedules.js";
 import { whenAborted } from "../../src/app/wake.js";
 import { Worker } from "../../src/app/worker.js";
-import type { EngineSettings } from "../../src/app/node.js";
+import type { EngineNode, EngineSettings } from "../../src/app/node.js";
 import { startEngineNode } from "../../src/app/node.js";
 import { parseDag } from "../../src/domain/dag.js";
 import type { ActionDefinition, ExecResult, Executor } from "../../src/ports/executor.js";
@@ -337,14 +337,14 @@ const sleepAction: ActionDefinition = {
   killGraceMs: 200,
 };
 
-/** A run with one 30 s sleep, queued by a leader whose fence is returned. */
-async function queuedSleep(s: Store, retries: number): Promise<{ fence: LeaderFence; runId: string }> {
-  const acquired = await s.acquireLease(ROOM, { nodeId: "leader", bootId: "1" }, 30_000);
-  const fence = { roomId: ROOM, session: acquired.session, term: acquired.term };
-  const parsed = parseDag(
-    JSON.stringify({ id: "nap", tasks: [{ id: "nap", action: "sleep", args: { seconds: 30 }, retries }] }),
-    "json",
-  );
+/** A run of `tasks` created under a leader's `fence`; its run id. */
+async function runUnder(
+  s: Store,
+  fence: LeaderFence,
+  dagId: string,
+  tasks: readonly object[],
+): Promise<string> {
+  const parsed = parseDag(JSON.stringify({ id: dagId, tasks }), "json");
   if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
   const created = await s.createRun(
     { fence },
@@ -359,8 +359,18 @@ async function queuedSleep(s: Store, retries: number): Promise<{ fence: LeaderFe
     },
   );
   if (created.kind !== "created") throw new Error(created.kind);
+  return created.run.runId;
+}
+
+/** A run with one 30 s sleep, queued by a leader whose fence is returned. */
+async function queuedSleep(s: Store, retries: number): Promise<{ fence: LeaderFence; runId: string }> {
+  const acquired = await s.acquireLease(ROOM, { nodeId: "leader", bootId: "1" }, 30_000);
+  const fence = { roomId: ROOM, session: acquired.session, term: acquired.term };
+  const runId = await runUnder(s, fence, "nap", [
+    { id: "nap", action: "sleep", args: { seconds: 30 }, retries },
+  ]);
   await s.scheduleStep(fence);
-  return { fence, runId: created.run.runId };
+  return { fence, runId };
 }
 
 function worker(
@@ -561,23 +571,33 @@ describe("node", () => {
 async function createdRun(s: Store, dagId: string, tasks: readonly object[]): Promise<string> {
   const setup = await s.acquireLease(ROOM, { nodeId: "setup", bootId: "1" }, 30_000);
   const fence = { roomId: ROOM, session: setup.session, term: setup.term };
-  const parsed = parseDag(JSON.stringify({ id: dagId, tasks }), "json");
-  if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
-  const created = await s.createRun(
-    { fence },
-    {
-      roomId: ROOM,
-      dag: parsed.dag,
-      hash: parsed.hash,
-      publisher: "test",
-      publishEventId: null,
-      needsConfirmation: false,
-      confirmTimeoutMs: 60_000,
-    },
-  );
-  if (created.kind !== "created") throw new Error(created.kind);
+  const runId = await runUnder(s, fence, dagId, tasks);
   await s.releaseLease(fence);
-  return created.run.runId;
+  return runId;
+}
+
+/**
+ * A node that leads and works in ROOM, with one action, `capacity` slots and every tick at a minute,
+ * so that nothing but the store's changes moves its work along within a test's wait.
+ */
+function runner(s: Store, action: ActionDefinition, capacity: number, debounceMs = 60_000): EngineNode {
+  const minute = 60_000;
+  return startEngineNode(
+    {
+      nodeId: "runner",
+      labels: [],
+      capacity,
+      roomIds: [ROOM],
+      actions: new Map([[action.name, action]]),
+      lease: { ttlMs: 10_000, renewEveryMs: 3_000, acquireEveryMs: 150 },
+      leader: { debounceMs, safetyTickMs: minute },
+      taskLeaseMs: 10_000,
+      heartbeatEveryMs: minute,
+      workerPollMs: minute,
+      work: true,
+    },
+    { store: s, executor: createProcessExecutor(), clock: systemClock, logger, processInbox: null },
+  );
 }
 
 describe("dependencies", () => {
@@ -590,24 +610,7 @@ describe("dependencies", () => {
     }));
     const runId = await createdRun(s, "chain", tasks);
     const trueAction: ActionDefinition = { ...sleepAction, name: "true", argv: ["true"], args: {} };
-    const minute = 60_000;
-    const node = startEngineNode(
-      {
-        nodeId: "runner",
-        labels: [],
-        capacity: 1,
-        roomIds: [ROOM],
-        actions: new Map([["true", trueAction]]),
-        lease: { ttlMs: 10_000, renewEveryMs: 3_000, acquireEveryMs: 150 },
-        // Nothing but the finishes themselves can move the chain along within the test's wait.
-        leader: { debounceMs: minute, safetyTickMs: minute },
-        taskLeaseMs: 10_000,
-        heartbeatEveryMs: minute,
-        workerPollMs: minute,
-        work: true,
-      },
-      { store: s, executor: createProcessExecutor(), clock: systemClock, logger, processInbox: null },
-    );
+    const node = runner(s, trueAction, 1);
     cleanups.push(() => node.stop());
     const run = await waitFor(
       "the chain to succeed",
@@ -636,23 +639,7 @@ describe("dependencies", () => {
       argv: ["sh", "-c", 'echo start >> "$0"; sleep 0.02; echo end >> "$0"', marks],
       args: {},
     };
-    const minute = 60_000;
-    const node = startEngineNode(
-      {
-        nodeId: "runner",
-        labels: [],
-        capacity: 2,
-        roomIds: [ROOM],
-        actions: new Map([["mark", mark]]),
-        lease: { ttlMs: minute, renewEveryMs: minute / 3, acquireEveryMs: 150 },
-        leader: { debounceMs: 5, safetyTickMs: minute },
-        taskLeaseMs: minute,
-        heartbeatEveryMs: minute,
-        workerPollMs: minute,
-        work: true,
-      },
-      { store: s, executor: createProcessExecutor(), clock: systemClock, logger, processInbox: null },
-    );
+    const node = runner(s, mark, 2, 5);
     cleanups.push(() => node.stop());
     await waitFor(
       "the run to succeed",
@@ -678,24 +665,8 @@ describe("dependencies", () => {
     const tasks = ids.map((id, i) => ({ id, action: "true", ...(i > 0 ? { needs: [ids[i - 1]] } : {}) }));
     const runId = await createdRun(s, "chain", tasks);
     const trueAction: ActionDefinition = { ...sleepAction, name: "true", argv: ["true"], args: {} };
-    const minute = 60_000;
     // One slot: the next task takes the slot of the one whose finish is in the same commit.
-    const node = startEngineNode(
-      {
-        nodeId: "runner",
-        labels: [],
-        capacity: 1,
-        roomIds: [ROOM],
-        actions: new Map([["true", trueAction]]),
-        lease: { ttlMs: minute, renewEveryMs: minute / 3, acquireEveryMs: 150 },
-        leader: { debounceMs: minute, safetyTickMs: minute },
-        taskLeaseMs: minute,
-        heartbeatEveryMs: minute,
-        workerPollMs: minute,
-        work: true,
-      },
-      { store: s, executor: createProcessExecutor(), clock: systemClock, logger, processInbox: null },
-    );
+    const node = runner(s, trueAction, 1);
     cleanups.push(() => node.stop());
     await waitFor(
       "the first task running",
