@@ -1161,9 +1161,11 @@ export interface CommittedWrite {
 export type CommitJoiner = (writes: readonly CommittedWrite[]) => void;
 
 /**
- * Whether a write may have left tasks of `roomId` claimable: it queued or requeued some (a
- * scheduling step, a reap, a retry), not a claim (which names its claimer) nor a task's end (its
- * dependents are queued by the leader's step, which joins after it).
+ * Whether a write may have left tasks of `roomId` claimable: it changed the room's tasks without
+ * naming a claimer and ended none, or requeued a retry. A scheduling step, a reap or a retry, that
+ * is; a run's creation, confirmation or cancel passes too, and the claim it brings finds nothing. Not
+ * a claim (it names its claimer) nor a task's end (its dependents are queued by the leader's step,
+ * which joins after it).
  */
 export function madeClaimable(write: CommittedWrite, roomId: string): boolean {
   let tasks = false;
