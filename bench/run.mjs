@@ -287,7 +287,7 @@ async function main() {
       const oneTask = await benchOneTaskRun(scratch, { runs: cfg.floor.oneTaskRuns, log });
       results.floor = {
         ...floorSummary(await benchFloor(scratch, { rounds: cfg.floor.rounds, log })),
-        oneTaskRun: { ...summarize(oneTask.ms), firstMs: oneTask.firstMs },
+        oneTaskRun: { ...summarize(oneTask.ms), firstMs: oneTask.firstMs, quiet: oneTask.quiet },
       };
     });
     await section("failover", async () => {

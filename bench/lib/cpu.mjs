@@ -50,3 +50,36 @@ export function cpuMeter(admin, database) {
     },
   };
 }
+
+/** The machine's busy and total CPU ticks so far (all CPUs, /proc/stat), or null off Linux. */
+function machineTicks() {
+  try {
+    const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal ...: idle and iowait are the quiet part.
+    const total = cpu.reduce((a, b) => a + b, 0);
+    return { busy: total - cpu[3] - cpu[4], total };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Waits until the machine's CPUs are quiet: two windows of `windowMs` in a row with less than
+ * `busyBelow` of their time busy, or `maxMs` at most. What came before in the bench (a PostgreSQL
+ * server still vacuuming, nodes still stopping) must not be timed as the part that follows. Resolves
+ * with how long it waited and how busy the last window was (null off Linux, where it does not wait).
+ */
+export async function waitForQuietCpu({ busyBelow = 0.1, windowMs = 500, maxMs = 30_000 } = {}) {
+  const t0 = performance.now();
+  let quiet = 0;
+  let busy = null;
+  let last = machineTicks();
+  while (last !== null && quiet < 2 && performance.now() - t0 < maxMs) {
+    await new Promise((r) => setTimeout(r, windowMs));
+    const now = machineTicks();
+    busy = (now.busy - last.busy) / Math.max(1, now.total - last.total);
+    quiet = busy < busyBelow ? quiet + 1 : 0;
+    last = now;
+  }
+  return { waitedMs: performance.now() - t0, busy };
+}

@@ -266,7 +266,11 @@ function floorSection(r) {
       : [
           `\`dagbot run\` of a one-task DAG (action \`true\`, 2 in-process nodes, a fresh store each run), ` +
             `process start to exit: ${fmtSummary(f.oneTaskRun, "ms")} over ${f.oneTaskRun.rounds.length} runs; ` +
-            `the first after the build (Node's compile cache empty, not counted): ${fmt(f.oneTaskRun.firstMs)} ms.`,
+            `the first after the build (Node's compile cache empty, not counted): ${fmt(f.oneTaskRun.firstMs)} ms` +
+            (f.oneTaskRun.quiet?.busy === null || f.oneTaskRun.quiet === undefined
+              ? "."
+              : `; the runs started once the CPUs were quiet (after ${fmt(f.oneTaskRun.quiet.waitedMs / 1000)} s, ` +
+                `${fmt(f.oneTaskRun.quiet.busy * 100)}% busy in the last half second).`),
           "",
         ]),
     `Load average (1 min) at each round's start and at the end: ${f.loadAverages.map((x) => fmt(x)).join(", ")}.`,
