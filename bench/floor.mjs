@@ -26,15 +26,19 @@ import { DAG_LEASE } from "./dag-overhead.mjs";
 
 export const SLOTS = 8;
 export const FLOOR_SHAPES = [
-  { key: "independent", label: "1,000 independent tasks", make: (id) => independent(id, 1000) },
-  { key: "chain", label: "a chain of 200", make: (id) => chain(id, 200) },
+  { key: "independent", label: "1,000 independent tasks", tasks: 1000, make: (id) => independent(id, 1000) },
+  { key: "chain", label: "a chain of 200", tasks: 200, make: (id) => chain(id, 200) },
   {
     key: "layers",
     label: "10 levels × 100, each needing 2 of the level above",
+    tasks: 1000,
     make: (id) => layered(id, 10, 100),
   },
 ];
 /**
+ * "sqlite-normal" is `dagbot run` with the store at `sqlite_synchronous = "normal"` (no fsync at a
+ * commit): an info variant, whose difference to "sqlite" is what the commits' fsyncs cost, the part
+ * of a step that durability itself takes (bench/README.md, "What durability costs a step").
  * DAGBOT_BENCH_DIST_B names a second build (an experiment's copy of dist/): its `dagbot run` then
  * runs in the same rounds as the variant "sqlite-b", for A/B figures taken side by side.
  */
@@ -44,6 +48,7 @@ export const FLOOR_VARIANTS = [
   "make",
   "node",
   "sqlite",
+  "sqlite-normal",
   ...(DIST_B ? ["sqlite-b"] : []),
   "postgres",
 ];
@@ -67,12 +72,13 @@ export function makeFile(doc) {
 }
 
 /** The config of `dagbot run` here: capacity 4 per in-process node, room cap 8, quiet logs. */
-export function runConfig(storePath) {
+export function runConfig(storePath, { synchronous } = {}) {
   return [
     `node_id = "floor"`,
     `labels = ["linux"]`,
     `capacity = 4`,
     `store = "sqlite:${storePath}"`,
+    ...(synchronous === undefined ? [] : [`sqlite_synchronous = "${synchronous}"`]),
     `log_level = "warn"`,
     ``,
     `[actions.true]`,
@@ -156,16 +162,19 @@ export async function benchFloor(scratch, { rounds, log, variants = FLOOR_VARIAN
           else if (v === "make") ms = await timed("make", [`-j${SLOTS}`, "-s"], f.makeDir);
           else if (v === "node")
             ms = await timed(process.execPath, [NODE_FLOOR, f.dagPath, String(SLOTS)], f.ninjaDir);
-          else if (v === "sqlite" || v === "sqlite-b") {
+          else if (v === "sqlite" || v === "sqlite-normal" || v === "sqlite-b") {
             // A fresh store each run, as a first `dagbot run` in a folder has it.
             const runDir = scratch.dir(`floor-run-${sqliteN++}`);
             const cfg = join(runDir, "node.toml");
-            writeFileSync(cfg, runConfig(join(runDir, "dagbot.db")));
+            writeFileSync(
+              cfg,
+              runConfig(join(runDir, "dagbot.db"), v === "sqlite-normal" ? { synchronous: "normal" } : {}),
+            );
             ms = await timed(
               process.execPath,
               [
                 ...cliNodeFlags(),
-                v === "sqlite" ? CLI : join(DIST_B, "cli.js"),
+                v === "sqlite-b" ? join(DIST_B, "cli.js") : CLI,
                 "run",
                 f.dagPath,
                 "--nodes",

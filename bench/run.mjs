@@ -211,6 +211,15 @@ function floorSummary(r) {
       sqliteRatio: ratio("sqlite"),
       // dagbot beside the Node floor: what dagbot itself adds to starting the processes from Node.
       sqliteOverNode: v.node === undefined ? undefined : summarize(ratios(v.sqlite, v.node)),
+      // The same without an fsync at a commit (sqlite_synchronous = "normal"), and what the fsyncs
+      // cost a task: (default − normal) / tasks, per round.
+      ...(v["sqlite-normal"] === undefined || v.node === undefined
+        ? {}
+        : {
+            normalOverNode: summarize(ratios(v["sqlite-normal"], v.node)),
+            fsyncMsPerTask: summarize(v.sqlite.map((ms, i) => (ms - v["sqlite-normal"][i]) / s.tasks)),
+            nodeMsPerTask: summarize(v.node.map((ms) => ms / s.tasks)),
+          }),
       // DAGBOT_BENCH_DIST_B's build beside this one, per round (an A/B run).
       ...(v["sqlite-b"] === undefined
         ? {}

@@ -155,6 +155,31 @@ export function judge(results) {
         "info: no runner hosted in Node starts processes faster here",
       ),
     );
+    rows.push(
+      row(
+        `floor: ${f.label}, dagbot run (SQLite) / the Node spawn floor`,
+        f.sqliteOverNode?.median,
+        "×",
+        "≤",
+        1.3,
+      ),
+      row(
+        `floor: ${f.label}, dagbot run (SQLite, no fsync) / the Node spawn floor`,
+        f.normalOverNode?.median,
+        "×",
+        "≤",
+        1.3,
+        'info: sqlite_synchronous = "normal", what is left without the commits\' fsyncs',
+      ),
+      row(
+        `floor: ${f.label}, the commits' fsyncs per task (default − no fsync)`,
+        f.fsyncMsPerTask?.median,
+        "ms",
+        "≤",
+        0.3 * (f.nodeMsPerTask?.median ?? 0),
+        "info: the limit is 0.3 × the Node floor's time per task, all that 1.3 × leaves to dagbot",
+      ),
+    );
     if (key === "independent")
       rows.push(
         row(
