@@ -68,6 +68,13 @@ export function pickBaseEnv(env: Readonly<Record<string, string | undefined>>): 
 
 /** The supervisor script: plain JavaScript, so this path is right from src/ (tests) and from dist/. */
 const SUPERVISOR = fileURLToPath(treeUrl("adapters/exec/action-supervisor.js"));
+/**
+ * The supervisor's Node flags. It does little but start processes, and a start (fork, then waiting
+ * for the child's exec) is cheaper from a process whose V8 posts no background work and keeps a
+ * small young generation: about 6 % less CPU and wall time for 1,000 `true` actions on 2 cores
+ * (bench/README.md, "Eighth stop").
+ */
+const SUPERVISOR_FLAGS = ["--single-threaded", "--max-semi-space-size=1"];
 
 export function createProcessExecutor(options: ProcessExecutorOptions = {}): Executor {
   const baseEnv = { PATH: DEFAULT_PATH, ...options.baseEnv };
@@ -440,7 +447,7 @@ class SupervisorLink {
 
   private ensure(): ChildProcess {
     if (this.child !== null) return this.child;
-    const child = spawn(process.execPath, [SUPERVISOR], {
+    const child = spawn(process.execPath, [...SUPERVISOR_FLAGS, SUPERVISOR], {
       shell: false,
       // Its own session: a terminal's Ctrl-C or a signal to the node's process group does not reach
       // it; the node's drain decides what happens to running actions.
