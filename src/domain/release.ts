@@ -9,11 +9,11 @@
  *   means raises it, and from then on the store refuses the writes of older protocols' nodes.
  */
 
-export const RELEASE = "0.8.2";
+export const RELEASE = "0.8.3";
 export const STORE_SCHEMA = 21;
 export const FLEET_PROTOCOL = 3;
 
-/** `dagbot 0.8.2 (store schema 21, fleet protocol 3)`: what `--version` prints. */
+/** `dagbot 0.8.3 (store schema 21, fleet protocol 3)`: what `--version` prints. */
 export function releaseLine(): string {
   return `dagbot ${RELEASE} (store schema ${STORE_SCHEMA}, fleet protocol ${FLEET_PROTOCOL})`;
 }

@@ -5,7 +5,7 @@
  *   repository's history into a cache folder (`git archive` of its commit, then `npm ci`, which
  *   installs its dependencies and builds its dist/) and run on the Node line it needs: 0.1.0 on
  *   Node 20 (DAGBOT_UPGRADE_OLD_NODE, set by test/upgrade/run.mjs: its better-sqlite3 compiles
- *   against the Node 20 headers), 0.2.0 to 0.8.1 on the test runner's own Node (their
+ *   against the Node 20 headers), 0.2.0 to 0.8.2 on the test runner's own Node (their
  *   engines say >=22);
  * - today's, this checkout's dist/, run on the test runner's own Node (22 or later).
  */
@@ -45,7 +45,7 @@ export interface PreviousReleaseSpec {
  * procedure (fleet-upgrade.test.ts); 0.2.0, 0.3.0, 0.3.1 and 0.4.0 (protocol 2, schema 17 or 19:
  * their src/domain/release.ts) through the rolling upgrade (rolling-upgrade.test.ts), where their
  * nodes finish what they run and take no new work once today's migration 20 raised the protocol to
- * 3. 0.5.0, 0.6.0, 0.7.0, 0.8.0 and 0.8.1 (protocol 3, schema 21) are of today's protocol and schema: their nodes keep working beside
+ * 3. 0.5.0, 0.6.0, 0.7.0, 0.8.0, 0.8.1 and 0.8.2 (protocol 3, schema 21) are of today's protocol and schema: their nodes keep working beside
  * today's there, and a restarted one starts again.
  */
 export const PREVIOUS_RELEASES = {
@@ -59,6 +59,7 @@ export const PREVIOUS_RELEASES = {
   "0.7.0": { commit: "9bab0ae", node: "runner", schema: { postgres: 21, sqlite: 21 }, protocol: 3 },
   "0.8.0": { commit: "b90fd64", node: "runner", schema: { postgres: 21, sqlite: 21 }, protocol: 3 },
   "0.8.1": { commit: "e8bfe58", node: "runner", schema: { postgres: 21, sqlite: 21 }, protocol: 3 },
+  "0.8.2": { commit: "a310c6b", node: "runner", schema: { postgres: 21, sqlite: 21 }, protocol: 3 },
 } as const satisfies Record<string, PreviousReleaseSpec>;
 
 export type PreviousVersion = keyof typeof PREVIOUS_RELEASES;
