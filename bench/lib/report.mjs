@@ -263,7 +263,8 @@ function floorSection(r) {
     "",
     "The Node spawn floor (`bench/floor-spawn.mjs`) runs the same DAG in one Node process with 8 slots,",
     "each task `true` started by `child_process.spawn` with nothing else: no store, no supervisor, no",
-    "durability. It is what any runner hosted in Node pays here to start the processes.",
+    "durability, with the action supervisor's Node flags (`--single-threaded --max-semi-space-size=1`).",
+    "It is what any runner hosted in Node pays here to start the processes.",
     "",
     ...(f.oneTaskRun === undefined
       ? []
