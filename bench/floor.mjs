@@ -38,7 +38,7 @@ export const FLOOR_SHAPES = [
 /**
  * "sqlite-normal" is `dagbot run` with the store at `sqlite_synchronous = "normal"` (no fsync at a
  * commit): an info variant, whose difference to "sqlite" is what the commits' fsyncs cost, the part
- * of a step that durability itself takes (bench/README.md, "What durability costs a step").
+ * of a step that durability itself takes (bench/README.md, "Eighth stop").
  * DAGBOT_BENCH_DIST_B names a second build (an experiment's copy of dist/): its `dagbot run` then
  * runs in the same rounds as the variant "sqlite-b", for A/B figures taken side by side.
  */
